@@ -1,0 +1,14 @@
+#!/usr/bin/env node
+// `npm test`: typecheck, engine + renderer unit tests, then the UI tests in Chromium.
+import { spawnSync } from 'node:child_process';
+
+const steps = [
+  ['npx', ['tsc', '-p', 'tsconfig.json', '--noEmit']],
+  ['npx', ['vitest', 'run', '--project', 'engine', '--project', 'renderer']],
+  ['npm', ['run', 'test:e2e']],
+];
+for (const [cmd, args] of steps) {
+  console.log(`\n> ${cmd} ${args.join(' ')}`);
+  const r = spawnSync(cmd, args, { stdio: 'inherit' });
+  if (r.status !== 0) process.exit(r.status ?? 1);
+}
