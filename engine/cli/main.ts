@@ -1,0 +1,35 @@
+/**
+ * The `arbor` CLI. Each command lives in its own module under ./commands/ and exports
+ * `register(program)`; this file only collects them, so areas can add commands independently.
+ */
+import { Command } from 'commander';
+import { readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+export type RegisterCommand = (program: Command) => void;
+
+export async function buildProgram(): Promise<Command> {
+  const program = new Command('arbor')
+    .description('Arbor: a desktop workbench for agentic RL on one machine')
+    .showHelpAfterError()
+    .enablePositionalOptions();
+  const dir = join(dirname(fileURLToPath(import.meta.url)), 'commands');
+  const files = readdirSync(dir).filter((f) => f.endsWith('.ts')).sort();
+  for (const f of files) {
+    const mod = (await import(pathToFileURL(join(dir, f)).href)) as { register?: RegisterCommand };
+    if (typeof mod.register !== 'function') throw new Error(`engine/cli/commands/${f} does not export register(program)`);
+    mod.register(program);
+  }
+  return program;
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const program = await buildProgram();
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+  } catch (err) {
+    console.error(`arbor: ${err instanceof Error ? err.message : String(err)}`);
+    process.exitCode = 1;
+  }
+}
