@@ -1,0 +1,96 @@
+/**
+ * Checkpoint folders of a training run and the resume point.
+ *
+ * Layout: <runDir>/checkpoints/step-000010/ holds an HF model folder (written by the policy's
+ * save) plus `trainer_state.json` (step, optimizer state file names, data cursor). A checkpoint is
+ * written into `step-000010.partial/` and renamed only once complete, so a crash (kill -9) during
+ * a save never leaves a folder that looks complete. Resume picks the highest complete step.
+ */
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export interface TrainerState {
+  /** Last finished training step (1-based); metrics up to and including it are committed. */
+  step: number;
+  /** Phase that produced the checkpoint. */
+  phase: 'sft' | 'rl';
+  /** Seed of the run (steps derive their own seeds from it, so nothing else is needed to resume). */
+  seed: number;
+  /** Free-form extras (e.g. optimizer step count, best eval score). */
+  extra?: Record<string, unknown>;
+  savedAt: string;
+}
+
+const STATE_FILE = 'trainer_state.json';
+const STEP_DIR = /^step-(\d{6,})$/;
+
+export function checkpointDirName(step: number): string {
+  return `step-${String(step).padStart(6, '0')}`;
+}
+
+export interface CheckpointInfo {
+  step: number;
+  dir: string;
+  state: TrainerState;
+}
+
+/** Complete checkpoints in a run folder, oldest first. Partial folders are ignored. */
+export function listCheckpoints(runDir: string): CheckpointInfo[] {
+  const root = join(runDir, 'checkpoints');
+  if (!existsSync(root)) return [];
+  const out: CheckpointInfo[] = [];
+  for (const name of readdirSync(root)) {
+    const m = STEP_DIR.exec(name);
+    if (!m) continue;
+    const dir = join(root, name);
+    const stateFile = join(dir, STATE_FILE);
+    if (!existsSync(stateFile)) continue;
+    try {
+      const state = JSON.parse(readFileSync(stateFile, 'utf8')) as TrainerState;
+      out.push({ step: state.step, dir, state });
+    } catch {
+      // A truncated state file means the save did not finish: not a checkpoint.
+    }
+  }
+  return out.sort((a, b) => a.step - b.step);
+}
+
+export function latestCheckpoint(runDir: string): CheckpointInfo | undefined {
+  const all = listCheckpoints(runDir);
+  return all[all.length - 1];
+}
+
+/**
+ * Save a checkpoint atomically: `writeContents(dir)` fills the folder (model weights, tokenizer,
+ * optimizer state), then the trainer state is written and the folder renamed into place.
+ * Older checkpoints beyond `keep` are deleted afterwards.
+ */
+export async function saveCheckpoint(
+  runDir: string,
+  state: Omit<TrainerState, 'savedAt'>,
+  writeContents: (dir: string) => Promise<void> | void,
+  keep: number,
+): Promise<CheckpointInfo> {
+  const root = join(runDir, 'checkpoints');
+  mkdirSync(root, { recursive: true });
+  const final = join(root, checkpointDirName(state.step));
+  const partial = `${final}.partial`;
+  rmSync(partial, { recursive: true, force: true });
+  mkdirSync(partial, { recursive: true });
+  await writeContents(partial);
+  const full: TrainerState = { ...state, savedAt: new Date().toISOString() };
+  writeFileSync(join(partial, STATE_FILE), JSON.stringify(full, null, 2));
+  rmSync(final, { recursive: true, force: true });
+  renameSync(partial, final);
+  pruneCheckpoints(runDir, keep);
+  return { step: state.step, dir: final, state: full };
+}
+
+/** Delete all but the newest `keep` checkpoints, and any leftover partial folders. */
+export function pruneCheckpoints(runDir: string, keep: number): void {
+  const root = join(runDir, 'checkpoints');
+  if (!existsSync(root)) return;
+  for (const name of readdirSync(root)) if (name.endsWith('.partial')) rmSync(join(root, name), { recursive: true, force: true });
+  const all = listCheckpoints(runDir);
+  for (const c of all.slice(0, Math.max(0, all.length - keep))) rmSync(c.dir, { recursive: true, force: true });
+}

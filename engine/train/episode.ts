@@ -1,0 +1,185 @@
+/**
+ * What the training loop needs from one finished episode, flattened to one token sequence.
+ * The rollout engine's trajectories are converted into this shape by the adapter in
+ * ./wiring.ts; everything in engine/train works on it.
+ *
+ * Token ids are the source of truth: `tokens` is prompt + every turn, exactly as sampled and
+ * as the tool observations were tokenised; `lossMask` is 1 on tokens the model generated.
+ */
+export interface Episode {
+  /** Index of the prompt (group) in the step's batch, and of the sample within the group. */
+  group: number;
+  sample: number;
+  /** Identifier of the task/question (for GiGPO anchors and logs). */
+  taskId: string;
+  tokens: Int32Array;
+  /** 1 on model-generated tokens (the only ones that carry loss, KL, entropy). */
+  lossMask: Uint8Array;
+  /** Log-probability of each token under the sampling policy (0 where lossMask = 0). */
+  rolloutLogprobs: Float32Array;
+  /** Entropy of the sampling distribution at each model token (0 elsewhere). */
+  entropy: Float32Array;
+  /** Outcome reward (after shaping) and its named components (before shaping). */
+  reward: number;
+  rewardComponents: Record<string, number>;
+  exactMatch: boolean;
+  formatOk: boolean;
+  toolCalls: number;
+  toolErrors: number;
+  turns: number;
+  /** Step (process) rewards: value placed on token index `at` (last token of a tool call). */
+  stepRewards: { at: number; value: number }[];
+  /** Ended because a length limit was hit rather than by an answer. */
+  truncated: boolean;
+  /** The final answer text, if any (for logs). */
+  answer?: string;
+}
+
+export function modelTokenCount(e: Episode): number {
+  let n = 0;
+  for (let i = 0; i < e.lossMask.length; i++) n += e.lossMask[i]!;
+  return n;
+}
+
+function meanStd(xs: number[]): { mean: number; std: number } {
+  if (xs.length === 0) return { mean: 0, std: 0 };
+  const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
+  const v = xs.reduce((a, b) => a + (b - mean) * (b - mean), 0) / xs.length;
+  return { mean, std: Math.sqrt(v) };
+}
+
+/**
+ * Episode-level metrics of a batch: reward mean/std and each component, exact match, format
+ * rate, tool calls and errors per episode, response and turn lengths, entropy of model tokens,
+ * and the share of groups whose rewards are all equal (no learning signal under GRPO).
+ */
+export function episodeMetrics(episodes: Episode[], prefix = ''): Record<string, number> {
+  const m: Record<string, number> = {};
+  const n = episodes.length;
+  if (n === 0) return m;
+  const r = meanStd(episodes.map((e) => e.reward));
+  m[`${prefix}reward/mean`] = r.mean;
+  m[`${prefix}reward/std`] = r.std;
+  const comps = new Set<string>();
+  for (const e of episodes) for (const k of Object.keys(e.rewardComponents)) comps.add(k);
+  for (const k of comps) m[`${prefix}reward/${k}`] = episodes.reduce((a, e) => a + (e.rewardComponents[k] ?? 0), 0) / n;
+  m[`${prefix}exact_match`] = episodes.filter((e) => e.exactMatch).length / n;
+  m[`${prefix}format_rate`] = episodes.filter((e) => e.formatOk).length / n;
+  m[`${prefix}tool_calls_per_episode`] = episodes.reduce((a, e) => a + e.toolCalls, 0) / n;
+  m[`${prefix}tool_errors_per_episode`] = episodes.reduce((a, e) => a + e.toolErrors, 0) / n;
+  m[`${prefix}turns/mean`] = episodes.reduce((a, e) => a + e.turns, 0) / n;
+  const lens = episodes.map(modelTokenCount);
+  const l = meanStd(lens);
+  m[`${prefix}response_length/mean`] = l.mean;
+  m[`${prefix}response_length/max`] = Math.max(...lens);
+  m[`${prefix}total_length/mean`] = episodes.reduce((a, e) => a + e.tokens.length, 0) / n;
+  m[`${prefix}truncated_rate`] = episodes.filter((e) => e.truncated).length / n;
+  let hSum = 0;
+  let hCount = 0;
+  for (const e of episodes)
+    for (let i = 0; i < e.lossMask.length; i++)
+      if (e.lossMask[i]) {
+        hSum += e.entropy[i]!;
+        hCount++;
+      }
+  m[`${prefix}entropy`] = hCount ? hSum / hCount : 0;
+  const groups = new Map<number, number[]>();
+  for (const e of episodes) {
+    const g = groups.get(e.group) ?? [];
+    g.push(e.reward);
+    groups.set(e.group, g);
+  }
+  let flat = 0;
+  for (const g of groups.values()) if (g.every((x) => x === g[0])) flat++;
+  m[`${prefix}groups/flat_fraction`] = groups.size ? flat / groups.size : 0;
+  return m;
+}
+
+/** Mean |old − rollout| logprob over model tokens: how far the recomputed old policy drifts from the sampler. */
+export function logprobMismatch(episodes: Episode[], oldLogprobs: Float32Array[]): { meanAbs: number; max: number } {
+  let s = 0;
+  let c = 0;
+  let mx = 0;
+  episodes.forEach((e, k) => {
+    const old = oldLogprobs[k]!;
+    for (let i = 0; i < e.lossMask.length; i++)
+      if (e.lossMask[i]) {
+        const d = Math.abs(old[i]! - e.rolloutLogprobs[i]!);
+        s += d;
+        c++;
+        if (d > mx) mx = d;
+      }
+  });
+  return { meanAbs: c ? s / c : 0, max: mx };
+}
+
+/**
+ * DAPO dynamic sampling: keep only groups whose rewards are not all equal (they carry a GRPO
+ * signal). Returns the kept episodes and how many groups were dropped.
+ */
+export function dropFlatGroups(episodes: Episode[]): { kept: Episode[]; dropped: number } {
+  const groups = new Map<number, Episode[]>();
+  for (const e of episodes) {
+    const g = groups.get(e.group) ?? [];
+    g.push(e);
+    groups.set(e.group, g);
+  }
+  const kept: Episode[] = [];
+  let dropped = 0;
+  for (const g of groups.values()) {
+    if (g.length > 1 && g.every((e) => e.reward === g[0]!.reward)) dropped++;
+    else kept.push(...g);
+  }
+  return { kept, dropped };
+}
+
+/**
+ * DAPO overlong shaping: R += min(−(|y| − (L_max − L_buf)) / L_buf, 0) over the response length |y|
+ * (model tokens), and a fixed penalty for episodes truncated at the limit.
+ */
+export function overlongPenalty(responseTokens: number, maxLength: number, buffer: number, truncated: boolean, truncPenalty: number): number {
+  const soft = Math.min(-(responseTokens - (maxLength - buffer)) / buffer, 0);
+  return soft - (truncated ? truncPenalty : 0);
+}
+
+/** A per-step seed derived from the run seed (splitmix-style mixing), so resuming needs no RNG state. */
+export function stepSeed(seed: number, step: number, stream = 0): number {
+  let z = (Math.imul(seed >>> 0, 0x9e3779b1) ^ Math.imul(step + 1, 0x85ebca6b) ^ Math.imul(stream + 7, 0xc2b2ae35)) >>> 0;
+  z = Math.imul(z ^ (z >>> 16), 0x7feb352d) >>> 0;
+  z = Math.imul(z ^ (z >>> 15), 0x846ca68b) >>> 0;
+  return (z ^ (z >>> 16)) >>> 0;
+}
+
+/** Deterministic PRNG (mulberry32) for shuffles and sampling inside the trainer. */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export function shuffled<T>(xs: T[], rand: () => number): T[] {
+  const a = xs.slice();
+  for (let i = a.length - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    [a[i], a[j]] = [a[j]!, a[i]!];
+  }
+  return a;
+}
+
+/** Split into `k` nearly equal consecutive chunks (no empty chunk when k ≤ length). */
+export function chunks<T>(xs: T[], k: number): T[][] {
+  const n = Math.min(k, xs.length);
+  const out: T[][] = [];
+  let start = 0;
+  for (let i = 0; i < n; i++) {
+    const size = Math.floor(xs.length / n) + (i < xs.length % n ? 1 : 0);
+    out.push(xs.slice(start, start + size));
+    start += size;
+  }
+  return out;
+}

@@ -1,0 +1,284 @@
+/**
+ * The RL training loop: rollout → rewards → advantages → update, with evaluation, checkpoints
+ * and resume. It is written against small ports (below) so the same loop serves the CLI, the run
+ * manager's job and the tests; ./wiring.ts builds the ports from engine/model, engine/rl,
+ * engine/rollout, engine/env and engine/store.
+ *
+ * Resume: the last complete checkpoint (step S) is loaded, every metric/trajectory row with a
+ * step > S is deleted from the store, and training restarts at S + 1. Each step derives its seeds
+ * from (run seed, step), so a resumed step samples exactly what the original would have.
+ */
+import type { ExperimentConfig } from './config';
+import { latestCheckpoint, saveCheckpoint, type CheckpointInfo } from './checkpoints';
+import { chunks, dropFlatGroups, episodeMetrics, logprobMismatch, modelTokenCount, mulberry32, overlongPenalty, shuffled, stepSeed, type Episode } from './episode';
+
+/** Samples one step's episodes (prompts chosen from the step seed). */
+export interface RolloutPort {
+  sample(args: { step: number; seed: number; prompts: number; n: number; round: number }): Promise<Episode[]>;
+}
+
+/** Token-level scores of episodes under some weights (old policy or reference). */
+export interface ScorePort {
+  score(episodes: Episode[]): Promise<{ logprobs: Float32Array[]; entropy?: Float32Array[] }>;
+}
+
+export interface UpdateStats {
+  loss: number;
+  gradNorm: number;
+  clipFraction: number;
+  kl: number;
+  entropy: number;
+  approxKl?: number;
+  valueLoss?: number;
+  /** Number of model tokens that carried loss. */
+  tokens: number;
+}
+
+/** One optimizer step over a mini-batch, accumulating gradients over its micro-batches. */
+export interface PolicyPort extends ScorePort {
+  update(args: {
+    microBatches: Episode[][];
+    advantages: Map<Episode, Float32Array>;
+    returns?: Map<Episode, Float32Array>;
+    oldLogprobs: Map<Episode, Float32Array>;
+    refLogprobs?: Map<Episode, Float32Array>;
+    oldValues?: Map<Episode, Float32Array>;
+    lr: number;
+  }): Promise<UpdateStats>;
+  save(dir: string): Promise<void>;
+  load(dir: string): Promise<void>;
+}
+
+/** Token advantages for a batch (the estimator named by algorithm.adv_estimator). */
+export interface AdvantagePort {
+  compute(args: {
+    episodes: Episode[];
+    refLogprobs?: Map<Episode, Float32Array>;
+    oldLogprobs: Map<Episode, Float32Array>;
+    values?: Map<Episode, Float32Array>;
+  }): { advantages: Map<Episode, Float32Array>; returns?: Map<Episode, Float32Array> };
+  /** Critic values (PPO + GAE only). */
+  values?(episodes: Episode[]): Promise<Float32Array[]>;
+}
+
+export interface EvalPort {
+  evaluate(args: { step: number; n: number }): Promise<Record<string, number>>;
+}
+
+/** Where metrics and trajectories go (the store in the app; anything in tests). */
+export interface SinkPort {
+  metrics(step: number, values: Record<string, number>): void | Promise<void>;
+  trajectories?(step: number, episodes: Episode[], advantages: Map<Episode, Float32Array>): void | Promise<void>;
+  /** Drop rows of steps > `step` (called on resume so no step is duplicated). */
+  truncateAfter(step: number): void | Promise<void>;
+  event?(kind: string, payload: Record<string, unknown>): void;
+}
+
+export interface LoopPorts {
+  rollout: RolloutPort;
+  policy: PolicyPort;
+  reference?: ScorePort;
+  advantage: AdvantagePort;
+  eval?: EvalPort;
+  sink: SinkPort;
+}
+
+export interface LoopOptions {
+  runDir: string;
+  /** Resume from the last checkpoint in runDir if there is one. */
+  resume?: boolean;
+  signal?: AbortSignal;
+  /** Called after every step with the step's metrics (progress bars, events). */
+  onStep?: (step: number, metrics: Record<string, number>) => void;
+  /** Extra state saved with each checkpoint (e.g. the optimizer). */
+  saveExtra?: (dir: string) => Promise<void>;
+  loadExtra?: (dir: string) => Promise<void>;
+}
+
+export interface LoopResult {
+  firstStep: number;
+  lastStep: number;
+  stopped: boolean;
+  lastCheckpoint?: CheckpointInfo;
+  lastEval?: Record<string, number>;
+}
+
+/** Learning rate at a step: linear warm-up, then constant or cosine decay to min_lr_ratio·lr. */
+export function learningRate(cfg: ExperimentConfig['optim'], step: number, totalSteps: number): number {
+  if (cfg.warmup_steps > 0 && step <= cfg.warmup_steps) return (cfg.lr * step) / cfg.warmup_steps;
+  if (cfg.schedule === 'constant') return cfg.lr;
+  const span = Math.max(1, totalSteps - cfg.warmup_steps);
+  const progress = Math.min(1, (step - cfg.warmup_steps) / span);
+  const floor = cfg.lr * cfg.min_lr_ratio;
+  return floor + 0.5 * (cfg.lr - floor) * (1 + Math.cos(Math.PI * progress));
+}
+
+export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, opts: LoopOptions): Promise<LoopResult> {
+  const { rollout, policy, reference, advantage, sink } = ports;
+  let start = 1;
+  let lastCheckpoint: CheckpointInfo | undefined;
+  if (opts.resume) {
+    const ck = latestCheckpoint(opts.runDir);
+    if (ck && ck.state.phase === 'rl') {
+      await policy.load(ck.dir);
+      await opts.loadExtra?.(ck.dir);
+      start = ck.step + 1;
+      lastCheckpoint = ck;
+      sink.event?.('resumed', { fromStep: ck.step, checkpoint: ck.dir });
+    }
+    await sink.truncateAfter(start - 1);
+  }
+  const save = async (step: number) => {
+    lastCheckpoint = await saveCheckpoint(
+      opts.runDir,
+      { step, phase: 'rl', seed: cfg.seed },
+      async (dir) => {
+        await policy.save(dir);
+        await opts.saveExtra?.(dir);
+      },
+      cfg.checkpoint.keep,
+    );
+    sink.event?.('checkpoint', { step, dir: lastCheckpoint.dir });
+  };
+
+  const alg = cfg.algorithm;
+  let lastEval: Record<string, number> | undefined;
+  let step = start;
+  let stopped = false;
+  for (; step <= cfg.steps; step++) {
+    if (opts.signal?.aborted) {
+      stopped = true;
+      break;
+    }
+    const seed = stepSeed(cfg.seed, step);
+    const m: Record<string, number> = {};
+
+    // ---- rollout (with dynamic sampling refill) -------------------------------------------
+    const t0 = performance.now();
+    let episodes = await rollout.sample({ step, seed, prompts: cfg.rollout.prompts_per_step, n: cfg.rollout.n, round: 0 });
+    const all = episodes.slice();
+    if (alg.dynamic_sampling.enabled) {
+      let { kept, dropped } = dropFlatGroups(episodes);
+      let droppedTotal = dropped;
+      const want = cfg.rollout.prompts_per_step * cfg.rollout.n;
+      for (let round = 1; kept.length < want && round <= alg.dynamic_sampling.max_rounds; round++) {
+        const more = await rollout.sample({ step, seed: stepSeed(cfg.seed, step, round), prompts: cfg.rollout.prompts_per_step, n: cfg.rollout.n, round });
+        all.push(...more);
+        const offset = Math.max(-1, ...kept.map((e) => e.group)) + 1;
+        for (const e of more) e.group += offset;
+        const r = dropFlatGroups(more);
+        droppedTotal += r.dropped;
+        kept = kept.concat(r.kept);
+      }
+      m['dynamic_sampling/dropped_groups'] = droppedTotal;
+      // Keep whole groups up to the target batch; never an empty batch.
+      if (kept.length > 0) {
+        const groups = [...new Set(kept.map((e) => e.group))];
+        const keepGroups = new Set(groups.slice(0, cfg.rollout.prompts_per_step));
+        episodes = kept.filter((e) => keepGroups.has(e.group));
+      }
+    }
+    const rolloutMs = performance.now() - t0;
+    Object.assign(m, episodeMetrics(all));
+    if (alg.overlong.enabled) {
+      for (const e of episodes)
+        e.reward += overlongPenalty(modelTokenCount(e), cfg.rollout.max_total_length, alg.overlong.buffer, e.truncated, alg.overlong.penalty);
+      m['reward/shaped_mean'] = episodes.reduce((a, e) => a + e.reward, 0) / episodes.length;
+    }
+
+    // ---- scoring: old policy (recomputed), reference, critic ------------------------------
+    const t1 = performance.now();
+    const old = await policy.score(episodes);
+    const oldLogprobs = new Map(episodes.map((e, i) => [e, old.logprobs[i]!] as const));
+    const mis = logprobMismatch(episodes, old.logprobs);
+    m['rollout/logprob_mismatch'] = mis.meanAbs;
+    m['rollout/logprob_mismatch_max'] = mis.max;
+    let refLogprobs: Map<Episode, Float32Array> | undefined;
+    if (reference && alg.kl_coef > 0) {
+      const ref = await reference.score(episodes);
+      refLogprobs = new Map(episodes.map((e, i) => [e, ref.logprobs[i]!] as const));
+    }
+    let values: Map<Episode, Float32Array> | undefined;
+    if (advantage.values) {
+      const v = await advantage.values(episodes);
+      values = new Map(episodes.map((e, i) => [e, v[i]!] as const));
+    }
+    const scoreMs = performance.now() - t1;
+
+    // ---- advantages -------------------------------------------------------------------------
+    const { advantages, returns } = advantage.compute({ episodes, refLogprobs, oldLogprobs, values });
+    let aSum = 0;
+    let aAbs = 0;
+    let aN = 0;
+    for (const e of episodes) {
+      const a = advantages.get(e)!;
+      for (let i = 0; i < e.lossMask.length; i++)
+        if (e.lossMask[i]) {
+          aSum += a[i]!;
+          aAbs += Math.abs(a[i]!);
+          aN++;
+        }
+    }
+    m['advantage/mean'] = aN ? aSum / aN : 0;
+    m['advantage/abs_mean'] = aN ? aAbs / aN : 0;
+
+    // ---- update: PPO epochs × mini-batches, each accumulating over micro-batches ------------
+    const t2 = performance.now();
+    const lr = learningRate(cfg.optim, step, cfg.steps);
+    const rand = mulberry32(stepSeed(cfg.seed, step, 1000));
+    const agg = { loss: 0, gradNorm: 0, clipFraction: 0, kl: 0, entropy: 0, valueLoss: 0, n: 0, tokens: 0 };
+    for (let epoch = 0; epoch < alg.ppo_epochs; epoch++) {
+      for (const mb of chunks(shuffled(episodes, rand), alg.mini_batches)) {
+        const s = await policy.update({
+          microBatches: chunks(mb, alg.micro_batches),
+          advantages,
+          returns,
+          oldLogprobs,
+          refLogprobs,
+          oldValues: values,
+          lr,
+        });
+        agg.loss += s.loss;
+        agg.gradNorm += s.gradNorm;
+        agg.clipFraction += s.clipFraction;
+        agg.kl += s.kl;
+        agg.entropy += s.entropy;
+        agg.valueLoss += s.valueLoss ?? 0;
+        agg.tokens += s.tokens;
+        agg.n++;
+      }
+    }
+    const updateMs = performance.now() - t2;
+    const k = Math.max(1, agg.n);
+    m['actor/loss'] = agg.loss / k;
+    m['actor/grad_norm'] = agg.gradNorm / k;
+    m['actor/clip_fraction'] = agg.clipFraction / k;
+    m['actor/kl'] = agg.kl / k;
+    m['actor/entropy'] = agg.entropy / k;
+    if (values) m['critic/value_loss'] = agg.valueLoss / k;
+    m['optim/lr'] = lr;
+    m['time/rollout_s'] = rolloutMs / 1000;
+    m['time/score_s'] = scoreMs / 1000;
+    m['time/update_s'] = updateMs / 1000;
+    const stepTokens = all.reduce((a, e) => a + modelTokenCount(e), 0);
+    m['perf/rollout_tokens_per_s'] = stepTokens / Math.max(1e-9, rolloutMs / 1000);
+    m['perf/update_tokens_per_s'] = agg.tokens / Math.max(1e-9, updateMs / 1000);
+    m['perf/tokens_per_s'] = (stepTokens + agg.tokens) / Math.max(1e-9, (rolloutMs + scoreMs + updateMs) / 1000);
+
+    await sink.trajectories?.(step, episodes, advantages);
+    if (ports.eval && cfg.eval.every > 0 && step % cfg.eval.every === 0) {
+      lastEval = await ports.eval.evaluate({ step, n: cfg.eval.n_questions });
+      for (const [key, v] of Object.entries(lastEval)) m[`eval/${key}`] = v;
+    }
+    await sink.metrics(step, m);
+    opts.onStep?.(step, m);
+    if (step % cfg.checkpoint.every === 0 || step === cfg.steps || opts.signal?.aborted) await save(step);
+  }
+  const lastStep = step - 1;
+  if (stopped && lastStep >= start && lastCheckpoint?.step !== lastStep) await save(lastStep);
+  if (ports.eval && !stopped && (cfg.eval.every === 0 || cfg.steps % cfg.eval.every !== 0) && lastStep >= start) {
+    lastEval = await ports.eval.evaluate({ step: lastStep, n: cfg.eval.n_questions });
+    await sink.metrics(lastStep, Object.fromEntries(Object.entries(lastEval).map(([k2, v]) => [`eval/${k2}`, v])));
+  }
+  return { firstStep: start, lastStep, stopped, lastCheckpoint, lastEval };
+}

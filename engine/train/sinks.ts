@@ -1,0 +1,61 @@
+/**
+ * Metric sinks for the loop. The app writes to the SQLite store (engine/store); runs without a
+ * store (the CLI with --no-store, tests) append one JSON line per step to <runDir>/metrics.jsonl.
+ * Each line is written with a single append, so a kill -9 leaves at most one torn last line,
+ * which readers skip and `truncateAfter` removes.
+ */
+import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { SinkPort } from './loop';
+
+export interface MetricRow {
+  step: number;
+  time: number;
+  values: Record<string, number>;
+}
+
+export function readMetricsJsonl(file: string): MetricRow[] {
+  if (!existsSync(file)) return [];
+  const rows: MetricRow[] = [];
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    if (!line.trim()) continue;
+    try {
+      rows.push(JSON.parse(line) as MetricRow);
+    } catch {
+      // torn final line from a killed process
+    }
+  }
+  return rows;
+}
+
+export class JsonlSink implements SinkPort {
+  readonly file: string;
+  constructor(runDir: string) {
+    this.file = join(runDir, 'metrics.jsonl');
+  }
+  metrics(step: number, values: Record<string, number>): void {
+    appendFileSync(this.file, JSON.stringify({ step, time: Date.now(), values } satisfies MetricRow) + '\n');
+  }
+  truncateAfter(step: number): void {
+    const keep = readMetricsJsonl(this.file).filter((r) => r.step <= step);
+    writeFileSync(this.file, keep.map((r) => JSON.stringify(r) + '\n').join(''));
+  }
+}
+
+/** Fan one loop's output out to several sinks (e.g. the store and a progress bar). */
+export function teeSink(...sinks: SinkPort[]): SinkPort {
+  return {
+    async metrics(step, values) {
+      for (const s of sinks) await s.metrics(step, values);
+    },
+    async trajectories(step, eps, adv) {
+      for (const s of sinks) await s.trajectories?.(step, eps, adv);
+    },
+    async truncateAfter(step) {
+      for (const s of sinks) await s.truncateAfter(step);
+    },
+    event(kind, payload) {
+      for (const s of sinks) s.event?.(kind, payload);
+    },
+  };
+}

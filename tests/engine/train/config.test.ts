@@ -1,0 +1,86 @@
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, experimentJsonSchema, loadConfig, validateConfig } from '../../../engine/train/config';
+
+function errorOf(input: unknown): ConfigError {
+  try {
+    validateConfig(input);
+  } catch (e) {
+    expect(e).toBeInstanceOf(ConfigError);
+    return e as ConfigError;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('experiment config', () => {
+  it('accepts a two-line config and fills every default', () => {
+    const cfg = validateConfig({ model: { init: 'tiny' } });
+    expect(cfg.algorithm.adv_estimator).toBe('grpo');
+    expect(cfg.algorithm.dynamic_sampling.enabled).toBe(false);
+    expect(cfg.rollout.n).toBeGreaterThan(1);
+    expect(cfg.backend).toBe('ort');
+  });
+
+  it('rejects an unknown field, naming it', () => {
+    const e = errorOf({ model: { init: 'tiny' }, rollout: { temprature: 0.7 } });
+    expect(e.issues).toEqual([{ field: 'rollout.temprature', message: 'unknown field "temprature"' }]);
+  });
+
+  it('rejects a wrong type, naming the field and the expected type', () => {
+    const e = errorOf({ model: { init: 'tiny' }, optim: { lr: 'fast' } });
+    expect(e.issues[0]!.field).toBe('optim.lr');
+    expect(e.issues[0]!.message).toMatch(/expected number, got "fast"/);
+  });
+
+  it('rejects a negative batch', () => {
+    const e = errorOf({ model: { init: 'tiny' }, rollout: { prompts_per_step: -4 } });
+    expect(e.issues[0]).toEqual({ field: 'rollout.prompts_per_step', message: 'must be positive, got -4' });
+  });
+
+  it('lists the allowed values of a choice', () => {
+    const e = errorOf({ model: { init: 'tiny' }, algorithm: { loss_agg_mode: 'mean' } });
+    expect(e.issues[0]!.field).toBe('algorithm.loss_agg_mode');
+    expect(e.message).toContain('"token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"');
+  });
+
+  it('rejects a missing model folder and a folder that is not an HF model', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'arbor-cfg-'));
+    expect(errorOf({ model: { path: join(dir, 'nope') } }).issues[0]!).toEqual({ field: 'model.path', message: `model folder not found: ${join(dir, 'nope')}` });
+    mkdirSync(join(dir, 'empty'));
+    expect(errorOf({ model: { path: join(dir, 'empty') } }).issues[0]!.message).toMatch(/no config.json/);
+  });
+
+  it('needs exactly one of model.path and model.init', () => {
+    expect(errorOf({ model: {} }).issues[0]!.field).toBe('model');
+    expect(errorOf({}).issues[0]).toEqual({ field: 'model', message: 'required (object)' });
+  });
+
+  it('loads YAML and JSON files, resolving paths against the file, and names the file in errors', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'arbor-cfg-'));
+    mkdirSync(join(dir, 'm'));
+    writeFileSync(join(dir, 'm', 'config.json'), '{}');
+    writeFileSync(join(dir, 'a.yaml'), 'model:\n  path: m\nalgorithm:\n  adv_estimator: rloo\n');
+    const cfg = loadConfig(join(dir, 'a.yaml'));
+    expect(cfg.model.path).toBe(join(dir, 'm'));
+    expect(cfg.algorithm.adv_estimator).toBe('rloo');
+    writeFileSync(join(dir, 'b.json'), JSON.stringify({ model: { init: 'tiny' }, steps: 0 }));
+    expect(() => loadConfig(join(dir, 'b.json'))).toThrow(/b\.json[\s\S]*steps: must be positive, got 0/);
+    writeFileSync(join(dir, 'c.yaml'), 'model: [unclosed');
+    expect(() => loadConfig(join(dir, 'c.yaml'))).toThrow(/cannot parse YAML/);
+  });
+
+  it('checks cross-field limits', () => {
+    const e = errorOf({ model: { init: 'tiny' }, rollout: { max_new_tokens: 500, max_total_length: 100 } });
+    expect(e.issues[0]!.field).toBe('rollout.max_new_tokens');
+  });
+
+  it('exports a JSON schema with enums, defaults and no extra properties', () => {
+    const s = experimentJsonSchema() as any;
+    expect(s.required).toEqual(['model']);
+    expect(s.additionalProperties).toBe(false);
+    expect(s.properties.algorithm.properties.adv_estimator.enum).toContain('rloo');
+    expect(s.properties.rollout.properties.n.default).toBe(8);
+  });
+});
