@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import type { ExperimentConfig } from './config';
 import { mulberry32, type Episode } from './episode';
 import type { PolicyPort, RolloutPort, UpdateStats } from './loop';
+import type { Demo, SftPort } from './sft';
 
 export interface TabularTaskSpec {
   prompts: number;
@@ -26,7 +27,7 @@ export function tabularTargets(spec: TabularTaskSpec): number[][] {
   return Array.from({ length: spec.prompts }, () => Array.from({ length: spec.length }, () => Math.floor(r() * spec.vocab)));
 }
 
-export class TabularPolicy implements PolicyPort, RolloutPort {
+export class TabularPolicy implements PolicyPort, RolloutPort, SftPort {
   /** logits[prompt][pos * vocab + token] */
   logits: Float64Array[];
   private m: Float64Array[];
@@ -157,6 +158,37 @@ export class TabularPolicy implements PolicyPort, RolloutPort {
         }
       }
     }
+    const gradNorm = this.adamStep(grads, args.lr);
+    return { loss, gradNorm, clipFraction: tokens ? clipped / tokens : 0, kl, entropy: ent, tokens };
+  }
+
+  /** Masked cross-entropy on demonstrations (SFT), token-mean, then AdamW. */
+  async sftUpdate(batch: Demo[], lr: number): Promise<{ loss: number; gradNorm: number; tokens: number; accuracy: number }> {
+    const { vocab } = this.spec;
+    const grads = this.logits.map((l) => new Float64Array(l.length));
+    let tokens = 0;
+    for (const d of batch) for (let i = 0; i < d.lossMask.length; i++) tokens += d.lossMask[i]!;
+    let loss = 0;
+    let right = 0;
+    for (const d of batch) {
+      const p = d.tokens[0]! - vocab;
+      for (let i = 1; i < d.tokens.length; i++) {
+        if (!d.lossMask[i]) continue;
+        const pos = i - 1;
+        const a = d.tokens[i]!;
+        const pr = this.probs(p, pos);
+        loss += -Math.log(pr[a]!) / tokens;
+        if (pr.indexOf(Math.max(...pr)) === a) right++;
+        const g = grads[p]!;
+        for (let k = 0; k < vocab; k++) g[pos * vocab + k] += (pr[k]! - (k === a ? 1 : 0)) / tokens;
+      }
+    }
+    const gradNorm = this.adamStep(grads, lr);
+    return { loss, gradNorm, tokens, accuracy: tokens ? right / tokens : 0 };
+  }
+
+  /** Global-norm clipping, then one AdamW step; returns the norm before clipping. */
+  private adamStep(grads: Float64Array[], lr: number): number {
     let sq = 0;
     for (const g of grads) for (const x of g) sq += x * x;
     const gradNorm = Math.sqrt(sq);
@@ -174,10 +206,22 @@ export class TabularPolicy implements PolicyPort, RolloutPort {
         const gk = g[k]! * scale;
         m[k] = o.beta1 * m[k]! + (1 - o.beta1) * gk;
         v[k] = o.beta2 * v[k]! + (1 - o.beta2) * gk * gk;
-        w[k] = w[k]! - args.lr * ((m[k]! / bc1) / (Math.sqrt(v[k]! / bc2) + 1e-8) + o.weight_decay * w[k]!);
+        w[k] = w[k]! - lr * ((m[k]! / bc1) / (Math.sqrt(v[k]! / bc2) + 1e-8) + o.weight_decay * w[k]!);
       }
     }
-    return { loss, gradNorm, clipFraction: tokens ? clipped / tokens : 0, kl, entropy: ent, tokens };
+    return gradNorm;
+  }
+
+  /** Demonstrations of the task: the target sequence, or with probability `mistakeRate` a wrong token at one position. */
+  demos(n: number, mistakeRate: number, seed: number): Demo[] {
+    const r = mulberry32(seed);
+    const { vocab, prompts, length } = this.spec;
+    return Array.from({ length: n }, () => {
+      const p = Math.floor(r() * prompts);
+      const seq = this.targets[p]!.slice();
+      if (r() < mistakeRate) seq[Math.floor(r() * length)] = Math.floor(r() * vocab);
+      return { tokens: Int32Array.from([vocab + p, ...seq]), lossMask: Uint8Array.from([0, ...seq.map(() => 1)]) };
+    });
   }
 
   async save(dir: string): Promise<void> {
