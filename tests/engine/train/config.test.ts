@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -83,4 +83,12 @@ describe('experiment config', () => {
     expect(s.properties.algorithm.properties.adv_estimator.enum).toContain('rloo');
     expect(s.properties.rollout.properties.n.default).toBe(8);
   });
+});
+
+describe('example configs in resources/configs', () => {
+  const dir = join(__dirname, '..', '..', '..', 'resources', 'configs');
+  for (const f of readdirSync(dir).filter((x) => /\.(ya?ml|json)$/.test(x)))
+    it(`${f} is valid`, () => {
+      expect(loadConfig(join(dir, f)).model).toBeDefined();
+    });
 });
