@@ -1,0 +1,61 @@
+/**
+ * Run folders and the top-level train / SFT drivers shared by the CLI and the run manager's job.
+ *
+ * A run lives in <ARBOR_HOME>/runs/<id>/ with config.json (the resolved config), metrics.jsonl,
+ * checkpoints/ and sft/ (the warm-start checkpoint). The drivers take a `TaskSession` (the model,
+ * environment and rollout wiring for the configured task) so they do not care where it came from.
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { basename, isAbsolute, join, resolve } from 'node:path';
+import { validateConfig, type ExperimentConfig } from './config';
+import type { Demo, SftPort } from './sft';
+import type { LoopPorts } from './loop';
+
+export function arborHome(): string {
+  return process.env.ARBOR_HOME ?? join(homedir(), '.arbor');
+}
+
+export function runsRoot(): string {
+  return join(arborHome(), 'runs');
+}
+
+/** A new run folder named after the config and the time (unique within the second by suffix). */
+export function createRunDir(cfg: ExperimentConfig, explicit?: string): { id: string; dir: string } {
+  if (explicit) {
+    const dir = resolve(explicit);
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'config.json'), JSON.stringify(cfg, null, 2));
+    return { id: basename(dir), dir };
+  }
+  const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-');
+  const base = `${cfg.name ?? 'run'}-${stamp}`;
+  let id = base;
+  for (let k = 2; existsSync(join(runsRoot(), id)); k++) id = `${base}-${k}`;
+  const dir = join(runsRoot(), id);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'config.json'), JSON.stringify(cfg, null, 2));
+  return { id, dir };
+}
+
+/** Find a run by id (under the runs root) or by path; returns its folder and saved config. */
+export function openRun(idOrPath: string): { id: string; dir: string; cfg: ExperimentConfig } {
+  const candidates = isAbsolute(idOrPath) || idOrPath.includes('/') ? [resolve(idOrPath)] : [join(runsRoot(), idOrPath), resolve(idOrPath)];
+  const dir = candidates.find((d) => existsSync(join(d, 'config.json')));
+  if (!dir) throw new Error(`run not found: ${idOrPath} (looked in ${candidates.join(', ')}; a run folder holds config.json)`);
+  const cfg = validateConfig(JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')), { file: join(dir, 'config.json') });
+  return { id: basename(dir), dir, cfg };
+}
+
+/** The model + task wiring a run needs; built by ./wiring.ts for the configured task. */
+export interface TaskSession {
+  ports: Omit<LoopPorts, 'sink'>;
+  sft: SftPort;
+  /** Demonstrations for the warm start (scripted expert or sft.demos_path). */
+  demos(): Promise<Demo[]>;
+  /** Held-out evaluation of the current policy (EM, tool calls per episode, ...). */
+  evaluate(n: number, opts?: { hops?: number[] }): Promise<Record<string, number>>;
+  /** Load an HF checkpoint folder into the policy (and reference, if any). */
+  loadPolicy(dir: string): Promise<void>;
+  close(): Promise<void>;
+}
