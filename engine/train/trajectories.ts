@@ -1,0 +1,37 @@
+/**
+ * Adapters between the rollout engine's trajectories (engine/rollout/types.ts) and the loop's
+ * flat Episode / SFT Demo records.
+ */
+import { flattenTrajectory, toolCallCount, type Trajectory } from '../rollout/types';
+import type { Episode } from './episode';
+import type { Demo } from './sft';
+
+export function trajectoryToEpisode(t: Trajectory): Episode {
+  const f = flattenTrajectory(t);
+  const tc = toolCallCount(t);
+  return {
+    group: t.group,
+    sample: t.sample,
+    taskId: t.taskId,
+    tokens: f.tokens,
+    lossMask: f.lossMask,
+    rolloutLogprobs: f.logprobs,
+    entropy: f.entropy,
+    reward: t.outcome.reward,
+    rewardComponents: { ...t.outcome.components },
+    exactMatch: t.outcome.exactMatch ?? (t.outcome.components.exact_match ?? 0) > 0,
+    formatOk: t.outcome.formatOk ?? (t.outcome.components.format ?? 0) > 0,
+    toolCalls: tc.calls,
+    toolErrors: tc.errors,
+    turns: t.turns.filter((u) => u.role === 'model').length,
+    stepRewards: f.stepRewards,
+    truncated: t.truncated,
+    answer: t.outcome.answer,
+  };
+}
+
+/** A demonstration trajectory (scripted expert) as an SFT example: loss on its model turns only. */
+export function trajectoryToDemo(t: Trajectory): Demo {
+  const f = flattenTrajectory(t);
+  return { tokens: f.tokens, lossMask: f.lossMask };
+}
