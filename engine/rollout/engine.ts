@@ -1,0 +1,431 @@
+/**
+ * The multi-turn rollout engine: a continuous-batching scheduler over a KV-cache decoder.
+ *
+ * Every sequence (task × sample) takes a slot. Each scheduler tick sends one `extend` call with
+ * every slot that has tokens the cache has not seen yet: a new prompt, an observation after a
+ * tool (prefixed by the last sampled token), or the one token sampled at the previous tick.
+ * When a model turn ends (stop string, stop token, per-turn limit) the sequence leaves the
+ * decode batch and its environment step (tool calls) runs asynchronously while the other
+ * sequences keep decoding; when it returns, the observation is appended with loss mask 0 and
+ * prefilled at the next tick, and the sequence rejoins. Finished sequences free their slot for
+ * the next queued one.
+ *
+ * Reproducibility: each sequence samples from its own PRNG stream seeded by
+ * (seed, group, sample), so batch composition and tool completion order do not change what a
+ * sequence samples (up to floating-point differences of the model between batch shapes).
+ */
+import { Rng, mixSeed } from './rng';
+import { sampleToken, type SamplingParams } from './sampling';
+import type { DecodeBackend, EnvStepResult, EpisodeEnv, RolloutTask, TextPolicy, TokenizerPort } from './ports';
+import type { OutcomeReward, Trajectory, Turn } from './types';
+
+export interface RolloutLimits {
+  /** Max tokens the model generates in one turn. */
+  maxNewTokens: number;
+  /** Max model turns per episode. */
+  maxTurns: number;
+  /** Max tokens of prompt + all turns. */
+  maxTotalLength: number;
+}
+
+export interface StopConfig {
+  /** A model turn ends as soon as its decoded text contains one of these (e.g. '</search>', '</answer>'). */
+  strings: string[];
+  /** A model turn ends when one of these ids is sampled (EOS, <|im_end|>); the id is kept in the turn. */
+  tokenIds: number[];
+}
+
+export interface RolloutProgress {
+  done: number;
+  total: number;
+  generatedTokens: number;
+  elapsedMs: number;
+}
+
+export interface RolloutOptions {
+  tasks: RolloutTask[];
+  /** Samples per task (GRPO group size). */
+  n: number;
+  seed: number;
+  sampling: SamplingParams;
+  limits: RolloutLimits;
+  stop: StopConfig;
+  tokenizer: TokenizerPort;
+  /** Largest number of sequences decoded together (≤ backend.maxBatch). */
+  maxBatch?: number;
+  /** Group index of tasks[0] (groups are numbered tasks[i] → groupOffset + i). */
+  groupOffset?: number;
+  onTrajectory?(t: Trajectory): void;
+  onProgress?(p: RolloutProgress): void;
+  signal?: AbortSignal;
+}
+
+export interface RolloutStats {
+  trajectories: number;
+  generatedTokens: number;
+  prefillTokens: number;
+  modelCalls: number;
+  modelMs: number;
+  wallMs: number;
+  /** Generated tokens per wall-clock second. */
+  tokensPerSecond: number;
+  /** Mean number of sequences per decode call. */
+  meanBatch: number;
+}
+
+export interface RolloutResult {
+  /** In (group, sample) order. */
+  trajectories: Trajectory[];
+  stats: RolloutStats;
+}
+
+interface Seq {
+  task: RolloutTask;
+  group: number;
+  sample: number;
+  seed: number;
+  rng: Rng;
+  env: EpisodeEnv;
+  slot: number;
+  promptIds: number[];
+  promptText: string;
+  turns: Turn[];
+  /** Tokens appended to the sequence but not yet in the slot's KV cache. */
+  unfed: number[];
+  /** Tokens in the sequence (prompt + turns). */
+  length: number;
+  cur: Turn | null;
+  scanFrom: number;
+  modelTurns: number;
+  truncated: boolean;
+  t0: number;
+  modelMs: number;
+  envMs: number;
+  prefillTokens: number;
+  generatedTokens: number;
+}
+
+function newModelTurn(): Turn {
+  return { role: 'model', tokenIds: [], text: '', logprobs: [], entropy: [], lossMask: [] };
+}
+
+function obsTurn(ids: number[], text: string, role: 'tool' | 'env'): Turn {
+  const z = new Array<number>(ids.length).fill(0);
+  return { role, tokenIds: ids, text, logprobs: z, entropy: z.slice(), lossMask: z.slice() };
+}
+
+export function validateRolloutOptions(o: { n: number; limits: RolloutLimits; maxBatch?: number }, backend?: DecodeBackend): void {
+  const bad = (f: string, v: unknown, want: string) => new Error(`rollout option ${f} must be ${want} (got ${String(v)})`);
+  if (!Number.isInteger(o.n) || o.n < 1) throw bad('n', o.n, 'an integer ≥ 1');
+  if (!Number.isInteger(o.limits.maxNewTokens) || o.limits.maxNewTokens < 1) throw bad('limits.maxNewTokens', o.limits.maxNewTokens, 'an integer ≥ 1');
+  if (!Number.isInteger(o.limits.maxTurns) || o.limits.maxTurns < 1) throw bad('limits.maxTurns', o.limits.maxTurns, 'an integer ≥ 1');
+  if (!Number.isInteger(o.limits.maxTotalLength) || o.limits.maxTotalLength < 2) throw bad('limits.maxTotalLength', o.limits.maxTotalLength, 'an integer ≥ 2');
+  if (backend && o.limits.maxTotalLength > backend.maxLength)
+    throw bad('limits.maxTotalLength', o.limits.maxTotalLength, `≤ the model's context (${backend.maxLength})`);
+  if (o.maxBatch !== undefined && (!Number.isInteger(o.maxBatch) || o.maxBatch < 1)) throw bad('maxBatch', o.maxBatch, 'an integer ≥ 1');
+}
+
+/** Roll out n samples of every task with a model (KV-cache decoder). */
+export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Promise<RolloutResult> {
+  validateRolloutOptions(opts, backend);
+  const { tokenizer, limits, stop } = opts;
+  const start = performance.now();
+  const maxBatch = Math.min(opts.maxBatch ?? backend.maxBatch, backend.maxBatch);
+  const stopTokens = new Set(stop.tokenIds);
+  const maxStopLen = stop.strings.reduce((m, s) => Math.max(m, s.length), 0);
+  const groupOffset = opts.groupOffset ?? 0;
+
+  const queue: Seq[] = [];
+  opts.tasks.forEach((task, gi) => {
+    for (let s = 0; s < opts.n; s++) {
+      const group = groupOffset + gi;
+      const seed = mixSeed(opts.seed, group, s);
+      queue.push({
+        task, group, sample: s, seed, rng: new Rng(seed), env: task.createEnv(), slot: -1, promptIds: [], promptText: '',
+        turns: [], unfed: [], length: 0, cur: null, scanFrom: 0, modelTurns: 0, truncated: false,
+        t0: 0, modelMs: 0, envMs: 0, prefillTokens: 0, generatedTokens: 0,
+      });
+    }
+  });
+  const total = queue.length;
+  const results: Trajectory[] = [];
+  const freeSlots = Array.from({ length: maxBatch }, (_, i) => maxBatch - 1 - i);
+  const ready: Seq[] = []; // sequences with unfed tokens, waiting for the next tick
+  const pending = new Set<Promise<void>>(); // env work in flight
+  let failure: unknown = null;
+  let generated = 0;
+  let prefill = 0;
+  let calls = 0;
+  let batchSum = 0;
+  let modelMs = 0;
+
+  const progress = () =>
+    opts.onProgress?.({ done: results.length, total, generatedTokens: generated, elapsedMs: performance.now() - start });
+
+  const track = (p: Promise<void>) => {
+    const q = p.catch((e) => {
+      failure ??= e;
+    }).finally(() => pending.delete(q));
+    pending.add(q);
+  };
+
+  const finish = async (s: Seq) => {
+    backend.release(s.slot);
+    freeSlots.push(s.slot);
+    s.slot = -1;
+    const t = performance.now();
+    let outcome: OutcomeReward;
+    try {
+      outcome = await s.env.outcome();
+    } catch (e) {
+      throw new Error(`environment outcome() failed for task ${s.task.id}: ${e instanceof Error ? e.message : String(e)}`);
+    }
+    s.envMs += performance.now() - t;
+    const traj: Trajectory = {
+      taskId: s.task.id, group: s.group, sample: s.sample, promptIds: s.promptIds, promptText: s.promptText, turns: s.turns,
+      outcome, truncated: s.truncated, seed: s.seed,
+      timings: { totalMs: performance.now() - s.t0, modelMs: s.modelMs, envMs: s.envMs, prefillTokens: s.prefillTokens, generatedTokens: s.generatedTokens },
+      ...(s.task.meta ? { meta: s.task.meta } : {}),
+    };
+    results.push(traj);
+    opts.onTrajectory?.(traj);
+    progress();
+  };
+
+  const admit = async (s: Seq) => {
+    s.t0 = performance.now();
+    const p = await s.env.prompt();
+    s.envMs += performance.now() - s.t0;
+    if (p.ids.length === 0) throw new Error(`task ${s.task.id}: the environment gave an empty prompt`);
+    if (p.ids.length >= limits.maxTotalLength)
+      throw new Error(`task ${s.task.id}: prompt has ${p.ids.length} tokens, not below limits.maxTotalLength (${limits.maxTotalLength})`);
+    s.promptIds = p.ids.slice();
+    s.promptText = p.text ?? tokenizer.decode(p.ids);
+    s.unfed = s.promptIds.slice();
+    s.length = s.promptIds.length;
+    s.cur = newModelTurn();
+    s.scanFrom = 0;
+    ready.push(s);
+  };
+
+  /** The model's turn ended: run the environment, then either finish or queue the observation. */
+  const endTurn = async (s: Seq, reason: NonNullable<Turn['stop']>) => {
+    const turn = s.cur!;
+    s.cur = null;
+    turn.stop = reason;
+    s.turns.push(turn);
+    s.modelTurns++;
+    const t = performance.now();
+    let r: EnvStepResult;
+    try {
+      r = await s.env.step({ text: turn.text, tokenIds: turn.tokenIds.slice(), stopReason: reason.reason });
+    } catch (e) {
+      throw new Error(`environment step() failed for task ${s.task.id}, turn ${s.modelTurns}: ${e instanceof Error ? e.message : String(e)}`);
+    }
+    s.envMs += performance.now() - t;
+    if (r.toolCalls?.length) turn.toolCalls = r.toolCalls;
+    if (r.stepReward !== undefined) turn.stepReward = r.stepReward;
+    // A turn cut by the total length truncates the episode even if the env ends it here.
+    if (reason.reason === 'max_total_length') s.truncated = true;
+    if (r.done) return finish(s);
+    if (reason.reason === 'max_total_length' || s.modelTurns >= limits.maxTurns) {
+      s.truncated = true;
+      return finish(s);
+    }
+    let ids: number[] = [];
+    let text = '';
+    if (r.observation) {
+      ids = r.observation.ids ? r.observation.ids.slice() : tokenizer.encode(r.observation.text ?? '');
+      text = r.observation.text ?? tokenizer.decode(ids);
+    }
+    // The observation must leave room for at least one generated token.
+    if (s.length + ids.length >= limits.maxTotalLength) {
+      s.truncated = true;
+      return finish(s);
+    }
+    if (ids.length) s.turns.push(obsTurn(ids, text, r.observation?.role ?? 'tool'));
+    s.unfed.push(...ids);
+    s.length += ids.length;
+    s.cur = newModelTurn();
+    s.scanFrom = 0;
+    ready.push(s);
+  };
+
+  /** Append a sampled token to the current model turn; returns why the turn ended, if it did. */
+  const accept = (s: Seq, logits: Float32Array): NonNullable<Turn['stop']> | null => {
+    const tok = sampleToken(logits, opts.sampling, s.rng);
+    const turn = s.cur!;
+    turn.tokenIds.push(tok.id);
+    turn.logprobs.push(tok.logprob);
+    turn.entropy.push(tok.entropy);
+    turn.lossMask.push(1);
+    s.length++;
+    s.generatedTokens++;
+    generated++;
+    s.unfed = [tok.id];
+    if (stopTokens.has(tok.id)) {
+      turn.text = tokenizer.decode(turn.tokenIds);
+      return { reason: 'stop_token', value: tok.id };
+    }
+    if (maxStopLen > 0) {
+      turn.text = tokenizer.decode(turn.tokenIds);
+      const from = Math.max(0, s.scanFrom - maxStopLen);
+      for (const str of stop.strings) if (turn.text.indexOf(str, from) >= 0) return { reason: 'stop_string', value: str };
+      s.scanFrom = turn.text.length;
+    }
+    const limit: NonNullable<Turn['stop']> | null =
+      s.length >= limits.maxTotalLength ? { reason: 'max_total_length' } : turn.tokenIds.length >= limits.maxNewTokens ? { reason: 'max_new_tokens' } : null;
+    if (limit && maxStopLen === 0) turn.text = tokenizer.decode(turn.tokenIds);
+    return limit;
+  };
+
+  try {
+    while (results.length < total) {
+      if (opts.signal?.aborted) throw new Error('rollout aborted');
+      if (failure) throw failure;
+      // Admit queued sequences into free slots.
+      const admitting: Promise<void>[] = [];
+      while (freeSlots.length && queue.length) {
+        const s = queue.shift()!;
+        s.slot = freeSlots.pop()!;
+        admitting.push(admit(s));
+      }
+      if (admitting.length) await Promise.all(admitting);
+      if (ready.length === 0) {
+        if (pending.size === 0) {
+          if (failure) throw failure;
+          if (results.length < total && queue.length === 0) throw new Error('rollout scheduler stalled (no work and nothing pending)');
+          continue;
+        }
+        await Promise.race(pending);
+        continue;
+      }
+      // One model call for every sequence with unfed tokens.
+      const batch = ready.splice(0, ready.length).sort((a, b) => a.slot - b.slot);
+      const items = batch.map((s) => ({ slot: s.slot, tokens: s.unfed }));
+      for (const s of batch) {
+        if (s.unfed.length > 1 || s.cur!.tokenIds.length === 0) {
+          s.prefillTokens += s.unfed.length;
+          prefill += s.unfed.length;
+        }
+      }
+      const t = performance.now();
+      const logits = await backend.extend(items);
+      const dt = performance.now() - t;
+      modelMs += dt;
+      calls++;
+      batchSum += batch.length;
+      if (logits.length !== batch.length) throw new Error(`decode backend returned ${logits.length} logits rows for ${batch.length} sequences`);
+      batch.forEach((s, i) => {
+        s.modelMs += dt / batch.length;
+        const row = logits[i]!;
+        if (row.length !== backend.vocabSize) throw new Error(`decode backend returned a logits row of ${row.length} for vocab ${backend.vocabSize}`);
+        const ended = accept(s, row);
+        if (ended) track(endTurn(s, ended));
+        else ready.push(s);
+      });
+      // Let environment work that already completed run before the next tick.
+      if (pending.size) await new Promise<void>((r) => setImmediate(r));
+    }
+    if (failure) throw failure;
+  } finally {
+    if (pending.size) await Promise.allSettled([...pending]);
+  }
+  const wallMs = performance.now() - start;
+  results.sort((a, b) => a.group - b.group || a.sample - b.sample);
+  return {
+    trajectories: results,
+    stats: {
+      trajectories: results.length, generatedTokens: generated, prefillTokens: prefill, modelCalls: calls, modelMs, wallMs,
+      tokensPerSecond: generated / Math.max(1e-9, wallMs / 1000), meanBatch: calls ? batchSum / calls : 0,
+    },
+  };
+}
+
+/**
+ * Roll out a text policy (the scripted expert): its turns are tokenised once (they are
+ * demonstrations, not samples), carry loss mask 1 and logprob/entropy 0; everything else
+ * (env steps, observations, limits) goes through the same rules as the model path.
+ */
+export async function rolloutTextPolicy(
+  policy: TextPolicy,
+  opts: Omit<RolloutOptions, 'sampling' | 'maxBatch' | 'stop'> & { concurrency?: number },
+): Promise<RolloutResult> {
+  validateRolloutOptions(opts);
+  const { tokenizer, limits } = opts;
+  const start = performance.now();
+  const jobs: { task: RolloutTask; group: number; sample: number }[] = [];
+  opts.tasks.forEach((task, gi) => {
+    for (let s = 0; s < opts.n; s++) jobs.push({ task, group: (opts.groupOffset ?? 0) + gi, sample: s });
+  });
+  const out: Trajectory[] = [];
+  let generated = 0;
+  const one = async (j: (typeof jobs)[number]): Promise<Trajectory> => {
+    const t0 = performance.now();
+    const seed = mixSeed(opts.seed, j.group, j.sample);
+    const env = j.task.createEnv();
+    const p = await env.prompt();
+    const promptText = p.text ?? tokenizer.decode(p.ids);
+    const turns: Turn[] = [];
+    let length = p.ids.length;
+    let truncated = false;
+    let modelTurns = 0;
+    for (;;) {
+      if (opts.signal?.aborted) throw new Error('rollout aborted');
+      const text = await policy.act({ task: j.task, sample: j.sample, promptText, history: turns.map((u) => ({ role: u.role, text: u.text })), seed });
+      let ids = tokenizer.encode(text);
+      let reason: NonNullable<Turn['stop']> = { reason: 'policy' };
+      const room = Math.min(limits.maxNewTokens, limits.maxTotalLength - length);
+      if (ids.length > room) {
+        ids = ids.slice(0, room);
+        reason = { reason: room === limits.maxNewTokens ? 'max_new_tokens' : 'max_total_length' };
+      }
+      const z = new Array<number>(ids.length).fill(0);
+      const turn: Turn = { role: 'model', tokenIds: ids, text: tokenizer.decode(ids), logprobs: z, entropy: z.slice(), lossMask: z.map(() => 1), stop: reason };
+      turns.push(turn);
+      generated += ids.length;
+      length += ids.length;
+      modelTurns++;
+      const r = await env.step({ text: turn.text, tokenIds: ids.slice(), stopReason: reason.reason });
+      if (r.toolCalls?.length) turn.toolCalls = r.toolCalls;
+      if (r.stepReward !== undefined) turn.stepReward = r.stepReward;
+      if (reason.reason === 'max_total_length') truncated = true;
+      if (r.done) break;
+      if (reason.reason === 'max_total_length' || modelTurns >= limits.maxTurns) {
+        truncated = true;
+        break;
+      }
+      const oids = r.observation ? (r.observation.ids ?? tokenizer.encode(r.observation.text ?? '')) : [];
+      if (length + oids.length >= limits.maxTotalLength) {
+        truncated = true;
+        break;
+      }
+      if (oids.length) turns.push(obsTurn(oids.slice(), r.observation!.text ?? tokenizer.decode(oids), r.observation!.role ?? 'tool'));
+      length += oids.length;
+    }
+    const outcome = await env.outcome();
+    const gen = turns.filter((u) => u.role === 'model').reduce((a, u) => a + u.tokenIds.length, 0);
+    return {
+      taskId: j.task.id, group: j.group, sample: j.sample, promptIds: p.ids.slice(), promptText, turns, outcome, truncated, seed,
+      timings: { totalMs: performance.now() - t0, modelMs: 0, envMs: performance.now() - t0, prefillTokens: 0, generatedTokens: gen },
+      ...(j.task.meta ? { meta: j.task.meta } : {}),
+    };
+  };
+  const concurrency = Math.max(1, opts.concurrency ?? 8);
+  let next = 0;
+  const worker = async () => {
+    while (next < jobs.length) {
+      const t = await one(jobs[next++]!);
+      out.push(t);
+      opts.onTrajectory?.(t);
+      opts.onProgress?.({ done: out.length, total: jobs.length, generatedTokens: generated, elapsedMs: performance.now() - start });
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, jobs.length) }, worker));
+  out.sort((a, b) => a.group - b.group || a.sample - b.sample);
+  const wallMs = performance.now() - start;
+  return {
+    trajectories: out,
+    stats: { trajectories: out.length, generatedTokens: generated, prefillTokens: 0, modelCalls: 0, modelMs: 0, wallMs, tokensPerSecond: generated / Math.max(1e-9, wallMs / 1000), meanBatch: 0 },
+  };
+}

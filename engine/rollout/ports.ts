@@ -1,0 +1,61 @@
+/**
+ * What the rollout engine needs from a model, a tokenizer and an environment. The real
+ * implementations (engine/model PolicyModel, engine/model/tokenizer, engine/env ToolEnv) are
+ * adapted to these small interfaces in ./adapters.ts, so the scheduler is testable and
+ * independent of how each is built.
+ */
+import type { OutcomeReward, ToolCallRecord, TurnRole } from './types';
+
+/**
+ * An incremental decoder with a per-slot KV cache. A slot holds one sequence's cache;
+ * `extend` appends tokens to each listed slot's cache (a prompt / an observation: many
+ * tokens; a decode step: one token) and returns the logits for the next token of each item,
+ * in order. Items of one call may have different lengths; the backend batches them as it can.
+ */
+export interface DecodeBackend {
+  readonly vocabSize: number;
+  /** Number of slots (the largest batch). */
+  readonly maxBatch: number;
+  /** Maximum tokens a slot can hold (the model's context). */
+  readonly maxLength: number;
+  extend(items: { slot: number; tokens: number[] }[]): Promise<Float32Array[]>;
+  /** Forget a slot's cache; the slot is then empty for the next sequence. */
+  release(slot: number): void;
+  /** Free resources (sessions, workers). */
+  close?(): Promise<void>;
+}
+
+export interface TokenizerPort {
+  encode(text: string): number[];
+  decode(ids: number[]): string;
+}
+
+/** What the environment returns after a model turn. */
+export interface EnvStepResult {
+  done: boolean;
+  /** Observation appended with loss mask 0 before the model's next turn. `ids` win over `text`. */
+  observation?: { ids?: number[]; text?: string; role?: Exclude<TurnRole, 'model'> };
+  toolCalls?: ToolCallRecord[];
+  stepReward?: number;
+}
+
+/** One episode's environment (a fresh one per sample). */
+export interface EpisodeEnv {
+  /** The prompt (chat template applied, generation prompt included) as token ids. */
+  prompt(): Promise<{ ids: number[]; text?: string }>;
+  /** The model finished a turn (text is the decoded turn, ids exactly as sampled). */
+  step(turn: { text: string; tokenIds: number[]; stopReason: string }): Promise<EnvStepResult>;
+  /** Outcome reward after the episode ended (also called for truncated episodes). */
+  outcome(): Promise<OutcomeReward>;
+}
+
+export interface RolloutTask {
+  id: string;
+  createEnv(): EpisodeEnv;
+  meta?: Record<string, unknown>;
+}
+
+/** A policy that writes turns as text (the scripted expert, a human): no logits, no sampling. */
+export interface TextPolicy {
+  act(ctx: { task: RolloutTask; sample: number; promptText: string; history: { role: TurnRole; text: string }[]; seed: number }): Promise<string>;
+}

@@ -1,0 +1,124 @@
+/**
+ * Trajectory records produced by the rollout engine (ARCHITECTURE.md §6).
+ *
+ * Token ids are the source of truth: model turns hold the ids exactly as sampled, observation
+ * turns the ids the environment's observation was tokenised to. `text` is for display and for
+ * the environment's parser only; nothing is ever re-encoded from it.
+ */
+
+export type TurnRole = 'model' | 'tool' | 'env';
+
+/** One tool call parsed from a model turn, with what happened when it ran. */
+export interface ToolCallRecord {
+  name: string;
+  /** Arguments as parsed (or the raw string when they could not be parsed). */
+  args: unknown;
+  /** Observation content returned by the tool (or the error observation shown to the model). */
+  result: string;
+  /** Error message when the call failed (parse error, unknown tool, schema, timeout, throw). */
+  error?: string;
+  latencyMs: number;
+}
+
+export interface Turn {
+  role: TurnRole;
+  /** Token ids of this turn (model: as sampled; tool/env: the tokenised observation). */
+  tokenIds: number[];
+  /** Decoded text of the turn (display / env parsing only). */
+  text: string;
+  /** Per token: log-probability of the token under the sampling distribution (0 for non-model turns). */
+  logprobs: number[];
+  /** Per token: entropy of the sampling distribution at that position (0 for non-model turns). */
+  entropy: number[];
+  /** Per token: 1 for tokens the model generated, 0 for observations and templates. */
+  lossMask: number[];
+  /** Tool calls made by this model turn (on the model turn that issued them). */
+  toolCalls?: ToolCallRecord[];
+  /** Step (process) reward assigned to this model turn by the environment. */
+  stepReward?: number;
+  /** Why a model turn ended: a stop string, a stop token (EOS), or a limit. */
+  stop?: { reason: 'stop_string' | 'stop_token' | 'max_new_tokens' | 'max_total_length' | 'policy'; value?: string | number };
+}
+
+export interface OutcomeReward {
+  /** Weighted total. */
+  reward: number;
+  /** Every named component before weighting (exact_match, f1, format, ...). */
+  components: Record<string, number>;
+  exactMatch?: boolean;
+  formatOk?: boolean;
+  /** The final answer the env extracted, if any. */
+  answer?: string;
+}
+
+export interface Timings {
+  /** Wall-clock ms from admission to the end of the episode. */
+  totalMs: number;
+  /** Ms spent in model calls (prefill + decode) attributed to this episode's batches. */
+  modelMs: number;
+  /** Ms spent waiting on the environment (tool calls, observation formatting). */
+  envMs: number;
+  prefillTokens: number;
+  generatedTokens: number;
+}
+
+export interface Trajectory {
+  /** Task / question identifier. */
+  taskId: string;
+  /** Group (prompt) index within this rollout call; samples of the same prompt share it. */
+  group: number;
+  /** Sample index within the group (0..n-1). */
+  sample: number;
+  /** The prompt token ids (rendered by the env's chat template); loss mask 0. */
+  promptIds: number[];
+  promptText: string;
+  turns: Turn[];
+  outcome: OutcomeReward;
+  /** Ended by a limit (turns, length) rather than by the environment. */
+  truncated: boolean;
+  /** Seed of this sequence's sampling stream. */
+  seed: number;
+  timings: Timings;
+  /** Free-form task metadata from the env (hops, gold answers, ...). */
+  meta?: Record<string, unknown>;
+}
+
+/** Prompt + every turn as one sequence, with per-token arrays aligned to it. */
+export function flattenTrajectory(t: Trajectory): {
+  tokens: Int32Array;
+  lossMask: Uint8Array;
+  logprobs: Float32Array;
+  entropy: Float32Array;
+  /** Index in `tokens` of the last token of each model turn with a step reward. */
+  stepRewards: { at: number; value: number }[];
+  promptLength: number;
+} {
+  const total = t.promptIds.length + t.turns.reduce((a, u) => a + u.tokenIds.length, 0);
+  const tokens = new Int32Array(total);
+  const lossMask = new Uint8Array(total);
+  const logprobs = new Float32Array(total);
+  const entropy = new Float32Array(total);
+  const stepRewards: { at: number; value: number }[] = [];
+  tokens.set(t.promptIds, 0);
+  let p = t.promptIds.length;
+  for (const u of t.turns) {
+    tokens.set(u.tokenIds, p);
+    lossMask.set(u.lossMask, p);
+    logprobs.set(u.logprobs, p);
+    entropy.set(u.entropy, p);
+    p += u.tokenIds.length;
+    if (u.role === 'model' && u.stepReward !== undefined && u.tokenIds.length > 0) stepRewards.push({ at: p - 1, value: u.stepReward });
+  }
+  return { tokens, lossMask, logprobs, entropy, stepRewards, promptLength: t.promptIds.length };
+}
+
+export function toolCallCount(t: Trajectory): { calls: number; errors: number } {
+  let calls = 0;
+  let errors = 0;
+  for (const u of t.turns)
+    for (const c of u.toolCalls ?? []) {
+      calls++;
+      if (c.error) errors++;
+    }
+  return { calls, errors };
+}
