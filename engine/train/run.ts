@@ -53,9 +53,33 @@ export interface TaskSession {
   sft: SftPort;
   /** Demonstrations for the warm start (scripted expert or sft.demos_path). */
   demos(): Promise<Demo[]>;
-  /** Held-out evaluation of the current policy (EM, tool calls per episode, ...). */
-  evaluate(n: number, opts?: { hops?: number[] }): Promise<Record<string, number>>;
+  /** Held-out evaluation of the current policy (greedy unless eval.temperature > 0). */
+  evaluate(n: number): Promise<EvalSummary>;
+  /** Naive RAG baseline on the same held-out questions: one retrieval with the question, then answer. */
+  evaluateNaiveRag?(n: number): Promise<EvalSummary>;
   /** Load an HF checkpoint folder into the policy (and reference, if any). */
   loadPolicy(dir: string): Promise<void>;
   close(): Promise<void>;
+}
+
+/** Held-out evaluation result: exact match overall and per hop count, tool use. */
+export interface EvalSummary {
+  n: number;
+  exactMatch: number;
+  /** Exact match per hop count (key: hops). */
+  exactMatchByHops: Record<number, number>;
+  formatRate: number;
+  toolCallsPerEpisode: number;
+  toolErrorsPerEpisode: number;
+}
+
+export function evalMetrics(e: EvalSummary): Record<string, number> {
+  const m: Record<string, number> = {
+    exact_match: e.exactMatch,
+    format_rate: e.formatRate,
+    tool_calls_per_episode: e.toolCallsPerEpisode,
+    tool_errors_per_episode: e.toolErrorsPerEpisode,
+  };
+  for (const [h, v] of Object.entries(e.exactMatchByHops)) m[`exact_match/hops_${h}`] = v;
+  return m;
 }

@@ -1,0 +1,53 @@
+/** `arbor sft <config>`: supervised warm start on demonstrations (scripted expert or sft.demos_path). */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Command } from 'commander';
+import { loadConfig } from '../../train/config';
+import { progressBar, renderTable } from '../../train/report';
+import { createRunDir, evalMetrics } from '../../train/run';
+import { runSft } from '../../train/sft';
+import { JsonlSink } from '../../train/sinks';
+import { openTaskSession } from '../../train/wiring';
+import { interruptSignal } from './train';
+
+export function register(program: Command): void {
+  program
+    .command('sft')
+    .description('supervised warm start: next-token loss on the model tokens of demonstration trajectories')
+    .argument('<config>', 'experiment config file (YAML or JSON)')
+    .option('--run-dir <dir>', 'where to keep the run (default: $ARBOR_HOME/runs/<name>-<time>)')
+    .option('--no-eval', 'skip the held-out evaluation after training')
+    .option('--json', 'print the final result as one JSON object on stdout')
+    .action(async (configFile: string, o: { runDir?: string; eval: boolean; json?: boolean }) => {
+      const cfg = loadConfig(configFile);
+      const { id, dir } = createRunDir(cfg, o.runDir);
+      const session = await openTaskSession(cfg);
+      const stop = interruptSignal(() => process.stderr.write('\nstopping after this batch (the model will be saved); Ctrl-C again to quit now\n'));
+      try {
+        const demos = await session.demos();
+        const sftDir = join(dir, 'sft');
+        mkdirSync(sftDir, { recursive: true });
+        let bar: ReturnType<typeof progressBar> | undefined;
+        const res = await runSft(cfg, demos, session.sft, {
+          runDir: sftDir,
+          sink: new JsonlSink(sftDir),
+          signal: stop.signal,
+          onStep: (s, total, m) => {
+            bar ??= progressBar('sft', total, { quiet: o.json, fields: ['loss'] });
+            bar.update(s, { loss: m['sft/loss']! });
+          },
+        });
+        bar?.stop();
+        const ev = o.eval ? evalMetrics(await session.evaluate(cfg.eval.n_questions)) : undefined;
+        const out = { run: id, demos: demos.length, steps: res.steps, finalLoss: res.finalLoss, checkpoint: res.checkpoint?.dir, eval: ev };
+        if (o.json) console.log(JSON.stringify(out));
+        else {
+          console.log(`SFT on ${demos.length} demonstrations: ${res.steps} steps, final loss ${res.finalLoss.toFixed(4)}; model saved to ${res.checkpoint?.dir}`);
+          if (ev) console.log(renderTable(['held-out metric', 'value'], Object.entries(ev).map(([k, v]) => [k, v])));
+        }
+      } finally {
+        stop.dispose();
+        await session.close();
+      }
+    });
+}

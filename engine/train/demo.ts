@@ -1,0 +1,155 @@
+/**
+ * `arbor demo`: Arbor's main job on its embedded default, in the shape of Agent-R1's table.
+ *
+ *   1. build the tiny built-in model for the synthetic multi-hop search task;
+ *   2. baselines on a held-out world: naive RAG (one retrieval with the question) and base tool calling;
+ *   3. SFT warm start on scripted-expert demonstrations that include mistakes → evaluate;
+ *   4. GRPO from the SFT weights against the real search tool → evaluate;
+ *   5. PPO (critic + GAE) from the same SFT weights if the time budget allows → evaluate.
+ *
+ * Every number comes from the same held-out questions (task.eval_seed) with greedy decoding.
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadConfig, validateConfig, type ExperimentConfig } from './config';
+import { runTrainingLoop } from './loop';
+import { createRunDir, type EvalSummary, type TaskSession } from './run';
+import { runSft } from './sft';
+import { JsonlSink } from './sinks';
+
+export const DEMO_CONFIG = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'resources', 'configs', 'demo.yaml');
+
+export interface DemoRow {
+  method: string;
+  exactMatch: number;
+  exactMatch1Hop: number;
+  exactMatch2Hop: number;
+  toolCallsPerEpisode: number;
+  seconds: number;
+}
+
+export interface DemoResult {
+  config: string;
+  runDir: string;
+  rows: DemoRow[];
+  /** SFT+GRPO minus SFT, 2-hop EM points, and whether it beats naive RAG on 2-hop. */
+  bar: { grpoMinusSft2Hop: number; grpoBeatsNaiveRag2Hop: boolean; passed: boolean };
+  /** Per-step RL metrics for the report (reward mean, EM). */
+  curves: { step: number; reward: number; exactMatch: number }[];
+  totalSeconds: number;
+  skipped: string[];
+}
+
+export interface DemoOptions {
+  openSession: (cfg: ExperimentConfig) => Promise<TaskSession>;
+  /** Wall-clock budget; PPO runs only if the time left after GRPO looks enough. */
+  budgetSeconds?: number;
+  onStage?: (stage: string) => void;
+  onStep?: (phase: 'sft' | 'grpo' | 'ppo', step: number, total: number, m: Record<string, number>) => void;
+  signal?: AbortSignal;
+  configFile?: string;
+}
+
+function row(method: string, e: EvalSummary, seconds: number): DemoRow {
+  return {
+    method,
+    exactMatch: e.exactMatch,
+    exactMatch1Hop: e.exactMatchByHops[1] ?? NaN,
+    exactMatch2Hop: e.exactMatchByHops[2] ?? NaN,
+    toolCallsPerEpisode: e.toolCallsPerEpisode,
+    seconds,
+  };
+}
+
+export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
+  const t0 = performance.now();
+  const elapsed = () => (performance.now() - t0) / 1000;
+  const budget = opts.budgetSeconds ?? 600;
+  const configFile = opts.configFile ?? DEMO_CONFIG;
+  const cfg = loadConfig(configFile);
+  const { dir } = createRunDir(cfg);
+  const rows: DemoRow[] = [];
+  const skipped: string[] = [];
+  const stage = (s: string) => opts.onStage?.(s);
+
+  stage('building the tiny model and the held-out world');
+  const base = await opts.openSession(cfg);
+  let t = performance.now();
+  if (base.evaluateNaiveRag) {
+    stage('naive RAG baseline');
+    rows.push(row('naive RAG', await base.evaluateNaiveRag(cfg.eval.n_questions), (performance.now() - t) / 1000));
+  } else skipped.push('naive RAG (the task has no retriever baseline)');
+  stage('base tool calling (untrained model)');
+  t = performance.now();
+  rows.push(row('base tool calling', await base.evaluate(cfg.eval.n_questions), (performance.now() - t) / 1000));
+
+  stage('SFT warm start on scripted-expert demonstrations');
+  t = performance.now();
+  const demos = await base.demos();
+  const sftDir = join(dir, 'sft');
+  mkdirSync(sftDir, { recursive: true });
+  const sft = await runSft(cfg, demos, base.sft, {
+    runDir: sftDir,
+    sink: new JsonlSink(sftDir),
+    signal: opts.signal,
+    onStep: (s, total, m) => opts.onStep?.('sft', s, total, m),
+  });
+  const sftCheckpoint = sft.checkpoint!.dir;
+  rows.push(row('SFT only', await base.evaluate(cfg.eval.n_questions), (performance.now() - t) / 1000));
+  await base.close();
+
+  const curves: DemoResult['curves'] = [];
+  const rl = async (method: string, phase: 'grpo' | 'ppo', algorithm: Record<string, unknown>) => {
+    const rlCfg = validateConfig({ ...structuredClone(cfg), model: { path: sftCheckpoint }, algorithm: { ...cfg.algorithm, ...algorithm } });
+    const session = await opts.openSession(rlCfg);
+    const runDir = join(dir, phase);
+    mkdirSync(runDir, { recursive: true });
+    const start = performance.now();
+    try {
+      await runTrainingLoop(
+        rlCfg,
+        { ...session.ports, sink: new JsonlSink(runDir) },
+        {
+          runDir,
+          signal: opts.signal,
+          onStep: (s, m) => {
+            if (phase === 'grpo') curves.push({ step: s, reward: m['reward/mean']!, exactMatch: m['exact_match']! });
+            opts.onStep?.(phase, s, rlCfg.steps, m);
+          },
+        },
+      );
+      rows.push(row(method, await session.evaluate(cfg.eval.n_questions), (performance.now() - start) / 1000));
+    } finally {
+      await session.close();
+    }
+    return (performance.now() - start) / 1000;
+  };
+  stage('GRPO from the SFT weights against the search tool');
+  const grpoSeconds = await rl('SFT + GRPO', 'grpo', { adv_estimator: 'grpo' });
+  if (!opts.signal?.aborted && elapsed() + grpoSeconds * 1.3 < budget) {
+    stage('PPO (critic + GAE) from the SFT weights');
+    try {
+      await rl('SFT + PPO', 'ppo', { adv_estimator: 'gae', lam: 0.95 });
+    } catch (e) {
+      skipped.push(`PPO: ${(e as Error).message}`);
+    }
+  } else skipped.push(`PPO (time budget: ${elapsed().toFixed(0)} s used of ${budget} s, GRPO took ${grpoSeconds.toFixed(0)} s)`);
+
+  const get = (m: string) => rows.find((r) => r.method === m);
+  const sft2 = get('SFT only')?.exactMatch2Hop ?? NaN;
+  const grpo2 = get('SFT + GRPO')?.exactMatch2Hop ?? NaN;
+  const rag2 = get('naive RAG')?.exactMatch2Hop ?? NaN;
+  const grpoMinusSft2Hop = (grpo2 - sft2) * 100;
+  const grpoBeatsNaiveRag2Hop = grpo2 > rag2;
+  return {
+    config: configFile,
+    runDir: dir,
+    rows,
+    bar: { grpoMinusSft2Hop, grpoBeatsNaiveRag2Hop, passed: grpoMinusSft2Hop >= 15 && grpoBeatsNaiveRag2Hop },
+    curves,
+    totalSeconds: elapsed(),
+    skipped,
+  };
+}
+
