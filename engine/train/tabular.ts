@@ -14,6 +14,7 @@ import type { ExperimentConfig } from './config';
 import { mulberry32, type Episode } from './episode';
 import type { PolicyPort, RolloutPort, UpdateStats } from './loop';
 import type { Demo, SftPort } from './sft';
+import type { DecodeBackend, EpisodeEnv, RolloutTask, TokenizerPort } from '../rollout/ports';
 
 export interface TabularTaskSpec {
   prompts: number;
@@ -239,3 +240,61 @@ export class TabularPolicy implements PolicyPort, RolloutPort, SftPort {
     this.v = s.v.map((x) => Float64Array.from(x));
   }
 }
+
+/**
+ * The tabular policy as a rollout-engine decoder: a slot's "cache" is its token list; the next
+ * token's logits are the table row of (prompt, position). Prompt-token ids get −1e9 so they are
+ * never sampled. Lets tests drive engine/rollout and the loop together.
+ */
+export function tabularDecodeBackend(policy: TabularPolicy, maxBatch: number): DecodeBackend {
+  const { vocab, prompts, length } = policy.spec;
+  const seqs: number[][] = Array.from({ length: maxBatch }, () => []);
+  return {
+    vocabSize: vocab + prompts,
+    maxBatch,
+    maxLength: length + 1,
+    async extend(items) {
+      return items.map(({ slot, tokens }) => {
+        const s = seqs[slot]!;
+        s.push(...tokens);
+        const p = s[0]! - vocab;
+        const pos = Math.min(s.length - 1, length - 1);
+        const out = new Float32Array(vocab + prompts).fill(-1e9);
+        out.set(policy.logits[p]!.subarray(pos * vocab, (pos + 1) * vocab));
+        return out;
+      });
+    },
+    release(slot) {
+      seqs[slot] = [];
+    },
+  };
+}
+
+/** One rollout task per prompt: a single model turn of `length` tokens, reward = fraction right. */
+export function tabularTasks(policy: TabularPolicy): RolloutTask[] {
+  const { vocab } = policy.spec;
+  return policy.targets.map((target, p) => ({
+    id: `prompt-${p}`,
+    createEnv(): EpisodeEnv {
+      let answer: number[] = [];
+      return {
+        async prompt() {
+          return { ids: [vocab + p] };
+        },
+        async step(turn) {
+          answer = turn.tokenIds;
+          return { done: true };
+        },
+        async outcome() {
+          const right = target.filter((t, i) => answer[i] === t).length / target.length;
+          return { reward: right, components: { partial: right }, exactMatch: right === 1, formatOk: answer.length === target.length };
+        },
+      };
+    },
+  }));
+}
+
+export const tabularTokenizer: TokenizerPort = {
+  encode: (text) => text.split(' ').filter(Boolean).map(Number),
+  decode: (ids) => ids.join(' '),
+};
