@@ -1,0 +1,94 @@
+import { useEffect } from 'react';
+import { useArbor } from './store/react';
+import type { View } from './store';
+import { RunsView } from './views/Runs';
+import { RunView } from './views/Run';
+import { CompareView } from './views/Compare';
+import { TrajectoriesView } from './views/Trajectories';
+import { EditorView } from './views/Editor';
+import { PlaygroundView } from './views/Playground';
+
+const NAV: [View, string][] = [
+  ['runs', 'Runs'],
+  ['run', 'Run'],
+  ['compare', 'Compare'],
+  ['trajectories', 'Trajectories'],
+  ['editor', 'Editor'],
+  ['playground', 'Playground'],
+];
+
+export function App() {
+  const view = useArbor((s) => s.view);
+  const go = useArbor((s) => s.go);
+  const connection = useArbor((s) => s.connection);
+  const refreshRuns = useArbor((s) => s.refreshRuns);
+  const loadTemplates = useArbor((s) => s.loadTemplates);
+
+  useEffect(() => {
+    if (connection.state === 'open') {
+      void refreshRuns();
+      void loadTemplates();
+    }
+  }, [connection.state, refreshRuns, loadTemplates]);
+
+  return (
+    <div className="app">
+      <Banner />
+      <nav className="nav">
+        <div className="brand">ARBOR</div>
+        {NAV.map(([v, label]) => (
+          <button key={v} className={view === v ? 'active' : ''} onClick={() => go(v)} data-testid={`nav-${v}`}>
+            {label}
+          </button>
+        ))}
+        <div className="status" data-testid="engine-status">
+          <span className={`dot ${connection.state === 'open' ? 'ok' : connection.state === 'connecting' ? 'warn' : 'err'}`} />
+          engine {connection.state === 'open' ? 'connected' : connection.state}
+        </div>
+      </nav>
+      <main className="main">
+        <ErrorStrip />
+        {view === 'runs' && <RunsView />}
+        {view === 'run' && <RunView />}
+        {view === 'compare' && <CompareView />}
+        {view === 'trajectories' && <TrajectoriesView />}
+        {view === 'editor' && <EditorView />}
+        {view === 'playground' && <PlaygroundView />}
+      </main>
+    </div>
+  );
+}
+
+function Banner() {
+  const c = useArbor((s) => s.connection);
+  if (c.state === 'engine-crashed')
+    return (
+      <div className="banner err" role="alert" data-testid="crash-banner">
+        The engine stopped unexpectedly: {c.message}. {c.restarting ? `Restarting it${c.attempt ? ` (attempt ${c.attempt})` : ''}…` : 'It will not be restarted again; save your work and restart Arbor.'}
+      </div>
+    );
+  if (c.state === 'closed')
+    return (
+      <div className="banner err" role="alert" data-testid="crash-banner">
+        Lost the connection to the engine: {c.message}. Reconnecting…
+      </div>
+    );
+  return null;
+}
+
+function ErrorStrip() {
+  const errors = useArbor((s) => s.errors);
+  const dismiss = useArbor((s) => s.dismissError);
+  if (!errors.length) return null;
+  return (
+    <div className="errors" style={{ padding: '8px 16px 0' }} data-testid="errors">
+      {errors.map((e) => (
+        <div key={e.id} className="error-msg" role="alert">
+          <strong>{e.context}:</strong>
+          <pre>{e.message}</pre>
+          <button onClick={() => dismiss(e.id)} aria-label="dismiss">×</button>
+        </div>
+      ))}
+    </div>
+  );
+}

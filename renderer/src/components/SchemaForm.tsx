@@ -1,0 +1,141 @@
+// The start-run form, generated from the template's config JSON schema. Each field is an input
+// of the right kind with its default and description; fields the generator does not understand
+// (unions, nested arrays of objects) are edited as JSON. A "JSON" toggle edits the whole config.
+import { useState } from 'react';
+import { fieldKind, getPath, setPath, unwrap, type JsonSchema } from '../lib/jsonSchema';
+
+interface Props {
+  schema: JsonSchema;
+  value: unknown;
+  onChange: (v: Record<string, unknown>) => void;
+}
+
+export function SchemaForm({ schema, value, onChange }: Props) {
+  const root = unwrap(schema, schema);
+  return (
+    <div className="form" data-testid="schema-form">
+      <Fields schema={root} root={schema} path={[]} value={value} onChange={onChange} />
+    </div>
+  );
+}
+
+function Fields({ schema, root, path, value, onChange }: { schema: JsonSchema; root: JsonSchema; path: string[]; value: unknown; onChange: (v: Record<string, unknown>) => void }) {
+  const props = Object.entries(schema.properties ?? {});
+  return (
+    <>
+      {props.map(([name, sub]) => {
+        const p = [...path, name];
+        const s = unwrap(sub, root);
+        const kind = fieldKind(s, root);
+        if (kind === 'object') {
+          return (
+            <fieldset key={name}>
+              <legend>{name}{s.description ? <span className="desc">{s.description}</span> : null}</legend>
+              <Fields schema={s} root={root} path={p} value={value} onChange={onChange} />
+            </fieldset>
+          );
+        }
+        return (
+          <Field key={name} name={name} path={p} schema={s} root={root} kind={kind} current={getPath(value, p)} set={(v) => onChange(setPath(value, p, v))} />
+        );
+      })}
+    </>
+  );
+}
+
+function Field({ name, path, schema, root, kind, current, set }: { name: string; path: string[]; schema: JsonSchema; root: JsonSchema; kind: ReturnType<typeof fieldKind>; current: unknown; set: (v: unknown) => void }) {
+  const id = `cfg-${path.join('.')}`;
+  const [jsonText, setJsonText] = useState(() => (current === undefined ? '' : JSON.stringify(current)));
+  const [jsonError, setJsonError] = useState<string | null>(null);
+  let input: React.ReactNode;
+  switch (kind) {
+    case 'enum': {
+      const options = schema.enum ?? [schema.const];
+      input = (
+        <select id={id} value={current === undefined ? '' : JSON.stringify(current)} onChange={(e) => set(e.target.value === '' ? undefined : JSON.parse(e.target.value))}>
+          <option value="">(default)</option>
+          {options.map((o) => (
+            <option key={JSON.stringify(o)} value={JSON.stringify(o)}>{String(o)}</option>
+          ))}
+        </select>
+      );
+      break;
+    }
+    case 'boolean':
+      input = <input id={id} type="checkbox" checked={current === true} onChange={(e) => set(e.target.checked)} />;
+      break;
+    case 'number':
+    case 'integer':
+      input = (
+        <input
+          id={id}
+          type="number"
+          step={kind === 'integer' ? 1 : 'any'}
+          min={schema.minimum}
+          max={schema.maximum}
+          value={typeof current === 'number' ? current : ''}
+          onChange={(e) => set(e.target.value === '' ? undefined : Number(e.target.value))}
+          style={{ width: 120 }}
+        />
+      );
+      break;
+    case 'string':
+      input = <input id={id} type="text" value={typeof current === 'string' ? current : ''} onChange={(e) => set(e.target.value === '' ? undefined : e.target.value)} style={{ width: 260 }} />;
+      break;
+    case 'scalar-array': {
+      const itemKind = fieldKind(schema.items!, root);
+      const text = Array.isArray(current) ? current.join(', ') : '';
+      input = (
+        <input
+          id={id}
+          type="text"
+          defaultValue={text}
+          placeholder="comma-separated"
+          onBlur={(e) => {
+            const parts = e.target.value.split(',').map((x) => x.trim()).filter(Boolean);
+            set(parts.length === 0 ? undefined : parts.map((x) => (itemKind === 'number' || itemKind === 'integer' ? Number(x) : x)));
+          }}
+          style={{ width: 200 }}
+        />
+      );
+      break;
+    }
+    default:
+      input = (
+        <>
+          <input
+            id={id}
+            type="text"
+            className="mono"
+            value={jsonText}
+            placeholder="JSON"
+            onChange={(e) => {
+              setJsonText(e.target.value);
+              if (e.target.value.trim() === '') {
+                setJsonError(null);
+                set(undefined);
+                return;
+              }
+              try {
+                set(JSON.parse(e.target.value));
+                setJsonError(null);
+              } catch (err) {
+                setJsonError((err as Error).message);
+              }
+            }}
+            style={{ width: 260 }}
+          />
+          {jsonError ? <span className="desc" style={{ color: 'var(--err)' }}>{jsonError}</span> : null}
+        </>
+      );
+  }
+  return (
+    <>
+      <label htmlFor={id} title={path.join('.')}>{name}</label>
+      <div className="field">
+        {input}
+        {schema.description ? <span className="desc">{schema.description}</span> : null}
+      </div>
+    </>
+  );
+}

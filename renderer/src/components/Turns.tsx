@@ -1,0 +1,103 @@
+// One renderer per turn kind (model, tool, env/user), as Inspect's viewer has one per event
+// type. Long turns are split into rows of TOKENS_PER_ROW tokens so the trajectory list can be
+// virtualised at row granularity: a 10k-token model turn is ~20 rows, only the visible ones render.
+import { memo } from 'react';
+import type { ToolCallView, Trajectory, TurnView } from '../api/types';
+import { channelValue, heatColor, type Channel } from '../lib/heat';
+
+export const TOKENS_PER_ROW = 512;
+
+export type Row =
+  | { kind: 'head'; turn: number }
+  | { kind: 'tokens'; turn: number; from: number; to: number }
+  | { kind: 'text'; turn: number }
+  | { kind: 'calls'; turn: number };
+
+export function buildRows(t: Trajectory): Row[] {
+  const rows: Row[] = [];
+  t.turnsData.forEach((turn, i) => {
+    rows.push({ kind: 'head', turn: i });
+    if (turn.tokens.length > 0) {
+      for (let from = 0; from < turn.tokens.length; from += TOKENS_PER_ROW) rows.push({ kind: 'tokens', turn: i, from, to: Math.min(turn.tokens.length, from + TOKENS_PER_ROW) });
+    } else if (turn.text) rows.push({ kind: 'text', turn: i });
+    if (turn.toolCalls.length) rows.push({ kind: 'calls', turn: i });
+  });
+  return rows;
+}
+
+export function TurnHead({ turn, index }: { turn: TurnView; index: number }) {
+  const masked = turn.lossMask ? turn.lossMask.filter((m) => m === 0).length : 0;
+  return (
+    <div className="turn-head">
+      <span className={`turn-role ${turn.role}`}>{turn.role}</span>
+      <span>turn {index + 1}</span>
+      <span>{turn.tokenIds.length} tokens</span>
+      {masked ? <span>{masked} masked</span> : null}
+      {turn.stepReward != null ? <span title="step (process) reward">step reward <b style={{ color: turn.stepReward >= 0 ? 'var(--ok)' : 'var(--err)' }}>{turn.stepReward.toFixed(3)}</b></span> : null}
+      {turn.toolCalls.length ? <span>{turn.toolCalls.length} tool call{turn.toolCalls.length > 1 ? 's' : ''}</span> : null}
+    </div>
+  );
+}
+
+/** A slice of a turn's tokens coloured by the channel; hover handled by the parent via data attributes. */
+export const TokenSpan = memo(function TokenSpan({ turn, turnIndex, from, to, channel, scale }: { turn: TurnView; turnIndex: number; from: number; to: number; channel: Channel; scale: number }) {
+  const spans = [];
+  for (let i = from; i < to; i++) {
+    const v = channelValue(turn, channel, i);
+    const masked = turn.lossMask ? turn.lossMask[i] === 0 : false;
+    spans.push(
+      <span key={i} className={masked ? 't masked' : 't'} data-turn={turnIndex} data-tok={i} style={{ background: heatColor(channel, v, scale) || undefined }}>
+        {turn.tokens[i]}
+      </span>,
+    );
+  }
+  return <div className="tokens">{spans}</div>;
+});
+
+export function ToolCalls({ calls }: { calls: ToolCallView[] }) {
+  return (
+    <>
+      {calls.map((c, i) => (
+        <div key={i} className="toolcall" data-testid="tool-call">
+          <span className="name">{c.name}</span>(<span>{JSON.stringify(c.args)}</span>){c.latencyMs != null ? <span className="muted"> · {c.latencyMs.toFixed(0)} ms</span> : null}
+          {c.error ? <div className="err">error: {c.error}</div> : null}
+          {c.result != null ? <div className="muted">→ {c.result.length > 600 ? c.result.slice(0, 600) + '…' : c.result}</div> : null}
+        </div>
+      ))}
+    </>
+  );
+}
+
+export function TokenHoverCard({ turn, index, x, y }: { turn: TurnView; index: number; x: number; y: number }) {
+  const lp = turn.logprob?.[index];
+  const ref = turn.refLogprob?.[index];
+  const rows: [string, string][] = [
+    ['token', JSON.stringify(turn.tokens[index])],
+    ['id', String(turn.tokenIds[index] ?? '—')],
+    ['logprob', num(lp)],
+    ['prob', lp == null ? '—' : Math.exp(lp).toFixed(4)],
+    ['entropy', num(turn.entropy?.[index])],
+    ['advantage', num(turn.advantage?.[index])],
+    ['ref logprob', num(ref)],
+    ['kl (lp−ref)', lp == null || ref == null ? '—' : (lp - ref).toFixed(4)],
+    ['loss mask', turn.lossMask ? String(turn.lossMask[index]) : '—'],
+  ];
+  return (
+    <div className="hovercard" style={{ left: Math.min(x + 12, window.innerWidth - 220), top: y + 14 }} data-testid="token-card">
+      <table>
+        <tbody>
+          {rows.map(([k, v]) => (
+            <tr key={k}>
+              <td className="muted">{k}</td>
+              <td>{v}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+function num(v: number | null | undefined): string {
+  return v == null || !Number.isFinite(v) ? '—' : v.toFixed(4);
+}

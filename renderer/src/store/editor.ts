@@ -1,0 +1,102 @@
+import type { ArborApi, EnvFile, TryResult } from '../api/types';
+import type { Get, Set } from './index';
+
+export interface EditorSlice {
+  envFiles: EnvFile[];
+  envTypes: { path: string; content: string }[];
+  filePath: string | null;
+  /** text in the editor */
+  source: string;
+  /** text last saved to the workspace */
+  savedSource: string;
+  tryArgs: string;
+  tryTrajectoryId: string;
+  tryResult: TryResult | null;
+  trying: boolean;
+  loadEnv(): Promise<void>;
+  openFile(path: string): Promise<void>;
+  newFile(path: string, template: string): void;
+  setSource(s: string): void;
+  saveFile(): Promise<boolean>;
+  setTryArgs(s: string): void;
+  setTryTrajectory(id: string): void;
+  tryIt(): Promise<void>;
+}
+
+export function fileKind(path: string, files: EnvFile[]): string {
+  return files.find((f) => f.path === path)?.kind ?? (/reward/i.test(path) ? 'reward' : /tool/i.test(path) ? 'tool' : 'env');
+}
+
+export function createEditorSlice(api: ArborApi, set: Set, get: Get): EditorSlice {
+  return {
+    envFiles: [],
+    envTypes: [],
+    filePath: null,
+    source: '',
+    savedSource: '',
+    tryArgs: '{}',
+    tryTrajectoryId: '',
+    tryResult: null,
+    trying: false,
+    async loadEnv() {
+      try {
+        const [envFiles, envTypes] = await Promise.all([api.listEnvFiles(), api.envTypes()]);
+        set({ envFiles, envTypes });
+      } catch (err) {
+        get().reportError('Loading the workspace environment', err);
+      }
+    },
+    async openFile(path) {
+      try {
+        const text = await api.readEnvFile(path);
+        set({ filePath: path, source: text, savedSource: text, tryResult: null });
+      } catch (err) {
+        get().reportError(`Opening ${path}`, err);
+      }
+    },
+    newFile(path, template) {
+      set({ filePath: path, source: template, savedSource: '', tryResult: null });
+    },
+    setSource: (source) => set({ source }),
+    async saveFile() {
+      const { filePath, source } = get();
+      if (!filePath) return false;
+      try {
+        await api.writeEnvFile(filePath, source);
+        set({ savedSource: source });
+        set({ envFiles: await api.listEnvFiles() });
+        return true;
+      } catch (err) {
+        get().reportError(`Saving ${filePath}`, err);
+        return false;
+      }
+    },
+    setTryArgs: (tryArgs) => set({ tryArgs }),
+    setTryTrajectory: (tryTrajectoryId) => set({ tryTrajectoryId }),
+    async tryIt() {
+      const s = get();
+      if (!s.filePath) return;
+      set({ trying: true, tryResult: null });
+      try {
+        let result: TryResult;
+        if (fileKind(s.filePath, s.envFiles) === 'reward') {
+          if (!s.tryTrajectoryId) throw new Error('Pick a stored trajectory to score the reward on.');
+          result = await api.tryReward({ source: s.source, path: s.filePath, trajectoryId: s.tryTrajectoryId });
+        } else {
+          let args: unknown;
+          try {
+            args = JSON.parse(s.tryArgs || '{}');
+          } catch (err) {
+            throw new Error(`Tool arguments are not valid JSON: ${(err as Error).message}`);
+          }
+          result = await api.tryTool({ source: s.source, path: s.filePath, args });
+        }
+        set({ tryResult: result });
+      } catch (err) {
+        set({ tryResult: { ok: false, error: { message: err instanceof Error ? err.message : String(err) } } });
+      } finally {
+        set({ trying: false });
+      }
+    },
+  };
+}

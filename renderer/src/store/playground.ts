@@ -1,0 +1,81 @@
+import type { ArborApi, ChatMessage, Checkpoint } from '../api/types';
+import type { Get, Set } from './index';
+
+/** One entry of the transcript as shown: messages plus tool calls/observations as they happen. */
+export type TranscriptItem =
+  | { kind: 'user'; text: string }
+  | { kind: 'assistant'; text: string; done: boolean }
+  | { kind: 'tool_call'; name: string; args: unknown }
+  | { kind: 'observation'; name: string; content: string; error?: string }
+  | { kind: 'error'; message: string };
+
+export interface PlaygroundSlice {
+  checkpoints: Checkpoint[];
+  checkpointId: string;
+  transcript: TranscriptItem[];
+  chatting: boolean;
+  loadCheckpoints(): Promise<void>;
+  setCheckpoint(id: string): void;
+  send(text: string): Promise<void>;
+  clearChat(): void;
+}
+
+/** The chat history sent to the engine, rebuilt from the transcript. */
+export function transcriptToMessages(items: TranscriptItem[]): ChatMessage[] {
+  const out: ChatMessage[] = [];
+  for (const it of items) {
+    if (it.kind === 'user') out.push({ role: 'user', content: it.text });
+    else if (it.kind === 'assistant') out.push({ role: 'assistant', content: it.text });
+    else if (it.kind === 'observation') out.push({ role: 'tool', name: it.name, content: it.error ? `error: ${it.error}` : it.content });
+  }
+  return out;
+}
+
+export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): PlaygroundSlice {
+  return {
+    checkpoints: [],
+    checkpointId: '',
+    transcript: [],
+    chatting: false,
+    async loadCheckpoints() {
+      try {
+        const checkpoints = await api.listCheckpoints();
+        set({ checkpoints, checkpointId: get().checkpointId || checkpoints[checkpoints.length - 1]?.id || '' });
+      } catch (err) {
+        get().reportError('Loading checkpoints', err);
+      }
+    },
+    setCheckpoint: (checkpointId) => set({ checkpointId }),
+    clearChat: () => set({ transcript: [] }),
+    async send(text) {
+      const s = get();
+      if (!s.checkpointId || s.chatting) return;
+      const transcript: TranscriptItem[] = [...s.transcript, { kind: 'user', text }];
+      set({ transcript, chatting: true });
+      const push = (it: TranscriptItem) => set({ transcript: [...get().transcript, it] });
+      try {
+        await api.chat({ checkpoint: s.checkpointId, messages: transcriptToMessages(transcript) }, (e) => {
+          const items = get().transcript;
+          const last = items[items.length - 1];
+          if (e.type === 'token') {
+            if (last?.kind === 'assistant' && !last.done) set({ transcript: [...items.slice(0, -1), { ...last, text: last.text + e.text }] });
+            else push({ kind: 'assistant', text: e.text, done: false });
+          } else if (e.type === 'tool_call') {
+            if (last?.kind === 'assistant') set({ transcript: [...items.slice(0, -1), { ...last, done: true }] });
+            push({ kind: 'tool_call', name: e.name, args: e.args });
+          } else if (e.type === 'observation') {
+            push({ kind: 'observation', name: e.name, content: e.content, error: e.error });
+          } else if (e.type === 'done') {
+            if (last?.kind === 'assistant') set({ transcript: [...items.slice(0, -1), { ...last, done: true }] });
+          } else if (e.type === 'error') {
+            push({ kind: 'error', message: e.message });
+          }
+        });
+      } catch (err) {
+        push({ kind: 'error', message: get().reportError('Playground', err) });
+      } finally {
+        set({ chatting: false });
+      }
+    },
+  };
+}

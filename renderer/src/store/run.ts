@@ -1,0 +1,84 @@
+import type { ArborApi, EngineEvent, LogLine, RunDetail, Series } from '../api/types';
+import type { Get, Set } from './index';
+
+export const MAX_POINTS = 1500;
+
+export interface RunSlice {
+  runId: string | null;
+  run: RunDetail | null;
+  series: Record<string, Series>;
+  log: LogLine[];
+  smoothing: number;
+  compare: { runs: RunDetail[]; series: Record<string, Record<string, Series>> };
+  openRun(id: string): Promise<void>;
+  reloadRun(): Promise<void>;
+  setSmoothing(v: number): void;
+  loadCompare(ids: string[]): Promise<void>;
+  applyRunDetailEvent(e: EngineEvent): void;
+}
+
+/** Append one live point to a series (replacing a point at the same step). */
+export function appendPoint(s: Series | undefined, step: number, value: number): Series {
+  if (!s) return { step: [step], value: [value] };
+  const n = s.step.length;
+  if (n > 0 && s.step[n - 1] === step) return { step: s.step, value: [...s.value.slice(0, n - 1), value] };
+  if (n > 0 && s.step[n - 1] > step) return s;
+  return { step: [...s.step, step], value: [...s.value, value] };
+}
+
+export function createRunSlice(api: ArborApi, set: Set, get: Get): RunSlice {
+  return {
+    runId: null,
+    run: null,
+    series: {},
+    log: [],
+    smoothing: 0.6,
+    compare: { runs: [], series: {} },
+    async openRun(id) {
+      set({ runId: id, run: null, series: {}, log: [], view: 'run' });
+      await get().reloadRun();
+    },
+    async reloadRun() {
+      const id = get().runId;
+      if (!id) return;
+      try {
+        const [run, series, log] = await Promise.all([api.getRun(id), api.metricSeries(id, undefined, MAX_POINTS), api.runLog(id)]);
+        if (get().runId !== id) return;
+        set({ run, series, log });
+      } catch (err) {
+        get().reportError(`Loading run ${id}`, err);
+      }
+    },
+    setSmoothing: (smoothing) => set({ smoothing }),
+    async loadCompare(ids) {
+      try {
+        const runs = await Promise.all(ids.map((id) => api.getRun(id)));
+        const series = Object.fromEntries(await Promise.all(ids.map(async (id) => [id, await api.metricSeries(id, undefined, MAX_POINTS)] as const)));
+        set({ compare: { runs, series } });
+      } catch (err) {
+        get().reportError('Loading runs to compare', err);
+      }
+    },
+    applyRunDetailEvent(e) {
+      const s = get();
+      if (e.type === 'metrics') {
+        if (e.runId === s.runId) {
+          const series = { ...s.series };
+          for (const [k, v] of Object.entries(e.values)) series[k] = appendPoint(series[k], e.step, v);
+          set({ series });
+        }
+        if (s.compare.series[e.runId]) {
+          const runSeries = { ...s.compare.series[e.runId] };
+          for (const [k, v] of Object.entries(e.values)) runSeries[k] = appendPoint(runSeries[k], e.step, v);
+          set({ compare: { ...s.compare, series: { ...s.compare.series, [e.runId]: runSeries } } });
+        }
+      } else if (e.type === 'log' && e.runId === s.runId) {
+        set({ log: [...s.log, e.line].slice(-5000) });
+      } else if (e.type === 'run' && e.run.id === s.runId && s.run) {
+        set({ run: { ...s.run, ...e.run } });
+      } else if (e.type === 'checkpoint' && e.runId === s.runId && s.run) {
+        set({ run: { ...s.run, checkpoints: [...s.run.checkpoints.filter((c) => c.id !== e.checkpoint.id), e.checkpoint] } });
+      }
+    },
+  };
+}

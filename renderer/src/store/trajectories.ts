@@ -1,0 +1,179 @@
+import type { ArborApi, EngineEvent, Trajectory, TrajSummary } from '../api/types';
+import { nextChannel, type Channel } from '../lib/heat';
+import type { Get, Set } from './index';
+
+export interface TrajFilter {
+  minReward?: number;
+  maxReward?: number;
+  errorsOnly: boolean;
+  task: string;
+}
+
+export interface TrajSlice {
+  trajRunId: string | null;
+  steps: number[];
+  step: number | null;
+  trajList: TrajSummary[];
+  trajFilter: TrajFilter;
+  traj: Trajectory | null;
+  /** index into trajList of the open trajectory */
+  sampleIndex: number;
+  turnIndex: number;
+  channel: Channel;
+  groupView: boolean;
+  /** the trajectories of the open one's GRPO group, loaded for the group view */
+  group: Trajectory[];
+  follow: boolean;
+  openTrajectories(runId: string, step?: number): Promise<void>;
+  setStep(step: number): Promise<void>;
+  setTrajFilter(f: Partial<TrajFilter>): Promise<void>;
+  openSample(index: number): Promise<void>;
+  openTrajectoryById(id: string): Promise<void>;
+  moveTurn(delta: number): void;
+  moveSample(delta: number): Promise<void>;
+  moveSibling(delta: number): Promise<void>;
+  cycleChannel(): void;
+  setChannel(c: Channel): void;
+  setGroupView(on: boolean): Promise<void>;
+  setFollow(on: boolean): Promise<void>;
+  applyTrajEvent(e: EngineEvent): void;
+}
+
+/** The samples of the same prompt (GRPO group) as `t`, in sample order. */
+export function siblingsOf(list: TrajSummary[], t: { step: number; group: number }): TrajSummary[] {
+  return list.filter((x) => x.step === t.step && x.group === t.group).sort((a, b) => a.sample - b.sample);
+}
+
+export function createTrajSlice(api: ArborApi, set: Set, get: Get): TrajSlice {
+  const loadList = async () => {
+    const s = get();
+    if (!s.trajRunId || s.step == null) return;
+    const f = s.trajFilter;
+    const list = await api.listTrajectories({
+      runId: s.trajRunId,
+      step: s.step,
+      minReward: f.minReward,
+      maxReward: f.maxReward,
+      errorsOnly: f.errorsOnly || undefined,
+      task: f.task || undefined,
+    });
+    list.sort((a, b) => a.group - b.group || a.sample - b.sample);
+    set({ trajList: list });
+  };
+  const loadGroup = async () => {
+    const s = get();
+    if (!s.groupView || !s.traj) return set({ group: [] });
+    const sibs = siblingsOf(s.trajList, s.traj);
+    const group = await Promise.all(sibs.map((x) => (x.id === s.traj!.id ? s.traj! : api.getTrajectory(x.id))));
+    set({ group });
+  };
+  return {
+    trajRunId: null,
+    steps: [],
+    step: null,
+    trajList: [],
+    trajFilter: { errorsOnly: false, task: '' },
+    traj: null,
+    sampleIndex: -1,
+    turnIndex: 0,
+    channel: 'logprob',
+    groupView: false,
+    group: [],
+    follow: false,
+    async openTrajectories(runId, step) {
+      set({ view: 'trajectories', trajRunId: runId, traj: null, trajList: [], sampleIndex: -1, turnIndex: 0, group: [] });
+      try {
+        const steps = await api.trajectorySteps(runId);
+        set({ steps, step: step ?? (steps.length ? steps[steps.length - 1] : null) });
+        await loadList();
+        if (get().trajList.length) await get().openSample(0);
+      } catch (err) {
+        get().reportError(`Loading trajectories of run ${runId}`, err);
+      }
+    },
+    async setStep(step) {
+      set({ step, traj: null, sampleIndex: -1, turnIndex: 0 });
+      try {
+        await loadList();
+        if (get().trajList.length) await get().openSample(0);
+      } catch (err) {
+        get().reportError(`Loading trajectories of step ${step}`, err);
+      }
+    },
+    async setTrajFilter(f) {
+      set({ trajFilter: { ...get().trajFilter, ...f } });
+      try {
+        await loadList();
+      } catch (err) {
+        get().reportError('Filtering trajectories', err);
+      }
+    },
+    async openSample(index) {
+      const list = get().trajList;
+      if (index < 0 || index >= list.length) return;
+      set({ sampleIndex: index });
+      try {
+        const traj = await api.getTrajectory(list[index].id);
+        if (get().sampleIndex !== index) return;
+        set({ traj, turnIndex: 0 });
+        await loadGroup();
+      } catch (err) {
+        get().reportError(`Loading trajectory ${list[index].id}`, err);
+      }
+    },
+    async openTrajectoryById(id) {
+      const i = get().trajList.findIndex((t) => t.id === id);
+      if (i >= 0) await get().openSample(i);
+    },
+    moveTurn(delta) {
+      const t = get().traj;
+      if (!t) return;
+      const n = t.turnsData.length;
+      set({ turnIndex: Math.max(0, Math.min(n - 1, get().turnIndex + delta)) });
+    },
+    async moveSample(delta) {
+      const s = get();
+      const n = s.trajList.length;
+      if (!n) return;
+      await s.openSample(Math.max(0, Math.min(n - 1, (s.sampleIndex < 0 ? 0 : s.sampleIndex) + delta)));
+    },
+    async moveSibling(delta) {
+      const s = get();
+      if (!s.traj) return;
+      const sibs = siblingsOf(s.trajList, s.traj);
+      const i = sibs.findIndex((x) => x.id === s.traj!.id);
+      if (i < 0 || sibs.length < 2) return;
+      const next = sibs[(i + delta + sibs.length) % sibs.length];
+      const turn = s.turnIndex;
+      await s.openTrajectoryById(next.id);
+      // Keep the reading position: siblings answer the same prompt, so turn k lines up.
+      const t = get().traj;
+      if (t) set({ turnIndex: Math.min(turn, t.turnsData.length - 1) });
+    },
+    cycleChannel: () => set({ channel: nextChannel(get().channel) }),
+    setChannel: (channel) => set({ channel }),
+    async setGroupView(on) {
+      set({ groupView: on });
+      try {
+        await loadGroup();
+      } catch (err) {
+        get().reportError('Loading the GRPO group', err);
+      }
+    },
+    async setFollow(on) {
+      set({ follow: on });
+      const s = get();
+      if (on && s.trajRunId) {
+        const steps = await api.trajectorySteps(s.trajRunId);
+        set({ steps });
+        if (steps.length && steps[steps.length - 1] !== s.step) await s.setStep(steps[steps.length - 1]);
+      }
+    },
+    applyTrajEvent(e) {
+      const s = get();
+      if (e.type !== 'trajectories' || e.runId !== s.trajRunId) return;
+      if (!s.steps.includes(e.step)) set({ steps: [...s.steps, e.step].sort((a, b) => a - b) });
+      if (s.follow && e.step !== s.step) void s.setStep(e.step);
+    },
+  };
+}

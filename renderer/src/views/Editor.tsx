@@ -1,0 +1,145 @@
+import { useEffect, useRef, useState } from 'react';
+import { useArbor, useArborStore } from '../store/react';
+import { fileKind } from '../store/editor';
+import type { monaco as Monaco } from '../components/monaco';
+
+const TOOL_TEMPLATE = `import type { Tool } from 'arbor/env';
+
+export const tool: Tool = {
+  name: 'my_tool',
+  description: 'Describe what the tool does for the model.',
+  parameters: { type: 'object', properties: { query: { type: 'string' } }, required: ['query'] },
+  async execute(args) {
+    return { content: String(args.query), success: true };
+  },
+};
+`;
+
+const REWARD_TEMPLATE = `import type { RewardFn } from 'arbor/env';
+
+export const reward: RewardFn = (traj) => {
+  return traj.outcome === 'correct' ? 1 : 0;
+};
+`;
+
+export function EditorView() {
+  const store = useArborStore();
+  const files = useArbor((s) => s.envFiles);
+  const types = useArbor((s) => s.envTypes);
+  const filePath = useArbor((s) => s.filePath);
+  const source = useArbor((s) => s.source);
+  const saved = useArbor((s) => s.savedSource);
+  const tryArgs = useArbor((s) => s.tryArgs);
+  const tryTraj = useArbor((s) => s.tryTrajectoryId);
+  const result = useArbor((s) => s.tryResult);
+  const trying = useArbor((s) => s.trying);
+  const trajList = useArbor((s) => s.trajList);
+  const a = store.getState();
+  const host = useRef<HTMLDivElement>(null);
+  const editor = useRef<Monaco.editor.IStandaloneCodeEditor | null>(null);
+  const monacoRef = useRef<typeof Monaco | null>(null);
+  const [loadError, setLoadError] = useState<string | null>(null);
+
+  useEffect(() => {
+    void store.getState().loadEnv();
+  }, [store]);
+
+  // Monaco is loaded lazily: it is large and only this view needs it.
+  useEffect(() => {
+    let disposed = false;
+    import('../components/monaco')
+      .then(({ monaco }) => {
+        if (disposed || !host.current) return;
+        monacoRef.current = monaco;
+        const ed = monaco.editor.create(host.current, {
+          value: store.getState().source,
+          language: 'typescript',
+          theme: 'vs-dark',
+          automaticLayout: true,
+          minimap: { enabled: false },
+          fontSize: 12.5,
+          scrollBeyondLastLine: false,
+        });
+        ed.onDidChangeModelContent(() => store.getState().setSource(ed.getValue()));
+        ed.addCommand(monaco.KeyMod.CtrlCmd | monaco.KeyCode.KeyS, () => void store.getState().saveFile());
+        editor.current = ed;
+        (window as unknown as { __arborEditor?: unknown }).__arborEditor = ed;
+      })
+      .catch((err) => setLoadError(String(err)));
+    return () => {
+      disposed = true;
+      editor.current?.getModel()?.dispose();
+      editor.current?.dispose();
+      editor.current = null;
+    };
+  }, [store]);
+
+  useEffect(() => {
+    if (!types.length) return;
+    void import('../components/monaco').then(({ setTypeDefinitions }) => setTypeDefinitions(types));
+  }, [types]);
+
+  // Load a newly opened file into the editor (not on every keystroke).
+  useEffect(() => {
+    const ed = editor.current;
+    if (ed && ed.getValue() !== store.getState().source) ed.setValue(store.getState().source);
+  }, [filePath, store]);
+
+  // Mark the failing line of a "try it" error in the editor.
+  useEffect(() => {
+    const m = monacoRef.current;
+    const model = editor.current?.getModel();
+    if (!m || !model) return;
+    const line = result?.error?.line;
+    m.editor.setModelMarkers(model, 'try-it', line ? [{ severity: m.MarkerSeverity.Error, message: result!.error!.message, startLineNumber: line, endLineNumber: line, startColumn: result!.error!.column ?? 1, endColumn: model.getLineMaxColumn(Math.min(line, model.getLineCount())) }] : []);
+    if (line) editor.current!.revealLineInCenter(line);
+  }, [result]);
+
+  const kind = filePath ? fileKind(filePath, files) : null;
+  const dirty = source !== saved;
+  return (
+    <div className="view" data-testid="view-editor">
+      <div className="toolbar">
+        <h2>Editor</h2>
+        <select value={filePath ?? ''} onChange={(e) => e.target.value && void a.openFile(e.target.value)} data-testid="env-file">
+          <option value="">(open a file)</option>
+          {files.map((f) => <option key={f.path} value={f.path}>{f.kind}: {f.path}</option>)}
+        </select>
+        <button onClick={() => { const p = prompt('New tool file (workspace path)', 'tools/my_tool.ts'); if (p) a.newFile(p, TOOL_TEMPLATE); }}>New tool</button>
+        <button onClick={() => { const p = prompt('New reward file (workspace path)', 'rewards/my_reward.ts'); if (p) a.newFile(p, REWARD_TEMPLATE); }}>New reward</button>
+        <span className="grow" />
+        {filePath ? <span className="mono muted">{filePath}{dirty ? ' •' : ''}</span> : null}
+        <button className="primary" disabled={!filePath || !dirty} onClick={() => void a.saveFile()} data-testid="save-file">Save</button>
+      </div>
+      {loadError ? <div className="error-msg">Could not load the editor: {loadError}</div> : null}
+      <div className="editor-host" ref={host} data-testid="monaco" />
+      <div className="panel" style={{ display: 'flex', flexDirection: 'column', gap: 8 }}>
+        <div className="toolbar">
+          <h3 style={{ margin: 0 }}>Try it</h3>
+          {kind === 'reward' ? (
+            <>
+              <span className="muted">score stored trajectory</span>
+              <input value={tryTraj} onChange={(e) => a.setTryTrajectory(e.target.value)} placeholder="trajectory id" list="try-trajs" style={{ width: 300 }} data-testid="try-trajectory" className="mono" />
+              <datalist id="try-trajs">{trajList.map((t) => <option key={t.id} value={t.id}>{`step ${t.step} g${t.group} s${t.sample} r=${t.reward.toFixed(2)}`}</option>)}</datalist>
+            </>
+          ) : (
+            <>
+              <span className="muted">arguments (JSON)</span>
+              <input value={tryArgs} onChange={(e) => a.setTryArgs(e.target.value)} className="mono" style={{ width: 360 }} data-testid="try-args" />
+            </>
+          )}
+          <button className="primary" disabled={!filePath || trying} onClick={() => void a.tryIt()} data-testid="try-it">{trying ? 'Running…' : 'Run in sandbox'}</button>
+          <span className="muted">runs the editor's text (saved or not) in the sandbox</span>
+        </div>
+        {result ? (
+          <div className={`result ${result.ok ? 'ok' : 'err'}`} data-testid="try-result">
+            {result.ok
+              ? `✓ ${typeof result.value === 'string' ? result.value : JSON.stringify(result.value, null, 2)}${result.ms != null ? `\n(${result.ms.toFixed(0)} ms)` : ''}`
+              : `✗ ${result.error?.message ?? 'failed'}${result.error?.line ? `\n  at line ${result.error.line}${result.error.column ? `:${result.error.column}` : ''}` : ''}`}
+            {result.logs?.length ? `\n\nconsole:\n${result.logs.join('\n')}` : ''}
+          </div>
+        ) : null}
+      </div>
+    </div>
+  );
+}

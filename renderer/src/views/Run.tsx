@@ -1,0 +1,107 @@
+import { useMemo, useState } from 'react';
+import { useArbor } from '../store/react';
+import { MetricChart, PALETTE, fmt } from '../components/MetricChart';
+
+/** Order charts so the ones researchers look at first come first; the rest follow alphabetically. */
+const CHART_ORDER = ['reward', 'em', 'kl', 'entropy', 'clip', 'loss', 'len', 'tool', 'throughput', 'tokens'];
+
+export function sortMetricKeys(keys: string[]): string[] {
+  const rank = (k: string) => {
+    const i = CHART_ORDER.findIndex((p) => k.toLowerCase().includes(p));
+    return i < 0 ? CHART_ORDER.length : i;
+  };
+  return [...keys].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+}
+
+export function SmoothingSlider() {
+  const smoothing = useArbor((s) => s.smoothing);
+  const setSmoothing = useArbor((s) => s.setSmoothing);
+  return (
+    <label className="muted" title="time-weighted exponential moving average">
+      smoothing{' '}
+      <input type="range" min={0} max={0.99} step={0.01} value={smoothing} onChange={(e) => setSmoothing(Number(e.target.value))} style={{ verticalAlign: 'middle' }} />{' '}
+      <span className="mono">{smoothing.toFixed(2)}</span>
+    </label>
+  );
+}
+
+export function RunView() {
+  const run = useArbor((s) => s.run);
+  const runId = useArbor((s) => s.runId);
+  const series = useArbor((s) => s.series);
+  const log = useArbor((s) => s.log);
+  const smoothing = useArbor((s) => s.smoothing);
+  const stopRun = useArbor((s) => s.stopRun);
+  const resumeRun = useArbor((s) => s.resumeRun);
+  const forkRun = useArbor((s) => s.forkRun);
+  const openRun = useArbor((s) => s.openRun);
+  const openTrajectories = useArbor((s) => s.openTrajectories);
+  const [tab, setTab] = useState<'charts' | 'config' | 'log' | 'checkpoints'>('charts');
+  const [metricFilter, setMetricFilter] = useState('');
+  const keys = useMemo(() => sortMetricKeys(Object.keys(series).filter((k) => k.includes(metricFilter))), [series, metricFilter]);
+
+  if (!runId) return <div className="view"><div className="empty">Open a run from the Runs table.</div></div>;
+  if (!run) return <div className="view"><div className="empty">Loading run {runId}…</div></div>;
+  const live = run.status === 'running' || run.status === 'queued';
+  return (
+    <div className="view" data-testid="view-run">
+      <div className="toolbar">
+        <h2>{run.name}</h2>
+        <span className={`status-pill status-${run.status}`} data-testid="run-status">{run.status}</span>
+        <span className="muted mono">{run.id}</span>
+        {run.step !== undefined ? <span className="muted">step {run.step}</span> : null}
+        {run.tags.map((t) => <span key={t} className="tag">{t}</span>)}
+        <span className="grow" />
+        {live ? <button onClick={() => void stopRun(run.id)}>Stop</button> : <button onClick={() => void resumeRun(run.id)} disabled={run.status === 'completed'}>Resume</button>}
+        <button onClick={async () => { const id = await forkRun(run.id, {}); if (id) await openRun(id); }}>Fork</button>
+        <button onClick={() => void openTrajectories(run.id)}>Trajectories</button>
+      </div>
+      {run.error ? <div className="error-msg"><strong>Run failed:</strong><pre>{run.error}</pre></div> : null}
+      <div className="tabs">
+        {(['charts', 'config', 'log', 'checkpoints'] as const).map((t) => (
+          <button key={t} className={tab === t ? 'active' : ''} onClick={() => setTab(t)} data-testid={`tab-${t}`}>
+            {t}
+            {t === 'checkpoints' ? ` (${run.checkpoints.length})` : ''}
+          </button>
+        ))}
+      </div>
+      {tab === 'charts' ? (
+        <>
+          <div className="toolbar">
+            <input placeholder="filter metrics" value={metricFilter} onChange={(e) => setMetricFilter(e.target.value)} />
+            <SmoothingSlider />
+            <span className="muted">{keys.length} metrics{live ? ' · live' : ''}</span>
+          </div>
+          {keys.length === 0 ? <div className="empty">No metrics logged yet{live ? '; charts appear with the first step.' : '.'}</div> : null}
+          <div className="charts">
+            {keys.map((k) => (
+              <MetricChart key={k} title={k} smoothing={smoothing} series={[{ label: run.name, xs: series[k].step, ys: series[k].value, color: PALETTE[0] }]} />
+            ))}
+          </div>
+        </>
+      ) : null}
+      {tab === 'config' ? <pre className="log" data-testid="run-config">{JSON.stringify(run.config, null, 2)}</pre> : null}
+      {tab === 'log' ? (
+        <pre className="log" data-testid="run-log">
+          {log.map((l) => `${new Date(l.time).toLocaleTimeString()} ${l.level.padEnd(5)} ${l.text}`).join('\n') || 'No log lines yet.'}
+        </pre>
+      ) : null}
+      {tab === 'checkpoints' ? (
+        <table className="grid">
+          <thead><tr><th className="num">step</th><th>id</th><th>path</th><th>metrics</th><th /></tr></thead>
+          <tbody>
+            {run.checkpoints.map((c) => (
+              <tr key={c.id}>
+                <td className="num">{c.step}</td>
+                <td className="mono">{c.id}</td>
+                <td className="mono muted">{c.path}</td>
+                <td className="mono">{Object.entries(c.metrics ?? {}).map(([k, v]) => `${k}=${fmt(v)}`).join('  ')}</td>
+                <td><button onClick={async () => { const id = await forkRun(run.id, { checkpoint: c.id }); if (id) await openRun(id); }}>Fork from here</button></td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : null}
+    </div>
+  );
+}
