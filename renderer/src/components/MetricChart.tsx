@@ -5,6 +5,9 @@ import { useEffect, useRef } from 'react';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { timeWeightedEma } from '../lib/smoothing';
+import { alignSeries } from '../lib/align';
+import { fmt } from '../lib/format';
+export { fmt };
 
 export interface ChartSeries {
   label: string;
@@ -14,20 +17,6 @@ export interface ChartSeries {
 }
 
 export const PALETTE = ['#5aa9ff', '#ff8a5b', '#6dd39a', '#d98cff', '#f5d76e', '#ff6b8b', '#4fd1c5', '#b0b7c3'];
-
-/** Merge series with different x values onto one sorted x axis (uPlot wants aligned data). */
-export function alignSeries(series: { xs: number[]; ys: (number | null)[] }[]): [number[], ...(number | null)[][]] {
-  const all = new Set<number>();
-  for (const s of series) for (const x of s.xs) all.add(x);
-  const xs = [...all].sort((a, b) => a - b);
-  const index = new Map(xs.map((x, i) => [x, i]));
-  const cols = series.map((s) => {
-    const col: (number | null)[] = new Array(xs.length).fill(null);
-    s.xs.forEach((x, i) => (col[index.get(x)!] = s.ys[i]));
-    return col;
-  });
-  return [xs, ...cols];
-}
 
 export function MetricChart({ title, series, smoothing, height = 180 }: { title: string; series: ChartSeries[]; smoothing: number; height?: number }) {
   const host = useRef<HTMLDivElement>(null);
@@ -98,11 +87,3 @@ function lastFinite(ys: (number | null)[]): number | null {
   return null;
 }
 
-export function fmt(v: number): string {
-  if (!Number.isFinite(v)) return String(v);
-  const a = Math.abs(v);
-  if (a === 0) return '0';
-  if (a >= 1e4 || a < 1e-3) return v.toExponential(2);
-  if (Number.isInteger(v)) return String(v);
-  return v.toPrecision(4);
-}

@@ -1,0 +1,118 @@
+import { describe, expect, it } from 'vitest';
+import { timeWeightedEma } from '../../renderer/src/lib/smoothing';
+import { configDiff, flattenConfig } from '../../renderer/src/lib/configDiff';
+import { channelScale, channelValue, heatColor, nextChannel, CHANNELS } from '../../renderer/src/lib/heat';
+import { defaultsOf, fieldKind, setPath, unwrap, type JsonSchema } from '../../renderer/src/lib/jsonSchema';
+import { alignSeries } from '../../renderer/src/lib/align';
+import { experimentJsonSchema, validateConfig } from '../../engine/train/config';
+
+describe('time-weighted EMA', () => {
+  it('is the identity with no smoothing and keeps gaps', () => {
+    expect(timeWeightedEma([0, 1, 2], [1, null, 3], 0)).toEqual([1, null, 3]);
+  });
+  it('is debiased: a constant series stays constant', () => {
+    const ys = timeWeightedEma([0, 1, 2, 3, 10], [5, 5, 5, 5, 5], 0.9);
+    for (const y of ys) expect(y).toBeCloseTo(5, 12);
+  });
+  it('lags a step change and converges towards the new level', () => {
+    const xs = Array.from({ length: 200 }, (_, i) => i);
+    const ys = xs.map((x) => (x < 100 ? 0 : 1));
+    const s = timeWeightedEma(xs, ys, 0.6) as number[];
+    expect(s[100]).toBeGreaterThan(0);
+    expect(s[100]).toBeLessThan(1);
+    expect(s[199]).toBeGreaterThan(s[120]);
+    expect(s[199]).toBeGreaterThan(0.99);
+  });
+  it('weights by x distance: a point after a long gap forgets more of the past', () => {
+    const dense = timeWeightedEma([0, 1, 2], [0, 0, 1], 0.9) as number[];
+    const gapped = timeWeightedEma([0, 1, 100], [0, 0, 1], 0.9) as number[];
+    expect(gapped[2]).toBeGreaterThan(dense[2]);
+  });
+  it('skips non-finite values without poisoning the average', () => {
+    const s = timeWeightedEma([0, 1, 2], [1, Number.NaN, 1], 0.5);
+    expect(s[1]).toBeNull();
+    expect(s[2]).toBeCloseTo(1, 12);
+  });
+});
+
+describe('config diff', () => {
+  it('keeps only paths that differ, including ones missing from some configs', () => {
+    const rows = configDiff([
+      { algo: { adv: 'grpo', lr: 1e-5 }, seed: 1, model: { init: 'tiny' } },
+      { algo: { adv: 'rloo', lr: 1e-5 }, seed: 1, model: { init: 'tiny' }, extra: true },
+    ]);
+    expect(rows.map((r) => r.path)).toEqual(['algo.adv', 'extra']);
+    expect(rows[1].values).toEqual([undefined, true]);
+  });
+  it('compares arrays by value', () => {
+    expect(configDiff([{ hops: [1, 2] }, { hops: [1, 2] }])).toEqual([]);
+    expect(configDiff([{ hops: [1, 2] }, { hops: [1, 3] }])[0].path).toBe('hops');
+  });
+  it('flattens nested objects to dotted paths', () => {
+    expect(flattenConfig({ a: { b: { c: 1 } }, d: [1] })).toEqual({ 'a.b.c': 1, d: [1] });
+  });
+});
+
+describe('token heat map channels', () => {
+  const turn = { logprob: [-0.1, -5], refLogprob: [-0.2, -4], entropy: [0.5, 2], advantage: [0.7, 0.7] };
+  it('computes KL per token as logprob minus reference logprob', () => {
+    expect(channelValue(turn, 'kl', 0)).toBeCloseTo(0.1, 12);
+    expect(channelValue(turn, 'kl', 1)).toBeCloseTo(-1, 12);
+    expect(channelValue({ logprob: [-1] }, 'kl', 0)).toBeNull();
+  });
+  it('colours unlikely tokens more strongly and leaves missing values blank', () => {
+    expect(heatColor('logprob', -0.001, 6)).toBe('');
+    expect(heatColor('logprob', -5, 6)).toMatch(/^rgba\(255, 80, 80/);
+    expect(heatColor('entropy', null, 3)).toBe('');
+  });
+  it('is diverging for advantage, scaled by the largest magnitude', () => {
+    const scale = channelScale([{ advantage: [0.5, -2] }], 'advantage', () => 2);
+    expect(scale).toBe(2);
+    expect(heatColor('advantage', 0.5, scale)).toMatch(/^rgba\(80, 210, 130/);
+    expect(heatColor('advantage', -2, scale)).toMatch(/^rgba\(255, 80, 80, 0\.700/);
+  });
+  it('cycles through all channels with c', () => {
+    let c: (typeof CHANNELS)[number] = CHANNELS[0];
+    const seen = new Set<string>([c]);
+    for (let i = 0; i < CHANNELS.length; i++) seen.add((c = nextChannel(c)));
+    expect(c).toBe(nextChannel(CHANNELS[CHANNELS.length - 1]));
+    expect(seen.size).toBe(CHANNELS.length);
+  });
+});
+
+describe('form generation from the real experiment config schema', () => {
+  const schema = experimentJsonSchema() as JsonSchema;
+  it('understands the nested sections and field kinds', () => {
+    const root = unwrap(schema, schema);
+    expect(fieldKind(root, schema)).toBe('object');
+    const rollout = unwrap(root.properties!.rollout, schema);
+    expect(fieldKind(rollout, schema)).toBe('object');
+    expect(fieldKind(rollout.properties!.n, schema)).toBe('integer');
+    const task = unwrap(root.properties!.task, schema);
+    expect(fieldKind(task.properties!.kind, schema)).toBe('enum');
+    expect(fieldKind(task.properties!.hops, schema)).toBe('scalar-array');
+  });
+  it('starts from defaults that, with the one required choice made, validate in the engine', () => {
+    const d = defaultsOf(schema) as Record<string, unknown>;
+    const withModel = setPath(d, ['model', 'init'], 'tiny');
+    expect(() => validateConfig(withModel)).not.toThrow();
+  });
+  it('setPath copies instead of mutating and deletes on undefined', () => {
+    const a = { x: { y: 1, z: 2 } };
+    const b = setPath(a, ['x', 'y'], undefined);
+    expect(a.x.y).toBe(1);
+    expect(b).toEqual({ x: { z: 2 } });
+  });
+});
+
+describe('chart alignment', () => {
+  it('merges series with different steps onto one x axis with gaps', () => {
+    const [xs, a, b] = alignSeries([
+      { xs: [0, 2], ys: [1, 3] },
+      { xs: [1, 2], ys: [10, 20] },
+    ]);
+    expect(xs).toEqual([0, 1, 2]);
+    expect(a).toEqual([1, null, 3]);
+    expect(b).toEqual([null, 10, 20]);
+  });
+});
