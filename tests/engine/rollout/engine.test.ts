@@ -161,3 +161,52 @@ describe('rollout engine: multi-turn episodes', () => {
     }
   });
 });
+
+describe('rollout engine: scheduling', () => {
+  it('other sequences keep decoding while one waits on its tool', async () => {
+    const backend = new RnnBackend(8);
+    const windows: { from: number; to: number }[] = [];
+    const tasks = searchTasks(tok).map((t) => ({
+      ...t,
+      createEnv: () => {
+        const env = t.createEnv();
+        const step = env.step.bind(env);
+        env.step = async (turn) => {
+          const from = backend.calls.length;
+          const r = await step(turn);
+          if (r.toolCalls?.length) await new Promise((res) => setTimeout(res, 30));
+          windows.push({ from, to: backend.calls.length });
+          return r;
+        };
+        return env;
+      },
+    }));
+    const { trajectories } = await rollout(backend, opts({ tasks, n: 8 }));
+    expect(trajectories.some((t) => t.turns.some((u) => u.role === 'tool'))).toBe(true);
+    // Some env step overlapped with model calls for other sequences.
+    expect(windows.some((w) => w.to > w.from)).toBe(true);
+  });
+
+  it('an environment that throws fails the rollout with the task named; abort stops it', async () => {
+    const bad = searchTasks(tok).map((t, i) => ({
+      ...t,
+      createEnv: () => {
+        const env = t.createEnv();
+        if (i === 1) env.step = async () => { throw new Error('boom'); };
+        return env;
+      },
+    }));
+    await expect(rollout(new RnnBackend(4), opts({ tasks: bad, n: 2 }))).rejects.toThrow(/capital-italy.*boom/);
+    const ac = new AbortController();
+    ac.abort();
+    await expect(rollout(new RnnBackend(4), opts({ signal: ac.signal }))).rejects.toThrow(/aborted/);
+  });
+
+  it('reports progress for every finished trajectory', async () => {
+    const seen: number[] = [];
+    const got: string[] = [];
+    await rollout(new RnnBackend(4), opts({ n: 2, onProgress: (p) => seen.push(p.done), onTrajectory: (t) => got.push(`${t.group}:${t.sample}`) }));
+    expect(seen).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(got.sort()).toEqual(['0:0', '0:1', '1:0', '1:1', '2:0', '2:1']);
+  });
+});
