@@ -1,6 +1,6 @@
 // Picks the transport (Electron preload or WebSocket) and adapts the engine protocol client to
 // the ArborApi the stores use.
-import type { ArborApi, ConnectionState, EngineEvent } from './types';
+import type { ArborApi, ChatEvent, ConnectionState, EngineEvent } from './types';
 import { EngineError } from './types';
 import { engineWsUrl, preloadTransport, webSocketTransport, type Transport } from './transports';
 
@@ -71,12 +71,41 @@ export function adaptClient(rpc: RpcClient, transport: Pick<Transport, 'onState'
     tryTool: (req) => call('sandbox.tryTool', req),
     tryReward: (req) => call('sandbox.tryReward', req),
     listCheckpoints: (runId) => call('checkpoints.list', { runId }),
-    async chat(req, onEvent) {
-      await call('playground.chat', req);
-      void onEvent;
+    // The engine answers playground.chat with a chat id, then pushes `chat` events
+    // ({chatId, type: token | tool_call | observation | done | error, ...}) as generation goes.
+    chat(req, onEvent) {
+      return new Promise<void>((resolve, reject) => {
+        let chatId: string | null = null;
+        const early: ChatEvent[] = [];
+        const deliver = (e: ChatEvent) => {
+          onEvent(e);
+          if (e.type === 'done' || e.type === 'error') {
+            off();
+            resolve();
+          }
+        };
+        const off = rpc.onEvent((event, data) => {
+          if (event !== 'chat') return;
+          const { chatId: id, ...e } = data as { chatId: string } & ChatEvent;
+          if (chatId === null) early.push({ ...(e as ChatEvent), chatId: id } as ChatEvent & { chatId: string });
+          else if (id === chatId) deliver(e as ChatEvent);
+        });
+        call<{ chatId: string }>('playground.chat', req).then(
+          (r) => {
+            chatId = r.chatId;
+            for (const e of early.splice(0)) if ((e as ChatEvent & { chatId: string }).chatId === chatId) deliver(e);
+          },
+          (err) => {
+            off();
+            reject(err);
+          },
+        );
+      });
     },
     onEvent(cb) {
-      return rpc.onEvent((event, data) => cb({ type: event, ...(data as object) } as EngineEvent));
+      return rpc.onEvent((event, data) => {
+        if (event !== 'chat') cb({ type: event, ...(data as object) } as EngineEvent);
+      });
     },
     onConnection(cb: (s: ConnectionState) => void) {
       return transport.onState(cb);

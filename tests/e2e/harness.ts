@@ -1,0 +1,111 @@
+// E2E fixtures: a real engine (`arbor serve --port 0`) with a fresh ARBOR_HOME per test, and
+// Debian's Chromium driven by playwright-core with a fresh profile. Screenshots of failing
+// tests land in test-results/.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { onTestFailed } from 'vitest';
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+export const CHROMIUM = process.env.ARBOR_CHROMIUM ?? '/usr/bin/chromium';
+
+export interface Engine {
+  url: string;
+  home: string;
+  proc: ChildProcess;
+  output: () => string;
+  stop(): Promise<void>;
+}
+
+/** Start `arbor serve` on a free port with a fresh workspace; resolves with the printed URL (with token). */
+export async function startEngine(env: Record<string, string> = {}): Promise<Engine> {
+  const home = mkdtempSync(join(tmpdir(), 'arbor-e2e-home-'));
+  const proc = spawn(process.execPath, [join(ROOT, 'bin/arbor.mjs'), 'serve', '--port', '0'], {
+    cwd: ROOT,
+    env: { ...process.env, ARBOR_HOME: home, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  proc.stdout!.on('data', (d) => (out += d));
+  proc.stderr!.on('data', (d) => (out += d));
+  const url = await new Promise<string>((res, rej) => {
+    const timer = setTimeout(() => rej(new Error(`arbor serve printed no URL within 60 s:\n${out}`)), 60_000);
+    const check = () => {
+      const m = /(http:\/\/127\.0\.0\.1:\d+\/\S*token=[\w-]+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        res(m[1]);
+      }
+    };
+    proc.stdout!.on('data', check);
+    proc.stderr!.on('data', check);
+    proc.on('exit', (code) => {
+      clearTimeout(timer);
+      rej(new Error(`arbor serve exited with code ${code}:\n${out}`));
+    });
+  });
+  return {
+    url,
+    home,
+    proc,
+    output: () => out,
+    async stop() {
+      if (proc.exitCode === null) {
+        const exited = new Promise((r) => proc.once('exit', r));
+        proc.kill('SIGTERM');
+        await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+        if (proc.exitCode === null) proc.kill('SIGKILL');
+      }
+      rmSync(home, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface Browser {
+  context: BrowserContext;
+  page: Page;
+  /** console errors and page errors seen so far */
+  errors: string[];
+  close(): Promise<void>;
+}
+
+export async function openBrowser(): Promise<Browser> {
+  const profile = mkdtempSync(join(tmpdir(), 'arbor-e2e-profile-'));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1440, height: 900 },
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  const page = context.pages()[0] ?? (await context.newPage());
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
+  page.on('console', (m) => m.type() === 'error' && errors.push(`console: ${m.text()}`));
+  return {
+    context,
+    page,
+    errors,
+    async close() {
+      await context.close();
+      rmSync(profile, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Save a full-page screenshot under test-results/ if the current test fails. */
+export function screenshotOnFailure(page: () => Page | undefined, name: string): void {
+  onTestFailed(async () => {
+    const p = page();
+    if (!p) return;
+    const dir = join(ROOT, 'test-results');
+    mkdirSync(dir, { recursive: true });
+    await p.screenshot({ path: join(dir, `${name.replace(/[^\w-]+/g, '_')}.png`), fullPage: true }).catch(() => {});
+  });
+}
+
+/** Numbers shown in a locator's text, e.g. "12 pts · last 0.53" → [12, 0.53]. */
+export function numbersIn(text: string): number[] {
+  return (text.match(/-?\d+(\.\d+)?(e-?\d+)?/g) ?? []).map(Number);
+}
