@@ -116,6 +116,8 @@ const optimSchema = z.strictObject({
 });
 
 const sftSchema = z.strictObject({
+  /** `arbor train` / the run template: run the SFT warm start before RL (the demo always does). */
+  warm_start: z.boolean().default(false),
   epochs: posInt().default(3),
   lr: z.number().positive().default(3e-3),
   batch_size: posInt().default(16),

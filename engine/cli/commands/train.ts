@@ -5,7 +5,7 @@
  */
 import type { Command } from 'commander';
 import { loadConfig } from '../../train/config';
-import { runTrainingLoop } from '../../train/loop';
+import { runExperiment } from '../../train/experiment';
 import { progressBar, renderTable } from '../../train/report';
 import { createRunDir, openRun } from '../../train/run';
 import { JsonlSink } from '../../train/sinks';
@@ -45,21 +45,30 @@ export function register(program: Command): void {
       }
       const { id, dir } = run ?? createRunDir(cfg, o.runDir);
       const session = await openTaskSession(cfg);
-      const bar = progressBar('train', cfg.steps, { quiet: o.json, fields: ['reward', 'em', 'tools'] });
+      let bar = progressBar('train', cfg.steps, { quiet: true });
       const stop = interruptSignal(() => process.stderr.write('\nstopping after this step (checkpoint will be saved); Ctrl-C again to quit now\n'));
       try {
-        const res = await runTrainingLoop(cfg, { ...session.ports, sink: new JsonlSink(dir) }, {
+        const res = await runExperiment(cfg, {
           runDir: dir,
+          session,
+          sink: new JsonlSink(dir),
           resume: !!run,
           signal: stop.signal,
-          onStep: (step, m) => bar.update(step, { reward: m['reward/mean']!, em: m['exact_match']!, tools: m['tool_calls_per_episode']! }),
+          onPhase: (phase, total) => {
+            bar.stop();
+            bar = progressBar(phase, total, { quiet: o.json, fields: phase === 'sft' ? ['loss'] : phase === 'rl' ? ['reward', 'em', 'tools'] : [] });
+          },
+          onStep: (phase, step, m) =>
+            bar.update(step, phase === 'sft' ? { loss: m['sft/loss']! } : { reward: m['reward/mean']!, em: m['exact_match']!, tools: m['tool_calls_per_episode']! }),
         });
         bar.stop();
-        const summary = { run: id, dir, ...res, lastCheckpoint: res.lastCheckpoint?.dir };
+        const rl = res.rl;
+        const summary = { run: id, dir, sft: res.sft, firstStep: rl?.firstStep, lastStep: rl?.lastStep, stopped: rl?.stopped ?? true, lastCheckpoint: rl?.lastCheckpoint?.dir, eval: res.eval };
         if (o.json) console.log(JSON.stringify(summary));
         else {
-          console.log(`run ${id} ${res.stopped ? 'stopped' : 'finished'} at step ${res.lastStep} (started at ${res.firstStep}); checkpoint ${res.lastCheckpoint?.dir ?? '-'}`);
-          if (res.lastEval) console.log(renderTable(['metric', 'value'], Object.entries(res.lastEval).map(([k, v]) => [k, v])));
+          if (res.sft) console.log(`SFT warm start: ${res.sft.skipped ? 'loaded from ' + res.sft.checkpoint : `${res.sft.steps} steps, final loss ${res.sft.finalLoss.toFixed(4)}`}`);
+          if (rl) console.log(`run ${id} ${rl.stopped ? 'stopped' : 'finished'} at step ${rl.lastStep} (started at ${rl.firstStep}); checkpoint ${rl.lastCheckpoint?.dir ?? '-'}`);
+          if (res.eval) console.log(renderTable(['held-out metric', 'value'], Object.entries(res.eval).map(([k, v]) => [k, v])));
         }
       } finally {
         stop.dispose();
