@@ -1,0 +1,157 @@
+// The workbench in Chromium against a real engine (web mode), one fresh workspace per test.
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { numbersIn, openBrowser, ROOT, screenshotOnFailure, startEngine, type Browser, type Engine } from './harness';
+
+const serverLanded = existsSync(join(ROOT, 'engine/server/protocol.ts'));
+
+let engine: Engine | undefined;
+let browser: Browser | undefined;
+
+beforeEach(async (ctx) => {
+  engine = await startEngine();
+  browser = await openBrowser();
+  screenshotOnFailure(() => browser?.page, ctx.task.name);
+});
+
+afterEach(async () => {
+  await browser?.close();
+  await engine?.stop();
+  browser = engine = undefined;
+});
+
+/** Store a small verl rollout dump through the engine's importer, so there are real stored trajectories. */
+function seedVerlDump(home: string): void {
+  const dir = mkdtempSync(join(tmpdir(), 'arbor-e2e-verl-'));
+  const rows = [0, 1, 2, 3].map((i) => ({
+    input: `<|im_start|>user\nWho directed the film that won in ${2000 + i}?<|im_end|>\n<|im_start|>assistant\n`,
+    output: `<search>film ${2000 + i} winner director</search>\n<answer>Director ${i % 2}</answer>`,
+    gts: `Director ${i % 2 === 0 ? 0 : 9}`,
+    score: i % 2 === 0 ? 1 : 0,
+    step: 3,
+  }));
+  writeFileSync(join(dir, '3.jsonl'), rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
+  const r = spawnSync(process.execPath, [join(ROOT, 'bin/arbor.mjs'), 'import', 'verl', dir, '--name', 'verl-seed'], { cwd: ROOT, env: { ...process.env, ARBOR_HOME: home }, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`arbor import verl failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
+}
+
+describe.skipIf(!serverLanded)('workbench in web mode', () => {
+  it('starts a short run from a template and its charts update live', async () => {
+    const { page, errors } = browser!;
+    await page.goto(engine!.url);
+    await page.getByTestId('engine-status').getByText('connected').waitFor();
+    await page.getByTestId('new-run').click();
+    const dialog = page.getByTestId('launch-dialog');
+    await dialog.waitFor();
+    expect(await page.getByTestId('template-select').locator('option').count()).toBeGreaterThan(0);
+    await page.getByTestId('run-name').fill('e2e-short');
+    await page.getByTestId('start-run').click();
+    await page.getByTestId('view-run').waitFor();
+    // The first chart appears with the first logged step; the point count grows as steps arrive.
+    const chart = page.locator('[data-testid^="chart-"]').first();
+    await chart.waitFor({ timeout: 120_000 });
+    const points = chart.getByTestId('chart-points');
+    const first = numbersIn(await points.innerText())[0];
+    await page.waitForFunction(
+      ([sel, n]) => {
+        const el = document.querySelector(sel as string);
+        const m = el?.textContent?.match(/^(\d+) pts/);
+        return !!m && Number(m[1]) > (n as number);
+      },
+      ['[data-testid^="chart-"] [data-testid="chart-points"]', first],
+      { timeout: 150_000 },
+    );
+    expect(await page.locator('canvas').count()).toBeGreaterThan(0);
+    expect(errors.filter((e) => !/favicon/.test(e))).toEqual([]);
+  });
+
+  it('replays a stored trajectory with the keyboard and switches the colour channel', async () => {
+    seedVerlDump(engine!.home);
+    const { page } = browser!;
+    await page.goto(engine!.url);
+    await page.getByTestId('engine-status').getByText('connected').waitFor();
+    await page.getByTestId('nav-trajectories').click();
+    const runSelect = page.getByTestId('traj-run');
+    await runSelect.locator('option', { hasText: 'verl-seed' }).waitFor({ state: 'attached' });
+    await runSelect.selectOption({ label: 'verl-seed' });
+    await page.getByTestId('traj-header').waitFor();
+    expect(await page.getByTestId('traj-row').count()).toBe(4);
+    const turns = page.getByTestId('turn');
+    expect(await turns.count()).toBeGreaterThan(1);
+    const activeIndex = () => page.evaluate(() => [...document.querySelectorAll('[data-testid="turn"]')].findIndex((e) => e.getAttribute('data-active') === 'true'));
+    expect(await activeIndex()).toBe(0);
+    await page.keyboard.press('j');
+    await expect.poll(activeIndex).toBe(1);
+    await page.keyboard.press('k');
+    await expect.poll(activeIndex).toBe(0);
+    // ↓ opens the next sample
+    const reward0 = await page.getByTestId('traj-reward').innerText();
+    await page.keyboard.press('ArrowDown');
+    await expect.poll(() => page.getByTestId('traj-reward').innerText()).not.toBe(reward0);
+    const channel = page.getByTestId('channel-active');
+    expect(await channel.innerText()).toBe('logprob');
+    await page.keyboard.press('c');
+    await expect.poll(() => channel.innerText()).toBe('entropy');
+  });
+
+  it('scores a stored trajectory with a reward edited in Monaco', async () => {
+    seedVerlDump(engine!.home);
+    const { page } = browser!;
+    await page.goto(engine!.url);
+    await page.getByTestId('engine-status').getByText('connected').waitFor();
+    // Pick a stored trajectory id from the replay list.
+    await page.getByTestId('nav-trajectories').click();
+    await page.getByTestId('traj-run').locator('option', { hasText: 'verl-seed' }).waitFor({ state: 'attached' });
+    await page.getByTestId('traj-run').selectOption({ label: 'verl-seed' });
+    await page.getByTestId('traj-header').waitFor();
+    const trajId = (await page.getByTestId('traj-header').locator('.mono').last().innerText()).trim();
+
+    await page.getByTestId('nav-editor').click();
+    page.once('dialog', (d) => void d.accept('rewards/e2e_len.ts'));
+    await page.getByRole('button', { name: 'New reward' }).click();
+    await page.waitForFunction(() => !!(window as unknown as { __arborEditor?: unknown }).__arborEditor);
+    const source = `export const reward = (traj: { turns: { text: string }[] }) => 0.25 + traj.turns.length;\n`;
+    await page.evaluate((s) => (window as unknown as { __arborEditor: { setValue(v: string): void } }).__arborEditor.setValue(s), source);
+    await page.getByTestId('try-trajectory').fill(trajId);
+    await page.getByTestId('try-it').click();
+    const result = page.getByTestId('try-result');
+    await result.waitFor();
+    expect(await result.getAttribute('class')).toContain('ok');
+    const value = numbersIn(await result.innerText())[0];
+    expect(value % 1).toBeCloseTo(0.25, 9);
+    expect(value).toBeGreaterThan(1);
+  });
+
+  it('shows the error and its line when a tool throws', async () => {
+    const { page } = browser!;
+    await page.goto(engine!.url);
+    await page.getByTestId('engine-status').getByText('connected').waitFor();
+    await page.getByTestId('nav-editor').click();
+    page.once('dialog', (d) => void d.accept('tools/e2e_throws.ts'));
+    await page.getByRole('button', { name: 'New tool' }).click();
+    await page.waitForFunction(() => !!(window as unknown as { __arborEditor?: unknown }).__arborEditor);
+    const source = [
+      'export const tool = {',
+      "  name: 'explode',",
+      "  description: 'always fails',",
+      "  parameters: { type: 'object', properties: { q: { type: 'string' } } },",
+      '  async execute(args: { q?: string }) {',
+      '    throw new Error(`no luck with ${args.q}`);',
+      '  },',
+      '};',
+      '',
+    ].join('\n');
+    await page.evaluate((s) => (window as unknown as { __arborEditor: { setValue(v: string): void } }).__arborEditor.setValue(s), source);
+    await page.getByTestId('try-args').fill('{"q":"zebra"}');
+    await page.getByTestId('try-it').click();
+    const result = page.getByTestId('try-result');
+    await result.waitFor();
+    expect(await result.getAttribute('class')).toContain('err');
+    const text = await result.innerText();
+    expect(text).toContain('no luck with zebra');
+    expect(text).toMatch(/line 6\b/);
+  });
+});
