@@ -1,0 +1,230 @@
+/**
+ * ONNX export of the graph IR (opset 18). Symbolic dims become dim_params; shapes that depend
+ * on symbolic dims are computed at run time from Shape() of a node that carries the dim
+ * (graph.dimSources). Weights are graph inputs, never initializers, so one session serves
+ * every training step.
+ */
+import onnxProto from 'onnx-proto';
+import type { Dim, DType } from './ops';
+import { toMonomial, type GNode, type Graph } from './graph';
+
+const { onnx } = onnxProto;
+const OPSET = 18;
+
+const ONNX_DTYPE: Record<DType, number> = { float32: 1, int32: 6, int64: 7, bool: 9, float64: 11 };
+const ATTR = { FLOAT: 1, INT: 2, STRING: 3, TENSOR: 4, INTS: 7 } as const;
+
+type Attr = { name: string; type: number; i?: number; f?: number; ints?: number[]; s?: Uint8Array; t?: onnxProto.onnx.ITensorProto };
+
+const SIMPLE: Record<string, string> = {
+  add: 'Add', sub: 'Sub', mul: 'Mul', div: 'Div', pow: 'Pow', maximum: 'Max', minimum: 'Min',
+  neg: 'Neg', exp: 'Exp', log: 'Log', sqrt: 'Sqrt', abs: 'Abs', tanh: 'Tanh', sigmoid: 'Sigmoid',
+  sin: 'Sin', cos: 'Cos', stopGradient: 'Identity', greater: 'Greater', less: 'Less', equal: 'Equal',
+  where: 'Where', matmul: 'MatMul',
+};
+
+export interface OnnxOptions {
+  /** Export float32 tensors as float64 (for numerical reference runs). */
+  float64?: boolean;
+}
+
+export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
+  const ft = (t: DType): number => ONNX_DTYPE[opts.float64 && t === 'float32' ? 'float64' : t];
+  const nodes: onnxProto.onnx.INodeProto[] = [];
+  const inits: onnxProto.onnx.ITensorProto[] = [];
+  let tmp = 0;
+  const fresh = (p: string) => `${p}_${tmp++}`;
+  const name = (n: GNode) => (n.op === 'input' ? (n.attrs.name as string) : `n${n.id}`);
+
+  const emit = (op: string, inputs: string[], attrs: Attr[] = [], out?: string): string => {
+    const o = out ?? fresh(op);
+    nodes.push({ opType: op, input: inputs, output: [o], attribute: attrs, name: fresh(`${op}_node`) });
+    return o;
+  };
+  const i64 = (vals: number[], dims: number[] = [vals.length]): string => {
+    const n = fresh('c');
+    inits.push({ name: n, dataType: 7, dims, rawData: new Uint8Array(BigInt64Array.from(vals.map(BigInt)).buffer) });
+    return n;
+  };
+  const constTensor = (dtype: DType, values: number[], dims: number[], nm: string) => {
+    const t = ft(dtype);
+    let raw: Uint8Array;
+    if (t === 1) raw = new Uint8Array(Float32Array.from(values).buffer);
+    else if (t === 11) raw = new Uint8Array(Float64Array.from(values).buffer);
+    else if (t === 6) raw = new Uint8Array(Int32Array.from(values).buffer);
+    else if (t === 7) raw = new Uint8Array(BigInt64Array.from(values.map((v) => BigInt(Math.trunc(v)))).buffer);
+    else raw = Uint8Array.from(values.map((v) => (v ? 1 : 0)));
+    inits.push({ name: nm, dataType: t, dims, rawData: raw });
+  };
+  const scalarTensorAttr = (dtype: DType, v: number): onnxProto.onnx.ITensorProto => {
+    const t = ft(dtype);
+    const raw = t === 1 ? new Uint8Array(Float32Array.of(v).buffer) : t === 11 ? new Uint8Array(Float64Array.of(v).buffer)
+      : t === 6 ? new Uint8Array(Int32Array.of(v).buffer) : t === 7 ? new Uint8Array(BigInt64Array.of(BigInt(v)).buffer) : Uint8Array.of(v ? 1 : 0);
+    return { dataType: t, dims: [1], rawData: raw };
+  };
+  const ints = (nm: string, v: number[]): Attr => ({ name: nm, type: ATTR.INTS, ints: v });
+  const int = (nm: string, v: number): Attr => ({ name: nm, type: ATTR.INT, i: v });
+  const shapeOf = (x: string) => emit('Shape', [x]);
+  const zerosLike = (x: string, dtype: DType) =>
+    emit('ConstantOfShape', [shapeOf(x)], [{ name: 'value', type: ATTR.TENSOR, t: scalarTensorAttr(dtype, 0) }]);
+
+  // Runtime value of a dim as a 1-element int64 tensor.
+  const dimCache = new Map<string, string>();
+  const dimTensor = (d: Dim): string => {
+    if (typeof d === 'number') return i64([d]);
+    const hit = dimCache.get(d);
+    if (hit) return hit;
+    let out: string;
+    const src = graph.dimSources.get(d);
+    if (src) {
+      out = emit('Shape', [name(src.node)], [int('start', src.axis), int('end', src.axis + 1)]);
+    } else {
+      const m = toMonomial(d)!;
+      if (m.syms.length === 1 && m.syms[0] === d) throw new Error(`onnx: dim '${d}' cannot be computed at run time`);
+      out = i64([m.coef]);
+      for (const s of m.syms) out = emit('Mul', [out, dimTensor(s)]);
+    }
+    dimCache.set(d, out);
+    return out;
+  };
+  const shapeTensor = (dims: Dim[], like?: GNode): string => {
+    if (dims.every((d) => typeof d === 'number')) return i64(dims as number[]);
+    const parts = dims.map((d, i) => {
+      if (d === -1) return i64([-1]);
+      if (like && typeof d === 'string' && like.shape[i] === d) return i64([0]);
+      return dimTensor(d);
+    });
+    return emit('Concat', parts, [int('axis', 0)]);
+  };
+  const dimScalarOf = (x: string, axis: number) => emit('Shape', [x], [int('start', axis), int('end', axis + 1)]);
+
+  for (const inp of graph.inputs) void inp;
+  for (const n of graph.nodes) {
+    const ins = n.inputs.map(name);
+    const a = n.attrs as Record<string, any>;
+    const out = name(n);
+    if (n.op === 'input') continue;
+    if (SIMPLE[n.op]) { emit(SIMPLE[n.op], ins, [], out); continue; }
+    switch (n.op) {
+      case 'const': constTensor(n.dtype, a.values, n.shape as number[], out); break;
+      case 'cast': emit('Cast', ins, [int('to', ft(a.to))], out); break;
+      case 'range': {
+        const lim = ins.length ? ins[0] : emit('Cast', [emit('Squeeze', [dimTensor(a.n)])], [int('to', 6)]);
+        const zero = fresh('c'), oneN = fresh('c');
+        constTensor('int32', [0], [], zero);
+        constTensor('int32', [1], [], oneN);
+        emit('Range', [zero, lim, oneN], [], out);
+        break;
+      }
+      case 'sum': emit('ReduceSum', [ins[0], i64(a.axes)], [int('keepdims', a.keepDims ? 1 : 0)], out); break;
+      case 'mean': emit('ReduceMean', [ins[0], i64(a.axes)], [int('keepdims', a.keepDims ? 1 : 0)], out); break;
+      case 'max': emit('ReduceMax', [ins[0], i64(a.axes)], [int('keepdims', a.keepDims ? 1 : 0)], out); break;
+      case 'softmax': emit('Softmax', ins, [int('axis', a.axis)], out); break;
+      case 'logSoftmax': emit('LogSoftmax', ins, [int('axis', a.axis)], out); break;
+      case 'reshape': emit('Reshape', [ins[0], shapeTensor(a.shape, n.inputs[0])], [], out); break;
+      case 'reshapeLike': emit('Reshape', [ins[0], shapeOf(ins[1])], [], out); break;
+      case 'transpose': emit('Transpose', ins, [ints('perm', a.perm)], out); break;
+      case 'concat': emit('Concat', ins, [int('axis', a.axis)], out); break;
+      case 'slice': emit('Slice', [ins[0], i64(a.starts), i64(a.ends), i64(a.axes)], [], out); break;
+      case 'unsqueeze': emit('Unsqueeze', [ins[0], i64(a.axes)], [], out); break;
+      case 'squeeze': emit('Squeeze', [ins[0], i64(a.axes)], [], out); break;
+      case 'expandAs': emit('Expand', [ins[0], shapeOf(ins[1])], [], out); break;
+      case 'gather': emit('Gather', ins, [int('axis', 0)], out); break;
+      case 'gatherElements': emit('GatherElements', ins, [int('axis', a.axis)], out); break;
+      case 'zerosLike': zerosLike(ins[0], n.dtype); emitRename(nodes, out); break;
+      case 'dimProduct': {
+        const s = emit('Gather', [shapeOf(ins[0]), i64(a.axes)], [int('axis', 0)]);
+        emit('Cast', [emit('ReduceProd', [s], [int('keepdims', 0)])], [int('to', ft(n.dtype))], out);
+        break;
+      }
+      case 'gatherGrad': {
+        const [table, idx, g] = ins;
+        const rest = n.inputs[0].shape.slice(1);
+        const restDims = rest.length === 0 ? [1] : rest;
+        const rowSize = restDims.every((d) => typeof d === 'number') ? i64([(restDims as number[]).reduce((p, q) => p * q, 1)])
+          : emit('ReduceProd', [emit('Shape', [table], [int('start', 1)])], [int('keepdims', 1)]);
+        const flatShape = emit('Concat', [i64([-1]), rowSize], [int('axis', 0)]);
+        const g2 = emit('Reshape', [g, flatShape]);
+        const i2 = emit('Reshape', [idx, i64([-1, 1])]);
+        const ie = emit('Expand', [emit('Cast', [i2], [int('to', 7)]), shapeOf(g2)]);
+        const z = emit('Reshape', [zerosLike(table, n.dtype), flatShape]);
+        const sc = emit('ScatterElements', [z, ie, g2], [int('axis', 0), { name: 'reduction', type: ATTR.STRING, s: new TextEncoder().encode('add') }]);
+        emit('Reshape', [sc, shapeOf(table)], [], out);
+        break;
+      }
+      case 'scatterAddLike': {
+        const [x, idx, g] = ins;
+        emit('ScatterElements', [zerosLike(x, n.dtype), idx, g],
+          [int('axis', a.axis), { name: 'reduction', type: ATTR.STRING, s: new TextEncoder().encode('add') }], out);
+        break;
+      }
+      case 'sliceGrad': {
+        const [x, g] = ins;
+        const src = n.inputs[0];
+        const r = src.shape.length;
+        const begins: string[] = [], endsP: string[] = [];
+        for (let ax = 0; ax < r; ax++) {
+          const k = (a.axes as number[]).indexOf(ax);
+          if (k < 0) { begins.push(i64([0])); endsP.push(i64([0])); continue; }
+          const s0 = a.starts[k] as number, e0 = a.ends[k] as number;
+          const d = src.shape[ax];
+          if (typeof d === 'number') {
+            const cl = (v: number) => Math.max(0, Math.min(d, v < 0 ? v + d : v));
+            const s = cl(s0), e = Math.max(s, cl(e0));
+            begins.push(i64([s]));
+            endsP.push(i64([d - e]));
+          } else {
+            const dt = dimScalarOf(x, ax);
+            const clamp = (v: number) => (v >= 0 ? emit('Min', [i64([v]), dt]) : emit('Max', [emit('Add', [dt, i64([v])]), i64([0])]));
+            const s = clamp(s0);
+            const e = emit('Max', [clamp(e0), s]);
+            begins.push(s);
+            endsP.push(emit('Sub', [dt, e]));
+          }
+        }
+        const pads = emit('Concat', [...begins, ...endsP], [int('axis', 0)]);
+        emit('Pad', [g, pads], [], out);
+        break;
+      }
+      case 'concatGrad': {
+        const g = ins[0];
+        const parts = ins.slice(1);
+        let start = i64([0]);
+        for (let j = 0; j < a.index; j++) start = emit('Add', [start, dimScalarOf(parts[j], a.axis)]);
+        const end = emit('Add', [start, dimScalarOf(parts[a.index], a.axis)]);
+        emit('Slice', [g, start, end, i64([a.axis])], [], out);
+        break;
+      }
+      default:
+        throw new Error(`onnx: op '${n.op}' has no ONNX lowering`);
+    }
+  }
+
+  const valueInfo = (nm: string, dtype: DType, shape: Dim[]): onnxProto.onnx.IValueInfoProto => ({
+    name: nm,
+    type: { tensorType: { elemType: ft(dtype), shape: { dim: shape.map((d) => (typeof d === 'number' ? { dimValue: d } : { dimParam: d })) } } },
+  });
+  const outputs: onnxProto.onnx.IValueInfoProto[] = [];
+  for (const [nm, node] of Object.entries(graph.outputs)) {
+    emit('Identity', [name(node)], [], nm);
+    outputs.push(valueInfo(nm, node.dtype, node.shape));
+  }
+  const model = onnx.ModelProto.create({
+    irVersion: 8,
+    producerName: 'arbor',
+    opsetImport: [{ domain: '', version: OPSET }],
+    graph: {
+      name: 'arbor',
+      node: nodes,
+      initializer: inits,
+      input: graph.inputs.map((i) => valueInfo(i.spec.name, i.spec.dtype, i.spec.shape)),
+      output: outputs,
+    },
+  });
+  return onnx.ModelProto.encode(model).finish();
+}
+
+/** Rename the output of the last emitted node (used where a helper returns a fresh name). */
+function emitRename(nodes: onnxProto.onnx.INodeProto[], out: string): void {
+  nodes[nodes.length - 1].output = [out];
+}

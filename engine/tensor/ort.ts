@@ -1,0 +1,179 @@
+/**
+ * ONNX Runtime execution. ORT's run() blocks its thread, so by default a session lives in a
+ * worker thread (./ort-worker.ts) and the engine's main thread stays free for the protocol.
+ * Feeds backed by SharedArrayBuffer cross to the worker without a copy; outputs are
+ * transferred back (no second copy).
+ */
+import { Worker } from 'node:worker_threads';
+import { createRequire } from 'node:module';
+import { availableParallelism } from 'node:os';
+import type { InferenceSession, Tensor } from 'onnxruntime-node';
+import type { Graph } from './graph';
+import type { HostTensor } from './host';
+import { toOnnx } from './onnx';
+
+const require = createRequire(import.meta.url);
+type Ort = typeof import('onnxruntime-node');
+let ortModule: Ort | null = null;
+export function ort(): Ort {
+  if (!ortModule) ortModule = require('onnxruntime-node') as Ort;
+  return ortModule;
+}
+
+export interface RunnerOptions {
+  /** intra-op threads (default: all cores, at most 8). */
+  threads?: number;
+  /** Execution providers in order of preference, e.g. ['cuda', 'cpu']. Default ['cpu']. */
+  providers?: string[];
+  /** Run the session in a worker thread (default true). */
+  inWorker?: boolean;
+  /** Write ORT's JSON profile with this file prefix. */
+  profilePrefix?: string;
+}
+
+export function defaultThreads(): number {
+  return Math.max(1, Math.min(8, availableParallelism()));
+}
+
+export function sessionOptions(opts: RunnerOptions): InferenceSession.SessionOptions {
+  return {
+    executionProviders: (opts.providers ?? ['cpu']) as InferenceSession.SessionOptions['executionProviders'],
+    intraOpNumThreads: opts.threads ?? defaultThreads(),
+    interOpNumThreads: 1,
+    graphOptimizationLevel: 'all',
+    executionMode: 'sequential',
+    enableProfiling: !!opts.profilePrefix,
+    profileFilePrefix: opts.profilePrefix,
+  };
+}
+
+export function toOrtTensor(t: HostTensor): Tensor {
+  const O = ort();
+  const type = t.dtype === 'float32' ? 'float32' : t.dtype === 'float64' ? 'float64' : t.dtype === 'int32' ? 'int32' : t.dtype === 'int64' ? 'int64' : 'bool';
+  return new O.Tensor(type, t.data as never, t.shape);
+}
+
+export function fromOrtTensor(t: Tensor): HostTensor {
+  const dtype = t.type === 'float32' ? 'float32' : t.type === 'float64' ? 'float64' : t.type === 'int32' ? 'int32' : t.type === 'int64' ? 'int64' : 'bool';
+  return { dtype, shape: t.dims.slice(), data: t.data as HostTensor['data'] };
+}
+
+interface Pending { resolve: (v: Record<string, HostTensor>) => void; reject: (e: Error) => void }
+
+export class OrtRunner {
+  private session: InferenceSession | null = null;
+  private worker: Worker | null = null;
+  private pending = new Map<number, Pending>();
+  private nextId = 1;
+  private persistent: Record<string, HostTensor> = {};
+  inputNames: string[] = [];
+  outputNames: string[] = [];
+
+  private constructor() {}
+
+  static async create(model: Graph | Uint8Array, opts: RunnerOptions = {}): Promise<OrtRunner> {
+    const bytes = model instanceof Uint8Array ? model : toOnnx(model);
+    const r = new OrtRunner();
+    if (opts.inWorker === false) {
+      const s = await ort().InferenceSession.create(bytes, sessionOptions(opts));
+      r.session = s;
+      r.inputNames = [...s.inputNames];
+      r.outputNames = [...s.outputNames];
+      return r;
+    }
+    const w = new Worker(new URL('../worker-bootstrap.mjs', import.meta.url), {
+      workerData: { __module: new URL('./ort-worker.ts', import.meta.url).href, model: bytes, opts },
+    });
+    r.worker = w;
+    await new Promise<void>((resolve, reject) => {
+      const onMsg = (m: { type: string; inputNames?: string[]; outputNames?: string[]; error?: string }) => {
+        if (m.type === 'ready') {
+          r.inputNames = m.inputNames!;
+          r.outputNames = m.outputNames!;
+          w.off('message', onMsg);
+          resolve();
+        } else if (m.type === 'initError') reject(new Error(`ONNX Runtime session: ${m.error}`));
+      };
+      w.on('message', onMsg);
+      w.once("error", (e: Error) => reject(e));
+    });
+    w.on('message', (m: { type: string; id: number; outputs?: Record<string, HostTensor>; error?: string }) => {
+      if (m.type !== 'result') return;
+      const p = r.pending.get(m.id);
+      if (!p) return;
+      r.pending.delete(m.id);
+      if (m.error) p.reject(new Error(m.error));
+      else p.resolve(m.outputs!);
+    });
+    w.on('error', (e: Error) => {
+      for (const p of r.pending.values()) p.reject(e);
+      r.pending.clear();
+    });
+    w.unref();
+    return r;
+  }
+
+  /**
+   * Feeds that stay the same across calls (weights). With a worker they are sent once; keep
+   * them in SharedArrayBuffer-backed arrays to update them in place without resending.
+   */
+  setPersistentFeeds(feeds: Record<string, HostTensor>): void {
+    Object.assign(this.persistent, feeds);
+    if (this.worker) this.worker.postMessage({ type: 'persist', feeds });
+  }
+
+  async run(feeds: Record<string, HostTensor>, outputs?: string[]): Promise<Record<string, HostTensor>> {
+    const want = outputs ?? this.outputNames;
+    if (this.session) {
+      const all = { ...this.persistent, ...feeds };
+      const f: Record<string, Tensor> = {};
+      for (const n of this.inputNames) {
+        if (!all[n]) throw new Error(`OrtRunner.run: missing feed '${n}'`);
+        f[n] = toOrtTensor(all[n]);
+      }
+      const res = await this.session.run(f, want);
+      const out: Record<string, HostTensor> = {};
+      for (const k of want) out[k] = fromOrtTensor(res[k]);
+      return out;
+    }
+    const id = this.nextId++;
+    const w = this.worker!;
+    w.ref();
+    try {
+      return await new Promise((resolve, reject) => {
+        this.pending.set(id, { resolve, reject });
+        w.postMessage({ type: 'run', id, feeds, outputs: want });
+      });
+    } finally {
+      if (this.pending.size === 0) w.unref();
+    }
+  }
+
+  async dispose(): Promise<void> {
+    if (this.session) await this.session.release();
+    if (this.worker) await this.worker.terminate();
+    this.session = null;
+    this.worker = null;
+  }
+}
+
+/** ONNX Runtime's version and which execution providers actually create a session here. */
+export async function ortInfo(): Promise<{ version: string; providers: { name: string; loads: boolean; error?: string }[] }> {
+  const O = ort();
+  const { traceGraph } = await import('./graph');
+  const g = traceGraph([{ name: 'x', dtype: 'float32', shape: [2] }], (o, x) => ({ y: o.add(x.x, x.x) }));
+  const bytes = toOnnx(g);
+  const candidates = process.platform === 'win32' ? ['cpu', 'dml'] : process.platform === 'darwin' ? ['cpu', 'coreml'] : ['cpu', 'cuda'];
+  const providers: { name: string; loads: boolean; error?: string }[] = [];
+  for (const name of candidates) {
+    try {
+      const s = await O.InferenceSession.create(bytes, { executionProviders: [name as never] });
+      await s.run({ x: new O.Tensor('float32', Float32Array.of(1, 2), [2]) });
+      await s.release();
+      providers.push({ name, loads: true });
+    } catch (e) {
+      providers.push({ name, loads: false, error: e instanceof Error ? e.message.split('\n')[0] : String(e) });
+    }
+  }
+  return { version: O.env.versions.common ?? 'unknown', providers };
+}
