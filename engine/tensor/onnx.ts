@@ -70,13 +70,16 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
 
   // Runtime value of a dim as a 1-element int64 tensor.
   const dimCache = new Map<string, string>();
+  let currentId = 0;
   const dimTensor = (d: Dim): string => {
     if (typeof d === 'number') return i64([d]);
     const hit = dimCache.get(d);
     if (hit) return hit;
     let out: string;
     const src = graph.dimSources.get(d);
-    if (src) {
+    // A node may be the first carrier of a dim it derives (reshape to batch*seq): only an
+    // earlier node can supply it; otherwise build it from its factors.
+    if (src && src.node.id < currentId) {
       out = emit('Shape', [name(src.node)], [int('start', src.axis), int('end', src.axis + 1)]);
     } else {
       const m = toMonomial(d)!;
@@ -98,11 +101,11 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
   };
   const dimScalarOf = (x: string, axis: number) => emit('Shape', [x], [int('start', axis), int('end', axis + 1)]);
 
-  for (const inp of graph.inputs) void inp;
   for (const n of graph.nodes) {
     const ins = n.inputs.map(name);
     const a = n.attrs as Record<string, any>;
     const out = name(n);
+    currentId = n.id;
     if (n.op === 'input') continue;
     if (SIMPLE[n.op]) { emit(SIMPLE[n.op], ins, [], out); continue; }
     switch (n.op) {

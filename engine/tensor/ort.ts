@@ -165,6 +165,8 @@ export async function ortInfo(): Promise<{ version: string; providers: { name: s
   const bytes = toOnnx(g);
   const candidates = process.platform === 'win32' ? ['cpu', 'dml'] : process.platform === 'darwin' ? ['cpu', 'coreml'] : ['cpu', 'cuda'];
   const providers: { name: string; loads: boolean; error?: string }[] = [];
+  const prevLevel = O.env.logLevel;
+  O.env.logLevel = 'fatal'; // a missing provider is reported below, not printed by ORT
   for (const name of candidates) {
     try {
       const s = await O.InferenceSession.create(bytes, { executionProviders: [name as never] });
@@ -175,5 +177,6 @@ export async function ortInfo(): Promise<{ version: string; providers: { name: s
       providers.push({ name, loads: false, error: e instanceof Error ? e.message.split('\n')[0] : String(e) });
     }
   }
+  O.env.logLevel = prevLevel;
   return { version: O.env.versions.common ?? 'unknown', providers };
 }
