@@ -81,7 +81,7 @@ describe.skipIf(!serverLanded)('workbench in web mode', () => {
     expect(await page.getByTestId('traj-row').count()).toBe(4);
     const turns = page.getByTestId('turn');
     expect(await turns.count()).toBeGreaterThan(1);
-    const activeIndex = () => page.evaluate(() => [...document.querySelectorAll('[data-testid="turn"]')].findIndex((e) => e.getAttribute('data-active') === 'true'));
+    const activeIndex = () => page.evaluate(() => Number(document.querySelector('[data-testid="turn"][data-active="true"]')?.getAttribute('data-turn-index') ?? -1));
     expect(await activeIndex()).toBe(0);
     await page.keyboard.press('j');
     await expect.poll(activeIndex).toBe(1);

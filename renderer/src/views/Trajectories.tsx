@@ -149,6 +149,16 @@ function TrajectoryHeader({ traj }: { traj: Trajectory }) {
 
 function TrajectoryPane({ traj, channel }: { traj: Trajectory; channel: Channel }) {
   const turnIndex = useArbor((s) => s.turnIndex);
+  return (
+    <>
+      <TrajectoryHeader traj={traj} />
+      <TurnList traj={traj} channel={channel} turnIndex={turnIndex} height="calc(100vh - 230px)" />
+    </>
+  );
+}
+
+/** The turns of one trajectory, virtualised by rows (see buildRows), with the token hover card. */
+export function TurnList({ traj, channel, turnIndex, height }: { traj: Trajectory; channel: Channel; turnIndex: number; height: string | number }) {
   const rows = useMemo(() => buildRows(traj), [traj]);
   const scale = useMemo(() => channelScale(traj.turnsData, channel, (t) => (t as { tokens: string[] }).tokens.length), [traj, channel]);
   const host = useRef<HTMLDivElement>(null);
@@ -162,10 +172,9 @@ function TrajectoryPane({ traj, channel }: { traj: Trajectory; channel: Channel 
 
   return (
     <>
-      <TrajectoryHeader traj={traj} />
       <div
         ref={host}
-        style={{ height: 'calc(100vh - 230px)', overflow: 'auto' }}
+        style={{ height, overflow: 'auto' }}
         data-testid="turns"
         onMouseOver={(e) => {
           const el = e.target as HTMLElement;
@@ -185,6 +194,7 @@ function TrajectoryPane({ traj, channel }: { traj: Trajectory; channel: Channel 
                 data-index={v.index}
                 className={`turn ${active ? 'active' : ''}`}
                 data-testid={row.kind === 'head' ? 'turn' : undefined}
+                data-turn-index={row.kind === 'head' ? row.turn : undefined}
                 data-active={row.kind === 'head' && active ? 'true' : undefined}
                 style={{ position: 'absolute', top: 0, left: 0, right: 0, transform: `translateY(${v.start}px)`, margin: 0, borderRadius: 0, paddingTop: row.kind === 'head' ? 6 : 0 }}
               >
