@@ -1,0 +1,76 @@
+// Store logic that does not need the engine: run filtering and sorting, live series appends,
+// GRPO siblings, and the chat history rebuilt from the transcript.
+import { describe, expect, it } from 'vitest';
+import { filterRuns, sortRuns } from '../../renderer/src/store/runs';
+import { appendPoint } from '../../renderer/src/store/run';
+import { siblingsOf } from '../../renderer/src/store/trajectories';
+import { transcriptToMessages } from '../../renderer/src/store/playground';
+import { fileKind } from '../../renderer/src/store/editor';
+import type { RunSummary, TrajSummary } from '../../renderer/src/api/types';
+
+const run = (id: string, over: Partial<RunSummary> = {}): RunSummary => ({ id, name: id, status: 'completed', tags: [], createdAt: 0, metrics: {}, ...over });
+
+describe('runs table', () => {
+  const runs = [
+    run('a', { name: 'grpo-lr3', tags: ['sweep'], metrics: { 'reward/mean': 0.7 }, createdAt: 3 }),
+    run('b', { name: 'ppo-base', status: 'running', metrics: { 'reward/mean': 0.2 }, createdAt: 1 }),
+    run('c', { name: 'grpo-lr1', tags: ['sweep'], createdAt: 2 }),
+  ];
+  it('filters by words across name, status and tags, and by metric comparisons', () => {
+    expect(filterRuns(runs, 'grpo').map((r) => r.id)).toEqual(['a', 'c']);
+    expect(filterRuns(runs, 'running').map((r) => r.id)).toEqual(['b']);
+    expect(filterRuns(runs, 'sweep reward/mean>0.5').map((r) => r.id)).toEqual(['a']);
+    expect(filterRuns(runs, 'reward/mean<0.5').map((r) => r.id)).toEqual(['b']);
+    expect(filterRuns(runs, '').length).toBe(3);
+  });
+  it('sorts by column or metric, runs without the metric last when descending', () => {
+    expect(sortRuns(runs, { key: 'createdAt', desc: true }).map((r) => r.id)).toEqual(['a', 'c', 'b']);
+    expect(sortRuns(runs, { key: 'metric:reward/mean', desc: true }).map((r) => r.id)).toEqual(['a', 'b', 'c']);
+    expect(sortRuns(runs, { key: 'name', desc: false }).map((r) => r.id)).toEqual(['c', 'a', 'b']);
+  });
+});
+
+describe('live series', () => {
+  it('appends new steps, replaces a repeated last step, ignores stale ones', () => {
+    let s = appendPoint(undefined, 1, 0.5);
+    s = appendPoint(s, 2, 0.6);
+    s = appendPoint(s, 2, 0.65);
+    s = appendPoint(s, 1, 9);
+    expect(s).toEqual({ step: [1, 2], value: [0.5, 0.65] });
+  });
+});
+
+describe('GRPO siblings', () => {
+  it('are the samples of the same step and group, in sample order', () => {
+    const t = (id: string, step: number, group: number, sample: number): TrajSummary => ({ id, runId: 'r', step, group, sample, reward: 0, turns: 1, hasError: false });
+    const list = [t('x', 1, 0, 1), t('y', 1, 1, 0), t('z', 1, 0, 0), t('w', 2, 0, 0)];
+    expect(siblingsOf(list, { step: 1, group: 0 }).map((x) => x.id)).toEqual(['z', 'x']);
+  });
+});
+
+describe('playground history', () => {
+  it('sends user and assistant messages and tool observations, not the call markers', () => {
+    const msgs = transcriptToMessages([
+      { kind: 'user', text: 'who?' },
+      { kind: 'assistant', text: '<search>x</search>', done: true },
+      { kind: 'tool_call', name: 'search', args: { query: 'x' } },
+      { kind: 'observation', name: 'search', content: 'doc' },
+      { kind: 'observation', name: 'search', content: '', error: 'timeout' },
+      { kind: 'error', message: 'boom' },
+    ]);
+    expect(msgs).toEqual([
+      { role: 'user', content: 'who?' },
+      { role: 'assistant', content: '<search>x</search>' },
+      { role: 'tool', name: 'search', content: 'doc' },
+      { role: 'tool', name: 'search', content: 'error: timeout' },
+    ]);
+  });
+});
+
+describe('editor file kinds', () => {
+  it('uses the engine-reported kind, else guesses from the path', () => {
+    expect(fileKind('a.ts', [{ path: 'a.ts', kind: 'reward' }])).toBe('reward');
+    expect(fileKind('rewards/len.ts', [])).toBe('reward');
+    expect(fileKind('tools/search.ts', [])).toBe('tool');
+  });
+});
