@@ -14,9 +14,9 @@ afterEach(async () => {
 
 function echoServer(port = 0): Promise<WebSocketServer> {
   return new Promise((resolve) => {
-    const wss = new WebSocketServer({ host: '127.0.0.1', port }, () => resolve(wss));
-    wss.on('connection', (sock) =>
-      sock.on('message', (raw) => {
+    const wss: WebSocketServer = new WebSocketServer({ host: '127.0.0.1', port }, (): void => resolve(wss));
+    wss.on('connection', (sock: NodeWebSocket) =>
+      sock.on('message', (raw: Buffer) => {
         const m = JSON.parse(String(raw));
         if (m.method === 'fail') sock.send(JSON.stringify({ id: m.id, error: { message: 'run "x" not found', code: 'not_found' } }));
         else sock.send(JSON.stringify({ id: m.id, result: { echoed: m.params } }));
