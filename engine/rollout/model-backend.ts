@@ -1,0 +1,31 @@
+/**
+ * DecodeBackends over engine/model's PolicyModel: the KV-cache decode graph with continuous
+ * batching (KvSlotBackend over `model.decode`), and the no-cache baseline (full recompute).
+ */
+import type { PolicyModel } from '../model/runtime';
+import type { ModelConfig } from '../model/config';
+import { KvSlotBackend } from './kv-slots';
+import { RecomputeBackend } from './recompute';
+
+export interface ModelBackendOptions {
+  /** Largest number of sequences decoded together (default 16). */
+  maxBatch?: number;
+  /** Context per sequence (default: the model's max_position_embeddings). */
+  maxLength?: number;
+}
+
+export function policyDecodeBackend(model: PolicyModel, o: ModelBackendOptions = {}): KvSlotBackend {
+  const c = model.config;
+  return new KvSlotBackend(model.decode, { layers: c.numLayers, kvHeads: c.numKvHeads, headDim: c.headDim, vocabSize: c.vocabSize },
+    o.maxBatch ?? 16, o.maxLength ?? c.maxPositionEmbeddings, c.padTokenId ?? 0);
+}
+
+export function policyRecomputeBackend(model: PolicyModel, o: ModelBackendOptions = {}): RecomputeBackend {
+  const c = model.config;
+  return new RecomputeBackend((seqs) => model.lastLogits(seqs), c.vocabSize, o.maxBatch ?? 16, o.maxLength ?? c.maxPositionEmbeddings);
+}
+
+/** The config's EOS id(s) as stop tokens. */
+export function eosTokenIds(c: ModelConfig): number[] {
+  return c.eosTokenId === null ? [] : Array.isArray(c.eosTokenId) ? c.eosTokenId : [c.eosTokenId];
+}
