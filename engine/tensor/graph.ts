@@ -104,10 +104,13 @@ export function dimsEqual(a: Dim, b: Dim): boolean {
   return false;
 }
 
-/** Could a and b be equal at run time (a symbolic dim may take a numeric value)? */
+/**
+ * Could a and b be equal at run time? Two numbers must match; a symbolic dim may take any
+ * value (two differently named symbols may be equal too: a KV cache's past+new length and the
+ * attention mask's total length are the same number under different names).
+ */
 function dimsCompatible(a: Dim, b: Dim): boolean {
   if (typeof a === 'number' && typeof b === 'number') return a === b;
-  if (typeof a === 'string' && typeof b === 'string') return dimsEqual(a, b);
   return true;
 }
 

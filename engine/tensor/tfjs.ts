@@ -140,7 +140,16 @@ export class TfjsOps implements Ops<Tensor> {
       const out = tf.matMul(tf.reshape(a, [-1, a.shape[a.rank - 1]]) as tf.Tensor2D, b as tf.Tensor2D);
       return tf.reshape(out, [...lead, b.shape[1] as number]);
     }
-    return tf.matMul(a, b);
+    // Broadcast the batch dims explicitly (tfjs's own matMul broadcasting is unreliable for
+    // rank > 3 with a size-1 middle dim, measured against the float64 reference).
+    const ba = a.shape.slice(0, -2), bb = b.shape.slice(0, -2);
+    const r = Math.max(ba.length, bb.length);
+    const batch = Array.from({ length: r }, (_, i) => Math.max(ba[ba.length - r + i] ?? 1, bb[bb.length - r + i] ?? 1));
+    const fit = (t: Tensor, bs: number[]) => {
+      const same = bs.length === r && bs.every((d, i) => d === batch[i]);
+      return same ? t : tf.add(t, tf.zeros([...batch, ...t.shape.slice(-2)])); // (broadcastTo has no rank-5 gradient)
+    };
+    return tf.matMul(fit(a, ba), fit(b, bb));
   }
   sum(x: Tensor, axes: number[], keepDims = false): Tensor { return tf.sum(x, axes, keepDims); }
   mean(x: Tensor, axes: number[], keepDims = false): Tensor { return tf.mean(x, axes, keepDims); }
@@ -171,7 +180,10 @@ export class TfjsOps implements Ops<Tensor> {
     return y;
   }
   squeeze(x: Tensor, axes: number[]): Tensor { return tf.squeeze(x, axes.map((a) => (a < 0 ? a + x.rank : a))); }
-  expandAs(x: Tensor, like: Tensor): Tensor { return tf.broadcastTo(x, like.shape); }
+  expandAs(x: Tensor, like: Tensor): Tensor {
+    // Float: add zeros (differentiable at any rank; broadcastTo's tile gradient stops at rank 4).
+    return x.dtype === 'float32' ? tf.add(x, tf.zeros(like.shape)) : tf.broadcastTo(x, like.shape);
+  }
   gather(table: Tensor, indices: Tensor): Tensor { return gatherRows(table, indices); }
   gatherElements(x: Tensor, indices: Tensor, axis: number): Tensor {
     // One-hot select along the axis (tfjs has no GatherElements); gradients follow from mul/sum.

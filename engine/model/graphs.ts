@@ -1,0 +1,173 @@
+/**
+ * The three programs built on the transformer — `score`, `train` and `decode` — and the host
+ * helpers that pack token sequences into their inputs. Each program is a plain function over
+ * the op set, so the ORT and tfjs interpreters run exactly the same thing.
+ */
+import type { DType, Ops, Shape } from '../tensor/ops';
+import type { InputSpec } from '../tensor/graph';
+import type { HostTensor } from '../tensor/host';
+import { weightShapes, type ModelConfig } from './config';
+import { lmHead, tokenLogprobsAndEntropy, transformer } from './transformer';
+
+export const NEG_INF = -1e9;
+
+/** A loss over per-token log-probabilities; must return `loss` (scalar) plus any metrics. */
+export type LossProgram = <T>(o: Ops<T>, t: { logprobs: T; entropy?: T; mask: T } & Record<string, T>) => Record<string, T>;
+
+export interface LossSpec {
+  /** Identifies the program (sessions are cached per key). */
+  key: string;
+  /** Extra per-batch inputs of the loss (e.g. advantages, old_logprobs), shapes over 'batch','seq'. */
+  inputs: InputSpec[];
+  program: LossProgram;
+  /** Whether the program reads `entropy`. */
+  entropy?: boolean;
+}
+
+/** Right-padded batch of sequences for score/train: position t predicts token t+1. */
+export interface PackedBatch {
+  batch: number;
+  length: number;
+  inputIds: Int32Array; // [B, T]
+  targets: Int32Array; // [B, T]  targets[b, t] = seq[b][t + 1]
+  positionIds: Int32Array; // [B, T]
+  attnBias: Float32Array; // [B, 1, T, T]
+  /** 1 where targets[b, t] is a real next token, else 0 [B, T]. */
+  valid: Float32Array;
+}
+
+export function packSequences(seqs: number[][], padId = 0): PackedBatch {
+  const B = seqs.length;
+  const T = Math.max(1, ...seqs.map((s) => s.length - 1));
+  const inputIds = new Int32Array(B * T).fill(padId);
+  const targets = new Int32Array(B * T).fill(padId);
+  const positionIds = new Int32Array(B * T);
+  const valid = new Float32Array(B * T);
+  const attnBias = new Float32Array(B * T * T).fill(NEG_INF);
+  seqs.forEach((s, b) => {
+    const n = Math.max(0, s.length - 1);
+    for (let t = 0; t < T; t++) {
+      positionIds[b * T + t] = t;
+      if (t < n) {
+        inputIds[b * T + t] = s[t];
+        targets[b * T + t] = s[t + 1];
+        valid[b * T + t] = 1;
+      }
+      // Causal; padded queries attend to themselves so their softmax stays finite.
+      for (let j = 0; j <= t; j++) if (j < n || j === t) attnBias[(b * T + t) * T + j] = 0;
+    }
+  });
+  return { batch: B, length: T, inputIds, targets, positionIds, attnBias, valid };
+}
+
+/**
+ * Attention bias for the decode program: new tokens [B, T] after a past of P, with
+ * attentionMask [B, P+T] (1 = real token). Query i sits at key index P+i.
+ */
+export function buildAttentionBias(attentionMask: Int32Array, B: number, T: number, S: number): Float32Array {
+  const bias = new Float32Array(B * T * S).fill(NEG_INF);
+  const P = S - T;
+  for (let b = 0; b < B; b++) {
+    for (let i = 0; i < T; i++) {
+      let any = false;
+      for (let j = 0; j <= P + i; j++) {
+        if (attentionMask[b * S + j]) {
+          bias[(b * T + i) * S + j] = 0;
+          any = true;
+        }
+      }
+      if (!any) bias[(b * T + i) * S + P + i] = 0;
+    }
+  }
+  return bias;
+}
+
+export function weightSpecs(c: ModelConfig): InputSpec[] {
+  return Object.entries(weightShapes(c)).map(([name, shape]) => ({ name, dtype: 'float32' as DType, shape }));
+}
+
+const seqSpec = (name: string, dtype: DType, shape: Shape = ['batch', 'seq']): InputSpec => ({ name, dtype, shape });
+
+export function scoreInputSpecs(c: ModelConfig): InputSpec[] {
+  return [
+    ...weightSpecs(c),
+    seqSpec('input_ids', 'int32'),
+    seqSpec('position_ids', 'int32'),
+    seqSpec('attn_bias', 'float32', ['batch', 1, 'seq', 'seq']),
+    seqSpec('targets', 'int32'),
+  ];
+}
+
+function pickWeights<T>(c: ModelConfig, x: Record<string, T>): Record<string, T> {
+  const w: Record<string, T> = {};
+  for (const name of Object.keys(weightShapes(c))) w[name] = x[name];
+  return w;
+}
+
+/** `score`: per-token logprobs (and entropy) of the given targets. */
+export function scoreProgram(c: ModelConfig, withEntropy: boolean) {
+  return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
+    const { hidden } = transformer(o, c, pickWeights(c, x), { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias });
+    const r = tokenLogprobsAndEntropy(o, lmHead(o, c, pickWeights(c, x), hidden), x.targets, withEntropy);
+    return r.entropy ? { logprobs: r.logprobs, entropy: r.entropy } : { logprobs: r.logprobs };
+  };
+}
+
+export function trainInputSpecs(c: ModelConfig, loss: LossSpec): InputSpec[] {
+  return [...scoreInputSpecs(c), seqSpec('loss_mask', 'float32'), ...loss.inputs];
+}
+
+/** `train`: the loss and its metrics (gradients are added by the interpreter). */
+export function trainProgram(c: ModelConfig, loss: LossSpec) {
+  return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
+    const w = pickWeights(c, x);
+    const { hidden } = transformer(o, c, w, { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias });
+    const r = tokenLogprobsAndEntropy(o, lmHead(o, c, w, hidden), x.targets, !!loss.entropy);
+    const extra: Record<string, T> = {};
+    for (const s of loss.inputs) extra[s.name] = x[s.name];
+    const out = loss.program(o, { ...extra, logprobs: r.logprobs, entropy: r.entropy as T, mask: x.loss_mask });
+    if (!out.loss) throw new Error(`loss program '${loss.key}' returned no 'loss'`);
+    return out;
+  };
+}
+
+export function decodeInputSpecs(c: ModelConfig): InputSpec[] {
+  const kv: InputSpec[] = [];
+  for (let i = 0; i < c.numLayers; i++) {
+    kv.push({ name: `past_k_${i}`, dtype: 'float32', shape: ['batch', c.numKvHeads, 'past', c.headDim] });
+    kv.push({ name: `past_v_${i}`, dtype: 'float32', shape: ['batch', c.numKvHeads, 'past', c.headDim] });
+  }
+  return [
+    ...weightSpecs(c),
+    seqSpec('input_ids', 'int32', ['batch', 'new']),
+    seqSpec('position_ids', 'int32', ['batch', 'new']),
+    seqSpec('attn_bias', 'float32', ['batch', 1, 'new', 'total']),
+    ...kv,
+  ];
+}
+
+/** `decode`: logits of the last new position and the extended KV cache. */
+export function decodeProgram(c: ModelConfig) {
+  return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
+    const w = pickWeights(c, x);
+    const past = Array.from({ length: c.numLayers }, (_, i) => ({ k: x[`past_k_${i}`], v: x[`past_v_${i}`] }));
+    const { hidden, present } = transformer(o, c, w, { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, past });
+    const last = o.squeeze(o.slice(hidden, [-1], [2 ** 31 - 1], [1]), [1]); // [B, D]
+    const out: Record<string, T> = { logits: lmHead(o, c, w, last) };
+    present.forEach((p, i) => {
+      out[`present_k_${i}`] = p.k;
+      out[`present_v_${i}`] = p.v;
+    });
+    return out;
+  };
+}
+
+export function batchFeeds(b: PackedBatch): Record<string, HostTensor> {
+  const B = b.batch, T = b.length;
+  return {
+    input_ids: { dtype: 'int32', shape: [B, T], data: b.inputIds },
+    position_ids: { dtype: 'int32', shape: [B, T], data: b.positionIds },
+    attn_bias: { dtype: 'float32', shape: [B, 1, T, T], data: b.attnBias },
+    targets: { dtype: 'int32', shape: [B, T], data: b.targets },
+  };
+}

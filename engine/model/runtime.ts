@@ -1,0 +1,215 @@
+/**
+ * PolicyModel: a model's config and weights plus lazily built sessions for its programs.
+ *
+ * backend 'ort' (default): each program is recorded once into a graph (train graphs get our
+ * autodiff), exported to ONNX and run by ONNX Runtime in a worker thread. Weights are graph
+ * inputs, so one session serves every step and policy / old policy / reference share a session
+ * with different weight feeds. The policy's own weights are sent to each worker once per
+ * update (call markWeightsUpdated() after changing them in place); other weights (a frozen
+ * reference) travel with the call. backend 'tfjs': the same programs run eagerly in tfjs.
+ */
+import { traceGraph, type Graph } from '../tensor/graph';
+import { withGradients } from '../tensor/autodiff';
+import { OrtRunner } from '../tensor/ort';
+import type { HostTensor } from '../tensor/host';
+import { initTfjs, runTfjs, type TfProgram } from '../tensor/tfjs';
+import { weightShapes, type ModelConfig } from './config';
+import { initWeights, loadCheckpoint, saveCheckpoint, allocWeight, type Weights } from './checkpoint';
+import {
+  batchFeeds, buildAttentionBias, decodeInputSpecs, decodeProgram, packSequences, scoreInputSpecs, scoreProgram,
+  trainInputSpecs, trainProgram, type LossSpec, type PackedBatch,
+} from './graphs';
+
+export type Backend = 'ort' | 'tfjs';
+
+export interface PolicyModelOptions {
+  backend?: Backend;
+  /** ORT intra-op threads. */
+  threads?: number;
+  /** ORT execution providers, e.g. ['cuda', 'cpu']. */
+  providers?: string[];
+  /** Folder whose tokenizer files are copied when saving. */
+  tokenizerFolder?: string;
+}
+
+export interface DecodeInput {
+  batch: number;
+  newLength: number;
+  pastLength: number;
+  inputIds: Int32Array; // [B, T]
+  attentionMask: Int32Array; // [B, P + T]
+  positionIds: Int32Array; // [B, T]
+  past: { k: Float32Array; v: Float32Array }[]; // per layer [B, Hkv, P, hd]
+}
+
+export interface DecodeOutput {
+  logits: Float32Array; // [B, V]
+  present: { k: Float32Array; v: Float32Array }[]; // per layer [B, Hkv, P + T, hd]
+}
+
+export interface TrainStepResult {
+  loss: number;
+  metrics: Record<string, number>;
+  grads: Weights;
+}
+
+export class PolicyModel {
+  readonly backend: Backend;
+  private runners = new Map<string, Promise<OrtRunner>>();
+  private sentVersion = new Map<string, number>();
+  private weightsVersion = 0;
+  private disposed = false;
+
+  constructor(readonly config: ModelConfig, public weights: Weights, readonly opts: PolicyModelOptions = {}) {
+    this.backend = opts.backend ?? 'ort';
+    for (const [name, shape] of Object.entries(weightShapes(config))) {
+      const w = weights.get(name);
+      const n = shape.reduce((p, q) => p * q, 1);
+      if (!w) throw new Error(`PolicyModel: missing weight '${name}'`);
+      if (w.length !== n) throw new Error(`PolicyModel: weight '${name}' has ${w.length} values, shape [${shape}] needs ${n}`);
+    }
+  }
+
+  static load(folder: string, opts: PolicyModelOptions = {}): PolicyModel {
+    const ck = loadCheckpoint(folder);
+    return new PolicyModel(ck.config, ck.weights, { tokenizerFolder: folder, ...opts });
+  }
+
+  static init(config: ModelConfig, seed: number, opts: PolicyModelOptions = {}): PolicyModel {
+    return new PolicyModel(config, initWeights(config, seed), opts);
+  }
+
+  save(folder: string): void {
+    saveCheckpoint(folder, this.config, this.weights, { tokenizerFrom: this.opts.tokenizerFolder });
+  }
+
+  /** Call after changing `weights` in place (an optimizer step) so sessions see the new values. */
+  markWeightsUpdated(): void {
+    this.weightsVersion += 1;
+  }
+
+  /** Replace all weights (e.g. loaded from a checkpoint). */
+  setWeights(weights: Weights): void {
+    this.weights = weights;
+    this.markWeightsUpdated();
+  }
+
+  /** A deep copy of the weights (e.g. a frozen reference policy), in shared memory. */
+  cloneWeights(): Weights {
+    const out: Weights = new Map();
+    for (const [k, v] of this.weights) {
+      const c = allocWeight(v.length);
+      c.set(v);
+      out.set(k, c);
+    }
+    return out;
+  }
+
+  private weightFeeds(weights: Weights = this.weights): Record<string, HostTensor> {
+    const shapes = weightShapes(this.config);
+    const f: Record<string, HostTensor> = {};
+    for (const [name, shape] of Object.entries(shapes)) f[name] = { dtype: 'float32', shape, data: weights.get(name)! };
+    return f;
+  }
+
+  private runner(key: string, build: () => Graph): Promise<OrtRunner> {
+    if (this.disposed) throw new Error('PolicyModel: used after dispose()');
+    let r = this.runners.get(key);
+    if (!r) {
+      r = OrtRunner.create(build(), { threads: this.opts.threads, providers: this.opts.providers });
+      this.runners.set(key, r);
+    }
+    return r;
+  }
+
+  /** Run a program; `weights` overrides the policy's own weights for this call only. */
+  private async run(key: string, specs: () => Graph, program: TfProgram, feeds: Record<string, HostTensor>, weights?: Weights, grad?: { loss: string; wrt: string[] }): Promise<Record<string, HostTensor>> {
+    if (this.backend === 'tfjs') {
+      await initTfjs();
+      return runTfjs(program, { ...this.weightFeeds(weights), ...feeds }, grad);
+    }
+    const r = await this.runner(key, specs);
+    if (this.sentVersion.get(key) !== this.weightsVersion) {
+      r.setPersistentFeeds(this.weightFeeds());
+      this.sentVersion.set(key, this.weightsVersion);
+    }
+    return r.run(weights ? { ...this.weightFeeds(weights), ...feeds } : feeds);
+  }
+
+  /** Per-token logprobs (and entropy) of each sequence's tokens given its prefix. */
+  async score(input: number[][] | PackedBatch, opts: { weights?: Weights; entropy?: boolean } = {}): Promise<{ batch: PackedBatch; logprobs: Float32Array; entropy?: Float32Array }> {
+    const batch = Array.isArray(input) ? packSequences(input, this.config.padTokenId ?? 0) : input;
+    const withEntropy = !!opts.entropy;
+    const program = scoreProgram(this.config, withEntropy);
+    const out = await this.run(`score:${withEntropy}`, () => traceGraph(scoreInputSpecs(this.config), program), program as TfProgram,
+      batchFeeds(batch), opts.weights);
+    return { batch, logprobs: out.logprobs.data as Float32Array, entropy: out.entropy?.data as Float32Array | undefined };
+  }
+
+  /**
+   * Loss, metrics and gradients for one (micro-)batch. `lossMask` [B, T] selects the tokens
+   * the loss sees; `lossFeeds` are the loss program's extra inputs. `wrt` limits gradients to
+   * a subset of weights (default: all).
+   */
+  async trainStep(batch: PackedBatch, loss: LossSpec, lossMask: Float32Array, lossFeeds: Record<string, HostTensor> = {}, wrt?: string[]): Promise<TrainStepResult> {
+    const names = wrt ?? Object.keys(weightShapes(this.config));
+    const program = trainProgram(this.config, loss);
+    const key = `train:${loss.key}:${wrt ? names.join(',') : 'all'}`;
+    const build = () => withGradients(traceGraph(trainInputSpecs(this.config, loss), program), 'loss', names);
+    const feeds: Record<string, HostTensor> = {
+      ...batchFeeds(batch),
+      loss_mask: { dtype: 'float32', shape: [batch.batch, batch.length], data: lossMask },
+      ...lossFeeds,
+    };
+    const out = await this.run(key, build, program as TfProgram, feeds, undefined, { loss: 'loss', wrt: names });
+    const grads: Weights = new Map();
+    const metrics: Record<string, number> = {};
+    for (const [k, v] of Object.entries(out)) {
+      if (k.startsWith('grad.')) grads.set(k.slice(5), v.data as Float32Array);
+      else if (v.shape.length === 0) metrics[k] = Number(v.data[0]);
+    }
+    return { loss: metrics.loss, metrics, grads };
+  }
+
+  /** One call of the KV-cache decode program (the rollout engine's KvDecodeFn). */
+  decode = async (x: DecodeInput): Promise<DecodeOutput> => {
+    const c = this.config;
+    const B = x.batch, T = x.newLength, P = x.pastLength, S = P + T;
+    const feeds: Record<string, HostTensor> = {
+      input_ids: { dtype: 'int32', shape: [B, T], data: x.inputIds },
+      position_ids: { dtype: 'int32', shape: [B, T], data: x.positionIds },
+      attn_bias: { dtype: 'float32', shape: [B, 1, T, S], data: buildAttentionBias(x.attentionMask, B, T, S) },
+    };
+    for (let i = 0; i < c.numLayers; i++) {
+      const kvShape = [B, c.numKvHeads, P, c.headDim];
+      feeds[`past_k_${i}`] = { dtype: 'float32', shape: kvShape, data: x.past[i]?.k ?? new Float32Array(0) };
+      feeds[`past_v_${i}`] = { dtype: 'float32', shape: kvShape, data: x.past[i]?.v ?? new Float32Array(0) };
+    }
+    const program = decodeProgram(c);
+    const out = await this.run('decode', () => traceGraph(decodeInputSpecs(c), program), program as TfProgram, feeds);
+    return {
+      logits: out.logits.data as Float32Array,
+      present: Array.from({ length: c.numLayers }, (_, i) => ({ k: out[`present_k_${i}`].data as Float32Array, v: out[`present_v_${i}`].data as Float32Array })),
+    };
+  };
+
+  /** Full-sequence logits of the last position for each sequence (no cache): the reference for decode. */
+  async lastLogits(seqs: number[][]): Promise<Float32Array[]> {
+    const res: Float32Array[] = [];
+    for (const s of seqs) {
+      const T = s.length;
+      const out = await this.decode({
+        batch: 1, newLength: T, pastLength: 0, inputIds: Int32Array.from(s), attentionMask: new Int32Array(T).fill(1),
+        positionIds: Int32Array.from({ length: T }, (_, i) => i), past: [],
+      });
+      res.push(out.logits);
+    }
+    return res;
+  }
+
+  async dispose(): Promise<void> {
+    this.disposed = true;
+    for (const r of this.runners.values()) await (await r).dispose();
+    this.runners.clear();
+  }
+}

@@ -1,0 +1,119 @@
+/**
+ * The decoder-only transformer of the Llama / Qwen2 / Qwen3 family, written once against the
+ * op set. It reads top to bottom: embedding → N × (RMSNorm → attention → residual → RMSNorm →
+ * SwiGLU MLP → residual) → RMSNorm → LM head. The same function is recorded into ONNX graphs
+ * (score / train / decode) and run eagerly by tfjs.
+ *
+ * Inputs per call:
+ *   inputIds    [B, T] int32
+ *   positionIds [B, T] int32  (positions of the new tokens; left padding keeps them correct)
+ *   attnBias    [B, 1, T, P+T] float32: 0 where a query may attend to a key, -1e9 elsewhere
+ *               (causal + padding; built on the host by buildAttentionBias)
+ *   past        optional per-layer keys/values [B, Hkv, P, hd] (the KV cache)
+ * Weights use HF names and layouts (Linear weights are [out, in]).
+ */
+import { rmsNorm, silu, type Ops } from '../tensor/ops';
+import type { ModelConfig } from './config';
+
+export interface TransformerInputs<T> {
+  inputIds: T;
+  positionIds: T;
+  attnBias: T;
+  past?: { k: T; v: T }[];
+}
+
+export interface TransformerOutputs<T> {
+  /** Final hidden states after the last norm [B, T, D]. */
+  hidden: T;
+  /** Keys/values including the new tokens, per layer [B, Hkv, P+T, hd]. */
+  present: { k: T; v: T }[];
+}
+
+function linear<T>(o: Ops<T>, x: T, w: T, b?: T): T {
+  const y = o.matmul(x, o.transpose(w, [1, 0]));
+  return b ? o.add(y, b) : y;
+}
+
+/** cos and sin of the rotary angles for each position: [B, 1, T, hd]. */
+function rotary<T>(o: Ops<T>, c: ModelConfig, positionIds: T): { cos: T; sin: T } {
+  const half = c.headDim / 2;
+  const invFreq = Array.from({ length: half }, (_, i) => 1 / Math.pow(c.ropeTheta, (2 * i) / c.headDim));
+  const freqs = o.mul(o.unsqueeze(o.cast(positionIds, 'float32'), [2]), o.constant(invFreq, [half])); // [B, T, half]
+  const emb = o.unsqueeze(o.concat([freqs, freqs], 2), [1]); // [B, 1, T, hd]
+  return { cos: o.cos(emb), sin: o.sin(emb) };
+}
+
+function applyRotary<T>(o: Ops<T>, x: T, cos: T, sin: T, headDim: number): T {
+  const half = headDim / 2;
+  const x1 = o.slice(x, [0], [half], [3]);
+  const x2 = o.slice(x, [half], [headDim], [3]);
+  const rotated = o.concat([o.neg(x2), x1], 3);
+  return o.add(o.mul(x, cos), o.mul(rotated, sin));
+}
+
+function attention<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, p: string, x: T, rope: { cos: T; sin: T }, bias: T, past?: { k: T; v: T }) {
+  const [B, T] = o.shape(x);
+  const H = c.numHeads, Hkv = c.numKvHeads, hd = c.headDim, rep = H / Hkv;
+  const heads = (y: T, n: number) => o.transpose(o.reshape(y, [B, T, n, hd]), [0, 2, 1, 3]); // [B, n, T, hd]
+  let q = heads(linear(o, x, w[`${p}.q_proj.weight`], w[`${p}.q_proj.bias`]), H);
+  let k = heads(linear(o, x, w[`${p}.k_proj.weight`], w[`${p}.k_proj.bias`]), Hkv);
+  let v = heads(linear(o, x, w[`${p}.v_proj.weight`], w[`${p}.v_proj.bias`]), Hkv);
+  if (c.qkNorm) {
+    q = rmsNorm(o, q, w[`${p}.q_norm.weight`], c.rmsNormEps);
+    k = rmsNorm(o, k, w[`${p}.k_norm.weight`], c.rmsNormEps);
+  }
+  q = applyRotary(o, q, rope.cos, rope.sin, hd);
+  k = applyRotary(o, k, rope.cos, rope.sin, hd);
+  if (past) {
+    k = o.concat([past.k, k], 2);
+    v = o.concat([past.v, v], 2);
+  }
+  const present = { k, v };
+  // Grouped-query attention without copying K/V: queries of the `rep` heads that share a KV
+  // head are stacked, [B, Hkv, rep, T, hd], and the score matmul broadcasts K over them.
+  const qg = o.reshape(q, [B, Hkv, rep, T, hd]);
+  const kT = o.unsqueeze(o.transpose(k, [0, 1, 3, 2]), [2]); // [B, Hkv, 1, hd, S]
+  const scores = o.mul(o.matmul(qg, kT), o.scalar(1 / Math.sqrt(hd))); // [B, Hkv, rep, T, S]
+  const probs = o.softmax(o.add(scores, o.unsqueeze(bias, [1])), -1);
+  const ctx = o.matmul(probs, o.unsqueeze(v, [2])); // [B, Hkv, rep, T, hd]
+  const merged = o.reshape(o.transpose(o.reshape(ctx, [B, H, T, hd]), [0, 2, 1, 3]), [B, T, H * hd]);
+  return { out: linear(o, merged, w[`${p}.o_proj.weight`]), present };
+}
+
+function mlp<T>(o: Ops<T>, w: Record<string, T>, p: string, x: T): T {
+  const gate = silu(o, linear(o, x, w[`${p}.gate_proj.weight`]));
+  const up = linear(o, x, w[`${p}.up_proj.weight`]);
+  return linear(o, o.mul(gate, up), w[`${p}.down_proj.weight`]);
+}
+
+export function transformer<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, x: TransformerInputs<T>): TransformerOutputs<T> {
+  let h = o.gather(w['model.embed_tokens.weight'], x.inputIds);
+  const rope = rotary(o, c, x.positionIds);
+  const present: { k: T; v: T }[] = [];
+  for (let i = 0; i < c.numLayers; i++) {
+    const p = `model.layers.${i}`;
+    const a = attention(o, c, w, `${p}.self_attn`, rmsNorm(o, h, w[`${p}.input_layernorm.weight`], c.rmsNormEps), rope, x.attnBias, x.past?.[i]);
+    present.push(a.present);
+    h = o.add(h, a.out);
+    h = o.add(h, mlp(o, w, `${p}.mlp`, rmsNorm(o, h, w[`${p}.post_attention_layernorm.weight`], c.rmsNormEps)));
+  }
+  return { hidden: rmsNorm(o, h, w['model.norm.weight'], c.rmsNormEps), present };
+}
+
+/** Logits from hidden states [..., D] → [..., V]. */
+export function lmHead<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, hidden: T): T {
+  const head = c.tieWordEmbeddings ? w['model.embed_tokens.weight'] : w['lm_head.weight'];
+  return o.matmul(hidden, o.transpose(head, [1, 0]));
+}
+
+/**
+ * Per-token log-probabilities of `targets` and the entropy of each predictive distribution,
+ * from logits [B, T, V]: logprobs[b, t] = log p(targets[b, t] | prefix up to t).
+ */
+export function tokenLogprobsAndEntropy<T>(o: Ops<T>, logits: T, targets: T, withEntropy: boolean): { logprobs: T; entropy?: T } {
+  const lp = o.logSoftmax(logits, -1);
+  const logprobs = o.squeeze(o.gatherElements(lp, o.unsqueeze(targets, [2]), 2), [2]);
+  if (!withEntropy) return { logprobs };
+  const entropy = o.neg(o.sum(o.mul(o.exp(lp), lp), [2]));
+  return { logprobs, entropy };
+}
