@@ -272,8 +272,15 @@ export function tabularDecodeBackend(policy: TabularPolicy, maxBatch: number): D
 
 /** One rollout task per prompt: a single model turn of `length` tokens, reward = fraction right. */
 export function tabularTasks(policy: TabularPolicy): RolloutTask[] {
-  const { vocab } = policy.spec;
-  return policy.targets.map((target, p) => ({
+  return sequenceTasks(policy.targets, policy.spec.vocab);
+}
+
+/**
+ * The sequence-recall task for any policy: prompt = one token (vocab + p), the model writes one
+ * turn; reward = fraction of positions equal to target p; exact match when all are.
+ */
+export function sequenceTasks(targets: number[][], vocab: number): RolloutTask[] {
+  return targets.map((target, p) => ({
     id: `prompt-${p}`,
     createEnv(): EpisodeEnv {
       let answer: number[] = [];
