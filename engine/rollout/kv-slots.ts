@@ -48,9 +48,26 @@ interface SlotCache {
   v: Float32Array[];
 }
 
+interface Packed {
+  /** Slot of each row (-1 once released). */
+  slots: number[];
+  /** Columns (S) of the batch cache and its mask [B, S]. */
+  S: number;
+  mask: Int32Array;
+  /** Tokens in each row's cache. */
+  lens: number[];
+  present: { k: Float32Array; v: Float32Array }[];
+}
+
 export class KvSlotBackend implements DecodeBackend {
   readonly vocabSize: number;
   private readonly slots: (SlotCache | null)[];
+  /**
+   * The last call's batch cache, kept packed: when the next call decodes one token for exactly
+   * the same slots (the steady state), its present is fed back as the past without unpacking
+   * or repacking. Rows are unpacked into per-slot caches only when the batch changes.
+   */
+  private packed: Packed | null = null;
   constructor(
     private readonly decode: KvDecodeFn,
     private readonly shape: KvShape,
@@ -62,29 +79,73 @@ export class KvSlotBackend implements DecodeBackend {
     this.slots = new Array(maxBatch).fill(null);
   }
 
-  async extend(items: { slot: number; tokens: number[] }[]): Promise<Float32Array[]> {
-    const { layers, kvHeads: Hk, headDim: D, vocabSize: V } = this.shape;
-    const B = items.length;
-    const caches = items.map(({ slot, tokens }) => {
-      if (slot < 0 || slot >= this.maxBatch) throw new Error(`KvSlotBackend: slot ${slot} out of range (maxBatch ${this.maxBatch})`);
+  private check(items: { slot: number; tokens: number[] }[]): void {
+    const seen = new Set<number>();
+    for (const { slot, tokens } of items) {
+      if (!Number.isInteger(slot) || slot < 0 || slot >= this.maxBatch) throw new Error(`KvSlotBackend: slot ${slot} out of range (maxBatch ${this.maxBatch})`);
+      if (seen.has(slot)) throw new Error(`KvSlotBackend: slot ${slot} listed twice in one call`);
+      seen.add(slot);
       if (tokens.length === 0) throw new Error(`KvSlotBackend: slot ${slot} extended with no tokens`);
-      const c = this.slots[slot] ?? { len: 0, k: [], v: [] };
-      if (c.len + tokens.length > this.maxLength) throw new Error(`KvSlotBackend: slot ${slot} would hold ${c.len + tokens.length} tokens > maxLength ${this.maxLength}`);
-      return c;
-    });
+    }
+  }
+
+  private slotLen(slot: number): number {
+    const p = this.packed;
+    if (p) {
+      const b = p.slots.indexOf(slot);
+      if (b >= 0) return p.lens[b]!;
+    }
+    return this.slots[slot]?.len ?? 0;
+  }
+
+  async extend(items: { slot: number; tokens: number[] }[]): Promise<Float32Array[]> {
+    this.check(items);
+    for (const { slot, tokens } of items) {
+      const len = this.slotLen(slot) + tokens.length;
+      if (len > this.maxLength) throw new Error(`KvSlotBackend: slot ${slot} would hold ${len} tokens > maxLength ${this.maxLength}`);
+    }
+    const p = this.packed;
+    if (p && items.length === p.slots.length && items.every((it, b) => it.slot === p.slots[b] && it.tokens.length === 1)) return this.step(items, p);
+    this.unpack();
+    return this.general(items);
+  }
+
+  /** Steady state: one token for each row of the packed batch. */
+  private async step(items: { slot: number; tokens: number[] }[], p: Packed): Promise<Float32Array[]> {
+    const B = items.length;
+    const P = p.S;
+    const S = P + 1;
+    const inputIds = Int32Array.from(items, (it) => it.tokens[0]!);
+    const positionIds = Int32Array.from(p.lens);
+    const attentionMask = new Int32Array(B * S);
+    for (let b = 0; b < B; b++) {
+      attentionMask.set(p.mask.subarray(b * P, (b + 1) * P), b * S);
+      attentionMask[b * S + P] = 1;
+    }
+    const out = await this.decode({ batch: B, newLength: 1, pastLength: P, inputIds, attentionMask, positionIds, past: p.present });
+    this.checkOut(out, B);
+    this.packed = { slots: p.slots, S, mask: attentionMask, lens: p.lens.map((l) => l + 1), present: out.present };
+    return this.rows(out.logits, B);
+  }
+
+  private async general(items: { slot: number; tokens: number[] }[]): Promise<Float32Array[]> {
+    const { layers, kvHeads: Hk, headDim: D } = this.shape;
+    const B = items.length;
+    const caches = items.map(({ slot }) => this.slots[slot] ?? { len: 0, k: [], v: [] });
     const P = Math.max(...caches.map((c) => c.len));
     const T = Math.max(...items.map((i) => i.tokens.length));
+    const S = P + T;
     const inputIds = new Int32Array(B * T).fill(this.padId);
     const positionIds = new Int32Array(B * T);
-    const attentionMask = new Int32Array(B * (P + T));
+    const attentionMask = new Int32Array(B * S);
     items.forEach(({ tokens }, b) => {
       const c = caches[b]!;
-      for (let j = 0; j < c.len; j++) attentionMask[b * (P + T) + (P - c.len) + j] = 1;
+      for (let j = 0; j < c.len; j++) attentionMask[b * S + (P - c.len) + j] = 1;
       const off = T - tokens.length;
       for (let j = 0; j < tokens.length; j++) {
         inputIds[b * T + off + j] = tokens[j]!;
         positionIds[b * T + off + j] = c.len + j;
-        attentionMask[b * (P + T) + P + off + j] = 1;
+        attentionMask[b * S + P + off + j] = 1;
       }
     });
     const past = Array.from({ length: layers }, (_, l) => {
@@ -102,35 +163,67 @@ export class KvSlotBackend implements DecodeBackend {
       return { k, v };
     });
     const out = await this.decode({ batch: B, newLength: T, pastLength: P, inputIds, attentionMask, positionIds, past });
-    if (out.logits.length !== B * V) throw new Error(`decode graph returned logits of ${out.logits.length} values, expected [${B}, ${V}]`);
-    const S = P + T;
-    items.forEach(({ slot, tokens }, b) => {
-      const c = caches[b]!;
-      const len = c.len + tokens.length;
-      const next: SlotCache = { len, k: [], v: [] };
-      // Row b's real positions in the present are: its past at [P - c.len, P) and its tokens at [P + T - n, P + T).
+    this.checkOut(out, B);
+    for (const { slot } of items) this.slots[slot] = null;
+    this.packed = { slots: items.map((i) => i.slot), S, mask: attentionMask, lens: items.map((it, b) => caches[b]!.len + it.tokens.length), present: out.present };
+    return this.rows(out.logits, B);
+  }
+
+  /** Move every live row of the packed batch into its slot's own cache (gathering masked columns). */
+  private unpack(): void {
+    const p = this.packed;
+    if (!p) return;
+    this.packed = null;
+    const { layers, kvHeads: Hk, headDim: D } = this.shape;
+    const S = p.S;
+    p.slots.forEach((slot, b) => {
+      if (slot < 0) return;
+      const cols: number[] = [];
+      for (let j = 0; j < S; j++) if (p.mask[b * S + j]) cols.push(j);
+      const len = cols.length;
+      const c: SlotCache = { len, k: [], v: [] };
       for (let l = 0; l < layers; l++) {
-        const pk = out.present[l]!.k;
-        const pv = out.present[l]!.v;
+        const pk = p.present[l]!.k;
+        const pv = p.present[l]!.v;
         const nk = new Float32Array(Hk * len * D);
         const nv = new Float32Array(Hk * len * D);
         for (let h = 0; h < Hk; h++) {
           const row = (b * Hk + h) * S * D;
-          const dst = h * len * D;
-          nk.set(pk.subarray(row + (P - c.len) * D, row + P * D), dst);
-          nv.set(pv.subarray(row + (P - c.len) * D, row + P * D), dst);
-          nk.set(pk.subarray(row + (S - tokens.length) * D, row + S * D), dst + c.len * D);
-          nv.set(pv.subarray(row + (S - tokens.length) * D, row + S * D), dst + c.len * D);
+          // Copy runs of consecutive columns at once.
+          let i = 0;
+          while (i < len) {
+            let j = i;
+            while (j + 1 < len && cols[j + 1] === cols[j]! + 1) j++;
+            const src = row + cols[i]! * D;
+            const n = (j - i + 1) * D;
+            nk.set(pk.subarray(src, src + n), (h * len + i) * D);
+            nv.set(pv.subarray(src, src + n), (h * len + i) * D);
+            i = j + 1;
+          }
         }
-        next.k.push(nk);
-        next.v.push(nv);
+        c.k.push(nk);
+        c.v.push(nv);
       }
-      this.slots[slot] = next;
+      this.slots[slot] = c;
     });
-    return items.map((_, b) => out.logits.slice(b * V, (b + 1) * V));
+  }
+
+  private checkOut(out: KvDecodeOutput, B: number): void {
+    if (out.logits.length !== B * this.shape.vocabSize) throw new Error(`decode graph returned logits of ${out.logits.length} values, expected [${B}, ${this.shape.vocabSize}]`);
+    if (out.present.length !== this.shape.layers) throw new Error(`decode graph returned ${out.present.length} present layers, expected ${this.shape.layers}`);
+  }
+
+  private rows(logits: Float32Array, B: number): Float32Array[] {
+    const V = this.shape.vocabSize;
+    return Array.from({ length: B }, (_, b) => logits.slice(b * V, (b + 1) * V));
   }
 
   release(slot: number): void {
     this.slots[slot] = null;
+    const p = this.packed;
+    if (p) {
+      const b = p.slots.indexOf(slot);
+      if (b >= 0) p.slots = p.slots.map((s, i) => (i === b ? -1 : s));
+    }
   }
 }

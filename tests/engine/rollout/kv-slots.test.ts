@@ -79,7 +79,18 @@ describe('KvSlotBackend', () => {
       'release 0' as never,
       [{ slot: 0, tokens: [9, 8] }, { slot: 1, tokens: [5, 6, 7, 1] }, { slot: 2, tokens: [2] }],
       [{ slot: 0, tokens: [1] }, { slot: 1, tokens: [2] }, { slot: 2, tokens: [3] }],
+      // Steady state (same slots, one token each) reuses the packed batch cache...
+      [{ slot: 0, tokens: [4] }, { slot: 1, tokens: [5] }, { slot: 2, tokens: [6] }],
+      [{ slot: 0, tokens: [7] }, { slot: 1, tokens: [8] }, { slot: 2, tokens: [9] }],
+      // ...then a slot leaves and comes back with a fresh sequence while the others go on.
+      'release 0' as never,
+      [{ slot: 1, tokens: [1] }, { slot: 2, tokens: [2] }],
+      [{ slot: 0, tokens: [3, 4, 5] }, { slot: 1, tokens: [6] }, { slot: 2, tokens: [7, 8] }],
+      [{ slot: 0, tokens: [9] }, { slot: 1, tokens: [10] }, { slot: 2, tokens: [1] }],
+      [{ slot: 2, tokens: [2] }, { slot: 0, tokens: [3] }],
+      [{ slot: 2, tokens: [4] }, { slot: 0, tokens: [5] }],
     ];
+    let steps = 0;
     for (const step of script) {
       if ((step as unknown) === 'release 0') {
         kv.release(0);
@@ -89,6 +100,8 @@ describe('KvSlotBackend', () => {
       const a = await kv.extend(step);
       const b = await full.extend(step);
       a.forEach((row, i) => row.forEach((x, j) => expect(x).toBeCloseTo(b[i]![j]!, 4)));
+      steps++;
     }
+    expect(steps).toBe(script.length - 2);
   });
 });
