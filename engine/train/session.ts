@@ -1,0 +1,132 @@
+/**
+ * Builds a TaskSession (everything a run needs) from a config and a TaskKit (what a task
+ * contributes: tokenizer, train / held-out tasks, stop strings, the scripted expert, the tiny
+ * model, the naive-RAG baseline). The model side is always the same: PolicyModel (ORT or tfjs),
+ * the KV-cache decode backend for rollouts, the score graph for old/reference logprobs, the
+ * train graph for updates.
+ */
+import type { ModelConfig } from '../model/config';
+import { PolicyModel } from '../model/runtime';
+import { rollout, rolloutTextPolicy } from '../rollout/engine';
+import { policyDecodeBackend } from '../rollout/model-backend';
+import type { RolloutTask, TextPolicy, TokenizerPort } from '../rollout/ports';
+import type { Trajectory } from '../rollout/types';
+import { toolCallCount } from '../rollout/types';
+import { groupAdvantagePort } from './advantage';
+import type { ExperimentConfig } from './config';
+import { stepSeed } from './episode';
+import type { AdvantagePort } from './loop';
+import { AdamW, ModelPolicyPort } from './model-port';
+import { pickTasks, engineRolloutPort } from './rollout-port';
+import { evalMetrics, type EvalSummary, type TaskSession } from './run';
+import { readTokenDemos } from './sft';
+import { trajectoryToDemo } from './trajectories';
+
+export interface TaskKit {
+  tokenizer: TokenizerPort;
+  trainTasks: RolloutTask[];
+  /** Held-out tasks; `meta.hops` (if present) splits exact match by hop count. */
+  evalTasks: RolloutTask[];
+  stop: { strings: string[]; tokenIds: number[] };
+  /** The scripted expert, for SFT demonstrations. */
+  expert?: TextPolicy;
+  /** Naive RAG baseline on the given held-out tasks. */
+  naiveRag?(tasks: RolloutTask[]): Promise<EvalSummary>;
+  /** Config of the tiny built-in model for this task (model.init: tiny). */
+  tinyModel(cfg: ExperimentConfig): ModelConfig;
+  /** Folder with tokenizer files, copied into every saved checkpoint. */
+  tokenizerFolder?: string;
+}
+
+/** Exact match, format and tool use over evaluation trajectories, split by meta.hops. */
+export function summarizeEval(trajs: Trajectory[]): EvalSummary {
+  const n = trajs.length;
+  const byHops = new Map<number, { right: number; n: number }>();
+  let em = 0;
+  let fmt = 0;
+  let calls = 0;
+  let errors = 0;
+  for (const t of trajs) {
+    const ok = t.outcome.exactMatch ?? (t.outcome.components.exact_match ?? 0) > 0;
+    em += ok ? 1 : 0;
+    fmt += (t.outcome.formatOk ?? (t.outcome.components.format ?? 0) > 0) ? 1 : 0;
+    const c = toolCallCount(t);
+    calls += c.calls;
+    errors += c.errors;
+    const hops = Number(t.meta?.hops);
+    if (Number.isFinite(hops)) {
+      const h = byHops.get(hops) ?? { right: 0, n: 0 };
+      h.n++;
+      h.right += ok ? 1 : 0;
+      byHops.set(hops, h);
+    }
+  }
+  const d = Math.max(1, n);
+  return {
+    n,
+    exactMatch: em / d,
+    exactMatchByHops: Object.fromEntries([...byHops].map(([h, v]) => [h, v.right / v.n])),
+    formatRate: fmt / d,
+    toolCallsPerEpisode: calls / d,
+    toolErrorsPerEpisode: errors / d,
+  };
+}
+
+export interface SessionExtras {
+  /** Advantage estimator for names the loop does not implement itself (engine/rl's registry). */
+  advantage?: (cfg: ExperimentConfig, model: ModelPolicyPort) => AdvantagePort;
+}
+
+export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extras: SessionExtras = {}): Promise<TaskSession> {
+  const modelOpts = { backend: cfg.backend, threads: cfg.threads, tokenizerFolder: kit.tokenizerFolder };
+  const model = cfg.model.path ? PolicyModel.load(cfg.model.path, modelOpts) : PolicyModel.init(kit.tinyModel(cfg), cfg.seed, modelOpts);
+  const policy = new ModelPolicyPort(model, cfg, new AdamW({ ...cfg.optim }));
+  const limits = { maxNewTokens: cfg.rollout.max_new_tokens, maxTurns: cfg.rollout.max_turns, maxTotalLength: cfg.rollout.max_total_length };
+  const backend = policyDecodeBackend(model, { maxBatch: Math.min(64, cfg.rollout.prompts_per_step * cfg.rollout.n), maxLength: cfg.rollout.max_total_length });
+  const est = cfg.algorithm.adv_estimator;
+  const advantage =
+    est === 'grpo' || est === 'drgrpo' || est === 'rloo'
+      ? groupAdvantagePort(cfg)
+      : extras.advantage
+        ? extras.advantage(cfg, policy)
+        : (() => {
+            throw new Error(`algorithm.adv_estimator: "${est}" is not available in this build (engine/rl's estimator registry is not wired); available: grpo, drgrpo, rloo`);
+          })();
+  const reference = cfg.algorithm.kl_coef > 0 ? policy.frozen(model.cloneWeights()) : undefined;
+
+  const evaluate = async (n: number): Promise<EvalSummary> => {
+    const tasks = kit.evalTasks.slice(0, n);
+    const { trajectories } = await rollout(backend, {
+      tasks,
+      n: 1,
+      seed: stepSeed(cfg.seed, 0, 3000),
+      sampling: { temperature: cfg.eval.temperature },
+      limits,
+      stop: kit.stop,
+      tokenizer: kit.tokenizer,
+    });
+    return summarizeEval(trajectories);
+  };
+
+  return {
+    ports: {
+      rollout: engineRolloutPort(cfg, { backend, tokenizer: kit.tokenizer, tasks: kit.trainTasks, stop: kit.stop }),
+      policy,
+      reference,
+      advantage,
+      eval: { evaluate: async ({ n }) => evalMetrics(await evaluate(n)) },
+    },
+    sft: policy,
+    async demos() {
+      if (cfg.sft.demos_path) return readTokenDemos(cfg.sft.demos_path);
+      if (!kit.expert) throw new Error(`task "${cfg.task.kind}" has no scripted expert; give sft.demos_path`);
+      const tasks = pickTasks(kit.trainTasks, cfg.sft.demos, stepSeed(cfg.seed, 0, 4000));
+      const { trajectories } = await rolloutTextPolicy(kit.expert, { tasks, n: 1, seed: cfg.seed, limits, tokenizer: kit.tokenizer });
+      return trajectories.map(trajectoryToDemo);
+    },
+    evaluate,
+    evaluateNaiveRag: kit.naiveRag ? (n) => kit.naiveRag!(kit.evalTasks.slice(0, n)) : undefined,
+    loadPolicy: (dir) => policy.load(dir),
+    close: () => model.dispose(),
+  };
+}
