@@ -113,7 +113,7 @@ describe.skipIf(!serverLanded)('workbench in web mode', () => {
     page.once('dialog', (d) => void d.accept('rewards/e2e_len.ts'));
     await page.getByRole('button', { name: 'New reward' }).click();
     await page.waitForFunction(() => !!(window as unknown as { __arborEditor?: unknown }).__arborEditor);
-    const source = `export const reward = (traj: { turns: { text: string }[] }) => 0.25 + traj.turns.length;\n`;
+    const source = `export const reward = (e: { turns: string[] }) => 0.25 + e.turns.length;\n`;
     await page.evaluate((s) => (window as unknown as { __arborEditor: { setValue(v: string): void } }).__arborEditor.setValue(s), source);
     await page.getByTestId('try-trajectory').fill(trajId);
     await page.getByTestId('try-it').click();

@@ -9,7 +9,8 @@ export const tool: Tool = {
   name: 'my_tool',
   description: 'Describe what the tool does for the model.',
   parameters: { type: 'object', properties: { query: { type: 'string' } }, required: ['query'] },
-  async execute(args) {
+  async execute(args, ctx) {
+    // ctx.signal aborts on timeout; ctx.episode is state shared by the tools of one episode.
     return { content: String(args.query), success: true };
   },
 };
@@ -17,8 +18,9 @@ export const tool: Tool = {
 
 const REWARD_TEMPLATE = `import type { RewardFn } from 'arbor/env';
 
-export const reward: RewardFn = (traj) => {
-  return traj.outcome === 'correct' ? 1 : 0;
+// A reward sees the episode summary: answer, golds, model turn texts, tool call/error counts, retrieved passages.
+export const reward: RewardFn = (e) => {
+  return e.answer !== undefined && e.golds.includes(e.answer) ? 1 : 0;
 };
 `;
 
