@@ -1,0 +1,110 @@
+/**
+ * The Tool API (public: users write their own tools against it).
+ *
+ * A tool has a name, a description, JSON-schema parameters and `execute(args, ctx)`. Arguments
+ * come from the model and are untrusted: they are validated against the schema (ajv) before
+ * `execute` runs, and every failure (unknown tool, invalid JSON, schema violation, oversized
+ * arguments, timeout, a throwing tool) becomes an error observation the model reads, never an
+ * exception that ends the episode.
+ */
+import { Ajv, type ValidateFunction } from 'ajv';
+
+export interface ToolResult {
+  content: string;
+  success: boolean;
+  metadata?: Record<string, unknown>;
+}
+
+export interface ToolContext {
+  /** Aborted when the call times out or the episode is cancelled. */
+  signal: AbortSignal;
+  /** Free-form episode state shared by the tools of one episode. */
+  episode: Record<string, unknown>;
+}
+
+export interface Tool {
+  name: string;
+  description: string;
+  /** JSON schema of the arguments object. */
+  parameters: Record<string, unknown>;
+  execute(args: Record<string, unknown>, ctx: ToolContext): Promise<ToolResult> | ToolResult;
+}
+
+/** A call as parsed from the model's text, before it runs. */
+export interface ParsedCall {
+  name: string;
+  /** Parsed arguments, or the raw text when it could not be parsed. */
+  args: Record<string, unknown> | string;
+  /** Set when parsing already failed (e.g. invalid JSON); the call is not executed. */
+  parseError?: string;
+}
+
+/** What happened when a call ran. */
+export interface CallOutcome {
+  name: string;
+  args: unknown;
+  /** Observation content shown to the model (the tool's content, or the error text). */
+  result: string;
+  success: boolean;
+  error?: string;
+  latencyMs: number;
+  metadata?: Record<string, unknown>;
+}
+
+export interface CallLimits {
+  timeoutMs: number;
+  /** Largest accepted argument payload (JSON characters). */
+  maxArgChars: number;
+  /** Longest observation kept from one call (characters); the rest is cut with a marker. */
+  maxResultChars: number;
+}
+
+export const DEFAULT_LIMITS: CallLimits = { timeoutMs: 5000, maxArgChars: 2000, maxResultChars: 2000 };
+
+const ajv = new Ajv({ allErrors: true, strict: false });
+const validators = new WeakMap<Tool, ValidateFunction>();
+
+function validatorFor(tool: Tool): ValidateFunction {
+  let v = validators.get(tool);
+  if (!v) {
+    v = ajv.compile(tool.parameters);
+    validators.set(tool, v);
+  }
+  return v;
+}
+
+/** Run one parsed call against a tool set; never throws. */
+export async function runCall(tools: Map<string, Tool>, call: ParsedCall, limits: CallLimits = DEFAULT_LIMITS, episode: Record<string, unknown> = {}): Promise<CallOutcome> {
+  const t0 = performance.now();
+  const fail = (error: string): CallOutcome => ({ name: call.name, args: call.args, result: `Error: ${error}`, success: false, error, latencyMs: performance.now() - t0 });
+  if (call.parseError) return fail(call.parseError);
+  const tool = tools.get(call.name);
+  if (!tool) return fail(`unknown tool "${call.name}"; available tools: ${[...tools.keys()].join(', ')}`);
+  if (typeof call.args === 'string') return fail(`arguments for "${call.name}" must be a JSON object`);
+  const size = JSON.stringify(call.args).length;
+  if (size > limits.maxArgChars) return fail(`arguments for "${call.name}" are too large (${size} characters, limit ${limits.maxArgChars})`);
+  const validate = validatorFor(tool);
+  if (!validate(call.args)) {
+    const msg = (validate.errors ?? []).map((e) => `${e.instancePath || 'arguments'} ${e.message}`).join('; ');
+    return fail(`invalid arguments for "${call.name}": ${msg}`);
+  }
+  const ac = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        ac.abort();
+        reject(new Error(`tool "${call.name}" timed out after ${limits.timeoutMs} ms`));
+      }, limits.timeoutMs);
+    });
+    const r = await Promise.race([Promise.resolve().then(() => tool.execute(call.args as Record<string, unknown>, { signal: ac.signal, episode })), timeout]);
+    let content = String(r.content ?? '');
+    if (content.length > limits.maxResultChars) content = `${content.slice(0, limits.maxResultChars)} …[truncated]`;
+    return { name: call.name, args: call.args, result: content, success: r.success !== false, error: r.success === false ? content : undefined, latencyMs: performance.now() - t0, metadata: r.metadata };
+  } catch (e) {
+    const msg = e instanceof Error ? e.message : String(e);
+    return fail(msg.startsWith('tool "') ? msg : `tool "${call.name}" failed: ${msg}`);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,147 @@
+/**
+ * Tokenizers and chat templates, the same code path for the built-in tiny models and real
+ * HF models: tokenizer.json through @huggingface/tokenizers, chat templates (from
+ * tokenizer_config.json) through @huggingface/jinja.
+ *
+ * The tiny models' vocabulary is whole words. @huggingface/tokenizers 0.2.0 implements no
+ * WordLevel model, so their tokenizer.json is a WordPiece model whose vocabulary holds only
+ * whole words (no "##" pieces): it splits on whitespace and punctuation and maps each word to
+ * one id, exactly as WordLevel would, and loads in HF tokenizers too.
+ */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Tokenizer } from '@huggingface/tokenizers';
+import { Template } from '@huggingface/jinja';
+
+export interface ChatMessage { role: string; content: string }
+export interface ToolSpec { type: 'function'; function: { name: string; description: string; parameters: Record<string, unknown> } }
+
+export interface TextTokenizer {
+  encode(text: string): number[];
+  decode(ids: number[]): string;
+  /** Render messages with the model's chat template (generation prompt appended). */
+  renderChat(messages: ChatMessage[], opts?: { tools?: ToolSpec[]; addGenerationPrompt?: boolean }): string;
+  tokenId(token: string): number | undefined;
+  readonly vocabSize: number;
+  readonly eosTokenId: number | undefined;
+  readonly padTokenId: number;
+}
+
+export class HfTokenizer implements TextTokenizer {
+  private tok: Tokenizer;
+  private template: Template | null;
+  private vocab: Map<string, number>;
+  private config: Record<string, unknown>;
+  constructor(tokenizerJson: Record<string, unknown>, tokenizerConfig: Record<string, unknown>) {
+    this.tok = new Tokenizer(tokenizerJson, tokenizerConfig);
+    this.config = tokenizerConfig;
+    const tpl = tokenizerConfig.chat_template;
+    this.template = typeof tpl === 'string' ? new Template(tpl) : null;
+    this.vocab = new Map();
+    const model = tokenizerJson.model as { vocab?: Record<string, number> | [string, number][] };
+    if (model?.vocab && !Array.isArray(model.vocab)) for (const [k, v] of Object.entries(model.vocab)) this.vocab.set(k, v);
+    for (const t of (tokenizerJson.added_tokens as { id: number; content: string }[] | undefined) ?? []) this.vocab.set(t.content, t.id);
+  }
+  static load(folder: string): HfTokenizer {
+    const tj = join(folder, 'tokenizer.json');
+    if (!existsSync(tj)) throw new Error(`${folder}: tokenizer.json not found`);
+    const tc = join(folder, 'tokenizer_config.json');
+    const parse = (f: string) => {
+      try {
+        return JSON.parse(readFileSync(f, 'utf8'));
+      } catch (e) {
+        throw new Error(`${f}: invalid JSON (${(e as Error).message})`);
+      }
+    };
+    return new HfTokenizer(parse(tj), existsSync(tc) ? parse(tc) : {});
+  }
+  encode(text: string): number[] {
+    return [...this.tok.encode(text, { add_special_tokens: false }).ids];
+  }
+  decode(ids: number[]): string {
+    return this.tok.decode(ids, { skip_special_tokens: false });
+  }
+  renderChat(messages: ChatMessage[], opts: { tools?: ToolSpec[]; addGenerationPrompt?: boolean } = {}): string {
+    if (!this.template) throw new Error('tokenizer_config.json has no chat_template');
+    return this.template.render({
+      messages,
+      tools: opts.tools,
+      add_generation_prompt: opts.addGenerationPrompt ?? true,
+      bos_token: tokenString(this.config.bos_token),
+      eos_token: tokenString(this.config.eos_token),
+    });
+  }
+  tokenId(token: string): number | undefined {
+    return this.vocab.get(token);
+  }
+  get vocabSize(): number {
+    return Math.max(...this.vocab.values()) + 1;
+  }
+  get eosTokenId(): number | undefined {
+    const e = tokenString(this.config.eos_token);
+    return e ? this.vocab.get(e) : undefined;
+  }
+  get padTokenId(): number {
+    const p = tokenString(this.config.pad_token);
+    return (p ? this.vocab.get(p) : undefined) ?? 0;
+  }
+}
+
+function tokenString(t: unknown): string {
+  if (typeof t === 'string') return t;
+  if (t && typeof t === 'object' && 'content' in t) return String((t as { content: unknown }).content);
+  return '';
+}
+
+export const TINY_SPECIAL = ['<pad>', '<unk>', '<|endoftext|>', '<|im_start|>', '<|im_end|>'];
+export const TINY_TAGS = ['<search>', '</search>', '<answer>', '</answer>', '<information>', '</information>', '<tool_call>', '</tool_call>', '<tool_response>', '</tool_response>', '<think>', '</think>'];
+export const TINY_ROLES = ['system', 'user', 'assistant', 'tool', 'tools'];
+
+/** A ChatML-style template, short enough for tiny models; lists tool names when tools are given. */
+export const TINY_CHAT_TEMPLATE =
+  "{%- if tools -%}<|im_start|>system tools :{% for t in tools %} {{ t.function.name }}{% endfor %} <|im_end|>{%- endif -%}" +
+  "{%- for m in messages -%}<|im_start|>{{ m.role }} {{ m.content }} <|im_end|>{%- endfor -%}" +
+  "{%- if add_generation_prompt -%}<|im_start|>assistant{%- endif -%}";
+
+/** tokenizer.json + tokenizer_config.json for a whole-word vocabulary. */
+export function buildWordTokenizer(words: string[]): { tokenizer: Record<string, unknown>; config: Record<string, unknown> } {
+  const vocab: Record<string, number> = {};
+  const added: Record<string, unknown>[] = [];
+  let id = 0;
+  for (const t of [...TINY_SPECIAL, ...TINY_TAGS]) {
+    vocab[t] = id;
+    added.push({ id, content: t, single_word: false, lstrip: false, rstrip: false, normalized: false, special: TINY_SPECIAL.includes(t) });
+    id++;
+  }
+  for (const w of [...new Set([...TINY_ROLES, ...words.map((x) => x.toLowerCase())])]) {
+    if (vocab[w] === undefined) vocab[w] = id++;
+  }
+  const tokenizer = {
+    version: '1.0',
+    truncation: null,
+    padding: null,
+    added_tokens: added,
+    normalizer: { type: 'Lowercase' },
+    pre_tokenizer: { type: 'Whitespace' },
+    post_processor: null,
+    decoder: { type: 'WordPiece', prefix: '##', cleanup: false },
+    model: { type: 'WordPiece', unk_token: '<unk>', continuing_subword_prefix: '##', max_input_chars_per_word: 100, vocab },
+  };
+  const config = {
+    tokenizer_class: 'PreTrainedTokenizerFast',
+    bos_token: null,
+    eos_token: '<|im_end|>',
+    pad_token: '<pad>',
+    unk_token: '<unk>',
+    model_max_length: 1024,
+    chat_template: TINY_CHAT_TEMPLATE,
+  };
+  return { tokenizer, config };
+}
+
+export function writeWordTokenizer(folder: string, words: string[]): HfTokenizer {
+  const { tokenizer, config } = buildWordTokenizer(words);
+  writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(tokenizer));
+  writeFileSync(join(folder, 'tokenizer_config.json'), JSON.stringify(config, null, 2));
+  return new HfTokenizer(tokenizer, config);
+}
