@@ -1,0 +1,109 @@
+/**
+ * `arbor rollout --task <task> (--model <folder> | --policy expert) --n 4 [--questions N]
+ *  [--seed S] [--naive-rag] [--out file.jsonl] [--json]`: multi-turn rollouts written as JSONL
+ * (one trajectory per line) with a progress bar and a summary (mean reward, exact match, tool
+ * calls and errors per episode, tokens/s).
+ */
+import type { Command } from 'commander';
+import { createWriteStream } from 'node:fs';
+import { rollout, rolloutTextPolicy } from '../../rollout/engine';
+import { openRolloutSource } from '../../rollout/sources';
+import { summarize, trajectoryToJsonLine } from '../../rollout/summary';
+import { progressBar, renderTable } from '../../train/report';
+import '../../rollout/tasks';
+
+const int = (name: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n)) throw new Error(`--${name} must be an integer (got "${v}")`);
+  return n;
+};
+
+interface RolloutCliOptions {
+  task: string;
+  model?: string;
+  policy?: string;
+  n: number;
+  questions: number;
+  seed: number;
+  temperature: number;
+  topP: number;
+  topK: number;
+  maxNewTokens?: number;
+  maxTurns?: number;
+  maxTotalLength?: number;
+  batch: number;
+  naiveRag?: boolean;
+  hops: string;
+  worldSeed: number;
+  mistakeRate: number;
+  out?: string;
+  json?: boolean;
+}
+
+export function register(program: Command): void {
+  program
+    .command('rollout')
+    .description('run multi-turn tool-use rollouts of a model (or the scripted expert) on a task; trajectories as JSONL')
+    .requiredOption('--task <task>', 'task name (e.g. multihop)')
+    .option('--model <folder>', 'HF model folder to sample from')
+    .option('--policy <name>', 'built-in text policy instead of a model (expert)')
+    .option('--n <samples>', 'samples per question (GRPO group size)', int('n'), 4)
+    .option('--questions <count>', 'number of questions', int('questions'), 8)
+    .option('--seed <seed>', 'sampling seed (and question draw)', int('seed'), 1)
+    .option('--temperature <t>', 'sampling temperature (0 = greedy)', Number, 1)
+    .option('--top-p <p>', 'nucleus sampling mass', Number, 1)
+    .option('--top-k <k>', 'top-k sampling (0 = off)', int('top-k'), 0)
+    .option('--max-new-tokens <n>', 'max tokens per model turn (default: the task\'s)', int('max-new-tokens'))
+    .option('--max-turns <n>', 'max model turns (default: the task\'s)', int('max-turns'))
+    .option('--max-total-length <n>', 'max prompt + turns tokens (default: the task\'s)', int('max-total-length'))
+    .option('--batch <n>', 'max sequences decoded together', int('batch'), 16)
+    .option('--hops <list>', 'question hop counts, comma-separated', '1,2')
+    .option('--world-seed <seed>', 'seed of the synthetic world (questions come from --seed)', int('world-seed'), 1001)
+    .option('--mistake-rate <p>', 'expert policy: probability of one mistake per episode', Number, 0)
+    .option('--naive-rag', 'baseline: retrieve once with the question, then answer directly')
+    .option('--out <file>', 'write trajectories as JSONL to this file')
+    .option('--json', 'print the summary as one JSON object on stdout (no progress bar)')
+    .action(async (o: RolloutCliOptions) => {
+      const src = await openRolloutSource({
+        task: o.task, model: o.model, policy: o.policy, questions: o.questions, seed: o.seed, mode: o.naiveRag ? 'naive-rag' : 'tools', maxBatch: o.batch,
+        options: { hops: o.hops.split(',').map(Number), worldSeed: o.worldSeed, mistakeRate: o.mistakeRate },
+      });
+      const out = o.out ? createWriteStream(o.out) : undefined;
+      const total = src.tasks.length * o.n;
+      const bar = progressBar('rollout', total, { quiet: o.json, fields: ['tok/s'] });
+      try {
+        const limits = {
+          maxNewTokens: o.maxNewTokens ?? src.limits.maxNewTokens,
+          maxTurns: o.maxTurns ?? src.limits.maxTurns,
+          maxTotalLength: o.maxTotalLength ?? src.limits.maxTotalLength,
+        };
+        const common = {
+          tasks: src.tasks, n: o.n, seed: o.seed, limits, tokenizer: src.tokenizer,
+          onTrajectory: (t: Parameters<typeof trajectoryToJsonLine>[0]) => out?.write(trajectoryToJsonLine(t) + '\n'),
+          onProgress: (p: { done: number; generatedTokens: number; elapsedMs: number }) =>
+            bar.update(p.done, { 'tok/s': p.generatedTokens / Math.max(1e-3, p.elapsedMs / 1000) }),
+        };
+        const res = src.backend
+          ? await rollout(src.backend, { ...common, sampling: { temperature: o.temperature, topP: o.topP, topK: o.topK }, stop: src.stop, maxBatch: o.batch })
+          : await rolloutTextPolicy(src.policy!, common);
+        bar.stop();
+        const s = summarize(res.trajectories, res.stats);
+        const summary = { task: o.task, source: o.model ?? `policy:${o.policy}`, mode: o.naiveRag ? 'naive-rag' : 'tools', n: o.n, questions: src.tasks.length, seed: o.seed, ...s, out: o.out };
+        if (o.json) console.log(JSON.stringify(summary));
+        else {
+          const rows: [string, number | string][] = [
+            ['trajectories', s.trajectories], ['mean reward', s.meanReward], ['exact match', s.exactMatch], ['format ok', s.formatRate],
+            ['tool calls / episode', s.toolCallsPerEpisode], ['tool errors / episode', s.toolErrorsPerEpisode], ['model turns / episode', s.modelTurnsPerEpisode],
+            ['truncated', s.truncatedRate], ['generated tokens', s.generatedTokens], ['tokens / s', s.tokensPerSecond], ['seconds', s.wallSeconds],
+            ...Object.entries(s.components).map(([k, v]) => [`reward/${k}`, v] as [string, number]),
+          ];
+          console.log(renderTable(['metric', 'value'], rows.map(([k, v]) => [k, v])));
+          if (o.out) console.log(`trajectories → ${o.out}`);
+        }
+      } finally {
+        bar.stop();
+        if (out) await new Promise<void>((r) => out.end(r));
+        await src.close();
+      }
+    });
+}
