@@ -1,0 +1,180 @@
+/**
+ * The multi-hop search task as a TaskKit, assembled from engine/env's pieces: the seeded world
+ * and questions, the BM25 search tool, the Search-R1 tool-call format, the reward functions.
+ * Adds what the loop needs around them: a word-level tokenizer covering every world, an
+ * episode environment per question, the scripted expert (with recoverable mistakes) for SFT,
+ * and the naive-RAG baseline (one retrieval with the question, extractive reader).
+ */
+import { searchR1Format } from '../env/formats';
+import { generateQuestions, generateWorld, multihopVocabulary, mulberry32, type Question, type World } from '../env/multihop';
+import { weightedReward } from '../env/rewards';
+import { Bm25Index, searchTool } from '../env/search';
+import { runCall, type Tool } from '../env/tool';
+import { tinyConfig } from '../model/config';
+import type { EpisodeEnv, RolloutTask, TextPolicy, TokenizerPort } from '../rollout/ports';
+import type { ToolCallRecord } from '../rollout/types';
+import type { ExperimentConfig } from './config';
+import type { EvalSummary } from './run';
+import type { TaskKit } from './session';
+
+const SPECIAL = ['<pad>', '<unk>', '<eos>', '<search>', '</search>', '<answer>', '</answer>', '<information>', '</information>', 'question', 'Error'];
+
+/** Word-level tokenizer: tags, words and punctuation are single tokens; decode joins with spaces. */
+export function multihopTokenizer(): TokenizerPort & { vocab: string[] } {
+  const vocab = [...new Set([...SPECIAL, ...multihopVocabulary(), ':', '?', '.', ',', ';', '…'])];
+  const ids = new Map(vocab.map((w, i) => [w, i]));
+  const unk = ids.get('<unk>')!;
+  return {
+    vocab,
+    encode: (text) => (text.match(/<\/?[a-z_]+>|[A-Za-z0-9]+|[?.,:;…]/g) ?? []).map((w) => ids.get(w) ?? ids.get(w.toLowerCase()) ?? unk),
+    decode: (xs) => xs.map((i) => vocab[i] ?? '<unk>').join(' '),
+  };
+}
+
+// Outcome reward = exact match. (A +0.1 format bonus was measured to make GRPO collapse onto answering at once without searching.)
+const REWARD_WEIGHTS = { exact_match: 1 };
+
+interface EpisodeState {
+  answer?: string;
+  turns: string[];
+  formatOk: boolean;
+  toolCalls: number;
+  toolErrors: number;
+  retrieved: string[];
+}
+
+export function multihopTask(q: Question, tools: Map<string, Tool>): RolloutTask {
+  const format = searchR1Format({ maxQueries: 2 });
+  const tok = multihopTokenizer();
+  return {
+    id: q.id,
+    meta: { hops: q.hops, question: q.question, answers: q.answers },
+    createEnv(): EpisodeEnv {
+      const st: EpisodeState = { turns: [], formatOk: true, toolCalls: 0, toolErrors: 0, retrieved: [] };
+      return {
+        async prompt() {
+          const text = `question : ${q.question}`;
+          return { ids: tok.encode(text), text };
+        },
+        async step(turn) {
+          st.turns.push(turn.text);
+          const parsed = format.parse(turn.text);
+          if (parsed.errors.length) st.formatOk = false;
+          if (parsed.answer !== undefined) {
+            st.answer = parsed.answer;
+            return { done: true };
+          }
+          const outcomes = await Promise.all(parsed.calls.map((c) => runCall(tools, c)));
+          const records: ToolCallRecord[] = outcomes.map((o) => ({ name: o.name, args: o.args, result: o.result, error: o.error, latencyMs: o.latencyMs }));
+          st.toolCalls += outcomes.length;
+          st.toolErrors += outcomes.filter((o) => !o.success).length;
+          for (const o of outcomes) for (const p of (o.metadata?.passages as string[] | undefined) ?? []) st.retrieved.push(p);
+          return { done: false, observation: { text: format.observation(outcomes, parsed.errors), role: 'tool' }, toolCalls: records };
+        },
+        async outcome() {
+          const w = weightedReward(REWARD_WEIGHTS, {
+            answer: st.answer, golds: q.answers, turns: st.turns, formatOk: st.formatOk, toolCalls: st.toolCalls, toolErrors: st.toolErrors,
+            retrieved: st.retrieved, supporting: q.supporting,
+          });
+          return { reward: w.reward, components: w.components, exactMatch: w.components.exact_match === 1, formatOk: st.formatOk && st.answer !== undefined, answer: st.answer };
+        },
+      };
+    },
+  };
+}
+
+/** Query that finds a supporting passage: its title (entity name). */
+const queryFor = (passageId: string) => passageId.slice(passageId.indexOf(':') + 1);
+
+/**
+ * The scripted expert: searches each supporting passage in order, then answers. With
+ * probability `mistakeRate` it first makes a mistake it recovers from: searching the whole
+ * question (a vague query) or a wrong entity, then continuing correctly.
+ */
+export function multihopExpert(questions: Map<string, Question>, world: World, mistakeRate: number): TextPolicy {
+  return {
+    async act({ task, history, seed }) {
+      const q = questions.get(task.id)!;
+      const r = mulberry32(seed);
+      const mistake = r() < mistakeRate;
+      const done = history.filter((h) => h.role === 'model').length;
+      const plan: string[] = [];
+      if (mistake) {
+        if (r() < 0.5) plan.push(`<search> ${q.question.replace(/ \?$/, '')} </search>`);
+        else plan.push(`<search> ${world.people[Math.floor(r() * world.people.length)]!.name} </search>`);
+      }
+      for (const s of q.supporting) plan.push(`<search> ${queryFor(s)} </search>`);
+      plan.push(`<answer> ${q.answers[0]} </answer>`);
+      return plan[Math.min(done, plan.length - 1)]!;
+    },
+  };
+}
+
+/** The relation the final hop of a question asks for, as a pattern over passages. */
+function answerPattern(question: string): RegExp {
+  if (/born \?$/.test(question) && question.startsWith('where')) return /was born in (\w+)/;
+  if (question.startsWith('who wrote')) return /was written by (\w+ \w+)/;
+  if (/located \?$/.test(question) && question.includes('which city')) return /is located in (\w+)/;
+  return /is a city in (\w+)/;
+}
+
+/** Naive RAG: one BM25 retrieval with the question; the first passage stating the asked relation gives the answer. */
+export function naiveRag(index: Bm25Index, questions: Map<string, Question>, topK: number) {
+  return async (tasks: RolloutTask[]): Promise<EvalSummary> => {
+    const byHops = new Map<number, { right: number; n: number }>();
+    let right = 0;
+    for (const t of tasks) {
+      const q = questions.get(t.id)!;
+      const text = index.search(q.question, topK).map((h) => h.passage.text).join(' ');
+      const m = answerPattern(q.question).exec(text);
+      const ok = !!m && q.answers.includes(m[1]!);
+      right += ok ? 1 : 0;
+      const h = byHops.get(q.hops) ?? { right: 0, n: 0 };
+      h.n++;
+      h.right += ok ? 1 : 0;
+      byHops.set(q.hops, h);
+    }
+    const n = Math.max(1, tasks.length);
+    return {
+      n: tasks.length,
+      exactMatch: right / n,
+      exactMatchByHops: Object.fromEntries([...byHops].map(([k, v]) => [k, v.right / v.n])),
+      formatRate: 1,
+      toolCallsPerEpisode: 1,
+      toolErrorsPerEpisode: 0,
+    };
+  };
+}
+
+export function multihopKit(cfg: ExperimentConfig): TaskKit {
+  const tok = multihopTokenizer();
+  const hops = cfg.task.hops.map((h) => Math.min(3, h)) as (1 | 2 | 3)[];
+  const trainWorld = generateWorld(cfg.task.train_seed);
+  const evalWorld = generateWorld(cfg.task.eval_seed);
+  const trainIndex = new Bm25Index(trainWorld.passages);
+  const evalIndex = new Bm25Index(evalWorld.passages);
+  const trainTools = new Map<string, Tool>([['search', searchTool(trainIndex, { topK: 2 })]]);
+  const evalTools = new Map<string, Tool>([['search', searchTool(evalIndex, { topK: 2 })]]);
+  const trainQs = generateQuestions(trainWorld, 2000, hops, cfg.task.train_seed + 17);
+  const evalQs = generateQuestions(evalWorld, cfg.eval.n_questions, hops, cfg.task.eval_seed + 17);
+  const all = new Map([...trainQs, ...evalQs].map((q) => [q.id, q]));
+  const eos = tok.encode('<eos>')[0]!;
+  return {
+    tokenizer: tok,
+    trainTasks: trainQs.map((q) => multihopTask(q, trainTools)),
+    evalTasks: evalQs.map((q) => multihopTask(q, evalTools)),
+    stop: { strings: ['</search>', '</answer>'], tokenIds: [eos] },
+    expert: multihopExpert(new Map(trainQs.map((q) => [q.id, q])), trainWorld, cfg.sft.mistake_rate),
+    naiveRag: naiveRag(evalIndex, all, 2),
+    tinyModel: (c) =>
+      tinyConfig({
+        vocabSize: tok.vocab.length,
+        hiddenSize: c.model.hidden_size ?? 64,
+        layers: c.model.layers ?? 2,
+        heads: 4,
+        maxPositionEmbeddings: c.rollout.max_total_length,
+        padTokenId: 0,
+        eosTokenId: eos,
+      }),
+  };
+}
