@@ -74,6 +74,8 @@ export class KvSlotBackend implements DecodeBackend {
     readonly maxBatch: number,
     readonly maxLength: number,
     private readonly padId = 0,
+    /** Keep the batch cache packed between calls (false: always unpack/repack, for measurements). */
+    private readonly keepPacked = true,
   ) {
     this.vocabSize = shape.vocabSize;
     this.slots = new Array(maxBatch).fill(null);
@@ -105,7 +107,7 @@ export class KvSlotBackend implements DecodeBackend {
       if (len > this.maxLength) throw new Error(`KvSlotBackend: slot ${slot} would hold ${len} tokens > maxLength ${this.maxLength}`);
     }
     const p = this.packed;
-    if (p && items.length === p.slots.length && items.every((it, b) => it.slot === p.slots[b] && it.tokens.length === 1)) return this.step(items, p);
+    if (p && this.keepPacked && items.length === p.slots.length && items.every((it, b) => it.slot === p.slots[b] && it.tokens.length === 1)) return this.step(items, p);
     this.unpack();
     return this.general(items);
   }

@@ -12,12 +12,14 @@ export interface ModelBackendOptions {
   maxBatch?: number;
   /** Context per sequence (default: the model's max_position_embeddings). */
   maxLength?: number;
+  /** Keep the batch KV cache packed between steps (default true; false only to measure its effect). */
+  keepPacked?: boolean;
 }
 
 export function policyDecodeBackend(model: PolicyModel, o: ModelBackendOptions = {}): KvSlotBackend {
   const c = model.config;
   return new KvSlotBackend(model.decode, { layers: c.numLayers, kvHeads: c.numKvHeads, headDim: c.headDim, vocabSize: c.vocabSize },
-    o.maxBatch ?? 16, o.maxLength ?? c.maxPositionEmbeddings, c.padTokenId ?? 0);
+    o.maxBatch ?? 16, o.maxLength ?? c.maxPositionEmbeddings, c.padTokenId ?? 0, o.keepPacked ?? true);
 }
 
 export function policyRecomputeBackend(model: PolicyModel, o: ModelBackendOptions = {}): RecomputeBackend {

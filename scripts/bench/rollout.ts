@@ -12,6 +12,8 @@
  *  - tools: 3 model turns of 16 tokens; after each of the first two, the environment answers
  *    asynchronously with a 24-token observation (loss mask 0) that is prefilled when the
  *    sequence rejoins the batch.
+ * `kv-repack` rows decode with the batch cache unpacked into per-slot caches and repacked at every
+ * step (KvSlotBackend keepPacked=false), to measure what keeping it packed saves.
  */
 import { availableParallelism } from 'node:os';
 import { PolicyModel } from '../../engine/model/runtime';
@@ -64,7 +66,7 @@ interface Row {
   params: number;
   tools: boolean;
   batch: number;
-  cache: 'kv' | 'recompute';
+  cache: 'kv' | 'kv-repack' | 'recompute';
   sequences: number;
   generatedTokens: number;
   seconds: number;
@@ -72,8 +74,8 @@ interface Row {
   meanBatch: number;
 }
 
-async function measure(model: PolicyModel, name: string, batch: number, tools: boolean, cache: 'kv' | 'recompute', sequences: number): Promise<Row> {
-  const backend: DecodeBackend = cache === 'kv' ? policyDecodeBackend(model, { maxBatch: batch }) : policyRecomputeBackend(model, { maxBatch: batch });
+async function measure(model: PolicyModel, name: string, batch: number, tools: boolean, cache: Row['cache'], sequences: number): Promise<Row> {
+  const backend: DecodeBackend = cache === 'recompute' ? policyRecomputeBackend(model, { maxBatch: batch }) : policyDecodeBackend(model, { maxBatch: batch, keepPacked: cache === 'kv' });
   const tasks = makeTasks(sequences, model.config.vocabSize, tools, batch);
   const o = {
     tasks, n: 1, seed: 1, sampling: { temperature: 1 }, tokenizer: idTokenizer, maxBatch: batch,
@@ -102,6 +104,11 @@ for (const m of MODELS) {
         rows.push(r);
         log(`  kv        tools=${tools ? 'y' : 'n'} batch=${String(batch).padStart(2)}: ${r.tokensPerSecond.toFixed(0).padStart(7)} tok/s  (${r.generatedTokens} tokens in ${r.seconds.toFixed(2)} s, mean batch ${r.meanBatch.toFixed(1)})`);
       }
+    for (const batch of [8, 64]) {
+      const r = await measure(model, m.name, batch, false, 'kv-repack', batch);
+      rows.push(r);
+      log(`  kv-repack tools=n batch=${String(batch).padStart(2)}: ${r.tokensPerSecond.toFixed(0).padStart(7)} tok/s  (batch cache unpacked and repacked every step)`);
+    }
     for (const batch of [1, 8]) {
       const r = await measure(model, m.name, batch, false, 'recompute', batch);
       rows.push(r);
