@@ -1,0 +1,13 @@
+/**
+ * Builds the engine: the server over the workspace database, with the run templates and the
+ * handlers that other areas provide (training jobs, sandbox, playground).
+ */
+import { join } from 'node:path';
+import { EngineServer } from './server';
+import { builtinTemplates, registerAreaHandlers } from './templates';
+
+export async function createEngine(opts: { home: string; dbPath?: string }): Promise<EngineServer> {
+  const engine = new EngineServer({ home: opts.home, dbPath: opts.dbPath ?? join(opts.home, 'arbor.db'), templates: await builtinTemplates() });
+  await registerAreaHandlers(engine);
+  return engine;
+}

@@ -1,0 +1,221 @@
+/**
+ * Run manager: run templates (a config JSON schema + a job factory), a queue that keeps one
+ * training job on the device at a time (others wait with their position reported), and live
+ * events (metrics, trajectories, logs, checkpoints, status) pushed to every listener.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { BatchWriter, type Store, type TrajectoryRecord } from '../store/store';
+
+/** What a running job may do. */
+export interface JobContext {
+  runId: string;
+  runDir: string;
+  config: Record<string, unknown>;
+  /** Aborted on stop. The job should finish its step, save, and return. */
+  signal: AbortSignal;
+  /** Resolves immediately unless the run is paused; call between steps. */
+  checkpointPause(): Promise<void>;
+  /** Whether this start resumes an earlier run (after stop, crash or pause). */
+  resume: boolean;
+  metric(step: number, values: Record<string, number>): void;
+  trajectories(step: number, ts: TrajectoryRecord[]): void;
+  log(text: string, level?: 'info' | 'warn' | 'error'): void;
+  checkpoint(step: number, path: string, metrics?: Record<string, number>): void;
+  /** Drop rows after `step` (a resume from the checkpoint at `step`). */
+  truncateAfter(step: number): void;
+}
+
+export interface RunTemplate {
+  id: string;
+  name: string;
+  description?: string;
+  /** JSON schema of the config (the UI generates its form from it). */
+  schema: Record<string, unknown>;
+  /** A ready-to-run config. */
+  example?: Record<string, unknown>;
+  /** Validate a config; throw an Error naming the field. */
+  validate?(config: Record<string, unknown>): void;
+  run(ctx: JobContext): Promise<void>;
+}
+
+export type RunEvent =
+  | { event: 'run'; data: { run: ReturnType<Store['getRun']> } }
+  | { event: 'metrics'; data: { runId: string; step: number; values: Record<string, number> } }
+  | { event: 'log'; data: { runId: string; line: { seq: number; time: number; level: string; text: string } } }
+  | { event: 'trajectories'; data: { runId: string; step: number; count: number } }
+  | { event: 'checkpoint'; data: { runId: string; checkpoint: { id: string; runId: string; step: number; path: string } } }
+  | { event: 'queue'; data: { queue: { runId: string; position: number }[]; running: string | null } };
+
+interface Active { runId: string; abort: AbortController; paused: boolean; resumeWaiters: (() => void)[]; done: Promise<void> }
+
+export class RunManager {
+  private templates = new Map<string, RunTemplate>();
+  private queue: { runId: string; resume: boolean }[] = [];
+  private active: Active | null = null;
+  private listeners = new Set<(e: RunEvent) => void>();
+  readonly writer: BatchWriter;
+
+  constructor(readonly store: Store, readonly home: string) {
+    this.writer = new BatchWriter(store, { intervalMs: 150 });
+    // Runs left "running" by a crashed engine are marked so (they can be resumed).
+    for (const r of store.listRuns({ status: 'running' })) store.setStatus(r.id, 'failed', 'the engine stopped while this run was running; resume it to continue');
+    for (const r of store.listRuns({ status: 'queued' })) store.setStatus(r.id, 'stopped', 'the engine restarted before this run started');
+  }
+
+  register(t: RunTemplate): void {
+    this.templates.set(t.id, t);
+  }
+
+  listTemplates() {
+    return [...this.templates.values()].map((t) => ({ id: t.id, name: t.name, description: t.description, schema: t.schema, example: t.example }));
+  }
+
+  on(l: (e: RunEvent) => void): () => void {
+    this.listeners.add(l);
+    return () => this.listeners.delete(l);
+  }
+
+  private emit(e: RunEvent): void {
+    for (const l of this.listeners) l(e);
+  }
+
+  private emitRun(runId: string): void {
+    this.emit({ event: 'run', data: { run: this.store.getRun(runId) } });
+  }
+
+  private emitQueue(): void {
+    this.emit({ event: 'queue', data: { queue: this.queue.map((q, i) => ({ runId: q.runId, position: i + 1 })), running: this.active?.runId ?? null } });
+  }
+
+  queueState() {
+    return { queue: this.queue.map((q, i) => ({ runId: q.runId, position: i + 1 })), running: this.active?.runId ?? null };
+  }
+
+  start(req: { template: string; config: Record<string, unknown>; name?: string; tags?: string[]; parentId?: string }): string {
+    const t = this.templates.get(req.template);
+    if (!t) throw new Error(`unknown template "${req.template}" (available: ${[...this.templates.keys()].join(', ')})`);
+    t.validate?.(req.config);
+    const seed = typeof req.config.seed === 'number' ? req.config.seed : undefined;
+    const id = this.store.createRun({ name: req.name ?? `${t.id}-${new Date().toISOString().slice(5, 19).replace(/[-:T]/g, '')}`, template: t.id, config: req.config, seed, tags: req.tags, parentId: req.parentId });
+    this.enqueue(id, false);
+    return id;
+  }
+
+  fork(id: string, opts: { config?: Record<string, unknown>; name?: string } = {}): string {
+    const r = this.store.getRun(id);
+    return this.start({ template: r.template ?? '', config: { ...r.config, ...(opts.config ?? {}) }, name: opts.name ?? `${r.name}-fork`, tags: r.tags, parentId: id });
+  }
+
+  private enqueue(runId: string, resume: boolean): void {
+    this.queue.push({ runId, resume });
+    this.store.setStatus(runId, 'queued');
+    this.emitRun(runId);
+    this.emitQueue();
+    void this.pump();
+  }
+
+  resume(id: string): void {
+    if (this.active?.runId === id && this.active.paused) {
+      this.active.paused = false;
+      for (const w of this.active.resumeWaiters.splice(0)) w();
+      this.store.setStatus(id, 'running');
+      this.emitRun(id);
+      return;
+    }
+    const r = this.store.getRun(id);
+    if (['running', 'queued'].includes(r.status)) throw new Error(`run "${id}" is already ${r.status}`);
+    this.enqueue(id, true);
+  }
+
+  pause(id: string): void {
+    if (this.active?.runId !== id) throw new Error(`run "${id}" is not running`);
+    this.active.paused = true;
+    this.store.setStatus(id, 'paused');
+    this.emitRun(id);
+  }
+
+  async stop(id: string): Promise<void> {
+    const qi = this.queue.findIndex((q) => q.runId === id);
+    if (qi >= 0) {
+      this.queue.splice(qi, 1);
+      this.store.setStatus(id, 'stopped');
+      this.emitRun(id);
+      this.emitQueue();
+      return;
+    }
+    if (this.active?.runId !== id) throw new Error(`run "${id}" is not running or queued`);
+    const a = this.active;
+    a.abort.abort();
+    a.paused = false;
+    for (const w of a.resumeWaiters.splice(0)) w();
+    await a.done;
+  }
+
+  /** Wait until nothing is running or queued (tests, shutdown). */
+  async idle(): Promise<void> {
+    while (this.active || this.queue.length) await (this.active?.done ?? new Promise((r) => setTimeout(r, 10)));
+  }
+
+  private async pump(): Promise<void> {
+    if (this.active || this.queue.length === 0) return;
+    const next = this.queue.shift()!;
+    this.emitQueue();
+    const run = this.store.getRun(next.runId);
+    const t = this.templates.get(run.template ?? '');
+    const abort = new AbortController();
+    const active: Active = { runId: run.id, abort, paused: false, resumeWaiters: [], done: Promise.resolve() };
+    this.active = active;
+    const runDir = join(this.home, 'runs', run.id);
+    mkdirSync(runDir, { recursive: true });
+    const store = this.store, writer = this.writer;
+    const ctx: JobContext = {
+      runId: run.id, runDir, config: run.config, signal: abort.signal, resume: next.resume,
+      checkpointPause: () => (active.paused ? new Promise<void>((r) => active.resumeWaiters.push(r)) : Promise.resolve()),
+      metric: (step, values) => {
+        writer.metrics(run.id, step, values);
+        this.emit({ event: 'metrics', data: { runId: run.id, step, values } });
+      },
+      trajectories: (step, ts) => {
+        for (const t of ts) writer.trajectory(run.id, t);
+        writer.flush();
+        this.emit({ event: 'trajectories', data: { runId: run.id, step, count: ts.length } });
+      },
+      log: (text, level = 'info') => {
+        writer.flush();
+        const seq = store.log(run.id, level, text);
+        this.emit({ event: 'log', data: { runId: run.id, line: { seq, time: Date.now() / 1000, level, text } } });
+      },
+      checkpoint: (step, path, metrics) => {
+        writer.flush();
+        const id = store.addCheckpoint(run.id, step, path, metrics);
+        this.emit({ event: 'checkpoint', data: { runId: run.id, checkpoint: { id, runId: run.id, step, path } } });
+      },
+      truncateAfter: (step) => {
+        writer.flush();
+        store.truncateAfter(run.id, step);
+      },
+    };
+    active.done = (async () => {
+      store.setStatus(run.id, 'running');
+      this.emitRun(run.id);
+      try {
+        if (!t) throw new Error(`template "${run.template}" is not available in this engine`);
+        await t.run(ctx);
+        writer.flush();
+        store.setStatus(run.id, abort.signal.aborted ? 'stopped' : 'completed');
+      } catch (e) {
+        writer.flush();
+        const msg = e instanceof Error ? e.message : String(e);
+        store.log(run.id, 'error', msg);
+        this.emit({ event: 'log', data: { runId: run.id, line: { seq: 0, time: Date.now() / 1000, level: 'error', text: msg } } });
+        store.setStatus(run.id, abort.signal.aborted ? 'stopped' : 'failed', msg);
+      } finally {
+        this.active = null;
+        this.emitRun(run.id);
+        this.emitQueue();
+        void this.pump();
+      }
+    })();
+  }
+}

@@ -1,0 +1,18 @@
+/**
+ * Entry of the engine as an Electron utility process. The main process posts one message
+ * carrying a MessagePort (transferred from a MessageChannelMain whose other end went to the
+ * renderer); the engine serves the protocol on it. Several ports may arrive (window reloads).
+ */
+import { arborHome } from '../store/db';
+import { attachPort, type PortLike } from './transports';
+import { createEngine } from './engine';
+
+interface ParentPort { on(event: 'message', l: (e: { data: unknown; ports: PortLike[] }) => void): void; postMessage(m: unknown): void }
+
+const parentPort = (process as unknown as { parentPort?: ParentPort }).parentPort;
+if (!parentPort) throw new Error('engine/server/utility.ts must run as an Electron utility process');
+const engine = await createEngine({ home: arborHome() });
+parentPort.on('message', (e) => {
+  for (const port of e.ports ?? []) attachPort(engine, port);
+});
+parentPort.postMessage({ type: 'ready', pid: process.pid });

@@ -1,0 +1,327 @@
+/**
+ * Writes and queries over the workspace database. Writes from a training job go through
+ * `BatchWriter`, which queues them and commits in one transaction per flush, so the training
+ * loop never waits on SQLite; a crash loses at most what was still queued (the in-flight step).
+ */
+import { randomUUID } from 'node:crypto';
+import type { DB } from './db';
+
+export interface RunRow {
+  id: string; name: string; template: string | null; status: string; config: Record<string, unknown>; seed: number | null;
+  tags: string[]; parentId: string | null; createdAt: number; startedAt: number | null; endedAt: number | null;
+  error: string | null; step: number; notes: string; metrics: Record<string, number>;
+}
+
+export interface TurnRecord {
+  role: string;
+  text: string;
+  tokenIds?: ArrayLike<number>;
+  logprob?: ArrayLike<number>;
+  refLogprob?: ArrayLike<number>;
+  entropy?: ArrayLike<number>;
+  advantage?: ArrayLike<number>;
+  value?: ArrayLike<number>;
+  lossMask?: ArrayLike<number>;
+  toolCalls?: unknown[];
+  stepReward?: number | null;
+}
+
+export interface TrajectoryRecord {
+  step: number;
+  group: number;
+  sample: number;
+  task?: string;
+  prompt?: string;
+  reward: number;
+  advantage?: number;
+  outcome?: Record<string, unknown>;
+  timings?: Record<string, number>;
+  turns: TurnRecord[];
+}
+
+export interface TrajectoryQuery {
+  runId: string;
+  step?: number;
+  minReward?: number;
+  maxReward?: number;
+  errorsOnly?: boolean;
+  task?: string;
+  limit?: number;
+}
+
+const f32 = (a?: ArrayLike<number>) => (a ? Buffer.from(Float32Array.from(a).buffer) : null);
+const i32 = (a?: ArrayLike<number>) => (a ? Buffer.from(Int32Array.from(a).buffer) : null);
+const fromF32 = (b: Buffer | null) => (b ? Array.from(new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength))) : null);
+const fromI32 = (b: Buffer | null) => (b ? Array.from(new Int32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength))) : []);
+
+export class Store {
+  constructor(readonly db: DB) {}
+
+  // ---- runs ----------------------------------------------------------------------------
+  createRun(r: { name: string; template?: string; config?: Record<string, unknown>; seed?: number; tags?: string[]; parentId?: string; status?: string; id?: string }): string {
+    const id = r.id ?? randomUUID().slice(0, 8);
+    this.db.prepare(`INSERT INTO runs (id, name, template, status, config, seed, tags, parent_id, created_at) VALUES (?,?,?,?,?,?,?,?,?)`)
+      .run(id, r.name, r.template ?? null, r.status ?? 'queued', JSON.stringify(r.config ?? {}), r.seed ?? null, JSON.stringify(r.tags ?? []), r.parentId ?? null, Date.now() / 1000);
+    const flat = flattenParams(r.config ?? {});
+    const ins = this.db.prepare('INSERT OR REPLACE INTO params (run_id, key, value) VALUES (?,?,?)');
+    for (const [k, v] of Object.entries(flat)) ins.run(id, k, v);
+    return id;
+  }
+
+  setStatus(id: string, status: string, error?: string): void {
+    const now = Date.now() / 1000;
+    const started = status === 'running' ? now : null;
+    const ended = ['completed', 'failed', 'stopped'].includes(status) ? now : null;
+    this.db.prepare(`UPDATE runs SET status = ?, error = COALESCE(?, error), started_at = COALESCE(started_at, ?), ended_at = ? WHERE id = ?`)
+      .run(status, error ?? null, started, ended, id);
+  }
+
+  getRun(id: string): RunRow {
+    const r = this.db.prepare('SELECT * FROM runs WHERE id = ?').get(id) as Record<string, unknown> | undefined;
+    if (!r) throw new Error(`no run with id "${id}"`);
+    return this.toRun(r, this.latest(id));
+  }
+
+  deleteRun(id: string): void {
+    this.db.prepare('DELETE FROM runs WHERE id = ?').run(id);
+  }
+
+  latest(id: string): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const m of this.db.prepare('SELECT key, value FROM latest_metrics WHERE run_id = ?').all(id) as { key: string; value: number }[]) out[m.key] = m.value;
+    return out;
+  }
+
+  /** Run list with filters (status, tag, text in name) and sort (created, name, status, or a metric key). */
+  listRuns(q: { status?: string; tag?: string; search?: string; sort?: string; desc?: boolean; limit?: number } = {}): RunRow[] {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    if (q.status) { where.push('r.status = ?'); args.push(q.status); }
+    if (q.tag) { where.push('EXISTS (SELECT 1 FROM json_each(r.tags) WHERE value = ?)'); args.push(q.tag); }
+    if (q.search) { where.push('r.name LIKE ?'); args.push(`%${q.search}%`); }
+    const dir = q.desc === false ? 'ASC' : 'DESC';
+    let order = `r.created_at ${dir}`;
+    let join = '';
+    if (q.sort && ['name', 'status', 'created_at'].includes(q.sort)) order = `r.${q.sort} ${dir}`;
+    else if (q.sort) { join = 'LEFT JOIN latest_metrics lm ON lm.run_id = r.id AND lm.key = ?'; args.unshift(q.sort); order = `lm.value ${dir}`; }
+    const rows = this.db.prepare(`SELECT r.* FROM runs r ${join} ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY ${order} LIMIT ?`)
+      .all(...args, q.limit ?? 1000) as Record<string, unknown>[];
+    if (rows.length === 0) return [];
+    const latest = new Map<string, Record<string, number>>();
+    const ids = rows.map((r) => r.id as string);
+    const lm = this.db.prepare(`SELECT run_id, key, value FROM latest_metrics WHERE run_id IN (SELECT value FROM json_each(?))`).all(JSON.stringify(ids)) as { run_id: string; key: string; value: number }[];
+    for (const m of lm) {
+      let o = latest.get(m.run_id);
+      if (!o) latest.set(m.run_id, (o = {}));
+      o[m.key] = m.value;
+    }
+    return rows.map((r) => this.toRun(r, latest.get(r.id as string) ?? {}));
+  }
+
+  private toRun(r: Record<string, unknown>, metrics: Record<string, number>): RunRow {
+    return {
+      id: r.id as string, name: r.name as string, template: r.template as string | null, status: r.status as string,
+      config: JSON.parse(r.config as string), seed: r.seed as number | null, tags: JSON.parse(r.tags as string),
+      parentId: r.parent_id as string | null, createdAt: r.created_at as number, startedAt: r.started_at as number | null,
+      endedAt: r.ended_at as number | null, error: r.error as string | null, step: r.step as number, notes: (r.notes as string) ?? '', metrics,
+    };
+  }
+
+  // ---- metrics -------------------------------------------------------------------------
+  writeMetrics(runId: string, step: number, values: Record<string, number>, time = Date.now() / 1000): void {
+    const ins = this.db.prepare('INSERT INTO metrics (run_id, key, step, time, value) VALUES (?,?,?,?,?)');
+    const up = this.db.prepare(`INSERT INTO latest_metrics (run_id, key, step, time, value) VALUES (?,?,?,?,?)
+      ON CONFLICT(run_id, key) DO UPDATE SET step = excluded.step, time = excluded.time, value = excluded.value WHERE excluded.step >= latest_metrics.step`);
+    for (const [k, v] of Object.entries(values)) {
+      const val = Number.isFinite(v) ? v : null;
+      ins.run(runId, k, step, time, val);
+      up.run(runId, k, step, time, val);
+    }
+    this.db.prepare('UPDATE runs SET step = MAX(step, ?) WHERE id = ?').run(step, runId);
+  }
+
+  metricKeys(runId: string): string[] {
+    return (this.db.prepare('SELECT key FROM latest_metrics WHERE run_id = ? ORDER BY key').all(runId) as { key: string }[]).map((r) => r.key);
+  }
+
+  /**
+   * A metric series downsampled in SQL to about `maxPoints` points: the steps are split into
+   * buckets and each bucket keeps its first, last, minimum and maximum point, so spikes and
+   * the ends of the curve survive.
+   */
+  metricSeries(runId: string, key: string, maxPoints = 1500): { step: number[]; value: (number | null)[] } {
+    const r = this.db.prepare('SELECT MIN(step) AS lo, MAX(step) AS hi, COUNT(*) AS n FROM metrics WHERE run_id = ? AND key = ?').get(runId, key) as { lo: number | null; hi: number | null; n: number };
+    if (!r.n) return { step: [], value: [] };
+    let rows: { step: number; value: number | null }[];
+    if (r.n <= maxPoints) {
+      rows = this.db.prepare('SELECT step, value FROM metrics WHERE run_id = ? AND key = ? ORDER BY step').all(runId, key) as typeof rows;
+    } else {
+      const buckets = Math.max(1, Math.floor(maxPoints / 4));
+      const width = (r.hi! - r.lo! + 1) / buckets;
+      rows = this.db.prepare(`
+        WITH s AS (SELECT step, value, CAST((step - ?) / ? AS INTEGER) AS b FROM metrics WHERE run_id = ? AND key = ?)
+        SELECT step, value FROM (
+          SELECT step, value, MIN(step) FROM s GROUP BY b
+          UNION SELECT step, value, MAX(step) FROM s GROUP BY b
+          UNION SELECT step, value, MIN(value) FROM s WHERE value IS NOT NULL GROUP BY b
+          UNION SELECT step, value, MAX(value) FROM s WHERE value IS NOT NULL GROUP BY b)
+        GROUP BY step ORDER BY step`).all(r.lo, width, runId, key) as typeof rows;
+    }
+    return { step: rows.map((x) => x.step), value: rows.map((x) => x.value) };
+  }
+
+  /** Drop everything a run logged after `step` (resume from a checkpoint at `step`). */
+  truncateAfter(runId: string, step: number): void {
+    this.db.transaction(() => {
+      this.db.prepare('DELETE FROM metrics WHERE run_id = ? AND step > ?').run(runId, step);
+      this.db.prepare('DELETE FROM trajectories WHERE run_id = ? AND step > ?').run(runId, step);
+      this.db.prepare('DELETE FROM latest_metrics WHERE run_id = ?').run(runId);
+      this.db.prepare(`INSERT INTO latest_metrics (run_id, key, step, time, value)
+        SELECT run_id, key, step, time, value FROM metrics m WHERE run_id = ? AND step = (SELECT MAX(step) FROM metrics WHERE run_id = m.run_id AND key = m.key) GROUP BY key`).run(runId);
+      this.db.prepare('UPDATE runs SET step = ? WHERE id = ?').run(step, runId);
+    })();
+  }
+
+  // ---- trajectories --------------------------------------------------------------------
+  writeTrajectory(runId: string, t: TrajectoryRecord, full = true): number {
+    const hasError = t.turns.some((u) => (u.toolCalls ?? []).some((c) => (c as { error?: unknown }).error));
+    const info = this.db.prepare(`INSERT INTO trajectories (run_id, step, grp, sample, task, prompt, reward, advantage, outcome, timings, has_error, turn_count, full)
+      VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`).run(runId, t.step, t.group, t.sample, t.task ?? null, t.prompt ?? null, t.reward, t.advantage ?? null,
+      JSON.stringify(t.outcome ?? {}), JSON.stringify(t.timings ?? {}), hasError ? 1 : 0, t.turns.length, full ? 1 : 0);
+    const id = Number(info.lastInsertRowid);
+    if (full) {
+      const ins = this.db.prepare(`INSERT INTO turns (traj_id, idx, role, text, token_ids, logprob, ref_logprob, entropy, advantage, value, loss_mask, tool_calls, step_reward)
+        VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`);
+      t.turns.forEach((u, i) => ins.run(id, i, u.role, u.text, i32(u.tokenIds), f32(u.logprob), f32(u.refLogprob), f32(u.entropy), f32(u.advantage), f32(u.value), f32(u.lossMask), JSON.stringify(u.toolCalls ?? []), u.stepReward ?? null));
+    }
+    return id;
+  }
+
+  trajectorySteps(runId: string): number[] {
+    return (this.db.prepare('SELECT DISTINCT step FROM trajectories WHERE run_id = ? ORDER BY step').all(runId) as { step: number }[]).map((r) => r.step);
+  }
+
+  searchTrajectories(q: TrajectoryQuery) {
+    const where = ['run_id = ?'];
+    const args: unknown[] = [q.runId];
+    if (q.step !== undefined) { where.push('step = ?'); args.push(q.step); }
+    if (q.minReward !== undefined) { where.push('reward >= ?'); args.push(q.minReward); }
+    if (q.maxReward !== undefined) { where.push('reward <= ?'); args.push(q.maxReward); }
+    if (q.errorsOnly) where.push('has_error = 1');
+    if (q.task) { where.push('(task LIKE ? OR prompt LIKE ?)'); args.push(`%${q.task}%`, `%${q.task}%`); }
+    const rows = this.db.prepare(`SELECT * FROM trajectories WHERE ${where.join(' AND ')} ORDER BY step, grp, sample LIMIT ?`).all(...args, q.limit ?? 2000) as Record<string, unknown>[];
+    return rows.map((r) => this.trajSummary(r));
+  }
+
+  private trajSummary(r: Record<string, unknown>) {
+    const outcome = JSON.parse(r.outcome as string) as Record<string, unknown>;
+    return {
+      id: String(r.id), runId: r.run_id as string, step: r.step as number, group: r.grp as number, sample: r.sample as number,
+      task: (r.task as string) ?? undefined, prompt: (r.prompt as string) ?? undefined, reward: r.reward as number,
+      advantage: (r.advantage as number) ?? undefined, outcome: typeof outcome.answer === 'string' ? outcome.answer : undefined,
+      turns: r.turn_count as number, hasError: r.has_error === 1, full: r.full === 1, outcomeData: outcome,
+      timings: JSON.parse(r.timings as string) as Record<string, number>,
+    };
+  }
+
+  getTrajectory(id: string) {
+    const r = this.db.prepare('SELECT * FROM trajectories WHERE id = ?').get(Number(id)) as Record<string, unknown> | undefined;
+    if (!r) throw new Error(`no trajectory with id "${id}"`);
+    const s = this.trajSummary(r);
+    const turns = (this.db.prepare('SELECT * FROM turns WHERE traj_id = ? ORDER BY idx').all(Number(id)) as Record<string, Buffer | string | number | null>[]).map((u) => ({
+      role: u.role as string, text: u.text as string, tokenIds: fromI32(u.token_ids as Buffer | null),
+      logprob: fromF32(u.logprob as Buffer | null), refLogprob: fromF32(u.ref_logprob as Buffer | null), entropy: fromF32(u.entropy as Buffer | null),
+      advantage: fromF32(u.advantage as Buffer | null), value: fromF32(u.value as Buffer | null), lossMask: fromF32(u.loss_mask as Buffer | null),
+      toolCalls: JSON.parse(u.tool_calls as string) as unknown[], stepReward: u.step_reward as number | null,
+    }));
+    return { ...s, turnsData: turns };
+  }
+
+  /** Every sample of one prompt (a GRPO group) at a step. */
+  group(runId: string, step: number, group: number) {
+    return (this.db.prepare('SELECT * FROM trajectories WHERE run_id = ? AND step = ? AND grp = ? ORDER BY sample').all(runId, step, group) as Record<string, unknown>[]).map((r) => this.trajSummary(r));
+  }
+
+  // ---- checkpoints, events, artifacts ---------------------------------------------------
+  addCheckpoint(runId: string, step: number, path: string, metrics: Record<string, number> = {}): string {
+    const id = `${runId}:${step}`;
+    this.db.prepare('INSERT OR REPLACE INTO checkpoints (id, run_id, step, path, created_at, metrics) VALUES (?,?,?,?,?,?)').run(id, runId, step, path, Date.now() / 1000, JSON.stringify(metrics));
+    return id;
+  }
+
+  checkpoints(runId?: string) {
+    const rows = (runId ? this.db.prepare('SELECT * FROM checkpoints WHERE run_id = ? ORDER BY step').all(runId) : this.db.prepare('SELECT * FROM checkpoints ORDER BY created_at').all()) as Record<string, unknown>[];
+    return rows.map((r) => ({ id: r.id as string, runId: r.run_id as string, step: r.step as number, path: r.path as string, createdAt: r.created_at as number, metrics: JSON.parse(r.metrics as string) }));
+  }
+
+  log(runId: string | null, level: string, text: string): number {
+    return Number(this.db.prepare('INSERT INTO events (run_id, time, level, text) VALUES (?,?,?,?)').run(runId, Date.now() / 1000, level, text).lastInsertRowid);
+  }
+
+  logs(runId: string, afterSeq = 0, limit = 5000) {
+    return this.db.prepare('SELECT seq, time, level, text FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?').all(runId, afterSeq, limit) as { seq: number; time: number; level: string; text: string }[];
+  }
+
+  addArtifact(runId: string, kind: string, path: string): void {
+    this.db.prepare('INSERT INTO artifacts (run_id, kind, path, created_at) VALUES (?,?,?,?)').run(runId, kind, path, Date.now() / 1000);
+  }
+
+  /** Config differences between runs: only the keys whose values differ. */
+  configDiff(ids: string[]): Record<string, Record<string, string | null>> {
+    const flat = ids.map((id) => flattenParams(this.getRun(id).config));
+    const keys = new Set(flat.flatMap((f) => Object.keys(f)));
+    const out: Record<string, Record<string, string | null>> = {};
+    for (const k of [...keys].sort()) {
+      const vals = flat.map((f) => f[k] ?? null);
+      if (new Set(vals).size > 1) out[k] = Object.fromEntries(ids.map((id, i) => [id, vals[i]]));
+    }
+    return out;
+  }
+}
+
+export function flattenParams(o: Record<string, unknown>, prefix = ''): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(o)) {
+    const key = prefix ? `${prefix}.${k}` : k;
+    if (v && typeof v === 'object' && !Array.isArray(v)) Object.assign(out, flattenParams(v as Record<string, unknown>, key));
+    else out[key] = JSON.stringify(v);
+  }
+  return out;
+}
+
+/**
+ * Queued writes committed in one transaction per flush (every `intervalMs` or `maxQueue`
+ * items), off the training loop's hot path. `keepEvery` keeps full trajectories (with turns)
+ * for every Nth step and summaries for all.
+ */
+export class BatchWriter {
+  private queue: (() => void)[] = [];
+  private timer: NodeJS.Timeout | null = null;
+  constructor(readonly store: Store, readonly opts: { intervalMs?: number; maxQueue?: number; keepEvery?: number } = {}) {}
+
+  private push(op: () => void): void {
+    this.queue.push(op);
+    if (this.queue.length >= (this.opts.maxQueue ?? 2000)) this.flush();
+    else if (!this.timer) this.timer = setTimeout(() => this.flush(), this.opts.intervalMs ?? 200);
+  }
+  metrics(runId: string, step: number, values: Record<string, number>): void {
+    const t = Date.now() / 1000;
+    this.push(() => this.store.writeMetrics(runId, step, values, t));
+  }
+  trajectory(runId: string, t: TrajectoryRecord): void {
+    const every = this.opts.keepEvery ?? 1;
+    this.push(() => this.store.writeTrajectory(runId, t, t.step % every === 0));
+  }
+  log(runId: string, level: string, text: string): void {
+    this.push(() => this.store.log(runId, level, text));
+  }
+  /** Commit everything queued, in one transaction. */
+  flush(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    if (this.queue.length === 0) return;
+    const ops = this.queue;
+    this.queue = [];
+    this.store.db.transaction(() => { for (const op of ops) op(); })();
+  }
+}
