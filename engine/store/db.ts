@@ -59,6 +59,11 @@ export const MIGRATIONS: { version: number; name: string; sql: string }[] = [
       CREATE INDEX trajectories_run_reward ON trajectories(run_id, reward);
       CREATE INDEX runs_created ON runs(created_at);`,
   },
+  {
+    version: 3,
+    name: 'decoded token strings per turn (for the token heat map)',
+    sql: `ALTER TABLE turns ADD COLUMN tokens TEXT;`,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;

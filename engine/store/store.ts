@@ -24,6 +24,8 @@ export interface TurnRecord {
   lossMask?: ArrayLike<number>;
   toolCalls?: unknown[];
   stepReward?: number | null;
+  /** Decoded text of each token (same length as tokenIds). */
+  tokens?: string[];
 }
 
 export interface TrajectoryRecord {
@@ -190,9 +192,9 @@ export class Store {
       JSON.stringify(t.outcome ?? {}), JSON.stringify(t.timings ?? {}), hasError ? 1 : 0, t.turns.length, full ? 1 : 0);
     const id = Number(info.lastInsertRowid);
     if (full) {
-      const ins = this.db.prepare(`INSERT INTO turns (traj_id, idx, role, text, token_ids, logprob, ref_logprob, entropy, advantage, value, loss_mask, tool_calls, step_reward)
-        VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`);
-      t.turns.forEach((u, i) => ins.run(id, i, u.role, u.text, i32(u.tokenIds), f32(u.logprob), f32(u.refLogprob), f32(u.entropy), f32(u.advantage), f32(u.value), f32(u.lossMask), JSON.stringify(u.toolCalls ?? []), u.stepReward ?? null));
+      const ins = this.db.prepare(`INSERT INTO turns (traj_id, idx, role, text, token_ids, logprob, ref_logprob, entropy, advantage, value, loss_mask, tool_calls, step_reward, tokens)
+        VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`);
+      t.turns.forEach((u, i) => ins.run(id, i, u.role, u.text, i32(u.tokenIds), f32(u.logprob), f32(u.refLogprob), f32(u.entropy), f32(u.advantage), f32(u.value), f32(u.lossMask), JSON.stringify(u.toolCalls ?? []), u.stepReward ?? null, u.tokens ? JSON.stringify(u.tokens) : null));
     }
     return id;
   }
@@ -233,6 +235,7 @@ export class Store {
       logprob: fromF32(u.logprob as Buffer | null), refLogprob: fromF32(u.ref_logprob as Buffer | null), entropy: fromF32(u.entropy as Buffer | null),
       advantage: fromF32(u.advantage as Buffer | null), value: fromF32(u.value as Buffer | null), lossMask: fromF32(u.loss_mask as Buffer | null),
       toolCalls: JSON.parse(u.tool_calls as string) as unknown[], stepReward: u.step_reward as number | null,
+      tokens: u.tokens ? (JSON.parse(u.tokens as string) as string[]) : [],
     }));
     return { ...s, turnsData: turns };
   }
