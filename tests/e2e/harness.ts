@@ -109,3 +109,22 @@ export function screenshotOnFailure(page: () => Page | undefined, name: string):
 export function numbersIn(text: string): number[] {
   return (text.match(/-?\d+(\.\d+)?(e-?\d+)?/g) ?? []).map(Number);
 }
+
+/** One protocol request to the engine from the test process (to probe what it offers). */
+export async function engineRequest(engine: Engine, method: string, params?: unknown): Promise<{ result?: unknown; error?: { message: string; code?: string } }> {
+  const { WebSocket } = await import('ws');
+  const u = new URL(engine.url);
+  const ws = new WebSocket(`ws://${u.host}/ws?token=${u.searchParams.get('token')}`);
+  try {
+    return await new Promise((resolve, reject) => {
+      ws.on('error', reject);
+      ws.on('open', () => ws.send(JSON.stringify({ id: 1, method, params })));
+      ws.on('message', (raw) => {
+        const m = JSON.parse(String(raw));
+        if (m.id === 1) resolve({ result: m.result, error: m.error });
+      });
+    });
+  } finally {
+    ws.close();
+  }
+}

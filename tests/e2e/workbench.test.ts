@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { numbersIn, openBrowser, ROOT, screenshotOnFailure, startEngine, type Browser, type Engine } from './harness';
+import { engineRequest, numbersIn, openBrowser, ROOT, screenshotOnFailure, startEngine, type Browser, type Engine } from './harness';
 
 const serverLanded = existsSync(join(ROOT, 'engine/server/protocol.ts'));
 
@@ -24,7 +24,7 @@ afterEach(async () => {
 });
 
 /** Store a small verl rollout dump through the engine's importer, so there are real stored trajectories. */
-function seedVerlDump(home: string): void {
+function seedVerlDump(home: string): boolean {
   const dir = mkdtempSync(join(tmpdir(), 'arbor-e2e-verl-'));
   const rows = [0, 1, 2, 3].map((i) => ({
     input: `<|im_start|>user\nWho directed the film that won in ${2000 + i}?<|im_end|>\n<|im_start|>assistant\n`,
@@ -35,11 +35,21 @@ function seedVerlDump(home: string): void {
   }));
   writeFileSync(join(dir, '3.jsonl'), rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
   const r = spawnSync(process.execPath, [join(ROOT, 'bin/arbor.mjs'), 'import', 'verl', dir, '--name', 'verl-seed'], { cwd: ROOT, env: { ...process.env, ARBOR_HOME: home }, encoding: 'utf8' });
+  if (r.status !== 0 && /unknown command/i.test(r.stderr)) return false;
   if (r.status !== 0) throw new Error(`arbor import verl failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
+  return true;
+}
+
+/** True when the engine answers `method` (it is registered by the area that provides it). */
+async function available(method: string, params: unknown): Promise<boolean> {
+  const r = await engineRequest(engine!, method, params);
+  return r.error?.code !== 'unavailable' && r.error?.code !== 'unknown_method';
 }
 
 describe.skipIf(!serverLanded)('workbench in web mode', () => {
-  it('starts a short run from a template and its charts update live', async () => {
+  it('starts a short run from a template and its charts update live', async (ctx) => {
+    const templates = (await engineRequest(engine!, 'templates.list')).result as unknown[];
+    if (!templates?.length) ctx.skip('the engine registers no run template yet (training area)');
     const { page, errors } = browser!;
     await page.goto(engine!.url);
     await page.getByTestId('engine-status').getByText('connected').waitFor();
@@ -68,8 +78,8 @@ describe.skipIf(!serverLanded)('workbench in web mode', () => {
     expect(errors.filter((e) => !/favicon/.test(e))).toEqual([]);
   });
 
-  it('replays a stored trajectory with the keyboard and switches the colour channel', async () => {
-    seedVerlDump(engine!.home);
+  it('replays a stored trajectory with the keyboard and switches the colour channel', async (ctx) => {
+    if (!seedVerlDump(engine!.home)) ctx.skip('`arbor import verl` does not exist yet');
     const { page } = browser!;
     await page.goto(engine!.url);
     await page.getByTestId('engine-status').getByText('connected').waitFor();
@@ -97,8 +107,9 @@ describe.skipIf(!serverLanded)('workbench in web mode', () => {
     await expect.poll(() => channel.innerText()).toBe('entropy');
   });
 
-  it('scores a stored trajectory with a reward edited in Monaco', async () => {
-    seedVerlDump(engine!.home);
+  it('scores a stored trajectory with a reward edited in Monaco', async (ctx) => {
+    if (!(await available('sandbox.tryReward', { source: '', trajectoryId: '0' }))) ctx.skip('sandbox.tryReward is not registered yet');
+    if (!seedVerlDump(engine!.home)) ctx.skip('`arbor import verl` does not exist yet');
     const { page } = browser!;
     await page.goto(engine!.url);
     await page.getByTestId('engine-status').getByText('connected').waitFor();
@@ -125,7 +136,8 @@ describe.skipIf(!serverLanded)('workbench in web mode', () => {
     expect(value).toBeGreaterThan(1);
   });
 
-  it('shows the error and its line when a tool throws', async () => {
+  it('shows the error and its line when a tool throws', async (ctx) => {
+    if (!(await available('sandbox.tryTool', { source: '', args: {} }))) ctx.skip('sandbox.tryTool is not registered yet');
     const { page } = browser!;
     await page.goto(engine!.url);
     await page.getByTestId('engine-status').getByText('connected').waitFor();

@@ -1,6 +1,6 @@
 // Picks the transport (Electron preload or WebSocket) and adapts the engine protocol client to
 // the ArborApi the stores use.
-import type { ArborApi, ChatEvent, ConnectionState, EngineEvent } from './types';
+import type { ArborApi, ChatEvent, Checkpoint, ConnectionState, EngineEvent, LogLine, RunDetail, Trajectory, TurnView } from './types';
 import { EngineError } from './types';
 import { engineWsUrl, preloadTransport, webSocketTransport, type Transport } from './transports';
 
@@ -54,23 +54,27 @@ export function adaptClient(rpc: RpcClient, transport: Pick<Transport, 'onState'
   return {
     listTemplates: () => call('templates.list'),
     listRuns: () => call('runs.list'),
-    getRun: (id) => call('runs.get', { id }),
+    getRun: async (id) => {
+      const r = await call<RunDetail>('runs.get', { id });
+      return { ...r, checkpoints: r.checkpoints.map(checkpointMs) };
+    },
     startRun: (req) => call('runs.start', req),
     stopRun: (id) => call('runs.stop', { id }),
     resumeRun: (id) => call('runs.resume', { id }),
     forkRun: (id, opts) => call('runs.fork', { id, ...opts }),
     metricSeries: (runId, keys, maxPoints) => call('metrics.series', { runId, keys, maxPoints }),
-    runLog: (runId, afterSeq) => call('runs.log', { runId, afterSeq }),
+    // The store keeps times in seconds (MLflow style); the UI works in milliseconds.
+    runLog: async (runId, afterSeq) => (await call<LogLine[]>('runs.log', { runId, afterSeq })).map((l) => ({ ...l, time: l.time * 1000 })),
     trajectorySteps: (runId) => call('trajectories.steps', { runId }),
     listTrajectories: (q) => call('trajectories.list', q),
-    getTrajectory: (id) => call('trajectories.get', { id }),
+    getTrajectory: async (id) => normalizeTrajectory(await call<RawTrajectory>('trajectories.get', { id })),
     listEnvFiles: () => call('env.files'),
     readEnvFile: (path) => call('env.read', { path }),
     writeEnvFile: (path, text) => call('env.write', { path, text }),
     envTypes: () => call('env.types'),
     tryTool: (req) => call('sandbox.tryTool', req),
     tryReward: (req) => call('sandbox.tryReward', req),
-    listCheckpoints: (runId) => call('checkpoints.list', { runId }),
+    listCheckpoints: async (runId) => (await call<Checkpoint[]>('checkpoints.list', { runId })).map(checkpointMs),
     // The engine answers playground.chat with a chat id, then pushes `chat` events
     // ({chatId, type: token | tool_call | observation | done | error, ...}) as generation goes.
     chat(req, onEvent) {
@@ -104,11 +108,50 @@ export function adaptClient(rpc: RpcClient, transport: Pick<Transport, 'onState'
     },
     onEvent(cb) {
       return rpc.onEvent((event, data) => {
-        if (event !== 'chat') cb({ type: event, ...(data as object) } as EngineEvent);
+        if (event === 'chat') return;
+        const e = { type: event, ...(data as object) } as EngineEvent;
+        if (e.type === 'log') e.line = { ...e.line, time: e.line.time * 1000 };
+        if (e.type === 'checkpoint') e.checkpoint = checkpointMs(e.checkpoint);
+        cb(e);
       });
     },
     onConnection(cb: (s: ConnectionState) => void) {
       return transport.onState(cb);
     },
+  };
+}
+
+const checkpointMs = (c: Checkpoint): Checkpoint => ({ ...c, createdAt: c.createdAt == null ? undefined : c.createdAt * 1000 });
+
+type RawTurn = Omit<TurnView, 'tokens' | 'toolCalls'> & { tokens?: string[]; toolCalls?: unknown[] };
+type RawTrajectory = Omit<Trajectory, 'turnsData' | 'rewardBreakdown'> & { turnsData: RawTurn[]; rewardBreakdown?: Record<string, number>; outcomeData?: Record<string, unknown> };
+
+/**
+ * Fill what the views rely on: per-token strings (absent when the engine could not decode the
+ * tokens; the turn then shows its text without a heat map), tool calls with readable results,
+ * and the reward breakdown (from the stored outcome when the engine sends no explicit one).
+ */
+export function normalizeTrajectory(t: RawTrajectory): Trajectory {
+  const breakdown: Record<string, number> = { ...(t.rewardBreakdown ?? {}) };
+  const rewards = t.outcomeData?.rewards;
+  if (!t.rewardBreakdown && rewards && typeof rewards === 'object') for (const [k, v] of Object.entries(rewards)) if (typeof v === 'number') breakdown[k] = v;
+  return {
+    ...t,
+    rewardBreakdown: breakdown,
+    turnsData: t.turnsData.map((u) => {
+      const tokens = Array.isArray(u.tokens) && u.tokens.length === u.tokenIds.length ? u.tokens : [];
+      const toolCalls = (u.toolCalls ?? []).map((c) => {
+        const call = (c ?? {}) as Record<string, unknown>;
+        const result = call.result ?? call.content;
+        return {
+          name: String(call.name ?? '?'),
+          args: call.args ?? call.arguments,
+          result: result == null ? undefined : typeof result === 'string' ? result : JSON.stringify(result),
+          error: call.error == null ? undefined : String(call.error),
+          latencyMs: typeof call.latencyMs === 'number' ? call.latencyMs : undefined,
+        };
+      });
+      return { ...u, tokens, toolCalls };
+    }),
   };
 }
