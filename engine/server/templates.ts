@@ -1,11 +1,124 @@
 /**
- * Run templates and area handlers plugged into the engine server.
+ * Run templates and area handlers plugged into the engine server: the agentic RL training
+ * job (engine/train) writing to the workspace store, the user-code sandbox for the editor's
+ * "try it", and the environment API types for Monaco.
  */
+import type { TrajectoryRecord, TurnRecord } from '../store/store';
+import type { Episode } from '../train/episode';
 import type { RunTemplate } from './runs';
 import type { EngineServer } from './server';
 
-export async function builtinTemplates(): Promise<RunTemplate[]> {
-  return [];
+/** Split a flat episode into turns by loss mask (prompt, then model / observation runs). */
+export function episodeToRecord(step: number, e: Episode, advantages: Float32Array | undefined, decode: (ids: number[]) => string): TrajectoryRecord {
+  const turns: TurnRecord[] = [];
+  let i = 0;
+  const toolsLeft = { calls: e.toolCalls };
+  while (i < e.tokens.length) {
+    const m = e.lossMask[i];
+    let j = i;
+    while (j < e.tokens.length && e.lossMask[j] === m) j++;
+    const ids = Array.from(e.tokens.subarray(i, j));
+    const role = m ? 'model' : turns.length === 0 ? 'env' : 'tool';
+    const stepReward = e.stepRewards.filter((r) => r.at >= i && r.at < j).reduce((a, r) => a + r.value, 0);
+    turns.push({
+      role,
+      text: decode(ids),
+      tokenIds: ids,
+      tokens: ids.map((t) => decode([t])),
+      logprob: Array.from(e.rolloutLogprobs.subarray(i, j)),
+      entropy: Array.from(e.entropy.subarray(i, j)),
+      advantage: advantages ? Array.from(advantages.subarray(i, j)) : undefined,
+      lossMask: Array.from(e.lossMask.subarray(i, j)),
+      stepReward: m && stepReward ? stepReward : null,
+    });
+    i = j;
+  }
+  void toolsLeft;
+  let adv: number | undefined;
+  if (advantages) {
+    let s = 0, n = 0;
+    for (let k = 0; k < advantages.length; k++) if (e.lossMask[k]) { s += advantages[k]; n++; }
+    adv = n ? s / n : 0;
+  }
+  return {
+    step, group: e.group, sample: e.sample, task: e.taskId, prompt: turns[0]?.text, reward: e.reward, advantage: adv,
+    outcome: { answer: e.answer, components: e.rewardComponents, exactMatch: e.exactMatch, formatOk: e.formatOk, toolCalls: e.toolCalls, toolErrors: e.toolErrors, truncated: e.truncated },
+    turns,
+  };
 }
 
-export async function registerAreaHandlers(_engine: EngineServer): Promise<void> {}
+async function trainingTemplate(): Promise<RunTemplate> {
+  const { experimentJsonSchema, validateConfig } = await import('../train/config');
+  return {
+    id: 'multihop',
+    name: 'Multi-hop search agent (SFT warm start + GRPO/PPO)',
+    description: 'The built-in synthetic multi-hop world with a BM25 search tool; a tiny model trained on this machine.',
+    schema: experimentJsonSchema(),
+    example: { model: { init: 'tiny' }, task: { kind: 'multihop' }, steps: 20 },
+    validate(config) {
+      validateConfig(config, { checkFiles: true });
+    },
+    async run(ctx) {
+      const { runExperiment } = await import('../train/experiment');
+      const { openTaskSession } = await import('../train/wiring');
+      const { multihopTokenizer } = await import('../train/multihop-kit');
+      const cfg = validateConfig(ctx.config, { checkFiles: true });
+      const tok = multihopTokenizer();
+      const session = await openTaskSession(cfg);
+      ctx.log(`training ${cfg.task.kind} for ${cfg.steps} steps (${cfg.algorithm.adv_estimator}, backend ${cfg.backend})`);
+      try {
+        await runExperiment(cfg, {
+          runDir: ctx.runDir,
+          session,
+          resume: ctx.resume,
+          signal: ctx.signal,
+          sink: {
+            metrics: (step, values) => ctx.metric(step, values),
+            truncateAfter: (step) => ctx.truncateAfter(step),
+            trajectories: (step, episodes, advantages) => ctx.trajectories(step, episodes.map((e) => episodeToRecord(step, e, advantages.get(e), (ids) => tok.decode(ids)))),
+            event: (kind, payload) => {
+              if (kind === 'checkpoint' && typeof payload.step === 'number' && typeof payload.dir === 'string') ctx.checkpoint(payload.step, payload.dir);
+              else ctx.log(`${kind}: ${JSON.stringify(payload)}`);
+            },
+          },
+          onPhase: (phase, total) => ctx.log(`phase ${phase} (${total})`),
+        });
+      } finally {
+        await session.close();
+      }
+    },
+  };
+}
+
+export async function builtinTemplates(): Promise<RunTemplate[]> {
+  return [await trainingTemplate()];
+}
+
+export async function registerAreaHandlers(engine: EngineServer): Promise<void> {
+  // The sandbox and the editor's type definitions (engine/env/sandbox.ts) when present.
+  interface SandboxModule {
+    tryTool(req: { source: string; path?: string; tool?: string; args: unknown }): Promise<unknown>;
+    tryReward(req: { source: string; path?: string; summary: unknown }): Promise<unknown>;
+  }
+  let sandbox: SandboxModule | null = null;
+  const sandboxModule = '../env/sandbox';
+  try {
+    sandbox = (await import(/* @vite-ignore */ sandboxModule)) as SandboxModule;
+  } catch {
+    sandbox = null;
+  }
+  if (!sandbox) return;
+  const sb = sandbox;
+  engine.on('sandbox.tryTool', (p: { source: string; path?: string; tool?: string; args: unknown }) => sb.tryTool(p));
+  engine.on('sandbox.tryReward', (p: { source: string; path?: string; trajectoryId: string }) => {
+    const t = engine.store!.getTrajectory(p.trajectoryId);
+    const o = t.outcomeData as { answer?: string; golds?: string[]; formatOk?: boolean; toolCalls?: number; toolErrors?: number; gts?: unknown };
+    const golds = o.golds ?? (typeof o.gts === 'string' ? [o.gts] : Array.isArray(o.gts) ? (o.gts as string[]) : []);
+    const summary = {
+      answer: o.answer, golds, turns: t.turnsData.filter((u) => u.role === 'model').map((u) => u.text),
+      formatOk: o.formatOk ?? true, toolCalls: o.toolCalls ?? 0, toolErrors: o.toolErrors ?? 0,
+      retrieved: t.turnsData.filter((u) => u.role === 'tool').map((u) => u.text), supporting: [],
+    };
+    return sb.tryReward({ source: p.source, path: p.path, summary });
+  });
+}
