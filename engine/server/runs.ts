@@ -19,7 +19,8 @@ export interface JobContext {
   /** Whether this start resumes an earlier run (after stop, crash or pause). */
   resume: boolean;
   metric(step: number, values: Record<string, number>): void;
-  trajectories(step: number, ts: TrajectoryRecord[]): void;
+  /** `full: false` stores summaries only (the run's trajectory retention setting). */
+  trajectories(step: number, ts: TrajectoryRecord[], opts?: { full?: boolean }): void;
   log(text: string, level?: 'info' | 'warn' | 'error'): void;
   checkpoint(step: number, path: string, metrics?: Record<string, number>): void;
   /** Drop rows after `step` (a resume from the checkpoint at `step`). */
@@ -176,8 +177,8 @@ export class RunManager {
         writer.metrics(run.id, step, values);
         this.emit({ event: 'metrics', data: { runId: run.id, step, values } });
       },
-      trajectories: (step, ts) => {
-        for (const t of ts) writer.trajectory(run.id, t);
+      trajectories: (step, ts, opts) => {
+        for (const t of ts) writer.trajectory(run.id, t, opts?.full);
         writer.flush();
         this.emit({ event: 'trajectories', data: { runId: run.id, step, count: ts.length } });
       },

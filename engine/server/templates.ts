@@ -3,49 +3,11 @@
  * job (engine/train) writing to the workspace store, the user-code sandbox for the editor's
  * "try it", and the environment API types for Monaco.
  */
-import type { TrajectoryRecord, TurnRecord } from '../store/store';
-import type { Episode } from '../train/episode';
+import { episodeToRecord } from '../train/store-sink';
 import type { RunTemplate } from './runs';
 import type { EngineServer } from './server';
 
-/** Split a flat episode into turns by loss mask (prompt, then model / observation runs). */
-export function episodeToRecord(step: number, e: Episode, advantages: Float32Array | undefined, decode: (ids: number[]) => string): TrajectoryRecord {
-  const turns: TurnRecord[] = [];
-  let i = 0;
-  const toolsLeft = { calls: e.toolCalls };
-  while (i < e.tokens.length) {
-    const m = e.lossMask[i];
-    let j = i;
-    while (j < e.tokens.length && e.lossMask[j] === m) j++;
-    const ids = Array.from(e.tokens.subarray(i, j));
-    const role = m ? 'model' : turns.length === 0 ? 'env' : 'tool';
-    const stepReward = e.stepRewards.filter((r) => r.at >= i && r.at < j).reduce((a, r) => a + r.value, 0);
-    turns.push({
-      role,
-      text: decode(ids),
-      tokenIds: ids,
-      tokens: ids.map((t) => decode([t])),
-      logprob: Array.from(e.rolloutLogprobs.subarray(i, j)),
-      entropy: Array.from(e.entropy.subarray(i, j)),
-      advantage: advantages ? Array.from(advantages.subarray(i, j)) : undefined,
-      lossMask: Array.from(e.lossMask.subarray(i, j)),
-      stepReward: m && stepReward ? stepReward : null,
-    });
-    i = j;
-  }
-  void toolsLeft;
-  let adv: number | undefined;
-  if (advantages) {
-    let s = 0, n = 0;
-    for (let k = 0; k < advantages.length; k++) if (e.lossMask[k]) { s += advantages[k]; n++; }
-    adv = n ? s / n : 0;
-  }
-  return {
-    step, group: e.group, sample: e.sample, task: e.taskId, prompt: turns[0]?.text, reward: e.reward, advantage: adv,
-    outcome: { answer: e.answer, components: e.rewardComponents, exactMatch: e.exactMatch, formatOk: e.formatOk, toolCalls: e.toolCalls, toolErrors: e.toolErrors, truncated: e.truncated },
-    turns,
-  };
-}
+export { episodeToRecord } from '../train/store-sink';
 
 async function trainingTemplate(): Promise<RunTemplate> {
   const { experimentJsonSchema, validateConfig } = await import('../train/config');
@@ -75,7 +37,8 @@ async function trainingTemplate(): Promise<RunTemplate> {
           sink: {
             metrics: (step, values) => ctx.metric(step, values),
             truncateAfter: (step) => ctx.truncateAfter(step),
-            trajectories: (step, episodes, advantages) => ctx.trajectories(step, episodes.map((e) => episodeToRecord(step, e, advantages.get(e), (ids) => tok.decode(ids)))),
+            trajectories: (step, episodes, advantages) =>
+              ctx.trajectories(step, episodes.map((e) => episodeToRecord(step, e, advantages.get(e), (ids) => tok.decode(ids))), { full: step % cfg.logging.full_trajectories_every === 0 }),
             event: (kind, payload) => {
               if (kind === 'checkpoint' && typeof payload.step === 'number' && typeof payload.dir === 'string') ctx.checkpoint(payload.step, payload.dir);
               else ctx.log(`${kind}: ${JSON.stringify(payload)}`);

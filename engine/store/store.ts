@@ -311,9 +311,11 @@ export class BatchWriter {
     const t = Date.now() / 1000;
     this.push(() => this.store.writeMetrics(runId, step, values, t));
   }
-  trajectory(runId: string, t: TrajectoryRecord): void {
+  /** `full` overrides the writer's `keepEvery` retention for this trajectory. */
+  trajectory(runId: string, t: TrajectoryRecord, full?: boolean): void {
     const every = this.opts.keepEvery ?? 1;
-    this.push(() => this.store.writeTrajectory(runId, t, t.step % every === 0));
+    const keep = full ?? t.step % every === 0;
+    this.push(() => this.store.writeTrajectory(runId, t, keep));
   }
   log(runId: string, level: string, text: string): void {
     this.push(() => this.store.log(runId, level, text));

@@ -135,6 +135,11 @@ const evalSchema = z.strictObject({
   temperature: nonNeg().default(0).describe('0 = greedy'),
 });
 
+const loggingSchema = z.strictObject({
+  /** Keep full trajectories (turns, per-token arrays) for every Nth step; summaries are kept for all. */
+  full_trajectories_every: posInt().default(1),
+});
+
 const checkpointSchema = z.strictObject({
   every: posInt().default(5),
   keep: posInt().default(2),
@@ -151,6 +156,7 @@ export const experimentSchema = z.strictObject({
   sft: sftSchema.prefault({}),
   eval: evalSchema.prefault({}),
   checkpoint: checkpointSchema.prefault({}),
+  logging: loggingSchema.prefault({}),
   seed: nonNegInt().default(0),
   backend: z.enum(BACKENDS).default('ort'),
   threads: posInt().max(256).default(2),

@@ -6,15 +6,13 @@
  * environment and rollout wiring for the configured task) so they do not care where it came from.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { basename, isAbsolute, join, resolve } from 'node:path';
+import { arborHome } from '../store/db';
 import { validateConfig, type ExperimentConfig } from './config';
 import type { Demo, SftPort } from './sft';
 import type { LoopPorts } from './loop';
 
-export function arborHome(): string {
-  return process.env.ARBOR_HOME ?? join(homedir(), '.arbor');
-}
+export { arborHome } from '../store/db';
 
 export function runsRoot(): string {
   return join(arborHome(), 'runs');

@@ -8,7 +8,8 @@ import { loadConfig } from '../../train/config';
 import { runExperiment } from '../../train/experiment';
 import { progressBar, renderTable } from '../../train/report';
 import { createRunDir, openRun } from '../../train/run';
-import { JsonlSink } from '../../train/sinks';
+import { JsonlSink, teeSink } from '../../train/sinks';
+import { openCliStoreRun } from '../store-run';
 import { openTaskSession } from '../../train/wiring';
 
 /** Ctrl-C: first press aborts the signal (the job saves and stops); a second one exits now. */
@@ -34,7 +35,8 @@ export function register(program: Command): void {
     .option('--steps <n>', 'override steps', (v) => Number(v))
     .option('--print-config', 'print the resolved config (all defaults filled) and exit')
     .option('--json', 'print the final result as one JSON object on stdout')
-    .action(async (configFile: string | undefined, o: { resume?: string; runDir?: string; steps?: number; printConfig?: boolean; json?: boolean }) => {
+    .option('--no-store', 'do not record the run in the workspace database (metrics.jsonl only)')
+    .action(async (configFile: string | undefined, o: { resume?: string; runDir?: string; steps?: number; printConfig?: boolean; json?: boolean; store: boolean }) => {
       if (!configFile && !o.resume) throw new Error('give a config file, or --resume <run>');
       const run = o.resume ? openRun(o.resume) : undefined;
       const cfg = configFile ? loadConfig(configFile, (raw) => o.steps !== undefined && (raw.steps = o.steps)) : run!.cfg;
@@ -45,13 +47,14 @@ export function register(program: Command): void {
       }
       const { id, dir } = run ?? createRunDir(cfg, o.runDir);
       const session = await openTaskSession(cfg);
+      const rec = o.store ? openCliStoreRun(id, cfg, { resume: !!run, template: cfg.task.kind, dir }) : undefined;
       let bar = progressBar('train', cfg.steps, { quiet: true });
       const stop = interruptSignal(() => process.stderr.write('\nstopping after this step (checkpoint will be saved); Ctrl-C again to quit now\n'));
       try {
         const res = await runExperiment(cfg, {
           runDir: dir,
           session,
-          sink: new JsonlSink(dir),
+          sink: rec ? teeSink(new JsonlSink(dir), rec.sink) : new JsonlSink(dir),
           resume: !!run,
           signal: stop.signal,
           onPhase: (phase, total) => {
@@ -63,6 +66,7 @@ export function register(program: Command): void {
         });
         bar.stop();
         const rl = res.rl;
+        rec?.finish(rl?.stopped ? 'stopped' : 'completed');
         const summary = { run: id, dir, sft: res.sft, firstStep: rl?.firstStep, lastStep: rl?.lastStep, stopped: rl?.stopped ?? true, lastCheckpoint: rl?.lastCheckpoint?.dir, eval: res.eval };
         if (o.json) console.log(JSON.stringify(summary));
         else {
@@ -70,6 +74,9 @@ export function register(program: Command): void {
           if (rl) console.log(`run ${id} ${rl.stopped ? 'stopped' : 'finished'} at step ${rl.lastStep} (started at ${rl.firstStep}); checkpoint ${rl.lastCheckpoint?.dir ?? '-'}`);
           if (res.eval) console.log(renderTable(['held-out metric', 'value'], Object.entries(res.eval).map(([k, v]) => [k, v])));
         }
+      } catch (e) {
+        rec?.finish('failed', e instanceof Error ? e.message : String(e));
+        throw e;
       } finally {
         stop.dispose();
         await session.close();

@@ -1,0 +1,80 @@
+/**
+ * The loop's output into the workspace store (engine/store): metrics every step, trajectories
+ * as turns with per-token arrays (full for every `logging.full_trajectories_every`-th step,
+ * summaries for all), checkpoints and events. Used by the run manager's training template and by
+ * `arbor train` / `arbor sft`, so runs started from the CLI appear in `arbor runs` and the workbench.
+ */
+import type { Store, TrajectoryRecord, TurnRecord } from '../store/store';
+import { BatchWriter } from '../store/store';
+import type { Episode } from './episode';
+import type { SinkPort } from './loop';
+
+/** Split a flat episode into turns by loss mask (prompt, then model / observation runs). */
+export function episodeToRecord(step: number, e: Episode, advantages: Float32Array | undefined, decode: (ids: number[]) => string): TrajectoryRecord {
+  const turns: TurnRecord[] = [];
+  let i = 0;
+  while (i < e.tokens.length) {
+    const m = e.lossMask[i];
+    let j = i;
+    while (j < e.tokens.length && e.lossMask[j] === m) j++;
+    const ids = Array.from(e.tokens.subarray(i, j));
+    const role = m ? 'model' : turns.length === 0 ? 'env' : 'tool';
+    const stepReward = e.stepRewards.filter((r) => r.at >= i && r.at < j).reduce((a, r) => a + r.value, 0);
+    turns.push({
+      role,
+      text: decode(ids),
+      tokenIds: ids,
+      tokens: ids.map((t) => decode([t])),
+      logprob: Array.from(e.rolloutLogprobs.subarray(i, j)),
+      entropy: Array.from(e.entropy.subarray(i, j)),
+      advantage: advantages ? Array.from(advantages.subarray(i, j)) : undefined,
+      lossMask: Array.from(e.lossMask.subarray(i, j)),
+      stepReward: m && stepReward ? stepReward : null,
+    });
+    i = j;
+  }
+  let adv: number | undefined;
+  if (advantages) {
+    let s = 0;
+    let n = 0;
+    for (let k = 0; k < advantages.length; k++)
+      if (e.lossMask[k]) {
+        s += advantages[k]!;
+        n++;
+      }
+    adv = n ? s / n : 0;
+  }
+  return {
+    step, group: e.group, sample: e.sample, task: e.taskId, prompt: turns[0]?.text, reward: e.reward, advantage: adv,
+    outcome: { answer: e.answer, components: e.rewardComponents, exactMatch: e.exactMatch, formatOk: e.formatOk, toolCalls: e.toolCalls, toolErrors: e.toolErrors, truncated: e.truncated },
+    turns,
+  };
+}
+
+export interface StoreSink extends SinkPort {
+  /** Commit everything queued. */
+  flush(): void;
+}
+
+/** A SinkPort writing one run's metrics, trajectories, checkpoints and events through a BatchWriter. */
+export function storeSink(store: Store, runId: string, opts: { decode: (ids: number[]) => string; fullTrajectoriesEvery?: number }): StoreSink {
+  const writer = new BatchWriter(store, { intervalMs: 250, keepEvery: opts.fullTrajectoriesEvery ?? 1 });
+  return {
+    metrics(step, values) {
+      writer.metrics(runId, step, values);
+    },
+    trajectories(step, episodes, advantages) {
+      for (const e of episodes) writer.trajectory(runId, episodeToRecord(step, e, advantages.get(e), opts.decode));
+    },
+    truncateAfter(step) {
+      writer.flush();
+      store.truncateAfter(runId, step);
+    },
+    event(kind, payload) {
+      writer.flush();
+      if (kind === 'checkpoint' && typeof payload.step === 'number' && typeof payload.dir === 'string') store.addCheckpoint(runId, payload.step, payload.dir);
+      else store.log(runId, kind === 'error' ? 'error' : 'info', `${kind}: ${JSON.stringify(payload)}`);
+    },
+    flush: () => writer.flush(),
+  };
+}
