@@ -180,3 +180,22 @@ export async function ortInfo(): Promise<{ version: string; providers: { name: s
   O.env.logLevel = prevLevel;
   return { version: O.env.versions.common ?? 'unknown', providers };
 }
+
+/**
+ * Execution providers for a device ('auto', 'cpu', 'cuda', 'dml', 'coreml'), checked by creating a session on it: `auto` falls back to
+ * the CPU; an explicit device that does not load is an error naming the command that adds it.
+ */
+export async function resolveProviders(device: string): Promise<string[]> {
+  if (device === 'cpu') return ['cpu'];
+  const info = await ortInfo();
+  if (device === 'auto') {
+    const acc = info.providers.find((p) => p.name !== 'cpu' && p.loads);
+    return acc ? [acc.name, 'cpu'] : ['cpu'];
+  }
+  const p = info.providers.find((x) => x.name === device);
+  if (!p?.loads) {
+    const hint = device === 'cuda' ? ' (run `npm run setup:gpu` on a Linux x64 machine with CUDA 12 and cuDNN 9)' : '';
+    throw new Error(`device: "${device}" is not available in onnxruntime-node ${info.version} here${hint}${p?.error ? `: ${p.error}` : ''}`);
+  }
+  return [device, 'cpu'];
+}

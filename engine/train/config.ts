@@ -21,6 +21,8 @@ export const KL_TYPES = ['k1', 'k3'] as const;
 export const KL_PLACEMENTS = ['loss', 'reward'] as const;
 export const SCHEDULES = ['cosine', 'constant'] as const;
 export const BACKENDS = ['ort', 'tfjs'] as const;
+/** ONNX Runtime devices (engine/tensor/ort.ts resolveProviders). */
+export const DEVICES = ['auto', 'cpu', 'cuda', 'dml', 'coreml'] as const;
 export const TASK_KINDS = ['multihop'] as const;
 export const POLICY_LOSSES = ['ppo', 'gspo'] as const;
 
@@ -159,6 +161,8 @@ export const experimentSchema = z.strictObject({
   logging: loggingSchema.prefault({}),
   seed: nonNegInt().default(0),
   backend: z.enum(BACKENDS).default('ort'),
+  /** ONNX Runtime device: auto = CUDA (or DirectML/CoreML) when its provider loads, else CPU. */
+  device: z.enum(DEVICES).default('auto'),
   threads: posInt().max(256).default(2),
 });
 

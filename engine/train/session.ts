@@ -5,6 +5,7 @@
  * the KV-cache decode backend for rollouts, the score graph for old/reference logprobs, the
  * train graph for updates.
  */
+import { resolveProviders } from '../tensor/ort';
 import type { ModelConfig } from '../model/config';
 import { PolicyModel } from '../model/runtime';
 import { rollout, rolloutTextPolicy } from '../rollout/engine';
@@ -78,7 +79,8 @@ export interface SessionExtras {
 }
 
 export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extras: SessionExtras = {}): Promise<TaskSession> {
-  const modelOpts = { backend: cfg.backend, threads: cfg.threads, tokenizerFolder: kit.tokenizerFolder };
+  const providers = cfg.backend === 'ort' ? await resolveProviders(cfg.device) : undefined;
+  const modelOpts = { backend: cfg.backend, threads: cfg.threads, providers, tokenizerFolder: kit.tokenizerFolder };
   const model = cfg.model.path ? PolicyModel.load(cfg.model.path, modelOpts) : PolicyModel.init(kit.tinyModel(cfg), cfg.seed, modelOpts);
   const policy = new ModelPolicyPort(model, cfg, new AdamW({ ...cfg.optim }));
   const limits = { maxNewTokens: cfg.rollout.max_new_tokens, maxTurns: cfg.rollout.max_turns, maxTotalLength: cfg.rollout.max_total_length };

@@ -3,7 +3,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { withGradients } from '../../../engine/tensor/autodiff';
 import { traceGraph } from '../../../engine/tensor/graph';
 import { evaluate } from '../../../engine/tensor/refeval';
-import { OrtRunner, ortInfo } from '../../../engine/tensor/ort';
+import { OrtRunner, ortInfo, resolveProviders } from '../../../engine/tensor/ort';
 import { f32, i32, type HostTensor } from '../../../engine/tensor/host';
 
 const runners: OrtRunner[] = [];
@@ -95,5 +95,17 @@ describe('shape inference', () => {
     const g = traceGraph([{ name: 'a', dtype: 'float32', shape: ['batch', 'seq', 8] }], (o, x) => ({ y: o.reshape(x.a, [-1, 8]), z: o.reshape(x.a, ['batch', 'seq', 2, 4]) }));
     expect(g.outputs.y.shape).toEqual(['batch*seq', 8]);
     expect(g.outputs.z.shape).toEqual(['batch', 'seq', 2, 4]);
+  });
+});
+
+describe('device selection', () => {
+  it('resolves auto to an accelerator only when its provider loads, and names the fix for one that does not', async () => {
+    const info = await ortInfo();
+    expect(await resolveProviders('cpu')).toEqual(['cpu']);
+    const acc = info.providers.find((p) => p.name !== 'cpu' && p.loads);
+    expect(await resolveProviders('auto')).toEqual(acc ? [acc.name, 'cpu'] : ['cpu']);
+    const cuda = info.providers.find((p) => p.name === 'cuda');
+    if (cuda && !cuda.loads) await expect(resolveProviders('cuda')).rejects.toThrow(/device: "cuda" is not available .*npm run setup:gpu/);
+    if (cuda?.loads) expect(await resolveProviders('cuda')).toEqual(['cuda', 'cpu']);
   });
 });
