@@ -7,10 +7,12 @@ import { latestCheckpoint } from '../../../engine/train/checkpoints';
 import { readMetricsJsonl } from '../../../engine/train/sinks';
 
 const fixture = join(__dirname, 'fixtures', 'tabular-run.ts');
-const tsx = join(__dirname, '..', '..', '..', 'node_modules', '.bin', 'tsx');
+// node itself with the tsx loader (not the tsx CLI, whose wrapper process would take the SIGKILL
+// while the training process lived on).
+const node = (args: string[]) => [process.execPath, ['--import', 'tsx', ...args]] as const;
 
 function runToEnd(dir: string, resume = false) {
-  const r = spawnSync(tsx, [fixture, dir, resume ? 'resume' : 'fresh'], { encoding: 'utf8' });
+  const r = spawnSync(...node([fixture, dir, resume ? 'resume' : 'fresh']), { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`child failed: ${r.stderr}`);
 }
 
@@ -27,7 +29,7 @@ describe('resume after kill -9', () => {
     expect(cleanRows.map((r) => r.step)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
 
     const dir = mkdtempSync(join(tmpdir(), 'arbor-train-kill-'));
-    const child = spawn(tsx, [fixture, dir, 'fresh'], { env: { ...process.env, HANG_AT_STEP: '8' }, stdio: 'ignore' });
+    const child = spawn(...node([fixture, dir, 'fresh']), { env: { ...process.env, HANG_AT_STEP: '8' }, stdio: 'ignore' });
     const metricsFile = join(dir, 'metrics.jsonl');
     // Wait until step 7's metrics are written; the child then blocks inside step 8's rollout.
     await new Promise<void>((resolve, reject) => {
