@@ -139,6 +139,38 @@ export function buildWordTokenizer(words: string[]): { tokenizer: Record<string,
   return { tokenizer, config };
 }
 
+/**
+ * A word-level tokenizer.json over an exact, ordered vocabulary (token i has id i), for task
+ * kits that fix their ids: `verbatim` entries (tags, case-sensitive words) are added tokens
+ * matched before normalisation; other words are lower-cased. Characters outside the word and
+ * punctuation pattern are dropped; `[a-z0-9]+` runs and single `?.,:;…` marks are the words.
+ */
+export function buildExactWordTokenizer(
+  vocab: string[],
+  opts: { verbatim: (w: string) => boolean; special: string[]; eos: string; pad: string; unk: string; chatTemplate?: string },
+): { tokenizer: Record<string, unknown>; config: Record<string, unknown> } {
+  const model: Record<string, number> = {};
+  const added: Record<string, unknown>[] = [];
+  vocab.forEach((w, id) => {
+    if (opts.verbatim(w)) added.push({ id, content: w, single_word: false, lstrip: false, rstrip: false, normalized: false, special: opts.special.includes(w) });
+    else model[w.toLowerCase()] ??= id;
+  });
+  const tokenizer = {
+    version: '1.0',
+    truncation: null,
+    padding: null,
+    added_tokens: added,
+    normalizer: { type: 'Sequence', normalizers: [{ type: 'Replace', pattern: { Regex: '[^A-Za-z0-9?.,:;…<>/_\\s]' }, content: ' ' }, { type: 'Lowercase' }] },
+    pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'WhitespaceSplit' }, { type: 'Split', pattern: { Regex: '[a-z0-9]+|[?.,:;…]' }, behavior: 'Isolated', invert: false }] },
+    post_processor: null,
+    decoder: { type: 'WordPiece', prefix: '##', cleanup: false },
+    model: { type: 'WordPiece', unk_token: opts.unk, continuing_subword_prefix: '##', max_input_chars_per_word: 100, vocab: model },
+  };
+  const config: Record<string, unknown> = { tokenizer_class: 'PreTrainedTokenizerFast', clean_up_tokenization_spaces: false, bos_token: null, eos_token: opts.eos, pad_token: opts.pad, unk_token: opts.unk, model_max_length: 1024 };
+  if (opts.chatTemplate) config.chat_template = opts.chatTemplate;
+  return { tokenizer, config };
+}
+
 export function writeWordTokenizer(folder: string, words: string[]): HfTokenizer {
   const { tokenizer, config } = buildWordTokenizer(words);
   writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(tokenizer));

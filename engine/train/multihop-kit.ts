@@ -5,12 +5,17 @@
  * episode environment per question, the scripted expert (with recoverable mistakes) for SFT,
  * and the naive-RAG baseline (one retrieval with the question, extractive reader).
  */
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { searchR1Format } from '../env/formats';
 import { generateQuestions, generateWorld, multihopVocabulary, mulberry32, type Question, type World } from '../env/multihop';
 import { weightedReward } from '../env/rewards';
 import { Bm25Index, searchTool } from '../env/search';
 import { runCall, type Tool } from '../env/tool';
 import { tinyConfig } from '../model/config';
+import { buildExactWordTokenizer, HfTokenizer } from '../model/tokenizer';
+import { arborHome } from '../store/db';
 import type { EpisodeEnv, RolloutTask, TextPolicy, TokenizerPort } from '../rollout/ports';
 import type { ToolCallRecord } from '../rollout/types';
 import type { ExperimentConfig } from './config';
@@ -19,16 +24,47 @@ import type { TaskKit } from './session';
 
 const SPECIAL = ['<pad>', '<unk>', '<eos>', '<search>', '</search>', '<answer>', '</answer>', '<information>', '</information>', 'question', 'Error'];
 
-/** Word-level tokenizer: tags, words and punctuation are single tokens; decode joins with spaces. */
-export function multihopTokenizer(): TokenizerPort & { vocab: string[] } {
+/**
+ * The task's word-level tokenizer, through the same HF code path as real models: a tokenizer.json
+ * (@huggingface/tokenizers) over the fixed vocabulary of every world — tags, words and
+ * punctuation are single tokens, decode joins with spaces — plus a chat template rendering the
+ * task's prompt. Its files are written once to a cache folder and copied into every checkpoint,
+ * so a trained model folder carries its tokenizer (playground, `arbor eval`, HF tools).
+ */
+export const MULTIHOP_CHAT_TEMPLATE =
+  "{% for m in messages %}{% if m.role == 'user' %}question : {{ m.content }}{% else %} {{ m.content }}{% endif %}{% endfor %}";
+
+export function multihopTokenizerFiles(): { vocab: string[]; tokenizer: Record<string, unknown>; config: Record<string, unknown> } {
   const vocab = [...new Set([...SPECIAL, ...multihopVocabulary(), ':', '?', '.', ',', ';', '…'])];
-  const ids = new Map(vocab.map((w, i) => [w, i]));
-  const unk = ids.get('<unk>')!;
-  return {
-    vocab,
-    encode: (text) => (text.match(/<\/?[a-z_]+>|[A-Za-z0-9]+|[?.,:;…]/g) ?? []).map((w) => ids.get(w) ?? ids.get(w.toLowerCase()) ?? unk),
-    decode: (xs) => xs.map((i) => vocab[i] ?? '<unk>').join(' '),
-  };
+  const { tokenizer, config } = buildExactWordTokenizer(vocab, {
+    verbatim: (w) => /^<\/?[a-z_]+>$/.test(w) || w !== w.toLowerCase(),
+    special: ['<pad>', '<unk>', '<eos>'],
+    eos: '<eos>',
+    pad: '<pad>',
+    unk: '<unk>',
+    chatTemplate: MULTIHOP_CHAT_TEMPLATE,
+  });
+  return { vocab, tokenizer, config };
+}
+
+export function multihopTokenizer(): TokenizerPort & { vocab: string[]; hf: HfTokenizer } {
+  const { vocab, tokenizer, config } = multihopTokenizerFiles();
+  const hf = new HfTokenizer(tokenizer, config);
+  return { vocab, hf, encode: (text) => hf.encode(text), decode: (ids) => hf.decode(ids) };
+}
+
+/** The tokenizer files in a cache folder under ARBOR_HOME (content-addressed), for checkpoints. */
+export function multihopTokenizerFolder(): string {
+  const { tokenizer, config } = multihopTokenizerFiles();
+  const tj = JSON.stringify(tokenizer);
+  const tc = JSON.stringify(config, null, 2);
+  const dir = join(arborHome(), 'cache', `multihop-tokenizer-${createHash('sha256').update(tj).update(tc).digest('hex').slice(0, 12)}`);
+  if (!existsSync(join(dir, 'tokenizer_config.json'))) {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'tokenizer.json'), tj);
+    writeFileSync(join(dir, 'tokenizer_config.json'), tc);
+  }
+  return dir;
 }
 
 // Outcome reward = exact match. (A +0.1 format bonus was measured to make GRPO collapse onto answering at once without searching.)
@@ -180,6 +216,7 @@ export function multihopKit(cfg: ExperimentConfig): TaskKit {
   const eos = tok.encode('<eos>')[0]!;
   return {
     tokenizer: tok,
+    tokenizerFolder: multihopTokenizerFolder(),
     trainTasks,
     evalTasks: evalQs.map((q) => multihopTask(q, evalTools)),
     stop: { strings: ['</search>', '</answer>'], tokenIds: [eos] },

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openDatabase } from '../../../engine/store/db';
 import { Store } from '../../../engine/store/store';
+import { HfTokenizer } from '../../../engine/model/tokenizer';
 
 const bin = join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs');
 
@@ -50,6 +51,9 @@ describe('arbor train → workspace store', () => {
     expect(store.getTrajectory(step2.id).turnsData.some((u) => u.role === 'model')).toBe(true);
     expect(store.getTrajectory(step1.id).turnsData.length).toBe(0);
     expect(store.checkpoints(run).map((c) => c.step)).toEqual([1, 2]);
+    // Checkpoints are complete HF folders: the tokenizer travels with the weights.
+    const ck = store.checkpoints(run).at(-1)!;
+    expect(HfTokenizer.load(ck.path).encode('<search> alvin </search>').length).toBe(3);
     store.db.close();
 
     // Resume with more steps continues the same store run.
