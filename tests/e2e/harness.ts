@@ -6,7 +6,6 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { onTestFailed } from 'vitest';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const CHROMIUM = process.env.ARBOR_CHROMIUM ?? '/usr/bin/chromium';
@@ -94,15 +93,26 @@ export async function openBrowser(): Promise<Browser> {
   };
 }
 
-/** Save a full-page screenshot under test-results/ if the current test fails. */
-export function screenshotOnFailure(page: () => Page | undefined, name: string): void {
-  onTestFailed(async () => {
-    const p = page();
-    if (!p) return;
-    const dir = join(ROOT, 'test-results');
-    mkdirSync(dir, { recursive: true });
-    await p.screenshot({ path: join(dir, `${name.replace(/[^\w-]+/g, '_')}.png`), fullPage: true }).catch(() => {});
-  });
+/**
+ * Save a full-page screenshot under test-results/ when the test has failed. Call it from
+ * afterEach BEFORE closing the browser: vitest runs onTestFailed hooks after afterEach, when
+ * the page is already gone.
+ */
+export async function screenshotIfFailed(ctx: { task: { name: string; result?: { state?: string } } }, page: Page | undefined): Promise<void> {
+  if (!page || ctx.task.result?.state !== 'fail') return;
+  await shot(page, `FAILED-${ctx.task.name}`);
+}
+
+/** A full-page screenshot under test-results/<name>.png (always on failure; on success with ARBOR_E2E_SHOTS=1, for looking at every view). */
+export async function shot(page: Page, name: string): Promise<void> {
+  const dir = join(ROOT, 'test-results');
+  mkdirSync(dir, { recursive: true });
+  await page.screenshot({ path: join(dir, `${name.replace(/[^\w-]+/g, '_').slice(0, 120)}.png`), fullPage: true }).catch(() => {});
+}
+
+/** A screenshot for review, only when ARBOR_E2E_SHOTS=1. */
+export async function reviewShot(page: Page, name: string): Promise<void> {
+  if (process.env.ARBOR_E2E_SHOTS === '1') await shot(page, `view-${name}`);
 }
 
 /** Numbers shown in a locator's text, e.g. "12 pts · last 0.53" → [12, 0.53]. */

@@ -4,20 +4,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { engineRequest, numbersIn, openBrowser, ROOT, screenshotOnFailure, startEngine, type Browser, type Engine } from './harness';
+import { engineRequest, numbersIn, openBrowser, ROOT, screenshotIfFailed, startEngine, type Browser, type Engine } from './harness';
 
 const serverLanded = existsSync(join(ROOT, 'engine/server/protocol.ts'));
 
 let engine: Engine | undefined;
 let browser: Browser | undefined;
 
-beforeEach(async (ctx) => {
+beforeEach(async () => {
   engine = await startEngine();
   browser = await openBrowser();
-  screenshotOnFailure(() => browser?.page, ctx.task.name);
 });
 
-afterEach(async () => {
+afterEach(async (ctx) => {
+  await screenshotIfFailed(ctx, browser?.page);
   await browser?.close();
   await engine?.stop();
   browser = engine = undefined;

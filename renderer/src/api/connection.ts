@@ -111,6 +111,7 @@ export function adaptClient(rpc: RpcClient, transport: Pick<Transport, 'onState'
         if (event === 'chat') return;
         const e = { type: event, ...(data as object) } as EngineEvent;
         if (e.type === 'log') e.line = { ...e.line, time: e.line.time * 1000 };
+        if (e.type === 'run') e.run = { ...e.run, createdAt: e.run.createdAt * 1000, template: e.run.template ?? undefined, error: e.run.error ?? undefined };
         if (e.type === 'checkpoint') e.checkpoint = checkpointMs(e.checkpoint);
         cb(e);
       });

@@ -39,12 +39,11 @@ export function createEditorSlice(api: ArborApi, set: Set, get: Get): EditorSlic
     tryResult: null,
     trying: false,
     async loadEnv() {
-      try {
-        const [envFiles, envTypes] = await Promise.all([api.listEnvFiles(), api.envTypes()]);
-        set({ envFiles, envTypes });
-      } catch (err) {
-        get().reportError('Loading the workspace environment', err);
-      }
+      // Files and type definitions load independently: an engine without env.types still lists files.
+      await Promise.all([
+        api.listEnvFiles().then((envFiles) => set({ envFiles }), (err) => get().reportError('Listing workspace files', err)),
+        api.envTypes().then((envTypes) => set({ envTypes }), (err) => get().reportError('Loading the type definitions for the editor', err)),
+      ]);
     },
     async openFile(path) {
       try {
