@@ -24,13 +24,44 @@ import type { PolicyPort, UpdateStats } from './loop';
 import type { Demo, SftPort } from './sft';
 import { maskedNllLoss } from './sft-loss';
 
-/** PPO-clip (ε_low / ε_high, optional dual clip), KL to the reference in the loss (k1/k3), entropy bonus; token-mean. */
+/**
+ * Loss aggregation over a [batch, seq] matrix of per-token losses (algorithms.md):
+ * token-mean (every model token of the batch weighs the same), seq-mean-token-mean (mean per
+ * sequence, then over sequences with model tokens: original GRPO), seq-mean-token-sum (sum per
+ * sequence, mean over sequences), seq-mean-token-sum-norm (token sum / (max length · sequences):
+ * Dr.GRPO, `maxLength` = rollout.max_total_length, a constant).
+ */
+export function aggregateLoss<T>(o: Ops<T>, v: T, mask: T, mode: ExperimentConfig['algorithm']['loss_agg_mode'], maxLength: number): T {
+  const s = (x: number) => o.scalar(x);
+  const masked = o.mul(v, mask);
+  if (mode === 'token-mean') return o.div(o.sum(masked, [0, 1]), o.maximum(o.sum(mask, [0, 1]), s(1)));
+  const perSeqSum = o.sum(masked, [1]);
+  const perSeqCount = o.sum(mask, [1]);
+  const hasTokens = o.cast(o.greater(perSeqCount, s(0)), 'float32');
+  const nSeq = o.maximum(o.sum(hasTokens, [0]), s(1));
+  if (mode === 'seq-mean-token-mean') return o.div(o.sum(o.div(perSeqSum, o.maximum(perSeqCount, s(1))), [0]), nSeq);
+  if (mode === 'seq-mean-token-sum') return o.div(o.sum(perSeqSum, [0]), nSeq);
+  return o.div(o.sum(perSeqSum, [0]), o.mul(nSeq, s(maxLength)));
+}
+
+/** How much of an update a micro-batch carries under the aggregation mode (its share of tokens or of sequences). */
+export function aggregationUnits(lossMasks: ArrayLike<number>[], mode: ExperimentConfig['algorithm']['loss_agg_mode']): number {
+  let n = 0;
+  for (const m of lossMasks) {
+    let c = 0;
+    for (let i = 0; i < m.length; i++) c += m[i]!;
+    n += mode === 'token-mean' ? c : c > 0 ? 1 : 0;
+  }
+  return n;
+}
+
+/** PPO-clip (ε_low / ε_high, optional dual clip), KL to the reference in the loss (k1/k3), entropy bonus; aggregated by `loss_agg_mode`. */
 export function ppoClipLoss(cfg: ExperimentConfig): LossSpec {
   const a = cfg.algorithm;
   const useKl = a.kl_coef > 0 && a.kl_in === 'loss';
   const seq = { dtype: 'float32' as const, shape: ['batch', 'seq'] };
   return {
-    key: `ppo:${a.clip_ratio_low}:${a.clip_ratio_high}:${a.dual_clip}:${useKl ? a.kl_type + a.kl_coef : 'nokl'}:${a.entropy_coef}`,
+    key: `ppo:${a.clip_ratio_low}:${a.clip_ratio_high}:${a.dual_clip}:${useKl ? a.kl_type + a.kl_coef : 'nokl'}:${a.entropy_coef}:${a.loss_agg_mode}:${cfg.rollout.max_total_length}`,
     inputs: [
       { name: 'advantages', ...seq },
       { name: 'old_logprobs', ...seq },
@@ -42,6 +73,7 @@ export function ppoClipLoss(cfg: ExperimentConfig): LossSpec {
       const mask = x.mask;
       const tokens = o.maximum(o.sum(mask, [0, 1]), s(1));
       const tmean = (v: T) => o.div(o.sum(o.mul(v, mask), [0, 1]), tokens);
+      const agg = (v: T) => aggregateLoss(o, v, mask, a.loss_agg_mode, cfg.rollout.max_total_length);
       const logRatio = o.sub(x.logprobs, x.old_logprobs!);
       const ratio = o.exp(logRatio);
       const adv = x.advantages!;
@@ -54,17 +86,16 @@ export function ppoClipLoss(cfg: ExperimentConfig): LossSpec {
         pg = o.where(o.less(adv, s(0)), capped, pg);
       }
       const clipFrac = tmean(o.cast(o.greater(pg2, pg1), 'float32'));
-      let loss = tmean(pg);
+      let loss = agg(pg);
       const out: Record<string, T> = {};
       if (useKl) {
         const d = o.sub(x.ref_logprobs!, x.logprobs); // log(π_ref/π)
         const kl = a.kl_type === 'k1' ? o.neg(d) : o.sub(o.sub(o.exp(d), d), s(1));
-        const klMean = tmean(kl);
-        loss = o.add(loss, o.mul(s(a.kl_coef), klMean));
-        out.kl = klMean;
+        loss = o.add(loss, o.mul(s(a.kl_coef), agg(kl)));
+        out.kl = tmean(kl);
       } else out.kl = tmean(o.neg(logRatio)); // approx KL(old‖new), k1
       const ent = tmean(x.entropy!);
-      if (a.entropy_coef !== 0) loss = o.sub(loss, o.mul(s(a.entropy_coef), ent));
+      if (a.entropy_coef !== 0) loss = o.sub(loss, o.mul(s(a.entropy_coef), agg(x.entropy!)));
       return { ...out, loss, clip_fraction: clipFrac, entropy: ent, tokens };
     },
   };
@@ -224,8 +255,12 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
   }
 
   async update(args: Parameters<PolicyPort['update']>[0]): Promise<UpdateStats> {
-    const count = (eps: Episode[]) => eps.reduce((a, e) => a + e.lossMask.reduce((x, y) => x + y, 0), 0);
+    const tokens = (eps: Episode[]) => eps.reduce((a, e) => a + e.lossMask.reduce((x, y) => x + y, 0), 0);
+    // Micro-batch gradients are weighted by their share of what the aggregation averages over.
+    const mode = this.cfg.algorithm.loss_agg_mode;
+    const count = (eps: Episode[]) => aggregationUnits(eps.map((e) => e.lossMask), mode);
     const total = Math.max(1, args.microBatches.reduce((a, mb) => a + count(mb), 0));
+    const totalTokens = args.microBatches.reduce((a, mb) => a + tokens(mb), 0);
     const acc: Weights = new Map();
     const st = { loss: 0, clip: 0, kl: 0, ent: 0 };
     for (const mb of args.microBatches) {
@@ -247,7 +282,7 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
       st.ent += w * (r.metrics.entropy ?? 0);
     }
     const gradNorm = this.applyUpdate(acc, args.lr);
-    return { loss: st.loss, gradNorm, clipFraction: st.clip, kl: st.kl, entropy: st.ent, tokens: total };
+    return { loss: st.loss, gradNorm, clipFraction: st.clip, kl: st.kl, entropy: st.ent, tokens: totalTokens };
   }
 
   async sftUpdate(batch: Demo[], lr: number): Promise<{ loss: number; gradNorm: number; tokens: number }> {
