@@ -5,9 +5,17 @@
 import { join } from 'node:path';
 import { EngineServer } from './server';
 import { builtinTemplates, registerAreaHandlers } from './templates';
+import { registerPlayground } from './playground';
 
 export async function createEngine(opts: { home: string; dbPath?: string }): Promise<EngineServer> {
   const engine = new EngineServer({ home: opts.home, dbPath: opts.dbPath ?? join(opts.home, 'arbor.db'), templates: await builtinTemplates() });
   await registerAreaHandlers(engine);
+  const playground = registerPlayground(engine);
+  // The playground keeps a model (ORT worker threads) loaded; release it with the engine.
+  const close = engine.close.bind(engine);
+  engine.close = () => {
+    void playground.close();
+    close();
+  };
   return engine;
 }

@@ -45,7 +45,7 @@ export const methods = {
   'env.types': z.object({}).optional(),
   'sandbox.tryTool': z.object({ source: z.string(), path: z.string().optional(), tool: z.string().optional(), args: z.unknown() }),
   'sandbox.tryReward': z.object({ source: z.string(), path: z.string().optional(), trajectoryId: z.string().min(1) }),
-  'playground.chat': z.object({ checkpoint: z.string().min(1), messages: z.array(z.object({ role: z.string(), content: z.string(), name: z.string().optional() })), tools: z.array(z.string()).optional() }),
+  'playground.chat': z.object({ checkpoint: z.string().min(1), messages: z.array(z.object({ role: z.string(), content: z.string(), name: z.string().optional() })), tools: z.array(z.string()).optional(), chatId: z.string().optional() }),
 } as const;
 
 export type Method = keyof typeof methods;

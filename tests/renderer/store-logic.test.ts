@@ -49,20 +49,20 @@ describe('GRPO siblings', () => {
 });
 
 describe('playground history', () => {
-  it('sends user and assistant messages and tool observations, not the call markers', () => {
+  it('sends user and assistant messages and tool observations as the model saw them, not the call markers', () => {
     const msgs = transcriptToMessages([
       { kind: 'user', text: 'who?' },
       { kind: 'assistant', text: '<search>x</search>', done: true },
       { kind: 'tool_call', name: 'search', args: { query: 'x' } },
       { kind: 'observation', name: 'search', content: 'doc' },
-      { kind: 'observation', name: 'search', content: '', error: 'timeout' },
+      { kind: 'observation', name: 'search', content: ' <information> Error: timeout </information> ', error: 'timeout' },
       { kind: 'error', message: 'boom' },
     ]);
     expect(msgs).toEqual([
       { role: 'user', content: 'who?' },
       { role: 'assistant', content: '<search>x</search>' },
       { role: 'tool', name: 'search', content: 'doc' },
-      { role: 'tool', name: 'search', content: 'error: timeout' },
+      { role: 'tool', name: 'search', content: ' <information> Error: timeout </information> ' },
     ]);
   });
 });

@@ -75,36 +75,23 @@ export function adaptClient(rpc: RpcClient, transport: Pick<Transport, 'onState'
     tryTool: (req) => call('sandbox.tryTool', req),
     tryReward: (req) => call('sandbox.tryReward', req),
     listCheckpoints: async (runId) => (await call<Checkpoint[]>('checkpoints.list', { runId })).map(checkpointMs),
-    // The engine answers playground.chat with a chat id, then pushes `chat` events
-    // ({chatId, type: token | tool_call | observation | done | error, ...}) as generation goes.
+    // The client names the chat (chatId); the engine pushes `chat` events for it
+    // ({chatId, type: token | turn | tool_call | observation | done | error, ...}) as generation
+    // goes, and answers the request with the whole transcript when the episode ends.
     chat(req, onEvent) {
-      return new Promise<void>((resolve, reject) => {
-        let chatId: string | null = null;
-        const early: ChatEvent[] = [];
-        const deliver = (e: ChatEvent) => {
-          onEvent(e);
-          if (e.type === 'done' || e.type === 'error') {
-            off();
-            resolve();
-          }
-        };
-        const off = rpc.onEvent((event, data) => {
-          if (event !== 'chat') return;
-          const { chatId: id, ...e } = data as { chatId: string } & ChatEvent;
-          if (chatId === null) early.push({ ...(e as ChatEvent), chatId: id } as ChatEvent & { chatId: string });
-          else if (id === chatId) deliver(e as ChatEvent);
-        });
-        call<{ chatId: string }>('playground.chat', req).then(
-          (r) => {
-            chatId = r.chatId;
-            for (const e of early.splice(0)) if ((e as ChatEvent & { chatId: string }).chatId === chatId) deliver(e);
-          },
-          (err) => {
-            off();
-            reject(err);
-          },
-        );
+      const chatId = `chat-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+      const off = rpc.onEvent((event, data) => {
+        if (event !== 'chat') return;
+        const { chatId: id, ...e } = data as { chatId: string } & ChatEvent;
+        if (id === chatId) onEvent(e as ChatEvent);
       });
+      return call<unknown>('playground.chat', { ...req, chatId }).then(
+        () => off(),
+        (err) => {
+          off();
+          throw err;
+        },
+      );
     },
     onEvent(cb) {
       return rpc.onEvent((event, data) => {

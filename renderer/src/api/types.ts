@@ -113,9 +113,11 @@ export interface TryResult {
 
 export type ChatEvent =
   | { type: 'token'; text: string }
+  /** a model turn ended: its exact text (replaces what the tokens streamed) */
+  | { type: 'turn'; text: string; tokens: number }
   | { type: 'tool_call'; name: string; args: unknown }
   | { type: 'observation'; name: string; content: string; error?: string }
-  | { type: 'done'; text?: string }
+  | { type: 'done'; text?: string; reason?: string }
   | { type: 'error'; message: string };
 
 export interface ChatMessage {

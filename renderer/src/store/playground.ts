@@ -7,6 +7,7 @@ export type TranscriptItem =
   | { kind: 'assistant'; text: string; done: boolean }
   | { kind: 'tool_call'; name: string; args: unknown }
   | { kind: 'observation'; name: string; content: string; error?: string }
+  | { kind: 'note'; text: string }
   | { kind: 'error'; message: string };
 
 export interface PlaygroundSlice {
@@ -26,7 +27,7 @@ export function transcriptToMessages(items: TranscriptItem[]): ChatMessage[] {
   for (const it of items) {
     if (it.kind === 'user') out.push({ role: 'user', content: it.text });
     else if (it.kind === 'assistant') out.push({ role: 'assistant', content: it.text });
-    else if (it.kind === 'observation') out.push({ role: 'tool', name: it.name, content: it.error ? `error: ${it.error}` : it.content });
+    else if (it.kind === 'observation') out.push({ role: 'tool', name: it.name, content: it.content });
   }
   return out;
 }
@@ -60,6 +61,10 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
           if (e.type === 'token') {
             if (last?.kind === 'assistant' && !last.done) set({ transcript: [...items.slice(0, -1), { ...last, text: last.text + e.text }] });
             else push({ kind: 'assistant', text: e.text, done: false });
+          } else if (e.type === 'turn') {
+            // The exact text of the finished turn replaces what was streamed.
+            if (last?.kind === 'assistant' && !last.done) set({ transcript: [...items.slice(0, -1), { ...last, text: e.text, done: true }] });
+            else push({ kind: 'assistant', text: e.text, done: true });
           } else if (e.type === 'tool_call') {
             if (last?.kind === 'assistant') set({ transcript: [...items.slice(0, -1), { ...last, done: true }] });
             push({ kind: 'tool_call', name: e.name, args: e.args });
@@ -67,9 +72,9 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
             push({ kind: 'observation', name: e.name, content: e.content, error: e.error });
           } else if (e.type === 'done') {
             if (last?.kind === 'assistant') set({ transcript: [...items.slice(0, -1), { ...last, done: true }] });
-          } else if (e.type === 'error') {
-            push({ kind: 'error', message: e.message });
+            if (e.reason && /limit/.test(e.reason)) push({ kind: 'note', text: `The model ${e.reason}.` });
           }
+          // 'error' events also fail the request; the catch below shows them once.
         });
       } catch (err) {
         push({ kind: 'error', message: get().reportError('Playground', err) });

@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { useArbor, useArborStore } from '../store/react';
 
 export function PlaygroundView() {
@@ -7,38 +7,52 @@ export function PlaygroundView() {
   const checkpointId = useArbor((s) => s.checkpointId);
   const transcript = useArbor((s) => s.transcript);
   const chatting = useArbor((s) => s.chatting);
+  const runs = useArbor((s) => s.runs);
   const [text, setText] = useState('');
+  const bottom = useRef<HTMLDivElement>(null);
   useEffect(() => void store.getState().loadCheckpoints(), [store]);
+  useEffect(() => bottom.current?.scrollIntoView({ block: 'end' }), [transcript]);
   const a = store.getState();
   const send = () => {
     if (!text.trim()) return;
     void a.send(text.trim());
     setText('');
   };
+  const runName = (id: string) => runs.find((r) => r.id === id)?.name ?? id.slice(0, 8);
   return (
     <div className="view" data-testid="view-playground">
       <div className="toolbar">
         <h2>Playground</h2>
         <select value={checkpointId} onChange={(e) => a.setCheckpoint(e.target.value)} data-testid="checkpoint-select">
           <option value="">(checkpoint)</option>
-          {checkpoints.map((c) => <option key={c.id} value={c.id}>{c.runId.slice(0, 8)} · step {c.step}</option>)}
+          {checkpoints.map((c) => <option key={c.id} value={c.id}>{runName(c.runId)} · step {c.step}</option>)}
         </select>
+        <span className="muted">the model answers with its tools: search over the held-out world of the run that trained it</span>
         <span className="grow" />
-        <button onClick={() => a.clearChat()}>Clear</button>
+        <button onClick={() => void a.loadCheckpoints()}>Refresh</button>
+        <button onClick={() => a.clearChat()} disabled={chatting}>Clear</button>
       </div>
       {checkpoints.length === 0 ? <div className="empty">No checkpoints yet: train a run first.</div> : null}
       <div className="chat" data-testid="chat">
         {transcript.map((it, i) => {
           if (it.kind === 'user') return <div key={i} className="msg user">{it.text}</div>;
-          if (it.kind === 'assistant') return <div key={i} className="msg">{it.text}{it.done ? '' : ' ▍'}</div>;
-          if (it.kind === 'tool_call') return <div key={i} className="msg tool">→ {it.name}({JSON.stringify(it.args)})</div>;
-          if (it.kind === 'observation') return <div key={i} className="msg tool">{it.error ? <span style={{ color: 'var(--err)' }}>error: {it.error}</span> : `← ${it.content}`}</div>;
+          if (it.kind === 'assistant') return <div key={i} className="msg" data-testid="chat-assistant">{it.text}{it.done ? '' : ' ▍'}</div>;
+          if (it.kind === 'tool_call') return <div key={i} className="msg tool" data-testid="chat-tool-call">→ <b>{it.name}</b>({JSON.stringify(it.args)})</div>;
+          if (it.kind === 'observation')
+            return (
+              <div key={i} className="msg tool" data-testid="chat-observation">
+                {it.error ? <div style={{ color: 'var(--err)' }}>error: {it.error}</div> : null}← {it.content}
+              </div>
+            );
+          if (it.kind === 'note') return <div key={i} className="muted" style={{ fontSize: 12 }}>{it.text}</div>;
           return <div key={i} className="error-msg">{it.message}</div>;
         })}
+        {chatting ? <div className="muted" style={{ fontSize: 12 }}>generating…</div> : null}
+        <div ref={bottom} />
       </div>
       <div className="toolbar">
-        <textarea rows={3} style={{ flex: 1 }} value={text} onChange={(e) => setText(e.target.value)} onKeyDown={(e) => { if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); send(); } }} placeholder="Ask the model; Enter sends, Shift+Enter for a newline" />
-        <button className="primary" disabled={!checkpointId || chatting} onClick={send}>{chatting ? '…' : 'Send'}</button>
+        <textarea rows={3} style={{ flex: 1 }} value={text} onChange={(e) => setText(e.target.value)} onKeyDown={(e) => { if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); send(); } }} placeholder="Ask the model; Enter sends, Shift+Enter for a newline" data-testid="chat-input" />
+        <button className="primary" disabled={!checkpointId || chatting} onClick={send} data-testid="chat-send">{chatting ? '…' : 'Send'}</button>
       </div>
     </div>
   );

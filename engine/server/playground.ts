@@ -1,0 +1,242 @@
+/**
+ * The playground: chat with a checkpoint and its tools. The checkpoint folder is loaded as a
+ * PolicyModel with the tokenizer saved in it; the conversation is rendered with the folder's
+ * chat template and run as one multi-turn episode through the rollout engine, with the
+ * multi-hop task's tools (BM25 search over the held-out world of the run that made the
+ * checkpoint, Search-R1 tags). `chat` events go to the asking client as things happen:
+ *   { chatId, type: 'token', text }            text the model generated since the last event
+ *   { chatId, type: 'turn', text, tokens }     a model turn ended (its exact decoded text)
+ *   { chatId, type: 'tool_call', name, args }  a call parsed from that turn
+ *   { chatId, type: 'observation', name, content, error? }  what the tool returned
+ *   { chatId, type: 'done', text, reason }     the episode ended
+ *   { chatId, type: 'error', message }         it failed (the request also fails)
+ * The request resolves with the whole transcript when the episode ends.
+ */
+import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { searchR1Format } from '../env/formats';
+import { generateWorld } from '../env/multihop';
+import { Bm25Index, searchTool } from '../env/search';
+import { runCall, type Tool } from '../env/tool';
+import { PolicyModel } from '../model/runtime';
+import { HfTokenizer } from '../model/tokenizer';
+import { rollout } from '../rollout/engine';
+import { eosTokenIds, policyDecodeBackend } from '../rollout/model-backend';
+import type { DecodeBackend, EpisodeEnv } from '../rollout/ports';
+import type { ToolCallRecord } from '../rollout/types';
+import type { Client, EngineServer } from './server';
+
+export interface ChatRequest {
+  checkpoint: string;
+  messages: { role: string; content: string; name?: string }[];
+  tools?: string[];
+  chatId?: string;
+}
+
+export type TranscriptEntry =
+  | { role: 'assistant'; content: string; tokens: number }
+  | { role: 'tool_call'; name: string; args: unknown }
+  | { role: 'tool'; name: string; content: string; error?: string };
+
+export interface ChatResult {
+  chatId: string;
+  checkpoint: { id: string; path: string; step?: number; runId?: string };
+  /** Seed of the world the search tool reads (the run's task.eval_seed). */
+  world: number;
+  transcript: TranscriptEntry[];
+  reason: string;
+}
+
+/** Episode limits and sampling for a chat (from the run's config when it has them). */
+export interface ChatSettings {
+  world: number;
+  maxTurns: number;
+  maxNewTokens: number;
+  maxTotalLength: number;
+  temperature: number;
+}
+
+const DEFAULTS: ChatSettings = { world: 1001, maxTurns: 4, maxNewTokens: 32, maxTotalLength: 384, temperature: 0 };
+
+/** Read the settings a run's config implies; anything missing or of the wrong type falls back to the defaults. */
+export function chatSettings(config: Record<string, unknown> | undefined): ChatSettings {
+  const get = (path: string[]): unknown => path.reduce<unknown>((o, k) => (o && typeof o === 'object' ? (o as Record<string, unknown>)[k] : undefined), config);
+  const int = (v: unknown, d: number) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : d);
+  return {
+    world: int(get(['task', 'eval_seed']), DEFAULTS.world),
+    maxTurns: Math.max(1, int(get(['rollout', 'max_turns']), DEFAULTS.maxTurns)),
+    maxNewTokens: Math.max(1, int(get(['rollout', 'max_new_tokens']), DEFAULTS.maxNewTokens)),
+    maxTotalLength: Math.max(2, int(get(['rollout', 'max_total_length']), DEFAULTS.maxTotalLength)),
+    temperature: typeof get(['eval', 'temperature']) === 'number' ? (get(['eval', 'temperature']) as number) : DEFAULTS.temperature,
+  };
+}
+
+interface Loaded {
+  path: string;
+  model: PolicyModel;
+  tok: HfTokenizer;
+}
+
+/**
+ * Serves playground.chat. One model stays loaded (the last checkpoint chatted with), since
+ * building its ORT decode session is the slow part; chats run one at a time.
+ */
+export class Playground {
+  private loaded: Loaded | null = null;
+  private chain: Promise<unknown> = Promise.resolve();
+  private worlds = new Map<number, Map<string, Tool>>();
+
+  constructor(private readonly engine: EngineServer) {}
+
+  /** Resolve a checkpoint id from the store, or a folder path holding an HF model. */
+  resolve(checkpoint: string): { id: string; path: string; step?: number; runId?: string; settings: ChatSettings } {
+    const store = this.engine.store!;
+    const ck = store.checkpoints().find((c) => c.id === checkpoint);
+    if (ck) {
+      if (!existsSync(join(ck.path, 'config.json'))) throw new Error(`checkpoint "${checkpoint}": its folder ${ck.path} has no config.json (was it deleted?)`);
+      let config: Record<string, unknown> | undefined;
+      try {
+        config = store.getRun(ck.runId).config;
+      } catch {
+        config = undefined;
+      }
+      return { id: ck.id, path: ck.path, step: ck.step, runId: ck.runId, settings: chatSettings(config) };
+    }
+    if (existsSync(checkpoint) && statSync(checkpoint).isDirectory()) {
+      if (!existsSync(join(checkpoint, 'config.json'))) throw new Error(`checkpoint folder ${checkpoint} has no config.json`);
+      return { id: checkpoint, path: checkpoint, settings: chatSettings(undefined) };
+    }
+    throw new Error(`no checkpoint "${checkpoint}" in this workspace (checkpoints.list shows the stored ones; a model folder path also works)`);
+  }
+
+  private async load(path: string): Promise<Loaded> {
+    if (this.loaded?.path === path) return this.loaded;
+    await this.loaded?.model.dispose();
+    this.loaded = null;
+    if (!existsSync(join(path, 'tokenizer.json'))) throw new Error(`checkpoint folder ${path} has no tokenizer.json, so its tokens cannot be read`);
+    const tok = HfTokenizer.load(path);
+    const model = PolicyModel.load(path, { threads: 1 });
+    this.loaded = { path, model, tok };
+    return this.loaded;
+  }
+
+  private tools(world: number): Map<string, Tool> {
+    let t = this.worlds.get(world);
+    if (!t) {
+      t = new Map([['search', searchTool(new Bm25Index(generateWorld(world).passages), { topK: 2 })]]);
+      this.worlds.set(world, t);
+    }
+    return t;
+  }
+
+  /** Run one chat; events go to `client` as they happen. Chats are served one after another. */
+  chat(req: ChatRequest, client: Client): Promise<ChatResult> {
+    const run = this.chain.then(() => this.run(req, client));
+    this.chain = run.catch(() => undefined);
+    return run;
+  }
+
+  private async run(req: ChatRequest, client: Client): Promise<ChatResult> {
+    const chatId = req.chatId ?? randomUUID();
+    const emit = (data: Record<string, unknown>) => client.send({ event: 'chat', data: { chatId, ...data } });
+    try {
+      if (!req.messages.some((m) => m.role === 'user')) throw new Error('playground.chat: messages has no user message');
+      const ck = this.resolve(req.checkpoint);
+      const { model, tok } = await this.load(ck.path);
+      const s = ck.settings;
+      const maxTotalLength = Math.min(s.maxTotalLength, model.config.maxPositionEmbeddings);
+      const allTools = this.tools(s.world);
+      const enabled = req.tools ? new Map([...allTools].filter(([name]) => req.tools!.includes(name))) : allTools;
+      const format = searchR1Format({ maxQueries: 2 });
+      const transcript: TranscriptEntry[] = [];
+      const promptText = tok.renderChat(req.messages.map((m) => ({ role: m.role, content: m.content })), { addGenerationPrompt: true });
+      const promptIds = tok.encode(promptText);
+      if (promptIds.length >= maxTotalLength) throw new Error(`the conversation is ${promptIds.length} tokens, the checkpoint's limit is ${maxTotalLength}; clear the chat`);
+
+      // Streaming: the engine feeds each sampled token back on the next decode call, so every
+      // call after the prompt's starts with the token sampled last (KV-cache decoding).
+      const stream = { calls: 0, turnIds: [] as number[], sent: '', skipNext: false };
+      const flush = () => {
+        const text = tok.decode(stream.turnIds);
+        if (text.length > stream.sent.length && text.startsWith(stream.sent)) emit({ type: 'token', text: text.slice(stream.sent.length) });
+        stream.sent = text;
+      };
+      const base = policyDecodeBackend(model, { maxBatch: 1, maxLength: maxTotalLength });
+      const backend: DecodeBackend = {
+        vocabSize: base.vocabSize,
+        maxBatch: base.maxBatch,
+        maxLength: base.maxLength,
+        release: (slot) => base.release(slot),
+        async extend(items) {
+          if (stream.calls++ > 0 && items[0]) {
+            if (stream.skipNext) stream.skipNext = false;
+            else {
+              stream.turnIds.push(items[0].tokens[0]!);
+              flush();
+            }
+          }
+          return base.extend(items);
+        },
+      };
+      const env: EpisodeEnv = {
+        prompt: async () => ({ ids: promptIds, text: promptText }),
+        async step(turn) {
+          stream.turnIds = turn.tokenIds.slice();
+          flush();
+          emit({ type: 'turn', text: turn.text, tokens: turn.tokenIds.length });
+          transcript.push({ role: 'assistant', content: turn.text, tokens: turn.tokenIds.length });
+          stream.turnIds = [];
+          stream.sent = '';
+          stream.skipNext = true;
+          const parsed = format.parse(turn.text);
+          if (parsed.answer !== undefined || (parsed.calls.length === 0 && turn.stopReason === 'stop_token')) return { done: true };
+          for (const c of parsed.calls) {
+            emit({ type: 'tool_call', name: c.name, args: c.args });
+            transcript.push({ role: 'tool_call', name: c.name, args: c.args });
+          }
+          const outcomes = await Promise.all(parsed.calls.map((c) => runCall(enabled, c)));
+          const observation = format.observation(outcomes, parsed.errors);
+          const name = outcomes.map((o) => o.name).join(', ') || 'format';
+          const errors = [...parsed.errors, ...outcomes.filter((o) => o.error).map((o) => `${o.name}: ${o.error}`)];
+          const error = errors.length ? errors.join('; ') : undefined;
+          emit({ type: 'observation', name, content: observation, error });
+          transcript.push({ role: 'tool', name, content: observation, error });
+          const records: ToolCallRecord[] = outcomes.map((o) => ({ name: o.name, args: o.args, result: o.result, error: o.error, latencyMs: o.latencyMs }));
+          return { done: false, observation: { text: observation, role: 'tool' }, toolCalls: records };
+        },
+        outcome: async () => ({ reward: 0, components: {} }),
+      };
+      const result = await rollout(backend, {
+          tasks: [{ id: 'playground', createEnv: () => env }],
+          n: 1,
+          seed: Date.now() % 2 ** 31,
+          sampling: { temperature: s.temperature },
+          tokenizer: { encode: (t) => tok.encode(t), decode: (ids) => tok.decode(ids) },
+          limits: { maxNewTokens: s.maxNewTokens, maxTurns: s.maxTurns, maxTotalLength },
+        stop: { strings: format.stopStrings, tokenIds: eosTokenIds(model.config) },
+      });
+      const t = result.trajectories[0]!;
+      const last = [...t.turns].reverse().find((u) => u.role === 'model');
+      const reason = t.truncated ? `stopped at a limit (${s.maxTurns} turns, ${s.maxNewTokens} tokens per turn, ${maxTotalLength} in all)` : last?.stop?.reason ?? 'done';
+      emit({ type: 'done', text: last?.text ?? '', reason });
+      return { chatId, checkpoint: { id: ck.id, path: ck.path, step: ck.step, runId: ck.runId }, world: s.world, transcript, reason };
+    } catch (e) {
+      const message = e instanceof Error ? e.message : String(e);
+      emit({ type: 'error', message });
+      throw e;
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.loaded?.model.dispose();
+    this.loaded = null;
+  }
+}
+
+/** Register playground.chat on the engine. */
+export function registerPlayground(engine: EngineServer): Playground {
+  const p = new Playground(engine);
+  engine.on('playground.chat', (params: ChatRequest, client: Client) => p.chat(params, client));
+  return p;
+}
