@@ -13,7 +13,8 @@ import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig, validateConfig, type ExperimentConfig } from './config';
-import { runTrainingLoop } from './loop';
+import { runTrainingLoop, type SinkPort } from './loop';
+import { teeSink } from './sinks';
 import { createRunDir, type EvalSummary, type TaskSession } from './run';
 import { runSft } from './sft';
 import { JsonlSink } from './sinks';
@@ -49,6 +50,8 @@ export interface DemoOptions {
   onStep?: (phase: 'sft' | 'grpo' | 'ppo', step: number, total: number, m: Record<string, number>) => void;
   signal?: AbortSignal;
   configFile?: string;
+  /** Record the GRPO/PPO runs in the workspace store (so they open in the workbench). */
+  record?: (phase: 'grpo' | 'ppo', cfg: ExperimentConfig, runDir: string) => { sink: SinkPort; finish(status: 'completed' | 'stopped' | 'failed', error?: string): void };
 }
 
 function row(method: string, e: EvalSummary, seconds: number): DemoRow {
@@ -100,27 +103,45 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
   await base.close();
 
   const curves: DemoResult['curves'] = [];
+  // What a final held-out evaluation takes, measured on the SFT model (plus a margin for saving).
+  const evalReserve = (rows.find((r) => r.method === 'base tool calling')?.seconds ?? 10) * 2 + 15;
   const rl = async (method: string, phase: 'grpo' | 'ppo', algorithm: Record<string, unknown>) => {
     const rlCfg = validateConfig({ ...structuredClone(cfg), model: { path: sftCheckpoint }, algorithm: { ...cfg.algorithm, ...algorithm } });
     const session = await opts.openSession(rlCfg);
     const runDir = join(dir, phase);
     mkdirSync(runDir, { recursive: true });
     const start = performance.now();
+    // The time budget: stop training (after the current step, with a checkpoint) when only the
+    // final evaluation's time is left, so the whole demo stays within budgetSeconds.
+    const stopAt = new AbortController();
+    const timer = setTimeout(() => stopAt.abort(), Math.max(0, (budget - evalReserve - elapsed()) * 1000));
+    const onUser = () => stopAt.abort();
+    opts.signal?.addEventListener('abort', onUser);
+    const rec = opts.record?.(phase, rlCfg, runDir);
+    let lastStep = 0;
     try {
       await runTrainingLoop(
         rlCfg,
-        { ...session.ports, sink: new JsonlSink(runDir) },
+        { ...session.ports, sink: rec ? teeSink(new JsonlSink(runDir), rec.sink) : new JsonlSink(runDir) },
         {
           runDir,
-          signal: opts.signal,
+          signal: stopAt.signal,
           onStep: (s, m) => {
+            lastStep = s;
             if (phase === 'grpo') curves.push({ step: s, reward: m['reward/mean']!, exactMatch: m['exact_match']! });
             opts.onStep?.(phase, s, rlCfg.steps, m);
           },
         },
       );
+      if (stopAt.signal.aborted && !opts.signal?.aborted && lastStep < rlCfg.steps) skipped.push(`${phase}: stopped by the time budget after ${lastStep} of ${rlCfg.steps} steps`);
       rows.push(row(method, await session.evaluate(cfg.eval.n_questions), (performance.now() - start) / 1000));
+      rec?.finish(stopAt.signal.aborted && lastStep < rlCfg.steps ? 'stopped' : 'completed');
+    } catch (e) {
+      rec?.finish('failed', e instanceof Error ? e.message : String(e));
+      throw e;
     } finally {
+      clearTimeout(timer);
+      opts.signal?.removeEventListener('abort', onUser);
       await session.close();
     }
     return (performance.now() - start) / 1000;

@@ -7,6 +7,8 @@ import { runDemo } from '../../train/demo';
 import { progressBar, renderTable, type Progress } from '../../train/report';
 import { openTaskSession } from '../../train/wiring';
 import { interruptSignal } from './train';
+import { openCliStoreRun } from '../store-run';
+import { basename, dirname } from 'node:path';
 
 export function register(program: Command): void {
   program
@@ -15,7 +17,8 @@ export function register(program: Command): void {
     .option('--json', 'print the results as one JSON object on stdout')
     .option('--budget <seconds>', 'wall-clock budget (PPO runs only if it fits)', (v) => Number(v), 600)
     .option('--config <file>', 'use another experiment config instead of resources/configs/demo.yaml')
-    .action(async (o: { json?: boolean; budget: number; config?: string }) => {
+    .option('--no-store', 'do not record the RL runs in the workspace database')
+    .action(async (o: { json?: boolean; budget: number; config?: string; store: boolean }) => {
       const stop = interruptSignal(() => process.stderr.write('\nstopping after this step; Ctrl-C again to quit now\n'));
       let bar: Progress | undefined;
       let barPhase = '';
@@ -25,6 +28,12 @@ export function register(program: Command): void {
           budgetSeconds: o.budget,
           configFile: o.config,
           signal: stop.signal,
+          record: o.store
+            ? (phase, cfg, runDir) => {
+                const r = openCliStoreRun(`${basename(dirname(runDir))}-${phase}`, { ...cfg, name: `demo ${phase}` }, { resume: false, template: cfg.task.kind, dir: runDir });
+                return { sink: r.sink, finish: (status, error) => r.finish(status, error) };
+              }
+            : undefined,
           onStage: (s) => {
             bar?.stop();
             bar = undefined;

@@ -1,0 +1,72 @@
+// The demo orchestration at a tiny scale: every row of the Agent-R1-shaped table, the JSON
+// shape, the runs recorded in the store, and the time budget stopping RL (not the bar: too slow).
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { runDemo } from '../../../engine/train/demo';
+import { openTaskSession } from '../../../engine/train/wiring';
+import { openCliStoreRun } from '../../../engine/cli/store-run';
+import { openDatabase } from '../../../engine/store/db';
+import { Store } from '../../../engine/store/store';
+
+const prevHome = process.env.ARBOR_HOME;
+afterEach(() => {
+  if (prevHome === undefined) delete process.env.ARBOR_HOME;
+  else process.env.ARBOR_HOME = prevHome;
+});
+
+function tinyDemoConfig(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'arbor-demo-cfg-'));
+  const file = join(dir, 'demo.yaml');
+  writeFileSync(
+    file,
+    [
+      'name: demo-test',
+      'model: { init: tiny }',
+      'task: { kind: multihop, hops: [1, 2] }',
+      'steps: 3',
+      'rollout: { prompts_per_step: 2, n: 2, max_turns: 3, max_new_tokens: 12 }',
+      'sft: { epochs: 1, demos: 8, batch_size: 4 }',
+      'eval: { every: 0, n_questions: 6 }',
+      'checkpoint: { every: 5, keep: 1 }',
+    ].join('\n'),
+  );
+  return file;
+}
+
+describe('arbor demo orchestration', () => {
+  it('produces every table row, records the RL run in the store, and is one JSON object', async () => {
+    process.env.ARBOR_HOME = mkdtempSync(join(tmpdir(), 'arbor-demo-home-'));
+    const res = await runDemo({
+      openSession: openTaskSession,
+      configFile: tinyDemoConfig(),
+      budgetSeconds: 3600,
+      record: (phase, cfg, runDir) => {
+        const r = openCliStoreRun(`demo-test-${phase}`, cfg, { resume: false, template: cfg.task.kind, dir: runDir });
+        return { sink: r.sink, finish: (s, e) => r.finish(s, e) };
+      },
+    });
+    expect(res.rows.map((r) => r.method)).toEqual(expect.arrayContaining(['naive RAG', 'base tool calling', 'SFT only', 'SFT + GRPO']));
+    for (const r of res.rows) {
+      expect(r.exactMatch).toBeGreaterThanOrEqual(0);
+      expect(r.exactMatch).toBeLessThanOrEqual(1);
+      expect(Number.isFinite(r.toolCallsPerEpisode)).toBe(true);
+    }
+    expect(res.curves.map((c) => c.step)).toEqual([1, 2, 3]);
+    expect(typeof res.bar.passed).toBe('boolean');
+    expect(JSON.parse(JSON.stringify(res))).toMatchObject({ rows: expect.any(Array), bar: expect.any(Object), totalSeconds: expect.any(Number) });
+    const store = new Store(openDatabase());
+    expect(store.getRun('demo-test-grpo').status).toBe('completed');
+    expect(store.metricSeries('demo-test-grpo', 'reward/mean').step).toEqual([1, 2, 3]);
+    store.db.close();
+  }, 240_000);
+
+  it('stops RL at the time budget after the current step and still evaluates', async () => {
+    process.env.ARBOR_HOME = mkdtempSync(join(tmpdir(), 'arbor-demo-home-'));
+    const res = await runDemo({ openSession: openTaskSession, configFile: tinyDemoConfig(), budgetSeconds: 0 });
+    expect(res.rows.find((r) => r.method === 'SFT + GRPO')).toBeDefined();
+    expect(res.skipped.some((s) => /grpo: stopped by the time budget after \d of 3 steps/.test(s))).toBe(true);
+    expect(res.curves.length).toBeLessThan(3);
+  }, 240_000);
+});
