@@ -51,8 +51,10 @@ const taskSchema = z.strictObject({
   train_seed: nonNegInt().default(1),
   /** Seed of the held-out world used for evaluation (different entities and facts). */
   eval_seed: nonNegInt().default(1001),
-  /** Question hop counts sampled for training. */
+  /** Question hop counts for training, demonstrations and evaluation. */
   hops: z.array(z.number().int().min(1).max(4)).min(1).default([1, 2]),
+  /** Hop counts of the RL training questions, if different from `hops` (e.g. RL on the harder 2-hop questions only). */
+  rl_hops: z.array(z.number().int().min(1).max(4)).min(1).optional(),
   /** Optional JSONL file of questions ({question, answer, ...}) replacing the generated ones. */
   dataset: z.string().min(1).optional(),
 });
@@ -243,6 +245,8 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
   const issues: { field: string; message: string }[] = [];
   if (cfg.algorithm.mini_batches > cfg.rollout.prompts_per_step * cfg.rollout.n)
     issues.push({ field: 'algorithm.mini_batches', message: `must be ≤ rollout.prompts_per_step × rollout.n = ${cfg.rollout.prompts_per_step * cfg.rollout.n}` });
+  for (const h of cfg.task.rl_hops ?? [])
+    if (!cfg.task.hops.includes(h)) issues.push({ field: 'task.rl_hops', message: `${h} is not one of task.hops (${cfg.task.hops.join(', ')}); RL questions are drawn from the training questions` });
   if (cfg.rollout.max_new_tokens >= cfg.rollout.max_total_length)
     issues.push({ field: 'rollout.max_new_tokens', message: `must be < rollout.max_total_length (${cfg.rollout.max_total_length})` });
   if (cfg.algorithm.overlong.enabled && cfg.algorithm.overlong.buffer >= cfg.rollout.max_total_length)

@@ -218,6 +218,7 @@ export function multihopKit(cfg: ExperimentConfig): TaskKit {
     tokenizer: tok,
     tokenizerFolder: multihopTokenizerFolder(),
     trainTasks,
+    rlTasks: cfg.task.rl_hops ? trainTasks.filter((t) => cfg.task.rl_hops!.includes(Number(t.meta?.hops))) : undefined,
     evalTasks: evalQs.map((q) => multihopTask(q, evalTools)),
     stop: { strings: ['</search>', '</answer>'], tokenIds: [eos] },
     expert: multihopExpert(new Map(trainQs.map((q) => [q.id, q])), (id) => worldOfQ.get(id)!, cfg.sft.mistake_rate),

@@ -26,6 +26,8 @@ import { trajectoryToDemo } from './trajectories';
 export interface TaskKit {
   tokenizer: TokenizerPort;
   trainTasks: RolloutTask[];
+  /** The RL questions when they are a subset of the training questions (task.rl_hops); default trainTasks. */
+  rlTasks?: RolloutTask[];
   /** Held-out tasks; `meta.hops` (if present) splits exact match by hop count. */
   evalTasks: RolloutTask[];
   stop: { strings: string[]; tokenIds: number[] };
@@ -112,7 +114,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
 
   return {
     ports: {
-      rollout: engineRolloutPort(cfg, { backend, tokenizer: kit.tokenizer, tasks: kit.trainTasks, stop: kit.stop }),
+      rollout: engineRolloutPort(cfg, { backend, tokenizer: kit.tokenizer, tasks: kit.rlTasks ?? kit.trainTasks, stop: kit.stop }),
       policy,
       reference,
       advantage,

@@ -92,3 +92,18 @@ describe('example configs in resources/configs', () => {
       expect(loadConfig(join(dir, f)).model).toBeDefined();
     });
 });
+
+describe('task.rl_hops and the RL question set', () => {
+  it('must be a subset of task.hops, and selects the RL questions among the training questions', async () => {
+    const e = errorOf({ model: { init: 'tiny' }, task: { hops: [1, 2], rl_hops: [3] } });
+    expect(e.issues[0]).toEqual({ field: 'task.rl_hops', message: '3 is not one of task.hops (1, 2); RL questions are drawn from the training questions' });
+    const { multihopKit } = await import('../../../engine/train/multihop-kit');
+    const kit = multihopKit(validateConfig({ model: { init: 'tiny' }, task: { hops: [1, 2], rl_hops: [2] } }));
+    const all = multihopKit(validateConfig({ model: { init: 'tiny' }, task: { hops: [1, 2] } }));
+    expect(all.rlTasks).toBeUndefined();
+    expect(kit.trainTasks.map((t) => t.id)).toEqual(all.trainTasks.map((t) => t.id));
+    expect(kit.rlTasks!.length).toBeGreaterThan(0);
+    expect(kit.rlTasks!.every((t) => t.meta?.hops === 2)).toBe(true);
+    expect(kit.rlTasks!.length).toBe(all.trainTasks.filter((t) => t.meta?.hops === 2).length);
+  });
+});
