@@ -80,7 +80,7 @@ export async function openBrowser(): Promise<Browser> {
   });
   const page = context.pages()[0] ?? (await context.newPage());
   const errors: string[] = [];
-  page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
+  page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}${process.env.ARBOR_E2E_STACKS === '1' ? `\n${e.stack}` : ''}`));
   page.on('console', (m) => m.type() === 'error' && errors.push(`console: ${m.text()}`));
   return {
     context,
@@ -98,9 +98,11 @@ export async function openBrowser(): Promise<Browser> {
  * afterEach BEFORE closing the browser: vitest runs onTestFailed hooks after afterEach, when
  * the page is already gone.
  */
-export async function screenshotIfFailed(ctx: { task: { name: string; result?: { state?: string } } }, page: Page | undefined): Promise<void> {
+export async function screenshotIfFailed(ctx: { task: { name: string; result?: { state?: string } } }, page: Page | undefined, errors: string[] = []): Promise<void> {
   if (!page || ctx.task.result?.state !== 'fail') return;
   await shot(page, `FAILED-${ctx.task.name}`);
+  // What the page logged is often the reason (a render error leaves a blank page).
+  if (errors.length) console.error(`page errors in "${ctx.task.name}":\n${errors.join('\n')}`);
 }
 
 /** A full-page screenshot under test-results/<name>.png (always on failure; on success with ARBOR_E2E_SHOTS=1, for looking at every view). */

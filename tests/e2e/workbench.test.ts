@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { engineRequest, numbersIn, openBrowser, ROOT, screenshotIfFailed, startEngine, type Browser, type Engine } from './harness';
+import { engineRequest, numbersIn, openBrowser, reviewShot, ROOT, screenshotIfFailed, startEngine, type Browser, type Engine } from './harness';
 
 const serverLanded = existsSync(join(ROOT, 'engine/server/protocol.ts'));
 
@@ -17,7 +17,7 @@ beforeEach(async () => {
 });
 
 afterEach(async (ctx) => {
-  await screenshotIfFailed(ctx, browser?.page);
+  await screenshotIfFailed(ctx, browser?.page, browser?.errors);
   await browser?.close();
   await engine?.stop();
   browser = engine = undefined;
@@ -165,5 +165,84 @@ describe.skipIf(!serverLanded)('workbench in web mode', () => {
     const text = await result.innerText();
     expect(text).toContain('no luck with zebra');
     expect(text).toMatch(/line 6\b/);
+  });
+});
+
+/** Set a generated form field by its config path (ids are `cfg-<dotted path>`). */
+async function setField(page: Browser['page'], path: string, value: string) {
+  const field = page.locator(`[id="cfg-${path}"]`);
+  if (value === 'true' || value === 'false') await field.setChecked(value === 'true');
+  else await field.fill(value);
+}
+
+async function startShortRun(page: Browser['page'], name: string, over: Record<string, string>) {
+  await page.getByTestId('nav-runs').click();
+  await page.getByTestId('new-run').click();
+  await page.getByTestId('launch-dialog').waitFor();
+  await page.getByTestId('run-name').fill(name);
+  await page.getByTestId('run-tags').fill('e2e, short');
+  const fields = { steps: '4', 'rollout.prompts_per_step': '4', 'rollout.n': '4', 'checkpoint.every': '2', 'eval.every': '2', 'eval.n_questions': '8', ...over };
+  for (const [k, v] of Object.entries(fields)) await setField(page, k, v);
+  await reviewShot(page, 'launch-form');
+  await page.getByTestId('start-run').click();
+  await page.getByTestId('view-run').waitFor();
+}
+
+describe('a short real run through every view', () => {
+  it('trains two short runs from the template form, compares them, replays a trajectory and chats with a checkpoint', async () => {
+    const { page, errors } = browser!;
+    await page.goto(engine!.url);
+    await page.getByTestId('engine-status').getByText('connected').waitFor();
+
+    // A small SFT warm start first, so the RL steps see search calls, rewards and advantages.
+    await startShortRun(page, 'tour-a', { 'sft.warm_start': 'true', 'sft.demos': '64', 'sft.epochs': '2' });
+    await page.getByTestId('view-run').getByTestId('run-status').getByText('completed').waitFor({ timeout: 150_000 });
+    await page.locator('[data-testid="chart-reward/mean"]').waitFor();
+    await reviewShot(page, 'run-charts');
+    for (const tab of ['config', 'log', 'checkpoints']) {
+      await page.getByTestId(`tab-${tab}`).click();
+      await reviewShot(page, `run-${tab}`);
+    }
+    await startShortRun(page, 'tour-b', { 'optim.lr': '0.003', steps: '2' });
+    await page.getByTestId('view-run').getByTestId('run-status').getByText('completed').waitFor({ timeout: 150_000 });
+
+    await page.getByTestId('nav-runs').click();
+    await expect.poll(() => page.getByTestId('run-row').count()).toBe(2);
+    await reviewShot(page, 'runs');
+    for (const row of await page.getByTestId('run-row').all()) await row.locator('input[type=checkbox]').check();
+    await page.getByTestId('compare-selected').click();
+    const diff = page.getByTestId('config-diff');
+    await diff.waitFor();
+    const diffText = await diff.innerText();
+    expect(diffText).toContain('optim.lr');
+    expect(diffText).toContain('steps');
+    expect(diffText).not.toContain('rollout.n');
+    await reviewShot(page, 'compare');
+
+    await page.getByTestId('nav-trajectories').click();
+    await page.getByTestId('traj-run').selectOption({ label: 'tour-a' });
+    await page.getByTestId('traj-header').waitFor();
+    await reviewShot(page, 'trajectories');
+    const tok = page.locator('[data-testid="turns"] span.t').first();
+    await tok.hover();
+    await page.getByTestId('token-card').waitFor();
+    await reviewShot(page, 'token-card');
+    await page.keyboard.press('g');
+    await page.getByTestId('group-view').waitFor();
+    await reviewShot(page, 'group');
+    await page.keyboard.press('g');
+
+    await page.getByTestId('nav-playground').click();
+    await expect.poll(() => page.getByTestId('checkpoint-select').locator('option').count()).toBeGreaterThan(1);
+    await page.getByTestId('chat-input').fill('where was the author of the book born ?');
+    await page.getByTestId('chat-send').click();
+    await page.getByTestId('chat-assistant').first().waitFor({ timeout: 60_000 });
+    await expect.poll(() => page.getByTestId('chat-send').innerText(), { timeout: 60_000 }).toBe('Send');
+    await reviewShot(page, 'playground');
+
+    await page.getByTestId('nav-editor').click();
+    await page.waitForFunction(() => !!(window as unknown as { __arborEditor?: unknown }).__arborEditor);
+    await reviewShot(page, 'editor');
+    expect(errors.filter((e) => !/favicon/.test(e))).toEqual([]);
   });
 });

@@ -11,7 +11,7 @@ import { serveWebSocket, type WebServer } from '../../engine/server/transports';
 let engine: Engine | undefined;
 let browser: Browser | undefined;
 afterEach(async (ctx) => {
-  await screenshotIfFailed(ctx, browser?.page);
+  await screenshotIfFailed(ctx, browser?.page, browser?.errors);
   await browser?.close();
   await engine?.stop();
   browser = engine = undefined;

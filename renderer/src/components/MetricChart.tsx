@@ -38,11 +38,16 @@ export function MetricChart({ title, series, smoothing, height = 180 }: { title:
       series: uSeries,
       legend: { live: true },
       cursor: { drag: { x: true, y: false } },
-      scales: { x: { time: false } },
+      scales: { x: { time: false }, y: { range: yRange } },
       axes: [
-        { stroke: '#8a93a3', grid: { stroke: '#2a2f3a', width: 1 }, ticks: { stroke: '#2a2f3a' } },
-        { stroke: '#8a93a3', grid: { stroke: '#2a2f3a', width: 1 }, ticks: { stroke: '#2a2f3a' }, size: 56, values: (_u, vals) => vals.map((v) => fmt(v)) },
+        // Steps are integers: no 1.5 ticks.
+        { stroke: '#8a93a3', grid: { stroke: '#2a2f3a', width: 1 }, ticks: { stroke: '#2a2f3a' }, incrs: STEP_INCRS, values: (_u, vals) => vals.map((v) => String(v)) },
+        { stroke: '#8a93a3', grid: { stroke: '#2a2f3a', width: 1 }, ticks: { stroke: '#2a2f3a' }, size: 60, values: (_u, vals, _ax, _space, incr) => vals.map((v) => tickLabel(v, incr)) },
       ],
+      hooks: {
+        // The faint raw curves stay out of the legend; it lists the smoothed value per run.
+        init: [(u) => u.root.querySelectorAll<HTMLElement>('.u-legend .u-series').forEach((row, i) => i > 0 && smoothing > 0 && i % 2 === 1 && (row.style.display = 'none'))],
+      },
     };
     plot.current = new uPlot(opts, buildData(series, smoothing), el);
     const ro = new ResizeObserver(() => plot.current?.setSize({ width: Math.max(200, el.clientWidth), height }));
@@ -71,6 +76,28 @@ export function MetricChart({ title, series, smoothing, height = 180 }: { title:
       <div ref={host} />
     </div>
   );
+}
+
+const STEP_INCRS = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 2500, 5000, 10000, 20000, 50000, 100000];
+
+/** y range with some headroom; a flat series gets a band around its value instead of uPlot's 0..100. */
+function yRange(_u: uPlot, min: number | null, max: number | null): uPlot.Range.MinMax {
+  if (min == null || max == null || !Number.isFinite(min) || !Number.isFinite(max)) return [0, 1];
+  if (min === max) {
+    const pad = min === 0 ? 1 : Math.abs(min) * 0.05;
+    return [min - pad, max + pad];
+  }
+  const pad = (max - min) * 0.08;
+  return [min - pad, max + pad];
+}
+
+/** Axis tick label with as many decimals as the tick spacing needs (5.2331, 5.2332 … not 5.233 three times). */
+export function tickLabel(v: number, incr: number): string {
+  if (v === 0) return '0';
+  const a = Math.abs(v);
+  if (a >= 1e5 || (a < 1e-3 && incr < 1e-3)) return v.toExponential(1);
+  const decimals = incr > 0 ? Math.max(0, Math.min(8, -Math.floor(Math.log10(incr) + 1e-9))) : 2;
+  return v.toFixed(decimals);
 }
 
 function buildData(series: ChartSeries[], smoothing: number): uPlot.AlignedData {

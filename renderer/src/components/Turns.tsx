@@ -40,7 +40,21 @@ export function TurnHead({ turn, index }: { turn: TurnView; index: number }) {
 }
 
 /** A slice of a turn's tokens coloured by the channel; hover handled by the parent via data attributes. */
-export const TokenSpan = memo(function TokenSpan({ turn, turnIndex, from, to, channel, scale }: { turn: TurnView; turnIndex: number; from: number; to: number; channel: Channel; scale: number }) {
+/**
+ * Whole-word tokenizers (the built-in tiny models) decode each token without its separating
+ * space, so their tokens are drawn apart; BPE tokens carry their own spaces and are drawn as is.
+ */
+export function isWordLevel(t: Trajectory): boolean {
+  let n = 0;
+  for (const turn of t.turnsData)
+    for (const s of turn.tokens) {
+      if (/\s/.test(s)) return false;
+      n++;
+    }
+  return n > 1;
+}
+
+export const TokenSpan = memo(function TokenSpan({ turn, turnIndex, from, to, channel, scale, words = false }: { turn: TurnView; turnIndex: number; from: number; to: number; channel: Channel; scale: number; words?: boolean }) {
   const spans = [];
   for (let i = from; i < to; i++) {
     const v = channelValue(turn, channel, i);
@@ -51,7 +65,7 @@ export const TokenSpan = memo(function TokenSpan({ turn, turnIndex, from, to, ch
       </span>,
     );
   }
-  return <div className="tokens">{spans}</div>;
+  return <div className={words ? 'tokens words' : 'tokens'}>{spans}</div>;
 });
 
 export function ToolCalls({ calls }: { calls: ToolCallView[] }) {
@@ -69,18 +83,20 @@ export function ToolCalls({ calls }: { calls: ToolCallView[] }) {
 }
 
 export function TokenHoverCard({ turn, index, x, y }: { turn: TurnView; index: number; x: number; y: number }) {
-  const lp = turn.logprob?.[index];
-  const ref = turn.refLogprob?.[index];
+  // Tokens the model did not generate (prompt, observations: loss mask 0) have no sampling values.
+  const generated = !turn.lossMask || turn.lossMask[index] !== 0;
+  const lp = generated ? turn.logprob?.[index] : undefined;
+  const ref = generated ? turn.refLogprob?.[index] : undefined;
   const rows: [string, string][] = [
     ['token', JSON.stringify(turn.tokens[index])],
     ['id', String(turn.tokenIds[index] ?? '—')],
     ['logprob', num(lp)],
     ['prob', lp == null ? '—' : Math.exp(lp).toFixed(4)],
-    ['entropy', num(turn.entropy?.[index])],
-    ['advantage', num(turn.advantage?.[index])],
+    ['entropy', num(generated ? turn.entropy?.[index] : undefined)],
+    ['advantage', num(generated ? turn.advantage?.[index] : undefined)],
     ['ref logprob', num(ref)],
     ['kl (lp−ref)', lp == null || ref == null ? '—' : (lp - ref).toFixed(4)],
-    ['loss mask', turn.lossMask ? String(turn.lossMask[index]) : '—'],
+    ['loss mask', turn.lossMask ? `${turn.lossMask[index]}${generated ? '' : ' (not generated)'}` : '—'],
   ];
   return (
     <div className="hovercard" style={{ left: Math.min(x + 12, window.innerWidth - 220), top: y + 14 }} data-testid="token-card">

@@ -34,8 +34,8 @@ export function configDiff(configs: unknown[]): DiffRow[] {
 }
 
 export function formatValue(v: unknown): string {
-  if (v === undefined) return '—';
+  if (v === undefined) return '(default)';
   if (typeof v === 'string') return v;
-  if (typeof v === 'number') return Number.isInteger(v) ? String(v) : v.toPrecision(4);
+  if (typeof v === 'number') return Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(6)));
   return JSON.stringify(v);
 }

@@ -11,6 +11,8 @@ export interface RunSlice {
   smoothing: number;
   compare: { runs: RunDetail[]; series: Record<string, Record<string, Series>> };
   openRun(id: string): Promise<void>;
+  /** A run's detail without opening it (e.g. to prefill a fork); null after reporting an error. */
+  fetchRun(id: string): Promise<RunDetail | null>;
   reloadRun(): Promise<void>;
   setSmoothing(v: number): void;
   loadCompare(ids: string[]): Promise<void>;
@@ -37,6 +39,14 @@ export function createRunSlice(api: ArborApi, set: Set, get: Get): RunSlice {
     async openRun(id) {
       set({ runId: id, run: null, series: {}, log: [], view: 'run' });
       await get().reloadRun();
+    },
+    async fetchRun(id) {
+      try {
+        return await api.getRun(id);
+      } catch (err) {
+        get().reportError(`Loading run ${id}`, err);
+        return null;
+      }
     },
     async reloadRun() {
       const id = get().runId;

@@ -18,7 +18,7 @@ export interface RunsSlice {
   startRun(template: string, config: Record<string, unknown>, name?: string, tags?: string[]): Promise<string | null>;
   stopRun(id: string): Promise<void>;
   resumeRun(id: string): Promise<void>;
-  forkRun(id: string, opts: { checkpoint?: string; config?: Record<string, unknown> }): Promise<string | null>;
+  forkRun(id: string, opts: { checkpoint?: string; config?: Record<string, unknown>; name?: string }): Promise<string | null>;
   applyRunEvent(e: EngineEvent): void;
 }
 

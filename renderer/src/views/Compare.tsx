@@ -2,7 +2,7 @@ import { useMemo } from 'react';
 import { useArbor } from '../store/react';
 import { MetricChart, PALETTE } from '../components/MetricChart';
 import { configDiff, formatValue } from '../lib/configDiff';
-import { SmoothingSlider, sortMetricKeys } from './Run';
+import { SmoothingSlider, groupMetricKeys } from './Run';
 
 export function CompareView() {
   const compare = useArbor((s) => s.compare);
@@ -13,7 +13,7 @@ export function CompareView() {
   const keys = useMemo(() => {
     const all = new Set<string>();
     for (const s of Object.values(compare.series)) for (const k of Object.keys(s)) all.add(k);
-    return sortMetricKeys([...all]);
+    return groupMetricKeys([...all]);
   }, [compare.series]);
 
   if (compare.runs.length === 0)
@@ -58,19 +58,24 @@ export function CompareView() {
           </table>
         )}
       </div>
-      <div className="charts">
-        {keys.map((k) => (
-          <MetricChart
-            key={k}
-            title={k}
-            smoothing={smoothing}
-            series={compare.runs
-              .map((r, i) => ({ r, i, s: compare.series[r.id]?.[k] }))
-              .filter((x) => x.s)
-              .map(({ r, i, s }) => ({ label: r.name, xs: s!.step, ys: s!.value, color: PALETTE[i % PALETTE.length] }))}
-          />
-        ))}
-      </div>
+      {keys.map((g) => (
+        <section key={g.title} className="chart-section">
+          <h3>{g.title}</h3>
+          <div className="charts">
+            {g.keys.map((k) => (
+              <MetricChart
+                key={k}
+                title={k}
+                smoothing={smoothing}
+                series={compare.runs
+                  .map((r, i) => ({ r, i, s: compare.series[r.id]?.[k] }))
+                  .filter((x) => x.s)
+                  .map(({ r, i, s }) => ({ label: r.name, xs: s!.step, ys: s!.value, color: PALETTE[i % PALETTE.length] }))}
+              />
+            ))}
+          </div>
+        </section>
+      ))}
     </div>
   );
 }

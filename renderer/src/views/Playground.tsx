@@ -10,8 +10,12 @@ export function PlaygroundView() {
   const runs = useArbor((s) => s.runs);
   const [text, setText] = useState('');
   const bottom = useRef<HTMLDivElement>(null);
-  useEffect(() => void store.getState().loadCheckpoints(), [store]);
-  useEffect(() => bottom.current?.scrollIntoView({ block: 'end' }), [transcript]);
+  useEffect(() => {
+    void store.getState().loadCheckpoints();
+  }, [store]);
+  useEffect(() => {
+    bottom.current?.scrollIntoView?.({ block: 'end' });
+  }, [transcript]);
   const a = store.getState();
   const send = () => {
     if (!text.trim()) return;

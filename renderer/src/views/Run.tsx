@@ -1,16 +1,35 @@
 import { useMemo, useState } from 'react';
 import { useArbor } from '../store/react';
 import { MetricChart, PALETTE, fmt } from '../components/MetricChart';
+import { ForkDialog } from './Runs';
+import type { Checkpoint } from '../api/types';
 
-/** Order charts so the ones researchers look at first come first; the rest follow alphabetically. */
-const CHART_ORDER = ['reward', 'em', 'kl', 'entropy', 'clip', 'loss', 'len', 'tool', 'throughput', 'tokens'];
+/** Chart sections, in the order researchers read them; a metric goes to the first section that matches. */
+const SECTIONS: [string, RegExp][] = [
+  ['Reward', /^reward(\/|$)/],
+  ['Accuracy', /^(exact_match|em|format_rate|accuracy)$/],
+  ['Held-out evaluation', /^eval\//],
+  ['Policy: KL, entropy, clipping, loss', /^(actor|critic|advantage)\/|(^|\/)(kl|entropy)$|clip|^groups\/|logprob_mismatch/],
+  ['Lengths and turns', /length|^turns\/|truncated/],
+  ['Tool calls', /tool/],
+  ['Throughput and time', /^(perf|time)\/|tokens_per_s|throughput/],
+  ['Optimizer', /^optim\//],
+];
+
+export function groupMetricKeys(keys: string[]): { title: string; keys: string[] }[] {
+  const groups = new Map<string, string[]>();
+  for (const k of [...keys].sort()) {
+    const title = SECTIONS.find(([, re]) => re.test(k))?.[0] ?? 'Other';
+    groups.set(title, [...(groups.get(title) ?? []), k]);
+  }
+  const order = [...SECTIONS.map(([t]) => t), 'Other'];
+  // Within a section the headline comes first (reward/mean before its components).
+  const head = (k: string) => (/\/mean$|^exact_match$|kl$/.test(k) ? 0 : 1);
+  return order.filter((t) => groups.has(t)).map((title) => ({ title, keys: groups.get(title)!.sort((a, b) => head(a) - head(b) || a.localeCompare(b)) }));
+}
 
 export function sortMetricKeys(keys: string[]): string[] {
-  const rank = (k: string) => {
-    const i = CHART_ORDER.findIndex((p) => k.toLowerCase().includes(p));
-    return i < 0 ? CHART_ORDER.length : i;
-  };
-  return [...keys].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+  return groupMetricKeys(keys).flatMap((g) => g.keys);
 }
 
 export function SmoothingSlider() {
@@ -33,12 +52,11 @@ export function RunView() {
   const smoothing = useArbor((s) => s.smoothing);
   const stopRun = useArbor((s) => s.stopRun);
   const resumeRun = useArbor((s) => s.resumeRun);
-  const forkRun = useArbor((s) => s.forkRun);
-  const openRun = useArbor((s) => s.openRun);
   const openTrajectories = useArbor((s) => s.openTrajectories);
+  const [forking, setForking] = useState<{ checkpoint?: Checkpoint } | null>(null);
   const [tab, setTab] = useState<'charts' | 'config' | 'log' | 'checkpoints'>('charts');
   const [metricFilter, setMetricFilter] = useState('');
-  const keys = useMemo(() => sortMetricKeys(Object.keys(series).filter((k) => k.includes(metricFilter))), [series, metricFilter]);
+  const keys = useMemo(() => Object.keys(series).filter((k) => k.includes(metricFilter)), [series, metricFilter]);
 
   if (!runId) return <div className="view"><div className="empty">Open a run from the Runs table.</div></div>;
   if (!run) return <div className="view"><div className="empty">Loading run {runId}…</div></div>;
@@ -53,7 +71,7 @@ export function RunView() {
         {run.tags.map((t) => <span key={t} className="tag">{t}</span>)}
         <span className="grow" />
         {live ? <button onClick={() => void stopRun(run.id)}>Stop</button> : <button onClick={() => void resumeRun(run.id)} disabled={run.status === 'completed'}>Resume</button>}
-        <button onClick={async () => { const id = await forkRun(run.id, {}); if (id) await openRun(id); }}>Fork</button>
+        <button onClick={() => setForking({})} title="a new run from this one's config (edit it first)">Fork…</button>
         <button onClick={() => void openTrajectories(run.id)}>Trajectories</button>
       </div>
       {run.error ? <div className="error-msg"><strong>Run failed:</strong><pre>{run.error}</pre></div> : null}
@@ -73,11 +91,16 @@ export function RunView() {
             <span className="muted">{keys.length} metrics{live ? ' · live' : ''}</span>
           </div>
           {keys.length === 0 ? <div className="empty">No metrics logged yet{live ? '; charts appear with the first step.' : '.'}</div> : null}
-          <div className="charts">
-            {keys.map((k) => (
-              <MetricChart key={k} title={k} smoothing={smoothing} series={[{ label: run.name, xs: series[k].step, ys: series[k].value, color: PALETTE[0] }]} />
-            ))}
-          </div>
+          {groupMetricKeys(keys).map((g) => (
+            <section key={g.title} className="chart-section">
+              <h3>{g.title}</h3>
+              <div className="charts">
+                {g.keys.map((k) => (
+                  <MetricChart key={k} title={k} smoothing={smoothing} series={[{ label: run.name, xs: series[k].step, ys: series[k].value, color: PALETTE[0] }]} />
+                ))}
+              </div>
+            </section>
+          ))}
         </>
       ) : null}
       {tab === 'config' ? <pre className="log" data-testid="run-config">{JSON.stringify(run.config, null, 2)}</pre> : null}
@@ -96,12 +119,13 @@ export function RunView() {
                 <td className="mono">{c.id}</td>
                 <td className="mono muted">{c.path}</td>
                 <td className="mono">{Object.entries(c.metrics ?? {}).map(([k, v]) => `${k}=${fmt(v)}`).join('  ')}</td>
-                <td><button onClick={async () => { const id = await forkRun(run.id, { checkpoint: c.id }); if (id) await openRun(id); }}>Fork from here</button></td>
+                <td><button onClick={() => setForking({ checkpoint: c })} title="a new run starting from this checkpoint's weights">Fork from here…</button></td>
               </tr>
             ))}
           </tbody>
         </table>
       ) : null}
+      {forking ? <ForkDialog runId={run.id} checkpoint={forking.checkpoint} onClose={() => setForking(null)} /> : null}
     </div>
   );
 }

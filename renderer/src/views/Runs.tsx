@@ -1,12 +1,14 @@
-import { useMemo, useState } from 'react';
+import { useEffect, useMemo, useState } from 'react';
 import { useArbor } from '../store/react';
+import type { RunDetail } from '../api/types';
 import { filterRuns, sortRuns, type SortKey } from '../store/runs';
 import { SchemaForm } from '../components/SchemaForm';
 import { defaultsOf } from '../lib/jsonSchema';
 import { fmt } from '../components/MetricChart';
 
-/** Metrics shown as columns when present, in this order; others can be sorted through the filter. */
-const KEY_METRICS = ['reward/mean', 'reward', 'em', 'eval/em', 'kl', 'entropy', 'loss'];
+/** Metrics shown as columns when present, in this order (at most MAX_METRIC_COLS); others can be filtered on. */
+const KEY_METRICS = ['reward/mean', 'reward', 'exact_match', 'eval/exact_match', 'em', 'actor/kl', 'kl', 'actor/entropy', 'entropy', 'actor/clip_fraction', 'response_length/mean', 'tool_calls_per_episode', 'perf/tokens_per_s', 'loss'];
+const MAX_METRIC_COLS = 7;
 
 export function RunsView() {
   const runs = useArbor((s) => s.runs);
@@ -17,19 +19,19 @@ export function RunsView() {
   const openRun = useArbor((s) => s.openRun);
   const stopRun = useArbor((s) => s.stopRun);
   const resumeRun = useArbor((s) => s.resumeRun);
-  const forkRun = useArbor((s) => s.forkRun);
   const compareIds = useArbor((s) => s.compareIds);
   const toggleCompare = useArbor((s) => s.toggleCompare);
   const go = useArbor((s) => s.go);
   const loadCompare = useArbor((s) => s.loadCompare);
   const openTrajectories = useArbor((s) => s.openTrajectories);
   const [launching, setLaunching] = useState(false);
+  const [forking, setForking] = useState<string | null>(null);
 
   const metricCols = useMemo(() => {
     const present = new Set<string>();
     for (const r of runs) for (const k of Object.keys(r.metrics)) present.add(k);
-    const cols = KEY_METRICS.filter((k) => present.has(k));
-    for (const k of [...present].sort()) if (cols.length < 6 && !cols.includes(k)) cols.push(k);
+    const cols = KEY_METRICS.filter((k) => present.has(k)).slice(0, MAX_METRIC_COLS);
+    for (const k of [...present].sort()) if (cols.length < MAX_METRIC_COLS && !cols.includes(k)) cols.push(k);
     return cols;
   }, [runs]);
   const shown = useMemo(() => sortRuns(filterRuns(runs, filter), sort), [runs, filter, sort]);
@@ -47,6 +49,7 @@ export function RunsView() {
         <input placeholder="filter: words, tags, reward/mean>0.5" value={filter} onChange={(e) => setFilter(e.target.value)} style={{ width: 300 }} data-testid="run-filter" />
         <span className="grow" />
         <button
+          data-testid="compare-selected"
           disabled={compareIds.length < 2}
           onClick={() => {
             void loadCompare(compareIds);
@@ -91,14 +94,14 @@ export function RunsView() {
                 {metricCols.map((k) => (
                   <td key={k} className="num">{r.metrics[k] === undefined ? '—' : fmt(r.metrics[k])}</td>
                 ))}
-                <td className="muted">{new Date(r.createdAt).toLocaleString()}</td>
-                <td style={{ display: 'flex', gap: 4 }}>
+                <td className="muted" title={new Date(r.createdAt).toLocaleString()} style={{ whiteSpace: 'nowrap' }}>{shortTime(r.createdAt)}</td>
+                <td style={{ display: 'flex', gap: 4, whiteSpace: 'nowrap' }}>
                   {r.status === 'running' || r.status === 'queued' ? (
                     <button onClick={() => void stopRun(r.id)}>Stop</button>
                   ) : (
                     <button onClick={() => void resumeRun(r.id)} disabled={r.status === 'completed'}>Resume</button>
                   )}
-                  <button onClick={() => void forkRun(r.id, {})}>Fork</button>
+                  <button onClick={() => setForking(r.id)} title="a new run from this one's config (edit it first)">Fork…</button>
                   <button onClick={() => void openTrajectories(r.id)}>Trajectories</button>
                 </td>
               </tr>
@@ -108,19 +111,35 @@ export function RunsView() {
         {shown.length === 0 ? <div className="empty">{runs.length ? 'No run matches the filter.' : 'No runs yet. Start one from a template with “New run…”.'}</div> : null}
       </div>
       {launching ? <LaunchDialog onClose={() => setLaunching(false)} /> : null}
+      {forking ? <ForkDialog runId={forking} onClose={() => setForking(null)} /> : null}
     </div>
   );
 }
 
-function LaunchDialog({ onClose }: { onClose: () => void }) {
+/** Fork: the launch form prefilled with a run's template and config; the new run records its parent. */
+export function ForkDialog({ runId, onClose, checkpoint }: { runId: string; onClose: () => void; checkpoint?: { id: string; step: number; path?: string } }) {
+  const fetchRun = useArbor((s) => s.fetchRun);
+  const [run, setRun] = useState<RunDetail | null>(null);
+  useEffect(() => {
+    void fetchRun(runId).then((r) => (r ? setRun(r) : onClose()));
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [fetchRun, runId]);
+  if (!run) return null;
+  // From a checkpoint: the new run starts from that model folder instead of the original init.
+  const config = checkpoint?.path ? { ...run.config, model: { path: checkpoint.path } } : run.config;
+  return <LaunchDialog onClose={onClose} fork={{ run, config, checkpoint: checkpoint?.id, name: checkpoint ? `${run.name}-from-${checkpoint.step}` : `${run.name}-fork` }} />;
+}
+
+export function LaunchDialog({ onClose, fork }: { onClose: () => void; fork?: { run: RunDetail; config: Record<string, unknown>; checkpoint?: string; name: string } }) {
   const templates = useArbor((s) => s.templates);
   const startRun = useArbor((s) => s.startRun);
+  const forkRun = useArbor((s) => s.forkRun);
   const openRun = useArbor((s) => s.openRun);
-  const [templateId, setTemplateId] = useState(templates[0]?.id ?? '');
+  const [templateId, setTemplateId] = useState(fork?.run.template ?? templates[0]?.id ?? '');
   const template = templates.find((t) => t.id === templateId);
-  const [config, setConfig] = useState<Record<string, unknown>>(() => initialConfig(template));
-  const [name, setName] = useState('');
-  const [tags, setTags] = useState('');
+  const [config, setConfig] = useState<Record<string, unknown>>(() => (fork ? structuredClone(fork.config) : initialConfig(template)));
+  const [name, setName] = useState(fork?.name ?? '');
+  const [tags, setTags] = useState(fork?.run.tags.join(', ') ?? '');
   const [asJson, setAsJson] = useState(false);
   const [jsonText, setJsonText] = useState('');
   const [jsonError, setJsonError] = useState<string | null>(null);
@@ -133,7 +152,8 @@ function LaunchDialog({ onClose }: { onClose: () => void }) {
   const start = async () => {
     if (!template) return;
     setBusy(true);
-    const id = await startRun(template.id, config, name || undefined, tags.split(',').map((t) => t.trim()).filter(Boolean));
+    const tagList = tags.split(',').map((t) => t.trim()).filter(Boolean);
+    const id = fork ? await forkRun(fork.run.id, { checkpoint: fork.checkpoint, config, name: name || undefined }) : await startRun(template.id, config, name || undefined, tagList);
     setBusy(false);
     if (id) {
       onClose();
@@ -144,14 +164,14 @@ function LaunchDialog({ onClose }: { onClose: () => void }) {
     <div className="modal-back" onMouseDown={(e) => e.target === e.currentTarget && onClose()}>
       <div className="modal" data-testid="launch-dialog">
         <div className="toolbar">
-          <h2>Start a run</h2>
+          <h2>{fork ? `Fork ${fork.run.name}${fork.checkpoint ? ` from checkpoint ${fork.checkpoint}` : ''}` : 'Start a run'}</h2>
           <span className="grow" />
           <button onClick={onClose}>Close</button>
         </div>
         {templates.length === 0 ? <div className="empty">The engine reports no run templates.</div> : null}
         <div className="toolbar">
           <label>template</label>
-          <select value={templateId} onChange={(e) => pick(e.target.value)} data-testid="template-select">
+          <select value={templateId} onChange={(e) => pick(e.target.value)} data-testid="template-select" disabled={!!fork}>
             {templates.map((t) => (
               <option key={t.id} value={t.id}>{t.name}</option>
             ))}
@@ -162,7 +182,7 @@ function LaunchDialog({ onClose }: { onClose: () => void }) {
           <label>name</label>
           <input value={name} onChange={(e) => setName(e.target.value)} placeholder="(generated)" data-testid="run-name" />
           <label>tags</label>
-          <input value={tags} onChange={(e) => setTags(e.target.value)} placeholder="comma-separated" />
+          <input value={tags} onChange={(e) => setTags(e.target.value)} placeholder="comma-separated" data-testid="run-tags" />
           <span className="grow" />
           <label>
             <input
@@ -200,12 +220,18 @@ function LaunchDialog({ onClose }: { onClose: () => void }) {
         <div className="toolbar">
           <span className="grow" />
           <button className="primary" disabled={!template || busy || !!jsonError} onClick={() => void start()} data-testid="start-run">
-            {busy ? 'Starting…' : 'Start'}
+            {busy ? 'Starting…' : fork ? 'Start fork' : 'Start'}
           </button>
         </div>
       </div>
     </div>
   );
+}
+
+function shortTime(ms: number): string {
+  const d = new Date(ms);
+  const today = new Date().toDateString() === d.toDateString();
+  return today ? d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' }) : d.toLocaleDateString([], { month: 'short', day: 'numeric' }) + ' ' + d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
 }
 
 function initialConfig(t: { schema: Parameters<typeof defaultsOf>[0]; example?: Record<string, unknown> } | undefined): Record<string, unknown> {

@@ -4,7 +4,7 @@ import { useShallow } from 'zustand/react/shallow';
 import { useArbor, useArborStore } from '../store/react';
 import type { Trajectory } from '../api/types';
 import { CHANNELS, channelScale, rampCss, type Channel } from '../lib/heat';
-import { buildRows, TokenHoverCard, TokenSpan, ToolCalls, TurnHead } from '../components/Turns';
+import { buildRows, isWordLevel, TokenHoverCard, TokenSpan, ToolCalls, TurnHead } from '../components/Turns';
 import { siblingsOf } from '../store/trajectories';
 
 /** Keyboard map of the replay view (ignored while typing in an input). */
@@ -160,6 +160,7 @@ function TrajectoryPane({ traj, channel }: { traj: Trajectory; channel: Channel 
 /** The turns of one trajectory, virtualised by rows (see buildRows), with the token hover card. */
 export function TurnList({ traj, channel, turnIndex, height }: { traj: Trajectory; channel: Channel; turnIndex: number; height: string | number }) {
   const rows = useMemo(() => buildRows(traj), [traj]);
+  const words = useMemo(() => isWordLevel(traj), [traj]);
   const scale = useMemo(() => channelScale(traj.turnsData, channel, (t) => (t as { tokens: string[] }).tokens.length), [traj, channel]);
   const host = useRef<HTMLDivElement>(null);
   const virt = useVirtualizer({ count: rows.length, getScrollElement: () => host.current, estimateSize: (i) => (rows[i].kind === 'head' ? 26 : 120), overscan: 6 });
@@ -199,7 +200,7 @@ export function TurnList({ traj, channel, turnIndex, height }: { traj: Trajector
                 style={{ position: 'absolute', top: 0, left: 0, right: 0, transform: `translateY(${v.start}px)`, margin: 0, borderRadius: 0, paddingTop: row.kind === 'head' ? 6 : 0 }}
               >
                 {row.kind === 'head' ? <TurnHead turn={turn} index={row.turn} /> : null}
-                {row.kind === 'tokens' ? <TokenSpan turn={turn} turnIndex={row.turn} from={row.from} to={row.to} channel={channel} scale={scale} /> : null}
+                {row.kind === 'tokens' ? <TokenSpan turn={turn} turnIndex={row.turn} from={row.from} to={row.to} channel={channel} scale={scale} words={words} /> : null}
                 {row.kind === 'text' ? <div className="tokens">{turn.text}</div> : null}
                 {row.kind === 'calls' ? <ToolCalls calls={turn.toolCalls} /> : null}
               </div>
@@ -218,6 +219,7 @@ function GroupPane() {
   const channel = useArbor((s) => s.channel);
   const openById = useArbor((s) => s.openTrajectoryById);
   const scale = useMemo(() => channelScale(group.flatMap((g) => g.turnsData), channel, (t) => (t as { tokens: string[] }).tokens.length), [group, channel]);
+  const words = useMemo(() => group.some(isWordLevel), [group]);
   const mean = group.length ? group.reduce((a, g) => a + g.reward, 0) / group.length : 0;
   return (
     <div className="group-grid" data-testid="group-view">
@@ -232,7 +234,7 @@ function GroupPane() {
           {g.turnsData.map((t, i) => (
             <div key={i} className="turn">
               <TurnHead turn={t} index={i} />
-              {t.tokens.length ? <TokenSpan turn={t} turnIndex={i} from={0} to={Math.min(t.tokens.length, 2048)} channel={channel} scale={scale} /> : <div className="tokens">{t.text}</div>}
+              {t.tokens.length ? <TokenSpan turn={t} turnIndex={i} from={0} to={Math.min(t.tokens.length, 2048)} channel={channel} scale={scale} words={words} /> : <div className="tokens">{t.text}</div>}
               {t.toolCalls.length ? <ToolCalls calls={t.toolCalls} /> : null}
             </div>
           ))}
