@@ -47,6 +47,9 @@ export function MetricChart({ title, series, smoothing, height = 180 }: { title:
       hooks: {
         // The faint raw curves stay out of the legend; it lists the smoothed value per run.
         init: [(u) => u.root.querySelectorAll<HTMLElement>('.u-legend .u-series').forEach((row, i) => i > 0 && smoothing > 0 && i % 2 === 1 && (row.style.display = 'none'))],
+        // Away from the cursor the legend shows the last step's values instead of dashes.
+        setCursor: [(u) => u.cursor.idx == null && showLast(u)],
+        setData: [(u) => u.cursor.idx == null && showLast(u)],
       },
     };
     plot.current = new uPlot(opts, buildData(series, smoothing), el);
@@ -76,6 +79,11 @@ export function MetricChart({ title, series, smoothing, height = 180 }: { title:
       <div ref={host} />
     </div>
   );
+}
+
+function showLast(u: uPlot): void {
+  const n = u.data[0]?.length ?? 0;
+  if (n > 0) u.setLegend({ idx: n - 1 });
 }
 
 const STEP_INCRS = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 2500, 5000, 10000, 20000, 50000, 100000];

@@ -1,4 +1,4 @@
-import type { ArborApi, EnvFile, TryResult } from '../api/types';
+import type { ArborApi, EnvFile, TrajSummary, TryResult } from '../api/types';
 import type { Get, Set } from './index';
 
 export interface EditorSlice {
@@ -13,6 +13,10 @@ export interface EditorSlice {
   tryTrajectoryId: string;
   tryResult: TryResult | null;
   trying: boolean;
+  /** stored trajectories offered to score a reward on (latest step of the chosen run) */
+  tryRunId: string;
+  tryTrajectories: TrajSummary[];
+  loadTryTrajectories(runId: string): Promise<void>;
   loadEnv(): Promise<void>;
   openFile(path: string): Promise<void>;
   newFile(path: string, template: string): void;
@@ -38,6 +42,22 @@ export function createEditorSlice(api: ArborApi, set: Set, get: Get): EditorSlic
     tryTrajectoryId: '',
     tryResult: null,
     trying: false,
+    tryRunId: '',
+    tryTrajectories: [],
+    async loadTryTrajectories(runId) {
+      set({ tryRunId: runId, tryTrajectories: [] });
+      if (!runId) return;
+      try {
+        const steps = await api.trajectorySteps(runId);
+        const step = steps[steps.length - 1];
+        const list = step == null ? [] : await api.listTrajectories({ runId, step });
+        list.sort((a, b) => a.group - b.group || a.sample - b.sample);
+        if (get().tryRunId !== runId) return;
+        set({ tryTrajectories: list, tryTrajectoryId: list[0]?.id ?? get().tryTrajectoryId });
+      } catch (err) {
+        get().reportError(`Loading trajectories of run ${runId}`, err);
+      }
+    },
     async loadEnv() {
       // Files and type definitions load independently: an engine without env.types still lists files.
       await Promise.all([

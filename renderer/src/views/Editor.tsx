@@ -35,7 +35,9 @@ export function EditorView() {
   const tryTraj = useArbor((s) => s.tryTrajectoryId);
   const result = useArbor((s) => s.tryResult);
   const trying = useArbor((s) => s.trying);
-  const trajList = useArbor((s) => s.trajList);
+  const tryTrajs = useArbor((s) => s.tryTrajectories);
+  const tryRunId = useArbor((s) => s.tryRunId);
+  const runs = useArbor((s) => s.runs);
   const a = store.getState();
   const host = useRef<HTMLDivElement>(null);
   const editor = useRef<Monaco.editor.IStandaloneCodeEditor | null>(null);
@@ -114,15 +116,24 @@ export function EditorView() {
         <button className="primary" disabled={!filePath || !dirty} onClick={() => void a.saveFile()} data-testid="save-file">Save</button>
       </div>
       {loadError ? <div className="error-msg">Could not load the editor: {loadError}</div> : null}
+      {!filePath ? <div className="muted" style={{ fontSize: 12 }}>Open a workspace file, or start a new tool or reward; “Run in sandbox” runs the editor's text.</div> : null}
       <div className="editor-host" ref={host} data-testid="monaco" />
       <div className="panel" style={{ display: 'flex', flexDirection: 'column', gap: 8 }}>
         <div className="toolbar">
           <h3 style={{ margin: 0 }}>Try it</h3>
           {kind === 'reward' ? (
             <>
-              <span className="muted">score stored trajectory</span>
-              <input value={tryTraj} onChange={(e) => a.setTryTrajectory(e.target.value)} placeholder="trajectory id" list="try-trajs" style={{ width: 300 }} data-testid="try-trajectory" className="mono" />
-              <datalist id="try-trajs">{trajList.map((t) => <option key={t.id} value={t.id}>{`step ${t.step} g${t.group} s${t.sample} r=${t.reward.toFixed(2)}`}</option>)}</datalist>
+              <span className="muted">score a stored trajectory of</span>
+              <select value={tryRunId} onChange={(e) => void a.loadTryTrajectories(e.target.value)} data-testid="try-run">
+                <option value="">(run)</option>
+                {runs.map((r) => <option key={r.id} value={r.id}>{r.name}</option>)}
+              </select>
+              <input value={tryTraj} onChange={(e) => a.setTryTrajectory(e.target.value)} placeholder="trajectory id" list="try-trajs" style={{ width: 110 }} data-testid="try-trajectory" className="mono" />
+              <datalist id="try-trajs">{tryTrajs.map((t) => <option key={t.id} value={t.id}>{`step ${t.step} · group ${t.group} · sample ${t.sample} · stored reward ${t.reward.toFixed(3)}`}</option>)}</datalist>
+              {(() => {
+                const t = tryTrajs.find((x) => x.id === tryTraj);
+                return t ? <span className="muted">step {t.step} · group {t.group} · sample {t.sample} · stored reward <span className="mono">{t.reward.toFixed(3)}</span></span> : null;
+              })()}
             </>
           ) : (
             <>

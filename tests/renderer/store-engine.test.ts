@@ -1,0 +1,111 @@
+// The zustand store driven through the real protocol client against a real engine server
+// (WebSocket, SQLite workspace, run manager) running a real short job: templates, starting a
+// run, live metrics/logs/status arriving as events, readable engine errors, trajectories and
+// the keyboard actions over them, compare with a config diff.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocket as NodeWebSocket } from 'ws';
+import { EngineServer } from '../../engine/server/server';
+import { serveWebSocket, type WebServer } from '../../engine/server/transports';
+import { adaptClient, rpcOverTransport } from '../../renderer/src/api/connection';
+import { webSocketTransport, type Transport } from '../../renderer/src/api/transports';
+import { createArborStore, type ArborStore } from '../../renderer/src/store';
+import { configDiff } from '../../renderer/src/lib/configDiff';
+import { descentTemplate } from '../engine/server/fixtures/descent-job';
+
+let home: string;
+let engine: EngineServer;
+let web: WebServer;
+let transport: Transport;
+let store: ArborStore;
+
+const until = async (cond: () => boolean, what: string, ms = 20_000) => {
+  const t0 = Date.now();
+  while (!cond()) {
+    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+};
+
+beforeAll(async () => {
+  home = mkdtempSync(join(tmpdir(), 'arbor-store-'));
+  engine = new EngineServer({ home, templates: [descentTemplate] });
+  web = await serveWebSocket(engine);
+  transport = webSocketTransport(`ws://127.0.0.1:${web.port}/ws?token=${web.token}`, NodeWebSocket as unknown as typeof WebSocket);
+  store = createArborStore(adaptClient(rpcOverTransport(transport), transport));
+  await until(() => store.getState().connection.state === 'open', 'the connection');
+});
+
+afterAll(async () => {
+  transport?.close();
+  await web?.close();
+  engine?.close();
+  rmSync(home, { recursive: true, force: true });
+});
+
+describe('workbench store against a real engine', () => {
+  let runId: string;
+
+  it('lists templates, starts a run and follows it live to completion', async () => {
+    const s = () => store.getState();
+    await s().loadTemplates();
+    expect(s().templates.map((t) => t.id)).toEqual(['descent']);
+    const id = await s().startRun('descent', { steps: 10, lr: 0.1, delayMs: 15 }, 'lr-0.1', ['sweep']);
+    expect(id).toBeTruthy();
+    runId = id!;
+    await s().openRun(runId);
+    expect(s().view).toBe('run');
+    await until(() => s().run?.status === 'completed', 'the run to complete');
+    // Points arrived as events while the run was open (and nothing was lost vs the stored series).
+    expect(s().series.loss.step).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    const losses = s().series.loss.value as number[];
+    expect(losses[9]).toBeLessThan(losses[0]);
+    expect(s().log.filter((l) => /^step \d+ loss/.test(l.text))).toHaveLength(10);
+    expect(s().log[0].time).toBeGreaterThan(Date.now() - 60_000); // milliseconds, not seconds
+    expect(s().run!.checkpoints.map((c) => c.step)).toEqual([5, 10]);
+    // The runs table row was updated by the same events.
+    const row = s().runs.find((r) => r.id === runId)!;
+    expect(row).toMatchObject({ status: 'completed', tags: ['sweep'] });
+    expect(row.metrics.loss).toBeCloseTo(losses[9], 6);
+    expect(row.createdAt).toBeGreaterThan(Date.now() - 60_000);
+  });
+
+  it('shows engine errors as readable messages with what the UI was doing', async () => {
+    const before = store.getState().errors.length;
+    const id = await store.getState().startRun('descent', { steps: 0 });
+    expect(id).toBeNull();
+    const e = store.getState().errors.slice(before);
+    expect(e).toHaveLength(1);
+    expect(e[0].context).toBe('Starting a run from template "descent"');
+    expect(e[0].message).toBe('steps: must be a positive integer');
+    await store.getState().openRun('no-such-run');
+    expect(store.getState().errors.at(-1)!.message).toMatch(/no-such-run/);
+  });
+
+  it('opens stored trajectories and moves through samples and turns', async () => {
+    const s = () => store.getState();
+    await s().openTrajectories(runId);
+    expect(s().steps).toEqual([5, 10]);
+    expect(s().step).toBe(10);
+    expect(s().traj?.step).toBe(10);
+    expect(s().traj?.turnsData[0].text).toMatch(/^x = /);
+    await s().setStep(5);
+    expect(s().traj?.step).toBe(5);
+    s().cycleChannel();
+    expect(s().channel).toBe('entropy');
+    await s().setTrajFilter({ minReward: 0 });
+    expect(s().trajList).toHaveLength(0); // rewards are -loss < 0
+  });
+
+  it('compares two runs: both series and only the differing config', async () => {
+    const s = () => store.getState();
+    const other = await s().startRun('descent', { steps: 10, lr: 0.3, delayMs: 1 }, 'lr-0.3');
+    await until(() => s().runs.find((r) => r.id === other)?.status === 'completed', 'the second run');
+    await s().loadCompare([runId, other!]);
+    expect(s().compare.runs.map((r) => r.name)).toEqual(['lr-0.1', 'lr-0.3']);
+    expect(Object.keys(s().compare.series[other!])).toContain('loss');
+    expect(configDiff(s().compare.runs.map((r) => r.config)).map((d) => d.path)).toEqual(['delayMs', 'lr']);
+  });
+});
