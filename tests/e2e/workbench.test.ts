@@ -1,12 +1,10 @@
 // The workbench in Chromium against a real engine (web mode), one fresh workspace per test.
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { engineRequest, numbersIn, openBrowser, reviewShot, ROOT, screenshotIfFailed, startEngine, type Browser, type Engine } from './harness';
-
-const serverLanded = existsSync(join(ROOT, 'engine/server/protocol.ts'));
 
 let engine: Engine | undefined;
 let browser: Browser | undefined;
@@ -24,7 +22,7 @@ afterEach(async (ctx) => {
 });
 
 /** Store a small verl rollout dump through the engine's importer, so there are real stored trajectories. */
-function seedVerlDump(home: string): boolean {
+function seedVerlDump(home: string): void {
   const dir = mkdtempSync(join(tmpdir(), 'arbor-e2e-verl-'));
   const rows = [0, 1, 2, 3].map((i) => ({
     input: `<|im_start|>user\nWho directed the film that won in ${2000 + i}?<|im_end|>\n<|im_start|>assistant\n`,
@@ -34,10 +32,9 @@ function seedVerlDump(home: string): boolean {
     step: 3,
   }));
   writeFileSync(join(dir, '3.jsonl'), rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
-  const r = spawnSync(process.execPath, [join(ROOT, 'bin/arbor.mjs'), 'import', 'verl', dir, '--name', 'verl-seed'], { cwd: ROOT, env: { ...process.env, ARBOR_HOME: home }, encoding: 'utf8' });
-  if (r.status !== 0 && /unknown command/i.test(r.stderr)) return false;
-  if (r.status !== 0) throw new Error(`arbor import verl failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
-  return true;
+  const r = spawnSync(process.execPath, [join(ROOT, 'bin/arbor.mjs'), 'import-verl', dir, '--name', 'verl-seed'], { cwd: ROOT, env: { ...process.env, ARBOR_HOME: home }, encoding: 'utf8' });
+  rmSync(dir, { recursive: true, force: true });
+  if (r.status !== 0) throw new Error(`arbor import-verl failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
 }
 
 /** True when the engine answers `method` (it is registered by the area that provides it). */
@@ -46,10 +43,10 @@ async function available(method: string, params: unknown): Promise<boolean> {
   return r.error?.code !== 'unavailable' && r.error?.code !== 'unknown_method';
 }
 
-describe.skipIf(!serverLanded)('workbench in web mode', () => {
-  it('starts a short run from a template and its charts update live', async (ctx) => {
-    const templates = (await engineRequest(engine!, 'templates.list')).result as unknown[];
-    if (!templates?.length) ctx.skip('the engine registers no run template yet (training area)');
+describe('workbench in web mode', () => {
+  it('starts a short run from a template and its charts update live', async () => {
+    const templates = (await engineRequest(engine!, 'templates.list')).result as { id: string }[];
+    expect(templates.map((t) => t.id)).toContain('multihop');
     const { page, errors } = browser!;
     await page.goto(engine!.url);
     await page.getByTestId('engine-status').getByText('connected').waitFor();
@@ -78,8 +75,8 @@ describe.skipIf(!serverLanded)('workbench in web mode', () => {
     expect(errors.filter((e) => !/favicon/.test(e))).toEqual([]);
   });
 
-  it('replays a stored trajectory with the keyboard and switches the colour channel', async (ctx) => {
-    if (!seedVerlDump(engine!.home)) ctx.skip('`arbor import verl` does not exist yet');
+  it('replays a stored trajectory with the keyboard and switches the colour channel', async () => {
+    seedVerlDump(engine!.home);
     const { page } = browser!;
     await page.goto(engine!.url);
     await page.getByTestId('engine-status').getByText('connected').waitFor();
@@ -109,7 +106,7 @@ describe.skipIf(!serverLanded)('workbench in web mode', () => {
 
   it('scores a stored trajectory with a reward edited in Monaco', async (ctx) => {
     if (!(await available('sandbox.tryReward', { source: '', trajectoryId: '0' }))) ctx.skip('sandbox.tryReward is not registered yet');
-    if (!seedVerlDump(engine!.home)) ctx.skip('`arbor import verl` does not exist yet');
+    seedVerlDump(engine!.home);
     const { page } = browser!;
     await page.goto(engine!.url);
     await page.getByTestId('engine-status').getByText('connected').waitFor();
@@ -223,9 +220,30 @@ describe('a short real run through every view', () => {
     await page.getByTestId('traj-run').selectOption({ label: 'tour-a' });
     await page.getByTestId('traj-header').waitFor();
     await reviewShot(page, 'trajectories');
+    // Keyboard on a real GRPO batch: ] / [ walk the group's samples, ↓ the list, j the turns, c the channel.
+    const header = page.getByTestId('traj-header');
+    const where = async () => /group (\d+) · sample (\d+)/.exec(await header.innerText())!.slice(1).map(Number);
+    expect(await where()).toEqual([0, 0]);
+    await page.keyboard.press(']');
+    await expect.poll(where).toEqual([0, 1]);
+    await page.keyboard.press('[');
+    await expect.poll(where).toEqual([0, 0]);
+    await page.keyboard.press('[');
+    await expect.poll(where).toEqual([0, 3]); // wraps around the group of 4
+    await page.keyboard.press('ArrowDown');
+    await expect.poll(where).toEqual([1, 0]);
+    await page.keyboard.press('j');
+    await expect.poll(() => page.evaluate(() => document.querySelector('[data-testid="turn"][data-active="true"]')?.getAttribute('data-turn-index'))).toBe('1');
+    await page.keyboard.press('c');
+    await expect.poll(() => page.getByTestId('channel-active').innerText()).toBe('entropy');
+    await page.keyboard.press('c');
+    await expect.poll(() => page.getByTestId('channel-active').innerText()).toBe('advantage');
     const tok = page.locator('[data-testid="turns"] span.t').first();
     await tok.hover();
     await page.getByTestId('token-card').waitFor();
+    const card = await page.getByTestId('token-card').innerText();
+    expect(card).toMatch(/token\s/);
+    expect(card).toMatch(/advantage\s/);
     await reviewShot(page, 'token-card');
     await page.keyboard.press('g');
     await page.getByTestId('group-view').waitFor();
