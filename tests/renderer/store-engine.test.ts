@@ -97,6 +97,8 @@ describe('workbench store against a real engine', () => {
     expect(s().channel).toBe('entropy');
     await s().setTrajFilter({ minReward: 0 });
     expect(s().trajList).toHaveLength(0); // rewards are -loss < 0
+    await s().setTrajFilter({ minReward: undefined });
+    expect(s().trajList).toHaveLength(1);
   });
 
   it('compares two runs: both series and only the differing config', async () => {
@@ -107,5 +109,24 @@ describe('workbench store against a real engine', () => {
     expect(s().compare.runs.map((r) => r.name)).toEqual(['lr-0.1', 'lr-0.3']);
     expect(Object.keys(s().compare.series[other!])).toContain('loss');
     expect(configDiff(s().compare.runs.map((r) => r.config)).map((d) => d.path)).toEqual(['delayMs', 'lr']);
+  });
+
+  it('stops a running run, resumes it from where it was, and follows its trajectories live', async () => {
+    const s = () => store.getState();
+    const id = (await s().startRun('descent', { steps: 30, lr: 0.05, delayMs: 40 }, 'long'))!;
+    await until(() => s().runs.find((r) => r.id === id)?.status === 'running', 'the run to start');
+    await s().openTrajectories(id);
+    await s().setFollow(true);
+    await until(() => (s().runs.find((r) => r.id === id)?.step ?? 0) >= 6, 'a few steps');
+    await s().stopRun(id);
+    expect(s().runs.find((r) => r.id === id)!.status).toBe('stopped');
+    const stoppedAt = s().runs.find((r) => r.id === id)!.step!;
+    expect(stoppedAt).toBeLessThan(30);
+    await s().resumeRun(id);
+    await until(() => s().runs.find((r) => r.id === id)?.status === 'completed', 'the resumed run to complete');
+    // Following: the open step moved to each newly stored one, ending on the last.
+    await until(() => s().step === 30, 'follow to reach step 30');
+    expect(s().steps.at(-1)).toBe(30);
+    await until(() => s().traj?.step === 30, 'the step-30 trajectory to open');
   });
 });

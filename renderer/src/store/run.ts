@@ -1,4 +1,4 @@
-import type { ArborApi, EngineEvent, LogLine, RunDetail, Series } from '../api/types';
+import type { ArborApi, EngineEvent, LogLine, RunDetail, RunSummary, Series } from '../api/types';
 import type { Get, Set } from './index';
 
 export const MAX_POINTS = 1500;
@@ -28,7 +28,19 @@ export function appendPoint(s: Series | undefined, step: number, value: number):
   return { step: [...s.step, step], value: [...s.value, value] };
 }
 
+/** The loaded series with the live points that came after its last step. */
+export function mergeSeries(loaded: Record<string, Series>, live: Record<string, Series>): Record<string, Series> {
+  const out = { ...loaded };
+  for (const [k, l] of Object.entries(live)) {
+    let s = out[k];
+    for (let i = 0; i < l.step.length; i++) if (l.value[i] != null) s = appendPoint(s, l.step[i], l.value[i] as number);
+    if (s) out[k] = s;
+  }
+  return out;
+}
+
 export function createRunSlice(api: ArborApi, set: Set, get: Get): RunSlice {
+  let pendingRun: RunSummary | null = null;
   return {
     runId: null,
     run: null,
@@ -54,7 +66,12 @@ export function createRunSlice(api: ArborApi, set: Set, get: Get): RunSlice {
       try {
         const [run, series, log] = await Promise.all([api.getRun(id), api.metricSeries(id, undefined, MAX_POINTS), api.runLog(id)]);
         if (get().runId !== id) return;
-        set({ run, series, log });
+        // Live events that arrived while loading are newer than the snapshot: keep them.
+        const s = get();
+        const lastSeq = log.length ? log[log.length - 1].seq : 0;
+        const pending = pendingRun?.id === id && (pendingRun.step ?? -1) >= (run.step ?? -1) ? pendingRun : null;
+        pendingRun = null;
+        set({ run: pending ? { ...run, ...pending } : run, series: mergeSeries(series, s.series), log: [...log, ...s.log.filter((l) => l.seq > lastSeq)] });
       } catch (err) {
         get().reportError(`Loading run ${id}`, err);
       }
@@ -84,8 +101,9 @@ export function createRunSlice(api: ArborApi, set: Set, get: Get): RunSlice {
         }
       } else if (e.type === 'log' && e.runId === s.runId) {
         set({ log: [...s.log, e.line].slice(-5000) });
-      } else if (e.type === 'run' && e.run.id === s.runId && s.run) {
-        set({ run: { ...s.run, ...e.run } });
+      } else if (e.type === 'run' && e.run.id === s.runId) {
+        if (s.run) set({ run: { ...s.run, ...e.run } });
+        else pendingRun = e.run; // still loading: merged when the snapshot arrives
       } else if (e.type === 'checkpoint' && e.runId === s.runId && s.run) {
         set({ run: { ...s.run, checkpoints: [...s.run.checkpoints.filter((c) => c.id !== e.checkpoint.id), e.checkpoint] } });
       }

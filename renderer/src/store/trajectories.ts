@@ -49,6 +49,7 @@ export function createTrajSlice(api: ArborApi, set: Set, get: Get): TrajSlice {
     const s = get();
     if (!s.trajRunId || s.step == null) return;
     const f = s.trajFilter;
+    const { trajRunId: runId, step } = s;
     const list = await api.listTrajectories({
       runId: s.trajRunId,
       step: s.step,
@@ -58,7 +59,10 @@ export function createTrajSlice(api: ArborApi, set: Set, get: Get): TrajSlice {
       task: f.task || undefined,
     });
     list.sort((a, b) => a.group - b.group || a.sample - b.sample);
+    // A newer step (follow live) or run may have been chosen while this list was loading.
+    if (get().trajRunId !== runId || get().step !== step || get().trajFilter !== f) return false;
     set({ trajList: list });
+    return true;
   };
   const loadGroup = async () => {
     const s = get();
@@ -85,8 +89,7 @@ export function createTrajSlice(api: ArborApi, set: Set, get: Get): TrajSlice {
       try {
         const steps = await api.trajectorySteps(runId);
         set({ steps, step: step ?? (steps.length ? steps[steps.length - 1] : null) });
-        await loadList();
-        if (get().trajList.length) await get().openSample(0);
+        if ((await loadList()) && get().trajList.length) await get().openSample(0);
       } catch (err) {
         get().reportError(`Loading trajectories of run ${runId}`, err);
       }
@@ -94,8 +97,7 @@ export function createTrajSlice(api: ArborApi, set: Set, get: Get): TrajSlice {
     async setStep(step) {
       set({ step, traj: null, sampleIndex: -1, turnIndex: 0 });
       try {
-        await loadList();
-        if (get().trajList.length) await get().openSample(0);
+        if ((await loadList()) && get().trajList.length) await get().openSample(0);
       } catch (err) {
         get().reportError(`Loading trajectories of step ${step}`, err);
       }
@@ -114,7 +116,8 @@ export function createTrajSlice(api: ArborApi, set: Set, get: Get): TrajSlice {
       set({ sampleIndex: index });
       try {
         const traj = await api.getTrajectory(list[index].id);
-        if (get().sampleIndex !== index) return;
+        // Stale if another sample, step or list was opened meanwhile.
+        if (get().sampleIndex !== index || get().trajList[index]?.id !== traj.id) return;
         set({ traj, turnIndex: 0 });
         await loadGroup();
       } catch (err) {
