@@ -13,8 +13,11 @@
  * safetensors) and read by every implementation, so the step-0 loss must agree within 1e-4
  * relative; the losses of the following steps (after identical AdamW updates) are shown too.
  * Step 0 also builds sessions, so it is excluded from the timings (median of the later steps).
+ * The implementations run interleaved, one step each in rotating order (PyTorch as a child
+ * process stepping on request), so on a shared machine they see the same background load.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -72,54 +75,63 @@ const median = (xs: number[]) => {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
-async function arbor(m: (typeof MODELS)[number], folder: string, seqs: number[][], backend: Backend, steps: number): Promise<Result> {
+/** One implementation under test: `step()` runs one forward + backward + AdamW step. */
+interface Impl {
+  impl: string;
+  maxSteps: number;
+  step(): Promise<{ loss: number; ms: number; optMs?: number }>;
+  close(): Promise<void>;
+}
+
+async function arborImpl(m: (typeof MODELS)[number], seqs: number[][], backend: Backend, maxSteps: number): Promise<Impl> {
   const model = new PolicyModel(m.config, initWeights(m.config, 1), { backend, threads: THREADS });
   const batch = packSequences(seqs);
   const adam = new AdamW({ beta1: 0.9, beta2: 0.999, weight_decay: WD, eps: 1e-8 });
-  const losses: number[] = [];
-  const times: number[] = [];
-  let optMs = 0;
-  try {
-    for (let s = 0; s < steps; s++) {
+  const name = backend === 'ort' ? `arbor ort (${THREADS} threads)` : `arbor tfjs (${await initTfjs()}, 1 thread)`;
+  return {
+    impl: name,
+    maxSteps,
+    async step() {
       const t0 = performance.now();
       const r = await model.trainStep(batch, nll, batch.valid);
       const t1 = performance.now();
       adam.step(model.weights, r.grads, LR);
       model.markWeightsUpdated();
       const t2 = performance.now();
-      losses.push(r.loss);
-      if (s > 0) {
-        times.push(t2 - t0);
-        optMs += t2 - t1;
-      }
-      log(`    ${backend} step ${s}: loss ${r.loss.toFixed(6)}, ${(t2 - t0).toFixed(0)} ms${s === 0 ? ' (builds the session; not timed)' : ''}`);
-    }
-  } finally {
-    await model.dispose();
-  }
-  const med = median(times);
-  const tokens = m.batch * m.seq;
-  const impl = backend === 'ort' ? `arbor ort (${THREADS} threads)` : `arbor tfjs (${await initTfjs()})`;
-  return {
-    model: m.name, impl, params: parameterCount(m.config), tokensPerStep: tokens, steps: times.length, medianStepMs: med, tokensPerSecond: (tokens / med) * 1000, losses,
-    note: `AdamW in JS: ${(optMs / times.length).toFixed(0)} ms/step`,
+      return { loss: r.loss, ms: t2 - t0, optMs: t2 - t1 };
+    },
+    close: () => model.dispose(),
   };
 }
 
-function torch(m: (typeof MODELS)[number], folder: string, steps: number, coretype?: string): Result {
+async function torchImpl(m: (typeof MODELS)[number], folder: string, maxSteps: number, coretype?: string): Promise<Impl> {
   const script = join(dirname(fileURLToPath(import.meta.url)), 'train_torch.py');
   const env: NodeJS.ProcessEnv = { ...process.env, OMP_NUM_THREADS: String(THREADS), OPENBLAS_NUM_THREADS: String(THREADS) };
   if (coretype) env.OPENBLAS_CORETYPE = coretype;
-  const r = spawnSync('/usr/bin/python3', [script, folder, '--steps', String(steps), '--threads', String(THREADS), '--lr', String(LR), '--weight-decay', String(WD)], { encoding: 'utf8', env });
-  if (r.status !== 0) throw new Error(`train_torch.py failed (exit ${r.status}): ${r.stderr}`);
-  const out = JSON.parse(r.stdout) as { torch: string; openblas_coretype: string | null; params: number; tokens_per_step: number; losses: number[]; step_seconds: number[] };
-  if (out.params !== parameterCount(m.config)) throw new Error(`train_torch.py built ${out.params} parameters, Arbor's config has ${parameterCount(m.config)}`);
-  const times = out.step_seconds.slice(1).map((s) => s * 1000);
-  for (const [s, l] of out.losses.entries()) log(`    torch step ${s}: loss ${l.toFixed(6)}, ${(out.step_seconds[s] * 1000).toFixed(0)} ms`);
-  const med = median(times);
+  const p = spawn('/usr/bin/python3', [script, folder, '--serve', '--threads', String(THREADS), '--lr', String(LR), '--weight-decay', String(WD)], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  p.stderr.on('data', (d) => (stderr += d));
+  const lines = createInterface({ input: p.stdout })[Symbol.asyncIterator]();
+  const next = async () => {
+    const r = await lines.next();
+    if (r.done) throw new Error(`train_torch.py exited (code ${p.exitCode}): ${stderr}`);
+    return JSON.parse(r.value) as Record<string, unknown>;
+  };
+  const info = (await next()) as { torch: string; openblas_coretype: string | null; params: number; tokens_per_step: number };
+  if (info.params !== parameterCount(m.config)) throw new Error(`train_torch.py built ${info.params} parameters, Arbor's config has ${parameterCount(m.config)}`);
+  if (info.tokens_per_step !== m.batch * m.seq) throw new Error(`train_torch.py sees ${info.tokens_per_step} tokens per step, expected ${m.batch * m.seq}`);
   return {
-    model: m.name, impl: `pytorch ${out.torch} (${THREADS} threads, OPENBLAS_CORETYPE=${out.openblas_coretype ?? 'unset'})`, params: out.params,
-    tokensPerStep: out.tokens_per_step, steps: times.length, medianStepMs: med, tokensPerSecond: (out.tokens_per_step / med) * 1000, losses: out.losses,
+    impl: `pytorch ${info.torch} (${THREADS} threads, OPENBLAS_CORETYPE=${info.openblas_coretype ?? 'unset'})`,
+    maxSteps,
+    async step() {
+      p.stdin.write('step\n');
+      const r = (await next()) as { loss: number; seconds: number };
+      return { loss: r.loss, ms: r.seconds * 1000 };
+    },
+    async close() {
+      p.stdin.end();
+      await new Promise((res) => (p.exitCode !== null ? res(null) : p.once('exit', res)));
+    },
   };
 }
 
@@ -128,25 +140,40 @@ const numerics: { model: string; impl: string; loss0: number; torchLoss0: number
 const envCore = process.env.OPENBLAS_CORETYPE;
 for (const m of quick ? MODELS.slice(0, 1) : MODELS) {
   const folder = mkdtempSync(join(tmpdir(), `arbor-bench-train-${m.name}-`));
+  const impls: Impl[] = [];
   try {
     saveCheckpoint(folder, m.config, initWeights(m.config, 1));
     const rng = new Rng(7);
     const seqs = Array.from({ length: m.batch }, () => Array.from({ length: m.seq + 1 }, () => Math.floor(rng.next() * m.config.vocabSize)));
     writeFileSync(join(folder, 'batch.json'), JSON.stringify({ seqs }));
-    log(`${m.name}: ${(parameterCount(m.config) / 1e6).toFixed(2)}M parameters, batch ${m.batch} × seq ${m.seq} = ${m.batch * m.seq} tokens/step, ${STEPS} steps (first not timed)`);
-    const rows: Result[] = [];
-    log('  pytorch (environment OPENBLAS_CORETYPE)');
-    rows.push(torch(m, folder, STEPS));
-    if (envCore !== 'SkylakeX') {
-      log('  pytorch (OPENBLAS_CORETYPE=SkylakeX)');
-      rows.push(torch(m, folder, STEPS, 'SkylakeX'));
+    log(`${m.name}: ${(parameterCount(m.config) / 1e6).toFixed(2)}M parameters, batch ${m.batch} × seq ${m.seq} = ${m.batch * m.seq} tokens/step, ${STEPS} steps (first not timed), implementations interleaved step by step`);
+    impls.push(await torchImpl(m, folder, STEPS));
+    if (envCore !== 'SkylakeX') impls.push(await torchImpl(m, folder, STEPS, 'SkylakeX'));
+    impls.push(await arborImpl(m, seqs, 'ort', STEPS));
+    if (!noTfjs) impls.push(await arborImpl(m, seqs, 'tfjs', m.tfjsSteps));
+    const rec = impls.map(() => ({ losses: [] as number[], ms: [] as number[], optMs: [] as number[] }));
+    for (let s = 0; s < STEPS; s++) {
+      // Rotate the order every step so no implementation always runs right after another.
+      for (let j = 0; j < impls.length; j++) {
+        const i = (j + s) % impls.length;
+        if (s >= impls[i].maxSteps) continue;
+        const r = await impls[i].step();
+        rec[i].losses.push(r.loss);
+        if (s > 0) {
+          rec[i].ms.push(r.ms);
+          if (r.optMs !== undefined) rec[i].optMs.push(r.optMs);
+        }
+        log(`    step ${s} ${impls[i].impl}: loss ${r.loss.toFixed(6)}, ${r.ms.toFixed(0)} ms${s === 0 ? ' (first step: sessions/allocations; not timed)' : ''}`);
+      }
     }
-    log('  arbor ort');
-    rows.push(await arbor(m, folder, seqs, 'ort', STEPS));
-    if (!noTfjs) {
-      log('  arbor tfjs');
-      rows.push(await arbor(m, folder, seqs, 'tfjs', m.tfjsSteps));
-    }
+    const rows: Result[] = impls.map((im, i) => {
+      const med = median(rec[i].ms);
+      return {
+        model: m.name, impl: im.impl, params: parameterCount(m.config), tokensPerStep: m.batch * m.seq, steps: rec[i].ms.length, medianStepMs: med,
+        tokensPerSecond: ((m.batch * m.seq) / med) * 1000, losses: rec[i].losses,
+        note: rec[i].optMs.length ? `AdamW in JS: ${median(rec[i].optMs).toFixed(0)} ms/step` : undefined,
+      };
+    });
     const ref = rows[0].losses[0];
     for (const r of rows.slice(1)) {
       const rel = Math.abs(r.losses[0] - ref) / Math.abs(ref);
@@ -154,6 +181,7 @@ for (const m of quick ? MODELS.slice(0, 1) : MODELS) {
     }
     results.push(...rows);
   } finally {
+    for (const im of impls) await im.close();
     rmSync(folder, { recursive: true, force: true });
   }
 }

@@ -105,6 +105,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--serve", action="store_true", help="one step per 'step' line on stdin, one JSON line per step on stdout")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     cfg = json.load(open(os.path.join(a.folder, "config.json")))
@@ -115,21 +116,36 @@ def main():
     data = torch.tensor(seqs, dtype=torch.long)
     ids, targets = data[:, :-1].contiguous(), data[:, 1:].contiguous()
     opt = torch.optim.AdamW(model.params(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=a.weight_decay)
-    losses, times = [], []
-    for _ in range(a.steps):
+    info = {
+        "torch": torch.__version__, "threads": torch.get_num_threads(),
+        "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
+        "params": sum(p.numel() for p in model.params()), "tokens_per_step": ids.numel(),
+    }
+
+    def step():
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = model.loss(ids, targets)
         loss.backward()
         opt.step()
-        times.append(time.perf_counter() - t0)
-        losses.append(loss.item())
-    print(json.dumps({
-        "torch": torch.__version__, "threads": torch.get_num_threads(),
-        "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
-        "params": sum(p.numel() for p in model.params()), "tokens_per_step": ids.numel(),
-        "losses": losses, "step_seconds": times,
-    }))
+        return loss.item(), time.perf_counter() - t0
+
+    if a.serve:
+        # Interleaved with the other implementations by the caller, so they share the same
+        # background load (the benchmark machine is shared).
+        print(json.dumps({"ready": True, **info}), flush=True)
+        for line in sys.stdin:
+            if line.strip() != "step":
+                break
+            loss, sec = step()
+            print(json.dumps({"loss": loss, "seconds": sec}), flush=True)
+        return 0
+    losses, times = [], []
+    for _ in range(a.steps):
+        loss, sec = step()
+        losses.append(loss)
+        times.append(sec)
+    print(json.dumps({**info, "losses": losses, "step_seconds": times}))
 
 
 if __name__ == "__main__":
