@@ -203,10 +203,25 @@ describe('a short real run through every view', () => {
     await startShortRun(page, 'tour-b', { 'optim.lr': '0.003', steps: '2' });
     await page.getByTestId('view-run').getByTestId('run-status').getByText('completed').waitFor({ timeout: 150_000 });
 
+    // Fork tour-b from its last checkpoint: the form comes prefilled, the fork starts from those weights.
+    await page.getByTestId('tab-checkpoints').click();
+    await page.getByRole('button', { name: 'Fork from here…' }).last().click();
+    await page.getByTestId('launch-dialog').waitFor();
+    expect(await page.getByTestId('run-name').inputValue()).toBe('tour-b-from-2');
+    await setField(page, 'steps', '1');
+    await page.getByTestId('start-run').click();
+    await page.getByTestId('view-run').getByText('tour-b-from-2').waitFor();
+    await page.getByTestId('view-run').getByTestId('run-status').getByText('completed').waitFor({ timeout: 150_000 });
+    await page.getByTestId('tab-config').click();
+    expect(await page.getByTestId('run-config').innerText()).toMatch(/"path": ".*checkpoints.*step-0+2"/);
+
     await page.getByTestId('nav-runs').click();
-    await expect.poll(() => page.getByTestId('run-row').count()).toBe(2);
+    await expect.poll(() => page.getByTestId('run-row').count()).toBe(3);
     await reviewShot(page, 'runs');
-    for (const row of await page.getByTestId('run-row').all()) await row.locator('input[type=checkbox]').check();
+    await page.getByTestId('run-filter').fill('tour-a');
+    await expect.poll(() => page.getByTestId('run-row').count()).toBe(1);
+    await page.getByTestId('run-filter').fill('');
+    for (const row of (await page.getByTestId('run-row').all()).slice(1)) await row.locator('input[type=checkbox]').check();
     await page.getByTestId('compare-selected').click();
     const diff = page.getByTestId('config-diff');
     await diff.waitFor();
