@@ -15,7 +15,7 @@ import { dirname, extname, isAbsolute, join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 
-export const ADV_ESTIMATORS = ['grpo', 'drgrpo', 'rloo', 'reinforce_pp', 'reinforce_pp_baseline', 'gae', 'gigpo'] as const;
+export const ADV_ESTIMATORS = ['grpo', 'drgrpo', 'rloo', 'reinforce_pp', 'reinforce_pp_baseline', 'gae'] as const;
 export const LOSS_AGG_MODES = ['token-mean', 'seq-mean-token-mean', 'seq-mean-token-sum', 'seq-mean-token-sum-norm'] as const;
 export const KL_TYPES = ['k1', 'k3'] as const;
 export const KL_PLACEMENTS = ['loss', 'reward'] as const;

@@ -13,7 +13,7 @@ import { policyDecodeBackend } from '../rollout/model-backend';
 import type { RolloutTask, TextPolicy, TokenizerPort } from '../rollout/ports';
 import type { Trajectory } from '../rollout/types';
 import { toolCallCount } from '../rollout/types';
-import { groupAdvantagePort } from './advantage';
+import { advantagePort } from './advantage';
 import type { ExperimentConfig } from './config';
 import { stepSeed } from './episode';
 import type { AdvantagePort } from './loop';
@@ -87,15 +87,8 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
   const policy = new ModelPolicyPort(model, cfg, new AdamW({ ...cfg.optim }));
   const limits = { maxNewTokens: cfg.rollout.max_new_tokens, maxTurns: cfg.rollout.max_turns, maxTotalLength: cfg.rollout.max_total_length };
   const backend = policyDecodeBackend(model, { maxBatch: Math.min(64, cfg.rollout.prompts_per_step * cfg.rollout.n), maxLength: cfg.rollout.max_total_length });
-  const est = cfg.algorithm.adv_estimator;
-  const advantage =
-    est === 'grpo' || est === 'drgrpo' || est === 'rloo'
-      ? groupAdvantagePort(cfg)
-      : extras.advantage
-        ? extras.advantage(cfg, policy)
-        : (() => {
-            throw new Error(`algorithm.adv_estimator: "${est}" is not available in this build (engine/rl's estimator registry is not wired); available: grpo, drgrpo, rloo`);
-          })();
+  // engine/rl's registry; estimators that need a critic get it from `extras.critic`.
+  const advantage = extras.advantage ? extras.advantage(cfg, policy) : advantagePort(cfg);
   const reference = cfg.algorithm.kl_coef > 0 ? policy.frozen(model.cloneWeights()) : undefined;
 
   const evaluate = async (n: number): Promise<EvalSummary> => {

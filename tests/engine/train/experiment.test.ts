@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { groupAdvantagePort } from '../../../engine/train/advantage';
+import { advantagePort } from '../../../engine/train/advantage';
 import { validateConfig } from '../../../engine/train/config';
 import { runExperiment } from '../../../engine/train/experiment';
 import type { TaskSession } from '../../../engine/train/run';
@@ -16,7 +16,7 @@ function session(policy: TabularPolicy, cfg: ReturnType<typeof validateConfig>):
     return { n, exactMatch: em, exactMatchByHops: { 1: em }, formatRate: 1, toolCallsPerEpisode: 0, toolErrorsPerEpisode: 0 };
   };
   return {
-    ports: { rollout: policy, policy, advantage: groupAdvantagePort(cfg) },
+    ports: { rollout: policy, policy, advantage: advantagePort(cfg) },
     sft: policy,
     demos: async () => policy.demos(120, 0.2, 3),
     evaluate,

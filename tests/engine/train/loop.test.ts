@@ -2,13 +2,12 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { groupAdvantagePort, groupScalarAdvantages } from '../../../engine/train/advantage';
+import { advantagePort } from '../../../engine/train/advantage';
 import { latestCheckpoint } from '../../../engine/train/checkpoints';
 import { validateConfig, type ExperimentInput } from '../../../engine/train/config';
 import { learningRate, runTrainingLoop } from '../../../engine/train/loop';
 import { JsonlSink, readMetricsJsonl } from '../../../engine/train/sinks';
 import { TabularPolicy } from '../../../engine/train/tabular';
-import type { Episode } from '../../../engine/train/episode';
 
 function setup(over: Partial<ExperimentInput> = {}) {
   const cfg = validateConfig({
@@ -24,7 +23,7 @@ function setup(over: Partial<ExperimentInput> = {}) {
   const policy = new TabularPolicy({ prompts: 4, length: 3, vocab: 6, seed: 5 }, cfg);
   const runDir = mkdtempSync(join(tmpdir(), 'arbor-loop-'));
   const sink = new JsonlSink(runDir);
-  return { cfg, policy, runDir, sink, ports: { rollout: policy, policy, advantage: groupAdvantagePort(cfg), sink } };
+  return { cfg, policy, runDir, sink, ports: { rollout: policy, policy, advantage: advantagePort(cfg), sink } };
 }
 
 describe('training loop (GRPO on the tabular task)', () => {
@@ -76,31 +75,5 @@ describe('training loop (GRPO on the tabular task)', () => {
     const rows = readMetricsJsonl(join(runDir, 'metrics.jsonl'));
     // Late in training many groups are solved (all reward 1): they are dropped and refilled.
     expect(rows.some((r) => r.values['dynamic_sampling/dropped_groups']! > 0)).toBe(true);
-  });
-});
-
-describe('group advantages', () => {
-  const ep = (group: number, reward: number) => ({ group, reward }) as Episode;
-  it('GRPO normalises by the unbiased group std; Dr.GRPO does not; RLOO leaves one out', () => {
-    const eps = [ep(0, 1), ep(0, 0), ep(0, 0), ep(0, 1), ep(1, 0.5), ep(1, 0.5)];
-    const std = Math.sqrt((4 * 0.25) / 3);
-    const g = groupScalarAdvantages(eps, 'grpo', true, 0);
-    expect(g[0]).toBeCloseTo(0.5 / std, 6);
-    expect(g[1]).toBeCloseTo(-0.5 / std, 6);
-    expect(g[4]).toBe(0);
-    expect(groupScalarAdvantages(eps, 'drgrpo', true)[0]).toBeCloseTo(0.5, 6);
-    // RLOO: 1 - mean(0,0,1) = 2/3
-    expect(groupScalarAdvantages(eps, 'rloo', true)[0]).toBeCloseTo(2 / 3, 6);
-    expect(groupScalarAdvantages(eps, 'rloo', true)[1]).toBeCloseTo(-2 / 3, 6);
-  });
-});
-
-describe('learning-rate schedule', () => {
-  const o = validateConfig({ model: { init: 'tiny' }, optim: { lr: 1, warmup_steps: 4, schedule: 'cosine', min_lr_ratio: 0.1 } }).optim;
-  it('warms up linearly, then decays by cosine to the floor', () => {
-    expect(learningRate(o, 1, 24)).toBeCloseTo(0.25);
-    expect(learningRate(o, 4, 24)).toBeCloseTo(1);
-    expect(learningRate(o, 14, 24)).toBeCloseTo(0.55);
-    expect(learningRate(o, 24, 24)).toBeCloseTo(0.1);
   });
 });

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { tinyConfig } from '../../../engine/model/config';
 import { PolicyModel } from '../../../engine/model/runtime';
 import { policyDecodeBackend } from '../../../engine/rollout/model-backend';
-import { groupAdvantagePort } from '../../../engine/train/advantage';
+import { advantagePort } from '../../../engine/train/advantage';
 import { validateConfig } from '../../../engine/train/config';
 import { runTrainingLoop } from '../../../engine/train/loop';
 import { AdamW, ModelPolicyPort } from '../../../engine/train/model-port';
@@ -39,7 +39,7 @@ describe('GRPO on the real transformer (ORT)', () => {
       stop: { strings: [], tokenIds: [] },
     });
     const runDir = mkdtempSync(join(tmpdir(), 'arbor-model-grpo-'));
-    await runTrainingLoop(cfg, { rollout, policy, advantage: groupAdvantagePort(cfg), sink: new JsonlSink(runDir) }, { runDir });
+    await runTrainingLoop(cfg, { rollout, policy, advantage: advantagePort(cfg), sink: new JsonlSink(runDir) }, { runDir });
     const rows = readMetricsJsonl(join(runDir, 'metrics.jsonl'));
     const r = rows.map((x) => x.values['reward/mean']!);
     for (const x of rows) expect(x.values['rollout/logprob_mismatch']!).toBeLessThan(1e-3);

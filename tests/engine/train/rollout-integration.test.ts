@@ -2,7 +2,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { groupAdvantagePort } from '../../../engine/train/advantage';
+import { advantagePort } from '../../../engine/train/advantage';
 import { validateConfig } from '../../../engine/train/config';
 import { runTrainingLoop } from '../../../engine/train/loop';
 import { engineRolloutPort, pickTasks } from '../../../engine/train/rollout-port';
@@ -28,7 +28,7 @@ describe('loop on the real rollout engine', () => {
       stop: { strings: [], tokenIds: [] },
     });
     const runDir = mkdtempSync(join(tmpdir(), 'arbor-rollout-loop-'));
-    await runTrainingLoop(cfg, { rollout: rolloutPort, policy, advantage: groupAdvantagePort(cfg), sink: new JsonlSink(runDir) }, { runDir });
+    await runTrainingLoop(cfg, { rollout: rolloutPort, policy, advantage: advantagePort(cfg), sink: new JsonlSink(runDir) }, { runDir });
     const rows = readMetricsJsonl(join(runDir, 'metrics.jsonl'));
     expect(rows).toHaveLength(25);
     // The rollout engine's float32 logprobs agree with the trainer's recomputation.

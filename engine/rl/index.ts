@@ -1,0 +1,94 @@
+/**
+ * The advantage-estimator registry, keyed by the experiment config's `algorithm.adv_estimator`.
+ * Each entry says whether it needs a critic and computes per-token advantages (and, for GAE,
+ * the critic's return targets) for a batch. Process rewards (Agent-R1) add a normalised
+ * return-to-go of the step rewards on top of any estimator.
+ */
+import {
+  broadcast,
+  gae,
+  groupOutcomeAdvantages,
+  processRewardReturns,
+  reinforcePlusPlus,
+  reinforcePlusPlusBaseline,
+  type EstimatorEpisode,
+} from './estimators';
+
+export * from './estimators';
+
+export interface EstimatorOptions {
+  /** GRPO: divide by the group std (false = Dr.GRPO behaviour). */
+  normByStd: boolean;
+  gamma: number;
+  lam: number;
+  /** β when the KL to the reference is subtracted from the reward (kl_in: reward); 0 otherwise. */
+  klRewardCoef: number;
+  /** Per-token KL estimate to the reference (old − ref logprob on model tokens), when β > 0. */
+  klPerToken?: ArrayLike<number>[];
+  /** Critic values per token (GAE). */
+  values?: ArrayLike<number>[];
+  /** Add Agent-R1 process-reward returns to the advantages. */
+  processRewards: boolean;
+}
+
+export interface EstimatorResult {
+  advantages: Float32Array[];
+  /** Targets for the critic (GAE only). */
+  returns?: Float32Array[];
+}
+
+interface Estimator {
+  needsCritic: boolean;
+  compute(episodes: EstimatorEpisode[], o: EstimatorOptions): EstimatorResult;
+}
+
+const group = (name: 'grpo' | 'drgrpo' | 'rloo'): Estimator => ({
+  needsCritic: false,
+  compute: (eps, o) => {
+    const a = groupOutcomeAdvantages(eps, name, o.normByStd);
+    return { advantages: eps.map((e, i) => broadcast(e.mask, a[i]!)) };
+  },
+});
+
+export const ESTIMATORS: Record<string, Estimator> = {
+  grpo: group('grpo'),
+  drgrpo: group('drgrpo'),
+  rloo: group('rloo'),
+  reinforce_pp: {
+    needsCritic: false,
+    compute: (eps, o) => ({ advantages: reinforcePlusPlus(eps, { gamma: o.gamma, klCoef: o.klRewardCoef, klPerToken: o.klPerToken }) }),
+  },
+  reinforce_pp_baseline: {
+    needsCritic: false,
+    compute: (eps) => ({ advantages: reinforcePlusPlusBaseline(eps) }),
+  },
+  gae: {
+    needsCritic: true,
+    compute: (eps, o) => {
+      if (!o.values) throw new Error('algorithm.adv_estimator: gae needs critic values for every episode');
+      return gae(eps, o.values, { gamma: o.gamma, lam: o.lam, klCoef: o.klRewardCoef, klPerToken: o.klPerToken });
+    },
+  },
+};
+
+export function estimatorNames(): string[] {
+  return Object.keys(ESTIMATORS);
+}
+
+export function getEstimator(name: string): Estimator {
+  const e = ESTIMATORS[name];
+  if (!e) throw new Error(`algorithm.adv_estimator: unknown estimator "${name}"; available: ${estimatorNames().join(', ')}`);
+  return e;
+}
+
+/** Advantages for a batch under the named estimator, plus process-reward returns when enabled. */
+export function computeAdvantages(name: string, episodes: EstimatorEpisode[], o: EstimatorOptions): EstimatorResult {
+  const res = getEstimator(name).compute(episodes, o);
+  if (o.processRewards)
+    episodes.forEach((e, b) => {
+      const p = processRewardReturns(e);
+      const a = res.advantages[b]!;
+      for (let i = 0; i < a.length; i++) a[i]! += p[i]!;
+    });
+  return res;
+}
