@@ -6,8 +6,9 @@ import { SchemaForm } from '../components/SchemaForm';
 import { defaultsOf } from '../lib/jsonSchema';
 import { fmt } from '../components/MetricChart';
 
-/** Metrics shown as columns when present, in this order (at most MAX_METRIC_COLS); others can be filtered on. */
-const KEY_METRICS = ['reward/mean', 'reward', 'exact_match', 'eval/exact_match', 'em', 'actor/kl', 'kl', 'actor/entropy', 'entropy', 'actor/clip_fraction', 'response_length/mean', 'tool_calls_per_episode', 'perf/tokens_per_s', 'loss'];
+/** Metrics shown as columns when present, in this order (at most MAX_METRIC_COLS); each entry
+ * lists alternative names of one quantity, the first present wins. Others can be filtered on. */
+const KEY_METRICS = [['reward/mean', 'reward'], ['exact_match', 'em'], ['eval/exact_match'], ['actor/kl', 'kl'], ['actor/entropy', 'entropy'], ['actor/clip_fraction'], ['response_length/mean'], ['tool_calls_per_episode'], ['perf/tokens_per_s'], ['loss']];
 const MAX_METRIC_COLS = 7;
 
 export function RunsView() {
@@ -30,7 +31,7 @@ export function RunsView() {
   const metricCols = useMemo(() => {
     const present = new Set<string>();
     for (const r of runs) for (const k of Object.keys(r.metrics)) present.add(k);
-    const cols = KEY_METRICS.filter((k) => present.has(k)).slice(0, MAX_METRIC_COLS);
+    const cols = KEY_METRICS.map((alts) => alts.find((k) => present.has(k))).filter((k): k is string => !!k).slice(0, MAX_METRIC_COLS);
     for (const k of [...present].sort()) if (cols.length < MAX_METRIC_COLS && !cols.includes(k)) cols.push(k);
     return cols;
   }, [runs]);
@@ -60,7 +61,7 @@ export function RunsView() {
         </button>
         <button className="primary" onClick={() => setLaunching(true)} data-testid="new-run">New run…</button>
       </div>
-      <div className="panel" style={{ padding: 0 }}>
+      <div className="panel" style={{ padding: 0, overflowX: 'auto' }}>
         <table className="grid" data-testid="runs-table">
           <thead>
             <tr>
