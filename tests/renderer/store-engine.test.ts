@@ -129,4 +129,21 @@ describe('workbench store against a real engine', () => {
     expect(s().steps.at(-1)).toBe(30);
     await until(() => s().traj?.step === 30, 'the step-30 trajectory to open');
   });
+
+  it('reloads what is open when the engine comes back on the same address', async () => {
+    const s = () => store.getState();
+    await s().openRun(runId);
+    const { port, token } = web;
+    await web.close();
+    engine.close();
+    await until(() => s().connection.state === 'closed', 'the loss to be noticed');
+    // Meanwhile the run's data is stale; the restarted engine reads the same workspace.
+    store.setState({ run: null, runs: [] });
+    engine = new EngineServer({ home, templates: [descentTemplate] });
+    web = await serveWebSocket(engine, { port, token });
+    await until(() => s().connection.state === 'open', 'the reconnection');
+    expect(s().reconnects).toBe(1);
+    await until(() => s().run?.id === runId && s().runs.length >= 3, 'the open run and the table to reload');
+    expect(s().series.loss.step).toHaveLength(10);
+  });
 });

@@ -32,7 +32,14 @@ export function createConnectionSlice(_api: ArborApi, set: Set, get: Get): Conne
       if (c.state === 'open' && (prev === 'engine-crashed' || prev === 'closed')) {
         set({ reconnects: get().reconnects + 1 });
         // Reload what the user is looking at from the restarted engine.
-        void get().refreshRuns();
+        const s = get();
+        void s.refreshRuns();
+        void s.loadTemplates();
+        if (s.runId) void s.reloadRun();
+        if (s.compare.runs.length) void s.loadCompare(s.compare.runs.map((r) => r.id));
+        if (s.view === 'editor') void s.loadEnv();
+        if (s.view === 'playground') void s.loadCheckpoints();
+        if (s.trajRunId && s.view === 'trajectories') void s.openTrajectories(s.trajRunId, s.step ?? undefined);
       }
     },
     reportError(context, err) {
