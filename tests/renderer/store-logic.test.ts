@@ -6,7 +6,8 @@ import { appendPoint } from '../../renderer/src/store/run';
 import { siblingsOf } from '../../renderer/src/store/trajectories';
 import { transcriptToMessages } from '../../renderer/src/store/playground';
 import { fileKind } from '../../renderer/src/store/editor';
-import type { RunSummary, TrajSummary } from '../../renderer/src/api/types';
+import type { RunSummary, Trajectory, TrajSummary, TurnView } from '../../renderer/src/api/types';
+import { deriveToolCalls } from '../../renderer/src/api/connection';
 
 const run = (id: string, over: Partial<RunSummary> = {}): RunSummary => ({ id, name: id, status: 'completed', tags: [], createdAt: 0, metrics: {}, ...over });
 
@@ -72,5 +73,30 @@ describe('editor file kinds', () => {
     expect(fileKind('a.ts', [{ path: 'a.ts', kind: 'reward' }])).toBe('reward');
     expect(fileKind('rewards/len.ts', [])).toBe('reward');
     expect(fileKind('tools/search.ts', [])).toBe('tool');
+  });
+});
+
+describe('tool calls of trajectories stored without call records', () => {
+  const turn = (role: string, text: string, toolCalls: TurnView['toolCalls'] = []): TurnView => ({ role, text, tokenIds: [], tokens: [], toolCalls });
+  const traj = (turnsData: TurnView[]): Trajectory => ({ id: '1', runId: 'r', step: 1, group: 0, sample: 0, reward: 0, turns: turnsData.length, hasError: false, rewardBreakdown: {}, turnsData });
+  it('reads Search-R1 and Hermes calls from model turns, with the next observation as the result', () => {
+    const t = deriveToolCalls(traj([
+      turn('env', 'question : who ?'),
+      turn('model', 'think <search> tara bell </search>'),
+      turn('tool', ' <information> tara bell was born in york . </information> '),
+      turn('model', '<tool_call>{"name": "calc", "arguments": {"x": 2}}</tool_call><tool_call>{bad</tool_call>'),
+      turn('tool', 'out'),
+      turn('model', '<answer> york </answer>'),
+    ]));
+    expect(t.turnsData[1].toolCalls).toEqual([{ name: 'search', args: { query: 'tara bell' }, derived: true, result: '<information> tara bell was born in york . </information>' }]);
+    expect(t.turnsData[3].toolCalls).toEqual([
+      { name: 'calc', args: { x: 2 }, derived: true },
+      { name: '?', args: '{bad', error: 'arguments are not valid JSON', derived: true, result: 'out' },
+    ]);
+    expect(t.turnsData[5].toolCalls).toEqual([]);
+  });
+  it('leaves trajectories that have call records alone', () => {
+    const t = traj([turn('model', '<search> a </search>', [{ name: 'search', args: { query: 'a' }, result: 'r' }]), turn('model', '<search> b </search>')]);
+    expect(deriveToolCalls(t)).toBe(t);
   });
 });

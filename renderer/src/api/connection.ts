@@ -1,6 +1,6 @@
 // Picks the transport (Electron preload or WebSocket) and adapts the engine protocol client to
 // the ArborApi the stores use.
-import type { ArborApi, ChatEvent, Checkpoint, ConnectionState, EngineEvent, LogLine, RunDetail, Trajectory, TurnView } from './types';
+import type { ArborApi, ChatEvent, Checkpoint, ConnectionState, EngineEvent, LogLine, RunDetail, ToolCallView, Trajectory, TurnView } from './types';
 import { EngineError } from './types';
 import { engineWsUrl, preloadTransport, webSocketTransport, type Transport } from './transports';
 
@@ -67,7 +67,7 @@ export function adaptClient(rpc: RpcClient, transport: Pick<Transport, 'onState'
     runLog: async (runId, afterSeq) => (await call<LogLine[]>('runs.log', { runId, afterSeq })).map((l) => ({ ...l, time: l.time * 1000 })),
     trajectorySteps: (runId) => call('trajectories.steps', { runId }),
     listTrajectories: (q) => call('trajectories.list', q),
-    getTrajectory: async (id) => normalizeTrajectory(await call<RawTrajectory>('trajectories.get', { id })),
+    getTrajectory: async (id) => deriveToolCalls(normalizeTrajectory(await call<RawTrajectory>('trajectories.get', { id }))),
     listEnvFiles: () => call('env.files'),
     readEnvFile: (path) => call('env.read', { path }),
     writeEnvFile: (path, text) => call('env.write', { path, text }),
@@ -142,4 +142,31 @@ export function normalizeTrajectory(t: RawTrajectory): Trajectory {
       return { ...u, tokens, toolCalls };
     }),
   };
+}
+
+/**
+ * Tool calls of a trajectory stored without call records (the training loop keeps tokens, not
+ * calls): read from the model turns' tags — Search-R1 `<search>q</search>` and Hermes/Qwen
+ * `<tool_call>{json}</tool_call>` — with the following observation turn as the result. Marked
+ * `derived` so the view says where they came from.
+ */
+export function deriveToolCalls(t: Trajectory): Trajectory {
+  if (t.turnsData.some((u) => u.toolCalls.length)) return t;
+  const turnsData = t.turnsData.map((u, i) => {
+    if (u.role !== 'model') return u;
+    const calls: ToolCallView[] = [];
+    for (const m of u.text.matchAll(/<search>([\s\S]*?)<\/search>/g)) calls.push({ name: 'search', args: { query: m[1].trim() }, derived: true });
+    for (const m of u.text.matchAll(/<tool_call>([\s\S]*?)<\/tool_call>/g)) {
+      try {
+        const j = JSON.parse(m[1]) as { name?: string; arguments?: unknown };
+        calls.push({ name: String(j.name ?? '?'), args: j.arguments, derived: true });
+      } catch {
+        calls.push({ name: '?', args: m[1].trim(), error: 'arguments are not valid JSON', derived: true });
+      }
+    }
+    const next = t.turnsData[i + 1];
+    if (calls.length && next && next.role !== 'model') calls[calls.length - 1].result = next.text.trim();
+    return calls.length ? { ...u, toolCalls: calls } : u;
+  });
+  return { ...t, turnsData };
 }

@@ -76,6 +76,8 @@ export interface ToolCallView {
   result?: string;
   error?: string;
   latencyMs?: number;
+  /** read from the turn's text (the trajectory was stored without call records) */
+  derived?: boolean;
 }
 
 export interface TurnView {
