@@ -48,12 +48,15 @@ function Field({ name, path, schema, root, kind, current, set }: { name: string;
   const [jsonText, setJsonText] = useState(() => (current === undefined ? '' : JSON.stringify(current)));
   const [jsonError, setJsonError] = useState<string | null>(null);
   let input: React.ReactNode;
+  // Empty fields take the schema default; show it so the form says what will run.
+  const dflt = schema.default;
+  const placeholder = dflt === undefined || dflt === null ? undefined : Array.isArray(dflt) ? dflt.join(', ') : String(dflt);
   switch (kind) {
     case 'enum': {
       const options = schema.enum ?? [schema.const];
       input = (
         <select id={id} value={current === undefined ? '' : JSON.stringify(current)} onChange={(e) => set(e.target.value === '' ? undefined : JSON.parse(e.target.value))}>
-          <option value="">(default)</option>
+          <option value="">{placeholder === undefined ? '(default)' : `(default: ${placeholder})`}</option>
           {options.map((o) => (
             <option key={JSON.stringify(o)} value={JSON.stringify(o)}>{String(o)}</option>
           ))}
@@ -62,7 +65,7 @@ function Field({ name, path, schema, root, kind, current, set }: { name: string;
       break;
     }
     case 'boolean':
-      input = <input id={id} type="checkbox" checked={current === true} onChange={(e) => set(e.target.checked)} />;
+      input = <input id={id} type="checkbox" checked={current === undefined ? dflt === true : current === true} onChange={(e) => set(e.target.checked)} />;
       break;
     case 'number':
     case 'integer':
@@ -74,13 +77,14 @@ function Field({ name, path, schema, root, kind, current, set }: { name: string;
           min={schema.minimum}
           max={schema.maximum}
           value={typeof current === 'number' ? current : ''}
+          placeholder={placeholder}
           onChange={(e) => set(e.target.value === '' ? undefined : Number(e.target.value))}
           style={{ width: 120 }}
         />
       );
       break;
     case 'string':
-      input = <input id={id} type="text" value={typeof current === 'string' ? current : ''} onChange={(e) => set(e.target.value === '' ? undefined : e.target.value)} style={{ width: 260 }} />;
+      input = <input id={id} type="text" value={typeof current === 'string' ? current : ''} placeholder={placeholder} onChange={(e) => set(e.target.value === '' ? undefined : e.target.value)} style={{ width: 260 }} />;
       break;
     case 'scalar-array': {
       const itemKind = fieldKind(schema.items!, root);
@@ -90,7 +94,7 @@ function Field({ name, path, schema, root, kind, current, set }: { name: string;
           id={id}
           type="text"
           defaultValue={text}
-          placeholder="comma-separated"
+          placeholder={placeholder ?? 'comma-separated'}
           onBlur={(e) => {
             const parts = e.target.value.split(',').map((x) => x.trim()).filter(Boolean);
             set(parts.length === 0 ? undefined : parts.map((x) => (itemKind === 'number' || itemKind === 'integer' ? Number(x) : x)));
