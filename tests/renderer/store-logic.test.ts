@@ -7,7 +7,7 @@ import { siblingsOf } from '../../renderer/src/store/trajectories';
 import { transcriptToMessages } from '../../renderer/src/store/playground';
 import { fileKind } from '../../renderer/src/store/editor';
 import type { RunSummary, Trajectory, TrajSummary, TurnView } from '../../renderer/src/api/types';
-import { deriveToolCalls } from '../../renderer/src/api/connection';
+import { deriveToolCalls, normalizeTry } from '../../renderer/src/api/connection';
 
 const run = (id: string, over: Partial<RunSummary> = {}): RunSummary => ({ id, name: id, status: 'completed', tags: [], createdAt: 0, metrics: {}, ...over });
 
@@ -98,5 +98,15 @@ describe('tool calls of trajectories stored without call records', () => {
   it('leaves trajectories that have call records alone', () => {
     const t = traj([turn('model', '<search> a </search>', [{ name: 'search', args: { query: 'a' }, result: 'r' }]), turn('model', '<search> b </search>')]);
     expect(deriveToolCalls(t)).toBe(t);
+  });
+});
+
+describe('sandbox answers', () => {
+  it('keep a value, and an error with its line (given, or from the first stack frame in the file)', () => {
+    expect(normalizeTry({ ok: true, value: 1.25, ms: 3 })).toEqual({ ok: true, value: 1.25, ms: 3, logs: undefined });
+    expect(normalizeTry({ ok: false, error: { message: 'no luck', line: 6, column: 11 } })).toMatchObject({ ok: false, error: { message: 'no luck', line: 6, column: 11 } });
+    const stack = 'Error: no luck\n    at run (node:internal/x:1:2)\n    at execute (file:///ws/tools/explode.ts:6:11)\n    at main (sandbox.js:40:3)';
+    expect(normalizeTry({ error: { message: 'no luck', stack } }, 'tools/explode.ts')).toMatchObject({ ok: false, error: { message: 'no luck', line: 6, column: 11 } });
+    expect(normalizeTry({ ok: false, error: 'timed out after 2000 ms' })).toMatchObject({ ok: false, error: { message: 'timed out after 2000 ms' } });
   });
 });

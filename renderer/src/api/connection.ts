@@ -1,6 +1,6 @@
 // Picks the transport (Electron preload or WebSocket) and adapts the engine protocol client to
 // the ArborApi the stores use.
-import type { ArborApi, ChatEvent, Checkpoint, ConnectionState, EngineEvent, LogLine, RunDetail, ToolCallView, Trajectory, TurnView } from './types';
+import type { ArborApi, ChatEvent, Checkpoint, ConnectionState, EngineEvent, LogLine, RunDetail, ToolCallView, Trajectory, TryResult, TurnView } from './types';
 import { EngineError } from './types';
 import { engineWsUrl, preloadTransport, webSocketTransport, type Transport } from './transports';
 
@@ -72,8 +72,8 @@ export function adaptClient(rpc: RpcClient, transport: Pick<Transport, 'onState'
     readEnvFile: (path) => call('env.read', { path }),
     writeEnvFile: (path, text) => call('env.write', { path, text }),
     envTypes: () => call('env.types'),
-    tryTool: (req) => call('sandbox.tryTool', req),
-    tryReward: (req) => call('sandbox.tryReward', req),
+    tryTool: async (req) => normalizeTry(await call('sandbox.tryTool', req), req.path),
+    tryReward: async (req) => normalizeTry(await call('sandbox.tryReward', req), req.path),
     listCheckpoints: async (runId) => (await call<Checkpoint[]>('checkpoints.list', { runId })).map(checkpointMs),
     // The client names the chat (chatId); the engine pushes `chat` events for it
     // ({chatId, type: token | turn | tool_call | observation | done | error, ...}) as generation
@@ -169,4 +169,29 @@ export function deriveToolCalls(t: Trajectory): Trajectory {
     return calls.length ? { ...u, toolCalls: calls } : u;
   });
   return { ...t, turnsData };
+}
+
+/**
+ * The sandbox's answer as the editor shows it: `{ ok, value | error: { message, line, column } }`.
+ * Accepts an error given as a string, and takes the line from the stack (the first frame in the
+ * user's file) when the sandbox reports none.
+ */
+export function normalizeTry(raw: unknown, path?: string): TryResult {
+  const r = (raw ?? {}) as Record<string, unknown>;
+  const logs = Array.isArray(r.logs) ? r.logs.map(String) : undefined;
+  const ms = typeof r.ms === 'number' ? r.ms : typeof r.durationMs === 'number' ? r.durationMs : undefined;
+  const err = r.error;
+  if (r.ok === false || (err !== undefined && err !== null && r.ok !== true)) {
+    const e = (typeof err === 'string' ? { message: err } : (err ?? {})) as { message?: string; line?: number; column?: number; stack?: string };
+    let line = typeof e.line === 'number' ? e.line : typeof r.line === 'number' ? r.line : undefined;
+    let column = typeof e.column === 'number' ? e.column : typeof r.column === 'number' ? r.column : undefined;
+    if (line === undefined && e.stack) {
+      const file = path?.split('/').pop();
+      const frame = e.stack.split('\n').find((l) => (file ? l.includes(file) : /:\d+:\d+\)?$/.test(l)));
+      const m = frame && /:(\d+):(\d+)\)?\s*$/.exec(frame);
+      if (m) [line, column] = [Number(m[1]), Number(m[2])];
+    }
+    return { ok: false, error: { message: e.message ?? 'failed', line, column, stack: e.stack }, logs, ms };
+  }
+  return { ok: true, value: 'value' in r ? r.value : 'result' in r ? r.result : raw, logs, ms };
 }
