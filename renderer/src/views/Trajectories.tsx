@@ -3,7 +3,7 @@ import { useVirtualizer } from '@tanstack/react-virtual';
 import { useShallow } from 'zustand/react/shallow';
 import { useArbor, useArborStore } from '../store/react';
 import type { Trajectory } from '../api/types';
-import { CHANNELS, channelScale, rampCss, type Channel } from '../lib/heat';
+import { CHANNELS, channelScale, channelValue, rampCss, type Channel } from '../lib/heat';
 import { buildRows, isWordLevel, TokenHoverCard, TokenSpan, ToolCalls, TurnHead } from '../components/Turns';
 import { siblingsOf } from '../store/trajectories';
 
@@ -117,6 +117,11 @@ export function TrajectoriesView() {
                 <button key={c} className={c === channel ? 'primary' : ''} onClick={() => a.setChannel(c)} data-testid={`channel-${c}`}>{c}</button>
               ))}
               <span className="legend-bar"><span className="ramp" style={{ background: rampCss(channel) }} /> <span data-testid="channel-active">{channel}</span></span>
+              {traj && !hasChannel(traj, channel) ? (
+                <span className="muted" style={{ fontSize: 11 }} data-testid="channel-missing">
+                  {channel === 'kl' ? 'no reference logprobs stored for this trajectory (the run had no KL term)' : `no ${channel} values stored for this trajectory`}
+                </span>
+              ) : null}
               <span className="grow" />
               <label className="muted"><input type="checkbox" checked={groupView} onChange={(e) => void a.setGroupView(e.target.checked)} data-testid="group-toggle" /> group view</label>
             </div>
@@ -128,6 +133,11 @@ export function TrajectoriesView() {
       ) : null}
     </div>
   );
+}
+
+/** Whether any token of the trajectory has a value on this channel. */
+function hasChannel(t: Trajectory, c: Channel): boolean {
+  return t.turnsData.some((u) => u.tokens.some((_, i) => channelValue(u, c, i) != null));
 }
 
 function TrajectoryHeader({ traj }: { traj: Trajectory }) {
