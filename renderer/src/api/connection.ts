@@ -85,8 +85,11 @@ export function adaptClient(rpc: RpcClient, transport: Pick<Transport, 'onState'
         const { chatId: id, ...e } = data as { chatId: string } & ChatEvent;
         if (id === chatId) onEvent(e as ChatEvent);
       });
-      return call<unknown>('playground.chat', { ...req, chatId }).then(
-        () => off(),
+      return call<{ world?: number; reason?: string }>('playground.chat', { ...req, chatId }).then(
+        (r) => {
+          off();
+          return { world: r?.world, reason: r?.reason };
+        },
         (err) => {
           off();
           throw err;

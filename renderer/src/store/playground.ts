@@ -15,6 +15,8 @@ export interface PlaygroundSlice {
   checkpointId: string;
   transcript: TranscriptItem[];
   chatting: boolean;
+  /** seed of the world the checkpoint's search tool read in the last chat */
+  chatWorld: number | null;
   loadCheckpoints(): Promise<void>;
   setCheckpoint(id: string): void;
   send(text: string): Promise<void>;
@@ -38,6 +40,7 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
     checkpointId: '',
     transcript: [],
     chatting: false,
+    chatWorld: null,
     async loadCheckpoints() {
       try {
         const checkpoints = await api.listCheckpoints();
@@ -55,7 +58,7 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
       set({ transcript, chatting: true });
       const push = (it: TranscriptItem) => set({ transcript: [...get().transcript, it] });
       try {
-        await api.chat({ checkpoint: s.checkpointId, messages: transcriptToMessages(transcript) }, (e) => {
+        const r = await api.chat({ checkpoint: s.checkpointId, messages: transcriptToMessages(transcript) }, (e) => {
           const items = get().transcript;
           const last = items[items.length - 1];
           if (e.type === 'token') {
@@ -76,6 +79,7 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
           }
           // 'error' events also fail the request; the catch below shows them once.
         });
+        if (r.world !== undefined) set({ chatWorld: r.world });
       } catch (err) {
         push({ kind: 'error', message: get().reportError('Playground', err) });
       } finally {
