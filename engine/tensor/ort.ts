@@ -7,6 +7,8 @@
 import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import type { InferenceSession, Tensor } from 'onnxruntime-node';
 import type { Graph } from './graph';
 import type { HostTensor } from './host';
@@ -157,8 +159,29 @@ export class OrtRunner {
   }
 }
 
-/** ONNX Runtime's version and which execution providers actually create a session here. */
-export async function ortInfo(): Promise<{ version: string; providers: { name: string; loads: boolean; error?: string }[] }> {
+/**
+ * Shared libraries a provider needs next to the ORT binding; when they are absent the provider
+ * cannot load, and trying anyway makes the native library print errors to stderr.
+ */
+const PROVIDER_LIBS: Record<string, string> = { cuda: 'libonnxruntime_providers_cuda.so' };
+
+function providerLibMissing(name: string): string | undefined {
+  const lib = PROVIDER_LIBS[name];
+  if (!lib) return undefined;
+  const dir = join(dirname(require.resolve('onnxruntime-node/package.json')), 'bin', 'napi-v6', process.platform, process.arch);
+  return existsSync(join(dir, lib)) ? undefined : `${lib} is not installed in ${dir}`;
+}
+
+type OrtInfo = { version: string; providers: { name: string; loads: boolean; error?: string }[] };
+let ortInfoCache: Promise<OrtInfo> | undefined;
+
+/** ONNX Runtime's version and which execution providers actually create a session here (probed once per process). */
+export function ortInfo(): Promise<OrtInfo> {
+  ortInfoCache ??= probeOrt();
+  return ortInfoCache;
+}
+
+async function probeOrt(): Promise<OrtInfo> {
   const O = ort();
   const { traceGraph } = await import('./graph');
   const g = traceGraph([{ name: 'x', dtype: 'float32', shape: [2] }], (o, x) => ({ y: o.add(x.x, x.x) }));
@@ -168,6 +191,11 @@ export async function ortInfo(): Promise<{ version: string; providers: { name: s
   const prevLevel = O.env.logLevel;
   O.env.logLevel = 'fatal'; // a missing provider is reported below, not printed by ORT
   for (const name of candidates) {
+    const missing = providerLibMissing(name);
+    if (missing) {
+      providers.push({ name, loads: false, error: missing });
+      continue;
+    }
     try {
       const s = await O.InferenceSession.create(bytes, { executionProviders: [name as never] });
       await s.run({ x: new O.Tensor('float32', Float32Array.of(1, 2), [2]) });
