@@ -106,7 +106,12 @@ export function RunView() {
       {tab === 'config' ? <pre className="log" data-testid="run-config">{JSON.stringify(run.config, null, 2)}</pre> : null}
       {tab === 'log' ? (
         <pre className="log" data-testid="run-log">
-          {log.map((l) => `${new Date(l.time).toLocaleTimeString()} ${l.level.padEnd(5)} ${l.text}`).join('\n') || 'No log lines yet.'}
+          {log.length === 0 ? 'No log lines yet.' : null}
+          {log.map((l, i) => (
+            <div key={`${l.seq}-${i}`} style={{ color: l.level === 'error' ? 'var(--err)' : l.level === 'warn' ? 'var(--warn, #f5d76e)' : undefined }}>
+              {`${new Date(l.time).toLocaleTimeString()} ${l.level.padEnd(5)} ${l.text}`}
+            </div>
+          ))}
         </pre>
       ) : null}
       {tab === 'checkpoints' ? (
