@@ -1,5 +1,5 @@
 /**
- * `npm run bench:train -- [--quick] [--steps N] [--threads 2] [--json] [--no-tfjs]`
+ * `npm run bench:train -- [--quick] [--steps N] [--threads 2] [--json] [--no-tfjs] [--sequential]`
  *
  * Training-step throughput (tokens/s) of Arbor's PolicyModel — ORT backend (our autodiff graph
  * in onnxruntime-node, AdamW in JS) and tfjs backend (tfjs autodiff on the best backend here) —
@@ -7,7 +7,8 @@
  * Llama), on the same Llama-style configs (tiny and ~25M parameters), the same batch and
  * sequence length, the same thread count, one step = forward + backward + AdamW on the mean
  * next-token NLL. PyTorch runs twice: with the environment's OPENBLAS_CORETYPE and with
- * SkylakeX (its best setting on this AVX-512 machine, per ARCHITECTURE §3).
+ * SkylakeX (its best setting on this AVX-512 machine, per ARCHITECTURE §3), and with more than
+ * one thread also as a 1-thread torch pool over an N-thread OpenBLAS (faster on a loaded machine).
  *
  * Numerics: the initial weights are written once with engine/model/checkpoint (HF folder,
  * safetensors) and read by every implementation, so the step-0 loss must agree within 1e-4
@@ -15,6 +16,8 @@
  * Step 0 also builds sessions, so it is excluded from the timings (median of the later steps).
  * The implementations run interleaved, one step each in rotating order (PyTorch as a child
  * process stepping on request), so on a shared machine they see the same background load.
+ * `--sequential` runs each implementation's steps alone instead (the others not yet started
+ * or already closed), which avoids one runtime's idle spinning threads slowing the next.
  */
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -39,6 +42,7 @@ const opt = (name: string, def: number) => {
 const json = args.includes('--json');
 const quick = args.includes('--quick');
 const noTfjs = args.includes('--no-tfjs');
+const sequential = args.includes('--sequential');
 const THREADS = opt('threads', 2);
 const STEPS = opt('steps', quick ? 3 : 6);
 const LR = 1e-3;
@@ -104,11 +108,16 @@ async function arborImpl(m: (typeof MODELS)[number], seqs: number[][], backend: 
   };
 }
 
-async function torchImpl(m: (typeof MODELS)[number], folder: string, maxSteps: number, coretype?: string): Promise<Impl> {
+/**
+ * PyTorch as a child process. `torchThreads` is torch's intra-op pool (OpenMP), `blasThreads`
+ * OpenBLAS's own pool; by default both are THREADS.
+ */
+async function torchImpl(m: (typeof MODELS)[number], folder: string, maxSteps: number, o: { coretype?: string; torchThreads?: number } = {}): Promise<Impl> {
   const script = join(dirname(fileURLToPath(import.meta.url)), 'train_torch.py');
-  const env: NodeJS.ProcessEnv = { ...process.env, OMP_NUM_THREADS: String(THREADS), OPENBLAS_NUM_THREADS: String(THREADS) };
-  if (coretype) env.OPENBLAS_CORETYPE = coretype;
-  const p = spawn('/usr/bin/python3', [script, folder, '--serve', '--threads', String(THREADS), '--lr', String(LR), '--weight-decay', String(WD)], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const torchThreads = o.torchThreads ?? THREADS;
+  const env: NodeJS.ProcessEnv = { ...process.env, OMP_NUM_THREADS: String(torchThreads), OPENBLAS_NUM_THREADS: String(THREADS) };
+  if (o.coretype) env.OPENBLAS_CORETYPE = o.coretype;
+  const p = spawn('/usr/bin/python3', [script, folder, '--serve', '--threads', String(torchThreads), '--lr', String(LR), '--weight-decay', String(WD)], { env, stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   p.stderr.on('data', (d) => (stderr += d));
   const lines = createInterface({ input: p.stdout })[Symbol.asyncIterator]();
@@ -121,7 +130,7 @@ async function torchImpl(m: (typeof MODELS)[number], folder: string, maxSteps: n
   if (info.params !== parameterCount(m.config)) throw new Error(`train_torch.py built ${info.params} parameters, Arbor's config has ${parameterCount(m.config)}`);
   if (info.tokens_per_step !== m.batch * m.seq) throw new Error(`train_torch.py sees ${info.tokens_per_step} tokens per step, expected ${m.batch * m.seq}`);
   return {
-    impl: `pytorch ${info.torch} (${THREADS} threads, OPENBLAS_CORETYPE=${info.openblas_coretype ?? 'unset'})`,
+    impl: `pytorch ${info.torch} (${torchThreads === THREADS ? `${THREADS} threads` : `torch ${torchThreads} + BLAS ${THREADS} threads`}, OPENBLAS_CORETYPE=${info.openblas_coretype ?? 'unset'})`,
     maxSteps,
     async step() {
       p.stdin.write('step\n');
@@ -141,35 +150,55 @@ const envCore = process.env.OPENBLAS_CORETYPE;
 for (const m of quick ? MODELS.slice(0, 1) : MODELS) {
   const folder = mkdtempSync(join(tmpdir(), `arbor-bench-train-${m.name}-`));
   const impls: Impl[] = [];
+  const names: string[] = [];
   try {
     saveCheckpoint(folder, m.config, initWeights(m.config, 1));
     const rng = new Rng(7);
     const seqs = Array.from({ length: m.batch }, () => Array.from({ length: m.seq + 1 }, () => Math.floor(rng.next() * m.config.vocabSize)));
     writeFileSync(join(folder, 'batch.json'), JSON.stringify({ seqs }));
-    log(`${m.name}: ${(parameterCount(m.config) / 1e6).toFixed(2)}M parameters, batch ${m.batch} × seq ${m.seq} = ${m.batch * m.seq} tokens/step, ${STEPS} steps (first not timed), implementations interleaved step by step`);
-    impls.push(await torchImpl(m, folder, STEPS));
-    if (envCore !== 'SkylakeX') impls.push(await torchImpl(m, folder, STEPS, 'SkylakeX'));
-    impls.push(await arborImpl(m, seqs, 'ort', STEPS));
-    if (!noTfjs) impls.push(await arborImpl(m, seqs, 'tfjs', m.tfjsSteps));
-    const rec = impls.map(() => ({ losses: [] as number[], ms: [] as number[], optMs: [] as number[] }));
-    for (let s = 0; s < STEPS; s++) {
-      // Rotate the order every step so no implementation always runs right after another.
-      for (let j = 0; j < impls.length; j++) {
-        const i = (j + s) % impls.length;
-        if (s >= impls[i].maxSteps) continue;
-        const r = await impls[i].step();
-        rec[i].losses.push(r.loss);
-        if (s > 0) {
-          rec[i].ms.push(r.ms);
-          if (r.optMs !== undefined) rec[i].optMs.push(r.optMs);
+    log(`${m.name}: ${(parameterCount(m.config) / 1e6).toFixed(2)}M parameters, batch ${m.batch} × seq ${m.seq} = ${m.batch * m.seq} tokens/step, ${STEPS} steps (first not timed), ${sequential ? 'one implementation at a time' : 'implementations interleaved step by step'}`);
+    const factories: (() => Promise<Impl>)[] = [() => torchImpl(m, folder, STEPS)];
+    if (envCore !== 'SkylakeX') factories.push(() => torchImpl(m, folder, STEPS, { coretype: 'SkylakeX' }));
+    // On a loaded 2-core machine torch's 2-thread intra-op pool stalls (measured 16× slower than
+    // 1 thread at 25M); its best setting here is a 1-thread pool with a multi-threaded BLAS.
+    if (THREADS > 1) factories.push(() => torchImpl(m, folder, STEPS, { coretype: 'SkylakeX', torchThreads: 1 }));
+    factories.push(() => arborImpl(m, seqs, 'ort', STEPS));
+    if (!noTfjs) factories.push(() => arborImpl(m, seqs, 'tfjs', m.tfjsSteps));
+    const rec = factories.map(() => ({ losses: [] as number[], ms: [] as number[], optMs: [] as number[] }));
+    const runStep = async (im: Impl, i: number, s: number) => {
+      const r = await im.step();
+      rec[i].losses.push(r.loss);
+      if (s > 0) {
+        rec[i].ms.push(r.ms);
+        if (r.optMs !== undefined) rec[i].optMs.push(r.optMs);
+      }
+      log(`    step ${s} ${im.impl}: loss ${r.loss.toFixed(6)}, ${r.ms.toFixed(0)} ms${s === 0 ? ' (first step: sessions/allocations; not timed)' : ''}`);
+    };
+    if (sequential) {
+      // One implementation at a time, closed before the next starts (nothing else of ours alive).
+      for (const [i, f] of factories.entries()) {
+        const im = await f();
+        impls.push(im);
+        for (let s = 0; s < im.maxSteps; s++) await runStep(im, i, s);
+        await im.close();
+        impls.pop();
+        names[i] = im.impl;
+      }
+    } else {
+      for (const f of factories) impls.push(await f());
+      impls.forEach((im, i) => (names[i] = im.impl));
+      for (let s = 0; s < STEPS; s++) {
+        // Rotate the order every step so no implementation always runs right after another.
+        for (let j = 0; j < impls.length; j++) {
+          const i = (j + s) % impls.length;
+          if (s < impls[i].maxSteps) await runStep(impls[i], i, s);
         }
-        log(`    step ${s} ${impls[i].impl}: loss ${r.loss.toFixed(6)}, ${r.ms.toFixed(0)} ms${s === 0 ? ' (first step: sessions/allocations; not timed)' : ''}`);
       }
     }
-    const rows: Result[] = impls.map((im, i) => {
+    const rows: Result[] = names.map((impl, i) => {
       const med = median(rec[i].ms);
       return {
-        model: m.name, impl: im.impl, params: parameterCount(m.config), tokensPerStep: m.batch * m.seq, steps: rec[i].ms.length, medianStepMs: med,
+        model: m.name, impl, params: parameterCount(m.config), tokensPerStep: m.batch * m.seq, steps: rec[i].ms.length, medianStepMs: med,
         tokensPerSecond: ((m.batch * m.seq) / med) * 1000, losses: rec[i].losses,
         note: rec[i].optMs.length ? `AdamW in JS: ${median(rec[i].optMs).toFixed(0)} ms/step` : undefined,
       };
@@ -188,9 +217,9 @@ for (const m of quick ? MODELS.slice(0, 1) : MODELS) {
 
 const bestTorch = (model: string) => results.filter((r) => r.model === model && r.impl.startsWith('pytorch')).reduce((a, b) => (a.tokensPerSecond >= b.tokensPerSecond ? a : b));
 const table = results.map((r) => ({ ...r, vsBestTorch: r.tokensPerSecond / bestTorch(r.model).tokensPerSecond }));
-if (json) console.log(JSON.stringify({ threads: THREADS, lr: LR, weightDecay: WD, results: table, numerics }, null, 2));
+if (json) console.log(JSON.stringify({ threads: THREADS, sequential, lr: LR, weightDecay: WD, results: table, numerics }, null, 2));
 else {
-  console.log(`\ntrain step = forward + backward + AdamW (lr ${LR}, wd ${WD}), ${THREADS} threads; tok/s = tokens per step / median step time\n`);
+  console.log(`\ntrain step = forward + backward + AdamW (lr ${LR}, wd ${WD}), ${THREADS} threads, ${sequential ? 'sequential' : 'interleaved'}; tok/s = tokens per step / median step time\n`);
   const w = Math.max(...table.map((r) => r.impl.length));
   console.log(`${'model'.padEnd(5)}  ${'implementation'.padEnd(w)}  ${'steps'.padStart(5)}  ${'ms/step'.padStart(8)}  ${'tok/s'.padStart(7)}  ${'× best torch'.padStart(12)}  note`);
   for (const r of table)
