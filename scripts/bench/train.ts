@@ -87,11 +87,11 @@ interface Impl {
   close(): Promise<void>;
 }
 
-async function arborImpl(m: (typeof MODELS)[number], seqs: number[][], backend: Backend, maxSteps: number): Promise<Impl> {
-  const model = new PolicyModel(m.config, initWeights(m.config, 1), { backend, threads: THREADS });
+async function arborImpl(m: (typeof MODELS)[number], seqs: number[][], backend: Backend, maxSteps: number, threads = THREADS): Promise<Impl> {
+  const model = new PolicyModel(m.config, initWeights(m.config, 1), { backend, threads });
   const batch = packSequences(seqs);
   const adam = new AdamW({ beta1: 0.9, beta2: 0.999, weight_decay: WD, eps: 1e-8 });
-  const name = backend === 'ort' ? `arbor ort (${THREADS} threads)` : `arbor tfjs (${await initTfjs()}, 1 thread)`;
+  const name = backend === 'ort' ? `arbor ort (${threads} thread${threads === 1 ? '' : 's'})` : `arbor tfjs (${await initTfjs()}, 1 thread)`;
   return {
     impl: name,
     maxSteps,
@@ -163,6 +163,8 @@ for (const m of quick ? MODELS.slice(0, 1) : MODELS) {
     // 1 thread at 25M); its best setting here is a 1-thread pool with a multi-threaded BLAS.
     if (THREADS > 1) factories.push(() => torchImpl(m, folder, STEPS, { coretype: 'SkylakeX', torchThreads: 1 }));
     factories.push(() => arborImpl(m, seqs, 'ort', STEPS));
+    // ORT's pool also stalls under load; its 1-thread setting is shown next to it.
+    if (THREADS > 1) factories.push(() => arborImpl(m, seqs, 'ort', STEPS, 1));
     if (!noTfjs) factories.push(() => arborImpl(m, seqs, 'tfjs', m.tfjsSteps));
     const rec = factories.map(() => ({ losses: [] as number[], ms: [] as number[], optMs: [] as number[] }));
     const runStep = async (im: Impl, i: number, s: number) => {
