@@ -11,7 +11,7 @@
  * The policy loss program and the optimizer are injected (engine/rl provides them by config
  * name); `ppoClipLoss` and `AdamW` below are the loop's own defaults.
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { HostTensor } from '../tensor/host';
 import type { Ops } from '../tensor/ops';
@@ -23,6 +23,8 @@ import type { Episode } from './episode';
 import type { PolicyPort, UpdateStats } from './loop';
 import type { Demo, SftPort } from './sft';
 import { maskedNllLoss } from './sft-loss';
+import type { CriticModel } from '../model/critic';
+import { clippedValueLoss } from '../rl/losses';
 
 /**
  * Loss aggregation over a [batch, seq] matrix of per-token losses (algorithms.md):
@@ -207,6 +209,54 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
     private readonly tokenizerFolder?: string,
   ) {}
 
+  /** The PPO critic (value model) and its optimizer, when the estimator needs one (GAE). */
+  private critic?: { model: CriticModel; optimizer: AdamW };
+
+  attachCritic(model: CriticModel, optimizer: AdamW): void {
+    this.critic = { model, optimizer };
+  }
+
+  /** Critic values per token (the value of the state before each token), aligned like logprobs. */
+  async values(episodes: Episode[]): Promise<Float32Array[]> {
+    if (!this.critic) throw new Error('algorithm.adv_estimator: this estimator needs a critic, and none is attached');
+    const batch = packSequences(episodes.map((e) => Array.from(e.tokens)), this.model.config.padTokenId ?? 0);
+    const v = await this.critic.model.values(batch);
+    const T = batch.length;
+    return episodes.map((e, b) => {
+      const out = new Float32Array(e.tokens.length);
+      for (let t = 1; t < e.tokens.length; t++) out[t] = v[b * T + t - 1]!;
+      return out;
+    });
+  }
+
+  /** One critic update on the same micro-batches: clipped value loss toward the GAE returns. */
+  private async updateCritic(microBatches: Episode[][], returns: Map<Episode, Float32Array>, oldValues: Map<Episode, Float32Array>, lr: number): Promise<number> {
+    const critic = this.critic!;
+    const clip = this.cfg.algorithm.value_clip;
+    const loss = { key: `value:${clip}`, inputs: ['returns', 'old_values'], program: <T>(o: Ops<T>, x: { values: T; mask: T } & Record<string, T>) => clippedValueLoss(o, { values: x.values, mask: x.mask, returns: x.returns!, old_values: x.old_values! }, clip) };
+    const tokens = (eps: Episode[]) => eps.reduce((a, e) => a + e.lossMask.reduce((x, y) => x + y, 0), 0);
+    const total = Math.max(1, microBatches.reduce((a, mb) => a + tokens(mb), 0));
+    const acc: Weights = new Map();
+    let valueLoss = 0;
+    for (const mb of microBatches) {
+      const w = tokens(mb) / total;
+      if (w === 0) continue;
+      const batch = packSequences(mb.map((e) => Array.from(e.tokens)), this.model.config.padTokenId ?? 0);
+      const r = await critic.model.trainStep(batch, loss, shifted(batch, mb.map((e) => e.lossMask)), {
+        returns: shifted(batch, mb.map((e) => returns.get(e)!)),
+        old_values: shifted(batch, mb.map((e) => oldValues.get(e)!)),
+      });
+      this.accumulate(acc, r.grads, w);
+      valueLoss += w * r.loss;
+    }
+    const norm = globalNorm(acc);
+    const clipNorm = this.cfg.optim.grad_clip;
+    if (clipNorm > 0 && norm > clipNorm) for (const g of acc.values()) for (let i = 0; i < g.length; i++) g[i]! *= clipNorm / norm;
+    critic.optimizer.step(critic.model.weights, acc, lr);
+    critic.model.markWeightsUpdated();
+    return valueLoss;
+  }
+
   async score(episodes: Episode[], weights?: Weights): Promise<{ logprobs: Float32Array[]; entropy: Float32Array[] }> {
     const seqs = episodes.map((e) => Array.from(e.tokens));
     const r = await this.model.score(seqs, { entropy: true, weights });
@@ -282,7 +332,8 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
       st.ent += w * (r.metrics.entropy ?? 0);
     }
     const gradNorm = this.applyUpdate(acc, args.lr);
-    return { loss: st.loss, gradNorm, clipFraction: st.clip, kl: st.kl, entropy: st.ent, tokens: totalTokens };
+    const valueLoss = this.critic && args.returns && args.oldValues ? await this.updateCritic(args.microBatches, args.returns, args.oldValues, args.lr) : undefined;
+    return { loss: st.loss, gradNorm, clipFraction: st.clip, kl: st.kl, entropy: st.ent, tokens: totalTokens, valueLoss };
   }
 
   async sftUpdate(batch: Demo[], lr: number): Promise<{ loss: number; gradNorm: number; tokens: number }> {
@@ -307,6 +358,12 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
   async save(dir: string): Promise<void> {
     this.model.save(dir);
     this.optimizer.save(dir);
+    if (this.critic) {
+      const sub = join(dir, 'critic');
+      mkdirSync(sub, { recursive: true });
+      this.critic.model.save(sub);
+      this.critic.optimizer.save(sub);
+    }
   }
 
   async load(dir: string): Promise<void> {
@@ -315,6 +372,10 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
     for (const [k, v] of ck.weights) this.model.weights.get(k)!.set(v);
     this.model.markWeightsUpdated();
     if (existsSync(join(dir, 'optimizer.json'))) this.optimizer.load(dir);
+    if (this.critic && existsSync(join(dir, 'critic', 'critic.safetensors'))) {
+      this.critic.model.load(join(dir, 'critic'));
+      this.critic.optimizer.load(join(dir, 'critic'));
+    }
     void this.tokenizerFolder;
   }
 }

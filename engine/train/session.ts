@@ -6,6 +6,8 @@
  * train graph for updates.
  */
 import { resolveProviders } from '../tensor/ort';
+import { CriticModel } from '../model/critic';
+import { getEstimator } from '../rl';
 import type { ModelConfig } from '../model/config';
 import { PolicyModel } from '../model/runtime';
 import { rollout, rolloutTextPolicy } from '../rollout/engine';
@@ -87,8 +89,14 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
   const policy = new ModelPolicyPort(model, cfg, new AdamW({ ...cfg.optim }));
   const limits = { maxNewTokens: cfg.rollout.max_new_tokens, maxTurns: cfg.rollout.max_turns, maxTotalLength: cfg.rollout.max_total_length };
   const backend = policyDecodeBackend(model, { maxBatch: Math.min(64, cfg.rollout.prompts_per_step * cfg.rollout.n), maxLength: cfg.rollout.max_total_length });
-  // engine/rl's registry; estimators that need a critic get it from `extras.critic`.
-  const advantage = extras.advantage ? extras.advantage(cfg, policy) : advantagePort(cfg);
+  // engine/rl's registry; GAE gets a critic: the policy's transformer with a value head, from the same weights.
+  let critic: CriticModel | undefined;
+  if (getEstimator(cfg.algorithm.adv_estimator).needsCritic) {
+    if (cfg.backend !== 'ort') throw new Error(`algorithm.adv_estimator: "${cfg.algorithm.adv_estimator}" needs a critic, which runs on backend "ort" only (got backend "${cfg.backend}")`);
+    critic = CriticModel.fromPolicy(model.config, model.weights, { threads: cfg.threads, providers });
+    policy.attachCritic(critic, new AdamW({ ...cfg.optim }));
+  }
+  const advantage = extras.advantage ? extras.advantage(cfg, policy) : advantagePort(cfg, critic ? { values: (eps) => policy.values(eps) } : undefined);
   const reference = cfg.algorithm.kl_coef > 0 ? policy.frozen(model.cloneWeights()) : undefined;
 
   const evaluate = async (n: number): Promise<EvalSummary> => {
@@ -124,6 +132,9 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
     evaluate,
     evaluateNaiveRag: kit.naiveRag ? (n) => kit.naiveRag!(kit.evalTasks.slice(0, n)) : undefined,
     loadPolicy: (dir) => policy.load(dir),
-    close: () => model.dispose(),
+    close: async () => {
+      await critic?.dispose();
+      await model.dispose();
+    },
   };
 }
