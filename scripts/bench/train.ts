@@ -1,5 +1,5 @@
 /**
- * `npm run bench:train -- [--quick] [--steps N] [--threads 2] [--json] [--no-tfjs] [--sequential]`
+ * `npm run bench:train -- [--quick] [--steps N] [--threads 2] [--json] [--no-tfjs] [--interleave]`
  *
  * Training-step throughput (tokens/s) of Arbor's PolicyModel — ORT backend (our autodiff graph
  * in onnxruntime-node, AdamW in JS) and tfjs backend (tfjs autodiff on the best backend here) —
@@ -14,10 +14,10 @@
  * safetensors) and read by every implementation, so the step-0 loss must agree within 1e-4
  * relative; the losses of the following steps (after identical AdamW updates) are shown too.
  * Step 0 also builds sessions, so it is excluded from the timings (median of the later steps).
- * The implementations run interleaved, one step each in rotating order (PyTorch as a child
- * process stepping on request), so on a shared machine they see the same background load.
- * `--sequential` runs each implementation's steps alone instead (the others not yet started
- * or already closed), which avoids one runtime's idle spinning threads slowing the next.
+ * By default each implementation runs its steps alone (the others not yet started or already
+ * closed). `--interleave` runs them one step each in rotating order (PyTorch as a child process
+ * stepping on request) so they share the same background load, at the price of idle runtimes'
+ * spinning threads slowing the one that steps (measured: PyTorch 4-5x slower on tiny).
  */
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -42,7 +42,9 @@ const opt = (name: string, def: number) => {
 const json = args.includes('--json');
 const quick = args.includes('--quick');
 const noTfjs = args.includes('--no-tfjs');
-const sequential = args.includes('--sequential');
+// Sequential by default: interleaving kept idle runtimes alive whose spinning threads slowed
+// the one stepping (PyTorch's 1-thread pool measured 4-5x slower interleaved than alone).
+const sequential = !args.includes('--interleave');
 const THREADS = opt('threads', 2);
 const STEPS = opt('steps', quick ? 3 : 6);
 const LR = 1e-3;
