@@ -1,7 +1,8 @@
 /**
  * `arbor doctor [--json]`: what this machine gives Arbor. Node version; ONNX Runtime's version
  * and the execution providers that actually create and run a session here (a tiny graph per
- * provider, not a list of what the package claims); the tfjs backends that initialise and the
+ * provider via ortInfo(), not a list of what the package claims; a provider whose shared
+ * library is absent is reported without trying); the tfjs backends that initialise and the
  * one chosen; whether Electron is installed; thread counts; the workspace database path.
  * Every missing optional part is reported with the command that adds it.
  */
