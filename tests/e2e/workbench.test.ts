@@ -254,12 +254,16 @@ describe('a short real run through every view', () => {
     await expect.poll(() => page.getByTestId('channel-active').innerText()).toBe('entropy');
     await page.keyboard.press('c');
     await expect.poll(() => page.getByTestId('channel-active').innerText()).toBe('advantage');
-    const tok = page.locator('[data-testid="turns"] span.t').first();
+    // A token the model generated: the card has its sampling values.
+    const tok = page.locator('[data-testid="turns"] span.t:not(.masked)').first();
     await tok.hover();
     await page.getByTestId('token-card').waitFor();
     const card = await page.getByTestId('token-card').innerText();
     expect(card).toMatch(/token\s/);
-    expect(card).toMatch(/advantage\s/);
+    expect(card).toMatch(/logprob\s+-\d+\.\d{4}/);
+    expect(card).toMatch(/entropy\s+\d+\.\d{4}/);
+    expect(card).toMatch(/advantage\s+-?\d+\.\d{4}/);
+    expect(card).toMatch(/loss mask\s+1/);
     await reviewShot(page, 'token-card');
     await page.keyboard.press('g');
     await page.getByTestId('group-view').waitFor();
