@@ -49,6 +49,8 @@ export interface CallOutcome {
   error?: string;
   latencyMs: number;
   metadata?: Record<string, unknown>;
+  /** What the tool threw, when it threw (for the sandbox to point at the line). */
+  thrown?: unknown;
 }
 
 export interface CallLimits {
@@ -102,8 +104,8 @@ export async function runCall(tools: Map<string, Tool>, call: ParsedCall, limits
     if (content.length > limits.maxResultChars) content = `${content.slice(0, limits.maxResultChars)} …[truncated]`;
     return { name: call.name, args: call.args, result: content, success: r.success !== false, error: r.success === false ? content : undefined, latencyMs: performance.now() - t0, metadata: r.metadata };
   } catch (e) {
-    const msg = e instanceof Error ? e.message : String(e);
-    return fail(msg.startsWith('tool "') ? msg : `tool "${call.name}" failed: ${msg}`);
+    const msg = e && typeof e === 'object' && 'message' in e ? String((e as Error).message) : String(e);
+    return { ...fail(msg.startsWith('tool "') ? msg : `tool "${call.name}" failed: ${msg}`), thrown: e };
   } finally {
     clearTimeout(timer);
   }

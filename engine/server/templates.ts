@@ -3,6 +3,8 @@
  * job (engine/train) writing to the workspace store, the user-code sandbox for the editor's
  * "try it", and the environment API types for Monaco.
  */
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { episodeToRecord } from '../train/store-sink';
 import type { RunTemplate } from './runs';
 import type { EngineServer } from './server';
@@ -58,20 +60,12 @@ export async function builtinTemplates(): Promise<RunTemplate[]> {
 }
 
 export async function registerAreaHandlers(engine: EngineServer): Promise<void> {
-  // The sandbox and the editor's type definitions (engine/env/sandbox.ts) when present.
-  interface SandboxModule {
-    tryTool(req: { source: string; path?: string; tool?: string; args: unknown }): Promise<unknown>;
-    tryReward(req: { source: string; path?: string; summary: unknown }): Promise<unknown>;
-  }
-  let sandbox: SandboxModule | null = null;
-  const sandboxModule = '../env/sandbox';
-  try {
-    sandbox = (await import(/* @vite-ignore */ sandboxModule)) as SandboxModule;
-  } catch {
-    sandbox = null;
-  }
-  if (!sandbox) return;
-  const sb = sandbox;
+  // The editor's type definitions for 'arbor/env' (kept in step with engine/env by a typecheck).
+  const typesFile = fileURLToPath(new URL('../../resources/types/arbor-env.d.ts', import.meta.url));
+  engine.on('env.types', () => [{ path: 'node_modules/@types/arbor-env/index.d.ts', content: readFileSync(typesFile, 'utf8') }]);
+
+  // "Try it": user tools and rewards in the sandbox (engine/env/sandbox.ts).
+  const sb = await import('../env/sandbox');
   engine.on('sandbox.tryTool', (p: { source: string; path?: string; tool?: string; args: unknown }) => sb.tryTool(p));
   engine.on('sandbox.tryReward', (p: { source: string; path?: string; trajectoryId: string }) => {
     const t = engine.store!.getTrajectory(p.trajectoryId);

@@ -33,6 +33,8 @@ export interface Episode {
   truncated: boolean;
   /** The final answer text, if any (for logs). */
   answer?: string;
+  /** The task's metadata (gold answers, hops, question), kept with stored trajectories. */
+  meta?: Record<string, unknown>;
 }
 
 export function modelTokenCount(e: Episode): number {

@@ -46,7 +46,13 @@ export function episodeToRecord(step: number, e: Episode, advantages: Float32Arr
   }
   return {
     step, group: e.group, sample: e.sample, task: e.taskId, prompt: turns[0]?.text, reward: e.reward, advantage: adv,
-    outcome: { answer: e.answer, components: e.rewardComponents, exactMatch: e.exactMatch, formatOk: e.formatOk, toolCalls: e.toolCalls, toolErrors: e.toolErrors, truncated: e.truncated },
+    outcome: {
+      answer: e.answer, components: e.rewardComponents, exactMatch: e.exactMatch, formatOk: e.formatOk, toolCalls: e.toolCalls, toolErrors: e.toolErrors, truncated: e.truncated,
+      // What a reward tried in the editor needs to score this trajectory again.
+      ...(Array.isArray(e.meta?.answers) ? { golds: e.meta!.answers } : {}),
+      ...(e.meta?.hops !== undefined ? { hops: e.meta.hops } : {}),
+      ...(typeof e.meta?.question === 'string' ? { question: e.meta.question } : {}),
+    },
     turns,
   };
 }

@@ -27,6 +27,7 @@ export function trajectoryToEpisode(t: Trajectory): Episode {
     stepRewards: f.stepRewards,
     truncated: t.truncated,
     answer: t.outcome.answer,
+    ...(t.meta ? { meta: t.meta } : {}),
   };
 }
 
