@@ -6,7 +6,7 @@
 import { openDatabase } from '../store/db';
 import { Store } from '../store/store';
 import type { ExperimentConfig } from '../train/config';
-import { multihopTokenizer } from '../train/multihop-kit';
+import { decoderFor } from '../train/wiring';
 import { storeSink, type StoreSink } from '../train/store-sink';
 
 export interface CliStoreRun {
@@ -14,15 +14,6 @@ export interface CliStoreRun {
   runId: string;
   sink: StoreSink;
   finish(status: 'completed' | 'stopped' | 'failed', error?: string): void;
-}
-
-export function decoderFor(cfg: ExperimentConfig): (ids: number[]) => string {
-  switch (cfg.task.kind) {
-    case 'multihop': {
-      const tok = multihopTokenizer();
-      return (ids) => tok.decode(ids);
-    }
-  }
 }
 
 /** Create (or, on resume, reopen) the store run for a CLI run folder and mark it running. */

@@ -8,7 +8,7 @@ import { builtinTemplates, registerAreaHandlers } from './templates';
 import { registerPlayground } from './playground';
 
 export async function createEngine(opts: { home: string; dbPath?: string }): Promise<EngineServer> {
-  const engine = new EngineServer({ home: opts.home, dbPath: opts.dbPath ?? join(opts.home, 'arbor.db'), templates: await builtinTemplates() });
+  const engine = new EngineServer({ home: opts.home, dbPath: opts.dbPath ?? join(opts.home, 'arbor.db'), templates: await builtinTemplates(opts.home) });
   await registerAreaHandlers(engine);
   const playground = registerPlayground(engine);
   // The playground keeps a model (ORT worker threads) loaded; release it with the engine.

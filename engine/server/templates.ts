@@ -11,23 +11,19 @@ import type { EngineServer } from './server';
 
 export { episodeToRecord } from '../train/store-sink';
 
-async function trainingTemplate(): Promise<RunTemplate> {
+async function trainingTemplate(t: { id: string; name: string; description: string; example: Record<string, unknown> }): Promise<RunTemplate> {
   const { experimentJsonSchema, validateConfig } = await import('../train/config');
   return {
-    id: 'multihop',
-    name: 'Multi-hop search agent (SFT warm start + GRPO/PPO)',
-    description: 'The built-in synthetic multi-hop world with a BM25 search tool; a tiny model trained on this machine.',
+    ...t,
     schema: experimentJsonSchema(),
-    example: { model: { init: 'tiny' }, task: { kind: 'multihop' }, steps: 20 },
     validate(config) {
       validateConfig(config, { checkFiles: true });
     },
     async run(ctx) {
       const { runExperiment } = await import('../train/experiment');
-      const { openTaskSession } = await import('../train/wiring');
-      const { multihopTokenizer } = await import('../train/multihop-kit');
+      const { openTaskSession, decoderFor } = await import('../train/wiring');
       const cfg = validateConfig(ctx.config, { checkFiles: true });
-      const tok = multihopTokenizer();
+      const decode = decoderFor(cfg);
       const session = await openTaskSession(cfg);
       ctx.log(`training ${cfg.task.kind} for ${cfg.steps} steps (${cfg.algorithm.adv_estimator}, backend ${cfg.backend})`);
       try {
@@ -40,7 +36,7 @@ async function trainingTemplate(): Promise<RunTemplate> {
             metrics: (step, values) => ctx.metric(step, values),
             truncateAfter: (step) => ctx.truncateAfter(step),
             trajectories: (step, episodes, advantages) =>
-              ctx.trajectories(step, episodes.map((e) => episodeToRecord(step, e, advantages.get(e), (ids) => tok.decode(ids))), { full: step % cfg.logging.full_trajectories_every === 0 }),
+              ctx.trajectories(step, episodes.map((e) => episodeToRecord(step, e, advantages.get(e), decode)), { full: step % cfg.logging.full_trajectories_every === 0 }),
             event: (kind, payload) => {
               if (kind === 'checkpoint' && typeof payload.step === 'number' && typeof payload.dir === 'string') ctx.checkpoint(payload.step, payload.dir);
               else ctx.log(`${kind}: ${JSON.stringify(payload)}`);
@@ -55,8 +51,23 @@ async function trainingTemplate(): Promise<RunTemplate> {
   };
 }
 
-export async function builtinTemplates(): Promise<RunTemplate[]> {
-  return [await trainingTemplate()];
+export async function builtinTemplates(home?: string): Promise<RunTemplate[]> {
+  return [
+    await trainingTemplate({
+      id: 'multihop',
+      name: 'Multi-hop search agent (SFT warm start + GRPO/PPO)',
+      description: 'The built-in synthetic multi-hop world with a BM25 search tool; a tiny model trained on this machine.',
+      example: { model: { init: 'tiny' }, task: { kind: 'multihop' }, steps: 20 },
+    }),
+    await trainingTemplate({
+      id: 'qa',
+      name: 'Your QA dataset (search agent)',
+      description:
+        'Questions from a JSONL file in the workspace (question, answers, HotpotQA-style context paragraphs, which become the search corpus); ' +
+        'the same search tool, format and rewards; every fifth question held out.',
+      example: { model: { init: 'tiny' }, task: { kind: 'qa', dataset: home ? `${home}/workspace/envs/qa.jsonl` : 'workspace/envs/qa.jsonl' }, steps: 20, sft: { warm_start: true } },
+    }),
+  ];
 }
 
 export async function registerAreaHandlers(engine: EngineServer): Promise<void> {

@@ -23,7 +23,7 @@ export const SCHEDULES = ['cosine', 'constant'] as const;
 export const BACKENDS = ['ort', 'tfjs'] as const;
 /** ONNX Runtime devices (engine/tensor/ort.ts resolveProviders). */
 export const DEVICES = ['auto', 'cpu', 'cuda', 'dml', 'coreml'] as const;
-export const TASK_KINDS = ['multihop'] as const;
+export const TASK_KINDS = ['multihop', 'qa'] as const;
 export const POLICY_LOSSES = ['ppo', 'gspo'] as const;
 
 const posInt = () => z.number().int().positive();
@@ -55,7 +55,7 @@ const taskSchema = z.strictObject({
   hops: z.array(z.number().int().min(1).max(4)).min(1).default([1, 2]),
   /** Hop counts of the RL training questions, if different from `hops` (e.g. RL on the harder 2-hop questions only). */
   rl_hops: z.array(z.number().int().min(1).max(4)).min(1).optional(),
-  /** Optional JSONL file of questions ({question, answer, ...}) replacing the generated ones. */
+  /** task.kind "qa": a JSONL file of questions ({question, answers | answer, context?, supporting_facts?}; HotpotQA style). */
   dataset: z.string().min(1).optional(),
 });
 
@@ -245,6 +245,7 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
   const issues: { field: string; message: string }[] = [];
   if (cfg.algorithm.mini_batches > cfg.rollout.prompts_per_step * cfg.rollout.n)
     issues.push({ field: 'algorithm.mini_batches', message: `must be ≤ rollout.prompts_per_step × rollout.n = ${cfg.rollout.prompts_per_step * cfg.rollout.n}` });
+  if (cfg.task.kind === 'qa' && !cfg.task.dataset) issues.push({ field: 'task.dataset', message: 'required for task.kind "qa" (a JSONL file of questions)' });
   for (const h of cfg.task.rl_hops ?? [])
     if (!cfg.task.hops.includes(h)) issues.push({ field: 'task.rl_hops', message: `${h} is not one of task.hops (${cfg.task.hops.join(', ')}); RL questions are drawn from the training questions` });
   if (cfg.rollout.max_new_tokens >= cfg.rollout.max_total_length)

@@ -34,8 +34,9 @@ const SPECIAL = ['<pad>', '<unk>', '<eos>', '<search>', '</search>', '<answer>',
 export const MULTIHOP_CHAT_TEMPLATE =
   "{% for m in messages %}{% if m.role == 'user' %}question : {{ m.content }}{% else %} {{ m.content }}{% endif %}{% endfor %}";
 
-export function multihopTokenizerFiles(): { vocab: string[]; tokenizer: Record<string, unknown>; config: Record<string, unknown> } {
-  const vocab = [...new Set([...SPECIAL, ...multihopVocabulary(), ':', '?', '.', ',', ';', '…'])];
+/** Tags, words and punctuation as single tokens over a fixed vocabulary (token i has id i). */
+export function taskTokenizerFiles(words: string[]): { vocab: string[]; tokenizer: Record<string, unknown>; config: Record<string, unknown> } {
+  const vocab = [...new Set([...SPECIAL, ...words, ':', '?', '.', ',', ';', '…'])];
   const { tokenizer, config } = buildExactWordTokenizer(vocab, {
     verbatim: (w) => /^<\/?[a-z_]+>$/.test(w) || w !== w.toLowerCase(),
     special: ['<pad>', '<unk>', '<eos>'],
@@ -47,24 +48,41 @@ export function multihopTokenizerFiles(): { vocab: string[]; tokenizer: Record<s
   return { vocab, tokenizer, config };
 }
 
-export function multihopTokenizer(): TokenizerPort & { vocab: string[]; hf: HfTokenizer } {
-  const { vocab, tokenizer, config } = multihopTokenizerFiles();
+export type TaskTokenizer = TokenizerPort & { vocab: string[]; hf: HfTokenizer; folder(): string };
+
+/** A task tokenizer; `folder()` writes its files once to a content-addressed cache under ARBOR_HOME (copied into checkpoints). */
+export function taskTokenizer(name: string, words: string[]): TaskTokenizer {
+  const { vocab, tokenizer, config } = taskTokenizerFiles(words);
   const hf = new HfTokenizer(tokenizer, config);
-  return { vocab, hf, encode: (text) => hf.encode(text), decode: (ids) => hf.decode(ids) };
+  return {
+    vocab,
+    hf,
+    encode: (text) => hf.encode(text),
+    decode: (ids) => hf.decode(ids),
+    folder() {
+      const tj = JSON.stringify(tokenizer);
+      const tc = JSON.stringify(config, null, 2);
+      const dir = join(arborHome(), 'cache', `${name}-tokenizer-${createHash('sha256').update(tj).update(tc).digest('hex').slice(0, 12)}`);
+      if (!existsSync(join(dir, 'tokenizer_config.json'))) {
+        mkdirSync(dir, { recursive: true });
+        writeFileSync(join(dir, 'tokenizer.json'), tj);
+        writeFileSync(join(dir, 'tokenizer_config.json'), tc);
+      }
+      return dir;
+    },
+  };
 }
 
-/** The tokenizer files in a cache folder under ARBOR_HOME (content-addressed), for checkpoints. */
+let cachedTokenizer: TaskTokenizer | undefined;
+
+/** The multi-hop task's tokenizer: the fixed vocabulary of every world. */
+export function multihopTokenizer(): TaskTokenizer {
+  cachedTokenizer ??= taskTokenizer('multihop', multihopVocabulary());
+  return cachedTokenizer;
+}
+
 export function multihopTokenizerFolder(): string {
-  const { tokenizer, config } = multihopTokenizerFiles();
-  const tj = JSON.stringify(tokenizer);
-  const tc = JSON.stringify(config, null, 2);
-  const dir = join(arborHome(), 'cache', `multihop-tokenizer-${createHash('sha256').update(tj).update(tc).digest('hex').slice(0, 12)}`);
-  if (!existsSync(join(dir, 'tokenizer_config.json'))) {
-    mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'tokenizer.json'), tj);
-    writeFileSync(join(dir, 'tokenizer_config.json'), tc);
-  }
-  return dir;
+  return multihopTokenizer().folder();
 }
 
 // Outcome reward = exact match. (A +0.1 format bonus was measured to make GRPO collapse onto answering at once without searching.)
@@ -82,12 +100,15 @@ interface EpisodeState {
   retrieved: string[];
 }
 
-export function multihopTask(q: Question, tools: Map<string, Tool>): RolloutTask {
+/** A question the search task can pose: the multi-hop world's, or a user dataset's (no hop count). */
+export type SearchQuestion = Pick<Question, 'id' | 'question' | 'answers' | 'supporting'> & { hops?: number };
+
+/** One search episode (Search-R1 tags, EM reward) per question, over the given tools and tokenizer. */
+export function multihopTask(q: SearchQuestion, tools: Map<string, Tool>, tok: TokenizerPort = multihopTokenizer()): RolloutTask {
   const format = searchR1Format({ maxQueries: 2 });
-  const tok = multihopTokenizer();
   return {
     id: q.id,
-    meta: { hops: q.hops, question: q.question, answers: q.answers },
+    meta: { ...(q.hops !== undefined ? { hops: q.hops } : {}), question: q.question, answers: q.answers },
     createEnv(): EpisodeEnv {
       const st: EpisodeState = { turns: [], formatOk: true, toolCalls: 0, toolErrors: 0, retrieved: [] };
       return {
@@ -188,6 +209,19 @@ export function naiveRag(index: Bm25Index, questions: Map<string, Question>, top
   };
 }
 
+/** The tiny built-in model for a word-level task vocabulary (model.hidden_size / model.layers override). */
+export function tinyTaskModel(c: ExperimentConfig, vocabSize: number, eosTokenId: number) {
+  return tinyConfig({
+    vocabSize,
+    hiddenSize: c.model.hidden_size ?? 64,
+    layers: c.model.layers ?? 2,
+    heads: 4,
+    maxPositionEmbeddings: c.rollout.max_total_length,
+    padTokenId: 0,
+    eosTokenId,
+  });
+}
+
 export function multihopKit(cfg: ExperimentConfig): TaskKit {
   const tok = multihopTokenizer();
   const hops = cfg.task.hops.map((h) => Math.min(3, h)) as (1 | 2 | 3)[];
@@ -223,15 +257,6 @@ export function multihopKit(cfg: ExperimentConfig): TaskKit {
     stop: { strings: ['</search>', '</answer>'], tokenIds: [eos] },
     expert: multihopExpert(new Map(trainQs.map((q) => [q.id, q])), (id) => worldOfQ.get(id)!, cfg.sft.mistake_rate),
     naiveRag: naiveRag(evalIndex, all, 2),
-    tinyModel: (c) =>
-      tinyConfig({
-        vocabSize: tok.vocab.length,
-        hiddenSize: c.model.hidden_size ?? 64,
-        layers: c.model.layers ?? 2,
-        heads: 4,
-        maxPositionEmbeddings: c.rollout.max_total_length,
-        padTokenId: 0,
-        eosTokenId: eos,
-      }),
+    tinyModel: (c) => tinyTaskModel(c, tok.vocab.length, eos),
   };
 }
