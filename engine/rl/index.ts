@@ -42,10 +42,21 @@ interface Estimator {
   compute(episodes: EstimatorEpisode[], o: EstimatorOptions): EstimatorResult;
 }
 
+/** Outcome rewards with the KL penalty of the whole response subtracted (KL in the reward, as verl's use_kl_in_reward). */
+function klPenalised(eps: EstimatorEpisode[], o: EstimatorOptions): EstimatorEpisode[] {
+  if (!o.klRewardCoef || !o.klPerToken) return eps;
+  return eps.map((e, b) => {
+    let kl = 0;
+    const k = o.klPerToken![b]!;
+    for (let i = 0; i < e.mask.length; i++) if (e.mask[i]) kl += k[i]!;
+    return { ...e, reward: e.reward - o.klRewardCoef * kl };
+  });
+}
+
 const group = (name: 'grpo' | 'drgrpo' | 'rloo'): Estimator => ({
   needsCritic: false,
   compute: (eps, o) => {
-    const a = groupOutcomeAdvantages(eps, name, o.normByStd);
+    const a = groupOutcomeAdvantages(klPenalised(eps, o), name, o.normByStd);
     return { advantages: eps.map((e, i) => broadcast(e.mask, a[i]!)) };
   },
 });
@@ -60,7 +71,7 @@ export const ESTIMATORS: Record<string, Estimator> = {
   },
   reinforce_pp_baseline: {
     needsCritic: false,
-    compute: (eps) => ({ advantages: reinforcePlusPlusBaseline(eps) }),
+    compute: (eps, o) => ({ advantages: reinforcePlusPlusBaseline(klPenalised(eps, o)) }),
   },
   gae: {
     needsCritic: true,

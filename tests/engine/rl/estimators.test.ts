@@ -128,3 +128,17 @@ describe('process rewards (Agent-R1)', () => {
     close(r.advantages[1]!, [0.5, 0.5, 0, 0, 0, 0, 0, 0, 0]);
   });
 });
+
+describe('KL in the reward for outcome estimators', () => {
+  it('subtracts β·Σ KL over the response from each outcome before the group baseline', () => {
+    const batch: EstimatorEpisode[] = [
+      { group: 0, reward: 1, mask: [0, 1, 1] },
+      { group: 0, reward: 1, mask: [0, 1, 0] },
+    ];
+    const kl = [[9, 0.5, 1.5], [9, 0, 0]]; // the prompt token's KL is ignored (mask 0)
+    const r = computeAdvantages('drgrpo', batch, { normByStd: true, gamma: 1, lam: 1, klRewardCoef: 0.1, klPerToken: kl, processRewards: false });
+    // rewards 1 − 0.2 = 0.8 and 1 − 0 = 1 → mean 0.9 → advantages −0.1, +0.1
+    close(r.advantages[0]!, [0, -0.1, -0.1]);
+    close(r.advantages[1]!, [0, 0.1, 0]);
+  });
+});
