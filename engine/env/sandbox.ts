@@ -32,7 +32,7 @@ export interface TryResult {
 const WORKER = fileURLToPath(new URL('./sandbox-worker.ts', import.meta.url));
 const BOOTSTRAP = new URL('../worker-bootstrap.mjs', import.meta.url);
 
-async function compile(source: string, path: string): Promise<{ code: string; map: RawSourceMap } | { error: TryResult['error'] }> {
+export async function compile(source: string, path: string): Promise<{ code: string; map: RawSourceMap } | { error: TryResult['error'] }> {
   try {
     const r = await transform(source, { loader: 'ts', format: 'cjs', target: 'es2022', sourcemap: 'external', sourcefile: path });
     return { code: r.code, map: JSON.parse(r.map) as RawSourceMap };
@@ -44,7 +44,7 @@ async function compile(source: string, path: string): Promise<{ code: string; ma
 }
 
 /** The first stack frame in the user's file, mapped back to their TypeScript line and column. */
-function locate(stack: string | undefined, path: string, map: RawSourceMap): { line?: number; column?: number } {
+export function locate(stack: string | undefined, path: string, map: RawSourceMap): { line?: number; column?: number } {
   if (!stack) return {};
   const esc = path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   const m = new RegExp(`${esc}:(\\d+):(\\d+)`).exec(stack);
