@@ -130,6 +130,7 @@ describe('workbench in web mode', () => {
     await result.waitFor();
     expect(await result.getAttribute('class')).toContain('ok');
     const value = numbersIn(await result.innerText())[0];
+    await reviewShot(page, 'editor-reward-scored');
     expect(value % 1).toBeCloseTo(0.25, 9);
     expect(value).toBeGreaterThan(1);
   });
@@ -155,12 +156,23 @@ describe('workbench in web mode', () => {
       '',
     ].join('\n');
     await page.evaluate((s) => (window as unknown as { __arborEditor: { setValue(v: string): void } }).__arborEditor.setValue(s), source);
+    // The engine's type definitions are installed: no unresolved 'arbor/env', and a wrong type is flagged.
+    const markers = () =>
+      page.evaluate(() => {
+        const w = window as unknown as { __arborMonaco: { editor: { getModelMarkers(o: object): { message: string }[] } } };
+        return w.__arborMonaco.editor.getModelMarkers({}).map((m) => m.message).join('\n');
+      });
+    await page.evaluate((s) => (window as unknown as { __arborEditor: { setValue(v: string): void } }).__arborEditor.setValue(s), "import type { Tool } from 'arbor/env';\nexport const tool: Tool = { name: 7, description: 'd', parameters: {}, execute: () => ({ content: 'x', success: true }) };\n");
+    await expect.poll(markers, { timeout: 30_000 }).toMatch(/Type 'number' is not assignable to type 'string'/);
+    expect(await markers()).not.toMatch(/Cannot find module 'arbor\/env'/);
+    await page.evaluate((s) => (window as unknown as { __arborEditor: { setValue(v: string): void } }).__arborEditor.setValue(s), source);
     await page.getByTestId('try-args').fill('{"q":"zebra"}');
     await page.getByTestId('try-it').click();
     const result = page.getByTestId('try-result');
     await result.waitFor();
     expect(await result.getAttribute('class')).toContain('err');
     const text = await result.innerText();
+    await reviewShot(page, 'editor-tool-error');
     expect(text).toContain('no luck with zebra');
     expect(text).toMatch(/line 6\b/);
   });

@@ -67,7 +67,8 @@ export function EditorView() {
         ed.onDidChangeModelContent(() => store.getState().setSource(ed.getValue()));
         ed.addCommand(monaco.KeyMod.CtrlCmd | monaco.KeyCode.KeyS, () => void store.getState().saveFile());
         editor.current = ed;
-        (window as unknown as { __arborEditor?: unknown }).__arborEditor = ed;
+        (window as unknown as { __arborEditor?: unknown; __arborMonaco?: unknown }).__arborEditor = ed;
+        (window as unknown as { __arborMonaco?: unknown }).__arborMonaco = monaco;
       })
       .catch((err) => setLoadError(String(err)));
     return () => {
