@@ -3,28 +3,86 @@
  * job (engine/train) writing to the workspace store, the user-code sandbox for the editor's
  * "try it", and the environment API types for Monaco.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
 import { episodeToRecord } from '../train/store-sink';
 import type { RunTemplate } from './runs';
 import type { EngineServer } from './server';
 
 export { episodeToRecord } from '../train/store-sink';
 
-async function trainingTemplate(t: { id: string; name: string; description: string; example: Record<string, unknown> }): Promise<RunTemplate> {
+interface TemplateSpec {
+  id: string;
+  name: string;
+  description: string;
+  example: Record<string, unknown>;
+  /** The workspace folder of a user environment's files (tools/, rewards/, envs/): enables `environment`. */
+  workspace?: string;
+}
+
+const environmentSchema = z.strictObject({
+  tools: z.array(z.string().regex(/^tools\/.+\.ts$/, 'a workspace file tools/<name>.ts')).default([]),
+  reward: z.string().regex(/^rewards\/.+\.ts$/, 'a workspace file rewards/<name>.ts').optional(),
+});
+
+/** A user environment template's config: the experiment config plus `environment` (its workspace files). */
+function splitUserConfig(config: Record<string, unknown>, workspace: string) {
+  const { environment, ...rest } = config;
+  const env = environmentSchema.safeParse(environment ?? {});
+  if (!env.success) {
+    const i = env.error.issues[0]!;
+    throw new Error(`environment${i.path.length ? '.' + i.path.join('.') : ''}: ${i.message}`);
+  }
+  for (const f of [...env.data.tools, ...(env.data.reward ? [env.data.reward] : [])])
+    if (!existsSync(join(workspace, f))) throw new Error(`environment: no file ${f} in the workspace (${workspace})`);
+  return { env: env.data, rest };
+}
+
+async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
   const { experimentJsonSchema, validateConfig } = await import('../train/config');
+  const { workspace, ...info } = t;
+  const schema = experimentJsonSchema();
+  const check = (config: Record<string, unknown>) => {
+    if (!workspace) return { cfg: validateConfig(config, { checkFiles: true }) };
+    const { env, rest } = splitUserConfig(config, workspace);
+    // Relative paths (task.dataset: envs/qa.jsonl) are the workspace's.
+    const cfg = validateConfig(rest, { checkFiles: true, baseDir: workspace });
+    if (cfg.task.kind !== 'qa') throw new Error(`task.kind: a user environment trains on a workspace dataset; use "qa" (got "${cfg.task.kind}")`);
+    return { cfg, env };
+  };
   return {
-    ...t,
-    schema: experimentJsonSchema(),
+    ...info,
+    schema: workspace
+      ? { ...schema, properties: { ...(schema.properties as Record<string, unknown>), environment: z.toJSONSchema(environmentSchema, { io: 'input' }) } }
+      : schema,
     validate(config) {
-      validateConfig(config, { checkFiles: true });
+      check(config);
     },
     async run(ctx) {
       const { runExperiment } = await import('../train/experiment');
       const { openTaskSession, decoderFor } = await import('../train/wiring');
-      const cfg = validateConfig(ctx.config, { checkFiles: true });
-      const decode = decoderFor(cfg);
-      const session = await openTaskSession(cfg);
+      const { cfg, env } = check(ctx.config);
+      let decode = decoderFor(cfg);
+      let session: Awaited<ReturnType<typeof openTaskSession>>;
+      let host: { close(): Promise<void>; takeLogs(): string[] } | undefined;
+      if (env && workspace) {
+        // The user's tools and reward in one sandbox worker for the whole run.
+        const { openUserEnvironment, userEnvKit } = await import('../train/user-kit');
+        const { buildTaskSession } = await import('../train/session');
+        const h = await openUserEnvironment(env, workspace);
+        host = h;
+        try {
+          const kit = userEnvKit(cfg, h);
+          decode = (ids) => kit.tokenizer.decode(ids);
+          session = await buildTaskSession(cfg, kit);
+        } catch (e) {
+          await h.close();
+          throw e;
+        }
+        ctx.log(`environment: tools ${[...h.tools.keys()].join(', ') || '(built-in search)'}; reward ${env.reward ?? '(built-in exact match)'}`);
+      } else session = await openTaskSession(cfg);
       ctx.log(`training ${cfg.task.kind} for ${cfg.steps} steps (${cfg.algorithm.adv_estimator}, backend ${cfg.backend})`);
       try {
         await runExperiment(cfg, {
@@ -33,7 +91,10 @@ async function trainingTemplate(t: { id: string; name: string; description: stri
           resume: ctx.resume,
           signal: ctx.signal,
           sink: {
-            metrics: (step, values) => ctx.metric(step, values),
+            metrics: (step, values) => {
+              for (const line of host?.takeLogs() ?? []) ctx.log(`sandbox: ${line}`);
+              ctx.metric(step, values);
+            },
             truncateAfter: (step) => ctx.truncateAfter(step),
             trajectories: (step, episodes, advantages) =>
               ctx.trajectories(step, episodes.map((e) => episodeToRecord(step, e, advantages.get(e), decode)), { full: step % cfg.logging.full_trajectories_every === 0 }),
@@ -46,6 +107,7 @@ async function trainingTemplate(t: { id: string; name: string; description: stri
         });
       } finally {
         await session.close();
+        await host?.close();
       }
     },
   };
@@ -67,6 +129,22 @@ export async function builtinTemplates(home?: string): Promise<RunTemplate[]> {
         'the same search tool, format and rewards; every fifth question held out.',
       example: { model: { init: 'tiny' }, task: { kind: 'qa', dataset: home ? `${home}/workspace/envs/qa.jsonl` : 'workspace/envs/qa.jsonl' }, steps: 20, sft: { warm_start: true } },
     }),
+    ...(home
+      ? [
+          await trainingTemplate({
+            id: 'user-env',
+            name: 'Your environment (dataset + your tools and reward)',
+            description:
+              'A workspace dataset (envs/*.jsonl) with your own tools/ and rewards/ files, run in the sandbox for the whole run: ' +
+              'a tool named "search" replaces the built-in BM25 search; the reward file scores every episode.',
+            example: {
+              model: { init: 'tiny' }, task: { kind: 'qa', dataset: 'envs/qa.jsonl' }, steps: 20, sft: { warm_start: true },
+              environment: { tools: ['tools/search.ts'], reward: 'rewards/reward.ts' },
+            },
+            workspace: join(home, 'workspace'),
+          }),
+        ]
+      : []),
   ];
 }
 
