@@ -10,6 +10,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import type { Passage } from './search';
+import type { EnvTask } from './toolenv';
 
 const hotpotList = z.array(z.tuple([z.string(), z.array(z.string())]));
 const hotpotColumns = z.object({ title: z.array(z.string()), sentences: z.array(z.array(z.string())) });
@@ -86,4 +87,19 @@ export function loadQaDataset(file: string): QaDataset {
   });
   if (questions.length === 0) throw new Error(`dataset ${file}: no questions (one JSON object per line)`);
   return { file, questions, passages: [...passages.values()] };
+}
+
+/**
+ * A dataset question as a ToolEnv task: the supporting paragraphs' texts are the facts whose
+ * retrieval earns the process reward (search results carry the passage text).
+ */
+export function qaEnvTask(q: QaQuestion, ds: QaDataset): EnvTask {
+  const byTitle = new Map(ds.passages.map((p) => [p.title, p.text]));
+  return {
+    id: q.id,
+    question: q.question,
+    answers: q.answers,
+    supportingFacts: q.supporting.map((t) => byTitle.get(t)).filter((t): t is string => !!t),
+    meta: { line: q.line },
+  };
 }

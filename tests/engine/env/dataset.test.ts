@@ -4,8 +4,11 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadQaDataset } from '../../../engine/env/dataset';
-import { Bm25Index } from '../../../engine/env/search';
+import { loadQaDataset, qaEnvTask } from '../../../engine/env/dataset';
+import { searchR1Format } from '../../../engine/env/formats';
+import { Bm25Index, searchTool } from '../../../engine/env/search';
+import { ToolEnv } from '../../../engine/env/toolenv';
+import { multihopTokenizer } from '../../../engine/train/multihop-kit';
 
 const write = (lines: unknown[]) => {
   const f = join(mkdtempSync(join(tmpdir(), 'arbor-ds-')), 'qa.jsonl');
@@ -14,7 +17,7 @@ const write = (lines: unknown[]) => {
 };
 
 describe('QA dataset loader', () => {
-  it('reads HotpotQA rows (list and column forms) into questions and a deduplicated, searchable corpus', () => {
+  it('reads HotpotQA rows (list and column forms) into questions and a deduplicated, searchable corpus', async () => {
     const f = write([
       { _id: 'a1', question: 'Where was the author of Blue Tide born?', answer: 'Oban', context: [['Blue Tide', ['Blue Tide is a novel.', 'It was written by Ada Vell.']], ['Ada Vell', ['Ada Vell was born in Oban.']]], supporting_facts: [['Blue Tide', 1], ['Ada Vell', 0]] },
       '',
@@ -29,6 +32,14 @@ describe('QA dataset loader', () => {
     expect(ds.passages[1]!.text).toBe('Ada Vell was born in Oban.');
     const hits = new Bm25Index(ds.passages).search('Ada Vell born', 1);
     expect(hits[0]!.passage.title).toBe('Ada Vell');
+    // As a ToolEnv task: the search tool over the corpus finds the supporting paragraph, which
+    // earns the process reward, and the answer is scored against the gold answers.
+    const env = new ToolEnv({ task: qaEnvTask(ds.questions[0]!, ds), tools: [searchTool(new Bm25Index(ds.passages), { topK: 1 })], format: searchR1Format(), tokenizer: multihopTokenizer().hf });
+    const step = await env.step({ text: '<search> Ada Vell </search>' });
+    expect(step.observation?.text).toContain('Ada Vell was born in Oban.');
+    expect(step.stepReward).toBe(1);
+    await env.step({ text: '<answer> Oban </answer>' });
+    expect(await env.outcome()).toMatchObject({ exactMatch: true, answer: 'Oban' });
   });
 
   it('names the file, line and field of a bad row', () => {
