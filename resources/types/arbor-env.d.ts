@@ -1,7 +1,7 @@
 /**
  * Arbor's environment API as seen by tools and rewards written in the editor (`import type {
  * Tool, RewardFn } from 'arbor/env'`). Kept identical in shape to engine/env (tool.ts,
- * rewards.ts, toolenv.ts) by tests/engine/env/api-types.test.ts.
+ * rewards.ts, toolenv.ts) by tests/engine/env/api-types.check.ts (checked by `npx tsc -p tsconfig.json --noEmit`).
  */
 declare module 'arbor/env' {
   /** What a tool returns: the observation text the model will read, and whether it worked. */

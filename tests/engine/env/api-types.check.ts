@@ -22,3 +22,26 @@ export type ApiTypesInStep = [
   Check<Same<typeof D.substringMatch, typeof R.substringMatch>>,
   Check<Same<typeof D.f1Score, typeof R.f1Score>>,
 ];
+
+// A tool and a reward as a user writes them in the editor, typed only by 'arbor/env' (what Monaco
+// loads). The @ts-expect-error lines make the check fail if the declarations stop rejecting them.
+import { exactMatch, f1Score, type RewardFn, type Tool } from 'arbor/env';
+
+export const sampleTool: Tool = {
+  name: 'lookup',
+  description: 'Look a word up.',
+  parameters: { type: 'object', properties: { word: { type: 'string' } }, required: ['word'] },
+  async execute(args, ctx) {
+    if (ctx.signal.aborted) return { content: 'cancelled', success: false };
+    return { content: String(args.word).toUpperCase(), success: true, metadata: { episodeKeys: Object.keys(ctx.episode).length } };
+  },
+};
+
+export const sampleReward: RewardFn = (e) => exactMatch(e.answer ?? '', e.golds) + 0.5 * f1Score(e.answer ?? '', e.golds) - 0.1 * e.toolErrors + (e.formatOk ? 0 : -1);
+
+// @ts-expect-error a tool must return { content, success }
+export const badTool: Tool = { name: 'x', description: '', parameters: {}, execute: () => 'text' };
+// @ts-expect-error a reward returns a number
+export const badReward: RewardFn = (e) => e.answer;
+// @ts-expect-error the summary has no such field
+export const badField: RewardFn = (e) => e.score;
