@@ -17,6 +17,10 @@ export const shout: Tool = {
     if (args.text === 'boom') {
       throw new Error('no booming');
     }
+    if (args.text === 'hog') {
+      const a: number[][] = [];
+      for (;;) a.push(new Array(1e5).fill(1));
+    }
     if (args.text === 'hang') {
       await Promise.resolve();
       for (;;) {}
@@ -74,6 +78,15 @@ describe('SandboxHost', () => {
     expect(stuck.error).toMatch(/tools\/text\.ts: timed out after 400 ms/);
     expect(host.restarts).toBe(1);
     expect((await runCall(host.tools, { name: 'shout', args: { text: 'again' } })).result).toBe('AGAIN');
+  }, 120_000);
+
+  it('replaces a worker that exceeds the memory limit', async () => {
+    const host = await SandboxHost.open({ tools: [{ path: 'tools/text.ts', source: TOOLS }] }, { timeoutMs: 20_000, memoryMb: 32 });
+    hosts.push(host);
+    const hog = await runCall(host.tools, { name: 'shout', args: { text: 'hog' } }, { timeoutMs: 30_000, maxArgChars: 1000, maxResultChars: 1000 });
+    expect(hog.error).toMatch(/exceeded the sandbox memory limit \(32 MB\)/);
+    expect(host.restarts).toBe(1);
+    expect((await runCall(host.tools, { name: 'shout', args: { text: 'fine' } })).result).toBe('FINE');
   }, 120_000);
 
   it('refuses files that do not compile or load, naming the file and line', async () => {
