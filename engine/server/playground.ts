@@ -2,8 +2,8 @@
  * The playground: chat with a checkpoint and its tools. The checkpoint folder is loaded as a
  * PolicyModel with the tokenizer saved in it; the conversation is rendered with the folder's
  * chat template and run as one multi-turn episode through the rollout engine, with the
- * multi-hop task's tools (BM25 search over the held-out world of the run that made the
- * checkpoint, Search-R1 tags). `chat` events go to the asking client as things happen:
+ * task's tools (BM25 search over the held-out world of the multi-hop run that made the
+ * checkpoint, or over a qa run's dataset contexts; Search-R1 tags). `chat` events go to the asking client as things happen:
  *   { chatId, type: 'token', text }            text the model generated since the last event
  *   { chatId, type: 'turn', text, tokens }     a model turn ended (its exact decoded text)
  *   { chatId, type: 'tool_call', name, args }  a call parsed from that turn
@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { searchR1Format } from '../env/formats';
 import { generateWorld } from '../env/multihop';
+import { loadQaDataset } from '../env/dataset';
 import { Bm25Index, searchTool } from '../env/search';
 import { runCall, type Tool } from '../env/tool';
 import { PolicyModel } from '../model/runtime';
@@ -42,8 +43,10 @@ export type TranscriptEntry =
 export interface ChatResult {
   chatId: string;
   checkpoint: { id: string; path: string; step?: number; runId?: string };
-  /** Seed of the world the search tool reads (the run's task.eval_seed). */
-  world: number;
+  /** Seed of the world the search tool reads (the run's task.eval_seed), for multi-hop runs. */
+  world?: number;
+  /** The dataset whose contexts the search tool reads, for qa runs. */
+  dataset?: string;
   transcript: TranscriptEntry[];
   reason: string;
 }
@@ -51,6 +54,8 @@ export interface ChatResult {
 /** Episode limits and sampling for a chat (from the run's config when it has them). */
 export interface ChatSettings {
   world: number;
+  /** A qa run's dataset (task.kind "qa"): its context paragraphs are the search corpus instead of a world. */
+  dataset?: string;
   maxTurns: number;
   maxNewTokens: number;
   maxTotalLength: number;
@@ -63,8 +68,10 @@ const DEFAULTS: ChatSettings = { world: 1001, maxTurns: 4, maxNewTokens: 32, max
 export function chatSettings(config: Record<string, unknown> | undefined): ChatSettings {
   const get = (path: string[]): unknown => path.reduce<unknown>((o, k) => (o && typeof o === 'object' ? (o as Record<string, unknown>)[k] : undefined), config);
   const int = (v: unknown, d: number) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : d);
+  const dataset = get(['task', 'kind']) === 'qa' && typeof get(['task', 'dataset']) === 'string' ? (get(['task', 'dataset']) as string) : undefined;
   return {
     world: int(get(['task', 'eval_seed']), DEFAULTS.world),
+    ...(dataset ? { dataset } : {}),
     maxTurns: Math.max(1, int(get(['rollout', 'max_turns']), DEFAULTS.maxTurns)),
     maxNewTokens: Math.max(1, int(get(['rollout', 'max_new_tokens']), DEFAULTS.maxNewTokens)),
     maxTotalLength: Math.max(2, int(get(['rollout', 'max_total_length']), DEFAULTS.maxTotalLength)),
@@ -85,7 +92,7 @@ interface Loaded {
 export class Playground {
   private loaded: Loaded | null = null;
   private chain: Promise<unknown> = Promise.resolve();
-  private worlds = new Map<number, Map<string, Tool>>();
+  private corpora = new Map<string, Map<string, Tool>>();
 
   constructor(private readonly engine: EngineServer) {}
 
@@ -121,11 +128,14 @@ export class Playground {
     return this.loaded;
   }
 
-  private tools(world: number): Map<string, Tool> {
-    let t = this.worlds.get(world);
+  /** The search tool over the run's corpus: a qa dataset's contexts, or the multi-hop world. */
+  private tools(s: ChatSettings): Map<string, Tool> {
+    const key = s.dataset ? `qa:${s.dataset}` : `world:${s.world}`;
+    let t = this.corpora.get(key);
     if (!t) {
-      t = new Map([['search', searchTool(new Bm25Index(generateWorld(world).passages), { topK: 2 })]]);
-      this.worlds.set(world, t);
+      const passages = s.dataset ? loadQaDataset(s.dataset).passages : generateWorld(s.world).passages;
+      t = new Map([['search', searchTool(new Bm25Index(passages), { topK: 2 })]]);
+      this.corpora.set(key, t);
     }
     return t;
   }
@@ -146,7 +156,7 @@ export class Playground {
       const { model, tok } = await this.load(ck.path);
       const s = ck.settings;
       const maxTotalLength = Math.min(s.maxTotalLength, model.config.maxPositionEmbeddings);
-      const allTools = this.tools(s.world);
+      const allTools = this.tools(s);
       const enabled = req.tools ? new Map([...allTools].filter(([name]) => req.tools!.includes(name))) : allTools;
       const format = searchR1Format({ maxQueries: 2 });
       const transcript: TranscriptEntry[] = [];
@@ -220,7 +230,8 @@ export class Playground {
       const last = [...t.turns].reverse().find((u) => u.role === 'model');
       const reason = t.truncated ? `stopped at a limit (${s.maxTurns} turns, ${s.maxNewTokens} tokens per turn, ${maxTotalLength} in all)` : last?.stop?.reason ?? 'done';
       emit({ type: 'done', text: last?.text ?? '', reason });
-      return { chatId, checkpoint: { id: ck.id, path: ck.path, step: ck.step, runId: ck.runId }, world: s.world, transcript, reason };
+      const corpus = s.dataset ? { dataset: s.dataset } : { world: s.world };
+      return { chatId, checkpoint: { id: ck.id, path: ck.path, step: ck.step, runId: ck.runId }, ...corpus, transcript, reason };
     } catch (e) {
       const message = e instanceof Error ? e.message : String(e);
       emit({ type: 'error', message });

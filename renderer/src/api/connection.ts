@@ -85,10 +85,10 @@ export function adaptClient(rpc: RpcClient, transport: Pick<Transport, 'onState'
         const { chatId: id, ...e } = data as { chatId: string } & ChatEvent;
         if (id === chatId) onEvent(e as ChatEvent);
       });
-      return call<{ world?: number; reason?: string }>('playground.chat', { ...req, chatId }).then(
+      return call<{ world?: number; dataset?: string; reason?: string }>('playground.chat', { ...req, chatId }).then(
         (r) => {
           off();
-          return { world: r?.world, reason: r?.reason };
+          return { world: r?.world, dataset: r?.dataset, reason: r?.reason };
         },
         (err) => {
           off();

@@ -162,8 +162,8 @@ export interface ArborApi {
   tryTool(req: { source: string; path?: string; tool?: string; args: unknown }): Promise<TryResult>;
   tryReward(req: { source: string; path?: string; trajectoryId: string }): Promise<TryResult>;
   listCheckpoints(runId?: string): Promise<Checkpoint[]>;
-  /** Resolves with what the engine reports about the episode (the world its search tool read, why it ended). */
-  chat(req: { checkpoint: string; messages: ChatMessage[]; tools?: string[] }, onEvent: (e: ChatEvent) => void): Promise<{ world?: number; reason?: string }>;
+  /** Resolves with what the engine reports about the episode (the world or dataset its search tool read, why it ended). */
+  chat(req: { checkpoint: string; messages: ChatMessage[]; tools?: string[] }, onEvent: (e: ChatEvent) => void): Promise<{ world?: number; dataset?: string; reason?: string }>;
   onEvent(cb: (e: EngineEvent) => void): () => void;
   onConnection(cb: (s: ConnectionState) => void): () => void;
 }

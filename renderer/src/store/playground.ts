@@ -15,8 +15,8 @@ export interface PlaygroundSlice {
   checkpointId: string;
   transcript: TranscriptItem[];
   chatting: boolean;
-  /** seed of the world the checkpoint's search tool read in the last chat */
-  chatWorld: number | null;
+  /** what the checkpoint's search tool read in the last chat: a world seed or a dataset file */
+  chatCorpus: string | null;
   loadCheckpoints(): Promise<void>;
   setCheckpoint(id: string): void;
   send(text: string): Promise<void>;
@@ -40,7 +40,7 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
     checkpointId: '',
     transcript: [],
     chatting: false,
-    chatWorld: null,
+    chatCorpus: null,
     async loadCheckpoints() {
       try {
         const checkpoints = await api.listCheckpoints();
@@ -79,7 +79,7 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
           }
           // 'error' events also fail the request; the catch below shows them once.
         });
-        if (r.world !== undefined) set({ chatWorld: r.world });
+        set({ chatCorpus: r.dataset ? `dataset ${r.dataset}` : r.world !== undefined ? `world seed ${r.world}` : null });
       } catch (err) {
         push({ kind: 'error', message: get().reportError('Playground', err) });
       } finally {

@@ -8,7 +8,7 @@ export function PlaygroundView() {
   const transcript = useArbor((s) => s.transcript);
   const chatting = useArbor((s) => s.chatting);
   const runs = useArbor((s) => s.runs);
-  const world = useArbor((s) => s.chatWorld);
+  const corpus = useArbor((s) => s.chatCorpus);
   const [text, setText] = useState('');
   const bottom = useRef<HTMLDivElement>(null);
   useEffect(() => {
@@ -32,7 +32,7 @@ export function PlaygroundView() {
           <option value="">(checkpoint)</option>
           {checkpoints.map((c) => <option key={c.id} value={c.id}>{runName(c.runId)} · step {c.step}</option>)}
         </select>
-        <span className="muted" data-testid="chat-world">the model answers with its tools: search over the held-out world{world != null ? ` (seed ${world})` : ''} of the run that trained it</span>
+        <span className="muted" data-testid="chat-world">the model answers with its tools: search over the corpus of the run that trained it{corpus ? ` (${corpus})` : ' (its held-out world, or its qa dataset)'}</span>
         <span className="grow" />
         <button onClick={() => void a.loadCheckpoints()}>Refresh</button>
         <button onClick={() => a.clearChat()} disabled={chatting}>Clear</button>

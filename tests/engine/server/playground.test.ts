@@ -7,7 +7,7 @@
  * path: HF folder loading, the chat template, KV-cache decoding through the rollout engine,
  * the BM25 search tool over the run's held-out world, Search-R1 parsing, streamed events.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -149,6 +149,20 @@ describe('playground.chat', () => {
     expect(events[events.length - 1]).toMatchObject({ type: 'done', reason: expect.stringMatching(/stopped at a limit \(3 turns/) });
   });
 
+  it("searches a qa run's dataset contexts instead of a world", async () => {
+    const file = join(home, 'qa.jsonl');
+    const ctx = [[`${city} notes`, [`${city} is a quiet harbour town on the north coast .`]], ['second', ['nothing here .']], ['third', ['still nothing .']]];
+    writeFileSync(file, [0, 1, 2, 3, 4].map((i) => JSON.stringify({ question: `q${i} ?`, answer: 'x', context: ctx })).join('\n') + '\n');
+    const store = engine.store!;
+    const runId = store.createRun({ name: 'qa', template: 'qa', config: { task: { kind: 'qa', dataset: file }, rollout: { max_turns: 3, max_new_tokens: 8, max_total_length: 256 } } });
+    const ck = store.addCheckpoint(runId, 1, modelDir);
+    const { reply, events } = await request('playground.chat', { checkpoint: ck, messages: [{ role: 'user', content: city }] });
+    expect(reply.error).toBeUndefined();
+    expect(reply.result).toMatchObject({ dataset: file });
+    expect(reply.result.world).toBeUndefined();
+    expect(String(events.find((e) => e.type === 'observation')!.content)).toContain('quiet harbour town on the north coast');
+  });
+
   it('names the checkpoint it cannot find, as an error event and a failed request', async () => {
     const { reply, events } = await request('playground.chat', { checkpoint: 'nope:1', messages: [{ role: 'user', content: 'hi' }] });
     expect(reply.error?.message).toMatch(/no checkpoint "nope:1" in this workspace/);
@@ -158,5 +172,7 @@ describe('playground.chat', () => {
   it('reads limits and the world from the run config, with defaults for what is missing', () => {
     expect(chatSettings({ task: { eval_seed: 7 }, rollout: { max_turns: 2 } })).toEqual({ world: 7, maxTurns: 2, maxNewTokens: 32, maxTotalLength: 384, temperature: 0 });
     expect(chatSettings({ task: { eval_seed: 'x' } }).world).toBe(1001);
+    expect(chatSettings({ task: { kind: 'qa', dataset: '/d.jsonl' } }).dataset).toBe('/d.jsonl');
+    expect(chatSettings({ task: { kind: 'multihop', dataset: '/d.jsonl' } }).dataset).toBeUndefined();
   });
 });
