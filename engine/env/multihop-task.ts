@@ -19,7 +19,16 @@ export interface MultihopOptions {
   topK?: number;
   maxTurns?: number;
   rewardWeights?: Record<string, number>;
+  /** Instruction before the question (default: ToolEnv's); '' for models trained on TASK_PROMPT_TEMPLATE. */
+  instruction?: string;
 }
+
+/**
+ * The chat template of the multi-hop task's tokenizer (the one trained checkpoints carry): the
+ * user message as `question : …`, other messages verbatim, no system prompt or tool list.
+ */
+export const TASK_PROMPT_TEMPLATE =
+  "{% for m in messages %}{% if m.role == 'user' %}question : {{ m.content }}{% elif m.role != 'system' %} {{ m.content }}{% endif %}{% endfor %}";
 
 export interface MultihopTask {
   world: World;
@@ -53,6 +62,7 @@ export function openMultihop(o: MultihopOptions, tokenizer: Pick<TextTokenizer, 
       tokenizer,
       rewardWeights: o.rewardWeights ?? { exact_match: 1 },
       maxTurns: o.mode === 'naive-rag' ? 1 : o.maxTurns ?? 4,
+      instruction: o.instruction,
       context: o.mode === 'naive-rag' ? index.search(q.question, o.topK ?? 2).map((h) => h.passage.text).join(' ') : undefined,
     });
   return { world, index, questions, createEnv };

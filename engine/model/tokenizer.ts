@@ -77,6 +77,10 @@ export class HfTokenizer implements TextTokenizer {
   get vocabSize(): number {
     return Math.max(...this.vocab.values()) + 1;
   }
+  /** The chat template from tokenizer_config.json, if any. */
+  get chatTemplate(): string | undefined {
+    return typeof this.config.chat_template === 'string' ? this.config.chat_template : undefined;
+  }
   get eosTokenId(): number | undefined {
     const e = tokenString(this.config.eos_token);
     return e ? this.vocab.get(e) : undefined;

@@ -5,7 +5,7 @@
 import { HfTokenizer, buildWordTokenizer } from '../model/tokenizer';
 import { PolicyModel } from '../model/runtime';
 import { multihopVocabulary } from '../env/multihop';
-import { openMultihop } from '../env/multihop-task';
+import { openMultihop, TASK_PROMPT_TEMPLATE } from '../env/multihop-task';
 import { expertTurn } from '../env/expert';
 import { eosTokenIds, policyDecodeBackend } from './model-backend';
 import type { RolloutTask, TextPolicy } from './ports';
@@ -43,7 +43,10 @@ registerRolloutTask('multihop', async (req) => {
     tokenizer = new HfTokenizer(tj, config);
   }
   const worldSeed = Number(req.options?.worldSeed ?? 1001);
-  const mt = openMultihop({ worldSeed, questionSeed: req.seed, questions: req.questions, hops: hopsOption(req), mode: req.mode ?? 'tools' }, tokenizer);
+  // Checkpoints trained on the task (engine/train's multi-hop kit) carry TASK_PROMPT_TEMPLATE and
+  // were trained on the bare question: give them the same prompt.
+  const instruction = tokenizer.chatTemplate === TASK_PROMPT_TEMPLATE ? '' : undefined;
+  const mt = openMultihop({ worldSeed, questionSeed: req.seed, questions: req.questions, hops: hopsOption(req), mode: req.mode ?? 'tools', instruction }, tokenizer);
   const tasks: RolloutTask[] = mt.questions.map((q) => ({
     id: q.id,
     createEnv: () => mt.createEnv(q),

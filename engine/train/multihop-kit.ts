@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { searchR1Format } from '../env/formats';
+import { TASK_PROMPT_TEMPLATE } from '../env/multihop-task';
 import { generateQuestions, generateWorld, multihopVocabulary, mulberry32, type Question, type World } from '../env/multihop';
 import { weightedReward } from '../env/rewards';
 import { Bm25Index, searchTool } from '../env/search';
@@ -31,8 +32,7 @@ const SPECIAL = ['<pad>', '<unk>', '<eos>', '<search>', '</search>', '<answer>',
  * task's prompt. Its files are written once to a cache folder and copied into every checkpoint,
  * so a trained model folder carries its tokenizer (playground, `arbor eval`, HF tools).
  */
-export const MULTIHOP_CHAT_TEMPLATE =
-  "{% for m in messages %}{% if m.role == 'user' %}question : {{ m.content }}{% else %} {{ m.content }}{% endif %}{% endfor %}";
+export const MULTIHOP_CHAT_TEMPLATE = TASK_PROMPT_TEMPLATE;
 
 /** Tags, words and punctuation as single tokens over a fixed vocabulary (token i has id i). */
 export function taskTokenizerFiles(words: string[]): { vocab: string[]; tokenizer: Record<string, unknown>; config: Record<string, unknown> } {

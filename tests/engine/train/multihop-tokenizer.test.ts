@@ -30,3 +30,20 @@ describe('multihop tokenizer', () => {
     expect(hf.renderChat([{ role: 'user', content: 'where was alvin born ?' }])).toBe('question : where was alvin born ?');
   });
 });
+
+describe('trained checkpoints in arbor rollout', () => {
+  it('get the same prompt tokens from the ToolEnv path (rollout CLI) as from the training kit', async () => {
+    const { openMultihop, TASK_PROMPT_TEMPLATE } = await import('../../../engine/env/multihop-task');
+    const { multihopTask } = await import('../../../engine/train/multihop-kit');
+    const { Bm25Index, searchTool } = await import('../../../engine/env/search');
+    const hf = HfTokenizer.load(multihopTokenizerFolder());
+    expect(hf.chatTemplate).toBe(TASK_PROMPT_TEMPLATE);
+    const mt = openMultihop({ worldSeed: 1001, questionSeed: 3, questions: 4, hops: [1, 2], mode: 'tools', instruction: '' }, hf);
+    const tools = new Map([['search', searchTool(new Bm25Index(mt.world.passages), { topK: 2 })]]);
+    for (const q of mt.questions) {
+      const viaEnv = await mt.createEnv(q).prompt();
+      const viaKit = await multihopTask(q, tools).createEnv().prompt();
+      expect(viaEnv.ids).toEqual(viaKit.ids);
+    }
+  });
+});
