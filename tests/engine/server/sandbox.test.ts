@@ -135,5 +135,16 @@ describe('user environment template', () => {
     const o = engine.store!.getTrajectory(t.id).outcomeData as { components: Record<string, number> };
     expect(o.components).toHaveProperty('user_reward');
     expect(o.components).toHaveProperty('searched');
+
+    // A reward that throws fails the run with its file and TypeScript line.
+    writeFileSync(join(home, 'workspace', 'rewards', 'bad.ts'), 'export function reward(e: { golds: string[] }) {\n  const g = e.golds[9];\n  return g.length;\n}\n');
+    const bad = (await call('runs.start', { template: 'user-env', config: { ...config, environment: { reward: 'rewards/bad.ts' } } })).result.id as string;
+    for (let i = 0; i < 600; i++) {
+      run = (await call('runs.get', { id: bad })).result;
+      if (['completed', 'failed', 'stopped'].includes(run.status)) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(run.status).toBe('failed');
+    expect(run.error).toMatch(/rewards\/bad\.ts:3:\d+: .*length/);
   }, 300_000);
 });
