@@ -56,6 +56,18 @@ describe('arbor train → workspace store', () => {
     expect(HfTokenizer.load(ck.path).encode('<search> alvin </search>').length).toBe(3);
     store.db.close();
 
+    // Seeded and reproducible: a fresh run of the same config gives the same step-1 metrics
+    // (everything but wall-clock timings and throughput).
+    const again1 = arbor('train', cfg, '--steps', '1', '--json');
+    expect(again1.status, again1.stderr).toBe(0);
+    const run2 = (JSON.parse(again1.stdout.trim().split('\n').pop()!) as { run: string }).run;
+    const s1 = new Store(openDatabase(join(home, 'arbor.db')));
+    const deterministic = (id: string) =>
+      Object.fromEntries(s1.metricKeys(id).filter((k) => !/^(time|perf)\//.test(k)).map((k) => [k, s1.metricSeries(id, k).value[0]]));
+    expect(Object.keys(deterministic(run)).length).toBeGreaterThan(20);
+    expect(deterministic(run2)).toEqual(deterministic(run));
+    s1.db.close();
+
     // Resume with more steps continues the same store run.
     const again = arbor('train', '--resume', run, '--steps', '3', '--json');
     expect(again.status, again.stderr).toBe(0);
