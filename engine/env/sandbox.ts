@@ -43,6 +43,21 @@ export async function compile(source: string, path: string): Promise<{ code: str
   }
 }
 
+/** The stack with every frame in the user's file rewritten to their TypeScript line and column. */
+export function mapStack(stack: string | undefined, path: string, map: RawSourceMap): string | undefined {
+  if (!stack) return stack;
+  const esc = path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const consumer = new SourceMapConsumer(map);
+  // Frames are path:line:column; V8's header line of a thrown error is path:line alone.
+  return stack.replace(new RegExp(`${esc}:(\\d+)(?::(\\d+))?`, 'g'), (whole, l: string, c: string | undefined) => {
+    const pos = c
+      ? consumer.originalPositionFor({ line: Number(l), column: Number(c) - 1 })
+      : consumer.originalPositionFor({ line: Number(l), column: 0, bias: SourceMapConsumer.LEAST_UPPER_BOUND });
+    if (!pos.line) return whole;
+    return c ? `${path}:${pos.line}:${(pos.column ?? 0) + 1}` : `${path}:${pos.line}`;
+  });
+}
+
 /** The first stack frame in the user's file, mapped back to their TypeScript line and column. */
 export function locate(stack: string | undefined, path: string, map: RawSourceMap): { line?: number; column?: number } {
   if (!stack) return {};
@@ -91,7 +106,7 @@ async function run(source: string, path: string, job: Omit<SandboxJob, 'code' | 
   if ('killed' in reply) return { ok: false, error: { message: reply.killed, path }, logs: [], ms: ms() };
   if (reply.ok) return { ok: true, value: reply.value, logs: reply.logs, ms: ms() };
   const where = locate(reply.error?.stack, path, c.map);
-  return { ok: false, value: reply.value, error: { message: reply.error?.message ?? 'failed', path, stack: reply.error?.stack, ...where }, logs: reply.logs, ms: ms() };
+  return { ok: false, value: reply.value, error: { message: reply.error?.message ?? 'failed', path, stack: mapStack(reply.error?.stack, path, c.map), ...where }, logs: reply.logs, ms: ms() };
 }
 
 /** Run the tool exported by `source` with `args`, as a model's call would run (validation, timeout). */

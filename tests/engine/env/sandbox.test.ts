@@ -81,6 +81,11 @@ export const reward: RewardFn = (e) => exactMatch(e.answer ?? '', e.golds) + 0.5
     const bad = await tryReward({ source: `export function reward(e: { golds: string[] }) {\n  const g = e.golds[5];\n  return g.length;\n}\n`, path: 'rewards/bad.ts', summary });
     expect(bad.ok).toBe(false);
     expect(bad.error?.line).toBe(3);
+    // Every frame of the user's file in the returned stack is in TypeScript positions.
+    const deep = await tryReward({ source: `interface S { golds: string[] }\nfunction first(xs: string[]): string {\n  return xs[9]!.trim();\n}\nexport const reward = (e: S): number => first(e.golds).length;\n`, path: 'rewards/deep.ts', summary });
+    expect(deep.error?.line).toBe(3);
+    expect(deep.error?.stack).toMatch(/rewards\/deep\.ts:3:\d+[\s\S]*rewards\/deep\.ts:5:\d+/);
+    expect(deep.error?.stack).not.toMatch(/rewards\/deep\.ts:(?![35]\b)\d+/);
     const nan = await tryReward({ source: 'export const reward = () => "high";', path: 'rewards/nan.ts', summary });
     expect(nan.error?.message).toMatch(/returned "high"; expected a finite number/);
   }, 60_000);
