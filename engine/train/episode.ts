@@ -35,6 +35,8 @@ export interface Episode {
   answer?: string;
   /** The task's metadata (gold answers, hops, question), kept with stored trajectories. */
   meta?: Record<string, unknown>;
+  /** Tool calls of each model turn (name, arguments, result, error, latency), at the turn's last token index. */
+  toolCallRecords?: { at: number; calls: unknown[] }[];
 }
 
 export function modelTokenCount(e: Episode): number {

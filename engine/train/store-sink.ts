@@ -20,6 +20,7 @@ export function episodeToRecord(step: number, e: Episode, advantages: Float32Arr
     const ids = Array.from(e.tokens.subarray(i, j));
     const role = m ? 'model' : turns.length === 0 ? 'env' : 'tool';
     const stepReward = e.stepRewards.filter((r) => r.at >= i && r.at < j).reduce((a, r) => a + r.value, 0);
+    const calls = m ? (e.toolCallRecords ?? []).filter((r) => r.at >= i && r.at < j).flatMap((r) => r.calls) : [];
     turns.push({
       role,
       text: decode(ids),
@@ -30,6 +31,7 @@ export function episodeToRecord(step: number, e: Episode, advantages: Float32Arr
       advantage: advantages ? Array.from(advantages.subarray(i, j)) : undefined,
       lossMask: Array.from(e.lossMask.subarray(i, j)),
       stepReward: m && stepReward ? stepReward : null,
+      ...(calls.length ? { toolCalls: calls } : {}),
     });
     i = j;
   }

@@ -9,6 +9,12 @@ import type { Demo } from './sft';
 export function trajectoryToEpisode(t: Trajectory): Episode {
   const f = flattenTrajectory(t);
   const tc = toolCallCount(t);
+  const toolCallRecords: { at: number; calls: unknown[] }[] = [];
+  let p = t.promptIds.length;
+  for (const u of t.turns) {
+    p += u.tokenIds.length;
+    if (u.role === 'model' && u.toolCalls?.length) toolCallRecords.push({ at: p - 1, calls: u.toolCalls });
+  }
   return {
     group: t.group,
     sample: t.sample,
@@ -28,6 +34,7 @@ export function trajectoryToEpisode(t: Trajectory): Episode {
     truncated: t.truncated,
     answer: t.outcome.answer,
     ...(t.meta ? { meta: t.meta } : {}),
+    ...(toolCallRecords.length ? { toolCallRecords } : {}),
   };
 }
 
