@@ -29,18 +29,34 @@ export interface TransformerOutputs<T> {
   present: { k: T; v: T }[];
 }
 
+/**
+ * x [B, T, in] · wᵀ (+ b) → [B, T, out]. The tokens are flattened to one [B·T, in] matrix so
+ * the weight gradient is one GEMM over all tokens, [in, B·T] · [B·T, out], instead of B
+ * batched products summed afterwards (as torch's F.linear does).
+ */
 function linear<T>(o: Ops<T>, x: T, w: T, b?: T): T {
-  const y = o.matmul(x, o.transpose(w, [1, 0]));
+  const [B, T] = o.shape(x);
+  const [out, inp] = o.shape(w);
+  const y = o.reshape(o.matmul(o.reshape(x, [-1, inp]), o.transpose(w, [1, 0])), [B, T, out]);
   return b ? o.add(y, b) : y;
 }
 
-/** cos and sin of the rotary angles for each position: [B, 1, T, hd]. */
-function rotary<T>(o: Ops<T>, c: ModelConfig, positionIds: T): { cos: T; sin: T } {
+interface Rope<T> { cos: T; sin: T; cosQ: T; sinQ: T }
+
+/**
+ * cos and sin of the rotary angles for each position: [B, 1, T, hd]; cosQ/sinQ are the same
+ * times the attention scale 1/√hd, so rotating the queries also scales them (the scale then
+ * costs B·T·hd multiplies once per call instead of B·H·T·S per layer on the scores, and the
+ * same again in the backward pass).
+ */
+function rotary<T>(o: Ops<T>, c: ModelConfig, positionIds: T): Rope<T> {
   const half = c.headDim / 2;
   const invFreq = Array.from({ length: half }, (_, i) => 1 / Math.pow(c.ropeTheta, (2 * i) / c.headDim));
   const freqs = o.mul(o.unsqueeze(o.cast(positionIds, 'float32'), [2]), o.constant(invFreq, [half])); // [B, T, half]
   const emb = o.unsqueeze(o.concat([freqs, freqs], 2), [1]); // [B, 1, T, hd]
-  return { cos: o.cos(emb), sin: o.sin(emb) };
+  const cos = o.cos(emb), sin = o.sin(emb);
+  const scale = o.scalar(1 / Math.sqrt(c.headDim));
+  return { cos, sin, cosQ: o.mul(cos, scale), sinQ: o.mul(sin, scale) };
 }
 
 function applyRotary<T>(o: Ops<T>, x: T, cos: T, sin: T, headDim: number): T {
@@ -51,7 +67,7 @@ function applyRotary<T>(o: Ops<T>, x: T, cos: T, sin: T, headDim: number): T {
   return o.add(o.mul(x, cos), o.mul(rotated, sin));
 }
 
-function attention<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, p: string, x: T, rope: { cos: T; sin: T }, bias: T, past?: { k: T; v: T }) {
+function attention<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, p: string, x: T, rope: Rope<T>, bias: T, past?: { k: T; v: T }) {
   const [B, T] = o.shape(x);
   const H = c.numHeads, Hkv = c.numKvHeads, hd = c.headDim, rep = H / Hkv;
   const heads = (y: T, n: number) => o.transpose(o.reshape(y, [B, T, n, hd]), [0, 2, 1, 3]); // [B, n, T, hd]
@@ -62,21 +78,31 @@ function attention<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, p: string
     q = rmsNorm(o, q, w[`${p}.q_norm.weight`], c.rmsNormEps);
     k = rmsNorm(o, k, w[`${p}.k_norm.weight`], c.rmsNormEps);
   }
-  q = applyRotary(o, q, rope.cos, rope.sin, hd);
+  q = applyRotary(o, q, rope.cosQ, rope.sinQ, hd); // rotated and scaled by 1/√hd
   k = applyRotary(o, k, rope.cos, rope.sin, hd);
   if (past) {
     k = o.concat([past.k, k], 2);
     v = o.concat([past.v, v], 2);
   }
   const present = { k, v };
-  // Grouped-query attention without copying K/V: queries of the `rep` heads that share a KV
-  // head are stacked, [B, Hkv, rep, T, hd], and the score matmul broadcasts K over them.
-  const qg = o.reshape(q, [B, Hkv, rep, T, hd]);
-  const kT = o.unsqueeze(o.transpose(k, [0, 1, 3, 2]), [2]); // [B, Hkv, 1, hd, S]
-  const scores = o.mul(o.matmul(qg, kT), o.scalar(1 / Math.sqrt(hd))); // [B, Hkv, rep, T, S]
-  const probs = o.softmax(o.add(scores, o.unsqueeze(bias, [1])), -1);
-  const ctx = o.matmul(probs, o.unsqueeze(v, [2])); // [B, Hkv, rep, T, hd]
-  const merged = o.reshape(o.transpose(o.reshape(ctx, [B, H, T, hd]), [0, 2, 1, 3]), [B, T, H * hd]);
+  let ctx: T; // [B, H, T, hd]
+  if (rep === 1) {
+    // Multi-head attention: plain 4-D matmuls (a 5-D layout with a size-1 axis makes ONNX
+    // Runtime's layout optimiser emit 5-D transposes that cost 6x the 4-D ones).
+    const probs = o.softmax(o.add(o.matmul(q, o.transpose(k, [0, 1, 3, 2])), bias), -1); // [B, H, T, S]
+    ctx = o.matmul(probs, v);
+  } else {
+    // Grouped-query attention without copying K/V: queries of the `rep` heads that share a KV
+    // head are stacked, [B, Hkv, rep, T, hd], and the score matmul broadcasts K over them.
+    // (Reshape, not Unsqueeze, adds the unit axis: ORT moves transposes through Unsqueeze and
+    // then runs them as slow 5-D transposes.)
+    const S = o.shape(k)[2];
+    const qg = o.reshape(q, [B, Hkv, rep, T, hd]);
+    const kT = o.reshape(o.transpose(k, [0, 1, 3, 2]), [B, Hkv, 1, hd, S]);
+    const probs = o.softmax(o.add(o.matmul(qg, kT), o.unsqueeze(bias, [1])), -1); // [B, Hkv, rep, T, S]
+    ctx = o.reshape(o.matmul(probs, o.reshape(v, [B, Hkv, 1, S, hd])), [B, H, T, hd]);
+  }
+  const merged = o.reshape(o.transpose(ctx, [0, 2, 1, 3]), [B, T, H * hd]);
   return { out: linear(o, merged, w[`${p}.o_proj.weight`]), present };
 }
 

@@ -82,6 +82,14 @@ export const gradientRules: Record<string, Rule> = {
   },
   logSoftmax: (o, n, g) => {
     const axis = n.attrs.axis as number;
+    // Picking entries of the log-softmax (a token's logprob: gatherElements along `axis`) has
+    // the gradient g = scatter-add of the picked gradients gp into zeros. Then sum(g, axis) =
+    // sum(gp, axis) and the rule below becomes scatter-add of gp onto −softmax·sum(gp): no
+    // dense zeros, no dense subtraction, no reduction over the vocabulary.
+    if (g.op === 'scatterAddLike' && g.inputs[0] === n && g.attrs.axis === axis && sameOtherDims(g.inputs[1], n, axis)) {
+      const [, idx, gp] = g.inputs;
+      return [o.scatterAddInto(o.mul(o.exp(n), o.neg(o.sum(gp, [axis], true))), idx, gp, axis)];
+    }
     return [o.sub(g, o.mul(o.exp(n), o.sum(g, [axis], true)))];
   },
   reshape: (o, n, g) => [o.reshapeLike(g, n.inputs[0])],
@@ -121,6 +129,12 @@ export const gradientRules: Record<string, Rule> = {
   zerosLike: () => [null],
   dimProduct: () => [null],
 };
+
+/** Whether a and b have the same (static or symbolic) sizes on every axis but `axis`. */
+function sameOtherDims(a: GNode, b: GNode, axis: number): boolean {
+  const ax = axis < 0 ? axis + b.shape.length : axis;
+  return a.shape.length === b.shape.length && a.shape.every((d, i) => i === ax || d === b.shape[i]);
+}
 
 function isFloat(x: GNode): boolean {
   return x.dtype === 'float32' || x.dtype === 'float64';

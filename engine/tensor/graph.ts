@@ -379,6 +379,10 @@ export class GraphOps implements Ops<GNode> {
   scatterAddLike(x: GNode, indices: GNode, g: GNode, axis: number): GNode {
     return this.record('scatterAddLike', [x, indices, g], { axis }, x.dtype, x.shape);
   }
+  /** base, then out[idx along axis] += g (ScatterElements with reduction add onto base). */
+  scatterAddInto(base: GNode, indices: GNode, g: GNode, axis: number): GNode {
+    return this.record('scatterAddInto', [base, indices, g], { axis }, base.dtype, base.shape);
+  }
   /** Gradient of slice: g padded with zeros back to x's shape. */
   sliceGrad(x: GNode, g: GNode, attrs: Record<string, unknown>): GNode {
     return this.record('sliceGrad', [x, g], attrs, x.dtype, x.shape);

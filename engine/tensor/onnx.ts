@@ -101,7 +101,18 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
   };
   const dimScalarOf = (x: string, axis: number) => emit('Shape', [x], [int('start', axis), int('end', axis + 1)]);
 
+  // Only nodes some output depends on are exported (autodiff can leave unused nodes behind,
+  // e.g. a gradient a later rule folded into another op).
+  const live = new Set<number>();
+  const stack = Object.values(graph.outputs);
+  while (stack.length) {
+    const n = stack.pop()!;
+    if (live.has(n.id)) continue;
+    live.add(n.id);
+    stack.push(...n.inputs);
+  }
   for (const n of graph.nodes) {
+    if (!live.has(n.id)) continue;
     const ins = n.inputs.map(name);
     const a = n.attrs as Record<string, any>;
     const out = name(n);
@@ -155,9 +166,9 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
         emit('Reshape', [sc, shapeOf(table)], [], out);
         break;
       }
-      case 'scatterAddLike': {
+      case 'scatterAddLike': case 'scatterAddInto': {
         const [x, idx, g] = ins;
-        emit('ScatterElements', [zerosLike(x, n.dtype), idx, g],
+        emit('ScatterElements', [n.op === 'scatterAddLike' ? zerosLike(x, n.dtype) : x, idx, g],
           [int('axis', a.axis), { name: 'reduction', type: ATTR.STRING, s: new TextEncoder().encode('add') }], out);
         break;
       }

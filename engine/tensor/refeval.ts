@@ -317,11 +317,11 @@ export function evaluate(graph: Graph, feeds: Record<string, HostTensor>, wanted
         r = { shape: t.shape.slice(), data: out };
         break;
       }
-      case 'gatherElements': case 'scatterAddLike': {
+      case 'gatherElements': case 'scatterAddLike': case 'scatterAddInto': {
         const [src, idx] = x;
         const ax = a.axis as number;
         const ss = strides(src.shape);
-        const out = new Float64Array(n.op === 'gatherElements' ? idx.data.length : src.data.length);
+        const out = n.op === 'scatterAddInto' ? Float64Array.from(src.data) : new Float64Array(n.op === 'gatherElements' ? idx.data.length : src.data.length);
         forEachIndex(idx.shape, (flat, c) => {
           const cc = c.slice();
           const v = idx.data[flat];

@@ -142,11 +142,16 @@ export class AdamW implements OptimizerPort {
         this.m.set(name, m);
         this.v.set(name, v);
       }
+      // w ← w − lr·(m̂ / (√v̂ + ε) + wd·w), with m̂ = m/c1 and √v̂ = √v/√c2 folded into constants
+      // (one pass, no divisions but the one per element).
+      const a1 = 1 - b1, a2 = 1 - b2, decay = 1 - lr * wd, step = lr / c1, rc2 = 1 / Math.sqrt(c2);
       for (let i = 0; i < w.length; i++) {
         const gi = g[i]!;
-        m[i] = b1 * m[i]! + (1 - b1) * gi;
-        v[i] = b2 * v[i]! + (1 - b2) * gi * gi;
-        w[i] = w[i]! - lr * (m[i]! / c1 / (Math.sqrt(v[i]! / c2) + eps) + wd * w[i]!);
+        const mi = b1 * m[i]! + a1 * gi;
+        const vi = b2 * v[i]! + a2 * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        w[i] = w[i]! * decay - (step * mi) / (Math.sqrt(vi) * rc2 + eps);
       }
     }
   }

@@ -42,6 +42,10 @@ const cases: Case[] = [
   { name: 'max', rule: 'max', inputs: [F('a', [3, 4])], f: (o, x) => o.max(x.a, [1]) },
   { name: 'softmax', rule: 'softmax', inputs: [F('a', [2, 5])], f: (o, x) => o.softmax(x.a, -1) },
   { name: 'logSoftmax axis0', rule: 'logSoftmax', inputs: [F('a', [3, 2])], f: (o, x) => o.logSoftmax(x.a, 0) },
+  // Token logprobs: picking entries of a log-softmax along its axis folds the scatter into the
+  // log-softmax rule (autodiff.ts); the same tensor also used elsewhere takes the general rule.
+  { name: 'logSoftmax picked (folded scatter)', rule: 'logSoftmax', inputs: [F('a', [2, 3, 4]), I('i', [2, 3, 1])], ints: { i: [0, 3, 3, 1, 1, 2] }, f: (o, x) => o.gatherElements(o.logSoftmax(x.a, -1), x.i, 2) },
+  { name: 'logSoftmax picked and reused', rule: 'logSoftmax', inputs: [F('a', [2, 4]), I('i', [2, 1])], ints: { i: [2, 0] }, f: (o, x) => { const lp = o.logSoftmax(x.a, 1); return o.add(o.gatherElements(lp, x.i, 1), o.sum(o.mul(o.exp(lp), lp), [1], true)); } },
   { name: 'reshape with -1', rule: 'reshape', inputs: [F('a', [2, 6])], f: (o, x) => o.mul(o.reshape(x.a, [3, -1]), o.reshape(x.a, [3, 4])) },
   { name: 'reshapeLike (via squeeze grad)', rule: 'reshapeLike', inputs: [F('a', [3, 1])], f: (o, x) => o.exp(o.squeeze(x.a, [1])) },
   { name: 'transpose', rule: 'transpose', inputs: [F('a', [2, 3, 4])], f: (o, x) => o.transpose(x.a, [2, 0, 1]) },
