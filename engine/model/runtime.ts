@@ -30,6 +30,11 @@ export interface PolicyModelOptions {
   providers?: string[];
   /** Folder whose tokenizer files are copied when saving. */
   tokenizerFolder?: string;
+  /**
+   * Profile every ORT session with ONNX Runtime's profiler: the session of graph `key` writes
+   * `<profilePrefix>-<key>_<timestamp>.json` at `endProfiling()` (benchmarks only; it slows runs).
+   */
+  profilePrefix?: string;
 }
 
 export interface DecodeInput {
@@ -116,7 +121,8 @@ export class PolicyModel {
     if (this.disposed) throw new Error('PolicyModel: used after dispose()');
     let r = this.runners.get(key);
     if (!r) {
-      r = OrtRunner.create(build(), { threads: this.opts.threads, providers: this.opts.providers });
+      const profilePrefix = this.opts.profilePrefix && `${this.opts.profilePrefix}-${key.replace(/[^A-Za-z0-9]+/g, '_')}`;
+      r = OrtRunner.create(build(), { threads: this.opts.threads, providers: this.opts.providers, profilePrefix });
       this.runners.set(key, r);
     }
     return r;
@@ -205,6 +211,11 @@ export class PolicyModel {
       res.push(out.logits);
     }
     return res;
+  }
+
+  /** Ends ORT profiling in every session opened so far (see `profilePrefix`). */
+  async endProfiling(): Promise<void> {
+    for (const r of this.runners.values()) await (await r).endProfiling();
   }
 
   async dispose(): Promise<void> {

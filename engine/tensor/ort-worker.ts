@@ -21,6 +21,15 @@ async function start(): Promise<void> {
       Object.assign(persistent, m.feeds);
       return;
     }
+    if (m.type === 'endProfiling') {
+      try {
+        s.endProfiling();
+        parentPort!.postMessage({ type: 'result', id: m.id, outputs: {} });
+      } catch (e) {
+        parentPort!.postMessage({ type: 'result', id: m.id, error: e instanceof Error ? e.message : String(e) });
+      }
+      return;
+    }
     if (m.type !== 'run') return;
     try {
       const all = { ...persistent, ...m.feeds };

@@ -151,6 +151,25 @@ export class OrtRunner {
     }
   }
 
+  /** Ends ORT's profiling (session created with `profilePrefix`): writes `<prefix>_<timestamp>.json`. */
+  async endProfiling(): Promise<void> {
+    if (this.session) {
+      this.session.endProfiling();
+      return;
+    }
+    const id = this.nextId++;
+    const w = this.worker!;
+    w.ref();
+    try {
+      await new Promise((resolve, reject) => {
+        this.pending.set(id, { resolve, reject });
+        w.postMessage({ type: 'endProfiling', id });
+      });
+    } finally {
+      if (this.pending.size === 0) w.unref();
+    }
+  }
+
   async dispose(): Promise<void> {
     if (this.session) await this.session.release();
     if (this.worker) await this.worker.terminate();

@@ -1,60 +1,127 @@
 /**
- * `npm run bench:train -- [--quick] [--steps N] [--threads 2] [--json] [--no-tfjs] [--interleave]`
+ * `npm run bench:train -- [--layers N --d-model N --heads N --kv-heads N --ffn N --seq N --batch N
+ *   --vocab N] [--threads 2] [--steps 6] [--json] [--quick] [--profile [dir]] [--no-tfjs]
+ *   [--no-torch] [--no-gemm] [--interleave] [--tfjs-backend wasm]`
  *
- * Training-step throughput (tokens/s) of Arbor's PolicyModel — ORT backend (our autodiff graph
- * in onnxruntime-node, AdamW in JS) and tfjs backend (tfjs autodiff on the best backend here) —
- * against PyTorch on the CPU (/usr/bin/python3, scripts/bench/train_torch.py, a plain-torch
- * Llama), on the same Llama-style configs (tiny and ~25M parameters), the same batch and
- * sequence length, the same thread count, one step = forward + backward + AdamW on the mean
- * next-token NLL. PyTorch runs twice: with the environment's OPENBLAS_CORETYPE and with
- * SkylakeX (its best setting on this AVX-512 machine, per ARCHITECTURE §3), and with more than
- * one thread also as a 1-thread torch pool over an N-thread OpenBLAS (faster on a loaded machine).
+ * One full training step (forward, backward, AdamW update) of Arbor's Llama-form PolicyModel on
+ * the mean token cross-entropy, timed for the ORT interpreter (our autodiff graph in
+ * onnxruntime-node, AdamW in JS) and the tfjs interpreter (tfjs autodiff on the best tfjs backend
+ * here, or `--tfjs-backend`), next to a PyTorch peer of the same model and step
+ * (scripts/bench/train_torch.py, /usr/bin/python3, skipped with a note when torch is missing) and
+ * the fp32 GEMM ceiling (one 1024³ MatMul) of ORT and of PyTorch, all in one run and at the same
+ * thread count. Without size flags it runs the two sizes recorded in docs/BENCHMARKS.md:
+ * L4 D128 H4 T128 B16 V256 and L4 D256 H8 T256 B8 V2048; any size flag runs one size (the
+ * unset ones from the first). `--kv-heads` defaults to `--heads`, `--ffn` to 8D/3 rounded up to
+ * a multiple of 32.
  *
- * Numerics: the initial weights are written once with engine/model/checkpoint (HF folder,
- * safetensors) and read by every implementation, so the step-0 loss must agree within 1e-4
- * relative; the losses of the following steps (after identical AdamW updates) are shown too.
- * Step 0 also builds sessions, so it is excluded from the timings (median of the later steps).
- * By default each implementation runs its steps alone (the others not yet started or already
- * closed). `--interleave` runs them one step each in rotating order (PyTorch as a child process
- * stepping on request) so they share the same background load, at the price of idle runtimes'
- * spinning threads slowing the one that steps (measured: PyTorch 4-5x slower on tiny).
+ * PyTorch is always shown at its best settings: this machine's environment sets
+ * OPENBLAS_CORETYPE=Haswell while SkylakeX runs its GEMM ~2× faster, and its 2-thread intra-op
+ * pool stalls unless OMP_NUM_THREADS=1 (with an N-thread OpenBLAS) or OMP_WAIT_POLICY=PASSIVE.
+ * So it runs in each of those settings and the ratio is taken against the fastest.
+ *
+ * FLOPs (for GFLOP/s): executed matmul FLOPs of the forward pass, ×3 for forward + backward:
+ * 2·B·T·(L·(D·H·hd + 2·D·Hkv·hd + H·hd·D + 3·D·F) + D·V) + 4·B·L·T²·H·hd (full T×T scores and
+ * context, as computed). Elementwise work is not counted, so GFLOP/s is a lower bound.
+ *
+ * Numerics: initial weights are written once (HF folder, safetensors) and read by every
+ * implementation, so their step-0 losses must agree within 1e-4 relative (exit code 1 otherwise).
+ * Step 0 also builds sessions and is not timed; times are medians of the later steps. Each
+ * implementation runs alone (`--interleave` instead rotates one step each, sharing background
+ * load, at the price of idle runtimes' spinning threads slowing the one that steps).
+ *
+ * `--profile [dir]` runs the ORT step again under ONNX Runtime's profiler and prints where the
+ * time goes per op type (kernel time per step), plus the ten costliest nodes.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { PolicyModel, type Backend } from '../../engine/model/runtime';
 import { parameterCount, tinyConfig, type ModelConfig } from '../../engine/model/config';
 import { initWeights, saveCheckpoint } from '../../engine/model/checkpoint';
 import { packSequences, type LossSpec } from '../../engine/model/graphs';
 import { AdamW } from '../../engine/train/model-port';
 import { initTfjs } from '../../engine/tensor/tfjs';
+import { OrtRunner } from '../../engine/tensor/ort';
+import { traceGraph } from '../../engine/tensor/graph';
 import { Rng } from '../../engine/rollout/rng';
 import type { Ops } from '../../engine/tensor/ops';
 
-const args = process.argv.slice(2);
-const opt = (name: string, def: number) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? Number(args[i + 1]) : def;
+const positive = (flag: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${flag} must be a positive integer (got '${v}')`);
+  return n;
 };
-const json = args.includes('--json');
-const quick = args.includes('--quick');
-const noTfjs = args.includes('--no-tfjs');
-// Sequential by default: interleaving kept idle runtimes alive whose spinning threads slowed
-// the one stepping (PyTorch's 1-thread pool measured 4-5x slower interleaved than alone).
-const sequential = !args.includes('--interleave');
-const THREADS = opt('threads', 2);
-const STEPS = opt('steps', quick ? 3 : 6);
+
+const cli = new Command('bench:train')
+  .description('training-step throughput: ORT and tfjs interpreters vs PyTorch, with the fp32 GEMM ceiling')
+  .option('--layers <n>', 'transformer layers', positive('--layers'))
+  .option('--d-model <n>', 'hidden size D', positive('--d-model'))
+  .option('--heads <n>', 'attention heads H', positive('--heads'))
+  .option('--kv-heads <n>', 'key/value heads (default: --heads)', positive('--kv-heads'))
+  .option('--ffn <n>', 'SwiGLU intermediate size (default: 8D/3 rounded up to 32)', positive('--ffn'))
+  .option('--seq <n>', 'sequence length T', positive('--seq'))
+  .option('--batch <n>', 'batch size B', positive('--batch'))
+  .option('--vocab <n>', 'vocabulary size V', positive('--vocab'))
+  .option('--threads <n>', 'intra-op threads for every implementation', positive('--threads'), 2)
+  .option('--steps <n>', 'steps per implementation (the first is not timed)', positive('--steps'))
+  .option('--tfjs-steps <n>', 'steps for the tfjs interpreter (default: min(steps, 3))', positive('--tfjs-steps'))
+  .addOption(new Option('--tfjs-backend <name>', 'tfjs backend (default: the best present)').choices(['tensorflow-gpu', 'tensorflow', 'wasm', 'cpu']))
+  .option('--quick', 'first size only, 3 steps')
+  .option('--profile [dir]', "profile the ORT step with ONNX Runtime's profiler (JSON kept in dir, default $TMPDIR/arbor-bench-train-profile)")
+  .option('--no-tfjs', 'skip the tfjs interpreter')
+  .option('--no-torch', 'skip the PyTorch peer')
+  .option('--no-gemm', 'skip the GEMM ceiling')
+  .option('--interleave', 'rotate implementations step by step instead of running each alone')
+  .option('--json', 'print one JSON object instead of tables')
+  .parse();
+const flags = cli.opts<{
+  layers?: number; dModel?: number; heads?: number; kvHeads?: number; ffn?: number; seq?: number; batch?: number; vocab?: number;
+  threads: number; steps?: number; tfjsSteps?: number; tfjsBackend?: string; quick?: boolean; profile?: string | boolean;
+  tfjs: boolean; torch: boolean; gemm: boolean; interleave?: boolean; json?: boolean;
+}>();
+
+const THREADS = flags.threads;
+const STEPS = flags.steps ?? (flags.quick ? 3 : 6);
+if (STEPS < 2) cli.error('--steps must be at least 2 (the first step is not timed)');
+const TFJS_STEPS = flags.tfjsSteps ?? Math.min(STEPS, 3);
 const LR = 1e-3;
 const WD = 0.01;
-const log = (s: string) => !json && process.stderr.write(s + '\n');
+const GEMM_N = 1024;
+const log = (s: string) => !flags.json && process.stderr.write(s + '\n');
 
-const MODELS: { name: string; config: ModelConfig; batch: number; seq: number; tfjsSteps: number }[] = [
-  { name: 'tiny', config: tinyConfig({ vocabSize: 512, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2, architecture: 'LlamaForCausalLM', maxPositionEmbeddings: 512 }), batch: 8, seq: 64, tfjsSteps: STEPS },
-  { name: '25M', config: tinyConfig({ vocabSize: 8192, hiddenSize: 512, layers: 7, heads: 8, kvHeads: 4, intermediateSize: 1408, architecture: 'LlamaForCausalLM', maxPositionEmbeddings: 512 }), batch: 4, seq: 128, tfjsSteps: Math.min(STEPS, 3) },
-];
+interface Size { L: number; D: number; H: number; Hkv: number; F: number; T: number; B: number; V: number }
+const ffnFor = (D: number) => Math.ceil((8 * D) / 3 / 32) * 32;
+const preset = (L: number, D: number, H: number, T: number, B: number, V: number): Size => ({ L, D, H, Hkv: H, F: ffnFor(D), T, B, V });
+const PRESETS: Size[] = [preset(4, 128, 4, 128, 16, 256), preset(4, 256, 8, 256, 8, 2048)];
+
+function sizes(): Size[] {
+  const custom = [flags.layers, flags.dModel, flags.heads, flags.kvHeads, flags.ffn, flags.seq, flags.batch, flags.vocab].some((v) => v !== undefined);
+  if (!custom) return flags.quick ? PRESETS.slice(0, 1) : PRESETS;
+  const b = PRESETS[0];
+  const D = flags.dModel ?? b.D;
+  const H = flags.heads ?? b.H;
+  const s: Size = { L: flags.layers ?? b.L, D, H, Hkv: flags.kvHeads ?? H, F: flags.ffn ?? ffnFor(D), T: flags.seq ?? b.T, B: flags.batch ?? b.B, V: flags.vocab ?? b.V };
+  if (D % H) cli.error(`--d-model ${D} must be divisible by --heads ${H}`);
+  if ((D / H) % 2) cli.error(`head dim --d-model/--heads = ${D / H} must be even (RoPE rotates pairs)`);
+  if (H % s.Hkv) cli.error(`--heads ${H} must be divisible by --kv-heads ${s.Hkv}`);
+  return [s];
+}
+
+const label = (s: Size) => `L${s.L} D${s.D} H${s.H}${s.Hkv !== s.H ? `/${s.Hkv}` : ''} F${s.F} T${s.T} B${s.B} V${s.V}`;
+const configOf = (s: Size): ModelConfig =>
+  tinyConfig({ vocabSize: s.V, hiddenSize: s.D, layers: s.L, heads: s.H, kvHeads: s.Hkv, intermediateSize: s.F, architecture: 'LlamaForCausalLM', maxPositionEmbeddings: Math.max(512, s.T) });
+
+/** Executed matmul FLOPs of one training step (forward ×3), see the header. */
+function trainFlops(s: Size): number {
+  const hd = s.D / s.H;
+  const perToken = s.L * (s.D * s.H * hd + 2 * s.D * s.Hkv * hd + s.H * hd * s.D + 3 * s.D * s.F) + s.D * s.V;
+  const fwd = 2 * s.B * s.T * perToken + 4 * s.B * s.L * s.T * s.T * s.H * hd;
+  return 3 * fwd;
+}
 
 const nll: LossSpec = {
   key: 'bench-nll',
@@ -64,18 +131,6 @@ const nll: LossSpec = {
   }),
 };
 
-interface Result {
-  model: string;
-  impl: string;
-  params: number;
-  tokensPerStep: number;
-  steps: number;
-  medianStepMs: number;
-  tokensPerSecond: number;
-  losses: number[];
-  note?: string;
-}
-
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
@@ -84,19 +139,22 @@ const median = (xs: number[]) => {
 /** One implementation under test: `step()` runs one forward + backward + AdamW step. */
 interface Impl {
   impl: string;
+  kind: 'ort' | 'tfjs' | 'torch';
   maxSteps: number;
   step(): Promise<{ loss: number; ms: number; optMs?: number }>;
   close(): Promise<void>;
 }
 
-async function arborImpl(m: (typeof MODELS)[number], seqs: number[][], backend: Backend, maxSteps: number, threads = THREADS): Promise<Impl> {
-  const model = new PolicyModel(m.config, initWeights(m.config, 1), { backend, threads });
+async function arborImpl(cfg: ModelConfig, seqs: number[][], backend: Backend, maxSteps: number, profilePrefix?: string): Promise<Impl & { model: PolicyModel }> {
+  const model = new PolicyModel(cfg, initWeights(cfg, 1), { backend, threads: THREADS, profilePrefix });
   const batch = packSequences(seqs);
   const adam = new AdamW({ beta1: 0.9, beta2: 0.999, weight_decay: WD, eps: 1e-8 });
-  const name = backend === 'ort' ? `arbor ort (${threads} thread${threads === 1 ? '' : 's'})` : `arbor tfjs (${await initTfjs()}, 1 thread)`;
+  const impl = backend === 'ort' ? `arbor ort (${THREADS} thread${THREADS === 1 ? '' : 's'})` : `arbor tfjs (${await initTfjs(flags.tfjsBackend)})`;
   return {
-    impl: name,
+    impl,
+    kind: backend,
     maxSteps,
+    model,
     async step() {
       const t0 = performance.now();
       const r = await model.trainStep(batch, nll, batch.valid);
@@ -110,16 +168,36 @@ async function arborImpl(m: (typeof MODELS)[number], seqs: number[][], backend: 
   };
 }
 
-/**
- * PyTorch as a child process. `torchThreads` is torch's intra-op pool (OpenMP), `blasThreads`
- * OpenBLAS's own pool; by default both are THREADS.
- */
-async function torchImpl(m: (typeof MODELS)[number], folder: string, maxSteps: number, o: { coretype?: string; torchThreads?: number } = {}): Promise<Impl> {
-  const script = join(dirname(fileURLToPath(import.meta.url)), 'train_torch.py');
-  const torchThreads = o.torchThreads ?? THREADS;
-  const env: NodeJS.ProcessEnv = { ...process.env, OMP_NUM_THREADS: String(torchThreads), OPENBLAS_NUM_THREADS: String(THREADS) };
-  if (o.coretype) env.OPENBLAS_CORETYPE = o.coretype;
-  const p = spawn('/usr/bin/python3', [script, folder, '--serve', '--threads', String(torchThreads), '--lr', String(LR), '--weight-decay', String(WD)], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+const TORCH_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'train_torch.py');
+const PYTHON = '/usr/bin/python3';
+
+/** A PyTorch setting: its intra-op pool, OpenBLAS's pool and core type, and OpenMP's wait policy. */
+interface TorchSetting { torchThreads: number; coretype?: string; passive?: boolean }
+const torchLabel = (t: TorchSetting) =>
+  `${t.torchThreads === THREADS ? `${THREADS} threads` : `torch ${t.torchThreads} + BLAS ${THREADS} threads`}, ${t.coretype ?? `OPENBLAS_CORETYPE=${process.env.OPENBLAS_CORETYPE ?? 'unset'}`}${t.passive ? ', OMP_WAIT_POLICY=PASSIVE' : ''}`;
+const torchEnv = (t: TorchSetting): NodeJS.ProcessEnv => {
+  const env: NodeJS.ProcessEnv = { ...process.env, OMP_NUM_THREADS: String(t.torchThreads), OPENBLAS_NUM_THREADS: String(THREADS) };
+  if (t.coretype) env.OPENBLAS_CORETYPE = t.coretype;
+  if (t.passive) env.OMP_WAIT_POLICY = 'PASSIVE';
+  return env;
+};
+function torchSettings(): TorchSetting[] {
+  const out: TorchSetting[] = [{ torchThreads: THREADS }];
+  if (process.env.OPENBLAS_CORETYPE !== 'SkylakeX') out.push({ torchThreads: THREADS, coretype: 'SkylakeX' });
+  if (THREADS > 1) out.push({ torchThreads: 1, coretype: 'SkylakeX' }, { torchThreads: THREADS, coretype: 'SkylakeX', passive: true });
+  return out;
+}
+
+/** Whether /usr/bin/python3 can import torch (the peer is skipped with this note otherwise). */
+function torchMissing(): string | undefined {
+  const r = spawnSync(PYTHON, ['-c', 'import torch'], { encoding: 'utf8' });
+  if (r.error) return `${PYTHON} not found (apt-get install -y python3-torch libopenblas0-pthread)`;
+  if (r.status !== 0) return `${PYTHON} has no torch (apt-get install -y python3-torch libopenblas0-pthread): ${r.stderr.trim().split('\n').pop()}`;
+  return undefined;
+}
+
+async function torchImpl(cfg: ModelConfig, s: Size, folder: string, t: TorchSetting): Promise<Impl> {
+  const p = spawn(PYTHON, [TORCH_SCRIPT, folder, '--serve', '--threads', String(t.torchThreads), '--lr', String(LR), '--weight-decay', String(WD)], { env: torchEnv(t), stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   p.stderr.on('data', (d) => (stderr += d));
   const lines = createInterface({ input: p.stdout })[Symbol.asyncIterator]();
@@ -128,12 +206,13 @@ async function torchImpl(m: (typeof MODELS)[number], folder: string, maxSteps: n
     if (r.done) throw new Error(`train_torch.py exited (code ${p.exitCode}): ${stderr}`);
     return JSON.parse(r.value) as Record<string, unknown>;
   };
-  const info = (await next()) as { torch: string; openblas_coretype: string | null; params: number; tokens_per_step: number };
-  if (info.params !== parameterCount(m.config)) throw new Error(`train_torch.py built ${info.params} parameters, Arbor's config has ${parameterCount(m.config)}`);
-  if (info.tokens_per_step !== m.batch * m.seq) throw new Error(`train_torch.py sees ${info.tokens_per_step} tokens per step, expected ${m.batch * m.seq}`);
+  const info = (await next()) as { torch: string; params: number; tokens_per_step: number };
+  if (info.params !== parameterCount(cfg)) throw new Error(`train_torch.py built ${info.params} parameters, Arbor's config has ${parameterCount(cfg)}`);
+  if (info.tokens_per_step !== s.B * s.T) throw new Error(`train_torch.py sees ${info.tokens_per_step} tokens per step, expected ${s.B * s.T}`);
   return {
-    impl: `pytorch ${info.torch} (${torchThreads === THREADS ? `${THREADS} threads` : `torch ${torchThreads} + BLAS ${THREADS} threads`}, OPENBLAS_CORETYPE=${info.openblas_coretype ?? 'unset'})`,
-    maxSteps,
+    impl: `pytorch ${info.torch} (${torchLabel(t)})`,
+    kind: 'torch',
+    maxSteps: STEPS,
     async step() {
       p.stdin.write('step\n');
       const r = (await next()) as { loss: number; seconds: number };
@@ -146,91 +225,226 @@ async function torchImpl(m: (typeof MODELS)[number], folder: string, maxSteps: n
   };
 }
 
-const results: Result[] = [];
-const numerics: { model: string; impl: string; loss0: number; torchLoss0: number; relDiff: number; ok: boolean }[] = [];
-const envCore = process.env.OPENBLAS_CORETYPE;
-for (const m of quick ? MODELS.slice(0, 1) : MODELS) {
-  const folder = mkdtempSync(join(tmpdir(), `arbor-bench-train-${m.name}-`));
-  const impls: Impl[] = [];
-  const names: string[] = [];
+interface GemmRow { impl: string; n: number; medianMs: number; gflops: number }
+
+/** ORT's fp32 GEMM ceiling: one N×N×N MatMul session (in this thread), median of 10 runs. */
+async function ortGemm(n: number): Promise<GemmRow> {
+  const g = traceGraph(
+    [{ name: 'a', dtype: 'float32', shape: [n, n] }, { name: 'b', dtype: 'float32', shape: [n, n] }],
+    (o, x) => ({ c: o.matmul(x.a!, x.b!) }),
+  );
+  const r = await OrtRunner.create(g, { threads: THREADS, inWorker: false });
+  const rng = new Rng(3);
+  const mk = () => ({ dtype: 'float32' as const, shape: [n, n], data: Float32Array.from({ length: n * n }, () => rng.next() - 0.5) });
+  const feeds = { a: mk(), b: mk() };
   try {
-    saveCheckpoint(folder, m.config, initWeights(m.config, 1));
+    for (let i = 0; i < 3; i++) await r.run(feeds);
+    const ms: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      const t0 = performance.now();
+      await r.run(feeds);
+      ms.push(performance.now() - t0);
+    }
+    const med = median(ms);
+    return { impl: `onnxruntime-node (${THREADS} threads, incl. copying C out)`, n, medianMs: med, gflops: (2 * n ** 3) / (med * 1e6) };
+  } finally {
+    await r.dispose();
+  }
+}
+
+/** PyTorch's fp32 GEMM ceiling at each setting; the fastest is reported. */
+function torchGemm(n: number): GemmRow[] {
+  return torchSettings().map((t) => {
+    const r = spawnSync(PYTHON, [TORCH_SCRIPT, '--gemm', String(n), '--steps', '10', '--threads', String(t.torchThreads)], { env: torchEnv(t), encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`train_torch.py --gemm failed (code ${r.status}): ${r.stderr}`);
+    const o = JSON.parse(r.stdout) as { torch: string; seconds: number[] };
+    const med = median(o.seconds) * 1000;
+    return { impl: `pytorch ${o.torch} (${torchLabel(t)})`, n, medianMs: med, gflops: (2 * n ** 3) / (med * 1e6) };
+  });
+}
+
+interface OpRow { op: string; msPerStep: number; share: number; nodes: number }
+interface NodeRow { node: string; op: string; msPerStep: number; shapes: string }
+
+/** Per-op-type kernel time of the train graph's runs (all but the first), from ORT's JSON profile. */
+function readProfile(file: string): { runs: number; runMs: number; kernelMs: number; ops: OpRow[]; nodes: NodeRow[] } {
+  type Ev = { cat: string; name: string; ts: number; dur: number; args?: { op_name?: string; input_type_shape?: Record<string, number[]>[] } };
+  const ev = JSON.parse(readFileSync(file, 'utf8')) as Ev[];
+  const runs = ev.filter((e) => e.name === 'model_run').sort((a, b) => a.ts - b.ts).slice(1);
+  if (!runs.length) throw new Error(`${file}: no model_run after the first (profile needs ≥ 2 steps)`);
+  const inRun = (e: Ev) => runs.some((r) => e.ts >= r.ts && e.ts <= r.ts + r.dur);
+  const ops = new Map<string, { us: number; nodes: Set<string> }>();
+  const nodes = new Map<string, { op: string; us: number; shapes: string }>();
+  let kernel = 0;
+  for (const e of ev) {
+    if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time') || !inRun(e)) continue;
+    const op = e.args?.op_name ?? '?';
+    const node = e.name.slice(0, -'_kernel_time'.length);
+    kernel += e.dur;
+    const o = ops.get(op) ?? { us: 0, nodes: new Set<string>() };
+    o.us += e.dur;
+    o.nodes.add(node);
+    ops.set(op, o);
+    const n = nodes.get(node) ?? { op, us: 0, shapes: (e.args?.input_type_shape ?? []).map((x) => `[${Object.values(x)[0]?.join(',')}]`).join(' ') };
+    n.us += e.dur;
+    nodes.set(node, n);
+  }
+  const k = runs.length * 1000;
+  return {
+    runs: runs.length,
+    runMs: runs.reduce((a, r) => a + r.dur, 0) / k,
+    kernelMs: kernel / k,
+    ops: [...ops].map(([op, o]) => ({ op, msPerStep: o.us / k, share: o.us / kernel, nodes: o.nodes.size })).sort((a, b) => b.msPerStep - a.msPerStep),
+    nodes: [...nodes].map(([node, n]) => ({ node, op: n.op, msPerStep: n.us / k, shapes: n.shapes })).sort((a, b) => b.msPerStep - a.msPerStep).slice(0, 10),
+  };
+}
+
+interface Row {
+  size: string;
+  impl: string;
+  kind: Impl['kind'];
+  steps: number;
+  msPerStep: number;
+  tokensPerSecond: number;
+  gflops: number;
+  adamMs?: number;
+  losses: number[];
+}
+
+const torchNote = flags.torch ? torchMissing() : 'skipped (--no-torch)';
+const gemm: GemmRow[] = [];
+if (flags.gemm) {
+  log(`GEMM ceiling: ${GEMM_N}³ fp32 MatMul, ${THREADS} threads`);
+  gemm.push(await ortGemm(GEMM_N));
+  if (!torchNote) gemm.push(...torchGemm(GEMM_N));
+}
+
+const rows: Row[] = [];
+const numerics: { size: string; impl: string; loss0: number; refLoss0: number; relDiff: number; ok: boolean }[] = [];
+const profiles: { size: string; file: string; profile: ReturnType<typeof readProfile> }[] = [];
+for (const s of sizes()) {
+  const cfg = configOf(s);
+  const folder = mkdtempSync(join(tmpdir(), 'arbor-bench-train-'));
+  const open: Impl[] = [];
+  try {
+    saveCheckpoint(folder, cfg, initWeights(cfg, 1));
     const rng = new Rng(7);
-    const seqs = Array.from({ length: m.batch }, () => Array.from({ length: m.seq + 1 }, () => Math.floor(rng.next() * m.config.vocabSize)));
+    const seqs = Array.from({ length: s.B }, () => Array.from({ length: s.T + 1 }, () => Math.floor(rng.next() * s.V)));
     writeFileSync(join(folder, 'batch.json'), JSON.stringify({ seqs }));
-    log(`${m.name}: ${(parameterCount(m.config) / 1e6).toFixed(2)}M parameters, batch ${m.batch} × seq ${m.seq} = ${m.batch * m.seq} tokens/step, ${STEPS} steps (first not timed), ${sequential ? 'one implementation at a time' : 'implementations interleaved step by step'}`);
-    const factories: (() => Promise<Impl>)[] = [() => torchImpl(m, folder, STEPS)];
-    if (envCore !== 'SkylakeX') factories.push(() => torchImpl(m, folder, STEPS, { coretype: 'SkylakeX' }));
-    // On a loaded 2-core machine torch's 2-thread intra-op pool stalls (measured 16× slower than
-    // 1 thread at 25M); its best setting here is a 1-thread pool with a multi-threaded BLAS.
-    if (THREADS > 1) factories.push(() => torchImpl(m, folder, STEPS, { coretype: 'SkylakeX', torchThreads: 1 }));
-    factories.push(() => arborImpl(m, seqs, 'ort', STEPS));
-    // ORT's pool also stalls under load; its 1-thread setting is shown next to it.
-    if (THREADS > 1) factories.push(() => arborImpl(m, seqs, 'ort', STEPS, 1));
-    if (!noTfjs) factories.push(() => arborImpl(m, seqs, 'tfjs', m.tfjsSteps));
-    const rec = factories.map(() => ({ losses: [] as number[], ms: [] as number[], optMs: [] as number[] }));
-    const runStep = async (im: Impl, i: number, s: number) => {
+    const flops = trainFlops(s);
+    log(`${label(s)}: ${(parameterCount(cfg) / 1e6).toFixed(2)}M parameters, ${s.B * s.T} tokens/step, ${(flops / 1e9).toFixed(1)} GFLOP/step, ${STEPS} steps (first not timed), ${flags.interleave ? 'interleaved step by step' : 'one implementation at a time'}`);
+    const factories: (() => Promise<Impl>)[] = [() => arborImpl(cfg, seqs, 'ort', STEPS)];
+    if (flags.tfjs) factories.push(() => arborImpl(cfg, seqs, 'tfjs', TFJS_STEPS));
+    if (!torchNote) for (const t of torchSettings()) factories.push(() => torchImpl(cfg, s, folder, t));
+    const rec = factories.map(() => ({ impl: '', kind: 'ort' as Impl['kind'], losses: [] as number[], ms: [] as number[], optMs: [] as number[] }));
+    const runStep = async (im: Impl, i: number, step: number) => {
       const r = await im.step();
       rec[i].losses.push(r.loss);
-      if (s > 0) {
+      if (step > 0) {
         rec[i].ms.push(r.ms);
         if (r.optMs !== undefined) rec[i].optMs.push(r.optMs);
       }
-      log(`    step ${s} ${im.impl}: loss ${r.loss.toFixed(6)}, ${r.ms.toFixed(0)} ms${s === 0 ? ' (first step: sessions/allocations; not timed)' : ''}`);
+      log(`    step ${step} ${im.impl}: loss ${r.loss.toFixed(6)}, ${r.ms.toFixed(0)} ms${step === 0 ? ' (builds sessions; not timed)' : ''}`);
     };
-    if (sequential) {
-      // One implementation at a time, closed before the next starts (nothing else of ours alive).
+    const remember = (im: Impl, i: number) => Object.assign(rec[i], { impl: im.impl, kind: im.kind });
+    if (!flags.interleave) {
       for (const [i, f] of factories.entries()) {
         const im = await f();
-        impls.push(im);
-        for (let s = 0; s < im.maxSteps; s++) await runStep(im, i, s);
+        open.push(im);
+        remember(im, i);
+        for (let step = 0; step < im.maxSteps; step++) await runStep(im, i, step);
         await im.close();
-        impls.pop();
-        names[i] = im.impl;
+        open.pop();
       }
     } else {
-      for (const f of factories) impls.push(await f());
-      impls.forEach((im, i) => (names[i] = im.impl));
-      for (let s = 0; s < STEPS; s++) {
-        // Rotate the order every step so no implementation always runs right after another.
-        for (let j = 0; j < impls.length; j++) {
-          const i = (j + s) % impls.length;
-          if (s < impls[i].maxSteps) await runStep(impls[i], i, s);
+      for (const [i, f] of factories.entries()) remember(open[open.push(await f()) - 1], i);
+      for (let step = 0; step < STEPS; step++)
+        for (let j = 0; j < open.length; j++) {
+          const i = (j + step) % open.length; // rotate so no implementation always follows the same one
+          if (step < open[i].maxSteps) await runStep(open[i], i, step);
         }
+    }
+    for (const r of rec) {
+      const ms = median(r.ms);
+      rows.push({
+        size: label(s), impl: r.impl, kind: r.kind, steps: r.ms.length, msPerStep: ms, tokensPerSecond: ((s.B * s.T) / ms) * 1000,
+        gflops: flops / (ms * 1e6), adamMs: r.optMs.length ? median(r.optMs) : undefined, losses: r.losses,
+      });
+    }
+    const ref = rec.find((r) => r.kind === 'torch') ?? rec[0];
+    for (const r of rec)
+      if (r !== ref) {
+        const rel = Math.abs(r.losses[0] - ref.losses[0]) / Math.abs(ref.losses[0]);
+        numerics.push({ size: label(s), impl: r.impl, loss0: r.losses[0], refLoss0: ref.losses[0], relDiff: rel, ok: rel <= 1e-4 });
       }
+    if (flags.profile) {
+      const dir = typeof flags.profile === 'string' ? flags.profile : join(tmpdir(), 'arbor-bench-train-profile');
+      mkdirSync(dir, { recursive: true });
+      const prefix = join(dir, `ort-${label(s).replace(/[ /]/g, '_')}`);
+      log(`    profiling the ORT step (${Math.max(3, Math.min(STEPS, 4))} steps, first not counted) → ${dir}`);
+      const im = await arborImpl(cfg, seqs, 'ort', STEPS, prefix);
+      open.push(im);
+      for (let step = 0; step < Math.max(3, Math.min(STEPS, 4)); step++) await im.step();
+      await im.model.endProfiling();
+      await im.close();
+      open.pop();
+      const file = readdirSync(dir).filter((f) => f.startsWith(`${basename(prefix)}-train_`) && f.endsWith('.json')).sort().pop();
+      if (!file) throw new Error(`ORT wrote no train-graph profile with prefix ${prefix} in ${dir}`);
+      profiles.push({ size: label(s), file: join(dir, file), profile: readProfile(join(dir, file)) });
     }
-    const rows: Result[] = names.map((impl, i) => {
-      const med = median(rec[i].ms);
-      return {
-        model: m.name, impl, params: parameterCount(m.config), tokensPerStep: m.batch * m.seq, steps: rec[i].ms.length, medianStepMs: med,
-        tokensPerSecond: ((m.batch * m.seq) / med) * 1000, losses: rec[i].losses,
-        note: rec[i].optMs.length ? `AdamW in JS: ${median(rec[i].optMs).toFixed(0)} ms/step` : undefined,
-      };
-    });
-    const ref = rows[0].losses[0];
-    for (const r of rows.slice(1)) {
-      const rel = Math.abs(r.losses[0] - ref) / Math.abs(ref);
-      numerics.push({ model: m.name, impl: r.impl, loss0: r.losses[0], torchLoss0: ref, relDiff: rel, ok: rel <= 1e-4 });
-    }
-    results.push(...rows);
   } finally {
-    for (const im of impls) await im.close();
+    for (const im of open) await im.close();
     rmSync(folder, { recursive: true, force: true });
   }
 }
 
-const bestTorch = (model: string) => results.filter((r) => r.model === model && r.impl.startsWith('pytorch')).reduce((a, b) => (a.tokensPerSecond >= b.tokensPerSecond ? a : b));
-const table = results.map((r) => ({ ...r, vsBestTorch: r.tokensPerSecond / bestTorch(r.model).tokensPerSecond }));
-if (json) console.log(JSON.stringify({ threads: THREADS, sequential, lr: LR, weightDecay: WD, results: table, numerics }, null, 2));
-else {
-  console.log(`\ntrain step = forward + backward + AdamW (lr ${LR}, wd ${WD}), ${THREADS} threads, ${sequential ? 'sequential' : 'interleaved'}; tok/s = tokens per step / median step time\n`);
-  const w = Math.max(...table.map((r) => r.impl.length));
-  console.log(`${'model'.padEnd(5)}  ${'implementation'.padEnd(w)}  ${'steps'.padStart(5)}  ${'ms/step'.padStart(8)}  ${'tok/s'.padStart(7)}  ${'× best torch'.padStart(12)}  note`);
-  for (const r of table)
-    console.log(`${r.model.padEnd(5)}  ${r.impl.padEnd(w)}  ${String(r.steps).padStart(5)}  ${r.medianStepMs.toFixed(1).padStart(8)}  ${r.tokensPerSecond.toFixed(0).padStart(7)}  ${r.vsBestTorch.toFixed(2).padStart(12)}  ${r.note ?? ''}`);
-  console.log('\nstep-0 loss (same initial weights from one safetensors file), relative to PyTorch:');
-  for (const n of numerics) console.log(`  ${n.model.padEnd(5)} ${n.impl.padEnd(w)}  ${n.loss0.toFixed(7)} vs ${n.torchLoss0.toFixed(7)}  rel ${n.relDiff.toExponential(2)}  ${n.ok ? 'ok (≤ 1e-4)' : 'MISMATCH (> 1e-4)'}`);
+const best = (size: string, kind: Impl['kind']) => rows.filter((r) => r.size === size && r.kind === kind).sort((a, b) => a.msPerStep - b.msPerStep)[0];
+const ratios = [...new Set(rows.map((r) => r.size))].map((size) => {
+  const ortRow = best(size, 'ort');
+  const torch = best(size, 'torch');
+  const tfjs = best(size, 'tfjs');
+  return {
+    size,
+    ortMs: ortRow?.msPerStep,
+    bestTorch: torch?.impl,
+    ortOverBestTorch: torch && ortRow ? ortRow.msPerStep / torch.msPerStep : undefined,
+    tfjs: tfjs?.impl,
+    tfjsOverOrt: tfjs && ortRow ? tfjs.msPerStep / ortRow.msPerStep : undefined,
+  };
+});
+const ortCeiling = gemm.find((g) => g.impl.startsWith('onnxruntime'));
+
+if (flags.json) {
+  console.log(JSON.stringify({ threads: THREADS, steps: STEPS, tfjsSteps: TFJS_STEPS, interleave: !!flags.interleave, lr: LR, weightDecay: WD, torch: torchNote ?? 'ran', gemm, results: rows, ratios, numerics, profiles }, null, 2));
+} else {
+  const f = (x: number | undefined, d = 1) => (x === undefined ? '—' : x.toFixed(d));
+  console.log(`\ntrain step = forward + backward + AdamW (lr ${LR}, wd ${WD}) on mean token cross-entropy; ${THREADS} threads; median of timed steps`);
+  console.log('GFLOP/s = executed matmul FLOPs (3× forward, full T×T attention) / step time' + (ortCeiling ? `; % = of ORT's ${GEMM_N}³ GEMM ceiling` : ''));
+  if (torchNote) console.log(`PyTorch peer: ${torchNote}`);
+  if (gemm.length) {
+    console.log(`\nfp32 GEMM ceiling (${GEMM_N}³ MatMul, median of 10):`);
+    const w = Math.max(...gemm.map((g) => g.impl.length));
+    for (const g of gemm) console.log(`  ${g.impl.padEnd(w)}  ${f(g.medianMs, 2).padStart(7)} ms  ${f(g.gflops, 0).padStart(5)} GFLOP/s`);
+  }
+  const w = Math.max(...rows.map((r) => r.impl.length));
+  const sw = Math.max(...rows.map((r) => r.size.length));
+  console.log(`\n${'size'.padEnd(sw)}  ${'implementation'.padEnd(w)}  steps   ms/step    tok/s  GFLOP/s      %  AdamW ms`);
+  for (const r of rows)
+    console.log(`${r.size.padEnd(sw)}  ${r.impl.padEnd(w)}  ${String(r.steps).padStart(5)}  ${f(r.msPerStep).padStart(8)}  ${f(r.tokensPerSecond, 0).padStart(7)}  ${f(r.gflops).padStart(7)}  ${ortCeiling ? f((100 * r.gflops) / ortCeiling.gflops, 0).padStart(5) : '    —'}  ${r.adamMs === undefined ? '' : f(r.adamMs)}`);
+  console.log('\nratios (time per step; ORT target ≤ 1.00 vs PyTorch at its best, tfjs ≥ 10× ORT):');
+  for (const r of ratios)
+    console.log(`  ${r.size.padEnd(sw)}  ORT / best PyTorch = ${f(r.ortOverBestTorch, 2)}${r.bestTorch ? ` (best: ${r.bestTorch})` : ''};  ${r.tfjs ?? 'tfjs'} / ORT = ${f(r.tfjsOverOrt, 1)}×`);
+  console.log('\nstep-0 loss (same initial weights from one safetensors file) vs ' + (torchNote ? 'ORT' : 'PyTorch') + ':');
+  for (const n of numerics) console.log(`  ${n.size.padEnd(sw)}  ${n.impl.padEnd(w)}  ${n.loss0.toFixed(7)} vs ${n.refLoss0.toFixed(7)}  rel ${n.relDiff.toExponential(2)}  ${n.ok ? 'ok (≤ 1e-4)' : 'MISMATCH (> 1e-4)'}`);
   console.log('\nlosses per step (after identical AdamW updates):');
-  for (const r of table) console.log(`  ${r.model.padEnd(5)} ${r.impl.padEnd(w)}  ${r.losses.map((l) => l.toFixed(5)).join('  ')}`);
+  for (const r of rows) console.log(`  ${r.size.padEnd(sw)}  ${r.impl.padEnd(w)}  ${r.losses.map((l) => l.toFixed(5)).join('  ')}`);
+  for (const p of profiles) {
+    const pr = p.profile;
+    console.log(`\nORT profile, ${p.size} (${p.file}): train graph ${f(pr.runMs)} ms/run, kernels ${f(pr.kernelMs)} ms, over ${pr.runs} runs`);
+    console.log(`  ${'op'.padEnd(22)} ${'ms/step'.padStart(8)} ${'share'.padStart(6)} nodes`);
+    for (const o of pr.ops.filter((o) => o.share >= 0.005)) console.log(`  ${o.op.padEnd(22)} ${f(o.msPerStep, 2).padStart(8)} ${f(100 * o.share, 1).padStart(5)}% ${String(o.nodes).padStart(5)}`);
+    console.log('  costliest nodes:');
+    for (const n of pr.nodes) console.log(`    ${f(n.msPerStep, 2).padStart(6)} ms  ${n.op.padEnd(18)} ${n.shapes}`);
+  }
 }
 if (numerics.some((n) => !n.ok)) process.exitCode = 1;

@@ -8,6 +8,7 @@ forward + backward + AdamW on the mean next-token NLL. Prints one JSON object: t
 step (step 0 = the initial weights) and the wall time of each step.
 
 usage: train_torch.py <folder> --steps N --threads 2 --lr 1e-3 --weight-decay 0.01
+       train_torch.py --gemm 1024 --steps N --threads 2   (fp32 N×N×N matmul ceiling: seconds per run)
 """
 import argparse
 import json
@@ -100,7 +101,8 @@ class Model:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("folder")
+    ap.add_argument("folder", nargs="?")
+    ap.add_argument("--gemm", type=int, default=0, help="time an N×N×N fp32 matmul instead of training")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--lr", type=float, default=1e-3)
@@ -108,6 +110,20 @@ def main():
     ap.add_argument("--serve", action="store_true", help="one step per 'step' line on stdin, one JSON line per step on stdout")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    if a.gemm:
+        n = a.gemm
+        x, y = torch.randn(n, n), torch.randn(n, n)
+        for _ in range(3):
+            x @ y
+        times = []
+        for _ in range(a.steps):
+            t0 = time.perf_counter()
+            x @ y
+            times.append(time.perf_counter() - t0)
+        print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"), "gemm": n, "seconds": times}))
+        return 0
+    if not a.folder:
+        ap.error("the model folder is required unless --gemm is given")
     cfg = json.load(open(os.path.join(a.folder, "config.json")))
     model = Model(cfg, read_safetensors(os.path.join(a.folder, "model.safetensors")))
     seqs = json.load(open(os.path.join(a.folder, "batch.json")))["seqs"]
