@@ -129,6 +129,9 @@ export function transformer<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, 
 /** Logits from hidden states [..., D] → [..., V]. */
 export function lmHead<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, hidden: T): T {
   const head = c.tieWordEmbeddings ? w['model.embed_tokens.weight'] : w['lm_head.weight'];
+  // [B, T, D] goes through `linear` (tokens flattened) so the head's weight gradient is one
+  // [D, B·T] × [B·T, V] GEMM, not B batched products summed afterwards (3.5× slower at V 8192).
+  if (o.shape(hidden).length === 3) return linear(o, hidden, head);
   return o.matmul(hidden, o.transpose(head, [1, 0]));
 }
 

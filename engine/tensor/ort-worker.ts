@@ -1,7 +1,7 @@
 /** Worker thread hosting one ONNX Runtime session (see ./ort.ts). */
 import { parentPort, workerData } from 'node:worker_threads';
 import type { Tensor } from 'onnxruntime-node';
-import type { HostTensor } from './host';
+import { allocData, type HostTensor } from './host';
 import { fromOrtTensor, ort, sessionOptions, toOrtTensor, type RunnerOptions } from './ort';
 
 const { model, opts } = workerData as { model: Uint8Array; opts: RunnerOptions };
@@ -16,9 +16,18 @@ async function start(): Promise<void> {
     return;
   }
   const s = session;
-  parentPort!.on('message', async (m: { type: string; id: number; feeds: Record<string, HostTensor>; outputs: string[] }) => {
+  parentPort!.on('message', async (m: { type: string; id: number; feeds: Record<string, HostTensor>; outputs: string[]; staged: Record<string, { dtype: HostTensor['dtype']; shape: number[]; shared: SharedArrayBuffer }> }) => {
     if (m.type === 'persist') {
-      Object.assign(persistent, m.feeds);
+      // Copy each staged feed into this worker's own buffer (allocated once per size).
+      for (const [name, st] of Object.entries(m.staged)) {
+        const cur = persistent[name];
+        if (!cur || cur.dtype !== st.dtype || cur.data.byteLength !== st.shared.byteLength) {
+          const data = allocData(st.dtype, st.shared.byteLength / allocData(st.dtype, 0).BYTES_PER_ELEMENT);
+          persistent[name] = { dtype: st.dtype, shape: st.shape, data };
+        } else persistent[name] = { ...cur, shape: st.shape };
+        const d = persistent[name].data;
+        new Uint8Array(d.buffer, d.byteOffset, d.byteLength).set(new Uint8Array(st.shared));
+      }
       return;
     }
     if (m.type === 'endProfiling') {
