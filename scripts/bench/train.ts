@@ -25,7 +25,8 @@
  *
  * Numerics: initial weights are written once (HF folder, safetensors) and read by every
  * implementation, so their step-0 losses must agree within 1e-4 relative (exit code 1 otherwise).
- * Step 0 also builds sessions and is not timed; times are medians of the later steps. Each
+ * The first `--warmup` steps (2; tfjs 1) build sessions, grow allocators and touch the AdamW
+ * moments for the first time, and are not timed; times are medians of the later steps. Each
  * implementation runs alone (`--interleave` instead rotates one step each, sharing background
  * load, at the price of idle runtimes' spinning threads slowing the one that steps).
  *
@@ -67,7 +68,8 @@ const cli = new Command('bench:train')
   .option('--batch <n>', 'batch size B', positive('--batch'))
   .option('--vocab <n>', 'vocabulary size V', positive('--vocab'))
   .option('--threads <n>', 'intra-op threads for every implementation', positive('--threads'), 2)
-  .option('--steps <n>', 'steps per implementation (the first is not timed)', positive('--steps'))
+  .option('--steps <n>', 'steps per implementation, warm-up included (default 8; --quick 4)', positive('--steps'))
+  .option('--warmup <n>', 'untimed first steps of ORT and PyTorch (tfjs: 1)', (v) => (v === '0' ? 0 : positive('--warmup')(v)), 2)
   .option('--tfjs-steps <n>', 'steps for the tfjs interpreter (default: min(steps, 3))', positive('--tfjs-steps'))
   .addOption(new Option('--tfjs-backend <name>', 'tfjs backend (default: the best present)').choices(['tensorflow-gpu', 'tensorflow', 'wasm', 'cpu']))
   .option('--quick', 'first size only, 3 steps')
@@ -80,14 +82,18 @@ const cli = new Command('bench:train')
   .parse();
 const flags = cli.opts<{
   layers?: number; dModel?: number; heads?: number; kvHeads?: number; ffn?: number; seq?: number; batch?: number; vocab?: number;
-  threads: number; steps?: number; tfjsSteps?: number; tfjsBackend?: string; quick?: boolean; profile?: string | boolean;
+  threads: number; steps?: number; warmup: number; tfjsSteps?: number; tfjsBackend?: string; quick?: boolean; profile?: string | boolean;
   tfjs: boolean; torch: boolean; gemm: boolean; interleave?: boolean; json?: boolean;
 }>();
 
 const THREADS = flags.threads;
-const STEPS = flags.steps ?? (flags.quick ? 3 : 6);
-if (STEPS < 2) cli.error('--steps must be at least 2 (the first step is not timed)');
+const STEPS = flags.steps ?? (flags.quick ? 4 : 8);
+const WARMUP = flags.warmup;
+if (STEPS <= WARMUP) cli.error(`--steps ${STEPS} must exceed --warmup ${WARMUP} (warm-up steps are not timed)`);
+// tfjs steps take seconds to minutes; one untimed step (kernel set-up) is enough there.
 const TFJS_STEPS = flags.tfjsSteps ?? Math.min(STEPS, 3);
+const TFJS_WARMUP = 1;
+if (flags.tfjs && TFJS_STEPS < 2) cli.error('--tfjs-steps must be at least 2 (the first step is not timed)');
 const LR = 1e-3;
 const WD = 0.01;
 const GEMM_N = 1024;
@@ -141,6 +147,7 @@ interface Impl {
   impl: string;
   kind: 'ort' | 'tfjs' | 'torch';
   maxSteps: number;
+  warmup: number;
   step(): Promise<{ loss: number; ms: number; optMs?: number }>;
   close(): Promise<void>;
 }
@@ -154,6 +161,7 @@ async function arborImpl(cfg: ModelConfig, seqs: number[][], backend: Backend, m
     impl,
     kind: backend,
     maxSteps,
+    warmup: backend === 'tfjs' ? TFJS_WARMUP : WARMUP,
     model,
     async step() {
       const t0 = performance.now();
@@ -213,6 +221,7 @@ async function torchImpl(cfg: ModelConfig, s: Size, folder: string, t: TorchSett
     impl: `pytorch ${info.torch} (${torchLabel(t)})`,
     kind: 'torch',
     maxSteps: STEPS,
+    warmup: WARMUP,
     async step() {
       p.stdin.write('step\n');
       const r = (await next()) as { loss: number; seconds: number };
@@ -266,12 +275,12 @@ function torchGemm(n: number): GemmRow[] {
 interface OpRow { op: string; msPerStep: number; share: number; nodes: number }
 interface NodeRow { node: string; op: string; msPerStep: number; shapes: string }
 
-/** Per-op-type kernel time of the train graph's runs (all but the first), from ORT's JSON profile. */
-function readProfile(file: string): { runs: number; runMs: number; kernelMs: number; ops: OpRow[]; nodes: NodeRow[] } {
+/** Per-op-type kernel time of the train graph's runs (after `skip` warm-up runs), from ORT's JSON profile. */
+function readProfile(file: string, skip: number): { runs: number; runMs: number; kernelMs: number; ops: OpRow[]; nodes: NodeRow[] } {
   type Ev = { cat: string; name: string; ts: number; dur: number; args?: { op_name?: string; input_type_shape?: Record<string, number[]>[] } };
   const ev = JSON.parse(readFileSync(file, 'utf8')) as Ev[];
-  const runs = ev.filter((e) => e.name === 'model_run').sort((a, b) => a.ts - b.ts).slice(1);
-  if (!runs.length) throw new Error(`${file}: no model_run after the first (profile needs ≥ 2 steps)`);
+  const runs = ev.filter((e) => e.name === 'model_run').sort((a, b) => a.ts - b.ts).slice(skip);
+  if (!runs.length) throw new Error(`${file}: no model_run after ${skip} warm-up runs`);
   const inRun = (e: Ev) => runs.some((r) => e.ts >= r.ts && e.ts <= r.ts + r.dur);
   const ops = new Map<string, { us: number; nodes: Set<string> }>();
   const nodes = new Map<string, { op: string; us: number; shapes: string }>();
@@ -332,7 +341,7 @@ for (const s of sizes()) {
     const seqs = Array.from({ length: s.B }, () => Array.from({ length: s.T + 1 }, () => Math.floor(rng.next() * s.V)));
     writeFileSync(join(folder, 'batch.json'), JSON.stringify({ seqs }));
     const flops = trainFlops(s);
-    log(`${label(s)}: ${(parameterCount(cfg) / 1e6).toFixed(2)}M parameters, ${s.B * s.T} tokens/step, ${(flops / 1e9).toFixed(1)} GFLOP/step, ${STEPS} steps (first not timed), ${flags.interleave ? 'interleaved step by step' : 'one implementation at a time'}`);
+    log(`${label(s)}: ${(parameterCount(cfg) / 1e6).toFixed(2)}M parameters, ${s.B * s.T} tokens/step, ${(flops / 1e9).toFixed(1)} GFLOP/step, ${STEPS} steps (${WARMUP} warm-up), ${flags.interleave ? 'interleaved step by step' : 'one implementation at a time'}`);
     const factories: (() => Promise<Impl>)[] = [() => arborImpl(cfg, seqs, 'ort', STEPS)];
     if (flags.tfjs) factories.push(() => arborImpl(cfg, seqs, 'tfjs', TFJS_STEPS));
     if (!torchNote) for (const t of torchSettings()) factories.push(() => torchImpl(cfg, s, folder, t));
@@ -340,11 +349,11 @@ for (const s of sizes()) {
     const runStep = async (im: Impl, i: number, step: number) => {
       const r = await im.step();
       rec[i].losses.push(r.loss);
-      if (step > 0) {
+      if (step >= im.warmup) {
         rec[i].ms.push(r.ms);
         if (r.optMs !== undefined) rec[i].optMs.push(r.optMs);
       }
-      log(`    step ${step} ${im.impl}: loss ${r.loss.toFixed(6)}, ${r.ms.toFixed(0)} ms${step === 0 ? ' (builds sessions; not timed)' : ''}`);
+      log(`    step ${step} ${im.impl}: loss ${r.loss.toFixed(6)}, ${r.ms.toFixed(0)} ms${step < im.warmup ? ' (warm-up; not timed)' : ''}`);
     };
     const remember = (im: Impl, i: number) => Object.assign(rec[i], { impl: im.impl, kind: im.kind });
     if (!flags.interleave) {
@@ -381,16 +390,17 @@ for (const s of sizes()) {
       const dir = typeof flags.profile === 'string' ? flags.profile : join(tmpdir(), 'arbor-bench-train-profile');
       mkdirSync(dir, { recursive: true });
       const prefix = join(dir, `ort-${label(s).replace(/[ /]/g, '_')}`);
-      log(`    profiling the ORT step (${Math.max(3, Math.min(STEPS, 4))} steps, first not counted) → ${dir}`);
+      const profSteps = WARMUP + 3;
+      log(`    profiling the ORT step (${profSteps} steps, ${WARMUP} warm-up not counted) → ${dir}`);
       const im = await arborImpl(cfg, seqs, 'ort', STEPS, prefix);
       open.push(im);
-      for (let step = 0; step < Math.max(3, Math.min(STEPS, 4)); step++) await im.step();
+      for (let step = 0; step < profSteps; step++) await im.step();
       await im.model.endProfiling();
       await im.close();
       open.pop();
       const file = readdirSync(dir).filter((f) => f.startsWith(`${basename(prefix)}-train_`) && f.endsWith('.json')).sort().pop();
       if (!file) throw new Error(`ORT wrote no train-graph profile with prefix ${prefix} in ${dir}`);
-      profiles.push({ size: label(s), file: join(dir, file), profile: readProfile(join(dir, file)) });
+      profiles.push({ size: label(s), file: join(dir, file), profile: readProfile(join(dir, file), WARMUP) });
     }
   } finally {
     for (const im of open) await im.close();
@@ -415,10 +425,10 @@ const ratios = [...new Set(rows.map((r) => r.size))].map((size) => {
 const ortCeiling = gemm.find((g) => g.impl.startsWith('onnxruntime'));
 
 if (flags.json) {
-  console.log(JSON.stringify({ threads: THREADS, steps: STEPS, tfjsSteps: TFJS_STEPS, interleave: !!flags.interleave, lr: LR, weightDecay: WD, torch: torchNote ?? 'ran', gemm, results: rows, ratios, numerics, profiles }, null, 2));
+  console.log(JSON.stringify({ threads: THREADS, steps: STEPS, warmup: WARMUP, tfjsSteps: TFJS_STEPS, tfjsWarmup: TFJS_WARMUP, interleave: !!flags.interleave, lr: LR, weightDecay: WD, torch: torchNote ?? 'ran', gemm, results: rows, ratios, numerics, profiles }, null, 2));
 } else {
   const f = (x: number | undefined, d = 1) => (x === undefined ? '—' : x.toFixed(d));
-  console.log(`\ntrain step = forward + backward + AdamW (lr ${LR}, wd ${WD}) on mean token cross-entropy; ${THREADS} threads; median of timed steps`);
+  console.log(`\ntrain step = forward + backward + AdamW (lr ${LR}, wd ${WD}) on mean token cross-entropy; ${THREADS} threads; median of the steps after ${WARMUP} warm-up (tfjs: ${TFJS_WARMUP})`);
   console.log('GFLOP/s = executed matmul FLOPs (3× forward, full T×T attention) / step time' + (ortCeiling ? `; % = of ORT's ${GEMM_N}³ GEMM ceiling` : ''));
   if (torchNote) console.log(`PyTorch peer: ${torchNote}`);
   if (gemm.length) {
