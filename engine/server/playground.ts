@@ -8,9 +8,11 @@
  *   { chatId, type: 'turn', text, tokens }     a model turn ended (its exact decoded text)
  *   { chatId, type: 'tool_call', name, args }  a call parsed from that turn
  *   { chatId, type: 'observation', name, content, error? }  what the tool returned
- *   { chatId, type: 'done', text, reason }     the episode ended
+ *   { chatId, type: 'done', text, reason, stopped? }  the episode ended (stopped: by playground.cancel)
  *   { chatId, type: 'error', message }         it failed (the request also fails)
- * The request resolves with the whole transcript when the episode ends.
+ * The request resolves with the whole transcript when the episode ends. `playground.cancel`
+ * with the chat's id stops it between two decoded tokens or before its tool calls run: the
+ * chat then ends normally, `reason` "stopped by the user", with what was generated so far.
  */
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -49,7 +51,12 @@ export interface ChatResult {
   dataset?: string;
   transcript: TranscriptEntry[];
   reason: string;
+  /** True when playground.cancel stopped the chat. */
+  stopped?: boolean;
 }
+
+/** Thrown inside a chat's decode/tool steps once it is cancelled; caught by `run`. */
+class ChatCancelled extends Error {}
 
 /** Episode limits and sampling for a chat (from the run's config when it has them). */
 export interface ChatSettings {
@@ -93,6 +100,10 @@ export class Playground {
   private loaded: Loaded | null = null;
   private chain: Promise<unknown> = Promise.resolve();
   private corpora = new Map<string, Map<string, Tool>>();
+  /** Ids of chats asked to stop (queued or running); removed when the chat ends. */
+  private cancelled = new Set<string>();
+  /** Ids of chats accepted and not yet ended. */
+  private active = new Set<string>();
 
   constructor(private readonly engine: EngineServer) {}
 
@@ -142,24 +153,44 @@ export class Playground {
 
   /** Run one chat; events go to `client` as they happen. Chats are served one after another. */
   chat(req: ChatRequest, client: Client): Promise<ChatResult> {
-    const run = this.chain.then(() => this.run(req, client));
+    const chatId = req.chatId ?? randomUUID();
+    if (this.active.has(chatId)) return Promise.reject(new Error(`playground.chat: chat "${chatId}" is already running (give each chat its own chatId)`));
+    this.active.add(chatId);
+    const run = this.chain.then(() => this.run(req, chatId, client)).finally(() => {
+      this.active.delete(chatId);
+      this.cancelled.delete(chatId);
+    });
     this.chain = run.catch(() => undefined);
     return run;
   }
 
-  private async run(req: ChatRequest, client: Client): Promise<ChatResult> {
-    const chatId = req.chatId ?? randomUUID();
+  /** Stop a queued or running chat; false when no chat of that id is waiting or running. */
+  cancel(chatId: string): { cancelled: boolean } {
+    if (!this.active.has(chatId)) return { cancelled: false };
+    this.cancelled.add(chatId);
+    return { cancelled: true };
+  }
+
+  private async run(req: ChatRequest, chatId: string, client: Client): Promise<ChatResult> {
     const emit = (data: Record<string, unknown>) => client.send({ event: 'chat', data: { chatId, ...data } });
+    const checkCancelled = () => {
+      if (this.cancelled.has(chatId)) throw new ChatCancelled();
+    };
+    const transcript: TranscriptEntry[] = [];
+    // Text of the model turn being generated, for a cancel in the middle of it.
+    let partial = '';
+    let partialTokens = 0;
+    let resolved: ReturnType<Playground['resolve']> | undefined;
     try {
+      checkCancelled();
       if (!req.messages.some((m) => m.role === 'user')) throw new Error('playground.chat: messages has no user message');
-      const ck = this.resolve(req.checkpoint);
+      const ck = (resolved = this.resolve(req.checkpoint));
       const { model, tok } = await this.load(ck.path);
       const s = ck.settings;
       const maxTotalLength = Math.min(s.maxTotalLength, model.config.maxPositionEmbeddings);
       const allTools = this.tools(s);
       const enabled = req.tools ? new Map([...allTools].filter(([name]) => req.tools!.includes(name))) : allTools;
       const format = searchR1Format({ maxQueries: 2 });
-      const transcript: TranscriptEntry[] = [];
       const promptText = tok.renderChat(req.messages.map((m) => ({ role: m.role, content: m.content })), { addGenerationPrompt: true });
       const promptIds = tok.encode(promptText);
       if (promptIds.length >= maxTotalLength) throw new Error(`the conversation is ${promptIds.length} tokens, the checkpoint's limit is ${maxTotalLength}; clear the chat`);
@@ -169,6 +200,8 @@ export class Playground {
       const stream = { calls: 0, turnIds: [] as number[], sent: '', skipNext: false };
       const flush = () => {
         const text = tok.decode(stream.turnIds);
+        partial = text;
+        partialTokens = stream.turnIds.length;
         if (text.length > stream.sent.length && text.startsWith(stream.sent)) emit({ type: 'token', text: text.slice(stream.sent.length) });
         stream.sent = text;
       };
@@ -179,6 +212,7 @@ export class Playground {
         maxLength: base.maxLength,
         release: (slot) => base.release(slot),
         async extend(items) {
+          checkCancelled();
           if (stream.calls++ > 0 && items[0]) {
             if (stream.skipNext) stream.skipNext = false;
             else {
@@ -198,9 +232,12 @@ export class Playground {
           transcript.push({ role: 'assistant', content: turn.text, tokens: turn.tokenIds.length });
           stream.turnIds = [];
           stream.sent = '';
+          partial = '';
+          partialTokens = 0;
           stream.skipNext = true;
           const parsed = format.parse(turn.text);
           if (parsed.answer !== undefined || (parsed.calls.length === 0 && turn.stopReason === 'stop_token')) return { done: true };
+          checkCancelled();
           for (const c of parsed.calls) {
             emit({ type: 'tool_call', name: c.name, args: c.args });
             transcript.push({ role: 'tool_call', name: c.name, args: c.args });
@@ -233,6 +270,14 @@ export class Playground {
       const corpus = s.dataset ? { dataset: s.dataset } : { world: s.world };
       return { chatId, checkpoint: { id: ck.id, path: ck.path, step: ck.step, runId: ck.runId }, ...corpus, transcript, reason };
     } catch (e) {
+      if (e instanceof ChatCancelled) {
+        const reason = 'stopped by the user';
+        if (partial) transcript.push({ role: 'assistant', content: partial, tokens: partialTokens });
+        emit({ type: 'done', text: partial, reason, stopped: true });
+        const ck = resolved;
+        const corpus = ck ? (ck.settings.dataset ? { dataset: ck.settings.dataset } : { world: ck.settings.world }) : {};
+        return { chatId, checkpoint: ck ? { id: ck.id, path: ck.path, step: ck.step, runId: ck.runId } : { id: req.checkpoint, path: '' }, ...corpus, transcript, reason, stopped: true };
+      }
       const message = e instanceof Error ? e.message : String(e);
       emit({ type: 'error', message });
       throw e;
@@ -245,9 +290,10 @@ export class Playground {
   }
 }
 
-/** Register playground.chat on the engine. */
+/** Register playground.chat and playground.cancel on the engine. */
 export function registerPlayground(engine: EngineServer): Playground {
   const p = new Playground(engine);
   engine.on('playground.chat', (params: ChatRequest, client: Client) => p.chat(params, client));
+  engine.on('playground.cancel', (params: { chatId: string }) => p.cancel(params.chatId));
   return p;
 }

@@ -46,6 +46,7 @@ export const methods = {
   'sandbox.tryTool': z.object({ source: z.string(), path: z.string().optional(), tool: z.string().optional(), args: z.unknown() }),
   'sandbox.tryReward': z.object({ source: z.string(), path: z.string().optional(), trajectoryId: z.string().min(1) }),
   'playground.chat': z.object({ checkpoint: z.string().min(1), messages: z.array(z.object({ role: z.string(), content: z.string(), name: z.string().optional() })), tools: z.array(z.string()).optional(), chatId: z.string().optional() }),
+  'playground.cancel': z.object({ chatId: z.string().min(1) }),
 } as const;
 
 export type Method = keyof typeof methods;

@@ -44,6 +44,9 @@ export function rpcOverTransport(t: Transport): RpcClient {
   };
 }
 
+/** A fresh id naming one playground chat (its events and its cancel request carry it). */
+export const newChatId = (): string => `chat-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+
 export function connectEngine(): ArborApi {
   const transport = window.arbor ? preloadTransport(window.arbor) : webSocketTransport(engineWsUrl(window.location));
   return adaptClient(rpcOverTransport(transport), transport);
@@ -79,16 +82,16 @@ export function adaptClient(rpc: RpcClient, transport: Pick<Transport, 'onState'
     // ({chatId, type: token | turn | tool_call | observation | done | error, ...}) as generation
     // goes, and answers the request with the whole transcript when the episode ends.
     chat(req, onEvent) {
-      const chatId = `chat-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+      const chatId = req.chatId ?? newChatId();
       const off = rpc.onEvent((event, data) => {
         if (event !== 'chat') return;
         const { chatId: id, ...e } = data as { chatId: string } & ChatEvent;
         if (id === chatId) onEvent(e as ChatEvent);
       });
-      return call<{ world?: number; dataset?: string; reason?: string }>('playground.chat', { ...req, chatId }).then(
+      return call<{ world?: number; dataset?: string; reason?: string; stopped?: boolean }>('playground.chat', { ...req, chatId }).then(
         (r) => {
           off();
-          return { world: r?.world, dataset: r?.dataset, reason: r?.reason };
+          return { world: r?.world, dataset: r?.dataset, reason: r?.reason, stopped: r?.stopped };
         },
         (err) => {
           off();
@@ -96,6 +99,7 @@ export function adaptClient(rpc: RpcClient, transport: Pick<Transport, 'onState'
         },
       );
     },
+    cancelChat: (chatId) => call('playground.cancel', { chatId }),
     onEvent(cb) {
       return rpc.onEvent((event, data) => {
         if (event === 'chat') return;

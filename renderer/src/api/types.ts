@@ -119,7 +119,8 @@ export type ChatEvent =
   | { type: 'turn'; text: string; tokens: number }
   | { type: 'tool_call'; name: string; args: unknown }
   | { type: 'observation'; name: string; content: string; error?: string }
-  | { type: 'done'; text?: string; reason?: string }
+  /** the episode ended; `stopped` when playground.cancel stopped it */
+  | { type: 'done'; text?: string; reason?: string; stopped?: boolean }
   | { type: 'error'; message: string };
 
 export interface ChatMessage {
@@ -163,7 +164,9 @@ export interface ArborApi {
   tryReward(req: { source: string; path?: string; trajectoryId: string }): Promise<TryResult>;
   listCheckpoints(runId?: string): Promise<Checkpoint[]>;
   /** Resolves with what the engine reports about the episode (the world or dataset its search tool read, why it ended). */
-  chat(req: { checkpoint: string; messages: ChatMessage[]; tools?: string[] }, onEvent: (e: ChatEvent) => void): Promise<{ world?: number; dataset?: string; reason?: string }>;
+  chat(req: { checkpoint: string; messages: ChatMessage[]; tools?: string[]; chatId?: string }, onEvent: (e: ChatEvent) => void): Promise<{ world?: number; dataset?: string; reason?: string; stopped?: boolean }>;
+  /** Stop a running chat (it ends with what was generated so far); false if it had already ended. */
+  cancelChat(chatId: string): Promise<{ cancelled: boolean }>;
   onEvent(cb: (e: EngineEvent) => void): () => void;
   onConnection(cb: (s: ConnectionState) => void): () => void;
 }

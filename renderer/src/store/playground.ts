@@ -1,4 +1,5 @@
 import type { ArborApi, ChatMessage, Checkpoint } from '../api/types';
+import { newChatId } from '../api/connection';
 import type { Get, Set } from './index';
 
 /** One entry of the transcript as shown: messages plus tool calls/observations as they happen. */
@@ -15,11 +16,15 @@ export interface PlaygroundSlice {
   checkpointId: string;
   transcript: TranscriptItem[];
   chatting: boolean;
+  /** id of the chat being generated (for Stop) */
+  chatId: string | null;
   /** what the checkpoint's search tool read in the last chat: a world seed or a dataset file */
   chatCorpus: string | null;
   loadCheckpoints(): Promise<void>;
   setCheckpoint(id: string): void;
   send(text: string): Promise<void>;
+  /** Stop the running chat; it ends with the text generated so far. */
+  stopChat(): Promise<void>;
   clearChat(): void;
 }
 
@@ -40,6 +45,7 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
     checkpointId: '',
     transcript: [],
     chatting: false,
+    chatId: null,
     chatCorpus: null,
     async loadCheckpoints() {
       try {
@@ -55,10 +61,11 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
       const s = get();
       if (!s.checkpointId || s.chatting) return;
       const transcript: TranscriptItem[] = [...s.transcript, { kind: 'user', text }];
-      set({ transcript, chatting: true });
+      const chatId = newChatId();
+      set({ transcript, chatting: true, chatId });
       const push = (it: TranscriptItem) => set({ transcript: [...get().transcript, it] });
       try {
-        const r = await api.chat({ checkpoint: s.checkpointId, messages: transcriptToMessages(transcript) }, (e) => {
+        const r = await api.chat({ checkpoint: s.checkpointId, messages: transcriptToMessages(transcript), chatId }, (e) => {
           const items = get().transcript;
           const last = items[items.length - 1];
           if (e.type === 'token') {
@@ -75,7 +82,8 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
             push({ kind: 'observation', name: e.name, content: e.content, error: e.error });
           } else if (e.type === 'done') {
             if (last?.kind === 'assistant') set({ transcript: [...items.slice(0, -1), { ...last, done: true }] });
-            if (e.reason && /limit/.test(e.reason)) push({ kind: 'note', text: `The model ${e.reason}.` });
+            if (e.stopped) push({ kind: 'note', text: 'Stopped: the answer above is what the model had generated so far.' });
+            else if (e.reason && /limit/.test(e.reason)) push({ kind: 'note', text: `The model ${e.reason}.` });
           }
           // 'error' events also fail the request; the catch below shows them once.
         });
@@ -83,7 +91,16 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
       } catch (err) {
         push({ kind: 'error', message: get().reportError('Playground', err) });
       } finally {
-        set({ chatting: false });
+        set({ chatting: false, chatId: null });
+      }
+    },
+    async stopChat() {
+      const { chatId } = get();
+      if (!chatId) return;
+      try {
+        await api.cancelChat(chatId);
+      } catch (err) {
+        get().reportError('Stopping the chat', err);
       }
     },
   };

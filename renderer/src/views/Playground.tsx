@@ -57,6 +57,7 @@ export function PlaygroundView() {
       </div>
       <div className="toolbar">
         <textarea rows={3} style={{ flex: 1 }} value={text} onChange={(e) => setText(e.target.value)} onKeyDown={(e) => { if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); send(); } }} placeholder="Ask the model; Enter sends, Shift+Enter for a newline" data-testid="chat-input" />
+        {chatting ? <button onClick={() => void a.stopChat()} data-testid="chat-stop" title="Stop generating; keep what the model wrote so far">Stop</button> : null}
         <button className="primary" disabled={!checkpointId || chatting} onClick={send} data-testid="chat-send">{chatting ? '…' : 'Send'}</button>
       </div>
     </div>

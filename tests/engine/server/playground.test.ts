@@ -12,12 +12,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { initTinyModel } from '../../../engine/cli/commands/init-model';
-import { loadCheckpoint, saveCheckpoint } from '../../../engine/model/checkpoint';
-import { HfTokenizer } from '../../../engine/model/tokenizer';
 import { generateWorld } from '../../../engine/env/multihop';
 import { createEngine } from '../../../engine/server/engine';
 import { chatSettings } from '../../../engine/server/playground';
 import type { EngineServer } from '../../../engine/server/server';
+import { bigramModel } from './fixtures/bigram-model';
 
 const home = mkdtempSync(join(tmpdir(), 'arbor-playground-'));
 const modelDir = join(home, 'model');
@@ -27,29 +26,6 @@ const city = world.cities[0]!.name.toLowerCase();
 const country = world.cities[0]!.country.toLowerCase();
 let engine: EngineServer;
 let checkpointId: string;
-
-/** Rewrite the folder's weights so greedy decoding follows `bigrams` (current token → next token). */
-function bigramModel(folder: string, bigrams: [string, string][]) {
-  const tok = HfTokenizer.load(folder);
-  const id = (t: string) => {
-    const i = tok.tokenId(t);
-    if (i === undefined) throw new Error(`token ${t} not in the vocabulary`);
-    return i;
-  };
-  const { config, weights } = loadCheckpoint(folder);
-  const D = config.hiddenSize;
-  for (const [name, w] of weights) if (/o_proj\.weight$|down_proj\.weight$/.test(name)) w.fill(0);
-  const emb = weights.get('model.embed_tokens.weight')!;
-  const head = new Float32Array(config.vocabSize * D);
-  for (const [from, to] of bigrams) {
-    const f = id(from);
-    const row = emb.subarray(f * D, (f + 1) * D);
-    const norm = Math.hypot(...row);
-    for (let d = 0; d < D; d++) head[id(to) * D + d] += (20 * row[d]!) / norm;
-  }
-  weights.set('lm_head.weight', head);
-  saveCheckpoint(folder, { ...config, tieWordEmbeddings: false }, weights);
-}
 
 /** One protocol request through the engine as a client would send it; collects the events it pushes. */
 async function request(method: string, params: unknown) {
@@ -161,6 +137,52 @@ describe('playground.chat', () => {
     expect(reply.result).toMatchObject({ dataset: file });
     expect(reply.result.world).toBeUndefined();
     expect(String(events.find((e) => e.type === 'observation')!.content)).toContain('quiet harbour town on the north coast');
+  });
+
+  it('stops a running chat on playground.cancel, keeps the partial answer, and serves the next chat', async () => {
+    // A folder whose chain never ends a turn (city → city …) under a 200-token turn limit.
+    const longDir = join(home, 'long');
+    initTinyModel(longDir, { task: 'multihop', seed: 7, hidden: 32, layers: 1, heads: 4, maxLength: 256 });
+    bigramModel(longDir, [['assistant', city], [city, city]]);
+    const store = engine.store!;
+    const runId = store.createRun({ name: 'long', template: 'multihop', config: { task: { kind: 'multihop', eval_seed: WORLD }, rollout: { max_turns: 1, max_new_tokens: 200, max_total_length: 256 } } });
+    const ck = store.addCheckpoint(runId, 1, longDir);
+    const events: Record<string, unknown>[] = [];
+    let cancelReply: unknown;
+    const reply = await new Promise<{ result?: any; error?: { message: string } }>((resolve) => {
+      const client = {
+        send(m: any) {
+          if (m.event === 'chat') {
+            events.push(m.data);
+            // Cancel from the client as soon as the first token arrives.
+            if (m.data.type === 'token' && cancelReply === undefined) {
+              cancelReply = null;
+              void engine.handle(client, { id: 9, method: 'playground.cancel', params: { chatId: 'long' } });
+            }
+          } else if (m.id === 9) cancelReply = m.result;
+          else if (m.id === 8) resolve(m);
+        },
+      };
+      void engine.handle(client, { id: 8, method: 'playground.chat', params: { checkpoint: ck, messages: [{ role: 'user', content: city }], chatId: 'long' } });
+    });
+    expect(reply.error).toBeUndefined();
+    expect(cancelReply).toEqual({ cancelled: true });
+    const tokens = events.filter((e) => e.type === 'token');
+    expect(tokens.length).toBeGreaterThan(0);
+    expect(tokens.length).toBeLessThan(100); // stopped long before the 200-token limit
+    const done = events[events.length - 1]!;
+    expect(done).toMatchObject({ type: 'done', reason: 'stopped by the user', stopped: true });
+    const partial = tokens.map((e) => e.text).join('');
+    expect(done.text).toBe(partial);
+    expect(partial).toContain(city);
+    expect(reply.result).toMatchObject({ chatId: 'long', stopped: true, reason: 'stopped by the user', world: WORLD });
+    expect(reply.result.transcript).toEqual([{ role: 'assistant', content: partial, tokens: expect.any(Number) }]);
+    // A finished chat cannot be cancelled; the playground serves the next chat normally.
+    expect((await request('playground.cancel', { chatId: 'long' })).reply.result).toEqual({ cancelled: false });
+    const next = await request('playground.chat', { checkpoint: checkpointId, messages: [{ role: 'user', content: `where is ${city} ?` }], chatId: 'after' });
+    expect(next.reply.error).toBeUndefined();
+    expect(next.events[next.events.length - 1]).toMatchObject({ type: 'done', text: `<answer> ${country} </answer>` });
+    expect(next.reply.result.stopped).toBeUndefined();
   });
 
   it('names the checkpoint it cannot find, as an error event and a failed request', async () => {

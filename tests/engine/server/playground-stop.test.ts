@@ -1,0 +1,88 @@
+// The Playground's Stop through the real client: the zustand store talks WebSocket to a real
+// engine (createEngine: playground registered) chatting with a real model folder whose greedy
+// decoding never ends a turn (a bigram loop, 200-token turn limit). Stop must end the chat
+// early, keep the streamed partial answer as a finished assistant message with a "Stopped" note,
+// and leave the store ready for the next message.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocket as NodeWebSocket } from 'ws';
+import { initTinyModel } from '../../../engine/cli/commands/init-model';
+import { generateWorld } from '../../../engine/env/multihop';
+import { createEngine } from '../../../engine/server/engine';
+import type { EngineServer } from '../../../engine/server/server';
+import { serveWebSocket, type WebServer } from '../../../engine/server/transports';
+import { adaptClient, rpcOverTransport } from '../../../renderer/src/api/connection';
+import { webSocketTransport, type Transport } from '../../../renderer/src/api/transports';
+import { createArborStore, type ArborStore } from '../../../renderer/src/store';
+import { bigramModel } from './fixtures/bigram-model';
+
+let home: string;
+let engine: EngineServer;
+let web: WebServer;
+let transport: Transport;
+let store: ArborStore;
+let checkpoint: string;
+const city = generateWorld(1001).cities[0]!.name.toLowerCase();
+
+const until = async (cond: () => boolean, what: string, ms = 30_000) => {
+  const t0 = Date.now();
+  while (!cond()) {
+    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+};
+
+beforeAll(async () => {
+  home = mkdtempSync(join(tmpdir(), 'arbor-stop-'));
+  const dir = join(home, 'model');
+  initTinyModel(dir, { task: 'multihop', seed: 7, hidden: 32, layers: 1, heads: 4, maxLength: 256 });
+  bigramModel(dir, [['assistant', city], [city, city]]);
+  engine = await createEngine({ home });
+  const runId = engine.store!.createRun({ name: 'long', template: 'multihop', config: { task: { kind: 'multihop', eval_seed: 1001 }, rollout: { max_turns: 1, max_new_tokens: 200, max_total_length: 256 } } });
+  checkpoint = engine.store!.addCheckpoint(runId, 1, dir);
+  web = await serveWebSocket(engine);
+  transport = webSocketTransport(`ws://127.0.0.1:${web.port}/ws?token=${web.token}`, NodeWebSocket as unknown as typeof WebSocket);
+  store = createArborStore(adaptClient(rpcOverTransport(transport), transport));
+  await until(() => store.getState().connection.state === 'open', 'the connection');
+});
+
+afterAll(async () => {
+  transport?.close();
+  await web?.close();
+  engine?.close();
+  rmSync(home, { recursive: true, force: true });
+});
+
+describe('playground Stop', () => {
+  it('ends a running chat with the partial answer and a note, then accepts the next message', async () => {
+    const s = () => store.getState();
+    await s().loadCheckpoints();
+    s().setCheckpoint(checkpoint);
+    const sent = s().send(city);
+    await until(() => s().transcript.some((t) => t.kind === 'assistant' && t.text.length > 0), 'the first streamed tokens');
+    expect(s().chatting).toBe(true);
+    expect(s().chatId).toMatch(/^chat-/);
+    await s().stopChat();
+    await sent;
+    expect(s().chatting).toBe(false);
+    expect(s().chatId).toBeNull();
+    const items = s().transcript;
+    expect(items.map((t) => t.kind)).toEqual(['user', 'assistant', 'note']);
+    const answer = items[1] as { kind: 'assistant'; text: string; done: boolean };
+    expect(answer.done).toBe(true);
+    expect(answer.text).toContain(city);
+    // Far fewer than the 200 tokens the turn limit allows (each token is the city's name).
+    expect(answer.text.split(city).length - 1).toBeLessThan(100);
+    expect((items[2] as { text: string }).text).toMatch(/^Stopped/);
+    // Stop with nothing running is a no-op; a new message starts a new chat.
+    await s().stopChat();
+    const again = s().send(city);
+    await until(() => s().transcript.filter((t) => t.kind === 'assistant').length === 2 && s().chatting, 'the second chat');
+    await s().stopChat();
+    await again;
+    expect(s().transcript.filter((t) => t.kind === 'note')).toHaveLength(2);
+    expect(s().transcript.some((t) => t.kind === 'error')).toBe(false);
+  });
+});
