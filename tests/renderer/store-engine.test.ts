@@ -6,14 +6,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { WebSocket as NodeWebSocket } from 'ws';
 import { EngineServer } from '../../engine/server/server';
 import { serveWebSocket, type WebServer } from '../../engine/server/transports';
-import { adaptClient, rpcOverTransport } from '../../renderer/src/api/connection';
-import { webSocketTransport, type Transport } from '../../renderer/src/api/transports';
-import { createArborStore, type ArborStore } from '../../renderer/src/store';
+import type { Transport } from '../../renderer/src/api/transports';
+import type { ArborStore } from '../../renderer/src/store';
 import { configDiff } from '../../renderer/src/lib/configDiff';
 import { descentTemplate } from '../engine/server/fixtures/descent-job';
+import { storeOverWebSocket, until } from '../engine/server/fixtures/ws-store';
 
 let home: string;
 let engine: EngineServer;
@@ -21,21 +20,10 @@ let web: WebServer;
 let transport: Transport;
 let store: ArborStore;
 
-const until = async (cond: () => boolean, what: string, ms = 20_000) => {
-  const t0 = Date.now();
-  while (!cond()) {
-    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-};
-
 beforeAll(async () => {
   home = mkdtempSync(join(tmpdir(), 'arbor-store-'));
   engine = new EngineServer({ home, templates: [descentTemplate] });
-  web = await serveWebSocket(engine);
-  transport = webSocketTransport(`ws://127.0.0.1:${web.port}/ws?token=${web.token}`, NodeWebSocket as unknown as typeof WebSocket);
-  store = createArborStore(adaptClient(rpcOverTransport(transport), transport));
-  await until(() => store.getState().connection.state === 'open', 'the connection');
+  ({ web, transport, store } = await storeOverWebSocket(engine));
 });
 
 afterAll(async () => {

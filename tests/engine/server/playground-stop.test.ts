@@ -7,16 +7,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { WebSocket as NodeWebSocket } from 'ws';
 import { initTinyModel } from '../../../engine/cli/commands/init-model';
 import { generateWorld } from '../../../engine/env/multihop';
 import { createEngine } from '../../../engine/server/engine';
 import type { EngineServer } from '../../../engine/server/server';
-import { serveWebSocket, type WebServer } from '../../../engine/server/transports';
-import { adaptClient, rpcOverTransport } from '../../../renderer/src/api/connection';
-import { webSocketTransport, type Transport } from '../../../renderer/src/api/transports';
-import { createArborStore, type ArborStore } from '../../../renderer/src/store';
+import type { WebServer } from '../../../engine/server/transports';
+import type { Transport } from '../../../renderer/src/api/transports';
+import type { ArborStore } from '../../../renderer/src/store';
 import { bigramModel } from './fixtures/bigram-model';
+import { storeOverWebSocket, until } from './fixtures/ws-store';
 
 let home: string;
 let engine: EngineServer;
@@ -26,14 +25,6 @@ let store: ArborStore;
 let checkpoint: string;
 const city = generateWorld(1001).cities[0]!.name.toLowerCase();
 
-const until = async (cond: () => boolean, what: string, ms = 30_000) => {
-  const t0 = Date.now();
-  while (!cond()) {
-    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-};
-
 beforeAll(async () => {
   home = mkdtempSync(join(tmpdir(), 'arbor-stop-'));
   const dir = join(home, 'model');
@@ -42,10 +33,7 @@ beforeAll(async () => {
   engine = await createEngine({ home });
   const runId = engine.store!.createRun({ name: 'long', template: 'multihop', config: { task: { kind: 'multihop', eval_seed: 1001 }, rollout: { max_turns: 1, max_new_tokens: 200, max_total_length: 256 } } });
   checkpoint = engine.store!.addCheckpoint(runId, 1, dir);
-  web = await serveWebSocket(engine);
-  transport = webSocketTransport(`ws://127.0.0.1:${web.port}/ws?token=${web.token}`, NodeWebSocket as unknown as typeof WebSocket);
-  store = createArborStore(adaptClient(rpcOverTransport(transport), transport));
-  await until(() => store.getState().connection.state === 'open', 'the connection');
+  ({ web, transport, store } = await storeOverWebSocket(engine));
 });
 
 afterAll(async () => {
