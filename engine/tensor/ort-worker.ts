@@ -6,6 +6,7 @@ import { fromOrtTensor, ort, sessionOptions, toOrtTensor, type RunnerOptions } f
 
 const { model, opts } = workerData as { model: Uint8Array; opts: RunnerOptions };
 const persistent: Record<string, HostTensor> = {};
+let inFlight = 0;
 
 async function start(): Promise<void> {
   let session;
@@ -18,10 +19,12 @@ async function start(): Promise<void> {
   const s = session;
   parentPort!.on('message', async (m: { type: string; id: number; feeds: Record<string, HostTensor>; outputs: string[]; staged: Record<string, { dtype: HostTensor['dtype']; shape: number[]; shared: SharedArrayBuffer }> }) => {
     if (m.type === 'persist') {
-      // Copy each staged feed into this worker's own buffer (allocated once per size).
+      // Copy each staged feed into this worker's own buffer (allocated once per size). While a
+      // run is in flight its feeds may still be read (ORT runs them in a later tick), so then
+      // the new values go to fresh buffers and the run keeps the ones it was given.
       for (const [name, st] of Object.entries(m.staged)) {
         const cur = persistent[name];
-        if (!cur || cur.dtype !== st.dtype || cur.data.byteLength !== st.shared.byteLength) {
+        if (inFlight > 0 || !cur || cur.dtype !== st.dtype || cur.data.byteLength !== st.shared.byteLength) {
           const data = allocData(st.dtype, st.shared.byteLength / allocData(st.dtype, 0).BYTES_PER_ELEMENT);
           persistent[name] = { dtype: st.dtype, shape: st.shape, data };
         } else persistent[name] = { ...cur, shape: st.shape };
@@ -47,7 +50,13 @@ async function start(): Promise<void> {
         if (!all[n]) throw new Error(`OrtRunner.run: missing feed '${n}'`);
         f[n] = toOrtTensor(all[n]);
       }
-      const res = await s.run(f, m.outputs);
+      inFlight++;
+      let res;
+      try {
+        res = await s.run(f, m.outputs);
+      } finally {
+        inFlight--;
+      }
       const outputs: Record<string, HostTensor> = {};
       const transfer: ArrayBuffer[] = [];
       for (const k of m.outputs) {

@@ -123,7 +123,7 @@ export class OrtRunner {
   setPersistentFeeds(feeds: Record<string, HostTensor>): void {
     Object.assign(this.persistent, feeds);
     if (!this.worker) return;
-    // Through one SharedArrayBuffer per feed, reused across updates: a memcpy here and one into
+    // Through one SharedArrayBuffer per feed, reused across updates when no run is queued: a memcpy here and one into
     // the worker's own buffers (ORT rejects shared memory as input), instead of structured
     // cloning fresh buffers every update (measured 65-200 ms per update of 25M weights, mostly
     // allocation, page faults and GC).
@@ -131,7 +131,9 @@ export class OrtRunner {
     for (const [name, t] of Object.entries(feeds)) {
       const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
       let shared = this.staging.get(name);
-      if (!shared || shared.byteLength !== bytes.byteLength) {
+      // While runs are queued the worker may not have copied out the previous update yet, and
+      // a run between the two must see that one: use a fresh buffer then.
+      if (!shared || shared.byteLength !== bytes.byteLength || this.pending.size > 0) {
         shared = new SharedArrayBuffer(bytes.byteLength);
         this.staging.set(name, shared);
       }

@@ -71,6 +71,27 @@ describe('ONNX Runtime execution', () => {
     expect(relErr(out.logits.data as Float32Array, evaluate(program, f2).logits.data as Float32Array)).toBeLessThan(1e-5);
   });
 
+  it('persistent feeds updated while runs are queued: each run sees the values set before it', async () => {
+    // Weights travel to the worker through shared memory and are copied into its buffers; an
+    // update sent while an earlier run is still queued must not change what that run reads.
+    const r = await OrtRunner.create(program, { threads: 1 });
+    runners.push(r);
+    const { emb, w, ...batch } = feeds;
+    const w2 = f32([4, 4], seq(16, (i) => Math.sin(i * 0.9)));
+    const w3 = f32([4, 4], seq(16, (i) => 0.1 * i - 0.7));
+    r.setPersistentFeeds({ emb, w });
+    const a = r.run(batch);
+    r.setPersistentFeeds({ w: w2 });
+    const b = r.run(batch);
+    r.setPersistentFeeds({ w: w3 });
+    const c = r.run(batch);
+    const [ra, rb, rc] = await Promise.all([a, b, c]);
+    for (const [out, wv] of [[ra, w], [rb, w2], [rc, w3]] as const) {
+      const ref = evaluate(program, { ...feeds, w: wv });
+      expect(relErr(out.logits.data as Float32Array, ref.logits.data as Float32Array)).toBeLessThan(1e-5);
+    }
+  });
+
   it('a missing feed names the input', async () => {
     const r = await OrtRunner.create(program, { threads: 1 });
     runners.push(r);
