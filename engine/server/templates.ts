@@ -44,8 +44,13 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
   const { experimentJsonSchema, validateConfig } = await import('../train/config');
   const { workspace, ...info } = t;
   const schema = experimentJsonSchema();
+  // `environment` is the user template's (workspace files, below); the CLI's takes file paths.
+  const { environment: _cliEnvironment, ...properties } = schema.properties as Record<string, unknown>;
   const check = (config: Record<string, unknown>) => {
-    if (!workspace) return { cfg: validateConfig(config, { checkFiles: true }) };
+    if (!workspace) {
+      if (config.environment !== undefined) throw new Error('environment: user tools and rewards run from the "Your environment" template (its files live in the workspace)');
+      return { cfg: validateConfig(config, { checkFiles: true }) };
+    }
     const { env, rest } = splitUserConfig(config, workspace);
     // Relative paths (task.dataset: envs/qa.jsonl) are the workspace's.
     const cfg = validateConfig(rest, { checkFiles: true, baseDir: workspace });
@@ -54,9 +59,7 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
   };
   return {
     ...info,
-    schema: workspace
-      ? { ...schema, properties: { ...(schema.properties as Record<string, unknown>), environment: z.toJSONSchema(environmentSchema, { io: 'input' }) } }
-      : schema,
+    schema: { ...schema, properties: workspace ? { ...properties, environment: z.toJSONSchema(environmentSchema, { io: 'input' }) } : properties },
     validate(config) {
       check(config);
     },

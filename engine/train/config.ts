@@ -144,6 +144,18 @@ const loggingSchema = z.strictObject({
   full_trajectories_every: posInt().default(1),
 });
 
+/**
+ * A user environment: TypeScript tool and reward files (the Tool / reward API of engine/env, run
+ * in the sandbox), paths relative to the config file. Needs task.kind "qa" (its dataset gives the
+ * questions and, when no search tool is given, the corpus).
+ */
+const environmentSchema = z.strictObject({
+  /** Tool files; the search-R1 format calls a tool named "search" taking { query }. */
+  tools: z.array(z.string().min(1)).default([]),
+  /** Reward file (default export (trajectory, ctx) → number or components). */
+  reward: z.string().min(1).optional(),
+});
+
 const checkpointSchema = z.strictObject({
   every: posInt().default(5),
   keep: posInt().default(2),
@@ -161,6 +173,7 @@ export const experimentSchema = z.strictObject({
   eval: evalSchema.prefault({}),
   checkpoint: checkpointSchema.prefault({}),
   logging: loggingSchema.prefault({}),
+  environment: environmentSchema.optional(),
   seed: nonNegInt().default(0),
   backend: z.enum(BACKENDS).default('ort'),
   /** ONNX Runtime device: auto = CUDA (or DirectML/CoreML) when its provider loads, else CPU. */
@@ -242,7 +255,13 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
   if (cfg.model.path) cfg.model.path = abs(cfg.model.path);
   if (cfg.task.dataset) cfg.task.dataset = abs(cfg.task.dataset);
   if (cfg.sft.demos_path) cfg.sft.demos_path = abs(cfg.sft.demos_path);
+  if (cfg.environment) {
+    cfg.environment.tools = cfg.environment.tools.map(abs);
+    if (cfg.environment.reward) cfg.environment.reward = abs(cfg.environment.reward);
+  }
   const issues: { field: string; message: string }[] = [];
+  if (cfg.environment && cfg.task.kind !== 'qa')
+    issues.push({ field: 'environment', message: `a user environment trains on a dataset of questions; set task.kind "qa" and task.dataset (got task.kind "${cfg.task.kind}")` });
   if (cfg.algorithm.mini_batches > cfg.rollout.prompts_per_step * cfg.rollout.n)
     issues.push({ field: 'algorithm.mini_batches', message: `must be ≤ rollout.prompts_per_step × rollout.n = ${cfg.rollout.prompts_per_step * cfg.rollout.n}` });
   if (cfg.task.kind === 'qa' && !cfg.task.dataset) issues.push({ field: 'task.dataset', message: 'required for task.kind "qa" (a JSONL file of questions)' });
@@ -263,6 +282,9 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
       issues.push({ field: 'task.dataset', message: `file not found: ${cfg.task.dataset}` });
     if (cfg.sft.demos_path && !existsSync(cfg.sft.demos_path))
       issues.push({ field: 'sft.demos_path', message: `file not found: ${cfg.sft.demos_path}` });
+    cfg.environment?.tools.forEach((f, i) => existsSync(f) || issues.push({ field: `environment.tools[${i}]`, message: `file not found: ${f}` }));
+    if (cfg.environment?.reward && !existsSync(cfg.environment.reward))
+      issues.push({ field: 'environment.reward', message: `file not found: ${cfg.environment.reward}` });
   }
   if (issues.length) throw new ConfigError(issues, opts.file);
   return cfg;

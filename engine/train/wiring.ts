@@ -9,6 +9,19 @@ import type { TaskSession } from './run';
 import { buildTaskSession } from './session';
 
 export async function openTaskSession(cfg: ExperimentConfig): Promise<TaskSession> {
+  if (cfg.environment) {
+    // The user's tools and reward in one sandbox worker for the whole run (paths are absolute
+    // after validateConfig); closed with the session.
+    const { openUserEnvironment, userEnvKit } = await import('./user-kit');
+    const host = await openUserEnvironment(cfg.environment, process.cwd());
+    try {
+      const session = await buildTaskSession(cfg, userEnvKit(cfg, host));
+      return { ...session, close: async () => (await session.close(), await host.close()) };
+    } catch (e) {
+      await host.close();
+      throw e;
+    }
+  }
   switch (cfg.task.kind) {
     case 'multihop':
       return buildTaskSession(cfg, multihopKit(cfg));

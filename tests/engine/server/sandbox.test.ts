@@ -1,12 +1,12 @@
 // The editor's engine methods on a real engine: env.types serves the 'arbor/env' declarations,
 // sandbox.tryTool runs a tool, sandbox.tryReward scores a stored trajectory (golds kept with it).
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateQuestions, generateWorld } from '../../../engine/env/multihop';
 import { createEngine } from '../../../engine/server/engine';
 import type { EngineServer } from '../../../engine/server/server';
+import { writeUserEnvironment } from './fixtures/user-environment';
 
 const home = mkdtempSync(join(tmpdir(), 'arbor-sandbox-srv-'));
 let engine: EngineServer;
@@ -62,54 +62,15 @@ describe('editor methods', () => {
   }, 60_000);
 });
 
-// A user environment: a workspace dataset plus the user's own search tool (its own corpus and
-// matching) and reward file, trained through the user-env template with the sandbox host.
-function writeUserEnvironment(): void {
-  const ws = join(home, 'workspace');
-  for (const d of ['envs', 'tools', 'rewards']) mkdirSync(join(ws, d), { recursive: true });
-  const world = generateWorld(5);
-  const byId = new Map(world.passages.map((p) => [p.id, p]));
-  const qs = generateQuestions(world, 10, [1], 9);
-  const rows = qs.map((q) => ({
-    id: q.id, question: q.question, answer: q.answers[0],
-    context: q.supporting.map((id) => [byId.get(id)!.title, [byId.get(id)!.text]]),
-    supporting_facts: q.supporting.map((id) => [byId.get(id)!.title, 0]),
-  }));
-  writeFileSync(join(ws, 'envs', 'qa.jsonl'), rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
-  const corpus = [...new Set(qs.flatMap((q) => q.supporting))].map((id) => ({ title: byId.get(id)!.title, text: byId.get(id)!.text }));
-  writeFileSync(join(ws, 'tools', 'search.ts'), `import type { Tool } from 'arbor/env';
-const corpus: { title: string; text: string }[] = ${JSON.stringify(corpus)};
-export const search: Tool = {
-  name: 'search',
-  description: 'finds the passage whose title shares most words with the query',
-  parameters: { type: 'object', properties: { query: { type: 'string' } }, required: ['query'] },
-  execute(args) {
-    const words = String(args.query).toLowerCase().split(' ');
-    const score = (p: { title: string }) => words.filter((w) => p.title.toLowerCase().split(' ').includes(w)).length;
-    const best = [...corpus].sort((a, b) => score(b) - score(a))[0]!;
-    console.log('searched', args.query);
-    return { content: best.text, success: true, metadata: { passages: [best.title] } };
-  },
-};
-`);
-  writeFileSync(join(ws, 'rewards', 'r.ts'), `import { exactMatch } from 'arbor/env';
-import type { EpisodeSummary } from 'arbor/env';
-export function reward(e: EpisodeSummary) {
-  const searched = e.toolCalls > 0 ? 1 : 0;
-  return { reward: exactMatch(e.answer ?? '', e.golds) + 0.1 * searched, components: { searched } };
-}
-`);
-}
-
 describe('user environment template', () => {
   it('rejects an environment naming a missing file', async () => {
-    writeUserEnvironment();
+    writeUserEnvironment(join(home, 'workspace'));
     const r = await call('runs.start', { template: 'user-env', config: { model: { init: 'tiny' }, task: { kind: 'qa', dataset: 'envs/qa.jsonl' }, environment: { tools: ['tools/nope.ts'] } } });
     expect(r.error?.message).toMatch(/environment: no file tools\/nope\.ts in the workspace/);
   });
 
   it('trains with the user search tool and reward running in the sandbox', async () => {
-    writeUserEnvironment();
+    writeUserEnvironment(join(home, 'workspace'));
     const config = {
       model: { init: 'tiny' }, task: { kind: 'qa', dataset: 'envs/qa.jsonl' }, steps: 1,
       rollout: { prompts_per_step: 2, n: 2, max_turns: 3, max_new_tokens: 12 },
