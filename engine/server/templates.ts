@@ -48,7 +48,8 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
   const { environment: _cliEnvironment, ...properties } = schema.properties as Record<string, unknown>;
   const check = (config: Record<string, unknown>) => {
     if (!workspace) {
-      if (config.environment !== undefined) throw new Error('environment: user tools and rewards run from the "Your environment" template (its files live in the workspace)');
+      const e = config.environment as { tools?: unknown[]; reward?: unknown } | undefined;
+      if (e && (e.tools?.length || e.reward)) throw new Error('environment: user tools and rewards run from the "Your environment" template (its files live in the workspace)');
       return { cfg: validateConfig(config, { checkFiles: true }) };
     }
     const { env, rest } = splitUserConfig(config, workspace);

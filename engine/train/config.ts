@@ -255,6 +255,8 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
   if (cfg.model.path) cfg.model.path = abs(cfg.model.path);
   if (cfg.task.dataset) cfg.task.dataset = abs(cfg.task.dataset);
   if (cfg.sft.demos_path) cfg.sft.demos_path = abs(cfg.sft.demos_path);
+  // An environment naming no files (e.g. a form's empty defaults) is the built-in one.
+  if (cfg.environment && cfg.environment.tools.length === 0 && !cfg.environment.reward) delete cfg.environment;
   if (cfg.environment) {
     cfg.environment.tools = cfg.environment.tools.map(abs);
     if (cfg.environment.reward) cfg.environment.reward = abs(cfg.environment.reward);
