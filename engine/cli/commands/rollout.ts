@@ -5,7 +5,9 @@
  * calls and errors per episode, tokens/s).
  */
 import type { Command } from 'commander';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, mkdirSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { arborHome } from '../../store/db';
 import { rollout, rolloutTextPolicy } from '../../rollout/engine';
 import { openRolloutSource } from '../../rollout/sources';
 import { summarize, trajectoryToJsonLine } from '../../rollout/summary';
@@ -17,6 +19,13 @@ const int = (name: string) => (v: string) => {
   if (!Number.isInteger(n)) throw new Error(`--${name} must be an integer (got "${v}")`);
   return n;
 };
+
+/** Where trajectories go without --out: the workspace's rollouts folder, named by task, source and time. */
+function defaultOutFile(o: RolloutCliOptions): string {
+  const source = o.model ? o.model.replace(/[\\/]+$/, '').split(/[\\/]/).pop()! : `policy-${o.policy ?? 'model'}`;
+  const time = new Date().toISOString().replace(/[:.]/g, '-');
+  return join(arborHome(), 'rollouts', `${o.task}-${source.replace(/[^A-Za-z0-9_.-]+/g, '_')}${o.naiveRag ? '-naive-rag' : ''}-${time}.jsonl`);
+}
 
 interface RolloutCliOptions {
   task: string;
@@ -61,14 +70,16 @@ export function register(program: Command): void {
     .option('--world-seed <seed>', 'seed of the synthetic world (questions come from --seed)', int('world-seed'), 1001)
     .option('--mistake-rate <p>', 'expert policy: probability of one mistake per episode', Number, 0)
     .option('--naive-rag', 'baseline: retrieve once with the question, then answer directly')
-    .option('--out <file>', 'write trajectories as JSONL to this file')
+    .option('--out <file>', 'JSONL file for the trajectories (default: $ARBOR_HOME/rollouts/<task>-<source>-<time>.jsonl)')
     .option('--json', 'print the summary as one JSON object on stdout (no progress bar)')
     .action(async (o: RolloutCliOptions) => {
       const src = await openRolloutSource({
         task: o.task, model: o.model, policy: o.policy, questions: o.questions, seed: o.seed, mode: o.naiveRag ? 'naive-rag' : 'tools', maxBatch: o.batch,
         options: { hops: o.hops.split(',').map(Number), worldSeed: o.worldSeed, mistakeRate: o.mistakeRate },
       });
-      const out = o.out ? createWriteStream(o.out) : undefined;
+      const outFile = o.out ?? defaultOutFile(o);
+      mkdirSync(dirname(resolve(outFile)), { recursive: true });
+      const out = createWriteStream(outFile);
       const total = src.tasks.length * o.n;
       const bar = progressBar('rollout', total, { quiet: o.json, fields: ['tok/s'] });
       try {
@@ -79,7 +90,7 @@ export function register(program: Command): void {
         };
         const common = {
           tasks: src.tasks, n: o.n, seed: o.seed, limits, tokenizer: src.tokenizer,
-          onTrajectory: (t: Parameters<typeof trajectoryToJsonLine>[0]) => out?.write(trajectoryToJsonLine(t) + '\n'),
+          onTrajectory: (t: Parameters<typeof trajectoryToJsonLine>[0]) => out.write(trajectoryToJsonLine(t) + '\n'),
           onProgress: (p: { done: number; generatedTokens: number; elapsedMs: number }) =>
             bar.update(p.done, { 'tok/s': p.generatedTokens / Math.max(1e-3, p.elapsedMs / 1000) }),
         };
@@ -88,7 +99,7 @@ export function register(program: Command): void {
           : await rolloutTextPolicy(src.policy!, common);
         bar.stop();
         const s = summarize(res.trajectories, res.stats);
-        const summary = { task: o.task, source: o.model ?? `policy:${o.policy}`, mode: o.naiveRag ? 'naive-rag' : 'tools', n: o.n, questions: src.tasks.length, seed: o.seed, ...s, out: o.out };
+        const summary = { task: o.task, source: o.model ?? `policy:${o.policy}`, mode: o.naiveRag ? 'naive-rag' : 'tools', n: o.n, questions: src.tasks.length, seed: o.seed, ...s, out: outFile };
         if (o.json) console.log(JSON.stringify(summary));
         else {
           const rows: [string, number | string][] = [
@@ -98,11 +109,11 @@ export function register(program: Command): void {
             ...Object.entries(s.components).map(([k, v]) => [`reward/${k}`, v] as [string, number]),
           ];
           console.log(renderTable(['metric', 'value'], rows.map(([k, v]) => [k, v])));
-          if (o.out) console.log(`trajectories → ${o.out}`);
+          console.log(`trajectories → ${outFile}`);
         }
       } finally {
         bar.stop();
-        if (out) await new Promise<void>((r) => out.end(r));
+        await new Promise<void>((r) => out.end(r));
         await src.close();
       }
     });

@@ -69,5 +69,25 @@ describe('multihop rollouts through the real tools', () => {
     expect(lines).toHaveLength(10);
     expect(lines.map((l) => l.group).sort()).toEqual([0, 0, 1, 1, 2, 2, 3, 3, 4, 4]);
     expect(lines[0].turns[0].role).toBe('model');
+    expect(summary.out).toBe(out);
+  });
+
+  it('arbor rollout without --out writes the JSONL into the workspace and names the file', async () => {
+    const logs: string[] = [];
+    const orig = console.log;
+    const home = process.env.ARBOR_HOME;
+    console.log = (s: string) => logs.push(s);
+    process.env.ARBOR_HOME = join(dir, 'home');
+    try {
+      const program = await buildProgram();
+      await program.parseAsync(['rollout', '--task', 'multihop', '--policy', 'expert', '--n', '1', '--questions', '3', '--json'], { from: 'user' });
+    } finally {
+      console.log = orig;
+      if (home === undefined) delete process.env.ARBOR_HOME;
+      else process.env.ARBOR_HOME = home;
+    }
+    const summary = JSON.parse(logs.at(-1)!);
+    expect(summary.out).toMatch(new RegExp(`^${join(dir, 'home', 'rollouts', 'multihop-policy-expert-').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}.*\\.jsonl$`));
+    expect(readFileSync(summary.out, 'utf8').trim().split('\n')).toHaveLength(3);
   });
 });
