@@ -24,7 +24,8 @@ export const BACKENDS = ['ort', 'tfjs'] as const;
 /** ONNX Runtime devices (engine/tensor/ort.ts resolveProviders). */
 export const DEVICES = ['auto', 'cpu', 'cuda', 'dml', 'coreml'] as const;
 export const TASK_KINDS = ['multihop', 'qa'] as const;
-export const POLICY_LOSSES = ['ppo', 'gspo'] as const;
+/** The policy loss: PPO-clip (with clip-higher and dual clip). GSPO's sequence-level ratio is not implemented, so it is not accepted. */
+export const POLICY_LOSSES = ['ppo'] as const;
 
 const posInt = () => z.number().int().positive();
 const nonNegInt = () => z.number().int().nonnegative();
