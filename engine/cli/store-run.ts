@@ -1,5 +1,5 @@
 /**
- * CLI runs recorded in the workspace store, so `arbor train` / `arbor sft` runs appear in
+ * CLI runs recorded in the workspace store, so `arbor train` and `arbor demo` runs appear in
  * `arbor runs`, `arbor show` and the workbench next to runs started from the UI. The store run
  * id is the run folder's id, so `--resume <run>` continues the same store run.
  */

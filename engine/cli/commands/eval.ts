@@ -14,11 +14,13 @@ export function register(program: Command): void {
     .option('--n <questions>', 'number of held-out questions', (v) => Number(v), 64)
     .option('--seed <seed>', 'held-out world seed', (v) => Number(v), 1001)
     .option('--hops <list>', 'hop counts, comma-separated', '1,2')
+    .option('--dataset <file>', 'task qa: the JSONL dataset (its held-out fifth is evaluated)')
     .option('--naive-rag', 'also run the naive RAG baseline on the same questions')
     .option('--json', 'print the result as one JSON object on stdout')
-    .action(async (checkpoint: string, o: { task: string; n: number; seed: number; hops: string; naiveRag?: boolean; json?: boolean }) => {
+    .action(async (checkpoint: string, o: { task: string; n: number; seed: number; hops: string; dataset?: string; naiveRag?: boolean; json?: boolean }) => {
+      const task = { kind: o.task, eval_seed: o.seed, hops: o.hops.split(',').map(Number), ...(o.dataset ? { dataset: o.dataset } : {}) };
       const cfg = validateConfig(
-        { model: { path: checkpoint }, task: { kind: o.task, eval_seed: o.seed, hops: o.hops.split(',').map(Number) }, eval: { n_questions: o.n } },
+        { model: { path: checkpoint }, task, eval: { n_questions: o.n } },
         { file: '(command line)' },
       );
       const session = await openTaskSession(cfg);

@@ -58,7 +58,7 @@ describe('task.kind qa (a user dataset)', () => {
     ].join('\n'));
     const r = spawnSync(process.execPath, [join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs'), 'train', cfg, '--json'], { encoding: 'utf8', env: { ...process.env, ARBOR_HOME: home }, timeout: 240_000 });
     expect(r.status, r.stderr).toBe(0);
-    const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as { run: string; sft: { steps: number }; eval: Record<string, number> };
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as { run: string; sft: { steps: number }; eval: Record<string, number>; lastCheckpoint: string };
     expect(out.sft.steps).toBeGreaterThan(0);
     expect(out.eval.exact_match).toBeGreaterThanOrEqual(0);
     const store = new Store(openDatabase(join(home, 'arbor.db')));
@@ -67,5 +67,13 @@ describe('task.kind qa (a user dataset)', () => {
     const t = store.searchTrajectories({ runId: out.run })[0]!;
     expect(store.getTrajectory(t.id).turnsData[0]!.text).toMatch(/^question : /);
     store.db.close();
+    // `arbor eval --task qa --dataset` on the last checkpoint (the final weights) reproduces the
+    // run's own greedy held-out evaluation.
+    const ev = spawnSync(process.execPath, [join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs'), 'eval', out.lastCheckpoint, '--task', 'qa', '--dataset', hotpotFile(), '--n', '5', '--json'], { encoding: 'utf8', env: { ...process.env, ARBOR_HOME: home }, timeout: 120_000 });
+    expect(ev.status, ev.stderr).toBe(0);
+    const evOut = JSON.parse(ev.stdout.trim().split('\n').pop()!) as { policy: Record<string, number> };
+    expect(evOut.policy.exact_match).toBe(out.eval.exact_match);
+    expect(typeof evOut.policy.tool_calls_per_episode).toBe('number');
+    expect(evOut.policy.tool_calls_per_episode).toBe(out.eval.tool_calls_per_episode);
   }, 300_000);
 });
