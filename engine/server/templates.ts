@@ -100,8 +100,12 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
               ctx.metric(step, values);
             },
             truncateAfter: (step) => ctx.truncateAfter(step),
-            trajectories: (step, episodes, advantages) =>
-              ctx.trajectories(step, episodes.map((e) => episodeToRecord(step, e, advantages.get(e), decode)), { full: step % cfg.logging.full_trajectories_every === 0 }),
+            trajectories: (step, episodes, advantages, extra) =>
+              ctx.trajectories(
+                step,
+                episodes.map((e) => episodeToRecord(step, e, advantages.get(e), decode, { refLogprobs: extra?.refLogprobs?.get(e), values: extra?.values?.get(e) })),
+                { full: step % cfg.logging.full_trajectories_every === 0 },
+              ),
             event: (kind, payload) => {
               if (kind === 'checkpoint' && typeof payload.step === 'number' && typeof payload.dir === 'string') ctx.checkpoint(payload.step, payload.dir);
               else ctx.log(`${kind}: ${JSON.stringify(payload)}`);

@@ -37,6 +37,8 @@ export interface Episode {
   meta?: Record<string, unknown>;
   /** Tool calls of each model turn (name, arguments, result, error, latency), at the turn's last token index. */
   toolCallRecords?: { at: number; calls: unknown[] }[];
+  /** The rollout's timings of this episode (total, model and environment ms, token counts). */
+  timings?: Record<string, number>;
 }
 
 export function modelTokenCount(e: Episode): number {

@@ -65,10 +65,17 @@ export interface EvalPort {
   evaluate(args: { step: number; n: number }): Promise<Record<string, number>>;
 }
 
+/** Per-episode arrays a step computed besides advantages, aligned with the episode's tokens. */
+export interface TrajectoryExtras {
+  refLogprobs?: Map<Episode, Float32Array>;
+  values?: Map<Episode, Float32Array>;
+}
+
 /** Where metrics and trajectories go (the store in the app; anything in tests). */
 export interface SinkPort {
   metrics(step: number, values: Record<string, number>): void | Promise<void>;
-  trajectories?(step: number, episodes: Episode[], advantages: Map<Episode, Float32Array>): void | Promise<void>;
+  /** `extra`: per-token reference logprobs (when a reference scored them) and critic values (PPO). */
+  trajectories?(step: number, episodes: Episode[], advantages: Map<Episode, Float32Array>, extra?: TrajectoryExtras): void | Promise<void>;
   /** Drop rows of steps > `step` (called on resume so no step is duplicated). */
   truncateAfter(step: number): void | Promise<void>;
   event?(kind: string, payload: Record<string, unknown>): void;
@@ -265,7 +272,7 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     m['perf/update_tokens_per_s'] = agg.tokens / Math.max(1e-9, updateMs / 1000);
     m['perf/tokens_per_s'] = (stepTokens + agg.tokens) / Math.max(1e-9, (rolloutMs + scoreMs + updateMs) / 1000);
 
-    await sink.trajectories?.(step, episodes, advantages);
+    await sink.trajectories?.(step, episodes, advantages, { refLogprobs, values });
     if (ports.eval && cfg.eval.every > 0 && step % cfg.eval.every === 0) {
       lastEval = await ports.eval.evaluate({ step, n: cfg.eval.n_questions });
       for (const [key, v] of Object.entries(lastEval)) m[`eval/${key}`] = v;

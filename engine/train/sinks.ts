@@ -48,8 +48,8 @@ export function teeSink(...sinks: SinkPort[]): SinkPort {
     async metrics(step, values) {
       for (const s of sinks) await s.metrics(step, values);
     },
-    async trajectories(step, eps, adv) {
-      for (const s of sinks) await s.trajectories?.(step, eps, adv);
+    async trajectories(step, eps, adv, extra) {
+      for (const s of sinks) await s.trajectories?.(step, eps, adv, extra);
     },
     async truncateAfter(step) {
       for (const s of sinks) await s.truncateAfter(step);

@@ -10,7 +10,14 @@ import type { Episode } from './episode';
 import type { SinkPort } from './loop';
 
 /** Split a flat episode into turns by loss mask (prompt, then model / observation runs). */
-export function episodeToRecord(step: number, e: Episode, advantages: Float32Array | undefined, decode: (ids: number[]) => string): TrajectoryRecord {
+export function episodeToRecord(
+  step: number,
+  e: Episode,
+  advantages: Float32Array | undefined,
+  decode: (ids: number[]) => string,
+  extra: { refLogprobs?: Float32Array; values?: Float32Array } = {},
+): TrajectoryRecord {
+  const slice = (a: Float32Array | undefined, i: number, j: number) => (a ? Array.from(a.subarray(i, j)) : undefined);
   const turns: TurnRecord[] = [];
   let i = 0;
   while (i < e.tokens.length) {
@@ -28,7 +35,9 @@ export function episodeToRecord(step: number, e: Episode, advantages: Float32Arr
       tokens: ids.map((t) => decode([t])),
       logprob: Array.from(e.rolloutLogprobs.subarray(i, j)),
       entropy: Array.from(e.entropy.subarray(i, j)),
-      advantage: advantages ? Array.from(advantages.subarray(i, j)) : undefined,
+      advantage: slice(advantages, i, j),
+      refLogprob: slice(extra.refLogprobs, i, j),
+      value: slice(extra.values, i, j),
       lossMask: Array.from(e.lossMask.subarray(i, j)),
       stepReward: m && stepReward ? stepReward : null,
       ...(calls.length ? { toolCalls: calls } : {}),
@@ -56,6 +65,7 @@ export function episodeToRecord(step: number, e: Episode, advantages: Float32Arr
       ...(typeof e.meta?.question === 'string' ? { question: e.meta.question } : {}),
     },
     turns,
+    ...(e.timings ? { timings: e.timings } : {}),
   };
 }
 
@@ -71,8 +81,9 @@ export function storeSink(store: Store, runId: string, opts: { decode: (ids: num
     metrics(step, values) {
       writer.metrics(runId, step, values);
     },
-    trajectories(step, episodes, advantages) {
-      for (const e of episodes) writer.trajectory(runId, episodeToRecord(step, e, advantages.get(e), opts.decode));
+    trajectories(step, episodes, advantages, extra) {
+      for (const e of episodes)
+        writer.trajectory(runId, episodeToRecord(step, e, advantages.get(e), opts.decode, { refLogprobs: extra?.refLogprobs?.get(e), values: extra?.values?.get(e) }));
     },
     truncateAfter(step) {
       writer.flush();

@@ -35,6 +35,7 @@ export function trajectoryToEpisode(t: Trajectory): Episode {
     answer: t.outcome.answer,
     ...(t.meta ? { meta: t.meta } : {}),
     ...(toolCallRecords.length ? { toolCallRecords } : {}),
+    ...(t.timings ? { timings: { ...t.timings } } : {}),
   };
 }
 

@@ -52,6 +52,7 @@ describe('task.kind qa (a user dataset)', () => {
       `task: { kind: qa, dataset: ${hotpotFile()} }`,
       'steps: 2',
       'rollout: { prompts_per_step: 2, n: 2, max_turns: 3, max_new_tokens: 12 }',
+      'algorithm: { kl_coef: 0.01 }',
       'sft: { warm_start: true, epochs: 1, demos: 8, batch_size: 4 }',
       'eval: { every: 0, n_questions: 5 }',
       'checkpoint: { every: 1, keep: 1 }',
@@ -65,7 +66,14 @@ describe('task.kind qa (a user dataset)', () => {
     expect(store.getRun(out.run).template).toBe('qa');
     expect(store.metricSeries(out.run, 'reward/mean').step).toEqual([1, 2]);
     const t = store.searchTrajectories({ runId: out.run })[0]!;
-    expect(store.getTrajectory(t.id).turnsData[0]!.text).toMatch(/^question : /);
+    const stored = store.getTrajectory(t.id);
+    expect(stored.turnsData[0]!.text).toMatch(/^question : /);
+    // With a reference policy (kl_coef > 0) every model turn keeps its reference logprobs (the
+    // replay's KL channel), and the trajectory its rollout timings.
+    const model = stored.turnsData.filter((u) => u.role === 'model');
+    expect(model.length).toBeGreaterThan(0);
+    for (const u of model) expect(u.refLogprob?.length).toBe(u.tokenIds.length);
+    expect(stored.timings.totalMs).toBeGreaterThan(0);
     store.db.close();
     // `arbor eval --task qa --dataset` on the last checkpoint (the final weights) reproduces the
     // run's own greedy held-out evaluation.

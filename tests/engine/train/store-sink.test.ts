@@ -18,18 +18,28 @@ describe('episodeToRecord', () => {
         { role: 'model', tokenIds: [8, 9], text: '<answer> oban', logprobs: [-0.4, -0.5], entropy: [2, 2], lossMask: [1, 1] },
       ],
       outcome: { reward: 1, components: { exact_match: 1 }, exactMatch: true, formatOk: true, answer: 'oban' },
-      truncated: false, seed: 1, timings: { totalMs: 1, envMs: 0, prefillTokens: 0, generatedTokens: 5 } as never,
+      truncated: false, seed: 1, timings: { totalMs: 12, modelMs: 9, envMs: 3, prefillTokens: 2, generatedTokens: 5 },
       meta: { answers: ['Oban'], hops: 1, question: 'where was alvin born ?' },
     };
     const e = trajectoryToEpisode(t);
     const adv = Float32Array.from([0, 0, 1, 1, 1, 0, 0, 1, 1]);
-    const r = episodeToRecord(7, e, adv, (ids) => ids.map((i) => `w${i}`).join(' '));
+    const ref = Float32Array.from([0, 0, -0.15, -0.25, -0.35, 0, 0, -0.45, -0.55]);
+    const values = Float32Array.from([0, 0, 0.1, 0.2, 0.3, 0, 0, 0.4, 0.5]);
+    const r = episodeToRecord(7, e, adv, (ids) => ids.map((i) => `w${i}`).join(' '), { refLogprobs: ref, values });
     expect(r.turns.map((u) => u.role)).toEqual(['env', 'model', 'tool', 'model']);
     expect(r.turns[1]!.toolCalls).toEqual([call]);
     expect(r.turns[1]!.stepReward).toBe(0.5);
     expect(r.turns[3]!.toolCalls).toBeUndefined();
     expect(Array.from(r.turns[3]!.logprob!)).toEqual([-0.4, -0.5].map((x) => Math.fround(x)));
     expect(r.advantage).toBe(1);
+    // Reference logprobs (the heat map's KL channel) and critic values, sliced per turn.
+    expect(Array.from(r.turns[1]!.refLogprob!)).toEqual([-0.15, -0.25, -0.35].map((x) => Math.fround(x)));
+    expect(Array.from(r.turns[3]!.value!)).toEqual([0.4, 0.5].map((x) => Math.fround(x)));
+    expect(r.timings).toEqual({ totalMs: 12, modelMs: 9, envMs: 3, prefillTokens: 2, generatedTokens: 5 });
+    // Without them the fields stay empty.
+    const bare = episodeToRecord(7, e, adv, String);
+    expect(bare.turns[1]!.refLogprob).toBeUndefined();
+    expect(bare.turns[1]!.value).toBeUndefined();
     expect(r.outcome).toMatchObject({ answer: 'oban', golds: ['Oban'], hops: 1, exactMatch: true });
   });
 });
