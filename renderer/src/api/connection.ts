@@ -9,7 +9,7 @@ export interface RpcClient {
   onEvent(listener: (event: string, data: unknown) => void): () => void;
 }
 
-/** Minimal request/response correlation over a transport (replaced by engine/server/client.ts). */
+/** Request/response correlation and pushed events over a transport (the renderer's engine client; the CLI reads the workspace database directly). */
 export function rpcOverTransport(t: Transport): RpcClient {
   let nextId = 1;
   const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: unknown) => void }>();
