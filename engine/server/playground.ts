@@ -11,8 +11,11 @@
  *   { chatId, type: 'done', text, reason, stopped? }  the episode ended (stopped: by playground.cancel)
  *   { chatId, type: 'error', message }         it failed (the request also fails)
  * The request resolves with the whole transcript when the episode ends. `playground.cancel`
- * with the chat's id stops it between two decoded tokens or before its tool calls run: the
- * chat then ends normally, `reason` "stopped by the user", with what was generated so far.
+ * with the chat's id (queued or running) stops it while it waits its turn, between two decoded
+ * tokens, or after a model turn before that turn's tool calls run: the chat then ends normally
+ * (no error), `reason` "stopped by the user", `done.text` the last (possibly partial) answer,
+ * and the transcript keeps what was generated so far. Cancelling an unknown or ended chat
+ * answers { cancelled: false } and changes nothing.
  */
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -55,8 +58,12 @@ export interface ChatResult {
   stopped?: boolean;
 }
 
-/** Thrown inside a chat's decode/tool steps once it is cancelled; caught by `run`. */
-class ChatCancelled extends Error {}
+/** Thrown inside a chat's decode/tool steps once it is cancelled; `run` ends the chat as stopped. */
+class ChatCancelled extends Error {
+  constructor(chatId: string) {
+    super(`chat "${chatId}" was stopped by playground.cancel`);
+  }
+}
 
 /** Episode limits and sampling for a chat (from the run's config when it has them). */
 export interface ChatSettings {
@@ -100,10 +107,8 @@ export class Playground {
   private loaded: Loaded | null = null;
   private chain: Promise<unknown> = Promise.resolve();
   private corpora = new Map<string, Map<string, Tool>>();
-  /** Ids of chats asked to stop (queued or running); removed when the chat ends. */
-  private cancelled = new Set<string>();
-  /** Ids of chats accepted and not yet ended. */
-  private active = new Set<string>();
+  /** Chats accepted and not yet ended (queued or running), each with the controller that stops it. */
+  private active = new Map<string, AbortController>();
 
   constructor(private readonly engine: EngineServer) {}
 
@@ -155,10 +160,10 @@ export class Playground {
   chat(req: ChatRequest, client: Client): Promise<ChatResult> {
     const chatId = req.chatId ?? randomUUID();
     if (this.active.has(chatId)) return Promise.reject(new Error(`playground.chat: chat "${chatId}" is already running (give each chat its own chatId)`));
-    this.active.add(chatId);
-    const run = this.chain.then(() => this.run(req, chatId, client)).finally(() => {
+    const ac = new AbortController();
+    this.active.set(chatId, ac);
+    const run = this.chain.then(() => this.run(req, chatId, client, ac.signal)).finally(() => {
       this.active.delete(chatId);
-      this.cancelled.delete(chatId);
     });
     this.chain = run.catch(() => undefined);
     return run;
@@ -166,15 +171,16 @@ export class Playground {
 
   /** Stop a queued or running chat; false when no chat of that id is waiting or running. */
   cancel(chatId: string): { cancelled: boolean } {
-    if (!this.active.has(chatId)) return { cancelled: false };
-    this.cancelled.add(chatId);
+    const ac = this.active.get(chatId);
+    if (!ac) return { cancelled: false };
+    ac.abort();
     return { cancelled: true };
   }
 
-  private async run(req: ChatRequest, chatId: string, client: Client): Promise<ChatResult> {
+  private async run(req: ChatRequest, chatId: string, client: Client, signal: AbortSignal): Promise<ChatResult> {
     const emit = (data: Record<string, unknown>) => client.send({ event: 'chat', data: { chatId, ...data } });
     const checkCancelled = () => {
-      if (this.cancelled.has(chatId)) throw new ChatCancelled();
+      if (signal.aborted) throw new ChatCancelled(chatId);
     };
     const transcript: TranscriptEntry[] = [];
     // Text of the model turn being generated, for a cancel in the middle of it.
@@ -182,10 +188,11 @@ export class Playground {
     let partialTokens = 0;
     let resolved: ReturnType<Playground['resolve']> | undefined;
     try {
-      checkCancelled();
       if (!req.messages.some((m) => m.role === 'user')) throw new Error('playground.chat: messages has no user message');
       const ck = (resolved = this.resolve(req.checkpoint));
+      checkCancelled(); // cancelled while queued behind another chat
       const { model, tok } = await this.load(ck.path);
+      checkCancelled();
       const s = ck.settings;
       const maxTotalLength = Math.min(s.maxTotalLength, model.config.maxPositionEmbeddings);
       const allTools = this.tools(s);
@@ -257,6 +264,7 @@ export class Playground {
       const result = await rollout(backend, {
           tasks: [{ id: 'playground', createEnv: () => env }],
           n: 1,
+          signal,
           seed: Date.now() % 2 ** 31,
           sampling: { temperature: s.temperature },
           tokenizer: { encode: (t) => tok.encode(t), decode: (ids) => tok.decode(ids) },
@@ -270,10 +278,14 @@ export class Playground {
       const corpus = s.dataset ? { dataset: s.dataset } : { world: s.world };
       return { chatId, checkpoint: { id: ck.id, path: ck.path, step: ck.step, runId: ck.runId }, ...corpus, transcript, reason };
     } catch (e) {
-      if (e instanceof ChatCancelled) {
+      // After a cancel, whatever ended the episode (ChatCancelled from a decode step, the same
+      // wrapped by the rollout engine when thrown in the env's step, or the rollout's own
+      // abort check) ends the chat as stopped, not failed.
+      if (signal.aborted || e instanceof ChatCancelled) {
         const reason = 'stopped by the user';
         if (partial) transcript.push({ role: 'assistant', content: partial, tokens: partialTokens });
-        emit({ type: 'done', text: partial, reason, stopped: true });
+        const lastAnswer = [...transcript].reverse().find((t) => t.role === 'assistant');
+        emit({ type: 'done', text: lastAnswer && lastAnswer.role === 'assistant' ? lastAnswer.content : '', reason, stopped: true });
         const ck = resolved;
         const corpus = ck ? (ck.settings.dataset ? { dataset: ck.settings.dataset } : { world: ck.settings.world }) : {};
         return { chatId, checkpoint: ck ? { id: ck.id, path: ck.path, step: ck.step, runId: ck.runId } : { id: req.checkpoint, path: '' }, ...corpus, transcript, reason, stopped: true };

@@ -185,6 +185,61 @@ describe('playground.chat', () => {
     expect(next.reply.result.stopped).toBeUndefined();
   });
 
+  it('stops a chat cancelled after a finished turn, before its tool calls run (no error)', async () => {
+    const events: Record<string, unknown>[] = [];
+    let cancelReply: unknown;
+    const reply = await new Promise<{ result?: any; error?: { message: string } }>((resolve) => {
+      const client = {
+        send(m: any) {
+          if (m.event === 'chat') {
+            events.push(m.data);
+            // The first turn ("<search> city </search>") is complete; its call has not run yet.
+            if (m.data.type === 'turn' && cancelReply === undefined) {
+              cancelReply = null;
+              void engine.handle(client, { id: 11, method: 'playground.cancel', params: { chatId: 'mid' } });
+            }
+          } else if (m.id === 11) cancelReply = m.result;
+          else if (m.id === 10) resolve(m);
+        },
+      };
+      void engine.handle(client, { id: 10, method: 'playground.chat', params: { checkpoint: checkpointId, messages: [{ role: 'user', content: `where is ${city} ?` }], chatId: 'mid' } });
+    });
+    expect(reply.error).toBeUndefined();
+    expect(cancelReply).toEqual({ cancelled: true });
+    expect(events.some((e) => e.type === 'error')).toBe(false);
+    expect(events.some((e) => e.type === 'tool_call' || e.type === 'observation')).toBe(false);
+    expect(events[events.length - 1]).toEqual({ chatId: 'mid', type: 'done', text: `<search> ${city} </search>`, reason: 'stopped by the user', stopped: true });
+    expect(reply.result).toMatchObject({ chatId: 'mid', stopped: true, checkpoint: { id: checkpointId, step: 4 } });
+    expect(reply.result.transcript).toEqual([{ role: 'assistant', content: `<search> ${city} </search>`, tokens: expect.any(Number) }]);
+  });
+
+  it('stops a queued chat before it starts, without touching the one running', async () => {
+    const got: Record<string, any> = {};
+    const events: Record<string, unknown>[] = [];
+    await new Promise<void>((resolve) => {
+      const client = {
+        send(m: any) {
+          if (m.event === 'chat') events.push(m.data);
+          else if (m.id === 12 || m.id === 13 || m.id === 14) {
+            got[m.id] = m;
+            if (got[12] && got[13] && got[14]) resolve();
+          }
+        },
+      };
+      void engine.handle(client, { id: 12, method: 'playground.chat', params: { checkpoint: checkpointId, messages: [{ role: 'user', content: `where is ${city} ?` }], chatId: 'first' } });
+      // Chats run one at a time: 'queued' waits behind 'first' and is cancelled while waiting.
+      void engine.handle(client, { id: 13, method: 'playground.chat', params: { checkpoint: checkpointId, messages: [{ role: 'user', content: city }], chatId: 'queued' } });
+      void engine.handle(client, { id: 14, method: 'playground.cancel', params: { chatId: 'queued' } });
+    });
+    expect(got[14].result).toEqual({ cancelled: true });
+    expect(got[12].error).toBeUndefined();
+    expect(got[12].result.stopped).toBeUndefined();
+    expect(got[12].result.transcript.map((t: { role: string }) => t.role)).toEqual(['assistant', 'tool_call', 'tool', 'assistant']);
+    expect(got[13].error).toBeUndefined();
+    expect(got[13].result).toMatchObject({ chatId: 'queued', stopped: true, transcript: [], checkpoint: { id: checkpointId } });
+    expect(events.filter((e) => e.chatId === 'queued')).toEqual([{ chatId: 'queued', type: 'done', text: '', reason: 'stopped by the user', stopped: true }]);
+  });
+
   it('names the checkpoint it cannot find, as an error event and a failed request', async () => {
     const { reply, events } = await request('playground.chat', { checkpoint: 'nope:1', messages: [{ role: 'user', content: 'hi' }] });
     expect(reply.error?.message).toMatch(/no checkpoint "nope:1" in this workspace/);
