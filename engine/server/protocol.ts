@@ -1,10 +1,14 @@
 /**
- * The engine protocol, defined once and checked at runtime at the boundary (zod).
- * Wire format (JSON, over MessagePort, stdio lines or WebSocket):
+ * The engine protocol, defined once and checked at runtime at both ends (zod): the server
+ * validates every request's params (server.ts), the client validates every result and pushed
+ * event it receives (client.ts). The renderer, the CLI and the tests all use client.ts.
+ *
+ * Wire format (JSON over WebSocket or stdio lines; structured clone over a MessagePort):
  *   request  { id: number, method: string, params?: object }
  *   response { id, result } | { id, error: { message, code?, details? } }
  *   event    { event: string, data: object }
- * No Node imports here: the renderer uses this file too.
+ * Times on the wire are Unix seconds (the store's unit, as in MLflow).
+ * No Node imports here: the renderer bundles this file.
  */
 import { z } from 'zod';
 
@@ -15,48 +19,295 @@ export const requestSchema = z.object({
 });
 export type Request = z.infer<typeof requestSchema>;
 
+/**
+ * A number as it reaches a client. JSON turns NaN and ±Infinity into null (and SQLite stores
+ * NaN as NULL); a MessagePort keeps them; zod's z.number() refuses both. `num` takes any
+ * number; `value` also takes null and gives NaN (a metric, reward or per-token value that was
+ * not a finite number); `numOrNull` keeps null where null means "no value" (series gaps).
+ */
+const num = z.custom<number>((v) => typeof v === 'number', 'expected a number');
+const value = z.preprocess((v) => (v === null ? NaN : v), num);
+const numOrNull = z.custom<number | null>((v) => v === null || typeof v === 'number', 'expected a number or null');
+const metricValues = z.record(z.string(), value);
+const json = z.record(z.string(), z.unknown());
+
+// ---- shapes shared by results and events --------------------------------------------------
+export const engineInfoSchema = z.object({
+  version: z.string(),
+  home: z.string(),
+  /** Set when the workspace database could not be opened; only engine.info and workspace.open work then. */
+  workspaceError: z.string().nullable(),
+  pid: z.number(),
+});
+
+export const runSummarySchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  status: z.string(),
+  template: z.string().optional(),
+  tags: z.array(z.string()),
+  createdAt: num,
+  startedAt: num.nullable(),
+  endedAt: num.nullable(),
+  step: num,
+  /** Latest value of each metric (MLflow latest_metrics). */
+  metrics: metricValues,
+  error: z.string().optional(),
+  parentId: z.string().optional(),
+});
+
+export const checkpointSchema = z.object({
+  id: z.string(),
+  runId: z.string(),
+  step: num,
+  path: z.string(),
+  createdAt: num,
+  metrics: metricValues,
+});
+
+export const runDetailSchema = runSummarySchema.extend({
+  config: json,
+  seed: num.nullable(),
+  notes: z.string(),
+  checkpoints: z.array(checkpointSchema),
+  /** Steps that have stored trajectories. */
+  trajectorySteps: z.array(num),
+});
+
+export const logLineSchema = z.object({ seq: num, time: num, level: z.string(), text: z.string() });
+export const seriesSchema = z.object({ step: z.array(num), value: z.array(numOrNull) });
+
+export const toolCallSchema = z.object({
+  name: z.string(),
+  args: z.unknown(),
+  result: z.string().optional(),
+  error: z.string().optional(),
+  latencyMs: num.optional(),
+});
+
+export const trajSummarySchema = z.object({
+  id: z.string(),
+  runId: z.string(),
+  step: num,
+  group: num,
+  sample: num,
+  task: z.string().optional(),
+  prompt: z.string().optional(),
+  reward: value,
+  advantage: value.optional(),
+  /** The final answer, when the outcome has one. */
+  outcome: z.string().optional(),
+  turns: num,
+  hasError: z.boolean(),
+  /** False when only the summary was kept (the run's trajectory retention setting). */
+  full: z.boolean(),
+  /** Everything the environment reported about the episode (answer, golds, reward components, …). */
+  outcomeData: json,
+  timings: z.record(z.string(), value),
+});
+
+const perToken = z.array(value).nullable();
+export const turnSchema = z.object({
+  role: z.string(),
+  text: z.string(),
+  tokenIds: z.array(num),
+  /** Decoded text of each token (empty when the engine could not decode them). */
+  tokens: z.array(z.string()),
+  logprob: perToken,
+  refLogprob: perToken,
+  entropy: perToken,
+  advantage: perToken,
+  value: perToken,
+  lossMask: perToken,
+  toolCalls: z.array(toolCallSchema),
+  stepReward: numOrNull,
+});
+
+export const trajectorySchema = trajSummarySchema.extend({ turnsData: z.array(turnSchema) });
+
+export const templateSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  description: z.string().optional(),
+  /** JSON schema of the config (the UI generates its form from it). */
+  schema: json,
+  /** A ready-to-run config. */
+  example: json.optional(),
+});
+
+export const queueStateSchema = z.object({
+  queue: z.array(z.object({ runId: z.string(), position: num })),
+  running: z.string().nullable(),
+});
+
+export const tryResultSchema = z.object({
+  ok: z.boolean(),
+  value: z.unknown().optional(),
+  error: z.object({ message: z.string(), path: z.string(), line: num.optional(), column: num.optional(), stack: z.string().optional() }).optional(),
+  logs: z.array(z.string()),
+  ms: num,
+});
+
+export const transcriptEntrySchema = z.discriminatedUnion('role', [
+  z.object({ role: z.literal('assistant'), content: z.string(), tokens: num }),
+  z.object({ role: z.literal('tool_call'), name: z.string(), args: z.unknown() }),
+  z.object({ role: z.literal('tool'), name: z.string(), content: z.string(), error: z.string().optional() }),
+]);
+
+export const chatResultSchema = z.object({
+  chatId: z.string(),
+  checkpoint: z.object({ id: z.string(), path: z.string(), step: num.optional(), runId: z.string().optional() }),
+  /** Seed of the world the search tool reads (multi-hop runs). */
+  world: num.optional(),
+  /** The dataset whose contexts the search tool reads (qa runs). */
+  dataset: z.string().optional(),
+  transcript: z.array(transcriptEntrySchema),
+  reason: z.string(),
+  /** True when playground.cancel stopped the chat. */
+  stopped: z.boolean().optional(),
+});
+
+/** What a playground chat streams while it runs (event `chat`, with its chatId). */
+export const chatEventSchema = z.discriminatedUnion('type', [
+  z.object({ chatId: z.string(), type: z.literal('token'), text: z.string() }),
+  /** A model turn ended: its exact text (replaces what the tokens streamed). */
+  z.object({ chatId: z.string(), type: z.literal('turn'), text: z.string(), tokens: num }),
+  z.object({ chatId: z.string(), type: z.literal('tool_call'), name: z.string(), args: z.unknown() }),
+  z.object({ chatId: z.string(), type: z.literal('observation'), name: z.string(), content: z.string(), error: z.string().optional() }),
+  /** The episode ended; `stopped` when playground.cancel stopped it. */
+  z.object({ chatId: z.string(), type: z.literal('done'), text: z.string(), reason: z.string(), stopped: z.boolean().optional() }),
+  z.object({ chatId: z.string(), type: z.literal('error'), message: z.string() }),
+]);
+
+export const exportResultSchema = z.object({
+  files: z.array(z.object({ kind: z.enum(['metrics', 'trajectories']), path: z.string(), count: num })),
+});
+export const importResultSchema = z.object({ runId: z.string(), trajectories: num, steps: z.array(num) });
+
+// ---- methods: params and result ----------------------------------------------------------
 const id = z.object({ id: z.string().min(1) });
 const runId = z.object({ runId: z.string().min(1) });
+const none = z.object({}).optional();
+const empty = z.null();
 
-/** Parameters of every method; a method not listed here does not exist. */
-export const methods = {
-  'engine.info': z.object({}).optional(),
-  'workspace.open': z.object({ path: z.string().min(1) }),
-  'templates.list': z.object({}).optional(),
-  'runs.list': z.object({ status: z.string().optional(), tag: z.string().optional(), search: z.string().optional(), sort: z.string().optional(), desc: z.boolean().optional() }).optional(),
-  'runs.get': id,
-  'runs.start': z.object({ template: z.string().min(1), config: z.record(z.string(), z.unknown()), name: z.string().optional(), tags: z.array(z.string()).optional() }),
-  'runs.stop': id,
-  'runs.pause': id,
-  'runs.resume': id,
-  'runs.fork': z.object({ id: z.string().min(1), checkpoint: z.string().optional(), config: z.record(z.string(), z.unknown()).optional(), name: z.string().optional() }),
-  'runs.delete': id,
-  'runs.log': z.object({ runId: z.string().min(1), afterSeq: z.number().int().optional() }),
-  'runs.diff': z.object({ ids: z.array(z.string()).min(2) }),
-  'metrics.series': z.object({ runId: z.string().min(1), keys: z.array(z.string()).optional(), maxPoints: z.number().int().positive().max(20000).optional() }),
-  'trajectories.steps': runId,
-  'trajectories.list': z.object({ runId: z.string().min(1), step: z.number().int().optional(), minReward: z.number().optional(), maxReward: z.number().optional(), errorsOnly: z.boolean().optional(), task: z.string().optional() }),
-  'trajectories.get': id,
-  'trajectories.group': z.object({ runId: z.string().min(1), step: z.number().int(), group: z.number().int() }),
-  'checkpoints.list': z.object({ runId: z.string().optional() }).optional(),
-  'env.files': z.object({}).optional(),
-  'env.read': z.object({ path: z.string().min(1) }),
-  'env.write': z.object({ path: z.string().min(1), text: z.string() }),
-  'env.types': z.object({}).optional(),
-  'sandbox.tryTool': z.object({ source: z.string(), path: z.string().optional(), tool: z.string().optional(), args: z.unknown() }),
-  'sandbox.tryReward': z.object({ source: z.string(), path: z.string().optional(), trajectoryId: z.string().min(1) }),
-  'playground.chat': z.object({ checkpoint: z.string().min(1), messages: z.array(z.object({ role: z.string(), content: z.string(), name: z.string().optional() })), tools: z.array(z.string()).optional(), chatId: z.string().optional() }),
-  'playground.cancel': z.object({ chatId: z.string().min(1) }),
+/** Every method with its params and its result; a method not listed here does not exist. */
+export const api = {
+  'engine.info': { params: none, result: engineInfoSchema },
+  'workspace.open': { params: z.object({ path: z.string().min(1) }), result: engineInfoSchema },
+  'templates.list': { params: none, result: z.array(templateSchema) },
+  'runs.list': {
+    params: z.object({ status: z.string().optional(), tag: z.string().optional(), search: z.string().optional(), sort: z.string().optional(), desc: z.boolean().optional() }).optional(),
+    result: z.array(runSummarySchema),
+  },
+  'runs.get': { params: id, result: runDetailSchema },
+  'runs.start': {
+    params: z.object({ template: z.string().min(1), config: json, name: z.string().optional(), tags: z.array(z.string()).optional() }),
+    result: z.object({ id: z.string() }),
+  },
+  'runs.stop': { params: id, result: empty },
+  'runs.pause': { params: id, result: empty },
+  'runs.resume': { params: id, result: empty },
+  'runs.fork': {
+    params: z.object({ id: z.string().min(1), checkpoint: z.string().optional(), config: json.optional(), name: z.string().optional() }),
+    result: z.object({ id: z.string() }),
+  },
+  'runs.delete': { params: id, result: empty },
+  'runs.setNotes': { params: z.object({ id: z.string().min(1), notes: z.string() }), result: empty },
+  'runs.setTags': { params: z.object({ id: z.string().min(1), tags: z.array(z.string()) }), result: empty },
+  'runs.log': { params: z.object({ runId: z.string().min(1), afterSeq: z.number().int().optional() }), result: z.array(logLineSchema) },
+  /** Config keys whose values differ, per run id (flattened dotted keys). */
+  'runs.diff': { params: z.object({ ids: z.array(z.string()).min(2) }), result: z.record(z.string(), z.record(z.string(), z.string().nullable())) },
+  /** Write a run's metrics (CSV, every step) and trajectories (JSONL) next to `prefix` (default: $ARBOR_HOME/exports/<run>). */
+  'runs.export': {
+    params: z.object({ id: z.string().min(1), prefix: z.string().min(1).optional(), format: z.enum(['csv', 'jsonl', 'both']).optional() }),
+    result: exportResultSchema,
+  },
+  /** Import a verl / Agent-R1 rollout dump folder ({step}.jsonl) as a run; progress as `import` events. */
+  'runs.importVerl': { params: z.object({ dir: z.string().min(1), name: z.string().optional() }), result: importResultSchema },
+  'metrics.series': {
+    params: z.object({ runId: z.string().min(1), keys: z.array(z.string()).optional(), maxPoints: z.number().int().positive().max(20000).optional() }),
+    result: z.record(z.string(), seriesSchema),
+  },
+  'trajectories.steps': { params: runId, result: z.array(num) },
+  'trajectories.list': {
+    params: z.object({ runId: z.string().min(1), step: z.number().int().optional(), minReward: z.number().optional(), maxReward: z.number().optional(), errorsOnly: z.boolean().optional(), task: z.string().optional() }),
+    result: z.array(trajSummarySchema),
+  },
+  'trajectories.get': { params: id, result: trajectorySchema },
+  'trajectories.group': { params: z.object({ runId: z.string().min(1), step: z.number().int(), group: z.number().int() }), result: z.array(trajSummarySchema) },
+  'checkpoints.list': { params: z.object({ runId: z.string().optional() }).optional(), result: z.array(checkpointSchema) },
+  'env.files': { params: none, result: z.array(z.object({ path: z.string(), kind: z.enum(['tool', 'reward', 'env']) })) },
+  'env.read': { params: z.object({ path: z.string().min(1) }), result: z.string() },
+  'env.write': { params: z.object({ path: z.string().min(1), text: z.string() }), result: empty },
+  'env.types': { params: none, result: z.array(z.object({ path: z.string(), content: z.string() })) },
+  'sandbox.tryTool': { params: z.object({ source: z.string(), path: z.string().optional(), tool: z.string().optional(), args: z.unknown() }), result: tryResultSchema },
+  'sandbox.tryReward': { params: z.object({ source: z.string(), path: z.string().optional(), trajectoryId: z.string().min(1) }), result: tryResultSchema },
+  'playground.chat': {
+    params: z.object({ checkpoint: z.string().min(1), messages: z.array(z.object({ role: z.string(), content: z.string(), name: z.string().optional() })), tools: z.array(z.string()).optional(), chatId: z.string().optional() }),
+    result: chatResultSchema,
+  },
+  'playground.cancel': { params: z.object({ chatId: z.string().min(1) }), result: z.object({ cancelled: z.boolean() }) },
 } as const;
 
-export type Method = keyof typeof methods;
-export type Params<M extends Method> = z.infer<(typeof methods)[M]>;
+export type Method = keyof typeof api;
+/** What a caller passes (optional fields may be left out). */
+export type Params<M extends Method> = z.input<(typeof api)[M]['params']>;
+/** What a handler returns and the client resolves with. */
+export type Result<M extends Method> = z.infer<(typeof api)[M]['result']>;
 
-/** Events the engine pushes. */
-export type EngineEventName = 'run' | 'metrics' | 'log' | 'trajectories' | 'checkpoint' | 'queue' | 'chat' | 'engine';
+/** Parameter schemas by method (what the server validates). */
+export const methods = Object.fromEntries(Object.entries(api).map(([m, s]) => [m, s.params])) as { [M in Method]: (typeof api)[M]['params'] };
+
+// ---- pushed events -------------------------------------------------------------------------
+export const events = {
+  /** The engine's state; sent to every client on connect and when the workspace changes. */
+  engine: engineInfoSchema,
+  /** A run's status or summary changed. */
+  run: z.object({ run: runSummarySchema }),
+  metrics: z.object({ runId: z.string(), step: num, values: metricValues }),
+  log: z.object({ runId: z.string(), line: logLineSchema }),
+  /** Trajectories of a step were committed (they can be read when this arrives). */
+  trajectories: z.object({ runId: z.string(), step: num, count: num }),
+  checkpoint: z.object({ runId: z.string(), checkpoint: checkpointSchema }),
+  /** The training queue: one run on the device, the others waiting at their positions. */
+  queue: queueStateSchema,
+  chat: chatEventSchema,
+  /** Progress of runs.importVerl. */
+  import: z.object({ dir: z.string(), file: z.string(), samples: num }),
+} as const;
+
+export type EngineEventName = keyof typeof events;
+export type EventData<E extends EngineEventName> = z.infer<(typeof events)[E]>;
+/** A pushed event as it travels. */
+export type EventMessage = { [E in EngineEventName]: { event: E; data: EventData<E> } }[EngineEventName];
 
 export interface ProtocolError { message: string; code?: string; details?: unknown }
 
+export type RunSummary = z.infer<typeof runSummarySchema>;
+export type RunDetail = z.infer<typeof runDetailSchema>;
+export type Checkpoint = z.infer<typeof checkpointSchema>;
+export type LogLine = z.infer<typeof logLineSchema>;
+export type Series = z.infer<typeof seriesSchema>;
+export type TrajSummary = z.infer<typeof trajSummarySchema>;
+export type Trajectory = z.infer<typeof trajectorySchema>;
+export type Turn = z.infer<typeof turnSchema>;
+export type ToolCall = z.infer<typeof toolCallSchema>;
+export type Template = z.infer<typeof templateSchema>;
+export type TryResult = z.infer<typeof tryResultSchema>;
+export type ChatResult = z.infer<typeof chatResultSchema>;
+export type ChatEvent = z.infer<typeof chatEventSchema>;
+export type TranscriptEntry = z.infer<typeof transcriptEntrySchema>;
+export type QueueState = z.infer<typeof queueStateSchema>;
+export type EngineInfo = z.infer<typeof engineInfoSchema>;
+
 export function isMethod(m: string): m is Method {
-  return Object.prototype.hasOwnProperty.call(methods, m);
+  return Object.prototype.hasOwnProperty.call(api, m);
+}
+export function isEventName(e: string): e is EngineEventName {
+  return Object.prototype.hasOwnProperty.call(events, e);
+}
+
+/** "a.b: message; c: message" — names the field that failed. */
+export function describeIssues(error: z.ZodError, root: string): string {
+  return error.issues.map((i) => `${i.path.length ? i.path.join('.') : root}: ${i.message}`).join('; ');
 }

@@ -5,7 +5,8 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { BatchWriter, type Store, type TrajectoryRecord } from '../store/store';
+import { BatchWriter, type RunRow, type Store, type TrajectoryRecord } from '../store/store';
+import type { EventMessage, RunSummary } from './protocol';
 
 /** What a running job may do. */
 export interface JobContext {
@@ -40,13 +41,8 @@ export interface RunTemplate {
   run(ctx: JobContext): Promise<void>;
 }
 
-export type RunEvent =
-  | { event: 'run'; data: { run: ReturnType<Store['getRun']> } }
-  | { event: 'metrics'; data: { runId: string; step: number; values: Record<string, number> } }
-  | { event: 'log'; data: { runId: string; line: { seq: number; time: number; level: string; text: string } } }
-  | { event: 'trajectories'; data: { runId: string; step: number; count: number } }
-  | { event: 'checkpoint'; data: { runId: string; checkpoint: { id: string; runId: string; step: number; path: string } } }
-  | { event: 'queue'; data: { queue: { runId: string; position: number }[]; running: string | null } };
+/** What the run manager pushes (protocol events; the server broadcasts them). */
+export type RunEvent = Extract<EventMessage, { event: 'run' | 'metrics' | 'log' | 'trajectories' | 'checkpoint' | 'queue' }>;
 
 interface Active { runId: string; abort: AbortController; paused: boolean; resumeWaiters: (() => void)[]; done: Promise<void> }
 
@@ -57,8 +53,9 @@ export class RunManager {
   private listeners = new Set<(e: RunEvent) => void>();
   readonly writer: BatchWriter;
 
-  constructor(readonly store: Store, readonly home: string) {
+  constructor(readonly store: Store, readonly home: string, opts: { recover?: boolean } = {}) {
     this.writer = new BatchWriter(store, { intervalMs: 150 });
+    if (opts.recover === false) return;
     // Runs left "running" by a crashed engine are marked so (they can be resumed).
     for (const r of store.listRuns({ status: 'running' })) store.setStatus(r.id, 'failed', 'the engine stopped while this run was running; resume it to continue');
     for (const r of store.listRuns({ status: 'queued' })) store.setStatus(r.id, 'stopped', 'the engine restarted before this run started');
@@ -82,7 +79,12 @@ export class RunManager {
   }
 
   private emitRun(runId: string): void {
-    this.emit({ event: 'run', data: { run: this.store.getRun(runId) } });
+    this.emit({ event: 'run', data: { run: runSummary(this.store.getRun(runId)) } });
+  }
+
+  /** Tell every client that a run changed outside a job (notes, tags, an import). */
+  announce(runId: string): void {
+    this.emitRun(runId);
   }
 
   private emitQueue(): void {
@@ -190,7 +192,7 @@ export class RunManager {
       checkpoint: (step, path, metrics) => {
         writer.flush();
         const id = store.addCheckpoint(run.id, step, path, metrics);
-        this.emit({ event: 'checkpoint', data: { runId: run.id, checkpoint: { id, runId: run.id, step, path } } });
+        this.emit({ event: 'checkpoint', data: { runId: run.id, checkpoint: { id, runId: run.id, step, path, createdAt: Date.now() / 1000, metrics: metrics ?? {} } } });
       },
       truncateAfter: (step) => {
         writer.flush();
@@ -219,4 +221,12 @@ export class RunManager {
       }
     })();
   }
+}
+
+/** A run as the protocol lists it (times in seconds, like every time on the wire). */
+export function runSummary(r: RunRow): RunSummary {
+  return {
+    id: r.id, name: r.name, status: r.status, template: r.template ?? undefined, tags: r.tags, createdAt: r.createdAt, startedAt: r.startedAt, endedAt: r.endedAt,
+    step: r.step, metrics: r.metrics, error: r.error ?? undefined, parentId: r.parentId ?? undefined,
+  };
 }

@@ -3,24 +3,34 @@
  * to handlers, and pushes run events to every connected client. Transport-agnostic: a client
  * is anything with `send(message)`; transports (WebSocket, MessagePort, stdio) feed
  * `handle(client, raw)`. A bad message gets an error reply; the server keeps serving.
+ * Handlers are typed by the protocol: each returns its method's result type.
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join, normalize, relative, sep } from 'node:path';
+import { dirname, isAbsolute, join, normalize, relative, sep } from 'node:path';
+import type { z } from 'zod';
 import { openDatabase, WorkspaceError, type DB } from '../store/db';
+import { exportMetricsCsv, exportTrajectoriesJsonl, importVerlDump } from '../store/io';
 import { Store } from '../store/store';
-import { isMethod, methods, requestSchema, type Method, type ProtocolError } from './protocol';
-import { RunManager, type RunEvent, type RunTemplate } from './runs';
+import { api, describeIssues, isMethod, requestSchema, type EventMessage, type Method, type ProtocolError, type Result, type Trajectory } from './protocol';
+import { RunManager, runSummary, type RunTemplate } from './runs';
 
 export interface Client {
   send(message: unknown): void;
 }
 
-type Handler = (params: any, client: Client) => unknown;
+/** A method's handler: its validated params in, its result out. */
+export type Handler<M extends Method> = (params: NonNullable<z.output<(typeof api)[M]['params']>>, client: Client) => Result<M> | Promise<Result<M>>;
 
 export interface EngineServerOptions {
   home: string;
   dbPath?: string;
   templates?: RunTemplate[];
+  /**
+   * Mark runs left 'running' or 'queued' by a crashed engine as failed/stopped when the
+   * workspace opens (default true). A short-lived reader (the CLI) passes false: the run may
+   * belong to a live engine or CLI training process.
+   */
+  recoverRuns?: boolean;
 }
 
 export class EngineServer {
@@ -29,7 +39,7 @@ export class EngineServer {
   runs: RunManager | null = null;
   workspaceError: string | null = null;
   private clients = new Set<Client>();
-  private handlers = new Map<string, Handler>();
+  private handlers = new Map<string, Handler<any>>();
   private offRuns: (() => void) | null = null;
 
   constructor(readonly opts: EngineServerOptions) {
@@ -45,7 +55,7 @@ export class EngineServer {
       this.db?.close();
       this.db = db;
       this.store = new Store(db);
-      this.runs = new RunManager(this.store, dirname(file));
+      this.runs = new RunManager(this.store, dirname(file), { recover: this.opts.recoverRuns ?? true });
       for (const t of this.opts.templates ?? []) this.runs.register(t);
       this.offRuns = this.runs.on((e) => this.broadcast(e));
       this.workspaceError = null;
@@ -56,7 +66,7 @@ export class EngineServer {
   }
 
   /** Add or replace a method's handler (later areas plug in: sandbox, playground). */
-  on(method: Method, h: Handler): void {
+  on<M extends Method>(method: M, h: Handler<M>): void {
     this.handlers.set(method, h);
   }
 
@@ -68,11 +78,11 @@ export class EngineServer {
     return () => this.clients.delete(client);
   }
 
-  broadcast(e: RunEvent | { event: string; data: unknown }): void {
+  broadcast(e: EventMessage): void {
     for (const c of this.clients) c.send(e);
   }
 
-  info() {
+  info(): Result<'engine.info'> {
     return { version: '0.1.0', home: this.opts.home, workspaceError: this.workspaceError, pid: process.pid };
   }
 
@@ -89,15 +99,15 @@ export class EngineServer {
     const req = requestSchema.safeParse(msg);
     if (!req.success) {
       const id = (msg as { id?: unknown })?.id;
-      client.send({ id: typeof id === 'number' ? id : null, error: { message: `malformed message: ${req.error.issues.map((i) => `${i.path.join('.') || 'message'}: ${i.message}`).join('; ')}`, code: 'bad_request' } });
+      client.send({ id: typeof id === 'number' ? id : null, error: { message: `malformed message: ${describeIssues(req.error, 'message')}`, code: 'bad_request' } });
       return;
     }
     const { id, method, params } = req.data;
     const reply = (result: unknown) => client.send({ id, result: result ?? null });
     const fail = (error: ProtocolError) => client.send({ id, error });
     if (!isMethod(method)) return fail({ message: `unknown method "${method}"`, code: 'unknown_method' });
-    const p = methods[method].safeParse(params);
-    if (!p.success) return fail({ message: `invalid params for ${method}: ${p.error.issues.map((i) => `${i.path.join('.') || 'params'}: ${i.message}`).join('; ')}`, code: 'bad_params' });
+    const p = api[method].params.safeParse(params);
+    if (!p.success) return fail({ message: `invalid params for ${method}: ${describeIssues(p.error, 'params')}`, code: 'bad_params' });
     if (this.workspaceError && !['engine.info', 'workspace.open'].includes(method)) {
       return fail({ message: `${this.workspaceError}`, code: 'workspace', details: { offer: 'workspace.open' } });
     }
@@ -114,38 +124,59 @@ export class EngineServer {
     const S = () => this.store!;
     const R = () => this.runs!;
     this.on('engine.info', () => this.info());
-    this.on('workspace.open', (p: { path: string }) => {
+    this.on('workspace.open', (p) => {
       this.openWorkspace(p.path);
       if (this.workspaceError) throw new Error(this.workspaceError);
+      this.broadcast({ event: 'engine', data: this.info() });
       return this.info();
     });
     this.on('templates.list', () => R().listTemplates());
     this.on('runs.list', (p) => S().listRuns(p).map(runSummary));
-    this.on('runs.get', (p: { id: string }) => {
+    this.on('runs.get', (p) => {
       const r = S().getRun(p.id);
-      return { ...runSummary(r), config: r.config, parentId: r.parentId ?? undefined, notes: r.notes, checkpoints: S().checkpoints(r.id) };
+      return { ...runSummary(r), config: r.config, seed: r.seed, notes: r.notes, checkpoints: S().checkpoints(r.id), trajectorySteps: S().trajectorySteps(r.id) };
     });
     this.on('runs.start', (p) => ({ id: R().start(p) }));
-    this.on('runs.stop', async (p: { id: string }) => { await R().stop(p.id); });
-    this.on('runs.pause', (p: { id: string }) => R().pause(p.id));
-    this.on('runs.resume', (p: { id: string }) => R().resume(p.id));
-    this.on('runs.fork', (p: { id: string; config?: Record<string, unknown>; name?: string }) => ({ id: R().fork(p.id, p) }));
-    this.on('runs.delete', async (p: { id: string }) => {
+    this.on('runs.stop', async (p) => { await R().stop(p.id); return null; });
+    this.on('runs.pause', (p) => { R().pause(p.id); return null; });
+    this.on('runs.resume', (p) => { R().resume(p.id); return null; });
+    this.on('runs.fork', (p) => ({ id: R().fork(p.id, p) }));
+    this.on('runs.delete', async (p) => {
       if (R().queueState().running === p.id) await R().stop(p.id);
       S().deleteRun(p.id);
+      return null;
     });
-    this.on('runs.log', (p: { runId: string; afterSeq?: number }) => S().logs(p.runId, p.afterSeq ?? 0));
-    this.on('runs.diff', (p: { ids: string[] }) => S().configDiff(p.ids));
-    this.on('metrics.series', (p: { runId: string; keys?: string[]; maxPoints?: number }) => {
+    this.on('runs.setNotes', (p) => { S().setNotes(p.id, p.notes); R().announce(p.id); return null; });
+    this.on('runs.setTags', (p) => { S().setTags(p.id, p.tags); R().announce(p.id); return null; });
+    this.on('runs.log', (p) => S().logs(p.runId, p.afterSeq ?? 0));
+    this.on('runs.diff', (p) => S().configDiff(p.ids));
+    this.on('runs.export', (p) => {
+      R().writer.flush();
+      S().getRun(p.id);
+      if (p.prefix && !isAbsolute(p.prefix)) throw new Error(`runs.export: prefix must be an absolute path (the engine's working directory is not the caller's), got "${p.prefix}"`);
+      const prefix = p.prefix ?? join(this.opts.home, 'exports', p.id);
+      mkdirSync(dirname(prefix), { recursive: true });
+      const format = p.format ?? 'both';
+      const files: Result<'runs.export'>['files'] = [];
+      if (format !== 'jsonl') files.push({ kind: 'metrics', path: `${prefix}.metrics.csv`, count: exportMetricsCsv(S(), p.id, `${prefix}.metrics.csv`) });
+      if (format !== 'csv') files.push({ kind: 'trajectories', path: `${prefix}.trajectories.jsonl`, count: exportTrajectoriesJsonl(S(), p.id, `${prefix}.trajectories.jsonl`) });
+      return { files };
+    });
+    this.on('runs.importVerl', async (p) => {
+      const r = await importVerlDump(S(), p.dir, { name: p.name, onProgress: (file, samples) => this.broadcast({ event: 'import', data: { dir: p.dir, file, samples } }) });
+      R().announce(r.runId);
+      return r;
+    });
+    this.on('metrics.series', (p) => {
       R().writer.flush();
       const keys = p.keys ?? S().metricKeys(p.runId);
       return Object.fromEntries(keys.map((k) => [k, S().metricSeries(p.runId, k, p.maxPoints ?? 1500)]));
     });
-    this.on('trajectories.steps', (p: { runId: string }) => S().trajectorySteps(p.runId));
+    this.on('trajectories.steps', (p) => S().trajectorySteps(p.runId));
     this.on('trajectories.list', (p) => S().searchTrajectories(p));
-    this.on('trajectories.get', (p: { id: string }) => S().getTrajectory(p.id));
-    this.on('trajectories.group', (p: { runId: string; step: number; group: number }) => S().group(p.runId, p.step, p.group));
-    this.on('checkpoints.list', (p: { runId?: string }) => S().checkpoints(p.runId));
+    this.on('trajectories.get', (p) => S().getTrajectory(p.id) as Trajectory);
+    this.on('trajectories.group', (p) => S().group(p.runId, p.step, p.group));
+    this.on('checkpoints.list', (p) => S().checkpoints(p.runId));
     const envDir = join(this.opts.home, 'workspace');
     const safePath = (p: string) => {
       const full = normalize(join(envDir, p));
@@ -155,23 +186,24 @@ export class EngineServer {
       return full;
     };
     this.on('env.files', () => {
-      const out: { path: string; kind: string }[] = [];
+      const out: Result<'env.files'> = [];
       for (const kind of ['tools', 'rewards', 'envs']) {
         const d = join(envDir, kind);
         if (!existsSync(d)) continue;
-        for (const f of readdirSync(d)) if (statSync(join(d, f)).isFile()) out.push({ path: `${kind}/${f}`, kind: kind === 'tools' ? 'tool' : kind === 'rewards' ? 'reward' : 'env' });
+        for (const f of readdirSync(d)) if (statSync(join(d, f)).isFile()) out.push({ path: `${kind}/${f}`, kind: kind === 'tools' ? ('tool' as const) : kind === 'rewards' ? ('reward' as const) : ('env' as const) });
       }
       return out;
     });
-    this.on('env.read', (p: { path: string }) => {
+    this.on('env.read', (p) => {
       const f = safePath(p.path);
       if (!existsSync(f)) throw new Error(`no file "${p.path}" in the workspace`);
       return readFileSync(f, 'utf8');
     });
-    this.on('env.write', (p: { path: string; text: string }) => {
+    this.on('env.write', (p) => {
       const f = safePath(p.path);
       mkdirSync(dirname(f), { recursive: true });
       writeFileSync(f, p.text);
+      return null;
     });
   }
 
@@ -180,8 +212,4 @@ export class EngineServer {
     this.runs?.writer.flush();
     this.db?.close();
   }
-}
-
-function runSummary(r: ReturnType<Store['getRun']>) {
-  return { id: r.id, name: r.name, status: r.status, template: r.template ?? undefined, tags: r.tags, createdAt: r.createdAt * 1000, step: r.step, metrics: r.metrics, error: r.error ?? undefined };
 }

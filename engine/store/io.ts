@@ -17,7 +17,19 @@ export async function importVerlDump(store: Store, dir: string, opts: { name?: s
     throw new Error(`${dir}: cannot read the dump folder (${(e as Error).message})`);
   }
   if (files.length === 0) throw new Error(`${dir}: no {step}.jsonl files found (a verl rollout dump has files like 1.jsonl, 2.jsonl)`);
-  const runId = store.createRun({ name: opts.name ?? `verl:${basename(dir)}`, template: 'import-verl', config: { source: dir }, tags: ['imported', 'verl'], status: 'completed' });
+  const runId = store.createRun({ name: opts.name ?? `verl:${basename(dir)}`, template: 'import-verl', config: { source: dir }, tags: ['imported', 'verl'], status: 'running' });
+  try {
+    const r = await importFiles(store, runId, dir, files, opts.onProgress);
+    store.setStatus(runId, 'completed');
+    return r;
+  } catch (e) {
+    // A bad line leaves no half-imported run behind.
+    store.deleteRun(runId);
+    throw e;
+  }
+}
+
+async function importFiles(store: Store, runId: string, dir: string, files: string[], onProgress?: (file: string, n: number) => void): Promise<{ runId: string; trajectories: number; steps: number[] }> {
   let count = 0;
   const steps: number[] = [];
   for (const f of files) {
@@ -61,7 +73,7 @@ export async function importVerlDump(store: Store, dir: string, opts: { name?: s
       steps.push(batch[0].step);
     }
     count += batch.length;
-    opts.onProgress?.(f, count);
+    onProgress?.(f, count);
   }
   return { runId, trajectories: count, steps };
 }

@@ -70,12 +70,23 @@ export class Store {
     return id;
   }
 
+  /** Set a run's status. Queued/running clear the last error (a resumed run is not failing); an ending status without one keeps it. */
   setStatus(id: string, status: string, error?: string): void {
     const now = Date.now() / 1000;
     const started = status === 'running' ? now : null;
     const ended = ['completed', 'failed', 'stopped'].includes(status) ? now : null;
-    this.db.prepare(`UPDATE runs SET status = ?, error = COALESCE(?, error), started_at = COALESCE(started_at, ?), ended_at = ? WHERE id = ?`)
-      .run(status, error ?? null, started, ended, id);
+    const clear = status === 'running' || status === 'queued' ? 1 : 0;
+    this.db.prepare(`UPDATE runs SET status = ?, error = CASE WHEN ? THEN ? ELSE COALESCE(?, error) END, started_at = COALESCE(started_at, ?), ended_at = ? WHERE id = ?`)
+      .run(status, clear, error ?? null, error ?? null, started, ended, id);
+  }
+
+  setNotes(id: string, notes: string): void {
+    if (this.db.prepare('UPDATE runs SET notes = ? WHERE id = ?').run(notes, id).changes === 0) throw new Error(`no run with id "${id}"`);
+  }
+
+  setTags(id: string, tags: string[]): void {
+    const clean = [...new Set(tags.map((t) => t.trim()).filter(Boolean))];
+    if (this.db.prepare('UPDATE runs SET tags = ? WHERE id = ?').run(JSON.stringify(clean), id).changes === 0) throw new Error(`no run with id "${id}"`);
   }
 
   getRun(id: string): RunRow {

@@ -9,7 +9,7 @@ import { fileKind } from '../../renderer/src/store/editor';
 import type { RunSummary, Trajectory, TrajSummary, TurnView } from '../../renderer/src/api/types';
 import { deriveToolCalls, normalizeTry } from '../../renderer/src/api/connection';
 
-const run = (id: string, over: Partial<RunSummary> = {}): RunSummary => ({ id, name: id, status: 'completed', tags: [], createdAt: 0, metrics: {}, ...over });
+const run = (id: string, over: Partial<RunSummary> = {}): RunSummary => ({ id, name: id, status: 'completed', tags: [], createdAt: 0, startedAt: null, endedAt: null, step: 0, metrics: {}, ...over });
 
 describe('runs table', () => {
   const runs = [
@@ -43,7 +43,7 @@ describe('live series', () => {
 
 describe('GRPO siblings', () => {
   it('are the samples of the same step and group, in sample order', () => {
-    const t = (id: string, step: number, group: number, sample: number): TrajSummary => ({ id, runId: 'r', step, group, sample, reward: 0, turns: 1, hasError: false });
+    const t = (id: string, step: number, group: number, sample: number): TrajSummary => ({ id, runId: 'r', step, group, sample, reward: 0, turns: 1, hasError: false, full: true, outcomeData: {}, timings: {} });
     const list = [t('x', 1, 0, 1), t('y', 1, 1, 0), t('z', 1, 0, 0), t('w', 2, 0, 0)];
     expect(siblingsOf(list, { step: 1, group: 0 }).map((x) => x.id)).toEqual(['z', 'x']);
   });
@@ -77,8 +77,8 @@ describe('editor file kinds', () => {
 });
 
 describe('tool calls of trajectories stored without call records', () => {
-  const turn = (role: string, text: string, toolCalls: TurnView['toolCalls'] = []): TurnView => ({ role, text, tokenIds: [], tokens: [], toolCalls });
-  const traj = (turnsData: TurnView[]): Trajectory => ({ id: '1', runId: 'r', step: 1, group: 0, sample: 0, reward: 0, turns: turnsData.length, hasError: false, rewardBreakdown: {}, turnsData });
+  const turn = (role: string, text: string, toolCalls: TurnView['toolCalls'] = []): TurnView => ({ role, text, tokenIds: [], tokens: [], logprob: null, refLogprob: null, entropy: null, advantage: null, value: null, lossMask: null, stepReward: null, toolCalls });
+  const traj = (turnsData: TurnView[]): Trajectory => ({ id: '1', runId: 'r', step: 1, group: 0, sample: 0, reward: 0, turns: turnsData.length, hasError: false, full: true, outcomeData: {}, timings: {}, rewardBreakdown: {}, turnsData });
   it('reads Search-R1 and Hermes calls from model turns, with the next observation as the result', () => {
     const t = deriveToolCalls(traj([
       turn('env', 'question : who ?'),

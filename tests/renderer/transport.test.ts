@@ -1,11 +1,12 @@
-// The WebSocket transport against a real local WebSocket server: messages queued before the
-// socket opens are delivered, a lost engine is reported and the transport reconnects by itself.
+// The protocol client (engine/server/client.ts, shared by the renderer and the CLI) over the
+// WebSocket transport against a real local WebSocket server: messages queued before the socket
+// opens are delivered, results and events are checked against the protocol on receipt, a lost
+// engine is reported and the transport reconnects by itself.
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer, WebSocket as NodeWebSocket } from 'ws';
 import type { AddressInfo } from 'node:net';
 import { engineWsUrl, webSocketTransport, type Transport } from '../../renderer/src/api/transports';
-import { rpcOverTransport } from '../../renderer/src/api/connection';
-import type { ConnectionState } from '../../renderer/src/api/types';
+import { createClient, type ConnectionState } from '../../engine/server/client';
 
 const cleanups: (() => void | Promise<void>)[] = [];
 afterEach(async () => {
@@ -18,9 +19,12 @@ function echoServer(port = 0): Promise<WebSocketServer> {
     wss.on('connection', (sock: NodeWebSocket) =>
       sock.on('message', (raw: Buffer) => {
         const m = JSON.parse(String(raw));
-        if (m.method === 'fail') sock.send(JSON.stringify({ id: m.id, error: { message: 'run "x" not found', code: 'not_found' } }));
-        else sock.send(JSON.stringify({ id: m.id, result: { echoed: m.params } }));
-        sock.send(JSON.stringify({ event: 'log', data: { runId: 'r', text: 'hi' } }));
+        // runs.get fails, runs.list answers off-protocol (an id that is a number), env.read echoes
+        if (m.method === 'runs.get') sock.send(JSON.stringify({ id: m.id, error: { message: 'no run with id "x"', code: 'failed' } }));
+        else if (m.method === 'runs.list') sock.send(JSON.stringify({ id: m.id, result: [{ id: 5, name: 'n' }] }));
+        else sock.send(JSON.stringify({ id: m.id, result: `echo:${m.params.path}` }));
+        sock.send(JSON.stringify({ event: 'log', data: { runId: 'r', text: 'off-protocol: no line' } }));
+        sock.send(JSON.stringify({ event: 'log', data: { runId: 'r', line: { seq: 1, time: 2, level: 'info', text: 'hi' } } }));
       }),
     );
   });
@@ -49,14 +53,18 @@ describe('WebSocket transport + request correlation', () => {
     cleanups.push(() => closeServer(wss));
     const t = webSocketTransport(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}/ws?token=t`, NodeWebSocket as unknown as typeof WebSocket);
     cleanups.push(() => t.close());
-    const rpc = rpcOverTransport(t);
+    const refused: string[] = [];
+    const rpc = createClient(t, { onProtocolError: (m) => refused.push(m) });
     const events: unknown[] = [];
-    rpc.onEvent((e, d) => events.push([e, d]));
-    const [a, b] = await Promise.all([rpc.request('x', { n: 1 }), rpc.request('y', { n: 2 })]);
-    expect(a).toEqual({ echoed: { n: 1 } });
-    expect(b).toEqual({ echoed: { n: 2 } });
-    await expect(rpc.request('fail')).rejects.toThrow('run "x" not found');
-    expect(events[0]).toEqual(['log', { runId: 'r', text: 'hi' }]);
+    rpc.onEvent((e) => events.push(e));
+    const [a, b] = await Promise.all([rpc.request('env.read', { path: 'tools/a.ts' }), rpc.request('env.read', { path: 'tools/b.ts' })]);
+    expect(a).toBe('echo:tools/a.ts');
+    expect(b).toBe('echo:tools/b.ts');
+    await expect(rpc.request('runs.get', { id: 'x' })).rejects.toMatchObject({ name: 'EngineError', code: 'failed', message: 'no run with id "x"' });
+    await expect(rpc.request('runs.list')).rejects.toThrow(/^the engine's answer to runs.list does not match the protocol: 0\.id: .*; 0\.status: /);
+    expect(events[0]).toEqual({ event: 'log', data: { runId: 'r', line: { seq: 1, time: 2, level: 'info', text: 'hi' } } });
+    expect(events).toHaveLength(4);
+    expect(refused[0]).toMatch(/^event "log" does not match the protocol: line: /);
   });
 
   it('reports a lost engine, queues requests made meanwhile, and reconnects when it is back', async () => {
@@ -65,15 +73,15 @@ describe('WebSocket transport + request correlation', () => {
     const t = webSocketTransport(`ws://127.0.0.1:${port}/ws?token=t`, NodeWebSocket as unknown as typeof WebSocket);
     cleanups.push(() => t.close());
     const seen = states(t);
-    const rpc = rpcOverTransport(t);
-    await rpc.request('x', 1);
+    const rpc = createClient(t, { onProtocolError: () => {} });
+    await rpc.request('env.read', { path: 'before' });
     await closeServer(wss);
     await expect.poll(() => seen.some((s) => s.state === 'closed'), { timeout: 5000 }).toBe(true);
     // a request made while the engine is away waits in the queue and is answered after reconnecting
-    const pending = rpc.request('x', 'after');
+    const pending = rpc.request('env.read', { path: 'after' });
     wss = await echoServer(port);
     cleanups.push(() => closeServer(wss));
-    await expect(pending).resolves.toEqual({ echoed: 'after' });
+    await expect(pending).resolves.toBe('echo:after');
     expect(seen.filter((s) => s.state === 'open').length).toBeGreaterThanOrEqual(2);
   });
 });

@@ -37,6 +37,7 @@ function modelTurn(n: number): TurnView {
     refLogprob: ids.map((i) => -((i % 5) / 2)),
     entropy: ids.map((i) => (i % 3) / 2),
     advantage: ids.map(() => 0.5),
+    value: null,
     lossMask: ids.map(() => 1),
     toolCalls: [{ name: 'search', args: { query: 'x' }, result: 'doc' }],
     stepReward: null,
@@ -44,7 +45,7 @@ function modelTurn(n: number): TurnView {
 }
 
 function trajectory(turns: TurnView[]): Trajectory {
-  return { id: 't1', runId: 'r', step: 1, group: 0, sample: 0, reward: 1, turns: turns.length, hasError: false, rewardBreakdown: {}, turnsData: turns };
+  return { id: 't1', runId: 'r', step: 1, group: 0, sample: 0, reward: 1, turns: turns.length, hasError: false, full: true, outcomeData: {}, timings: {}, rewardBreakdown: {}, turnsData: turns };
 }
 
 describe('trajectory turn list', () => {

@@ -1,112 +1,85 @@
-// Picks the transport (Electron preload or WebSocket) and adapts the engine protocol client to
-// the ArborApi the stores use.
-import type { ArborApi, ChatEvent, Checkpoint, ConnectionState, EngineEvent, LogLine, RunDetail, ToolCallView, Trajectory, TryResult, TurnView } from './types';
-import { EngineError } from './types';
-import { engineWsUrl, preloadTransport, webSocketTransport, type Transport } from './transports';
-
-export interface RpcClient {
-  request(method: string, params?: unknown): Promise<unknown>;
-  onEvent(listener: (event: string, data: unknown) => void): () => void;
-}
-
-/** Request/response correlation and pushed events over a transport (the renderer's engine client; the CLI reads the workspace database directly). */
-export function rpcOverTransport(t: Transport): RpcClient {
-  let nextId = 1;
-  const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: unknown) => void }>();
-  const listeners = new Set<(event: string, data: unknown) => void>();
-  t.onMessage((raw) => {
-    const m = raw as { id?: number; result?: unknown; error?: { message: string; code?: string; details?: unknown }; event?: string; data?: unknown };
-    if (m.id != null && pending.has(m.id)) {
-      const p = pending.get(m.id)!;
-      pending.delete(m.id);
-      if (m.error) p.reject(new EngineError(m.error.message, m.error.code, m.error.details));
-      else p.resolve(m.result);
-    } else if (m.event) for (const l of listeners) l(m.event, m.data);
-  });
-  t.onState((s) => {
-    if (s.state !== 'open' && s.state !== 'connecting') {
-      for (const p of pending.values()) p.reject(new EngineError(`The engine connection was lost (${s.message}); retry when it is back.`));
-      pending.clear();
-    }
-  });
-  return {
-    request(method, params) {
-      const id = nextId++;
-      return new Promise((resolve, reject) => {
-        pending.set(id, { resolve, reject });
-        t.send({ id, method, params });
-      });
-    },
-    onEvent(l) {
-      listeners.add(l);
-      return () => listeners.delete(l);
-    },
-  };
-}
+// Picks the transport (Electron preload or WebSocket) and adapts the engine's protocol client
+// (engine/server/client.ts, the one the CLI uses too) to the ArborApi the stores use.
+import { createClient, type EngineClient, type Transport } from '../../../engine/server/client';
+import type * as wire from '../../../engine/server/protocol';
+import type { ArborApi, ChatEvent, Checkpoint, ConnectionState, EngineEvent, LogLine, RunSummary, Template, ToolCallView, Trajectory, TryResult } from './types';
+import { engineWsUrl, preloadTransport, webSocketTransport } from './transports';
 
 /** A fresh id naming one playground chat (its events and its cancel request carry it). */
 export const newChatId = (): string => `chat-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
 
 export function connectEngine(): ArborApi {
   const transport = window.arbor ? preloadTransport(window.arbor) : webSocketTransport(engineWsUrl(window.location));
-  return adaptClient(rpcOverTransport(transport), transport);
+  return adaptClient(createClient(transport), transport);
 }
 
-export function adaptClient(rpc: RpcClient, transport: Pick<Transport, 'onState'>): ArborApi {
-  const call = <T>(method: string, params?: unknown) => rpc.request(method, params) as Promise<T>;
+// The protocol carries Unix seconds (the store's unit, as in MLflow); the UI works in milliseconds.
+const ms = (s: number) => s * 1000;
+const msOrNull = (s: number | null) => (s == null ? null : s * 1000);
+const runMs = <R extends wire.RunSummary>(r: R): R => ({ ...r, createdAt: ms(r.createdAt), startedAt: msOrNull(r.startedAt), endedAt: msOrNull(r.endedAt) });
+const checkpointMs = (c: wire.Checkpoint): Checkpoint => ({ ...c, createdAt: ms(c.createdAt) });
+const lineMs = (l: wire.LogLine): LogLine => ({ ...l, time: ms(l.time) });
+
+export function adaptClient(client: EngineClient, transport: Pick<Transport, 'onState'>): ArborApi {
   return {
-    listTemplates: () => call('templates.list'),
-    listRuns: () => call('runs.list'),
+    listTemplates: async () => (await client.request('templates.list')) as Template[],
+    listRuns: async () => (await client.request('runs.list')).map(runMs) as RunSummary[],
+    setNotes: async (id, notes) => void (await client.request('runs.setNotes', { id, notes })),
+    setTags: async (id, tags) => void (await client.request('runs.setTags', { id, tags })),
     getRun: async (id) => {
-      const r = await call<RunDetail>('runs.get', { id });
+      const r = runMs(await client.request('runs.get', { id }));
       return { ...r, checkpoints: r.checkpoints.map(checkpointMs) };
     },
-    startRun: (req) => call('runs.start', req),
-    stopRun: (id) => call('runs.stop', { id }),
-    resumeRun: (id) => call('runs.resume', { id }),
-    forkRun: (id, opts) => call('runs.fork', { id, ...opts }),
-    metricSeries: (runId, keys, maxPoints) => call('metrics.series', { runId, keys, maxPoints }),
-    // The store keeps times in seconds (MLflow style); the UI works in milliseconds.
-    runLog: async (runId, afterSeq) => (await call<LogLine[]>('runs.log', { runId, afterSeq })).map((l) => ({ ...l, time: l.time * 1000 })),
-    trajectorySteps: (runId) => call('trajectories.steps', { runId }),
-    listTrajectories: (q) => call('trajectories.list', q),
-    getTrajectory: async (id) => deriveToolCalls(normalizeTrajectory(await call<RawTrajectory>('trajectories.get', { id }))),
-    listEnvFiles: () => call('env.files'),
-    readEnvFile: (path) => call('env.read', { path }),
-    writeEnvFile: (path, text) => call('env.write', { path, text }),
-    envTypes: () => call('env.types'),
-    tryTool: async (req) => normalizeTry(await call('sandbox.tryTool', req), req.path),
-    tryReward: async (req) => normalizeTry(await call('sandbox.tryReward', req), req.path),
-    listCheckpoints: async (runId) => (await call<Checkpoint[]>('checkpoints.list', { runId })).map(checkpointMs),
+    startRun: (req) => client.request('runs.start', req),
+    stopRun: async (id) => void (await client.request('runs.stop', { id })),
+    resumeRun: async (id) => void (await client.request('runs.resume', { id })),
+    forkRun: (id, opts) => client.request('runs.fork', { id, ...opts }),
+    metricSeries: (runId, keys, maxPoints) => client.request('metrics.series', { runId, keys, maxPoints }),
+    runLog: async (runId, afterSeq) => (await client.request('runs.log', { runId, afterSeq })).map(lineMs),
+    trajectorySteps: (runId) => client.request('trajectories.steps', { runId }),
+    listTrajectories: (q) => client.request('trajectories.list', q),
+    getTrajectory: async (id) => deriveToolCalls(normalizeTrajectory(await client.request('trajectories.get', { id }))),
+    listEnvFiles: () => client.request('env.files'),
+    readEnvFile: (path) => client.request('env.read', { path }),
+    writeEnvFile: async (path, text) => void (await client.request('env.write', { path, text })),
+    envTypes: () => client.request('env.types'),
+    tryTool: async (req) => normalizeTry(await client.request('sandbox.tryTool', req), req.path),
+    tryReward: async (req) => normalizeTry(await client.request('sandbox.tryReward', req), req.path),
+    listCheckpoints: async (runId) => (await client.request('checkpoints.list', { runId })).map(checkpointMs),
+    exportRun: async (id) => (await client.request('runs.export', { id })).files,
     // The client names the chat (chatId); the engine pushes `chat` events for it
     // ({chatId, type: token | turn | tool_call | observation | done | error, ...}) as generation
     // goes, and answers the request with the whole transcript when the episode ends.
     chat(req, onEvent) {
       const chatId = req.chatId ?? newChatId();
-      const off = rpc.onEvent((event, data) => {
-        if (event !== 'chat') return;
-        const { chatId: id, ...e } = data as { chatId: string } & ChatEvent;
+      const off = client.on('chat', (data) => {
+        const { chatId: id, ...e } = data;
         if (id === chatId) onEvent(e as ChatEvent);
       });
-      return call<{ world?: number; dataset?: string; reason?: string; stopped?: boolean }>('playground.chat', { ...req, chatId }).then(
+      return client.request('playground.chat', { ...req, chatId }).then(
         (r) => {
           off();
-          return { world: r?.world, dataset: r?.dataset, reason: r?.reason, stopped: r?.stopped };
+          return { world: r.world, dataset: r.dataset, reason: r.reason, stopped: r.stopped };
         },
-        (err) => {
+        (err: unknown) => {
           off();
           throw err;
         },
       );
     },
-    cancelChat: (chatId) => call('playground.cancel', { chatId }),
+    cancelChat: (chatId) => client.request('playground.cancel', { chatId }),
     onEvent(cb) {
-      return rpc.onEvent((event, data) => {
-        if (event === 'chat') return;
-        const e = { type: event, ...(data as object) } as EngineEvent;
-        if (e.type === 'log') e.line = { ...e.line, time: e.line.time * 1000 };
-        if (e.type === 'run') e.run = { ...e.run, createdAt: e.run.createdAt * 1000, template: e.run.template ?? undefined, error: e.run.error ?? undefined };
-        if (e.type === 'checkpoint') e.checkpoint = checkpointMs(e.checkpoint);
+      return client.onEvent((m) => {
+        let e: EngineEvent;
+        switch (m.event) {
+          case 'run': e = { type: 'run', run: runMs(m.data.run) }; break;
+          case 'log': e = { type: 'log', runId: m.data.runId, line: lineMs(m.data.line) }; break;
+          case 'checkpoint': e = { type: 'checkpoint', runId: m.data.runId, checkpoint: checkpointMs(m.data.checkpoint) }; break;
+          case 'metrics': e = { type: 'metrics', ...m.data }; break;
+          case 'trajectories': e = { type: 'trajectories', ...m.data }; break;
+          case 'queue': e = { type: 'queue', ...m.data }; break;
+          default: return; // chat (per request, above), engine, import
+        }
         cb(e);
       });
     },
@@ -116,38 +89,19 @@ export function adaptClient(rpc: RpcClient, transport: Pick<Transport, 'onState'
   };
 }
 
-const checkpointMs = (c: Checkpoint): Checkpoint => ({ ...c, createdAt: c.createdAt == null ? undefined : c.createdAt * 1000 });
-
-type RawTurn = Omit<TurnView, 'tokens' | 'toolCalls'> & { tokens?: string[]; toolCalls?: unknown[] };
-type RawTrajectory = Omit<Trajectory, 'turnsData' | 'rewardBreakdown'> & { turnsData: RawTurn[]; rewardBreakdown?: Record<string, number>; outcomeData?: Record<string, unknown> };
-
 /**
  * Fill what the views rely on: per-token strings (absent when the engine could not decode the
- * tokens; the turn then shows its text without a heat map), tool calls with readable results,
- * and the reward breakdown (from the stored outcome when the engine sends no explicit one).
+ * tokens; the turn then shows its text without a heat map) and the reward breakdown (the
+ * reward components the environment reported, stored in the outcome).
  */
-export function normalizeTrajectory(t: RawTrajectory): Trajectory {
-  const breakdown: Record<string, number> = { ...(t.rewardBreakdown ?? {}) };
-  const rewards = t.outcomeData?.rewards;
-  if (!t.rewardBreakdown && rewards && typeof rewards === 'object') for (const [k, v] of Object.entries(rewards)) if (typeof v === 'number') breakdown[k] = v;
+export function normalizeTrajectory(t: wire.Trajectory): Trajectory {
+  const breakdown: Record<string, number> = {};
+  const components = t.outcomeData.components;
+  if (components && typeof components === 'object') for (const [k, v] of Object.entries(components)) if (typeof v === 'number') breakdown[k] = v;
   return {
     ...t,
     rewardBreakdown: breakdown,
-    turnsData: t.turnsData.map((u) => {
-      const tokens = Array.isArray(u.tokens) && u.tokens.length === u.tokenIds.length ? u.tokens : [];
-      const toolCalls = (u.toolCalls ?? []).map((c) => {
-        const call = (c ?? {}) as Record<string, unknown>;
-        const result = call.result ?? call.content;
-        return {
-          name: String(call.name ?? '?'),
-          args: call.args ?? call.arguments,
-          result: result == null ? undefined : typeof result === 'string' ? result : JSON.stringify(result),
-          error: call.error == null ? undefined : String(call.error),
-          latencyMs: typeof call.latencyMs === 'number' ? call.latencyMs : undefined,
-        };
-      });
-      return { ...u, tokens, toolCalls };
-    }),
+    turnsData: t.turnsData.map((u) => ({ ...u, tokens: u.tokens.length === u.tokenIds.length ? u.tokens : [], toolCalls: u.toolCalls as ToolCallView[] })),
   };
 }
 

@@ -1,74 +1,34 @@
-// What the workbench needs from the engine, in the renderer's own terms. `connection.ts` maps
-// this onto the engine protocol client (engine/server/client.ts); the views and stores only see
-// this interface, so a protocol change touches one adapter.
+// What the workbench needs from the engine, in the renderer's own terms. The wire types come
+// from the protocol (engine/server/protocol.ts, shared with the engine and the CLI);
+// `connection.ts` adapts the protocol client (engine/server/client.ts) to this interface:
+// times become milliseconds and trajectories get the fields the views rely on. Views and
+// stores only see this interface, so a protocol change touches one adapter.
 import type { JsonSchema } from '../lib/jsonSchema';
+import type * as wire from '../../../engine/server/protocol';
+import type { ConnectionState } from '../../../engine/server/client';
+export type { ConnectionState };
+export { EngineError } from '../../../engine/server/client';
 
-export type RunStatus = 'queued' | 'running' | 'completed' | 'failed' | 'stopped' | string;
+export type RunStatus = 'queued' | 'running' | 'paused' | 'completed' | 'failed' | 'stopped' | string;
 
-export interface Template {
-  id: string;
-  name: string;
-  description?: string;
+export interface Template extends Omit<wire.Template, 'schema'> {
   schema: JsonSchema;
-  /** a ready-to-run config (e.g. a short demo) the form starts from, when the template has one */
-  example?: Record<string, unknown>;
 }
 
-export interface RunSummary {
-  id: string;
-  name: string;
-  status: RunStatus;
-  template?: string;
-  tags: string[];
-  createdAt: number;
-  step?: number;
-  /** latest value of each metric (MLflow latest_metrics) */
-  metrics: Record<string, number>;
-  error?: string;
-}
+/** A run; createdAt/startedAt/endedAt in milliseconds. */
+export type RunSummary = wire.RunSummary;
 
-export interface Checkpoint {
-  id: string;
-  runId: string;
-  step: number;
-  path?: string;
-  createdAt?: number;
-  metrics?: Record<string, number>;
-}
+/** A checkpoint; createdAt in milliseconds. */
+export type Checkpoint = wire.Checkpoint;
 
-export interface RunDetail extends RunSummary {
-  config: Record<string, unknown>;
-  params?: Record<string, string>;
-  checkpoints: Checkpoint[];
-  parentId?: string;
-}
+export type RunDetail = wire.RunDetail;
 
-export interface Series {
-  step: number[];
-  value: (number | null)[];
-}
+export type Series = wire.Series;
 
-export interface LogLine {
-  seq: number;
-  time: number;
-  level: string;
-  text: string;
-}
+/** A log line; time in milliseconds. */
+export type LogLine = wire.LogLine;
 
-export interface TrajSummary {
-  id: string;
-  runId: string;
-  step: number;
-  group: number;
-  sample: number;
-  task?: string;
-  prompt?: string;
-  reward: number;
-  advantage?: number;
-  outcome?: string;
-  turns: number;
-  hasError: boolean;
-}
+export type TrajSummary = wire.TrajSummary;
 
 export interface ToolCallView {
   name: string;
@@ -80,19 +40,8 @@ export interface ToolCallView {
   derived?: boolean;
 }
 
-export interface TurnView {
-  role: 'model' | 'tool' | 'env' | 'user' | 'system' | string;
-  text: string;
-  tokenIds: number[];
-  /** decoded text of each token (same length as tokenIds), for the heat map */
-  tokens: string[];
-  logprob?: number[] | null;
-  refLogprob?: number[] | null;
-  entropy?: number[] | null;
-  advantage?: number[] | null;
-  lossMask?: number[] | null;
+export interface TurnView extends Omit<wire.Turn, 'toolCalls'> {
   toolCalls: ToolCallView[];
-  stepReward?: number | null;
 }
 
 export interface Trajectory extends TrajSummary {
@@ -100,10 +49,7 @@ export interface Trajectory extends TrajSummary {
   turnsData: TurnView[];
 }
 
-export interface EnvFile {
-  path: string;
-  kind: 'tool' | 'reward' | 'env' | 'config' | string;
-}
+export type EnvFile = wire.Result<'env.files'>[number];
 
 export interface TryResult {
   ok: boolean;
@@ -113,15 +59,10 @@ export interface TryResult {
   ms?: number;
 }
 
-export type ChatEvent =
-  | { type: 'token'; text: string }
-  /** a model turn ended: its exact text (replaces what the tokens streamed) */
-  | { type: 'turn'; text: string; tokens: number }
-  | { type: 'tool_call'; name: string; args: unknown }
-  | { type: 'observation'; name: string; content: string; error?: string }
-  /** the episode ended; `stopped` when playground.cancel stopped it */
-  | { type: 'done'; text?: string; reason?: string; stopped?: boolean }
-  | { type: 'error'; message: string };
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+/** What a playground chat streams (the protocol's chat event, without its chatId). */
+export type ChatEvent = DistributiveOmit<wire.ChatEvent, 'chatId'>;
 
 export interface ChatMessage {
   role: 'user' | 'assistant' | 'tool';
@@ -129,23 +70,20 @@ export interface ChatMessage {
   name?: string;
 }
 
-/** Events pushed by the engine that the UI follows. */
+/** Events pushed by the engine that the UI follows (the protocol's, with times in milliseconds). */
 export type EngineEvent =
-  | { type: 'run'; run: RunSummary }
-  | { type: 'metrics'; runId: string; step: number; values: Record<string, number> }
-  | { type: 'log'; runId: string; line: LogLine }
-  | { type: 'trajectories'; runId: string; step: number; count: number }
-  | { type: 'checkpoint'; runId: string; checkpoint: Checkpoint };
-
-export type ConnectionState =
-  | { state: 'connecting' }
-  | { state: 'open' }
-  | { state: 'engine-crashed'; message: string; restarting: boolean; attempt?: number }
-  | { state: 'closed'; message: string };
+  | ({ type: 'run' } & wire.EventData<'run'>)
+  | ({ type: 'metrics' } & wire.EventData<'metrics'>)
+  | ({ type: 'log' } & wire.EventData<'log'>)
+  | ({ type: 'trajectories' } & wire.EventData<'trajectories'>)
+  | ({ type: 'checkpoint' } & wire.EventData<'checkpoint'>)
+  | ({ type: 'queue' } & wire.EventData<'queue'>);
 
 export interface ArborApi {
   listTemplates(): Promise<Template[]>;
   listRuns(): Promise<RunSummary[]>;
+  setNotes(id: string, notes: string): Promise<void>;
+  setTags(id: string, tags: string[]): Promise<void>;
   getRun(id: string): Promise<RunDetail>;
   startRun(req: { template: string; config: Record<string, unknown>; name?: string; tags?: string[] }): Promise<{ id: string }>;
   stopRun(id: string): Promise<void>;
@@ -163,18 +101,12 @@ export interface ArborApi {
   tryTool(req: { source: string; path?: string; tool?: string; args: unknown }): Promise<TryResult>;
   tryReward(req: { source: string; path?: string; trajectoryId: string }): Promise<TryResult>;
   listCheckpoints(runId?: string): Promise<Checkpoint[]>;
+  /** Write the run's metrics CSV and trajectories JSONL into the workspace's exports/ folder. */
+  exportRun(id: string): Promise<{ kind: string; path: string; count: number }[]>;
   /** Resolves with what the engine reports about the episode (the world or dataset its search tool read, why it ended). */
   chat(req: { checkpoint: string; messages: ChatMessage[]; tools?: string[]; chatId?: string }, onEvent: (e: ChatEvent) => void): Promise<{ world?: number; dataset?: string; reason?: string; stopped?: boolean }>;
   /** Stop a running chat (it ends with what was generated so far); false if it had already ended. */
   cancelChat(chatId: string): Promise<{ cancelled: boolean }>;
   onEvent(cb: (e: EngineEvent) => void): () => void;
   onConnection(cb: (s: ConnectionState) => void): () => void;
-}
-
-/** An error from the engine, with the readable message the UI shows. */
-export class EngineError extends Error {
-  constructor(message: string, readonly code?: string, readonly details?: unknown) {
-    super(message);
-    this.name = 'EngineError';
-  }
 }

@@ -15,6 +15,8 @@ import { initTinyModel } from '../../../engine/cli/commands/init-model';
 import { generateWorld } from '../../../engine/env/multihop';
 import { createEngine } from '../../../engine/server/engine';
 import { chatSettings } from '../../../engine/server/playground';
+import { createClient, EngineError, inProcessTransport } from '../../../engine/server/client';
+import type { Method } from '../../../engine/server/protocol';
 import type { EngineServer } from '../../../engine/server/server';
 import { bigramModel } from './fixtures/bigram-model';
 
@@ -27,19 +29,23 @@ const country = world.cities[0]!.country.toLowerCase();
 let engine: EngineServer;
 let checkpointId: string;
 
-/** One protocol request through the engine as a client would send it; collects the events it pushes. */
-async function request(method: string, params: unknown) {
-  const events: { event: string; data: Record<string, unknown> }[] = [];
-  const reply = await new Promise<{ result?: any; error?: { message: string } }>((resolve) => {
-    const client = {
-      send(m: any) {
-        if (m.event) events.push(m);
-        else if (m.id === 7) resolve(m);
-      },
-    };
-    void engine.handle(client, { id: 7, method, params });
-  });
-  return { reply, events: events.filter((e) => e.event === 'chat').map((e) => e.data) };
+/**
+ * One protocol request through the protocol client (results and events checked against the
+ * protocol on receipt); collects the chat events it pushes.
+ */
+async function request(method: Method, params: unknown) {
+  const c = createClient(inProcessTransport(engine), { onProtocolError: (m) => { throw new Error(m); } });
+  const events: Record<string, unknown>[] = [];
+  c.on('chat', (d) => events.push(d));
+  try {
+    const result: any = await (c.request as (m: Method, p: unknown) => Promise<unknown>)(method, params);
+    return { reply: { result } as { result?: any; error?: { message: string } }, events };
+  } catch (e) {
+    if (e instanceof EngineError && e.code !== 'bad_result') return { reply: { error: { message: e.message } } as { result?: any; error?: { message: string } }, events };
+    throw e;
+  } finally {
+    c.close();
+  }
 }
 
 beforeAll(async () => {

@@ -5,6 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEngine } from '../../../engine/server/engine';
+import { createClient, EngineError, inProcessTransport } from '../../../engine/server/client';
+import type { Method } from '../../../engine/server/protocol';
 import type { EngineServer } from '../../../engine/server/server';
 import { writeUserEnvironment } from './fixtures/user-environment';
 
@@ -12,10 +14,17 @@ const home = mkdtempSync(join(tmpdir(), 'arbor-sandbox-srv-'));
 let engine: EngineServer;
 let trajectoryId: string;
 
-function call(method: string, params: unknown): Promise<{ result?: any; error?: { message: string } }> {
-  return new Promise((resolve) => {
-    void engine.handle({ send: (m: any) => m.id === 1 && resolve(m) } as never, { id: 1, method, params });
-  });
+/** A request through the protocol client (its result checked against the protocol on receipt). */
+async function call(method: Method, params: unknown): Promise<{ result?: any; error?: { message: string } }> {
+  const c = createClient(inProcessTransport(engine));
+  try {
+    return { result: await (c.request as (m: Method, p: unknown) => Promise<unknown>)(method, params) };
+  } catch (e) {
+    if (e instanceof EngineError && e.code !== 'bad_result') return { error: { message: e.message } };
+    throw e;
+  } finally {
+    c.close();
+  }
 }
 
 beforeAll(async () => {

@@ -1,0 +1,59 @@
+/**
+ * The CLI's way to the engine: the same protocol client as the workbench (engine/server/client.ts).
+ * With `--engine <url>` (or ARBOR_ENGINE) it talks to a running `arbor serve` over its
+ * WebSocket; without, it starts an engine in this process over the workspace database (no
+ * crash recovery: a run marked running may belong to a live engine or CLI training).
+ */
+import WebSocket from 'ws';
+import { arborHome } from '../store/db';
+import { createClient, inProcessTransport, webSocketTransport, type EngineClient } from '../server/client';
+import { EngineServer } from '../server/server';
+
+export interface CliEngine {
+  client: EngineClient;
+  /** Where the answers come from, for messages. */
+  where: string;
+  close(): void;
+}
+
+/** The WebSocket URL for what `arbor serve` printed (http://127.0.0.1:PORT/?token=T) or a ws:// URL. */
+export function engineSocketUrl(url: string): string {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new Error(`--engine: "${url}" is not a URL (give the one \`arbor serve\` printed, like http://127.0.0.1:PORT/?token=…)`);
+  }
+  const token = u.searchParams.get('token');
+  if (!token) throw new Error(`--engine: "${url}" has no ?token= (give the whole URL \`arbor serve\` printed)`);
+  const scheme = u.protocol === 'https:' || u.protocol === 'wss:' ? 'wss:' : 'ws:';
+  return `${scheme}//${u.host}/ws?token=${encodeURIComponent(token)}`;
+}
+
+export function connectCliEngine(opts: { engine?: string } = {}): CliEngine {
+  const url = opts.engine ?? process.env.ARBOR_ENGINE;
+  if (url) {
+    const transport = webSocketTransport(engineSocketUrl(url), WebSocket as unknown as typeof globalThis.WebSocket, { reconnect: false });
+    return { client: createClient(transport), where: new URL(url).host, close: () => transport.close() };
+  }
+  const engine = new EngineServer({ home: arborHome(), recoverRuns: false });
+  const transport = inProcessTransport(engine);
+  return {
+    client: createClient(transport),
+    where: arborHome(),
+    close: () => {
+      transport.close();
+      engine.close();
+    },
+  };
+}
+
+/** Run `fn` with a connected engine client and close it afterwards. */
+export async function withEngine<T>(opts: { engine?: string }, fn: (c: EngineClient) => Promise<T>): Promise<T> {
+  const e = connectCliEngine(opts);
+  try {
+    return await fn(e.client);
+  } finally {
+    e.close();
+  }
+}
