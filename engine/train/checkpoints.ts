@@ -16,6 +16,14 @@ export interface TrainerState {
   phase: 'sft' | 'rl';
   /** Seed of the run (steps derive their own seeds from it, so nothing else is needed to resume). */
   seed: number;
+  /**
+   * SFT checkpoints: whether the phase ran all its steps (false when a stop cut it short, so a
+   * resume continues SFT from `step`). Absent in RL checkpoints and in SFT checkpoints written
+   * before this flag existed.
+   */
+  complete?: boolean;
+  /** SFT checkpoints: the phase's total number of steps. */
+  total?: number;
   /** Free-form extras (e.g. optimizer step count, best eval score). */
   extra?: Record<string, unknown>;
   savedAt: string;

@@ -2,8 +2,10 @@
  * One experiment as a job: optional SFT warm start, then RL, in one run folder. Used by
  * `arbor train` and by the run manager's job kind (so the UI can start / stop / resume runs).
  *
- * Resume: an RL checkpoint wins (the loop resumes from it); otherwise a finished SFT checkpoint
- * in <run>/sft is loaded and SFT is not repeated.
+ * Resume: an RL checkpoint wins (the loop resumes from it); otherwise the last SFT checkpoint in
+ * <run>/sft is loaded: if SFT had finished (its trainer state says `complete`) it is not
+ * repeated, and if a stop cut it short, SFT continues from that step (same batches, same
+ * learning-rate schedule, the saved optimizer state) before RL starts.
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,7 +13,7 @@ import { latestCheckpoint } from './checkpoints';
 import type { ExperimentConfig } from './config';
 import { runTrainingLoop, type LoopResult, type SinkPort } from './loop';
 import { evalMetrics, type TaskSession } from './run';
-import { runSft } from './sft';
+import { runSft, sftTotalSteps, type Demo } from './sft';
 
 export interface ExperimentContext {
   runDir: string;
@@ -24,34 +26,49 @@ export interface ExperimentContext {
 }
 
 export interface ExperimentResult {
-  sft?: { steps: number; finalLoss: number; checkpoint?: string; skipped?: 'resumed' };
+  /**
+   * `complete`: SFT ran all its steps; `resumedFrom`: the step a stopped SFT continued from;
+   * `skipped: 'resumed'`: a finished SFT checkpoint was loaded instead of training.
+   */
+  sft?: { steps: number; total?: number; complete: boolean; finalLoss: number; checkpoint?: string; skipped?: 'resumed'; resumedFrom?: number };
   rl?: LoopResult;
   eval?: Record<string, number>;
+  /** The signal stopped the job before its end (during SFT, between SFT and RL, or during RL). */
+  stopped: boolean;
 }
 
 export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContext): Promise<ExperimentResult> {
-  const out: ExperimentResult = {};
+  const out: ExperimentResult = { stopped: false };
   const sftDir = join(ctx.runDir, 'sft');
   const hasRl = ctx.resume && latestCheckpoint(ctx.runDir)?.state.phase === 'rl';
   if (cfg.sft.warm_start && !hasRl) {
-    const done = ctx.resume ? latestCheckpoint(sftDir) : undefined;
-    if (done) {
-      await ctx.session.loadPolicy(done.dir);
-      out.sft = { steps: done.step, finalLoss: NaN, checkpoint: done.dir, skipped: 'resumed' };
+    const saved = ctx.resume ? latestCheckpoint(sftDir) : undefined;
+    let demos: Demo[] | undefined;
+    // Checkpoints from before the `complete` flag: finished when they reached the last step.
+    const finished = saved && (saved.state.complete ?? saved.step >= sftTotalSteps(cfg, (demos ??= await ctx.session.demos()).length));
+    if (saved && finished) {
+      await ctx.session.loadPolicy(saved.dir);
+      out.sft = { steps: saved.step, total: saved.state.total, complete: true, finalLoss: NaN, checkpoint: saved.dir, skipped: 'resumed' };
     } else {
       mkdirSync(sftDir, { recursive: true });
-      const demos = await ctx.session.demos();
-      ctx.onPhase?.('sft', Math.ceil(demos.length / cfg.sft.batch_size) * cfg.sft.epochs);
+      demos ??= await ctx.session.demos();
+      // A stopped SFT: its checkpoint holds the weights and optimizer state at `saved.step`.
+      if (saved) await ctx.session.loadPolicy(saved.dir);
+      ctx.onPhase?.('sft', sftTotalSteps(cfg, demos.length));
       const r = await runSft(cfg, demos, ctx.session.sft, {
         runDir: sftDir,
         signal: ctx.signal,
+        startStep: saved?.step,
         onStep: (s, _t, m) => ctx.onStep?.('sft', s, m),
       });
-      out.sft = { steps: r.steps, finalLoss: r.finalLoss, checkpoint: r.checkpoint?.dir };
-      ctx.sink.event?.('sft_done', { steps: r.steps, finalLoss: r.finalLoss });
+      out.sft = { steps: r.steps, total: r.total, complete: r.complete, finalLoss: r.finalLoss, checkpoint: r.checkpoint?.dir, ...(saved ? { resumedFrom: saved.step } : {}) };
+      ctx.sink.event?.(r.complete ? 'sft_done' : 'sft_stopped', { steps: r.steps, total: r.total, finalLoss: r.finalLoss });
     }
   }
-  if (ctx.signal?.aborted) return out;
+  if (ctx.signal?.aborted) {
+    out.stopped = true;
+    return out;
+  }
   ctx.onPhase?.('rl', cfg.steps);
   out.rl = await runTrainingLoop(cfg, { ...ctx.session.ports, sink: ctx.sink }, {
     runDir: ctx.runDir,
@@ -59,6 +76,7 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
     signal: ctx.signal,
     onStep: (s, m) => ctx.onStep?.('rl', s, m),
   });
+  out.stopped = out.rl.stopped;
   if (out.rl.lastEval) out.eval = out.rl.lastEval;
   else if (!out.rl.stopped) {
     ctx.onPhase?.('eval', 1);

@@ -49,27 +49,52 @@ export function readTokenDemos(file: string): Demo[] {
 }
 
 export interface SftResult {
+  /** Last finished step (counting steps done before a resume). */
   steps: number;
+  /** Steps of the whole phase (epochs × batches per epoch). */
+  total: number;
+  /** Whether every step ran (false when the signal stopped SFT early). */
+  complete: boolean;
   finalLoss: number;
   checkpoint?: CheckpointInfo;
 }
 
-/** SFT epochs over the demos in shuffled batches; lr warms up over 10% of steps then decays by cosine. */
+/** Number of SFT steps for a demo set: epochs × ceil(demos / batch_size). */
+export function sftTotalSteps(cfg: ExperimentConfig, demos: number): number {
+  return Math.ceil(demos / cfg.sft.batch_size) * cfg.sft.epochs;
+}
+
+/**
+ * SFT epochs over the demos in shuffled batches; lr warms up over 10% of steps then decays by cosine.
+ *
+ * `startStep` continues a stopped SFT (after the caller loaded the checkpoint of that step, with
+ * its optimizer state): the batch order derives from (seed, epoch), so steps 1…startStep are
+ * skipped and the rest run exactly as they would have. The checkpoint records `complete`.
+ */
 export async function runSft(
   cfg: ExperimentConfig,
   demos: Demo[],
   port: SftPort,
-  opts: { runDir?: string; sink?: SinkPort; signal?: AbortSignal; onStep?: (step: number, total: number, m: Record<string, number>) => void },
+  opts: { runDir?: string; sink?: SinkPort; signal?: AbortSignal; startStep?: number; onStep?: (step: number, total: number, m: Record<string, number>) => void },
 ): Promise<SftResult> {
   const perEpoch = Math.ceil(demos.length / cfg.sft.batch_size);
   const total = perEpoch * cfg.sft.epochs;
   const warm = Math.max(1, Math.round(total * 0.1));
+  const start = Math.min(total, Math.max(0, opts.startStep ?? 0));
   let step = 0;
   let finalLoss = NaN;
-  for (let epoch = 0; epoch < cfg.sft.epochs && !opts.signal?.aborted; epoch++) {
+  run: for (let epoch = 0; epoch < cfg.sft.epochs; epoch++) {
+    if ((epoch + 1) * perEpoch <= start) {
+      step += perEpoch;
+      continue;
+    }
     const order = shuffled(demos, mulberry32(stepSeed(cfg.seed, epoch, 2000)));
     for (const batch of chunks(order, perEpoch)) {
-      if (opts.signal?.aborted) break;
+      if (step < start) {
+        step++;
+        continue;
+      }
+      if (opts.signal?.aborted) break run;
       step++;
       const lr = step <= warm ? (cfg.sft.lr * step) / warm : cfg.sft.lr * (0.1 + 0.45 * (1 + Math.cos((Math.PI * (step - warm)) / Math.max(1, total - warm))));
       const t0 = performance.now();
@@ -82,7 +107,11 @@ export async function runSft(
       opts.onStep?.(step, total, m);
     }
   }
+  const complete = step === total;
   let checkpoint: CheckpointInfo | undefined;
-  if (opts.runDir) checkpoint = await saveCheckpoint(opts.runDir, { step, phase: 'sft', seed: cfg.seed }, (dir) => port.save(dir), cfg.checkpoint.keep);
-  return { steps: step, finalLoss, checkpoint };
+  if (opts.runDir) {
+    checkpoint = await saveCheckpoint(opts.runDir, { step, phase: 'sft', seed: cfg.seed, complete, total }, (dir) => port.save(dir), cfg.checkpoint.keep);
+    opts.sink?.event?.('checkpoint', { step, dir: checkpoint.dir });
+  }
+  return { steps: step, total, complete, finalLoss, checkpoint };
 }

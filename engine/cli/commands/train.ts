@@ -66,11 +66,17 @@ export function register(program: Command): void {
         });
         bar.stop();
         const rl = res.rl;
-        rec?.finish(rl?.stopped ? 'stopped' : 'completed');
-        const summary = { run: id, dir, sft: res.sft, firstStep: rl?.firstStep, lastStep: rl?.lastStep, stopped: rl?.stopped ?? true, lastCheckpoint: rl?.lastCheckpoint?.dir, eval: res.eval };
+        // A stop during the SFT warm start ends the job with no RL result: still 'stopped'.
+        rec?.finish(res.stopped ? 'stopped' : 'completed');
+        const summary = { run: id, dir, sft: res.sft, firstStep: rl?.firstStep, lastStep: rl?.lastStep, stopped: res.stopped, lastCheckpoint: rl?.lastCheckpoint?.dir, eval: res.eval };
         if (o.json) console.log(JSON.stringify(summary));
         else {
-          if (res.sft) console.log(`SFT warm start: ${res.sft.skipped ? 'loaded from ' + res.sft.checkpoint : `${res.sft.steps} steps, final loss ${res.sft.finalLoss.toFixed(4)}`}`);
+          const s = res.sft;
+          if (s)
+            console.log(
+              `SFT warm start: ${s.skipped ? 'loaded from ' + s.checkpoint : `${s.resumedFrom !== undefined ? `continued from step ${s.resumedFrom}, ` : ''}${s.steps}${s.total ? '/' + s.total : ''} steps, final loss ${s.finalLoss.toFixed(4)}`}` +
+                (s.complete ? '' : ` (stopped; \`arbor train --resume ${id}\` continues it)`),
+            );
           if (rl) console.log(`run ${id} ${rl.stopped ? 'stopped' : 'finished'} at step ${rl.lastStep} (started at ${rl.firstStep}); checkpoint ${rl.lastCheckpoint?.dir ?? '-'}`);
           if (res.eval) console.log(renderTable(['held-out metric', 'value'], Object.entries(res.eval).map(([k, v]) => [k, v])));
         }
