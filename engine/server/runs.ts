@@ -180,9 +180,10 @@ export class RunManager {
         this.emit({ event: 'metrics', data: { runId: run.id, step, values } });
       },
       trajectories: (step, ts, opts) => {
+        // Queued, committed by the writer off the job's path (while the job awaits its
+        // workers); the event goes out after the commit, so it never names unreadable rows.
         for (const t of ts) writer.trajectory(run.id, t, opts?.full);
-        writer.flush();
-        this.emit({ event: 'trajectories', data: { runId: run.id, step, count: ts.length } });
+        writer.afterCommit(() => this.emit({ event: 'trajectories', data: { runId: run.id, step, count: ts.length } }));
       },
       log: (text, level = 'info') => {
         writer.flush();

@@ -310,13 +310,17 @@ export function flattenParams(o: Record<string, unknown>, prefix = ''): Record<s
  */
 export class BatchWriter {
   private queue: (() => void)[] = [];
+  private committed: (() => void)[] = [];
   private timer: NodeJS.Timeout | null = null;
   constructor(readonly store: Store, readonly opts: { intervalMs?: number; maxQueue?: number; keepEvery?: number } = {}) {}
 
+  private schedule(): void {
+    if (!this.timer) this.timer = setTimeout(() => this.flush(), this.opts.intervalMs ?? 200);
+  }
   private push(op: () => void): void {
     this.queue.push(op);
     if (this.queue.length >= (this.opts.maxQueue ?? 2000)) this.flush();
-    else if (!this.timer) this.timer = setTimeout(() => this.flush(), this.opts.intervalMs ?? 200);
+    else this.schedule();
   }
   metrics(runId: string, step: number, values: Record<string, number>): void {
     const t = Date.now() / 1000;
@@ -331,13 +335,25 @@ export class BatchWriter {
   log(runId: string, level: string, text: string): void {
     this.push(() => this.store.log(runId, level, text));
   }
+  /**
+   * Call `cb` once everything queued so far is committed (at the next flush, never before this
+   * returns): a live event announcing rows goes out only when they can be read.
+   */
+  afterCommit(cb: () => void): void {
+    this.committed.push(cb);
+    this.schedule();
+  }
   /** Commit everything queued, in one transaction. */
   flush(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    if (this.queue.length === 0) return;
-    const ops = this.queue;
-    this.queue = [];
-    this.store.db.transaction(() => { for (const op of ops) op(); })();
+    if (this.queue.length) {
+      const ops = this.queue;
+      this.queue = [];
+      this.store.db.transaction(() => { for (const op of ops) op(); })();
+    }
+    const after = this.committed;
+    this.committed = [];
+    for (const cb of after) cb();
   }
 }

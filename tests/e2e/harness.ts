@@ -6,6 +6,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { createClient, EngineError, webSocketTransport } from '../../engine/server/client';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const CHROMIUM = process.env.ARBOR_CHROMIUM ?? '/usr/bin/chromium';
@@ -122,21 +123,18 @@ export function numbersIn(text: string): number[] {
   return (text.match(/-?\d+(\.\d+)?(e-?\d+)?/g) ?? []).map(Number);
 }
 
-/** One protocol request to the engine from the test process (to probe what it offers). */
+/** One protocol request to the engine from the test process, through the protocol client the renderer and the CLI use. */
 export async function engineRequest(engine: Engine, method: string, params?: unknown): Promise<{ result?: unknown; error?: { message: string; code?: string } }> {
   const { WebSocket } = await import('ws');
   const u = new URL(engine.url);
-  const ws = new WebSocket(`ws://${u.host}/ws?token=${u.searchParams.get('token')}`);
+  const transport = webSocketTransport(`ws://${u.host}/ws?token=${u.searchParams.get('token')}`, WebSocket as unknown as typeof globalThis.WebSocket, { reconnect: false });
+  const client = createClient(transport);
   try {
-    return await new Promise((resolve, reject) => {
-      ws.on('error', reject);
-      ws.on('open', () => ws.send(JSON.stringify({ id: 1, method, params })));
-      ws.on('message', (raw) => {
-        const m = JSON.parse(String(raw));
-        if (m.id === 1) resolve({ result: m.result, error: m.error });
-      });
-    });
+    return { result: await (client.request as (m: string, p?: unknown) => Promise<unknown>)(method, params) };
+  } catch (e) {
+    if (e instanceof EngineError && e.code !== 'bad_result' && e.code !== 'disconnected') return { error: { message: e.message, code: e.code } };
+    throw e;
   } finally {
-    ws.close();
+    client.close();
   }
 }

@@ -102,6 +102,26 @@ describe('workbench in web mode', () => {
     expect(await channel.innerText()).toBe('logprob');
     await page.keyboard.press('c');
     await expect.poll(() => channel.innerText()).toBe('entropy');
+
+    // The run's notes and tags are saved to the workspace, and it exports from the run view.
+    await page.getByTestId('nav-runs').click();
+    await page.getByTestId('run-row').getByRole('link', { name: 'verl-seed' }).click();
+    await page.getByTestId('view-run').waitFor();
+    await page.getByTestId('run-notes').fill('imported from verl; rewards look inverted');
+    await page.getByTestId('run-tags').focus(); // leaving the notes saves them
+    await expect.poll(() => page.getByTestId('run-notes-saved').innerText()).toBe('notes saved');
+    await page.getByTestId('run-tags').fill('imported, verl, check');
+    await page.getByTestId('run-tags').press('Enter');
+    await expect.poll(() => page.getByTestId('run-notes-saved').innerText()).toBe('tags saved');
+    await page.getByRole('button', { name: 'Export' }).click();
+    await expect.poll(() => page.getByTestId('export-result').innerText()).toMatch(/exports\/.+\.trajectories\.jsonl \(4 trajectories\)/);
+    await reviewShot(page, 'run-notes-export');
+    await page.reload();
+    await page.getByTestId('engine-status').getByText('connected').waitFor();
+    const row = page.getByTestId('run-row').filter({ hasText: 'verl-seed' });
+    await expect.poll(() => row.locator('.tag').allInnerTexts()).toEqual(['imported', 'verl', 'check']);
+    await row.getByRole('link', { name: 'verl-seed' }).click();
+    await expect.poll(() => page.getByTestId('run-notes').inputValue()).toBe('imported from verl; rewards look inverted');
   });
 
   it('scores a stored trajectory with a reward edited in Monaco', async () => {

@@ -16,6 +16,11 @@ export interface RunSlice {
   reloadRun(): Promise<void>;
   setSmoothing(v: number): void;
   loadCompare(ids: string[]): Promise<void>;
+  /** Save the open run's notes / tags in the workspace (false after reporting an error). */
+  saveNotes(notes: string): Promise<boolean>;
+  saveTags(tags: string[]): Promise<boolean>;
+  /** Export the open run (metrics CSV + trajectories JSONL into the workspace's exports/); what was written, or null after reporting an error. */
+  exportRun(): Promise<{ kind: string; path: string; count: number }[] | null>;
   applyRunDetailEvent(e: EngineEvent): void;
 }
 
@@ -84,6 +89,40 @@ export function createRunSlice(api: ArborApi, set: Set, get: Get): RunSlice {
         set({ compare: { runs, series } });
       } catch (err) {
         get().reportError('Loading runs to compare', err);
+      }
+    },
+    async saveNotes(notes) {
+      const run = get().run;
+      if (!run) return false;
+      try {
+        await api.setNotes(run.id, notes);
+        const now = get().run;
+        if (now?.id === run.id) set({ run: { ...now, notes } });
+        return true;
+      } catch (err) {
+        get().reportError(`Saving the notes of ${run.id}`, err);
+        return false;
+      }
+    },
+    async saveTags(tags) {
+      const run = get().run;
+      if (!run) return false;
+      try {
+        await api.setTags(run.id, tags);
+        return true; // the engine announces the run with its new tags
+      } catch (err) {
+        get().reportError(`Saving the tags of ${run.id}`, err);
+        return false;
+      }
+    },
+    async exportRun() {
+      const run = get().run;
+      if (!run) return null;
+      try {
+        return await api.exportRun(run.id);
+      } catch (err) {
+        get().reportError(`Exporting ${run.id}`, err);
+        return null;
       }
     },
     applyRunDetailEvent(e) {

@@ -1,4 +1,4 @@
-import { useMemo, useState } from 'react';
+import { useEffect, useMemo, useState } from 'react';
 import { useArbor } from '../store/react';
 import { MetricChart, PALETTE, fmt } from '../components/MetricChart';
 import { ForkDialog } from './Runs';
@@ -73,7 +73,9 @@ export function RunView() {
         {live ? <button onClick={() => void stopRun(run.id)}>Stop</button> : <button onClick={() => void resumeRun(run.id)} disabled={run.status === 'completed'}>Resume</button>}
         <button onClick={() => setForking({})} title="a new run from this one's config (edit it first)">Fork…</button>
         <button onClick={() => void openTrajectories(run.id)}>Trajectories</button>
+        <ExportButton />
       </div>
+      <RunNotes />
       {run.error ? <div className="error-msg"><strong>Run failed:</strong><pre>{run.error}</pre></div> : null}
       <div className="tabs">
         {(['charts', 'config', 'log', 'checkpoints'] as const).map((t) => (
@@ -131,6 +133,69 @@ export function RunView() {
         </table>
       ) : null}
       {forking ? <ForkDialog runId={run.id} checkpoint={forking.checkpoint} onClose={() => setForking(null)} /> : null}
+    </div>
+  );
+}
+
+/** Export the run's metrics (CSV) and trajectories (JSONL); says where the files went. */
+function ExportButton() {
+  const exportRun = useArbor((s) => s.exportRun);
+  const [busy, setBusy] = useState(false);
+  const [files, setFiles] = useState<{ kind: string; path: string; count: number }[] | null>(null);
+  return (
+    <>
+      <button
+        disabled={busy}
+        title="metrics as CSV (every step) and trajectories as JSONL, into the workspace's exports/ folder"
+        onClick={async () => {
+          setBusy(true);
+          setFiles(await exportRun());
+          setBusy(false);
+        }}
+      >
+        {busy ? 'Exporting…' : 'Export'}
+      </button>
+      {files ? (
+        <span className="muted mono" data-testid="export-result" title="written by the engine">
+          {files.map((f) => `${f.path} (${f.count} ${f.kind === 'metrics' ? 'steps' : 'trajectories'})`).join(' · ')}
+        </span>
+      ) : null}
+    </>
+  );
+}
+
+/** The run's tags and notes, edited in place and saved to the workspace. */
+function RunNotes() {
+  const run = useArbor((s) => s.run)!;
+  const saveNotes = useArbor((s) => s.saveNotes);
+  const saveTags = useArbor((s) => s.saveTags);
+  const [notes, setNotes] = useState(run.notes);
+  const [tags, setTags] = useState(run.tags.join(', '));
+  const [saved, setSaved] = useState<string | null>(null);
+  useEffect(() => setNotes(run.notes), [run.id, run.notes]);
+  useEffect(() => setTags(run.tags.join(', ')), [run.id, run.tags]);
+  const commitTags = async () => {
+    const next = tags.split(',').map((t) => t.trim()).filter(Boolean);
+    if (next.join(',') !== run.tags.join(',') && (await saveTags(next))) setSaved('tags saved');
+  };
+  return (
+    <div className="toolbar run-notes">
+      <label className="muted">
+        tags{' '}
+        <input data-testid="run-tags" value={tags} placeholder="comma-separated" onChange={(e) => setTags(e.target.value)} onBlur={() => void commitTags()} onKeyDown={(e) => e.key === 'Enter' && void commitTags()} />
+      </label>
+      <textarea
+        data-testid="run-notes"
+        className="grow"
+        rows={1}
+        placeholder="notes: what this run tests, what you saw (saved when you leave the field)"
+        value={notes}
+        onChange={(e) => setNotes(e.target.value)}
+        onBlur={async () => {
+          if (notes !== run.notes && (await saveNotes(notes))) setSaved('notes saved');
+        }}
+      />
+      {saved ? <span className="muted" data-testid="run-notes-saved">{saved}</span> : null}
     </div>
   );
 }

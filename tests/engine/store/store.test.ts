@@ -6,7 +6,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase, SCHEMA_VERSION, sqliteOptions, WorkspaceError } from '../../../engine/store/db';
-import { Store } from '../../../engine/store/store';
+import { BatchWriter, Store } from '../../../engine/store/store';
 import { exportMetricsCsv, exportTrajectoriesJsonl, importVerlDump } from '../../../engine/store/io';
 
 const tmp = () => mkdtempSync(join(tmpdir(), 'arbor-store-'));
@@ -122,6 +122,32 @@ describe('queries', () => {
     s.truncateAfter(r, 3);
     expect(s.metricSeries(r, 'x').step).toEqual([1, 2, 3]);
     expect(s.getRun(r).metrics.x).toBe(3);
+  });
+  it('notes, tags, and a resumed run loses its old error', () => {
+    const r = s.createRun({ name: 'n', tags: ['x'] });
+    s.setNotes(r, 'lr 3e-4 diverged at step 40');
+    s.setTags(r, ['sweep', ' sweep', '', 'lr']);
+    expect(s.getRun(r)).toMatchObject({ notes: 'lr 3e-4 diverged at step 40', tags: ['sweep', 'lr'] });
+    expect(s.listRuns({ tag: 'lr' }).map((x) => x.id)).toEqual([r]);
+    expect(() => s.setNotes('missing', 'x')).toThrow('no run with id "missing"');
+    s.setStatus(r, 'failed', 'out of memory');
+    s.setStatus(r, 'stopped');
+    expect(s.getRun(r).error).toBe('out of memory');
+    s.setStatus(r, 'running');
+    expect(s.getRun(r)).toMatchObject({ status: 'running', error: null });
+  });
+  it('the batch writer commits off the caller, and afterCommit runs once the rows can be read', async () => {
+    const r = s.createRun({ name: 'w' });
+    const w = new BatchWriter(s, { intervalMs: 5 });
+    w.metrics(r, 1, { loss: 1 });
+    w.trajectory(r, { step: 1, group: 0, sample: 0, reward: 1, turns: [{ role: 'model', text: 'x', tokenIds: [1] }] });
+    let seen = -1;
+    const done = new Promise<void>((res) => w.afterCommit(() => { seen = s.searchTrajectories({ runId: r }).length; res(); }));
+    expect(seen).toBe(-1); // not committed inside the caller's call
+    expect(s.searchTrajectories({ runId: r }).length).toBe(0);
+    await done;
+    expect(seen).toBe(1);
+    expect(s.metricSeries(r, 'loss').value).toEqual([1]);
   });
   it('checkpoints and logs', () => {
     s.addCheckpoint(a, 10, '/tmp/ck');
