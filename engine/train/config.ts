@@ -101,7 +101,7 @@ const algorithmSchema = z.strictObject({
   overlong: z
     .strictObject({
       enabled: z.boolean().default(false),
-      /** Soft-penalty buffer in tokens before max_total_length. */
+      /** Soft-penalty buffer in model tokens before the response budget, min(max_turns × max_new_tokens, max_total_length − prompt). */
       buffer: posInt().default(64),
       penalty: nonNeg().default(1),
     })
@@ -272,8 +272,12 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
     if (!cfg.task.hops.includes(h)) issues.push({ field: 'task.rl_hops', message: `${h} is not one of task.hops (${cfg.task.hops.join(', ')}); RL questions are drawn from the training questions` });
   if (cfg.rollout.max_new_tokens >= cfg.rollout.max_total_length)
     issues.push({ field: 'rollout.max_new_tokens', message: `must be < rollout.max_total_length (${cfg.rollout.max_total_length})` });
-  if (cfg.algorithm.overlong.enabled && cfg.algorithm.overlong.buffer >= cfg.rollout.max_total_length)
-    issues.push({ field: 'algorithm.overlong.buffer', message: `must be < rollout.max_total_length (${cfg.rollout.max_total_length})` });
+  const responseMax = Math.min(cfg.rollout.max_turns * cfg.rollout.max_new_tokens, cfg.rollout.max_total_length);
+  if (cfg.algorithm.overlong.enabled && cfg.algorithm.overlong.buffer >= responseMax)
+    issues.push({
+      field: 'algorithm.overlong.buffer',
+      message: `must be < the response budget min(rollout.max_turns × rollout.max_new_tokens, rollout.max_total_length) = ${responseMax}`,
+    });
   if (opts.checkFiles !== false) {
     if (cfg.model.path) {
       if (!existsSync(cfg.model.path) || !statSync(cfg.model.path).isDirectory())

@@ -31,6 +31,8 @@ export interface Episode {
   stepRewards: { at: number; value: number }[];
   /** Ended because a length limit was hit rather than by an answer. */
   truncated: boolean;
+  /** Number of prompt tokens at the start of `tokens` (default: the tokens before the first model token). */
+  promptLength?: number;
   /** The final answer text, if any (for logs). */
   answer?: string;
   /** The task's metadata (gold answers, hops, question), kept with stored trajectories. */
@@ -141,11 +143,29 @@ export function dropFlatGroups(episodes: Episode[]): { kept: Episode[]; dropped:
 
 /**
  * DAPO overlong shaping: R += min(−(|y| − (L_max − L_buf)) / L_buf, 0) over the response length |y|
- * (model tokens), and a fixed penalty for episodes truncated at the limit.
+ * (model tokens) and the response budget L_max (see `responseBudget`), and a fixed penalty for
+ * episodes truncated at the limit. A buffer larger than the budget is cut to the budget.
  */
 export function overlongPenalty(responseTokens: number, maxLength: number, buffer: number, truncated: boolean, truncPenalty: number): number {
-  const soft = Math.min(-(responseTokens - (maxLength - buffer)) / buffer, 0);
+  const buf = Math.min(buffer, maxLength);
+  const soft = buf > 0 ? Math.min(-(responseTokens - (maxLength - buf)) / buf, 0) : 0;
   return soft - (truncated ? truncPenalty : 0);
+}
+
+/** Tokens of the prompt: `promptLength` when the episode carries it, else those before the first model token. */
+export function promptTokenCount(e: Episode): number {
+  if (e.promptLength !== undefined) return e.promptLength;
+  const i = e.lossMask.indexOf(1);
+  return i < 0 ? e.tokens.length : i;
+}
+
+/**
+ * The most model tokens an episode could have generated (DAPO's L_max for the overlong penalty):
+ * max_turns × max_new_tokens, and no more than what max_total_length leaves after the prompt.
+ * (max_total_length alone counts the prompt, so a penalty against it would never fire.)
+ */
+export function responseBudget(e: Episode, rollout: { max_turns: number; max_new_tokens: number; max_total_length: number }): number {
+  return Math.max(0, Math.min(rollout.max_turns * rollout.max_new_tokens, rollout.max_total_length - promptTokenCount(e)));
 }
 
 /** A per-step seed derived from the run seed (splitmix-style mixing), so resuming needs no RNG state. */

@@ -10,7 +10,7 @@
  */
 import type { ExperimentConfig } from './config';
 import { latestCheckpoint, saveCheckpoint, type CheckpointInfo } from './checkpoints';
-import { chunks, dropFlatGroups, episodeMetrics, logprobMismatch, modelTokenCount, mulberry32, overlongPenalty, shuffled, stepSeed, type Episode } from './episode';
+import { chunks, dropFlatGroups, episodeMetrics, logprobMismatch, modelTokenCount, mulberry32, overlongPenalty, responseBudget, shuffled, stepSeed, type Episode } from './episode';
 
 /** Samples one step's episodes (prompts chosen from the step seed). */
 export interface RolloutPort {
@@ -188,8 +188,13 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     const rolloutMs = performance.now() - t0;
     Object.assign(m, episodeMetrics(all));
     if (alg.overlong.enabled) {
-      for (const e of episodes)
-        e.reward += overlongPenalty(modelTokenCount(e), cfg.rollout.max_total_length, alg.overlong.buffer, e.truncated, alg.overlong.penalty);
+      let penalty = 0;
+      for (const e of episodes) {
+        const p = overlongPenalty(modelTokenCount(e), responseBudget(e, cfg.rollout), alg.overlong.buffer, e.truncated, alg.overlong.penalty);
+        e.reward += p;
+        penalty += p;
+      }
+      m['reward/overlong_penalty_mean'] = penalty / episodes.length;
       m['reward/shaped_mean'] = episodes.reduce((a, e) => a + e.reward, 0) / episodes.length;
     }
 

@@ -32,6 +32,7 @@ export function trajectoryToEpisode(t: Trajectory): Episode {
     turns: t.turns.filter((u) => u.role === 'model').length,
     stepRewards: f.stepRewards,
     truncated: t.truncated,
+    promptLength: f.promptLength,
     answer: t.outcome.answer,
     ...(t.meta ? { meta: t.meta } : {}),
     ...(toolCallRecords.length ? { toolCallRecords } : {}),

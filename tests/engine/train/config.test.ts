@@ -76,6 +76,14 @@ describe('experiment config', () => {
     expect(e.issues[0]!.field).toBe('rollout.max_new_tokens');
   });
 
+  it('needs the overlong buffer to fit in the response budget (max_turns × max_new_tokens), not just max_total_length', () => {
+    const e = errorOf({ model: { init: 'tiny' }, rollout: { max_turns: 1, max_new_tokens: 32 }, algorithm: { overlong: { enabled: true, buffer: 64 } } });
+    expect(e.issues[0]).toEqual({
+      field: 'algorithm.overlong.buffer',
+      message: 'must be < the response budget min(rollout.max_turns × rollout.max_new_tokens, rollout.max_total_length) = 32',
+    });
+  });
+
   it('exports a JSON schema with enums, defaults and no extra properties', () => {
     const s = experimentJsonSchema() as any;
     expect(s.required).toEqual(['model']);

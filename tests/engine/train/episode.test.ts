@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { chunks, dropFlatGroups, episodeMetrics, logprobMismatch, overlongPenalty, stepSeed, type Episode } from '../../../engine/train/episode';
+import { join } from 'node:path';
+import { loadConfig } from '../../../engine/train/config';
+import { chunks, dropFlatGroups, episodeMetrics, logprobMismatch, modelTokenCount, overlongPenalty, responseBudget, stepSeed, type Episode } from '../../../engine/train/episode';
 
 function ep(group: number, reward: number, mask: number[], extra: Partial<Episode> = {}): Episode {
   return {
@@ -16,6 +18,21 @@ describe('episode helpers', () => {
     expect(overlongPenalty(192, 256, 64, false, 1)).toBeCloseTo(0);
     expect(overlongPenalty(224, 256, 64, false, 1)).toBeCloseTo(-0.5);
     expect(overlongPenalty(256, 256, 64, true, 1)).toBeCloseTo(-2);
+  });
+
+  it('overlong shaping uses the response budget: with the shipped DAPO config a long answer is penalised', () => {
+    const cfg = loadConfig(join(__dirname, '..', '..', '..', 'resources', 'configs', 'dapo.yaml'));
+    // 40 prompt tokens, 100 model tokens in two turns with a 20-token observation between them.
+    const mask = [...Array(40).fill(0), ...Array(50).fill(1), ...Array(20).fill(0), ...Array(50).fill(1)];
+    const e = ep(0, 1, mask);
+    expect(responseBudget(e, cfg.rollout)).toBe(cfg.rollout.max_turns * cfg.rollout.max_new_tokens); // 4 × 32 = 128 < 384 − 40
+    const buf = cfg.algorithm.overlong.buffer; // 64
+    expect(overlongPenalty(modelTokenCount(e), responseBudget(e, cfg.rollout), buf, false, 1)).toBeCloseTo(-(100 - (128 - 64)) / 64);
+    // A long prompt leaves less: max_total_length − prompt; `promptLength` wins over the first model token.
+    expect(responseBudget({ ...e, promptLength: 300 }, cfg.rollout)).toBe(84);
+    // A buffer larger than the budget is cut to it (no penalty for an empty answer).
+    expect(overlongPenalty(0, 10, 64, false, 1)).toBeCloseTo(0, 12);
+    expect(overlongPenalty(10, 10, 64, false, 1)).toBe(-1);
   });
 
   it('dynamic sampling drops only groups with all-equal rewards', () => {

@@ -76,4 +76,38 @@ describe('training loop (GRPO on the tabular task)', () => {
     // Late in training many groups are solved (all reward 1): they are dropped and refilled.
     expect(rows.some((r) => r.values['dynamic_sampling/dropped_groups']! > 0)).toBe(true);
   });
+
+  describe('overlong shaping (DAPO soft penalty) against the response budget', () => {
+    // Tabular episodes: 1 prompt token, then 3 model tokens, never truncated.
+    const firstStep = async (rollout: Record<string, number>, buffer: number) => {
+      const { cfg, ports, runDir } = setup({
+        steps: 1,
+        rollout: { prompts_per_step: 4, n: 8, ...rollout },
+        algorithm: { overlong: { enabled: true, buffer, penalty: 1 } },
+      });
+      await runTrainingLoop(cfg, ports, { runDir });
+      const v = readMetricsJsonl(join(runDir, 'metrics.jsonl'))[0]!.values;
+      return { penalty: v['reward/overlong_penalty_mean']!, shift: v['reward/shaped_mean']! - v['reward/mean']! };
+    };
+
+    it('fires when the model tokens reach into the buffer before max_turns × max_new_tokens', async () => {
+      // budget min(1 × 4, 384 − 1) = 4; buffer 2 → penalty from 2 tokens on: −(3 − 2)/2.
+      const r = await firstStep({ max_turns: 1, max_new_tokens: 4 }, 2);
+      expect(r.penalty).toBeCloseTo(-0.5, 12);
+      expect(r.shift).toBeCloseTo(-0.5, 12);
+    });
+
+    it('fires against max_total_length minus the prompt when that is the tighter limit', async () => {
+      // budget min(2 × 4, 5 − 1) = 4 (max_total_length 5 alone would give −(3 − 3)/2 = 0).
+      const r = await firstStep({ max_turns: 2, max_new_tokens: 4, max_total_length: 5 }, 2);
+      expect(r.penalty).toBeCloseTo(-0.5, 12);
+    });
+
+    it('does not fire when the responses stay below budget − buffer', async () => {
+      // budget min(1 × 5, 383) = 5; buffer 2 → no penalty up to 3 tokens.
+      const r = await firstStep({ max_turns: 1, max_new_tokens: 5 }, 2);
+      expect(r.penalty).toBe(0);
+      expect(r.shift).toBeCloseTo(0, 12);
+    });
+  });
 });
