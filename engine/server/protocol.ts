@@ -54,6 +54,8 @@ export const runSummarySchema = z.object({
   metrics: metricValues,
   error: z.string().optional(),
   parentId: z.string().optional(),
+  /** The project the run belongs to (runs are grouped by project, as in W&B). */
+  project: z.string().optional(),
 });
 
 export const checkpointSchema = z.object({
@@ -196,12 +198,13 @@ export const api = {
   'workspace.open': { params: z.object({ path: z.string().min(1) }), result: engineInfoSchema },
   'templates.list': { params: none, result: z.array(templateSchema) },
   'runs.list': {
-    params: z.object({ status: z.string().optional(), tag: z.string().optional(), search: z.string().optional(), sort: z.string().optional(), desc: z.boolean().optional() }).optional(),
+    params: z.object({ status: z.string().optional(), tag: z.string().optional(), search: z.string().optional(), sort: z.string().optional(), desc: z.boolean().optional(), project: z.string().optional() }).optional(),
     result: z.array(runSummarySchema),
   },
+  'projects.list': { params: none, result: z.array(z.object({ name: z.string(), runs: num })) },
   'runs.get': { params: id, result: runDetailSchema },
   'runs.start': {
-    params: z.object({ template: z.string().min(1), config: json, name: z.string().optional(), tags: z.array(z.string()).optional() }),
+    params: z.object({ template: z.string().min(1), config: json, name: z.string().optional(), tags: z.array(z.string()).optional(), project: z.string().optional() }),
     result: z.object({ id: z.string() }),
   },
   'runs.stop': { params: id, result: empty },

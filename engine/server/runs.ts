@@ -95,19 +95,19 @@ export class RunManager {
     return { queue: this.queue.map((q, i) => ({ runId: q.runId, position: i + 1 })), running: this.active?.runId ?? null };
   }
 
-  start(req: { template: string; config: Record<string, unknown>; name?: string; tags?: string[]; parentId?: string }): string {
+  start(req: { template: string; config: Record<string, unknown>; name?: string; tags?: string[]; parentId?: string; project?: string }): string {
     const t = this.templates.get(req.template);
     if (!t) throw new Error(`unknown template "${req.template}" (available: ${[...this.templates.keys()].join(', ')})`);
     t.validate?.(req.config);
     const seed = typeof req.config.seed === 'number' ? req.config.seed : undefined;
-    const id = this.store.createRun({ name: req.name ?? `${t.id}-${new Date().toISOString().slice(5, 19).replace(/[-:T]/g, '')}`, template: t.id, config: req.config, seed, tags: req.tags, parentId: req.parentId });
+    const id = this.store.createRun({ name: req.name ?? `${t.id}-${new Date().toISOString().slice(5, 19).replace(/[-:T]/g, '')}`, template: t.id, config: req.config, seed, tags: req.tags, parentId: req.parentId, project: req.project });
     this.enqueue(id, false);
     return id;
   }
 
   fork(id: string, opts: { config?: Record<string, unknown>; name?: string } = {}): string {
     const r = this.store.getRun(id);
-    return this.start({ template: r.template ?? '', config: { ...r.config, ...(opts.config ?? {}) }, name: opts.name ?? `${r.name}-fork`, tags: r.tags, parentId: id });
+    return this.start({ template: r.template ?? '', config: { ...r.config, ...(opts.config ?? {}) }, name: opts.name ?? `${r.name}-fork`, tags: r.tags, parentId: id, project: r.project ?? undefined });
   }
 
   private enqueue(runId: string, resume: boolean): void {
@@ -228,6 +228,6 @@ export class RunManager {
 export function runSummary(r: RunRow): RunSummary {
   return {
     id: r.id, name: r.name, status: r.status, template: r.template ?? undefined, tags: r.tags, createdAt: r.createdAt, startedAt: r.startedAt, endedAt: r.endedAt,
-    step: r.step, metrics: r.metrics, error: r.error ?? undefined, parentId: r.parentId ?? undefined,
+    step: r.step, metrics: r.metrics, error: r.error ?? undefined, parentId: r.parentId ?? undefined, project: r.project ?? undefined,
   };
 }

@@ -132,6 +132,7 @@ export class EngineServer {
     });
     this.on('templates.list', () => R().listTemplates());
     this.on('runs.list', (p) => S().listRuns(p).map(runSummary));
+    this.on('projects.list', () => S().projects());
     this.on('runs.get', (p) => {
       const r = S().getRun(p.id);
       return { ...runSummary(r), config: r.config, seed: r.seed, notes: r.notes, checkpoints: S().checkpoints(r.id), trajectorySteps: S().trajectorySteps(r.id) };

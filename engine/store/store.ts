@@ -10,6 +10,8 @@ export interface RunRow {
   id: string; name: string; template: string | null; status: string; config: Record<string, unknown>; seed: number | null;
   tags: string[]; parentId: string | null; createdAt: number; startedAt: number | null; endedAt: number | null;
   error: string | null; step: number; notes: string; metrics: Record<string, number>;
+  /** The project the run belongs to (W&B-style grouping), or null. */
+  project: string | null;
 }
 
 export interface TurnRecord {
@@ -60,10 +62,11 @@ export class Store {
   constructor(readonly db: DB) {}
 
   // ---- runs ----------------------------------------------------------------------------
-  createRun(r: { name: string; template?: string; config?: Record<string, unknown>; seed?: number; tags?: string[]; parentId?: string; status?: string; id?: string }): string {
+  createRun(r: { name: string; template?: string; config?: Record<string, unknown>; seed?: number; tags?: string[]; parentId?: string; status?: string; id?: string; project?: string }): string {
     const id = r.id ?? randomUUID().slice(0, 8);
-    this.db.prepare(`INSERT INTO runs (id, name, template, status, config, seed, tags, parent_id, created_at) VALUES (?,?,?,?,?,?,?,?,?)`)
-      .run(id, r.name, r.template ?? null, r.status ?? 'queued', JSON.stringify(r.config ?? {}), r.seed ?? null, JSON.stringify(r.tags ?? []), r.parentId ?? null, Date.now() / 1000);
+    const projectId = r.project?.trim() ? this.projectId(r.project.trim()) : null;
+    this.db.prepare(`INSERT INTO runs (id, name, template, status, config, seed, tags, parent_id, created_at, project_id) VALUES (?,?,?,?,?,?,?,?,?,?)`)
+      .run(id, r.name, r.template ?? null, r.status ?? 'queued', JSON.stringify(r.config ?? {}), r.seed ?? null, JSON.stringify(r.tags ?? []), r.parentId ?? null, Date.now() / 1000, projectId);
     const flat = flattenParams(r.config ?? {});
     const ins = this.db.prepare('INSERT OR REPLACE INTO params (run_id, key, value) VALUES (?,?,?)');
     for (const [k, v] of Object.entries(flat)) ins.run(id, k, v);
@@ -89,8 +92,19 @@ export class Store {
     if (this.db.prepare('UPDATE runs SET tags = ? WHERE id = ?').run(JSON.stringify(clean), id).changes === 0) throw new Error(`no run with id "${id}"`);
   }
 
+  /** The id of the project named `name`, created on first use. */
+  private projectId(name: string): number {
+    this.db.prepare('INSERT OR IGNORE INTO projects (name, created_at) VALUES (?, ?)').run(name, Date.now() / 1000);
+    return (this.db.prepare('SELECT id FROM projects WHERE name = ?').get(name) as { id: number }).id;
+  }
+
+  /** Projects with their run counts, by name. */
+  projects(): { name: string; runs: number }[] {
+    return this.db.prepare('SELECT p.name, COUNT(r.id) AS runs FROM projects p LEFT JOIN runs r ON r.project_id = p.id GROUP BY p.id ORDER BY p.name').all() as { name: string; runs: number }[];
+  }
+
   getRun(id: string): RunRow {
-    const r = this.db.prepare('SELECT * FROM runs WHERE id = ?').get(id) as Record<string, unknown> | undefined;
+    const r = this.db.prepare('SELECT r.*, p.name AS project FROM runs r LEFT JOIN projects p ON p.id = r.project_id WHERE r.id = ?').get(id) as Record<string, unknown> | undefined;
     if (!r) throw new Error(`no run with id "${id}"`);
     return this.toRun(r, this.latest(id));
   }
@@ -106,9 +120,10 @@ export class Store {
   }
 
   /** Run list with filters (status, tag, text in name) and sort (created, name, status, or a metric key). */
-  listRuns(q: { status?: string; tag?: string; search?: string; sort?: string; desc?: boolean; limit?: number } = {}): RunRow[] {
+  listRuns(q: { status?: string; tag?: string; search?: string; sort?: string; desc?: boolean; limit?: number; project?: string } = {}): RunRow[] {
     const where: string[] = [];
     const args: unknown[] = [];
+    if (q.project) { where.push('p.name = ?'); args.push(q.project); }
     if (q.status) { where.push('r.status = ?'); args.push(q.status); }
     if (q.tag) { where.push('EXISTS (SELECT 1 FROM json_each(r.tags) WHERE value = ?)'); args.push(q.tag); }
     if (q.search) { where.push('r.name LIKE ?'); args.push(`%${q.search}%`); }
@@ -117,7 +132,7 @@ export class Store {
     let join = '';
     if (q.sort && ['name', 'status', 'created_at'].includes(q.sort)) order = `r.${q.sort} ${dir}`;
     else if (q.sort) { join = 'LEFT JOIN latest_metrics lm ON lm.run_id = r.id AND lm.key = ?'; args.unshift(q.sort); order = `lm.value ${dir}`; }
-    const rows = this.db.prepare(`SELECT r.* FROM runs r ${join} ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY ${order} LIMIT ?`)
+    const rows = this.db.prepare(`SELECT r.*, p.name AS project FROM runs r LEFT JOIN projects p ON p.id = r.project_id ${join} ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY ${order} LIMIT ?`)
       .all(...args, q.limit ?? 1000) as Record<string, unknown>[];
     if (rows.length === 0) return [];
     const latest = new Map<string, Record<string, number>>();
@@ -137,6 +152,7 @@ export class Store {
       config: JSON.parse(r.config as string), seed: r.seed as number | null, tags: JSON.parse(r.tags as string),
       parentId: r.parent_id as string | null, createdAt: r.created_at as number, startedAt: r.started_at as number | null,
       endedAt: r.ended_at as number | null, error: r.error as string | null, step: r.step as number, notes: (r.notes as string) ?? '', metrics,
+      project: (r.project as string | null) ?? null,
     };
   }
 

@@ -108,10 +108,10 @@ describe('workbench in web mode', () => {
     await page.getByTestId('run-row').getByRole('link', { name: 'verl-seed' }).click();
     await page.getByTestId('view-run').waitFor();
     await page.getByTestId('run-notes').fill('imported from verl; rewards look inverted');
-    await page.getByTestId('run-tags').focus(); // leaving the notes saves them
+    await page.getByTestId('run-tags-edit').focus(); // leaving the notes saves them
     await expect.poll(() => page.getByTestId('run-notes-saved').innerText()).toBe('notes saved');
-    await page.getByTestId('run-tags').fill('imported, verl, check');
-    await page.getByTestId('run-tags').press('Enter');
+    await page.getByTestId('run-tags-edit').fill('imported, verl, check');
+    await page.getByTestId('run-tags-edit').press('Enter');
     await expect.poll(() => page.getByTestId('run-notes-saved').innerText()).toBe('tags saved');
     await page.getByRole('button', { name: 'Export' }).click();
     await expect.poll(() => page.getByTestId('export-result').innerText()).toMatch(/exports\/.+\.trajectories\.jsonl \(4 trajectories\)/);
@@ -210,7 +210,7 @@ async function startShortRun(page: Browser['page'], name: string, over: Record<s
   await page.getByTestId('new-run').click();
   await page.getByTestId('launch-dialog').waitFor();
   await page.getByTestId('run-name').fill(name);
-  await page.getByTestId('run-tags').fill('e2e, short');
+  await page.getByTestId('run-tags-edit').fill('e2e, short');
   const fields = { steps: '4', 'rollout.prompts_per_step': '4', 'rollout.n': '4', 'checkpoint.every': '2', 'eval.every': '2', 'eval.n_questions': '8', ...over };
   for (const [k, v] of Object.entries(fields)) await setField(page, k, v);
   await reviewShot(page, 'launch-form');

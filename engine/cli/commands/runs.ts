@@ -14,15 +14,15 @@ const ENGINE = ['--engine <url>', 'a running `arbor serve` (the URL it printed);
 
 export function register(program: Command): void {
   program.command('runs').description('list runs in the workspace database')
-    .option('--json', 'print JSON').option('--status <status>').option('--tag <tag>').option('--search <text>', 'text in the run name')
+    .option('--json', 'print JSON').option('--status <status>').option('--tag <tag>').option('--search <text>', 'text in the run name').option('--project <name>')
     .option('--sort <key>', 'created_at, name, status or a metric key').option('--asc', 'ascending (default: descending)').option(...ENGINE)
-    .action((o: { json?: boolean; status?: string; tag?: string; search?: string; sort?: string; asc?: boolean; engine?: string }) =>
+    .action((o: { json?: boolean; status?: string; tag?: string; search?: string; project?: string; sort?: string; asc?: boolean; engine?: string }) =>
       withEngine(o, async (c) => {
-        const runs = await c.request('runs.list', { status: o.status, tag: o.tag, search: o.search, sort: o.sort, desc: !o.asc });
+        const runs = await c.request('runs.list', { status: o.status, tag: o.tag, search: o.search, project: o.project, sort: o.sort, desc: !o.asc });
         if (o.json) return console.log(JSON.stringify(runs, null, 2));
         if (runs.length === 0) return console.log('no runs yet (start one with `arbor train <config>` or `npm run demo`)');
-        const rows = runs.map((r) => [r.id, r.name, r.status, String(r.step), fmt(r.metrics['reward/mean']), r.tags.join(','), when(r.createdAt)]);
-        const head = ['id', 'name', 'status', 'step', 'reward/mean', 'tags', 'created'];
+        const rows = runs.map((r) => [r.id, r.project ?? '', r.name, r.status, String(r.step), fmt(r.metrics['reward/mean']), r.tags.join(','), when(r.createdAt)]);
+        const head = ['id', 'project', 'name', 'status', 'step', 'reward/mean', 'tags', 'created'];
         const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
         console.log(head.map((h, i) => h.padEnd(w[i])).join('  '));
         for (const r of rows) console.log(r.map((cell, i) => cell.padEnd(w[i])).join('  '));
@@ -33,7 +33,7 @@ export function register(program: Command): void {
       withEngine(o, async (c) => {
         const r = await c.request('runs.get', { id });
         if (o.json) return console.log(JSON.stringify(r, null, 2));
-        console.log(`${r.name} (${r.id}) — ${r.status}, step ${r.step}${r.parentId ? `, from ${r.parentId}` : ''}${r.tags.length ? `, tags ${r.tags.join(', ')}` : ''}${r.error ? `\nerror: ${r.error}` : ''}`);
+        console.log(`${r.project ? `${r.project}/` : ''}${r.name} (${r.id}) — ${r.status}, step ${r.step}${r.parentId ? `, from ${r.parentId}` : ''}${r.tags.length ? `, tags ${r.tags.join(', ')}` : ''}${r.error ? `\nerror: ${r.error}` : ''}`);
         if (r.notes) console.log(`notes: ${r.notes}`);
         console.log('config:', JSON.stringify(r.config, null, 2));
         console.log('latest metrics:');

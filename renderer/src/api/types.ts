@@ -85,7 +85,7 @@ export interface ArborApi {
   setNotes(id: string, notes: string): Promise<void>;
   setTags(id: string, tags: string[]): Promise<void>;
   getRun(id: string): Promise<RunDetail>;
-  startRun(req: { template: string; config: Record<string, unknown>; name?: string; tags?: string[] }): Promise<{ id: string }>;
+  startRun(req: { template: string; config: Record<string, unknown>; name?: string; tags?: string[]; project?: string }): Promise<{ id: string }>;
   stopRun(id: string): Promise<void>;
   resumeRun(id: string): Promise<void>;
   forkRun(id: string, opts: { checkpoint?: string; config?: Record<string, unknown>; name?: string }): Promise<{ id: string }>;

@@ -15,7 +15,7 @@ export interface RunsSlice {
   setRunFilter(f: string): void;
   setRunSort(key: SortKey): void;
   toggleCompare(id: string): void;
-  startRun(template: string, config: Record<string, unknown>, name?: string, tags?: string[]): Promise<string | null>;
+  startRun(template: string, config: Record<string, unknown>, name?: string, tags?: string[], project?: string): Promise<string | null>;
   stopRun(id: string): Promise<void>;
   resumeRun(id: string): Promise<void>;
   forkRun(id: string, opts: { checkpoint?: string; config?: Record<string, unknown>; name?: string }): Promise<string | null>;
@@ -34,7 +34,7 @@ export function filterRuns(runs: RunSummary[], filter: string): RunSummary[] {
         const x = Number(m[3]);
         return m[2] === '>' ? v > x : m[2] === '<' ? v < x : m[2] === '>=' ? v >= x : m[2] === '<=' ? v <= x : v === x;
       }
-      const hay = [r.name, r.id, r.status, r.template ?? '', ...r.tags].join(' ').toLowerCase();
+      const hay = [r.name, r.id, r.status, r.template ?? '', r.project ?? '', ...r.tags].join(' ').toLowerCase();
       return hay.includes(t.toLowerCase());
     }),
   );
@@ -83,9 +83,9 @@ export function createRunsSlice(api: ArborApi, set: Set, get: Get): RunsSlice {
       const ids = get().compareIds;
       set({ compareIds: ids.includes(id) ? ids.filter((x) => x !== id) : [...ids, id] });
     },
-    async startRun(template, config, name, tags) {
+    async startRun(template, config, name, tags, project) {
       try {
-        const { id } = await api.startRun({ template, config, name, tags });
+        const { id } = await api.startRun({ template, config, name, tags, project });
         await get().refreshRuns();
         return id;
       } catch (err) {

@@ -182,7 +182,7 @@ function RunNotes() {
     <div className="toolbar run-notes">
       <label className="muted">
         tags{' '}
-        <input data-testid="run-tags" value={tags} placeholder="comma-separated" onChange={(e) => setTags(e.target.value)} onBlur={() => void commitTags()} onKeyDown={(e) => e.key === 'Enter' && void commitTags()} />
+        <input data-testid="run-tags-edit" value={tags} placeholder="comma-separated" onChange={(e) => setTags(e.target.value)} onBlur={() => void commitTags()} onKeyDown={(e) => e.key === 'Enter' && void commitTags()} />
       </label>
       <textarea
         data-testid="run-notes"

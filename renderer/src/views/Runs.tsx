@@ -86,6 +86,7 @@ export function RunsView() {
                     {r.name}
                   </a>{' '}
                   <span className="muted mono">{r.id.slice(0, 8)}</span>
+                  {r.project ? <span className="muted" data-testid="run-project-name"> · {r.project}</span> : null}
                 </td>
                 <td>
                   <span className={`status-pill status-${r.status}`} data-testid="run-status" title={r.error}>{r.status}</span>
@@ -141,6 +142,7 @@ export function LaunchDialog({ onClose, fork }: { onClose: () => void; fork?: { 
   const [config, setConfig] = useState<Record<string, unknown>>(() => (fork ? structuredClone(fork.config) : initialConfig(template)));
   const [name, setName] = useState(fork?.name ?? '');
   const [tags, setTags] = useState(fork?.run.tags.join(', ') ?? '');
+  const [project, setProject] = useState(fork?.run.project ?? '');
   const [asJson, setAsJson] = useState(false);
   const [jsonText, setJsonText] = useState('');
   const [jsonError, setJsonError] = useState<string | null>(null);
@@ -154,7 +156,7 @@ export function LaunchDialog({ onClose, fork }: { onClose: () => void; fork?: { 
     if (!template) return;
     setBusy(true);
     const tagList = tags.split(',').map((t) => t.trim()).filter(Boolean);
-    const id = fork ? await forkRun(fork.run.id, { checkpoint: fork.checkpoint, config, name: name || undefined }) : await startRun(template.id, config, name || undefined, tagList);
+    const id = fork ? await forkRun(fork.run.id, { checkpoint: fork.checkpoint, config, name: name || undefined }) : await startRun(template.id, config, name || undefined, tagList, project.trim() || undefined);
     setBusy(false);
     if (id) {
       onClose();
@@ -184,6 +186,8 @@ export function LaunchDialog({ onClose, fork }: { onClose: () => void; fork?: { 
           <input value={name} onChange={(e) => setName(e.target.value)} placeholder="(generated)" data-testid="run-name" />
           <label>tags</label>
           <input value={tags} onChange={(e) => setTags(e.target.value)} placeholder="comma-separated" data-testid="run-tags" />
+          <label>project</label>
+          <input value={project} onChange={(e) => setProject(e.target.value)} placeholder="(none)" disabled={!!fork} title={fork ? 'a fork stays in its run\'s project' : 'group runs by project (filter the table by its name)'} data-testid="run-project" style={{ width: 120 }} />
           <span className="grow" />
           <label>
             <input

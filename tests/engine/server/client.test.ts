@@ -71,9 +71,12 @@ describe('protocol client', () => {
     expect((await c.request('trajectories.group', { runId: id, step: 5, group: 0 })).map((x) => x.id)).toEqual([trajs[0].id]);
     expect((await c.request('checkpoints.list', { runId: id })).length).toBe(2);
 
-    const fork = await c.request('runs.fork', { id, config: { steps: 3 }, name: 'd2' });
+    const inProject = await c.request('runs.start', { template: 'descent', config: { steps: 2, delayMs: 0 }, name: 'p', project: 'sweep-1' });
+    const fork = await c.request('runs.fork', { id: inProject.id, config: { steps: 3 }, name: 'd2' });
     await engine.runs!.idle();
-    expect(await c.request('runs.diff', { ids: [id, fork.id] })).toEqual({ steps: { [id]: '10', [fork.id]: '3' } });
+    expect(await c.request('projects.list')).toEqual([{ name: 'sweep-1', runs: 2 }]); // a fork stays in its project
+    expect((await c.request('runs.list', { project: 'sweep-1' })).map((x) => x.name).sort()).toEqual(['d2', 'p']);
+    expect(await c.request('runs.diff', { ids: [inProject.id, fork.id] })).toEqual({ steps: { [inProject.id]: '2', [fork.id]: '3' } });
     const started = await c.request('runs.start', { template: 'descent', config: { steps: 400, delayMs: 2 } });
     await expect.poll(async () => (await c.request('runs.list', { status: 'running' })).length).toBe(1);
     await expect.poll(() => events.includes('checkpoint') && events.includes('trajectories'), { timeout: 20_000 }).toBe(true);
@@ -128,6 +131,7 @@ describe('CLI through the protocol client', () => {
     expect(list.map((r) => r.id)).toEqual([id]);
     expect(list[0].tags).toEqual(['x', 'y']);
     expect(list[0].metrics.loss).toBe(loss);
+    expect(JSON.parse(await arbor('runs', '--json', '--project', 'elsewhere'))).toEqual([]);
     const show = JSON.parse(await arbor('show', id, '--json')) as { notes: string; trajectorySteps: number[] };
     expect(show).toMatchObject({ notes: 'first try', trajectorySteps: [5, 10] });
     const text = await arbor('export', id, '--out', join(home, 'e1'));

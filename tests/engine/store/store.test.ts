@@ -123,6 +123,16 @@ describe('queries', () => {
     expect(s.metricSeries(r, 'x').step).toEqual([1, 2, 3]);
     expect(s.getRun(r).metrics.x).toBe(3);
   });
+  it('projects group runs: created on first use, listed with their run counts, filter the run list', () => {
+    const p1 = s.createRun({ name: 'p1', project: 'search-r1' });
+    const p2 = s.createRun({ name: 'p2', project: ' search-r1 ' });
+    const p3 = s.createRun({ name: 'p3', project: 'ablations' });
+    expect(s.getRun(p1).project).toBe('search-r1');
+    expect(s.getRun(a).project).toBeNull();
+    expect(s.listRuns({ project: 'search-r1' }).map((r) => r.id).sort()).toEqual([p1, p2].sort());
+    expect(s.listRuns({ project: 'ablations', sort: 'reward/mean' }).map((r) => r.id)).toEqual([p3]);
+    expect(s.projects()).toEqual([{ name: 'ablations', runs: 1 }, { name: 'search-r1', runs: 2 }]);
+  });
   it('notes, tags, and a resumed run loses its old error', () => {
     const r = s.createRun({ name: 'n', tags: ['x'] });
     s.setNotes(r, 'lr 3e-4 diverged at step 40');
