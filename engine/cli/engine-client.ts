@@ -4,9 +4,11 @@
  * WebSocket; without, it starts an engine in this process over the workspace database (no
  * crash recovery: a run marked running may belong to a live engine or CLI training).
  */
+import { createInterface } from 'node:readline';
+import type { Readable, Writable } from 'node:stream';
 import WebSocket from 'ws';
 import { arborHome } from '../store/db';
-import { createClient, inProcessTransport, webSocketTransport, type EngineClient } from '../server/client';
+import { createClient, inProcessTransport, webSocketTransport, type ConnectionState, type EngineClient, type Transport } from '../server/client';
 import { EngineServer } from '../server/server';
 
 export interface CliEngine {
@@ -56,4 +58,43 @@ export async function withEngine<T>(opts: { engine?: string }, fn: (c: EngineCli
   } finally {
     e.close();
   }
+}
+
+/**
+ * The protocol as JSON lines over a pair of streams: the other end of `arbor serve --stdio`
+ * (its stdout in, its stdin out), for tools that embed the engine as a child process.
+ */
+export function streamTransport(input: Readable, output: Writable): Transport {
+  const messageListeners = new Set<(m: unknown) => void>();
+  const stateListeners = new Set<(s: ConnectionState) => void>();
+  const rl = createInterface({ input });
+  rl.on('line', (line) => {
+    if (!line.trim()) return;
+    let m: unknown;
+    try {
+      m = JSON.parse(line);
+    } catch {
+      return; // not a protocol line
+    }
+    for (const l of messageListeners) l(m);
+  });
+  rl.on('close', () => {
+    for (const l of stateListeners) l({ state: 'closed', message: 'the engine closed its output' });
+  });
+  return {
+    send: (m) => void output.write(JSON.stringify(m) + '\n'),
+    onMessage(l) {
+      messageListeners.add(l);
+      return () => messageListeners.delete(l);
+    },
+    onState(l) {
+      stateListeners.add(l);
+      queueMicrotask(() => l({ state: 'open' }));
+      return () => stateListeners.delete(l);
+    },
+    close() {
+      rl.close();
+      output.end();
+    },
+  };
 }

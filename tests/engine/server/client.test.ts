@@ -5,7 +5,7 @@
  * client, in-process and against a served engine.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +16,7 @@ import { api, type Method } from '../../../engine/server/protocol';
 import { EngineServer } from '../../../engine/server/server';
 import { serveWebSocket } from '../../../engine/server/transports';
 import { descentTemplate } from './fixtures/descent-job';
+import { streamTransport } from '../../../engine/cli/engine-client';
 
 const bin = join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs');
 const run = promisify(execFile);
@@ -148,4 +149,22 @@ describe('CLI through the protocol client', () => {
     await expect(arbor('runs', '--engine', `http://127.0.0.1:${web.port}/?token=wrong`)).rejects.toThrow(/rejected the access token/);
     await expect(arbor('show', 'nope')).rejects.toThrow(/no run with id "nope"/);
   }, 180_000);
+});
+
+describe('stdio transport', () => {
+  it('`arbor serve --stdio` speaks the protocol as JSON lines; a malformed line gets an error and the engine keeps serving', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'arbor-stdio-'));
+    const child = spawn(process.execPath, [bin, 'serve', '--stdio'], { env: { ...process.env, ARBOR_HOME: home }, stdio: ['pipe', 'pipe', 'inherit'] });
+    cleanups.push(() => child.kill());
+    const refused: string[] = [];
+    const c = createClient(streamTransport(child.stdout!, child.stdin!), { onProtocolError: (m) => refused.push(m) });
+    const seen: string[] = [];
+    c.onEvent((e) => seen.push(e.event));
+    expect((await c.request('engine.info')).home).toBe(home);
+    child.stdin!.write('{not json\n');
+    await expect.poll(() => refused).toEqual(['the engine refused a message: malformed message: not JSON']);
+    expect(await c.request('runs.list')).toEqual([]);
+    expect(seen).toContain('engine'); // the state every client gets on connect
+    c.close();
+  }, 60_000);
 });
