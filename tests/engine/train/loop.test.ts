@@ -110,4 +110,45 @@ describe('training loop (GRPO on the tabular task)', () => {
       expect(r.shift).toBeCloseTo(0, 12);
     });
   });
+
+  describe('learning-rate schedule', () => {
+    const optim = (o: Record<string, unknown>) => validateConfig({ model: { init: 'tiny' }, optim: o }).optim;
+
+    it('warms up linearly, then decays by cosine to min_lr_ratio · lr at the last step (hand-computed)', () => {
+      const o = optim({ lr: 1, warmup_steps: 4, schedule: 'cosine', min_lr_ratio: 0.1 });
+      const at = (step: number) => learningRate(o, step, 14);
+      expect(at(1)).toBeCloseTo(0.25, 12);
+      expect(at(2)).toBeCloseTo(0.5, 12);
+      expect(at(4)).toBeCloseTo(1, 12);
+      // After warm-up, progress p = (step − 4) / (14 − 4); lr = 0.1 + 0.45 · (1 + cos πp).
+      expect(at(5)).toBeCloseTo(0.1 + 0.45 * (1 + 0.9510565162951535), 12); // p = 0.1, cos 18°
+      expect(at(9)).toBeCloseTo(0.55, 12); // p = 0.5
+      expect(at(14)).toBeCloseTo(0.1, 12); // p = 1
+      expect(at(20)).toBeCloseTo(0.1, 12); // past the end: stays at the floor
+      // No warm-up, floor 0: lr = 1 + cos(π · step / 4) for lr 2.
+      const z = optim({ lr: 2, warmup_steps: 0, schedule: 'cosine', min_lr_ratio: 0 });
+      expect(learningRate(z, 1, 4)).toBeCloseTo(1 + Math.SQRT1_2, 12);
+      expect(learningRate(z, 2, 4)).toBeCloseTo(1, 12);
+      expect(learningRate(z, 4, 4)).toBeCloseTo(0, 12);
+    });
+
+    it('constant: the warm-up ramp, then lr for every later step', () => {
+      const o = optim({ lr: 0.5, warmup_steps: 2, schedule: 'constant' });
+      expect([1, 2, 3, 10, 1000].map((s) => learningRate(o, s, 10))).toEqual([0.25, 0.5, 0.5, 0.5, 0.5]);
+    });
+
+    it('the loop updates with (and logs as optim/lr) the scheduled rate of each step', async () => {
+      const { cfg, ports, runDir } = setup({ steps: 4, optim: { lr: 0.1, warmup_steps: 2, schedule: 'cosine', min_lr_ratio: 0.1 } });
+      const seen: number[] = [];
+      const update = ports.policy.update.bind(ports.policy);
+      ports.policy.update = (args) => (seen.push(args.lr), update(args));
+      await runTrainingLoop(cfg, ports, { runDir });
+      const logged = readMetricsJsonl(join(runDir, 'metrics.jsonl')).map((r) => r.values['optim/lr']!);
+      const expected = [0.05, 0.1, 0.055, 0.01]; // step 3: 0.01 + 0.045 · (1 + cos π/2)
+      logged.forEach((x, i) => expect(x).toBeCloseTo(expected[i]!, 12));
+      // 2 PPO epochs × 2 mini-batches: four updates per step, all at that step's rate.
+      expect(seen.length).toBe(16);
+      seen.forEach((x, i) => expect(x).toBeCloseTo(expected[Math.floor(i / 4)]!, 12));
+    });
+  });
 });
