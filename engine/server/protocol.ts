@@ -258,9 +258,6 @@ export type Params<M extends Method> = z.input<(typeof api)[M]['params']>;
 /** What a handler returns and the client resolves with. */
 export type Result<M extends Method> = z.infer<(typeof api)[M]['result']>;
 
-/** Parameter schemas by method (what the server validates). */
-export const methods = Object.fromEntries(Object.entries(api).map(([m, s]) => [m, s.params])) as { [M in Method]: (typeof api)[M]['params'] };
-
 // ---- pushed events -------------------------------------------------------------------------
 export const events = {
   /** The engine's state; sent to every client on connect and when the workspace changes. */

@@ -1,10 +1,11 @@
 // Workbench behaviours that need only the engine core: workspace files saved from the editor,
-// engine errors shown readably, and a lost engine shown as a banner that clears on restart.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+// engine errors shown readably, a lost engine shown as a banner that clears on restart, and a
+// corrupted workspace database answered with an offer to open another.
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { openBrowser, ROOT, screenshotIfFailed, startEngine, type Browser, type Engine } from './harness';
+import { openBrowser, reviewShot, ROOT, screenshotIfFailed, startEngine, type Browser, type Engine } from './harness';
 import { createEngine } from '../../engine/server/engine';
 import { serveWebSocket, type WebServer } from '../../engine/server/transports';
 
@@ -81,6 +82,37 @@ describe('engine lost and back', () => {
       await page.getByTestId('engine-status').getByText('connected').waitFor({ timeout: 20_000 });
       await expect.poll(() => page.getByTestId('crash-banner').count()).toBe(0);
       expect(await page.evaluate(() => (window as unknown as { __arborStore: { getState(): { reconnects: number } } }).__arborStore.getState().reconnects)).toBe(1);
+    } finally {
+      await web.close();
+      core.close();
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it('a corrupted workspace database: the engine stays up, the page says which file and why, and opens another workspace', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'arbor-e2e-home-'));
+    const bad = join(home, 'arbor.db');
+    const damaged = Buffer.concat([Buffer.from('SQLite format 3\0'), Buffer.alloc(4096, 0x33)]);
+    writeFileSync(bad, damaged);
+    const core = await createEngine({ home });
+    const web = await serveWebSocket(core, { port: 0, staticDir: join(ROOT, 'renderer', 'dist') });
+    browser = await openBrowser();
+    const { page } = browser;
+    try {
+      await page.goto(web.url);
+      await page.getByTestId('engine-status').getByText('connected').waitFor();
+      const banner = page.getByTestId('workspace-banner');
+      await banner.waitFor();
+      expect(await banner.innerText()).toContain(bad);
+      await reviewShot(page, 'workspace-banner');
+      const fresh = join(home, 'fresh.db');
+      await page.getByTestId('workspace-path').fill(fresh);
+      await page.getByTestId('workspace-open').click();
+      await expect.poll(() => banner.count()).toBe(0);
+      await page.getByTestId('new-run').click(); // templates load from the new workspace
+      await expect.poll(() => page.getByTestId('template-select').locator('option').count()).toBeGreaterThan(0);
+      expect(existsSync(fresh)).toBe(true);
+      expect(readFileSync(bad).equals(damaged)).toBe(true); // the damaged file is left as it was
     } finally {
       await web.close();
       core.close();

@@ -83,6 +83,8 @@ export function adaptClient(client: EngineClient, transport: Pick<Transport, 'on
         cb(e);
       });
     },
+    onEngineInfo: (cb) => client.on('engine', cb),
+    openWorkspace: (path) => client.request('workspace.open', { path }),
     onConnection(cb: (s: ConnectionState) => void) {
       return transport.onState(cb);
     },

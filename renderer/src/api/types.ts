@@ -108,5 +108,9 @@ export interface ArborApi {
   /** Stop a running chat (it ends with what was generated so far); false if it had already ended. */
   cancelChat(chatId: string): Promise<{ cancelled: boolean }>;
   onEvent(cb: (e: EngineEvent) => void): () => void;
+  /** The engine's state: sent on every (re)connect and when the workspace changes. */
+  onEngineInfo(cb: (info: wire.EngineInfo) => void): () => void;
+  /** Open (or create) another workspace database; rejects with the reason when it cannot. */
+  openWorkspace(path: string): Promise<wire.EngineInfo>;
   onConnection(cb: (s: ConnectionState) => void): () => void;
 }

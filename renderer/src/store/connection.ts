@@ -1,4 +1,5 @@
 import type { ArborApi, ConnectionState } from '../api/types';
+import type { EngineInfo } from '../../../engine/server/protocol';
 import { readableError } from '../lib/errors';
 import type { Get, Set } from './index';
 
@@ -13,6 +14,11 @@ export interface ConnectionSlice {
   /** set once the engine has been lost and come back, so views reload */
   reconnects: number;
   errors: UiError[];
+  /** What the engine reports about itself: its home and, when the workspace database could not be opened, why. */
+  engine: EngineInfo | null;
+  setEngineInfo(info: EngineInfo): void;
+  /** Open another workspace database (the engine's offer after a corrupted one); false after reporting why not. */
+  openWorkspace(path: string): Promise<boolean>;
   setConnection(c: ConnectionState): void;
   /** Record an engine error for the error strip; returns the message. */
   reportError(context: string, err: unknown): string;
@@ -21,11 +27,32 @@ export interface ConnectionSlice {
 
 let nextErrorId = 1;
 
-export function createConnectionSlice(_api: ArborApi, set: Set, get: Get): ConnectionSlice {
+export function createConnectionSlice(api: ArborApi, set: Set, get: Get): ConnectionSlice {
   return {
     connection: { state: 'connecting' },
     reconnects: 0,
     errors: [],
+    engine: null,
+    setEngineInfo(info) {
+      const before = get().engine;
+      set({ engine: info });
+      // A workspace opened after an error (or a different one): load what it has.
+      if (before && (before.workspaceError !== info.workspaceError || before.home !== info.home) && !info.workspaceError) {
+        const s = get();
+        set({ errors: [] });
+        void s.refreshRuns();
+        void s.loadTemplates();
+      }
+    },
+    async openWorkspace(path) {
+      try {
+        get().setEngineInfo(await api.openWorkspace(path));
+        return true;
+      } catch (err) {
+        get().reportError(`Opening the workspace ${path}`, err);
+        return false;
+      }
+    },
     setConnection(c) {
       const prev = get().connection.state;
       set({ connection: c });
@@ -44,6 +71,8 @@ export function createConnectionSlice(_api: ArborApi, set: Set, get: Get): Conne
     },
     reportError(context, err) {
       const message = readableError(err);
+      // The workspace banner already says this one, with the way out.
+      if ((err as { code?: string } | null)?.code === 'workspace' && get().engine?.workspaceError) return message;
       const errors = [...get().errors, { id: nextErrorId++, context, message }].slice(-5);
       set({ errors });
       return message;

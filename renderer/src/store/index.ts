@@ -41,6 +41,7 @@ export function createArborStore(api: ArborApi): ArborStore {
     s.applyTrajEvent(e);
   });
   api.onConnection((c) => store.getState().setConnection(c));
+  api.onEngineInfo((info) => store.getState().setEngineInfo(info));
   return store;
 }
 
