@@ -130,7 +130,7 @@ const sftSchema = z.strictObject({
   demos: posInt().default(300),
   /** Fraction of expert demos that contain a recovered mistake. */
   mistake_rate: prob().default(0.25),
-  /** JSONL file of demonstration trajectories (user supplied). */
+  /** JSONL file of demonstrations as token ids: `arbor rollout` trajectories or {tokens, loss_mask} (engine/train/sft.ts). */
   demos_path: z.string().min(1).optional(),
 });
 

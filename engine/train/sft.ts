@@ -3,9 +3,14 @@
  * cross-entropy on demonstration trajectories, with loss only on the model's own tokens
  * (lossMask = 1); prompts, tool observations and environment text are context only.
  *
- * Demonstrations come from the scripted expert (engine/env) or from a user JSONL file, one
- * trajectory per line: { "tokens": number[], "loss_mask": number[] } (token ids, the source of
- * truth) or { "messages": [...] } rendered by the task's chat template through the wiring.
+ * Demonstrations come from the scripted expert (engine/env) or from a user JSONL file
+ * (`sft.demos_path`), one demonstration per line, as token ids (the source of truth; text is
+ * never re-tokenised):
+ *  - a trajectory as `arbor rollout` writes it: { "promptIds": number[], "turns": [{ "role":
+ *    "model" | "tool" | "env", "tokenIds": number[], … }], … }; loss on the model turns' tokens;
+ *  - or { "tokens": number[], "loss_mask": (0 | 1)[] }.
+ * Chat-style { "messages": [...] } lines are not accepted (they would need re-tokenising with a
+ * template that may not match the task's prompts and observations); the error says what to give.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import type { ExperimentConfig } from './config';
@@ -24,25 +29,81 @@ export interface SftPort {
   save(dir: string): Promise<void>;
 }
 
-/** Read token-level demonstrations from JSONL; each bad line is reported by its line number. */
-export function readTokenDemos(file: string): Demo[] {
+const TURN_ROLES = ['model', 'tool', 'env'];
+
+/** Why `v` is not a list of token ids (integers in [0, vocabSize)), or undefined if it is. */
+function tokenIdsProblem(v: unknown, vocabSize?: number): string | undefined {
+  if (!Array.isArray(v)) return `expected an array of token ids, got ${v === undefined ? 'nothing' : JSON.stringify(v).slice(0, 40)}`;
+  for (let j = 0; j < v.length; j++) {
+    const x = v[j];
+    if (typeof x !== 'number' || !Number.isInteger(x) || x < 0) return `[${j}] is ${JSON.stringify(x)}, not a token id (an integer ≥ 0)`;
+    if (vocabSize !== undefined && x >= vocabSize) return `[${j}] is token id ${x}, outside the model's vocabulary (${vocabSize} ids); were these demos tokenised for another model?`;
+  }
+  return undefined;
+}
+
+/** One JSONL row as a demo; errors are thrown as "<field>: <problem>". */
+function rowToDemo(row: unknown, vocabSize?: number): Demo {
+  if (row === null || typeof row !== 'object' || Array.isArray(row)) throw new Error(`expected a JSON object, got ${JSON.stringify(row).slice(0, 40)}`);
+  const r = row as Record<string, unknown>;
+  const check = (field: string, v: unknown) => {
+    const p = tokenIdsProblem(v, vocabSize);
+    if (p) throw new Error(`${field}: ${p}`);
+    return v as number[];
+  };
+  if ('turns' in r || 'promptIds' in r) {
+    const prompt = check('promptIds', r.promptIds);
+    if (!Array.isArray(r.turns)) throw new Error(`turns: expected an array of turns ({role, tokenIds}), got ${JSON.stringify(r.turns)?.slice(0, 40) ?? 'nothing'}`);
+    const tokens = prompt.slice();
+    const mask: number[] = prompt.map(() => 0);
+    r.turns.forEach((u: unknown, i: number) => {
+      if (u === null || typeof u !== 'object') throw new Error(`turns[${i}]: expected an object {role, tokenIds}`);
+      const turn = u as Record<string, unknown>;
+      if (typeof turn.role !== 'string' || !TURN_ROLES.includes(turn.role))
+        throw new Error(`turns[${i}].role: got ${JSON.stringify(turn.role) ?? 'nothing'}; allowed values: ${TURN_ROLES.map((x) => `"${x}"`).join(', ')}`);
+      const ids = check(`turns[${i}].tokenIds`, turn.tokenIds);
+      tokens.push(...ids);
+      for (let k = 0; k < ids.length; k++) mask.push(turn.role === 'model' ? 1 : 0);
+    });
+    return { tokens: Int32Array.from(tokens), lossMask: Uint8Array.from(mask) };
+  }
+  if ('tokens' in r || 'loss_mask' in r) {
+    const tokens = check('tokens', r.tokens);
+    if (!Array.isArray(r.loss_mask)) throw new Error(`loss_mask: expected an array of 0/1, got ${JSON.stringify(r.loss_mask)?.slice(0, 40) ?? 'nothing'}`);
+    const bad = r.loss_mask.findIndex((x) => x !== 0 && x !== 1);
+    if (bad >= 0) throw new Error(`loss_mask: [${bad}] is ${JSON.stringify(r.loss_mask[bad])}, not 0 or 1`);
+    if (tokens.length !== r.loss_mask.length) throw new Error(`loss_mask: tokens (${tokens.length}) and loss_mask (${r.loss_mask.length}) differ in length`);
+    return { tokens: Int32Array.from(tokens), lossMask: Uint8Array.from(r.loss_mask as number[]) };
+  }
+  if ('messages' in r)
+    throw new Error(
+      'messages: chat-message demonstrations are not supported (they would be re-tokenised); give token ids: a trajectory written by `arbor rollout` ({"promptIds", "turns"}) or {"tokens", "loss_mask"}',
+    );
+  throw new Error(`expected a trajectory written by \`arbor rollout\` ({"promptIds", "turns"}) or {"tokens": number[], "loss_mask": number[]}; got fields ${Object.keys(r).map((k) => `"${k}"`).join(', ') || '(none)'}`);
+}
+
+/**
+ * Read demonstrations from JSONL (see the header for the accepted shapes). A bad line is reported
+ * as `<file>:<line>: <field>: <problem>`. With `vocabSize`, token ids must be below it.
+ */
+export function readTokenDemos(file: string, opts: { vocabSize?: number } = {}): Demo[] {
   if (!existsSync(file)) throw new Error(`sft.demos_path: file not found: ${file}`);
   const out: Demo[] = [];
   readFileSync(file, 'utf8')
     .split('\n')
     .forEach((line, i) => {
       if (!line.trim()) return;
-      let row: { tokens?: unknown; loss_mask?: unknown };
+      let row: unknown;
       try {
         row = JSON.parse(line);
       } catch (e) {
         throw new Error(`${file}:${i + 1}: not JSON (${(e as Error).message})`);
       }
-      if (!Array.isArray(row.tokens) || !Array.isArray(row.loss_mask))
-        throw new Error(`${file}:${i + 1}: expected {"tokens": number[], "loss_mask": number[]}`);
-      if (row.tokens.length !== row.loss_mask.length)
-        throw new Error(`${file}:${i + 1}: tokens (${row.tokens.length}) and loss_mask (${row.loss_mask.length}) differ in length`);
-      out.push({ tokens: Int32Array.from(row.tokens as number[]), lossMask: Uint8Array.from(row.loss_mask as number[]) });
+      try {
+        out.push(rowToDemo(row, opts.vocabSize));
+      } catch (e) {
+        throw new Error(`${file}:${i + 1}: ${(e as Error).message}`);
+      }
     });
   if (out.length === 0) throw new Error(`${file}: no demonstrations`);
   return out;

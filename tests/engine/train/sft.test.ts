@@ -1,10 +1,13 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { latestCheckpoint } from '../../../engine/train/checkpoints';
 import { validateConfig } from '../../../engine/train/config';
 import { readTokenDemos, runSft } from '../../../engine/train/sft';
+import { trajectoryToDemo } from '../../../engine/train/trajectories';
+import type { Trajectory } from '../../../engine/rollout/types';
 import { TabularPolicy } from '../../../engine/train/tabular';
 
 describe('SFT warm start', () => {
@@ -27,8 +30,63 @@ describe('SFT warm start', () => {
     const dir = mkdtempSync(join(tmpdir(), 'arbor-sft-'));
     const f = join(dir, 'd.jsonl');
     writeFileSync(f, '{"tokens":[1,2,3],"loss_mask":[0,1,1]}\n\n{"tokens":[1,2],"loss_mask":[0]}\n');
-    expect(() => readTokenDemos(f)).toThrow(/d\.jsonl:3: tokens \(2\) and loss_mask \(1\) differ/);
+    expect(() => readTokenDemos(f)).toThrow(/d\.jsonl:3: loss_mask: tokens \(2\) and loss_mask \(1\) differ/);
     writeFileSync(f, '{"tokens":[1,2,3],"loss_mask":[0,1,1]}\n');
     expect(readTokenDemos(f)[0]!.lossMask).toEqual(Uint8Array.from([0, 1, 1]));
+  });
+
+  it('reads rollout trajectories (loss on model turns only) and names file, line and field of a bad one', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'arbor-sft-'));
+    const f = join(dir, 't.jsonl');
+    const traj = { taskId: 'q', promptIds: [1, 2], turns: [{ role: 'model', tokenIds: [3, 4] }, { role: 'tool', tokenIds: [5] }, { role: 'model', tokenIds: [6] }] };
+    writeFileSync(f, JSON.stringify(traj) + '\n');
+    const [d] = readTokenDemos(f);
+    expect(d!.tokens).toEqual(Int32Array.from([1, 2, 3, 4, 5, 6]));
+    expect(d!.lossMask).toEqual(Uint8Array.from([0, 0, 1, 1, 0, 1]));
+
+    const bad = (row: unknown, opts = {}) => {
+      writeFileSync(f, JSON.stringify(traj) + '\n' + JSON.stringify(row) + '\n');
+      return () => readTokenDemos(f, opts);
+    };
+    expect(bad({ ...traj, turns: [{ role: 'assistant', tokenIds: [3] }] })).toThrow(`${f}:2: turns[0].role: got "assistant"; allowed values: "model", "tool", "env"`);
+    expect(bad({ ...traj, turns: [traj.turns[0], { role: 'tool', tokenIds: [5, 'x'] }] })).toThrow(`${f}:2: turns[1].tokenIds: [1] is "x", not a token id`);
+    expect(bad({ ...traj, promptIds: 'hello' })).toThrow(`${f}:2: promptIds: expected an array of token ids`);
+    expect(bad({ promptIds: [1], turns: {} })).toThrow(`${f}:2: turns: expected an array of turns`);
+    expect(bad(traj, { vocabSize: 6 })).toThrow(`${f}:1: turns[2].tokenIds: [0] is token id 6, outside the model's vocabulary (6 ids)`);
+    expect(bad({ tokens: [1, 2], loss_mask: [0, 2] })).toThrow(`${f}:2: loss_mask: [1] is 2, not 0 or 1`);
+    expect(bad({ tokens: [1, -2], loss_mask: [0, 1] })).toThrow(`${f}:2: tokens: [1] is -2, not a token id`);
+    expect(bad({ messages: [{ role: 'user', content: 'hi' }] })).toThrow(`${f}:2: messages: chat-message demonstrations are not supported`);
+    expect(bad({ text: 'hi' })).toThrow(`${f}:2: expected a trajectory written by \`arbor rollout\` ({"promptIds", "turns"}) or {"tokens": number[], "loss_mask": number[]}; got fields "text"`);
+    expect(bad([1, 2])).toThrow(`${f}:2: expected a JSON object`);
+  });
+
+  it('trains from the JSONL that `arbor rollout` writes', () => {
+    const home = mkdtempSync(join(tmpdir(), 'arbor-home-'));
+    const env = { ...process.env, ARBOR_HOME: home };
+    const bin = join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs');
+    const arbor = (...args: string[]) => spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', env, timeout: 120_000 });
+    const file = join(home, 'expert.jsonl');
+    const r = arbor('rollout', '--task', 'multihop', '--policy', 'expert', '--n', '1', '--questions', '6', '--out', file, '--json');
+    expect(r.status, r.stderr).toBe(0);
+    const trajs = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Trajectory);
+    const demos = readTokenDemos(file);
+    expect(demos.length).toBe(6);
+    demos.forEach((d, i) => {
+      // The same tokens and mask as the in-process conversion of the trajectory (the rollout's own loss mask).
+      const ref = trajectoryToDemo(trajs[i]!);
+      expect(d.tokens).toEqual(ref.tokens);
+      expect(d.lossMask).toEqual(ref.lossMask);
+      expect(trajs[i]!.turns.some((u) => u.role === 'tool')).toBe(true); // observations are in there, masked
+    });
+    const cfg = join(home, 'sft.yaml');
+    writeFileSync(cfg, `model: { init: tiny }\nsft: { demos_path: ${file}, epochs: 2, batch_size: 3 }\n`);
+    const s = arbor('sft', cfg, '--no-eval', '--json', '--run-dir', join(home, 'run'));
+    expect(s.status, s.stderr).toBe(0);
+    expect(JSON.parse(s.stdout.trim().split('\n').pop()!)).toMatchObject({ demos: 6, steps: 4 });
+    // Token ids are checked against the run's model (here the tiny multi-hop model).
+    writeFileSync(file, readFileSync(file, 'utf8') + JSON.stringify({ promptIds: [1], turns: [{ role: 'model', tokenIds: [999999] }] }) + '\n');
+    const b = arbor('sft', cfg, '--no-eval', '--json', '--run-dir', join(home, 'run2'));
+    expect(b.status).toBe(1);
+    expect(b.stderr).toMatch(new RegExp(`expert\\.jsonl:7: turns\\[0\\]\\.tokenIds: \\[0\\] is token id 999999, outside the model's vocabulary \\(\\d+ ids\\)`));
   });
 });
