@@ -87,6 +87,7 @@ const algorithmSchema = z.strictObject({
   gamma: prob().default(1.0),
   lam: prob().default(1.0),
   value_clip: nonNeg().default(0.2),
+  /** PPO critic: scale of the value loss whose gradient the critic's optimizer gets (before grad_clip). */
   value_coef: nonNeg().default(0.5),
   ppo_epochs: posInt().default(1),
   mini_batches: posInt().default(1),

@@ -234,10 +234,19 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
     });
   }
 
-  /** One critic update on the same micro-batches: clipped value loss toward the GAE returns. */
+  /**
+   * One critic update on the same micro-batches: clipped value loss toward the GAE returns,
+   * scaled by `algorithm.value_coef` (the critic's gradient is value_coef · ∇L_value, before the
+   * global-norm clip). Returns the unscaled value loss (logged as critic/value_loss).
+   *
+   * The critic is a separate network with its own AdamW, which is invariant to a constant scale
+   * of the loss (up to ε), so value_coef changes the update mainly through grad_clip: a smaller
+   * coefficient makes the clip bite less often.
+   */
   private async updateCritic(microBatches: Episode[][], returns: Map<Episode, Float32Array>, oldValues: Map<Episode, Float32Array>, lr: number): Promise<number> {
     const critic = this.critic!;
     const clip = this.cfg.algorithm.value_clip;
+    const coef = this.cfg.algorithm.value_coef;
     const loss = { key: `value:${clip}`, inputs: ['returns', 'old_values'], program: <T>(o: Ops<T>, x: { values: T; mask: T } & Record<string, T>) => clippedValueLoss(o, { values: x.values, mask: x.mask, returns: x.returns!, old_values: x.old_values! }, clip) };
     const tokens = (eps: Episode[]) => eps.reduce((a, e) => a + e.lossMask.reduce((x, y) => x + y, 0), 0);
     const total = Math.max(1, microBatches.reduce((a, mb) => a + tokens(mb), 0));
@@ -251,7 +260,7 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
         returns: shifted(batch, mb.map((e) => returns.get(e)!)),
         old_values: shifted(batch, mb.map((e) => oldValues.get(e)!)),
       });
-      this.accumulate(acc, r.grads, w);
+      this.accumulate(acc, r.grads, w * coef);
       valueLoss += w * r.loss;
     }
     const norm = globalNorm(acc);

@@ -16,6 +16,7 @@ import { advantagePort } from '../../../engine/train/advantage';
 import { validateConfig } from '../../../engine/train/config';
 import { runTrainingLoop } from '../../../engine/train/loop';
 import { AdamW, ModelPolicyPort } from '../../../engine/train/model-port';
+import type { Episode } from '../../../engine/train/episode';
 import { engineRolloutPort } from '../../../engine/train/rollout-port';
 import { JsonlSink, readMetricsJsonl } from '../../../engine/train/sinks';
 import { sequenceTasks, tabularTargets, tabularTokenizer } from '../../../engine/train/tabular';
@@ -76,5 +77,51 @@ describe('PPO (GAE + critic) on the real transformer', () => {
     critic.weights.get('score.weight')!.fill(0);
     await policy.load(join(runDir, 'checkpoints', 'step-000014'));
     expect(Array.from(critic.weights.get('score.weight')!)).toEqual(Array.from(head));
+  });
+});
+
+describe('algorithm.value_coef', () => {
+  const model = PolicyModel.init(tinyConfig({ vocabSize: 10, hiddenSize: 16, layers: 1, heads: 2, maxPositionEmbeddings: 8 }), 4, { threads: 1 });
+  const critic = CriticModel.fromPolicy(model.config, model.weights, { threads: 1 });
+  afterAll(async () => {
+    await critic.dispose();
+    await model.dispose();
+  });
+  // Keeps the critic's gradient and leaves its weights alone (so every call sees the same critic).
+  const recorder = () => {
+    const r = { grads: new Map<string, Float32Array>(), step: (_w: unknown, g: Map<string, Float32Array>) => void (r.grads = new Map([...g].map(([k, v]) => [k, v.slice()]))), save() {}, load() {} };
+    return r;
+  };
+  const norm = (g: Map<string, Float32Array>) => Math.sqrt([...g.values()].reduce((a, v) => a + v.reduce((b, x) => b + x * x, 0), 0));
+  // Two sequences of different lengths; loss masks pick the model tokens the value loss sees.
+  const eps = [
+    { tokens: Int32Array.from([6, 1, 2, 3]), lossMask: Uint8Array.from([0, 1, 1, 1]) },
+    { tokens: Int32Array.from([7, 4, 4, 2, 5]), lossMask: Uint8Array.from([0, 1, 0, 1, 1]) },
+  ] as unknown as Episode[];
+  const perToken = (f: (e: Episode, i: number) => number[]) => new Map(eps.map((e, i) => [e, Float32Array.from(f(e, i))] as const));
+  const returns = perToken((e, i) => [0, 1, 0.5, -1, 2].slice(0, e.tokens.length).map((x) => x + i));
+  const zeros = perToken((e) => Array.from(e.tokens, () => 0));
+  /** One update's critic gradient (after the clip) and the logged value loss. */
+  async function criticUpdate(valueCoef: number, gradClip: number) {
+    const cfg = validateConfig({ model: { init: 'tiny' }, algorithm: { adv_estimator: 'gae', value_coef: valueCoef }, optim: { grad_clip: gradClip } });
+    const policy = new ModelPolicyPort(model, cfg, recorder());
+    const opt = recorder();
+    policy.attachCritic(critic, opt as unknown as AdamW);
+    const old = (await policy.score(eps)).logprobs;
+    const oldLogprobs = new Map(eps.map((e, i) => [e, old[i]!] as const));
+    const s = await policy.update({ microBatches: [eps], advantages: zeros, oldLogprobs, returns, oldValues: zeros, lr: 0.01 });
+    return { grads: opt.grads, valueLoss: s.valueLoss! };
+  }
+
+  it('scales the critic gradient before the global-norm clip; the logged value loss is unscaled', async () => {
+    const one = await criticUpdate(1, 0);
+    const quarter = await criticUpdate(0.25, 0);
+    const n1 = norm(one.grads);
+    expect(n1).toBeGreaterThan(1e-3);
+    for (const [k, g] of one.grads) quarter.grads.get(k)!.forEach((x, i) => expect(x).toBeCloseTo(0.25 * g[i]!, 6));
+    expect(quarter.valueLoss).toBeCloseTo(one.valueLoss, 6);
+    // grad_clip = ‖∇L‖/2: at coef 1 the clip brings the norm to ‖∇L‖/2; at coef 0.25 (norm ‖∇L‖/4) it does not bite.
+    expect(norm((await criticUpdate(1, n1 / 2)).grads)).toBeCloseTo(n1 / 2, 5);
+    expect(norm((await criticUpdate(0.25, n1 / 2)).grads)).toBeCloseTo(n1 / 4, 5);
   });
 });
