@@ -1,7 +1,7 @@
 /**
- * CLI runs recorded in the workspace store, so `arbor train` and `arbor demo` runs appear in
- * `arbor runs`, `arbor show` and the workbench next to runs started from the UI. The store run
- * id is the run folder's id, so `--resume <run>` continues the same store run.
+ * CLI runs recorded in the workspace store, so `arbor train`, `arbor sft` and `arbor demo` runs
+ * appear in `arbor runs`, `arbor show` and the workbench next to runs started from the UI. The
+ * store run id is the run folder's id, so `arbor train --resume <run>` continues the same store run.
  */
 import { openDatabase } from '../store/db';
 import { Store } from '../store/store';

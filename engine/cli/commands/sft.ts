@@ -1,4 +1,9 @@
-/** `arbor sft <config>`: supervised warm start on demonstrations (scripted expert or sft.demos_path). */
+/**
+ * `arbor sft <config>`: supervised warm start on demonstrations (scripted expert or
+ * sft.demos_path). The run is recorded in the workspace store (template "sft"; metrics, the
+ * checkpoint, the held-out evaluation) unless --no-store; Ctrl-C stops after the current batch and
+ * saves the model (the run is then "stopped").
+ */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
@@ -6,8 +11,9 @@ import { loadConfig } from '../../train/config';
 import { progressBar, renderTable } from '../../train/report';
 import { createRunDir, evalMetrics } from '../../train/run';
 import { runSft } from '../../train/sft';
-import { JsonlSink } from '../../train/sinks';
+import { JsonlSink, teeSink } from '../../train/sinks';
 import { openTaskSession } from '../../train/wiring';
+import { openCliStoreRun } from '../store-run';
 import { interruptSignal } from './train';
 
 export function register(program: Command): void {
@@ -18,19 +24,22 @@ export function register(program: Command): void {
     .option('--run-dir <dir>', 'where to keep the run (default: $ARBOR_HOME/runs/<name>-<time>)')
     .option('--no-eval', 'skip the held-out evaluation after training')
     .option('--json', 'print the final result as one JSON object on stdout')
-    .action(async (configFile: string, o: { runDir?: string; eval: boolean; json?: boolean }) => {
+    .option('--no-store', 'do not record the run in the workspace database (metrics.jsonl only)')
+    .action(async (configFile: string, o: { runDir?: string; eval: boolean; json?: boolean; store: boolean }) => {
       const cfg = loadConfig(configFile);
       const { id, dir } = createRunDir(cfg, o.runDir);
       const session = await openTaskSession(cfg);
+      const rec = o.store ? openCliStoreRun(id, cfg, { resume: false, template: 'sft', dir }) : undefined;
       const stop = interruptSignal(() => process.stderr.write('\nstopping after this batch (the model will be saved); Ctrl-C again to quit now\n'));
       try {
         const demos = await session.demos();
         const sftDir = join(dir, 'sft');
         mkdirSync(sftDir, { recursive: true });
+        const sink = rec ? teeSink(new JsonlSink(sftDir), rec.sink) : new JsonlSink(sftDir);
         let bar: ReturnType<typeof progressBar> | undefined;
         const res = await runSft(cfg, demos, session.sft, {
           runDir: sftDir,
-          sink: new JsonlSink(sftDir),
+          sink,
           signal: stop.signal,
           onStep: (s, total, m) => {
             bar ??= progressBar('sft', total, { quiet: o.json, fields: ['loss'] });
@@ -38,13 +47,20 @@ export function register(program: Command): void {
           },
         });
         bar?.stop();
-        const ev = o.eval ? evalMetrics(await session.evaluate(cfg.eval.n_questions)) : undefined;
-        const out = { run: id, demos: demos.length, steps: res.steps, finalLoss: res.finalLoss, checkpoint: res.checkpoint?.dir, eval: ev };
+        const ev = o.eval && res.complete ? evalMetrics(await session.evaluate(cfg.eval.n_questions)) : undefined;
+        if (ev) await sink.metrics(res.steps, Object.fromEntries(Object.entries(ev).map(([k, v]) => [`eval/${k}`, v])));
+        rec?.finish(res.complete ? 'completed' : 'stopped');
+        const out = { run: id, demos: demos.length, steps: res.steps, total: res.total, complete: res.complete, finalLoss: res.finalLoss, checkpoint: res.checkpoint?.dir, eval: ev };
         if (o.json) console.log(JSON.stringify(out));
         else {
-          console.log(`SFT on ${demos.length} demonstrations: ${res.steps} steps, final loss ${res.finalLoss.toFixed(4)}; model saved to ${res.checkpoint?.dir}`);
+          console.log(
+            `SFT on ${demos.length} demonstrations: ${res.steps}/${res.total} steps${res.complete ? '' : ' (stopped)'}, final loss ${res.finalLoss.toFixed(4)}; model saved to ${res.checkpoint?.dir}`,
+          );
           if (ev) console.log(renderTable(['held-out metric', 'value'], Object.entries(ev).map(([k, v]) => [k, v])));
         }
+      } catch (e) {
+        rec?.finish('failed', e instanceof Error ? e.message : String(e));
+        throw e;
       } finally {
         stop.dispose();
         await session.close();

@@ -8,6 +8,8 @@ import { validateConfig } from '../../../engine/train/config';
 import { readTokenDemos, runSft } from '../../../engine/train/sft';
 import { trajectoryToDemo } from '../../../engine/train/trajectories';
 import type { Trajectory } from '../../../engine/rollout/types';
+import { openDatabase } from '../../../engine/store/db';
+import { Store } from '../../../engine/store/store';
 import { TabularPolicy } from '../../../engine/train/tabular';
 
 describe('SFT warm start', () => {
@@ -60,7 +62,7 @@ describe('SFT warm start', () => {
     expect(bad([1, 2])).toThrow(`${f}:2: expected a JSON object`);
   });
 
-  it('trains from the JSONL that `arbor rollout` writes', () => {
+  it('trains from the JSONL that `arbor rollout` writes; `arbor sft` records its run in the workspace store', () => {
     const home = mkdtempSync(join(tmpdir(), 'arbor-home-'));
     const env = { ...process.env, ARBOR_HOME: home };
     const bin = join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs');
@@ -83,10 +85,17 @@ describe('SFT warm start', () => {
     const s = arbor('sft', cfg, '--no-eval', '--json', '--run-dir', join(home, 'run'));
     expect(s.status, s.stderr).toBe(0);
     expect(JSON.parse(s.stdout.trim().split('\n').pop()!)).toMatchObject({ demos: 6, steps: 4 });
+    const runs = () => JSON.parse(arbor('runs', '--json').stdout) as { id: string; status: string; template: string }[];
+    expect(runs().find((x) => x.id === 'run')).toMatchObject({ status: 'completed', template: 'sft' });
+    const store = new Store(openDatabase(join(home, 'arbor.db')));
+    expect(store.metricSeries('run', 'sft/loss').step).toEqual([1, 2, 3, 4]);
+    expect(store.checkpoints('run').map((c) => c.step)).toEqual([4]);
+    store.db.close();
     // Token ids are checked against the run's model (here the tiny multi-hop model).
     writeFileSync(file, readFileSync(file, 'utf8') + JSON.stringify({ promptIds: [1], turns: [{ role: 'model', tokenIds: [999999] }] }) + '\n');
     const b = arbor('sft', cfg, '--no-eval', '--json', '--run-dir', join(home, 'run2'));
     expect(b.status).toBe(1);
     expect(b.stderr).toMatch(new RegExp(`expert\\.jsonl:7: turns\\[0\\]\\.tokenIds: \\[0\\] is token id 999999, outside the model's vocabulary \\(\\d+ ids\\)`));
+    expect(runs().find((x) => x.id === 'run2')?.status).toBe('failed');
   });
 });
