@@ -210,7 +210,7 @@ async function startShortRun(page: Browser['page'], name: string, over: Record<s
   await page.getByTestId('new-run').click();
   await page.getByTestId('launch-dialog').waitFor();
   await page.getByTestId('run-name').fill(name);
-  await page.getByTestId('run-tags-edit').fill('e2e, short');
+  await page.getByTestId('run-tags').fill('e2e, short');
   const fields = { steps: '4', 'rollout.prompts_per_step': '4', 'rollout.n': '4', 'checkpoint.every': '2', 'eval.every': '2', 'eval.n_questions': '8', ...over };
   for (const [k, v] of Object.entries(fields)) await setField(page, k, v);
   await reviewShot(page, 'launch-form');
