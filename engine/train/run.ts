@@ -55,8 +55,13 @@ export interface TaskSession {
   evaluate(n: number): Promise<EvalSummary>;
   /** Naive RAG baseline on the same held-out questions: one retrieval with the question, then answer. */
   evaluateNaiveRag?(n: number): Promise<EvalSummary>;
-  /** Load an HF checkpoint folder into the policy (and reference, if any). */
+  /** Load an HF checkpoint folder into the policy (weights and optimizer state; not the reference). */
   loadPolicy(dir: string): Promise<void>;
+  /**
+   * Make the policy's current weights the KL reference (when there is one): after the SFT warm
+   * start the reference is the SFT model, as in verl/Agent-R1, not the model SFT started from.
+   */
+  freezeReference?(): void;
   close(): Promise<void>;
 }
 

@@ -97,7 +97,9 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
     policy.attachCritic(critic, new AdamW({ ...cfg.optim }));
   }
   const advantage = extras.advantage ? extras.advantage(cfg, policy) : advantagePort(cfg, critic ? { values: (eps) => policy.values(eps) } : undefined);
-  const reference = cfg.algorithm.kl_coef > 0 ? policy.frozen(model.cloneWeights()) : undefined;
+  // The KL reference: the starting weights, replaced by the SFT model after a warm start (freezeReference).
+  let referenceWeights = cfg.algorithm.kl_coef > 0 ? model.cloneWeights() : undefined;
+  const reference = referenceWeights ? { score: (eps: Parameters<ModelPolicyPort['score']>[0]) => policy.frozen(referenceWeights!).score(eps) } : undefined;
 
   const evaluate = async (n: number): Promise<EvalSummary> => {
     const tasks = kit.evalTasks.slice(0, n);
@@ -132,6 +134,9 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
     evaluate,
     evaluateNaiveRag: kit.naiveRag ? (n) => kit.naiveRag!(kit.evalTasks.slice(0, n)) : undefined,
     loadPolicy: (dir) => policy.load(dir),
+    freezeReference: () => {
+      if (referenceWeights) referenceWeights = model.cloneWeights();
+    },
     close: async () => {
       await critic?.dispose();
       await model.dispose();
