@@ -166,7 +166,8 @@ export class Store {
       ins.run(runId, k, step, time, val);
       up.run(runId, k, step, time, val);
     }
-    this.db.prepare('UPDATE runs SET step = MAX(step, ?) WHERE id = ?').run(step, runId);
+    // sft/* metrics (an SFT warm start before RL) have their own step axis: not the run's step.
+    if (Object.keys(values).some((k) => !k.startsWith('sft/'))) this.db.prepare('UPDATE runs SET step = MAX(step, ?) WHERE id = ?').run(step, runId);
   }
 
   metricKeys(runId: string): string[] {
@@ -200,9 +201,11 @@ export class Store {
   }
 
   /** Drop everything a run logged after `step` (resume from a checkpoint at `step`). */
+  /** Drop a run's rows after `step` (a resume from the checkpoint at `step`), except sft/* metrics. */
   truncateAfter(runId: string, step: number): void {
     this.db.transaction(() => {
-      this.db.prepare('DELETE FROM metrics WHERE run_id = ? AND step > ?').run(runId, step);
+      // An RL resume: sft/* rows are on the warm start's own step axis and stay.
+      this.db.prepare("DELETE FROM metrics WHERE run_id = ? AND step > ? AND key NOT LIKE 'sft/%'").run(runId, step);
       this.db.prepare('DELETE FROM trajectories WHERE run_id = ? AND step > ?').run(runId, step);
       this.db.prepare('DELETE FROM latest_metrics WHERE run_id = ?').run(runId);
       this.db.prepare(`INSERT INTO latest_metrics (run_id, key, step, time, value)

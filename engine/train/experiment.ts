@@ -59,6 +59,10 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
         runDir: sftDir,
         signal: ctx.signal,
         startStep: saved?.step,
+        // The SFT curve goes to the run's metrics under sft/* (its own step axis: the store keeps
+        // sft/* out of the run's RL step and out of an RL resume's truncation). Metrics only:
+        // the SFT checkpoint stays in the run folder, not in the run's (RL) checkpoint list.
+        sink: { metrics: (s, m) => ctx.sink.metrics(s, sftKeys(m)), truncateAfter: () => {} },
         onStep: (s, _t, m) => ctx.onStep?.('sft', s, m),
       });
       out.sft = { steps: r.steps, total: r.total, complete: r.complete, finalLoss: r.finalLoss, checkpoint: r.checkpoint?.dir, ...(saved ? { resumedFrom: saved.step } : {}) };
@@ -90,4 +94,9 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
     out.eval = evalMetrics(await ctx.session.evaluate(cfg.eval.n_questions));
   }
   return out;
+}
+
+/** SFT step metrics under sft/* only (its throughput too, so it is not drawn on the RL curve). */
+function sftKeys(m: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.entries(m).map(([k, v]) => [k.startsWith('sft/') ? k : `sft/${k.replace(/^perf\//, '')}`, v]));
 }

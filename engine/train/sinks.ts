@@ -37,7 +37,8 @@ export class JsonlSink implements SinkPort {
     appendFileSync(this.file, JSON.stringify({ step, time: Date.now(), values } satisfies MetricRow) + '\n');
   }
   truncateAfter(step: number): void {
-    const keep = readMetricsJsonl(this.file).filter((r) => r.step <= step);
+    // sft/* rows (the warm start's own step axis) stay, as in the store.
+    const keep = readMetricsJsonl(this.file).filter((r) => r.step <= step || Object.keys(r.values).every((k) => k.startsWith('sft/')));
     writeFileSync(this.file, keep.map((r) => JSON.stringify(r) + '\n').join(''));
   }
 }

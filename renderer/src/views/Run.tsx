@@ -14,12 +14,14 @@ const SECTIONS: [string, RegExp][] = [
   ['Tool calls', /tool/],
   ['Throughput and time', /^(perf|time)\/|tokens_per_s|throughput/],
   ['Optimizer', /^optim\//],
+  ['SFT warm start', /^sft\//],
 ];
 
 export function groupMetricKeys(keys: string[]): { title: string; keys: string[] }[] {
   const groups = new Map<string, string[]>();
   for (const k of [...keys].sort()) {
-    const title = SECTIONS.find(([, re]) => re.test(k))?.[0] ?? 'Other';
+    // The SFT warm start's own metrics stay together (sft/tokens_per_s is not RL throughput).
+    const title = k.startsWith('sft/') ? 'SFT warm start' : (SECTIONS.find(([, re]) => re.test(k))?.[0] ?? 'Other');
     groups.set(title, [...(groups.get(title) ?? []), k]);
   }
   const order = [...SECTIONS.map(([t]) => t), 'Other'];

@@ -118,10 +118,16 @@ describe('queries', () => {
   });
   it('truncateAfter drops later steps and restores latest metrics', () => {
     const r = s.createRun({ name: 'resume' });
+    for (let i = 1; i <= 8; i++) s.writeMetrics(r, i, { 'sft/loss': 1 / i }); // a warm start's own step axis
+    expect(s.getRun(r).step).toBe(0);
     for (let i = 1; i <= 5; i++) s.writeMetrics(r, i, { x: i });
+    expect(s.getRun(r).step).toBe(5);
     s.truncateAfter(r, 3);
     expect(s.metricSeries(r, 'x').step).toEqual([1, 2, 3]);
     expect(s.getRun(r).metrics.x).toBe(3);
+    expect(s.getRun(r).step).toBe(3);
+    expect(s.metricSeries(r, 'sft/loss').step).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    expect(s.getRun(r).metrics['sft/loss']).toBe(1 / 8);
   });
   it('projects group runs: created on first use, listed with their run counts, filter the run list', () => {
     const p1 = s.createRun({ name: 'p1', project: 'search-r1' });

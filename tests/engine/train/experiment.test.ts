@@ -56,7 +56,13 @@ describe('experiment job (SFT warm start, then RL)', () => {
     expect(r2.sft).toBeUndefined(); // an RL checkpoint exists: SFT is neither repeated nor reloaded
     expect(r2.rl!.firstStep).toBe(5);
     expect(r2.eval!.exact_match).toBeGreaterThanOrEqual(0);
-    expect(readMetricsJsonl(join(runDir, 'metrics.jsonl')).map((r) => r.step)).toEqual([1, 2, 3, 4, 5, 6]);
+    // RL steps once each; the SFT curve (sft/*, its own step axis) survives the RL resume's truncation.
+    const rows = readMetricsJsonl(join(runDir, 'metrics.jsonl'));
+    const isSft = (r: { values: Record<string, number> }) => Object.keys(r.values).every((k) => k.startsWith('sft/'));
+    expect(rows.filter((r) => !isSft(r)).map((r) => r.step)).toEqual([1, 2, 3, 4, 5, 6]);
+    const sft = rows.filter(isSft);
+    expect(sft.map((r) => r.step)).toEqual(Array.from({ length: r1.sft!.steps }, (_, i) => i + 1));
+    expect(Object.keys(sft[0]!.values)).toEqual(expect.arrayContaining(['sft/loss', 'sft/lr', 'sft/tokens_per_s']));
   });
 
   describe('a stop during the SFT warm start', () => {
