@@ -38,7 +38,11 @@ export interface RunTemplate {
   example?: Record<string, unknown>;
   /** Validate a config; throw an Error naming the field. */
   validate?(config: Record<string, unknown>): void;
-  run(ctx: JobContext): Promise<void>;
+  /**
+   * Run the job. It may return whether a stop cut it short; without that, a stop requested
+   * while it ran counts as stopped (even if it landed after the last step).
+   */
+  run(ctx: JobContext): Promise<void | { stopped: boolean }>;
 }
 
 /** What the run manager pushes (protocol events; the server broadcasts them). */
@@ -205,9 +209,9 @@ export class RunManager {
       this.emitRun(run.id);
       try {
         if (!t) throw new Error(`template "${run.template}" is not available in this engine`);
-        await t.run(ctx);
+        const r = await t.run(ctx);
         writer.flush();
-        store.setStatus(run.id, abort.signal.aborted ? 'stopped' : 'completed');
+        store.setStatus(run.id, (r ? r.stopped : abort.signal.aborted) ? 'stopped' : 'completed');
       } catch (e) {
         writer.flush();
         const msg = e instanceof Error ? e.message : String(e);

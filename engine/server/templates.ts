@@ -89,7 +89,8 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
       } else session = await openTaskSession(cfg);
       ctx.log(`training ${cfg.task.kind} for ${cfg.steps} steps (${cfg.algorithm.adv_estimator}, backend ${cfg.backend})`);
       try {
-        await runExperiment(cfg, {
+        // Completed when every step ran, even if a stop arrived during the last one.
+        return await runExperiment(cfg, {
           runDir: ctx.runDir,
           session,
           resume: ctx.resume,

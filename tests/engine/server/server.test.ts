@@ -8,6 +8,7 @@ import WebSocket from 'ws';
 import { EngineServer } from '../../../engine/server/server';
 import { attachPort, serveWebSocket, type WebServer } from '../../../engine/server/transports';
 import { descentTemplate } from './fixtures/descent-job';
+import type { RunTemplate } from '../../../engine/server/runs';
 
 const servers: { s: WebServer; e: EngineServer }[] = [];
 afterAll(async () => { for (const x of servers) { await x.s.close(); x.e.close(); } });
@@ -129,6 +130,26 @@ describe('run manager', () => {
     port2.postMessage({ id: 7, method: 'templates.list' });
     expect((await got).result[0].id).toBe('descent');
     port1.close();
+    e.close();
+  });
+  it('a job that finished all its steps is completed even if the stop landed during the last one; one that says it was cut short is stopped', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'arbor-srv-'));
+    const e = new EngineServer({ home });
+    const job = (stoppedEarly: boolean): RunTemplate => ({
+      id: `late-stop-${stoppedEarly}`, name: 'late stop', schema: {},
+      async run(ctx) {
+        ctx.metric(1, { x: 1 });
+        await new Promise<void>((r) => ctx.signal.addEventListener('abort', () => r()));
+        return { stopped: stoppedEarly };
+      },
+    });
+    for (const early of [false, true]) {
+      e.runs!.register(job(early));
+      const id = e.runs!.start({ template: `late-stop-${early}`, config: {} });
+      await expect.poll(() => e.store!.getRun(id).status).toBe('running');
+      await e.runs!.stop(id);
+      expect(e.store!.getRun(id).status).toBe(early ? 'stopped' : 'completed');
+    }
     e.close();
   });
 });
