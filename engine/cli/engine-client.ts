@@ -13,8 +13,6 @@ import { EngineServer } from '../server/server';
 
 export interface CliEngine {
   client: EngineClient;
-  /** Where the answers come from, for messages. */
-  where: string;
   close(): void;
 }
 
@@ -36,13 +34,12 @@ export function connectCliEngine(opts: { engine?: string } = {}): CliEngine {
   const url = opts.engine ?? process.env.ARBOR_ENGINE;
   if (url) {
     const transport = webSocketTransport(engineSocketUrl(url), WebSocket as unknown as typeof globalThis.WebSocket, { reconnect: false });
-    return { client: createClient(transport), where: new URL(url).host, close: () => transport.close() };
+    return { client: createClient(transport), close: () => transport.close() };
   }
   const engine = new EngineServer({ home: arborHome(), recoverRuns: false });
   const transport = inProcessTransport(engine);
   return {
     client: createClient(transport),
-    where: arborHome(),
     close: () => {
       transport.close();
       engine.close();
