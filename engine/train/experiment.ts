@@ -73,12 +73,11 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
     out.stopped = true;
     return out;
   }
-  if (cfg.sft.warm_start && ctx.session.freezeReference) {
-    // KL is measured against the SFT model. On an RL resume the policy is the RL checkpoint's
-    // (the loop loads it), so the reference comes from SFT's final checkpoint first.
+  if (cfg.sft.warm_start && ctx.session.setReference) {
+    // KL is measured against the SFT model: the policy's weights now, or, on an RL resume (the
+    // policy will be the RL checkpoint's), SFT's final checkpoint.
     const sft = hasRl ? latestCheckpoint(sftDir) : undefined;
-    if (sft) await ctx.session.loadPolicy(sft.dir);
-    if (!hasRl || sft) ctx.session.freezeReference();
+    if (!hasRl || sft) await ctx.session.setReference(sft?.dir);
   }
   ctx.onPhase?.('rl', cfg.steps);
   out.rl = await runTrainingLoop(cfg, { ...ctx.session.ports, sink: ctx.sink }, {

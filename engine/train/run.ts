@@ -58,10 +58,11 @@ export interface TaskSession {
   /** Load an HF checkpoint folder into the policy (weights and optimizer state; not the reference). */
   loadPolicy(dir: string): Promise<void>;
   /**
-   * Make the policy's current weights the KL reference (when there is one): after the SFT warm
-   * start the reference is the SFT model, as in verl/Agent-R1, not the model SFT started from.
+   * Set the KL reference (when there is one) to the policy's current weights, or to the weights
+   * of the checkpoint folder `dir` (without touching the policy): after the SFT warm start the
+   * reference is the SFT model, as in verl/Agent-R1, not the model SFT started from.
    */
-  freezeReference?(): void;
+  setReference?(dir?: string): Promise<void>;
   close(): Promise<void>;
 }
 

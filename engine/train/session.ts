@@ -6,6 +6,7 @@
  * train graph for updates.
  */
 import { resolveProviders } from '../tensor/ort';
+import { loadCheckpoint } from '../model/checkpoint';
 import { CriticModel } from '../model/critic';
 import { getEstimator } from '../rl';
 import type { ModelConfig } from '../model/config';
@@ -97,7 +98,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
     policy.attachCritic(critic, new AdamW({ ...cfg.optim }));
   }
   const advantage = extras.advantage ? extras.advantage(cfg, policy) : advantagePort(cfg, critic ? { values: (eps) => policy.values(eps) } : undefined);
-  // The KL reference: the starting weights, replaced by the SFT model after a warm start (freezeReference).
+  // The KL reference: the starting weights, replaced by the SFT model after a warm start (setReference).
   let referenceWeights = cfg.algorithm.kl_coef > 0 ? model.cloneWeights() : undefined;
   const reference = referenceWeights ? { score: (eps: Parameters<ModelPolicyPort['score']>[0]) => policy.frozen(referenceWeights!).score(eps) } : undefined;
 
@@ -134,8 +135,11 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
     evaluate,
     evaluateNaiveRag: kit.naiveRag ? (n) => kit.naiveRag!(kit.evalTasks.slice(0, n)) : undefined,
     loadPolicy: (dir) => policy.load(dir),
-    freezeReference: () => {
-      if (referenceWeights) referenceWeights = model.cloneWeights();
+    async setReference(dir) {
+      if (!referenceWeights) return;
+      const next = model.cloneWeights(); // the reference's own buffers, shaped like the policy's
+      if (dir) for (const [k, v] of loadCheckpoint(dir).weights) next.get(k)?.set(v);
+      referenceWeights = next;
     },
     close: async () => {
       await critic?.dispose();
