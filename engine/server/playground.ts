@@ -275,8 +275,7 @@ export class Playground {
       const last = [...t.turns].reverse().find((u) => u.role === 'model');
       const reason = t.truncated ? `stopped at a limit (${s.maxTurns} turns, ${s.maxNewTokens} tokens per turn, ${maxTotalLength} in all)` : last?.stop?.reason ?? 'done';
       emit({ type: 'done', text: last?.text ?? '', reason });
-      const corpus = s.dataset ? { dataset: s.dataset } : { world: s.world };
-      return { chatId, checkpoint: { id: ck.id, path: ck.path, step: ck.step, runId: ck.runId }, ...corpus, transcript, reason };
+      return { chatId, ...chatSource(ck), transcript, reason };
     } catch (e) {
       // After a cancel, whatever ended the episode (ChatCancelled from a decode step, the same
       // wrapped by the rollout engine when thrown in the env's step, or the rollout's own
@@ -286,9 +285,8 @@ export class Playground {
         if (partial) transcript.push({ role: 'assistant', content: partial, tokens: partialTokens });
         const lastAnswer = [...transcript].reverse().find((t) => t.role === 'assistant');
         emit({ type: 'done', text: lastAnswer && lastAnswer.role === 'assistant' ? lastAnswer.content : '', reason, stopped: true });
-        const ck = resolved;
-        const corpus = ck ? (ck.settings.dataset ? { dataset: ck.settings.dataset } : { world: ck.settings.world }) : {};
-        return { chatId, checkpoint: ck ? { id: ck.id, path: ck.path, step: ck.step, runId: ck.runId } : { id: req.checkpoint, path: '' }, ...corpus, transcript, reason, stopped: true };
+        const source = resolved ? chatSource(resolved) : { checkpoint: { id: req.checkpoint, path: '' } };
+        return { chatId, ...source, transcript, reason, stopped: true };
       }
       const message = e instanceof Error ? e.message : String(e);
       emit({ type: 'error', message });
@@ -300,6 +298,12 @@ export class Playground {
     await this.loaded?.model.dispose();
     this.loaded = null;
   }
+}
+
+/** The checkpoint a chat ran and the corpus its search tool read (a world seed or a dataset), as the result reports them. */
+function chatSource(ck: ReturnType<Playground['resolve']>): Pick<ChatResult, 'checkpoint' | 'world' | 'dataset'> {
+  const corpus = ck.settings.dataset ? { dataset: ck.settings.dataset } : { world: ck.settings.world };
+  return { checkpoint: { id: ck.id, path: ck.path, step: ck.step, runId: ck.runId }, ...corpus };
 }
 
 /** Register playground.chat and playground.cancel on the engine. */

@@ -51,6 +51,9 @@ export interface Trajectory extends TrajSummary {
 
 export type EnvFile = wire.Result<'env.files'>[number];
 
+/** A file `runs.export` wrote: metrics (CSV, `count` steps) or trajectories (JSONL, `count` lines). */
+export type ExportedFile = wire.Result<'runs.export'>['files'][number];
+
 export interface TryResult {
   ok: boolean;
   value?: unknown;
@@ -102,7 +105,7 @@ export interface ArborApi {
   tryReward(req: { source: string; path?: string; trajectoryId: string }): Promise<TryResult>;
   listCheckpoints(runId?: string): Promise<Checkpoint[]>;
   /** Write the run's metrics CSV and trajectories JSONL into the workspace's exports/ folder. */
-  exportRun(id: string): Promise<{ kind: string; path: string; count: number }[]>;
+  exportRun(id: string): Promise<ExportedFile[]>;
   /** Resolves with what the engine reports about the episode (the world or dataset its search tool read, why it ended). */
   chat(req: { checkpoint: string; messages: ChatMessage[]; tools?: string[]; chatId?: string }, onEvent: (e: ChatEvent) => void): Promise<{ world?: number; dataset?: string; reason?: string; stopped?: boolean }>;
   /** Stop a running chat (it ends with what was generated so far); false if it had already ended. */

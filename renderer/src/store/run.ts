@@ -1,4 +1,4 @@
-import type { ArborApi, EngineEvent, LogLine, RunDetail, RunSummary, Series } from '../api/types';
+import type { ArborApi, EngineEvent, ExportedFile, LogLine, RunDetail, RunSummary, Series } from '../api/types';
 import type { Get, Set } from './index';
 
 export const MAX_POINTS = 1500;
@@ -20,7 +20,7 @@ export interface RunSlice {
   saveNotes(notes: string): Promise<boolean>;
   saveTags(tags: string[]): Promise<boolean>;
   /** Export the open run (metrics CSV + trajectories JSONL into the workspace's exports/); what was written, or null after reporting an error. */
-  exportRun(): Promise<{ kind: string; path: string; count: number }[] | null>;
+  exportRun(): Promise<ExportedFile[] | null>;
   applyRunDetailEvent(e: EngineEvent): void;
 }
 

@@ -2,7 +2,7 @@ import { useEffect, useMemo, useState } from 'react';
 import { useArbor } from '../store/react';
 import { MetricChart, PALETTE, fmt } from '../components/MetricChart';
 import { ForkDialog } from './Runs';
-import type { Checkpoint } from '../api/types';
+import type { Checkpoint, ExportedFile } from '../api/types';
 
 /** Chart sections, in the order researchers read them; a metric goes to the first section that matches. */
 const SECTIONS: [string, RegExp][] = [
@@ -143,7 +143,7 @@ export function RunView() {
 function ExportButton() {
   const exportRun = useArbor((s) => s.exportRun);
   const [busy, setBusy] = useState(false);
-  const [files, setFiles] = useState<{ kind: string; path: string; count: number }[] | null>(null);
+  const [files, setFiles] = useState<ExportedFile[] | null>(null);
   return (
     <>
       <button

@@ -48,6 +48,32 @@ async function request(method: Method, params: unknown) {
   }
 }
 
+/**
+ * playground.chat that the client cancels the moment the first chat event of type `on` reaches it
+ * (inside the engine's send, so before the engine goes on): the reply, the chat events and the
+ * cancel's answer.
+ */
+async function chatCancelledOn(on: string, params: { checkpoint: string; messages: { role: string; content: string }[]; chatId: string }) {
+  const events: Record<string, unknown>[] = [];
+  let cancelReply: unknown;
+  const reply = await new Promise<{ result?: any; error?: { message: string } }>((resolve) => {
+    const client = {
+      send(m: any) {
+        if (m.event === 'chat') {
+          events.push(m.data);
+          if (m.data.type === on && cancelReply === undefined) {
+            cancelReply = null;
+            void engine.handle(client, { id: 2, method: 'playground.cancel', params: { chatId: params.chatId } });
+          }
+        } else if (m.id === 2) cancelReply = m.result;
+        else if (m.id === 1) resolve(m);
+      },
+    };
+    void engine.handle(client, { id: 1, method: 'playground.chat', params });
+  });
+  return { reply, events, cancelReply };
+}
+
 beforeAll(async () => {
   initTinyModel(modelDir, { task: 'multihop', seed: 5, hidden: 32, layers: 1, heads: 4, maxLength: 256 });
   bigramModel(modelDir, [
@@ -153,24 +179,8 @@ describe('playground.chat', () => {
     const store = engine.store!;
     const runId = store.createRun({ name: 'long', template: 'multihop', config: { task: { kind: 'multihop', eval_seed: WORLD }, rollout: { max_turns: 1, max_new_tokens: 200, max_total_length: 256 } } });
     const ck = store.addCheckpoint(runId, 1, longDir);
-    const events: Record<string, unknown>[] = [];
-    let cancelReply: unknown;
-    const reply = await new Promise<{ result?: any; error?: { message: string } }>((resolve) => {
-      const client = {
-        send(m: any) {
-          if (m.event === 'chat') {
-            events.push(m.data);
-            // Cancel from the client as soon as the first token arrives.
-            if (m.data.type === 'token' && cancelReply === undefined) {
-              cancelReply = null;
-              void engine.handle(client, { id: 9, method: 'playground.cancel', params: { chatId: 'long' } });
-            }
-          } else if (m.id === 9) cancelReply = m.result;
-          else if (m.id === 8) resolve(m);
-        },
-      };
-      void engine.handle(client, { id: 8, method: 'playground.chat', params: { checkpoint: ck, messages: [{ role: 'user', content: city }], chatId: 'long' } });
-    });
+    // Cancel from the client as soon as the first token arrives.
+    const { reply, events, cancelReply } = await chatCancelledOn('token', { checkpoint: ck, messages: [{ role: 'user', content: city }], chatId: 'long' });
     expect(reply.error).toBeUndefined();
     expect(cancelReply).toEqual({ cancelled: true });
     const tokens = events.filter((e) => e.type === 'token');
@@ -192,24 +202,8 @@ describe('playground.chat', () => {
   });
 
   it('stops a chat cancelled after a finished turn, before its tool calls run (no error)', async () => {
-    const events: Record<string, unknown>[] = [];
-    let cancelReply: unknown;
-    const reply = await new Promise<{ result?: any; error?: { message: string } }>((resolve) => {
-      const client = {
-        send(m: any) {
-          if (m.event === 'chat') {
-            events.push(m.data);
-            // The first turn ("<search> city </search>") is complete; its call has not run yet.
-            if (m.data.type === 'turn' && cancelReply === undefined) {
-              cancelReply = null;
-              void engine.handle(client, { id: 11, method: 'playground.cancel', params: { chatId: 'mid' } });
-            }
-          } else if (m.id === 11) cancelReply = m.result;
-          else if (m.id === 10) resolve(m);
-        },
-      };
-      void engine.handle(client, { id: 10, method: 'playground.chat', params: { checkpoint: checkpointId, messages: [{ role: 'user', content: `where is ${city} ?` }], chatId: 'mid' } });
-    });
+    // The first turn ("<search> city </search>") is complete; its call has not run yet.
+    const { reply, events, cancelReply } = await chatCancelledOn('turn', { checkpoint: checkpointId, messages: [{ role: 'user', content: `where is ${city} ?` }], chatId: 'mid' });
     expect(reply.error).toBeUndefined();
     expect(cancelReply).toEqual({ cancelled: true });
     expect(events.some((e) => e.type === 'error')).toBe(false);
