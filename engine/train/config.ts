@@ -122,6 +122,17 @@ const algorithmSchema = z.strictObject({
     })
     .prefault({}),
   process_rewards: z.boolean().default(false),
+  /** GiGPO (adv_estimator: gigpo): A = episode advantage + step_weight × step advantage. */
+  gigpo: z
+    .strictObject({
+      /** ω, the weight of the step-level advantage. */
+      step_weight: nonNeg().default(1),
+      /** Discount of the step returns R_k = r_k + γ·R_{k+1} (0.95 in the paper's runs). */
+      gamma: prob().default(0.95),
+      /** mean_norm: subtract the group / step-group mean (default); mean_std_norm: also divide by the std (verl-agent's modes). */
+      mode: z.enum(['mean_norm', 'mean_std_norm']).default('mean_norm'),
+    })
+    .prefault({}),
 });
 
 const optimSchema = z.strictObject({

@@ -58,7 +58,7 @@ export interface AdvantagePort {
     refLogprobs?: Map<Episode, Float32Array>;
     oldLogprobs: Map<Episode, Float32Array>;
     values?: Map<Episode, Float32Array>;
-  }): { advantages: Map<Episode, Float32Array>; returns?: Map<Episode, Float32Array> };
+  }): { advantages: Map<Episode, Float32Array>; returns?: Map<Episode, Float32Array>; metrics?: Record<string, number> };
   /** Critic values (PPO + GAE only). */
   values?(episodes: Episode[]): Promise<Float32Array[]>;
 }
@@ -220,7 +220,8 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     const scoreMs = performance.now() - t1;
 
     // ---- advantages -------------------------------------------------------------------------
-    const { advantages, returns } = advantage.compute({ episodes, refLogprobs, oldLogprobs, values });
+    const { advantages, returns, metrics: estimatorMetrics } = advantage.compute({ episodes, refLogprobs, oldLogprobs, values });
+    Object.assign(m, estimatorMetrics);
     let aSum = 0;
     let aAbs = 0;
     let aN = 0;
