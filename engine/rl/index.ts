@@ -101,10 +101,10 @@ export type EstimatorName = keyof typeof ESTIMATORS;
 export function stepGroupMetrics(sizes: number[]): Record<string, number> {
   const steps = sizes.reduce((a, b) => a + b, 0);
   return {
-    'gigpo/step_groups': sizes.length,
-    'gigpo/step_group_size_mean': sizes.length ? steps / sizes.length : 0,
-    'gigpo/step_group_size_max': sizes.length ? Math.max(...sizes) : 0,
-    'gigpo/singleton_step_fraction': steps ? sizes.filter((n) => n === 1).length / steps : 0,
+    'advantage/step_groups': sizes.length,
+    'advantage/step_group_size_mean': sizes.length ? steps / sizes.length : 0,
+    'advantage/step_group_size_max': sizes.length ? Math.max(...sizes) : 0,
+    'advantage/singleton_step_fraction': steps ? sizes.filter((n) => n === 1).length / steps : 0,
   };
 }
 

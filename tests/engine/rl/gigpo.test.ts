@@ -87,7 +87,7 @@ describe('GiGPO advantages, hand-computed (γ = 0.5)', () => {
   });
 
   it('step-group metrics: count, mean and max size, share of steps alone', () => {
-    expect(stepGroupMetrics([3, 2, 1, 1])).toEqual({ 'gigpo/step_groups': 4, 'gigpo/step_group_size_mean': 7 / 4, 'gigpo/step_group_size_max': 3, 'gigpo/singleton_step_fraction': 2 / 7 });
+    expect(stepGroupMetrics([3, 2, 1, 1])).toEqual({ 'advantage/step_groups': 4, 'advantage/step_group_size_mean': 7 / 4, 'advantage/step_group_size_max': 3, 'advantage/singleton_step_fraction': 2 / 7 });
   });
 });
 
@@ -104,7 +104,7 @@ describe('GiGPO steps', () => {
     const episodes = batch.map((e, i) => ({ group: e.group, sample: i, tokens: new Int32Array(e.mask.length), lossMask: e.mask as Uint8Array, reward: e.reward, stepRewards: [], steps: e.steps }) as unknown as Episode);
     const r = advantagePort(cfg).compute({ episodes, oldLogprobs: new Map() });
     expect(perStep(T1, r.advantages.get(episodes[1]!)!)).toEqual([-0.75, -0.75]);
-    expect(r.metrics!['gigpo/step_group_size_max']).toBe(3);
+    expect(r.metrics!['advantage/step_group_size_max']).toBe(3);
   });
 });
 
@@ -134,10 +134,10 @@ describe('GiGPO on the multi-hop task', () => {
     const r = advantagePort(cfg).compute({ episodes, oldLogprobs: new Map() });
     const m = r.metrics!;
     // The first step of each question is shared by its 4 samples; later steps that repeat a search share its result.
-    expect(m['gigpo/step_group_size_max']).toBeGreaterThanOrEqual(4);
+    expect(m['advantage/step_group_size_max']).toBeGreaterThanOrEqual(4);
     const steps = episodes.reduce((a, e) => a + e.steps!.length, 0);
     expect(steps - 16).toBeGreaterThan(0); // steps beyond the first
-    expect(m['gigpo/step_groups']).toBeLessThan(steps / 2); // later steps share groups too (same search, same result)
+    expect(m['advantage/step_groups']).toBeLessThan(steps / 2); // later steps share groups too (same search, same result)
     for (const e of episodes) expect(r.advantages.get(e)!.every((v, t) => (e.lossMask[t] ? Number.isFinite(v) : v === 0))).toBe(true);
   });
 });
