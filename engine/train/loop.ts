@@ -279,6 +279,7 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     m['time/score_s'] = scoreMs / 1000;
     m['time/update_s'] = updateMs / 1000;
     const stepTokens = all.reduce((a, e) => a + modelTokenCount(e), 0);
+    m['rollout/model_tokens'] = stepTokens;
     m['perf/rollout_tokens_per_s'] = stepTokens / Math.max(1e-9, rolloutMs / 1000);
     m['perf/update_tokens_per_s'] = agg.tokens / Math.max(1e-9, updateMs / 1000);
     m['perf/tokens_per_s'] = (stepTokens + agg.tokens) / Math.max(1e-9, (rolloutMs + scoreMs + updateMs) / 1000);
