@@ -4,6 +4,7 @@
  */
 import { computeAdvantages, getEstimator, stepsFromMask, type EstimatorEpisode } from '../rl';
 import { klValue } from '../rl/kl';
+import { sequenceMatcherRatio } from '../rl/similarity';
 import type { ExperimentConfig } from './config';
 import type { Episode } from './episode';
 import type { AdvantagePort } from './loop';
@@ -50,6 +51,7 @@ export function advantagePort(cfg: ExperimentConfig, critic?: { values(episodes:
           stepWeight: a.gigpo.step_weight,
           gamma: a.gigpo.gamma,
           normByStd: a.gigpo.mode === 'mean_std_norm',
+          similarity: a.gigpo.similarity_threshold === null ? undefined : { threshold: a.gigpo.similarity_threshold, ratio: sequenceMatcherRatio },
         },
       });
       return {

@@ -131,6 +131,8 @@ const algorithmSchema = z.strictObject({
       gamma: prob().default(0.95),
       /** mean_norm: subtract the group / step-group mean (default); mean_std_norm: also divide by the std (verl-agent's modes). */
       mode: z.enum(['mean_norm', 'mean_std_norm']).default('mean_norm'),
+      /** Also group steps whose observations are this similar (difflib ratio, as verl-agent's enable_similarity; 0.95 there); null = exact match only. */
+      similarity_threshold: z.number().gt(0).lt(1).nullable().default(null),
     })
     .prefault({}),
 });

@@ -10,6 +10,7 @@ import { advantagePort } from '../../../engine/train/advantage';
 import { validateConfig } from '../../../engine/train/config';
 import type { Episode } from '../../../engine/train/episode';
 import { multihopKit } from '../../../engine/train/multihop-kit';
+import { sequenceMatcherRatio } from '../../../engine/rl/similarity';
 import { trajectoryToEpisode } from '../../../engine/train/trajectories';
 
 /** An episode whose steps are given as [start, end, observation]; mask 1 exactly on the steps. */
@@ -139,5 +140,47 @@ describe('GiGPO on the multi-hop task', () => {
     expect(steps - 16).toBeGreaterThan(0); // steps beyond the first
     expect(m['advantage/step_groups']).toBeLessThan(steps / 2); // later steps share groups too (same search, same result)
     for (const e of episodes) expect(r.advantages.get(e)!.every((v, t) => (e.lossMask[t] ? Number.isFinite(v) : v === 0))).toBe(true);
+  });
+});
+
+describe('GiGPO similarity-based step groups (algorithm.gigpo.similarity_threshold)', () => {
+  it('the ratio equals Python difflib.SequenceMatcher(None, a, b).ratio() (values from CPython 3)', () => {
+    const long = ' <information> the lonely road is a book . the lonely road was written by alvin york . alvin york is a person . alvin york was born in hythe . hythe is a city in brovia . </information> '.repeat(2);
+    const other = long.replaceAll('hythe', 'casel').replaceAll('alvin', 'alwin');
+    const cases: [string, string, number][] = [
+      ['', '', 1],
+      ['abc', '', 0],
+      ['abcd', 'bcde', 0.75],
+      ['the lonely road was written by alvin york', 'the lonely road was written by alvin yorke', 0.9879518072289156],
+      ['private Thread currentThread;', 'private volatile Thread currentThread;', 0.8656716417910447],
+      [long, other, 0.7419354838709677], // |b| ≥ 200: autojunk
+      [other.slice(0, 150), long, 0.39846743295019155],
+    ];
+    for (const [a, b, want] of cases) expect(sequenceMatcherRatio(a, b)).toBeCloseTo(want, 12);
+  });
+
+  it('steps whose observations are ≥ threshold similar share a step group; exact match keeps them apart', () => {
+    const o1 = 'the lonely road was written by alvin york';
+    const o2 = 'the lonely road was written by alvin yorke'; // ratio 0.988 to o1
+    const eps = [ep(0, 1, [[1, 2, 'Q'], [3, 4, o1]]), ep(0, 0, [[1, 2, 'Q'], [3, 4, o2]])];
+    const exact = gigpo(eps, { stepWeight: 1, gamma: 1, normByStd: false });
+    expect(exact.stepGroupSizes.sort()).toEqual([1, 1, 2]);
+    const similar = gigpo(eps, { stepWeight: 1, gamma: 1, normByStd: false, similarity: { threshold: 0.95, ratio: sequenceMatcherRatio } });
+    expect(similar.stepGroupSizes.sort()).toEqual([2, 2]);
+    // Second steps: returns (1, 0) now compared: ±0.5 on top of the episode advantage ±0.5.
+    expect(perStep(eps[0]!, similar.advantages[0]!)).toEqual([1, 1]);
+    expect(perStep(eps[1]!, similar.advantages[1]!)).toEqual([-1, -1]);
+    const strict = gigpo(eps, { stepWeight: 1, gamma: 1, normByStd: false, similarity: { threshold: 0.99, ratio: sequenceMatcherRatio } });
+    expect(strict.stepGroupSizes.sort()).toEqual([1, 1, 2]);
+  });
+
+  it('is read from the config', () => {
+    const cfg = validateConfig({ model: { init: 'tiny' }, algorithm: { adv_estimator: 'gigpo', gigpo: { similarity_threshold: 0.95 } } });
+    const o1 = 'the lonely road was written by alvin york';
+    const episodes = [ep(0, 1, [[1, 2, 'Q'], [3, 4, o1]]), ep(0, 0, [[1, 2, 'Q'], [3, 4, o1 + 'e']])].map(
+      (e, i) => ({ group: 0, sample: i, tokens: new Int32Array(e.mask.length), lossMask: e.mask, reward: e.reward, stepRewards: [], steps: e.steps }) as unknown as Episode,
+    );
+    expect(advantagePort(cfg).compute({ episodes, oldLogprobs: new Map() }).metrics!['advantage/step_groups']).toBe(2);
+    expect(() => validateConfig({ model: { init: 'tiny' }, algorithm: { gigpo: { similarity_threshold: 1 } } })).toThrow(/algorithm\.gigpo\.similarity_threshold/);
   });
 });
