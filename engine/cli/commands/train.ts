@@ -10,20 +10,13 @@ import { progressBar, renderTable } from '../../train/report';
 import { createRunDir, openRun } from '../../train/run';
 import { JsonlSink, teeSink } from '../../train/sinks';
 import { openCliStoreRun } from '../store-run';
+import { interruptSignal, note } from '../lifecycle';
+import { latestCheckpoint } from '../../train/checkpoints';
+import { existsSync, rmSync } from 'node:fs';
 import { openTaskSession } from '../../train/wiring';
 
-/** Ctrl-C: first press aborts the signal (the job saves and stops); a second one exits now. */
-export function interruptSignal(onFirst: () => void): { signal: AbortSignal; dispose: () => void } {
-  const ac = new AbortController();
-  const handler = () => {
-    if (ac.signal.aborted) process.exit(130);
-    onFirst();
-    ac.abort();
-  };
-  process.on('SIGINT', handler);
-  process.on('SIGTERM', handler);
-  return { signal: ac.signal, dispose: () => (process.off('SIGINT', handler), process.off('SIGTERM', handler)) };
-}
+/** Ctrl-C / SIGTERM / SIGHUP / a closed output pipe stop after the step; see ../lifecycle.ts. */
+export { interruptSignal } from '../lifecycle';
 
 export function register(program: Command): void {
   program
@@ -45,11 +38,38 @@ export function register(program: Command): void {
         console.log(JSON.stringify(cfg, null, 2));
         return;
       }
+      if (run) {
+        // A run that already reached its steps: training on needs a larger --steps, said plainly.
+        const ck = latestCheckpoint(run.dir);
+        if (ck?.state.phase === 'rl' && ck.step >= cfg.steps) {
+          throw new Error(
+            `run ${run.id} already reached step ${ck.step}${o.steps === undefined ? ` (its config has steps: ${cfg.steps})` : ` (--steps ${o.steps} is not larger)`}; to train on, resume with --steps larger than ${ck.step}, e.g. --steps ${ck.step + Math.max(1, cfg.checkpoint.every)}`,
+          );
+        }
+      }
+      // Only a folder this command creates may be removed again (never a --run-dir that existed).
+      const fresh = !run && !(o.runDir && existsSync(o.runDir));
       const { id, dir } = run ?? createRunDir(cfg, o.runDir);
-      const session = await openTaskSession(cfg);
-      const rec = o.store ? openCliStoreRun(id, cfg, { resume: !!run, template: cfg.task.kind, dir }) : undefined;
+      // Claimed before anything else: a second writer is refused here, naming the owner, and a
+      // failure from here on (a bad dataset, a missing model) is recorded on the run as failed.
+      let rec: ReturnType<typeof openCliStoreRun> | undefined;
+      try {
+        rec = o.store ? openCliStoreRun(id, cfg, { resume: !!run, template: cfg.task.kind, dir }) : undefined;
+      } catch (e) {
+        if (fresh) rmSync(dir, { recursive: true, force: true });
+        throw e;
+      }
+      let session: Awaited<ReturnType<typeof openTaskSession>>;
+      try {
+        session = await openTaskSession(cfg);
+      } catch (e) {
+        if (rec) rec.finish('failed', e instanceof Error ? e.message : String(e));
+        // Without a store record, a fresh run that never started leaves no orphan folder.
+        else if (fresh) rmSync(dir, { recursive: true, force: true });
+        throw e;
+      }
       let bar = progressBar('train', cfg.steps, { quiet: true });
-      const stop = interruptSignal(() => process.stderr.write('\nstopping after this step (checkpoint will be saved); Ctrl-C again to quit now\n'));
+      const stop = interruptSignal((why) => note(`\nstopping after this step (${why}; a checkpoint will be saved); Ctrl-C again to quit now\n`));
       try {
         const res = await runExperiment(cfg, {
           runDir: dir,
