@@ -8,7 +8,7 @@ import { loadConfig } from '../../train/config';
 import { runExperiment } from '../../train/experiment';
 import { progressBar, renderTable } from '../../train/report';
 import { createRunDir, openRun } from '../../train/run';
-import { JsonlSink, teeSink } from '../../train/sinks';
+import { JsonlSink, memoryLimitWatcher, teeSink } from '../../train/sinks';
 import { openCliStoreRun } from '../store-run';
 import { interruptSignal, note } from '../lifecycle';
 import { latestCheckpoint } from '../../train/checkpoints';
@@ -69,12 +69,13 @@ export function register(program: Command): void {
         throw e;
       }
       let bar = progressBar('train', cfg.steps, { quiet: true });
+      const limits = memoryLimitWatcher((step, hits) => note(`\nwarning: step ${step}: ${hits.length} tool call(s) exceeded the sandbox memory limit (${hits[0]!.name}: ${hits[0]!.error})\n`));
       const stop = interruptSignal((why) => note(`\nstopping after this step (${why}; a checkpoint will be saved); Ctrl-C again to quit now\n`));
       try {
         const res = await runExperiment(cfg, {
           runDir: dir,
           session,
-          sink: rec ? teeSink(new JsonlSink(dir), rec.sink) : new JsonlSink(dir),
+          sink: rec ? teeSink(new JsonlSink(dir), rec.sink, limits) : teeSink(new JsonlSink(dir), limits),
           resume: !!run,
           signal: stop.signal,
           onPhase: (phase, total) => {
@@ -88,7 +89,7 @@ export function register(program: Command): void {
         const rl = res.rl;
         // A stop during the SFT warm start ends the job with no RL result: still 'stopped'.
         rec?.finish(res.stopped ? 'stopped' : 'completed');
-        const summary = { run: id, dir, sft: res.sft, firstStep: rl?.firstStep, lastStep: rl?.lastStep, stopped: res.stopped, lastCheckpoint: rl?.lastCheckpoint?.dir, eval: res.eval };
+        const summary = { run: id, dir, toolMemoryLimitHits: limits.count(), sft: res.sft, firstStep: rl?.firstStep, lastStep: rl?.lastStep, stopped: res.stopped, lastCheckpoint: rl?.lastCheckpoint?.dir, eval: res.eval };
         if (o.json) console.log(JSON.stringify(summary));
         else {
           const s = res.sft;
@@ -98,6 +99,7 @@ export function register(program: Command): void {
                 (s.complete ? '' : ` (stopped; \`arbor train --resume ${id}\` continues it)`),
             );
           if (rl) console.log(`run ${id} ${rl.stopped ? 'stopped' : 'finished'} at step ${rl.lastStep} (started at ${rl.firstStep}); checkpoint ${rl.lastCheckpoint?.dir ?? '-'}`);
+          if (limits.count()) console.log(`warning: ${limits.count()} tool call(s) exceeded the sandbox memory limit during this run (each became an error observation; see the run's log)`);
           if (res.eval) console.log(renderTable(['held-out metric', 'value'], Object.entries(res.eval).map(([k, v]) => [k, v])));
         }
       } catch (e) {
