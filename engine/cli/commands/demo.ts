@@ -6,7 +6,7 @@ import type { Command } from 'commander';
 import { runDemo } from '../../train/demo';
 import { progressBar, renderTable, type Progress } from '../../train/report';
 import { openTaskSession } from '../../train/wiring';
-import { interruptSignal } from './train';
+import { interruptSignal } from '../lifecycle';
 import { openCliStoreRun } from '../store-run';
 import { basename, dirname } from 'node:path';
 
