@@ -14,6 +14,7 @@
  */
 import { rmsNorm, silu, type Ops } from '../tensor/ops';
 import type { ModelConfig } from './config';
+import { rotaryAngles } from './rope';
 
 export interface TransformerInputs<T> {
   inputIds: T;
@@ -50,11 +51,14 @@ interface Rope<T> { cos: T; sin: T; cosQ: T; sinQ: T }
  * same again in the backward pass).
  */
 function rotary<T>(o: Ops<T>, c: ModelConfig, positionIds: T): Rope<T> {
-  const half = c.headDim / 2;
-  const invFreq = Array.from({ length: half }, (_, i) => 1 / Math.pow(c.ropeTheta, (2 * i) / c.headDim));
-  const freqs = o.mul(o.unsqueeze(o.cast(positionIds, 'float32'), [2]), o.constant(invFreq, [half])); // [B, T, half]
+  // rope_scaling (linear / dynamic / yarn / llama3) is applied in rope.ts; yarn scales cos/sin.
+  const { angles: freqs, attentionFactor } = rotaryAngles(o, c, positionIds); // [B, T, half]
   const emb = o.unsqueeze(o.concat([freqs, freqs], 2), [1]); // [B, 1, T, hd]
-  const cos = o.cos(emb), sin = o.sin(emb);
+  let cos = o.cos(emb), sin = o.sin(emb);
+  if (attentionFactor !== 1) {
+    cos = o.mul(cos, o.scalar(attentionFactor));
+    sin = o.mul(sin, o.scalar(attentionFactor));
+  }
   const scale = o.scalar(1 / Math.sqrt(c.headDim));
   return { cos, sin, cosQ: o.mul(cos, scale), sinQ: o.mul(sin, scale) };
 }
