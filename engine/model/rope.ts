@@ -78,15 +78,16 @@ export function staticRope(c: ModelConfig): { invFreq: number[]; attentionFactor
  * `dynamic`: when the call's longest sequence (max position + 1) exceeds the original context,
  * the base grows to θ·(f·L/L₀ − (f − 1))^(d/(d−2)) (as transformers' dynamic_rope_update does per
  * forward call; in KV decoding, earlier calls' keys keep their rotation, as in transformers).
+ * `lengthOffset`: positions beyond the last input that count towards the length (1 when scoring).
  */
-export function rotaryAngles<T>(o: Ops<T>, c: ModelConfig, positionIds: T): { angles: T; attentionFactor: number } {
+export function rotaryAngles<T>(o: Ops<T>, c: ModelConfig, positionIds: T, lengthOffset = 0): { angles: T; attentionFactor: number } {
   const half = c.headDim / 2;
   const pos = o.unsqueeze(o.cast(positionIds, 'float32'), [2]); // [B, T, 1]
   const r = c.ropeScaling;
   if (r?.rope_type === 'dynamic') {
     const dim = c.headDim, factor = r.factor;
     const originalMax = num(r, 'original_max_position_embeddings') ?? c.maxPositionEmbeddings;
-    const seqLen = o.add(o.max(o.cast(positionIds, 'float32'), [0, 1]), o.scalar(1)); // scalar
+    const seqLen = o.add(o.max(o.cast(positionIds, 'float32'), [0, 1]), o.scalar(1 + lengthOffset)); // scalar
     const ratio = o.maximum(o.sub(o.mul(seqLen, o.scalar(factor / originalMax)), o.scalar(factor - 1)), o.scalar(1));
     const logBase = o.add(o.scalar(Math.log(c.ropeTheta)), o.mul(o.log(ratio), o.scalar(dim / (dim - 2))));
     const expo = o.constant(Array.from({ length: half }, (_, i) => -(2 * i) / dim), [half]);

@@ -21,6 +21,11 @@ export interface TransformerInputs<T> {
   positionIds: T;
   attnBias: T;
   past?: { k: T; v: T }[];
+  /**
+   * Sequence length beyond the last input position (dynamic RoPE only): 1 for score/train, whose
+   * last target is not an input, so the length matches transformers' forward over the whole sequence.
+   */
+  ropeLengthOffset?: number;
 }
 
 export interface TransformerOutputs<T> {
@@ -50,9 +55,9 @@ interface Rope<T> { cos: T; sin: T; cosQ: T; sinQ: T }
  * costs B·T·hd multiplies once per call instead of B·H·T·S per layer on the scores, and the
  * same again in the backward pass).
  */
-function rotary<T>(o: Ops<T>, c: ModelConfig, positionIds: T): Rope<T> {
+function rotary<T>(o: Ops<T>, c: ModelConfig, positionIds: T, lengthOffset = 0): Rope<T> {
   // rope_scaling (linear / dynamic / yarn / llama3) is applied in rope.ts; yarn scales cos/sin.
-  const { angles: freqs, attentionFactor } = rotaryAngles(o, c, positionIds); // [B, T, half]
+  const { angles: freqs, attentionFactor } = rotaryAngles(o, c, positionIds, lengthOffset); // [B, T, half]
   const emb = o.unsqueeze(o.concat([freqs, freqs], 2), [1]); // [B, 1, T, hd]
   let cos = o.cos(emb), sin = o.sin(emb);
   if (attentionFactor !== 1) {
@@ -118,7 +123,7 @@ function mlp<T>(o: Ops<T>, w: Record<string, T>, p: string, x: T): T {
 
 export function transformer<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, x: TransformerInputs<T>): TransformerOutputs<T> {
   let h = o.gather(w['model.embed_tokens.weight'], x.inputIds);
-  const rope = rotary(o, c, x.positionIds);
+  const rope = rotary(o, c, x.positionIds, x.ropeLengthOffset);
   const present: { k: T; v: T }[] = [];
   for (let i = 0; i < c.numLayers; i++) {
     const p = `model.layers.${i}`;
