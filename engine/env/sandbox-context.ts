@@ -30,7 +30,8 @@ var __callTool = function (tool, argsJson) {
   });
 };
 var __callReward = function (fn, summaryJson) {
-  return Promise.resolve(fn(JSON.parse(summaryJson))).then(function (v) { return JSON.stringify(v === undefined ? null : v); });
+  // NaN and ±Infinity survive the trip as tagged strings, so the error can say what came back.
+  return Promise.resolve(fn(JSON.parse(summaryJson))).then(function (v) { return JSON.stringify(v === undefined ? null : v, function (k, x) { return typeof x === 'number' && !isFinite(x) ? '\u0000nonfinite:' + String(x) : x; }); });
 };
 `;
 
@@ -94,12 +95,17 @@ export function rewardExport(m: SandboxModule, path: string): string {
   return name;
 }
 
+/** A returned value as the user wrote it: NaN and ±Infinity (tagged by __callReward) by name. */
+function describeReturned(v: unknown): string {
+  return JSON.stringify(v ?? null).replace(/"\\u0000nonfinite:(NaN|-?Infinity)"/g, '$1');
+}
+
 /** Score a summary with the module's reward; returns { reward, ...rest } (a bare number becomes { reward }). */
 export async function callRewardInContext(m: SandboxModule, path: string, summary: unknown, timeoutMs: number): Promise<{ reward: number; components?: Record<string, number> } & Record<string, unknown>> {
   const name = rewardExport(m, path);
   const p = inContext(`__callReward(module.exports[${JSON.stringify(name)}], ${JSON.stringify(JSON.stringify(summary))})`, m, timeoutMs, path) as Promise<string>;
   const v = JSON.parse(await p) as unknown;
   const reward = typeof v === 'number' ? v : (v as { reward?: unknown } | null)?.reward;
-  if (typeof reward !== 'number' || !Number.isFinite(reward)) throw new Error(`${path}: the reward function returned ${JSON.stringify(v)}; expected a finite number or { reward, components }`);
+  if (typeof reward !== 'number' || !Number.isFinite(reward)) throw new Error(`${path}: the reward function returned ${describeReturned(v)}; expected a finite number or { reward, components }`);
   return typeof v === 'number' ? { reward } : (v as { reward: number });
 }

@@ -107,7 +107,7 @@ function pickWeights<T>(c: ModelConfig, x: Record<string, T>): Record<string, T>
 /** `score`: per-token logprobs (and entropy) of the given targets. */
 export function scoreProgram(c: ModelConfig, withEntropy: boolean) {
   return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
-    const { hidden } = transformer(o, c, pickWeights(c, x), { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias });
+    const { hidden } = transformer(o, c, pickWeights(c, x), { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1 });
     const r = tokenLogprobsAndEntropy(o, lmHead(o, c, pickWeights(c, x), hidden), x.targets, withEntropy);
     return r.entropy ? { logprobs: r.logprobs, entropy: r.entropy } : { logprobs: r.logprobs };
   };
@@ -121,7 +121,7 @@ export function trainInputSpecs(c: ModelConfig, loss: LossSpec): InputSpec[] {
 export function trainProgram(c: ModelConfig, loss: LossSpec) {
   return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
     const w = pickWeights(c, x);
-    const { hidden } = transformer(o, c, w, { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias });
+    const { hidden } = transformer(o, c, w, { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1 });
     const r = tokenLogprobsAndEntropy(o, lmHead(o, c, w, hidden), x.targets, !!loss.entropy);
     const extra: Record<string, T> = {};
     for (const s of loss.inputs) extra[s.name] = x[s.name];

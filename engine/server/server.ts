@@ -26,9 +26,9 @@ export interface EngineServerOptions {
   dbPath?: string;
   templates?: RunTemplate[];
   /**
-   * Mark runs left 'running' or 'queued' by a crashed engine as failed/stopped when the
-   * workspace opens (default true). A short-lived reader (the CLI) passes false: the run may
-   * belong to a live engine or CLI training process.
+   * Mark runs whose owning process is gone (a crashed engine or CLI training) `interrupted` when
+   * the workspace opens (default true). Runs a live process owns are never touched, so this is
+   * safe from any process.
    */
   recoverRuns?: boolean;
 }
@@ -52,6 +52,7 @@ export class EngineServer {
     try {
       const db = openDatabase(file);
       this.offRuns?.();
+      this.runs?.close();
       this.db?.close();
       this.db = db;
       this.store = new Store(db);
@@ -210,6 +211,7 @@ export class EngineServer {
 
   close(): void {
     this.offRuns?.();
+    this.runs?.close();
     this.runs?.writer.flush();
     this.db?.close();
   }

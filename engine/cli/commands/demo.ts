@@ -7,7 +7,7 @@ import { runDemo } from '../../train/demo';
 import { parseAlgorithms, runAblation, type AblationResult } from '../../train/ablation';
 import { progressBar, renderTable, type Progress } from '../../train/report';
 import { openTaskSession } from '../../train/wiring';
-import { interruptSignal } from './train';
+import { interruptSignal } from '../lifecycle';
 import { openCliStoreRun } from '../store-run';
 import { basename, dirname } from 'node:path';
 
