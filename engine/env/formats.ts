@@ -102,7 +102,6 @@ export function hermesFormat(): ToolCallFormat {
         let j = text.indexOf(CLOSE, from);
         if (j < 0) {
           errors.push(`missing closing tag ${CLOSE}`);
-          pos = text.length;
           break;
         }
         let end = j, obj: unknown, err: string | undefined;

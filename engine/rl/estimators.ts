@@ -84,7 +84,11 @@ export function whiten(xs: Float32Array[], masks: ArrayLike<number>[], eps = 1e-
   let s = 0;
   let n = 0;
   xs.forEach((x, b) => {
-    for (let i = 0; i < x.length; i++) if (masks[b]![i]) (s += x[i]!), n++;
+    for (let i = 0; i < x.length; i++)
+      if (masks[b]![i]) {
+        s += x[i]!;
+        n++;
+      }
   });
   if (n === 0) return xs.map((x) => new Float32Array(x.length));
   const mean = s / n;

@@ -167,8 +167,9 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     let episodes = await rollout.sample({ step, seed, prompts: cfg.rollout.prompts_per_step, n: cfg.rollout.n, round: 0 });
     const all = episodes.slice();
     if (alg.dynamic_sampling.enabled) {
-      let { kept, dropped } = dropFlatGroups(episodes);
-      let droppedTotal = dropped;
+      const first = dropFlatGroups(episodes);
+      let kept = first.kept;
+      let droppedTotal = first.dropped;
       const want = cfg.rollout.prompts_per_step * cfg.rollout.n;
       for (let round = 1; kept.length < want && round <= alg.dynamic_sampling.max_rounds; round++) {
         const more = await rollout.sample({ step, seed: stepSeed(cfg.seed, step, round), prompts: cfg.rollout.prompts_per_step, n: cfg.rollout.n, round });

@@ -77,7 +77,8 @@ describe('run status from any process', () => {
     // Hold the trainer still so it cannot finish before the engine has opened the workspace.
     t.child.kill('SIGSTOP');
     try {
-      const serve = spawn(process.execPath, [bin, 'serve', '--port', '0'], { env: w.env, stdio: ['ignore', 'pipe', 'pipe'] });
+      // --static: the engine alone (no workbench build on first use in this test).
+      const serve = spawn(process.execPath, [bin, 'serve', '--port', '0', '--static', w.home], { env: w.env, stdio: ['ignore', 'pipe', 'pipe'] });
       let out = '';
       await new Promise<void>((resolve, reject) => {
         serve.stdout!.on('data', (d) => {
