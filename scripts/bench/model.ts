@@ -72,7 +72,7 @@ const cli = new Command('bench:model')
   .option('--json', 'print the results as JSON')
   .option('--child <folder>', '(internal) run the Arbor phases on a folder and print JSON');
 
-const o = cli.parse(process.argv.slice(2)).opts<{
+const o = cli.parse(process.argv.slice(2), { from: 'user' }).opts<{
   shape: string; threads: number; dtype: WeightDType; maxShard: number; steps: number; folder?: string; torch: boolean; train: boolean; json?: boolean; child?: string;
 }>();
 const base = SHAPES[o.shape];
