@@ -150,18 +150,26 @@ def rotate_half(x):
 
 def forward(cfg, w, ids, position_ids=None):
     """Logits [B, T, V] (float32) of a causal forward over `ids` [B, T] (no padding)."""
+    return forward_cached(cfg, w, ids, None, position_ids)[0]
+
+
+def forward_cached(cfg, w, ids, past, position_ids=None, last_only=False):
+    """(logits, present): a causal forward over new tokens `ids` [B, T] after `past` (per layer
+    (k, v) [B, Hkv, P, hd], or None), as transformers' forward with a DynamicCache."""
     B, T = ids.shape
+    P = past[0][0].shape[2] if past else 0
     arch = cfg["architectures"][0]
     H, Hkv, hd = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"]), head_dim(cfg)
     eps = cfg.get("rms_norm_eps", 1e-6)
     if position_ids is None:
-        position_ids = torch.arange(T)[None, :].expand(B, T)
+        position_ids = torch.arange(P, P + T)[None, :].expand(B, T)
     inv_freq, att = rope_params(cfg, int(position_ids.max()) + 1)
     freqs = (inv_freq[None, :, None].float() @ position_ids[:, None, :].float()).transpose(1, 2)
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = (emb.cos() * att)[:, None], (emb.sin() * att)[:, None]
     h = w["model.embed_tokens.weight"][ids]
-    mask = torch.full((T, T), float("-inf")).triu(1)
+    mask = torch.full((T, P + T), float("-inf")).triu(P + 1)
+    present = []
     lin = lambda x, n: x @ w[n + ".weight"].T + (w[n + ".bias"] if n + ".bias" in w else 0)
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}"
@@ -175,6 +183,10 @@ def forward(cfg, w, ids, position_ids=None):
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
+        if past:
+            k = torch.cat([past[i][0], k], dim=2)
+            v = torch.cat([past[i][1], v], dim=2)
+        present.append((k, v))
         k = k.repeat_interleave(H // Hkv, dim=1)
         v = v.repeat_interleave(H // Hkv, dim=1)
         a = torch.softmax(q @ k.transpose(2, 3) * hd**-0.5 + mask, dim=-1, dtype=torch.float32)
@@ -183,6 +195,8 @@ def forward(cfg, w, ids, position_ids=None):
         x = rms_norm(h, w[f"{p}.post_attention_layernorm.weight"], eps)
         g = lin(x, f"{p}.mlp.gate_proj")
         h = h + lin(torch.nn.functional.silu(g) * lin(x, f"{p}.mlp.up_proj"), f"{p}.mlp.down_proj")
+    if last_only:
+        h = h[:, -1:]
     h = rms_norm(h, w["model.norm.weight"], eps)
     head = w["lm_head.weight"] if "lm_head.weight" in w else w["model.embed_tokens.weight"]
-    return h @ head.T
+    return h @ head.T, present

@@ -63,6 +63,10 @@ export class HfTokenizer implements TextTokenizer {
   encode(text: string): number[] {
     return [...this.tok.encode(text, { add_special_tokens: false }).ids];
   }
+  /** As transformers' tokenizer(text) does: with the tokenizer.json post-processor's special tokens (e.g. Llama 3's BOS). */
+  encodeWithSpecialTokens(text: string): number[] {
+    return [...this.tok.encode(text, { add_special_tokens: true }).ids];
+  }
   decode(ids: number[]): string {
     return this.tok.decode(ids, { skip_special_tokens: false });
   }
