@@ -193,3 +193,30 @@ export function toolsExpertTurn(question: string, observations: string[], modelT
   const result = /(-?\d+(?:\.\d+)?)\s*(?:<\/tool_response>)?\s*[^\d]*$/.exec(observations[observations.length - 1] ?? '');
   return `<answer> ${result ? result[1] : Number(big) - Number(small)} </answer>`;
 }
+
+/** Seed, sizes and question counts of the shipped example (resources/examples/tools-task). */
+export const TOOLS_EXAMPLE = { seed: 7, trainQuestions: 2000, heldoutQuestions: 200 };
+
+/**
+ * The example's data files, as text: world.json (every entity's fact sentence, both worlds;
+ * the lookup tool reads it) and the task files tasks/train.jsonl and tasks/heldout.jsonl
+ * (`{id, prompt, answers, meta}` lines; meta has the question kind, the entities a correct
+ * episode looks up and the expression it computes). `scripts/gen-tools-task.mjs` writes them;
+ * a test checks the committed files equal this output.
+ */
+export function toolsExampleFiles(o = TOOLS_EXAMPLE): Record<string, string> {
+  const { train, heldout } = generateToolsWorlds(o.seed);
+  const facts: Record<string, string> = {};
+  for (const w of [train, heldout]) {
+    for (const org of w.orgs) facts[org.name] = factOf(w, org.name)!;
+    for (const p of w.people) facts[p.name] = factOf(w, p.name)!;
+  }
+  const world = { description: 'entity -> fact sentence; the training and held-out worlds share no entity', facts };
+  const lines = (qs: ToolsQuestion[], w: string) =>
+    qs.map((q) => JSON.stringify({ id: q.id, prompt: q.question, answers: q.answers, meta: { world: w, kind: q.kind, entities: q.entities, expression: q.expression } })).join('\n') + '\n';
+  return {
+    'world.json': `${JSON.stringify(world, null, 0).replace(/","/g, '",\n"')}\n`,
+    'tasks/train.jsonl': lines(generateToolsQuestions(train, o.trainQuestions, o.seed + 1), 'train'),
+    'tasks/heldout.jsonl': lines(generateToolsQuestions(heldout, o.heldoutQuestions, o.seed + 2), 'heldout'),
+  };
+}
