@@ -10,13 +10,13 @@
  */
 import { traceGraph, type Graph } from '../tensor/graph';
 import { withGradients } from '../tensor/autodiff';
-import { OrtRunner } from '../tensor/ort';
+import { OrtRunner, emptyRunnerStats, type RunnerStats } from '../tensor/ort';
 import type { HostTensor } from '../tensor/host';
 import { initTfjs, runTfjs, type TfProgram } from '../tensor/tfjs';
 import { weightShapes, type ModelConfig } from './config';
 import { initWeights, loadCheckpoint, saveCheckpoint, allocWeight, type Weights } from './checkpoint';
 import {
-  batchFeeds, buildAttentionBias, decodeInputSpecs, decodeProgram, packSequences, scoreInputSpecs, scoreProgram,
+  batchFeeds, buildAttentionBias, decodeInputSpecs, decodeProgram, sampleFeeds, packSequences, scoreInputSpecs, scoreProgram,
   trainInputSpecs, trainProgram, type LossSpec, type PackedBatch,
 } from './graphs';
 
@@ -45,11 +45,15 @@ export interface DecodeInput {
   attentionMask: Int32Array; // [B, P + T]
   positionIds: Int32Array; // [B, T]
   past: { k: Float32Array; v: Float32Array }[]; // per layer [B, Hkv, P, hd]
+  /** Sampling-head inputs per row (default: u 0, 1/T 1, not greedy). */
+  sample?: { u: Float32Array; invTemp: Float32Array; greedy: Float32Array };
 }
 
 export interface DecodeOutput {
   logits: Float32Array; // [B, V]
   present: { k: Float32Array; v: Float32Array }[]; // per layer [B, Hkv, P + T, hd]
+  /** The sampling head's token, logprob and entropy per row. */
+  sampled: { ids: Int32Array; logprobs: Float32Array; entropy: Float32Array };
 }
 
 export interface TrainStepResult {
@@ -64,6 +68,7 @@ export class PolicyModel {
   private sentVersion = new Map<string, number>();
   private weightsVersion = 0;
   private disposed = false;
+  private decodeBuildMs = 0;
 
   constructor(readonly config: ModelConfig, public weights: Weights, readonly opts: PolicyModelOptions = {}) {
     this.backend = opts.backend ?? 'ort';
@@ -128,6 +133,25 @@ export class PolicyModel {
     return r;
   }
 
+  private syncWeights(key: string, r: OrtRunner): void {
+    if (this.sentVersion.get(key) !== this.weightsVersion) {
+      r.setPersistentFeeds(this.weightFeeds());
+      this.sentVersion.set(key, this.weightsVersion);
+    }
+  }
+
+  /**
+   * The decode program's runner (ORT backend) with the current weights sent: for a KV cache
+   * hosted in its worker (engine/rollout/worker-kv.ts). Call before every use.
+   */
+  decodeRunner = async (): Promise<OrtRunner> => {
+    if (this.backend !== 'ort') throw new Error('PolicyModel.decodeRunner: only the ORT backend runs decode in a worker');
+    const c = this.config;
+    const r = await this.runner('decode', () => traceGraph(decodeInputSpecs(c), decodeProgram(c)));
+    this.syncWeights('decode', r);
+    return r;
+  };
+
   /** Run a program; `weights` overrides the policy's own weights for this call only. */
   private async run(key: string, specs: () => Graph, program: TfProgram, feeds: Record<string, HostTensor>, weights?: Weights, grad?: { loss: string; wrt: string[] }): Promise<Record<string, HostTensor>> {
     if (this.backend === 'tfjs') {
@@ -135,10 +159,7 @@ export class PolicyModel {
       return runTfjs(program, { ...this.weightFeeds(weights), ...feeds }, grad);
     }
     const r = await this.runner(key, specs);
-    if (this.sentVersion.get(key) !== this.weightsVersion) {
-      r.setPersistentFeeds(this.weightFeeds());
-      this.sentVersion.set(key, this.weightsVersion);
-    }
+    this.syncWeights(key, r);
     return r.run(weights ? { ...this.weightFeeds(weights), ...feeds } : feeds);
   }
 
@@ -180,11 +201,13 @@ export class PolicyModel {
   /** One call of the KV-cache decode program (the rollout engine's KvDecodeFn). */
   decode = async (x: DecodeInput): Promise<DecodeOutput> => {
     const c = this.config;
+    const t0 = performance.now();
     const B = x.batch, T = x.newLength, P = x.pastLength, S = P + T;
     const feeds: Record<string, HostTensor> = {
       input_ids: { dtype: 'int32', shape: [B, T], data: x.inputIds },
       position_ids: { dtype: 'int32', shape: [B, T], data: x.positionIds },
       attn_bias: { dtype: 'float32', shape: [B, 1, T, S], data: buildAttentionBias(x.attentionMask, B, T, S) },
+      ...sampleFeeds(B, x.sample),
     };
     for (let i = 0; i < c.numLayers; i++) {
       const kvShape = [B, c.numKvHeads, P, c.headDim];
@@ -192,12 +215,29 @@ export class PolicyModel {
       feeds[`past_v_${i}`] = { dtype: 'float32', shape: kvShape, data: x.past[i]?.v ?? new Float32Array(0) };
     }
     const program = decodeProgram(c);
+    this.decodeBuildMs += performance.now() - t0;
     const out = await this.run('decode', () => traceGraph(decodeInputSpecs(c), program), program as TfProgram, feeds);
     return {
       logits: out.logits.data as Float32Array,
+      sampled: { ids: out.token.data as Int32Array, logprobs: out.token_logprob.data as Float32Array, entropy: out.token_entropy.data as Float32Array },
       present: Array.from({ length: c.numLayers }, (_, i) => ({ k: out[`present_k_${i}`].data as Float32Array, v: out[`present_v_${i}`].data as Float32Array })),
     };
   };
+
+  /**
+   * Cumulative timing of the decode program's calls (ORT backend): the runner's split (see
+   * RunnerStats) plus `buildMs`, building the feeds (attention bias) on this thread. For benchmarks.
+   */
+  async decodeStats(reset = false): Promise<RunnerStats & { buildMs: number }> {
+    const r = this.runners.get('decode');
+    const runner = r ? await r : undefined;
+    const out = { ...(runner?.stats ?? emptyRunnerStats()), buildMs: this.decodeBuildMs };
+    if (reset) {
+      if (runner) runner.stats = emptyRunnerStats();
+      this.decodeBuildMs = 0;
+    }
+    return out;
+  }
 
   /** Full-sequence logits of the last position for each sequence (no cache): the reference for decode. */
   async lastLogits(seqs: number[][]): Promise<Float32Array[]> {
