@@ -17,11 +17,15 @@ export async function buildProgram(): Promise<Command> {
     .enablePositionalOptions();
   const dir = join(dirname(fileURLToPath(import.meta.url)), 'commands');
   const files = readdirSync(dir).filter((f) => f.endsWith('.ts')).sort();
+  const extensions: RegisterCommand[] = [];
   for (const f of files) {
-    const mod = (await import(pathToFileURL(join(dir, f)).href)) as { register?: RegisterCommand };
+    const mod = (await import(pathToFileURL(join(dir, f)).href)) as { register?: RegisterCommand; extend?: RegisterCommand };
     if (typeof mod.register !== 'function') throw new Error(`engine/cli/commands/${f} does not export register(program)`);
     mod.register(program);
+    if (typeof mod.extend === 'function') extensions.push(mod.extend);
   }
+  // `extend(program)` runs after every command exists, to add subcommands to another module's command (`arbor export verl`).
+  for (const extend of extensions) extend(program);
   return program;
 }
 

@@ -165,7 +165,13 @@ export class EngineServer {
       return { files };
     });
     this.on('runs.importVerl', async (p) => {
-      const r = await importVerlDump(S(), p.dir, { name: p.name, onProgress: (file, samples) => this.broadcast({ event: 'import', data: { dir: p.dir, file, samples } }) });
+      let decode: ((ids: number[]) => string) | undefined;
+      if (p.tokenizer) {
+        const { HfTokenizer } = await import('../model/tokenizer');
+        const tok = HfTokenizer.load(p.tokenizer);
+        decode = (ids) => tok.decode(ids);
+      }
+      const r = await importVerlDump(S(), p.dir, { name: p.name, decode, onProgress: (file, samples) => this.broadcast({ event: 'import', data: { dir: p.dir, file, samples } }) });
       R().announce(r.runId);
       return r;
     });
