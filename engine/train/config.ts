@@ -14,6 +14,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, extname, isAbsolute, join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { LORA_TARGETS } from '../model/lora';
 
 export const ADV_ESTIMATORS = ['grpo', 'drgrpo', 'rloo', 'reinforce_pp', 'reinforce_pp_baseline', 'gae'] as const;
 export const LOSS_AGG_MODES = ['token-mean', 'seq-mean-token-mean', 'seq-mean-token-sum', 'seq-mean-token-sum-norm'] as const;
@@ -41,6 +42,22 @@ const modelSchema = z
     /** Size overrides for the tiny model. */
     hidden_size: posInt().optional(),
     layers: posInt().optional(),
+    /**
+     * LoRA adapters (PEFT's format): only the adapters train, the base stays frozen. Starting
+     * point: rank 16–32, alpha 32, all-linear, optim.lr about 10× the full-fine-tune rate.
+     */
+    lora: z
+      .strictObject({
+        rank: posInt().default(16).describe('adapter rank r (16–32 is a good start)'),
+        alpha: z.number().positive().default(32).describe('scaling alpha; the update is scaled by alpha/rank'),
+        dropout: z.number().min(0).lt(1).default(0).describe('dropout on the adapter input, training only'),
+        target_modules: z
+          .union([z.literal('all-linear'), z.array(z.enum(LORA_TARGETS)).min(1)])
+          .default('all-linear')
+          .describe('all-linear or a list of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj'),
+      })
+      .optional()
+      .describe('LoRA adapters on the linear layers (omit for full fine-tuning)'),
   })
   .refine((m) => (m.path === undefined) !== (m.init === undefined), {
     message: 'give exactly one of model.path (an HF folder) or model.init: tiny',
