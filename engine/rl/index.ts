@@ -37,7 +37,7 @@ export interface EstimatorResult {
   returns?: Float32Array[];
 }
 
-interface Estimator {
+export interface Estimator {
   needsCritic: boolean;
   compute(episodes: EstimatorEpisode[], o: EstimatorOptions): EstimatorResult;
 }
@@ -61,7 +61,7 @@ const group = (name: 'grpo' | 'drgrpo' | 'rloo'): Estimator => ({
   },
 });
 
-export const ESTIMATORS: Record<string, Estimator> = {
+export const ESTIMATORS = {
   grpo: group('grpo'),
   drgrpo: group('drgrpo'),
   rloo: group('rloo'),
@@ -80,14 +80,16 @@ export const ESTIMATORS: Record<string, Estimator> = {
       return gae(eps, o.values, { gamma: o.gamma, lam: o.lam, klCoef: o.klRewardCoef, klPerToken: o.klPerToken });
     },
   },
-};
+} as const satisfies Record<string, Estimator>;
+
+export type EstimatorName = keyof typeof ESTIMATORS;
 
 export function estimatorNames(): string[] {
   return Object.keys(ESTIMATORS);
 }
 
 export function getEstimator(name: string): Estimator {
-  const e = ESTIMATORS[name];
+  const e = (ESTIMATORS as Record<string, Estimator>)[name];
   if (!e) throw new Error(`algorithm.adv_estimator: unknown estimator "${name}"; available: ${estimatorNames().join(', ')}`);
   return e;
 }

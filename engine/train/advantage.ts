@@ -3,6 +3,7 @@
  * (zero on tool/env tokens), with the KL-in-reward term and process rewards from the config.
  */
 import { computeAdvantages, getEstimator, type EstimatorEpisode } from '../rl';
+import { klValue } from '../rl/kl';
 import type { ExperimentConfig } from './config';
 import type { Episode } from './episode';
 import type { AdvantagePort } from './loop';
@@ -26,7 +27,7 @@ export function advantagePort(cfg: ExperimentConfig, critic?: { values(episodes:
               const old = oldLogprobs.get(e)!;
               const ref = refLogprobs.get(e)!;
               const kl = new Float32Array(e.lossMask.length);
-              for (let i = 0; i < kl.length; i++) if (e.lossMask[i]) kl[i] = a.kl_type === 'k1' ? old[i]! - ref[i]! : Math.exp(ref[i]! - old[i]!) - (ref[i]! - old[i]!) - 1;
+              for (let i = 0; i < kl.length; i++) if (e.lossMask[i]) kl[i] = klValue(a.kl_type, old[i]!, ref[i]!);
               return kl;
             })
           : undefined;

@@ -15,18 +15,25 @@ import { dirname, extname, isAbsolute, join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { LORA_TARGETS } from '../model/lora';
+import { ESTIMATORS } from '../rl/index';
+import { KL_ESTIMATORS } from '../rl/kl';
+import { AGGREGATION_MODES, POLICY_LOSSES as POLICY_LOSS_REGISTRY } from '../rl/policy-losses';
 
-export const ADV_ESTIMATORS = ['grpo', 'drgrpo', 'rloo', 'reinforce_pp', 'reinforce_pp_baseline', 'gae'] as const;
-export const LOSS_AGG_MODES = ['token-mean', 'seq-mean-token-mean', 'seq-mean-token-sum', 'seq-mean-token-sum-norm'] as const;
-export const KL_TYPES = ['k1', 'k3'] as const;
+/** A registry's names as a zod enum's values (the config accepts exactly what is registered). */
+const keysOf = <K extends string>(registry: Record<K, unknown>) => Object.keys(registry) as [K, ...K[]];
+
+/** engine/rl's registries name the choices: advantage estimators, KL estimators, policy losses. */
+export const ADV_ESTIMATORS = keysOf(ESTIMATORS);
+export const LOSS_AGG_MODES = AGGREGATION_MODES;
+export const KL_TYPES = keysOf(KL_ESTIMATORS);
 export const KL_PLACEMENTS = ['loss', 'reward'] as const;
 export const SCHEDULES = ['cosine', 'constant'] as const;
 export const BACKENDS = ['ort', 'tfjs'] as const;
 /** ONNX Runtime devices (engine/tensor/ort.ts resolveProviders). */
 export const DEVICES = ['auto', 'cpu', 'cuda', 'dml', 'coreml'] as const;
 export const TASK_KINDS = ['multihop', 'qa'] as const;
-/** The policy loss: PPO-clip (with clip-higher and dual clip). GSPO's sequence-level ratio is not implemented, so it is not accepted. */
-export const POLICY_LOSSES = ['ppo'] as const;
+/** The policy loss: PPO-clip (with clip-higher and dual clip) or GSPO's sequence-level ratio (engine/rl/policy-losses.ts). */
+export const POLICY_LOSSES = keysOf(POLICY_LOSS_REGISTRY);
 
 const posInt = () => z.number().int().positive();
 const nonNegInt = () => z.number().int().nonnegative();
@@ -92,6 +99,13 @@ const algorithmSchema = z.strictObject({
   /** GRPO: divide by the group std (false = Dr.GRPO behaviour). */
   norm_adv_by_std: z.boolean().default(true),
   policy_loss: z.enum(POLICY_LOSSES).default('ppo'),
+  /** GSPO's own clip range on the sequence ratio (policy_loss: gspo; the paper's 3e-4 / 4e-4). */
+  gspo: z
+    .strictObject({
+      clip_ratio_low: nonNeg().max(1).default(3e-4),
+      clip_ratio_high: nonNeg().default(4e-4),
+    })
+    .prefault({}),
   loss_agg_mode: z.enum(LOSS_AGG_MODES).default('token-mean'),
   clip_ratio_low: nonNeg().max(1).default(0.2),
   clip_ratio_high: nonNeg().default(0.28),
@@ -288,6 +302,8 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
   if (cfg.task.kind === 'qa' && !cfg.task.dataset) issues.push({ field: 'task.dataset', message: 'required for task.kind "qa" (a JSONL file of questions)' });
   for (const h of cfg.task.rl_hops ?? [])
     if (!cfg.task.hops.includes(h)) issues.push({ field: 'task.rl_hops', message: `${h} is not one of task.hops (${cfg.task.hops.join(', ')}); RL questions are drawn from the training questions` });
+  if (cfg.algorithm.policy_loss === 'gspo' && cfg.algorithm.dual_clip !== null)
+    issues.push({ field: 'algorithm.dual_clip', message: 'applies to policy_loss "ppo" only; GSPO clips the sequence ratio (algorithm.gspo.clip_ratio_low/high)' });
   if (cfg.rollout.max_new_tokens >= cfg.rollout.max_total_length)
     issues.push({ field: 'rollout.max_new_tokens', message: `must be < rollout.max_total_length (${cfg.rollout.max_total_length})` });
   const responseMax = Math.min(cfg.rollout.max_turns * cfg.rollout.max_new_tokens, cfg.rollout.max_total_length);

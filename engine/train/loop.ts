@@ -32,6 +32,8 @@ export interface UpdateStats {
   valueLoss?: number;
   /** Number of model tokens that carried loss. */
   tokens: number;
+  /** The policy loss's other metrics (e.g. GSPO's seq_clip_fraction), logged as actor/<name>. */
+  metrics?: Record<string, number>;
 }
 
 /** One optimizer step over a mini-batch, accumulating gradients over its micro-batches. */
@@ -239,6 +241,7 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     const lr = learningRate(cfg.optim, step, cfg.steps);
     const rand = mulberry32(stepSeed(cfg.seed, step, 1000));
     const agg = { loss: 0, gradNorm: 0, clipFraction: 0, kl: 0, entropy: 0, valueLoss: 0, n: 0, tokens: 0 };
+    const lossMetrics: Record<string, number> = {};
     for (let epoch = 0; epoch < alg.ppo_epochs; epoch++) {
       for (const mb of chunks(shuffled(episodes, rand), alg.mini_batches)) {
         const s = await policy.update({
@@ -258,6 +261,7 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
         agg.valueLoss += s.valueLoss ?? 0;
         agg.tokens += s.tokens;
         agg.n++;
+        for (const [key, v] of Object.entries(s.metrics ?? {})) lossMetrics[key] = (lossMetrics[key] ?? 0) + v;
       }
     }
     const updateMs = performance.now() - t2;
@@ -267,6 +271,7 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     m['actor/clip_fraction'] = agg.clipFraction / k;
     m['actor/kl'] = agg.kl / k;
     m['actor/entropy'] = agg.entropy / k;
+    for (const [key, v] of Object.entries(lossMetrics)) m[`actor/${key}`] = v / k;
     if (values) m['critic/value_loss'] = agg.valueLoss / k;
     m['optim/lr'] = lr;
     m['time/rollout_s'] = rolloutMs / 1000;
