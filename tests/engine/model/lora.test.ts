@@ -14,7 +14,7 @@ import { packSequences, type LossSpec } from '../../../engine/model/graphs';
 import { readSafetensors } from '../../../engine/model/safetensors';
 import { adapterShapes, isAdapterName, mergeAdapters, resolveLora } from '../../../engine/model/lora';
 import { readPeftAdapter } from '../../../engine/model/peft';
-import { AdamW } from '../../../engine/train/model-port';
+import { AdamW } from '../../../engine/rl/optimizer';
 import type { Ops } from '../../../engine/tensor/ops';
 
 const models: PolicyModel[] = [];
