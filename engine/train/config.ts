@@ -55,14 +55,17 @@ const modelSchema = z
      */
     lora: z
       .strictObject({
-        rank: posInt().default(16).describe('adapter rank r (16–32 is a good start)'),
-        alpha: z.number().positive().default(32).describe('scaling alpha; the update is scaled by alpha/rank'),
-        dropout: z.number().min(0).lt(1).default(0).describe('dropout on the adapter input, training only'),
+        // No zod defaults here: the launch form fills every default it sees, which would turn
+        // LoRA on for every run; the defaults are applied by the transform below instead.
+        rank: posInt().optional().describe('adapter rank r (default 16; 16–32 is a good start)'),
+        alpha: z.number().positive().optional().describe('scaling alpha, the update is scaled by alpha/rank (default 32)'),
+        dropout: z.number().min(0).lt(1).optional().describe('dropout on the adapter input, training only (default 0)'),
         target_modules: z
           .union([z.literal('all-linear'), z.array(z.enum(LORA_TARGETS)).min(1)])
-          .default('all-linear')
-          .describe('all-linear or a list of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj'),
+          .optional()
+          .describe('"all-linear" (default) or a list of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj'),
       })
+      .transform((l) => ({ rank: l.rank ?? 16, alpha: l.alpha ?? 32, dropout: l.dropout ?? 0, target_modules: l.target_modules ?? ('all-linear' as const) }))
       .optional()
       .describe('LoRA adapters on the linear layers (omit for full fine-tuning)'),
   })
