@@ -118,9 +118,12 @@ export class PolicyModel {
       if (!existsSync(join(baseModel, 'config.json'))) throw new Error(`${join(folder, 'adapter_config.json')}: base model folder '${baseModel}' (base_model_name_or_path) not found`);
       const ck = loadCheckpoint(baseModel);
       const ad = readPeftAdapter(folder, ck.config);
+      const want = opts.lora;
+      if (want && (want.rank !== ad.spec.rank || want.alpha !== ad.spec.alpha || want.targets.join() !== ad.spec.targets.join()))
+        throw new Error(`${join(folder, 'adapter_config.json')}: adapter r=${ad.spec.rank} alpha=${ad.spec.alpha} on ${ad.spec.targets.join(',')} does not match model.lora (rank ${want.rank}, alpha ${want.alpha}, ${want.targets.join(',')})`);
       for (const [k, v] of ad.adapters) ck.weights.set(k, v);
       const tok = existsSync(join(folder, 'tokenizer.json')) ? folder : baseModel;
-      const m = new PolicyModel(ck.config, ck.weights, { tokenizerFolder: tok, baseFolder: resolve(baseModel), ...opts, lora: ad.spec });
+      const m = new PolicyModel(ck.config, ck.weights, { tokenizerFolder: tok, baseFolder: resolve(baseModel), ...opts, lora: { ...ad.spec, dropout: want?.dropout ?? ad.spec.dropout } });
       m.readLoraState(folder);
       return m;
     }

@@ -319,8 +319,8 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
     if (cfg.model.path) {
       if (!existsSync(cfg.model.path) || !statSync(cfg.model.path).isDirectory())
         issues.push({ field: 'model.path', message: `model folder not found: ${cfg.model.path}` });
-      else if (!existsSync(join(cfg.model.path, 'config.json')))
-        issues.push({ field: 'model.path', message: `not an HF model folder (no config.json): ${cfg.model.path}` });
+      else if (!existsSync(join(cfg.model.path, 'config.json')) && !existsSync(join(cfg.model.path, 'adapter_config.json')))
+        issues.push({ field: 'model.path', message: `not an HF model folder (no config.json) nor a PEFT LoRA adapter folder (no adapter_config.json): ${cfg.model.path}` });
     }
     if (cfg.task.dataset && !existsSync(cfg.task.dataset))
       issues.push({ field: 'task.dataset', message: `file not found: ${cfg.task.dataset}` });
