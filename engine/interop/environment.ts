@@ -154,15 +154,18 @@ export async function scoreSolution(env: Pick<ServedEnvironment, 'format' | 'rew
   let answer: string | undefined;
   let formatOk = true;
   let toolCalls = 0;
+  const history: EpisodeSummary['history'] = [];
   for (const t of turns) {
     const p = env.format.parse(t);
     if (p.errors.length) formatOk = false;
     toolCalls += p.calls.length;
+    history.push({ text: t, calls: p.calls.map((c) => ({ name: c.name, args: c.args })) as EpisodeSummary['history'][number]['calls'], errors: p.errors, ...(p.answer !== undefined ? { answer: p.answer } : {}) });
     if (p.answer !== undefined) {
       answer = p.answer;
       break;
     }
   }
-  const summary: EpisodeSummary = { answer, golds: s.golds, turns, formatOk: formatOk && answer !== undefined, toolCalls, toolErrors, retrieved, supporting: s.supporting ?? [] };
+  const task = { id: 'verl', answers: s.golds, supporting: s.supporting ?? [] };
+  const summary: EpisodeSummary = { task, history, answer, golds: s.golds, turns, formatOk: formatOk && answer !== undefined, toolCalls, toolErrors, retrieved, supporting: s.supporting ?? [] };
   return { ...(await env.reward(summary)), answer };
 }

@@ -8,6 +8,7 @@ import type { InputSpec } from '../tensor/graph';
 import type { HostTensor } from '../tensor/host';
 import { weightShapes, type ModelConfig } from './config';
 import { lmHead, tokenLogprobsAndEntropy, transformer } from './transformer';
+import { adapterShapes, type LoraSpec } from './lora';
 
 export const NEG_INF = -1e9;
 
@@ -82,15 +83,24 @@ export function buildAttentionBias(attentionMask: Int32Array, B: number, T: numb
   return bias;
 }
 
-export function weightSpecs(c: ModelConfig): InputSpec[] {
-  return Object.entries(weightShapes(c)).map(([name, shape]) => ({ name, dtype: 'float32' as DType, shape }));
+/** The programs' weight inputs: the model's, plus the LoRA adapters' when `lora` is given. */
+export function programWeightShapes(c: ModelConfig, lora?: LoraSpec): Record<string, number[]> {
+  return lora ? { ...weightShapes(c), ...adapterShapes(c, lora) } : weightShapes(c);
 }
+
+export function weightSpecs(c: ModelConfig, lora?: LoraSpec): InputSpec[] {
+  return Object.entries(programWeightShapes(c, lora)).map(([name, shape]) => ({ name, dtype: 'float32' as DType, shape }));
+}
+
+/** The train program's scalar seed of LoRA dropout masks (only with lora.dropout > 0). */
+export const LORA_SEED_INPUT = 'lora_seed';
+const loraTrainInputs = (lora?: LoraSpec): InputSpec[] => (lora && lora.dropout > 0 ? [{ name: LORA_SEED_INPUT, dtype: 'float32', shape: [] }] : []);
 
 const seqSpec = (name: string, dtype: DType, shape: Shape = ['batch', 'seq']): InputSpec => ({ name, dtype, shape });
 
-export function scoreInputSpecs(c: ModelConfig): InputSpec[] {
+export function scoreInputSpecs(c: ModelConfig, lora?: LoraSpec): InputSpec[] {
   return [
-    ...weightSpecs(c),
+    ...weightSpecs(c, lora),
     seqSpec('input_ids', 'int32'),
     seqSpec('position_ids', 'int32'),
     seqSpec('attn_bias', 'float32', ['batch', 1, 'seq', 'seq']),
@@ -98,30 +108,31 @@ export function scoreInputSpecs(c: ModelConfig): InputSpec[] {
   ];
 }
 
-function pickWeights<T>(c: ModelConfig, x: Record<string, T>): Record<string, T> {
+function pickWeights<T>(c: ModelConfig, x: Record<string, T>, lora?: LoraSpec): Record<string, T> {
   const w: Record<string, T> = {};
-  for (const name of Object.keys(weightShapes(c))) w[name] = x[name];
+  for (const name of Object.keys(programWeightShapes(c, lora))) w[name] = x[name];
   return w;
 }
 
 /** `score`: per-token logprobs (and entropy) of the given targets. */
-export function scoreProgram(c: ModelConfig, withEntropy: boolean) {
+export function scoreProgram(c: ModelConfig, withEntropy: boolean, lora?: LoraSpec) {
   return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
-    const { hidden } = transformer(o, c, pickWeights(c, x), { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1 });
+    const { hidden } = transformer(o, c, pickWeights(c, x, lora), { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1 }, lora && { spec: lora });
     const r = tokenLogprobsAndEntropy(o, lmHead(o, c, pickWeights(c, x), hidden), x.targets, withEntropy);
     return r.entropy ? { logprobs: r.logprobs, entropy: r.entropy } : { logprobs: r.logprobs };
   };
 }
 
-export function trainInputSpecs(c: ModelConfig, loss: LossSpec): InputSpec[] {
-  return [...scoreInputSpecs(c), seqSpec('loss_mask', 'float32'), ...loss.inputs];
+export function trainInputSpecs(c: ModelConfig, loss: LossSpec, lora?: LoraSpec): InputSpec[] {
+  return [...scoreInputSpecs(c, lora), seqSpec('loss_mask', 'float32'), ...loss.inputs, ...loraTrainInputs(lora)];
 }
 
 /** `train`: the loss and its metrics (gradients are added by the interpreter). */
-export function trainProgram(c: ModelConfig, loss: LossSpec) {
+export function trainProgram(c: ModelConfig, loss: LossSpec, lora?: LoraSpec) {
   return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
-    const w = pickWeights(c, x);
-    const { hidden } = transformer(o, c, w, { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1 });
+    const w = pickWeights(c, x, lora);
+    const ctx = lora && { spec: lora, seed: lora.dropout > 0 ? x[LORA_SEED_INPUT] : undefined };
+    const { hidden } = transformer(o, c, w, { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1 }, ctx);
     const r = tokenLogprobsAndEntropy(o, lmHead(o, c, w, hidden), x.targets, !!loss.entropy);
     const extra: Record<string, T> = {};
     for (const s of loss.inputs) extra[s.name] = x[s.name];
@@ -131,14 +142,14 @@ export function trainProgram(c: ModelConfig, loss: LossSpec) {
   };
 }
 
-export function decodeInputSpecs(c: ModelConfig): InputSpec[] {
+export function decodeInputSpecs(c: ModelConfig, lora?: LoraSpec): InputSpec[] {
   const kv: InputSpec[] = [];
   for (let i = 0; i < c.numLayers; i++) {
     kv.push({ name: `past_k_${i}`, dtype: 'float32', shape: ['batch', c.numKvHeads, 'past', c.headDim] });
     kv.push({ name: `past_v_${i}`, dtype: 'float32', shape: ['batch', c.numKvHeads, 'past', c.headDim] });
   }
   return [
-    ...weightSpecs(c),
+    ...weightSpecs(c, lora),
     seqSpec('input_ids', 'int32', ['batch', 'new']),
     seqSpec('position_ids', 'int32', ['batch', 'new']),
     seqSpec('attn_bias', 'float32', ['batch', 1, 'new', 'total']),
@@ -217,11 +228,11 @@ function sampleHead<T>(o: Ops<T>, logits: T, V: number, u: T, invTemp: T, greedy
  * `decode`: logits of the last new position, the extended KV cache, and one token sampled from
  * those logits per row (token, token_logprob, token_entropy; see sampleHead).
  */
-export function decodeProgram(c: ModelConfig) {
+export function decodeProgram(c: ModelConfig, lora?: LoraSpec) {
   return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
-    const w = pickWeights(c, x);
+    const w = pickWeights(c, x, lora);
     const past = Array.from({ length: c.numLayers }, (_, i) => ({ k: x[`past_k_${i}`], v: x[`past_v_${i}`] }));
-    const { hidden, present } = transformer(o, c, w, { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, past });
+    const { hidden, present } = transformer(o, c, w, { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, past }, lora && { spec: lora });
     const last = o.squeeze(o.slice(hidden, [-1], [2 ** 31 - 1], [1]), [1]); // [B, D]
     const logits = lmHead(o, c, w, last);
     const sampled = sampleHead(o, logits, c.vocabSize, x.sample_u, x.inv_temp, x.greedy);

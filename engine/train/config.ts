@@ -15,6 +15,7 @@ import { dirname, extname, isAbsolute, join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { FORMAT_NAMES } from '../env/formats';
+import { LORA_TARGETS } from '../model/lora';
 import { ESTIMATORS } from '../rl/index';
 import { KL_ESTIMATORS } from '../rl/kl';
 import { AGGREGATION_MODES, POLICY_LOSSES as POLICY_LOSS_REGISTRY } from '../rl/policy-losses';
@@ -50,6 +51,25 @@ const modelSchema = z
     /** Size overrides for the tiny model. */
     hidden_size: posInt().optional(),
     layers: posInt().optional(),
+    /**
+     * LoRA adapters (PEFT's format): only the adapters train, the base stays frozen. Starting
+     * point: rank 16–32, alpha 32, all-linear, optim.lr about 10× the full-fine-tune rate.
+     */
+    lora: z
+      .strictObject({
+        // No zod defaults here: the launch form fills every default it sees, which would turn
+        // LoRA on for every run; the defaults are applied by the transform below instead.
+        rank: posInt().optional().describe('adapter rank r (default 16; 16–32 is a good start)'),
+        alpha: z.number().positive().optional().describe('scaling alpha, the update is scaled by alpha/rank (default 32)'),
+        dropout: z.number().min(0).lt(1).optional().describe('dropout on the adapter input, training only (default 0)'),
+        target_modules: z
+          .union([z.literal('all-linear'), z.array(z.enum(LORA_TARGETS)).min(1)])
+          .optional()
+          .describe('"all-linear" (default) or a list of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj'),
+      })
+      .transform((l) => ({ rank: l.rank ?? 16, alpha: l.alpha ?? 32, dropout: l.dropout ?? 0, target_modules: l.target_modules ?? ('all-linear' as const) }))
+      .optional()
+      .describe('LoRA adapters on the linear layers (omit for full fine-tuning)'),
   })
   .refine((m) => (m.path === undefined) !== (m.init === undefined), {
     message: 'give exactly one of model.path (an HF folder) or model.init: tiny',
@@ -326,8 +346,8 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
     if (cfg.model.path) {
       if (!existsSync(cfg.model.path) || !statSync(cfg.model.path).isDirectory())
         issues.push({ field: 'model.path', message: `model folder not found: ${cfg.model.path}` });
-      else if (!existsSync(join(cfg.model.path, 'config.json')))
-        issues.push({ field: 'model.path', message: `not an HF model folder (no config.json): ${cfg.model.path}` });
+      else if (!existsSync(join(cfg.model.path, 'config.json')) && !existsSync(join(cfg.model.path, 'adapter_config.json')))
+        issues.push({ field: 'model.path', message: `not an HF model folder (no config.json) nor a PEFT LoRA adapter folder (no adapter_config.json): ${cfg.model.path}` });
     }
     if (cfg.task.dataset && !existsSync(cfg.task.dataset))
       issues.push({ field: 'task.dataset', message: `file not found: ${cfg.task.dataset}` });

@@ -160,10 +160,7 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
   }
 
   async load(dir: string): Promise<void> {
-    const { loadCheckpoint } = await import('../model/checkpoint');
-    const ck = loadCheckpoint(dir);
-    for (const [k, v] of ck.weights) this.model.weights.get(k)!.set(v);
-    this.model.markWeightsUpdated();
+    this.model.loadTrainable(dir); // the HF model's weights, or a LoRA run's PEFT adapters
     if (existsSync(join(dir, 'optimizer.json'))) this.optimizer.load(dir);
     this.critic?.load(dir);
   }
