@@ -4,12 +4,12 @@
  * `score` (and often `gts`, `step` and extra reward keys). Samples with the same input at a step
  * form a group.
  */
-import { createReadStream, readdirSync, writeFileSync } from 'node:fs';
+import { closeSync, createReadStream, openSync, readdirSync, writeFileSync, writeSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Store, TrajectoryRecord } from './store';
 
-export async function importVerlDump(store: Store, dir: string, opts: { name?: string; onProgress?: (file: string, n: number) => void } = {}): Promise<{ runId: string; trajectories: number; steps: number[] }> {
+export async function importVerlDump(store: Store, dir: string, opts: { name?: string; onProgress?: (file: string, n: number, filesDone: number, filesTotal: number) => void } = {}): Promise<{ runId: string; trajectories: number; steps: number[] }> {
   let files: string[];
   try {
     files = readdirSync(dir).filter((f) => /^\d+\.jsonl$/.test(f)).sort((a, b) => parseInt(a) - parseInt(b));
@@ -29,7 +29,7 @@ export async function importVerlDump(store: Store, dir: string, opts: { name?: s
   }
 }
 
-async function importFiles(store: Store, runId: string, dir: string, files: string[], onProgress?: (file: string, n: number) => void): Promise<{ runId: string; trajectories: number; steps: number[] }> {
+async function importFiles(store: Store, runId: string, dir: string, files: string[], onProgress?: (file: string, n: number, filesDone: number, filesTotal: number) => void): Promise<{ runId: string; trajectories: number; steps: number[] }> {
   let count = 0;
   const steps: number[] = [];
   for (const f of files) {
@@ -73,7 +73,7 @@ async function importFiles(store: Store, runId: string, dir: string, files: stri
       steps.push(batch[0].step);
     }
     count += batch.length;
-    onProgress?.(f, count);
+    onProgress?.(f, count, files.indexOf(f) + 1, files.length);
   }
   return { runId, trajectories: count, steps };
 }
@@ -101,10 +101,17 @@ export function exportMetricsCsv(store: Store, runId: string, file: string): num
 }
 
 /** A run's trajectories as JSONL, one trajectory (with its turns) per line. */
-export function exportTrajectoriesJsonl(store: Store, runId: string, file: string): number {
+export function exportTrajectoriesJsonl(store: Store, runId: string, file: string, onProgress?: (done: number, total: number) => void): number {
   store.getRun(runId);
   const ids = store.searchTrajectories({ runId, limit: 1_000_000 }).map((t) => t.id);
-  const lines = ids.map((id) => JSON.stringify(store.getTrajectory(id)));
-  writeFileSync(file, lines.join('\n') + (lines.length ? '\n' : ''));
-  return lines.length;
+  const fd = openSync(file, 'w');
+  try {
+    ids.forEach((id, i) => {
+      writeSync(fd, JSON.stringify(store.getTrajectory(id)) + '\n');
+      if ((i + 1) % 200 === 0 || i + 1 === ids.length) onProgress?.(i + 1, ids.length);
+    });
+  } finally {
+    closeSync(fd);
+  }
+  return ids.length;
 }
