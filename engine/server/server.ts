@@ -161,7 +161,7 @@ export class EngineServer {
       const format = p.format ?? 'both';
       const files: Result<'runs.export'>['files'] = [];
       if (format !== 'jsonl') files.push({ kind: 'metrics', path: `${prefix}.metrics.csv`, count: exportMetricsCsv(S(), p.id, `${prefix}.metrics.csv`) });
-      if (format !== 'csv') files.push({ kind: 'trajectories', path: `${prefix}.trajectories.jsonl`, count: exportTrajectoriesJsonl(S(), p.id, `${prefix}.trajectories.jsonl`) });
+      if (format !== 'csv') files.push({ kind: 'trajectories', path: `${prefix}.trajectories.jsonl`, count: exportTrajectoriesJsonl(S(), p.id, `${prefix}.trajectories.jsonl`, (done, total) => this.broadcast({ event: 'export', data: { runId: p.id, done, total } })) });
       return { files };
     });
     this.on('runs.importVerl', async (p) => {
@@ -171,7 +171,7 @@ export class EngineServer {
         const tok = HfTokenizer.load(p.tokenizer);
         decode = (ids) => tok.decode(ids);
       }
-      const r = await importVerlDump(S(), p.dir, { name: p.name, decode, onProgress: (file, samples) => this.broadcast({ event: 'import', data: { dir: p.dir, file, samples } }) });
+      const r = await importVerlDump(S(), p.dir, { name: p.name, decode, onProgress: (file, samples, filesDone, filesTotal) => this.broadcast({ event: 'import', data: { dir: p.dir, file, samples, filesDone, filesTotal } }) });
       R().announce(r.runId);
       return r;
     });

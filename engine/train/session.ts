@@ -128,7 +128,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
   let referenceWeights = cfg.algorithm.kl_coef > 0 ? model.cloneWeights() : undefined;
   const reference = referenceWeights ? { score: (eps: Parameters<ModelPolicyPort['score']>[0]) => policy.frozen(referenceWeights!).score(eps) } : undefined;
 
-  const evaluate = async (n: number): Promise<EvalSummary> => {
+  const evaluate = async (n: number, onProgress?: (done: number, total: number) => void): Promise<EvalSummary> => {
     const tasks = kit.evalTasks.slice(0, n);
     const { trajectories } = await rollout(backend, {
       tasks,
@@ -138,6 +138,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
       limits,
       stop: kit.stop,
       tokenizer: kit.tokenizer,
+      ...(onProgress ? { onProgress: (p: { done: number }) => onProgress(p.done, tasks.length) } : {}),
     });
     return summarizeEval(trajectories);
   };

@@ -4,7 +4,7 @@ import { existsSync, statSync } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import { listCheckpoints } from '../../train/checkpoints';
 import { TASK_KINDS, validateConfig } from '../../train/config';
-import { renderTable } from '../../train/report';
+import { progressBar, renderTable } from '../../train/report';
 import { evalMetrics } from '../../train/run';
 import { openTaskSession } from '../../train/wiring';
 
@@ -36,7 +36,9 @@ export function register(program: Command): void {
       );
       const session = await openTaskSession(cfg);
       try {
-        const res = evalMetrics(await session.evaluate(o.n));
+        const bar = progressBar('eval', o.n, { quiet: o.json });
+        const res = evalMetrics(await session.evaluate(o.n, (done) => bar.update(done)));
+        bar.stop();
         const rag = o.naiveRag && session.evaluateNaiveRag ? evalMetrics(await session.evaluateNaiveRag(o.n)) : undefined;
         if (o.json) console.log(JSON.stringify({ checkpoint, task: o.task, n: o.n, policy: res, naiveRag: rag }));
         else {
