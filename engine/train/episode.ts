@@ -41,6 +41,8 @@ export interface Episode {
   toolCallRecords?: { at: number; calls: unknown[] }[];
   /** The rollout's timings of this episode (total, model and environment ms, token counts). */
   timings?: Record<string, number>;
+  /** Unknown-token (<unk>) ids in the prompt and observations: text the tokenizer could not represent. */
+  oovTokens?: number;
 }
 
 export function modelTokenCount(e: Episode): number {
@@ -82,6 +84,7 @@ export function episodeMetrics(episodes: Episode[], prefix = ''): Record<string,
   m[`${prefix}response_length/max`] = Math.max(...lens);
   m[`${prefix}total_length/mean`] = episodes.reduce((a, e) => a + e.tokens.length, 0) / n;
   m[`${prefix}truncated_rate`] = episodes.filter((e) => e.truncated).length / n;
+  m[`${prefix}oov_tokens_per_episode`] = episodes.reduce((a, e) => a + (e.oovTokens ?? 0), 0) / n;
   let hSum = 0;
   let hCount = 0;
   for (const e of episodes)

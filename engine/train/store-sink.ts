@@ -63,6 +63,8 @@ export function episodeToRecord(
       ...(Array.isArray(e.meta?.answers) ? { golds: e.meta!.answers } : {}),
       ...(e.meta?.hops !== undefined ? { hops: e.meta.hops } : {}),
       ...(typeof e.meta?.question === 'string' ? { question: e.meta.question } : {}),
+      // The task's metadata, as a reward tried in the editor receives it (episode.task.meta).
+      ...(e.meta ? { meta: e.meta } : {}),
     },
     turns,
     ...(e.timings ? { timings: e.timings } : {}),
