@@ -7,9 +7,9 @@
  */
 export const TOOLS_CHAT_TEMPLATE = [
   "{%- if tools -%}",
-  "{{- '<|im_start|>system you may call tools . <tools> ' -}}",
+  "{{- '<|im_start|>system <tools> ' -}}",
   "{%- for t in tools -%}{{- t | tojson -}}{{- ' ' -}}{%- endfor -%}",
-  "{{- '</tools> call a tool with <tool_call>{\"name\": name, \"arguments\": arguments}</tool_call> then give <answer> answer </answer> <|im_end|>' -}}",
+  "{{- '</tools> <|im_end|>' -}}",
   "{%- endif -%}",
   "{%- for m in messages -%}",
   "{%- if m.role == 'tool' -%}",

@@ -83,10 +83,13 @@ export function buildByteWordTokenizer(words: string[], o: ByteWordTokenizerOpti
     truncation: null,
     padding: null,
     added_tokens: o.added.map((content, id) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: o.special.includes(content) })),
-    normalizer: null,
+    // A word right after a double quote gets the space form (`"golden` → `" golden`), so a word
+    // copied from running text into a JSON string is the same token (`Ġgolden`) in both places;
+    // the decoder takes that space out again.
+    normalizer: { type: 'Replace', pattern: { Regex: '"(?=[A-Za-z0-9])' }, content: '" ' },
     pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true },
     post_processor: null,
-    decoder: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true },
+    decoder: { type: 'Sequence', decoders: [{ type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true }, { type: 'Replace', pattern: { String: '" ' }, content: '"' }] },
     model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false, byte_fallback: false, ignore_merges: true, vocab: model, merges: [] },
   };
   const config: Record<string, unknown> = {

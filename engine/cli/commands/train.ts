@@ -68,6 +68,7 @@ export function register(program: Command): void {
         else if (fresh) rmSync(dir, { recursive: true, force: true });
         throw e;
       }
+      for (const w of session.warnings ?? []) process.stderr.write(`warning: ${w}\n`);
       let bar = progressBar('train', cfg.steps, { quiet: true });
       const limits = memoryLimitWatcher((step, hits) => note(`\nwarning: step ${step}: ${hits.length} tool call(s) exceeded the sandbox memory limit (${hits[0]!.name}: ${hits[0]!.error})\n`));
       const stop = interruptSignal((why) => note(`\nstopping after this step (${why}; a checkpoint will be saved); Ctrl-C again to quit now\n`));

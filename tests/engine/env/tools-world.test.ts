@@ -99,7 +99,15 @@ describe('byte-level word tokenizer', () => {
     expect(tok.decode(ids)).toBe(call);
     expect(JSON.parse(/<tool_call>(.*?)<\/tool_call>/.exec(tok.decode(ids))![1]!)).toEqual({ name: 'lookup', arguments: { entity: 'golden river institute' } });
     const pieces = ids.map((i) => tok.decode([i]));
-    for (const w of ['lookup', ' river', ' institute', '1923', ' 1871', '{"', '":', '"}}']) expect(pieces).toContain(w);
+    for (const w of [' lookup', ' river', ' institute', ' 1923', ' 1871', '{"', '":', '"}}']) expect(pieces).toContain(w);
+    // A word copied from running text into a JSON string is the same token in both places.
+    const inText = tok.encode(' the golden river institute was founded in 1923');
+    const inJson = tok.encode('{"entity": "golden river institute"}{"expression": "1923 - 1871"}');
+    for (const w of [' golden', ' 1923']) {
+      const id = inText.find((i) => tok.decode([i]) === w)!;
+      expect(id).toBeDefined();
+      expect(inJson).toContain(id);
+    }
     expect(ids.length).toBe(38);
   });
 
