@@ -63,6 +63,10 @@ export interface TaskSession {
    * reference is the SFT model, as in verl/Agent-R1, not the model SFT started from.
    */
   setReference?(dir?: string): Promise<void>;
+  /** Problems found while opening the task (e.g. prompts with out-of-vocabulary words), for the run log. */
+  warnings?: string[];
+  /** Console output of the user's sandboxed tools and reward since the last call. */
+  takeLogs?(): string[];
   close(): Promise<void>;
 }
 

@@ -6,7 +6,7 @@
  * train graph for updates.
  */
 import { resolveProviders } from '../tensor/ort';
-import { loadCheckpoint } from '../model/checkpoint';
+import { resolveLora } from '../model/lora';
 import { CriticModel } from '../model/critic';
 import { getEstimator } from '../rl';
 import type { ModelConfig } from '../model/config';
@@ -78,6 +78,29 @@ export function summarizeEval(trajs: Trajectory[]): EvalSummary {
   };
 }
 
+/**
+ * Out-of-vocabulary check of the task's prompts (ToolEnv counts <unk> ids): a warning naming the
+ * tasks, so words the tokenizer cannot represent are reported instead of trained on as <unk>.
+ * (Observations are counted per episode: the oov_tokens_per_episode metric.)
+ */
+export async function vocabularyWarnings(kit: TaskKit, sample = 200): Promise<string[]> {
+  const tasks = [...kit.trainTasks.slice(0, sample), ...kit.evalTasks.slice(0, sample)];
+  const bad: { id: string; n: number; text: string }[] = [];
+  let total = 0;
+  for (const t of tasks) {
+    const env = t.createEnv() as ReturnType<RolloutTask['createEnv']> & { oov?: { prompt: number } };
+    const p = await env.prompt();
+    const n = env.oov?.prompt ?? 0;
+    if (n > 0) {
+      bad.push({ id: t.id, n, text: p.text ?? '' });
+      total += n;
+    }
+  }
+  if (!bad.length) return [];
+  const ex = bad[0]!;
+  return [`${bad.length} of ${tasks.length} task prompts checked hold text outside the tokenizer's vocabulary (${total} <unk> tokens), e.g. task ${ex.id}: "${ex.text.slice(0, 160)}"; use a tokenizer that covers it (model.path) or rephrase the tasks`];
+}
+
 export interface SessionExtras {
   /** Advantage estimator for names the loop does not implement itself (engine/rl's registry). */
   advantage?: (cfg: ExperimentConfig, model: ModelPolicyPort) => AdvantagePort;
@@ -85,7 +108,8 @@ export interface SessionExtras {
 
 export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extras: SessionExtras = {}): Promise<TaskSession> {
   const providers = cfg.backend === 'ort' ? await resolveProviders(cfg.device) : undefined;
-  const modelOpts = { backend: cfg.backend, threads: cfg.threads, providers, tokenizerFolder: kit.tokenizerFolder };
+  const lora = cfg.model.lora ? resolveLora(cfg.model.lora) : undefined;
+  const modelOpts = { backend: cfg.backend, threads: cfg.threads, providers, tokenizerFolder: kit.tokenizerFolder, lora, loraSeed: cfg.seed };
   const model = cfg.model.path ? PolicyModel.load(cfg.model.path, modelOpts) : PolicyModel.init(kit.tinyModel(cfg), cfg.seed, modelOpts);
   const policy = new ModelPolicyPort(model, cfg, new AdamW({ ...cfg.optim }));
   const limits = { maxNewTokens: cfg.rollout.max_new_tokens, maxTurns: cfg.rollout.max_turns, maxTotalLength: cfg.rollout.max_total_length };
@@ -99,6 +123,8 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
   }
   const advantage = extras.advantage ? extras.advantage(cfg, policy) : advantagePort(cfg, critic ? { values: (eps) => policy.values(eps) } : undefined);
   // The KL reference: the starting weights, replaced by the SFT model after a warm start (setReference).
+  // Under LoRA it holds only a copy of the adapters (B = 0 at the start: exactly the base model);
+  // the frozen base weights are the policy's own, never copied.
   let referenceWeights = cfg.algorithm.kl_coef > 0 ? model.cloneWeights() : undefined;
   const reference = referenceWeights ? { score: (eps: Parameters<ModelPolicyPort['score']>[0]) => policy.frozen(referenceWeights!).score(eps) } : undefined;
 
@@ -117,6 +143,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
   };
 
   return {
+    warnings: await vocabularyWarnings(kit),
     ports: {
       rollout: engineRolloutPort(cfg, { backend, tokenizer: kit.tokenizer, tasks: kit.rlTasks ?? kit.trainTasks, stop: kit.stop }),
       policy,
@@ -137,8 +164,8 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
     loadPolicy: (dir) => policy.load(dir),
     async setReference(dir) {
       if (!referenceWeights) return;
-      const next = model.cloneWeights(); // the reference's own buffers, shaped like the policy's
-      if (dir) for (const [k, v] of loadCheckpoint(dir).weights) next.get(k)?.set(v);
+      const next = model.cloneWeights(); // the reference's own buffers, shaped like the policy's trainable ones
+      if (dir) for (const [k, v] of model.readTrainable(dir)) next.get(k)?.set(v);
       referenceWeights = next;
     },
     close: async () => {

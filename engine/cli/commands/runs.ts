@@ -50,15 +50,16 @@ export function register(program: Command): void {
         for (const f of r.files) console.log(`${f.path}: ${f.count} ${f.kind === 'metrics' ? 'steps' : 'trajectories'}`);
       }),
     );
-  program.command('import-verl <dir>').description('import a verl / Agent-R1 rollout dump ({step}.jsonl files) as a run').option('--name <name>').option(...ENGINE)
-    .action((dir: string, o: { name?: string; engine?: string }) =>
+  program.command('import-verl <dir>').description('import a verl / Agent-R1 rollout dump ({step}.jsonl files) or agent-loop outputs with token ids (a folder or one .jsonl) as a run').option('--name <name>')
+    .option('--tokenizer <folder>', 'the model folder whose tokenizer decodes agent-loop token ids (prompt_ids, response_ids)').option(...ENGINE)
+    .action((dir: string, o: { name?: string; tokenizer?: string; engine?: string }) =>
       withEngine(o, async (c) => {
         const full = resolve(dir);
         const off = c.on('import', (p) => {
           if (p.dir === full) process.stderr.write(`\rimported ${p.file} (${p.samples} samples)`);
         });
         try {
-          const r = await c.request('runs.importVerl', { dir: full, name: o.name });
+          const r = await c.request('runs.importVerl', { dir: full, name: o.name, tokenizer: o.tokenizer ? resolve(o.tokenizer) : undefined });
           process.stderr.write('\n');
           console.log(`run ${r.runId}: ${r.trajectories} trajectories over ${r.steps.length} steps`);
         } finally {
