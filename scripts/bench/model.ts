@@ -23,8 +23,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
-import { parameterCount, type ModelConfig, type WeightDType } from '../../engine/model/config';
-import { initWeights, saveCheckpoint, type Weights } from '../../engine/model/checkpoint';
+import { parameterCount, weightShapes, type ModelConfig, type WeightDType } from '../../engine/model/config';
+import { allocWeight, saveCheckpoint, type Weights } from '../../engine/model/checkpoint';
 import { f32BitsToBf16, f32BitsToF16 } from '../../engine/model/safetensors';
 import { packSequences, type LossSpec } from '../../engine/model/graphs';
 import { PolicyModel } from '../../engine/model/runtime';
@@ -69,11 +69,12 @@ const cli = new Command('bench:model')
   .option('--folder <dir>', 'where to build the folder (default: a temporary folder, removed afterwards)')
   .option('--no-torch', 'skip the PyTorch peer')
   .option('--no-train', 'skip the training step')
+  .option('--save-only', 'only build the folder and reload it (save → load check, no ORT sessions, no peer)')
   .option('--json', 'print the results as JSON')
   .option('--child <folder>', '(internal) run the Arbor phases on a folder and print JSON');
 
 const o = cli.parse(process.argv.slice(2), { from: 'user' }).opts<{
-  shape: string; threads: number; dtype: WeightDType; maxShard: number; steps: number; folder?: string; torch: boolean; train: boolean; json?: boolean; child?: string;
+  shape: string; threads: number; dtype: WeightDType; maxShard: number; steps: number; folder?: string; torch: boolean; train: boolean; saveOnly?: boolean; json?: boolean; child?: string;
 }>();
 const base = SHAPES[o.shape];
 if (!base) throw new Error(`--shape: unknown shape '${o.shape}' (known: ${Object.keys(SHAPES).join(', ')})`);
@@ -106,6 +107,12 @@ async function decodeCall(m: PolicyModel, input: number[][], past: { k: Float32A
   });
 }
 
+/** What each side measures (seconds, MB of peak RSS so far). */
+interface PhaseResult {
+  load_s: number; checksum?: number; rss_load_mb: number; prefill: Record<string, number>; rss_prefill_mb: number;
+  decode: Record<string, number>; rss_decode_mb: number; train_s?: number; train_loss?: number; rss_train_mb?: number;
+}
+
 /** Arbor's phases, in a child process. */
 async function child(folder: string): Promise<void> {
   const out: Record<string, unknown> = {};
@@ -114,6 +121,10 @@ async function child(folder: string): Promise<void> {
   out.load_s = (performance.now() - t0) / 1000;
   out.checksum = checksum(m.weights);
   out.rss_load_mb = rssMb();
+  if (o.saveOnly) {
+    process.stdout.write(JSON.stringify({ logits: [] }) + '\n' + JSON.stringify(out) + '\n');
+    return;
+  }
   const V = m.config.vocabSize;
   await decodeCall(m, ids(V, 1, 16), [], 0); // warm-up (session creation)
   const prefill: Record<string, number> = {};
@@ -156,6 +167,32 @@ async function child(folder: string): Promise<void> {
   process.stdout.write(JSON.stringify(out) + '\n');
 }
 
+/** N(0, 0.02) matrices (Box-Muller, both values of each pair: half the work of initWeights), ones for norms, zeros for biases. */
+function randomWeights(c: ModelConfig, seed: number): Weights {
+  let s = seed >>> 0;
+  const rand = () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const w: Weights = new Map();
+  for (const [name, shape] of Object.entries(weightShapes(c))) {
+    const a = allocWeight(shape.reduce((p, q) => p * q, 1));
+    if (name.endsWith('norm.weight')) a.fill(1);
+    else if (!name.endsWith('.bias')) {
+      for (let i = 0; i < a.length; i += 2) {
+        const r = 0.02 * Math.sqrt(-2 * Math.log(1 - rand())), th = 2 * Math.PI * rand();
+        a[i] = r * Math.cos(th);
+        if (i + 1 < a.length) a[i + 1] = r * Math.sin(th);
+      }
+    }
+    w.set(name, a);
+  }
+  return w;
+}
+
 function roundTo(w: Weights, dtype: WeightDType): void {
   if (dtype === 'float32') return;
   const tab = new Float32Array(1);
@@ -182,7 +219,7 @@ async function main(): Promise<void> {
   const log = (s: string) => { if (!o.json) console.error(s); };
   log(`bench:model ${o.shape}: ${(parameterCount(cfg) / 1e9).toFixed(3)}B parameters → ${folder}`);
   let t0 = performance.now();
-  let weights: Weights | undefined = initWeights(cfg, 1);
+  let weights: Weights | undefined = randomWeights(cfg, 1);
   roundTo(weights, o.dtype);
   const initS = (performance.now() - t0) / 1000;
   const sum = checksum(weights);
@@ -205,15 +242,22 @@ async function main(): Promise<void> {
   log(`  built: init ${initS.toFixed(1)} s, save ${saveS.toFixed(1)} s (${build.save_mb_s.toFixed(0)} MB/s, ${shards} shards), peak RSS ${build.rss_mb.toFixed(0)} MB`);
 
   log('  Arbor (child process) …');
-  const a = spawnSync(process.execPath, [join(HERE, 'run.mjs'), 'model', '--shape', o.shape, '--threads', String(o.threads), '--steps', String(o.steps), ...(o.train ? [] : ['--no-train']), '--child', folder], { encoding: 'utf8', maxBuffer: 1 << 28 });
+  const a = spawnSync(process.execPath, [join(HERE, 'run.mjs'), 'model', '--shape', o.shape, '--threads', String(o.threads), '--steps', String(o.steps), ...(o.train ? [] : ['--no-train']), ...(o.saveOnly ? ['--save-only'] : []), '--child', folder], { encoding: 'utf8', maxBuffer: 1 << 28 });
   if (a.status !== 0) throw new Error(`Arbor child failed (code ${a.status}): ${a.stderr}`);
   const lines = a.stdout.trim().split('\n');
   const arborLogits = Float32Array.from(JSON.parse(lines[0]).logits as number[]);
-  const arbor = JSON.parse(lines[lines.length - 1]) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  const arbor = JSON.parse(lines[lines.length - 1]) as PhaseResult;
   if (arbor.checksum !== sum) throw new Error(`save → load is not exact: checksum ${arbor.checksum} after loading, ${sum} before saving`);
 
-  let torch: Record<string, any> | undefined; // eslint-disable-line @typescript-eslint/no-explicit-any
+  let torch: (PhaseResult & { torch: string }) | undefined;
   let logitsRel: number | undefined;
+  if (o.saveOnly) {
+    if (!o.folder) rmSync(dirname(folder), { recursive: true, force: true });
+    const r = { shape: o.shape, parameters: parameterCount(cfg), dtype: o.dtype, build, reload: { load_s: arbor.load_s, rss_mb: arbor.rss_load_mb, exact: true } };
+    if (o.json) console.log(JSON.stringify(r));
+    else console.log(`${o.shape}: ${(parameterCount(cfg) / 1e9).toFixed(3)}B parameters, ${o.dtype}, ${shards} shard(s): save ${saveS.toFixed(1)} s (${build.save_mb_s.toFixed(0)} MB/s), builder peak RSS ${build.rss_mb.toFixed(0)} MB; reload ${arbor.load_s.toFixed(1)} s, peak RSS ${arbor.rss_load_mb.toFixed(0)} MB; weights identical after the round trip (checksum)`);
+    return;
+  }
   if (o.torch) {
     log('  PyTorch …');
     const lf = join(dirname(folder), 'torch-logits.f32');
