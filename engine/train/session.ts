@@ -118,7 +118,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
   let critic: CriticModel | undefined;
   if (getEstimator(cfg.algorithm.adv_estimator).needsCritic) {
     if (cfg.backend !== 'ort') throw new Error(`algorithm.adv_estimator: "${cfg.algorithm.adv_estimator}" needs a critic, which runs on backend "ort" only (got backend "${cfg.backend}")`);
-    critic = CriticModel.fromPolicy(model.config, model.weights, { threads: cfg.threads, providers });
+    critic = CriticModel.fromPolicy(model.config, model.baseWeights(), { threads: cfg.threads, providers }); // the transformer without LoRA adapters (the critic trains in full)
     policy.attachCritic(critic, new AdamW({ ...cfg.optim }));
   }
   const advantage = extras.advantage ? extras.advantage(cfg, policy) : advantagePort(cfg, critic ? { values: (eps) => policy.values(eps) } : undefined);

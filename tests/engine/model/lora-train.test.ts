@@ -17,6 +17,7 @@ import { runExperiment } from '../../../engine/train/experiment';
 import { buildTaskSession, type TaskKit } from '../../../engine/train/session';
 import { JsonlSink, readMetricsJsonl } from '../../../engine/train/sinks';
 import { latestCheckpoint } from '../../../engine/train/checkpoints';
+import { readSafetensors } from '../../../engine/model/safetensors';
 import { sequenceTasks, tabularTargets, tabularTokenizer } from '../train/tabular';
 
 const VOCAB = 6;
@@ -78,6 +79,32 @@ describe('LoRA runs', () => {
     const fb = readFileSync(join(latestCheckpoint(split)!.dir, 'adapter_model.safetensors'));
     expect(fb.equals(fa)).toBe(true);
   }, 120_000);
+
+  it('PPO (GAE critic) runs and checkpoints with LoRA on the policy', async () => {
+    const cfg = validateConfig({
+      model: { init: 'tiny', lora: { rank: 2 } },
+      seed: 1,
+      threads: 1,
+      steps: 2,
+      rollout: { prompts_per_step: 2, n: 2, max_turns: 1, max_new_tokens: 3, max_total_length: 4 },
+      algorithm: { adv_estimator: 'gae' },
+      eval: { every: 0, n_questions: 2 },
+      checkpoint: { every: 2, keep: 1 },
+    });
+    const dir = mkdtempSync(join(tmpdir(), 'arbor-lora-ppo-'));
+    const session = await buildTaskSession(cfg, kit);
+    try {
+      const res = await runExperiment(cfg, { runDir: dir, session, sink: new JsonlSink(dir) });
+      const ck = res.rl!.lastCheckpoint!.dir;
+      expect(existsSync(join(ck, 'adapter_model.safetensors'))).toBe(true);
+      // The critic is the base transformer + value head, trained in full, without the policy's adapters.
+      const critic = readSafetensors(join(ck, 'critic', 'critic.safetensors'));
+      expect([...critic.keys()].some((k) => k.includes('lora_'))).toBe(false);
+      expect(critic.has('score.weight')).toBe(true);
+    } finally {
+      await session.close();
+    }
+  }, 60_000);
 
   it('arbor merge writes an HF folder with the logits of base + adapter', async () => {
     const root = mkdtempSync(join(tmpdir(), 'arbor-merge-'));
