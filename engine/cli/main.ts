@@ -6,6 +6,7 @@ import { Command } from 'commander';
 import { readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { guardOutput } from './lifecycle';
 
 export type RegisterCommand = (program: Command) => void;
 
@@ -16,15 +17,21 @@ export async function buildProgram(): Promise<Command> {
     .enablePositionalOptions();
   const dir = join(dirname(fileURLToPath(import.meta.url)), 'commands');
   const files = readdirSync(dir).filter((f) => f.endsWith('.ts')).sort();
+  const extensions: RegisterCommand[] = [];
   for (const f of files) {
-    const mod = (await import(pathToFileURL(join(dir, f)).href)) as { register?: RegisterCommand };
+    const mod = (await import(pathToFileURL(join(dir, f)).href)) as { register?: RegisterCommand; extend?: RegisterCommand };
     if (typeof mod.register !== 'function') throw new Error(`engine/cli/commands/${f} does not export register(program)`);
     mod.register(program);
+    if (typeof mod.extend === 'function') extensions.push(mod.extend);
   }
+  // `extend(program)` runs after every command exists, to add subcommands to another module's command (`arbor export verl`).
+  for (const extend of extensions) extend(program);
   return program;
 }
 
 export async function main(argv: string[]): Promise<void> {
+  // A closed output pipe (`arbor runs | head`) ends a command quietly; long jobs stop with a checkpoint.
+  guardOutput();
   const program = await buildProgram();
   try {
     await program.parseAsync(argv, { from: 'user' });

@@ -2,6 +2,7 @@
  * Rewards: answer matching after SQuAD normalisation (exact match, substring match, token F1),
  * a format reward, process (step) rewards, and weighted sums that keep every component.
  */
+import type { EnvTask } from './toolenv';
 export function normalizeAnswer(s: string): string {
   return s
     .toLowerCase()
@@ -46,24 +47,65 @@ export function f1Score(pred: string, golds: string[]): number {
   return best;
 }
 
-/** What a reward function sees at the end of an episode. */
-export interface EpisodeSummary {
+/** One tool call of a model turn, as the reward sees it. */
+export interface ToolCallTrace {
+  name: string;
+  /** Arguments as parsed (the raw text when they could not be parsed). */
+  args: unknown;
+  /** What the model read back: the tool's content, or the error text. */
+  result: string;
+  success: boolean;
+  error?: string;
+}
+
+/** One model turn, as the reward sees it. */
+export interface TurnTrace {
+  text: string;
+  calls: ToolCallTrace[];
+  /** Format errors of the turn (unclosed tags, invalid JSON, a call and an answer together, …). */
+  errors: string[];
+  /** The answer, when this turn gave it. */
   answer?: string;
+}
+
+/**
+ * What a reward function receives at the end of an episode: the whole episode. `task` is the
+ * task as the task file gave it (with `meta`); `history` has every model turn with its text,
+ * tool calls (name, arguments, result, error) and format errors; `answer` the final answer.
+ * The other fields are summaries of the same (kept for rewards written against them).
+ */
+export interface EpisodeSummary {
+  task: EnvTask;
+  history: TurnTrace[];
+  answer?: string;
+  /** The task's gold answers (task.answers; [] when it has none). */
   golds: string[];
   /** Model turns' texts in order. */
   turns: string[];
-  /** Whether every model turn parsed (a call or an answer, tags closed). */
+  /** Whether every model turn parsed (a call or an answer, tags closed) and an answer came. */
   formatOk: boolean;
   toolCalls: number;
   toolErrors: number;
-  /** Passages the tools returned (for retrieval rewards). */
+  /** Results of the successful tool calls (for retrieval rewards). */
   retrieved: string[];
+  /** The task's supporting facts (process rewards, retrieval). */
   supporting: string[];
 }
 
-export type RewardFn = (e: EpisodeSummary) => number;
+/**
+ * What a reward function returns: a number, or the reward with named components (stored and
+ * charted) and `steps`, one step reward per tool call of the episode in order (history's calls,
+ * turn after turn), used as process rewards when `algorithm.process_rewards` is on.
+ */
+export type RewardValue = number | { reward: number; components?: Record<string, number>; steps?: number[] };
 
-export const rewardFunctions: Record<string, RewardFn> = {
+/** A reward function (the reward file's `reward` or default export); it may be async. */
+export type RewardFn = (e: EpisodeSummary) => RewardValue | Promise<RewardValue>;
+
+/** A built-in reward component: a number from the episode. */
+export type RewardComponentFn = (e: EpisodeSummary) => number;
+
+export const rewardFunctions: Record<string, RewardComponentFn> = {
   exact_match: (e) => (e.answer === undefined ? 0 : exactMatch(e.answer, e.golds)),
   substring_match: (e) => (e.answer === undefined ? 0 : substringMatch(e.answer, e.golds)),
   f1: (e) => (e.answer === undefined ? 0 : f1Score(e.answer, e.golds)),
@@ -72,13 +114,39 @@ export const rewardFunctions: Record<string, RewardFn> = {
   retrieval: (e) => (e.supporting.length === 0 ? 0 : e.supporting.filter((s) => e.retrieved.some((r) => r.includes(s))).length / e.supporting.length),
 };
 
+/** A reward function's return value checked and normalised; errors name `where` (the reward file). */
+export function normalizeRewardValue(v: unknown, where: string, toolCalls?: number): { reward: number; components: Record<string, number>; steps?: number[] } {
+  if (typeof v === 'number') {
+    if (!Number.isFinite(v)) throw new Error(`${where}: the reward function returned ${v}; expected a finite number`);
+    return { reward: v, components: {} };
+  }
+  const o = v as { reward?: unknown; components?: unknown; steps?: unknown } | null;
+  if (!o || typeof o !== 'object' || typeof o.reward !== 'number' || !Number.isFinite(o.reward))
+    throw new Error(`${where}: the reward function returned ${JSON.stringify(v)}; expected a finite number or { reward, components?, steps? }`);
+  const components: Record<string, number> = {};
+  if (o.components !== undefined) {
+    if (!o.components || typeof o.components !== 'object') throw new Error(`${where}: components must be an object of numbers`);
+    for (const [k, x] of Object.entries(o.components)) {
+      if (typeof x !== 'number' || !Number.isFinite(x)) throw new Error(`${where}: components.${k} must be a finite number (got ${JSON.stringify(x)})`);
+      components[k] = x;
+    }
+  }
+  let steps: number[] | undefined;
+  if (o.steps !== undefined) {
+    if (!Array.isArray(o.steps) || o.steps.some((x) => typeof x !== 'number' || !Number.isFinite(x))) throw new Error(`${where}: steps must be an array of finite numbers, one per tool call`);
+    if (toolCalls !== undefined && o.steps.length > toolCalls) throw new Error(`${where}: steps has ${o.steps.length} entries but the episode made ${toolCalls} tool calls (one step reward per call)`);
+    steps = o.steps as number[];
+  }
+  return { reward: o.reward, components, ...(steps ? { steps } : {}) };
+}
+
 export interface WeightedReward {
   reward: number;
   components: Record<string, number>;
 }
 
 /** Weighted sum of named reward functions; every component is returned unweighted. */
-export function weightedReward(weights: Record<string, number>, e: EpisodeSummary, custom: Record<string, RewardFn> = {}): WeightedReward {
+export function weightedReward(weights: Record<string, number>, e: EpisodeSummary, custom: Record<string, RewardComponentFn> = {}): WeightedReward {
   const components: Record<string, number> = {};
   let reward = 0;
   for (const [name, w] of Object.entries(weights)) {

@@ -7,7 +7,8 @@
  * arguments and summaries cross as JSON strings; results are read back as plain data.
  */
 import vm from 'node:vm';
-import { exactMatch, f1Score, normalizeAnswer, substringMatch } from './rewards';
+import { exactMatch, f1Score, normalizeAnswer, normalizeRewardValue, substringMatch } from './rewards';
+import { workspaceReader } from './tool';
 
 const helpers = [normalizeAnswer, exactMatch, substringMatch, f1Score].map((f) => f.toString()).join('\n');
 const PRELUDE = `
@@ -23,14 +24,51 @@ var require = function (name) {
 };
 var module = { exports: {} };
 var exports = module.exports;
-var __callTool = function (tool, argsJson) {
-  var signal = { aborted: false, reason: undefined, addEventListener: function () {}, removeEventListener: function () {} };
-  return Promise.resolve(tool.execute(JSON.parse(argsJson), { signal: signal, episode: {} })).then(function (r) {
-    return JSON.stringify({ content: r && r.content, success: r && r.success, metadata: r && r.metadata });
-  });
+var __timers = [], __timerSeq = 0;
+var setTimeout = function (fn, ms) {
+  var id = ++__timerSeq;
+  __timers.push({ id: id, due: Date.now() + (Number(ms) || 0), fn: fn, args: [].slice.call(arguments, 2) });
+  return id;
+};
+var clearTimeout = function (id) { __timers = __timers.filter(function (t) { return t.id !== id; }); };
+var __nextDue = function () { return __timers.reduce(function (m, t) { return m < 0 || t.due < m ? t.due : m; }, -1); };
+var __fireTimers = function (now) {
+  var due = __timers.filter(function (t) { return t.due <= now; });
+  __timers = __timers.filter(function (t) { return t.due > now; });
+  due.forEach(function (t) { try { t.fn.apply(null, t.args); } catch (e) { __logs.push('uncaught in a timer: ' + (e && e.message)); } });
+};
+var __episodes = {}, __signals = {};
+var __signal = function () {
+  return {
+    aborted: false, reason: undefined, onabort: null, __l: [],
+    addEventListener: function (type, fn) { if (type === 'abort' && typeof fn === 'function') this.__l.push(fn); },
+    removeEventListener: function (type, fn) { this.__l = this.__l.filter(function (f) { return f !== fn; }); },
+    throwIfAborted: function () { if (this.aborted) throw new Error(String(this.reason || 'aborted')); },
+  };
+};
+var __abortCall = function (callId, reason) {
+  var s = __signals[callId];
+  if (!s || s.aborted) return;
+  s.aborted = true;
+  s.reason = reason;
+  var ev = { type: 'abort', target: s };
+  try { if (typeof s.onabort === 'function') s.onabort(ev); } catch (e) { __logs.push('uncaught in onabort: ' + (e && e.message)); }
+  s.__l.slice().forEach(function (f) { try { f(ev); } catch (e) { __logs.push('uncaught in an abort listener: ' + (e && e.message)); } });
+};
+var __endEpisode = function (id) { delete __episodes[id]; };
+var __callTool = function (tool, argsJson, episodeId, callId) {
+  var signal = __signals[callId] = __signal();
+  var episode = __episodes[episodeId] || (__episodes[episodeId] = {});
+  return Promise.resolve()
+    .then(function () { return tool.execute(JSON.parse(argsJson), { signal: signal, episode: episode, readFile: __readFile }); })
+    .then(function (r) {
+      delete __signals[callId];
+      return JSON.stringify({ content: r && r.content, success: r && r.success, metadata: r && r.metadata });
+    }, function (e) { delete __signals[callId]; throw e; });
 };
 var __callReward = function (fn, summaryJson) {
-  return Promise.resolve(fn(JSON.parse(summaryJson))).then(function (v) { return JSON.stringify(v === undefined ? null : v); });
+  // NaN and ±Infinity survive the trip as tagged strings, so the error can say what came back.
+  return Promise.resolve(fn(JSON.parse(summaryJson))).then(function (v) { return JSON.stringify(v === undefined ? null : v, function (k, x) { return typeof x === 'number' && !isFinite(x) ? '\u0000nonfinite:' + String(x) : x; }); });
 };
 `;
 
@@ -39,19 +77,73 @@ export interface SandboxModule {
   exports: Record<string, unknown>;
   /** Console output so far (and clears it). */
   takeLogs(): string[];
+  /** Keep the context's timers firing while `p` runs. */
+  track<T>(p: Promise<T>): Promise<T>;
+  /** Start firing the context's timers (after code that may have set one). */
+  pump(): void;
+}
+
+/**
+ * ctx.readFile inside the context: the host reader is captured in a closure the user's code cannot
+ * reach, never throws into the context (its answer crosses as a JSON string, parsed by the
+ * context's JSON), so no host object or host Error is ever handed to user code.
+ */
+function installReader(context: vm.Context, workspace: string | undefined): void {
+  const reader = workspaceReader(workspace);
+  const host = (p: unknown): string => {
+    try {
+      return JSON.stringify({ ok: true, text: reader(String(p)) });
+    } catch (e) {
+      return JSON.stringify({ ok: false, error: String((e as Error)?.message ?? e) });
+    }
+  };
+  const install = vm.runInContext(
+    '(function (h) { return function (p) { var r = JSON.parse(h(String(p))); if (!r.ok) throw new Error(r.error); return r.text; }; })',
+    context,
+  ) as (h: (p: unknown) => string) => unknown;
+  (context as Record<string, unknown>).__readFile = install(host);
 }
 
 /** Evaluate compiled (CommonJS) user code in a fresh context; `timeoutMs` bounds the module's top level. */
-export function loadSandboxModule(code: string, path: string, timeoutMs: number): SandboxModule {
+export function loadSandboxModule(code: string, path: string, timeoutMs: number, workspace?: string): SandboxModule {
   const context = vm.createContext({});
   vm.runInContext(PRELUDE, context, { filename: 'sandbox-prelude.js' });
+  installReader(context, workspace);
+  let pumping: NodeJS.Timeout | undefined;
+  let inflight = 0;
+  // The context's timers are a list inside it; the worker fires the due ones while calls are in
+  // flight or timers are pending (a 5 ms tick), each firing under the vm timeout.
+  const pump = () => {
+    if (pumping) return;
+    pumping = setInterval(() => {
+      try {
+        vm.runInContext('__fireTimers(Date.now())', context, { timeout: timeoutMs, filename: `${path} (timer)` });
+      } catch (e) {
+        (context as Record<string, unknown>).__pumpError = String((e as Error)?.message ?? e);
+      }
+      if (inflight === 0 && (vm.runInContext('__nextDue()', context) as number) < 0) {
+        clearInterval(pumping);
+        pumping = undefined;
+      }
+    }, 5);
+    pumping.unref?.();
+  };
   const m: SandboxModule = {
     context,
     exports: {},
     takeLogs: () => JSON.parse(vm.runInContext('JSON.stringify(__logs.splice(0))', context)) as string[],
+    track<T>(p: Promise<T>): Promise<T> {
+      inflight++;
+      pump();
+      return p.finally(() => {
+        inflight--;
+      });
+    },
+    pump,
   };
   inContext(code, m, timeoutMs, path, path);
   m.exports = vm.runInContext('module.exports', context) as Record<string, unknown>;
+  if ((vm.runInContext('__nextDue()', context) as number) >= 0) pump();
   return m;
 }
 
@@ -70,10 +162,37 @@ export function toolExports(m: SandboxModule): [string, ToolLike][] {
   return Object.entries(m.exports).filter(([, v]) => isToolExport(v)) as [string, ToolLike][];
 }
 
-/** Call a tool inside its context. The synchronous part is bounded by `timeoutMs` (vm timeout). */
-export async function callToolInContext(m: SandboxModule, exportName: string, args: unknown, timeoutMs: number, path: string): Promise<{ content: string; success: boolean; metadata?: Record<string, unknown> }> {
-  const p = inContext(`__callTool(module.exports[${JSON.stringify(exportName)}], ${JSON.stringify(JSON.stringify(args ?? {}))})`, m, timeoutMs, path) as Promise<string>;
-  return JSON.parse(await p) as { content: string; success: boolean; metadata?: Record<string, unknown> };
+let callSeq = 0;
+
+/**
+ * Call a tool inside its context. The synchronous part is bounded by `timeoutMs` (vm timeout).
+ * `episode` names the episode whose ctx.episode object the call shares (kept in the context until
+ * endEpisode); `signal` aborting sets the context's ctx.signal and runs its abort listeners.
+ */
+export async function callToolInContext(m: SandboxModule, exportName: string, args: unknown, timeoutMs: number, path: string, opts: { episode?: number; signal?: AbortSignal } = {}): Promise<{ content: string; success: boolean; metadata?: Record<string, unknown> }> {
+  const callId = ++callSeq;
+  const episode = opts.episode ?? -callId; // no episode: a state of its own
+  const onAbort = () => {
+    try {
+      vm.runInContext(`__abortCall(${callId}, ${JSON.stringify(String((opts.signal?.reason as Error | undefined)?.message ?? opts.signal?.reason ?? 'aborted'))})`, m.context, { timeout: timeoutMs });
+    } catch {
+      /* a listener that loops is stopped by the vm timeout */
+    }
+  };
+  const p = inContext(`__callTool(module.exports[${JSON.stringify(exportName)}], ${JSON.stringify(JSON.stringify(args ?? {}))}, ${episode}, ${callId})`, m, timeoutMs, path) as Promise<string>;
+  opts.signal?.addEventListener('abort', onAbort, { once: true });
+  if (opts.signal?.aborted) onAbort();
+  try {
+    return JSON.parse(await m.track(p)) as { content: string; success: boolean; metadata?: Record<string, unknown> };
+  } finally {
+    opts.signal?.removeEventListener('abort', onAbort);
+    if (opts.episode === undefined) vm.runInContext(`__endEpisode(${episode})`, m.context);
+  }
+}
+
+/** Forget an episode's shared state (ctx.episode) in a module's context. */
+export function endEpisodeInContext(m: SandboxModule, episode: number): void {
+  vm.runInContext(`__endEpisode(${Number(episode)})`, m.context);
 }
 
 /** Run an expression in the context; an endless synchronous loop stops at `timeoutMs` with an error naming the file. */
@@ -94,12 +213,19 @@ export function rewardExport(m: SandboxModule, path: string): string {
   return name;
 }
 
+/** A returned value as the user wrote it: NaN and ±Infinity (tagged by __callReward) by name. */
+function describeReturned(v: unknown): string {
+  return JSON.stringify(v ?? null).replace(/"\\u0000nonfinite:(NaN|-?Infinity)"/g, '$1');
+}
+
 /** Score a summary with the module's reward; returns { reward, ...rest } (a bare number becomes { reward }). */
 export async function callRewardInContext(m: SandboxModule, path: string, summary: unknown, timeoutMs: number): Promise<{ reward: number; components?: Record<string, number> } & Record<string, unknown>> {
   const name = rewardExport(m, path);
   const p = inContext(`__callReward(module.exports[${JSON.stringify(name)}], ${JSON.stringify(JSON.stringify(summary))})`, m, timeoutMs, path) as Promise<string>;
-  const v = JSON.parse(await p) as unknown;
-  const reward = typeof v === 'number' ? v : (v as { reward?: unknown } | null)?.reward;
-  if (typeof reward !== 'number' || !Number.isFinite(reward)) throw new Error(`${path}: the reward function returned ${JSON.stringify(v)}; expected a finite number or { reward, components }`);
-  return typeof v === 'number' ? { reward } : (v as { reward: number });
+  const v = JSON.parse(await m.track(p)) as unknown;
+  // NaN / ±Infinity anywhere in what came back are named as the user wrote them (not "null").
+  const shown = describeReturned(v);
+  if (shown !== JSON.stringify(v ?? null)) throw new Error(`${path}: the reward function returned ${shown}; expected a finite number or { reward, components?, steps? }`);
+  const { components, ...rest } = normalizeRewardValue(v, path);
+  return Object.keys(components).length ? { ...rest, components } : rest;
 }

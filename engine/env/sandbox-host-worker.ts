@@ -6,7 +6,7 @@
  * overruns its time limit.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { callRewardInContext, callToolInContext, loadSandboxModule, rewardExport, toolExports, type SandboxModule } from './sandbox-context';
+import { callRewardInContext, callToolInContext, endEpisodeInContext, loadSandboxModule, rewardExport, toolExports, type SandboxModule } from './sandbox-context';
 
 export interface HostFile {
   path: string;
@@ -21,11 +21,18 @@ export interface HostToolSpec {
   path: string;
 }
 
-export type HostRequest = { id: number; op: 'tool'; name: string; args: unknown } | { id: number; op: 'reward'; summary: unknown };
+export type HostRequest =
+  | { id: number; op: 'tool'; name: string; args: unknown; episode: number }
+  | { id: number; op: 'reward'; summary: unknown }
+  /** The call `id`'s ctx.signal aborts (its timeout passed, or the episode was cancelled). */
+  | { id: number; op: 'abort'; reason: string }
+  /** An episode ended: forget its ctx.episode state. */
+  | { id: number; op: 'endEpisode'; episode: number };
 export type HostReply = { id: number; ok: true; value: unknown; logs: string[] } | { id: number; ok: false; error: { message: string; stack?: string; path: string }; logs: string[] };
 export type HostHello = { ready: true; tools: HostToolSpec[]; reward?: string } | { loadError: { message: string; stack?: string; path: string } };
 
-const { files, callTimeoutMs } = workerData as { files: HostFile[]; callTimeoutMs: number };
+const { files, callTimeoutMs, workspace } = workerData as { files: HostFile[]; callTimeoutMs: number; workspace?: string };
+const aborts = new Map<number, AbortController>();
 const errorOf = (e: unknown, path: string) => {
   const err = e && typeof e === 'object' && 'message' in e ? (e as Error) : new Error(String(e));
   return { message: String(err.message), stack: err.stack ? String(err.stack) : undefined, path };
@@ -39,7 +46,7 @@ try {
   const specs: HostToolSpec[] = [];
   for (const f of files) {
     loading = f.path;
-    const m = loadSandboxModule(f.code, f.path, callTimeoutMs);
+    const m = loadSandboxModule(f.code, f.path, callTimeoutMs, workspace);
     if (f.kind === 'reward') {
       rewardExport(m, f.path);
       reward = { m, path: f.path };
@@ -61,13 +68,27 @@ try {
 parentPort!.postMessage(hello);
 
 parentPort!.on('message', (req: HostRequest) => {
+  if (req.op === 'abort') {
+    aborts.get(req.id)?.abort(req.reason);
+    return;
+  }
+  if (req.op === 'endEpisode') {
+    for (const m of new Set([...tools.values()].map((t) => t.m))) endEpisodeInContext(m, req.episode);
+    return;
+  }
   const target = req.op === 'tool' ? tools.get(req.name) : reward;
   const path = target?.path ?? '';
   const work = async (): Promise<unknown> => {
     if (req.op === 'tool') {
       const t = tools.get(req.name);
       if (!t) throw new Error(`no sandboxed tool named "${req.name}"`);
-      return callToolInContext(t.m, t.exportName, req.args, callTimeoutMs, t.path);
+      const ac = new AbortController();
+      aborts.set(req.id, ac);
+      try {
+        return await callToolInContext(t.m, t.exportName, req.args, callTimeoutMs, t.path, { episode: req.episode, signal: ac.signal });
+      } finally {
+        aborts.delete(req.id);
+      }
     }
     if (!reward) throw new Error('this environment has no reward file');
     return callRewardInContext(reward.m, reward.path, req.summary, callTimeoutMs);

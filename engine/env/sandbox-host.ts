@@ -51,16 +51,24 @@ export class SandboxHost {
   private pending = new Map<number, { resolve: (r: HostReply) => void; reject: (e: Error) => void }>();
   private nextId = 1;
   private closed = false;
+  /** ctx.episode objects → the id their state has in the worker; freed there when the object is collected. */
+  private episodeIds = new WeakMap<object, number>();
+  private nextEpisode = 1;
+  private episodeGone = new FinalizationRegistry<number>((episode) => {
+    if (this.worker && !this.closed) this.worker.postMessage({ id: 0, op: 'endEpisode', episode } as HostRequest);
+  });
 
   private constructor(
     private readonly files: HostFile[],
     private readonly maps: Map<string, RawSourceMap>,
     private readonly limits: SandboxLimits,
     readonly rewardPath?: string,
+    private readonly workspace?: string,
   ) {}
 
   /** Compile and load the files; throws SandboxError (with the line) if one does not compile or load. */
-  static async open(env: { tools?: SourceFile[]; reward?: SourceFile }, limits: SandboxLimits = DEFAULT_SANDBOX_LIMITS): Promise<SandboxHost> {
+  /** `workspace`: the folder the tools may read with ctx.readFile. */
+  static async open(env: { tools?: SourceFile[]; reward?: SourceFile }, limits: SandboxLimits = DEFAULT_SANDBOX_LIMITS, workspace?: string): Promise<SandboxHost> {
     const files: HostFile[] = [];
     const maps = new Map<string, RawSourceMap>();
     const all = [...(env.tools ?? []).map((f) => ({ ...f, kind: 'tool' as const })), ...(env.reward ? [{ ...env.reward, kind: 'reward' as const }] : [])];
@@ -70,7 +78,7 @@ export class SandboxHost {
       files.push({ path: f.path, code: c.code, kind: f.kind });
       maps.set(f.path, c.map);
     }
-    const host = new SandboxHost(files, maps, limits, env.reward?.path);
+    const host = new SandboxHost(files, maps, limits, env.reward?.path, workspace);
     const hello = await host.start();
     if ('loadError' in hello) {
       await host.close();
@@ -84,9 +92,14 @@ export class SandboxHost {
   }
 
   /** Score an episode with the user's reward file. */
-  async reward(summary: EpisodeSummary): Promise<UserReward> {
+  async reward(summary: EpisodeSummary): Promise<UserReward & { steps?: number[] }> {
     if (!this.rewardPath) throw new Error('this environment has no reward file');
     return (await this.request({ op: 'reward', summary })) as UserReward;
+  }
+
+  /** The file that defines a tool. */
+  toolPath(name: string): string | undefined {
+    return this.toolPaths.get(name);
   }
 
   takeLogs(): string[] {
@@ -106,11 +119,23 @@ export class SandboxHost {
       name: spec.name,
       description: spec.description,
       parameters: spec.parameters,
-      execute: async (args): Promise<ToolResult> => {
-        const r = (await this.request({ op: 'tool', name: spec.name, args })) as ToolResult;
+      execute: async (args, ctx): Promise<ToolResult> => {
+        const r = (await this.request({ op: 'tool', name: spec.name, args, episode: this.episodeId(ctx?.episode) }, ctx?.signal)) as ToolResult;
         return { content: String(r.content ?? ''), success: r.success !== false, metadata: r.metadata };
       },
     };
+  }
+
+  /** The worker-side id of an episode's shared state (one per ctx.episode object). */
+  private episodeId(episode: object | undefined): number {
+    if (!episode) return 0;
+    let id = this.episodeIds.get(episode);
+    if (id === undefined) {
+      id = this.nextEpisode++;
+      this.episodeIds.set(episode, id);
+      this.episodeGone.register(episode, id);
+    }
+    return id;
   }
 
   private located(e: { message: string; stack?: string; path: string }): SandboxError {
@@ -121,7 +146,7 @@ export class SandboxHost {
 
   private start(): Promise<HostHello> {
     const worker = new Worker(BOOTSTRAP, {
-      workerData: { __module: WORKER, files: this.files, callTimeoutMs: this.limits.timeoutMs },
+      workerData: { __module: WORKER, files: this.files, callTimeoutMs: this.limits.timeoutMs, workspace: this.workspace },
       resourceLimits: { maxOldGenerationSizeMb: this.limits.memoryMb, maxYoungGenerationSizeMb: 16 },
       stdout: true,
       stderr: true,
@@ -175,7 +200,7 @@ export class SandboxHost {
     for (const p of ps) p.reject(err);
   }
 
-  private async request(req: { op: 'tool'; name: string; args: unknown } | { op: 'reward'; summary: unknown }): Promise<unknown> {
+  private async request(req: { op: 'tool'; name: string; args: unknown; episode: number } | { op: 'reward'; summary: unknown }, signal?: AbortSignal): Promise<unknown> {
     if (this.closed) throw new Error('the sandbox was closed');
     if (!this.worker) this.start();
     const hello = await this.starting!;
@@ -192,6 +217,8 @@ export class SandboxHost {
         reject: (e) => (clearTimeout(timer), reject(e)),
       });
       worker.postMessage({ ...req, id } as HostRequest);
+      // The call's ctx.signal aborts inside the sandbox too (the tool's abort listeners run there).
+      signal?.addEventListener('abort', () => worker.postMessage({ id, op: 'abort', reason: String((signal.reason as Error | undefined)?.message ?? signal.reason ?? 'aborted') } as HostRequest), { once: true });
     });
     if (!reply.ok) throw this.located(reply.error);
     return reply.value;

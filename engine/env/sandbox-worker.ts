@@ -5,7 +5,7 @@
  * helpers — no process, no filesystem, no timers, no other modules.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { runCall, type Tool } from './tool';
+import { DEFAULT_LIMITS, runCall, type Tool } from './tool';
 import type { EpisodeSummary } from './rewards';
 import { callRewardInContext, callToolInContext, loadSandboxModule, toolExports } from './sandbox-context';
 
@@ -18,6 +18,8 @@ export interface SandboxJob {
   args?: unknown;
   summary?: EpisodeSummary;
   callTimeoutMs: number;
+  /** Folder the tool may read with ctx.readFile. */
+  workspace?: string;
 }
 
 export interface SandboxReply {
@@ -33,7 +35,7 @@ parentPort!.postMessage({ ready: true });
 let logs = (): string[] => [];
 
 async function main(): Promise<SandboxReply> {
-  const m = loadSandboxModule(job.code, job.path, job.callTimeoutMs);
+  const m = loadSandboxModule(job.code, job.path, job.callTimeoutMs, job.workspace);
   logs = m.takeLogs;
   if (job.kind === 'tool') {
     const tools = toolExports(m);
@@ -47,9 +49,9 @@ async function main(): Promise<SandboxReply> {
       name: String(user.name),
       description: String(user.description ?? ''),
       parameters: JSON.parse(JSON.stringify(user.parameters ?? {})) as Record<string, unknown>,
-      execute: (args) => callToolInContext(m, exportName, args, job.callTimeoutMs, job.path),
+      execute: (args, ctx) => callToolInContext(m, exportName, args, job.callTimeoutMs, job.path, { episode: 1, signal: ctx.signal }),
     };
-    const out = await runCall(new Map([[proxy.name, proxy]]), { name: proxy.name, args: job.args as Record<string, unknown> }, { timeoutMs: job.callTimeoutMs, maxArgChars: 100_000, maxResultChars: 100_000 });
+    const out = await runCall(new Map([[proxy.name, proxy]]), { name: proxy.name, args: job.args as Record<string, unknown> }, { ...DEFAULT_LIMITS, timeoutMs: job.callTimeoutMs }, { episode: {} });
     const stack = out.thrown && typeof out.thrown === 'object' && 'stack' in out.thrown ? String((out.thrown as Error).stack) : undefined;
     return { ok: out.success, value: { content: out.result, success: out.success, metadata: out.metadata, latencyMs: out.latencyMs }, error: out.success ? undefined : { message: out.error ?? out.result, stack }, logs: logs() };
   }

@@ -110,8 +110,8 @@ async function run(source: string, path: string, job: Omit<SandboxJob, 'code' | 
 }
 
 /** Run the tool exported by `source` with `args`, as a model's call would run (validation, timeout). */
-export function tryTool(req: { source: string; path?: string; tool?: string; args: unknown }, limits: SandboxLimits = DEFAULT_SANDBOX_LIMITS): Promise<TryResult> {
-  return run(req.source, req.path ?? 'tool.ts', { kind: 'tool', tool: req.tool, args: req.args }, limits);
+export function tryTool(req: { source: string; path?: string; tool?: string; args: unknown; workspace?: string }, limits: SandboxLimits = DEFAULT_SANDBOX_LIMITS): Promise<TryResult> {
+  return run(req.source, req.path ?? 'tool.ts', { kind: 'tool', tool: req.tool, args: req.args, workspace: req.workspace }, limits);
 }
 
 /** Score an episode summary with the reward function exported by `source`. */

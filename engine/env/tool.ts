@@ -7,6 +7,8 @@
  * arguments, timeout, a throwing tool) becomes an error observation the model reads, never an
  * exception that ends the episode.
  */
+import { readFileSync, realpathSync, statSync } from 'node:fs';
+import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { Ajv, type ValidateFunction } from 'ajv';
 
 export interface ToolResult {
@@ -18,8 +20,13 @@ export interface ToolResult {
 export interface ToolContext {
   /** Aborted when the call times out or the episode is cancelled. */
   signal: AbortSignal;
-  /** Free-form episode state shared by the tools of one episode. */
+  /** Free-form episode state shared by the tools of one episode (a fresh object for the next episode). */
   episode: Record<string, unknown>;
+  /**
+   * Read a file under the workspace (read-only; a path relative to the workspace folder, e.g.
+   * `data/corpus.jsonl`), so a tool can load its corpus. Paths outside the workspace are refused.
+   */
+  readFile(path: string): string;
 }
 
 export interface Tool {
@@ -61,7 +68,7 @@ export interface CallLimits {
   maxResultChars: number;
 }
 
-export const DEFAULT_LIMITS: CallLimits = { timeoutMs: 5000, maxArgChars: 2000, maxResultChars: 2000 };
+export const DEFAULT_LIMITS: CallLimits = { timeoutMs: 5000, maxArgChars: 2000, maxResultChars: 4000 };
 
 const ajv = new Ajv({ allErrors: true, strict: false });
 const validators = new WeakMap<Tool, ValidateFunction>();
@@ -75,8 +82,41 @@ function validatorFor(tool: Tool): ValidateFunction {
   return v;
 }
 
+/** Largest file a tool may read through ctx.readFile. */
+export const MAX_READ_BYTES = 64 * 1024 * 1024;
+
+/** ctx.readFile over a workspace folder: relative paths only, no escape (symlinks resolved), size-capped. */
+export function workspaceReader(root: string | undefined): (path: string) => string {
+  return (path: string) => {
+    if (!root) throw new Error(`readFile("${path}"): this environment has no workspace folder`);
+    const p = String(path);
+    if (isAbsolute(p)) throw new Error(`readFile("${p}"): give a path relative to the workspace`);
+    let base: string, full: string;
+    try {
+      base = realpathSync(root);
+      full = realpathSync(resolve(base, p));
+    } catch {
+      throw new Error(`readFile("${p}"): no such file in the workspace`);
+    }
+    const rel = relative(base, full);
+    if (rel === '' || rel.startsWith('..') || isAbsolute(rel) || rel.split(sep)[0] === '..') throw new Error(`readFile("${p}"): outside the workspace`);
+    const st = statSync(full);
+    if (!st.isFile()) throw new Error(`readFile("${p}"): not a file`);
+    if (st.size > MAX_READ_BYTES) throw new Error(`readFile("${p}"): ${st.size} bytes, more than the ${MAX_READ_BYTES} a tool may read`);
+    return readFileSync(full, 'utf8');
+  };
+}
+
+/** What an episode lends its calls: the shared state, the workspace reader, the episode's cancellation. */
+export interface CallEnv {
+  episode?: Record<string, unknown>;
+  readFile?: (path: string) => string;
+  /** Aborts every call of the episode (the per-call timeout aborts only its own call). */
+  signal?: AbortSignal;
+}
+
 /** Run one parsed call against a tool set; never throws. */
-export async function runCall(tools: Map<string, Tool>, call: ParsedCall, limits: CallLimits = DEFAULT_LIMITS, episode: Record<string, unknown> = {}): Promise<CallOutcome> {
+export async function runCall(tools: Map<string, Tool>, call: ParsedCall, limits: CallLimits = DEFAULT_LIMITS, env: CallEnv = {}): Promise<CallOutcome> {
   const t0 = performance.now();
   const fail = (error: string): CallOutcome => ({ name: call.name, args: call.args, result: `Error: ${error}`, success: false, error, latencyMs: performance.now() - t0 });
   if (call.parseError) return fail(call.parseError);
@@ -91,15 +131,19 @@ export async function runCall(tools: Map<string, Tool>, call: ParsedCall, limits
     return fail(`invalid arguments for "${call.name}": ${msg}`);
   }
   const ac = new AbortController();
+  const onEpisodeAbort = () => ac.abort(env.signal?.reason);
+  env.signal?.addEventListener('abort', onEpisodeAbort, { once: true });
+  if (env.signal?.aborted) ac.abort(env.signal.reason);
+  const ctx: ToolContext = { signal: ac.signal, episode: env.episode ?? {}, readFile: env.readFile ?? workspaceReader(undefined) };
   let timer: NodeJS.Timeout | undefined;
   try {
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
-        ac.abort();
+        ac.abort(new Error(`tool "${call.name}" timed out after ${limits.timeoutMs} ms`));
         reject(new Error(`tool "${call.name}" timed out after ${limits.timeoutMs} ms`));
       }, limits.timeoutMs);
     });
-    const r = await Promise.race([Promise.resolve().then(() => tool.execute(call.args as Record<string, unknown>, { signal: ac.signal, episode })), timeout]);
+    const r = await Promise.race([Promise.resolve().then(() => tool.execute(call.args as Record<string, unknown>, ctx)), timeout]);
     let content = String(r.content ?? '');
     if (content.length > limits.maxResultChars) content = `${content.slice(0, limits.maxResultChars)} …[truncated]`;
     return { name: call.name, args: call.args, result: content, success: r.success !== false, error: r.success === false ? content : undefined, latencyMs: performance.now() - t0, metadata: r.metadata };
@@ -108,5 +152,6 @@ export async function runCall(tools: Map<string, Tool>, call: ParsedCall, limits
     return { ...fail(msg.startsWith('tool "') ? msg : `tool "${call.name}" failed: ${msg}`), thrown: e };
   } finally {
     clearTimeout(timer);
+    env.signal?.removeEventListener('abort', onEpisodeAbort);
   }
 }

@@ -10,7 +10,7 @@
  */
 import { traceGraph, type Graph } from '../tensor/graph';
 import { withGradients } from '../tensor/autodiff';
-import { OrtRunner } from '../tensor/ort';
+import { OrtRunner, emptyRunnerStats, type RunnerStats } from '../tensor/ort';
 import type { HostTensor } from '../tensor/host';
 import { initTfjs, runTfjs, type TfProgram } from '../tensor/tfjs';
 import { weightShapes, type ModelConfig } from './config';
@@ -18,7 +18,7 @@ import { copyFileSync, mkdirSync, writeFileSync, existsSync, readFileSync } from
 import { join, resolve } from 'node:path';
 import { initWeights, loadCheckpoint, saveCheckpoint, allocWeight, TOKENIZER_FILES, type Weights } from './checkpoint';
 import {
-  batchFeeds, buildAttentionBias, decodeInputSpecs, decodeProgram, LORA_SEED_INPUT, packSequences, programWeightShapes, scoreInputSpecs, scoreProgram,
+  batchFeeds, buildAttentionBias, decodeInputSpecs, decodeProgram, LORA_SEED_INPUT, packSequences, programWeightShapes, sampleFeeds, scoreInputSpecs, scoreProgram,
   trainInputSpecs, trainProgram, type LossSpec, type PackedBatch,
 } from './graphs';
 import { adapterShapes, initAdapters, isAdapterName, type LoraSpec } from './lora';
@@ -62,11 +62,15 @@ export interface DecodeInput {
   attentionMask: Int32Array; // [B, P + T]
   positionIds: Int32Array; // [B, T]
   past: { k: Float32Array; v: Float32Array }[]; // per layer [B, Hkv, P, hd]
+  /** Sampling-head inputs per row (default: u 0, 1/T 1, not greedy). */
+  sample?: { u: Float32Array; invTemp: Float32Array; greedy: Float32Array };
 }
 
 export interface DecodeOutput {
   logits: Float32Array; // [B, V]
   present: { k: Float32Array; v: Float32Array }[]; // per layer [B, Hkv, P + T, hd]
+  /** The sampling head's token, logprob and entropy per row. */
+  sampled: { ids: Int32Array; logprobs: Float32Array; entropy: Float32Array };
 }
 
 export interface TrainStepResult {
@@ -88,6 +92,7 @@ export class PolicyModel {
   private fullVersion = 0;
   private sentFull = new Map<string, number>();
   private disposed = false;
+  private decodeBuildMs = 0;
   readonly lora?: LoraSpec;
   /** LoRA dropout: training calls so far (each draws fresh masks from it). */
   private dropoutCalls = 0;
@@ -244,13 +249,7 @@ export class PolicyModel {
     return r;
   }
 
-  /** Run a program; `weights` overrides the policy's own weights for this call only. */
-  private async run(key: string, specs: () => Graph, program: TfProgram, feeds: Record<string, HostTensor>, weights?: Weights, grad?: { loss: string; wrt: string[] }): Promise<Record<string, HostTensor>> {
-    if (this.backend === 'tfjs') {
-      await initTfjs();
-      return runTfjs(program, { ...this.weightFeeds(weights), ...feeds }, grad);
-    }
-    const r = await this.runner(key, specs);
+  private syncWeights(key: string, r: OrtRunner): void {
     if (this.sentVersion.get(key) !== this.weightsVersion) {
       // Under LoRA the frozen base goes to a worker once; later updates send only the adapters.
       const full = this.sentFull.get(key) !== this.fullVersion || !this.lora;
@@ -258,6 +257,28 @@ export class PolicyModel {
       this.sentVersion.set(key, this.weightsVersion);
       this.sentFull.set(key, this.fullVersion);
     }
+  }
+
+  /**
+   * The decode program's runner (ORT backend) with the current weights sent: for a KV cache
+   * hosted in its worker (engine/rollout/worker-kv.ts). Call before every use.
+   */
+  decodeRunner = async (): Promise<OrtRunner> => {
+    if (this.backend !== 'ort') throw new Error('PolicyModel.decodeRunner: only the ORT backend runs decode in a worker');
+    const c = this.config;
+    const r = await this.runner('decode', () => traceGraph(decodeInputSpecs(c, this.lora), decodeProgram(c, this.lora)));
+    this.syncWeights('decode', r);
+    return r;
+  };
+
+  /** Run a program; `weights` overrides the policy's own weights for this call only. */
+  private async run(key: string, specs: () => Graph, program: TfProgram, feeds: Record<string, HostTensor>, weights?: Weights, grad?: { loss: string; wrt: string[] }): Promise<Record<string, HostTensor>> {
+    if (this.backend === 'tfjs') {
+      await initTfjs();
+      return runTfjs(program, { ...this.weightFeeds(weights), ...feeds }, grad);
+    }
+    const r = await this.runner(key, specs);
+    this.syncWeights(key, r);
     return r.run(weights ? { ...this.weightFeeds(weights, new Set(weights.keys())), ...feeds } : feeds);
   }
 
@@ -304,11 +325,13 @@ export class PolicyModel {
   /** One call of the KV-cache decode program (the rollout engine's KvDecodeFn). */
   decode = async (x: DecodeInput): Promise<DecodeOutput> => {
     const c = this.config;
+    const t0 = performance.now();
     const B = x.batch, T = x.newLength, P = x.pastLength, S = P + T;
     const feeds: Record<string, HostTensor> = {
       input_ids: { dtype: 'int32', shape: [B, T], data: x.inputIds },
       position_ids: { dtype: 'int32', shape: [B, T], data: x.positionIds },
       attn_bias: { dtype: 'float32', shape: [B, 1, T, S], data: buildAttentionBias(x.attentionMask, B, T, S) },
+      ...sampleFeeds(B, x.sample),
     };
     for (let i = 0; i < c.numLayers; i++) {
       const kvShape = [B, c.numKvHeads, P, c.headDim];
@@ -316,12 +339,29 @@ export class PolicyModel {
       feeds[`past_v_${i}`] = { dtype: 'float32', shape: kvShape, data: x.past[i]?.v ?? new Float32Array(0) };
     }
     const program = decodeProgram(c, this.lora);
+    this.decodeBuildMs += performance.now() - t0;
     const out = await this.run('decode', () => traceGraph(decodeInputSpecs(c, this.lora), program), program as TfProgram, feeds);
     return {
       logits: out.logits.data as Float32Array,
+      sampled: { ids: out.token.data as Int32Array, logprobs: out.token_logprob.data as Float32Array, entropy: out.token_entropy.data as Float32Array },
       present: Array.from({ length: c.numLayers }, (_, i) => ({ k: out[`present_k_${i}`].data as Float32Array, v: out[`present_v_${i}`].data as Float32Array })),
     };
   };
+
+  /**
+   * Cumulative timing of the decode program's calls (ORT backend): the runner's split (see
+   * RunnerStats) plus `buildMs`, building the feeds (attention bias) on this thread. For benchmarks.
+   */
+  async decodeStats(reset = false): Promise<RunnerStats & { buildMs: number }> {
+    const r = this.runners.get('decode');
+    const runner = r ? await r : undefined;
+    const out = { ...(runner?.stats ?? emptyRunnerStats()), buildMs: this.decodeBuildMs };
+    if (reset) {
+      if (runner) runner.stats = emptyRunnerStats();
+      this.decodeBuildMs = 0;
+    }
+    return out;
+  }
 
   /** Full-sequence logits of the last position for each sequence (no cache): the reference for decode. */
   async lastLogits(seqs: number[][]): Promise<Float32Array[]> {

@@ -12,6 +12,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { Template } from '@huggingface/jinja';
+import { readChatTemplates } from './chat-template';
 
 export interface ChatMessage { role: string; content: string }
 export interface ToolSpec { type: 'function'; function: { name: string; description: string; parameters: Record<string, unknown> } }
@@ -32,8 +33,10 @@ export class HfTokenizer implements TextTokenizer {
   private template: Template | null;
   private vocab: Map<string, number>;
   private config: Record<string, unknown>;
+  private json: Record<string, unknown>;
   constructor(tokenizerJson: Record<string, unknown>, tokenizerConfig: Record<string, unknown>) {
     this.tok = new Tokenizer(tokenizerJson, tokenizerConfig);
+    this.json = tokenizerJson;
     this.config = tokenizerConfig;
     const tpl = tokenizerConfig.chat_template;
     this.template = typeof tpl === 'string' ? new Template(tpl) : null;
@@ -53,10 +56,18 @@ export class HfTokenizer implements TextTokenizer {
         throw new Error(`${f}: invalid JSON (${(e as Error).message})`);
       }
     };
-    return new HfTokenizer(parse(tj), existsSync(tc) ? parse(tc) : {});
+    const config = existsSync(tc) ? parse(tc) : {};
+    // The chat template may live in chat_template.jinja or be one of several named ones (chat-template.ts).
+    const chat = readChatTemplates(folder, config);
+    if (chat.template !== undefined) config.chat_template = chat.template;
+    return new HfTokenizer(parse(tj), config);
   }
   encode(text: string): number[] {
     return [...this.tok.encode(text, { add_special_tokens: false }).ids];
+  }
+  /** As transformers' tokenizer(text) does: with the tokenizer.json post-processor's special tokens (e.g. Llama 3's BOS). */
+  encodeWithSpecialTokens(text: string): number[] {
+    return [...this.tok.encode(text, { add_special_tokens: true }).ids];
   }
   decode(ids: number[]): string {
     return this.tok.decode(ids, { skip_special_tokens: false });
@@ -88,6 +99,14 @@ export class HfTokenizer implements TextTokenizer {
   get padTokenId(): number {
     const p = tokenString(this.config.pad_token);
     return (p ? this.vocab.get(p) : undefined) ?? 0;
+  }
+  /** The unknown token's id (undefined for byte-level tokenizers, which have none): ToolEnv counts it as out-of-vocabulary. */
+  get unkTokenId(): number | undefined {
+    const u = tokenString(this.config.unk_token) || ((this.tokenizerModel.unk_token as string | undefined) ?? '');
+    return u ? this.vocab.get(u) : undefined;
+  }
+  private get tokenizerModel(): Record<string, unknown> {
+    return (this.json.model as Record<string, unknown>) ?? {};
   }
 }
 
@@ -180,4 +199,88 @@ export function writeWordTokenizer(folder: string, words: string[]): HfTokenizer
   writeFileSync(join(folder, 'tokenizer.json'), JSON.stringify(tokenizer));
   writeFileSync(join(folder, 'tokenizer_config.json'), JSON.stringify(config, null, 2));
   return new HfTokenizer(tokenizer, config);
+}
+
+/**
+ * A ChatML template for tiny byte-level models that can call tools (hermes format): the tools'
+ * names and JSON-schema parameters in a system message, tool results as
+ * `<tool_response> … </tool_response>` messages.
+ */
+export const TINY_TOOLS_CHAT_TEMPLATE =
+  "{%- if tools -%}<|im_start|>system tools:{% for t in tools %} {{ t.function.name }} {{ t.function.parameters | tojson }}{% endfor %}<|im_end|>{%- endif -%}" +
+  "{%- for m in messages -%}{%- if m.role == 'tool' -%}<|im_start|>tool <tool_response>{{ m.content }}</tool_response><|im_end|>" +
+  "{%- else -%}<|im_start|>{{ m.role }} {{ m.content }}<|im_end|>{%- endif -%}{%- endfor -%}" +
+  "{%- if add_generation_prompt -%}<|im_start|>assistant {% endif -%}";
+
+const BYTE_SPECIAL = ['<pad>', '<|endoftext|>', '<|im_start|>', '<|im_end|>'];
+
+/** GPT-2's byte → printable character table (what ByteLevel pre-tokenisers map bytes to). */
+function byteChars(): string[] {
+  const bs: number[] = [];
+  for (let i = 33; i <= 126; i++) bs.push(i);
+  for (let i = 161; i <= 172; i++) bs.push(i);
+  for (let i = 174; i <= 255; i++) bs.push(i);
+  const cs = bs.slice();
+  let n = 0;
+  for (let b = 0; b < 256; b++)
+    if (!bs.includes(b)) {
+      bs.push(b);
+      cs.push(256 + n++);
+    }
+  const out = new Array<string>(256);
+  bs.forEach((b, i) => (out[b] = String.fromCharCode(cs[i]!)));
+  return out;
+}
+
+/**
+ * A byte-level BPE tokenizer.json for tiny models: every byte is a token (so any text, JSON tool
+ * calls included, encodes and decodes exactly, and nothing is ever <unk>), plus merges that make
+ * the `maxMerges` most frequent pre-tokens of `texts` (words with their leading space,
+ * punctuation runs) single tokens. Loads in HF tokenizers (ByteLevel + BPE, as GPT-2/Qwen).
+ */
+export function buildByteBpeTokenizer(texts: string[], opts: { maxMerges?: number; chatTemplate?: string } = {}): { tokenizer: Record<string, unknown>; config: Record<string, unknown> } {
+  const table = byteChars();
+  const enc = new TextEncoder();
+  const toChars = (s: string) => [...enc.encode(s)].map((b) => table[b]!).join('');
+  const vocab: Record<string, number> = {};
+  let id = 0;
+  for (const t of BYTE_SPECIAL) vocab[t] = id++;
+  for (const c of table) vocab[c] ??= id++;
+  const freq = new Map<string, number>();
+  const pre = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
+  for (const t of texts) for (const m of t.match(pre) ?? []) if (m.length > 1) freq.set(m, (freq.get(m) ?? 0) + 1);
+  const merges: string[] = [];
+  const seen = new Set<string>();
+  const words = [...freq].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).map(([w]) => w);
+  const maxMerges = opts.maxMerges ?? 2000;
+  for (const w of words) {
+    const chars = [...toChars(w)];
+    let cur = chars[0]!;
+    for (const ch of chars.slice(1)) {
+      if (merges.length >= maxMerges) break;
+      const m = `${cur} ${ch}`;
+      cur += ch;
+      if (!seen.has(m)) {
+        seen.add(m);
+        merges.push(m);
+      }
+      vocab[cur] ??= id++;
+    }
+  }
+  const tokenizer = {
+    version: '1.0',
+    truncation: null,
+    padding: null,
+    added_tokens: BYTE_SPECIAL.map((content, i) => ({ id: i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true })),
+    normalizer: null,
+    pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true },
+    post_processor: null,
+    decoder: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true },
+    model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false, byte_fallback: false, vocab, merges },
+  };
+  const config: Record<string, unknown> = {
+    tokenizer_class: 'PreTrainedTokenizerFast', clean_up_tokenization_spaces: false, bos_token: null, eos_token: '<|im_end|>', pad_token: '<pad>', unk_token: null, model_max_length: 1024,
+    chat_template: opts.chatTemplate ?? TINY_TOOLS_CHAT_TEMPLATE,
+  };
+  return { tokenizer, config };
 }

@@ -14,6 +14,7 @@
  */
 import { rmsNorm, silu, type Ops } from '../tensor/ops';
 import type { ModelConfig } from './config';
+import { rotaryAngles } from './rope';
 import { loraDelta, loraFor, type LoraApplied, type LoraContext } from './lora';
 
 export interface TransformerInputs<T> {
@@ -21,6 +22,11 @@ export interface TransformerInputs<T> {
   positionIds: T;
   attnBias: T;
   past?: { k: T; v: T }[];
+  /**
+   * Sequence length beyond the last input position (dynamic RoPE only): 1 for score/train, whose
+   * last target is not an input, so the length matches transformers' forward over the whole sequence.
+   */
+  ropeLengthOffset?: number;
 }
 
 export interface TransformerOutputs<T> {
@@ -52,12 +58,15 @@ interface Rope<T> { cos: T; sin: T; cosQ: T; sinQ: T }
  * costs B·T·hd multiplies once per call instead of B·H·T·S per layer on the scores, and the
  * same again in the backward pass).
  */
-function rotary<T>(o: Ops<T>, c: ModelConfig, positionIds: T): Rope<T> {
-  const half = c.headDim / 2;
-  const invFreq = Array.from({ length: half }, (_, i) => 1 / Math.pow(c.ropeTheta, (2 * i) / c.headDim));
-  const freqs = o.mul(o.unsqueeze(o.cast(positionIds, 'float32'), [2]), o.constant(invFreq, [half])); // [B, T, half]
+function rotary<T>(o: Ops<T>, c: ModelConfig, positionIds: T, lengthOffset = 0): Rope<T> {
+  // rope_scaling (linear / dynamic / yarn / llama3) is applied in rope.ts; yarn scales cos/sin.
+  const { angles: freqs, attentionFactor } = rotaryAngles(o, c, positionIds, lengthOffset); // [B, T, half]
   const emb = o.unsqueeze(o.concat([freqs, freqs], 2), [1]); // [B, 1, T, hd]
-  const cos = o.cos(emb), sin = o.sin(emb);
+  let cos = o.cos(emb), sin = o.sin(emb);
+  if (attentionFactor !== 1) {
+    cos = o.mul(cos, o.scalar(attentionFactor));
+    sin = o.mul(sin, o.scalar(attentionFactor));
+  }
   const scale = o.scalar(1 / Math.sqrt(c.headDim));
   return { cos, sin, cosQ: o.mul(cos, scale), sinQ: o.mul(sin, scale) };
 }
@@ -118,7 +127,7 @@ function mlp<T>(o: Ops<T>, w: Record<string, T>, p: string, x: T, lora?: LoraCon
 /** `lora`: add the adapters found in `w` (engine/model/lora.ts) to the targeted linear layers. */
 export function transformer<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, x: TransformerInputs<T>, lora?: LoraContext<T>): TransformerOutputs<T> {
   let h = o.gather(w['model.embed_tokens.weight'], x.inputIds);
-  const rope = rotary(o, c, x.positionIds);
+  const rope = rotary(o, c, x.positionIds, x.ropeLengthOffset);
   const present: { k: T; v: T }[] = [];
   for (let i = 0; i < c.numLayers; i++) {
     const p = `model.layers.${i}`;

@@ -226,7 +226,8 @@ export const api = {
     result: exportResultSchema,
   },
   /** Import a verl / Agent-R1 rollout dump folder ({step}.jsonl) as a run; progress as `import` events. */
-  'runs.importVerl': { params: z.object({ dir: z.string().min(1), name: z.string().optional() }), result: importResultSchema },
+  /** `dir`: a dump folder ({step}.jsonl) or one .jsonl file; `tokenizer`: the model folder that decodes agent-loop token ids. */
+  'runs.importVerl': { params: z.object({ dir: z.string().min(1), name: z.string().optional(), tokenizer: z.string().min(1).optional() }), result: importResultSchema },
   'metrics.series': {
     params: z.object({ runId: z.string().min(1), keys: z.array(z.string()).optional(), maxPoints: z.number().int().positive().max(20000).optional() }),
     result: z.record(z.string(), seriesSchema),
@@ -273,7 +274,9 @@ export const events = {
   queue: queueStateSchema,
   chat: chatEventSchema,
   /** Progress of runs.importVerl. */
-  import: z.object({ dir: z.string(), file: z.string(), samples: num }),
+  import: z.object({ dir: z.string(), file: z.string(), samples: num, filesDone: num.optional(), filesTotal: num.optional() }),
+  /** Progress of runs.export (trajectories written so far of the run's total). */
+  export: z.object({ runId: z.string(), done: num, total: num }),
 } as const;
 
 export type EngineEventName = keyof typeof events;

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { episodeToRecord } from '../train/store-sink';
+import { memoryLimitHits } from '../train/sinks';
 import type { RunTemplate } from './runs';
 import type { EngineServer } from './server';
 
@@ -22,71 +23,68 @@ interface TemplateSpec {
   workspace?: string;
 }
 
-const environmentSchema = z.strictObject({
-  tools: z.array(z.string().regex(/^tools\/.+\.ts$/, 'a workspace file tools/<name>.ts')).default([]),
-  reward: z.string().regex(/^rewards\/.+\.ts$/, 'a workspace file rewards/<name>.ts').optional(),
-});
+/** `environment` as the launch form offers it: the format and limits; in the user template also workspace files. */
+function formEnvironmentSchema(formats: [string, ...string[]], workspace: boolean) {
+  const base = {
+    format: z.enum(formats).default('search-r1').describe('tool-call format'),
+    max_calls_per_turn: z.number().int().positive().max(16).default(2),
+    tool_timeout_ms: z.number().int().positive().default(5000),
+    max_observation_tokens: z.number().int().positive().default(256),
+  };
+  if (!workspace) return z.strictObject(base);
+  return z.strictObject({
+    ...base,
+    tools: z.array(z.string().regex(/^tools\/.+\.ts$/, 'a workspace file tools/<name>.ts')).default([]),
+    reward: z.string().regex(/^rewards\/.+\.ts$/, 'a workspace file rewards/<name>.ts').optional(),
+    tasks: z.string().regex(/^envs\/.+\.jsonl$/, 'a workspace file envs/<name>.jsonl').optional(),
+  });
+}
 
-/** A user environment template's config: the experiment config plus `environment` (its workspace files). */
-function splitUserConfig(config: Record<string, unknown>, workspace: string) {
-  const { environment, ...rest } = config;
-  const env = environmentSchema.safeParse(environment ?? {});
+/** A template's config with `environment`'s workspace files checked and made absolute (workspace: tools may read it). */
+function resolveEnvironment(config: Record<string, unknown>, schema: z.ZodType, workspace?: string): Record<string, unknown> {
+  const env = schema.safeParse(config.environment ?? {});
   if (!env.success) {
     const i = env.error.issues[0]!;
     throw new Error(`environment${i.path.length ? '.' + i.path.join('.') : ''}: ${i.message}`);
   }
-  for (const f of [...env.data.tools, ...(env.data.reward ? [env.data.reward] : [])])
+  const e = env.data as { tools?: string[]; reward?: string; tasks?: string };
+  if (!workspace) return { ...config, environment: e };
+  for (const f of [...(e.tools ?? []), ...(e.reward ? [e.reward] : []), ...(e.tasks ? [e.tasks] : [])])
     if (!existsSync(join(workspace, f))) throw new Error(`environment: no file ${f} in the workspace (${workspace})`);
-  return { env: env.data, rest };
+  return { ...config, environment: { ...e, workspace } };
 }
 
 async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
   const { experimentJsonSchema, validateConfig } = await import('../train/config');
   const { workspace, ...info } = t;
+  const { FORMAT_NAMES } = await import('../env/formats');
   const schema = experimentJsonSchema();
-  // `environment` is the user template's (workspace files, below); the CLI's takes file paths.
+  const envSchema = formEnvironmentSchema(FORMAT_NAMES, !!workspace);
+  // `environment` as the form offers it: workspace files in the user template, the format everywhere.
   const { environment: _cliEnvironment, ...properties } = schema.properties as Record<string, unknown>;
   const check = (config: Record<string, unknown>) => {
-    if (!workspace) {
-      const e = config.environment as { tools?: unknown[]; reward?: unknown } | undefined;
-      if (e && (e.tools?.length || e.reward)) throw new Error('environment: user tools and rewards run from the "Your environment" template (its files live in the workspace)');
-      return { cfg: validateConfig(config, { checkFiles: true }) };
-    }
-    const { env, rest } = splitUserConfig(config, workspace);
-    // Relative paths (task.dataset: envs/qa.jsonl) are the workspace's.
-    const cfg = validateConfig(rest, { checkFiles: true, baseDir: workspace });
-    if (cfg.task.kind !== 'qa') throw new Error(`task.kind: a user environment trains on a workspace dataset; use "qa" (got "${cfg.task.kind}")`);
-    return { cfg, env };
+    const e = config.environment as { tools?: unknown[]; reward?: unknown; tasks?: unknown } | undefined;
+    if (!workspace && e && (e.tools?.length || e.reward || e.tasks)) throw new Error('environment: user tools, rewards and task files run from the "Your environment" template (its files live in the workspace)');
+    // Relative paths (task.dataset: envs/qa.jsonl, environment files) are the workspace's.
+    return { cfg: validateConfig(resolveEnvironment(config, envSchema, workspace), { checkFiles: true, baseDir: workspace }) };
   };
   return {
     ...info,
-    schema: { ...schema, properties: workspace ? { ...properties, environment: z.toJSONSchema(environmentSchema, { io: 'input' }) } : properties },
+    schema: { ...schema, properties: { ...properties, environment: z.toJSONSchema(envSchema, { io: 'input' }) } },
     validate(config) {
       check(config);
     },
     async run(ctx) {
       const { runExperiment } = await import('../train/experiment');
       const { openTaskSession, decoderFor } = await import('../train/wiring');
-      const { cfg, env } = check(ctx.config);
-      let decode = decoderFor(cfg);
-      let session: Awaited<ReturnType<typeof openTaskSession>>;
-      let host: { close(): Promise<void>; takeLogs(): string[] } | undefined;
-      if (env && workspace) {
-        // The user's tools and reward in one sandbox worker for the whole run.
-        const { openUserEnvironment, userEnvKit } = await import('../train/user-kit');
-        const { buildTaskSession } = await import('../train/session');
-        const h = await openUserEnvironment(env, workspace);
-        host = h;
-        try {
-          const kit = userEnvKit(cfg, h);
-          decode = (ids) => kit.tokenizer.decode(ids);
-          session = await buildTaskSession(cfg, kit);
-        } catch (e) {
-          await h.close();
-          throw e;
-        }
-        ctx.log(`environment: tools ${[...h.tools.keys()].join(', ') || '(built-in search)'}; reward ${env.reward ?? '(built-in exact match)'}`);
-      } else session = await openTaskSession(cfg);
+      const { hasUserFiles } = await import('../train/config');
+      const { cfg } = check(ctx.config);
+      const decode = decoderFor(cfg);
+      const session = await openTaskSession(cfg);
+      if (hasUserFiles(cfg))
+        ctx.log(`environment: format ${cfg.environment.format}; tools ${cfg.environment.tools.map((f) => f.slice((workspace ?? '').length + 1)).join(', ') || '(built-in)'}; reward ${cfg.environment.reward ? cfg.environment.reward.slice((workspace ?? '').length + 1) : '(built-in exact match)'}`);
+      for (const w of session.warnings ?? []) ctx.log(`warning: ${w}`);
+      const host = session.takeLogs ? { takeLogs: () => session.takeLogs!() } : undefined;
       ctx.log(`training ${cfg.task.kind} for ${cfg.steps} steps (${cfg.algorithm.adv_estimator}, backend ${cfg.backend})`);
       try {
         // Completed when every step ran, even if a stop arrived during the last one.
@@ -101,12 +99,16 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
               ctx.metric(step, values);
             },
             truncateAfter: (step) => ctx.truncateAfter(step),
-            trajectories: (step, episodes, advantages, extra) =>
+            trajectories: (step, episodes, advantages, extra) => {
+              // Tool calls the sandbox cut off at its memory limit: the run's log says so.
+              const hits = memoryLimitHits(episodes);
+              if (hits.length) ctx.log(`step ${step}: ${hits.length} tool call(s) exceeded the sandbox memory limit (${[...new Set(hits.map((h) => h.name))].join(', ')}): ${hits[0]!.error}`, 'warn');
               ctx.trajectories(
                 step,
                 episodes.map((e) => episodeToRecord(step, e, advantages.get(e), decode, { refLogprobs: extra?.refLogprobs?.get(e), values: extra?.values?.get(e) })),
                 { full: step % cfg.logging.full_trajectories_every === 0 },
-              ),
+              );
+            },
             event: (kind, payload) => {
               if (kind === 'checkpoint' && typeof payload.step === 'number' && typeof payload.dir === 'string') ctx.checkpoint(payload.step, payload.dir);
               else ctx.log(`${kind}: ${JSON.stringify(payload)}`);
@@ -116,7 +118,6 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
         });
       } finally {
         await session.close();
-        await host?.close();
       }
     },
   };
@@ -167,12 +168,22 @@ export async function registerAreaHandlers(engine: EngineServer): Promise<void> 
   engine.on('sandbox.tryTool', (p: { source: string; path?: string; tool?: string; args: unknown }) => sb.tryTool(p));
   engine.on('sandbox.tryReward', (p: { source: string; path?: string; trajectoryId: string }) => {
     const t = engine.store!.getTrajectory(p.trajectoryId);
-    const o = t.outcomeData as { answer?: string; golds?: string[]; formatOk?: boolean; toolCalls?: number; toolErrors?: number; gts?: unknown };
+    const o = t.outcomeData as { answer?: string; golds?: string[]; formatOk?: boolean; toolCalls?: number; toolErrors?: number; gts?: unknown; meta?: unknown };
     const golds = o.golds ?? (typeof o.gts === 'string' ? [o.gts] : Array.isArray(o.gts) ? (o.gts as string[]) : []);
+    // The episode as training hands it to the reward: the task (with its meta), every model turn with its calls.
+    const meta = (o.meta ?? {}) as Record<string, unknown>;
+    const history = t.turnsData.filter((u) => u.role === 'model').map((u) => {
+      const calls = (u.toolCalls as { name?: string; args?: unknown; result?: string; error?: string }[]).map((c) => ({
+        name: String(c.name ?? ''), args: c.args, result: String(c.result ?? ''), success: !c.error, ...(c.error ? { error: String(c.error) } : {}),
+      }));
+      return { text: u.text, calls, errors: [] as string[] };
+    });
+    const calls = history.flatMap((h) => h.calls);
     const summary = {
-      answer: o.answer, golds, turns: t.turnsData.filter((u) => u.role === 'model').map((u) => u.text),
-      formatOk: o.formatOk ?? true, toolCalls: o.toolCalls ?? 0, toolErrors: o.toolErrors ?? 0,
-      retrieved: t.turnsData.filter((u) => u.role === 'tool').map((u) => u.text), supporting: [],
+      task: { id: t.task ?? 'task', prompt: typeof meta.question === 'string' ? meta.question : t.prompt, answers: golds, meta },
+      history, answer: o.answer, golds, turns: history.map((h) => h.text),
+      formatOk: o.formatOk ?? true, toolCalls: o.toolCalls ?? calls.length, toolErrors: o.toolErrors ?? calls.filter((c) => !c.success).length,
+      retrieved: calls.filter((c) => c.success).map((c) => c.result), supporting: [],
     };
     return sb.tryReward({ source: p.source, path: p.path, summary });
   });

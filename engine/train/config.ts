@@ -14,6 +14,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, extname, isAbsolute, join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { FORMAT_NAMES } from '../env/formats';
 import { LORA_TARGETS } from '../model/lora';
 import { ESTIMATORS } from '../rl/index';
 import { KL_ESTIMATORS } from '../rl/kl';
@@ -31,7 +32,8 @@ export const SCHEDULES = ['cosine', 'constant'] as const;
 export const BACKENDS = ['ort', 'tfjs'] as const;
 /** ONNX Runtime devices (engine/tensor/ort.ts resolveProviders). */
 export const DEVICES = ['auto', 'cpu', 'cuda', 'dml', 'coreml'] as const;
-export const TASK_KINDS = ['multihop', 'qa'] as const;
+/** Task kinds (engine/train/tasks.ts registry): multihop (built-in world), qa (a QA dataset + BM25 search), custom (environment.tasks + your tools). */
+export const TASK_KINDS = ['multihop', 'qa', 'custom'] as const;
 /** The policy loss: PPO-clip (with clip-higher and dual clip) or GSPO's sequence-level ratio (engine/rl/policy-losses.ts). */
 export const POLICY_LOSSES = keysOf(POLICY_LOSS_REGISTRY);
 
@@ -142,6 +144,19 @@ const algorithmSchema = z.strictObject({
     })
     .prefault({}),
   process_rewards: z.boolean().default(false),
+  /** GiGPO (adv_estimator: gigpo): A = episode advantage + step_weight × step advantage. */
+  gigpo: z
+    .strictObject({
+      /** ω, the weight of the step-level advantage. */
+      step_weight: nonNeg().default(1),
+      /** Discount of the step returns R_k = r_k + γ·R_{k+1} (0.95 in the paper's runs). */
+      gamma: prob().default(0.95),
+      /** mean_norm: subtract the group / step-group mean (default); mean_std_norm: also divide by the std (verl-agent's modes). */
+      mode: z.enum(['mean_norm', 'mean_std_norm']).default('mean_norm'),
+      /** Also group steps whose observations are this similar (difflib ratio, as verl-agent's enable_similarity; 0.95 there); null = exact match only. */
+      similarity_threshold: z.number().gt(0).lt(1).nullable().default(null),
+    })
+    .prefault({}),
 });
 
 const optimSchema = z.strictObject({
@@ -181,15 +196,28 @@ const loggingSchema = z.strictObject({
 });
 
 /**
- * A user environment: TypeScript tool and reward files (the Tool / reward API of engine/env, run
- * in the sandbox), paths relative to the config file. Needs task.kind "qa" (its dataset gives the
- * questions and, when no search tool is given, the corpus).
+ * The episode environment (engine/env ToolEnv): the tool-call format, the researcher's own
+ * TypeScript tool and reward files (the Tool / reward API of engine/env, run in the sandbox),
+ * a task file, and the limits every path (training, rollout, eval, playground) applies. Paths
+ * are relative to the config file.
  */
 const environmentSchema = z.strictObject({
-  /** Tool files; the search-R1 format calls a tool named "search" taking { query }. */
+  /** Tool-call format (engine/env/formats.ts registry): search-r1 (<search>), hermes (<tool_call> JSON, chat template), tags (<toolname>). */
+  format: z.enum(FORMAT_NAMES).default('search-r1').describe('tool-call format: search-r1, hermes (Qwen <tool_call> JSON) or tags (<toolname>)'),
+  /** Tool files, any number, any tool names (each exports Tool objects); they join the task's built-in tools (a same-named one replaces it). */
   tools: z.array(z.string().min(1)).default([]),
-  /** Reward file (default export (trajectory, ctx) → number or components). */
+  /** Reward file: exports `reward(episode)` (or default) → a number or { reward, components?, steps? } (steps: one per tool call, used by algorithm.process_rewards). */
   reward: z.string().min(1).optional(),
+  /** task.kind "custom": a JSONL task file, one {id, prompt | messages, answers?, meta?} per line (QA rows {question, answers, context?} too). */
+  tasks: z.string().min(1).optional(),
+  /** Folder tools may read through ctx.readFile (read-only); default: the config file's folder. */
+  workspace: z.string().min(1).optional(),
+  /** Most tool calls run from one model turn (search-r1: queries of one search); the rest get an error. */
+  max_calls_per_turn: posInt().max(16).default(2),
+  /** Per-call time limit; ctx.signal aborts when it passes. */
+  tool_timeout_ms: posInt().default(5000),
+  /** Tool results of one turn are cut to this many tokens in all. */
+  max_observation_tokens: posInt().default(256),
 });
 
 const checkpointSchema = z.strictObject({
@@ -209,7 +237,7 @@ export const experimentSchema = z.strictObject({
   eval: evalSchema.prefault({}),
   checkpoint: checkpointSchema.prefault({}),
   logging: loggingSchema.prefault({}),
-  environment: environmentSchema.optional(),
+  environment: environmentSchema.prefault({}),
   seed: nonNegInt().default(0),
   backend: z.enum(BACKENDS).default('ort'),
   /** ONNX Runtime device: auto = CUDA (or DirectML/CoreML) when its provider loads, else CPU. */
@@ -291,15 +319,14 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
   if (cfg.model.path) cfg.model.path = abs(cfg.model.path);
   if (cfg.task.dataset) cfg.task.dataset = abs(cfg.task.dataset);
   if (cfg.sft.demos_path) cfg.sft.demos_path = abs(cfg.sft.demos_path);
-  // An environment naming no files (e.g. a form's empty defaults) is the built-in one.
-  if (cfg.environment && cfg.environment.tools.length === 0 && !cfg.environment.reward) delete cfg.environment;
-  if (cfg.environment) {
-    cfg.environment.tools = cfg.environment.tools.map(abs);
-    if (cfg.environment.reward) cfg.environment.reward = abs(cfg.environment.reward);
-  }
+  const env = cfg.environment;
+  env.tools = env.tools.map(abs);
+  if (env.reward) env.reward = abs(env.reward);
+  if (env.tasks) env.tasks = abs(env.tasks);
+  env.workspace = abs(env.workspace ?? '.');
   const issues: { field: string; message: string }[] = [];
-  if (cfg.environment && cfg.task.kind !== 'qa')
-    issues.push({ field: 'environment', message: `a user environment trains on a dataset of questions; set task.kind "qa" and task.dataset (got task.kind "${cfg.task.kind}")` });
+  if (cfg.task.kind === 'custom' && !env.tasks) issues.push({ field: 'environment.tasks', message: 'required for task.kind "custom" (a JSONL file of {id, prompt | messages, answers?, meta?})' });
+  if (cfg.task.kind !== 'custom' && env.tasks) issues.push({ field: 'environment.tasks', message: `a task file is read by task.kind "custom" (got task.kind "${cfg.task.kind}")` });
   if (cfg.algorithm.mini_batches > cfg.rollout.prompts_per_step * cfg.rollout.n)
     issues.push({ field: 'algorithm.mini_batches', message: `must be ≤ rollout.prompts_per_step × rollout.n = ${cfg.rollout.prompts_per_step * cfg.rollout.n}` });
   if (cfg.task.kind === 'qa' && !cfg.task.dataset) issues.push({ field: 'task.dataset', message: 'required for task.kind "qa" (a JSONL file of questions)' });
@@ -326,12 +353,17 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
       issues.push({ field: 'task.dataset', message: `file not found: ${cfg.task.dataset}` });
     if (cfg.sft.demos_path && !existsSync(cfg.sft.demos_path))
       issues.push({ field: 'sft.demos_path', message: `file not found: ${cfg.sft.demos_path}` });
-    cfg.environment?.tools.forEach((f, i) => existsSync(f) || issues.push({ field: `environment.tools[${i}]`, message: `file not found: ${f}` }));
-    if (cfg.environment?.reward && !existsSync(cfg.environment.reward))
-      issues.push({ field: 'environment.reward', message: `file not found: ${cfg.environment.reward}` });
+    env.tools.forEach((f, i) => existsSync(f) || issues.push({ field: `environment.tools[${i}]`, message: `file not found: ${f}` }));
+    if (env.reward && !existsSync(env.reward)) issues.push({ field: 'environment.reward', message: `file not found: ${env.reward}` });
+    if (env.tasks && !existsSync(env.tasks)) issues.push({ field: 'environment.tasks', message: `file not found: ${env.tasks}` });
   }
   if (issues.length) throw new ConfigError(issues, opts.file);
   return cfg;
+}
+
+/** Whether the config names user files (tools or a reward) that run in the sandbox. */
+export function hasUserFiles(cfg: ExperimentConfig): boolean {
+  return cfg.environment.tools.length > 0 || cfg.environment.reward !== undefined;
 }
 
 /** Parse YAML or JSON text (JSON is YAML, but a .json file gets JSON's stricter parser). */

@@ -39,8 +39,12 @@ export interface Episode {
   meta?: Record<string, unknown>;
   /** Tool calls of each model turn (name, arguments, result, error, latency), at the turn's last token index. */
   toolCallRecords?: { at: number; calls: unknown[] }[];
+  /** The model turns, [start, end) in `tokens`, with the observation the model saw before each (GiGPO's anchor states). */
+  steps?: { start: number; end: number; observation: string }[];
   /** The rollout's timings of this episode (total, model and environment ms, token counts). */
   timings?: Record<string, number>;
+  /** Unknown-token (<unk>) ids in the prompt and observations: text the tokenizer could not represent. */
+  oovTokens?: number;
 }
 
 export function modelTokenCount(e: Episode): number {
@@ -82,6 +86,7 @@ export function episodeMetrics(episodes: Episode[], prefix = ''): Record<string,
   m[`${prefix}response_length/max`] = Math.max(...lens);
   m[`${prefix}total_length/mean`] = episodes.reduce((a, e) => a + e.tokens.length, 0) / n;
   m[`${prefix}truncated_rate`] = episodes.filter((e) => e.truncated).length / n;
+  m[`${prefix}oov_tokens_per_episode`] = episodes.reduce((a, e) => a + (e.oovTokens ?? 0), 0) / n;
   let hSum = 0;
   let hCount = 0;
   for (const e of episodes)

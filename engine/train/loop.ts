@@ -58,7 +58,7 @@ export interface AdvantagePort {
     refLogprobs?: Map<Episode, Float32Array>;
     oldLogprobs: Map<Episode, Float32Array>;
     values?: Map<Episode, Float32Array>;
-  }): { advantages: Map<Episode, Float32Array>; returns?: Map<Episode, Float32Array> };
+  }): { advantages: Map<Episode, Float32Array>; returns?: Map<Episode, Float32Array>; metrics?: Record<string, number> };
   /** Critic values (PPO + GAE only). */
   values?(episodes: Episode[]): Promise<Float32Array[]>;
 }
@@ -167,8 +167,9 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     let episodes = await rollout.sample({ step, seed, prompts: cfg.rollout.prompts_per_step, n: cfg.rollout.n, round: 0 });
     const all = episodes.slice();
     if (alg.dynamic_sampling.enabled) {
-      let { kept, dropped } = dropFlatGroups(episodes);
-      let droppedTotal = dropped;
+      const first = dropFlatGroups(episodes);
+      let kept = first.kept;
+      let droppedTotal = first.dropped;
       const want = cfg.rollout.prompts_per_step * cfg.rollout.n;
       for (let round = 1; kept.length < want && round <= alg.dynamic_sampling.max_rounds; round++) {
         const more = await rollout.sample({ step, seed: stepSeed(cfg.seed, step, round), prompts: cfg.rollout.prompts_per_step, n: cfg.rollout.n, round });
@@ -220,7 +221,8 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     const scoreMs = performance.now() - t1;
 
     // ---- advantages -------------------------------------------------------------------------
-    const { advantages, returns } = advantage.compute({ episodes, refLogprobs, oldLogprobs, values });
+    const { advantages, returns, metrics: estimatorMetrics } = advantage.compute({ episodes, refLogprobs, oldLogprobs, values });
+    Object.assign(m, estimatorMetrics);
     let aSum = 0;
     let aAbs = 0;
     let aN = 0;
@@ -278,6 +280,7 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     m['time/score_s'] = scoreMs / 1000;
     m['time/update_s'] = updateMs / 1000;
     const stepTokens = all.reduce((a, e) => a + modelTokenCount(e), 0);
+    m['rollout/model_tokens'] = stepTokens;
     m['perf/rollout_tokens_per_s'] = stepTokens / Math.max(1e-9, rolloutMs / 1000);
     m['perf/update_tokens_per_s'] = agg.tokens / Math.max(1e-9, updateMs / 1000);
     m['perf/tokens_per_s'] = (stepTokens + agg.tokens) / Math.max(1e-9, (rolloutMs + scoreMs + updateMs) / 1000);

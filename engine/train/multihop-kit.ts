@@ -8,18 +8,18 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { searchR1Format } from '../env/formats';
+import { searchR1Format, type ToolCallFormat } from '../env/formats';
 import { TASK_PROMPT_TEMPLATE } from '../env/multihop-task';
 import { generateQuestions, generateWorld, multihopVocabulary, mulberry32, type Question, type World } from '../env/multihop';
-import { weightedReward } from '../env/rewards';
+import type { SandboxHost } from '../env/sandbox-host';
 import { Bm25Index, searchTool } from '../env/search';
-import { runCall, type Tool } from '../env/tool';
+import { DEFAULT_LIMITS, type Tool } from '../env/tool';
 import { tinyConfig } from '../model/config';
 import { buildExactWordTokenizer, HfTokenizer } from '../model/tokenizer';
 import { arborHome } from '../store/db';
-import type { EpisodeEnv, RolloutTask, TextPolicy, TokenizerPort } from '../rollout/ports';
-import type { ToolCallRecord } from '../rollout/types';
+import type { RolloutTask, TextPolicy, TokenizerPort } from '../rollout/ports';
 import type { ExperimentConfig } from './config';
+import { envSetup, formatExpert, taskTools, toolEnvTask, type EnvSetup } from './env-setup';
 import type { EvalSummary } from './run';
 import type { TaskKit } from './session';
 
@@ -91,56 +91,31 @@ const QUESTIONS_PER_WORLD = 40;
 
 const REWARD_WEIGHTS = { exact_match: 1 };
 
-interface EpisodeState {
-  answer?: string;
-  turns: string[];
-  formatOk: boolean;
-  toolCalls: number;
-  toolErrors: number;
-  retrieved: string[];
+/** A question the search task can pose: the multi-hop world's, or a user dataset's (no hop count). */
+export type SearchQuestion = Pick<Question, 'id' | 'question' | 'answers' | 'supporting'> & { hops?: number; supportingFacts?: string[] };
+
+/** A tokenizer a search task can prompt with: the task tokenizer (its HF twin renders the chat template) or an HF tokenizer. */
+export type SearchTokenizer = TaskTokenizer | HfTokenizer;
+
+const envTokenizer = (tok: SearchTokenizer) => ('hf' in tok ? tok.hf : tok);
+
+/** Default environment settings for the built-in search task (search-r1, 2 queries per search). */
+export function defaultSearchSetup(maxTurns = 4): EnvSetup {
+  return { format: 'search-r1', maxCalls: 2, limits: { ...DEFAULT_LIMITS }, maxObservationTokens: 256, maxTurns, userTools: [], toolFiles: new Map() };
 }
 
-/** A question the search task can pose: the multi-hop world's, or a user dataset's (no hop count). */
-export type SearchQuestion = Pick<Question, 'id' | 'question' | 'answers' | 'supporting'> & { hops?: number };
-
-/** One search episode (Search-R1 tags, EM reward) per question, over the given tools and tokenizer. */
-export function multihopTask(q: SearchQuestion, tools: Map<string, Tool>, tok: TokenizerPort = multihopTokenizer()): RolloutTask {
-  const format = searchR1Format({ maxQueries: 2 });
-  return {
-    id: q.id,
-    meta: { ...(q.hops !== undefined ? { hops: q.hops } : {}), question: q.question, answers: q.answers },
-    createEnv(): EpisodeEnv {
-      const st: EpisodeState = { turns: [], formatOk: true, toolCalls: 0, toolErrors: 0, retrieved: [] };
-      return {
-        async prompt() {
-          const text = `question : ${q.question}`;
-          return { ids: tok.encode(text), text };
-        },
-        async step(turn) {
-          st.turns.push(turn.text);
-          const parsed = format.parse(turn.text);
-          if (parsed.errors.length) st.formatOk = false;
-          if (parsed.answer !== undefined) {
-            st.answer = parsed.answer;
-            return { done: true };
-          }
-          const outcomes = await Promise.all(parsed.calls.map((c) => runCall(tools, c)));
-          const records: ToolCallRecord[] = outcomes.map((o) => ({ name: o.name, args: o.args, result: o.result, error: o.error, latencyMs: o.latencyMs }));
-          st.toolCalls += outcomes.length;
-          st.toolErrors += outcomes.filter((o) => !o.success).length;
-          for (const o of outcomes) for (const p of (o.metadata?.passages as string[] | undefined) ?? []) st.retrieved.push(p);
-          return { done: false, observation: { text: format.observation(outcomes, parsed.errors), role: 'tool' }, toolCalls: records };
-        },
-        async outcome() {
-          const w = weightedReward(REWARD_WEIGHTS, {
-            answer: st.answer, golds: q.answers, turns: st.turns, formatOk: st.formatOk, toolCalls: st.toolCalls, toolErrors: st.toolErrors,
-            retrieved: st.retrieved, supporting: q.supporting,
-          });
-          return { reward: w.reward, components: w.components, exactMatch: w.components.exact_match === 1, formatOk: st.formatOk && st.answer !== undefined, answer: st.answer };
-        },
-      };
-    },
-  };
+/**
+ * One search episode per question through engine/env's ToolEnv (the config's format, EM reward
+ * unless a reward file is given), over the given tools and tokenizer. Models whose chat template
+ * is the task's (`question : …`) get the bare question, as they were trained.
+ */
+export function multihopTask(q: SearchQuestion, tools: Map<string, Tool>, tok: SearchTokenizer = multihopTokenizer(), setup: EnvSetup = defaultSearchSetup()): RolloutTask {
+  const hf = envTokenizer(tok);
+  const { tools: all, format } = taskTools([...tools.values()], setup);
+  return toolEnvTask(
+    { id: q.id, question: q.question, answers: q.answers, supportingFacts: q.supportingFacts, meta: q.hops !== undefined ? { hops: q.hops } : {} },
+    { tools: all, format, tokenizer: hf, setup, rewardWeights: REWARD_WEIGHTS, instruction: hf.chatTemplate === TASK_PROMPT_TEMPLATE ? '' : undefined, endTokenIds: hf.eosTokenId !== undefined ? [hf.eosTokenId] : [] },
+  );
 }
 
 /** Query that finds a supporting passage: its title (entity name). */
@@ -149,28 +124,27 @@ const queryFor = (passageId: string) => passageId.slice(passageId.indexOf(':') +
 /**
  * The scripted expert: searches each supporting passage in order, then answers. With
  * probability `mistakeRate` it first makes a mistake it recovers from: searching the whole
- * question (a vague query) or a wrong entity, then continuing correctly.
+ * question (a vague query) or a wrong entity, then continuing correctly. Written in the run's
+ * tool-call format.
  */
-export function multihopExpert(questions: Map<string, Question>, worldOf: (questionId: string) => World, mistakeRate: number): TextPolicy {
-  return {
-    async act({ task, history, seed }) {
-      const q = questions.get(task.id)!;
-      const r = mulberry32(seed);
-      const mistake = r() < mistakeRate;
-      const done = history.filter((h) => h.role === 'model').length;
-      const plan: string[] = [];
-      if (mistake) {
-        if (r() < 0.5) plan.push(`<search> ${q.question.replace(/ \?$/, '')} </search>`);
-        else {
-          const world = worldOf(task.id);
-          plan.push(`<search> ${world.people[Math.floor(r() * world.people.length)]!.name} </search>`);
-        }
+export function multihopExpert(questions: Map<string, Question>, worldOf: (questionId: string) => World, mistakeRate: number, format: ToolCallFormat = searchR1Format(), endText = ''): TextPolicy {
+  return formatExpert(format, endText, (id, done, seed) => {
+    const q = questions.get(id)!;
+    const r = mulberry32(seed);
+    const mistake = r() < mistakeRate;
+    const plan: { calls?: { name: string; args: Record<string, unknown> }[]; answer?: string }[] = [];
+    const search = (query: string) => ({ calls: [{ name: 'search', args: { query } }] });
+    if (mistake) {
+      if (r() < 0.5) plan.push(search(q.question.replace(/ \?$/, '')));
+      else {
+        const world = worldOf(id);
+        plan.push(search(world.people[Math.floor(r() * world.people.length)]!.name));
       }
-      for (const s of q.supporting) plan.push(`<search> ${queryFor(s)} </search>`);
-      plan.push(`<answer> ${q.answers[0]} </answer>`);
-      return plan[Math.min(done, plan.length - 1)]!;
-    },
-  };
+    }
+    for (const s of q.supporting) plan.push(search(queryFor(s)));
+    plan.push({ answer: q.answers[0] });
+    return plan[Math.min(done, plan.length - 1)]!;
+  });
 }
 
 /** The relation the final hop of a question asks for, as a pattern over passages. */
@@ -222,8 +196,9 @@ export function tinyTaskModel(c: ExperimentConfig, vocabSize: number, eosTokenId
   });
 }
 
-export function multihopKit(cfg: ExperimentConfig): TaskKit {
+export function multihopKit(cfg: ExperimentConfig, extras: { host?: SandboxHost } = {}): TaskKit {
   const tok = multihopTokenizer();
+  const setup = envSetup(cfg, extras.host);
   const hops = cfg.task.hops.map((h) => Math.min(3, h)) as (1 | 2 | 3)[];
   // Training questions come from many worlds (seeds train_seed, train_seed+1, …) so facts
   // cannot be memorised: the policy has to read them from search results. Measured: with one
@@ -237,7 +212,7 @@ export function multihopKit(cfg: ExperimentConfig): TaskKit {
     for (const q of generateQuestions(world, QUESTIONS_PER_WORLD, hops, cfg.task.train_seed + k + 17)) {
       trainQs.push(q);
       worldOfQ.set(q.id, world);
-      trainTasks.push(multihopTask(q, tools));
+      trainTasks.push(multihopTask(q, tools, tok, setup));
     }
   }
   if (cfg.task.eval_seed >= cfg.task.train_seed && cfg.task.eval_seed < cfg.task.train_seed + TRAIN_WORLDS)
@@ -248,14 +223,15 @@ export function multihopKit(cfg: ExperimentConfig): TaskKit {
   const evalQs = generateQuestions(evalWorld, cfg.eval.n_questions, hops, cfg.task.eval_seed + 17);
   const all = new Map([...trainQs, ...evalQs].map((q) => [q.id, q]));
   const eos = tok.encode('<eos>')[0]!;
+  const { format } = taskTools([...evalTools.values()], setup);
   return {
     tokenizer: tok,
     tokenizerFolder: multihopTokenizerFolder(),
     trainTasks,
     rlTasks: cfg.task.rl_hops ? trainTasks.filter((t) => cfg.task.rl_hops!.includes(Number(t.meta?.hops))) : undefined,
-    evalTasks: evalQs.map((q) => multihopTask(q, evalTools)),
-    stop: { strings: ['</search>', '</answer>'], tokenIds: [eos] },
-    expert: multihopExpert(new Map(trainQs.map((q) => [q.id, q])), (id) => worldOfQ.get(id)!, cfg.sft.mistake_rate),
+    evalTasks: evalQs.map((q) => multihopTask(q, evalTools, tok, setup)),
+    stop: { strings: format.stopStrings, tokenIds: [eos] },
+    expert: multihopExpert(new Map(trainQs.map((q) => [q.id, q])), (id) => worldOfQ.get(id)!, cfg.sft.mistake_rate, format, '<eos>'),
     naiveRag: naiveRag(evalIndex, all, 2),
     tinyModel: (c) => tinyTaskModel(c, tok.vocab.length, eos),
   };

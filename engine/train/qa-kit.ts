@@ -7,11 +7,14 @@
  * titles, then answers (SFT demonstrations need supporting_facts, or give sft.demos_path).
  */
 import { loadQaDataset, type QaQuestion } from '../env/dataset';
+import type { ToolCallFormat } from '../env/formats';
+import type { SandboxHost } from '../env/sandbox-host';
 import { Bm25Index, searchTool } from '../env/search';
 import type { Tool } from '../env/tool';
 import { HfTokenizer } from '../model/tokenizer';
 import type { TextPolicy, TokenizerPort } from '../rollout/ports';
 import type { ExperimentConfig } from './config';
+import { envSetup, formatExpert, taskTools } from './env-setup';
 import { multihopTask, taskTokenizer, tinyTaskModel } from './multihop-kit';
 import type { TaskKit } from './session';
 
@@ -28,17 +31,15 @@ export function qaWords(questions: QaQuestion[], passages: { title: string; text
   return [...words].sort();
 }
 
-function qaExpert(questions: Map<string, QaQuestion>): TextPolicy {
-  return {
-    async act({ task, history }) {
-      const q = questions.get(task.id)!;
-      const plan = [...q.supporting.map((t) => `<search> ${t} </search>`), `<answer> ${q.answers[0]} </answer>`];
-      return plan[Math.min(history.filter((h) => h.role === 'model').length, plan.length - 1)]!;
-    },
-  };
+function qaExpert(questions: Map<string, QaQuestion>, format: ToolCallFormat, endText: string): TextPolicy {
+  return formatExpert(format, endText, (id, done) => {
+    const q = questions.get(id)!;
+    const plan = [...q.supporting.map((t) => ({ calls: [{ name: 'search', args: { query: t } }] })), { answer: q.answers[0] }];
+    return plan[Math.min(done, plan.length - 1)]!;
+  });
 }
 
-export function qaKit(cfg: ExperimentConfig): TaskKit {
+export function qaKit(cfg: ExperimentConfig, extras: { host?: SandboxHost } = {}): TaskKit {
   if (!cfg.task.dataset) throw new Error('task.dataset: required for task.kind "qa" (a JSONL file of questions)');
   const ds = loadQaDataset(cfg.task.dataset);
   if (ds.passages.length < 3) throw new Error(`task.dataset: ${ds.file} has ${ds.passages.length} context paragraphs; the search tool needs at least 3 (give HotpotQA-style "context")`);
@@ -50,14 +51,18 @@ export function qaKit(cfg: ExperimentConfig): TaskKit {
   const train = ds.questions.filter((_, i) => i % 5 !== 4);
   const held = ds.questions.filter((_, i) => i % 5 === 4);
   if (train.length === 0 || held.length === 0) throw new Error(`task.dataset: ${ds.file} needs at least 5 questions (every fifth is held out for evaluation)`);
-  const task = (q: QaQuestion) => multihopTask(q, tools, tok);
+  const setup = envSetup(cfg, extras.host);
+  const { format } = taskTools([...tools.values()], setup);
+  const byTitle = new Map(ds.passages.map((p) => [p.title, p.text]));
+  const task = (q: QaQuestion) => multihopTask({ ...q, supportingFacts: q.supporting.map((t) => byTitle.get(t)).filter((t): t is string => !!t) }, tools, own ?? word!, setup);
+  const endText = tok.decode([eos]);
   return {
     tokenizer: tok,
     tokenizerFolder: own ? cfg.model.path : word!.folder(),
     trainTasks: train.map(task),
     evalTasks: held.slice(0, cfg.eval.n_questions).map(task),
-    stop: { strings: ['</search>', '</answer>'], tokenIds: [eos] },
-    expert: train.every((q) => q.supporting.length > 0) ? qaExpert(new Map(train.map((q) => [q.id, q]))) : undefined,
+    stop: { strings: format.stopStrings, tokenIds: [eos] },
+    expert: train.every((q) => q.supporting.length > 0) ? qaExpert(new Map(train.map((q) => [q.id, q])), format, endText) : undefined,
     tinyModel: (c) => tinyTaskModel(c, word ? word.vocab.length : (own?.vocabSize ?? 0), eos),
   };
 }

@@ -52,7 +52,7 @@ export interface TaskSession {
   /** Demonstrations for the warm start (scripted expert or sft.demos_path). */
   demos(): Promise<Demo[]>;
   /** Held-out evaluation of the current policy (greedy unless eval.temperature > 0). */
-  evaluate(n: number): Promise<EvalSummary>;
+  evaluate(n: number, onProgress?: (done: number, total: number) => void): Promise<EvalSummary>;
   /** Naive RAG baseline on the same held-out questions: one retrieval with the question, then answer. */
   evaluateNaiveRag?(n: number): Promise<EvalSummary>;
   /** Load an HF checkpoint folder into the policy (weights and optimizer state; not the reference). */
@@ -63,6 +63,10 @@ export interface TaskSession {
    * reference is the SFT model, as in verl/Agent-R1, not the model SFT started from.
    */
   setReference?(dir?: string): Promise<void>;
+  /** Problems found while opening the task (e.g. prompts with out-of-vocabulary words), for the run log. */
+  warnings?: string[];
+  /** Console output of the user's sandboxed tools and reward since the last call. */
+  takeLogs?(): string[];
   close(): Promise<void>;
 }
 

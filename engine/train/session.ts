@@ -78,6 +78,29 @@ export function summarizeEval(trajs: Trajectory[]): EvalSummary {
   };
 }
 
+/**
+ * Out-of-vocabulary check of the task's prompts (ToolEnv counts <unk> ids): a warning naming the
+ * tasks, so words the tokenizer cannot represent are reported instead of trained on as <unk>.
+ * (Observations are counted per episode: the oov_tokens_per_episode metric.)
+ */
+export async function vocabularyWarnings(kit: TaskKit, sample = 200): Promise<string[]> {
+  const tasks = [...kit.trainTasks.slice(0, sample), ...kit.evalTasks.slice(0, sample)];
+  const bad: { id: string; n: number; text: string }[] = [];
+  let total = 0;
+  for (const t of tasks) {
+    const env = t.createEnv() as ReturnType<RolloutTask['createEnv']> & { oov?: { prompt: number } };
+    const p = await env.prompt();
+    const n = env.oov?.prompt ?? 0;
+    if (n > 0) {
+      bad.push({ id: t.id, n, text: p.text ?? '' });
+      total += n;
+    }
+  }
+  if (!bad.length) return [];
+  const ex = bad[0]!;
+  return [`${bad.length} of ${tasks.length} task prompts checked hold text outside the tokenizer's vocabulary (${total} <unk> tokens), e.g. task ${ex.id}: "${ex.text.slice(0, 160)}"; use a tokenizer that covers it (model.path) or rephrase the tasks`];
+}
+
 export interface SessionExtras {
   /** Advantage estimator for names the loop does not implement itself (engine/rl's registry). */
   advantage?: (cfg: ExperimentConfig, model: ModelPolicyPort) => AdvantagePort;
@@ -105,7 +128,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
   let referenceWeights = cfg.algorithm.kl_coef > 0 ? model.cloneWeights() : undefined;
   const reference = referenceWeights ? { score: (eps: Parameters<ModelPolicyPort['score']>[0]) => policy.frozen(referenceWeights!).score(eps) } : undefined;
 
-  const evaluate = async (n: number): Promise<EvalSummary> => {
+  const evaluate = async (n: number, onProgress?: (done: number, total: number) => void): Promise<EvalSummary> => {
     const tasks = kit.evalTasks.slice(0, n);
     const { trajectories } = await rollout(backend, {
       tasks,
@@ -115,11 +138,13 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
       limits,
       stop: kit.stop,
       tokenizer: kit.tokenizer,
+      ...(onProgress ? { onProgress: (p: { done: number }) => onProgress(p.done, tasks.length) } : {}),
     });
     return summarizeEval(trajectories);
   };
 
   return {
+    warnings: await vocabularyWarnings(kit),
     ports: {
       rollout: engineRolloutPort(cfg, { backend, tokenizer: kit.tokenizer, tasks: kit.rlTasks ?? kit.trainTasks, stop: kit.stop }),
       policy,

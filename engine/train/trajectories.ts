@@ -10,10 +10,24 @@ export function trajectoryToEpisode(t: Trajectory): Episode {
   const f = flattenTrajectory(t);
   const tc = toolCallCount(t);
   const toolCallRecords: { at: number; calls: unknown[] }[] = [];
+  // Steps: each model turn and what the model saw just before it (the prompt, then the tool/env output since the previous turn).
+  const steps: NonNullable<Episode['steps']> = [];
+  let observation = t.promptText;
+  // Step rewards the reward function gave per tool call (outcome.stepRewards, one per model turn) join the env's.
+  const outcome = t.outcome as typeof t.outcome & { stepRewards?: number[]; oovTokens?: number };
+  const stepRewards = f.stepRewards.slice();
   let p = t.promptIds.length;
+  let k = 0;
   for (const u of t.turns) {
+    if (u.role === 'model') {
+      if (u.tokenIds.length) steps.push({ start: p, end: p + u.tokenIds.length, observation });
+      observation = '';
+    } else observation += u.text;
     p += u.tokenIds.length;
-    if (u.role === 'model' && u.toolCalls?.length) toolCallRecords.push({ at: p - 1, calls: u.toolCalls });
+    if (u.role !== 'model') continue;
+    if (u.toolCalls?.length) toolCallRecords.push({ at: p - 1, calls: u.toolCalls });
+    const extra = outcome.stepRewards?.[k++];
+    if (extra && u.tokenIds.length > 0) stepRewards.push({ at: p - 1, value: extra });
   }
   return {
     group: t.group,
@@ -30,13 +44,15 @@ export function trajectoryToEpisode(t: Trajectory): Episode {
     toolCalls: tc.calls,
     toolErrors: tc.errors,
     turns: t.turns.filter((u) => u.role === 'model').length,
-    stepRewards: f.stepRewards,
+    stepRewards,
     truncated: t.truncated,
     promptLength: f.promptLength,
     answer: t.outcome.answer,
     ...(t.meta ? { meta: t.meta } : {}),
     ...(toolCallRecords.length ? { toolCallRecords } : {}),
+    steps,
     ...(t.timings ? { timings: { ...t.timings } } : {}),
+    ...(outcome.oovTokens ? { oovTokens: outcome.oovTokens } : {}),
   };
 }
 

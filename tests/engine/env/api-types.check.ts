@@ -15,6 +15,8 @@ export type ApiTypesInStep = [
   Check<Same<D.ToolContext, T.ToolContext>>,
   Check<Same<D.EpisodeSummary, R.EpisodeSummary>>,
   Check<Same<D.RewardFn, R.RewardFn>>,
+  Check<Same<D.RewardValue, R.RewardValue>>,
+  Check<Same<D.TurnTrace, R.TurnTrace>>,
   Check<Same<D.EnvTask, E.EnvTask>>,
   Check<Same<D.StepRecord, E.StepRecord>>,
   Check<Same<typeof D.normalizeAnswer, typeof R.normalizeAnswer>>,
@@ -38,10 +40,18 @@ export const sampleTool: Tool = {
 };
 
 export const sampleReward: RewardFn = (e) => exactMatch(e.answer ?? '', e.golds) + 0.5 * f1Score(e.answer ?? '', e.golds) - 0.1 * e.toolErrors + (e.formatOk ? 0 : -1);
+// The whole episode: the task's meta, every call's arguments and result; per-call step rewards.
+export const sampleEpisodeReward: RewardFn = (e) => {
+  const calls = e.history.flatMap((t) => t.calls);
+  const usedBoth = new Set(calls.filter((c) => c.success).map((c) => c.name)).size >= 2;
+  return { reward: exactMatch(e.answer ?? '', e.golds), components: { used_both: usedBoth ? 1 : 0, level: Number(e.task.meta?.level ?? 0) }, steps: calls.map((c) => (c.success ? 0.1 : -0.1)) };
+};
 
 // @ts-expect-error a tool must return { content, success }
 export const badTool: Tool = { name: 'x', description: '', parameters: {}, execute: () => 'text' };
-// @ts-expect-error a reward returns a number
+// @ts-expect-error a reward returns a number or { reward, components?, steps? }
 export const badReward: RewardFn = (e) => e.answer;
+// @ts-expect-error steps are numbers
+export const badSteps: RewardFn = () => ({ reward: 1, steps: ['a'] });
 // @ts-expect-error the summary has no such field
 export const badField: RewardFn = (e) => e.score;

@@ -81,7 +81,7 @@ describe('rewards', () => {
     expect(f1Score('alvin rusk', ['alvin marsh'])).toBeCloseTo(0.5);
   });
   it('weighted sums keep every component', () => {
-    const e: EpisodeSummary = { answer: 'arden', golds: ['arden'], turns: [], formatOk: true, toolCalls: 1, toolErrors: 0, retrieved: ['x born in arden'], supporting: ['born in arden'] };
+    const e: EpisodeSummary = { task: { id: 't' }, history: [], answer: 'arden', golds: ['arden'], turns: [], formatOk: true, toolCalls: 1, toolErrors: 0, retrieved: ['x born in arden'], supporting: ['born in arden'] };
     expect(weightedReward({ exact_match: 1, format: 0.2, retrieval: 0.5 }, e)).toEqual({ reward: 1.7, components: { exact_match: 1, format: 1, retrieval: 1 } });
     expect(() => weightedReward({ nope: 1 }, e)).toThrow(/unknown reward "nope"/);
   });
@@ -92,7 +92,7 @@ describe('calculator', () => {
     expect(calculate('2*(3+4)^2')).toBe(98);
     expect(() => calculate('constructor')).toThrow(/only numbers/);
     expect(() => calculate('process.exit(1)')).toThrow(/only numbers/);
-    const r = await calculatorTool.execute({ expression: '1/0' }, { signal: new AbortController().signal, episode: {} });
+    const r = await calculatorTool.execute({ expression: '1/0' }, { signal: new AbortController().signal, episode: {}, readFile: () => '' });
     expect(r).toEqual({ content: 'Error: the result is not a finite number', success: false });
   });
 });

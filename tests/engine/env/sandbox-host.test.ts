@@ -44,7 +44,7 @@ export function reward(e: { answer?: string; golds: string[]; toolCalls: number 
 }
 `;
 
-const summary: EpisodeSummary = { answer: 'the river kerra', golds: ['Kerra'], turns: [], formatOk: true, toolCalls: 2, toolErrors: 0, retrieved: [], supporting: [] };
+const summary: EpisodeSummary = { task: { id: 't' }, history: [], answer: 'the river kerra', golds: ['Kerra'], turns: [], formatOk: true, toolCalls: 2, toolErrors: 0, retrieved: [], supporting: [] };
 const hosts: SandboxHost[] = [];
 afterAll(async () => {
   for (const h of hosts) await h.close();

@@ -20,7 +20,7 @@ export const tool: Tool = {
 };
 `;
 
-const summary: EpisodeSummary = { answer: 'Paris', golds: ['paris'], turns: ['<answer> Paris </answer>'], formatOk: true, toolCalls: 1, toolErrors: 0, retrieved: [], supporting: [] };
+const summary: EpisodeSummary = { task: { id: 't' }, history: [], answer: 'Paris', golds: ['paris'], turns: ['<answer> Paris </answer>'], formatOk: true, toolCalls: 1, toolErrors: 0, retrieved: [], supporting: [] };
 
 describe('sandbox: tools', () => {
   it('runs a tool with arguments and returns its result and console output', async () => {

@@ -1,0 +1,92 @@
+/**
+ * `arbor export verl <run | config> <out-dir>`: an experiment as a verl run (engine/interop/verl-export.ts),
+ * added under the existing `arbor export <run>`; and `arbor verl-reward <experiment.json>`, the
+ * long-lived scorer the exported reward.py talks to (JSON lines: {solution_str, ground_truth,
+ * extra_info} in, {reward, components, answer} or {error} out).
+ */
+import type { Command } from 'commander';
+import { existsSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { arborHome, openDatabase } from '../../store/db';
+import { Store } from '../../store/store';
+import type { ExperimentConfig } from '../../train/config';
+
+export function register(program: Command): void {
+  program
+    .command('verl-reward <experiment>')
+    .description('score verl samples with an experiment\'s reward: JSON lines on stdin ({solution_str, ground_truth, extra_info}) → {reward, components} on stdout (used by an exported reward.py)')
+    .action(async (file: string) => {
+      const { loadConfig } = await import('../../train/config');
+      const { openConfigEnvironment, scoreSolution } = await import('../../interop/environment');
+      const env = await openConfigEnvironment(loadConfig(resolve(file)));
+      try {
+        const rl = createInterface({ input: process.stdin, crlfDelay: Infinity });
+        let n = 0;
+        for await (const line of rl) {
+          n++;
+          if (!line.trim()) continue;
+          try {
+            const req = JSON.parse(line) as { solution_str?: unknown; ground_truth?: unknown; extra_info?: { supporting?: unknown } };
+            if (typeof req.solution_str !== 'string') throw new Error('field "solution_str" must be a string');
+            const gt = req.ground_truth;
+            const golds = typeof gt === 'string' ? [gt] : Array.isArray(gt) ? gt.map(String) : null;
+            if (!golds) throw new Error('field "ground_truth" must be a string or a list of strings');
+            const supporting = Array.isArray(req.extra_info?.supporting) ? req.extra_info.supporting.map(String) : undefined;
+            const r = await scoreSolution(env, { solution: req.solution_str, golds, supporting });
+            process.stdout.write(JSON.stringify(r) + '\n');
+          } catch (e) {
+            process.stdout.write(JSON.stringify({ error: `line ${n}: ${(e as Error).message}` }) + '\n');
+          }
+        }
+      } finally {
+        await env.close();
+      }
+    });
+}
+
+/** Run after every command is registered: `export verl` joins `arbor export <run>`. */
+export function extend(program: Command): void {
+  const exp = program.commands.find((c) => c.name() === 'export');
+  const parent = exp ?? program.command('export').description('export runs');
+  parent
+    .command('verl <source> <out-dir>')
+    .description('hand a run (its last checkpoint) or an experiment config to verl: agent-loop parquet, tool config, reward module, launch script, README')
+    .option('--arbor-cmd <cmd>', 'how the cluster starts arbor (default: this node and arbor.mjs)')
+    .option('--json', 'print the result as JSON')
+    .action(async (source: string, outDir: string, o: { arborCmd?: string; json?: boolean }) => {
+      const { exportVerl } = await import('../../interop/verl-export');
+      let cfg: ExperimentConfig;
+      let modelPath: string | undefined;
+      let what: string;
+      if (existsSync(source) && statSync(source).isFile()) {
+        const { loadConfig } = await import('../../train/config');
+        cfg = loadConfig(resolve(source));
+        what = `config ${resolve(source)}`;
+      } else {
+        const db = join(arborHome(), 'arbor.db');
+        if (!existsSync(db)) throw new Error(`"${source}" is neither a config file nor a run (no workspace database at ${db})`);
+        const store = new Store(openDatabase(db));
+        try {
+          const run = store.getRun(source);
+          const { validateConfig } = await import('../../train/config');
+          cfg = validateConfig(run.config, { checkFiles: false });
+          const ck = store.checkpoints(source).at(-1);
+          if (!ck) throw new Error(`run ${source} has no checkpoint to hand over (checkpoint.every saves them)`);
+          if (!existsSync(ck.path)) throw new Error(`run ${source}: its last checkpoint ${ck.path} is gone`);
+          modelPath = ck.path;
+          what = `run ${source} (${run.name}, step ${ck.step})`;
+        } finally {
+          store.db.close();
+        }
+      }
+      const out = resolve(outDir);
+      const r = await exportVerl({ cfg, modelPath, source: what }, out, {
+        arborCmd: o.arborCmd ? o.arborCmd.split(/\s+/).filter(Boolean) : undefined,
+        onProgress: (s) => !o.json && process.stderr.write(`export verl: ${s}\n`),
+      });
+      if (o.json) return console.log(JSON.stringify({ dir: r.dir, files: r.files, train: r.train, val: r.val }));
+      console.log(`${r.dir}: ${r.train} train and ${r.val} held-out tasks; ${r.files.join(', ')}`);
+      console.log(`on the cluster: ${join(r.dir, 'run_verl.sh')} trainer.n_gpus_per_node=<gpus> trainer.nnodes=<nodes>`);
+    });
+}

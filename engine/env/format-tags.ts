@@ -1,0 +1,92 @@
+/**
+ * tags (ARPO style): one tag per tool, `<python> … </python>`, `<search> … </search>`, results in
+ * `<result> … </result>`; `<answer> … </answer>` ends the episode. The text between a tool's tags
+ * becomes its arguments: the value of the tool's only parameter, or, when the tool has several
+ * parameters, a JSON object.
+ *
+ * Errors: an unclosed tag, a tag nested in another, a body that is not a JSON object for a tool
+ * with several parameters, more calls than `maxCalls`, a call and an answer in one turn
+ * (format-common.ts), a turn with neither.
+ */
+import { capCalls, DEFAULT_MAX_CALLS, lastTag, safeJson, schemaProperties, settle, type FormatOptions, type ToolCallFormat } from './format-common';
+import type { ParsedCall } from './tool';
+
+const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+export function tagsFormat(opts: FormatOptions): ToolCallFormat {
+  const max = opts.maxCalls ?? DEFAULT_MAX_CALLS;
+  const tools = opts.tools.filter((t) => t.name !== 'answer' && t.name !== 'result');
+  const names = tools.map((t) => t.name);
+  const single = new Map(tools.map((t) => [t.name, schemaProperties(t).length === 1 ? schemaProperties(t)[0]! : undefined]));
+  const opener = names.length ? new RegExp(`<(${names.map(esc).join('|')})>`, 'g') : null;
+  return {
+    name: 'tags',
+    stopStrings: [...names.map((n) => `</${n}>`), '</answer>'],
+    observationMode: 'inline',
+    parse(text) {
+      const errors: string[] = [];
+      const calls: ParsedCall[] = [];
+      let outside = '';
+      let pos = 0;
+      while (opener) {
+        opener.lastIndex = pos;
+        const m = opener.exec(text);
+        if (!m) {
+          outside += text.slice(pos);
+          break;
+        }
+        outside += text.slice(pos, m.index);
+        const name = m[1]!;
+        const from = m.index + m[0].length;
+        const close = `</${name}>`;
+        const j = text.indexOf(close, from);
+        if (j < 0) {
+          errors.push(`missing closing tag ${close}`);
+          break;
+        }
+        const body = text.slice(from, j);
+        pos = j + close.length;
+        opener.lastIndex = 0;
+        const inner = opener.exec(body);
+        if (inner) {
+          errors.push(`nested tags: <${inner[1]}> inside <${name}>; close one call before opening the next`);
+          continue;
+        }
+        const prop = single.get(name);
+        if (prop !== undefined) calls.push({ name, args: { [prop]: body.trim() } });
+        else if (!body.trim() && schemaProperties(tools.find((t) => t.name === name)!).length === 0) calls.push({ name, args: {} });
+        else {
+          const args = safeJson(body.trim());
+          if (args && typeof args === 'object' && !Array.isArray(args)) calls.push({ name, args: args as Record<string, unknown> });
+          else calls.push({ name, args: body.trim(), parseError: `<${name}> takes a JSON object of its arguments (${schemaPropertiesText(tools.find((t) => t.name === name)!)})` });
+        }
+      }
+      if (!opener) outside = text;
+      const ans = lastTag(outside, 'answer');
+      if (ans.unclosed) errors.push('missing closing tag </answer>');
+      return settle(capCalls(calls, max, errors), ans.content, errors, `use ${names.map((n) => `<${n}> … </${n}>`).join(', ') || 'a tool tag'} or <answer> … </answer>`);
+    },
+    observation(outcomes, errors) {
+      const parts = [...errors.map((e) => `Error: ${e}`), ...outcomes.map((o) => o.result)];
+      return ` <result> ${parts.join(' ')} </result> `;
+    },
+    toolMessages(outcomes, errors) {
+      return [...errors.map((e) => `Error: ${e}`), ...outcomes.map((o) => o.result)];
+    },
+    writeCalls(calls) {
+      return calls.map((c) => {
+        const prop = single.get(c.name);
+        return `<${c.name}> ${prop !== undefined ? String(c.args[prop] ?? '') : JSON.stringify(c.args)} </${c.name}>`;
+      }).join(' ');
+    },
+    writeAnswer: (a) => `<answer> ${a} </answer>`,
+    instruction() {
+      return `answer the question . call a tool with ${names.map((n) => `<${n}> … </${n}>`).join(' , ')} , then give <answer> answer </answer> .`;
+    },
+  };
+}
+
+function schemaPropertiesText(t: { parameters: Record<string, unknown> }): string {
+  const p = schemaProperties(t as never);
+  return p.length ? p.join(', ') : 'no parameters';
+}

@@ -1,0 +1,124 @@
+/**
+ * Arbor's tools as an MCP server (the server side of engine/interop): any set of engine/env
+ * `Tool`s (a workspace environment's sandboxed TypeScript tools, or an experiment's environment)
+ * listed with their JSON schemas and called through the same `runCall` as in training, so the
+ * arguments are validated (ajv), the call is timed out, and a failing tool becomes an
+ * `isError: true` result with the error text, never a protocol error.
+ *
+ * Transports:
+ *  - stdio (`serveMcpStdio`): for clients that start the server (Claude Desktop, verl `type: mcp`);
+ *  - streamable HTTP on 127.0.0.1 (`serveMcpHttp`), stateless, JSON responses, every request must
+ *    carry `Authorization: Bearer <token>` (a random token per launch unless one is given); a
+ *    request without it gets 401 and never reaches a tool.
+ *
+ * Per-episode state: a call's `_meta["arbor/episode"]` object (e.g. verl's per-sample
+ * `create_kwargs`, which the exported tool class sends) becomes the tool's `ctx.episode`, so a
+ * tool can tell which task it serves (the multi-hop task's search picks the question's world).
+ */
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { DEFAULT_LIMITS, runCall, type CallLimits, type Tool } from '../env/tool';
+
+export const EPISODE_META_KEY = 'arbor/episode';
+
+export interface McpServeOptions {
+  /** Server name shown to clients. */
+  name?: string;
+  limits?: CallLimits;
+  /** Called after each call (CLI logging). */
+  onCall?: (c: { name: string; success: boolean; latencyMs: number }) => void;
+}
+
+/** An MCP `Server` (low-level SDK class) serving the tools; connect it to a transport. */
+export function createMcpServer(tools: Tool[], opts: McpServeOptions = {}): Server {
+  const byName = new Map(tools.map((t) => [t.name, t]));
+  const server = new Server({ name: opts.name ?? 'arbor', version: '0.1.0' }, { capabilities: { tools: {} } });
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({
+    tools: tools.map((t) => ({ name: t.name, description: t.description, inputSchema: { type: 'object' as const, ...t.parameters } })),
+  }));
+  server.setRequestHandler(CallToolRequestSchema, async (req): Promise<CallToolResult> => {
+    const meta = req.params._meta as Record<string, unknown> | undefined;
+    const ep = meta?.[EPISODE_META_KEY];
+    const episode = ep && typeof ep === 'object' && !Array.isArray(ep) ? { ...(ep as Record<string, unknown>) } : {};
+    const out = await runCall(byName, { name: req.params.name, args: req.params.arguments ?? {} }, opts.limits ?? DEFAULT_LIMITS, episode);
+    opts.onCall?.({ name: out.name, success: out.success, latencyMs: out.latencyMs });
+    return { content: [{ type: 'text', text: out.success ? out.result : (out.error ?? out.result) }], ...(out.success ? {} : { isError: true }) };
+  });
+  return server;
+}
+
+/** Serve over this process's stdin/stdout until the client disconnects. */
+export async function serveMcpStdio(tools: Tool[], opts: McpServeOptions = {}): Promise<{ closed: Promise<void> }> {
+  const server = createMcpServer(tools, opts);
+  const transport = new StdioServerTransport();
+  const closed = new Promise<void>((resolve) => {
+    server.onclose = () => resolve();
+    process.stdin.once('end', () => resolve());
+  });
+  await server.connect(transport);
+  return { closed };
+}
+
+export interface McpHttpHandle {
+  /** The endpoint, e.g. http://127.0.0.1:53124/mcp */
+  url: string;
+  token: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+function sameToken(given: string, token: string): boolean {
+  const a = Buffer.from(given), b = Buffer.from(token);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/**
+ * Streamable HTTP on 127.0.0.1 (`/mcp`), stateless (each POST is a complete exchange, so many
+ * rollout workers can call at once), bearer-token protected.
+ */
+export async function serveMcpHttp(tools: Tool[], opts: McpServeOptions & { port?: number; token?: string } = {}): Promise<McpHttpHandle> {
+  const token = opts.token ?? randomBytes(24).toString('hex');
+  const http = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const url = new URL(req.url ?? '/', 'http://127.0.0.1');
+    const deny = (code: number, message: string) => {
+      res.writeHead(code, { 'content-type': 'application/json', ...(code === 401 ? { 'www-authenticate': 'Bearer' } : {}) });
+      res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message }, id: null }));
+    };
+    if (url.pathname !== '/mcp') return deny(404, `not found: ${url.pathname} (the MCP endpoint is /mcp)`);
+    const auth = req.headers.authorization ?? '';
+    const given = auth.startsWith('Bearer ') ? auth.slice(7).trim() : (url.searchParams.get('token') ?? '');
+    if (!given || !sameToken(given, token)) return deny(401, 'missing or wrong token (send Authorization: Bearer <token>, printed by `arbor mcp serve --http`)');
+    if (req.method !== 'POST') return deny(405, 'stateless server: POST JSON-RPC requests to /mcp');
+    const server = createMcpServer(tools, opts);
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    res.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    server
+      .connect(transport)
+      .then(() => transport.handleRequest(req, res))
+      .catch((e: Error) => {
+        if (!res.headersSent) deny(500, e.message);
+      });
+  });
+  await new Promise<void>((resolve, reject) => {
+    http.once('error', reject);
+    http.listen(opts.port ?? 0, '127.0.0.1', () => resolve());
+  });
+  const port = (http.address() as AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    token,
+    port,
+    close: () => new Promise<void>((resolve) => {
+      http.closeAllConnections();
+      http.close(() => resolve());
+    }),
+  };
+}

@@ -1,0 +1,347 @@
+/**
+ * `arbor export verl`: hand an experiment to verl (Ray + FSDP/Megatron + vLLM/SGLang) when one
+ * machine is not enough. The output folder holds
+ *
+ *   data/train.parquet, data/val.parquet   the RL and held-out tasks as verl agent-loop rows
+ *                                          (data_source, agent_name, prompt, ability, reward_model,
+ *                                          extra_info with index, tools_kwargs, interaction_kwargs)
+ *   arbor-experiment.json                  the experiment config (model.path = the checkpoint)
+ *   tool_config.yaml                       verl tools: arbor_tool.ArborMcpTool entries that call
+ *                                          `arbor mcp serve --http` (per-sample tools_kwargs as
+ *                                          MCP _meta, so per-question tools such as the multi-hop
+ *                                          world's search work)
+ *   tool_config.mcp.yaml, mcp_servers.json verl's own `type: mcp` entries over stdio (for
+ *                                          environments without per-question state)
+ *   arbor_tool.py, reward.py               the tool class; the reward (verl's custom_reward_function
+ *                                          signature) scoring through `arbor verl-reward`
+ *   run_verl.sh                            starts `arbor mcp serve`, then verl.trainer.main_ppo with
+ *                                          the Hydra overrides equivalent to the Arbor settings
+ *   README.md                              every Arbor setting and what it became (or why none)
+ */
+import { chmodSync, copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { stringify as yamlStringify } from 'yaml';
+import type { RolloutTask } from '../rollout/ports';
+import type { ExperimentConfig } from '../train/config';
+import type { TaskKit } from '../train/session';
+import { openConfigEnvironment } from './environment';
+import { inferStruct, writeParquet, type PqType } from './parquet';
+
+const HERE = fileURLToPath(new URL('.', import.meta.url));
+
+export interface VerlExportSource {
+  cfg: ExperimentConfig;
+  /** The model verl starts from: the run's last checkpoint (HF folder, or a PEFT adapter folder). */
+  modelPath?: string;
+  /** What was exported (a run id or a config file), for the README. */
+  source: string;
+}
+
+export interface MappingRow {
+  arbor: string;
+  value: unknown;
+  /** Hydra override(s) it became, or undefined when there is no verl equivalent. */
+  verl?: string[];
+  note?: string;
+}
+
+export interface VerlExportResult {
+  dir: string;
+  files: string[];
+  train: number;
+  val: number;
+  overrides: string[];
+  mapping: MappingRow[];
+}
+
+type Loose = Record<string, unknown>;
+const get = (o: unknown, path: string): unknown => path.split('.').reduce<unknown>((a, k) => (a && typeof a === 'object' ? (a as Loose)[k] : undefined), o);
+
+/** Every leaf key of the config (dotted), so the README accounts for each setting. */
+function leaves(o: unknown, prefix = ''): string[] {
+  if (!o || typeof o !== 'object' || Array.isArray(o)) return [prefix];
+  return Object.entries(o as Loose).flatMap(([k, v]) => leaves(v, prefix ? `${prefix}.${k}` : k));
+}
+
+const hv = (v: unknown): string => (typeof v === 'string' ? (/^[A-Za-z0-9_./-]+$/.test(v) ? v : JSON.stringify(v)) : Array.isArray(v) ? `[${v.map(hv).join(',')}]` : String(v));
+
+/**
+ * The Hydra overrides equivalent to an Arbor config, and a row for every Arbor setting.
+ * `promptTokens` is the longest prompt of the exported tasks (for data.max_prompt_length).
+ */
+export function verlMapping(cfg: ExperimentConfig, ctx: { modelPath: string; promptTokens: number; toolFormat: string }): { overrides: string[]; mapping: MappingRow[] } {
+  const rows: MappingRow[] = [];
+  const overrides: string[] = [];
+  const covered = new Set<string>();
+  const map = (keys: string | string[], verl: Record<string, unknown> | undefined, note?: string) => {
+    const ks = Array.isArray(keys) ? keys : [keys];
+    for (const k of ks) covered.add(k);
+    const o = verl ? Object.entries(verl).map(([k, v]) => `${k}=${hv(v)}`) : undefined;
+    if (o) overrides.push(...o);
+    rows.push({ arbor: ks.join(', '), value: ks.length === 1 ? get(cfg, ks[0]!) : ks.map((k) => get(cfg, k)), verl: o, note });
+  };
+  const a = cfg.algorithm as unknown as Loose;
+  const r = cfg.rollout;
+  const o = cfg.optim;
+
+  // model
+  map(['model.path', 'model.init'], { 'actor_rollout_ref.model.path': ctx.modelPath }, 'the last checkpoint of the run (an HF folder; a PEFT adapter folder is passed with its base, see below)');
+  map(['model.hidden_size', 'model.layers'], undefined, 'sizes of the built-in tiny model; verl loads the checkpoint folder as it is');
+  const lora = get(cfg, 'model.lora') as Loose | undefined;
+  if (lora) {
+    const tm = lora.target_modules;
+    map(['model.lora.rank', 'model.lora.alpha', 'model.lora.target_modules'], {
+      'actor_rollout_ref.model.lora_rank': lora.rank, 'actor_rollout_ref.model.lora_alpha': lora.alpha,
+      'actor_rollout_ref.model.target_modules': Array.isArray(tm) ? tm : 'all-linear',
+    });
+    map('model.lora.dropout', undefined, 'verl has no LoRA dropout setting (PEFT default 0 is used)');
+  } else overrides.push('actor_rollout_ref.model.lora_rank=0');
+
+  // algorithm
+  const est = String(a.adv_estimator);
+  const estMap: Record<string, string> = { grpo: 'grpo', drgrpo: 'grpo', rloo: 'rloo', reinforce_pp: 'reinforce_plus_plus', reinforce_pp_baseline: 'reinforce_plus_plus_baseline', gae: 'gae' };
+  if (estMap[est]) {
+    const extra: Loose = est === 'drgrpo' ? { 'algorithm.norm_adv_by_std_in_grpo': false } : {};
+    map('algorithm.adv_estimator', { 'algorithm.adv_estimator': estMap[est], ...extra }, est === 'drgrpo' ? 'Dr.GRPO = grpo without the std division (pair it with loss_agg_mode seq-mean-token-sum-norm, as Arbor\'s config does when asked)' : undefined);
+  } else map('algorithm.adv_estimator', undefined, `"${est}" has no verl estimator of that name`);
+  if (est !== 'drgrpo') map('algorithm.norm_adv_by_std', { 'algorithm.norm_adv_by_std_in_grpo': a.norm_adv_by_std });
+  else map('algorithm.norm_adv_by_std', undefined, 'drgrpo already turns the std division off');
+  const pl = String(a.policy_loss);
+  map('algorithm.policy_loss', { 'actor_rollout_ref.actor.policy_loss.loss_mode': pl === 'ppo' ? 'vanilla' : pl }, 'Arbor "ppo" is verl\'s vanilla PPO-clip loss');
+  map('algorithm.loss_agg_mode', { 'actor_rollout_ref.actor.loss_agg_mode': a.loss_agg_mode });
+  map(['algorithm.clip_ratio_low', 'algorithm.clip_ratio_high'], { 'actor_rollout_ref.actor.clip_ratio_low': a.clip_ratio_low, 'actor_rollout_ref.actor.clip_ratio_high': a.clip_ratio_high });
+  if (a.dual_clip === null || a.dual_clip === undefined)
+    map('algorithm.dual_clip', { 'actor_rollout_ref.actor.clip_ratio_c': 1e9 }, 'verl always applies dual clip; a huge clip_ratio_c turns it off as Arbor\'s null does');
+  else map('algorithm.dual_clip', { 'actor_rollout_ref.actor.clip_ratio_c': a.dual_clip });
+  const klType: Record<string, string> = { k1: 'kl', k2: 'mse', k3: 'low_var_kl' };
+  const kc = Number(a.kl_coef ?? 0);
+  if (kc === 0) map(['algorithm.kl_coef', 'algorithm.kl_type', 'algorithm.kl_in'], { 'actor_rollout_ref.actor.use_kl_loss': false, 'algorithm.use_kl_in_reward': false }, 'KL off');
+  else if (a.kl_in === 'reward')
+    map(['algorithm.kl_coef', 'algorithm.kl_type', 'algorithm.kl_in'], { 'algorithm.use_kl_in_reward': true, 'algorithm.kl_ctrl.type': 'fixed', 'algorithm.kl_ctrl.kl_coef': kc, 'algorithm.kl_penalty': klType[String(a.kl_type)] ?? a.kl_type, 'actor_rollout_ref.actor.use_kl_loss': false });
+  else
+    map(['algorithm.kl_coef', 'algorithm.kl_type', 'algorithm.kl_in'], { 'actor_rollout_ref.actor.use_kl_loss': true, 'actor_rollout_ref.actor.kl_loss_coef': kc, 'actor_rollout_ref.actor.kl_loss_type': klType[String(a.kl_type)] ?? a.kl_type, 'algorithm.use_kl_in_reward': false });
+  map('algorithm.entropy_coef', { 'actor_rollout_ref.actor.entropy_coeff': a.entropy_coef });
+  map(['algorithm.gamma', 'algorithm.lam'], { 'algorithm.gamma': a.gamma, 'algorithm.lam': a.lam });
+  if (est === 'gae') {
+    map('algorithm.value_clip', { 'critic.cliprange_value': a.value_clip });
+    overrides.push(`critic.model.path=${hv(ctx.modelPath)}`, `critic.optim.lr=${hv(o.lr)}`);
+  } else map('algorithm.value_clip', undefined, 'no critic without gae');
+  map('algorithm.value_coef', undefined, 'verl\'s critic has its own loss and optimizer and no value-loss coefficient');
+  map('algorithm.ppo_epochs', { 'actor_rollout_ref.actor.ppo_epochs': a.ppo_epochs });
+  const mini = Math.max(1, Math.floor(r.prompts_per_step / Number(a.mini_batches ?? 1)));
+  map('algorithm.mini_batches', { 'actor_rollout_ref.actor.ppo_mini_batch_size': mini }, 'verl counts a mini-batch in prompts (× rollout.n samples)');
+  map('algorithm.micro_batches', undefined, `a memory knob; set actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu for your GPUs (the script uses ${Math.max(1, Math.floor((mini * r.n) / Number(a.micro_batches ?? 1)))} samples per GPU micro-batch)`);
+  overrides.push(`actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=${Math.max(1, Math.floor((mini * r.n) / Number(a.micro_batches ?? 1)))}`);
+  map(['algorithm.dynamic_sampling.enabled', 'algorithm.dynamic_sampling.max_rounds'], undefined, (a.dynamic_sampling as Loose | undefined)?.enabled ? 'ENABLED in Arbor but not in verl.trainer.main_ppo: use verl\'s DAPO recipe (algorithm.filter_groups) to keep it' : 'off; verl\'s equivalent lives in the DAPO recipe (algorithm.filter_groups)');
+  map(['algorithm.overlong.enabled', 'algorithm.overlong.buffer', 'algorithm.overlong.penalty'], undefined, (a.overlong as Loose | undefined)?.enabled ? 'ENABLED in Arbor but not in verl.trainer.main_ppo: use the DAPO recipe\'s reward_model.overlong_buffer.{enable,len,penalty_factor}' : 'off; verl\'s equivalent is the DAPO recipe\'s overlong_buffer');
+  map('algorithm.process_rewards', undefined, a.process_rewards ? 'ENABLED in Arbor; verl\'s tool agent loop ignores tool step rewards, so only the outcome reward trains' : 'off');
+
+  // rollout
+  const response = Math.max(1, Math.min(r.max_turns * r.max_new_tokens, r.max_total_length - ctx.promptTokens));
+  map('rollout.prompts_per_step', { 'data.train_batch_size': r.prompts_per_step });
+  map('rollout.n', { 'actor_rollout_ref.rollout.n': r.n });
+  map(['rollout.temperature', 'rollout.top_p'], { 'actor_rollout_ref.rollout.temperature': r.temperature, 'actor_rollout_ref.rollout.top_p': r.top_p });
+  map('rollout.max_turns', { 'actor_rollout_ref.rollout.multi_turn.max_assistant_turns': r.max_turns });
+  map(['rollout.max_new_tokens', 'rollout.max_total_length'], { 'data.max_prompt_length': ctx.promptTokens, 'data.max_response_length': response },
+    `verl bounds the whole response, not each turn: response = min(max_turns × max_new_tokens, max_total_length − longest prompt ${ctx.promptTokens}) = ${response}`);
+  // optim
+  map('optim.lr', { 'actor_rollout_ref.actor.optim.lr': o.lr });
+  map('optim.warmup_steps', { 'actor_rollout_ref.actor.optim.lr_warmup_steps': o.warmup_steps });
+  map(['optim.schedule', 'optim.min_lr_ratio'], { 'actor_rollout_ref.actor.optim.warmup_style': o.schedule, 'actor_rollout_ref.actor.optim.min_lr_ratio': o.min_lr_ratio });
+  map('optim.weight_decay', { 'actor_rollout_ref.actor.optim.weight_decay': o.weight_decay });
+  map(['optim.beta1', 'optim.beta2'], { 'actor_rollout_ref.actor.optim.betas': [o.beta1, o.beta2] });
+  map('optim.grad_clip', { 'actor_rollout_ref.actor.grad_clip': o.grad_clip });
+  // loop
+  map('steps', { 'trainer.total_training_steps': cfg.steps });
+  map('eval.every', { 'trainer.test_freq': cfg.eval.every === 0 ? -1 : cfg.eval.every });
+  map(['eval.n_questions'], undefined, 'the held-out parquet holds that many questions (data/val.parquet)');
+  map('eval.temperature', { 'actor_rollout_ref.rollout.val_kwargs.temperature': cfg.eval.temperature, 'actor_rollout_ref.rollout.val_kwargs.do_sample': cfg.eval.temperature > 0 });
+  map(['checkpoint.every', 'checkpoint.keep'], { 'trainer.save_freq': cfg.checkpoint.every, 'trainer.max_actor_ckpt_to_keep': cfg.checkpoint.keep });
+  map('seed', { 'data.seed': cfg.seed });
+  map('name', { 'trainer.experiment_name': cfg.name ?? 'arbor-export' });
+  // what verl does not have
+  for (const k of leaves(cfg.sft, 'sft')) covered.add(k);
+  rows.push({ arbor: 'sft.*', value: cfg.sft.warm_start, note: 'the SFT warm start already happened: the exported model is the checkpoint after it (verl\'s SFT trainer is a separate program)' });
+  for (const k of leaves(cfg.task, 'task')) covered.add(k);
+  rows.push({ arbor: 'task.*', value: cfg.task.kind, note: 'the tasks themselves are the parquet rows; the reward is the environment\'s (reward.py)' });
+  for (const k of leaves(cfg.environment ?? {}, 'environment')) covered.add(k);
+  if (cfg.environment) rows.push({ arbor: 'environment.*', value: '(tools, reward)', note: 'served by `arbor mcp serve --config arbor-experiment.json` and scored by reward.py' });
+  map(['logging.full_trajectories_every'], { 'trainer.rollout_data_dir': '$HERE/rollouts' }, 'verl dumps decoded rollouts each step; import them with `arbor import-verl rollouts`');
+  map(['backend', 'device', 'threads'], undefined, 'single-machine execution settings; verl places work with Ray (trainer.n_gpus_per_node, trainer.nnodes)');
+  overrides.push('actor_rollout_ref.rollout.multi_turn.format=hermes');
+  // anything else (keys added to the config later) is listed, never silently dropped
+  for (const k of leaves(cfg)) {
+    if (covered.has(k) || [...covered].some((c) => k.startsWith(`${c}.`))) continue;
+    rows.push({ arbor: k, value: get(cfg, k), note: 'not mapped by this exporter' });
+  }
+  return { overrides, mapping: rows };
+}
+
+/** The tasks of an experiment (RL questions and held-out questions) from its task kit. */
+async function taskKit(cfg: ExperimentConfig): Promise<TaskKit> {
+  if (cfg.task.kind === 'multihop') return (await import('../train/multihop-kit')).multihopKit(cfg);
+  return (await import('../train/qa-kit')).qaKit(cfg);
+}
+
+interface TaskRow {
+  id: string;
+  question: string;
+  answers: string[];
+  hops?: number;
+}
+
+function taskRow(t: RolloutTask): TaskRow {
+  const m = t.meta ?? {};
+  if (typeof m.question !== 'string' || !Array.isArray(m.answers)) throw new Error(`task ${t.id}: no question/answers in its metadata; cannot export it`);
+  return { id: t.id, question: m.question, answers: m.answers.map(String), ...(typeof m.hops === 'number' ? { hops: m.hops } : {}) };
+}
+
+const py = (s: string) => JSON.stringify(s);
+
+export async function exportVerl(src: VerlExportSource, outDir: string, opts: { arborCmd?: string[]; onProgress?: (what: string) => void } = {}): Promise<VerlExportResult> {
+  const { cfg } = src;
+  const modelPath = src.modelPath ?? cfg.model.path;
+  if (!modelPath) throw new Error('the config has model.init: tiny and no checkpoint: export a finished run (`arbor export verl <run> <dir>`) or a config with model.path');
+  const progress = opts.onProgress ?? (() => undefined);
+  mkdirSync(join(outDir, 'data'), { recursive: true });
+  const files: string[] = [];
+  const write = (rel: string, content: string | Uint8Array) => {
+    writeFileSync(join(outDir, rel), content);
+    files.push(rel);
+  };
+
+  progress('tasks');
+  const kit = await taskKit(cfg);
+  const env = await openConfigEnvironment(cfg);
+  const toolNames = env.tools.map((t) => t.name);
+  let promptTokens = 0;
+  const trainTasks = kit.rlTasks ?? kit.trainTasks;
+  for (const t of [...trainTasks, ...kit.evalTasks]) promptTokens = Math.max(promptTokens, (await t.createEnv().prompt()).ids.length);
+  const rowsOf = (tasks: RolloutTask[], split: 'train' | 'test') =>
+    tasks.map(taskRow).map((q, index) => ({
+      data_source: `arbor/${cfg.task.kind}`,
+      agent_name: 'tool_agent',
+      prompt: [{ role: 'user', content: q.question }],
+      ability: 'tool-use',
+      reward_model: { style: 'rule', ground_truth: { target: q.answers } },
+      extra_info: {
+        split, index, task_id: q.id, question: q.question, ...(q.hops !== undefined ? { hops: q.hops } : {}),
+        need_tools_kwargs: toolNames.length > 0,
+        tools_kwargs: Object.fromEntries(toolNames.map((n) => [n, { create_kwargs: { task: q.id } }])),
+        interaction_kwargs: { query: q.question },
+      },
+    }));
+  const train = rowsOf(trainTasks, 'train');
+  const val = rowsOf(kit.evalTasks, 'test');
+  const extraType = inferStruct([...train, ...val].map((r) => r.extra_info as Record<string, unknown>));
+  const columns: Record<string, PqType> = {
+    data_source: 'string', agent_name: 'string',
+    prompt: { list: { struct: { content: 'string', role: 'string' } } },
+    ability: 'string',
+    reward_model: { struct: { ground_truth: { struct: { target: { list: 'string' } } }, style: 'string' } },
+    extra_info: extraType,
+  };
+  progress('parquet');
+  write('data/train.parquet', new Uint8Array(writeParquet(columns, train, ['data_source', 'agent_name', 'ability'])));
+  write('data/val.parquet', new Uint8Array(writeParquet(columns, val, ['data_source', 'agent_name', 'ability'])));
+
+  // the experiment, as `arbor mcp serve --config` and `arbor verl-reward` read it
+  write('arbor-experiment.json', JSON.stringify({ ...cfg, model: { ...cfg.model, path: modelPath, init: undefined } }, null, 2) + '\n');
+
+  const arborCmd = opts.arborCmd ?? [process.execPath, join(HERE, '../../bin/arbor.mjs')];
+  // tool configs
+  const schemas = env.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: { type: 'object', ...t.parameters } } }));
+  await env.close();
+  write('tool_config.yaml', `# verl tools for this environment, served by \`arbor mcp serve\` (run_verl.sh starts it).\n# Per-sample tools_kwargs.create_kwargs travel as MCP _meta["arbor/episode"].\n` +
+    yamlStringify({ tools: schemas.map((s) => ({ class_name: 'arbor_tool.ArborMcpTool', config: { type: 'native', timeout: 60 }, tool_schema: s })) }));
+  write('mcp_servers.json', JSON.stringify({ mcpServers: { arbor: { command: arborCmd[0], args: [...arborCmd.slice(1), 'mcp', 'serve', '--config', 'arbor-experiment.json'] } } }, null, 2) + '\n');
+  write('tool_config.mcp.yaml', `# verl's own MCP client (type: mcp, stdio). It sends no per-sample state, so tools that need the\n# question (the multi-hop search) answer with an error there: use tool_config.yaml for those.\n` +
+    yamlStringify({ tools: [{ class_name: 'verl.tools.mcp_base_tool.MCPBaseTool', config: { type: 'mcp', rate_limit: 120, timeout: 60 }, mcp: { mcp_servers_config_path: './mcp_servers.json', tool_selected_list: toolNames } }] }));
+  copyFileSync(join(HERE, 'verl/arbor_tool.py'), join(outDir, 'arbor_tool.py'));
+  files.push('arbor_tool.py');
+  write('reward.py', `# Generated by \`arbor export verl\` from ${src.source}.\nARBOR_CMD_DEFAULT = ${JSON.stringify(arborCmd)}\n` + (await import('node:fs')).readFileSync(join(HERE, 'verl/reward.py'), 'utf8'));
+
+  const { overrides, mapping } = verlMapping(cfg, { modelPath, promptTokens, toolFormat: env.format.name });
+  const all = [
+    'data.train_files="$HERE/data/train.parquet"', 'data.val_files="$HERE/data/val.parquet"', 'data.return_raw_chat=True',
+    'actor_rollout_ref.rollout.mode=async', 'actor_rollout_ref.rollout.multi_turn.enable=True', 'actor_rollout_ref.rollout.multi_turn.tool_config_path="$HERE/tool_config.yaml"',
+    'custom_reward_function.path="$HERE/reward.py"', 'custom_reward_function.name=compute_score',
+    ...overrides.map((x) => x.replace(/=(.*)$/, (_, v: string) => `=${v.startsWith('$HERE') ? `"${v}"` : /[\s"'$[\],]/.test(v) && !v.startsWith('"') ? `'${v}'` : v}`)),
+  ];
+  write('run_verl.sh', launchScript(src, arborCmd, all));
+  chmodSync(join(outDir, 'run_verl.sh'), 0o755);
+  write('README.md', readme(src, modelPath, mapping, { train: train.length, val: val.length, tools: toolNames, format: env.format.name }));
+  return { dir: outDir, files, train: train.length, val: val.length, overrides: all, mapping };
+}
+
+function launchScript(src: VerlExportSource, arborCmd: string[], overrides: string[]): string {
+  return `#!/usr/bin/env bash
+# Generated by \`arbor export verl\` from ${src.source}.
+# Runs verl (python3 -m verl.trainer.main_ppo) on this folder. Extra Hydra overrides go after the
+# script's name, e.g. ./run_verl.sh trainer.n_gpus_per_node=8 trainer.nnodes=1
+set -euo pipefail
+HERE="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
+# How to start arbor on this machine (override with ARBOR_CMD="arbor" once it is installed on the cluster).
+ARBOR_CMD="\${ARBOR_CMD:-${arborCmd.map((a) => a.replace(/(["\\$`])/g, '\\$1')).join(' ')}}"
+export ARBOR_CMD
+export ARBOR_MCP_TOKEN="\${ARBOR_MCP_TOKEN:-$(od -An -tx1 -N16 /dev/urandom | tr -d ' \\n')}"
+ARBOR_MCP_PORT="\${ARBOR_MCP_PORT:-8765}"
+export ARBOR_MCP_URL="http://127.0.0.1:\${ARBOR_MCP_PORT}/mcp"
+export PYTHONPATH="$HERE\${PYTHONPATH:+:$PYTHONPATH}"
+
+# The environment's tools over MCP (streamable HTTP on 127.0.0.1, bearer token). On several
+# nodes, start one per node (the rollout workers call 127.0.0.1).
+$ARBOR_CMD mcp serve --config "$HERE/arbor-experiment.json" --http --port "$ARBOR_MCP_PORT" --token "$ARBOR_MCP_TOKEN" >"$HERE/mcp-serve.log" 2>&1 &
+MCP_PID=$!
+trap 'kill "$MCP_PID" 2>/dev/null || true' EXIT
+for _ in $(seq 1 120); do
+  if grep -q "^http://" "$HERE/mcp-serve.log" 2>/dev/null; then break; fi
+  if ! kill -0 "$MCP_PID" 2>/dev/null; then echo "arbor mcp serve exited:"; cat "$HERE/mcp-serve.log"; exit 1; fi
+  sleep 1
+done
+
+python3 -m verl.trainer.main_ppo \\
+${overrides.map((x) => `    ${x} \\`).join('\n')}
+    "$@"
+`;
+}
+
+function readme(src: VerlExportSource, modelPath: string, mapping: MappingRow[], info: { train: number; val: number; tools: string[]; format: string }): string {
+  const cell = (s: string) => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+  const table = mapping.map((m) => `| \`${m.arbor}\` | ${cell(JSON.stringify(m.value) ?? '')} | ${m.verl ? m.verl.map((v) => `\`${cell(v)}\``).join('<br>') : '—'} | ${cell(m.note ?? '')} |`).join('\n');
+  return `# verl export of ${src.source}
+
+Written by \`arbor export verl\`. Run on a machine with verl installed (and Node ≥ 20 with Arbor, for the
+environment's tools and reward):
+
+\`\`\`bash
+./run_verl.sh trainer.n_gpus_per_node=8 trainer.nnodes=1
+\`\`\`
+
+| file | what |
+|---|---|
+| \`data/train.parquet\` | ${info.train} RL tasks as verl agent-loop rows (\`agent_name: tool_agent\`) |
+| \`data/val.parquet\` | ${info.val} held-out tasks |
+| \`tool_config.yaml\` | tools ${info.tools.map((t) => `\`${t}\``).join(', ') || '(none)'} as \`arbor_tool.ArborMcpTool\`, calling \`arbor mcp serve --http\` (started by run_verl.sh); each sample's \`extra_info.tools_kwargs.<tool>.create_kwargs\` reaches the tool as MCP \`_meta["arbor/episode"]\` |
+| \`tool_config.mcp.yaml\`, \`mcp_servers.json\` | the same tools through verl's own \`type: mcp\` client (stdio); it sends no per-sample state, so only for tools that do not need the question |
+| \`reward.py\` | \`compute_score(data_source, solution_str, ground_truth, extra_info)\`: the environment's reward, computed by a long-lived \`arbor verl-reward\` process (set \`ARBOR_CMD\` if arbor is installed elsewhere) |
+| \`arbor-experiment.json\` | the Arbor experiment (\`model.path\` = the exported checkpoint) |
+| \`run_verl.sh\` | the launch script with the Hydra overrides below |
+
+Model: \`${modelPath}\` (the run's last checkpoint, an HF folder; for a PEFT adapter folder give
+\`actor_rollout_ref.model.path=<base>\` and merge or load the adapter as your verl version supports).
+
+Tool-call format: the environment uses **${info.format}**; verl's tool agent loop parses Hermes
+\`<tool_call>\` JSON (\`multi_turn.format=hermes\`).${info.format === 'search-r1' ? ' A model trained on Search-R1 tags (`<search>`) will not call tools through it until it learns the Hermes form: prefer an environment with `environment.format: hermes`, or use verl\'s Search-R1 agent loop.' : ''}
+
+After the run, \`arbor import-verl ./rollouts\` (decoded text) or \`arbor import-verl <agent-loop outputs>\`
+(token ids, masks, logprobs) brings its trajectories back into the workbench.
+
+## Every Arbor setting and what it became
+
+| Arbor | value | verl override | note |
+|---|---|---|---|
+${table}
+`;
+}

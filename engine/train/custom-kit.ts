@@ -1,0 +1,98 @@
+/**
+ * task.kind "custom": any task, any tools. The tasks come from `environment.tasks` (JSONL of
+ * {id, prompt | messages, answers?, meta?}, engine/env/taskfile.ts; QA rows with contexts also
+ * work and their paragraphs become a BM25 `search` tool), the tools from `environment.tools`
+ * (sandboxed, any names), the reward from `environment.reward` (else exact match against
+ * `answers`), the format from `environment.format`. Every fifth task is held out for evaluation.
+ *
+ * Tokenizer: `model.path`'s own (with its chat template); for the tiny model a byte-level BPE
+ * (engine/model/tokenizer.ts buildByteBpeTokenizer) whose merges come from the tasks' and tools'
+ * text, so JSON tool calls and any word encode exactly and nothing is out of vocabulary.
+ *
+ * Demonstrations: a task whose `meta.demo` is a list of turns, each `{ "calls": [{ "name", "args" }] }`
+ * or `{ "answer": "…" }`, is demonstrated by writing those turns in the run's format (the SFT warm
+ * start's scripted expert); without demos on every training task, give sft.demos_path.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Bm25Index, searchTool } from '../env/search';
+import type { SandboxHost } from '../env/sandbox-host';
+import { loadTaskFile } from '../env/taskfile';
+import type { Tool } from '../env/tool';
+import { taskPrompt, type EnvTask } from '../env/toolenv';
+import { buildByteBpeTokenizer, HfTokenizer } from '../model/tokenizer';
+import { arborHome } from '../store/db';
+import type { ExperimentConfig } from './config';
+import { envSetup, formatExpert, taskTools, toolEnvTask } from './env-setup';
+import { tinyTaskModel } from './multihop-kit';
+import type { TaskKit } from './session';
+
+type DemoTurn = { calls?: { name: string; args: Record<string, unknown> }[]; answer?: string };
+
+function demoOf(t: EnvTask): DemoTurn[] | undefined {
+  const d = t.meta?.demo;
+  if (!Array.isArray(d) || d.length === 0) return undefined;
+  for (const [i, turn] of d.entries()) {
+    const ok = turn && typeof turn === 'object' && (typeof (turn as DemoTurn).answer === 'string' || (Array.isArray((turn as DemoTurn).calls) && (turn as DemoTurn).calls!.every((c) => c && typeof c.name === 'string' && c.args && typeof c.args === 'object')));
+    if (!ok) throw new Error(`environment.tasks: task ${t.id}: meta.demo[${i}] must be { "calls": [{ "name", "args" }] } or { "answer": "…" }`);
+  }
+  return d as DemoTurn[];
+}
+
+/** A byte-level tokenizer for the tiny model, its files cached by content under ARBOR_HOME (copied into checkpoints). */
+function byteTokenizer(texts: string[]): { hf: HfTokenizer; folder: string } {
+  const { tokenizer, config } = buildByteBpeTokenizer(texts);
+  const tj = JSON.stringify(tokenizer);
+  const tc = JSON.stringify(config, null, 2);
+  const dir = join(arborHome(), 'cache', `custom-tokenizer-${createHash('sha256').update(tj).update(tc).digest('hex').slice(0, 12)}`);
+  if (!existsSync(join(dir, 'tokenizer_config.json'))) {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'tokenizer.json'), tj);
+    writeFileSync(join(dir, 'tokenizer_config.json'), tc);
+  }
+  return { hf: new HfTokenizer(tokenizer, config), folder: dir };
+}
+
+export function customKit(cfg: ExperimentConfig, extras: { host?: SandboxHost } = {}): TaskKit {
+  const file = cfg.environment.tasks;
+  if (!file) throw new Error('environment.tasks: required for task.kind "custom"');
+  const tf = loadTaskFile(file);
+  const setup = envSetup(cfg, extras.host);
+  const builtin: Tool[] = tf.passages.length >= 3 ? [searchTool(new Bm25Index(tf.passages), { topK: 2 })] : [];
+  const { tools, format } = taskTools(builtin, setup);
+  if (tools.length === 0) throw new Error(`environment.tools: task.kind "custom" needs tools (none given, and ${file} has no QA contexts to search)`);
+  const train = tf.tasks.filter((_, i) => i % 5 !== 4);
+  const held = tf.tasks.filter((_, i) => i % 5 === 4);
+  if (train.length === 0 || held.length === 0) throw new Error(`environment.tasks: ${file} needs at least 5 tasks (every fifth is held out for evaluation)`);
+
+  let tok: HfTokenizer;
+  let folder: string;
+  if (cfg.model.path) {
+    tok = HfTokenizer.load(cfg.model.path);
+    folder = cfg.model.path;
+  } else {
+    // Merges from everything the model reads and writes: prompts, answers, demos, tool schemas, the format's instruction and calls.
+    const texts = [
+      format.instruction(),
+      ...tf.tasks.flatMap((t) => [taskPrompt(t), ...(t.messages ?? []).map((m) => m.content), ...(t.answers ?? [])]),
+      ...tf.tasks.flatMap((t) => (demoOf(t) ?? []).map((d) => (d.calls ? format.writeCalls(d.calls) : format.writeAnswer(d.answer ?? '')))),
+      ...tools.map((t) => `${t.name} ${t.description} ${JSON.stringify(t.parameters)}`),
+    ];
+    ({ hf: tok, folder } = byteTokenizer(texts));
+  }
+  const eos = tok.eosTokenId;
+  if (eos === undefined) throw new Error(`model.path: ${cfg.model.path}: tokenizer_config.json names no eos_token (a turn could never end)`);
+  const endText = tok.decode([eos]);
+  const task = (t: EnvTask) => toolEnvTask(t, { tools, format, tokenizer: tok, setup, endTokenIds: [eos] });
+  const demos = new Map(train.map((t) => [t.id, demoOf(t)]));
+  return {
+    tokenizer: tok,
+    tokenizerFolder: folder,
+    trainTasks: train.map(task),
+    evalTasks: held.slice(0, cfg.eval.n_questions).map(task),
+    stop: { strings: format.stopStrings, tokenIds: [eos] },
+    expert: [...demos.values()].every(Boolean) ? formatExpert(format, endText, (id, done) => { const d = demos.get(id)!; return d[Math.min(done, d.length - 1)]!; }) : undefined,
+    tinyModel: (c) => tinyTaskModel(c, tok.vocabSize, eos),
+  };
+}

@@ -1,0 +1,57 @@
+/**
+ * The task registry: task.kind → the task kit (engine/train/session.ts TaskKit). One registry
+ * serves training (`arbor train`, the run templates), `arbor eval`, `arbor rollout` and
+ * `arbor init-model`, so every command accepts every kind.
+ *
+ *  multihop  the built-in synthetic multi-hop world with BM25 search (./multihop-kit.ts)
+ *  qa        a QA dataset (HotpotQA style) whose contexts are the search corpus (./qa-kit.ts)
+ *  custom    a task file of {id, prompt | messages, answers?, meta?} and your own tools (./custom-kit.ts)
+ */
+import type { SandboxHost } from '../env/sandbox-host';
+import type { ExperimentConfig } from './config';
+import { customKit } from './custom-kit';
+import { multihopKit, multihopTokenizer } from './multihop-kit';
+import type { TokenizerPort } from '../rollout/ports';
+import { qaKit } from './qa-kit';
+import type { TaskKit } from './session';
+
+export interface KitExtras {
+  /** The user's tool and reward files, loaded in the sandbox. */
+  host?: SandboxHost;
+}
+
+export type KitFactory = (cfg: ExperimentConfig, extras: KitExtras) => TaskKit;
+
+const kits = new Map<string, KitFactory>([
+  ['multihop', multihopKit],
+  ['qa', qaKit],
+  ['custom', customKit],
+]);
+
+/** Add a task kind (its name must also be in config.ts TASK_KINDS). */
+export function registerTaskKit(kind: string, factory: KitFactory): void {
+  kits.set(kind, factory);
+}
+
+export function taskKinds(): string[] {
+  return [...kits.keys()];
+}
+
+/** The tokenizer of the last kit opened for a config (a run's stored trajectories decode with it). */
+const kitTokenizers = new WeakMap<ExperimentConfig, TokenizerPort>();
+
+export function openTaskKit(cfg: ExperimentConfig, extras: KitExtras = {}): TaskKit {
+  const f = kits.get(cfg.task.kind);
+  if (!f) throw new Error(`task.kind: unknown task "${cfg.task.kind}" (available: ${taskKinds().join(', ')})`);
+  const kit = f(cfg, extras);
+  kitTokenizers.set(cfg, kit.tokenizer);
+  return kit;
+}
+
+/** The tokenizer a config's task uses: the kit already opened for this config, else a fresh kit's (the multi-hop one directly). */
+export function taskTokenizerFor(cfg: ExperimentConfig): TokenizerPort {
+  const known = kitTokenizers.get(cfg);
+  if (known) return known;
+  if (cfg.task.kind === 'multihop') return multihopTokenizer();
+  return openTaskKit(cfg).tokenizer;
+}
