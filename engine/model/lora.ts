@@ -148,7 +148,7 @@ export function loraFor<T>(ctx: LoraContext<T> | undefined, w: Record<string, T>
  * Keep-mask / (1−p) for x [B, T, in]: u = frac(|sin(b·12.9898 + t·78.233 + i·37.719 + seed + salt·4.1414)| · 43758.5453),
  * kept where u ≥ p. Only constants and the seed input feed it, so it carries no gradient.
  */
-function dropoutScale<T>(o: Ops<T>, x: T, d: { p: number; seed: T; salt: number }): T {
+export function loraDropoutScale<T>(o: Ops<T>, x: T, d: { p: number; seed: T; salt: number }): T {
   const [B, T, inp] = o.shape(x);
   const f = (n: typeof B) => o.cast(o.range(n), 'float32');
   const rows = o.reshape(o.mul(f(B), o.scalar(12.9898)), [-1, 1, 1]);
@@ -164,7 +164,7 @@ function dropoutScale<T>(o: Ops<T>, x: T, d: { p: number; seed: T; salt: number 
 /** scale · dropout(x)·Aᵀ·Bᵀ for x [B, T, in] → [B·T, out] (token-flattened like the base linear). */
 export function loraDelta<T>(o: Ops<T>, x: T, l: LoraApplied<T>): T {
   const inp = o.shape(l.a)[1] as number;
-  const xin = l.dropout ? o.mul(x, dropoutScale(o, x, l.dropout)) : x;
+  const xin = l.dropout ? o.mul(x, loraDropoutScale(o, x, l.dropout)) : x;
   const flat = o.reshape(xin, [-1, inp]);
   const down = o.matmul(flat, o.transpose(l.a, [1, 0])); // [N, rank]
   const up = o.matmul(down, o.transpose(l.b, [1, 0])); // [N, out]

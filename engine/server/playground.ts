@@ -130,7 +130,7 @@ export class Playground {
     const store = this.engine.store!;
     const ck = store.checkpoints().find((c) => c.id === checkpoint);
     if (ck) {
-      if (!existsSync(join(ck.path, 'config.json'))) throw new Error(`checkpoint "${checkpoint}": its folder ${ck.path} has no config.json (was it deleted?)`);
+      if (!existsSync(join(ck.path, 'config.json')) && !existsSync(join(ck.path, 'adapter_config.json'))) throw new Error(`checkpoint "${checkpoint}": its folder ${ck.path} has no config.json (was it deleted?)`);
       let config: Record<string, unknown> | undefined;
       try {
         config = store.getRun(ck.runId).config;
@@ -140,7 +140,8 @@ export class Playground {
       return { id: ck.id, path: ck.path, step: ck.step, runId: ck.runId, settings: chatSettings(config) };
     }
     if (existsSync(checkpoint) && statSync(checkpoint).isDirectory()) {
-      if (!existsSync(join(checkpoint, 'config.json'))) throw new Error(`checkpoint folder ${checkpoint} has no config.json`);
+      // An HF model folder, or a LoRA run's PEFT adapter folder (PolicyModel.load puts it on its base).
+      if (!existsSync(join(checkpoint, 'config.json')) && !existsSync(join(checkpoint, 'adapter_config.json'))) throw new Error(`checkpoint folder ${checkpoint} has no config.json (nor adapter_config.json)`);
       return { id: checkpoint, path: checkpoint, settings: chatSettings(undefined) };
     }
     throw new Error(`no checkpoint "${checkpoint}" in this workspace (checkpoints.list shows the stored ones; a model folder path also works)`);

@@ -12,7 +12,9 @@ import { tinyConfig } from '../../../engine/model/config';
 import { PolicyModel } from '../../../engine/model/runtime';
 import { packSequences, type LossSpec } from '../../../engine/model/graphs';
 import { readSafetensors } from '../../../engine/model/safetensors';
-import { adapterShapes, isAdapterName, mergeAdapters, resolveLora } from '../../../engine/model/lora';
+import { adapterShapes, isAdapterName, loraDropoutScale, mergeAdapters, resolveLora } from '../../../engine/model/lora';
+import { traceGraph } from '../../../engine/tensor/graph';
+import { OrtRunner } from '../../../engine/tensor/ort';
 import { readPeftAdapter } from '../../../engine/model/peft';
 import { AdamW } from '../../../engine/rl/optimizer';
 import type { Ops } from '../../../engine/tensor/ops';
@@ -146,6 +148,34 @@ describe('LoRA adapters', () => {
     models.push(loaded);
     expect(loaded.lora).toEqual(spec);
     expect(relErr((await loaded.score(seqs)).logprobs, (await m.score(seqs)).logprobs)).toBe(0);
+  });
+
+  it('dropout masks in ORT: keep rate 1 − p, scaled by 1/(1 − p), independent across seeds and modules', async () => {
+    const p = 0.3;
+    const prog = <T>(o: Ops<T>, x: Record<string, T>) => ({
+      a: loraDropoutScale(o, x.x!, { p, seed: x.seed!, salt: 3 }),
+      b: loraDropoutScale(o, x.x!, { p, seed: x.seed2!, salt: 3 }),
+      c: loraDropoutScale(o, x.x!, { p, seed: x.seed!, salt: 4 }),
+    });
+    const g = traceGraph([{ name: 'x', dtype: 'float32', shape: ['batch', 'seq', 96] }, { name: 'seed', dtype: 'float32', shape: [] }, { name: 'seed2', dtype: 'float32', shape: [] }], prog);
+    const r = await OrtRunner.create(g, { inWorker: false });
+    const n = 4 * 64 * 96;
+    const out = await r.run({ x: { dtype: 'float32', shape: [4, 64, 96], data: new Float32Array(n) }, seed: { dtype: 'float32', shape: [], data: Float32Array.of(104729) }, seed2: { dtype: 'float32', shape: [], data: Float32Array.of(209458) } });
+    const keep = (k: string) => Array.from(out[k]!.data as Float32Array, (v) => (v > 0 ? 1 : 0));
+    const [a, b, c] = [keep('a'), keep('b'), keep('c')];
+    const mean = (xs: number[]) => xs.reduce((s, v) => s + v, 0) / xs.length;
+    expect(Math.abs(mean(a) - (1 - p))).toBeLessThan(0.02);
+    expect(new Set(Array.from(out.a!.data as Float32Array)).size).toBe(2); // 0 and 1/(1−p)
+    expect(Math.max(...Array.from(out.a!.data as Float32Array))).toBeCloseTo(1 / (1 - p), 5);
+    // Independent masks keep a position in both with probability (1 − p)².
+    expect(Math.abs(mean(a.map((v, i) => v * b[i]!)) - (1 - p) ** 2)).toBeLessThan(0.02);
+    expect(Math.abs(mean(a.map((v, i) => v * c[i]!)) - (1 - p) ** 2)).toBeLessThan(0.02);
+    // No structure along rows or features: keep rates per token row and per feature stay near 1 − p.
+    const rowRates = Array.from({ length: 4 * 64 }, (_, t) => mean(a.slice(t * 96, (t + 1) * 96)));
+    const colRates = Array.from({ length: 96 }, (_, f) => mean(Array.from({ length: 256 }, (_, t) => a[t * 96 + f]!)));
+    expect(Math.max(...rowRates.map((x) => Math.abs(x - (1 - p))))).toBeLessThan(0.25);
+    expect(Math.max(...colRates.map((x) => Math.abs(x - (1 - p))))).toBeLessThan(0.15);
+    await r.dispose();
   });
 
   it('refuses adapter layouts it cannot represent, naming the field', () => {
