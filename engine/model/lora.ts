@@ -48,7 +48,10 @@ export function resolveLora(s: LoraSettings, field = 'model.lora'): LoraSpec {
   if (s.target_modules === 'all-linear') targets = [...LORA_TARGETS];
   else {
     const bad = s.target_modules.filter((t) => !(LORA_TARGETS as readonly string[]).includes(t));
-    if (bad.length) throw new Error(`${field}.target_modules: unknown module ${bad.map((b) => JSON.stringify(b)).join(', ')}; allowed: all-linear or a list of ${LORA_TARGETS.join(', ')}`);
+    if (bad.length)
+      throw new Error(
+        `${field}.target_modules: unknown module ${bad.map((b) => JSON.stringify(b)).join(', ')}; allowed: all-linear or a list of ${LORA_TARGETS.join(', ')}`,
+      );
     if (s.target_modules.length === 0) throw new Error(`${field}.target_modules: give at least one module (or all-linear)`);
     targets = LORA_TARGETS.filter((t) => s.target_modules.includes(t));
   }
@@ -63,13 +66,23 @@ function modulePrefix(target: LoraTarget): string {
 
 /** [out, in] of a targeted linear layer. */
 export function moduleShape(c: ModelConfig, target: LoraTarget): [number, number] {
-  const D = c.hiddenSize, q = c.numHeads * c.headDim, kv = c.numKvHeads * c.headDim, F = c.intermediateSize;
+  const D = c.hiddenSize,
+    q = c.numHeads * c.headDim,
+    kv = c.numKvHeads * c.headDim,
+    F = c.intermediateSize;
   switch (target) {
-    case 'q_proj': return [q, D];
-    case 'k_proj': case 'v_proj': return [kv, D];
-    case 'o_proj': return [D, q];
-    case 'gate_proj': case 'up_proj': return [F, D];
-    case 'down_proj': return [D, F];
+    case 'q_proj':
+      return [q, D];
+    case 'k_proj':
+    case 'v_proj':
+      return [kv, D];
+    case 'o_proj':
+      return [D, q];
+    case 'gate_proj':
+    case 'up_proj':
+      return [F, D];
+    case 'down_proj':
+      return [D, F];
   }
 }
 

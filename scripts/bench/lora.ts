@@ -30,9 +30,23 @@ const o = new Command()
   .opts<{ layers: number; batch: number; seq: number; rank: number; steps: number; threads: number; json?: boolean }>();
 
 const config: ModelConfig = {
-  architecture: 'Qwen2ForCausalLM', vocabSize: 151936, hiddenSize: 896, intermediateSize: 4864, numLayers: o.layers,
-  numHeads: 14, numKvHeads: 2, headDim: 64, rmsNormEps: 1e-6, ropeTheta: 1e6, tieWordEmbeddings: true, attentionBias: true,
-  qkNorm: false, maxPositionEmbeddings: 4096, bosTokenId: null, eosTokenId: null, padTokenId: 0,
+  architecture: 'Qwen2ForCausalLM',
+  vocabSize: 151936,
+  hiddenSize: 896,
+  intermediateSize: 4864,
+  numLayers: o.layers,
+  numHeads: 14,
+  numKvHeads: 2,
+  headDim: 64,
+  rmsNormEps: 1e-6,
+  ropeTheta: 1e6,
+  tieWordEmbeddings: true,
+  attentionBias: true,
+  qkNorm: false,
+  maxPositionEmbeddings: 4096,
+  bosTokenId: null,
+  eosTokenId: null,
+  padTokenId: 0,
 };
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const rssGiB = () => process.resourceUsage().maxRSS / 1024 / 1024;
@@ -45,7 +59,9 @@ const base = initWeights(config, 1);
 const params = parameterCount(config);
 const adapterParams = Object.values(adapterShapes(config, spec)).reduce((a, s) => a + s[0]! * s[1]!, 0);
 
-log(`model: ${o.layers} layers at Qwen2.5-0.5B widths, ${(params / 1e6).toFixed(1)}M parameters; LoRA r=${o.rank} all-linear: ${(adapterParams / 1e6).toFixed(2)}M; batch ${o.batch} × ${o.seq}`);
+log(
+  `model: ${o.layers} layers at Qwen2.5-0.5B widths, ${(params / 1e6).toFixed(1)}M parameters; LoRA r=${o.rank} all-linear: ${(adapterParams / 1e6).toFixed(2)}M; batch ${o.batch} × ${o.seq}`,
+);
 const lora = new PolicyModel(config, new Map(base), { threads: o.threads, lora: spec, loraSeed: 1 });
 const lt: { grad: number; opt: number }[] = [];
 const la = adam();
@@ -74,8 +90,14 @@ await full.dispose();
 const fullRss = rssGiB();
 
 const row = (name: string, t: { grad: number; opt: number }[], trainable: number, rss: number) => ({
-  name, gradSeconds: median(t.map((x) => x.grad)), optimizerSeconds: median(t.map((x) => x.opt)), stepSeconds: median(t.map((x) => x.grad + x.opt)),
-  trainable, sentPerUpdateMiB: (trainable * 4) / 2 ** 20, adamStateMiB: (trainable * 8) / 2 ** 20, peakRssGiB: rss,
+  name,
+  gradSeconds: median(t.map((x) => x.grad)),
+  optimizerSeconds: median(t.map((x) => x.opt)),
+  stepSeconds: median(t.map((x) => x.grad + x.opt)),
+  trainable,
+  sentPerUpdateMiB: (trainable * 4) / 2 ** 20,
+  adamStateMiB: (trainable * 8) / 2 ** 20,
+  peakRssGiB: rss,
 });
 const rows = [row('lora', lt, adapterParams, loraRss), row('full', ft, params, fullRss)];
 if (o.json) console.log(JSON.stringify({ layers: o.layers, batch: o.batch, seq: o.seq, rank: o.rank, threads: o.threads, rows }));
@@ -83,6 +105,8 @@ else {
   console.log('| step | fwd+bwd s | AdamW s | step s | trainable | sent to worker / update | AdamW state | peak RSS after |');
   console.log('|---|---|---|---|---|---|---|---|');
   for (const r of rows)
-    console.log(`| ${r.name} | ${r.gradSeconds.toFixed(2)} | ${r.optimizerSeconds.toFixed(3)} | ${r.stepSeconds.toFixed(2)} | ${(r.trainable / 1e6).toFixed(2)}M | ${r.sentPerUpdateMiB.toFixed(1)} MiB | ${r.adamStateMiB.toFixed(1)} MiB | ${r.peakRssGiB.toFixed(2)} GiB |`);
+    console.log(
+      `| ${r.name} | ${r.gradSeconds.toFixed(2)} | ${r.optimizerSeconds.toFixed(3)} | ${r.stepSeconds.toFixed(2)} | ${(r.trainable / 1e6).toFixed(2)}M | ${r.sentPerUpdateMiB.toFixed(1)} MiB | ${r.adamStateMiB.toFixed(1)} MiB | ${r.peakRssGiB.toFixed(2)} GiB |`,
+    );
   console.log(`LoRA / full step time: ${(rows[0]!.stepSeconds / rows[1]!.stepSeconds).toFixed(2)}`);
 }

@@ -18,7 +18,9 @@ import { mergeAdapterFolder } from '../../../engine/cli/commands/merge';
 const DIR = join(__dirname, 'fixtures', 'qwen2-f32-peft-lora');
 const BASE = join(__dirname, '..', '..', 'fixtures', 'models', 'qwen2-f32');
 const models: PolicyModel[] = [];
-afterAll(async () => { for (const m of models) await m.dispose(); });
+afterAll(async () => {
+  for (const m of models) await m.dispose();
+});
 
 function reference() {
   const r = JSON.parse(readFileSync(join(DIR, 'reference.json'), 'utf8')) as { input_ids: number[][]; shape: [number, number, number] };
@@ -26,19 +28,24 @@ function reference() {
   const logits = readSafetensors(join(DIR, 'reference.safetensors')).get('logits')!.data;
   // log p(ids[t+1] | ids[..t]) per row, flattened [B, T-1]
   const lp = new Float32Array(B * (T - 1));
-  for (let b = 0; b < B; b++) for (let t = 0; t < T - 1; t++) {
-    const row = logits.subarray((b * T + t) * V, (b * T + t + 1) * V);
-    const m = Math.max(...row);
-    let s = 0;
-    for (const x of row) s += Math.exp(x - m);
-    lp[b * (T - 1) + t] = row[r.input_ids[b]![t + 1]!]! - m - Math.log(s);
-  }
+  for (let b = 0; b < B; b++)
+    for (let t = 0; t < T - 1; t++) {
+      const row = logits.subarray((b * T + t) * V, (b * T + t + 1) * V);
+      const m = Math.max(...row);
+      let s = 0;
+      for (const x of row) s += Math.exp(x - m);
+      lp[b * (T - 1) + t] = row[r.input_ids[b]![t + 1]!]! - m - Math.log(s);
+    }
   return { ids: r.input_ids, lp, T };
 }
 
 function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let num = 0, den = 0;
-  for (let i = 0; i < b.length; i++) { num += (a[i]! - b[i]!) ** 2; den += b[i]! ** 2; }
+  let num = 0,
+    den = 0;
+  for (let i = 0; i < b.length; i++) {
+    num += (a[i]! - b[i]!) ** 2;
+    den += b[i]! ** 2;
+  }
   return Math.sqrt(num) / Math.max(Math.sqrt(den), 1e-12);
 }
 

@@ -64,7 +64,8 @@ describe('LoRA runs', () => {
     const ck = latestCheckpoint(split)!;
     expect(ck.step).toBe(2);
     // The checkpoint is a PEFT adapter folder: adapters + optimizer state; the built-in base under base/.
-    for (const f of ['adapter_config.json', 'adapter_model.safetensors', 'optimizer.json', 'trainer_state.json']) expect(existsSync(join(ck.dir, f)), f).toBe(true);
+    for (const f of ['adapter_config.json', 'adapter_model.safetensors', 'optimizer.json', 'trainer_state.json'])
+      expect(existsSync(join(ck.dir, f)), f).toBe(true);
     expect(existsSync(join(ck.dir, 'model.safetensors'))).toBe(false);
     const opt = JSON.parse(readFileSync(join(ck.dir, 'optimizer.json'), 'utf8')) as { tensors: [string, number][] };
     expect(opt.tensors.length).toBeGreaterThan(0);
@@ -99,7 +100,11 @@ describe('LoRA runs', () => {
     const refs = new Map<number, { eps: Episode[]; ref: Float32Array[] }>();
     const sink = (): SinkPort => {
       const inner = new JsonlSink(runDir);
-      return { metrics: (s, v) => inner.metrics(s, v), truncateAfter: (s) => inner.truncateAfter(s), trajectories: (step, eps, _a, extra) => void refs.set(step, { eps, ref: eps.map((e) => extra!.refLogprobs!.get(e)!) }) };
+      return {
+        metrics: (s, v) => inner.metrics(s, v),
+        truncateAfter: (s) => inner.truncateAfter(s),
+        trajectories: (step, eps, _a, extra) => void refs.set(step, { eps, ref: eps.map((e) => extra!.refLogprobs!.get(e)!) }),
+      };
     };
     for (const steps of [1, 2]) {
       const cfg = validateConfig({ ...base, steps });
@@ -173,15 +178,20 @@ describe('LoRA runs', () => {
     const fromAdapter = PolicyModel.load(adapterDir, { threads: 1 });
     const plain = PolicyModel.load(baseDir, { threads: 1 });
     try {
-      const seqs = [[1, 2, 3, 4, 5, 6, 7], [8, 9, 10, 30, 11]];
+      const seqs = [
+        [1, 2, 3, 4, 5, 6, 7],
+        [8, 9, 10, 30, 11],
+      ];
       const lm = await merged.lastLogits(seqs);
       const la = await fromAdapter.lastLogits(seqs);
       const lb = await plain.lastLogits(seqs);
-      let diff = 0, base = 0;
-      for (let s = 0; s < seqs.length; s++) for (let i = 0; i < lm[s]!.length; i++) {
-        diff = Math.max(diff, Math.abs(lm[s]![i]! - la[s]![i]!));
-        base = Math.max(base, Math.abs(lb[s]![i]! - la[s]![i]!));
-      }
+      let diff = 0,
+        base = 0;
+      for (let s = 0; s < seqs.length; s++)
+        for (let i = 0; i < lm[s]!.length; i++) {
+          diff = Math.max(diff, Math.abs(lm[s]![i]! - la[s]![i]!));
+          base = Math.max(base, Math.abs(lb[s]![i]! - la[s]![i]!));
+        }
       expect(diff).toBeLessThan(1e-5);
       expect(base).toBeGreaterThan(1e-3); // the adapter changes the model
     } finally {

@@ -20,11 +20,17 @@ import { AdamW } from '../../../engine/rl/optimizer';
 import type { Ops } from '../../../engine/tensor/ops';
 
 const models: PolicyModel[] = [];
-afterAll(async () => { for (const m of models) await m.dispose(); });
+afterAll(async () => {
+  for (const m of models) await m.dispose();
+});
 
 function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let num = 0, den = 0;
-  for (let i = 0; i < b.length; i++) { num += (a[i] - b[i]) ** 2; den += b[i] ** 2; }
+  let num = 0,
+    den = 0;
+  for (let i = 0; i < b.length; i++) {
+    num += (a[i] - b[i]) ** 2;
+    den += b[i] ** 2;
+  }
   return Math.sqrt(num) / Math.max(Math.sqrt(den), 1e-12);
 }
 
@@ -35,7 +41,11 @@ const nll: LossSpec = {
   inputs: [],
   program: <T>(o: Ops<T>, t: { logprobs: T; mask: T }) => ({ loss: o.div(o.neg(o.sum(o.mul(t.logprobs, t.mask), [0, 1])), o.sum(t.mask, [0, 1])) }),
 };
-const seqs = [[1, 5, 7, 3, 2, 9], [4, 4, 8], [2, 3, 11, 6, 1, 1, 5]];
+const seqs = [
+  [1, 5, 7, 3, 2, 9],
+  [4, 4, 8],
+  [2, 3, 11, 6, 1, 1, 5],
+];
 
 /** Give B non-zero values so the adapters change the outputs. */
 function perturbB(m: PolicyModel): void {
@@ -79,7 +89,11 @@ describe('LoRA adapters', () => {
   });
 
   it('ORT and tfjs agree on the loss and the adapter gradients', async () => {
-    const ort = PolicyModel.init(cfg, 5, { threads: 1, lora: resolveLora({ rank: 3, alpha: 6, dropout: 0, target_modules: ['q_proj', 'v_proj', 'down_proj'] }), loraSeed: 3 });
+    const ort = PolicyModel.init(cfg, 5, {
+      threads: 1,
+      lora: resolveLora({ rank: 3, alpha: 6, dropout: 0, target_modules: ['q_proj', 'v_proj', 'down_proj'] }),
+      loraSeed: 3,
+    });
     perturbB(ort);
     const tfm = new PolicyModel(cfg, ort.weights, { backend: 'tfjs', lora: ort.lora });
     models.push(ort, tfm);
@@ -132,7 +146,18 @@ describe('LoRA adapters', () => {
     const dir = join(mkdtempSync(join(tmpdir(), 'arbor-lora-')), 'adapter');
     m.save(dir);
     const conf = JSON.parse(readFileSync(join(dir, 'adapter_config.json'), 'utf8'));
-    expect(conf).toMatchObject({ peft_type: 'LORA', task_type: 'CAUSAL_LM', r: 4, lora_alpha: 8, lora_dropout: 0, bias: 'none', use_dora: false, use_rslora: false, fan_in_fan_out: false, base_model_name_or_path: 'base' });
+    expect(conf).toMatchObject({
+      peft_type: 'LORA',
+      task_type: 'CAUSAL_LM',
+      r: 4,
+      lora_alpha: 8,
+      lora_dropout: 0,
+      bias: 'none',
+      use_dora: false,
+      use_rslora: false,
+      fan_in_fan_out: false,
+      base_model_name_or_path: 'base',
+    });
     expect(conf.target_modules).toEqual(['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj']);
     const t = readSafetensors(join(dir, 'adapter_model.safetensors'));
     expect(t.get('base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight')!.shape).toEqual([4, 32]);
@@ -157,10 +182,21 @@ describe('LoRA adapters', () => {
       b: loraDropoutScale(o, x.x!, { p, seed: x.seed2!, salt: 3 }),
       c: loraDropoutScale(o, x.x!, { p, seed: x.seed!, salt: 4 }),
     });
-    const g = traceGraph([{ name: 'x', dtype: 'float32', shape: ['batch', 'seq', 96] }, { name: 'seed', dtype: 'float32', shape: [] }, { name: 'seed2', dtype: 'float32', shape: [] }], prog);
+    const g = traceGraph(
+      [
+        { name: 'x', dtype: 'float32', shape: ['batch', 'seq', 96] },
+        { name: 'seed', dtype: 'float32', shape: [] },
+        { name: 'seed2', dtype: 'float32', shape: [] },
+      ],
+      prog,
+    );
     const r = await OrtRunner.create(g, { inWorker: false });
     const n = 4 * 64 * 96;
-    const out = await r.run({ x: { dtype: 'float32', shape: [4, 64, 96], data: new Float32Array(n) }, seed: { dtype: 'float32', shape: [], data: Float32Array.of(104729) }, seed2: { dtype: 'float32', shape: [], data: Float32Array.of(209458) } });
+    const out = await r.run({
+      x: { dtype: 'float32', shape: [4, 64, 96], data: new Float32Array(n) },
+      seed: { dtype: 'float32', shape: [], data: Float32Array.of(104729) },
+      seed2: { dtype: 'float32', shape: [], data: Float32Array.of(209458) },
+    });
     const keep = (k: string) => Array.from(out[k]!.data as Float32Array, (v) => (v > 0 ? 1 : 0));
     const [a, b, c] = [keep('a'), keep('b'), keep('c')];
     const mean = (xs: number[]) => xs.reduce((s, v) => s + v, 0) / xs.length;
