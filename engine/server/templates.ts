@@ -114,7 +114,11 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
             },
             event: (kind, payload) => {
               if (kind === 'checkpoint' && typeof payload.step === 'number' && typeof payload.dir === 'string') ctx.checkpoint(payload.step, payload.dir);
-              else ctx.log(`${kind}: ${JSON.stringify(payload)}`);
+              else {
+                // The checkpoint a resume continues from gets its row even if a kill came between its folder and its row.
+                if (kind === 'resumed' && typeof payload.fromStep === 'number' && typeof payload.checkpoint === 'string') ctx.checkpoint(payload.fromStep, payload.checkpoint);
+                ctx.log(`${kind}: ${JSON.stringify(payload)}`);
+              }
             },
           },
           onPhase: (phase, total) => ctx.log(`phase ${phase} (${total})`),
