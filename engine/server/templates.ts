@@ -6,6 +6,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { episodeToRecord } from '../train/store-sink';
 import { memoryLimitHits } from '../train/sinks';
@@ -132,6 +133,9 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
 }
 
 export async function builtinTemplates(home?: string): Promise<RunTemplate[]> {
+  // The first-run page's "Run the demo": `arbor demo`'s SFT warm start + GRPO experiment
+  // (resources/configs/demo.yaml) as a workbench run, live in the Run view.
+  const demoConfig = parseYaml(readFileSync(fileURLToPath(new URL('../../resources/configs/demo.yaml', import.meta.url)), 'utf8')) as Record<string, unknown>;
   return [
     await trainingTemplate({
       id: 'multihop',
@@ -163,6 +167,12 @@ export async function builtinTemplates(home?: string): Promise<RunTemplate[]> {
           }),
         ]
       : []),
+    await trainingTemplate({
+      id: 'demo',
+      name: 'The demo: a tiny search agent (SFT warm start, then GRPO)',
+      description: "`arbor demo`'s experiment (resources/configs/demo.yaml): the built-in multi-hop world, a tiny model, SFT on scripted expert demonstrations, then GRPO with dynamic sampling.",
+      example: { ...demoConfig, sft: { ...(demoConfig.sft as object), warm_start: true } },
+    }),
   ];
 }
 
