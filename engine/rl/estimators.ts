@@ -1,5 +1,5 @@
 /**
- * Advantage estimators (../shared/reference/algorithms.md), as pure functions over plain arrays
+ * Advantage estimators (the formulas of the session's reference algorithms.md, outside this repository), as pure functions over plain arrays
  * so they can be checked by hand: one entry per episode, per-token arrays aligned with the
  * episode's tokens, `mask` = 1 on model-generated tokens (the only tokens that carry advantage).
  *

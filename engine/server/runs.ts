@@ -199,7 +199,10 @@ export class RunManager {
       runId: run.id, runDir, config: run.config, signal: abort.signal, resume: next.resume,
       checkpointPause: () => (active.paused ? new Promise<void>((r) => active.resumeWaiters.push(r)) : Promise.resolve()),
       metric: (step, values) => {
+        // Committed now with the step's queued trajectories, before the job writes the step's
+        // checkpoint: a checkpoint on disk always has its step's rows.
         writer.metrics(run.id, step, values);
+        writer.flush();
         this.emit({ event: 'metrics', data: { runId: run.id, step, values } });
       },
       trajectories: (step, ts, opts) => {

@@ -6,6 +6,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { episodeToRecord } from '../train/store-sink';
 import { memoryLimitHits } from '../train/sinks';
@@ -111,7 +112,11 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
             },
             event: (kind, payload) => {
               if (kind === 'checkpoint' && typeof payload.step === 'number' && typeof payload.dir === 'string') ctx.checkpoint(payload.step, payload.dir);
-              else ctx.log(`${kind}: ${JSON.stringify(payload)}`);
+              else {
+                // The checkpoint a resume continues from gets its row even if a kill came between its folder and its row.
+                if (kind === 'resumed' && typeof payload.fromStep === 'number' && typeof payload.checkpoint === 'string') ctx.checkpoint(payload.fromStep, payload.checkpoint);
+                ctx.log(`${kind}: ${JSON.stringify(payload)}`);
+              }
             },
           },
           onPhase: (phase, total) => ctx.log(`phase ${phase} (${total})`),
@@ -124,6 +129,9 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
 }
 
 export async function builtinTemplates(home?: string): Promise<RunTemplate[]> {
+  // The first-run page's "Run the demo": `arbor demo`'s SFT warm start + GRPO experiment
+  // (resources/configs/demo.yaml) as a workbench run, live in the Run view.
+  const demoConfig = parseYaml(readFileSync(fileURLToPath(new URL('../../resources/configs/demo.yaml', import.meta.url)), 'utf8')) as Record<string, unknown>;
   return [
     await trainingTemplate({
       id: 'multihop',
@@ -155,6 +163,12 @@ export async function builtinTemplates(home?: string): Promise<RunTemplate[]> {
           }),
         ]
       : []),
+    await trainingTemplate({
+      id: 'demo',
+      name: 'The demo: a tiny search agent (SFT warm start, then GRPO)',
+      description: "`arbor demo`'s experiment (resources/configs/demo.yaml): the built-in multi-hop world, a tiny model, SFT on scripted expert demonstrations, then GRPO with dynamic sampling.",
+      example: { ...demoConfig, sft: { ...(demoConfig.sft as object), warm_start: true } },
+    }),
   ];
 }
 

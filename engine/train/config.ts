@@ -312,7 +312,7 @@ function fieldName(path: PropertyKey[], issue: z.core.$ZodIssue): string {
  * against `baseDir`; folders and files named by the config must exist (checked here, so a missing
  * model folder fails before any work starts).
  */
-export function validateConfig(input: unknown, opts: { baseDir?: string; file?: string; checkFiles?: boolean } = {}): ExperimentConfig {
+export function validateConfig(input: unknown, opts: { baseDir?: string; file?: string; checkFiles?: boolean; job?: 'sft' } = {}): ExperimentConfig {
   const res = experimentSchema.safeParse(input);
   if (!res.success) {
     throw new ConfigError(
@@ -331,7 +331,7 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
   if (env.reward) env.reward = abs(env.reward);
   if (env.tasks) env.tasks = abs(env.tasks);
   env.workspace = abs(env.workspace ?? '.');
-  const issues: { field: string; message: string }[] = [];
+  const issues: { field: string; message: string }[] = inertKeys(input, cfg, opts.job);
   if (cfg.task.kind === 'custom' && !env.tasks) issues.push({ field: 'environment.tasks', message: 'required for task.kind "custom" (a JSONL file of {id, prompt | messages, answers?, meta?})' });
   if (cfg.task.kind !== 'custom' && env.tasks) issues.push({ field: 'environment.tasks', message: `a task file is read by task.kind "custom" (got task.kind "${cfg.task.kind}")` });
   if (cfg.algorithm.mini_batches > cfg.rollout.prompts_per_step * cfg.rollout.n)
@@ -385,11 +385,38 @@ export function parseConfigText(text: string, file = '<config>'): unknown {
 }
 
 /** Load, parse and validate a config file; relative paths inside resolve against its folder. */
-export function loadConfig(file: string, overrides?: (raw: Record<string, unknown>) => void): ExperimentConfig {
+/**
+ * Keys set (to other than their default) that would do nothing in this configuration: refused,
+ * naming the key, instead of silently ignored. `job: 'sft'` is `arbor sft` (SFT only, no RL).
+ */
+function inertKeys(raw: unknown, cfg: ExperimentConfig, job?: 'sft'): { field: string; message: string }[] {
+  const at = (o: unknown, path: string) => path.split('.').reduce<unknown>((x, k) => (x && typeof x === 'object' ? (x as Record<string, unknown>)[k] : undefined), o);
+  const defaults = experimentSchema.parse({ model: { init: 'tiny' } });
+  const set = (path: string) => at(raw, path) !== undefined && JSON.stringify(at(raw, path)) !== JSON.stringify(at(defaults, path));
+  const out: { field: string; message: string }[] = [];
+  const refuse = (path: string, why: string) => set(path) && out.push({ field: path, message: `has no effect ${why}; remove it` });
+  if (cfg.task.kind === 'qa') {
+    refuse('task.hops', 'with task.kind "qa" (the dataset\'s questions are used as they are; hop counts belong to the built-in multihop world)');
+    refuse('task.rl_hops', 'with task.kind "qa" (hop counts belong to the built-in multihop world)');
+    refuse('sft.mistake_rate', 'with task.kind "qa" (only the multihop scripted expert makes deliberate mistakes)');
+  }
+  if (cfg.sft.demos_path) {
+    refuse('sft.demos', 'with sft.demos_path (the demonstrations come from that file)');
+    refuse('sft.mistake_rate', 'with sft.demos_path (the demonstrations come from that file)');
+  }
+  if (cfg.model.path) for (const k of ['hidden_size', 'layers']) refuse(`model.${k}`, 'with model.path (it sizes the tiny built-in model; a loaded model keeps its own size)');
+  if (job === 'sft') {
+    for (const k of ['lr', 'warmup_steps', 'schedule', 'min_lr_ratio']) refuse(`optim.${k}`, 'in `arbor sft` (SFT uses sft.lr with its own warm-up and cosine decay; optim.* schedules RL)');
+    refuse('checkpoint.every', 'in `arbor sft` (SFT saves one checkpoint when it ends or is stopped)');
+  }
+  return [...new Map(out.map((o) => [o.field, o])).values()];
+}
+
+export function loadConfig(file: string, overrides?: (raw: Record<string, unknown>) => void, opts: { job?: 'sft' } = {}): ExperimentConfig {
   if (!existsSync(file)) throw new ConfigError([{ field: '', message: `config file not found: ${file}` }], file);
   const raw = parseConfigText(readFileSync(file, 'utf8'), file);
   if (overrides && raw && typeof raw === 'object') overrides(raw as Record<string, unknown>);
-  return validateConfig(raw, { baseDir: dirname(resolve(file)), file });
+  return validateConfig(raw, { baseDir: dirname(resolve(file)), file, job: opts.job });
 }
 
 /** JSON Schema (draft 2020-12) of the experiment config, for the run templates registry and UI form. */

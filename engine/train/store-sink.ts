@@ -82,7 +82,12 @@ export function storeSink(store: Store, runId: string, opts: { decode: (ids: num
   const writer = new BatchWriter(store, { intervalMs: 250, keepEvery: opts.fullTrajectoriesEvery ?? 1 });
   return {
     metrics(step, values) {
+      // A step's metrics close it: they and its queued trajectories commit in one transaction
+      // now, before the loop writes the step's checkpoint, so a checkpoint folder on disk always
+      // has its step's rows (a kill between the two can no longer leave a resumable step with no
+      // metrics; found by scripts/fault-inject.mjs).
       writer.metrics(runId, step, values);
+      writer.flush();
     },
     trajectories(step, episodes, advantages, extra) {
       for (const e of episodes)
@@ -98,6 +103,12 @@ export function storeSink(store: Store, runId: string, opts: { decode: (ids: num
     event(kind, payload) {
       writer.flush();
       if (kind === 'checkpoint' && typeof payload.step === 'number' && typeof payload.dir === 'string') store.addCheckpoint(runId, payload.step, payload.dir);
+      else if (kind === 'resumed' && typeof payload.fromStep === 'number' && typeof payload.checkpoint === 'string') {
+        // A kill between a checkpoint's rename and its row leaves the folder without a row: the
+        // resume records the checkpoint it continues from.
+        store.addCheckpoint(runId, payload.fromStep, payload.checkpoint);
+        store.log(runId, 'info', `resumed: ${JSON.stringify(payload)}`);
+      }
       else store.log(runId, kind === 'error' ? 'error' : 'info', `${kind}: ${JSON.stringify(payload)}`);
     },
     flush: () => writer.flush(),

@@ -1,5 +1,5 @@
-import { useEffect, useState } from 'react';
-import { useArbor } from './store/react';
+import { useEffect, useRef, useState } from 'react';
+import { useArbor, useArborStore } from './store/react';
 import type { View } from './store';
 import { RunsView } from './views/Runs';
 import { RunView } from './views/Run';
@@ -7,8 +7,10 @@ import { CompareView } from './views/Compare';
 import { TrajectoriesView } from './views/Trajectories';
 import { EditorView } from './views/Editor';
 import { PlaygroundView } from './views/Playground';
+import { StartView } from './views/Start';
 
 const NAV: [View, string][] = [
+  ['start', 'Start'],
   ['runs', 'Runs'],
   ['run', 'Run'],
   ['compare', 'Compare'],
@@ -24,12 +26,19 @@ export function App() {
   const refreshRuns = useArbor((s) => s.refreshRuns);
   const loadTemplates = useArbor((s) => s.loadTemplates);
 
+  const store = useArborStore();
+  const firstLoad = useRef(true);
   useEffect(() => {
     if (connection.state === 'open') {
-      void refreshRuns();
+      void refreshRuns().then(() => {
+        // A workspace with no runs yet opens on the first-run page (once; the nav leads back to it).
+        const s = store.getState();
+        if (firstLoad.current && s.runs.length === 0 && s.view === 'runs') s.go('start');
+        firstLoad.current = false;
+      });
       void loadTemplates();
     }
-  }, [connection.state, refreshRuns, loadTemplates]);
+  }, [connection.state, refreshRuns, loadTemplates, store]);
 
   return (
     <div className="app">
@@ -48,6 +57,7 @@ export function App() {
       </nav>
       <main className="main">
         <ErrorStrip />
+        {view === 'start' && <StartView />}
         {view === 'runs' && <RunsView />}
         {view === 'run' && <RunView />}
         {view === 'compare' && <CompareView />}

@@ -50,6 +50,8 @@ describe('workbench in web mode', () => {
     const { page, errors } = browser!;
     await page.goto(engine!.url);
     await page.getByTestId('engine-status').getByText('connected').waitFor();
+    // An empty workspace opens on the first-run page; the run list is one click away.
+    await page.getByTestId('nav-runs').click();
     await page.getByTestId('new-run').click();
     const dialog = page.getByTestId('launch-dialog');
     await dialog.waitFor();

@@ -26,7 +26,7 @@ export function register(program: Command): void {
     .option('--json', 'print the final result as one JSON object on stdout')
     .option('--no-store', 'do not record the run in the workspace database (metrics.jsonl only)')
     .action(async (configFile: string, o: { runDir?: string; eval: boolean; json?: boolean; store: boolean }) => {
-      const cfg = loadConfig(configFile);
+      const cfg = loadConfig(configFile, undefined, { job: 'sft' });
       const fresh = !(o.runDir && existsSync(o.runDir));
       const { id, dir } = createRunDir(cfg, o.runDir);
       let rec: ReturnType<typeof openCliStoreRun> | undefined;

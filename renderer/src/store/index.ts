@@ -10,7 +10,7 @@ import { createTrajSlice, type TrajSlice } from './trajectories';
 import { createEditorSlice, type EditorSlice } from './editor';
 import { createPlaygroundSlice, type PlaygroundSlice } from './playground';
 
-export type View = 'runs' | 'run' | 'compare' | 'trajectories' | 'editor' | 'playground';
+export type View = 'start' | 'runs' | 'run' | 'compare' | 'trajectories' | 'editor' | 'playground';
 
 export interface NavSlice {
   view: View;

@@ -31,8 +31,12 @@ function workspace(steps: number, extra: string[] = []) {
       ...extra,
     ].join('\n'),
   );
-  const arbor = (...args: string[]) => spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', env, timeout: 120_000 });
-  const runs = () => JSON.parse(arbor('runs', '--json').stdout) as { id: string; status: string; step: number; error?: string }[];
+  const arbor = (...args: string[]) => spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', env, timeout: 240_000 });
+  const runs = () => {
+    const r = arbor('runs', '--json');
+    if (r.status !== 0) throw new Error(`arbor runs --json failed (${r.status ?? r.signal}): ${r.stderr}`);
+    return JSON.parse(r.stdout) as { id: string; status: string; step: number; error?: string }[];
+  };
   const runDir = join(dir, 'run');
   /** `arbor train` in the background, resolved once its first RL progress line is out. */
   const train = async (...args: string[]) => {
@@ -69,7 +73,7 @@ describe('run status from any process', () => {
     expect(again.status, again.stderr).toBe(0);
     expect(JSON.parse(again.stdout.trim().split('\n').pop()!)).toMatchObject({ firstStep: (ck?.step ?? 0) + 1, stopped: false });
     expect(w.runs().find((x) => x.id === 'run')).toMatchObject({ status: 'completed' });
-  }, 120_000);
+  }, 300_000);
 
   it('`arbor serve` opened during a CLI run leaves it running; it ends completed with no error', async () => {
     const w = workspace(4);
@@ -99,7 +103,7 @@ describe('run status from any process', () => {
     const after = w.runs().find((r) => r.id === 'run')!;
     expect(after).toMatchObject({ status: 'completed', step: 4 });
     expect(after.error).toBeUndefined();
-  }, 120_000);
+  }, 300_000);
 
   it('a second --resume while the run trains is refused naming the owner; SIGHUP stops it with a checkpoint', async () => {
     const w = workspace(200);
@@ -114,7 +118,7 @@ describe('run status from any process', () => {
     expect(r.status).toBe('stopped');
     expect(ck?.step).toBe(r.step);
     expect(ck!.step).toBeGreaterThan(0);
-  }, 120_000);
+  }, 300_000);
 
   it('a closed output pipe stops training quietly with a checkpoint', async () => {
     const w = workspace(200);
@@ -127,7 +131,7 @@ describe('run status from any process', () => {
     expect(r.status).toBe('stopped');
     expect(r.step).toBeLessThan(200);
     expect(latestCheckpoint(w.runDir)?.step).toBe(r.step);
-  }, 120_000);
+  }, 300_000);
 
   it('`arbor show` lists only checkpoints that exist; --resume of a finished run needs a larger --steps; `arbor runs | head` ends quietly', () => {
     const w = workspace(3, ['checkpoint: { every: 1, keep: 1 }']);
@@ -148,7 +152,7 @@ describe('run status from any process', () => {
     // A reader that closes early: no EPIPE stack trace, exit 0.
     const piped = spawnSync('sh', ['-c', `"${process.execPath}" "${bin}" runs --json | head -c 1`], { encoding: 'utf8', env: w.env });
     expect(piped.stderr).not.toMatch(/EPIPE|Error/);
-  }, 120_000);
+  }, 300_000);
 
   it('a run failing before its first step is recorded failed, and --no-store leaves no orphan folder', () => {
     // The dataset exists (the config is valid) but its first line is not JSON: the task cannot be set up.
@@ -165,5 +169,5 @@ describe('run status from any process', () => {
     const n = w.arbor('train', w.cfg, '--run-dir', other, '--no-store');
     expect(n.status).not.toBe(0);
     expect(existsSync(other)).toBe(false);
-  }, 120_000);
+  }, 300_000);
 });

@@ -1,0 +1,44 @@
+// The first-run page: an empty workspace opens on it; it says what Arbor is, where the workspace
+// lives, starts the demo as a live workbench run, and leads to the editor.
+import { afterEach, describe, expect, it } from 'vitest';
+import { engineRequest, openBrowser, screenshotIfFailed, shot, startEngine, type Browser, type Engine } from './harness';
+
+let engine: Engine | undefined;
+let browser: Browser | undefined;
+afterEach(async (ctx) => {
+  await screenshotIfFailed(ctx, browser?.page, browser?.errors);
+  await browser?.close();
+  await engine?.stop();
+  browser = engine = undefined;
+});
+
+describe('first-run page', () => {
+  it('opens on an empty workspace, runs the demo live, and leads to the editor', async () => {
+    engine = await startEngine();
+    browser = await openBrowser();
+    const { page } = browser;
+    await page.goto(engine.url);
+    const start = page.getByTestId('start-view');
+    await start.waitFor();
+    expect(await start.innerText()).toMatch(/reinforcement learning on one machine/);
+    expect(await page.getByTestId('start-workspace').innerText()).toContain(`${engine.home}/arbor.db`);
+    if (process.env.ARBOR_E2E_SHOTS === '1') await shot(page, 'view-start');
+
+    await page.getByTestId('start-demo').click();
+    const view = page.getByTestId('view-run');
+    await view.getByTestId('run-status').getByText('running').waitFor({ timeout: 60_000 });
+    const runs = (await engineRequest(engine, 'runs.list')).result as { id: string; name: string; template: string; status: string }[];
+    expect(runs).toHaveLength(1);
+    expect(runs[0]).toMatchObject({ name: 'demo', template: 'demo' });
+    // Live: the SFT warm start's first logged step reaches the page while the run goes on.
+    await page.locator('[data-testid^="chart-"]').first().waitFor({ timeout: 120_000 });
+    await view.getByRole('button', { name: 'Stop' }).click();
+    await view.getByTestId('run-status').getByText('stopped').waitFor({ timeout: 120_000 });
+
+    // Back on the first-run page, "Open the editor" leads to the environment editor.
+    await page.getByTestId('nav-start').click();
+    await page.getByTestId('start-editor').click();
+    await page.waitForFunction(() => !!(window as unknown as { __arborEditor?: unknown }).__arborEditor);
+    expect(browser.errors.filter((e) => !/favicon/.test(e))).toEqual([]);
+  });
+});
