@@ -94,7 +94,8 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
           signal: ctx.signal,
           sink: {
             metrics: (step, values) => {
-              for (const line of host?.takeLogs() ?? []) ctx.log(`sandbox: ${line}`);
+              // Lines come prefixed by their source (sandbox: / mcp:).
+              for (const line of host?.takeLogs() ?? []) ctx.log(line);
               ctx.metric(step, values);
             },
             truncateAfter: (step) => ctx.truncateAfter(step),
