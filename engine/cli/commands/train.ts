@@ -45,8 +45,18 @@ export function register(program: Command): void {
         console.log(JSON.stringify(cfg, null, 2));
         return;
       }
-      const { id, dir } = run ?? createRunDir(cfg, o.runDir);
+      // The task first: a config it refuses (a tool the format cannot call, a file that does not
+      // load) fails before a run folder exists, so no empty run is left behind.
       const session = await openTaskSession(cfg);
+      for (const w of session.warnings ?? []) process.stderr.write(`warning: ${w}\n`);
+      let created: { id: string; dir: string };
+      try {
+        created = run ?? createRunDir(cfg, o.runDir);
+      } catch (e) {
+        await session.close();
+        throw e;
+      }
+      const { id, dir } = created;
       const rec = o.store ? openCliStoreRun(id, cfg, { resume: !!run, template: cfg.task.kind, dir }) : undefined;
       let bar = progressBar('train', cfg.steps, { quiet: true });
       const stop = interruptSignal(() => process.stderr.write('\nstopping after this step (checkpoint will be saved); Ctrl-C again to quit now\n'));
