@@ -1,9 +1,11 @@
 #!/usr/bin/env node
-// `npm test`: typecheck, engine + renderer unit tests, then the UI tests in Chromium.
+// `npm test`: typecheck, lint (ESLint + typescript-eslint, with the import-boundary rules of
+// eslint.config.js), engine + renderer unit tests, then the UI tests in Chromium.
 import { spawnSync } from 'node:child_process';
 
 const steps = [
   ['npx', ['tsc', '-p', 'tsconfig.json', '--noEmit']],
+  ['npx', ['eslint', '.']],
   ['npx', ['vitest', 'run', '--project', 'engine', '--project', 'renderer']],
   ['npm', ['run', 'test:e2e']],
 ];

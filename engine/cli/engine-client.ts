@@ -1,8 +1,8 @@
 /**
  * The CLI's way to the engine: the same protocol client as the workbench (engine/server/client.ts).
  * With `--engine <url>` (or ARBOR_ENGINE) it talks to a running `arbor serve` over its
- * WebSocket; without, it starts an engine in this process over the workspace database (no
- * crash recovery: a run marked running may belong to a live engine or CLI training).
+ * WebSocket; without, it starts an engine in this process over the workspace database (which,
+ * like every engine, marks runs whose owning process is gone `interrupted`; live ones stay).
  */
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
@@ -36,7 +36,7 @@ export function connectCliEngine(opts: { engine?: string } = {}): CliEngine {
     const transport = webSocketTransport(engineSocketUrl(url), WebSocket as unknown as typeof globalThis.WebSocket, { reconnect: false });
     return { client: createClient(transport), close: () => transport.close() };
   }
-  const engine = new EngineServer({ home: arborHome(), recoverRuns: false });
+  const engine = new EngineServer({ home: arborHome() });
   const transport = inProcessTransport(engine);
   return {
     client: createClient(transport),

@@ -6,6 +6,7 @@ import { Command } from 'commander';
 import { readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { guardOutput } from './lifecycle';
 
 export type RegisterCommand = (program: Command) => void;
 
@@ -29,6 +30,8 @@ export async function buildProgram(): Promise<Command> {
 }
 
 export async function main(argv: string[]): Promise<void> {
+  // A closed output pipe (`arbor runs | head`) ends a command quietly; long jobs stop with a checkpoint.
+  guardOutput();
   const program = await buildProgram();
   try {
     await program.parseAsync(argv, { from: 'user' });

@@ -4,7 +4,7 @@
  * store run id is the run folder's id, so `arbor train --resume <run>` continues the same store run.
  */
 import { openDatabase } from '../store/db';
-import { Store } from '../store/store';
+import { HEARTBEAT_MS, Store } from '../store/store';
 import type { ExperimentConfig } from '../train/config';
 import { decoderFor } from '../train/wiring';
 import { storeSink, type StoreSink } from '../train/store-sink';
@@ -16,30 +16,53 @@ export interface CliStoreRun {
   finish(status: 'completed' | 'stopped' | 'failed', error?: string): void;
 }
 
-/** Create (or, on resume, reopen) the store run for a CLI run folder and mark it running. */
+/**
+ * Create (or, on resume, reopen) the store run for a CLI run folder, make this process its one
+ * owner (refused, naming the owner, while another live process writes it) and mark it running.
+ * Opening the workspace first turns runs whose owner died into `interrupted`. A heartbeat keeps
+ * the ownership visible to other processes until `finish`.
+ */
 export function openCliStoreRun(id: string, cfg: ExperimentConfig, opts: { resume: boolean; template: string; dir: string }): CliStoreRun {
   const store = new Store(openDatabase());
-  let exists = true;
+  let beat: NodeJS.Timeout | undefined;
   try {
-    store.getRun(id);
-  } catch {
-    exists = false;
+    store.recoverOrphans();
+    let exists = true;
+    try {
+      store.getRun(id);
+    } catch {
+      exists = false;
+    }
+    if (!exists) {
+      store.createRun({ id, name: cfg.name ?? id, template: opts.template, config: cfg as unknown as Record<string, unknown>, seed: cfg.seed, tags: ['cli'] });
+      store.addArtifact(id, 'run-folder', opts.dir);
+    }
+    store.claimRun(id);
+    store.setStatus(id, 'running');
+    beat = setInterval(() => store.heartbeat(), HEARTBEAT_MS);
+    beat.unref();
+    if (opts.resume) store.log(id, 'info', `resumed from the CLI (${opts.dir}, pid ${process.pid})`);
+  } catch (e) {
+    store.db.close();
+    throw e;
   }
-  if (!exists) {
-    store.createRun({ id, name: cfg.name ?? id, template: opts.template, config: cfg as unknown as Record<string, unknown>, seed: cfg.seed, tags: ['cli'] });
-    store.addArtifact(id, 'run-folder', opts.dir);
-  }
-  store.setStatus(id, 'running');
-  if (opts.resume) store.log(id, 'info', `resumed from the CLI (${opts.dir})`);
-  const sink = storeSink(store, id, { decode: decoderFor(cfg), fullTrajectoriesEvery: cfg.logging.full_trajectories_every });
+  // The decoder (tokenizer, dataset) is built on first use: a task that cannot be set up fails in
+  // openTaskSession, which the caller records on this run as failed.
+  let decode: ((ids: number[]) => string) | undefined;
+  const sink = storeSink(store, id, { decode: (ids) => (decode ??= decoderFor(cfg))(ids), fullTrajectoriesEvery: cfg.logging.full_trajectories_every });
+  let done = false;
   return {
     store,
     runId: id,
     sink,
     finish(status, error) {
+      if (done) return;
+      done = true;
+      clearInterval(beat);
       sink.flush();
       if (error) store.log(id, 'error', error);
       store.setStatus(id, status, error);
+      store.releaseRun(id);
       store.db.close();
     },
   };

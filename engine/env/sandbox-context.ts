@@ -67,7 +67,8 @@ var __callTool = function (tool, argsJson, episodeId, callId) {
     }, function (e) { delete __signals[callId]; throw e; });
 };
 var __callReward = function (fn, summaryJson) {
-  return Promise.resolve(fn(JSON.parse(summaryJson))).then(function (v) { return JSON.stringify(v === undefined ? null : v); });
+  // NaN and ±Infinity survive the trip as tagged strings, so the error can say what came back.
+  return Promise.resolve(fn(JSON.parse(summaryJson))).then(function (v) { return JSON.stringify(v === undefined ? null : v, function (k, x) { return typeof x === 'number' && !isFinite(x) ? '\u0000nonfinite:' + String(x) : x; }); });
 };
 `;
 
@@ -212,11 +213,19 @@ export function rewardExport(m: SandboxModule, path: string): string {
   return name;
 }
 
+/** A returned value as the user wrote it: NaN and ±Infinity (tagged by __callReward) by name. */
+function describeReturned(v: unknown): string {
+  return JSON.stringify(v ?? null).replace(/"\\u0000nonfinite:(NaN|-?Infinity)"/g, '$1');
+}
+
 /** Score a summary with the module's reward; returns { reward, ...rest } (a bare number becomes { reward }). */
 export async function callRewardInContext(m: SandboxModule, path: string, summary: unknown, timeoutMs: number): Promise<{ reward: number; components?: Record<string, number> } & Record<string, unknown>> {
   const name = rewardExport(m, path);
   const p = inContext(`__callReward(module.exports[${JSON.stringify(name)}], ${JSON.stringify(JSON.stringify(summary))})`, m, timeoutMs, path) as Promise<string>;
   const v = JSON.parse(await m.track(p)) as unknown;
+  // NaN / ±Infinity anywhere in what came back are named as the user wrote them (not "null").
+  const shown = describeReturned(v);
+  if (shown !== JSON.stringify(v ?? null)) throw new Error(`${path}: the reward function returned ${shown}; expected a finite number or { reward, components?, steps? }`);
   const { components, ...rest } = normalizeRewardValue(v, path);
   return Object.keys(components).length ? { ...rest, components } : rest;
 }

@@ -12,7 +12,7 @@ import { OrtRunner } from '../tensor/ort';
 import { allocWeight, type Weights } from './checkpoint';
 import type { ModelConfig } from './config';
 import { weightShapes } from './config';
-import { batchFeeds, packSequences, scoreInputSpecs, type PackedBatch } from './graphs';
+import { batchFeeds, scoreInputSpecs, type PackedBatch } from './graphs';
 import { transformer } from './transformer';
 import { readSafetensors, writeSafetensors } from './safetensors';
 

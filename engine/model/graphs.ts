@@ -8,6 +8,7 @@ import type { InputSpec } from '../tensor/graph';
 import type { HostTensor } from '../tensor/host';
 import { weightShapes, type ModelConfig } from './config';
 import { lmHead, tokenLogprobsAndEntropy, transformer } from './transformer';
+import { adapterShapes, type LoraSpec } from './lora';
 
 export const NEG_INF = -1e9;
 
@@ -82,15 +83,24 @@ export function buildAttentionBias(attentionMask: Int32Array, B: number, T: numb
   return bias;
 }
 
-export function weightSpecs(c: ModelConfig): InputSpec[] {
-  return Object.entries(weightShapes(c)).map(([name, shape]) => ({ name, dtype: 'float32' as DType, shape }));
+/** The programs' weight inputs: the model's, plus the LoRA adapters' when `lora` is given. */
+export function programWeightShapes(c: ModelConfig, lora?: LoraSpec): Record<string, number[]> {
+  return lora ? { ...weightShapes(c), ...adapterShapes(c, lora) } : weightShapes(c);
 }
+
+export function weightSpecs(c: ModelConfig, lora?: LoraSpec): InputSpec[] {
+  return Object.entries(programWeightShapes(c, lora)).map(([name, shape]) => ({ name, dtype: 'float32' as DType, shape }));
+}
+
+/** The train program's scalar seed of LoRA dropout masks (only with lora.dropout > 0). */
+export const LORA_SEED_INPUT = 'lora_seed';
+const loraTrainInputs = (lora?: LoraSpec): InputSpec[] => (lora && lora.dropout > 0 ? [{ name: LORA_SEED_INPUT, dtype: 'float32', shape: [] }] : []);
 
 const seqSpec = (name: string, dtype: DType, shape: Shape = ['batch', 'seq']): InputSpec => ({ name, dtype, shape });
 
-export function scoreInputSpecs(c: ModelConfig): InputSpec[] {
+export function scoreInputSpecs(c: ModelConfig, lora?: LoraSpec): InputSpec[] {
   return [
-    ...weightSpecs(c),
+    ...weightSpecs(c, lora),
     seqSpec('input_ids', 'int32'),
     seqSpec('position_ids', 'int32'),
     seqSpec('attn_bias', 'float32', ['batch', 1, 'seq', 'seq']),
@@ -98,30 +108,31 @@ export function scoreInputSpecs(c: ModelConfig): InputSpec[] {
   ];
 }
 
-function pickWeights<T>(c: ModelConfig, x: Record<string, T>): Record<string, T> {
+function pickWeights<T>(c: ModelConfig, x: Record<string, T>, lora?: LoraSpec): Record<string, T> {
   const w: Record<string, T> = {};
-  for (const name of Object.keys(weightShapes(c))) w[name] = x[name];
+  for (const name of Object.keys(programWeightShapes(c, lora))) w[name] = x[name];
   return w;
 }
 
 /** `score`: per-token logprobs (and entropy) of the given targets. */
-export function scoreProgram(c: ModelConfig, withEntropy: boolean) {
+export function scoreProgram(c: ModelConfig, withEntropy: boolean, lora?: LoraSpec) {
   return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
-    const { hidden } = transformer(o, c, pickWeights(c, x), { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias });
+    const { hidden } = transformer(o, c, pickWeights(c, x, lora), { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1 }, lora && { spec: lora });
     const r = tokenLogprobsAndEntropy(o, lmHead(o, c, pickWeights(c, x), hidden), x.targets, withEntropy);
     return r.entropy ? { logprobs: r.logprobs, entropy: r.entropy } : { logprobs: r.logprobs };
   };
 }
 
-export function trainInputSpecs(c: ModelConfig, loss: LossSpec): InputSpec[] {
-  return [...scoreInputSpecs(c), seqSpec('loss_mask', 'float32'), ...loss.inputs];
+export function trainInputSpecs(c: ModelConfig, loss: LossSpec, lora?: LoraSpec): InputSpec[] {
+  return [...scoreInputSpecs(c, lora), seqSpec('loss_mask', 'float32'), ...loss.inputs, ...loraTrainInputs(lora)];
 }
 
 /** `train`: the loss and its metrics (gradients are added by the interpreter). */
-export function trainProgram(c: ModelConfig, loss: LossSpec) {
+export function trainProgram(c: ModelConfig, loss: LossSpec, lora?: LoraSpec) {
   return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
-    const w = pickWeights(c, x);
-    const { hidden } = transformer(o, c, w, { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias });
+    const w = pickWeights(c, x, lora);
+    const ctx = lora && { spec: lora, seed: lora.dropout > 0 ? x[LORA_SEED_INPUT] : undefined };
+    const { hidden } = transformer(o, c, w, { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1 }, ctx);
     const r = tokenLogprobsAndEntropy(o, lmHead(o, c, w, hidden), x.targets, !!loss.entropy);
     const extra: Record<string, T> = {};
     for (const s of loss.inputs) extra[s.name] = x[s.name];
@@ -131,29 +142,101 @@ export function trainProgram(c: ModelConfig, loss: LossSpec) {
   };
 }
 
-export function decodeInputSpecs(c: ModelConfig): InputSpec[] {
+export function decodeInputSpecs(c: ModelConfig, lora?: LoraSpec): InputSpec[] {
   const kv: InputSpec[] = [];
   for (let i = 0; i < c.numLayers; i++) {
     kv.push({ name: `past_k_${i}`, dtype: 'float32', shape: ['batch', c.numKvHeads, 'past', c.headDim] });
     kv.push({ name: `past_v_${i}`, dtype: 'float32', shape: ['batch', c.numKvHeads, 'past', c.headDim] });
   }
   return [
-    ...weightSpecs(c),
+    ...weightSpecs(c, lora),
     seqSpec('input_ids', 'int32', ['batch', 'new']),
     seqSpec('position_ids', 'int32', ['batch', 'new']),
     seqSpec('attn_bias', 'float32', ['batch', 1, 'new', 'total']),
     ...kv,
+    ...sampleInputSpecs(),
   ];
 }
 
-/** `decode`: logits of the last new position and the extended KV cache. */
-export function decodeProgram(c: ModelConfig) {
+/** Per-row inputs of the decode graph's sampling head (see sampleHead). */
+export function sampleInputSpecs(): InputSpec[] {
+  return [
+    { name: 'sample_u', dtype: 'float32', shape: ['batch'] },
+    { name: 'inv_temp', dtype: 'float32', shape: ['batch'] },
+    { name: 'greedy', dtype: 'float32', shape: ['batch'] },
+  ];
+}
+
+/** Host feeds for the sampling head: uniforms, 1/temperature and greedy flags per row. */
+export function sampleFeeds(B: number, s?: { u: Float32Array; invTemp: Float32Array; greedy: Float32Array }): Record<string, HostTensor> {
+  return {
+    sample_u: { dtype: 'float32', shape: [B], data: s?.u ?? new Float32Array(B) },
+    inv_temp: { dtype: 'float32', shape: [B], data: s?.invTemp ?? new Float32Array(B).fill(1) },
+    greedy: { dtype: 'float32', shape: [B], data: s?.greedy ?? new Float32Array(B) },
+  };
+}
+
+/**
+ * Sampling inside the decode graph, so a decode step returns one token, its logprob and the
+ * entropy per row instead of the logits. It reproduces engine/rollout/sampling.ts's full-
+ * distribution path exactly (up to float32 rounding): z = logits · inv_temp, e = exp(z − max z),
+ * and the token is the first i whose inclusive prefix sum of e exceeds u · Σe (inverse CDF, with
+ * the row's uniform u drawn on the host from the sequence's own stream); greedy rows take the
+ * first maximal logit (the same prefix-count over the indicator of z = max z). logprob =
+ * z[token] − logsumexp(z), entropy = H(softmax z). The prefix sums are two small triangular
+ * matmuls (within blocks of ≤ 128 ids, then across blocks), so no scan op is needed.
+ */
+function sampleHead<T>(o: Ops<T>, logits: T, V: number, u: T, invTemp: T, greedy: T): { token: T; logprob: T; entropy: T } {
+  const z = o.mul(logits, o.unsqueeze(invTemp, [1])); // [B, V]
+  const m = o.max(z, [1], true);
+  const e = o.exp(o.sub(z, m));
+  const sumE = o.sum(e, [1], true); // [B, 1]
+  const logZ = o.log(sumE);
+  const entropy = o.squeeze(o.sub(logZ, o.div(o.sum(o.mul(e, o.sub(z, m)), [1], true), sumE)), [1]);
+  const isGreedy = o.greater(o.unsqueeze(greedy, [1]), o.scalar(0.5)); // [B, 1]
+  const indicator = o.cast(o.equal(z, m), 'float32');
+  let x = o.where(isGreedy, indicator, e); // what to prefix-sum
+  const target = o.where(isGreedy, o.scalar(0.5), o.mul(o.unsqueeze(u, [1]), sumE)); // [B, 1]
+  const Bk = V <= 256 ? V : 128;
+  const G = Math.ceil(V / Bk);
+  const Vp = G * Bk;
+  if (Vp > V) {
+    // Zero columns up to a whole number of blocks ([B, 1] · 0 broadcast against [1, pad]).
+    const zeros = o.add(o.constant(new Float32Array(Vp - V), [1, Vp - V]), o.mul(o.slice(x, [0], [1], [1]), o.scalar(0)));
+    x = o.concat([x, zeros], 1);
+  }
+  const tri = new Float32Array(Bk * Bk); // inclusive: [j, i] = 1 for j ≤ i
+  for (let j = 0; j < Bk; j++) for (let i = j; i < Bk; i++) tri[j * Bk + i] = 1;
+  const xb = o.reshape(x, [-1, G, Bk]);
+  let cum = o.matmul(xb, o.constant(tri, [Bk, Bk])); // [B, G, Bk]
+  if (G > 1) {
+    const strict = new Float32Array(G * G); // exclusive across blocks: [j, g] = 1 for j < g
+    for (let j = 0; j < G; j++) for (let g = j + 1; g < G; g++) strict[j * G + g] = 1;
+    const before = o.matmul(o.sum(xb, [2]), o.constant(strict, [G, G])); // [B, G]
+    cum = o.add(cum, o.unsqueeze(before, [2]));
+  }
+  const cumFlat = o.reshape(cum, [-1, Vp]);
+  // token = #{i : cum_i ≤ target} = Vp − #{i : cum_i > target}, at most V − 1.
+  const above = o.sum(o.cast(o.greater(cumFlat, target), 'float32'), [1], true); // [B, 1]
+  const idx = o.minimum(o.sub(o.scalar(Vp), above), o.scalar(V - 1));
+  const token = o.cast(idx, 'int32'); // [B, 1]
+  const logprob = o.squeeze(o.sub(o.sub(o.gatherElements(z, token, 1), m), logZ), [1]);
+  return { token: o.squeeze(token, [1]), logprob, entropy };
+}
+
+/**
+ * `decode`: logits of the last new position, the extended KV cache, and one token sampled from
+ * those logits per row (token, token_logprob, token_entropy; see sampleHead).
+ */
+export function decodeProgram(c: ModelConfig, lora?: LoraSpec) {
   return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
-    const w = pickWeights(c, x);
+    const w = pickWeights(c, x, lora);
     const past = Array.from({ length: c.numLayers }, (_, i) => ({ k: x[`past_k_${i}`], v: x[`past_v_${i}`] }));
-    const { hidden, present } = transformer(o, c, w, { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, past });
+    const { hidden, present } = transformer(o, c, w, { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, past }, lora && { spec: lora });
     const last = o.squeeze(o.slice(hidden, [-1], [2 ** 31 - 1], [1]), [1]); // [B, D]
-    const out: Record<string, T> = { logits: lmHead(o, c, w, last) };
+    const logits = lmHead(o, c, w, last);
+    const sampled = sampleHead(o, logits, c.vocabSize, x.sample_u, x.inv_temp, x.greedy);
+    const out: Record<string, T> = { logits, token: sampled.token, token_logprob: sampled.logprob, token_entropy: sampled.entropy };
     present.forEach((p, i) => {
       out[`present_k_${i}`] = p.k;
       out[`present_v_${i}`] = p.v;

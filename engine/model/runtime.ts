@@ -10,15 +10,19 @@
  */
 import { traceGraph, type Graph } from '../tensor/graph';
 import { withGradients } from '../tensor/autodiff';
-import { OrtRunner } from '../tensor/ort';
+import { OrtRunner, emptyRunnerStats, type RunnerStats } from '../tensor/ort';
 import type { HostTensor } from '../tensor/host';
 import { initTfjs, runTfjs, type TfProgram } from '../tensor/tfjs';
 import { weightShapes, type ModelConfig } from './config';
-import { initWeights, loadCheckpoint, saveCheckpoint, allocWeight, type Weights } from './checkpoint';
+import { copyFileSync, mkdirSync, writeFileSync, existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { initWeights, loadCheckpoint, saveCheckpoint, allocWeight, TOKENIZER_FILES, type Weights } from './checkpoint';
 import {
-  batchFeeds, buildAttentionBias, decodeInputSpecs, decodeProgram, packSequences, scoreInputSpecs, scoreProgram,
+  batchFeeds, buildAttentionBias, decodeInputSpecs, decodeProgram, LORA_SEED_INPUT, packSequences, programWeightShapes, sampleFeeds, scoreInputSpecs, scoreProgram,
   trainInputSpecs, trainProgram, type LossSpec, type PackedBatch,
 } from './graphs';
+import { adapterShapes, initAdapters, isAdapterName, type LoraSpec } from './lora';
+import { isAdapterFolder, readPeftAdapter, readPeftConfig, savePeftAdapter } from './peft';
 
 export type Backend = 'ort' | 'tfjs';
 
@@ -35,7 +39,20 @@ export interface PolicyModelOptions {
    * `<profilePrefix>-<key>_<timestamp>.json` at `endProfiling()` (benchmarks only; it slows runs).
    */
   profilePrefix?: string;
+  /**
+   * LoRA adapters on the base weights (engine/model/lora.ts): the programs take the adapter
+   * tensors as extra inputs, gradients are computed for them only (trainableNames), and save()
+   * writes a PEFT adapter folder. Missing adapter tensors in `weights` are initialised (B = 0).
+   */
+  lora?: LoraSpec;
+  /** Seed of fresh adapters' A matrices and of the dropout masks. */
+  loraSeed?: number;
+  /** The base model's folder (named in saved adapters); absent for a built-in model, whose base is then saved with each adapter. */
+  baseFolder?: string;
 }
+
+/** Arbor's own state saved next to a PEFT adapter (the dropout mask counter, so a resume draws the same masks). */
+const LORA_STATE = 'arbor_lora_state.json';
 
 export interface DecodeInput {
   batch: number;
@@ -45,11 +62,15 @@ export interface DecodeInput {
   attentionMask: Int32Array; // [B, P + T]
   positionIds: Int32Array; // [B, T]
   past: { k: Float32Array; v: Float32Array }[]; // per layer [B, Hkv, P, hd]
+  /** Sampling-head inputs per row (default: u 0, 1/T 1, not greedy). */
+  sample?: { u: Float32Array; invTemp: Float32Array; greedy: Float32Array };
 }
 
 export interface DecodeOutput {
   logits: Float32Array; // [B, V]
   present: { k: Float32Array; v: Float32Array }[]; // per layer [B, Hkv, P + T, hd]
+  /** The sampling head's token, logprob and entropy per row. */
+  sampled: { ids: Int32Array; logprobs: Float32Array; entropy: Float32Array };
 }
 
 export interface TrainStepResult {
@@ -58,16 +79,32 @@ export interface TrainStepResult {
   grads: Weights;
 }
 
+function saveCheckpointTokenizer(from: string, to: string): void {
+  for (const f of TOKENIZER_FILES) if (existsSync(join(from, f)) && resolve(from) !== resolve(to)) copyFileSync(join(from, f), join(to, f));
+}
+
 export class PolicyModel {
   readonly backend: Backend;
   private runners = new Map<string, Promise<OrtRunner>>();
   private sentVersion = new Map<string, number>();
   private weightsVersion = 0;
+  /** Bumped when non-trainable weights change too (setWeights), so workers get every tensor again. */
+  private fullVersion = 0;
+  private sentFull = new Map<string, number>();
   private disposed = false;
+  private decodeBuildMs = 0;
+  readonly lora?: LoraSpec;
+  /** LoRA dropout: training calls so far (each draws fresh masks from it). */
+  private dropoutCalls = 0;
 
   constructor(readonly config: ModelConfig, public weights: Weights, readonly opts: PolicyModelOptions = {}) {
     this.backend = opts.backend ?? 'ort';
-    for (const [name, shape] of Object.entries(weightShapes(config))) {
+    this.lora = opts.lora;
+    if (this.lora) {
+      const fresh = initAdapters(config, this.lora, opts.loraSeed ?? 0);
+      for (const [k, v] of fresh) if (!weights.has(k)) weights.set(k, v);
+    }
+    for (const [name, shape] of Object.entries(programWeightShapes(config, this.lora))) {
       const w = weights.get(name);
       const n = shape.reduce((p, q) => p * q, 1);
       if (!w) throw new Error(`PolicyModel: missing weight '${name}'`);
@@ -75,17 +112,90 @@ export class PolicyModel {
     }
   }
 
+  /**
+   * An HF model folder, or a PEFT LoRA adapter folder (adapter_config.json): then its base
+   * model (base_model_name_or_path) is loaded and the adapters are put on it.
+   */
   static load(folder: string, opts: PolicyModelOptions = {}): PolicyModel {
+    if (isAdapterFolder(folder) && !existsSync(join(folder, 'config.json'))) {
+      const { baseModel } = readPeftConfig(folder);
+      if (!baseModel) throw new Error(`${join(folder, 'adapter_config.json')}: field 'base_model_name_or_path' is empty; merge it onto its base with \`arbor merge <base> ${folder} <out>\``);
+      if (!existsSync(join(baseModel, 'config.json'))) throw new Error(`${join(folder, 'adapter_config.json')}: base model folder '${baseModel}' (base_model_name_or_path) not found`);
+      const ck = loadCheckpoint(baseModel);
+      const ad = readPeftAdapter(folder, ck.config);
+      const want = opts.lora;
+      if (want && (want.rank !== ad.spec.rank || want.alpha !== ad.spec.alpha || want.targets.join() !== ad.spec.targets.join()))
+        throw new Error(`${join(folder, 'adapter_config.json')}: adapter r=${ad.spec.rank} alpha=${ad.spec.alpha} on ${ad.spec.targets.join(',')} does not match model.lora (rank ${want.rank}, alpha ${want.alpha}, ${want.targets.join(',')})`);
+      for (const [k, v] of ad.adapters) ck.weights.set(k, v);
+      const tok = existsSync(join(folder, 'tokenizer.json')) ? folder : baseModel;
+      const m = new PolicyModel(ck.config, ck.weights, { tokenizerFolder: tok, baseFolder: resolve(baseModel), ...opts, lora: { ...ad.spec, dropout: want?.dropout ?? ad.spec.dropout } });
+      m.readLoraState(folder);
+      return m;
+    }
     const ck = loadCheckpoint(folder);
-    return new PolicyModel(ck.config, ck.weights, { tokenizerFolder: folder, ...opts });
+    return new PolicyModel(ck.config, ck.weights, { tokenizerFolder: folder, baseFolder: resolve(folder), ...opts });
   }
 
   static init(config: ModelConfig, seed: number, opts: PolicyModelOptions = {}): PolicyModel {
     return new PolicyModel(config, initWeights(config, seed), opts);
   }
 
+  /** Full model: an HF folder. LoRA: a PEFT adapter folder naming the base (plus the tokenizer files, and the base itself under base/ when it has no folder). */
   save(folder: string): void {
-    saveCheckpoint(folder, this.config, this.weights, { tokenizerFrom: this.opts.tokenizerFolder });
+    if (!this.lora) {
+      saveCheckpoint(folder, this.config, this.weights, { tokenizerFrom: this.opts.tokenizerFolder });
+      return;
+    }
+    mkdirSync(folder, { recursive: true });
+    let base = this.opts.baseFolder ?? null;
+    if (!base) {
+      saveCheckpoint(join(folder, 'base'), this.config, this.baseWeights(), { tokenizerFrom: this.opts.tokenizerFolder });
+      base = 'base';
+    }
+    savePeftAdapter(folder, this.config, this.lora, this.weights, base);
+    if (this.opts.tokenizerFolder) saveCheckpointTokenizer(this.opts.tokenizerFolder, folder);
+    writeFileSync(join(folder, LORA_STATE), JSON.stringify({ dropout_calls: this.dropoutCalls }) + '\n');
+  }
+
+  /** The base model's tensors (without adapters), shared, not copied. */
+  baseWeights(): Weights {
+    const out: Weights = new Map();
+    for (const name of Object.keys(weightShapes(this.config))) out.set(name, this.weights.get(name)!);
+    return out;
+  }
+
+  /** The tensors training updates: the adapters under LoRA, else every weight. */
+  trainableNames(): string[] {
+    return this.lora ? Object.keys(adapterShapes(this.config, this.lora)) : Object.keys(weightShapes(this.config));
+  }
+
+  /**
+   * The trainable tensors stored in a checkpoint folder (PEFT adapters under LoRA, else the HF
+   * model's weights), checked against this model's layout.
+   */
+  readTrainable(folder: string): Weights {
+    if (!this.lora) {
+      if (isAdapterFolder(folder) && !existsSync(join(folder, 'config.json'))) throw new Error(`checkpoint ${folder} holds a LoRA adapter, but this run has no model.lora`);
+      return loadCheckpoint(folder).weights;
+    }
+    if (!isAdapterFolder(folder)) throw new Error(`checkpoint ${folder}: no adapter_config.json, but this run trains LoRA adapters (model.lora); a full-model checkpoint cannot resume it`);
+    const ad = readPeftAdapter(folder, this.config);
+    const a = ad.spec, b = this.lora;
+    if (a.rank !== b.rank || a.alpha !== b.alpha || a.targets.join() !== b.targets.join())
+      throw new Error(`checkpoint ${folder}: adapter r=${a.rank} alpha=${a.alpha} on ${a.targets.join(',')} does not match model.lora (rank ${b.rank}, alpha ${b.alpha}, ${b.targets.join(',')})`);
+    return ad.adapters;
+  }
+
+  /** Load a checkpoint's trainable tensors (and LoRA's dropout counter) into this model. */
+  loadTrainable(folder: string): void {
+    for (const [k, v] of this.readTrainable(folder)) this.weights.get(k)!.set(v);
+    if (this.lora) this.readLoraState(folder);
+    this.markWeightsUpdated();
+  }
+
+  private readLoraState(folder: string): void {
+    const f = join(folder, LORA_STATE);
+    if (existsSync(f)) this.dropoutCalls = Number((JSON.parse(readFileSync(f, 'utf8')) as { dropout_calls?: number }).dropout_calls ?? 0);
   }
 
   /** Call after changing `weights` in place (an optimizer step) so sessions see the new values. */
@@ -96,13 +206,20 @@ export class PolicyModel {
   /** Replace all weights (e.g. loaded from a checkpoint). */
   setWeights(weights: Weights): void {
     this.weights = weights;
+    this.fullVersion += 1;
     this.markWeightsUpdated();
   }
 
-  /** A deep copy of the weights (e.g. a frozen reference policy), in shared memory. */
+  /**
+   * A deep copy of the trainable weights (e.g. a frozen reference policy): every weight for a
+   * full model; under LoRA only the adapters, since the base is frozen and shared (a reference
+   * passed to score() overrides just these).
+   */
   cloneWeights(): Weights {
     const out: Weights = new Map();
+    const keep = new Set(this.trainableNames());
     for (const [k, v] of this.weights) {
+      if (!keep.has(k)) continue;
       const c = allocWeight(v.length);
       c.set(v);
       out.set(k, c);
@@ -110,10 +227,14 @@ export class PolicyModel {
     return out;
   }
 
-  private weightFeeds(weights: Weights = this.weights): Record<string, HostTensor> {
-    const shapes = weightShapes(this.config);
+  /** Feeds of the program's weight inputs: `only` = just those names; `override` replaces the live tensors of the names it holds. */
+  private weightFeeds(override?: Weights, only?: Set<string>): Record<string, HostTensor> {
+    const shapes = programWeightShapes(this.config, this.lora);
     const f: Record<string, HostTensor> = {};
-    for (const [name, shape] of Object.entries(shapes)) f[name] = { dtype: 'float32', shape, data: weights.get(name)! };
+    for (const [name, shape] of Object.entries(shapes)) {
+      if (only && !only.has(name)) continue;
+      f[name] = { dtype: 'float32', shape, data: override?.get(name) ?? this.weights.get(name)! };
+    }
     return f;
   }
 
@@ -128,6 +249,28 @@ export class PolicyModel {
     return r;
   }
 
+  private syncWeights(key: string, r: OrtRunner): void {
+    if (this.sentVersion.get(key) !== this.weightsVersion) {
+      // Under LoRA the frozen base goes to a worker once; later updates send only the adapters.
+      const full = this.sentFull.get(key) !== this.fullVersion || !this.lora;
+      r.setPersistentFeeds(this.weightFeeds(undefined, full ? undefined : new Set(this.trainableNames())));
+      this.sentVersion.set(key, this.weightsVersion);
+      this.sentFull.set(key, this.fullVersion);
+    }
+  }
+
+  /**
+   * The decode program's runner (ORT backend) with the current weights sent: for a KV cache
+   * hosted in its worker (engine/rollout/worker-kv.ts). Call before every use.
+   */
+  decodeRunner = async (): Promise<OrtRunner> => {
+    if (this.backend !== 'ort') throw new Error('PolicyModel.decodeRunner: only the ORT backend runs decode in a worker');
+    const c = this.config;
+    const r = await this.runner('decode', () => traceGraph(decodeInputSpecs(c, this.lora), decodeProgram(c, this.lora)));
+    this.syncWeights('decode', r);
+    return r;
+  };
+
   /** Run a program; `weights` overrides the policy's own weights for this call only. */
   private async run(key: string, specs: () => Graph, program: TfProgram, feeds: Record<string, HostTensor>, weights?: Weights, grad?: { loss: string; wrt: string[] }): Promise<Record<string, HostTensor>> {
     if (this.backend === 'tfjs') {
@@ -135,19 +278,16 @@ export class PolicyModel {
       return runTfjs(program, { ...this.weightFeeds(weights), ...feeds }, grad);
     }
     const r = await this.runner(key, specs);
-    if (this.sentVersion.get(key) !== this.weightsVersion) {
-      r.setPersistentFeeds(this.weightFeeds());
-      this.sentVersion.set(key, this.weightsVersion);
-    }
-    return r.run(weights ? { ...this.weightFeeds(weights), ...feeds } : feeds);
+    this.syncWeights(key, r);
+    return r.run(weights ? { ...this.weightFeeds(weights, new Set(weights.keys())), ...feeds } : feeds);
   }
 
   /** Per-token logprobs (and entropy) of each sequence's tokens given its prefix. */
   async score(input: number[][] | PackedBatch, opts: { weights?: Weights; entropy?: boolean } = {}): Promise<{ batch: PackedBatch; logprobs: Float32Array; entropy?: Float32Array }> {
     const batch = Array.isArray(input) ? packSequences(input, this.config.padTokenId ?? 0) : input;
     const withEntropy = !!opts.entropy;
-    const program = scoreProgram(this.config, withEntropy);
-    const out = await this.run(`score:${withEntropy}`, () => traceGraph(scoreInputSpecs(this.config), program), program as TfProgram,
+    const program = scoreProgram(this.config, withEntropy, this.lora);
+    const out = await this.run(`score:${withEntropy}`, () => traceGraph(scoreInputSpecs(this.config, this.lora), program), program as TfProgram,
       batchFeeds(batch), opts.weights);
     return { batch, logprobs: out.logprobs.data as Float32Array, entropy: out.entropy?.data as Float32Array | undefined };
   }
@@ -155,18 +295,23 @@ export class PolicyModel {
   /**
    * Loss, metrics and gradients for one (micro-)batch. `lossMask` [B, T] selects the tokens
    * the loss sees; `lossFeeds` are the loss program's extra inputs. `wrt` limits gradients to
-   * a subset of weights (default: all).
+   * a subset of weights (default: trainableNames(), i.e. the adapters under LoRA, else all).
    */
   async trainStep(batch: PackedBatch, loss: LossSpec, lossMask: Float32Array, lossFeeds: Record<string, HostTensor> = {}, wrt?: string[]): Promise<TrainStepResult> {
-    const names = wrt ?? Object.keys(weightShapes(this.config));
-    const program = trainProgram(this.config, loss);
-    const key = `train:${loss.key}:${wrt ? names.join(',') : 'all'}`;
-    const build = () => withGradients(traceGraph(trainInputSpecs(this.config, loss), program), 'loss', names);
+    const names = wrt ?? this.trainableNames();
+    const program = trainProgram(this.config, loss, this.lora);
+    const key = `train:${loss.key}:${wrt ? names.join(',') : 'trainable'}`;
+    const build = () => withGradients(traceGraph(trainInputSpecs(this.config, loss, this.lora), program), 'loss', names);
     const feeds: Record<string, HostTensor> = {
       ...batchFeeds(batch),
       loss_mask: { dtype: 'float32', shape: [batch.batch, batch.length], data: lossMask },
       ...lossFeeds,
     };
+    if (this.lora && this.lora.dropout > 0) {
+      // A fresh seed per training call (counted, saved with the adapter, so a resume continues the sequence).
+      const seed = ((this.opts.loraSeed ?? 0) * 7919 + ++this.dropoutCalls * 104729) % 1048573;
+      feeds[LORA_SEED_INPUT] = { dtype: 'float32', shape: [], data: Float32Array.of(seed) };
+    }
     const out = await this.run(key, build, program as TfProgram, feeds, undefined, { loss: 'loss', wrt: names });
     const grads: Weights = new Map();
     const metrics: Record<string, number> = {};
@@ -180,24 +325,43 @@ export class PolicyModel {
   /** One call of the KV-cache decode program (the rollout engine's KvDecodeFn). */
   decode = async (x: DecodeInput): Promise<DecodeOutput> => {
     const c = this.config;
+    const t0 = performance.now();
     const B = x.batch, T = x.newLength, P = x.pastLength, S = P + T;
     const feeds: Record<string, HostTensor> = {
       input_ids: { dtype: 'int32', shape: [B, T], data: x.inputIds },
       position_ids: { dtype: 'int32', shape: [B, T], data: x.positionIds },
       attn_bias: { dtype: 'float32', shape: [B, 1, T, S], data: buildAttentionBias(x.attentionMask, B, T, S) },
+      ...sampleFeeds(B, x.sample),
     };
     for (let i = 0; i < c.numLayers; i++) {
       const kvShape = [B, c.numKvHeads, P, c.headDim];
       feeds[`past_k_${i}`] = { dtype: 'float32', shape: kvShape, data: x.past[i]?.k ?? new Float32Array(0) };
       feeds[`past_v_${i}`] = { dtype: 'float32', shape: kvShape, data: x.past[i]?.v ?? new Float32Array(0) };
     }
-    const program = decodeProgram(c);
-    const out = await this.run('decode', () => traceGraph(decodeInputSpecs(c), program), program as TfProgram, feeds);
+    const program = decodeProgram(c, this.lora);
+    this.decodeBuildMs += performance.now() - t0;
+    const out = await this.run('decode', () => traceGraph(decodeInputSpecs(c, this.lora), program), program as TfProgram, feeds);
     return {
       logits: out.logits.data as Float32Array,
+      sampled: { ids: out.token.data as Int32Array, logprobs: out.token_logprob.data as Float32Array, entropy: out.token_entropy.data as Float32Array },
       present: Array.from({ length: c.numLayers }, (_, i) => ({ k: out[`present_k_${i}`].data as Float32Array, v: out[`present_v_${i}`].data as Float32Array })),
     };
   };
+
+  /**
+   * Cumulative timing of the decode program's calls (ORT backend): the runner's split (see
+   * RunnerStats) plus `buildMs`, building the feeds (attention bias) on this thread. For benchmarks.
+   */
+  async decodeStats(reset = false): Promise<RunnerStats & { buildMs: number }> {
+    const r = this.runners.get('decode');
+    const runner = r ? await r : undefined;
+    const out = { ...(runner?.stats ?? emptyRunnerStats()), buildMs: this.decodeBuildMs };
+    if (reset) {
+      if (runner) runner.stats = emptyRunnerStats();
+      this.decodeBuildMs = 0;
+    }
+    return out;
+  }
 
   /** Full-sequence logits of the last position for each sequence (no cache): the reference for decode. */
   async lastLogits(seqs: number[][]): Promise<Float32Array[]> {

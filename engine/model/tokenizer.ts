@@ -12,6 +12,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { Template } from '@huggingface/jinja';
+import { readChatTemplates } from './chat-template';
 
 export interface ChatMessage { role: string; content: string }
 export interface ToolSpec { type: 'function'; function: { name: string; description: string; parameters: Record<string, unknown> } }
@@ -55,10 +56,18 @@ export class HfTokenizer implements TextTokenizer {
         throw new Error(`${f}: invalid JSON (${(e as Error).message})`);
       }
     };
-    return new HfTokenizer(parse(tj), existsSync(tc) ? parse(tc) : {});
+    const config = existsSync(tc) ? parse(tc) : {};
+    // The chat template may live in chat_template.jinja or be one of several named ones (chat-template.ts).
+    const chat = readChatTemplates(folder, config);
+    if (chat.template !== undefined) config.chat_template = chat.template;
+    return new HfTokenizer(parse(tj), config);
   }
   encode(text: string): number[] {
     return [...this.tok.encode(text, { add_special_tokens: false }).ids];
+  }
+  /** As transformers' tokenizer(text) does: with the tokenizer.json post-processor's special tokens (e.g. Llama 3's BOS). */
+  encodeWithSpecialTokens(text: string): number[] {
+    return [...this.tok.encode(text, { add_special_tokens: true }).ids];
   }
   decode(ids: number[]): string {
     return this.tok.decode(ids, { skip_special_tokens: false });

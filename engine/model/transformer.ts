@@ -14,12 +14,19 @@
  */
 import { rmsNorm, silu, type Ops } from '../tensor/ops';
 import type { ModelConfig } from './config';
+import { rotaryAngles } from './rope';
+import { loraDelta, loraFor, type LoraApplied, type LoraContext } from './lora';
 
 export interface TransformerInputs<T> {
   inputIds: T;
   positionIds: T;
   attnBias: T;
   past?: { k: T; v: T }[];
+  /**
+   * Sequence length beyond the last input position (dynamic RoPE only): 1 for score/train, whose
+   * last target is not an input, so the length matches transformers' forward over the whole sequence.
+   */
+  ropeLengthOffset?: number;
 }
 
 export interface TransformerOutputs<T> {
@@ -34,10 +41,12 @@ export interface TransformerOutputs<T> {
  * the weight gradient is one GEMM over all tokens, [in, B·T] · [B·T, out], instead of B
  * batched products summed afterwards (as torch's F.linear does).
  */
-function linear<T>(o: Ops<T>, x: T, w: T, b?: T): T {
+function linear<T>(o: Ops<T>, x: T, w: T, b?: T, lora?: LoraApplied<T>): T {
   const [B, T] = o.shape(x);
   const [out, inp] = o.shape(w);
-  const y = o.reshape(o.matmul(o.reshape(x, [-1, inp]), o.transpose(w, [1, 0])), [B, T, out]);
+  let flat = o.matmul(o.reshape(x, [-1, inp]), o.transpose(w, [1, 0]));
+  if (lora) flat = o.add(flat, loraDelta(o, x, lora)); // + (alpha/rank)·dropout(x)·Aᵀ·Bᵀ (engine/model/lora.ts)
+  const y = o.reshape(flat, [B, T, out]);
   return b ? o.add(y, b) : y;
 }
 
@@ -49,12 +58,15 @@ interface Rope<T> { cos: T; sin: T; cosQ: T; sinQ: T }
  * costs B·T·hd multiplies once per call instead of B·H·T·S per layer on the scores, and the
  * same again in the backward pass).
  */
-function rotary<T>(o: Ops<T>, c: ModelConfig, positionIds: T): Rope<T> {
-  const half = c.headDim / 2;
-  const invFreq = Array.from({ length: half }, (_, i) => 1 / Math.pow(c.ropeTheta, (2 * i) / c.headDim));
-  const freqs = o.mul(o.unsqueeze(o.cast(positionIds, 'float32'), [2]), o.constant(invFreq, [half])); // [B, T, half]
+function rotary<T>(o: Ops<T>, c: ModelConfig, positionIds: T, lengthOffset = 0): Rope<T> {
+  // rope_scaling (linear / dynamic / yarn / llama3) is applied in rope.ts; yarn scales cos/sin.
+  const { angles: freqs, attentionFactor } = rotaryAngles(o, c, positionIds, lengthOffset); // [B, T, half]
   const emb = o.unsqueeze(o.concat([freqs, freqs], 2), [1]); // [B, 1, T, hd]
-  const cos = o.cos(emb), sin = o.sin(emb);
+  let cos = o.cos(emb), sin = o.sin(emb);
+  if (attentionFactor !== 1) {
+    cos = o.mul(cos, o.scalar(attentionFactor));
+    sin = o.mul(sin, o.scalar(attentionFactor));
+  }
   const scale = o.scalar(1 / Math.sqrt(c.headDim));
   return { cos, sin, cosQ: o.mul(cos, scale), sinQ: o.mul(sin, scale) };
 }
@@ -67,13 +79,13 @@ function applyRotary<T>(o: Ops<T>, x: T, cos: T, sin: T, headDim: number): T {
   return o.add(o.mul(x, cos), o.mul(rotated, sin));
 }
 
-function attention<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, p: string, x: T, rope: Rope<T>, bias: T, past?: { k: T; v: T }) {
+function attention<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, p: string, x: T, rope: Rope<T>, bias: T, past?: { k: T; v: T }, lora?: LoraContext<T>) {
   const [B, T] = o.shape(x);
   const H = c.numHeads, Hkv = c.numKvHeads, hd = c.headDim, rep = H / Hkv;
   const heads = (y: T, n: number) => o.transpose(o.reshape(y, [B, T, n, hd]), [0, 2, 1, 3]); // [B, n, T, hd]
-  let q = heads(linear(o, x, w[`${p}.q_proj.weight`], w[`${p}.q_proj.bias`]), H);
-  let k = heads(linear(o, x, w[`${p}.k_proj.weight`], w[`${p}.k_proj.bias`]), Hkv);
-  let v = heads(linear(o, x, w[`${p}.v_proj.weight`], w[`${p}.v_proj.bias`]), Hkv);
+  let q = heads(linear(o, x, w[`${p}.q_proj.weight`], w[`${p}.q_proj.bias`], loraFor(lora, w, `${p}.q_proj`)), H);
+  let k = heads(linear(o, x, w[`${p}.k_proj.weight`], w[`${p}.k_proj.bias`], loraFor(lora, w, `${p}.k_proj`)), Hkv);
+  let v = heads(linear(o, x, w[`${p}.v_proj.weight`], w[`${p}.v_proj.bias`], loraFor(lora, w, `${p}.v_proj`)), Hkv);
   if (c.qkNorm) {
     q = rmsNorm(o, q, w[`${p}.q_norm.weight`], c.rmsNormEps);
     k = rmsNorm(o, k, w[`${p}.k_norm.weight`], c.rmsNormEps);
@@ -103,25 +115,26 @@ function attention<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, p: string
     ctx = o.reshape(o.matmul(probs, o.reshape(v, [B, Hkv, 1, S, hd])), [B, H, T, hd]);
   }
   const merged = o.reshape(o.transpose(ctx, [0, 2, 1, 3]), [B, T, H * hd]);
-  return { out: linear(o, merged, w[`${p}.o_proj.weight`]), present };
+  return { out: linear(o, merged, w[`${p}.o_proj.weight`], undefined, loraFor(lora, w, `${p}.o_proj`)), present };
 }
 
-function mlp<T>(o: Ops<T>, w: Record<string, T>, p: string, x: T): T {
-  const gate = silu(o, linear(o, x, w[`${p}.gate_proj.weight`]));
-  const up = linear(o, x, w[`${p}.up_proj.weight`]);
-  return linear(o, o.mul(gate, up), w[`${p}.down_proj.weight`]);
+function mlp<T>(o: Ops<T>, w: Record<string, T>, p: string, x: T, lora?: LoraContext<T>): T {
+  const gate = silu(o, linear(o, x, w[`${p}.gate_proj.weight`], undefined, loraFor(lora, w, `${p}.gate_proj`)));
+  const up = linear(o, x, w[`${p}.up_proj.weight`], undefined, loraFor(lora, w, `${p}.up_proj`));
+  return linear(o, o.mul(gate, up), w[`${p}.down_proj.weight`], undefined, loraFor(lora, w, `${p}.down_proj`));
 }
 
-export function transformer<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, x: TransformerInputs<T>): TransformerOutputs<T> {
+/** `lora`: add the adapters found in `w` (engine/model/lora.ts) to the targeted linear layers. */
+export function transformer<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, x: TransformerInputs<T>, lora?: LoraContext<T>): TransformerOutputs<T> {
   let h = o.gather(w['model.embed_tokens.weight'], x.inputIds);
-  const rope = rotary(o, c, x.positionIds);
+  const rope = rotary(o, c, x.positionIds, x.ropeLengthOffset);
   const present: { k: T; v: T }[] = [];
   for (let i = 0; i < c.numLayers; i++) {
     const p = `model.layers.${i}`;
-    const a = attention(o, c, w, `${p}.self_attn`, rmsNorm(o, h, w[`${p}.input_layernorm.weight`], c.rmsNormEps), rope, x.attnBias, x.past?.[i]);
+    const a = attention(o, c, w, `${p}.self_attn`, rmsNorm(o, h, w[`${p}.input_layernorm.weight`], c.rmsNormEps), rope, x.attnBias, x.past?.[i], lora);
     present.push(a.present);
     h = o.add(h, a.out);
-    h = o.add(h, mlp(o, w, `${p}.mlp`, rmsNorm(o, h, w[`${p}.post_attention_layernorm.weight`], c.rmsNormEps)));
+    h = o.add(h, mlp(o, w, `${p}.mlp`, rmsNorm(o, h, w[`${p}.post_attention_layernorm.weight`], c.rmsNormEps), lora));
   }
   return { hidden: rmsNorm(o, h, w['model.norm.weight'], c.rmsNormEps), present };
 }

@@ -8,6 +8,9 @@
  *                            discounted return over model tokens, whitened over the batch
  *   reinforce_pp_baseline    group-mean baseline on the outcome, then whitened over the batch
  *   gae                      PPO with a critic: GAE over model tokens only, whitened; returns = A + V
+ *   gigpo                    GiGPO: episode advantage (outcome normalised in the group, one value per
+ *                            trajectory) + ω × step advantage (discounted step return normalised within
+ *                            its step group: steps of one group that saw the same observation)
  *   process rewards          step reward k on the last token of the k-th tool call, normalised by
  *                            the largest |reverse cumulative sum|, added as a return-to-go
  */
@@ -21,6 +24,15 @@ export interface EstimatorEpisode {
   mask: ArrayLike<number>;
   /** Step (process) rewards at token indices. */
   stepRewards?: { at: number; value: number }[];
+  /** The model turns (GiGPO's steps) and what the model saw before each (its anchor state). */
+  steps?: EpisodeStep[];
+}
+
+/** One model turn: tokens [start, end) and the raw observation before it (the prompt for the first turn, else the tool/env output since the previous turn; no history). */
+export interface EpisodeStep {
+  start: number;
+  end: number;
+  observation: string;
 }
 
 export type GroupEstimator = 'grpo' | 'drgrpo' | 'rloo';
@@ -72,7 +84,11 @@ export function whiten(xs: Float32Array[], masks: ArrayLike<number>[], eps = 1e-
   let s = 0;
   let n = 0;
   xs.forEach((x, b) => {
-    for (let i = 0; i < x.length; i++) if (masks[b]![i]) (s += x[i]!), n++;
+    for (let i = 0; i < x.length; i++)
+      if (masks[b]![i]) {
+        s += x[i]!;
+        n++;
+      }
   });
   if (n === 0) return xs.map((x) => new Float32Array(x.length));
   const mean = s / n;
@@ -194,4 +210,120 @@ export function processRewardReturns(e: EstimatorEpisode, eps = 1e-6): Float32Ar
     if (e.mask[i]) out[i] = g;
   }
   return out;
+}
+
+/**
+ * Steps from the loss mask when a rollout did not record its turns: each maximal run of model
+ * tokens is a step, its observation the ids of the non-model tokens since the previous run.
+ */
+export function stepsFromMask(tokens: ArrayLike<number>, mask: ArrayLike<number>): EpisodeStep[] {
+  const steps: EpisodeStep[] = [];
+  let obsStart = 0;
+  for (let i = 0; i < mask.length; ) {
+    if (!mask[i]) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < mask.length && mask[j]) j++;
+    steps.push({ start: i, end: j, observation: Array.from({ length: i - obsStart }, (_, k) => tokens[obsStart + k]).join(',') });
+    obsStart = j;
+    i = j;
+  }
+  return steps;
+}
+
+export interface GigpoOptions {
+  /** ω: weight of the step advantage. */
+  stepWeight: number;
+  /** Discount of the step returns. */
+  gamma: number;
+  /** Divide by the (unbiased) std of the group / step group as well as subtracting the mean (verl-agent mode mean_std_norm); default mean only (mean_norm). */
+  normByStd: boolean;
+  /** Put steps whose observations are at least this similar (0–1, `similarity`) in one step group; undefined = exact match. */
+  similarity?: { threshold: number; ratio: (a: string, b: string) => number };
+  eps?: number;
+}
+
+/**
+ * GiGPO (Feng et al. 2025; verl-agent compute_gigpo_outcome_advantage), per token of step k of
+ * trajectory i: A = A_episode(i) + ω·A_step(i, k).
+ *  - A_episode: the outcome reward minus its group's mean (÷ std with normByStd), the statistics
+ *    over the group's trajectories (each counted once, whatever its number of steps); a group of
+ *    one, or of equal rewards under normByStd, gives 0.
+ *  - Step returns: r_k = the step rewards on the turn's tokens (+ the outcome on the last turn),
+ *    R_k = r_k + γ·R_{k+1}.
+ *  - Step groups: within one group, steps whose observations are identical (or similar enough);
+ *    A_step = R_k − mean of its step group's returns (÷ std with normByStd); a step group of one
+ *    gives 0.
+ * `stepGroupSizes` lists the size of every step group (logged as metrics).
+ */
+export function gigpo(episodes: EstimatorEpisode[], o: GigpoOptions): { advantages: Float32Array[]; stepGroupSizes: number[] } {
+  const eps = o.eps ?? 1e-6;
+  const normalise = (xs: number[]): number[] => {
+    const n = xs.length;
+    if (n < 2) return xs.map(() => 0);
+    const mean = xs.reduce((a, b) => a + b, 0) / n;
+    if (!o.normByStd) return xs.map((x) => x - mean);
+    const std = Math.sqrt(xs.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1));
+    return xs.map((x) => (std === 0 ? 0 : (x - mean) / (std + eps)));
+  };
+  const steps = episodes.map((e, i) => {
+    if (!e.steps) throw new Error(`algorithm.adv_estimator: gigpo needs the steps (model turns and observations) of every episode; episode ${i} has none`);
+    return e.steps;
+  });
+  // Episode advantages: one value per trajectory.
+  const byGroup = new Map<number, number[]>();
+  episodes.forEach((e, i) => byGroup.set(e.group, [...(byGroup.get(e.group) ?? []), i]));
+  const episodeAdv = new Array<number>(episodes.length).fill(0);
+  for (const idx of byGroup.values()) normalise(idx.map((i) => episodes[i]!.reward)).forEach((a, k) => (episodeAdv[idx[k]!] = a));
+  // Discounted step returns.
+  const returns = episodes.map((e, i) => {
+    const st = steps[i]!;
+    const r = st.map((s) => (e.stepRewards ?? []).filter((x) => x.at >= s.start && x.at < s.end).reduce((a, x) => a + x.value, 0));
+    if (r.length) r[r.length - 1]! += e.reward;
+    const ret = new Array<number>(r.length);
+    let g = 0;
+    for (let k = r.length - 1; k >= 0; k--) ret[k] = g = r[k]! + o.gamma * g;
+    return ret;
+  });
+  // Step groups within each group, by observation.
+  const stepAdv = episodes.map((_, i) => new Array<number>(steps[i]!.length).fill(0));
+  const stepGroupSizes: number[] = [];
+  for (const idx of byGroup.values()) {
+    const clusters: { rep: string; members: [number, number][] }[] = [];
+    const exact = new Map<string, [number, number][]>();
+    for (const i of idx)
+      steps[i]!.forEach((s, k) => {
+        if (!o.similarity) {
+          const m = exact.get(s.observation);
+          if (m) m.push([i, k]);
+          else {
+            const members: [number, number][] = [[i, k]];
+            exact.set(s.observation, members);
+            clusters.push({ rep: s.observation, members });
+          }
+          return;
+        }
+        const c = clusters.find((c) => o.similarity!.ratio(s.observation, c.rep) >= o.similarity!.threshold);
+        if (c) c.members.push([i, k]);
+        else clusters.push({ rep: s.observation, members: [[i, k]] });
+      });
+    for (const c of clusters) {
+      stepGroupSizes.push(c.members.length);
+      normalise(c.members.map(([i, k]) => returns[i]![k]!)).forEach((a, m) => {
+        const [i, k] = c.members[m]!;
+        stepAdv[i]![k] = a;
+      });
+    }
+  }
+  const advantages = episodes.map((e, i) => {
+    const out = new Float32Array(e.mask.length);
+    steps[i]!.forEach((s, k) => {
+      const a = episodeAdv[i]! + o.stepWeight * stepAdv[i]![k]!;
+      for (let t = s.start; t < s.end && t < out.length; t++) if (e.mask[t]) out[t] = a;
+    });
+    return out;
+  });
+  return { advantages, stepGroupSizes };
 }

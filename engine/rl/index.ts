@@ -7,6 +7,7 @@
 import {
   broadcast,
   gae,
+  gigpo,
   groupOutcomeAdvantages,
   processRewardReturns,
   reinforcePlusPlus,
@@ -29,15 +30,19 @@ export interface EstimatorOptions {
   values?: ArrayLike<number>[];
   /** Add Agent-R1 process-reward returns to the advantages. */
   processRewards: boolean;
+  /** GiGPO's knobs (algorithm.gigpo). */
+  gigpo?: { stepWeight: number; gamma: number; normByStd: boolean; similarity?: { threshold: number; ratio: (a: string, b: string) => number } };
 }
 
 export interface EstimatorResult {
   advantages: Float32Array[];
   /** Targets for the critic (GAE only). */
   returns?: Float32Array[];
+  /** The estimator's own per-step metrics (e.g. GiGPO's step-group sizes). */
+  metrics?: Record<string, number>;
 }
 
-interface Estimator {
+export interface Estimator {
   needsCritic: boolean;
   compute(episodes: EstimatorEpisode[], o: EstimatorOptions): EstimatorResult;
 }
@@ -61,7 +66,7 @@ const group = (name: 'grpo' | 'drgrpo' | 'rloo'): Estimator => ({
   },
 });
 
-export const ESTIMATORS: Record<string, Estimator> = {
+export const ESTIMATORS = {
   grpo: group('grpo'),
   drgrpo: group('drgrpo'),
   rloo: group('rloo'),
@@ -80,14 +85,35 @@ export const ESTIMATORS: Record<string, Estimator> = {
       return gae(eps, o.values, { gamma: o.gamma, lam: o.lam, klCoef: o.klRewardCoef, klPerToken: o.klPerToken });
     },
   },
-};
+  gigpo: {
+    needsCritic: false,
+    compute: (eps, o) => {
+      const g = o.gigpo ?? { stepWeight: 1, gamma: 0.95, normByStd: false };
+      const r = gigpo(klPenalised(eps, o), g);
+      return { advantages: r.advantages, metrics: stepGroupMetrics(r.stepGroupSizes) };
+    },
+  },
+} as const satisfies Record<string, Estimator>;
+
+export type EstimatorName = keyof typeof ESTIMATORS;
+
+/** GiGPO's step groups as metrics: how many, their mean and largest size, and the share of steps alone in theirs (advantage 0). */
+export function stepGroupMetrics(sizes: number[]): Record<string, number> {
+  const steps = sizes.reduce((a, b) => a + b, 0);
+  return {
+    'advantage/step_groups': sizes.length,
+    'advantage/step_group_size_mean': sizes.length ? steps / sizes.length : 0,
+    'advantage/step_group_size_max': sizes.length ? Math.max(...sizes) : 0,
+    'advantage/singleton_step_fraction': steps ? sizes.filter((n) => n === 1).length / steps : 0,
+  };
+}
 
 export function estimatorNames(): string[] {
   return Object.keys(ESTIMATORS);
 }
 
 export function getEstimator(name: string): Estimator {
-  const e = ESTIMATORS[name];
+  const e = (ESTIMATORS as Record<string, Estimator>)[name];
   if (!e) throw new Error(`algorithm.adv_estimator: unknown estimator "${name}"; available: ${estimatorNames().join(', ')}`);
   return e;
 }

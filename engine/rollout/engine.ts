@@ -15,7 +15,7 @@
  * sequence samples (up to floating-point differences of the model between batch shapes).
  */
 import { Rng, mixSeed } from './rng';
-import { sampleToken, type SamplingParams } from './sampling';
+import { sampleToken, type SampledToken, type SamplingParams } from './sampling';
 import type { DecodeBackend, EnvStepResult, EpisodeEnv, RolloutTask, TextPolicy, TokenizerPort } from './ports';
 import type { OutcomeReward, Trajectory, Turn } from './types';
 
@@ -71,6 +71,10 @@ export interface RolloutStats {
   tokensPerSecond: number;
   /** Mean number of sequences per decode call. */
   meanBatch: number;
+  /** Time in sampling and the per-token bookkeeping (stop checks, detokenising) on the engine's thread. */
+  sampleMs: number;
+  /** Time the scheduler waited with no sequence to decode (every live one in its environment). */
+  envWaitMs: number;
 }
 
 export interface RolloutResult {
@@ -134,6 +138,15 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
   const stopTokens = new Set(stop.tokenIds);
   const maxStopLen = stop.strings.reduce((m, s) => Math.max(m, s.length), 0);
   const groupOffset = opts.groupOffset ?? 0;
+  // Sampling in the backend (DecodeBackend.extendSample) covers greedy and the full distribution;
+  // top-k / top-p rows are sampled here from logits.
+  const temperature = opts.sampling.temperature ?? 1;
+  if (!(temperature >= 0) || !Number.isFinite(temperature)) throw new Error(`sampling.temperature must be a finite number ≥ 0 (got ${temperature})`);
+  const topP = opts.sampling.topP ?? 1;
+  if (!(topP > 0 && topP <= 1)) throw new Error(`sampling.topP must be in (0, 1] (got ${topP})`);
+  const greedy = temperature === 0;
+  const fullDistribution = !(opts.sampling.topK && opts.sampling.topK > 0 && opts.sampling.topK < backend.vocabSize) && topP >= 1;
+  const fastSample = backend.extendSample && (greedy || fullDistribution) ? backend.extendSample.bind(backend) : null;
 
   const queue: Seq[] = [];
   opts.tasks.forEach((task, gi) => {
@@ -158,6 +171,8 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
   let calls = 0;
   let batchSum = 0;
   let modelMs = 0;
+  let sampleMs = 0;
+  let envWaitMs = 0;
 
   const progress = () =>
     opts.onProgress?.({ done: results.length, total, generatedTokens: generated, elapsedMs: performance.now() - start });
@@ -252,8 +267,7 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
   };
 
   /** Append a sampled token to the current model turn; returns why the turn ended, if it did. */
-  const accept = (s: Seq, logits: Float32Array): NonNullable<Turn['stop']> | null => {
-    const tok = sampleToken(logits, opts.sampling, s.rng);
+  const accept = (s: Seq, tok: SampledToken): NonNullable<Turn['stop']> | null => {
     const turn = s.cur!;
     turn.tokenIds.push(tok.id);
     turn.logprobs.push(tok.logprob);
@@ -297,7 +311,9 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
           if (results.length < total && queue.length === 0) throw new Error('rollout scheduler stalled (no work and nothing pending)');
           continue;
         }
+        const tw = performance.now();
         await Promise.race(pending);
+        envWaitMs += performance.now() - tw;
         continue;
       }
       // One model call for every sequence with unfed tokens.
@@ -310,20 +326,39 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
         }
       }
       const t = performance.now();
-      const logits = await backend.extend(items);
+      let sampled: SampledToken[] | null = null;
+      let logits: Float32Array[] = [];
+      if (fastSample) {
+        // The backend samples: one uniform per sampled row from the sequence's own stream, as
+        // sampleToken would draw it (none when greedy).
+        const B = batch.length;
+        const req = { u: new Float32Array(B), invTemp: new Float32Array(B).fill(greedy ? 1 : 1 / temperature), greedy: new Float32Array(B).fill(greedy ? 1 : 0) };
+        if (!greedy) batch.forEach((s, i) => (req.u[i] = s.rng.next()));
+        sampled = await fastSample(items, req);
+      } else logits = await backend.extend(items);
       const dt = performance.now() - t;
       modelMs += dt;
       calls++;
       batchSum += batch.length;
-      if (logits.length !== batch.length) throw new Error(`decode backend returned ${logits.length} logits rows for ${batch.length} sequences`);
+      const rowsBack = sampled ? sampled.length : logits.length;
+      if (rowsBack !== batch.length) throw new Error(`decode backend returned ${rowsBack} ${sampled ? 'samples' : 'logits rows'} for ${batch.length} sequences`);
+      const ts = performance.now();
       batch.forEach((s, i) => {
         s.modelMs += dt / batch.length;
-        const row = logits[i]!;
-        if (row.length !== backend.vocabSize) throw new Error(`decode backend returned a logits row of ${row.length} for vocab ${backend.vocabSize}`);
-        const ended = accept(s, row);
+        let tok: SampledToken;
+        if (sampled) {
+          tok = sampled[i]!;
+          if (!Number.isFinite(tok.logprob)) throw new Error('sampleToken: logits contain NaN or are all -Infinity');
+        } else {
+          const row = logits[i]!;
+          if (row.length !== backend.vocabSize) throw new Error(`decode backend returned a logits row of ${row.length} for vocab ${backend.vocabSize}`);
+          tok = sampleToken(row, opts.sampling, s.rng);
+        }
+        const ended = accept(s, tok);
         if (ended) track(endTurn(s, ended));
         else ready.push(s);
       });
+      sampleMs += performance.now() - ts;
       // Let environment work that already completed run before the next tick.
       if (pending.size) await new Promise<void>((r) => setImmediate(r));
     }
@@ -337,7 +372,7 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
     trajectories: results,
     stats: {
       trajectories: results.length, generatedTokens: generated, prefillTokens: prefill, modelCalls: calls, modelMs, wallMs,
-      tokensPerSecond: generated / Math.max(1e-9, wallMs / 1000), meanBatch: calls ? batchSum / calls : 0,
+      tokensPerSecond: generated / Math.max(1e-9, wallMs / 1000), meanBatch: calls ? batchSum / calls : 0, sampleMs, envWaitMs,
     },
   };
 }
@@ -426,6 +461,6 @@ export async function rolloutTextPolicy(
   const wallMs = performance.now() - start;
   return {
     trajectories: out,
-    stats: { trajectories: out.length, generatedTokens: generated, prefillTokens: 0, modelCalls: 0, modelMs: 0, wallMs, tokensPerSecond: generated / Math.max(1e-9, wallMs / 1000), meanBatch: 0 },
+    stats: { trajectories: out.length, generatedTokens: generated, prefillTokens: 0, modelCalls: 0, modelMs: 0, wallMs, tokensPerSecond: generated / Math.max(1e-9, wallMs / 1000), meanBatch: 0, sampleMs: 0, envWaitMs: 0 },
   };
 }

@@ -23,11 +23,15 @@ export interface KvDecodeInput {
   positionIds: Int32Array; // [B, T]
   /** Per layer: keys and values [B, Hkv, P, D]. */
   past: { k: Float32Array; v: Float32Array }[];
+  /** Passed through from `run` (e.g. sampling inputs). */
+  extra?: unknown;
 }
 
 export interface KvDecodeOutput {
-  /** Logits of each row's last position [B, V]. */
+  /** Logits of each row's last position [B, V] (may be empty when the caller asked `run` for none). */
   logits: Float32Array;
+  /** Tokens sampled by the decode function, if it samples. */
+  sampled?: { ids: Int32Array; logprobs: Float32Array; entropy: Float32Array };
   /** Per layer: keys and values [B, Hkv, P + T, D]. */
   present: { k: Float32Array; v: Float32Array }[];
 }
@@ -68,6 +72,8 @@ export class KvSlotBackend implements DecodeBackend {
    * or repacking. Rows are unpacked into per-slot caches only when the batch changes.
    */
   private packed: Packed | null = null;
+  /** Cumulative host-side time (ms): packing inputs, unpacking the batch cache, splitting logits rows; and call counts. */
+  stats = { packMs: 0, unpackMs: 0, rowsMs: 0, steadyCalls: 0, repackCalls: 0 };
   constructor(
     private readonly decode: KvDecodeFn,
     private readonly shape: KvShape,
@@ -101,19 +107,42 @@ export class KvSlotBackend implements DecodeBackend {
   }
 
   async extend(items: { slot: number; tokens: number[] }[]): Promise<Float32Array[]> {
+    const out = await this.run(items);
+    return this.rows(out.logits, items.length);
+  }
+
+  /**
+   * Extend the listed slots and return the decode function's raw output (rows in item order).
+   * `extra` is handed to the decode function; with `logits: false` it may return no logits.
+   */
+  async run(items: { slot: number; tokens: number[] }[], extra?: unknown, logits = true): Promise<KvDecodeOutput> {
     this.check(items);
     for (const { slot, tokens } of items) {
       const len = this.slotLen(slot) + tokens.length;
       if (len > this.maxLength) throw new Error(`KvSlotBackend: slot ${slot} would hold ${len} tokens > maxLength ${this.maxLength}`);
     }
     const p = this.packed;
-    if (p && this.keepPacked && items.length === p.slots.length && items.every((it, b) => it.slot === p.slots[b] && it.tokens.length === 1)) return this.step(items, p);
+    const out = p && this.keepPacked && items.length === p.slots.length && items.every((it, b) => it.slot === p.slots[b] && it.tokens.length === 1)
+      ? await this.step(items, p, extra)
+      : (this.unpack(), await this.general(items, extra));
+    this.checkOut(out, items.length, logits);
+    return out;
+  }
+
+  /** Slot `to` gets slot `from`'s cache (shared arrays: caches are never written in place). */
+  fork(from: number, to: number): void {
+    if (from === to) throw new Error(`KvSlotBackend.fork: from and to are both slot ${from}`);
+    for (const s of [from, to]) if (!Number.isInteger(s) || s < 0 || s >= this.maxBatch) throw new Error(`KvSlotBackend.fork: slot ${s} out of range (maxBatch ${this.maxBatch})`);
+    if (this.slotLen(to) !== 0) throw new Error(`KvSlotBackend.fork: slot ${to} is not empty`);
     this.unpack();
-    return this.general(items);
+    const c = this.slots[from];
+    if (!c) throw new Error(`KvSlotBackend.fork: slot ${from} is empty`);
+    this.slots[to] = { len: c.len, k: c.k.slice(), v: c.v.slice() };
   }
 
   /** Steady state: one token for each row of the packed batch. */
-  private async step(items: { slot: number; tokens: number[] }[], p: Packed): Promise<Float32Array[]> {
+  private async step(items: { slot: number; tokens: number[] }[], p: Packed, extra: unknown): Promise<KvDecodeOutput> {
+    const t0 = performance.now();
     const B = items.length;
     const P = p.S;
     const S = P + 1;
@@ -124,13 +153,16 @@ export class KvSlotBackend implements DecodeBackend {
       attentionMask.set(p.mask.subarray(b * P, (b + 1) * P), b * S);
       attentionMask[b * S + P] = 1;
     }
-    const out = await this.decode({ batch: B, newLength: 1, pastLength: P, inputIds, attentionMask, positionIds, past: p.present });
-    this.checkOut(out, B);
+    this.stats.packMs += performance.now() - t0;
+    this.stats.steadyCalls++;
+    const out = await this.decode({ batch: B, newLength: 1, pastLength: P, inputIds, attentionMask, positionIds, past: p.present, extra });
+    this.checkPresent(out);
     this.packed = { slots: p.slots, S, mask: attentionMask, lens: p.lens.map((l) => l + 1), present: out.present };
-    return this.rows(out.logits, B);
+    return out;
   }
 
-  private async general(items: { slot: number; tokens: number[] }[]): Promise<Float32Array[]> {
+  private async general(items: { slot: number; tokens: number[] }[], extra: unknown): Promise<KvDecodeOutput> {
+    const t0 = performance.now();
     const { layers, kvHeads: Hk, headDim: D } = this.shape;
     const B = items.length;
     const caches = items.map(({ slot }) => this.slots[slot] ?? { len: 0, k: [], v: [] });
@@ -164,17 +196,20 @@ export class KvSlotBackend implements DecodeBackend {
         });
       return { k, v };
     });
-    const out = await this.decode({ batch: B, newLength: T, pastLength: P, inputIds, attentionMask, positionIds, past });
-    this.checkOut(out, B);
+    this.stats.packMs += performance.now() - t0;
+    this.stats.repackCalls++;
+    const out = await this.decode({ batch: B, newLength: T, pastLength: P, inputIds, attentionMask, positionIds, past, extra });
+    this.checkPresent(out);
     for (const { slot } of items) this.slots[slot] = null;
     this.packed = { slots: items.map((i) => i.slot), S, mask: attentionMask, lens: items.map((it, b) => caches[b]!.len + it.tokens.length), present: out.present };
-    return this.rows(out.logits, B);
+    return out;
   }
 
   /** Move every live row of the packed batch into its slot's own cache (gathering masked columns). */
   private unpack(): void {
     const p = this.packed;
     if (!p) return;
+    const t0 = performance.now();
     this.packed = null;
     const { layers, kvHeads: Hk, headDim: D } = this.shape;
     const S = p.S;
@@ -208,16 +243,24 @@ export class KvSlotBackend implements DecodeBackend {
       }
       this.slots[slot] = c;
     });
+    this.stats.unpackMs += performance.now() - t0;
   }
 
-  private checkOut(out: KvDecodeOutput, B: number): void {
-    if (out.logits.length !== B * this.shape.vocabSize) throw new Error(`decode graph returned logits of ${out.logits.length} values, expected [${B}, ${this.shape.vocabSize}]`);
+  private checkPresent(out: KvDecodeOutput): void {
     if (out.present.length !== this.shape.layers) throw new Error(`decode graph returned ${out.present.length} present layers, expected ${this.shape.layers}`);
   }
 
+  private checkOut(out: KvDecodeOutput, B: number, logits: boolean): void {
+    if (logits && out.logits.length !== B * this.shape.vocabSize) throw new Error(`decode graph returned logits of ${out.logits.length} values, expected [${B}, ${this.shape.vocabSize}]`);
+    if (out.sampled && out.sampled.ids.length !== B) throw new Error(`decode graph sampled ${out.sampled.ids.length} tokens for ${B} rows`);
+  }
+
   private rows(logits: Float32Array, B: number): Float32Array[] {
+    const t0 = performance.now();
     const V = this.shape.vocabSize;
-    return Array.from({ length: B }, (_, b) => logits.slice(b * V, (b + 1) * V));
+    const rows = Array.from({ length: B }, (_, b) => logits.slice(b * V, (b + 1) * V));
+    this.stats.rowsMs += performance.now() - t0;
+    return rows;
   }
 
   release(slot: number): void {

@@ -19,10 +19,30 @@ export interface DecodeBackend {
   /** Maximum tokens a slot can hold (the model's context). */
   readonly maxLength: number;
   extend(items: { slot: number; tokens: number[] }[]): Promise<Float32Array[]>;
+  /**
+   * Optional fast path: the same as `extend`, but the backend samples each item's next token
+   * itself (from softmax(logits · invTemp[i]) with the uniform u[i] by inverse CDF, or the
+   * first argmax where greedy[i]; no top-k/top-p) and returns only token, logprob and entropy,
+   * which must equal sampleToken's on the same logits and uniform.
+   */
+  extendSample?(items: { slot: number; tokens: number[] }[], sample: SampleRequest): Promise<{ id: number; logprob: number; entropy: number }[]>;
   /** Forget a slot's cache; the slot is then empty for the next sequence. */
   release(slot: number): void;
+  /**
+   * Optional: make slot `to` hold a copy of slot `from`'s cache (prefix sharing: a prompt
+   * prefilled once, forked to the group's other samples; copy on divergence). `to` must be empty.
+   */
+  fork?(from: number, to: number): void;
   /** Free resources (sessions, workers). */
   close?(): Promise<void>;
+}
+
+/** Per-item sampling inputs of DecodeBackend.extendSample. */
+export interface SampleRequest {
+  u: Float32Array;
+  invTemp: Float32Array;
+  /** 1 = greedy (argmax, ties to the lowest id), else 0. */
+  greedy: Float32Array;
 }
 
 export interface TokenizerPort {

@@ -274,7 +274,9 @@ export const events = {
   queue: queueStateSchema,
   chat: chatEventSchema,
   /** Progress of runs.importVerl. */
-  import: z.object({ dir: z.string(), file: z.string(), samples: num }),
+  import: z.object({ dir: z.string(), file: z.string(), samples: num, filesDone: num.optional(), filesTotal: num.optional() }),
+  /** Progress of runs.export (trajectories written so far of the run's total). */
+  export: z.object({ runId: z.string(), done: num, total: num }),
 } as const;
 
 export type EngineEventName = keyof typeof events;

@@ -5,7 +5,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { BatchWriter, type RunRow, type Store, type TrajectoryRecord } from '../store/store';
+import { BatchWriter, HEARTBEAT_MS, type RunRow, type Store, type TrajectoryRecord } from '../store/store';
 import type { EventMessage, RunSummary } from './protocol';
 
 /** What a running job may do. */
@@ -56,13 +56,27 @@ export class RunManager {
   private active: Active | null = null;
   private listeners = new Set<(e: RunEvent) => void>();
   readonly writer: BatchWriter;
+  private beat: NodeJS.Timeout;
 
   constructor(readonly store: Store, readonly home: string, opts: { recover?: boolean } = {}) {
     this.writer = new BatchWriter(store, { intervalMs: 150 });
-    if (opts.recover === false) return;
-    // Runs left "running" by a crashed engine are marked so (they can be resumed).
-    for (const r of store.listRuns({ status: 'running' })) store.setStatus(r.id, 'failed', 'the engine stopped while this run was running; resume it to continue');
-    for (const r of store.listRuns({ status: 'queued' })) store.setStatus(r.id, 'stopped', 'the engine restarted before this run started');
+    // This engine owns the runs it queues and runs; its heartbeat tells other processes so.
+    this.beat = setInterval(() => {
+      try {
+        store.heartbeat();
+      } catch {
+        // the database was closed under us (workspace switch); the next open starts a new manager
+      }
+    }, HEARTBEAT_MS);
+    this.beat.unref();
+    // Runs left live by a process that is gone become interrupted (resumable); runs another live
+    // process (a CLI training, another engine) owns are left alone.
+    if (opts.recover !== false) store.recoverOrphans();
+  }
+
+  /** Stop the heartbeat (the engine closes the workspace). */
+  close(): void {
+    clearInterval(this.beat);
   }
 
   register(t: RunTemplate): void {
@@ -115,6 +129,8 @@ export class RunManager {
   }
 
   private enqueue(runId: string, resume: boolean): void {
+    // Refused (naming the owner) when another live process writes this run.
+    this.store.claimRun(runId);
     this.queue.push({ runId, resume });
     this.store.setStatus(runId, 'queued');
     this.emitRun(runId);
@@ -131,7 +147,9 @@ export class RunManager {
       return;
     }
     const r = this.store.getRun(id);
-    if (['running', 'queued'].includes(r.status)) throw new Error(`run "${id}" is already ${r.status}`);
+    const owner = this.store.runOwner(id);
+    if (['running', 'queued', 'paused'].includes(r.status) && owner?.alive && owner.pid !== process.pid) this.store.claimRun(id); // throws, naming the owner
+    if (['running', 'queued', 'paused'].includes(r.status)) throw new Error(`run "${id}" is already ${r.status}`);
     this.enqueue(id, true);
   }
 
@@ -147,6 +165,7 @@ export class RunManager {
     if (qi >= 0) {
       this.queue.splice(qi, 1);
       this.store.setStatus(id, 'stopped');
+      this.store.releaseRun(id);
       this.emitRun(id);
       this.emitQueue();
       return;
@@ -219,6 +238,7 @@ export class RunManager {
         this.emit({ event: 'log', data: { runId: run.id, line: { seq: 0, time: Date.now() / 1000, level: 'error', text: msg } } });
         store.setStatus(run.id, abort.signal.aborted ? 'stopped' : 'failed', msg);
       } finally {
+        store.releaseRun(run.id);
         this.active = null;
         this.emitRun(run.id);
         this.emitQueue();

@@ -26,9 +26,9 @@ export interface EngineServerOptions {
   dbPath?: string;
   templates?: RunTemplate[];
   /**
-   * Mark runs left 'running' or 'queued' by a crashed engine as failed/stopped when the
-   * workspace opens (default true). A short-lived reader (the CLI) passes false: the run may
-   * belong to a live engine or CLI training process.
+   * Mark runs whose owning process is gone (a crashed engine or CLI training) `interrupted` when
+   * the workspace opens (default true). Runs a live process owns are never touched, so this is
+   * safe from any process.
    */
   recoverRuns?: boolean;
 }
@@ -52,6 +52,7 @@ export class EngineServer {
     try {
       const db = openDatabase(file);
       this.offRuns?.();
+      this.runs?.close();
       this.db?.close();
       this.db = db;
       this.store = new Store(db);
@@ -160,7 +161,7 @@ export class EngineServer {
       const format = p.format ?? 'both';
       const files: Result<'runs.export'>['files'] = [];
       if (format !== 'jsonl') files.push({ kind: 'metrics', path: `${prefix}.metrics.csv`, count: exportMetricsCsv(S(), p.id, `${prefix}.metrics.csv`) });
-      if (format !== 'csv') files.push({ kind: 'trajectories', path: `${prefix}.trajectories.jsonl`, count: exportTrajectoriesJsonl(S(), p.id, `${prefix}.trajectories.jsonl`) });
+      if (format !== 'csv') files.push({ kind: 'trajectories', path: `${prefix}.trajectories.jsonl`, count: exportTrajectoriesJsonl(S(), p.id, `${prefix}.trajectories.jsonl`, (done, total) => this.broadcast({ event: 'export', data: { runId: p.id, done, total } })) });
       return { files };
     });
     this.on('runs.importVerl', async (p) => {
@@ -170,7 +171,7 @@ export class EngineServer {
         const tok = HfTokenizer.load(p.tokenizer);
         decode = (ids) => tok.decode(ids);
       }
-      const r = await importVerlDump(S(), p.dir, { name: p.name, decode, onProgress: (file, samples) => this.broadcast({ event: 'import', data: { dir: p.dir, file, samples } }) });
+      const r = await importVerlDump(S(), p.dir, { name: p.name, decode, onProgress: (file, samples, filesDone, filesTotal) => this.broadcast({ event: 'import', data: { dir: p.dir, file, samples, filesDone, filesTotal } }) });
       R().announce(r.runId);
       return r;
     });
@@ -216,6 +217,7 @@ export class EngineServer {
 
   close(): void {
     this.offRuns?.();
+    this.runs?.close();
     this.runs?.writer.flush();
     this.db?.close();
   }

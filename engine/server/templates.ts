@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { episodeToRecord } from '../train/store-sink';
+import { memoryLimitHits } from '../train/sinks';
 import type { RunTemplate } from './runs';
 import type { EngineServer } from './server';
 
@@ -99,12 +100,16 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
               ctx.metric(step, values);
             },
             truncateAfter: (step) => ctx.truncateAfter(step),
-            trajectories: (step, episodes, advantages, extra) =>
+            trajectories: (step, episodes, advantages, extra) => {
+              // Tool calls the sandbox cut off at its memory limit: the run's log says so.
+              const hits = memoryLimitHits(episodes);
+              if (hits.length) ctx.log(`step ${step}: ${hits.length} tool call(s) exceeded the sandbox memory limit (${[...new Set(hits.map((h) => h.name))].join(', ')}): ${hits[0]!.error}`, 'warn');
               ctx.trajectories(
                 step,
                 episodes.map((e) => episodeToRecord(step, e, advantages.get(e), decode, { refLogprobs: extra?.refLogprobs?.get(e), values: extra?.values?.get(e) })),
                 { full: step % cfg.logging.full_trajectories_every === 0 },
-              ),
+              );
+            },
             event: (kind, payload) => {
               if (kind === 'checkpoint' && typeof payload.step === 'number' && typeof payload.dir === 'string') ctx.checkpoint(payload.step, payload.dir);
               else ctx.log(`${kind}: ${JSON.stringify(payload)}`);

@@ -64,6 +64,14 @@ export const MIGRATIONS: { version: number; name: string; sql: string }[] = [
     name: 'decoded token strings per turn (for the token heat map)',
     sql: `ALTER TABLE turns ADD COLUMN tokens TEXT;`,
   },
+  {
+    version: 4,
+    name: 'run owner (process id, host, heartbeat) so any process can tell a live run from an orphan',
+    sql: `
+      ALTER TABLE runs ADD COLUMN owner_pid INTEGER;
+      ALTER TABLE runs ADD COLUMN owner_host TEXT;
+      ALTER TABLE runs ADD COLUMN heartbeat_at REAL;`,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;

@@ -13,7 +13,7 @@
  *    the trajectory replays token by token (heat map included). Decoding the ids needs the
  *    model's tokenizer (`decode`, from `--tokenizer <model folder>`).
  */
-import { createReadStream, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, createReadStream, openSync, readdirSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Store, TrajectoryRecord, TurnRecord } from './store';
@@ -22,7 +22,7 @@ export interface VerlImportOptions {
   name?: string;
   /** Token ids → text (the model's tokenizer); needed for agent-loop lines with token ids. */
   decode?: (ids: number[]) => string;
-  onProgress?: (file: string, n: number) => void;
+  onProgress?: (file: string, n: number, filesDone: number, filesTotal: number) => void;
 }
 
 export async function importVerlDump(store: Store, dir: string, opts: VerlImportOptions = {}): Promise<{ runId: string; trajectories: number; steps: number[] }> {
@@ -157,7 +157,7 @@ async function importFiles(store: Store, runId: string, dir: string, files: stri
       if (!steps.includes(step)) steps.push(step);
     }
     count += batch.length;
-    opts.onProgress?.(f, count);
+    opts.onProgress?.(f, count, files.indexOf(f) + 1, files.length);
   }
   return { runId, trajectories: count, steps };
 }
@@ -185,10 +185,17 @@ export function exportMetricsCsv(store: Store, runId: string, file: string): num
 }
 
 /** A run's trajectories as JSONL, one trajectory (with its turns) per line. */
-export function exportTrajectoriesJsonl(store: Store, runId: string, file: string): number {
+export function exportTrajectoriesJsonl(store: Store, runId: string, file: string, onProgress?: (done: number, total: number) => void): number {
   store.getRun(runId);
   const ids = store.searchTrajectories({ runId, limit: 1_000_000 }).map((t) => t.id);
-  const lines = ids.map((id) => JSON.stringify(store.getTrajectory(id)));
-  writeFileSync(file, lines.join('\n') + (lines.length ? '\n' : ''));
-  return lines.length;
+  const fd = openSync(file, 'w');
+  try {
+    ids.forEach((id, i) => {
+      writeSync(fd, JSON.stringify(store.getTrajectory(id)) + '\n');
+      if ((i + 1) % 200 === 0 || i + 1 === ids.length) onProgress?.(i + 1, ids.length);
+    });
+  } finally {
+    closeSync(fd);
+  }
+  return ids.length;
 }

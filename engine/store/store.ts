@@ -4,7 +4,70 @@
  * loop never waits on SQLite; a crash loses at most what was still queued (the in-flight step).
  */
 import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { hostname } from 'node:os';
 import type { DB } from './db';
+
+/** The process writing a run: its id and host. One owner per run at a time. */
+export interface RunOwner {
+  pid: number;
+  host: string;
+}
+
+export function thisProcess(): RunOwner {
+  return { pid: process.pid, host: hostname() };
+}
+
+/** Statuses that mean some process holds the run (it writes to it, or will). */
+export const LIVE_STATUSES = ['running', 'queued', 'paused'];
+/** Statuses that end a run (ended_at is set). */
+export const ENDED_STATUSES = ['completed', 'failed', 'stopped', 'interrupted'];
+/** How often an owner refreshes its heartbeat. */
+export const HEARTBEAT_MS = 5000;
+/**
+ * An owner on another host whose heartbeat is older than this is gone. On this host the process
+ * id decides (a dead pid is gone at once); a heartbeat older than `STALE_LOCAL_S` there means
+ * the pid was reused by another program.
+ */
+export const STALE_REMOTE_S = 120;
+export const STALE_LOCAL_S = 900;
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    // EPERM: the process exists but belongs to another user.
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+interface OwnerRow {
+  id: string;
+  status: string;
+  step: number;
+  owner_pid: number | null;
+  owner_host: string | null;
+  heartbeat_at: number | null;
+}
+
+/** Whether the process recorded as a run's owner still runs. */
+export function ownerAlive(r: { owner_pid: number | null; owner_host: string | null; heartbeat_at: number | null }, now = Date.now() / 1000): boolean {
+  if (r.owner_pid === null || r.owner_host === null) return false;
+  const me = thisProcess();
+  if (r.owner_pid === me.pid && r.owner_host === me.host) return true;
+  const age = now - (r.heartbeat_at ?? 0);
+  if (r.owner_host === me.host) return pidAlive(r.owner_pid) && age < STALE_LOCAL_S;
+  return age < STALE_REMOTE_S;
+}
+
+/** Another live process already writes this run. */
+export class RunOwnedError extends Error {
+  constructor(readonly runId: string, readonly owner: RunOwner, readonly status: string, ageS: number) {
+    super(`run "${runId}" is ${status} in another process (pid ${owner.pid} on ${owner.host}, heartbeat ${Math.round(ageS)} s ago); stop that process first (Ctrl-C, or Stop in the workbench), then resume`);
+    this.name = 'RunOwnedError';
+  }
+}
 
 export interface RunRow {
   id: string; name: string; template: string | null; status: string; config: Record<string, unknown>; seed: number | null;
@@ -77,10 +140,70 @@ export class Store {
   setStatus(id: string, status: string, error?: string): void {
     const now = Date.now() / 1000;
     const started = status === 'running' ? now : null;
-    const ended = ['completed', 'failed', 'stopped'].includes(status) ? now : null;
+    const ended = ENDED_STATUSES.includes(status) ? now : null;
     const clear = status === 'running' || status === 'queued' ? 1 : 0;
     this.db.prepare(`UPDATE runs SET status = ?, error = CASE WHEN ? THEN ? ELSE COALESCE(?, error) END, started_at = COALESCE(started_at, ?), ended_at = ? WHERE id = ?`)
       .run(status, clear, error ?? null, error ?? null, started, ended, id);
+  }
+
+  /**
+   * Make this process (or `owner`) the run's one writer, refusing when another live process holds
+   * it (RunOwnedError names it). Atomic across processes (an immediate transaction).
+   */
+  claimRun(id: string, owner: RunOwner = thisProcess()): void {
+    this.db.transaction(() => {
+      const r = this.db.prepare('SELECT id, status, step, owner_pid, owner_host, heartbeat_at FROM runs WHERE id = ?').get(id) as OwnerRow | undefined;
+      if (!r) throw new Error(`no run with id "${id}"`);
+      const now = Date.now() / 1000;
+      const same = r.owner_pid === owner.pid && r.owner_host === owner.host;
+      if (!same && LIVE_STATUSES.includes(r.status) && ownerAlive(r, now)) {
+        throw new RunOwnedError(id, { pid: r.owner_pid!, host: r.owner_host! }, r.status, now - (r.heartbeat_at ?? now));
+      }
+      this.db.prepare('UPDATE runs SET owner_pid = ?, owner_host = ?, heartbeat_at = ? WHERE id = ?').run(owner.pid, owner.host, now, id);
+    }).immediate();
+  }
+
+  /** Refresh the heartbeat of every live run this process owns. */
+  heartbeat(owner: RunOwner = thisProcess()): void {
+    this.db.prepare(`UPDATE runs SET heartbeat_at = ? WHERE owner_pid = ? AND owner_host = ? AND status IN (${LIVE_STATUSES.map(() => '?').join(',')})`)
+      .run(Date.now() / 1000, owner.pid, owner.host, ...LIVE_STATUSES);
+  }
+
+  /** Give up ownership of a run (its job ended). */
+  releaseRun(id: string, owner: RunOwner = thisProcess()): void {
+    this.db.prepare('UPDATE runs SET owner_pid = NULL, owner_host = NULL WHERE id = ? AND owner_pid = ? AND owner_host = ?').run(id, owner.pid, owner.host);
+  }
+
+  /** The recorded owner of a run (null when none). */
+  runOwner(id: string): (RunOwner & { heartbeatAt: number | null; alive: boolean }) | null {
+    const r = this.db.prepare('SELECT id, status, step, owner_pid, owner_host, heartbeat_at FROM runs WHERE id = ?').get(id) as OwnerRow | undefined;
+    if (!r || r.owner_pid === null || r.owner_host === null) return null;
+    return { pid: r.owner_pid, host: r.owner_host, heartbeatAt: r.heartbeat_at, alive: ownerAlive(r) };
+  }
+
+  /**
+   * Runs left live by a process that is gone: running/paused ones become `interrupted` (with
+   * their last step and checkpoint, resumable), queued ones `stopped`. Runs whose owner still
+   * lives (a CLI training, another engine) are left alone. Returns the ids changed.
+   */
+  recoverOrphans(): string[] {
+    const changed: string[] = [];
+    const rows = this.db.prepare(`SELECT id, status, step, owner_pid, owner_host, heartbeat_at FROM runs WHERE status IN (${LIVE_STATUSES.map(() => '?').join(',')})`).all(...LIVE_STATUSES) as OwnerRow[];
+    for (const r of rows) {
+      if (ownerAlive(r)) continue;
+      const who = r.owner_pid !== null ? `pid ${r.owner_pid} on ${r.owner_host}` : 'an engine from before run owners were recorded';
+      if (r.status === 'queued') {
+        this.setStatus(r.id, 'stopped', `the process that queued it (${who}) ended before it started`);
+      } else {
+        const ck = this.checkpoints(r.id).at(-1);
+        const msg = `interrupted: the process running it (${who}) ended without finishing; last step ${r.step}, ${ck ? `last checkpoint at step ${ck.step}` : 'no checkpoint yet'}; resume to continue${ck ? ' from it' : ''}`;
+        this.setStatus(r.id, 'interrupted', msg);
+        this.log(r.id, 'warn', msg);
+      }
+      this.db.prepare('UPDATE runs SET owner_pid = NULL, owner_host = NULL WHERE id = ?').run(r.id);
+      changed.push(r.id);
+    }
+    return changed;
   }
 
   setNotes(id: string, notes: string): void {
@@ -276,15 +399,34 @@ export class Store {
   }
 
   // ---- checkpoints, events, artifacts ---------------------------------------------------
+  /**
+   * Record a checkpoint, and drop the rows of this run's checkpoints whose folders are gone
+   * (`checkpoint.keep` pruned them): the rows follow the files.
+   */
   addCheckpoint(runId: string, step: number, path: string, metrics: Record<string, number> = {}): string {
     const id = `${runId}:${step}`;
-    this.db.prepare('INSERT OR REPLACE INTO checkpoints (id, run_id, step, path, created_at, metrics) VALUES (?,?,?,?,?,?)').run(id, runId, step, path, Date.now() / 1000, JSON.stringify(metrics));
+    this.db.transaction(() => {
+      this.db.prepare('INSERT OR REPLACE INTO checkpoints (id, run_id, step, path, created_at, metrics) VALUES (?,?,?,?,?,?)').run(id, runId, step, path, Date.now() / 1000, JSON.stringify(metrics));
+      this.pruneMissingCheckpoints(runId, id);
+    })();
     return id;
   }
 
+  /** Delete checkpoint rows (of one run, or all) whose folder no longer exists; returns how many. */
+  pruneMissingCheckpoints(runId?: string, except?: string): number {
+    const rows = (runId ? this.db.prepare('SELECT id, path FROM checkpoints WHERE run_id = ?').all(runId) : this.db.prepare('SELECT id, path FROM checkpoints').all()) as { id: string; path: string }[];
+    const del = this.db.prepare('DELETE FROM checkpoints WHERE id = ?');
+    let n = 0;
+    for (const r of rows) if (r.id !== except && !existsSync(r.path)) n += del.run(r.id).changes;
+    return n;
+  }
+
+  /** A run's checkpoints (or all), only those whose folder exists. */
   checkpoints(runId?: string) {
     const rows = (runId ? this.db.prepare('SELECT * FROM checkpoints WHERE run_id = ? ORDER BY step').all(runId) : this.db.prepare('SELECT * FROM checkpoints ORDER BY created_at').all()) as Record<string, unknown>[];
-    return rows.map((r) => ({ id: r.id as string, runId: r.run_id as string, step: r.step as number, path: r.path as string, createdAt: r.created_at as number, metrics: JSON.parse(r.metrics as string) }));
+    return rows
+      .filter((r) => existsSync(r.path as string))
+      .map((r) => ({ id: r.id as string, runId: r.run_id as string, step: r.step as number, path: r.path as string, createdAt: r.created_at as number, metrics: JSON.parse(r.metrics as string) }));
   }
 
   log(runId: string | null, level: string, text: string): number {

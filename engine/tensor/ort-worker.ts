@@ -2,11 +2,19 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import type { Tensor } from 'onnxruntime-node';
 import { allocData, type HostTensor } from './host';
-import { fromOrtTensor, ort, sessionOptions, toOrtTensor, type RunnerOptions } from './ort';
+import { KvHost, type KvExtendRequest, type KvHostSpec } from '../rollout/worker-kv';
+import { fromOrtTensor, ort, sessionOptions, toOrtTensor, type RunnerOptions, type WorkerTiming } from './ort';
+
+/** Wall-clock milliseconds comparable across threads. */
+const now = () => performance.timeOrigin + performance.now();
 
 const { model, opts } = workerData as { model: Uint8Array; opts: RunnerOptions };
 const persistent: Record<string, HostTensor> = {};
 let inFlight = 0;
+/** KV hosts (engine/rollout/worker-kv.ts) by handle, and errors of their fire-and-forget messages. */
+const kvHosts = new Map<number, KvHost>();
+const kvErrors = new Map<number, Error>();
+let nextKv = 1;
 
 async function start(): Promise<void> {
   let session;
@@ -17,7 +25,67 @@ async function start(): Promise<void> {
     return;
   }
   const s = session;
+  /** Run the session on these feeds plus the persistent ones (weights). */
+  const runSession = async (feeds: Record<string, HostTensor>, outputs: string[]): Promise<Record<string, HostTensor>> => {
+    const all = { ...persistent, ...feeds };
+    const f: Record<string, Tensor> = {};
+    for (const n of s.inputNames) {
+      if (!all[n]) throw new Error(`OrtRunner.run: missing feed '${n}'`);
+      f[n] = toOrtTensor(all[n]);
+    }
+    inFlight++;
+    let res;
+    try {
+      res = await s.run(f, outputs);
+    } finally {
+      inFlight--;
+    }
+    const out: Record<string, HostTensor> = {};
+    for (const k of outputs) out[k] = fromOrtTensor(res[k]);
+    return out;
+  };
+  let kvChain: Promise<void> = Promise.resolve();
+  const kvMessage = async (m: { type: string; id?: number; handle?: number; spec?: KvHostSpec; req?: KvExtendRequest; slot?: number; from?: number; to?: number }) => {
+    const r0 = now();
+    const reply = (outputs: unknown, transfer: ArrayBuffer[] = [], timing?: WorkerTiming) => parentPort!.postMessage({ type: 'reply', id: m.id, outputs, timing }, transfer);
+    const fail = (e: unknown) => {
+      const err = e instanceof Error ? e : new Error(String(e));
+      if (m.id !== undefined) parentPort!.postMessage({ type: 'reply', id: m.id, error: err.message });
+      else if (m.handle !== undefined) kvErrors.set(m.handle, err);
+    };
+    try {
+      if (m.type === 'kvOpen') {
+        const handle = nextKv++;
+        kvHosts.set(handle, new KvHost(m.spec!, runSession));
+        return reply({ handle });
+      }
+      const host = kvHosts.get(m.handle!);
+      if (!host) throw new Error(`KV host ${m.handle} is not open in this worker`);
+      if (m.type === 'kvRelease') return host.release(m.slot!);
+      if (m.type === 'kvFork') return host.fork(m.from!, m.to!);
+      if (m.type === 'kvClose') return void kvHosts.delete(m.handle!);
+      if (m.type === 'kvExtend') {
+        const pendingErr = kvErrors.get(m.handle!);
+        if (pendingErr) {
+          kvErrors.delete(m.handle!);
+          throw pendingErr;
+        }
+        const res = await host.extend(m.req!);
+        const r3 = now();
+        const transfer = [res.ids.buffer, res.logprobs.buffer, res.entropy.buffer, ...(res.logits ? [res.logits.buffer] : [])].filter((b): b is ArrayBuffer => b instanceof ArrayBuffer);
+        return reply(res, [...new Set(transfer)], { received: r0, feedsMs: res.prepMs, runMs: res.runMs, outputsMs: r3 - r0 - res.prepMs - res.runMs, sent: r3 });
+      }
+      throw new Error(`unknown worker message ${m.type}`);
+    } catch (e) {
+      fail(e);
+    }
+  };
   parentPort!.on('message', async (m: { type: string; id: number; feeds: Record<string, HostTensor>; outputs: string[]; staged: Record<string, { dtype: HostTensor['dtype']; shape: number[]; shared: SharedArrayBuffer }> }) => {
+    // KV messages run one at a time, in arrival order (a release or fork never lands mid-step).
+    if (m.type.startsWith('kv')) {
+      kvChain = kvChain.then(() => kvMessage(m as never));
+      return;
+    }
     if (m.type === 'persist') {
       // Copy each staged feed into this worker's own buffer (allocated once per size). While a
       // run is in flight its feeds may still be read (ORT runs them in a later tick), so then
@@ -43,6 +111,7 @@ async function start(): Promise<void> {
       return;
     }
     if (m.type !== 'run') return;
+    const r0 = now();
     try {
       const all = { ...persistent, ...m.feeds };
       const f: Record<string, Tensor> = {};
@@ -52,10 +121,13 @@ async function start(): Promise<void> {
       }
       inFlight++;
       let res;
+      const r1 = now();
+      let r2: number;
       try {
         res = await s.run(f, m.outputs);
       } finally {
         inFlight--;
+        r2 = now();
       }
       const outputs: Record<string, HostTensor> = {};
       const transfer: ArrayBuffer[] = [];
@@ -64,7 +136,9 @@ async function start(): Promise<void> {
         outputs[k] = h;
         if (h.data.buffer instanceof ArrayBuffer && !transfer.includes(h.data.buffer)) transfer.push(h.data.buffer);
       }
-      parentPort!.postMessage({ type: 'result', id: m.id, outputs }, transfer);
+      const r3 = now();
+      const timing: WorkerTiming = { received: r0, feedsMs: r1 - r0, runMs: r2 - r1, outputsMs: r3 - r2, sent: r3 };
+      parentPort!.postMessage({ type: 'result', id: m.id, outputs, timing }, transfer);
     } catch (e) {
       parentPort!.postMessage({ type: 'result', id: m.id, error: e instanceof Error ? e.message : String(e) });
     }

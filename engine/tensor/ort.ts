@@ -60,7 +60,38 @@ export function fromOrtTensor(t: Tensor): HostTensor {
   return { dtype, shape: t.dims.slice(), data: t.data as HostTensor['data'] };
 }
 
-interface Pending { resolve: (v: Record<string, HostTensor>) => void; reject: (e: Error) => void }
+interface Pending { resolve: (v: Record<string, HostTensor>) => void; reject: (e: Error) => void; t0?: number; posted?: number }
+
+/** Where one worker run's time went, measured in the worker (absolute times comparable across threads). */
+export interface WorkerTiming {
+  received: number;
+  /** Wrapping the feeds as ORT tensors. */
+  feedsMs: number;
+  /** session.run: ORT's kernels plus copying each output into a new JS buffer. */
+  runMs: number;
+  /** Collecting outputs for transfer. */
+  outputsMs: number;
+  sent: number;
+}
+
+/** Cumulative time of a runner's calls (see OrtRunner.stats). */
+export interface RunnerStats {
+  calls: number;
+  /** Whole call as the caller sees it. */
+  callMs: number;
+  /** Serialising the feeds into the message (postMessage on the caller's thread: copies every non-shared feed). */
+  postMs: number;
+  /** From posting to the worker picking the message up (queueing, deserialising feeds). */
+  toWorkerMs: number;
+  feedsMs: number;
+  runMs: number;
+  outputsMs: number;
+  /** From the worker posting the result to the caller resolving (transfer, deserialising). */
+  backMs: number;
+}
+
+export const emptyRunnerStats = (): RunnerStats => ({ calls: 0, callMs: 0, postMs: 0, toWorkerMs: 0, feedsMs: 0, runMs: 0, outputsMs: 0, backMs: 0 });
+const wallNow = () => performance.timeOrigin + performance.now();
 
 export class OrtRunner {
   private session: InferenceSession | null = null;
@@ -69,6 +100,8 @@ export class OrtRunner {
   private nextId = 1;
   private persistent: Record<string, HostTensor> = {};
   private staging = new Map<string, SharedArrayBuffer>();
+  /** Cumulative timing of run() calls (reset freely). */
+  stats: RunnerStats = emptyRunnerStats();
   inputNames: string[] = [];
   outputNames: string[] = [];
 
@@ -100,11 +133,22 @@ export class OrtRunner {
       w.on('message', onMsg);
       w.once("error", (e: Error) => reject(e));
     });
-    w.on('message', (m: { type: string; id: number; outputs?: Record<string, HostTensor>; error?: string }) => {
+    w.on('message', (m: { type: string; id: number; outputs?: Record<string, HostTensor>; error?: string; timing?: WorkerTiming }) => {
+      if (m.type === 'reply') {
+        const p = r.pending.get(m.id);
+        if (!p) return;
+        r.pending.delete(m.id);
+        r.account(p, m.timing);
+        if (r.pending.size === 0) w.unref();
+        if (m.error) p.reject(new Error(m.error));
+        else p.resolve(m.outputs!);
+        return;
+      }
       if (m.type !== 'result') return;
       const p = r.pending.get(m.id);
       if (!p) return;
       r.pending.delete(m.id);
+      r.account(p, m.timing);
       if (m.error) p.reject(new Error(m.error));
       else p.resolve(m.outputs!);
     });
@@ -143,6 +187,42 @@ export class OrtRunner {
     this.worker.postMessage({ type: 'persist', staged });
   }
 
+  private account(p: Pending, t: WorkerTiming | undefined): void {
+    if (!t || p.t0 === undefined || p.posted === undefined) return;
+    const st = this.stats, end = wallNow();
+    st.calls++;
+    st.callMs += end - p.t0;
+    st.postMs += p.posted - p.t0;
+    st.toWorkerMs += t.received - p.posted;
+    st.feedsMs += t.feedsMs;
+    st.runMs += t.runMs;
+    st.outputsMs += t.outputsMs;
+    st.backMs += end - t.sent;
+  }
+
+  /**
+   * A request to a handler in the worker (engine/tensor/ort-worker.ts: the KV host messages);
+   * resolves with its reply. Requests and posts reach the worker in the order they are made.
+   */
+  async request<T>(msg: { type: string } & Record<string, unknown>): Promise<T> {
+    const w = this.worker;
+    if (!w) throw new Error(`OrtRunner.request(${msg.type}): only sessions in a worker handle requests`);
+    const id = this.nextId++;
+    w.ref();
+    return new Promise<T>((resolve, reject) => {
+      const p: Pending = { resolve: resolve as (v: unknown) => void as Pending['resolve'], reject, t0: wallNow() };
+      this.pending.set(id, p);
+      w.postMessage({ ...msg, id });
+      p.posted = wallNow();
+    });
+  }
+
+  /** A message to the worker with no reply (its errors surface at the next request that depends on it). */
+  post(msg: { type: string } & Record<string, unknown>): void {
+    if (!this.worker) throw new Error(`OrtRunner.post(${msg.type}): only sessions in a worker handle messages`);
+    this.worker.postMessage(msg);
+  }
+
   async run(feeds: Record<string, HostTensor>, outputs?: string[]): Promise<Record<string, HostTensor>> {
     const want = outputs ?? this.outputNames;
     if (this.session) {
@@ -162,8 +242,10 @@ export class OrtRunner {
     w.ref();
     try {
       return await new Promise((resolve, reject) => {
-        this.pending.set(id, { resolve, reject });
+        const p: Pending = { resolve, reject, t0: wallNow() };
+        this.pending.set(id, p);
         w.postMessage({ type: 'run', id, feeds, outputs: want });
+        p.posted = wallNow();
       });
     } finally {
       if (this.pending.size === 0) w.unref();

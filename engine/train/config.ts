@@ -16,10 +16,18 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { FORMAT_NAMES } from '../env/formats';
 import { mcpServersSchema } from '../interop/mcp-config';
+import { LORA_TARGETS } from '../model/lora';
+import { ESTIMATORS } from '../rl/index';
+import { KL_ESTIMATORS } from '../rl/kl';
+import { AGGREGATION_MODES, POLICY_LOSSES as POLICY_LOSS_REGISTRY } from '../rl/policy-losses';
 
-export const ADV_ESTIMATORS = ['grpo', 'drgrpo', 'rloo', 'reinforce_pp', 'reinforce_pp_baseline', 'gae'] as const;
-export const LOSS_AGG_MODES = ['token-mean', 'seq-mean-token-mean', 'seq-mean-token-sum', 'seq-mean-token-sum-norm'] as const;
-export const KL_TYPES = ['k1', 'k3'] as const;
+/** A registry's names as a zod enum's values (the config accepts exactly what is registered). */
+const keysOf = <K extends string>(registry: Record<K, unknown>) => Object.keys(registry) as [K, ...K[]];
+
+/** engine/rl's registries name the choices: advantage estimators, KL estimators, policy losses. */
+export const ADV_ESTIMATORS = keysOf(ESTIMATORS);
+export const LOSS_AGG_MODES = AGGREGATION_MODES;
+export const KL_TYPES = keysOf(KL_ESTIMATORS);
 export const KL_PLACEMENTS = ['loss', 'reward'] as const;
 export const SCHEDULES = ['cosine', 'constant'] as const;
 export const BACKENDS = ['ort', 'tfjs'] as const;
@@ -27,8 +35,8 @@ export const BACKENDS = ['ort', 'tfjs'] as const;
 export const DEVICES = ['auto', 'cpu', 'cuda', 'dml', 'coreml'] as const;
 /** Task kinds (engine/train/tasks.ts registry): multihop (built-in world), qa (a QA dataset + BM25 search), custom (environment.tasks + your tools). */
 export const TASK_KINDS = ['multihop', 'qa', 'custom'] as const;
-/** The policy loss: PPO-clip (with clip-higher and dual clip). GSPO's sequence-level ratio is not implemented, so it is not accepted. */
-export const POLICY_LOSSES = ['ppo'] as const;
+/** The policy loss: PPO-clip (with clip-higher and dual clip) or GSPO's sequence-level ratio (engine/rl/policy-losses.ts). */
+export const POLICY_LOSSES = keysOf(POLICY_LOSS_REGISTRY);
 
 const posInt = () => z.number().int().positive();
 const nonNegInt = () => z.number().int().nonnegative();
@@ -44,6 +52,25 @@ const modelSchema = z
     /** Size overrides for the tiny model. */
     hidden_size: posInt().optional(),
     layers: posInt().optional(),
+    /**
+     * LoRA adapters (PEFT's format): only the adapters train, the base stays frozen. Starting
+     * point: rank 16–32, alpha 32, all-linear, optim.lr about 10× the full-fine-tune rate.
+     */
+    lora: z
+      .strictObject({
+        // No zod defaults here: the launch form fills every default it sees, which would turn
+        // LoRA on for every run; the defaults are applied by the transform below instead.
+        rank: posInt().optional().describe('adapter rank r (default 16; 16–32 is a good start)'),
+        alpha: z.number().positive().optional().describe('scaling alpha, the update is scaled by alpha/rank (default 32)'),
+        dropout: z.number().min(0).lt(1).optional().describe('dropout on the adapter input, training only (default 0)'),
+        target_modules: z
+          .union([z.literal('all-linear'), z.array(z.enum(LORA_TARGETS)).min(1)])
+          .optional()
+          .describe('"all-linear" (default) or a list of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj'),
+      })
+      .transform((l) => ({ rank: l.rank ?? 16, alpha: l.alpha ?? 32, dropout: l.dropout ?? 0, target_modules: l.target_modules ?? ('all-linear' as const) }))
+      .optional()
+      .describe('LoRA adapters on the linear layers (omit for full fine-tuning)'),
   })
   .refine((m) => (m.path === undefined) !== (m.init === undefined), {
     message: 'give exactly one of model.path (an HF folder) or model.init: tiny',
@@ -78,6 +105,13 @@ const algorithmSchema = z.strictObject({
   /** GRPO: divide by the group std (false = Dr.GRPO behaviour). */
   norm_adv_by_std: z.boolean().default(true),
   policy_loss: z.enum(POLICY_LOSSES).default('ppo'),
+  /** GSPO's own clip range on the sequence ratio (policy_loss: gspo; the paper's 3e-4 / 4e-4). */
+  gspo: z
+    .strictObject({
+      clip_ratio_low: nonNeg().max(1).default(3e-4),
+      clip_ratio_high: nonNeg().default(4e-4),
+    })
+    .prefault({}),
   loss_agg_mode: z.enum(LOSS_AGG_MODES).default('token-mean'),
   clip_ratio_low: nonNeg().max(1).default(0.2),
   clip_ratio_high: nonNeg().default(0.28),
@@ -111,6 +145,19 @@ const algorithmSchema = z.strictObject({
     })
     .prefault({}),
   process_rewards: z.boolean().default(false),
+  /** GiGPO (adv_estimator: gigpo): A = episode advantage + step_weight × step advantage. */
+  gigpo: z
+    .strictObject({
+      /** ω, the weight of the step-level advantage. */
+      step_weight: nonNeg().default(1),
+      /** Discount of the step returns R_k = r_k + γ·R_{k+1} (0.95 in the paper's runs). */
+      gamma: prob().default(0.95),
+      /** mean_norm: subtract the group / step-group mean (default); mean_std_norm: also divide by the std (verl-agent's modes). */
+      mode: z.enum(['mean_norm', 'mean_std_norm']).default('mean_norm'),
+      /** Also group steps whose observations are this similar (difflib ratio, as verl-agent's enable_similarity; 0.95 there); null = exact match only. */
+      similarity_threshold: z.number().gt(0).lt(1).nullable().default(null),
+    })
+    .prefault({}),
 });
 
 const optimSchema = z.strictObject({
@@ -313,6 +360,8 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
   if (cfg.task.kind === 'qa' && !cfg.task.dataset) issues.push({ field: 'task.dataset', message: 'required for task.kind "qa" (a JSONL file of questions)' });
   for (const h of cfg.task.rl_hops ?? [])
     if (!cfg.task.hops.includes(h)) issues.push({ field: 'task.rl_hops', message: `${h} is not one of task.hops (${cfg.task.hops.join(', ')}); RL questions are drawn from the training questions` });
+  if (cfg.algorithm.policy_loss === 'gspo' && cfg.algorithm.dual_clip !== null)
+    issues.push({ field: 'algorithm.dual_clip', message: 'applies to policy_loss "ppo" only; GSPO clips the sequence ratio (algorithm.gspo.clip_ratio_low/high)' });
   if (cfg.rollout.max_new_tokens >= cfg.rollout.max_total_length)
     issues.push({ field: 'rollout.max_new_tokens', message: `must be < rollout.max_total_length (${cfg.rollout.max_total_length})` });
   const responseMax = Math.min(cfg.rollout.max_turns * cfg.rollout.max_new_tokens, cfg.rollout.max_total_length);
@@ -325,8 +374,8 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
     if (cfg.model.path) {
       if (!existsSync(cfg.model.path) || !statSync(cfg.model.path).isDirectory())
         issues.push({ field: 'model.path', message: `model folder not found: ${cfg.model.path}` });
-      else if (!existsSync(join(cfg.model.path, 'config.json')))
-        issues.push({ field: 'model.path', message: `not an HF model folder (no config.json): ${cfg.model.path}` });
+      else if (!existsSync(join(cfg.model.path, 'config.json')) && !existsSync(join(cfg.model.path, 'adapter_config.json')))
+        issues.push({ field: 'model.path', message: `not an HF model folder (no config.json) nor a PEFT LoRA adapter folder (no adapter_config.json): ${cfg.model.path}` });
     }
     if (cfg.task.dataset && !existsSync(cfg.task.dataset))
       issues.push({ field: 'task.dataset', message: `file not found: ${cfg.task.dataset}` });

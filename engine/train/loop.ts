@@ -32,6 +32,8 @@ export interface UpdateStats {
   valueLoss?: number;
   /** Number of model tokens that carried loss. */
   tokens: number;
+  /** The policy loss's other metrics (e.g. GSPO's seq_clip_fraction), logged as actor/<name>. */
+  metrics?: Record<string, number>;
 }
 
 /** One optimizer step over a mini-batch, accumulating gradients over its micro-batches. */
@@ -56,7 +58,7 @@ export interface AdvantagePort {
     refLogprobs?: Map<Episode, Float32Array>;
     oldLogprobs: Map<Episode, Float32Array>;
     values?: Map<Episode, Float32Array>;
-  }): { advantages: Map<Episode, Float32Array>; returns?: Map<Episode, Float32Array> };
+  }): { advantages: Map<Episode, Float32Array>; returns?: Map<Episode, Float32Array>; metrics?: Record<string, number> };
   /** Critic values (PPO + GAE only). */
   values?(episodes: Episode[]): Promise<Float32Array[]>;
 }
@@ -165,8 +167,9 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     let episodes = await rollout.sample({ step, seed, prompts: cfg.rollout.prompts_per_step, n: cfg.rollout.n, round: 0 });
     const all = episodes.slice();
     if (alg.dynamic_sampling.enabled) {
-      let { kept, dropped } = dropFlatGroups(episodes);
-      let droppedTotal = dropped;
+      const first = dropFlatGroups(episodes);
+      let kept = first.kept;
+      let droppedTotal = first.dropped;
       const want = cfg.rollout.prompts_per_step * cfg.rollout.n;
       for (let round = 1; kept.length < want && round <= alg.dynamic_sampling.max_rounds; round++) {
         const more = await rollout.sample({ step, seed: stepSeed(cfg.seed, step, round), prompts: cfg.rollout.prompts_per_step, n: cfg.rollout.n, round });
@@ -218,7 +221,8 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     const scoreMs = performance.now() - t1;
 
     // ---- advantages -------------------------------------------------------------------------
-    const { advantages, returns } = advantage.compute({ episodes, refLogprobs, oldLogprobs, values });
+    const { advantages, returns, metrics: estimatorMetrics } = advantage.compute({ episodes, refLogprobs, oldLogprobs, values });
+    Object.assign(m, estimatorMetrics);
     let aSum = 0;
     let aAbs = 0;
     let aN = 0;
@@ -239,6 +243,7 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     const lr = learningRate(cfg.optim, step, cfg.steps);
     const rand = mulberry32(stepSeed(cfg.seed, step, 1000));
     const agg = { loss: 0, gradNorm: 0, clipFraction: 0, kl: 0, entropy: 0, valueLoss: 0, n: 0, tokens: 0 };
+    const lossMetrics: Record<string, number> = {};
     for (let epoch = 0; epoch < alg.ppo_epochs; epoch++) {
       for (const mb of chunks(shuffled(episodes, rand), alg.mini_batches)) {
         const s = await policy.update({
@@ -258,6 +263,7 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
         agg.valueLoss += s.valueLoss ?? 0;
         agg.tokens += s.tokens;
         agg.n++;
+        for (const [key, v] of Object.entries(s.metrics ?? {})) lossMetrics[key] = (lossMetrics[key] ?? 0) + v;
       }
     }
     const updateMs = performance.now() - t2;
@@ -267,12 +273,14 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     m['actor/clip_fraction'] = agg.clipFraction / k;
     m['actor/kl'] = agg.kl / k;
     m['actor/entropy'] = agg.entropy / k;
+    for (const [key, v] of Object.entries(lossMetrics)) m[`actor/${key}`] = v / k;
     if (values) m['critic/value_loss'] = agg.valueLoss / k;
     m['optim/lr'] = lr;
     m['time/rollout_s'] = rolloutMs / 1000;
     m['time/score_s'] = scoreMs / 1000;
     m['time/update_s'] = updateMs / 1000;
     const stepTokens = all.reduce((a, e) => a + modelTokenCount(e), 0);
+    m['rollout/model_tokens'] = stepTokens;
     m['perf/rollout_tokens_per_s'] = stepTokens / Math.max(1e-9, rolloutMs / 1000);
     m['perf/update_tokens_per_s'] = agg.tokens / Math.max(1e-9, updateMs / 1000);
     m['perf/tokens_per_s'] = (stepTokens + agg.tokens) / Math.max(1e-9, (rolloutMs + scoreMs + updateMs) / 1000);

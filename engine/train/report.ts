@@ -1,6 +1,9 @@
 /**
- * Terminal output of long training jobs: a live progress bar (cli-progress) on a TTY, one line per
- * step otherwise (CI logs, --json runs print nothing on stdout), and plain-text result tables.
+ * Terminal output of long jobs: one shared progress helper for every command (demo, sft, train,
+ * rollout, eval, import, export). On a TTY a live bar (cli-progress) with elapsed and remaining
+ * time; elsewhere (CI logs, pipes, files) a plain line at most every few seconds, at each 5% of
+ * the work, with elapsed and remaining time, and the last one; --json runs print nothing on
+ * stderr. Writes to a closed pipe are dropped (engine/cli/lifecycle.ts ends or stops the job).
  */
 import cliProgress from 'cli-progress';
 
@@ -9,27 +12,79 @@ export interface Progress {
   stop(): void;
 }
 
-export function progressBar(label: string, total: number, opts: { quiet?: boolean; fields?: string[] } = {}): Progress {
+export interface ProgressOptions {
+  quiet?: boolean;
+  fields?: string[];
+  /** Force the bar (true) or the plain lines (false); default: whether stderr is a TTY. */
+  tty?: boolean;
+  /** Plain lines: the least time between two lines (default 3 s; the first and last always print). */
+  minIntervalMs?: number;
+  /** Plain lines: a line after this long even without 5% more done (default 30 s). */
+  maxIntervalMs?: number;
+  /** Where to write (default process.stderr). */
+  stream?: NodeJS.WritableStream & { isTTY?: boolean };
+}
+
+/** Seconds as 1m05s / 12.3s. */
+export function formatDuration(seconds: number): string {
+  if (!Number.isFinite(seconds) || seconds < 0) return '?';
+  if (seconds < 60) return `${seconds.toFixed(seconds < 10 ? 1 : 0)}s`;
+  const h = Math.floor(seconds / 3600);
+  const m = Math.floor((seconds % 3600) / 60);
+  const s = Math.floor(seconds % 60);
+  return h ? `${h}h${String(m).padStart(2, '0')}m` : `${m}m${String(s).padStart(2, '0')}s`;
+}
+
+export function progressBar(label: string, total: number, opts: ProgressOptions = {}): Progress {
   const fields = opts.fields ?? [];
   if (opts.quiet) return { update() {}, stop() {} };
-  if (!process.stderr.isTTY) {
-    let last = -1;
+  const stream = opts.stream ?? process.stderr;
+  const write = (text: string) => {
+    if (!(stream as { destroyed?: boolean }).destroyed) stream.write(text);
+  };
+  const t0 = Date.now();
+  if (!(opts.tty ?? !!stream.isTTY)) {
+    const minGap = opts.minIntervalMs ?? 3000;
+    const maxGap = opts.maxIntervalMs ?? 30_000;
+    let lastAt = -Infinity;
+    let lastPct = -Infinity;
+    let lastDone = -1;
+    let pending: { done: number; f: Record<string, string | number> } | null = null;
+    const line = (done: number, f: Record<string, string | number>) => {
+      const now = Date.now();
+      const elapsed = (now - t0) / 1000;
+      const pct = total > 0 ? (100 * done) / total : 0;
+      const remaining = done > 0 && total > 0 ? (elapsed * (total - done)) / done : NaN;
+      const extra = fields.map((k) => `${k}=${fmt(f[k])}`).join(' ');
+      write(`${label} ${done}/${total} ${pct.toFixed(0)}% elapsed ${formatDuration(elapsed)} remaining ${done >= total ? '0s' : formatDuration(remaining)}${extra ? ' ' + extra : ''}\n`);
+      lastAt = now;
+      lastPct = pct;
+      lastDone = done;
+      pending = null;
+    };
     return {
       update(done, f = {}) {
-        if (done === last) return;
-        last = done;
-        const extra = fields.map((k) => `${k}=${fmt(f[k])}`).join(' ');
-        process.stderr.write(`${label} ${done}/${total} ${extra}\n`);
+        if (done === lastDone) return;
+        const now = Date.now();
+        const pct = total > 0 ? (100 * done) / total : 0;
+        const first = lastDone < 0;
+        const last = total > 0 && done >= total;
+        if (first || last || (now - lastAt >= minGap && Math.floor(pct / 5) > Math.floor(lastPct / 5)) || now - lastAt >= maxGap) line(done, f);
+        else pending = { done, f };
       },
-      stop() {},
+      stop() {
+        // The final position is always shown once (a stopped job's last step).
+        if (pending) line(pending.done, pending.f);
+      },
     };
   }
   const bar = new cliProgress.SingleBar(
     {
-      format: `${label.padEnd(10)} [{bar}] {value}/{total} {eta_formatted} ${fields.map((k) => `${k} {${k}}`).join(' ')}`,
-      stream: process.stderr,
+      format: `${label.padEnd(10)} [{bar}] {value}/{total} {duration_formatted} elapsed, {eta_formatted} left ${fields.map((k) => `${k} {${k}}`).join(' ')}`,
+      stream: stream as NodeJS.WriteStream,
       hideCursor: true,
       clearOnComplete: false,
+      etaBuffer: 20,
     },
     cliProgress.Presets.shades_classic,
   );

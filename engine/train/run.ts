@@ -52,7 +52,7 @@ export interface TaskSession {
   /** Demonstrations for the warm start (scripted expert or sft.demos_path). */
   demos(): Promise<Demo[]>;
   /** Held-out evaluation of the current policy (greedy unless eval.temperature > 0). */
-  evaluate(n: number): Promise<EvalSummary>;
+  evaluate(n: number, onProgress?: (done: number, total: number) => void): Promise<EvalSummary>;
   /** Naive RAG baseline on the same held-out questions: one retrieval with the question, then answer. */
   evaluateNaiveRag?(n: number): Promise<EvalSummary>;
   /** Load an HF checkpoint folder into the policy (weights and optimizer state; not the reference). */

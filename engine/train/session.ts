@@ -6,7 +6,7 @@
  * train graph for updates.
  */
 import { resolveProviders } from '../tensor/ort';
-import { loadCheckpoint } from '../model/checkpoint';
+import { resolveLora } from '../model/lora';
 import { CriticModel } from '../model/critic';
 import { getEstimator } from '../rl';
 import type { ModelConfig } from '../model/config';
@@ -108,7 +108,8 @@ export interface SessionExtras {
 
 export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extras: SessionExtras = {}): Promise<TaskSession> {
   const providers = cfg.backend === 'ort' ? await resolveProviders(cfg.device) : undefined;
-  const modelOpts = { backend: cfg.backend, threads: cfg.threads, providers, tokenizerFolder: kit.tokenizerFolder };
+  const lora = cfg.model.lora ? resolveLora(cfg.model.lora) : undefined;
+  const modelOpts = { backend: cfg.backend, threads: cfg.threads, providers, tokenizerFolder: kit.tokenizerFolder, lora, loraSeed: cfg.seed };
   const model = cfg.model.path ? PolicyModel.load(cfg.model.path, modelOpts) : PolicyModel.init(kit.tinyModel(cfg), cfg.seed, modelOpts);
   const policy = new ModelPolicyPort(model, cfg, new AdamW({ ...cfg.optim }));
   const limits = { maxNewTokens: cfg.rollout.max_new_tokens, maxTurns: cfg.rollout.max_turns, maxTotalLength: cfg.rollout.max_total_length };
@@ -117,15 +118,17 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
   let critic: CriticModel | undefined;
   if (getEstimator(cfg.algorithm.adv_estimator).needsCritic) {
     if (cfg.backend !== 'ort') throw new Error(`algorithm.adv_estimator: "${cfg.algorithm.adv_estimator}" needs a critic, which runs on backend "ort" only (got backend "${cfg.backend}")`);
-    critic = CriticModel.fromPolicy(model.config, model.weights, { threads: cfg.threads, providers });
+    critic = CriticModel.fromPolicy(model.config, model.baseWeights(), { threads: cfg.threads, providers }); // the transformer without LoRA adapters (the critic trains in full)
     policy.attachCritic(critic, new AdamW({ ...cfg.optim }));
   }
   const advantage = extras.advantage ? extras.advantage(cfg, policy) : advantagePort(cfg, critic ? { values: (eps) => policy.values(eps) } : undefined);
   // The KL reference: the starting weights, replaced by the SFT model after a warm start (setReference).
+  // Under LoRA it holds only a copy of the adapters (B = 0 at the start: exactly the base model);
+  // the frozen base weights are the policy's own, never copied.
   let referenceWeights = cfg.algorithm.kl_coef > 0 ? model.cloneWeights() : undefined;
   const reference = referenceWeights ? { score: (eps: Parameters<ModelPolicyPort['score']>[0]) => policy.frozen(referenceWeights!).score(eps) } : undefined;
 
-  const evaluate = async (n: number): Promise<EvalSummary> => {
+  const evaluate = async (n: number, onProgress?: (done: number, total: number) => void): Promise<EvalSummary> => {
     const tasks = kit.evalTasks.slice(0, n);
     const { trajectories } = await rollout(backend, {
       tasks,
@@ -135,6 +138,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
       limits,
       stop: kit.stop,
       tokenizer: kit.tokenizer,
+      ...(onProgress ? { onProgress: (p: { done: number }) => onProgress(p.done, tasks.length) } : {}),
     });
     return summarizeEval(trajectories);
   };
@@ -161,8 +165,8 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
     loadPolicy: (dir) => policy.load(dir),
     async setReference(dir) {
       if (!referenceWeights) return;
-      const next = model.cloneWeights(); // the reference's own buffers, shaped like the policy's
-      if (dir) for (const [k, v] of loadCheckpoint(dir).weights) next.get(k)?.set(v);
+      const next = model.cloneWeights(); // the reference's own buffers, shaped like the policy's trainable ones
+      if (dir) for (const [k, v] of model.readTrainable(dir)) next.get(k)?.set(v);
       referenceWeights = next;
     },
     close: async () => {

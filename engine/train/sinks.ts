@@ -60,3 +60,32 @@ export function teeSink(...sinks: SinkPort[]): SinkPort {
     },
   };
 }
+
+/** Tool calls of these episodes that the sandbox cut off at its memory limit: [tool name, error]. */
+export function memoryLimitHits(episodes: { toolCallRecords?: { calls: unknown[] }[] }[]): { name: string; error: string }[] {
+  const out: { name: string; error: string }[] = [];
+  for (const e of episodes)
+    for (const r of e.toolCallRecords ?? [])
+      for (const c of r.calls as { name?: string; error?: string }[]) if (c.error && /sandbox memory limit/.test(c.error)) out.push({ name: c.name ?? '?', error: c.error });
+  return out;
+}
+
+/**
+ * Watches a run's tool calls for ones the sandbox killed at its memory limit (contained, the
+ * model saw an error observation), so the run says so instead of finishing silently: `onHit` is
+ * called per step with hits, `count` totals them.
+ */
+export function memoryLimitWatcher(onHit: (step: number, hits: { name: string; error: string }[]) => void): SinkPort & { count(): number } {
+  let total = 0;
+  return {
+    metrics() {},
+    truncateAfter() {},
+    trajectories(step, episodes) {
+      const hits = memoryLimitHits(episodes);
+      if (!hits.length) return;
+      total += hits.length;
+      onHit(step, hits);
+    },
+    count: () => total,
+  };
+}

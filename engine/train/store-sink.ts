@@ -8,6 +8,7 @@ import type { Store, TrajectoryRecord, TurnRecord } from '../store/store';
 import { BatchWriter } from '../store/store';
 import type { Episode } from './episode';
 import type { SinkPort } from './loop';
+import { memoryLimitHits } from './sinks';
 
 /** Split a flat episode into turns by loss mask (prompt, then model / observation runs). */
 export function episodeToRecord(
@@ -86,6 +87,9 @@ export function storeSink(store: Store, runId: string, opts: { decode: (ids: num
     trajectories(step, episodes, advantages, extra) {
       for (const e of episodes)
         writer.trajectory(runId, episodeToRecord(step, e, advantages.get(e), opts.decode, { refLogprobs: extra?.refLogprobs?.get(e), values: extra?.values?.get(e) }));
+      // Tool calls the sandbox cut off at its memory limit: the run's log says so.
+      const hits = memoryLimitHits(episodes);
+      if (hits.length) writer.log(runId, 'warn', `step ${step}: ${hits.length} tool call(s) exceeded the sandbox memory limit (${[...new Set(hits.map((h) => h.name))].join(', ')}): ${hits[0]!.error}`);
     },
     truncateAfter(step) {
       writer.flush();

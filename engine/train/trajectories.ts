@@ -10,12 +10,19 @@ export function trajectoryToEpisode(t: Trajectory): Episode {
   const f = flattenTrajectory(t);
   const tc = toolCallCount(t);
   const toolCallRecords: { at: number; calls: unknown[] }[] = [];
+  // Steps: each model turn and what the model saw just before it (the prompt, then the tool/env output since the previous turn).
+  const steps: NonNullable<Episode['steps']> = [];
+  let observation = t.promptText;
   // Step rewards the reward function gave per tool call (outcome.stepRewards, one per model turn) join the env's.
   const outcome = t.outcome as typeof t.outcome & { stepRewards?: number[]; oovTokens?: number };
   const stepRewards = f.stepRewards.slice();
   let p = t.promptIds.length;
   let k = 0;
   for (const u of t.turns) {
+    if (u.role === 'model') {
+      if (u.tokenIds.length) steps.push({ start: p, end: p + u.tokenIds.length, observation });
+      observation = '';
+    } else observation += u.text;
     p += u.tokenIds.length;
     if (u.role !== 'model') continue;
     if (u.toolCalls?.length) toolCallRecords.push({ at: p - 1, calls: u.toolCalls });
@@ -43,6 +50,7 @@ export function trajectoryToEpisode(t: Trajectory): Episode {
     answer: t.outcome.answer,
     ...(t.meta ? { meta: t.meta } : {}),
     ...(toolCallRecords.length ? { toolCallRecords } : {}),
+    steps,
     ...(t.timings ? { timings: { ...t.timings } } : {}),
     ...(outcome.oovTokens ? { oovTokens: outcome.oovTokens } : {}),
   };

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:rollout -- [--json] [--quick] [--threads N]`
+ * `npm run bench:rollout -- [--json] [--quick] [--threads N] [--reps N] [--no-torch] [--peer-only]`
  *
  * Generated tokens/s of the rollout engine on the ORT KV-cache decode graph (PolicyModel.decode
  * behind KvSlotBackend), at batch 1, 8 and 64, for a tiny model and a ~25M-parameter model,
@@ -14,8 +14,27 @@
  *    sequence rejoins the batch.
  * `kv-repack` rows decode with the batch cache unpacked into per-slot caches and repacked at every
  * step (KvSlotBackend keepPacked=false), to measure what keeping it packed saves.
+ *
+ * PyTorch peer (scripts/bench/rollout_torch.py, /usr/bin/python3; skipped with a note when torch
+ * is missing): the same weights (written once as an HF folder) decoded with plain Llama-form
+ * KV-cache decoding (torch.cat cache, multinomial sampling, logprob and entropy recorded) on the
+ * no-tools workload, at each thread setting bench:train uses (its threads, OPENBLAS_CORETYPE=
+ * SkylakeX, torch 1 + BLAS N threads, OMP_WAIT_POLICY=PASSIVE); the best setting is the ratio's
+ * denominator. Arbor and every peer setting alternate, `--reps` times (default 3), so they share
+ * the machine's background load; each takes its best repetition.
+ *
+ * Breakdown: for Arbor's best repetition, milliseconds per decode call split into the engine's
+ * sampling/bookkeeping, waits on tools, packing inputs and the KV cache (KvSlotBackend), building
+ * feeds, posting the feeds to the ORT worker (structured clone of every non-shared input), the
+ * message's transit, ORT's run (kernels plus copying outputs into JS buffers), and the result's
+ * way back.
  */
-import { availableParallelism } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
+import { spawn, spawnSync } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { PolicyModel } from '../../engine/model/runtime';
 import { parameterCount, tinyConfig, type ModelConfig } from '../../engine/model/config';
 import { rollout } from '../../engine/rollout/engine';
@@ -28,6 +47,13 @@ const json = args.includes('--json');
 const quick = args.includes('--quick');
 const threadsArg = args.indexOf('--threads');
 const threads = threadsArg >= 0 ? Number(args[threadsArg + 1]) : Math.min(8, availableParallelism());
+const repsArg = args.indexOf('--reps');
+const REPS = repsArg >= 0 ? Number(args[repsArg + 1]) : quick ? 1 : 3;
+if (!Number.isInteger(REPS) || REPS < 1) throw new Error(`--reps must be an integer ≥ 1 (got ${args[repsArg + 1]})`);
+if (!Number.isInteger(threads) || threads < 1) throw new Error(`--threads must be an integer ≥ 1 (got ${args[threadsArg + 1]})`);
+const noTorch = args.includes('--no-torch');
+const peerOnly = args.includes('--peer-only');
+const PROMPT = 24, NEW = 32;
 
 const MODELS: { name: string; config: ModelConfig }[] = [
   { name: 'tiny', config: tinyConfig({ vocabSize: 512, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 512, padTokenId: 0 }) },
@@ -66,16 +92,37 @@ interface Row {
   params: number;
   tools: boolean;
   batch: number;
-  cache: 'kv' | 'kv-repack' | 'recompute';
+  cache: 'kv' | 'kv-host' | 'kv-repack' | 'recompute';
   sequences: number;
   generatedTokens: number;
   seconds: number;
   tokensPerSecond: number;
   meanBatch: number;
+  /** ms per decode call (see the header). */
+  breakdown?: Breakdown;
+}
+
+interface Breakdown {
+  calls: number;
+  wall: number;
+  sampling: number;
+  envWait: number;
+  kvPack: number;
+  kvUnpack: number;
+  logitsRows: number;
+  buildFeeds: number;
+  post: number;
+  toWorker: number;
+  wrapFeeds: number;
+  ortRun: number;
+  outputs: number;
+  back: number;
+  other: number;
 }
 
 async function measure(model: PolicyModel, name: string, batch: number, tools: boolean, cache: Row['cache'], sequences: number): Promise<Row> {
-  const backend: DecodeBackend = cache === 'recompute' ? policyRecomputeBackend(model, { maxBatch: batch }) : policyDecodeBackend(model, { maxBatch: batch, keepPacked: cache === 'kv' });
+  const backend: DecodeBackend = cache === 'recompute' ? policyRecomputeBackend(model, { maxBatch: batch })
+    : policyDecodeBackend(model, { maxBatch: batch, keepPacked: cache !== 'kv-repack', cache: cache === 'kv' ? 'worker' : 'host' });
   const tasks = makeTasks(sequences, model.config.vocabSize, tools, batch);
   const o = {
     tasks, n: 1, seed: 1, sampling: { temperature: 1 }, tokenizer: idTokenizer, maxBatch: batch,
@@ -84,42 +131,166 @@ async function measure(model: PolicyModel, name: string, batch: number, tools: b
   };
   // Warm-up (session creation, first-shape planning) on a small slice.
   await rollout(backend, { ...o, tasks: tasks.slice(0, Math.min(batch, 2)) });
+  await model.decodeStats(true);
+  const kv = 'stats' in backend ? (backend as { stats: Record<string, number> }).stats : undefined;
+  if (kv) for (const k of Object.keys(kv)) kv[k] = 0;
   const res = await rollout(backend, o);
+  const d = await model.decodeStats(true);
+  await backend.close?.();
+  const st = res.stats;
+  const n = Math.max(1, st.modelCalls);
+  const breakdown: Breakdown | undefined = cache === 'recompute' ? undefined : (() => {
+    const b: Breakdown = {
+      calls: st.modelCalls, wall: st.wallMs / n, sampling: st.sampleMs / n, envWait: st.envWaitMs / n,
+      kvPack: (kv?.packMs ?? 0) / n, kvUnpack: (kv?.unpackMs ?? 0) / n, logitsRows: (kv?.rowsMs ?? 0) / n, buildFeeds: d.buildMs / n,
+      post: d.postMs / n, toWorker: d.toWorkerMs / n, wrapFeeds: d.feedsMs / n, ortRun: d.runMs / n, outputs: d.outputsMs / n, back: d.backMs / n, other: 0,
+    };
+    b.other = b.wall - (b.sampling + b.envWait + b.kvPack + b.kvUnpack + b.logitsRows + b.buildFeeds + b.post + b.toWorker + b.wrapFeeds + b.ortRun + b.outputs + b.back);
+    return b;
+  })();
   return {
     model: name, params: parameterCount(model.config), tools, batch, cache, sequences,
-    generatedTokens: res.stats.generatedTokens, seconds: res.stats.wallMs / 1000, tokensPerSecond: res.stats.tokensPerSecond, meanBatch: res.stats.meanBatch,
+    generatedTokens: st.generatedTokens, seconds: st.wallMs / 1000, tokensPerSecond: st.tokensPerSecond, meanBatch: st.meanBatch, breakdown,
   };
 }
 
+const PYTHON = '/usr/bin/python3';
+const TORCH_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'rollout_torch.py');
+
+/** A PyTorch setting, as in bench:train: its intra-op pool, OpenBLAS's pool and core type, OpenMP's wait policy. */
+interface TorchSetting { torchThreads: number; coretype?: string; passive?: boolean }
+const torchLabel = (t: TorchSetting) =>
+  `${t.torchThreads === threads ? `${threads} threads` : `torch ${t.torchThreads} + BLAS ${threads} threads`}, ${t.coretype ? `OPENBLAS_CORETYPE=${t.coretype}` : `OPENBLAS_CORETYPE=${process.env.OPENBLAS_CORETYPE ?? 'unset'}`}${t.passive ? ', OMP_WAIT_POLICY=PASSIVE' : ''}`;
+function torchSettings(): TorchSetting[] {
+  const out: TorchSetting[] = [{ torchThreads: threads }];
+  if (process.env.OPENBLAS_CORETYPE !== 'SkylakeX') out.push({ torchThreads: threads, coretype: 'SkylakeX' });
+  if (threads > 1) out.push({ torchThreads: 1, coretype: 'SkylakeX' }, { torchThreads: threads, coretype: 'SkylakeX', passive: true });
+  return out;
+}
+function torchMissing(): string | undefined {
+  if (noTorch) return 'skipped (--no-torch)';
+  const r = spawnSync(PYTHON, ['-c', 'import torch'], { encoding: 'utf8' });
+  if (r.error) return `${PYTHON} not found (apt-get install -y python3-torch libopenblas0-pthread)`;
+  if (r.status !== 0) return `${PYTHON} has no torch: ${r.stderr.trim().split('\n').pop()}`;
+  return undefined;
+}
+
+interface TorchPeer { label: string; version: string; gen(batch: number): Promise<number>; close(): Promise<void> }
+
+/** One rollout_torch.py process in --serve mode: each gen(B) generates NEW tokens for B rows after a PROMPT-token prompt; returns tok/s. */
+async function torchPeer(folder: string, t: TorchSetting, params: number): Promise<TorchPeer> {
+  const env: NodeJS.ProcessEnv = { ...process.env, OMP_NUM_THREADS: String(t.torchThreads), OPENBLAS_NUM_THREADS: String(threads) };
+  if (t.coretype) env.OPENBLAS_CORETYPE = t.coretype;
+  if (t.passive) env.OMP_WAIT_POLICY = 'PASSIVE';
+  const p = spawn(PYTHON, [TORCH_SCRIPT, folder, '--serve', '--threads', String(t.torchThreads), '--prompt', String(PROMPT), '--new', String(NEW)], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  p.stderr.on('data', (d) => (stderr += d));
+  const lines = createInterface({ input: p.stdout })[Symbol.asyncIterator]();
+  const next = async () => {
+    const r = await lines.next();
+    if (r.done) throw new Error(`rollout_torch.py exited (code ${p.exitCode}): ${stderr}`);
+    return JSON.parse(r.value) as Record<string, unknown>;
+  };
+  const info = (await next()) as { torch: string; params: number };
+  if (info.params !== params) throw new Error(`rollout_torch.py built ${info.params} parameters, Arbor's config has ${params}`);
+  return {
+    label: torchLabel(t),
+    version: info.torch,
+    async gen(batch) {
+      p.stdin.write(`${batch}\n`);
+      const r = (await next()) as { seconds: number; tokens: number };
+      return r.tokens / r.seconds;
+    },
+    async close() {
+      p.stdin.end();
+      await new Promise((res) => (p.exitCode !== null ? res(null) : p.once('exit', res)));
+    },
+  };
+}
+
+interface PeerRow {
+  model: string;
+  batch: number;
+  arborTokensPerSecond: number;
+  /** The previous decode path (KV cache on the engine's thread, crossing to the worker every step; JS sampling from logits). */
+  hostCacheTokensPerSecond?: number;
+  torchTokensPerSecond?: number;
+  torchSetting?: string;
+  /** Arbor / best PyTorch setting (tok/s ratio; > 1 = Arbor faster). */
+  ratio?: number;
+  /** Every repetition's tok/s, per implementation. */
+  reps: Record<string, number[]>;
+  breakdown?: Breakdown;
+  hostCacheBreakdown?: Breakdown;
+}
+
 const rows: Row[] = [];
+const peerRows: PeerRow[] = [];
 const log = (s: string) => !json && process.stderr.write(s + '\n');
+const torchNote = torchMissing();
+let torchVersion: string | undefined;
 for (const m of MODELS) {
   const model = PolicyModel.init(m.config, 1, { threads });
   log(`${m.name}: ${(parameterCount(m.config) / 1e6).toFixed(1)}M parameters, ${threads} threads`);
+  const folder = mkdtempSync(join(tmpdir(), 'arbor-bench-rollout-'));
+  const peers: TorchPeer[] = [];
   try {
-    for (const tools of [false, true])
-      for (const batch of [1, 8, 64]) {
-        const seqs = quick ? batch : Math.max(batch, batch === 1 ? 4 : batch);
-        const r = await measure(model, m.name, batch, tools, 'kv', seqs);
-        rows.push(r);
-        log(`  kv        tools=${tools ? 'y' : 'n'} batch=${String(batch).padStart(2)}: ${r.tokensPerSecond.toFixed(0).padStart(7)} tok/s  (${r.generatedTokens} tokens in ${r.seconds.toFixed(2)} s, mean batch ${r.meanBatch.toFixed(1)})`);
-      }
-    for (const batch of [8, 64]) {
-      const r = await measure(model, m.name, batch, false, 'kv-repack', batch);
-      rows.push(r);
-      log(`  kv-repack tools=n batch=${String(batch).padStart(2)}: ${r.tokensPerSecond.toFixed(0).padStart(7)} tok/s  (batch cache unpacked and repacked every step)`);
+    if (!torchNote) {
+      model.save(folder);
+      for (const t of torchSettings()) peers.push(await torchPeer(folder, t, parameterCount(m.config)));
+      torchVersion = peers[0]?.version;
+      for (const p of peers) await p.gen(2); // warm-up
     }
-    for (const batch of [1, 8]) {
-      const r = await measure(model, m.name, batch, false, 'recompute', batch);
-      rows.push(r);
-      log(`  recompute tools=n batch=${String(batch).padStart(2)}: ${r.tokensPerSecond.toFixed(0).padStart(7)} tok/s  (${r.generatedTokens} tokens in ${r.seconds.toFixed(2)} s)`);
+    for (const batch of [1, 8, 64]) {
+      const seqs = batch === 1 ? 4 : batch;
+      const reps: Record<string, number[]> = { arbor: [], 'arbor host cache': [] };
+      let best: Row | undefined;
+      let bestHost: Row | undefined;
+      for (let r = 0; r < REPS; r++) {
+        const a = await measure(model, m.name, batch, false, 'kv', seqs);
+        reps.arbor!.push(a.tokensPerSecond);
+        if (!best || a.tokensPerSecond > best.tokensPerSecond) best = a;
+        const h = await measure(model, m.name, batch, false, 'kv-host', seqs);
+        reps['arbor host cache']!.push(h.tokensPerSecond);
+        if (!bestHost || h.tokensPerSecond > bestHost.tokensPerSecond) bestHost = h;
+        for (const p of peers) (reps[p.label] ??= []).push(await p.gen(batch));
+      }
+      rows.push(best!, bestHost!);
+      const torchBest = peers.map((p) => ({ label: p.label, tps: Math.max(...reps[p.label]!) })).sort((a, b) => b.tps - a.tps)[0];
+      const pr: PeerRow = {
+        model: m.name, batch, arborTokensPerSecond: best!.tokensPerSecond, reps, breakdown: best!.breakdown,
+        hostCacheTokensPerSecond: bestHost!.tokensPerSecond, hostCacheBreakdown: bestHost!.breakdown,
+        ...(torchBest ? { torchTokensPerSecond: torchBest.tps, torchSetting: torchBest.label, ratio: best!.tokensPerSecond / torchBest.tps } : {}),
+      };
+      peerRows.push(pr);
+      log(`  batch ${String(batch).padStart(2)}: arbor ${best!.tokensPerSecond.toFixed(0).padStart(6)} tok/s (host cache ${bestHost!.tokensPerSecond.toFixed(0)})` +
+        (torchBest ? `  pytorch ${torchBest.tps.toFixed(0).padStart(6)} tok/s (${torchBest.label})  ratio ${pr.ratio!.toFixed(2)}` : ''));
+    }
+    if (!peerOnly) {
+      for (const batch of [1, 8, 64]) {
+        const r = await measure(model, m.name, batch, true, 'kv', batch === 1 ? 4 : batch);
+        rows.push(r);
+        log(`  kv        tools=y batch=${String(batch).padStart(2)}: ${r.tokensPerSecond.toFixed(0).padStart(7)} tok/s  (${r.generatedTokens} tokens in ${r.seconds.toFixed(2)} s, mean batch ${r.meanBatch.toFixed(1)})`);
+      }
+      for (const batch of [8, 64]) {
+        const r = await measure(model, m.name, batch, false, 'kv-repack', batch);
+        rows.push(r);
+        log(`  kv-repack tools=n batch=${String(batch).padStart(2)}: ${r.tokensPerSecond.toFixed(0).padStart(7)} tok/s  (batch cache unpacked and repacked every step)`);
+      }
+      for (const batch of [1, 8]) {
+        const r = await measure(model, m.name, batch, false, 'recompute', batch);
+        rows.push(r);
+        log(`  recompute tools=n batch=${String(batch).padStart(2)}: ${r.tokensPerSecond.toFixed(0).padStart(7)} tok/s  (${r.generatedTokens} tokens in ${r.seconds.toFixed(2)} s)`);
+      }
     }
   } finally {
+    for (const p of peers) await p.close();
+    rmSync(folder, { recursive: true, force: true });
     await model.dispose();
   }
 }
 
-const speedups = MODELS.flatMap((m) =>
+const speedups = peerOnly ? [] : MODELS.flatMap((m) =>
   [1, 8].map((batch) => {
     const kv = rows.find((r) => r.model === m.name && r.cache === 'kv' && !r.tools && r.batch === batch)!;
     const re = rows.find((r) => r.model === m.name && r.cache === 'recompute' && r.batch === batch)!;
@@ -127,11 +298,26 @@ const speedups = MODELS.flatMap((m) =>
   }),
 );
 
-if (json) console.log(JSON.stringify({ threads, rows, kvSpeedup: speedups }));
+const f = (x: number) => x.toFixed(2).padStart(6);
+if (json) console.log(JSON.stringify({ threads, reps: REPS, torch: torchNote ?? `pytorch ${torchVersion}`, peer: peerRows, rows, kvSpeedup: speedups }));
 else {
+  console.log(`\nArbor vs PyTorch KV-cache decoding (${PROMPT}-token prompt, ${NEW} new tokens, T=1, no stops; ${threads} threads; best of ${REPS} alternating repetitions)`);
+  if (torchNote) console.log(`PyTorch peer: ${torchNote}`);
+  console.log('model  batch  arbor tok/s  host-cache tok/s  pytorch tok/s  arbor/pytorch  host-cache/pytorch  pytorch setting');
+  for (const r of peerRows)
+    console.log(`${r.model.padEnd(6)} ${String(r.batch).padStart(5)}  ${r.arborTokensPerSecond.toFixed(0).padStart(11)}  ${(r.hostCacheTokensPerSecond?.toFixed(0) ?? '-').padStart(16)}  ${(r.torchTokensPerSecond?.toFixed(0) ?? '-').padStart(13)}  ${(r.ratio?.toFixed(2) ?? '-').padStart(13)}  ${(r.torchTokensPerSecond && r.hostCacheTokensPerSecond ? (r.hostCacheTokensPerSecond / r.torchTokensPerSecond).toFixed(2) : '-').padStart(18)}  ${r.torchSetting ?? ''}`);
+  console.log('\nArbor decode, ms per decode call (best repetition): wall = sampling + tool waits + kv pack + kv unpack + logits rows + build feeds + post (clone) + to worker + wrap feeds + ORT run + outputs + back + other');
+  console.log('(worker cache: kv pack/unpack happen in the worker and are inside "wrap"; "outs" = worker bookkeeping after the run)');
+  console.log('path    model  batch  calls    wall  sample  envwait kvpack kvunpk  rows  build   post  toWkr   wrap ortRun   outs   back  other');
+  for (const [path, key] of [['host', 'hostCacheBreakdown'], ['worker', 'breakdown']] as const)
+    for (const r of peerRows) {
+      const b = r[key];
+      if (!b) continue;
+      console.log(`${path.padEnd(7)} ${r.model.padEnd(6)} ${String(r.batch).padStart(5)} ${String(b.calls).padStart(6)} ${f(b.wall)} ${f(b.sampling)} ${f(b.envWait)} ${f(b.kvPack)} ${f(b.kvUnpack)} ${f(b.logitsRows)} ${f(b.buildFeeds)} ${f(b.post)} ${f(b.toWorker)} ${f(b.wrapFeeds)} ${f(b.ortRun)} ${f(b.outputs)} ${f(b.back)} ${f(b.other)}`);
+    }
   console.log('\nmodel  params  tools  batch  cache       tok/s');
   for (const r of rows)
     console.log(`${r.model.padEnd(6)} ${(r.params / 1e6).toFixed(1).padStart(5)}M  ${(r.tools ? 'yes' : 'no').padEnd(5)}  ${String(r.batch).padStart(5)}  ${r.cache.padEnd(10)} ${r.tokensPerSecond.toFixed(0).padStart(6)}`);
-  console.log('\nKV cache vs full recompute (32 new tokens after a 24-token prompt):');
+  if (speedups.length) console.log('\nKV cache vs full recompute (32 new tokens after a 24-token prompt):');
   for (const s of speedups) console.log(`  ${s.model} batch ${s.batch}: ${s.speedup.toFixed(2)}× (${s.kvTokensPerSecond.toFixed(0)} vs ${s.recomputeTokensPerSecond.toFixed(0)} tok/s)`);
 }

@@ -4,9 +4,10 @@
  */
 import type { Command } from 'commander';
 import { runDemo } from '../../train/demo';
+import { parseAlgorithms, runAblation, type AblationResult } from '../../train/ablation';
 import { progressBar, renderTable, type Progress } from '../../train/report';
 import { openTaskSession } from '../../train/wiring';
-import { interruptSignal } from './train';
+import { interruptSignal } from '../lifecycle';
 import { openCliStoreRun } from '../store-run';
 import { basename, dirname } from 'node:path';
 
@@ -18,7 +19,14 @@ export function register(program: Command): void {
     .option('--budget <seconds>', 'wall-clock budget (PPO runs only if it fits)', (v) => Number(v), 600)
     .option('--config <file>', 'use another experiment config instead of resources/configs/demo.yaml')
     .option('--no-store', 'do not record the RL runs in the workspace database')
-    .action(async (o: { json?: boolean; budget: number; config?: string; store: boolean }) => {
+    .option('--algorithms <list>', 'instead: the RL algorithms side by side (grpo,gspo,gigpo) from one SFT checkpoint, same seed and rollout token budget')
+    .option('--token-budget <tokens>', 'with --algorithms: rollout model tokens each algorithm trains on', (v) => Number(v), 100_000)
+    .action(async (o: { json?: boolean; budget: number; config?: string; store: boolean; algorithms?: string; tokenBudget: number }, cmd: Command) => {
+      if (o.algorithms !== undefined) {
+        if (cmd.getOptionValueSource('budget') === 'cli') throw new Error('--budget: applies to the demo’s own GRPO/PPO runs; with --algorithms each algorithm stops at --token-budget');
+        return ablation({ ...o, algorithms: o.algorithms });
+      }
+      if (cmd.getOptionValueSource('tokenBudget') === 'cli') throw new Error('--token-budget: applies only with --algorithms');
       const stop = interruptSignal(() => process.stderr.write('\nstopping after this step; Ctrl-C again to quit now\n'));
       let bar: Progress | undefined;
       let barPhase = '';
@@ -71,4 +79,61 @@ export function register(program: Command): void {
         stop.dispose();
       }
     });
+}
+
+/** `arbor demo --algorithms …`: the ablation table (engine/train/ablation.ts). */
+async function ablation(o: { json?: boolean; config?: string; store: boolean; algorithms: string; tokenBudget: number }): Promise<void> {
+  const algorithms = parseAlgorithms(o.algorithms);
+  const stop = interruptSignal(() => process.stderr.write('\nstopping after this step; Ctrl-C again to quit now\n'));
+  let bar: Progress | undefined;
+  let barPhase = '';
+  try {
+    const res: AblationResult = await runAblation({
+      openSession: openTaskSession,
+      algorithms,
+      tokenBudget: o.tokenBudget,
+      configFile: o.config,
+      signal: stop.signal,
+      record: o.store
+        ? (phase, cfg, runDir) => {
+            const r = openCliStoreRun(`${basename(dirname(runDir))}-${phase}`, { ...cfg, name: `ablation ${phase}` }, { resume: false, template: cfg.task.kind, dir: runDir });
+            return { sink: r.sink, finish: (status, error) => r.finish(status, error) };
+          }
+        : undefined,
+      onStage: (s) => {
+        bar?.stop();
+        bar = undefined;
+        if (!o.json) process.stderr.write(`• ${s}\n`);
+      },
+      onStep: (phase, done, total, m) => {
+        if (barPhase !== phase || !bar) {
+          bar?.stop();
+          bar = progressBar(phase === 'sft' ? 'sft' : `${phase} tokens`, total, { quiet: o.json, fields: phase === 'sft' ? ['loss'] : ['reward', 'em', 'tools'] });
+          barPhase = phase;
+        }
+        bar.update(done, phase === 'sft' ? { loss: m['sft/loss']! } : { reward: m['reward/mean']!, em: m['exact_match']!, tools: m['tool_calls_per_episode']! });
+      },
+    });
+    bar?.stop();
+    if (o.json) {
+      console.log(JSON.stringify(res));
+      return;
+    }
+    const hops = [...new Set([res.sft, ...res.rows].flatMap((r) => Object.keys(r.exactMatchByHops).map(Number)))].sort((a, b) => a - b);
+    const pct = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? '-' : (100 * x).toFixed(1));
+    console.log(
+      '\n' +
+        renderTable(
+          ['algorithm', 'EM all', ...hops.map((h) => `EM ${h}-hop`), 'tool calls/ep', 'tokens', 'steps', 'time (s)'],
+          [
+            ['SFT (start)', pct(res.sft.exactMatch), ...hops.map((h) => pct(res.sft.exactMatchByHops[h])), '', '', '', res.sft.seconds.toFixed(0)],
+            ...res.rows.map((r) => [r.algorithm, pct(r.exactMatch), ...hops.map((h) => pct(r.exactMatchByHops[h])), r.toolCallsPerEpisode.toFixed(2), String(r.tokens), String(r.steps), r.seconds.toFixed(0)]),
+          ],
+        ),
+    );
+    console.log(`\nseed ${res.seed}; rollout token budget ${res.tokenBudget} per algorithm; ${res.miniBatches} mini-batches per step; total ${res.totalSeconds.toFixed(0)} s; run folder ${res.runDir}`);
+  } finally {
+    bar?.stop();
+    stop.dispose();
+  }
 }

@@ -7,6 +7,7 @@
 import type { Command } from 'commander';
 import { resolve } from 'node:path';
 import { withEngine } from '../engine-client';
+import { progressBar, type Progress } from '../../train/report';
 
 const fmt = (v: number | undefined) => (v === undefined ? '' : Math.abs(v) >= 1000 || (Math.abs(v) < 0.01 && v !== 0) ? v.toExponential(2) : v.toFixed(3));
 const when = (seconds: number) => new Date(seconds * 1000).toISOString().slice(0, 16).replace('T', ' ');
@@ -46,7 +47,16 @@ export function register(program: Command): void {
     .action((id: string, o: { out?: string; format: string; engine?: string }) =>
       withEngine(o, async (c) => {
         if (!['csv', 'jsonl', 'both'].includes(o.format)) throw new Error(`--format: "${o.format}" is not one of csv, jsonl, both`);
-        const r = await c.request('runs.export', { id, prefix: resolve(o.out ?? id), format: o.format as 'csv' | 'jsonl' | 'both' });
+        let bar: Progress | undefined;
+        const off = c.on('export', (p) => {
+          if (p.runId !== id) return;
+          bar ??= progressBar('export', p.total);
+          bar.update(p.done);
+        });
+        const r = await c.request('runs.export', { id, prefix: resolve(o.out ?? id), format: o.format as 'csv' | 'jsonl' | 'both' }).finally(() => {
+          off();
+          bar?.stop();
+        });
         for (const f of r.files) console.log(`${f.path}: ${f.count} ${f.kind === 'metrics' ? 'steps' : 'trajectories'}`);
       }),
     );
@@ -55,12 +65,15 @@ export function register(program: Command): void {
     .action((dir: string, o: { name?: string; tokenizer?: string; engine?: string }) =>
       withEngine(o, async (c) => {
         const full = resolve(dir);
+        let bar: Progress | undefined;
         const off = c.on('import', (p) => {
-          if (p.dir === full) process.stderr.write(`\rimported ${p.file} (${p.samples} samples)`);
+          if (p.dir !== full || p.filesTotal === undefined) return;
+          bar ??= progressBar('import', p.filesTotal, { fields: ['samples'] });
+          bar.update(p.filesDone ?? 0, { samples: p.samples });
         });
         try {
           const r = await c.request('runs.importVerl', { dir: full, name: o.name, tokenizer: o.tokenizer ? resolve(o.tokenizer) : undefined });
-          process.stderr.write('\n');
+          bar?.stop();
           console.log(`run ${r.runId}: ${r.trajectories} trajectories over ${r.steps.length} steps`);
         } finally {
           off();

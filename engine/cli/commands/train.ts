@@ -8,22 +8,15 @@ import { loadConfig } from '../../train/config';
 import { runExperiment } from '../../train/experiment';
 import { progressBar, renderTable } from '../../train/report';
 import { createRunDir, openRun } from '../../train/run';
-import { JsonlSink, teeSink } from '../../train/sinks';
+import { JsonlSink, memoryLimitWatcher, teeSink } from '../../train/sinks';
 import { openCliStoreRun } from '../store-run';
+import { interruptSignal, note } from '../lifecycle';
+import { latestCheckpoint } from '../../train/checkpoints';
+import { existsSync, rmSync } from 'node:fs';
 import { openTaskSession } from '../../train/wiring';
 
-/** Ctrl-C: first press aborts the signal (the job saves and stops); a second one exits now. */
-export function interruptSignal(onFirst: () => void): { signal: AbortSignal; dispose: () => void } {
-  const ac = new AbortController();
-  const handler = () => {
-    if (ac.signal.aborted) process.exit(130);
-    onFirst();
-    ac.abort();
-  };
-  process.on('SIGINT', handler);
-  process.on('SIGTERM', handler);
-  return { signal: ac.signal, dispose: () => (process.off('SIGINT', handler), process.off('SIGTERM', handler)) };
-}
+/** Ctrl-C / SIGTERM / SIGHUP / a closed output pipe stop after the step; see ../lifecycle.ts. */
+export { interruptSignal } from '../lifecycle';
 
 export function register(program: Command): void {
   program
@@ -45,26 +38,45 @@ export function register(program: Command): void {
         console.log(JSON.stringify(cfg, null, 2));
         return;
       }
-      // The task first: a config it refuses (a tool the format cannot call, a file that does not
-      // load) fails before a run folder exists, so no empty run is left behind.
-      const session = await openTaskSession(cfg);
-      for (const w of session.warnings ?? []) process.stderr.write(`warning: ${w}\n`);
-      let created: { id: string; dir: string };
+      if (run) {
+        // A run that already reached its steps: training on needs a larger --steps, said plainly.
+        const ck = latestCheckpoint(run.dir);
+        if (ck?.state.phase === 'rl' && ck.step >= cfg.steps) {
+          throw new Error(
+            `run ${run.id} already reached step ${ck.step}${o.steps === undefined ? ` (its config has steps: ${cfg.steps})` : ` (--steps ${o.steps} is not larger)`}; to train on, resume with --steps larger than ${ck.step}, e.g. --steps ${ck.step + Math.max(1, cfg.checkpoint.every)}`,
+          );
+        }
+      }
+      // Only a folder this command creates may be removed again (never a --run-dir that existed).
+      const fresh = !run && !(o.runDir && existsSync(o.runDir));
+      const { id, dir } = run ?? createRunDir(cfg, o.runDir);
+      // Claimed before anything else: a second writer is refused here, naming the owner, and a
+      // failure from here on (a bad dataset, a missing model) is recorded on the run as failed.
+      let rec: ReturnType<typeof openCliStoreRun> | undefined;
       try {
-        created = run ?? createRunDir(cfg, o.runDir);
+        rec = o.store ? openCliStoreRun(id, cfg, { resume: !!run, template: cfg.task.kind, dir }) : undefined;
       } catch (e) {
-        await session.close();
+        if (fresh) rmSync(dir, { recursive: true, force: true });
         throw e;
       }
-      const { id, dir } = created;
-      const rec = o.store ? openCliStoreRun(id, cfg, { resume: !!run, template: cfg.task.kind, dir }) : undefined;
+      let session: Awaited<ReturnType<typeof openTaskSession>>;
+      try {
+        session = await openTaskSession(cfg);
+      } catch (e) {
+        if (rec) rec.finish('failed', e instanceof Error ? e.message : String(e));
+        // Without a store record, a fresh run that never started leaves no orphan folder.
+        else if (fresh) rmSync(dir, { recursive: true, force: true });
+        throw e;
+      }
+      for (const w of session.warnings ?? []) process.stderr.write(`warning: ${w}\n`);
       let bar = progressBar('train', cfg.steps, { quiet: true });
-      const stop = interruptSignal(() => process.stderr.write('\nstopping after this step (checkpoint will be saved); Ctrl-C again to quit now\n'));
+      const limits = memoryLimitWatcher((step, hits) => note(`\nwarning: step ${step}: ${hits.length} tool call(s) exceeded the sandbox memory limit (${hits[0]!.name}: ${hits[0]!.error})\n`));
+      const stop = interruptSignal((why) => note(`\nstopping after this step (${why}; a checkpoint will be saved); Ctrl-C again to quit now\n`));
       try {
         const res = await runExperiment(cfg, {
           runDir: dir,
           session,
-          sink: rec ? teeSink(new JsonlSink(dir), rec.sink) : new JsonlSink(dir),
+          sink: rec ? teeSink(new JsonlSink(dir), rec.sink, limits) : teeSink(new JsonlSink(dir), limits),
           resume: !!run,
           signal: stop.signal,
           onPhase: (phase, total) => {
@@ -78,7 +90,7 @@ export function register(program: Command): void {
         const rl = res.rl;
         // A stop during the SFT warm start ends the job with no RL result: still 'stopped'.
         rec?.finish(res.stopped ? 'stopped' : 'completed');
-        const summary = { run: id, dir, sft: res.sft, firstStep: rl?.firstStep, lastStep: rl?.lastStep, stopped: res.stopped, lastCheckpoint: rl?.lastCheckpoint?.dir, eval: res.eval };
+        const summary = { run: id, dir, toolMemoryLimitHits: limits.count(), sft: res.sft, firstStep: rl?.firstStep, lastStep: rl?.lastStep, stopped: res.stopped, lastCheckpoint: rl?.lastCheckpoint?.dir, eval: res.eval };
         if (o.json) console.log(JSON.stringify(summary));
         else {
           const s = res.sft;
@@ -88,6 +100,7 @@ export function register(program: Command): void {
                 (s.complete ? '' : ` (stopped; \`arbor train --resume ${id}\` continues it)`),
             );
           if (rl) console.log(`run ${id} ${rl.stopped ? 'stopped' : 'finished'} at step ${rl.lastStep} (started at ${rl.firstStep}); checkpoint ${rl.lastCheckpoint?.dir ?? '-'}`);
+          if (limits.count()) console.log(`warning: ${limits.count()} tool call(s) exceeded the sandbox memory limit during this run (each became an error observation; see the run's log)`);
           if (res.eval) console.log(renderTable(['held-out metric', 'value'], Object.entries(res.eval).map(([k, v]) => [k, v])));
         }
       } catch (e) {

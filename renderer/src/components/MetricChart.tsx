@@ -60,7 +60,7 @@ export function MetricChart({ title, series, smoothing, height = 180 }: { title:
       plot.current?.destroy();
       plot.current = null;
     };
-    // eslint-disable-next-line react-hooks/exhaustive-deps
+    // Deliberately only shape and height: the data is pushed into the existing plot separately.
   }, [shape, height]);
 
   useEffect(() => {

@@ -124,7 +124,7 @@ export function ForkDialog({ runId, onClose, checkpoint }: { runId: string; onCl
   const [run, setRun] = useState<RunDetail | null>(null);
   useEffect(() => {
     void fetchRun(runId).then((r) => (r ? setRun(r) : onClose()));
-    // eslint-disable-next-line react-hooks/exhaustive-deps
+    // Deliberately not onClose: a new callback each render must not refetch the run.
   }, [fetchRun, runId]);
   if (!run) return null;
   // From a checkpoint: the new run starts from that model folder instead of the original init.

@@ -111,7 +111,7 @@ describe('GAE over model tokens', () => {
   it('needs a critic', () => {
     expect(getEstimator('gae').needsCritic).toBe(true);
     expect(() => computeAdvantages('gae', [], { normByStd: true, gamma: 1, lam: 1, klRewardCoef: 0, processRewards: false })).toThrow(/gae needs critic values/);
-    expect(() => getEstimator('gigpo')).toThrow(/unknown estimator "gigpo"; available: grpo, drgrpo, rloo, reinforce_pp, reinforce_pp_baseline, gae/);
+    expect(() => getEstimator('vapo')).toThrow(/unknown estimator "vapo"; available: grpo, drgrpo, rloo, reinforce_pp, reinforce_pp_baseline, gae, gigpo/);
   });
 });
 

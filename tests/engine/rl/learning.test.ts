@@ -8,7 +8,7 @@ import { advantagePort } from '../../../engine/train/advantage';
 import { validateConfig, type ExperimentInput } from '../../../engine/train/config';
 import { runTrainingLoop } from '../../../engine/train/loop';
 import { JsonlSink, readMetricsJsonl } from '../../../engine/train/sinks';
-import { TabularPolicy } from '../../../engine/train/tabular';
+import { TabularPolicy } from '../train/tabular';
 
 async function train(algorithm: ExperimentInput['algorithm']) {
   const cfg = validateConfig({

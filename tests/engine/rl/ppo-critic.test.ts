@@ -19,7 +19,7 @@ import { AdamW, ModelPolicyPort } from '../../../engine/train/model-port';
 import type { Episode } from '../../../engine/train/episode';
 import { engineRolloutPort } from '../../../engine/train/rollout-port';
 import { JsonlSink, readMetricsJsonl } from '../../../engine/train/sinks';
-import { sequenceTasks, tabularTargets, tabularTokenizer } from '../../../engine/train/tabular';
+import { sequenceTasks, tabularTargets, tabularTokenizer } from '../train/tabular';
 
 describe('clipped value loss', () => {
   it('is ½·max((v−R)², (clip(v)−R)²) averaged over masked tokens', () => {

@@ -114,7 +114,7 @@ describe('protocol client', () => {
     // (env.types, sandbox.*) and playground.test.ts (playground.*).
     const areas = ['env.types', 'sandbox.tryTool', 'sandbox.tryReward', 'playground.chat', 'playground.cancel'];
     expect(Object.keys(api).filter((m) => !called.has(m) && !areas.includes(m))).toEqual([]);
-    expect(new Set(events)).toEqual(new Set(['engine', 'queue', 'run', 'metrics', 'log', 'trajectories', 'checkpoint', 'import']));
+    expect(new Set(events)).toEqual(new Set(['engine', 'queue', 'run', 'metrics', 'log', 'trajectories', 'checkpoint', 'import', 'export']));
   });
 });
 

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase, SCHEMA_VERSION, sqliteOptions, WorkspaceError } from '../../../engine/store/db';
@@ -166,8 +166,17 @@ describe('queries', () => {
     expect(s.metricSeries(r, 'loss').value).toEqual([1]);
   });
   it('checkpoints and logs', () => {
-    s.addCheckpoint(a, 10, '/tmp/ck');
-    expect(s.checkpoints(a)).toMatchObject([{ step: 10, path: '/tmp/ck' }]);
+    const ck10 = mkdtempSync(join(tmpdir(), 'arbor-ck10-'));
+    const ck20 = mkdtempSync(join(tmpdir(), 'arbor-ck20-'));
+    s.addCheckpoint(a, 10, ck10);
+    expect(s.checkpoints(a)).toMatchObject([{ step: 10, path: ck10 }]);
+    // Rows follow the files: a pruned folder's row goes when the next checkpoint is recorded,
+    // and is never listed meanwhile.
+    rmSync(ck10, { recursive: true });
+    expect(s.checkpoints(a)).toEqual([]);
+    s.addCheckpoint(a, 20, ck20);
+    expect(s.checkpoints(a).map((c) => c.step)).toEqual([20]);
+    expect((s.db.prepare('SELECT COUNT(*) AS n FROM checkpoints WHERE run_id = ?').get(a) as { n: number }).n).toBe(1);
     const seq = s.log(a, 'info', 'hello');
     expect(s.logs(a, seq - 1)).toMatchObject([{ text: 'hello', level: 'info' }]);
   });

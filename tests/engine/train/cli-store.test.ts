@@ -50,7 +50,8 @@ describe('arbor train → workspace store', () => {
     const step1 = all.find((t) => t.step === 1)!;
     expect(store.getTrajectory(step2.id).turnsData.some((u) => u.role === 'model')).toBe(true);
     expect(store.getTrajectory(step1.id).turnsData.length).toBe(0);
-    expect(store.checkpoints(run).map((c) => c.step)).toEqual([1, 2]);
+    // checkpoint.keep: 1 pruned step 1's folder, and its row went with it.
+    expect(store.checkpoints(run).map((c) => c.step)).toEqual([2]);
     // Checkpoints are complete HF folders: the tokenizer travels with the weights.
     const ck = store.checkpoints(run).at(-1)!;
     expect(HfTokenizer.load(ck.path).encode('<search> alvin </search>').length).toBe(3);

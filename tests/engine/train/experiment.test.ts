@@ -8,7 +8,7 @@ import { validateConfig } from '../../../engine/train/config';
 import { runExperiment } from '../../../engine/train/experiment';
 import type { TaskSession } from '../../../engine/train/run';
 import { JsonlSink, readMetricsJsonl } from '../../../engine/train/sinks';
-import { TabularPolicy } from '../../../engine/train/tabular';
+import { TabularPolicy } from './tabular';
 
 function session(policy: TabularPolicy, cfg: ReturnType<typeof validateConfig>): TaskSession {
   const evaluate = async (n: number) => {

@@ -7,7 +7,7 @@ import { latestCheckpoint } from '../../../engine/train/checkpoints';
 import { validateConfig, type ExperimentInput } from '../../../engine/train/config';
 import { learningRate, runTrainingLoop } from '../../../engine/train/loop';
 import { JsonlSink, readMetricsJsonl } from '../../../engine/train/sinks';
-import { TabularPolicy } from '../../../engine/train/tabular';
+import { TabularPolicy } from './tabular';
 
 function setup(over: Partial<ExperimentInput> = {}) {
   const cfg = validateConfig({

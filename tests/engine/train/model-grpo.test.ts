@@ -11,7 +11,7 @@ import { runTrainingLoop } from '../../../engine/train/loop';
 import { AdamW, ModelPolicyPort } from '../../../engine/train/model-port';
 import { engineRolloutPort } from '../../../engine/train/rollout-port';
 import { JsonlSink, readMetricsJsonl } from '../../../engine/train/sinks';
-import { sequenceTasks, tabularTargets, tabularTokenizer } from '../../../engine/train/tabular';
+import { sequenceTasks, tabularTargets, tabularTokenizer } from './tabular';
 
 const VOCAB = 6;
 const PROMPTS = 4;

@@ -7,7 +7,7 @@ import { validateConfig } from '../../../engine/train/config';
 import { runTrainingLoop } from '../../../engine/train/loop';
 import { engineRolloutPort, pickTasks } from '../../../engine/train/rollout-port';
 import { JsonlSink, readMetricsJsonl } from '../../../engine/train/sinks';
-import { TabularPolicy, tabularDecodeBackend, tabularTasks, tabularTokenizer } from '../../../engine/train/tabular';
+import { TabularPolicy, tabularDecodeBackend, tabularTasks, tabularTokenizer } from './tabular';
 
 describe('loop on the real rollout engine', () => {
   it('rolls out through engine/rollout, recomputes matching old logprobs, and learns', async () => {

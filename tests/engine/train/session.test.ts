@@ -10,7 +10,7 @@ import { JsonlSink } from '../../../engine/train/sinks';
 import { latestCheckpoint } from '../../../engine/train/checkpoints';
 import type { Episode } from '../../../engine/train/episode';
 import type { SinkPort } from '../../../engine/train/loop';
-import { sequenceTasks, tabularTargets, tabularTokenizer } from '../../../engine/train/tabular';
+import { sequenceTasks, tabularTargets, tabularTokenizer } from './tabular';
 
 const VOCAB = 6;
 const PROMPTS = 5;

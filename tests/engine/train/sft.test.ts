@@ -10,7 +10,7 @@ import { trajectoryToDemo } from '../../../engine/train/trajectories';
 import type { Trajectory } from '../../../engine/rollout/types';
 import { openDatabase } from '../../../engine/store/db';
 import { Store } from '../../../engine/store/store';
-import { TabularPolicy } from '../../../engine/train/tabular';
+import { TabularPolicy } from './tabular';
 
 describe('SFT warm start', () => {
   it('learns from demonstrations that include mistakes, with loss only on model tokens, and checkpoints', async () => {

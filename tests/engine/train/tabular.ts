@@ -10,11 +10,11 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ExperimentConfig } from './config';
-import { mulberry32, type Episode } from './episode';
-import type { PolicyPort, RolloutPort, UpdateStats } from './loop';
-import type { Demo, SftPort } from './sft';
-import type { DecodeBackend, EpisodeEnv, RolloutTask, TokenizerPort } from '../rollout/ports';
+import type { ExperimentConfig } from '../../../engine/train/config';
+import { mulberry32, type Episode } from '../../../engine/train/episode';
+import type { PolicyPort, RolloutPort, UpdateStats } from '../../../engine/train/loop';
+import type { Demo, SftPort } from '../../../engine/train/sft';
+import type { DecodeBackend, EpisodeEnv, RolloutTask, TokenizerPort } from '../../../engine/rollout/ports';
 
 export interface TabularTaskSpec {
   prompts: number;

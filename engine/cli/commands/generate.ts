@@ -1,0 +1,187 @@
+/**
+ * `arbor generate <model folder | checkpoint> --prompt <text> [--chat] [--max-new N] [--greedy]
+ *  [--json]`: a one-line check of a folder before training it. Loads the HF folder (refusing what
+ * Arbor cannot run), encodes the prompt (as transformers' tokenizer(text) does, or through the
+ * chat template with --chat), decodes with the KV cache until an EOS id (config.json ∪
+ * generation_config.json) or N new tokens, and prints the continuation; --json adds the prompt
+ * ids, the generated ids and the top logits at the last prompt position (comparable with
+ * transformers' model(ids).logits[0, -1]).
+ */
+import type { Command } from 'commander';
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { readGenerationConfig } from '../../model/checkpoint';
+import { PolicyModel } from '../../model/runtime';
+import { HfTokenizer } from '../../model/tokenizer';
+
+export interface GenerateOptions {
+  prompt: string;
+  chat?: boolean;
+  maxNew?: number;
+  greedy?: boolean;
+  temperature?: number;
+  topK?: number;
+  topP?: number;
+  seed?: number;
+  top?: number;
+  threads?: number;
+}
+
+export interface GenerateResult {
+  folder: string;
+  prompt: string;
+  promptText: string;
+  promptIds: number[];
+  generatedIds: number[];
+  text: string;
+  stop: 'eos' | 'max_new' | 'max_length';
+  sampling: { greedy: boolean; temperature?: number; topK?: number; topP?: number; seed?: number };
+  topLogits: { id: number; token: string; logit: number; logprob: number }[];
+}
+
+function mulberry32(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function argmax(x: Float32Array): number {
+  let best = 0;
+  for (let i = 1; i < x.length; i++) if (x[i] > x[best]) best = i;
+  return best;
+}
+
+/** Sample as transformers' generate does: temperature, then top-k, then top-p (nucleus). */
+function sample(logits: Float32Array, temperature: number, topK: number, topP: number, rand: () => number): number {
+  const idx = Array.from(logits.keys()).sort((a, b) => logits[b] - logits[a]);
+  const k = topK > 0 ? Math.min(topK, idx.length) : idx.length;
+  const kept = idx.slice(0, k);
+  const m = logits[kept[0]] / temperature;
+  let probs = kept.map((i) => Math.exp(logits[i] / temperature - m));
+  const z = probs.reduce((a, b) => a + b, 0);
+  probs = probs.map((p) => p / z);
+  let n = probs.length;
+  if (topP < 1) {
+    let c = 0;
+    for (n = 0; n < probs.length; ) {
+      c += probs[n++];
+      if (c >= topP) break;
+    }
+  }
+  const total = probs.slice(0, n).reduce((a, b) => a + b, 0);
+  let r = rand() * total;
+  for (let i = 0; i < n; i++) {
+    r -= probs[i];
+    if (r <= 0) return kept[i];
+  }
+  return kept[n - 1];
+}
+
+function topLogits(logits: Float32Array, n: number, tok: HfTokenizer): GenerateResult['topLogits'] {
+  let m = -Infinity;
+  for (const x of logits) m = Math.max(m, x);
+  let z = 0;
+  for (const x of logits) z += Math.exp(x - m);
+  const lse = m + Math.log(z);
+  return Array.from(logits.keys()).sort((a, b) => logits[b] - logits[a]).slice(0, n)
+    .map((id) => ({ id, token: tok.decode([id]), logit: logits[id], logprob: logits[id] - lse }));
+}
+
+export async function generate(folderArg: string, o: GenerateOptions): Promise<GenerateResult> {
+  const folder = resolve(folderArg);
+  if (!existsSync(folder)) throw new Error(`model folder ${folder} does not exist`);
+  const model = PolicyModel.load(folder, { threads: o.threads });
+  try {
+    const tok = HfTokenizer.load(folder);
+    const c = model.config;
+    const promptText = o.chat ? tok.renderChat([{ role: 'user', content: o.prompt }], { addGenerationPrompt: true }) : o.prompt;
+    const promptIds = o.chat ? tok.encode(promptText) : tok.encodeWithSpecialTokens(promptText);
+    if (promptIds.length === 0) throw new Error('--prompt: the prompt encodes to no tokens');
+    for (const id of promptIds) if (id >= c.vocabSize) throw new Error(`--prompt: token id ${id} is outside the model's vocabulary (${c.vocabSize}); tokenizer and model do not match`);
+    const gen = readGenerationConfig(folder) ?? {};
+    const num = (v: unknown) => (typeof v === 'number' ? v : undefined);
+    const greedy = !!o.greedy;
+    const temperature = o.temperature ?? num(gen.temperature) ?? 1;
+    const topK = o.topK ?? num(gen.top_k) ?? 50;
+    const topP = o.topP ?? num(gen.top_p) ?? 1;
+    if (!greedy && !(temperature > 0)) throw new Error(`--temperature must be > 0 (got ${temperature}); use --greedy for argmax decoding`);
+    const seed = o.seed ?? 0;
+    const rand = mulberry32(seed);
+    const eos = new Set(c.eosTokenId === null ? [] : Array.isArray(c.eosTokenId) ? c.eosTokenId : [c.eosTokenId]);
+    const maxNew = o.maxNew ?? 64;
+    const generatedIds: number[] = [];
+    let past: { k: Float32Array; v: Float32Array }[] = Array.from({ length: c.numLayers }, () => ({ k: new Float32Array(0), v: new Float32Array(0) }));
+    let P = 0;
+    let input = promptIds;
+    let first: Float32Array | undefined;
+    let stop: GenerateResult['stop'] = 'max_new';
+    while (generatedIds.length < maxNew) {
+      if (P + input.length > c.maxPositionEmbeddings) {
+        stop = 'max_length';
+        break;
+      }
+      const T = input.length;
+      const out = await model.decode({
+        batch: 1, newLength: T, pastLength: P, inputIds: Int32Array.from(input), attentionMask: new Int32Array(P + T).fill(1),
+        positionIds: Int32Array.from({ length: T }, (_, i) => P + i), past,
+      });
+      past = out.present;
+      P += T;
+      first ??= out.logits.slice();
+      const next = greedy ? argmax(out.logits) : sample(out.logits, temperature, topK, topP, rand);
+      generatedIds.push(next);
+      if (eos.has(next)) {
+        stop = 'eos';
+        break;
+      }
+      input = [next];
+    }
+    return {
+      folder, prompt: o.prompt, promptText, promptIds, generatedIds,
+      text: tok.decode(generatedIds.filter((id) => !eos.has(id))), stop,
+      sampling: greedy ? { greedy } : { greedy, temperature, topK, topP, seed },
+      topLogits: first ? topLogits(first, o.top ?? 10, tok) : [],
+    };
+  } finally {
+    await model.dispose();
+  }
+}
+
+const positiveInt = (name: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer (got "${v}")`);
+  return n;
+};
+const number = (name: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isFinite(n)) throw new Error(`--${name} must be a number (got "${v}")`);
+  return n;
+};
+
+export function register(program: Command): void {
+  program
+    .command('generate')
+    .description('load a model folder or checkpoint and print its continuation of a prompt (a check before training)')
+    .argument('<folder>', 'HF model folder or Arbor checkpoint (e.g. <run>/checkpoints/step-000040)')
+    .requiredOption('--prompt <text>', 'prompt text')
+    .option('--chat', "wrap the prompt as a user message with the model's chat template")
+    .option('--max-new <n>', 'largest number of new tokens', positiveInt('max-new'), 64)
+    .option('--greedy', 'argmax decoding (default: sampling with generation_config.json temperature / top_k / top_p)')
+    .option('--temperature <t>', 'sampling temperature (overrides generation_config.json)', number('temperature'))
+    .option('--top-k <k>', 'sampling top-k, 0 = off (overrides generation_config.json)', number('top-k'))
+    .option('--top-p <p>', 'sampling top-p (overrides generation_config.json)', number('top-p'))
+    .option('--seed <seed>', 'sampling seed', number('seed'), 0)
+    .option('--top <n>', 'how many top logits --json lists', positiveInt('top'), 10)
+    .option('--threads <n>', 'ONNX Runtime intra-op threads', positiveInt('threads'))
+    .option('--json', 'print prompt ids, generated ids and the top logits as JSON')
+    .action(async (folder: string, o: GenerateOptions & { json?: boolean }) => {
+      const r = await generate(folder, o);
+      if (o.json) console.log(JSON.stringify(r));
+      else console.log(r.text);
+    });
+}

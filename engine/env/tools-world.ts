@@ -1,0 +1,222 @@
+/**
+ * The two-tool world: organisations with a founding year and a founder, founders with a birth
+ * year. Questions need both tools of the Hermes task (resources/examples/tools-task): `lookup`
+ * (an entity's fact sentence) and `calculator` (arithmetic), e.g.
+ *
+ *   how old was the founder of the golden river institute when it was founded ?
+ *     lookup {"entity": "golden river institute"} → the golden river institute was founded in 1923 by alvin rusk .
+ *     lookup {"entity": "alvin rusk"}             → alvin rusk was born in 1871 .
+ *     calculator {"expression": "1923 - 1871"}    → 52
+ *     <answer> 52 </answer>
+ *
+ *   how many years after the founding of the X was the Y founded ?   (Y is the later one)
+ *
+ * Names come from fixed word lists (one small vocabulary covers every world); the training world
+ * and the held-out world use disjoint organisations and founders, so held-out facts can only be
+ * read from the lookup tool. Everything derives from a seed.
+ */
+import { WORDS, mulberry32 } from './multihop';
+
+export interface Org { name: string; founded: number; founder: string }
+export interface Person { name: string; born: number }
+export interface ToolsWorld { name: string; orgs: Org[]; people: Person[] }
+
+export interface ToolsQuestion {
+  id: string;
+  question: string;
+  answers: string[];
+  kind: 'founder-age' | 'years-between';
+  /** The entities a correct episode looks up, in order. */
+  entities: string[];
+  /** The expression a correct episode computes. */
+  expression: string;
+}
+
+/** Words of the questions, facts, instructions and errors (besides names and numbers). */
+export const TOOLS_TEMPLATE_WORDS = [
+  'how', 'old', 'was', 'the', 'founder', 'of', 'when', 'it', 'founded', 'many', 'years', 'after', 'founding', 'in', 'by', 'born',
+  'no', 'entry', 'for', 'you', 'may', 'call', 'tools', 'a', 'tool', 'with', 'answer', 'then', 'give', 'question', 'error',
+  'name', 'arguments', 'entity', 'expression', 'type', 'function', 'description', 'parameters', 'object', 'properties', 'string', 'required',
+  'additionalProperties', 'false', 'true', 'minLength', 'maxLength', 'an', 'or', 'person', 'organisation', 'its', 'fact', 'evaluate',
+  'arithmetic', 'numbers', 'and', 'only', 'unknown', 'invalid', 'must', 'have', 'property', 'is', 'not', 'allowed', 'timed', 'out',
+];
+
+export const FOUNDED_MIN = 1800;
+export const FOUNDED_MAX = 1999;
+export const AGE_MIN = 18;
+export const AGE_MAX = 70;
+
+/** Every number the world, its questions and answers can contain (years and differences). */
+export function toolsNumbers(): number[] {
+  const out: number[] = [];
+  for (let n = 0; n <= FOUNDED_MAX - FOUNDED_MIN; n++) out.push(n);
+  for (let y = FOUNDED_MIN - AGE_MAX; y <= FOUNDED_MAX; y++) out.push(y);
+  return out;
+}
+
+/** All words (names, template words, numbers) the tiny tokenizer holds as whole tokens. */
+export function toolsVocabulary(): string[] {
+  return [...new Set([...WORDS.first, ...WORDS.last, ...WORDS.adj, ...WORDS.noun, ...WORDS.orgKind, ...TOOLS_TEMPLATE_WORDS, ...toolsNumbers().map(String)])];
+}
+
+function shuffle<T>(xs: T[], r: () => number): T[] {
+  const a = xs.slice();
+  for (let i = a.length - 1; i > 0; i--) {
+    const j = Math.floor(r() * (i + 1));
+    [a[i], a[j]] = [a[j], a[i]];
+  }
+  return a;
+}
+
+/**
+ * The training and held-out worlds of one seed: organisation names (adjective noun kind) and
+ * founder names (first last) are shuffled once and split, so the two worlds share no entity.
+ */
+export function generateToolsWorlds(seed: number, sizes: { train: number; heldout: number } = { train: 300, heldout: 100 }): { train: ToolsWorld; heldout: ToolsWorld } {
+  const r = mulberry32(seed ^ 0x7001);
+  const orgNames = shuffle(WORDS.adj.flatMap((a) => WORDS.noun.flatMap((n) => WORDS.orgKind.map((k) => `${a} ${n} ${k}`))), r);
+  const personNames = shuffle(WORDS.first.flatMap((f) => WORDS.last.map((l) => `${f} ${l}`)), r);
+  const total = sizes.train + sizes.heldout;
+  if (total > orgNames.length || total > personNames.length) throw new Error(`at most ${Math.min(orgNames.length, personNames.length)} organisations across both worlds`);
+  const make = (name: string, from: number, n: number): ToolsWorld => {
+    const orgs: Org[] = [];
+    const people: Person[] = [];
+    for (let i = from; i < from + n; i++) {
+      const founded = FOUNDED_MIN + Math.floor(r() * (FOUNDED_MAX - FOUNDED_MIN + 1));
+      const born = founded - (AGE_MIN + Math.floor(r() * (AGE_MAX - AGE_MIN + 1)));
+      orgs.push({ name: orgNames[i]!, founded, founder: personNames[i]! });
+      people.push({ name: personNames[i]!, born });
+    }
+    return { name, orgs, people };
+  };
+  return { train: make('train', 0, sizes.train), heldout: make('heldout', sizes.train, sizes.heldout) };
+}
+
+/** The lookup tool's sentence for an entity (organisation or person). */
+export function factOf(world: ToolsWorld, entity: string): string | undefined {
+  const o = world.orgs.find((x) => x.name === entity);
+  if (o) return `the ${o.name} was founded in ${o.founded} by ${o.founder} .`;
+  const p = world.people.find((x) => x.name === entity);
+  if (p) return `${p.name} was born in ${p.born} .`;
+  return undefined;
+}
+
+/** Questions over one world, half of each kind, drawn with their own seed; ids `<world>-q<i>`. */
+export function generateToolsQuestions(world: ToolsWorld, n: number, seed: number): ToolsQuestion[] {
+  const r = mulberry32(seed ^ 0x9e3779b9);
+  const pick = <T>(xs: T[]) => xs[Math.floor(r() * xs.length)]!;
+  const born = new Map(world.people.map((p) => [p.name, p.born]));
+  const out: ToolsQuestion[] = [];
+  const seen = new Set<string>();
+  for (let guard = 0; out.length < n && guard < n * 50; guard++) {
+    let q: Omit<ToolsQuestion, 'id'>;
+    if (r() < 0.5) {
+      const o = pick(world.orgs);
+      const b = born.get(o.founder)!;
+      q = { question: `how old was the founder of the ${o.name} when it was founded ?`, answers: [String(o.founded - b)], kind: 'founder-age', entities: [o.name, o.founder], expression: `${o.founded} - ${b}` };
+    } else {
+      const a = pick(world.orgs);
+      const c = pick(world.orgs);
+      if (a.founded === c.founded) continue;
+      const [x, y] = a.founded < c.founded ? [a, c] : [c, a];
+      q = { question: `how many years after the founding of the ${x.name} was the ${y.name} founded ?`, answers: [String(y.founded - x.founded)], kind: 'years-between', entities: [x.name, y.name], expression: `${y.founded} - ${x.founded}` };
+    }
+    if (seen.has(q.question)) continue;
+    seen.add(q.question);
+    out.push({ id: `${world.name}-q${out.length}`, ...q });
+  }
+  return out;
+}
+
+/** A Hermes tool call as the model writes it. */
+export function hermesCall(name: string, args: Record<string, unknown>): string {
+  return `<tool_call>${JSON.stringify({ name, arguments: args }).replace(/","/g, '", "').replace(/":/g, '": ')}</tool_call>`;
+}
+
+export interface ToolsExpertOptions {
+  /** Probability that an episode contains one mistake. */
+  mistakeRate?: number;
+  /** Entities to draw a wrong lookup from (default: the question's own names reshuffled). */
+  decoys?: string[];
+}
+
+export type ToolsMistake = 'wrong-lookup' | 'bad-arguments' | 'no-calculator' | 'reversed';
+
+/** Which mistake (if any) the expert makes in the episode with this seed. */
+export function expertMistake(seed: number, mistakeRate: number): ToolsMistake | null {
+  const r = mulberry32(seed ^ 0x51f15e);
+  if (r() >= mistakeRate) return null;
+  return (['wrong-lookup', 'bad-arguments', 'no-calculator', 'reversed'] as const)[Math.floor(r() * 4)]!;
+}
+
+const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/**
+ * The scripted expert's next turn, reading the facts it needs from the observations so far
+ * (text only). It looks up the question's first entity, takes the founder (or second
+ * organisation), looks that up, computes the difference with the calculator and answers with the
+ * calculator's result. With `mistakeRate` > 0 an episode has one mistake: recovered ones (a
+ * wrong entity looked up first; a call with a wrong argument name, answered by a schema error)
+ * or unrecovered ones (answering without the calculator, off by a few years; subtracting in the
+ * wrong order and answering the negative number).
+ */
+export function toolsExpertTurn(question: string, observations: string[], modelTurns: string[], seed: number, opts: ToolsExpertOptions = {}): string {
+  const r = mulberry32(seed ^ 0xbadc0de);
+  const mistake = expertMistake(seed, opts.mistakeRate ?? 0);
+  const seen = observations.join(' ');
+  const done = modelTurns.length;
+  if (done === 0 && mistake === 'wrong-lookup') {
+    const decoys = opts.decoys?.length ? opts.decoys : [`${WORDS.first[Math.floor(r() * WORDS.first.length)]} ${WORDS.last[Math.floor(r() * WORDS.last.length)]}`];
+    return hermesCall('lookup', { entity: decoys[Math.floor(r() * decoys.length)]! });
+  }
+  const age = /^how old was the founder of the (.+) when it was founded \?$/.exec(question.trim());
+  const between = /^how many years after the founding of the (.+) was the (.+) founded \?$/.exec(question.trim());
+  if (!age && !between) return '<answer> unknown </answer>';
+  const first = (age ?? between)![1]!;
+  const firstFact = new RegExp(`the ${esc(first)} was founded in (\\d+) by (\\w+ \\w+)`).exec(seen);
+  if (!firstFact) {
+    if (mistake === 'bad-arguments' && !modelTurns.some((t) => t.includes('"name": "lookup", "arguments": {"name"'))) return hermesCall('lookup', { name: first });
+    return hermesCall('lookup', { entity: first });
+  }
+  const second = age ? firstFact[2]! : between![2]!;
+  const secondFact = age ? new RegExp(`${esc(second)} was born in (\\d+)`).exec(seen) : new RegExp(`the ${esc(second)} was founded in (\\d+)`).exec(seen);
+  if (!secondFact) return hermesCall('lookup', { entity: second });
+  const [big, small] = age ? [firstFact[1]!, secondFact[1]!] : [secondFact[1]!, firstFact[1]!];
+  const calculated = modelTurns.some((t) => t.includes('"name": "calculator"'));
+  if (!calculated) {
+    if (mistake === 'no-calculator') {
+      const off = (1 + Math.floor(r() * 5)) * (r() < 0.5 ? -1 : 1);
+      return `<answer> ${Number(big) - Number(small) + off} </answer>`;
+    }
+    return hermesCall('calculator', { expression: mistake === 'reversed' ? `${small} - ${big}` : `${big} - ${small}` });
+  }
+  const result = /(-?\d+(?:\.\d+)?)\s*(?:<\/tool_response>)?\s*[^\d]*$/.exec(observations[observations.length - 1] ?? '');
+  return `<answer> ${result ? result[1] : Number(big) - Number(small)} </answer>`;
+}
+
+/** Seed, sizes and question counts of the shipped example (resources/examples/tools-task). */
+export const TOOLS_EXAMPLE = { seed: 7, trainQuestions: 2000, heldoutQuestions: 200 };
+
+/**
+ * The example's data files, as text: world.json (every entity's fact sentence, both worlds;
+ * the lookup tool reads it) and the task files tasks/train.jsonl and tasks/heldout.jsonl
+ * (`{id, prompt, answers, meta}` lines; meta has the question kind, the entities a correct
+ * episode looks up and the expression it computes). `scripts/gen-tools-task.mjs` writes them;
+ * a test checks the committed files equal this output.
+ */
+export function toolsExampleFiles(o = TOOLS_EXAMPLE): Record<string, string> {
+  const { train, heldout } = generateToolsWorlds(o.seed);
+  const facts: Record<string, string> = {};
+  for (const w of [train, heldout]) {
+    for (const org of w.orgs) facts[org.name] = factOf(w, org.name)!;
+    for (const p of w.people) facts[p.name] = factOf(w, p.name)!;
+  }
+  const world = { description: 'entity -> fact sentence; the training and held-out worlds share no entity', facts };
+  const lines = (qs: ToolsQuestion[], w: string) =>
+    qs.map((q) => JSON.stringify({ id: q.id, prompt: q.question, answers: q.answers, meta: { world: w, kind: q.kind, entities: q.entities, expression: q.expression } })).join('\n') + '\n';
+  return {
+    'world.json': `${JSON.stringify(world, null, 0).replace(/","/g, '",\n"')}\n`,
+    'tasks/train.jsonl': lines(generateToolsQuestions(train, o.trainQuestions, o.seed + 1), 'train'),
+    'tasks/heldout.jsonl': lines(generateToolsQuestions(heldout, o.heldoutQuestions, o.seed + 2), 'heldout'),
+  };
+}

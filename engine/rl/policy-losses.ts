@@ -1,0 +1,181 @@
+/**
+ * The policy-loss registry, keyed by the config's `algorithm.policy_loss`. Each entry builds the
+ * loss as an op-set program (a LossSpec: it runs inside the model's train graph, which adds the
+ * gradients) from the config:
+ *
+ *   ppo   PPO-clip per token, ε_low / ε_high (DAPO clip-higher), optional dual clip (c)
+ *   gspo  GSPO: one length-normalised importance ratio per sequence,
+ *         s_i = exp(mean over the sample's model tokens of (log π − log π_old)), clipped to
+ *         [1 − ε_low, 1 + ε_high] with its own tiny range (algorithm.gspo.*), in verl's per-token
+ *         form log s_{i,t} = log π_t − sg(log π_t) + sg(log s_i) so every token gets the gradient
+ *         s_i·∇log π_t (the sequence gradient under seq-mean-token-mean aggregation)
+ *
+ * Both add the KL to the reference in the loss (./kl.ts) and the entropy bonus, and aggregate
+ * per `algorithm.loss_agg_mode`.
+ */
+import type { Ops } from '../tensor/ops';
+import type { LossSpec } from '../model/graphs';
+import { klProgram } from './kl';
+
+/** Loss aggregation modes (the config's `algorithm.loss_agg_mode`). */
+export const AGGREGATION_MODES = ['token-mean', 'seq-mean-token-mean', 'seq-mean-token-sum', 'seq-mean-token-sum-norm'] as const;
+export type LossAggMode = (typeof AGGREGATION_MODES)[number];
+
+/** What the policy losses read of the experiment config (engine/train/config.ts ExperimentConfig satisfies it). */
+export interface PolicyLossConfig {
+  algorithm: {
+    policy_loss: string;
+    loss_agg_mode: LossAggMode;
+    clip_ratio_low: number;
+    clip_ratio_high: number;
+    dual_clip: number | null;
+    gspo: { clip_ratio_low: number; clip_ratio_high: number };
+    kl_coef: number;
+    kl_type: string;
+    kl_in: string;
+    entropy_coef: number;
+  };
+  rollout: { max_total_length: number };
+}
+
+/**
+ * Loss aggregation over a [batch, seq] matrix of per-token losses (algorithms.md):
+ * token-mean (every model token of the batch weighs the same), seq-mean-token-mean (mean per
+ * sequence, then over sequences with model tokens: original GRPO), seq-mean-token-sum (sum per
+ * sequence, mean over sequences), seq-mean-token-sum-norm (token sum / (max length · sequences):
+ * Dr.GRPO, `maxLength` = rollout.max_total_length, a constant).
+ */
+export function aggregateLoss<T>(o: Ops<T>, v: T, mask: T, mode: LossAggMode, maxLength: number): T {
+  const s = (x: number) => o.scalar(x);
+  const masked = o.mul(v, mask);
+  if (mode === 'token-mean') return o.div(o.sum(masked, [0, 1]), o.maximum(o.sum(mask, [0, 1]), s(1)));
+  const perSeqSum = o.sum(masked, [1]);
+  const perSeqCount = o.sum(mask, [1]);
+  const hasTokens = o.cast(o.greater(perSeqCount, s(0)), 'float32');
+  const nSeq = o.maximum(o.sum(hasTokens, [0]), s(1));
+  if (mode === 'seq-mean-token-mean') return o.div(o.sum(o.div(perSeqSum, o.maximum(perSeqCount, s(1))), [0]), nSeq);
+  if (mode === 'seq-mean-token-sum') return o.div(o.sum(perSeqSum, [0]), nSeq);
+  return o.div(o.sum(perSeqSum, [0]), o.mul(nSeq, s(maxLength)));
+}
+
+/** How much of an update a micro-batch carries under the aggregation mode (its share of tokens or of sequences). */
+export function aggregationUnits(lossMasks: ArrayLike<number>[], mode: LossAggMode): number {
+  let n = 0;
+  for (const m of lossMasks) {
+    let c = 0;
+    for (let i = 0; i < m.length; i++) c += m[i]!;
+    n += mode === 'token-mean' ? c : c > 0 ? 1 : 0;
+  }
+  return n;
+}
+
+type LossInputs<T> = { logprobs: T; entropy?: T; mask: T } & Record<string, T>;
+
+/** The inputs every policy loss reads, plus the reference logprobs when the KL is in the loss. */
+function lossInputs(cfg: PolicyLossConfig): LossSpec['inputs'] {
+  const seq = { dtype: 'float32' as const, shape: ['batch', 'seq'] };
+  return [{ name: 'advantages', ...seq }, { name: 'old_logprobs', ...seq }, ...(klInLoss(cfg) ? [{ name: 'ref_logprobs', ...seq }] : [])];
+}
+
+const klInLoss = (cfg: PolicyLossConfig) => cfg.algorithm.kl_coef > 0 && cfg.algorithm.kl_in === 'loss';
+
+/**
+ * The terms shared by every policy loss: the KL to the reference in the loss (or, without a
+ * reference, the k1 estimate of KL(old‖new) as a metric), the entropy bonus, and the metrics.
+ */
+function finish<T>(o: Ops<T>, cfg: PolicyLossConfig, x: LossInputs<T>, pgLoss: T, metrics: Record<string, T>) {
+  const a = cfg.algorithm;
+  const s = (v: number) => o.scalar(v);
+  const mask = x.mask;
+  const tokens = o.maximum(o.sum(mask, [0, 1]), s(1));
+  const tmean = (v: T) => o.div(o.sum(o.mul(v, mask), [0, 1]), tokens);
+  const agg = (v: T) => aggregateLoss(o, v, mask, a.loss_agg_mode, cfg.rollout.max_total_length);
+  let loss = pgLoss;
+  const out: Record<string, T> = {};
+  if (klInLoss(cfg)) {
+    const kl = klProgram(a.kl_type, o, x.logprobs, x.ref_logprobs!);
+    loss = o.add(loss, o.mul(s(a.kl_coef), agg(kl)));
+    out.kl = tmean(kl);
+  } else out.kl = tmean(o.neg(o.sub(x.logprobs, x.old_logprobs!))); // approx KL(old‖new), k1
+  const ent = tmean(x.entropy!);
+  if (a.entropy_coef !== 0) loss = o.sub(loss, o.mul(s(a.entropy_coef), agg(x.entropy!)));
+  return { ...out, ...metrics, loss, entropy: ent, tokens };
+}
+
+/** PPO-clip (ε_low / ε_high, optional dual clip), KL to the reference in the loss (per kl_type), entropy bonus; aggregated by `loss_agg_mode`. */
+export function ppoClipLoss(cfg: PolicyLossConfig): LossSpec {
+  const a = cfg.algorithm;
+  return {
+    key: `ppo:${a.clip_ratio_low}:${a.clip_ratio_high}:${a.dual_clip}:${klInLoss(cfg) ? a.kl_type + a.kl_coef : 'nokl'}:${a.entropy_coef}:${a.loss_agg_mode}:${cfg.rollout.max_total_length}`,
+    inputs: lossInputs(cfg),
+    entropy: true,
+    program: <T>(o: Ops<T>, x: LossInputs<T>) => {
+      const s = (v: number) => o.scalar(v);
+      const mask = x.mask;
+      const tokens = o.maximum(o.sum(mask, [0, 1]), s(1));
+      const tmean = (v: T) => o.div(o.sum(o.mul(v, mask), [0, 1]), tokens);
+      const ratio = o.exp(o.sub(x.logprobs, x.old_logprobs!));
+      const adv = x.advantages!;
+      const pg1 = o.mul(o.neg(adv), ratio);
+      const clipped = o.minimum(o.maximum(ratio, s(1 - a.clip_ratio_low)), s(1 + a.clip_ratio_high));
+      const pg2 = o.mul(o.neg(adv), clipped);
+      let pg = o.maximum(pg1, pg2);
+      if (a.dual_clip !== null) {
+        const capped = o.minimum(pg, o.mul(o.neg(adv), s(a.dual_clip)));
+        pg = o.where(o.less(adv, s(0)), capped, pg);
+      }
+      const clipFrac = tmean(o.cast(o.greater(pg2, pg1), 'float32'));
+      return finish(o, cfg, x, aggregateLoss(o, pg, mask, a.loss_agg_mode, cfg.rollout.max_total_length), { clip_fraction: clipFrac });
+    },
+  };
+}
+
+/**
+ * GSPO (Zheng et al. 2025; verl's compute_policy_loss_gspo). Metrics: `clip_fraction` (model
+ * tokens whose term was clipped, as PPO's) and `seq_clip_fraction` (sequences with model tokens
+ * whose sequence ratio was clipped: the per-sequence mean of the clipped indicator, averaged over
+ * sequences; exact when the advantage is one value per sequence, as GRPO's).
+ */
+export function gspoLoss(cfg: PolicyLossConfig): LossSpec {
+  const a = cfg.algorithm;
+  const { clip_ratio_low: lo, clip_ratio_high: hi } = a.gspo;
+  return {
+    key: `gspo:${lo}:${hi}:${klInLoss(cfg) ? a.kl_type + a.kl_coef : 'nokl'}:${a.entropy_coef}:${a.loss_agg_mode}:${cfg.rollout.max_total_length}`,
+    inputs: lossInputs(cfg),
+    entropy: true,
+    program: <T>(o: Ops<T>, x: LossInputs<T>) => {
+      const s = (v: number) => o.scalar(v);
+      const mask = x.mask;
+      const tokens = o.maximum(o.sum(mask, [0, 1]), s(1));
+      const tmean = (v: T) => o.div(o.sum(o.mul(v, mask), [0, 1]), tokens);
+      const logRatio = o.sub(x.logprobs, x.old_logprobs!);
+      const seqCount = o.sum(mask, [1], true); // [B, 1]
+      const seqLogRatio = o.div(o.sum(o.mul(logRatio, mask), [1], true), o.maximum(seqCount, s(1))); // log s_i, [B, 1]
+      // Per-token form: value log s_i on every token, gradient ∇log π_t. Capped at 10 as verl
+      // (exp would overflow far off-policy).
+      const logS = o.minimum(o.add(o.sub(x.logprobs, o.stopGradient(x.logprobs)), o.stopGradient(seqLogRatio)), s(10));
+      const ratio = o.exp(logS);
+      const adv = x.advantages!;
+      const pg1 = o.mul(o.neg(adv), ratio);
+      const pg2 = o.mul(o.neg(adv), o.minimum(o.maximum(ratio, s(1 - lo)), s(1 + hi)));
+      const pg = o.maximum(pg1, pg2);
+      const clippedTok = o.cast(o.greater(pg2, pg1), 'float32');
+      const seqClip = aggregateLoss(o, clippedTok, mask, 'seq-mean-token-mean', 1);
+      return finish(o, cfg, x, aggregateLoss(o, pg, mask, a.loss_agg_mode, cfg.rollout.max_total_length), { clip_fraction: tmean(clippedTok), seq_clip_fraction: seqClip });
+    },
+  };
+}
+
+export const POLICY_LOSSES = {
+  ppo: ppoClipLoss,
+  gspo: gspoLoss,
+} as const satisfies Record<string, (cfg: PolicyLossConfig) => LossSpec>;
+
+export type PolicyLossName = keyof typeof POLICY_LOSSES;
+
+/** The loss named by `algorithm.policy_loss`. */
+export function policyLoss(cfg: PolicyLossConfig): LossSpec {
+  const f = (POLICY_LOSSES as Record<string, (c: PolicyLossConfig) => LossSpec>)[cfg.algorithm.policy_loss];
+  if (!f) throw new Error(`algorithm.policy_loss: unknown policy loss "${cfg.algorithm.policy_loss}"; available: ${Object.keys(POLICY_LOSSES).join(', ')}`);
+  return f(cfg);
+}

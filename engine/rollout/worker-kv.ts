@@ -1,0 +1,173 @@
+/**
+ * The KV cache kept where the decode graph runs: a KvSlotBackend inside the ORT worker thread.
+ *
+ * Before, every decode step structured-cloned the whole batch KV cache to the worker (the past
+ * inputs) and moved the present back, and the engine's thread sampled from [B, V] logits in JS;
+ * at batch 64 on a 25M model that was ~60% of a step (docs/BENCHMARKS.md, bench:rollout
+ * breakdown). Now the worker hosts the slot caches (`KvHost`: the same KvSlotBackend, with the
+ * decode graph's present fed straight back as the next past), a call carries only token ids and
+ * per-row sampling inputs, and the graph's sampling head returns token, logprob and entropy
+ * (logits only when asked, e.g. for top-k/top-p, which the engine still samples in JS).
+ *
+ * Main side: `WorkerKvBackend` (a DecodeBackend with `extendSample` and `fork`).
+ * Worker side: `KvHost`, created by engine/tensor/ort-worker.ts on a `kvOpen` message.
+ */
+import { KvSlotBackend, type KvDecodeFn, type KvShape } from './kv-slots';
+import type { DecodeBackend, SampleRequest } from './ports';
+import type { HostTensor } from '../tensor/host';
+import type { OrtRunner } from '../tensor/ort';
+import { buildAttentionBias, sampleFeeds } from '../model/graphs';
+
+export interface KvHostSpec extends KvShape {
+  maxBatch: number;
+  maxLength: number;
+  padId: number;
+}
+
+export interface KvExtendRequest {
+  items: { slot: number; tokens: number[] }[];
+  sample?: SampleRequest;
+  logits: boolean;
+}
+
+export interface KvExtendResult {
+  ids: Int32Array;
+  logprobs: Float32Array;
+  entropy: Float32Array;
+  logits?: Float32Array;
+  /** Worker-side time: packing inputs / the cache and building feeds, and session.run. */
+  prepMs: number;
+  runMs: number;
+}
+
+type SessionRun = (feeds: Record<string, HostTensor>, outputs: string[]) => Promise<Record<string, HostTensor>>;
+
+/** Worker side: slot caches next to the session. */
+export class KvHost {
+  private readonly backend: KvSlotBackend;
+  private runMs = 0;
+  constructor(readonly spec: KvHostSpec, run: SessionRun) {
+    const L = spec.layers;
+    const decode: KvDecodeFn = async (x) => {
+      const { batch: B, newLength: T, pastLength: P } = x;
+      const S = P + T;
+      const req = x.extra as { sample?: SampleRequest; logits: boolean };
+      const feeds: Record<string, HostTensor> = {
+        input_ids: { dtype: 'int32', shape: [B, T], data: x.inputIds },
+        position_ids: { dtype: 'int32', shape: [B, T], data: x.positionIds },
+        attn_bias: { dtype: 'float32', shape: [B, 1, T, S], data: buildAttentionBias(x.attentionMask, B, T, S) },
+        ...sampleFeeds(B, req.sample),
+      };
+      const kvShape = [B, spec.kvHeads, P, spec.headDim];
+      const outputs = ['token', 'token_logprob', 'token_entropy'];
+      if (req.logits) outputs.push('logits');
+      for (let i = 0; i < L; i++) {
+        feeds[`past_k_${i}`] = { dtype: 'float32', shape: kvShape, data: x.past[i]?.k ?? new Float32Array(0) };
+        feeds[`past_v_${i}`] = { dtype: 'float32', shape: kvShape, data: x.past[i]?.v ?? new Float32Array(0) };
+        outputs.push(`present_k_${i}`, `present_v_${i}`);
+      }
+      const t = performance.now();
+      const out = await run(feeds, outputs);
+      this.runMs += performance.now() - t;
+      return {
+        logits: (out.logits?.data as Float32Array | undefined) ?? new Float32Array(0),
+        sampled: { ids: out.token.data as Int32Array, logprobs: out.token_logprob.data as Float32Array, entropy: out.token_entropy.data as Float32Array },
+        present: Array.from({ length: L }, (_, i) => ({ k: out[`present_k_${i}`].data as Float32Array, v: out[`present_v_${i}`].data as Float32Array })),
+      };
+    };
+    this.backend = new KvSlotBackend(decode, spec, spec.maxBatch, spec.maxLength, spec.padId);
+  }
+
+  async extend(req: KvExtendRequest): Promise<KvExtendResult> {
+    const t = performance.now();
+    this.runMs = 0;
+    const out = await this.backend.run(req.items, { sample: req.sample, logits: req.logits }, req.logits);
+    const s = out.sampled!;
+    return { ids: s.ids, logprobs: s.logprobs, entropy: s.entropy, ...(req.logits ? { logits: out.logits } : {}), prepMs: performance.now() - t - this.runMs, runMs: this.runMs };
+  }
+
+  release(slot: number): void {
+    this.backend.release(slot);
+  }
+
+  fork(from: number, to: number): void {
+    this.backend.fork(from, to);
+  }
+}
+
+/** Main side: a DecodeBackend whose caches live in the decode session's worker. */
+export class WorkerKvBackend implements DecodeBackend {
+  readonly vocabSize: number;
+  readonly maxBatch: number;
+  readonly maxLength: number;
+  private runner: OrtRunner | null = null;
+  private handle = -1;
+  private opening: Promise<void> | null = null;
+  /** Calls that failed in the worker leave it as it was; a release/fork error surfaces at the next call. */
+  private deferred: Error | null = null;
+
+  constructor(
+    /** The decode session's runner with the current weights sent (called before every call). */
+    private readonly prepare: () => Promise<OrtRunner>,
+    private readonly spec: KvHostSpec,
+  ) {
+    this.vocabSize = spec.vocabSize;
+    this.maxBatch = spec.maxBatch;
+    this.maxLength = spec.maxLength;
+  }
+
+  private async ready(): Promise<OrtRunner> {
+    const r = await this.prepare();
+    if (r !== this.runner) {
+      this.runner = r;
+      this.opening = r.request<{ handle: number }>({ type: 'kvOpen', spec: this.spec }).then((x) => {
+        this.handle = x.handle;
+      });
+    }
+    await this.opening;
+    if (this.deferred) {
+      const e = this.deferred;
+      this.deferred = null;
+      throw e;
+    }
+    return r;
+  }
+
+  private check(items: { slot: number; tokens: number[] }[]): void {
+    for (const { slot, tokens } of items) {
+      if (!Number.isInteger(slot) || slot < 0 || slot >= this.maxBatch) throw new Error(`WorkerKvBackend: slot ${slot} out of range (maxBatch ${this.maxBatch})`);
+      if (tokens.length === 0) throw new Error(`WorkerKvBackend: slot ${slot} extended with no tokens`);
+    }
+  }
+
+  async extend(items: { slot: number; tokens: number[] }[]): Promise<Float32Array[]> {
+    this.check(items);
+    const r = await this.ready();
+    const res = await r.request<KvExtendResult>({ type: 'kvExtend', handle: this.handle, req: { items, logits: true } satisfies KvExtendRequest });
+    const V = this.vocabSize;
+    return items.map((_, b) => res.logits!.slice(b * V, (b + 1) * V));
+  }
+
+  async extendSample(items: { slot: number; tokens: number[] }[], sample: SampleRequest): Promise<{ id: number; logprob: number; entropy: number }[]> {
+    this.check(items);
+    const r = await this.ready();
+    const res = await r.request<KvExtendResult>({ type: 'kvExtend', handle: this.handle, req: { items, sample, logits: false } satisfies KvExtendRequest });
+    return items.map((_, b) => ({ id: res.ids[b]!, logprob: res.logprobs[b]!, entropy: res.entropy[b]! }));
+  }
+
+  release(slot: number): void {
+    // Posted synchronously so it reaches the worker before any later call reuses the slot.
+    if (this.runner && this.handle >= 0) this.runner.post({ type: 'kvRelease', handle: this.handle, slot });
+  }
+
+  fork(from: number, to: number): void {
+    if (!this.runner || this.handle < 0) throw new Error(`WorkerKvBackend.fork: slot ${from} is empty (nothing decoded yet)`);
+    this.runner.post({ type: 'kvFork', handle: this.handle, from, to });
+  }
+
+  async close(): Promise<void> {
+    if (this.runner && this.handle >= 0) this.runner.post({ type: 'kvClose', handle: this.handle });
+    this.handle = -1;
+    this.runner = null;
+  }
+}

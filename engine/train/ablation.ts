@@ -1,0 +1,160 @@
+/**
+ * `arbor demo --algorithms grpo,gspo,gigpo`: the RL algorithms side by side on the demo task.
+ * One SFT warm start (the demo config's), then each algorithm trains from that same checkpoint
+ * with the same seed and config until it has generated the same number of rollout model tokens
+ * (`tokenBudget`, counting dynamic-sampling refills), and is evaluated on the same held-out
+ * questions: EM by hop count, tool calls per episode, tokens generated, wall time.
+ *
+ * The algorithms differ only in what ABLATION_ALGORITHMS sets; everything else is the config's.
+ * All of them run `ablationMiniBatches` mini-batches per step so that GSPO (whose sequence
+ * ratio differs from PPO's only off-policy) is not trivially GRPO.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { loadConfig, validateConfig, type ExperimentConfig } from './config';
+import { DEMO_CONFIG } from './demo';
+import { runTrainingLoop, type SinkPort } from './loop';
+import { createRunDir, type TaskSession } from './run';
+import { runSft } from './sft';
+import { JsonlSink, teeSink } from './sinks';
+
+/** What each algorithm name sets in `algorithm` (on top of the config's). */
+export const ABLATION_ALGORITHMS: Record<string, Record<string, unknown>> = {
+  grpo: { adv_estimator: 'grpo', policy_loss: 'ppo' },
+  gspo: { adv_estimator: 'grpo', policy_loss: 'gspo', loss_agg_mode: 'seq-mean-token-mean' },
+  gigpo: { adv_estimator: 'gigpo', policy_loss: 'ppo' },
+};
+
+export interface AblationRow {
+  algorithm: string;
+  /** Held-out exact match, overall and by hop count. */
+  exactMatch: number;
+  exactMatchByHops: Record<number, number>;
+  toolCallsPerEpisode: number;
+  /** Rollout model tokens generated in training (incl. refills), and the steps they took. */
+  tokens: number;
+  steps: number;
+  /** Wall time of the RL training (without the final evaluation). */
+  seconds: number;
+  /** The run folder of this algorithm. */
+  runDir: string;
+}
+
+export interface AblationResult {
+  config: string;
+  runDir: string;
+  seed: number;
+  tokenBudget: number;
+  miniBatches: number;
+  sft: { exactMatch: number; exactMatchByHops: Record<number, number>; seconds: number };
+  rows: AblationRow[];
+  totalSeconds: number;
+}
+
+export interface AblationOptions {
+  openSession: (cfg: ExperimentConfig) => Promise<TaskSession>;
+  algorithms: string[];
+  /** Rollout model tokens per algorithm; default 100 000. */
+  tokenBudget?: number;
+  /** Mini-batches per step for every algorithm (default 2). */
+  miniBatches?: number;
+  configFile?: string;
+  signal?: AbortSignal;
+  onStage?: (stage: string) => void;
+  onStep?: (phase: string, tokens: number, budget: number, m: Record<string, number>) => void;
+  record?: (phase: string, cfg: ExperimentConfig, runDir: string) => { sink: SinkPort; finish(status: 'completed' | 'stopped' | 'failed', error?: string): void };
+}
+
+/** Check `--algorithms` names before any work starts. */
+export function parseAlgorithms(list: string): string[] {
+  const names = list.split(',').map((s) => s.trim()).filter(Boolean);
+  if (!names.length) throw new Error('--algorithms: give at least one of ' + Object.keys(ABLATION_ALGORITHMS).join(', '));
+  for (const n of names) if (!ABLATION_ALGORITHMS[n]) throw new Error(`--algorithms: unknown algorithm "${n}"; available: ${Object.keys(ABLATION_ALGORITHMS).join(', ')}`);
+  if (new Set(names).size !== names.length) throw new Error(`--algorithms: "${list}" names an algorithm twice`);
+  return names;
+}
+
+export async function runAblation(opts: AblationOptions): Promise<AblationResult> {
+  const t0 = performance.now();
+  const configFile = opts.configFile ?? DEMO_CONFIG;
+  const cfg = loadConfig(configFile);
+  const algorithms = opts.algorithms.map((a) => parseAlgorithms(a)[0]!);
+  const tokenBudget = opts.tokenBudget ?? 100_000;
+  if (!(tokenBudget > 0)) throw new Error(`--token-budget: must be a positive number of tokens, got ${tokenBudget}`);
+  const miniBatches = opts.miniBatches ?? 2;
+  // Validate every algorithm's config up front (a bad combination fails before SFT runs).
+  const cfgFor = (name: string, model: ExperimentConfig['model']) =>
+    validateConfig({ ...structuredClone(cfg), model, steps: 1_000_000, algorithm: { ...cfg.algorithm, mini_batches: miniBatches, ...ABLATION_ALGORITHMS[name] } }, { checkFiles: false });
+  for (const a of algorithms) cfgFor(a, cfg.model);
+  const { dir } = createRunDir({ ...cfg, name: `${cfg.name ?? 'run'}-ablation` });
+  const stage = (s: string) => opts.onStage?.(s);
+
+  stage('SFT warm start on scripted-expert demonstrations (shared by every algorithm)');
+  let t = performance.now();
+  const base = await opts.openSession(cfg);
+  const sftDir = join(dir, 'sft');
+  mkdirSync(sftDir, { recursive: true });
+  let sftEval;
+  let sftCheckpoint: string;
+  try {
+    const sft = await runSft(cfg, await base.demos(), base.sft, { runDir: sftDir, sink: new JsonlSink(sftDir), signal: opts.signal, onStep: (s, total, m) => opts.onStep?.('sft', s, total, m) });
+    sftCheckpoint = sft.checkpoint!.dir;
+    sftEval = await base.evaluate(cfg.eval.n_questions);
+  } finally {
+    await base.close();
+  }
+  const result: AblationResult = {
+    config: configFile,
+    runDir: dir,
+    seed: cfg.seed,
+    tokenBudget,
+    miniBatches,
+    sft: { exactMatch: sftEval.exactMatch, exactMatchByHops: sftEval.exactMatchByHops, seconds: (performance.now() - t) / 1000 },
+    rows: [],
+    totalSeconds: 0,
+  };
+
+  for (const name of algorithms) {
+    if (opts.signal?.aborted) break;
+    stage(`${name} from the SFT weights, until ${tokenBudget} rollout tokens`);
+    const rlCfg = cfgFor(name, { path: sftCheckpoint });
+    const session = await opts.openSession(rlCfg);
+    const runDir = join(dir, name);
+    mkdirSync(runDir, { recursive: true });
+    const stop = new AbortController();
+    const onUser = () => stop.abort();
+    opts.signal?.addEventListener('abort', onUser);
+    const rec = opts.record?.(name, rlCfg, runDir);
+    let tokens = 0;
+    let steps = 0;
+    t = performance.now();
+    try {
+      await runTrainingLoop(
+        rlCfg,
+        { ...session.ports, sink: rec ? teeSink(new JsonlSink(runDir), rec.sink) : new JsonlSink(runDir) },
+        {
+          runDir,
+          signal: stop.signal,
+          onStep: (s, m) => {
+            steps = s;
+            tokens += m['rollout/model_tokens'] ?? 0;
+            opts.onStep?.(name, Math.min(tokens, tokenBudget), tokenBudget, m);
+            if (tokens >= tokenBudget) stop.abort();
+          },
+        },
+      );
+      const seconds = (performance.now() - t) / 1000;
+      const e = await session.evaluate(cfg.eval.n_questions);
+      result.rows.push({ algorithm: name, exactMatch: e.exactMatch, exactMatchByHops: e.exactMatchByHops, toolCallsPerEpisode: e.toolCallsPerEpisode, tokens, steps, seconds, runDir });
+      rec?.finish(opts.signal?.aborted ? 'stopped' : 'completed');
+    } catch (err) {
+      rec?.finish('failed', err instanceof Error ? err.message : String(err));
+      throw err;
+    } finally {
+      opts.signal?.removeEventListener('abort', onUser);
+      await session.close();
+    }
+  }
+  result.totalSeconds = (performance.now() - t0) / 1000;
+  return result;
+}

@@ -1,0 +1,299 @@
+/**
+ * `npm run bench:model -- --shape qwen2.5-0.5b|qwen3-0.6b|llama3.2-1b [--threads 2] [--json]
+ *   [--no-torch] [--no-train] [--dtype bfloat16] [--max-shard 1e9] [--folder dir] [--steps 16]`
+ *
+ * A real-size check of Arbor's model path against a PyTorch peer in the same run:
+ *  1. build: a random-weight HF folder at the shape (seeded N(0, 0.02), rounded to --dtype so the
+ *     folder holds exactly the in-memory weights), saved in --dtype, sharded above --max-shard;
+ *     save seconds, MB/s and peak RSS;
+ *  2. Arbor (a child process, so its peak RSS is its own): load seconds (and a checksum of the
+ *     loaded weights, which must equal the built ones: the save → load round trip is exact),
+ *     prefill 128 and 512 tokens (batch 1, last-position logits), KV-cache decode at batch 1 and
+ *     8 (prefill 32, then --steps single-token steps), one full training step (batch 1 × 128:
+ *     forward + backward of the mean NLL, gradients for every weight; no optimizer update), with
+ *     the peak RSS after each phase;
+ *  3. PyTorch (scripts/bench/model_torch.py, transformers' eager forward in plain torch, same
+ *     folder, same ids, OPENBLAS_CORETYPE=SkylakeX): the same phases.
+ * The last-position logits of the 128-token prefill are compared (relative error), and the table
+ * gives Arbor/PyTorch ratios. Times are single runs after a warm-up, on a shared machine.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Command, InvalidArgumentError } from 'commander';
+import { parameterCount, weightShapes, type ModelConfig, type WeightDType } from '../../engine/model/config';
+import { allocWeight, saveCheckpoint, type Weights } from '../../engine/model/checkpoint';
+import { f32BitsToBf16, f32BitsToF16 } from '../../engine/model/safetensors';
+import { packSequences, type LossSpec } from '../../engine/model/graphs';
+import { PolicyModel } from '../../engine/model/runtime';
+import { renderTable } from '../../engine/train/report';
+import type { Ops } from '../../engine/tensor/ops';
+
+/** Published shapes (config.json of the released models; random weights). */
+export const SHAPES: Record<string, ModelConfig> = {
+  'qwen2.5-0.5b': {
+    architecture: 'Qwen2ForCausalLM', vocabSize: 151936, hiddenSize: 896, intermediateSize: 4864, numLayers: 24, numHeads: 14, numKvHeads: 2,
+    headDim: 64, rmsNormEps: 1e-6, ropeTheta: 1000000, tieWordEmbeddings: true, attentionBias: true, qkNorm: false,
+    maxPositionEmbeddings: 32768, bosTokenId: 151643, eosTokenId: 151643, padTokenId: null,
+  },
+  'qwen3-0.6b': {
+    architecture: 'Qwen3ForCausalLM', vocabSize: 151936, hiddenSize: 1024, intermediateSize: 3072, numLayers: 28, numHeads: 16, numKvHeads: 8,
+    headDim: 128, rmsNormEps: 1e-6, ropeTheta: 1000000, tieWordEmbeddings: true, attentionBias: false, qkNorm: true,
+    maxPositionEmbeddings: 40960, bosTokenId: 151643, eosTokenId: 151645, padTokenId: null,
+  },
+  'llama3.2-1b': {
+    architecture: 'LlamaForCausalLM', vocabSize: 128256, hiddenSize: 2048, intermediateSize: 8192, numLayers: 16, numHeads: 32, numKvHeads: 8,
+    headDim: 64, rmsNormEps: 1e-5, ropeTheta: 500000, tieWordEmbeddings: true, attentionBias: false, qkNorm: false,
+    maxPositionEmbeddings: 131072, bosTokenId: 128000, eosTokenId: 128001, padTokenId: null,
+    ropeScaling: { rope_type: 'llama3', factor: 32, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 8192 },
+  },
+};
+
+const PYTHON = '/usr/bin/python3';
+const HERE = dirname(fileURLToPath(import.meta.url));
+
+const positive = (flag: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`${flag} must be a positive number (got '${v}')`);
+  return n;
+};
+
+const cli = new Command('bench:model')
+  .requiredOption('--shape <shape>', `model shape (${Object.keys(SHAPES).join(', ')})`)
+  .option('--threads <n>', 'threads (ORT intra-op, torch)', positive('--threads'), 2)
+  .option('--dtype <dtype>', 'dtype of the folder on disk (float32, float16, bfloat16)', 'bfloat16')
+  .option('--max-shard <bytes>', 'shard size limit when saving', positive('--max-shard'), 1e9)
+  .option('--steps <n>', 'decode steps timed per batch size', positive('--steps'), 16)
+  .option('--folder <dir>', 'where to build the folder (default: a temporary folder, removed afterwards)')
+  .option('--no-torch', 'skip the PyTorch peer')
+  .option('--no-train', 'skip the training step')
+  .option('--save-only', 'only build the folder and reload it (save → load check, no ORT sessions, no peer)')
+  .option('--json', 'print the results as JSON')
+  .option('--child <folder>', '(internal) run the Arbor phases on a folder and print JSON');
+
+const o = cli.parse(process.argv.slice(2), { from: 'user' }).opts<{
+  shape: string; threads: number; dtype: WeightDType; maxShard: number; steps: number; folder?: string; torch: boolean; train: boolean; saveOnly?: boolean; json?: boolean; child?: string;
+}>();
+const base = SHAPES[o.shape];
+if (!base) throw new Error(`--shape: unknown shape '${o.shape}' (known: ${Object.keys(SHAPES).join(', ')})`);
+
+const rssMb = () => process.resourceUsage().maxRSS / 1024;
+const ids = (V: number, B: number, T: number, salt = 0) =>
+  Array.from({ length: B }, (_, b) => Array.from({ length: T }, (_, i) => (i * 7919 + 13 + 101 * b + salt) % V));
+
+/** Order-independent checksum of weights: sum over tensors of Σ value·(1 + i mod 7), in float64. */
+function checksum(w: Weights): number {
+  let s = 0;
+  for (const [, a] of [...w].sort(([x], [y]) => (x < y ? -1 : 1))) for (let i = 0; i < a.length; i++) s += a[i] * (1 + (i % 7));
+  return s;
+}
+
+const nll: LossSpec = {
+  key: 'nll',
+  inputs: [],
+  program: <T>(op: Ops<T>, t: { logprobs: T; mask: T }) => ({
+    loss: op.div(op.neg(op.sum(op.mul(t.logprobs, t.mask), [0, 1])), op.sum(t.mask, [0, 1])),
+  }),
+};
+
+async function decodeCall(m: PolicyModel, input: number[][], past: { k: Float32Array; v: Float32Array }[], P: number) {
+  const B = input.length, T = input[0].length;
+  return m.decode({
+    batch: B, newLength: T, pastLength: P, inputIds: Int32Array.from(input.flat()), attentionMask: new Int32Array(B * (P + T)).fill(1),
+    positionIds: Int32Array.from({ length: B * T }, (_, i) => P + (i % T)),
+    past: past.length ? past : Array.from({ length: m.config.numLayers }, () => ({ k: new Float32Array(0), v: new Float32Array(0) })),
+  });
+}
+
+/** What each side measures (seconds, MB of peak RSS so far). */
+interface PhaseResult {
+  load_s: number; checksum?: number; rss_load_mb: number; prefill: Record<string, number>; rss_prefill_mb: number;
+  decode: Record<string, number>; rss_decode_mb: number; train_s?: number; train_loss?: number; rss_train_mb?: number;
+}
+
+/** Arbor's phases, in a child process. */
+async function child(folder: string): Promise<void> {
+  const out: Record<string, unknown> = {};
+  let t0 = performance.now();
+  const m = PolicyModel.load(folder, { threads: o.threads });
+  out.load_s = (performance.now() - t0) / 1000;
+  out.checksum = checksum(m.weights);
+  out.rss_load_mb = rssMb();
+  if (o.saveOnly) {
+    process.stdout.write(JSON.stringify({ logits: [] }) + '\n' + JSON.stringify(out) + '\n');
+    return;
+  }
+  const V = m.config.vocabSize;
+  await decodeCall(m, ids(V, 1, 16), [], 0); // warm-up (session creation)
+  const prefill: Record<string, number> = {};
+  for (const [i, T] of [128, 512].entries()) {
+    t0 = performance.now();
+    const r = await decodeCall(m, ids(V, 1, T), [], 0);
+    prefill[T] = (performance.now() - t0) / 1000;
+    if (i === 0) process.stdout.write(JSON.stringify({ logits: Array.from(r.logits) }) + '\n');
+  }
+  out.prefill = prefill;
+  out.rss_prefill_mb = rssMb();
+  const decode: Record<string, number> = {};
+  for (const B of [1, 8]) {
+    let r = await decodeCall(m, ids(V, B, 32), [], 0);
+    let P = 32;
+    t0 = performance.now();
+    for (let s = 0; s < o.steps; s++) {
+      const next = Array.from({ length: B }, (_, b) => {
+        const l = r.logits.subarray(b * V, (b + 1) * V);
+        let best = 0;
+        for (let j = 1; j < V; j++) if (l[j] > l[best]) best = j;
+        return [best];
+      });
+      r = await decodeCall(m, next, r.present, P);
+      P += 1;
+    }
+    decode[B] = (performance.now() - t0) / 1000;
+  }
+  out.decode = decode;
+  out.rss_decode_mb = rssMb();
+  if (o.train) {
+    const batch = packSequences(ids(V, 1, 129));
+    t0 = performance.now();
+    const r = await m.trainStep(batch, nll, batch.valid);
+    out.train_s = (performance.now() - t0) / 1000;
+    out.train_loss = r.loss;
+    out.rss_train_mb = rssMb();
+  }
+  await m.dispose();
+  process.stdout.write(JSON.stringify(out) + '\n');
+}
+
+/** N(0, 0.02) matrices (Box-Muller, both values of each pair: half the work of initWeights), ones for norms, zeros for biases. */
+function randomWeights(c: ModelConfig, seed: number): Weights {
+  let s = seed >>> 0;
+  const rand = () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const w: Weights = new Map();
+  for (const [name, shape] of Object.entries(weightShapes(c))) {
+    const a = allocWeight(shape.reduce((p, q) => p * q, 1));
+    if (name.endsWith('norm.weight')) a.fill(1);
+    else if (!name.endsWith('.bias')) {
+      for (let i = 0; i < a.length; i += 2) {
+        const r = 0.02 * Math.sqrt(-2 * Math.log(1 - rand())), th = 2 * Math.PI * rand();
+        a[i] = r * Math.cos(th);
+        if (i + 1 < a.length) a[i + 1] = r * Math.sin(th);
+      }
+    }
+    w.set(name, a);
+  }
+  return w;
+}
+
+function roundTo(w: Weights, dtype: WeightDType): void {
+  if (dtype === 'float32') return;
+  const tab = new Float32Array(1);
+  const bits = new Uint32Array(tab.buffer);
+  for (const a of w.values()) {
+    const u = new Uint32Array(a.buffer, a.byteOffset, a.length);
+    for (let i = 0; i < u.length; i++) {
+      if (dtype === 'bfloat16') u[i] = f32BitsToBf16(u[i]) << 16;
+      else {
+        const h = f32BitsToF16(u[i]);
+        // back to float32 through the exact value of the float16
+        const e = (h >> 10) & 0x1f, mant = h & 0x3ff, sgn = h & 0x8000 ? -1 : 1;
+        tab[0] = e === 0 ? sgn * 2 ** -14 * (mant / 1024) : e === 31 ? (mant ? NaN : sgn * Infinity) : sgn * 2 ** (e - 15) * (1 + mant / 1024);
+        u[i] = bits[0];
+      }
+    }
+  }
+}
+
+async function main(): Promise<void> {
+  if (o.child) return child(o.child);
+  const cfg: ModelConfig = { ...base, dtype: o.dtype };
+  const folder = o.folder ?? join(mkdtempSync(join(tmpdir(), 'arbor-bench-model-')), o.shape);
+  const log = (s: string) => { if (!o.json) console.error(s); };
+  log(`bench:model ${o.shape}: ${(parameterCount(cfg) / 1e9).toFixed(3)}B parameters → ${folder}`);
+  let t0 = performance.now();
+  let weights: Weights | undefined = randomWeights(cfg, 1);
+  roundTo(weights, o.dtype);
+  const initS = (performance.now() - t0) / 1000;
+  const sum = checksum(weights);
+  t0 = performance.now();
+  let lastPct = -1;
+  saveCheckpoint(folder, cfg, weights, {
+    maxShardBytes: o.maxShard,
+    onProgress: (w, total) => {
+      const pct = Math.floor((100 * w) / total / 10) * 10;
+      if (pct !== lastPct) log(`  saving ${pct}% (${(w / 1e9).toFixed(2)} / ${(total / 1e9).toFixed(2)} GB)`);
+      lastPct = pct;
+    },
+  });
+  const saveS = (performance.now() - t0) / 1000;
+  const shards = existsSync(join(folder, 'model.safetensors.index.json'))
+    ? new Set(Object.values(JSON.parse(readFileSync(join(folder, 'model.safetensors.index.json'), 'utf8')).weight_map as Record<string, string>)).size : 1;
+  const bytes = parameterCount(cfg) * (o.dtype === 'float32' ? 4 : 2);
+  const build = { init_s: initS, save_s: saveS, save_mb_s: bytes / 1e6 / saveS, shards, bytes, rss_mb: rssMb() };
+  weights = undefined;
+  log(`  built: init ${initS.toFixed(1)} s, save ${saveS.toFixed(1)} s (${build.save_mb_s.toFixed(0)} MB/s, ${shards} shards), peak RSS ${build.rss_mb.toFixed(0)} MB`);
+
+  log('  Arbor (child process) …');
+  const a = spawnSync(process.execPath, [join(HERE, 'run.mjs'), 'model', '--shape', o.shape, '--threads', String(o.threads), '--steps', String(o.steps), ...(o.train ? [] : ['--no-train']), ...(o.saveOnly ? ['--save-only'] : []), '--child', folder], { encoding: 'utf8', maxBuffer: 1 << 28 });
+  if (a.status !== 0) throw new Error(`Arbor child failed (code ${a.status}): ${a.stderr}`);
+  const lines = a.stdout.trim().split('\n');
+  const arborLogits = Float32Array.from(JSON.parse(lines[0]).logits as number[]);
+  const arbor = JSON.parse(lines[lines.length - 1]) as PhaseResult;
+  if (arbor.checksum !== sum) throw new Error(`save → load is not exact: checksum ${arbor.checksum} after loading, ${sum} before saving`);
+
+  let torch: (PhaseResult & { torch: string }) | undefined;
+  let logitsRel: number | undefined;
+  if (o.saveOnly) {
+    if (!o.folder) rmSync(dirname(folder), { recursive: true, force: true });
+    const r = { shape: o.shape, parameters: parameterCount(cfg), dtype: o.dtype, build, reload: { load_s: arbor.load_s, rss_mb: arbor.rss_load_mb, exact: true } };
+    if (o.json) console.log(JSON.stringify(r));
+    else console.log(`${o.shape}: ${(parameterCount(cfg) / 1e9).toFixed(3)}B parameters, ${o.dtype}, ${shards} shard(s): save ${saveS.toFixed(1)} s (${build.save_mb_s.toFixed(0)} MB/s), builder peak RSS ${build.rss_mb.toFixed(0)} MB; reload ${arbor.load_s.toFixed(1)} s, peak RSS ${arbor.rss_load_mb.toFixed(0)} MB; weights identical after the round trip (checksum)`);
+    return;
+  }
+  if (o.torch) {
+    log('  PyTorch …');
+    const lf = join(dirname(folder), 'torch-logits.f32');
+    const env = { ...process.env, OMP_NUM_THREADS: String(o.threads), OPENBLAS_NUM_THREADS: String(o.threads), OPENBLAS_CORETYPE: 'SkylakeX' };
+    const t = spawnSync(PYTHON, [join(HERE, 'model_torch.py'), folder, '--threads', String(o.threads), '--steps', String(o.steps), '--logits', lf, ...(o.train ? [] : ['--no-train'])], { encoding: 'utf8', env, maxBuffer: 1 << 26 });
+    if (t.status !== 0) throw new Error(`model_torch.py failed (code ${t.status}): ${t.stderr}`);
+    torch = JSON.parse(t.stdout.trim().split('\n').pop()!);
+    const tl = new Float32Array(readFileSync(lf).buffer.slice(0));
+    let num = 0, den = 0;
+    for (let i = 0; i < tl.length; i++) { num += (arborLogits[i] - tl[i]) ** 2; den += tl[i] ** 2; }
+    logitsRel = Math.sqrt(num / den);
+  }
+  if (!o.folder) rmSync(dirname(folder), { recursive: true, force: true });
+
+  const rows: (string | number)[][] = [];
+  const fmt = (x: number | undefined, d = 2) => (x === undefined ? '—' : Number(x.toFixed(d)));
+  const ratio = (x?: number, y?: number) => (x === undefined || y === undefined ? '—' : Number((x / y).toFixed(2)));
+  const row = (name: string, ar?: number, tr?: number, unit = '') => rows.push([name + unit, fmt(ar), fmt(tr), ratio(ar, tr)]);
+  row('load', arbor.load_s, torch?.load_s, ' (s)');
+  row('peak RSS after load', arbor.rss_load_mb, torch?.rss_load_mb, ' (MB)');
+  for (const T of ['128', '512']) row(`prefill ${T} tokens`, T === '128' || T === '512' ? Number(T) / arbor.prefill[T] : undefined, torch ? Number(T) / torch.prefill[T] : undefined, ' (tok/s)');
+  row('peak RSS after prefill', arbor.rss_prefill_mb, torch?.rss_prefill_mb, ' (MB)');
+  for (const B of ['1', '8']) row(`decode batch ${B}`, (Number(B) * o.steps) / arbor.decode[B], torch ? (Number(B) * o.steps) / torch.decode[B] : undefined, ' (tok/s)');
+  row('peak RSS after decode', arbor.rss_decode_mb, torch?.rss_decode_mb, ' (MB)');
+  if (o.train) {
+    row('full train step 1 × 128', arbor.train_s, torch?.train_s, ' (s)');
+    row('peak RSS after train step', arbor.rss_train_mb, torch?.rss_train_mb, ' (MB)');
+  }
+  const result = { shape: o.shape, parameters: parameterCount(cfg), threads: o.threads, dtype: o.dtype, build, arbor, torch, logits_rel_err: logitsRel, rows };
+  if (o.json) console.log(JSON.stringify(result));
+  else {
+    console.log(`\n${o.shape}: ${(parameterCount(cfg) / 1e9).toFixed(3)}B parameters, folder ${o.dtype} in ${shards} shard(s): save ${saveS.toFixed(1)} s (${build.save_mb_s.toFixed(0)} MB/s, peak RSS ${build.rss_mb.toFixed(0)} MB); save → load exact (checksum)`);
+    if (logitsRel !== undefined) console.log(`logits (last position of the 128-token prefill), Arbor vs PyTorch: relative error ${logitsRel.toExponential(2)}; train loss ${arbor.train_loss ?? '—'} vs ${torch?.train_loss ?? '—'}`);
+    console.log(renderTable(['measure', 'Arbor (ORT)', torch ? `PyTorch ${torch.torch}` : 'PyTorch (skipped)', 'Arbor / PyTorch'], rows));
+    console.log(`(${o.threads} threads; single timed runs after a warm-up; the machine is shared, so compare ratios, not absolute numbers)`);
+  }
+}
+
+await main();

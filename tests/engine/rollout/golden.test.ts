@@ -1,0 +1,113 @@
+/**
+ * Rollout results are pinned: the sampled tokens, logprobs and entropies for fixed seeds on two
+ * tiny transformers (with tool turns; plain sampling, top-k/top-p, greedy; batch 9 and batch 2)
+ * were recorded from the engine before the decode path was optimised (fixtures/golden-rollouts.json,
+ * rewritten with ARBOR_RECORD_GOLDEN=1). Any change to the decode path must reproduce them:
+ * the same tokens, logprobs and entropy within float tolerance.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { PolicyModel } from '../../../engine/model/runtime';
+import { tinyConfig } from '../../../engine/model/config';
+import { rollout, type RolloutOptions } from '../../../engine/rollout/engine';
+import { policyDecodeBackend } from '../../../engine/rollout/model-backend';
+import type { EpisodeEnv, RolloutTask, TokenizerPort } from '../../../engine/rollout/ports';
+import { Rng } from '../../../engine/rollout/rng';
+import type { Trajectory } from '../../../engine/rollout/types';
+import { EOS, VOCAB, WordTokenizer, searchTasks } from './helpers';
+
+const FIXTURE = join(__dirname, 'fixtures', 'golden-rollouts.json');
+const record = process.env.ARBOR_RECORD_GOLDEN === '1';
+
+const wordTok = new WordTokenizer();
+const small = PolicyModel.init(tinyConfig({ vocabSize: VOCAB.length, hiddenSize: 32, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 256, eosTokenId: EOS, padTokenId: 0 }), 11, { threads: 1 });
+// A vocabulary that is not a multiple of any block size, large enough for top-k/top-p to matter.
+const V2 = 300;
+const wide = PolicyModel.init(tinyConfig({ vocabSize: V2, hiddenSize: 32, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 256, padTokenId: 0 }), 5, { threads: 1 });
+afterAll(async () => {
+  await small.dispose();
+  await wide.dispose();
+});
+
+const idTok: TokenizerPort = { encode: (t) => t.split(' ').filter(Boolean).map(Number), decode: (ids) => ids.join(' ') };
+
+/** Random prompts; after each of the first two turns an observation arrives after a real delay. */
+function idTasks(count: number, seed: number): RolloutTask[] {
+  return Array.from({ length: count }, (_, i) => ({
+    id: `t${i}`,
+    createEnv(): EpisodeEnv {
+      const r = new Rng(seed * 100 + i);
+      const rand = (n: number) => Array.from({ length: n }, () => 1 + Math.floor(r.next() * (V2 - 1)));
+      let turns = 0;
+      return {
+        prompt: async () => ({ ids: rand(5 + i) }),
+        step: async () => {
+          turns++;
+          if (turns >= 3) return { done: true };
+          await new Promise((res) => setTimeout(res, 1 + ((i * 3 + turns) % 4)));
+          return { done: false, observation: { ids: rand(3 + turns), role: 'tool' } };
+        },
+        outcome: async () => ({ reward: 0, components: {} }),
+      };
+    },
+  }));
+}
+
+const cases: { name: string; model: () => PolicyModel; maxBatch: number; opts: () => RolloutOptions }[] = [
+  ...[9, 2].flatMap((maxBatch) => [
+    { name: `search T=1 batch ${maxBatch}`, sampling: { temperature: 1 } },
+    { name: `search T=0.7 top-k 6 top-p 0.9 batch ${maxBatch}`, sampling: { temperature: 0.7, topK: 6, topP: 0.9 } },
+    { name: `search greedy batch ${maxBatch}`, sampling: { temperature: 0 } },
+  ].map((c) => ({
+    name: c.name, model: () => small, maxBatch,
+    opts: (): RolloutOptions => ({
+      tasks: searchTasks(wordTok, 2), n: 3, seed: 9, sampling: c.sampling, tokenizer: wordTok, maxBatch,
+      limits: { maxNewTokens: 12, maxTurns: 3, maxTotalLength: 96 }, stop: { strings: ['</search>', '</answer>'], tokenIds: [EOS] },
+    }),
+  }))),
+  ...[8, 3].flatMap((maxBatch) => [
+    { name: `ids T=1.3 batch ${maxBatch}`, sampling: { temperature: 1.3 } },
+    { name: `ids T=1 top-p 0.8 batch ${maxBatch}`, sampling: { temperature: 1, topP: 0.8 } },
+  ].map((c) => ({
+    name: c.name, model: () => wide, maxBatch,
+    opts: (): RolloutOptions => ({
+      tasks: idTasks(3, 4), n: 2, seed: 21, sampling: c.sampling, tokenizer: idTok, maxBatch,
+      limits: { maxNewTokens: 9, maxTurns: 3, maxTotalLength: 80 }, stop: { strings: [], tokenIds: [] },
+    }),
+  }))),
+];
+
+type Golden = Record<string, { tokens: number[][]; logprobs: number[][]; entropy: number[][]; truncated: boolean[] }>;
+
+function summarise(ts: Trajectory[]) {
+  return {
+    tokens: ts.map((t) => t.turns.flatMap((u) => u.tokenIds)),
+    logprobs: ts.map((t) => t.turns.flatMap((u) => u.logprobs)),
+    entropy: ts.map((t) => t.turns.flatMap((u) => u.entropy)),
+    truncated: ts.map((t) => t.truncated),
+  };
+}
+
+describe('rollouts reproduce the recorded pre-optimisation results', () => {
+  const golden: Golden = !record && existsSync(FIXTURE) ? (JSON.parse(readFileSync(FIXTURE, 'utf8')) as Golden) : {};
+  const recorded: Golden = {};
+  for (const c of cases)
+    it(c.name, async () => {
+      const m = c.model();
+      const res = await rollout(policyDecodeBackend(m, { maxBatch: c.maxBatch }), c.opts());
+      const got = summarise(res.trajectories);
+      if (record) {
+        recorded[c.name] = got;
+        writeFileSync(FIXTURE, JSON.stringify({ ...(existsSync(FIXTURE) ? JSON.parse(readFileSync(FIXTURE, 'utf8')) : {}), ...recorded }) + '\n');
+        return;
+      }
+      const want = golden[c.name];
+      expect(want, `fixture has no case '${c.name}' (record with ARBOR_RECORD_GOLDEN=1)`).toBeDefined();
+      expect(got.tokens).toEqual(want!.tokens);
+      expect(got.truncated).toEqual(want!.truncated);
+      got.logprobs.flat().forEach((x, i) => expect(Math.abs(x - want!.logprobs.flat()[i]!)).toBeLessThan(2e-4));
+      got.entropy.flat().forEach((x, i) => expect(Math.abs(x - want!.entropy.flat()[i]!)).toBeLessThan(2e-4));
+      expect(got.tokens.flat().length).toBeGreaterThan(20);
+    });
+});

@@ -1,0 +1,65 @@
+// `arbor demo --algorithms` at a tiny scale: one SFT, then each algorithm from that checkpoint
+// until the same rollout token budget; the table's fields; the per-algorithm metrics reach the
+// run folders (GiGPO's step groups, GSPO's sequence clip fraction); bad names are refused.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseAlgorithms, runAblation } from '../../../engine/train/ablation';
+import { readMetricsJsonl } from '../../../engine/train/sinks';
+import { openTaskSession } from '../../../engine/train/wiring';
+
+const prevHome = process.env.ARBOR_HOME;
+afterEach(() => {
+  if (prevHome === undefined) delete process.env.ARBOR_HOME;
+  else process.env.ARBOR_HOME = prevHome;
+});
+
+function tinyConfig(): string {
+  const file = join(mkdtempSync(join(tmpdir(), 'arbor-abl-cfg-')), 'demo.yaml');
+  writeFileSync(
+    file,
+    [
+      'name: ablation-test',
+      'model: { init: tiny }',
+      'task: { kind: multihop, hops: [1, 2] }',
+      'rollout: { prompts_per_step: 2, n: 2, max_turns: 3, max_new_tokens: 12 }',
+      'sft: { epochs: 1, demos: 8, batch_size: 4 }',
+      'eval: { every: 0, n_questions: 4 }',
+      'checkpoint: { every: 50, keep: 1 }',
+    ].join('\n'),
+  );
+  return file;
+}
+
+describe('arbor demo --algorithms', () => {
+  it('trains each algorithm from one SFT checkpoint to the same token budget and reports the table', async () => {
+    process.env.ARBOR_HOME = mkdtempSync(join(tmpdir(), 'arbor-abl-home-'));
+    const stages: string[] = [];
+    const res = await runAblation({ openSession: openTaskSession, algorithms: ['grpo', 'gspo', 'gigpo'], tokenBudget: 60, configFile: tinyConfig(), onStage: (s) => stages.push(s) });
+    expect(stages.filter((s) => s.startsWith('SFT'))).toHaveLength(1);
+    expect(res.rows.map((r) => r.algorithm)).toEqual(['grpo', 'gspo', 'gigpo']);
+    for (const r of res.rows) {
+      expect(r.tokens).toBeGreaterThanOrEqual(60);
+      expect(r.steps).toBeGreaterThanOrEqual(1);
+      expect(r.exactMatch).toBeGreaterThanOrEqual(0);
+      expect(Object.keys(r.exactMatchByHops).length).toBeGreaterThan(0);
+      const rows = readMetricsJsonl(join(r.runDir, 'metrics.jsonl'));
+      expect(rows).toHaveLength(r.steps);
+      expect(rows.reduce((a, x) => a + x.values['rollout/model_tokens']!, 0)).toBe(r.tokens);
+      // Without the last step the budget was not yet reached.
+      expect(r.tokens - rows.at(-1)!.values['rollout/model_tokens']!).toBeLessThan(60);
+    }
+    const metrics = (alg: string) => readMetricsJsonl(join(res.rows.find((r) => r.algorithm === alg)!.runDir, 'metrics.jsonl'))[0]!.values;
+    expect(metrics('gigpo')['advantage/step_groups']).toBeGreaterThan(0);
+    expect(metrics('gspo')['actor/seq_clip_fraction']).toBeGreaterThanOrEqual(0);
+    expect(metrics('grpo')['actor/seq_clip_fraction']).toBeUndefined();
+    expect(JSON.parse(JSON.stringify(res))).toMatchObject({ tokenBudget: 60, miniBatches: 2, sft: { exactMatch: expect.any(Number) } });
+  });
+
+  it('refuses unknown or repeated algorithm names', () => {
+    expect(parseAlgorithms('grpo, gigpo')).toEqual(['grpo', 'gigpo']);
+    expect(() => parseAlgorithms('grpo,vapo')).toThrow(/unknown algorithm "vapo"; available: grpo, gspo, gigpo/);
+    expect(() => parseAlgorithms('gspo,gspo')).toThrow(/twice/);
+  });
+});
