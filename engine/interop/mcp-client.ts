@@ -22,6 +22,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import type { Tool, ToolContext, ToolResult } from '../env/tool';
 import { mcpServersSchema, type McpServerConfig, type McpServersInput } from './mcp-config';
@@ -77,6 +78,7 @@ class ServerHandle {
 
   async start(): Promise<void> {
     const cwd = this.cfg.cwd ? (isAbsolute(this.cfg.cwd) ? this.cfg.cwd : resolve(this.opts.baseDir ?? process.cwd(), this.cfg.cwd)) : (this.opts.baseDir ?? process.cwd());
+    if (!existsSync(cwd)) throw new Error(`mcp server "${this.name}": working directory ${cwd} does not exist (mcp_servers.${this.name}.cwd)`);
     const transport = new StdioClientTransport({
       command: this.cfg.command, args: this.cfg.args, cwd, stderr: 'pipe',
       env: { ...getDefaultEnvironment(), ...(this.cfg.env ?? {}) },
