@@ -148,14 +148,15 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
-def forward(cfg, w, ids, position_ids=None):
+def forward(cfg, w, ids, position_ids=None, lora=None):
     """Logits [B, T, V] (float32) of a causal forward over `ids` [B, T] (no padding)."""
-    return forward_cached(cfg, w, ids, None, position_ids)[0]
+    return forward_cached(cfg, w, ids, None, position_ids, lora=lora)[0]
 
 
-def forward_cached(cfg, w, ids, past, position_ids=None, last_only=False):
+def forward_cached(cfg, w, ids, past, position_ids=None, last_only=False, lora=None):
     """(logits, present): a causal forward over new tokens `ids` [B, T] after `past` (per layer
-    (k, v) [B, Hkv, P, hd], or None), as transformers' forward with a DynamicCache."""
+    (k, v) [B, Hkv, P, hd], or None), as transformers' forward with a DynamicCache. `lora`:
+    {module name: (A [r, in], B [out, r], scale)} adds scale·x·Aᵀ·Bᵀ to those linear layers (PEFT's LoRA)."""
     B, T = ids.shape
     P = past[0][0].shape[2] if past else 0
     arch = cfg["architectures"][0]
@@ -170,7 +171,13 @@ def forward_cached(cfg, w, ids, past, position_ids=None, last_only=False):
     h = w["model.embed_tokens.weight"][ids]
     mask = torch.full((T, P + T), float("-inf")).triu(P + 1)
     present = []
-    lin = lambda x, n: x @ w[n + ".weight"].T + (w[n + ".bias"] if n + ".bias" in w else 0)
+    def lin(x, n):
+        y = x @ w[n + ".weight"].T + (w[n + ".bias"] if n + ".bias" in w else 0)
+        if lora and n in lora:
+            a, b, scale = lora[n]
+            y = y + (x @ a.T) @ b.T * scale
+        return y
+
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}"
         x = rms_norm(h, w[f"{p}.input_layernorm.weight"], eps)

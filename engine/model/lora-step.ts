@@ -13,7 +13,9 @@ import type { PolicyModel } from './runtime';
 export const nllLoss: LossSpec = {
   key: 'bench-nll',
   inputs: [],
-  program: <T>(o: Ops<T>, t: { logprobs: T; mask: T }) => ({ loss: o.div(o.neg(o.sum(o.mul(t.logprobs, t.mask), [0, 1])), o.maximum(o.sum(t.mask, [0, 1]), o.scalar(1))) }),
+  program: <T>(o: Ops<T>, t: { logprobs: T; mask: T }) => ({
+    loss: o.div(o.neg(o.sum(o.mul(t.logprobs, t.mask), [0, 1])), o.maximum(o.sum(t.mask, [0, 1]), o.scalar(1))),
+  }),
 };
 
 /** `batch` sequences of `length` + 1 seeded random token ids below `vocab` (so the packed batch is [batch, length]). */
@@ -23,7 +25,10 @@ export function randomTokenBatch(vocab: number, batch: number, length: number, s
     s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
     return s / 4294967296;
   };
-  return packSequences(Array.from({ length: batch }, () => Array.from({ length: length + 1 }, () => Math.floor(next() * vocab))), 0);
+  return packSequences(
+    Array.from({ length: batch }, () => Array.from({ length: length + 1 }, () => Math.floor(next() * vocab))),
+    0,
+  );
 }
 
 export interface LoraStepTiming {
@@ -37,7 +42,12 @@ export interface LoraStepTiming {
 }
 
 /** One step: gradients of `nllLoss` for the model's trainable tensors (the adapters under LoRA), then `optimizer.step`. */
-export async function loraTrainStep(model: PolicyModel, batch: PackedBatch, optimizer: { step(weights: Weights, grads: Weights, lr: number): void }, lr = 1e-4): Promise<LoraStepTiming> {
+export async function loraTrainStep(
+  model: PolicyModel,
+  batch: PackedBatch,
+  optimizer: { step(weights: Weights, grads: Weights, lr: number): void },
+  lr = 1e-4,
+): Promise<LoraStepTiming> {
   if (!model.lora) throw new Error('loraTrainStep: the model has no LoRA adapters (PolicyModel option lora)');
   const t0 = performance.now();
   const r = await model.trainStep(batch, nllLoss, batch.valid);

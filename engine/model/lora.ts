@@ -48,7 +48,10 @@ export function resolveLora(s: LoraSettings, field = 'model.lora'): LoraSpec {
   if (s.target_modules === 'all-linear') targets = [...LORA_TARGETS];
   else {
     const bad = s.target_modules.filter((t) => !(LORA_TARGETS as readonly string[]).includes(t));
-    if (bad.length) throw new Error(`${field}.target_modules: unknown module ${bad.map((b) => JSON.stringify(b)).join(', ')}; allowed: all-linear or a list of ${LORA_TARGETS.join(', ')}`);
+    if (bad.length)
+      throw new Error(
+        `${field}.target_modules: unknown module ${bad.map((b) => JSON.stringify(b)).join(', ')}; allowed: all-linear or a list of ${LORA_TARGETS.join(', ')}`,
+      );
     if (s.target_modules.length === 0) throw new Error(`${field}.target_modules: give at least one module (or all-linear)`);
     targets = LORA_TARGETS.filter((t) => s.target_modules.includes(t));
   }
@@ -63,13 +66,23 @@ function modulePrefix(target: LoraTarget): string {
 
 /** [out, in] of a targeted linear layer. */
 export function moduleShape(c: ModelConfig, target: LoraTarget): [number, number] {
-  const D = c.hiddenSize, q = c.numHeads * c.headDim, kv = c.numKvHeads * c.headDim, F = c.intermediateSize;
+  const D = c.hiddenSize,
+    q = c.numHeads * c.headDim,
+    kv = c.numKvHeads * c.headDim,
+    F = c.intermediateSize;
   switch (target) {
-    case 'q_proj': return [q, D];
-    case 'k_proj': case 'v_proj': return [kv, D];
-    case 'o_proj': return [D, q];
-    case 'gate_proj': case 'up_proj': return [F, D];
-    case 'down_proj': return [D, F];
+    case 'q_proj':
+      return [q, D];
+    case 'k_proj':
+    case 'v_proj':
+      return [kv, D];
+    case 'o_proj':
+      return [D, q];
+    case 'gate_proj':
+    case 'up_proj':
+      return [F, D];
+    case 'down_proj':
+      return [D, F];
   }
 }
 
@@ -148,7 +161,7 @@ export function loraFor<T>(ctx: LoraContext<T> | undefined, w: Record<string, T>
  * Keep-mask / (1−p) for x [B, T, in]: u = frac(|sin(b·12.9898 + t·78.233 + i·37.719 + seed + salt·4.1414)| · 43758.5453),
  * kept where u ≥ p. Only constants and the seed input feed it, so it carries no gradient.
  */
-function dropoutScale<T>(o: Ops<T>, x: T, d: { p: number; seed: T; salt: number }): T {
+export function loraDropoutScale<T>(o: Ops<T>, x: T, d: { p: number; seed: T; salt: number }): T {
   const [B, T, inp] = o.shape(x);
   const f = (n: typeof B) => o.cast(o.range(n), 'float32');
   const rows = o.reshape(o.mul(f(B), o.scalar(12.9898)), [-1, 1, 1]);
@@ -164,7 +177,7 @@ function dropoutScale<T>(o: Ops<T>, x: T, d: { p: number; seed: T; salt: number 
 /** scale · dropout(x)·Aᵀ·Bᵀ for x [B, T, in] → [B·T, out] (token-flattened like the base linear). */
 export function loraDelta<T>(o: Ops<T>, x: T, l: LoraApplied<T>): T {
   const inp = o.shape(l.a)[1] as number;
-  const xin = l.dropout ? o.mul(x, dropoutScale(o, x, l.dropout)) : x;
+  const xin = l.dropout ? o.mul(x, loraDropoutScale(o, x, l.dropout)) : x;
   const flat = o.reshape(xin, [-1, inp]);
   const down = o.matmul(flat, o.transpose(l.a, [1, 0])); // [N, rank]
   const up = o.matmul(down, o.transpose(l.b, [1, 0])); // [N, out]

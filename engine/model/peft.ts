@@ -139,7 +139,8 @@ export function readPeftAdapter(folder: string, config: ModelConfig): PeftAdapte
     const inner = name.slice(PEFT_PREFIX.length);
     const shape = shapes[inner];
     if (!shape) throw new Error(`${file}: unexpected tensor '${key}' (not an adapter of ${spec.targets.join(', ')} on this ${config.numLayers}-layer model)`);
-    if (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) throw new Error(`${file}: tensor '${key}' has shape [${t.shape}], expected [${shape}]`);
+    if (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i]))
+      throw new Error(`${file}: tensor '${key}' has shape [${t.shape}], expected [${shape}]`);
     adapters.set(inner, Float32Array.from(t.data));
   }
   for (const name of Object.keys(shapes)) if (!adapters.has(name)) throw new Error(`${file}: missing tensor '${PEFT_PREFIX}${name}'`);

@@ -21,7 +21,7 @@ import {
   batchFeeds, buildAttentionBias, decodeInputSpecs, decodeProgram, LORA_SEED_INPUT, packSequences, programWeightShapes, sampleFeeds, scoreInputSpecs, scoreProgram,
   trainInputSpecs, trainProgram, type LossSpec, type PackedBatch,
 } from './graphs';
-import { adapterShapes, initAdapters, isAdapterName, type LoraSpec } from './lora';
+import { adapterShapes, initAdapters, type LoraSpec } from './lora';
 import { isAdapterFolder, readPeftAdapter, readPeftConfig, savePeftAdapter } from './peft';
 
 export type Backend = 'ort' | 'tfjs';

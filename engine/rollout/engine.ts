@@ -55,6 +55,11 @@ export interface RolloutOptions {
   maxBatch?: number;
   /** Group index of tasks[0] (groups are numbered tasks[i] → groupOffset + i). */
   groupOffset?: number;
+  /**
+   * Prefill identical prompts of sequences starting together (a GRPO group) once and fork the
+   * cache to the others (default true when the backend can fork).
+   */
+  sharePrefix?: boolean;
   onTrajectory?(t: Trajectory): void;
   onProgress?(p: RolloutProgress): void;
   signal?: AbortSignal;
@@ -147,6 +152,7 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
   const greedy = temperature === 0;
   const fullDistribution = !(opts.sampling.topK && opts.sampling.topK > 0 && opts.sampling.topK < backend.vocabSize) && topP >= 1;
   const fastSample = backend.extendSample && (greedy || fullDistribution) ? backend.extendSample.bind(backend) : null;
+  const shareFork = !!backend.fork && opts.sharePrefix !== false;
 
   const queue: Seq[] = [];
   opts.tasks.forEach((task, gi) => {
@@ -317,23 +323,45 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
         continue;
       }
       // One model call for every sequence with unfed tokens.
-      const batch = ready.splice(0, ready.length).sort((a, b) => a.slot - b.slot);
-      const items = batch.map((s) => ({ slot: s.slot, tokens: s.unfed }));
-      for (const s of batch) {
-        if (s.unfed.length > 1 || s.cur!.tokenIds.length === 0) {
-          s.prefillTokens += s.unfed.length;
-          prefill += s.unfed.length;
+      const ticked = ready.splice(0, ready.length).sort((a, b) => a.slot - b.slot);
+      // Prefix sharing: sequences whose cache is empty and whose prompts are identical (a GRPO
+      // group) prefill it once: the first one feeds all but the prompt's last token, its cache
+      // is forked to the others, and all of them feed that last token at the next tick (where
+      // each samples from its own stream).
+      const followers = new Map<Seq, Seq[]>();
+      if (shareFork) {
+        const byPrompt = new Map<string, Seq>();
+        for (const s of ticked) {
+          if (s.unfed.length < 2 || s.unfed.length !== s.length) continue;
+          const key = s.unfed.join(',');
+          const lead = byPrompt.get(key);
+          if (lead) followers.get(lead)!.push(s);
+          else {
+            byPrompt.set(key, s);
+            followers.set(s, []);
+          }
         }
+        for (const [lead, fs] of followers) if (fs.length === 0) followers.delete(lead);
       }
+      const isFollower = new Set([...followers.values()].flat());
+      const batch = ticked.filter((s) => !isFollower.has(s));
+      const items = batch.map((s) => ({ slot: s.slot, tokens: followers.has(s) ? s.unfed.slice(0, -1) : s.unfed }));
+      batch.forEach((s, i) => {
+        const n = items[i]!.tokens.length;
+        if (n > 1 || s.cur!.tokenIds.length === 0) {
+          s.prefillTokens += n;
+          prefill += n;
+        }
+      });
       const t = performance.now();
       let sampled: SampledToken[] | null = null;
       let logits: Float32Array[] = [];
       if (fastSample) {
         // The backend samples: one uniform per sampled row from the sequence's own stream, as
-        // sampleToken would draw it (none when greedy).
+        // sampleToken would draw it (none when greedy, none for a shared prefix's row).
         const B = batch.length;
         const req = { u: new Float32Array(B), invTemp: new Float32Array(B).fill(greedy ? 1 : 1 / temperature), greedy: new Float32Array(B).fill(greedy ? 1 : 0) };
-        if (!greedy) batch.forEach((s, i) => (req.u[i] = s.rng.next()));
+        if (!greedy) batch.forEach((s, i) => followers.has(s) || (req.u[i] = s.rng.next()));
         sampled = await fastSample(items, req);
       } else logits = await backend.extend(items);
       const dt = performance.now() - t;
@@ -345,6 +373,18 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
       const ts = performance.now();
       batch.forEach((s, i) => {
         s.modelMs += dt / batch.length;
+        const group = followers.get(s);
+        if (group) {
+          const last = s.unfed[s.unfed.length - 1]!;
+          s.unfed = [last];
+          ready.push(s);
+          for (const f of group) {
+            backend.fork!(s.slot, f.slot);
+            f.unfed = [last];
+            ready.push(f);
+          }
+          return;
+        }
         let tok: SampledToken;
         if (sampled) {
           tok = sampled[i]!;

@@ -158,6 +158,13 @@ const algorithmSchema = z.strictObject({
       similarity_threshold: z.number().gt(0).lt(1).nullable().default(null),
     })
     .prefault({}),
+  /**
+   * Old-policy logprobs of the PPO ratio: 'recompute' scores the batch with the policy after the
+   * rollout (one extra forward pass); 'rollout' reuses the logprobs the rollout recorded, which
+   * are the same policy's (no update happens in between), skipping that pass. Needs
+   * rollout.temperature 1 (the recomputed policy is at temperature 1).
+   */
+  old_logprobs: z.enum(['recompute', 'rollout']).default('recompute'),
 });
 
 const optimSchema = z.strictObject({
@@ -357,6 +364,8 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
   if (cfg.task.kind !== 'custom' && env.tasks) issues.push({ field: 'environment.tasks', message: `a task file is read by task.kind "custom" (got task.kind "${cfg.task.kind}")` });
   if (cfg.algorithm.mini_batches > cfg.rollout.prompts_per_step * cfg.rollout.n)
     issues.push({ field: 'algorithm.mini_batches', message: `must be ≤ rollout.prompts_per_step × rollout.n = ${cfg.rollout.prompts_per_step * cfg.rollout.n}` });
+  if (cfg.algorithm.old_logprobs === 'rollout' && cfg.rollout.temperature !== 1)
+    issues.push({ field: 'algorithm.old_logprobs', message: `"rollout" needs rollout.temperature 1 (the rollout records logprobs at temperature ${cfg.rollout.temperature}, the ratio's policy is at 1); use "recompute"` });
   if (cfg.task.kind === 'qa' && !cfg.task.dataset) issues.push({ field: 'task.dataset', message: 'required for task.kind "qa" (a JSONL file of questions)' });
   for (const h of cfg.task.rl_hops ?? [])
     if (!cfg.task.hops.includes(h)) issues.push({ field: 'task.rl_hops', message: `${h} is not one of task.hops (${cfg.task.hops.join(', ')}); RL questions are drawn from the training questions` });

@@ -39,6 +39,12 @@ export interface DemoResult {
   /** Per-step RL metrics for the report (reward mean, EM). */
   curves: { step: number; reward: number; exactMatch: number }[];
   totalSeconds: number;
+  /**
+   * Where the wall time went: SFT training, RL rollout / scoring (old policy, reference, critic) /
+   * update (summed over GRPO and PPO steps from the loop's time/* metrics), every held-out
+   * evaluation, and the rest (model building, checkpoints, the RL loops' bookkeeping).
+   */
+  seconds: { sft: number; rollout: number; scoring: number; update: number; evaluation: number; other: number; total: number };
   skipped: string[];
 }
 
@@ -75,31 +81,41 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
   const rows: DemoRow[] = [];
   const skipped: string[] = [];
   const stage = (s: string) => opts.onStage?.(s);
+  const spent = { sft: 0, rollout: 0, scoring: 0, update: 0, evaluation: 0 };
+  /** Time a held-out evaluation (counted under `evaluation`). */
+  const timedEval = async (e: Promise<EvalSummary>): Promise<EvalSummary> => {
+    const t = performance.now();
+    const r = await e;
+    spent.evaluation += (performance.now() - t) / 1000;
+    return r;
+  };
 
   stage('building the tiny model and the held-out world');
   const base = await opts.openSession(cfg);
   let t = performance.now();
   if (base.evaluateNaiveRag) {
     stage('naive RAG baseline');
-    rows.push(row('naive RAG', await base.evaluateNaiveRag(cfg.eval.n_questions), (performance.now() - t) / 1000));
+    rows.push(row('naive RAG', await timedEval(base.evaluateNaiveRag(cfg.eval.n_questions)), (performance.now() - t) / 1000));
   } else skipped.push('naive RAG (the task has no retriever baseline)');
   stage('base tool calling (untrained model)');
   t = performance.now();
-  rows.push(row('base tool calling', await base.evaluate(cfg.eval.n_questions), (performance.now() - t) / 1000));
+  rows.push(row('base tool calling', await timedEval(base.evaluate(cfg.eval.n_questions)), (performance.now() - t) / 1000));
 
   stage('SFT warm start on scripted-expert demonstrations');
   t = performance.now();
   const demos = await base.demos();
   const sftDir = join(dir, 'sft');
   mkdirSync(sftDir, { recursive: true });
+  const tSft = performance.now();
   const sft = await runSft(cfg, demos, base.sft, {
     runDir: sftDir,
     sink: new JsonlSink(sftDir),
     signal: opts.signal,
     onStep: (s, total, m) => opts.onStep?.('sft', s, total, m),
   });
+  spent.sft = (performance.now() - tSft) / 1000;
   const sftCheckpoint = sft.checkpoint!.dir;
-  rows.push(row('SFT only', await base.evaluate(cfg.eval.n_questions), (performance.now() - t) / 1000));
+  rows.push(row('SFT only', await timedEval(base.evaluate(cfg.eval.n_questions)), (performance.now() - t) / 1000));
   await base.close();
 
   const curves: DemoResult['curves'] = [];
@@ -128,13 +144,16 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
           signal: stopAt.signal,
           onStep: (s, m) => {
             lastStep = s;
+            spent.rollout += m['time/rollout_s'] ?? 0;
+            spent.scoring += m['time/score_s'] ?? 0;
+            spent.update += m['time/update_s'] ?? 0;
             if (phase === 'grpo') curves.push({ step: s, reward: m['reward/mean']!, exactMatch: m['exact_match']! });
             opts.onStep?.(phase, s, rlCfg.steps, m);
           },
         },
       );
       if (stopAt.signal.aborted && !opts.signal?.aborted && lastStep < rlCfg.steps) skipped.push(`${phase}: stopped by the time budget after ${lastStep} of ${rlCfg.steps} steps`);
-      rows.push(row(method, await session.evaluate(cfg.eval.n_questions), (performance.now() - start) / 1000));
+      rows.push(row(method, await timedEval(session.evaluate(cfg.eval.n_questions)), (performance.now() - start) / 1000));
       rec?.finish(stopAt.signal.aborted && lastStep < rlCfg.steps ? 'stopped' : 'completed');
     } catch (e) {
       rec?.finish('failed', e instanceof Error ? e.message : String(e));
@@ -170,6 +189,11 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
     bar: { grpoMinusSft2Hop, grpoBeatsNaiveRag2Hop, passed: grpoMinusSft2Hop >= 15 && grpoBeatsNaiveRag2Hop },
     curves,
     totalSeconds: elapsed(),
+    seconds: (() => {
+      const total = elapsed();
+      const known = spent.sft + spent.rollout + spent.scoring + spent.update + spent.evaluation;
+      return { ...spent, other: total - known, total };
+    })(),
     skipped,
   };
 }

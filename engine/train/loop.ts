@@ -203,11 +203,17 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
 
     // ---- scoring: old policy (recomputed), reference, critic ------------------------------
     const t1 = performance.now();
-    const old = await policy.score(episodes);
-    const oldLogprobs = new Map(episodes.map((e, i) => [e, old.logprobs[i]!] as const));
-    const mis = logprobMismatch(episodes, old.logprobs);
-    m['rollout/logprob_mismatch'] = mis.meanAbs;
-    m['rollout/logprob_mismatch_max'] = mis.max;
+    let oldLogprobs: Map<Episode, Float32Array>;
+    if (alg.old_logprobs === 'rollout') {
+      // The rollout's own logprobs: the policy has not changed since it sampled them.
+      oldLogprobs = new Map(episodes.map((e) => [e, e.rolloutLogprobs] as const));
+    } else {
+      const old = await policy.score(episodes);
+      oldLogprobs = new Map(episodes.map((e, i) => [e, old.logprobs[i]!] as const));
+      const mis = logprobMismatch(episodes, old.logprobs);
+      m['rollout/logprob_mismatch'] = mis.meanAbs;
+      m['rollout/logprob_mismatch_max'] = mis.max;
+    }
     let refLogprobs: Map<Episode, Float32Array> | undefined;
     if (reference && alg.kl_coef > 0) {
       const ref = await reference.score(episodes);

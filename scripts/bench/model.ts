@@ -28,6 +28,9 @@ import { allocWeight, saveCheckpoint, type Weights } from '../../engine/model/ch
 import { f32BitsToBf16, f32BitsToF16 } from '../../engine/model/safetensors';
 import { packSequences, type LossSpec } from '../../engine/model/graphs';
 import { PolicyModel } from '../../engine/model/runtime';
+import { LORA_TARGETS } from '../../engine/model/lora';
+import { loraTrainStep, randomTokenBatch } from '../../engine/model/lora-step';
+import { AdamW } from '../../engine/rl/optimizer';
 import { renderTable } from '../../engine/train/report';
 import type { Ops } from '../../engine/tensor/ops';
 
@@ -69,12 +72,14 @@ const cli = new Command('bench:model')
   .option('--folder <dir>', 'where to build the folder (default: a temporary folder, removed afterwards)')
   .option('--no-torch', 'skip the PyTorch peer')
   .option('--no-train', 'skip the training step')
+  .option('--no-lora', 'skip the LoRA step (rank 16, alpha 32, all linear layers, batch 4 × 512)')
+  .option('--lora-only', '(internal) the child runs only the LoRA step')
   .option('--save-only', 'only build the folder and reload it (save → load check, no ORT sessions, no peer)')
   .option('--json', 'print the results as JSON')
   .option('--child <folder>', '(internal) run the Arbor phases on a folder and print JSON');
 
 const o = cli.parse(process.argv.slice(2), { from: 'user' }).opts<{
-  shape: string; threads: number; dtype: WeightDType; maxShard: number; steps: number; folder?: string; torch: boolean; train: boolean; saveOnly?: boolean; json?: boolean; child?: string;
+  shape: string; threads: number; dtype: WeightDType; maxShard: number; steps: number; folder?: string; torch: boolean; train: boolean; lora: boolean; loraOnly?: boolean; saveOnly?: boolean; json?: boolean; child?: string;
 }>();
 const base = SHAPES[o.shape];
 if (!base) throw new Error(`--shape: unknown shape '${o.shape}' (known: ${Object.keys(SHAPES).join(', ')})`);
@@ -113,8 +118,25 @@ interface PhaseResult {
   decode: Record<string, number>; rss_decode_mb: number; train_s?: number; train_loss?: number; rss_train_mb?: number;
 }
 
+interface LoraResult { load_s?: number; lora_grad_s: number; lora_opt_s: number; lora_trainable: number; rss_lora_mb: number }
+
+/** Arbor's LoRA step (engine/model/lora-step.ts, the training run's code path), second of two steps. */
+async function loraChild(folder: string): Promise<void> {
+  const t0 = performance.now();
+  const m = PolicyModel.load(folder, { threads: o.threads, lora: { rank: 16, alpha: 32, dropout: 0, targets: [...LORA_TARGETS] } });
+  const load = (performance.now() - t0) / 1000;
+  const opt = new AdamW({ beta1: 0.9, beta2: 0.999, weight_decay: 0.01 });
+  const batch = randomTokenBatch(m.config.vocabSize, 4, 512, 7);
+  await loraTrainStep(m, batch, opt);
+  const r = await loraTrainStep(m, batch, opt);
+  await m.dispose();
+  const out: LoraResult = { load_s: load, lora_grad_s: r.gradSeconds, lora_opt_s: r.optimizerSeconds, lora_trainable: r.trainable, rss_lora_mb: rssMb() };
+  process.stdout.write(JSON.stringify(out) + '\n');
+}
+
 /** Arbor's phases, in a child process. */
 async function child(folder: string): Promise<void> {
+  if (o.loraOnly) return loraChild(folder);
   const out: Record<string, unknown> = {};
   let t0 = performance.now();
   const m = PolicyModel.load(folder, { threads: o.threads });
@@ -270,6 +292,20 @@ async function main(): Promise<void> {
     for (let i = 0; i < tl.length; i++) { num += (arborLogits[i] - tl[i]) ** 2; den += tl[i] ** 2; }
     logitsRel = Math.sqrt(num / den);
   }
+  let arborLora: LoraResult | undefined, torchLora: LoraResult | undefined;
+  if (o.lora) {
+    log('  Arbor LoRA step (child process) …');
+    const al = spawnSync(process.execPath, [join(HERE, 'run.mjs'), 'model', '--shape', o.shape, '--threads', String(o.threads), '--lora-only', '--child', folder], { encoding: 'utf8' });
+    if (al.status !== 0) throw new Error(`Arbor LoRA child failed (code ${al.status}): ${al.stderr}`);
+    arborLora = JSON.parse(al.stdout.trim().split('\n').pop()!);
+    if (o.torch) {
+      log('  PyTorch LoRA step …');
+      const env = { ...process.env, OMP_NUM_THREADS: String(o.threads), OPENBLAS_NUM_THREADS: String(o.threads), OPENBLAS_CORETYPE: 'SkylakeX' };
+      const tl = spawnSync(PYTHON, [join(HERE, 'model_torch.py'), folder, '--threads', String(o.threads), '--lora-only'], { encoding: 'utf8', env });
+      if (tl.status !== 0) throw new Error(`model_torch.py --lora-only failed (code ${tl.status}): ${tl.stderr}`);
+      torchLora = JSON.parse(tl.stdout.trim().split('\n').pop()!);
+    }
+  }
   if (!o.folder) rmSync(dirname(folder), { recursive: true, force: true });
 
   const rows: (string | number)[][] = [];
@@ -286,7 +322,13 @@ async function main(): Promise<void> {
     row('full train step 1 × 128', arbor.train_s, torch?.train_s, ' (s)');
     row('peak RSS after train step', arbor.rss_train_mb, torch?.rss_train_mb, ' (MB)');
   }
-  const result = { shape: o.shape, parameters: parameterCount(cfg), threads: o.threads, dtype: o.dtype, build, arbor, torch, logits_rel_err: logitsRel, rows };
+  if (arborLora) {
+    row('LoRA step 4 × 512: forward + backward', arborLora.lora_grad_s, torchLora?.lora_grad_s, ' (s)');
+    row('LoRA step 4 × 512: AdamW on adapters', arborLora.lora_opt_s, torchLora?.lora_opt_s, ' (s)');
+    row('LoRA step 4 × 512: total', arborLora.lora_grad_s + arborLora.lora_opt_s, torchLora ? torchLora.lora_grad_s + torchLora.lora_opt_s : undefined, ' (s)');
+    row('peak RSS, LoRA process', arborLora.rss_lora_mb, torchLora?.rss_lora_mb, ' (MB)');
+  }
+  const result = { shape: o.shape, lora: { arbor: arborLora, torch: torchLora }, parameters: parameterCount(cfg), threads: o.threads, dtype: o.dtype, build, arbor, torch, logits_rel_err: logitsRel, rows };
   if (o.json) console.log(JSON.stringify(result));
   else {
     console.log(`\n${o.shape}: ${(parameterCount(cfg) / 1e9).toFixed(3)}B parameters, folder ${o.dtype} in ${shards} shard(s): save ${saveS.toFixed(1)} s (${build.save_mb_s.toFixed(0)} MB/s, peak RSS ${build.rss_mb.toFixed(0)} MB); save → load exact (checksum)`);

@@ -33,6 +33,42 @@ def prompt(vocab, B, T, salt=0):
     return torch.tensor([[(i * 7919 + 13 + 101 * b + salt) % vocab for i in range(T)] for b in range(B)])
 
 
+def lora_step(cfg, w, rank, B, T):
+    """One LoRA step as PEFT trains it: rank-`rank` adapters (alpha 32) on every linear layer of every
+    block, base frozen; forward + backward of the mean NLL on B × T tokens, then AdamW on the adapters."""
+    gen = torch.Generator().manual_seed(0)
+    lora = {}
+    for name, t in w.items():
+        if name.endswith("_proj.weight"):
+            out_f, in_f = t.shape
+            a = (torch.randn(rank, in_f, generator=gen) / in_f**0.5).requires_grad_(True)
+            b = torch.zeros(out_f, rank).requires_grad_(True)
+            lora[name[: -len(".weight")]] = (a, b, 32 / rank)
+    params = [p for a, b, _ in lora.values() for p in (a, b)]
+    opt = torch.optim.AdamW(params, lr=1e-4)
+    V = cfg["vocab_size"]
+    ids = prompt(V, B, T + 1, salt=7)
+    res = {}
+    for k in ("warm", "timed"):
+        t0 = time.perf_counter()
+        logits = forward(cfg, w, ids[:, :-1], lora)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), ids[:, 1:].reshape(-1))
+        loss.backward()
+        t1 = time.perf_counter()
+        opt.step()
+        opt.zero_grad()
+        t2 = time.perf_counter()
+        del logits, loss
+        if k == "timed":
+            res = {"lora_grad_s": t1 - t0, "lora_opt_s": t2 - t1, "lora_trainable": sum(p.numel() for p in params)}
+    res["rss_lora_mb"] = rss_mb()
+    return res
+
+
+def forward(cfg, w, ids, lora):
+    return hf_torch.forward(cfg, w, ids, lora=lora)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("folder")
@@ -41,6 +77,9 @@ def main():
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--no-train", action="store_true")
     ap.add_argument("--logits")
+    ap.add_argument("--lora-only", action="store_true", help="only load and run the LoRA step")
+    ap.add_argument("--lora-rank", type=int, default=16)
+    ap.add_argument("--lora-batch", default="4x512")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     out = {"torch": torch.__version__, "threads": a.threads}
@@ -49,6 +88,10 @@ def main():
     out["load_s"] = time.perf_counter() - t0
     out["rss_load_mb"] = rss_mb()
     V = cfg["vocab_size"]
+    if a.lora_only:
+        out.update(lora_step(cfg, w, a.lora_rank, *[int(x) for x in a.lora_batch.split("x")]))
+        print(json.dumps(out))
+        return
     with torch.no_grad():
         hf_torch.forward_cached(cfg, w, prompt(V, 1, 16), None, last_only=True)  # warm-up
         out["prefill"] = {}

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:rollout -- [--json] [--quick] [--threads N] [--reps N] [--no-torch] [--peer-only]`
+ * `npm run bench:rollout -- [--json] [--quick] [--threads N] [--reps N] [--no-torch] [--peer-only] [--models tiny,25M]`
  *
  * Generated tokens/s of the rollout engine on the ORT KV-cache decode graph (PolicyModel.decode
  * behind KvSlotBackend), at batch 1, 8 and 64, for a tiny model and a ~25M-parameter model,
@@ -53,6 +53,8 @@ if (!Number.isInteger(REPS) || REPS < 1) throw new Error(`--reps must be an inte
 if (!Number.isInteger(threads) || threads < 1) throw new Error(`--threads must be an integer ≥ 1 (got ${args[threadsArg + 1]})`);
 const noTorch = args.includes('--no-torch');
 const peerOnly = args.includes('--peer-only');
+const modelsArg = args.indexOf('--models');
+const onlyModels = modelsArg >= 0 ? args[modelsArg + 1]!.split(',') : undefined;
 const PROMPT = 24, NEW = 32;
 
 const MODELS: { name: string; config: ModelConfig }[] = [
@@ -226,10 +228,12 @@ interface PeerRow {
 
 const rows: Row[] = [];
 const peerRows: PeerRow[] = [];
-const log = (s: string) => !json && process.stderr.write(s + '\n');
+// Progress goes to stderr in both modes (stdout holds the table or the JSON).
+const log = (s: string) => process.stderr.write(s + '\n');
 const torchNote = torchMissing();
 let torchVersion: string | undefined;
 for (const m of MODELS) {
+  if (onlyModels && !onlyModels.includes(m.name)) continue;
   const model = PolicyModel.init(m.config, 1, { threads });
   log(`${m.name}: ${(parameterCount(m.config) / 1e6).toFixed(1)}M parameters, ${threads} threads`);
   const folder = mkdtempSync(join(tmpdir(), 'arbor-bench-rollout-'));
@@ -290,7 +294,7 @@ for (const m of MODELS) {
   }
 }
 
-const speedups = peerOnly ? [] : MODELS.flatMap((m) =>
+const speedups = peerOnly ? [] : MODELS.filter((m) => !onlyModels || onlyModels.includes(m.name)).flatMap((m) =>
   [1, 8].map((batch) => {
     const kv = rows.find((r) => r.model === m.name && r.cache === 'kv' && !r.tools && r.batch === batch)!;
     const re = rows.find((r) => r.model === m.name && r.cache === 'recompute' && r.batch === batch)!;

@@ -72,6 +72,14 @@ export function register(program: Command): void {
         console.log(
           `\n2-hop: SFT+GRPO − SFT = ${res.bar.grpoMinusSft2Hop.toFixed(1)} EM points; beats naive RAG: ${res.bar.grpoBeatsNaiveRag2Hop ? 'yes' : 'no'} → bar ${res.bar.passed ? 'met' : 'NOT met'}`,
         );
+        const sec = res.seconds;
+        console.log(
+          '\n' +
+            renderTable(
+              ['phase', 'SFT', 'rollout', 'scoring', 'update', 'evaluation', 'other', 'total'],
+              [['seconds', ...[sec.sft, sec.rollout, sec.scoring, sec.update, sec.evaluation, sec.other, sec.total].map((x) => x.toFixed(1))]],
+            ),
+        );
         for (const s of res.skipped) console.log(`skipped: ${s}`);
         console.log(`total ${res.totalSeconds.toFixed(0)} s; run folder ${res.runDir}`);
       } finally {

@@ -5,7 +5,8 @@
  * chat template with --chat), decodes with the KV cache until an EOS id (config.json ∪
  * generation_config.json) or N new tokens, and prints the continuation; --json adds the prompt
  * ids, the generated ids and the top logits at the last prompt position (comparable with
- * transformers' model(ids).logits[0, -1]).
+ * transformers' model(ids).logits[0, -1], before any repetition penalty). Sampling and the
+ * repetition penalty follow generation_config.json unless overridden by flags.
  */
 import type { Command } from 'commander';
 import { existsSync } from 'node:fs';
@@ -22,6 +23,7 @@ export interface GenerateOptions {
   temperature?: number;
   topK?: number;
   topP?: number;
+  repetitionPenalty?: number;
   seed?: number;
   top?: number;
   threads?: number;
@@ -35,7 +37,7 @@ export interface GenerateResult {
   generatedIds: number[];
   text: string;
   stop: 'eos' | 'max_new' | 'max_length';
-  sampling: { greedy: boolean; temperature?: number; topK?: number; topP?: number; seed?: number };
+  sampling: { greedy: boolean; temperature?: number; topK?: number; topP?: number; seed?: number; repetitionPenalty: number };
   topLogits: { id: number; token: string; logit: number; logprob: number }[];
 }
 
@@ -109,6 +111,9 @@ export async function generate(folderArg: string, o: GenerateOptions): Promise<G
     const temperature = o.temperature ?? num(gen.temperature) ?? 1;
     const topK = o.topK ?? num(gen.top_k) ?? 50;
     const topP = o.topP ?? num(gen.top_p) ?? 1;
+    // As transformers' RepetitionPenaltyLogitsProcessor (greedy or sampled): seen tokens' logits ÷ p if > 0, × p otherwise.
+    const repetitionPenalty = o.repetitionPenalty ?? num(gen.repetition_penalty) ?? 1;
+    if (!(repetitionPenalty > 0)) throw new Error(`repetition penalty must be > 0 (got ${repetitionPenalty})`);
     if (!greedy && !(temperature > 0)) throw new Error(`--temperature must be > 0 (got ${temperature}); use --greedy for argmax decoding`);
     const seed = o.seed ?? 0;
     const rand = mulberry32(seed);
@@ -133,7 +138,11 @@ export async function generate(folderArg: string, o: GenerateOptions): Promise<G
       past = out.present;
       P += T;
       first ??= out.logits.slice();
-      const next = greedy ? argmax(out.logits) : sample(out.logits, temperature, topK, topP, rand);
+      const logits = out.logits.slice();
+      if (repetitionPenalty !== 1) {
+        for (const id of new Set([...promptIds, ...generatedIds])) logits[id] = logits[id] > 0 ? logits[id] / repetitionPenalty : logits[id] * repetitionPenalty;
+      }
+      const next = greedy ? argmax(logits) : sample(logits, temperature, topK, topP, rand);
       generatedIds.push(next);
       if (eos.has(next)) {
         stop = 'eos';
@@ -144,7 +153,7 @@ export async function generate(folderArg: string, o: GenerateOptions): Promise<G
     return {
       folder, prompt: o.prompt, promptText, promptIds, generatedIds,
       text: tok.decode(generatedIds.filter((id) => !eos.has(id))), stop,
-      sampling: greedy ? { greedy } : { greedy, temperature, topK, topP, seed },
+      sampling: greedy ? { greedy, repetitionPenalty } : { greedy, temperature, topK, topP, seed, repetitionPenalty },
       topLogits: first ? topLogits(first, o.top ?? 10, tok) : [],
     };
   } finally {
@@ -175,6 +184,7 @@ export function register(program: Command): void {
     .option('--temperature <t>', 'sampling temperature (overrides generation_config.json)', number('temperature'))
     .option('--top-k <k>', 'sampling top-k, 0 = off (overrides generation_config.json)', number('top-k'))
     .option('--top-p <p>', 'sampling top-p (overrides generation_config.json)', number('top-p'))
+    .option('--repetition-penalty <p>', 'repetition penalty (overrides generation_config.json; greedy too, as transformers)', number('repetition-penalty'))
     .option('--seed <seed>', 'sampling seed', number('seed'), 0)
     .option('--top <n>', 'how many top logits --json lists', positiveInt('top'), 10)
     .option('--threads <n>', 'ONNX Runtime intra-op threads', positiveInt('threads'))

@@ -20,7 +20,9 @@ export interface MergeResult {
 }
 
 export function mergeAdapterFolder(base: string, adapter: string, out: string, opts: { force?: boolean } = {}): MergeResult {
-  const b = resolve(base), a = resolve(adapter), o = resolve(out);
+  const b = resolve(base),
+    a = resolve(adapter),
+    o = resolve(out);
   if (!existsSync(join(b, 'config.json'))) throw new Error(`<base>: not an HF model folder (no config.json): ${b}`);
   if (!existsSync(join(a, 'adapter_config.json'))) throw new Error(`<adapter>: not a PEFT adapter folder (no adapter_config.json): ${a}`);
   if (o === b || o === a) throw new Error(`<out> must differ from <base> and <adapter> (got ${o})`);

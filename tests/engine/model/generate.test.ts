@@ -62,6 +62,12 @@ describe('arbor generate', () => {
     const b = await generate(dir, { prompt: 'hello', chat: true, maxNew: 4, seed: 7, threads: 1 });
     expect(b.generatedIds).toEqual(a.generatedIds);
     await expect(generate(dir, { prompt: 'hello', temperature: 0 })).rejects.toThrow(/--temperature must be > 0/);
+    // A repetition penalty changes the greedy continuation of a prompt that repeats tokens (tiny random models loop).
+    const plain = await generate(dir, { prompt: 'who who who', greedy: true, maxNew: 8, threads: 1 });
+    const penalised = await generate(dir, { prompt: 'who who who', greedy: true, maxNew: 8, threads: 1, repetitionPenalty: 50 });
+    expect(penalised.sampling.repetitionPenalty).toBe(50);
+    expect(new Set(penalised.generatedIds).size).toBe(penalised.generatedIds.length); // every id once: seen ids are pushed down
+    expect(penalised.generatedIds).not.toEqual(plain.generatedIds);
   });
 
   it('refuses a missing folder with a message naming it', () => {

@@ -14,7 +14,12 @@ import { defaultsOf, fieldKind, unwrap, type JsonSchema } from '../../../rendere
 describe('model.lora config', () => {
   it('fills the defaults and names a bad module', () => {
     expect(validateConfig({ model: { init: 'tiny', lora: {} } }).model.lora).toEqual({ rank: 16, alpha: 32, dropout: 0, target_modules: 'all-linear' });
-    expect(validateConfig({ model: { init: 'tiny', lora: { rank: 8, target_modules: ['q_proj', 'v_proj'] } } }).model.lora).toEqual({ rank: 8, alpha: 32, dropout: 0, target_modules: ['q_proj', 'v_proj'] });
+    expect(validateConfig({ model: { init: 'tiny', lora: { rank: 8, target_modules: ['q_proj', 'v_proj'] } } }).model.lora).toEqual({
+      rank: 8,
+      alpha: 32,
+      dropout: 0,
+      target_modules: ['q_proj', 'v_proj'],
+    });
     expect(validateConfig({ model: { init: 'tiny' } }).model.lora).toBeUndefined();
     expect(() => validateConfig({ model: { init: 'tiny', lora: { target_modules: ['lm_head'] } } })).toThrow(/model\.lora\.target_modules/);
     expect(() => validateConfig({ model: { init: 'tiny', lora: { dropout: 1 } } })).toThrow(/model\.lora\.dropout/);
@@ -37,7 +42,10 @@ describe('model.lora config', () => {
     const dir = mkdtempSync(join(tmpdir(), 'arbor-lora-cfg-'));
     writeFileSync(join(dir, 'c.yaml'), 'model: { init: tiny, lora: { rank: 32 } }\n');
     const bin = join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs');
-    const r = spawnSync(process.execPath, [bin, 'train', join(dir, 'c.yaml'), '--print-config'], { encoding: 'utf8', env: { ...process.env, ARBOR_HOME: dir } });
+    const r = spawnSync(process.execPath, [bin, 'train', join(dir, 'c.yaml'), '--print-config'], {
+      encoding: 'utf8',
+      env: { ...process.env, ARBOR_HOME: dir },
+    });
     expect(r.status, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout).model.lora).toEqual({ rank: 32, alpha: 32, dropout: 0, target_modules: 'all-linear' });
   });

@@ -49,7 +49,10 @@ describe('arbor train with LoRA on the multi-hop task', () => {
     const dir = mkdtempSync(join(tmpdir(), 'arbor-lora-learn-'));
     writeFileSync(join(dir, 'lora.json'), JSON.stringify(cfg));
     const env = { ...process.env, ARBOR_HOME: join(dir, 'home') };
-    const r = spawnSync(process.execPath, [bin, 'train', join(dir, 'lora.json'), '--run-dir', join(dir, 'run'), '--no-store', '--json'], { encoding: 'utf8', env });
+    const r = spawnSync(process.execPath, [bin, 'train', join(dir, 'lora.json'), '--run-dir', join(dir, 'run'), '--no-store', '--json'], {
+      encoding: 'utf8',
+      env,
+    });
     expect(r.status, r.stderr).toBe(0);
     const summary = JSON.parse(r.stdout.trim().split('\n').pop()!) as { eval: Record<string, number>; lastCheckpoint: string };
     expect(summary.eval.exact_match).toBeGreaterThan(baseEm + 0.08);

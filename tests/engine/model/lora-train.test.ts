@@ -19,6 +19,8 @@ import { JsonlSink, readMetricsJsonl } from '../../../engine/train/sinks';
 import { latestCheckpoint } from '../../../engine/train/checkpoints';
 import { readSafetensors } from '../../../engine/model/safetensors';
 import { sequenceTasks, tabularTargets, tabularTokenizer } from '../train/tabular';
+import type { Episode } from '../../../engine/train/episode';
+import type { SinkPort } from '../../../engine/train/loop';
 
 const VOCAB = 6;
 const PROMPTS = 5;
@@ -62,7 +64,8 @@ describe('LoRA runs', () => {
     const ck = latestCheckpoint(split)!;
     expect(ck.step).toBe(2);
     // The checkpoint is a PEFT adapter folder: adapters + optimizer state; the built-in base under base/.
-    for (const f of ['adapter_config.json', 'adapter_model.safetensors', 'optimizer.json', 'trainer_state.json']) expect(existsSync(join(ck.dir, f)), f).toBe(true);
+    for (const f of ['adapter_config.json', 'adapter_model.safetensors', 'optimizer.json', 'trainer_state.json'])
+      expect(existsSync(join(ck.dir, f)), f).toBe(true);
     expect(existsSync(join(ck.dir, 'model.safetensors'))).toBe(false);
     const opt = JSON.parse(readFileSync(join(ck.dir, 'optimizer.json'), 'utf8')) as { tensors: [string, number][] };
     expect(opt.tensors.length).toBeGreaterThan(0);
@@ -78,6 +81,55 @@ describe('LoRA runs', () => {
     const fa = readFileSync(join(latestCheckpoint(clean)!.dir, 'adapter_model.safetensors'));
     const fb = readFileSync(join(latestCheckpoint(split)!.dir, 'adapter_model.safetensors'));
     expect(fb.equals(fa)).toBe(true);
+  }, 120_000);
+
+  it('SFT warm start under LoRA: the KL reference is base + SFT adapters, also after an RL resume', async () => {
+    const base = {
+      model: { init: 'tiny', lora: { rank: 4, alpha: 16 } },
+      seed: 2,
+      threads: 1,
+      rollout: { prompts_per_step: 4, n: 2, max_turns: 1, max_new_tokens: 3, max_total_length: 4 },
+      sft: { warm_start: true, demos: 40, epochs: 2, batch_size: 10, lr: 0.05 },
+      algorithm: { kl_coef: 0.1 },
+      optim: { lr: 0.01 },
+      eval: { every: 0, n_questions: PROMPTS },
+      checkpoint: { every: 1, keep: 2 },
+    };
+    const withExpert: TaskKit = { ...kit, expert: { act: async ({ task }) => targets[Number(task.id.split('-')[1])]!.join(' ') } };
+    const runDir = mkdtempSync(join(tmpdir(), 'arbor-lora-sft-kl-'));
+    const refs = new Map<number, { eps: Episode[]; ref: Float32Array[] }>();
+    const sink = (): SinkPort => {
+      const inner = new JsonlSink(runDir);
+      return {
+        metrics: (s, v) => inner.metrics(s, v),
+        truncateAfter: (s) => inner.truncateAfter(s),
+        trajectories: (step, eps, _a, extra) => void refs.set(step, { eps, ref: eps.map((e) => extra!.refLogprobs!.get(e)!) }),
+      };
+    };
+    for (const steps of [1, 2]) {
+      const cfg = validateConfig({ ...base, steps });
+      const session = await buildTaskSession(cfg, withExpert);
+      try {
+        await runExperiment(cfg, { runDir, session, sink: sink(), resume: steps === 2 });
+      } finally {
+        await session.close();
+      }
+    }
+    const sftCk = latestCheckpoint(join(runDir, 'sft'))!.dir;
+    expect(existsSync(join(sftCk, 'adapter_model.safetensors'))).toBe(true);
+    // Step 2 ran after a resume: its reference scores equal the SFT adapters' on the base.
+    const check = validateConfig({ ...base, steps: 2 });
+    const s3 = await buildTaskSession(check, withExpert);
+    try {
+      const step2 = refs.get(2)!;
+      await s3.loadPolicy(sftCk);
+      const sftScores = (await s3.ports.policy.score(step2.eps)).logprobs;
+      let d = 0;
+      step2.eps.forEach((e, i) => e.lossMask.forEach((m, j) => m && (d = Math.max(d, Math.abs(step2.ref[i]![j]! - sftScores[i]![j]!)))));
+      expect(d).toBeLessThan(1e-4);
+    } finally {
+      await s3.close();
+    }
   }, 120_000);
 
   it('PPO (GAE critic) runs and checkpoints with LoRA on the policy', async () => {
@@ -126,15 +178,20 @@ describe('LoRA runs', () => {
     const fromAdapter = PolicyModel.load(adapterDir, { threads: 1 });
     const plain = PolicyModel.load(baseDir, { threads: 1 });
     try {
-      const seqs = [[1, 2, 3, 4, 5, 6, 7], [8, 9, 10, 30, 11]];
+      const seqs = [
+        [1, 2, 3, 4, 5, 6, 7],
+        [8, 9, 10, 30, 11],
+      ];
       const lm = await merged.lastLogits(seqs);
       const la = await fromAdapter.lastLogits(seqs);
       const lb = await plain.lastLogits(seqs);
-      let diff = 0, base = 0;
-      for (let s = 0; s < seqs.length; s++) for (let i = 0; i < lm[s]!.length; i++) {
-        diff = Math.max(diff, Math.abs(lm[s]![i]! - la[s]![i]!));
-        base = Math.max(base, Math.abs(lb[s]![i]! - la[s]![i]!));
-      }
+      let diff = 0,
+        base = 0;
+      for (let s = 0; s < seqs.length; s++)
+        for (let i = 0; i < lm[s]!.length; i++) {
+          diff = Math.max(diff, Math.abs(lm[s]![i]! - la[s]![i]!));
+          base = Math.max(base, Math.abs(lb[s]![i]! - la[s]![i]!));
+        }
       expect(diff).toBeLessThan(1e-5);
       expect(base).toBeGreaterThan(1e-3); // the adapter changes the model
     } finally {

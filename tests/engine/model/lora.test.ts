@@ -12,17 +12,25 @@ import { tinyConfig } from '../../../engine/model/config';
 import { PolicyModel } from '../../../engine/model/runtime';
 import { packSequences, type LossSpec } from '../../../engine/model/graphs';
 import { readSafetensors } from '../../../engine/model/safetensors';
-import { adapterShapes, isAdapterName, mergeAdapters, resolveLora } from '../../../engine/model/lora';
+import { adapterShapes, isAdapterName, loraDropoutScale, mergeAdapters, resolveLora } from '../../../engine/model/lora';
+import { traceGraph } from '../../../engine/tensor/graph';
+import { OrtRunner } from '../../../engine/tensor/ort';
 import { readPeftAdapter } from '../../../engine/model/peft';
 import { AdamW } from '../../../engine/rl/optimizer';
 import type { Ops } from '../../../engine/tensor/ops';
 
 const models: PolicyModel[] = [];
-afterAll(async () => { for (const m of models) await m.dispose(); });
+afterAll(async () => {
+  for (const m of models) await m.dispose();
+});
 
 function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let num = 0, den = 0;
-  for (let i = 0; i < b.length; i++) { num += (a[i] - b[i]) ** 2; den += b[i] ** 2; }
+  let num = 0,
+    den = 0;
+  for (let i = 0; i < b.length; i++) {
+    num += (a[i] - b[i]) ** 2;
+    den += b[i] ** 2;
+  }
   return Math.sqrt(num) / Math.max(Math.sqrt(den), 1e-12);
 }
 
@@ -33,7 +41,11 @@ const nll: LossSpec = {
   inputs: [],
   program: <T>(o: Ops<T>, t: { logprobs: T; mask: T }) => ({ loss: o.div(o.neg(o.sum(o.mul(t.logprobs, t.mask), [0, 1])), o.sum(t.mask, [0, 1])) }),
 };
-const seqs = [[1, 5, 7, 3, 2, 9], [4, 4, 8], [2, 3, 11, 6, 1, 1, 5]];
+const seqs = [
+  [1, 5, 7, 3, 2, 9],
+  [4, 4, 8],
+  [2, 3, 11, 6, 1, 1, 5],
+];
 
 /** Give B non-zero values so the adapters change the outputs. */
 function perturbB(m: PolicyModel): void {
@@ -77,7 +89,11 @@ describe('LoRA adapters', () => {
   });
 
   it('ORT and tfjs agree on the loss and the adapter gradients', async () => {
-    const ort = PolicyModel.init(cfg, 5, { threads: 1, lora: resolveLora({ rank: 3, alpha: 6, dropout: 0, target_modules: ['q_proj', 'v_proj', 'down_proj'] }), loraSeed: 3 });
+    const ort = PolicyModel.init(cfg, 5, {
+      threads: 1,
+      lora: resolveLora({ rank: 3, alpha: 6, dropout: 0, target_modules: ['q_proj', 'v_proj', 'down_proj'] }),
+      loraSeed: 3,
+    });
     perturbB(ort);
     const tfm = new PolicyModel(cfg, ort.weights, { backend: 'tfjs', lora: ort.lora });
     models.push(ort, tfm);
@@ -130,7 +146,18 @@ describe('LoRA adapters', () => {
     const dir = join(mkdtempSync(join(tmpdir(), 'arbor-lora-')), 'adapter');
     m.save(dir);
     const conf = JSON.parse(readFileSync(join(dir, 'adapter_config.json'), 'utf8'));
-    expect(conf).toMatchObject({ peft_type: 'LORA', task_type: 'CAUSAL_LM', r: 4, lora_alpha: 8, lora_dropout: 0, bias: 'none', use_dora: false, use_rslora: false, fan_in_fan_out: false, base_model_name_or_path: 'base' });
+    expect(conf).toMatchObject({
+      peft_type: 'LORA',
+      task_type: 'CAUSAL_LM',
+      r: 4,
+      lora_alpha: 8,
+      lora_dropout: 0,
+      bias: 'none',
+      use_dora: false,
+      use_rslora: false,
+      fan_in_fan_out: false,
+      base_model_name_or_path: 'base',
+    });
     expect(conf.target_modules).toEqual(['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj']);
     const t = readSafetensors(join(dir, 'adapter_model.safetensors'));
     expect(t.get('base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight')!.shape).toEqual([4, 32]);
@@ -146,6 +173,45 @@ describe('LoRA adapters', () => {
     models.push(loaded);
     expect(loaded.lora).toEqual(spec);
     expect(relErr((await loaded.score(seqs)).logprobs, (await m.score(seqs)).logprobs)).toBe(0);
+  });
+
+  it('dropout masks in ORT: keep rate 1 − p, scaled by 1/(1 − p), independent across seeds and modules', async () => {
+    const p = 0.3;
+    const prog = <T>(o: Ops<T>, x: Record<string, T>) => ({
+      a: loraDropoutScale(o, x.x!, { p, seed: x.seed!, salt: 3 }),
+      b: loraDropoutScale(o, x.x!, { p, seed: x.seed2!, salt: 3 }),
+      c: loraDropoutScale(o, x.x!, { p, seed: x.seed!, salt: 4 }),
+    });
+    const g = traceGraph(
+      [
+        { name: 'x', dtype: 'float32', shape: ['batch', 'seq', 96] },
+        { name: 'seed', dtype: 'float32', shape: [] },
+        { name: 'seed2', dtype: 'float32', shape: [] },
+      ],
+      prog,
+    );
+    const r = await OrtRunner.create(g, { inWorker: false });
+    const n = 4 * 64 * 96;
+    const out = await r.run({
+      x: { dtype: 'float32', shape: [4, 64, 96], data: new Float32Array(n) },
+      seed: { dtype: 'float32', shape: [], data: Float32Array.of(104729) },
+      seed2: { dtype: 'float32', shape: [], data: Float32Array.of(209458) },
+    });
+    const keep = (k: string) => Array.from(out[k]!.data as Float32Array, (v) => (v > 0 ? 1 : 0));
+    const [a, b, c] = [keep('a'), keep('b'), keep('c')];
+    const mean = (xs: number[]) => xs.reduce((s, v) => s + v, 0) / xs.length;
+    expect(Math.abs(mean(a) - (1 - p))).toBeLessThan(0.02);
+    expect(new Set(Array.from(out.a!.data as Float32Array)).size).toBe(2); // 0 and 1/(1−p)
+    expect(Math.max(...Array.from(out.a!.data as Float32Array))).toBeCloseTo(1 / (1 - p), 5);
+    // Independent masks keep a position in both with probability (1 − p)².
+    expect(Math.abs(mean(a.map((v, i) => v * b[i]!)) - (1 - p) ** 2)).toBeLessThan(0.02);
+    expect(Math.abs(mean(a.map((v, i) => v * c[i]!)) - (1 - p) ** 2)).toBeLessThan(0.02);
+    // No structure along rows or features: keep rates per token row and per feature stay near 1 − p.
+    const rowRates = Array.from({ length: 4 * 64 }, (_, t) => mean(a.slice(t * 96, (t + 1) * 96)));
+    const colRates = Array.from({ length: 96 }, (_, f) => mean(Array.from({ length: 256 }, (_, t) => a[t * 96 + f]!)));
+    expect(Math.max(...rowRates.map((x) => Math.abs(x - (1 - p))))).toBeLessThan(0.25);
+    expect(Math.max(...colRates.map((x) => Math.abs(x - (1 - p))))).toBeLessThan(0.15);
+    await r.dispose();
   });
 
   it('refuses adapter layouts it cannot represent, naming the field', () => {

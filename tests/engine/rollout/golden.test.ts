@@ -111,3 +111,18 @@ describe('rollouts reproduce the recorded pre-optimisation results', () => {
       expect(got.tokens.flat().length).toBeGreaterThan(20);
     });
 });
+
+describe('group prefix sharing', () => {
+  it('prefills each group prompt once, forks the cache, and samples exactly what unshared prefill samples', async () => {
+    const c = cases[0]!; // search T=1 batch 9: 2 tasks × 3 samples start together
+    const shared = await rollout(policyDecodeBackend(small, { maxBatch: 9 }), c.opts());
+    const unshared = await rollout(policyDecodeBackend(small, { maxBatch: 9 }), { ...c.opts(), sharePrefix: false });
+    const host = await rollout(policyDecodeBackend(small, { maxBatch: 9, cache: 'host' }), c.opts());
+    expect(summarise(shared.trajectories).tokens).toEqual(summarise(unshared.trajectories).tokens);
+    expect(summarise(host.trajectories).tokens).toEqual(summarise(unshared.trajectories).tokens);
+    const promptTokens = shared.trajectories.reduce((a, t) => a + t.promptIds.length, 0);
+    // Unshared: every sample prefills its whole prompt; shared: one per group plus one token per sample.
+    expect(shared.stats.prefillTokens).toBeLessThan(unshared.stats.prefillTokens - promptTokens / 2);
+    expect(host.stats.prefillTokens).toBe(shared.stats.prefillTokens);
+  });
+});

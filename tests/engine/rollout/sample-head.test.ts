@@ -32,7 +32,7 @@ describe('decode graph sampling head', () => {
         greedy: Float32Array.from(temps, (t) => (t === 0 ? 1 : 0)),
       };
       const out = await model.decode({ batch: B, newLength: T, pastLength: 0, inputIds, attentionMask: new Int32Array(B * T).fill(1), positionIds, past: [], sample });
-      let distinct = new Set<number>();
+      const distinct = new Set<number>();
       for (let b = 0; b < B; b++) {
         const row = out.logits.slice(b * V, (b + 1) * V);
         const rng = { next: () => us[b]! } as unknown as Rng;
@@ -47,6 +47,5 @@ describe('decode graph sampling head', () => {
       const edge = await model.decode({ batch: B, newLength: T, pastLength: 0, inputIds, attentionMask: new Int32Array(B * T).fill(1), positionIds, past: [],
         sample: { u: Float32Array.from({ length: B }, (_, b) => (b % 2 ? 0 : 0.9999999)), invTemp: new Float32Array(B).fill(1), greedy: new Float32Array(B) } });
       for (const id of edge.sampled.ids) expect(id >= 0 && id < V).toBe(true);
-      distinct = new Set();
     });
 });

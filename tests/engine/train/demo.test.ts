@@ -56,6 +56,13 @@ describe('arbor demo orchestration', () => {
     expect(res.curves.map((c) => c.step)).toEqual([1, 2, 3]);
     expect(typeof res.bar.passed).toBe('boolean');
     expect(JSON.parse(JSON.stringify(res))).toMatchObject({ rows: expect.any(Array), bar: expect.any(Object), totalSeconds: expect.any(Number) });
+    // The time split: every phase ran, and the phases add up to the total.
+    const sec = res.seconds;
+    for (const k of ['sft', 'rollout', 'update', 'evaluation'] as const) expect(sec[k]).toBeGreaterThan(0);
+    expect(sec.scoring).toBeGreaterThanOrEqual(0);
+    expect(sec.other).toBeGreaterThanOrEqual(0);
+    expect(sec.sft + sec.rollout + sec.scoring + sec.update + sec.evaluation + sec.other).toBeCloseTo(sec.total, 6);
+    expect(sec.total).toBeCloseTo(res.totalSeconds, 1);
     const store = new Store(openDatabase());
     expect(store.getRun('demo-test-grpo').status).toBe('completed');
     expect(store.metricSeries('demo-test-grpo', 'reward/mean').step).toEqual([1, 2, 3]);
