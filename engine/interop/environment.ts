@@ -18,11 +18,12 @@ import { join } from 'node:path';
 import { loadQaDataset } from '../env/dataset';
 import { formatByName, type ToolCallFormat } from '../env/formats';
 import { generateWorld } from '../env/multihop';
-import { weightedReward, type EpisodeSummary } from '../env/rewards';
+import { normalizeRewardValue, weightedReward, type EpisodeSummary, type TurnTrace } from '../env/rewards';
 import { SandboxHost } from '../env/sandbox-host';
 import { Bm25Index, searchTool } from '../env/search';
+import { loadTaskFile } from '../env/taskfile';
 import type { Tool } from '../env/tool';
-import type { ExperimentConfig } from '../train/config';
+import { hasUserFiles, type ExperimentConfig } from '../train/config';
 
 export interface ServedEnvironment {
   tools: Tool[];
@@ -32,14 +33,24 @@ export interface ServedEnvironment {
   reward(summary: EpisodeSummary): Promise<{ reward: number; components: Record<string, number> }>;
   /** Where the tools come from, for logs. */
   describe: string;
+  /** The opened sandbox and MCP tools, for the config's task kit (engine/train/tasks.ts openTaskKit). */
+  kitExtras?: { host?: SandboxHost; mcpTools?: Tool[] };
   close(): Promise<void>;
 }
 
-const EM = { exact_match: 1 };
-const builtinReward = async (s: EpisodeSummary) => {
-  const w = weightedReward(EM, s);
-  return { reward: w.reward, components: w.components };
-};
+/** The outcome reward as ToolEnv computes it: the user's reward file, else exact match. */
+function rewardOf(host: SandboxHost | undefined): ServedEnvironment['reward'] {
+  return async (s) => {
+    const counts = { tool_calls: s.toolCalls, tool_errors: s.toolErrors };
+    if (host?.rewardPath) {
+      const u = normalizeRewardValue(await host.reward(s), host.rewardPath, s.toolCalls);
+      const em = s.golds.length ? weightedReward({ exact_match: 1 }, s).components : {};
+      return { reward: u.reward, components: { ...em, ...u.components, user_reward: u.reward, ...counts } };
+    }
+    const w = weightedReward({ exact_match: 1 }, s);
+    return { reward: w.reward, components: { ...w.components, ...counts } };
+  };
+}
 
 /** A workspace environment folder: tools/*.ts (and a single rewards/*.ts) in one sandbox. */
 export async function openWorkspaceEnvironment(dir: string): Promise<ServedEnvironment> {
@@ -48,11 +59,12 @@ export async function openWorkspaceEnvironment(dir: string): Promise<ServedEnvir
   if (tools.length === 0) throw new Error(`--env ${dir}: no tools/*.ts files (a workspace environment keeps its tools in tools/)`);
   const rewards = list('rewards');
   const read = (p: string) => ({ path: p, source: readFileSync(join(dir, p), 'utf8') });
-  const host = await SandboxHost.open({ tools: tools.map(read), reward: rewards.length === 1 ? read(rewards[0]!) : undefined });
+  const host = await SandboxHost.open({ tools: tools.map(read), reward: rewards.length === 1 ? read(rewards[0]!) : undefined }, undefined, dir);
+  const all = [...host.tools.values()];
   return {
-    tools: [...host.tools.values()],
-    format: formatByName('hermes'),
-    reward: async (s) => (host.rewardPath ? { components: {}, ...(await host.reward(s)) } : builtinReward(s)),
+    tools: all,
+    format: formatByName('hermes', { tools: all }),
+    reward: rewardOf(host),
     describe: `${tools.join(', ')} from ${dir} (sandboxed)`,
     close: () => host.close(),
   };
@@ -84,46 +96,37 @@ export function routedMultihopSearch(): Tool {
   };
 }
 
-/** An experiment config's environment (validated config: absolute paths). */
+/** An experiment config's environment (validated config: absolute paths): the tools and format its kit builds, its reward. */
 export async function openConfigEnvironment(cfg: ExperimentConfig): Promise<ServedEnvironment> {
+  const { envSetup, taskTools } = await import('../train/env-setup');
+  const { openMcpServers } = await import('../train/wiring');
   const closers: (() => Promise<void>)[] = [];
-  const tools: Tool[] = [];
-  let reward = builtinReward;
-  const from: string[] = [];
   try {
-    const env = cfg.environment as (ExperimentConfig['environment'] & { mcp_servers?: Record<string, unknown> }) | undefined;
-    if (env && (env.tools.length || env.reward)) {
-      const read = (p: string) => ({ path: p, source: readFileSync(p, 'utf8') });
-      const host = await SandboxHost.open({ tools: env.tools.map(read), reward: env.reward ? read(env.reward) : undefined });
-      closers.push(() => host.close());
-      tools.push(...host.tools.values());
-      if (host.rewardPath) reward = async (s) => ({ components: {}, ...(await host.reward(s)) });
-      from.push(`sandboxed ${env.tools.join(', ') || 'reward only'}`);
+    const mcp = await openMcpServers(cfg, (line) => process.stderr.write(`${line}\n`));
+    if (mcp) closers.push(() => mcp.close());
+    let host: SandboxHost | undefined;
+    if (hasUserFiles(cfg)) {
+      const { openUserEnvironment } = await import('../train/user-kit');
+      const h = await openUserEnvironment(cfg.environment, cfg.environment.workspace ?? process.cwd());
+      closers.push(() => h.close());
+      host = h;
     }
-    if (env?.mcp_servers && Object.keys(env.mcp_servers).length) {
-      const { McpToolSet } = await import('./mcp-client');
-      const set = await McpToolSet.open(env.mcp_servers as never);
-      closers.push(() => set.close());
-      tools.push(...set.tools);
-      from.push(`mcp servers ${Object.keys(env.mcp_servers).join(', ')}`);
+    const builtin: Tool[] = [];
+    const from: string[] = [];
+    if (cfg.task.kind === 'multihop') {
+      builtin.push(routedMultihopSearch());
+      from.push('multi-hop BM25 search (per question world)');
+    } else if (cfg.task.kind === 'qa' && cfg.task.dataset) {
+      builtin.push(searchTool(new Bm25Index(loadQaDataset(cfg.task.dataset).passages), { topK: 2 }));
+      from.push(`BM25 search over ${cfg.task.dataset}`);
+    } else if (cfg.environment.tasks) {
+      const tf = loadTaskFile(cfg.environment.tasks);
+      if (tf.passages.length >= 3) builtin.push(searchTool(new Bm25Index(tf.passages), { topK: 2 }));
     }
-    if (!tools.some((t) => t.name === 'search')) {
-      if (cfg.task.kind === 'multihop') {
-        tools.push(routedMultihopSearch());
-        from.push('multi-hop BM25 search (per question world)');
-      } else if (cfg.task.dataset) {
-        tools.push(searchTool(new Bm25Index(loadQaDataset(cfg.task.dataset).passages), { topK: 2 }));
-        from.push(`BM25 search over ${cfg.task.dataset}`);
-      }
-    }
-    const fmtName = (cfg.environment as { format?: string } | undefined)?.format ?? 'search-r1';
-    return {
-      tools,
-      format: formatByName(fmtName),
-      reward,
-      describe: from.join('; '),
-      close: async () => void (await Promise.all(closers.map((c) => c()))),
-    };
+    if (host) from.push(`sandboxed ${cfg.environment.tools.join(', ') || 'reward only'}`);
+    if (mcp) from.push(`mcp servers ${Object.keys(cfg.environment.mcp_servers ?? {}).join(', ')}`);
+    const { tools, format } = taskTools(builtin, envSetup(cfg, host, mcp?.tools));
+    return { tools, format, reward: rewardOf(host), describe: from.join('; '), kitExtras: { host, mcpTools: mcp?.tools }, close: async () => void (await Promise.all(closers.map((c) => c()))) };
   } catch (e) {
     await Promise.all(closers.map((c) => c().catch(() => undefined)));
     throw e;
@@ -135,37 +138,48 @@ export async function openConfigEnvironment(cfg: ExperimentConfig): Promise<Serv
  * between them) with the environment's reward: the text is split at the format's observation
  * blocks into model turns and observations, each model turn parsed as in training.
  */
-export async function scoreSolution(env: Pick<ServedEnvironment, 'format' | 'reward'>, s: { solution: string; golds: string[]; supporting?: string[] }): Promise<{ reward: number; components: Record<string, number>; answer?: string }> {
+export async function scoreSolution(
+  env: Pick<ServedEnvironment, 'format' | 'reward'>,
+  s: { solution: string; golds: string[]; supporting?: string[]; taskId?: string; question?: string },
+): Promise<{ reward: number; components: Record<string, number>; answer?: string }> {
   const obsRe = env.format.name === 'search-r1' ? /<information>([\s\S]*?)<\/information>/g : /<tool_response>([\s\S]*?)<\/tool_response>/g;
-  const turns: string[] = [];
-  const retrieved: string[] = [];
+  // Model turns, each with the observation blocks that followed it.
+  const segments: { text: string; obs: string[] }[] = [];
   let last = 0;
-  let toolErrors = 0;
   for (const m of s.solution.matchAll(obsRe)) {
     const before = s.solution.slice(last, m.index).trim();
-    if (before) turns.push(before);
-    const content = m[1]!.trim();
-    if (/^Error:/.test(content)) toolErrors++;
-    else retrieved.push(content);
+    if (before || segments.length === 0) segments.push({ text: before, obs: [] });
+    segments.at(-1)!.obs.push(m[1]!.trim());
     last = m.index! + m[0].length;
   }
   const tail = s.solution.slice(last).trim();
-  if (tail) turns.push(tail);
+  if (tail) segments.push({ text: tail, obs: [] });
   let answer: string | undefined;
   let formatOk = true;
   let toolCalls = 0;
-  const history: EpisodeSummary['history'] = [];
-  for (const t of turns) {
-    const p = env.format.parse(t);
+  let toolErrors = 0;
+  const retrieved: string[] = [];
+  const history: TurnTrace[] = [];
+  for (const seg of segments) {
+    const p = env.format.parse(seg.text);
     if (p.errors.length) formatOk = false;
-    toolCalls += p.calls.length;
-    history.push({ text: t, calls: p.calls.map((c) => ({ name: c.name, args: c.args })) as EpisodeSummary['history'][number]['calls'], errors: p.errors, ...(p.answer !== undefined ? { answer: p.answer } : {}) });
+    const calls = p.calls.map((c, i) => {
+      const result = seg.obs[i] ?? '';
+      const success = !c.parseError && !/^Error:/.test(result);
+      if (success) retrieved.push(result);
+      else toolErrors++;
+      return { name: c.name, args: c.args, result, success, ...(success ? {} : { error: c.parseError ?? result }) };
+    });
+    toolCalls += calls.length;
+    history.push({ text: seg.text, calls, errors: p.errors, ...(p.answer !== undefined ? { answer: p.answer } : {}) });
     if (p.answer !== undefined) {
       answer = p.answer;
       break;
     }
   }
-  const task = { id: 'verl', answers: s.golds, supporting: s.supporting ?? [] };
-  const summary: EpisodeSummary = { task, history, answer, golds: s.golds, turns, formatOk: formatOk && answer !== undefined, toolCalls, toolErrors, retrieved, supporting: s.supporting ?? [] };
+  const summary: EpisodeSummary = {
+    task: { id: s.taskId ?? 'verl', question: s.question, answers: s.golds, supportingFacts: s.supporting },
+    history, answer, golds: s.golds, turns: history.map((h) => h.text), formatOk: formatOk && answer !== undefined, toolCalls, toolErrors, retrieved, supporting: s.supporting ?? [],
+  };
   return { ...(await env.reward(summary)), answer };
 }

@@ -22,30 +22,12 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
-import { z } from 'zod';
 import type { Tool, ToolContext, ToolResult } from '../env/tool';
+import { mcpServersSchema, type McpServerConfig, type McpServersInput } from './mcp-config';
 
-/** One server in the `mcpServers` layout (stdio only: Arbor starts the process). */
-export const mcpServerSchema = z.strictObject({
-  /** `stdio` is the only transport Arbor starts; other values are refused with a message. */
-  type: z.literal('stdio').optional(),
-  command: z.string().min(1).describe('executable to start (e.g. node, npx, uvx, python3)'),
-  args: z.array(z.string()).default([]),
-  /** Added to the SDK's safe default environment (HOME, PATH, USER, …); nothing else is inherited. */
-  env: z.record(z.string(), z.string()).optional(),
-  /** Working directory (relative to the config file; default: the config file's folder). */
-  cwd: z.string().min(1).optional(),
-  /** Allow-list: only these tools of the server are offered to the model (default: all). */
-  tools: z.array(z.string().min(1)).min(1).optional(),
-  /** Per-call limit in ms; the request is cancelled when it passes (default 30 s). */
-  timeout_ms: z.number().int().positive().default(30_000),
-});
-export const mcpServersSchema = z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, 'server names use letters, digits, _ . -'), mcpServerSchema);
-
-export type McpServerConfig = z.infer<typeof mcpServerSchema>;
-export type McpServersConfig = z.infer<typeof mcpServersSchema>;
-export type McpServersInput = z.input<typeof mcpServersSchema>;
+export { mcpServerSchema, mcpServersSchema, type McpServerConfig, type McpServersConfig, type McpServersInput } from './mcp-config';
 
 export interface McpEvent {
   kind: 'mcp_started' | 'mcp_exit' | 'mcp_restart' | 'mcp_down' | 'mcp_stderr';
@@ -96,6 +78,7 @@ class ServerHandle {
 
   async start(): Promise<void> {
     const cwd = this.cfg.cwd ? (isAbsolute(this.cfg.cwd) ? this.cfg.cwd : resolve(this.opts.baseDir ?? process.cwd(), this.cfg.cwd)) : (this.opts.baseDir ?? process.cwd());
+    if (!existsSync(cwd)) throw new Error(`mcp server "${this.name}": working directory ${cwd} does not exist (mcp_servers.${this.name}.cwd)`);
     const transport = new StdioClientTransport({
       command: this.cfg.command, args: this.cfg.args, cwd, stderr: 'pipe',
       env: { ...getDefaultEnvironment(), ...(this.cfg.env ?? {}) },

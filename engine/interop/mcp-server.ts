@@ -45,7 +45,7 @@ export function createMcpServer(tools: Tool[], opts: McpServeOptions = {}): Serv
     const meta = req.params._meta as Record<string, unknown> | undefined;
     const ep = meta?.[EPISODE_META_KEY];
     const episode = ep && typeof ep === 'object' && !Array.isArray(ep) ? { ...(ep as Record<string, unknown>) } : {};
-    const out = await runCall(byName, { name: req.params.name, args: req.params.arguments ?? {} }, opts.limits ?? DEFAULT_LIMITS, episode);
+    const out = await runCall(byName, { name: req.params.name, args: req.params.arguments ?? {} }, opts.limits ?? DEFAULT_LIMITS, { episode });
     opts.onCall?.({ name: out.name, success: out.success, latencyMs: out.latencyMs });
     return { content: [{ type: 'text', text: out.success ? out.result : (out.error ?? out.result) }], ...(out.success ? {} : { isError: true }) };
   });

@@ -165,11 +165,16 @@ export function verlMapping(cfg: ExperimentConfig, ctx: { modelPath: string; pro
   rows.push({ arbor: 'sft.*', value: cfg.sft.warm_start, note: 'the SFT warm start already happened: the exported model is the checkpoint after it (verl\'s SFT trainer is a separate program)' });
   for (const k of leaves(cfg.task, 'task')) covered.add(k);
   rows.push({ arbor: 'task.*', value: cfg.task.kind, note: 'the tasks themselves are the parquet rows; the reward is the environment\'s (reward.py)' });
-  for (const k of leaves(cfg.environment ?? {}, 'environment')) covered.add(k);
-  if (cfg.environment) rows.push({ arbor: 'environment.*', value: '(tools, reward)', note: 'served by `arbor mcp serve --config arbor-experiment.json` and scored by reward.py' });
+  const e = (cfg.environment ?? {}) as Loose;
+  map('environment.format', { 'actor_rollout_ref.rollout.multi_turn.format': 'hermes' }, e.format === 'hermes' ? 'the same Hermes <tool_call> JSON' : `verl's tool agent loop parses Hermes <tool_call> JSON only; the "${String(e.format)}" format has no verl parser`);
+  map('environment.max_calls_per_turn', { 'actor_rollout_ref.rollout.multi_turn.max_parallel_calls': e.max_calls_per_turn });
+  const obsChars = Number(e.max_observation_tokens ?? 256) * 4;
+  map('environment.max_observation_tokens', { 'actor_rollout_ref.rollout.multi_turn.max_tool_response_length': obsChars, 'actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side': 'left' }, 'verl cuts tool responses in characters: about 4 per token');
+  map('environment.tool_timeout_ms', undefined, `tool_config.yaml: timeout ${Math.ceil(Number(e.tool_timeout_ms ?? 5000) / 1000)} s per call (ArborMcpTool), and arbor mcp serve applies the same limit`);
+  for (const k of leaves(e, 'environment')) covered.add(k);
+  rows.push({ arbor: 'environment.tools, .reward, .tasks, .workspace, .mcp_servers', value: '(files)', note: 'served by `arbor mcp serve --config arbor-experiment.json` (tools) and scored by reward.py (reward); tasks are the parquet rows' });
   map(['logging.full_trajectories_every'], { 'trainer.rollout_data_dir': '$HERE/rollouts' }, 'verl dumps decoded rollouts each step; import them with `arbor import-verl rollouts`');
   map(['backend', 'device', 'threads'], undefined, 'single-machine execution settings; verl places work with Ray (trainer.n_gpus_per_node, trainer.nnodes)');
-  overrides.push('actor_rollout_ref.rollout.multi_turn.format=hermes');
   // anything else (keys added to the config later) is listed, never silently dropped
   for (const k of leaves(cfg)) {
     if (covered.has(k) || [...covered].some((c) => k.startsWith(`${c}.`))) continue;
@@ -178,11 +183,6 @@ export function verlMapping(cfg: ExperimentConfig, ctx: { modelPath: string; pro
   return { overrides, mapping: rows };
 }
 
-/** The tasks of an experiment (RL questions and held-out questions) from its task kit. */
-async function taskKit(cfg: ExperimentConfig): Promise<TaskKit> {
-  if (cfg.task.kind === 'multihop') return (await import('../train/multihop-kit')).multihopKit(cfg);
-  return (await import('../train/qa-kit')).qaKit(cfg);
-}
 
 interface TaskRow {
   id: string;
@@ -193,8 +193,8 @@ interface TaskRow {
 
 function taskRow(t: RolloutTask): TaskRow {
   const m = t.meta ?? {};
-  if (typeof m.question !== 'string' || !Array.isArray(m.answers)) throw new Error(`task ${t.id}: no question/answers in its metadata; cannot export it`);
-  return { id: t.id, question: m.question, answers: m.answers.map(String), ...(typeof m.hops === 'number' ? { hops: m.hops } : {}) };
+  if (typeof m.question !== 'string') throw new Error(`task ${t.id}: no prompt in its metadata; cannot export it`);
+  return { id: t.id, question: m.question, answers: Array.isArray(m.answers) ? m.answers.map(String) : [], ...(typeof m.hops === 'number' ? { hops: m.hops } : {}) };
 }
 
 const py = (s: string) => JSON.stringify(s);
@@ -212,8 +212,15 @@ export async function exportVerl(src: VerlExportSource, outDir: string, opts: { 
   };
 
   progress('tasks');
-  const kit = await taskKit(cfg);
   const env = await openConfigEnvironment(cfg);
+  const { openTaskKit } = await import('../train/tasks');
+  let kit: TaskKit;
+  try {
+    kit = openTaskKit(cfg, env.kitExtras);
+  } catch (e) {
+    await env.close();
+    throw e;
+  }
   const toolNames = env.tools.map((t) => t.name);
   let promptTokens = 0;
   const trainTasks = kit.rlTasks ?? kit.trainTasks;
@@ -254,7 +261,7 @@ export async function exportVerl(src: VerlExportSource, outDir: string, opts: { 
   const schemas = env.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: { type: 'object', ...t.parameters } } }));
   await env.close();
   write('tool_config.yaml', `# verl tools for this environment, served by \`arbor mcp serve\` (run_verl.sh starts it).\n# Per-sample tools_kwargs.create_kwargs travel as MCP _meta["arbor/episode"].\n` +
-    yamlStringify({ tools: schemas.map((s) => ({ class_name: 'arbor_tool.ArborMcpTool', config: { type: 'native', timeout: 60 }, tool_schema: s })) }));
+    yamlStringify({ tools: schemas.map((s) => ({ class_name: 'arbor_tool.ArborMcpTool', config: { type: 'native', timeout: Math.ceil(cfg.environment.tool_timeout_ms / 1000) }, tool_schema: s })) }));
   write('mcp_servers.json', JSON.stringify({ mcpServers: { arbor: { command: arborCmd[0], args: [...arborCmd.slice(1), 'mcp', 'serve', '--config', 'arbor-experiment.json'] } } }, null, 2) + '\n');
   write('tool_config.mcp.yaml', `# verl's own MCP client (type: mcp, stdio). It sends no per-sample state, so tools that need the\n# question (the multi-hop search) answer with an error there: use tool_config.yaml for those.\n` +
     yamlStringify({ tools: [{ class_name: 'verl.tools.mcp_base_tool.MCPBaseTool', config: { type: 'mcp', rate_limit: 120, timeout: 60 }, mcp: { mcp_servers_config_path: './mcp_servers.json', tool_selected_list: toolNames } }] }));

@@ -246,6 +246,8 @@ export const api = {
   'env.read': { params: z.object({ path: z.string().min(1) }), result: z.string() },
   'env.write': { params: z.object({ path: z.string().min(1), text: z.string() }), result: empty },
   'env.types': { params: none, result: z.array(z.object({ path: z.string(), content: z.string() })) },
+  /** The editor's try-it for MCP servers (the mcpServers layout): no tool → list the tools with schemas; a tool → one call as an episode runs it. */
+  'mcp.tryTool': { params: z.object({ servers: z.record(z.string(), z.unknown()), tool: z.string().optional(), args: z.unknown().optional() }), result: tryResultSchema },
   'sandbox.tryTool': { params: z.object({ source: z.string(), path: z.string().optional(), tool: z.string().optional(), args: z.unknown() }), result: tryResultSchema },
   'sandbox.tryReward': { params: z.object({ source: z.string(), path: z.string().optional(), trajectoryId: z.string().min(1) }), result: tryResultSchema },
   'playground.chat': {

@@ -96,7 +96,8 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
           signal: ctx.signal,
           sink: {
             metrics: (step, values) => {
-              for (const line of host?.takeLogs() ?? []) ctx.log(`sandbox: ${line}`);
+              // Lines come prefixed by their source (sandbox: / mcp:).
+              for (const line of host?.takeLogs() ?? []) ctx.log(line);
               ctx.metric(step, values);
             },
             truncateAfter: (step) => ctx.truncateAfter(step),
@@ -180,6 +181,8 @@ export async function registerAreaHandlers(engine: EngineServer): Promise<void> 
   // "Try it": user tools and rewards in the sandbox (engine/env/sandbox.ts).
   const sb = await import('../env/sandbox');
   engine.on('sandbox.tryTool', (p: { source: string; path?: string; tool?: string; args: unknown }) => sb.tryTool(p));
+  // "Try it" for MCP servers: started for the try, relative cwd against the workspace folder.
+  engine.on('mcp.tryTool', async (p: { servers: unknown; tool?: string; args?: unknown }) => (await import('../interop/mcp-try')).tryMcp(p, { baseDir: existsSync(join(engine.opts.home, 'workspace')) ? join(engine.opts.home, 'workspace') : engine.opts.home }));
   engine.on('sandbox.tryReward', (p: { source: string; path?: string; trajectoryId: string }) => {
     const t = engine.store!.getTrajectory(p.trajectoryId);
     const o = t.outcomeData as { answer?: string; golds?: string[]; formatOk?: boolean; toolCalls?: number; toolErrors?: number; gts?: unknown; meta?: unknown };

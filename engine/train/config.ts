@@ -15,6 +15,7 @@ import { dirname, extname, isAbsolute, join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { FORMAT_NAMES } from '../env/formats';
+import { mcpServersSchema } from '../interop/mcp-config';
 import { LORA_TARGETS } from '../model/lora';
 import { ESTIMATORS } from '../rl/index';
 import { KL_ESTIMATORS } from '../rl/kl';
@@ -225,6 +226,13 @@ const environmentSchema = z.strictObject({
   tool_timeout_ms: posInt().default(5000),
   /** Tool results of one turn are cut to this many tokens in all. */
   max_observation_tokens: posInt().default(256),
+  /**
+   * MCP servers whose tools join the environment (engine/interop/mcp-client.ts): the `mcpServers`
+   * layout ({ name: { command, args, env, cwd, tools?, timeout_ms? } }) inline, or the path of a
+   * JSON file holding { "mcpServers": { … } }. Started once per run, closed at its end.
+   */
+  // Checked field by field in validateConfig (a union here would only say "Invalid input").
+  mcp_servers: z.union([z.string().min(1), z.record(z.string(), z.unknown())]).optional().describe('MCP servers ({name: {command, args, env, cwd, tools, timeout_ms}}) or a JSON file with {"mcpServers": …}'),
 });
 
 const checkpointSchema = z.strictObject({
@@ -332,6 +340,26 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
   if (env.tasks) env.tasks = abs(env.tasks);
   env.workspace = abs(env.workspace ?? '.');
   const issues: { field: string; message: string }[] = inertKeys(input, cfg, opts.job);
+  if (env.mcp_servers !== undefined) {
+    // A file in the mcpServers layout is read here, so the rest of Arbor sees one shape; a
+    // server's cwd resolves against the config file's folder (its default too).
+    let servers: unknown = env.mcp_servers;
+    let field = 'environment.mcp_servers';
+    if (typeof servers === 'string') {
+      const file = abs(servers);
+      try {
+        const j = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+        servers = j.mcpServers ?? j;
+        field = `${file}: mcpServers`;
+      } catch (e) {
+        issues.push({ field: 'environment.mcp_servers', message: `cannot read ${file} (${(e as Error).message})` });
+        servers = {};
+      }
+    }
+    const r = mcpServersSchema.safeParse(servers);
+    if (!r.success) for (const i of r.error.issues) issues.push({ field: [field, fieldName(i.path, i)].filter(Boolean).join('.'), message: describeIssue(i, servers) });
+    else env.mcp_servers = Object.fromEntries(Object.entries(r.data).map(([n, s]) => [n, { ...s, cwd: abs(s.cwd ?? '.') }]));
+  }
   if (cfg.task.kind === 'custom' && !env.tasks) issues.push({ field: 'environment.tasks', message: 'required for task.kind "custom" (a JSONL file of {id, prompt | messages, answers?, meta?})' });
   if (cfg.task.kind !== 'custom' && env.tasks) issues.push({ field: 'environment.tasks', message: `a task file is read by task.kind "custom" (got task.kind "${cfg.task.kind}")` });
   if (cfg.algorithm.mini_batches > cfg.rollout.prompts_per_step * cfg.rollout.n)

@@ -54,11 +54,11 @@ function byteTokenizer(texts: string[]): { hf: HfTokenizer; folder: string } {
   return { hf: new HfTokenizer(tokenizer, config), folder: dir };
 }
 
-export function customKit(cfg: ExperimentConfig, extras: { host?: SandboxHost } = {}): TaskKit {
+export function customKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; mcpTools?: import('../env/tool').Tool[] } = {}): TaskKit {
   const file = cfg.environment.tasks;
   if (!file) throw new Error('environment.tasks: required for task.kind "custom"');
   const tf = loadTaskFile(file);
-  const setup = envSetup(cfg, extras.host);
+  const setup = envSetup(cfg, extras.host, extras.mcpTools);
   const builtin: Tool[] = tf.passages.length >= 3 ? [searchTool(new Bm25Index(tf.passages), { topK: 2 })] : [];
   const { tools, format } = taskTools(builtin, setup);
   if (tools.length === 0) throw new Error(`environment.tools: task.kind "custom" needs tools (none given, and ${file} has no QA contexts to search)`);

@@ -28,7 +28,8 @@ export interface EnvSetup {
   userRewardName?: string;
 }
 
-export function envSetup(cfg: ExperimentConfig, host?: SandboxHost): EnvSetup {
+/** `mcpTools`: the tools of environment.mcp_servers (engine/interop/mcp-client.ts), joining the user's. */
+export function envSetup(cfg: ExperimentConfig, host?: SandboxHost, mcpTools: Tool[] = []): EnvSetup {
   const e = cfg.environment;
   return {
     format: e.format,
@@ -37,8 +38,8 @@ export function envSetup(cfg: ExperimentConfig, host?: SandboxHost): EnvSetup {
     maxObservationTokens: e.max_observation_tokens,
     maxTurns: cfg.rollout.max_turns,
     workspace: e.workspace,
-    userTools: host ? [...host.tools.values()] : [],
-    toolFiles: new Map(host ? [...host.tools.keys()].map((n) => [n, host.toolPath(n) ?? '']) : []),
+    userTools: [...(host ? host.tools.values() : []), ...mcpTools],
+    toolFiles: new Map([...(host ? [...host.tools.keys()].map((n): [string, string] => [n, host.toolPath(n) ?? '']) : []), ...mcpTools.map((t): [string, string] => [t.name, 'environment.mcp_servers'])]),
     ...(host?.rewardPath ? { userReward: (s: EpisodeSummary) => host.reward(s) as Promise<RewardValue>, userRewardName: host.rewardPath } : {}),
   };
 }

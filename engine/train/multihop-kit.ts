@@ -196,9 +196,9 @@ export function tinyTaskModel(c: ExperimentConfig, vocabSize: number, eosTokenId
   });
 }
 
-export function multihopKit(cfg: ExperimentConfig, extras: { host?: SandboxHost } = {}): TaskKit {
+export function multihopKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; mcpTools?: import('../env/tool').Tool[] } = {}): TaskKit {
   const tok = multihopTokenizer();
-  const setup = envSetup(cfg, extras.host);
+  const setup = envSetup(cfg, extras.host, extras.mcpTools);
   const hops = cfg.task.hops.map((h) => Math.min(3, h)) as (1 | 2 | 3)[];
   // Training questions come from many worlds (seeds train_seed, train_seed+1, …) so facts
   // cannot be memorised: the policy has to read them from search results. Measured: with one

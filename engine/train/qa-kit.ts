@@ -39,7 +39,7 @@ function qaExpert(questions: Map<string, QaQuestion>, format: ToolCallFormat, en
   });
 }
 
-export function qaKit(cfg: ExperimentConfig, extras: { host?: SandboxHost } = {}): TaskKit {
+export function qaKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; mcpTools?: import('../env/tool').Tool[] } = {}): TaskKit {
   if (!cfg.task.dataset) throw new Error('task.dataset: required for task.kind "qa" (a JSONL file of questions)');
   const ds = loadQaDataset(cfg.task.dataset);
   if (ds.passages.length < 3) throw new Error(`task.dataset: ${ds.file} has ${ds.passages.length} context paragraphs; the search tool needs at least 3 (give HotpotQA-style "context")`);
@@ -51,7 +51,7 @@ export function qaKit(cfg: ExperimentConfig, extras: { host?: SandboxHost } = {}
   const train = ds.questions.filter((_, i) => i % 5 !== 4);
   const held = ds.questions.filter((_, i) => i % 5 === 4);
   if (train.length === 0 || held.length === 0) throw new Error(`task.dataset: ${ds.file} needs at least 5 questions (every fifth is held out for evaluation)`);
-  const setup = envSetup(cfg, extras.host);
+  const setup = envSetup(cfg, extras.host, extras.mcpTools);
   const { format } = taskTools([...tools.values()], setup);
   const byTitle = new Map(ds.passages.map((p) => [p.title, p.text]));
   const task = (q: QaQuestion) => multihopTask({ ...q, supportingFacts: q.supporting.map((t) => byTitle.get(t)).filter((t): t is string => !!t) }, tools, own ?? word!, setup);

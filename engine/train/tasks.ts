@@ -8,6 +8,7 @@
  *  custom    a task file of {id, prompt | messages, answers?, meta?} and your own tools (./custom-kit.ts)
  */
 import type { SandboxHost } from '../env/sandbox-host';
+import type { Tool } from '../env/tool';
 import type { ExperimentConfig } from './config';
 import { customKit } from './custom-kit';
 import { multihopKit, multihopTokenizer } from './multihop-kit';
@@ -18,6 +19,8 @@ import type { TaskKit } from './session';
 export interface KitExtras {
   /** The user's tool and reward files, loaded in the sandbox. */
   host?: SandboxHost;
+  /** The tools of environment.mcp_servers, started once for the run (engine/interop/mcp-client.ts). */
+  mcpTools?: Tool[];
 }
 
 export type KitFactory = (cfg: ExperimentConfig, extras: KitExtras) => TaskKit;

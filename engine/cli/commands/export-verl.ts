@@ -5,21 +5,31 @@
  * extra_info} in, {reward, components, answer} or {error} out).
  */
 import type { Command } from 'commander';
-import { existsSync, statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { arborHome, openDatabase } from '../../store/db';
 import { Store } from '../../store/store';
-import type { ExperimentConfig } from '../../train/config';
+import { parseConfigText, validateConfig, type ExperimentConfig } from '../../train/config';
+
+/**
+ * An experiment config for its environment only (`arbor mcp serve --config`, `arbor verl-reward`):
+ * validated like any config, but the model folder is not checked (an exported config's model may
+ * be a PEFT adapter folder, or live only on the cluster).
+ */
+export function loadEnvironmentConfig(file: string): ExperimentConfig {
+  const full = resolve(file);
+  if (!existsSync(full)) throw new Error(`config file not found: ${full}`);
+  return validateConfig(parseConfigText(readFileSync(full, 'utf8'), full), { baseDir: dirname(full), file: full, checkFiles: false });
+}
 
 export function register(program: Command): void {
   program
     .command('verl-reward <experiment>')
     .description('score verl samples with an experiment\'s reward: JSON lines on stdin ({solution_str, ground_truth, extra_info}) → {reward, components} on stdout (used by an exported reward.py)')
     .action(async (file: string) => {
-      const { loadConfig } = await import('../../train/config');
       const { openConfigEnvironment, scoreSolution } = await import('../../interop/environment');
-      const env = await openConfigEnvironment(loadConfig(resolve(file)));
+      const env = await openConfigEnvironment(loadEnvironmentConfig(file));
       try {
         const rl = createInterface({ input: process.stdin, crlfDelay: Infinity });
         let n = 0;
@@ -27,13 +37,14 @@ export function register(program: Command): void {
           n++;
           if (!line.trim()) continue;
           try {
-            const req = JSON.parse(line) as { solution_str?: unknown; ground_truth?: unknown; extra_info?: { supporting?: unknown } };
+            const req = JSON.parse(line) as { solution_str?: unknown; ground_truth?: unknown; extra_info?: { supporting?: unknown; task_id?: unknown; question?: unknown } };
             if (typeof req.solution_str !== 'string') throw new Error('field "solution_str" must be a string');
             const gt = req.ground_truth;
             const golds = typeof gt === 'string' ? [gt] : Array.isArray(gt) ? gt.map(String) : null;
             if (!golds) throw new Error('field "ground_truth" must be a string or a list of strings');
             const supporting = Array.isArray(req.extra_info?.supporting) ? req.extra_info.supporting.map(String) : undefined;
-            const r = await scoreSolution(env, { solution: req.solution_str, golds, supporting });
+            const info = req.extra_info ?? {};
+            const r = await scoreSolution(env, { solution: req.solution_str, golds, supporting, taskId: typeof info.task_id === 'string' ? info.task_id : undefined, question: typeof info.question === 'string' ? info.question : undefined });
             process.stdout.write(JSON.stringify(r) + '\n');
           } catch (e) {
             process.stdout.write(JSON.stringify({ error: `line ${n}: ${(e as Error).message}` }) + '\n');
@@ -69,7 +80,6 @@ export function extend(program: Command): void {
         const store = new Store(openDatabase(db));
         try {
           const run = store.getRun(source);
-          const { validateConfig } = await import('../../train/config');
           cfg = validateConfig(run.config, { checkFiles: false });
           const ck = store.checkpoints(source).at(-1);
           if (!ck) throw new Error(`run ${source} has no checkpoint to hand over (checkpoint.every saves them)`);

@@ -38,8 +38,8 @@ export function register(program: Command): void {
       const { openConfigEnvironment, openWorkspaceEnvironment } = await import('../../interop/environment');
       let env;
       if (o.config) {
-        const { loadConfig } = await import('../../train/config');
-        env = await openConfigEnvironment(loadConfig(resolve(o.config)));
+        const { loadEnvironmentConfig } = await import('./export-verl');
+        env = await openConfigEnvironment(loadEnvironmentConfig(o.config));
       } else env = await openWorkspaceEnvironment(resolve(o.env ?? join(arborHome(), 'workspace')));
       const limits = { timeoutMs, maxArgChars: 100_000, maxResultChars: 100_000 };
       const { serveMcpHttp, serveMcpStdio } = await import('../../interop/mcp-server');

@@ -1,7 +1,8 @@
 /**
  * MCP servers as Arbor tools: a real server from npm (@modelcontextprotocol/server-everything,
  * run with node) and one written for the tests (fixtures/test-mcp-server.mjs) are started once,
- * their tools go through an Arbor episode (ToolEnv, Hermes format, the rollout runner), and a
+ * their tools go through an Arbor episode (ToolEnv, Hermes format: results rendered as tool
+ * messages by the chat template, the rollout runner), and a
  * timeout, an isError result and a killed server each become observations while the episode goes on.
  */
 import { createRequire } from 'node:module';
@@ -39,7 +40,7 @@ describe('MCP servers as tools', () => {
       },
       { onEvent: (e) => events.push(e) },
     );
-  }, 30_000);
+  }, 120_000);
   afterAll(async () => set?.close());
 
   it('lists the tools of both servers with their JSON schemas (allow-list applied)', () => {
@@ -79,7 +80,7 @@ describe('MCP servers as tools', () => {
     const obs = t.turns.filter((u) => u.role !== 'model').map((u) => u.text);
     expect(model).toHaveLength(6);
     expect(obs[0]).toContain('The sum of 2 and 3 is 5.');
-    expect(obs[0]).toContain('<tool_response> 9 </tool_response>');
+    expect(obs[0]).toContain('tool: 9');
     // isError → an error observation with the server's text
     expect(obs[1]).toContain('refused: no reason');
     expect(model[1].toolCalls![0]).toMatchObject({ name: 'fail', error: 'refused: no reason' });
@@ -90,7 +91,7 @@ describe('MCP servers as tools', () => {
     expect(model[2].toolCalls![1].error).toMatch(/invalid arguments for "echo".*message must be string/);
     // the crash → an error observation, then the server is back
     expect(model[3].toolCalls![0].error).toMatch(/mcp server "local" exited during the call to "crash".*crashing on purpose/s);
-    expect(obs[4]).toContain('<tool_response> 2 </tool_response>');
+    expect(obs[4]).toContain('tool: 2');
     const after = JSON.parse((model[4].toolCalls![1] as { result: string }).result);
     expect(after.env).toBe('from-config');
     expect(after.pid).not.toBe(stats.pid);
