@@ -1,6 +1,7 @@
 // `arbor demo --algorithms` at a tiny scale: one SFT, then each algorithm from that checkpoint
 // until the same rollout token budget; the table's fields; the per-algorithm metrics reach the
 // run folders (GiGPO's step groups, GSPO's sequence clip fraction); bad names are refused.
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,6 +56,20 @@ describe('arbor demo --algorithms', () => {
     expect(metrics('gspo')['actor/seq_clip_fraction']).toBeGreaterThanOrEqual(0);
     expect(metrics('grpo')['actor/seq_clip_fraction']).toBeUndefined();
     expect(JSON.parse(JSON.stringify(res))).toMatchObject({ tokenBudget: 60, miniBatches: 2, sft: { exactMatch: expect.any(Number) } });
+  });
+
+  it('the CLI refuses flags that would not apply, and bad names, before any work', () => {
+    const bin = join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs');
+    const arbor = (...args: string[]) => spawnSync(process.execPath, [bin, 'demo', ...args], { encoding: 'utf8', env: { ...process.env, ARBOR_HOME: mkdtempSync(join(tmpdir(), 'arbor-abl-home-')) } });
+    for (const [args, message] of [
+      [['--algorithms', 'grpo', '--budget', '5'], /--budget: .*--token-budget/],
+      [['--token-budget', '5'], /--token-budget: applies only with --algorithms/],
+      [['--algorithms', 'grpo,vapo'], /unknown algorithm "vapo"/],
+    ] as const) {
+      const r = arbor(...args);
+      expect(r.status).not.toBe(0);
+      expect(r.stderr).toMatch(message);
+    }
   });
 
   it('refuses unknown or repeated algorithm names', () => {
