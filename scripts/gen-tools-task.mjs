@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Writes the two-tool example's data (world.json, tasks/train.jsonl, tasks/heldout.jsonl) under
+// Writes the two-tool example's data (world.json, tasks.jsonl) under
 // resources/examples/tools-task from engine/env/tools-world.ts (deterministic: same seed, same files).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';

@@ -1,14 +1,17 @@
 /**
- * The chat template of the two-tool task's tiny model (ChatML, Hermes tool calling, as Qwen2.5
- * renders it, on one line so the tiny model sees few tokens): the tool schemas as JSON inside
- * `<tools>…</tools>` in the system message, assistant tool calls as
+ * The chat template of the two-tool task's tiny model (ChatML, Hermes tool calling as Qwen2.5
+ * renders it, but on one line and short, so the tiny model sees few tokens): each tool's schema as
+ * a signature, its name and argument names (`<tools> lookup ( entity ) calculator ( expression )
+ * </tools>`), in the system message; assistant tool calls as
  * `<tool_call>{"name": …, "arguments": {…}}</tool_call>`, and consecutive tool results grouped
  * into one user message of `<tool_response>…</tool_response>` blocks.
  */
 export const TOOLS_CHAT_TEMPLATE = [
   "{%- if tools -%}",
-  "{{- '<|im_start|>system <tools> ' -}}",
-  "{%- for t in tools -%}{{- t | tojson -}}{{- ' ' -}}{%- endfor -%}",
+  "{{- '<|im_start|>system <tools>' -}}",
+  "{%- for t in tools -%}{{- ' ' + t.function.name + ' (' -}}",
+  "{%- for p in (t.function.parameters.properties or {}) -%}{{- ' ' + p -}}{%- endfor -%}{{- ' )' -}}{%- endfor -%}",
+  "{{- ' ' -}}",
   "{{- '</tools> <|im_end|>' -}}",
   "{%- endif -%}",
   "{%- for m in messages -%}",

@@ -140,13 +140,13 @@ export interface ToolsExpertOptions {
   decoys?: string[];
 }
 
-export type ToolsMistake = 'wrong-lookup' | 'bad-arguments' | 'no-calculator' | 'reversed';
+export type ToolsMistake = 'wrong-lookup' | 'bad-arguments' | 'no-calculator' | 'added';
 
 /** Which mistake (if any) the expert makes in the episode with this seed. */
 export function expertMistake(seed: number, mistakeRate: number): ToolsMistake | null {
   const r = mulberry32(seed ^ 0x51f15e);
   if (r() >= mistakeRate) return null;
-  return (['wrong-lookup', 'bad-arguments', 'no-calculator', 'reversed'] as const)[Math.floor(r() * 4)]!;
+  return (['wrong-lookup', 'bad-arguments', 'no-calculator', 'added'] as const)[Math.floor(r() * 4)]!;
 }
 
 const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -157,8 +157,9 @@ const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
  * organisation), looks that up, computes the difference with the calculator and answers with the
  * calculator's result. With `mistakeRate` > 0 an episode has one mistake: recovered ones (a
  * wrong entity looked up first; a call with a wrong argument name, answered by a schema error)
- * or unrecovered ones (answering without the calculator, off by a few years; subtracting in the
- * wrong order and answering the negative number).
+ * or unrecovered ones (answering without the calculator, off by a few years; adding the years
+ * instead of subtracting them and answering the sum). (Subtracting in the wrong order would not
+ * do: exact match's SQuAD normalisation drops the minus sign.)
  */
 export function toolsExpertTurn(question: string, observations: string[], modelTurns: string[], seed: number, opts: ToolsExpertOptions = {}): string {
   const r = mulberry32(seed ^ 0xbadc0de);
@@ -188,7 +189,7 @@ export function toolsExpertTurn(question: string, observations: string[], modelT
       const off = (1 + Math.floor(r() * 5)) * (r() < 0.5 ? -1 : 1);
       return `<answer> ${Number(big) - Number(small) + off} </answer>`;
     }
-    return hermesCall('calculator', { expression: mistake === 'reversed' ? `${small} - ${big}` : `${big} - ${small}` });
+    return hermesCall('calculator', { expression: mistake === 'added' ? `${big} + ${small}` : `${big} - ${small}` });
   }
   const result = /(-?\d+(?:\.\d+)?)\s*(?:<\/tool_response>)?\s*[^\d]*$/.exec(observations[observations.length - 1] ?? '');
   return `<answer> ${result ? result[1] : Number(big) - Number(small)} </answer>`;
@@ -199,9 +200,9 @@ export const TOOLS_EXAMPLE = { seed: 7, trainQuestions: 2000, heldoutQuestions: 
 
 /**
  * The example's data files, as text: world.json (every entity's fact sentence, both worlds;
- * the lookup tool reads it) and the task files tasks/train.jsonl and tasks/heldout.jsonl
- * (`{id, prompt, answers, meta}` lines; meta has the question kind, the entities a correct
- * episode looks up and the expression it computes). `scripts/gen-tools-task.mjs` writes them;
+ * the lookup tool reads it) and the task file tasks.jsonl (`{id, prompt, answers, meta}` lines;
+ * meta has the world, "train" or "heldout", the question kind, the entities a correct episode
+ * looks up and the expression it computes). `scripts/gen-tools-task.mjs` writes them;
  * a test checks the committed files equal this output.
  */
 export function toolsExampleFiles(o = TOOLS_EXAMPLE): Record<string, string> {
@@ -216,7 +217,6 @@ export function toolsExampleFiles(o = TOOLS_EXAMPLE): Record<string, string> {
     qs.map((q) => JSON.stringify({ id: q.id, prompt: q.question, answers: q.answers, meta: { world: w, kind: q.kind, entities: q.entities, expression: q.expression } })).join('\n') + '\n';
   return {
     'world.json': `${JSON.stringify(world, null, 0).replace(/","/g, '",\n"')}\n`,
-    'tasks/train.jsonl': lines(generateToolsQuestions(train, o.trainQuestions, o.seed + 1), 'train'),
-    'tasks/heldout.jsonl': lines(generateToolsQuestions(heldout, o.heldoutQuestions, o.seed + 2), 'heldout'),
+    'tasks.jsonl': lines(generateToolsQuestions(train, o.trainQuestions, o.seed + 1), 'train') + lines(generateToolsQuestions(heldout, o.heldoutQuestions, o.seed + 2), 'heldout'),
   };
 }

@@ -33,8 +33,8 @@ export const SCHEDULES = ['cosine', 'constant'] as const;
 export const BACKENDS = ['ort', 'tfjs'] as const;
 /** ONNX Runtime devices (engine/tensor/ort.ts resolveProviders). */
 export const DEVICES = ['auto', 'cpu', 'cuda', 'dml', 'coreml'] as const;
-/** Task kinds (engine/train/tasks.ts registry): multihop (built-in world), qa (a QA dataset + BM25 search), custom (environment.tasks + your tools). */
-export const TASK_KINDS = ['multihop', 'qa', 'custom'] as const;
+/** Task kinds (engine/train/tasks.ts registry): multihop (built-in world), qa (a QA dataset + BM25 search), custom (environment.tasks + your tools), tools (the built-in lookup + calculator task). */
+export const TASK_KINDS = ['multihop', 'qa', 'custom', 'tools'] as const;
 /** The policy loss: PPO-clip (with clip-higher and dual clip) or GSPO's sequence-level ratio (engine/rl/policy-losses.ts). */
 export const POLICY_LOSSES = keysOf(POLICY_LOSS_REGISTRY);
 
@@ -361,7 +361,7 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
     else env.mcp_servers = Object.fromEntries(Object.entries(r.data).map(([n, s]) => [n, { ...s, cwd: abs(s.cwd ?? '.') }]));
   }
   if (cfg.task.kind === 'custom' && !env.tasks) issues.push({ field: 'environment.tasks', message: 'required for task.kind "custom" (a JSONL file of {id, prompt | messages, answers?, meta?})' });
-  if (cfg.task.kind !== 'custom' && env.tasks) issues.push({ field: 'environment.tasks', message: `a task file is read by task.kind "custom" (got task.kind "${cfg.task.kind}")` });
+  if (cfg.task.kind !== 'custom' && cfg.task.kind !== 'tools' && env.tasks) issues.push({ field: 'environment.tasks', message: `a task file is read by task.kind "custom" or "tools" (got task.kind "${cfg.task.kind}")` });
   if (cfg.algorithm.mini_batches > cfg.rollout.prompts_per_step * cfg.rollout.n)
     issues.push({ field: 'algorithm.mini_batches', message: `must be ≤ rollout.prompts_per_step × rollout.n = ${cfg.rollout.prompts_per_step * cfg.rollout.n}` });
   if (cfg.algorithm.old_logprobs === 'rollout' && cfg.rollout.temperature !== 1)

@@ -32,6 +32,8 @@ export interface ExperimentResult {
    */
   sft?: { steps: number; total?: number; complete: boolean; finalLoss: number; checkpoint?: string; skipped?: 'resumed'; resumedFrom?: number };
   rl?: LoopResult;
+  /** Held-out metrics of the SFT model, right after a finished warm start (the "SFT alone" row). */
+  sftEval?: Record<string, number>;
   eval?: Record<string, number>;
   /** The signal stopped the job before its end (during SFT, between SFT and RL, or during RL). */
   stopped: boolean;
@@ -67,6 +69,12 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
       });
       out.sft = { steps: r.steps, total: r.total, complete: r.complete, finalLoss: r.finalLoss, checkpoint: r.checkpoint?.dir, ...(saved ? { resumedFrom: saved.step } : {}) };
       ctx.sink.event?.(r.complete ? 'sft_done' : 'sft_stopped', { steps: r.steps, total: r.total, finalLoss: r.finalLoss });
+      // SFT alone on the held-out tasks, so one run shows what RL added (logged on SFT's step axis).
+      if (r.complete && !ctx.signal?.aborted) {
+        ctx.onPhase?.('eval', 1);
+        out.sftEval = evalMetrics(await ctx.session.evaluate(cfg.eval.n_questions));
+        await ctx.sink.metrics(r.steps, Object.fromEntries(Object.entries(out.sftEval).map(([k, v]) => [`sft/eval/${k}`, v])));
+      }
     }
   }
   if (ctx.signal?.aborted) {

@@ -6,6 +6,7 @@
  *  multihop  the built-in synthetic multi-hop world with BM25 search (./multihop-kit.ts)
  *  qa        a QA dataset (HotpotQA style) whose contexts are the search corpus (./qa-kit.ts)
  *  custom    a task file of {id, prompt | messages, answers?, meta?} and your own tools (./custom-kit.ts)
+ *  tools     the built-in two-tool task (lookup + calculator in Hermes JSON) over resources/examples/tools-task (./tools-kit.ts)
  */
 import type { SandboxHost } from '../env/sandbox-host';
 import type { Tool } from '../env/tool';
@@ -14,6 +15,7 @@ import { customKit } from './custom-kit';
 import { multihopKit, multihopTokenizer } from './multihop-kit';
 import type { TokenizerPort } from '../rollout/ports';
 import { qaKit } from './qa-kit';
+import { toolsKit } from './tools-kit';
 import type { TaskKit } from './session';
 
 export interface KitExtras {
@@ -29,6 +31,7 @@ const kits = new Map<string, KitFactory>([
   ['multihop', multihopKit],
   ['qa', qaKit],
   ['custom', customKit],
+  ['tools', toolsKit],
 ]);
 
 /** Add a task kind (its name must also be in config.ts TASK_KINDS). */

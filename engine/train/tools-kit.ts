@@ -13,21 +13,22 @@
  * mistakes for the SFT warm start, and the tiny model's config.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { hermesFormat } from '../env/formats';
-import { runCall, type CallOutcome, type Tool } from '../env/tool';
+import { loadTaskFile } from '../env/taskfile';
+import type { EnvTask } from '../env/toolenv';
 import { TOOLS_CHAT_TEMPLATE } from '../env/tools-template';
 import { toolsExpertTurn, toolsVocabulary } from '../env/tools-world';
-import { HfTokenizer, type ToolSpec } from '../model/tokenizer';
+import { HfTokenizer } from '../model/tokenizer';
 import { buildByteWordTokenizer, JSON_PUNCTUATION } from '../model/tiny-tokenizer';
 import { arborHome } from '../store/db';
-import type { EpisodeEnv, RolloutTask, TextPolicy, TokenizerPort } from '../rollout/ports';
-import type { ToolCallRecord } from '../rollout/types';
+import type { TextPolicy, TokenizerPort } from '../rollout/ports';
 import type { ExperimentConfig } from './config';
+import { envSetup, taskTools, toolEnvTask } from './env-setup';
 import { tinyTaskModel } from './multihop-kit';
 import type { TaskKit } from './session';
+import type { KitExtras } from './tasks';
 
 /** The example environment the built-in task runs on. */
 export const TOOLS_EXAMPLE_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'resources', 'examples', 'tools-task');
@@ -67,117 +68,52 @@ export function toolsTokenizer(): ToolsTokenizer {
   return cached;
 }
 
-/** One task line: `{id, prompt, answers, meta}`. */
-export interface ToolsTaskLine { id: string; prompt: string; answers: string[]; meta?: Record<string, unknown> }
-
-export function readToolsTasks(file: string): ToolsTaskLine[] {
-  return readFileSync(file, 'utf8').split('\n').flatMap((line, i) => {
-    if (!line.trim()) return [];
-    let v: ToolsTaskLine;
-    try {
-      v = JSON.parse(line) as ToolsTaskLine;
-    } catch (e) {
-      throw new Error(`${file}:${i + 1}: invalid JSON (${(e as Error).message})`);
-    }
-    if (typeof v.id !== 'string' || typeof v.prompt !== 'string' || !Array.isArray(v.answers)) throw new Error(`${file}:${i + 1}: needs id, prompt and answers`);
-    return [v];
-  });
-}
-
-export interface ToolsEnvironment {
-  tools: Map<string, Tool>;
-  /** The reward file's function over the episode (default: exact match). */
-  reward?: (episode: ToolsEpisode) => Promise<{ reward: number; components?: Record<string, number> }>;
-}
-
-/** What the reward sees: the task, every turn (text, calls with arguments, results and errors), the answer. */
-export interface ToolsEpisode {
-  task: ToolsTaskLine;
-  turns: { text: string; calls: { name: string; arguments: unknown; result: string; error?: string }[] }[];
-  answer?: string;
-}
-
-const normalize = (s: string) => s.trim().toLowerCase().replace(/\s+/g, ' ');
-
-/** A Hermes episode over the given tools; observations are the chat template's tool messages. */
-export function toolsTask(line: ToolsTaskLine, env: ToolsEnvironment, tok: ToolsTokenizer): RolloutTask {
-  const format = hermesFormat();
-  const specs: ToolSpec[] = [...env.tools.values()].map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.parameters } }));
-  return {
-    id: line.id,
-    meta: { ...(line.meta ?? {}), question: line.prompt, answers: line.answers },
-    createEnv(): EpisodeEnv {
-      const episode: ToolsEpisode = { task: line, turns: [] };
-      const state: Record<string, unknown> = {};
-      let formatOk = true;
-      return {
-        async prompt() {
-          const text = tok.hf.renderChat([{ role: 'user', content: line.prompt }], { tools: specs, addGenerationPrompt: true });
-          return { ids: tok.encode(text), text };
-        },
-        async step(turn) {
-          const parsed = format.parse(turn.text);
-          if (parsed.errors.length) formatOk = false;
-          if (parsed.answer !== undefined) {
-            episode.answer = parsed.answer;
-            episode.turns.push({ text: turn.text, calls: [] });
-            return { done: true };
-          }
-          const outcomes: CallOutcome[] = await Promise.all(parsed.calls.map((c) => runCall(env.tools, c, undefined, state)));
-          episode.turns.push({ text: turn.text, calls: outcomes.map((o) => ({ name: o.name, arguments: o.args, result: o.result, error: o.error })) });
-          const results = [...parsed.errors.map((e) => `Error: ${e}`), ...outcomes.map((o) => o.result)];
-          const text = `<|im_end|>${tok.hf.renderChat(results.map((r) => ({ role: 'tool', content: r })), { addGenerationPrompt: true })}`;
-          const records: ToolCallRecord[] = outcomes.map((o) => ({ name: o.name, args: o.args, result: o.result, error: o.error, latencyMs: o.latencyMs }));
-          return { done: false, observation: { text, ids: tok.encode(text), role: 'tool' }, toolCalls: records };
-        },
-        async outcome() {
-          const em = episode.answer !== undefined && line.answers.some((a) => normalize(a) === normalize(episode.answer!)) ? 1 : 0;
-          const calls = episode.turns.flatMap((t) => t.calls);
-          const components: Record<string, number> = {
-            exact_match: em,
-            lookup_calls: calls.filter((c) => c.name === 'lookup').length,
-            calculator_calls: calls.filter((c) => c.name === 'calculator').length,
-            tool_errors: calls.filter((c) => c.error).length,
-          };
-          const r = env.reward ? await env.reward(episode) : { reward: em };
-          return { reward: r.reward, components: { ...components, ...(r.components ?? {}) }, exactMatch: em === 1, formatOk: formatOk && episode.answer !== undefined, answer: episode.answer };
-        },
-      };
-    },
-  };
-}
-
-/** The scripted expert over the task lines (reads facts from the observations; makes mistakes at `mistakeRate`). */
-export function toolsExpert(mistakeRate: number, decoys: string[]): TextPolicy {
+/**
+ * The scripted expert over the task file's questions (reads facts from the observations; makes
+ * mistakes at `mistakeRate`). A turn of calls ends with the model's end-of-turn text, as the Hermes
+ * format expects (the observation is rendered by the chat template after it).
+ */
+export function toolsExpert(mistakeRate: number, decoys: string[], endText: string): TextPolicy {
   return {
     async act({ task, history, seed }) {
       const question = String(task.meta?.question ?? '');
       const observations = history.filter((h) => h.role !== 'model').map((h) => h.text);
       const modelTurns = history.filter((h) => h.role === 'model').map((h) => h.text);
-      return toolsExpertTurn(question, observations, modelTurns, seed, { mistakeRate, decoys });
+      const turn = toolsExpertTurn(question, observations, modelTurns, seed, { mistakeRate, decoys });
+      return turn.startsWith('<tool_call>') ? turn + endText : turn;
     },
   };
 }
 
-export interface ToolsKitFiles {
-  train: string;
-  heldout: string;
-}
-
-export function toolsKit(cfg: ExperimentConfig, env: ToolsEnvironment, files: ToolsKitFiles = { train: join(TOOLS_EXAMPLE_DIR, 'tasks', 'train.jsonl'), heldout: join(TOOLS_EXAMPLE_DIR, 'tasks', 'heldout.jsonl') }): TaskKit {
+/**
+ * The kit. Tools, reward, task file and workspace come from the config's `environment` (the
+ * shipped config resources/configs/tools.yaml names the example's files); the task file's rows
+ * with `meta.world: "heldout"` are the held-out world, the others the training world.
+ */
+export function toolsKit(cfg: ExperimentConfig, extras: KitExtras = {}): TaskKit {
+  const where = 'task.kind "tools"';
+  if (cfg.environment.format !== 'hermes') throw new Error(`environment.format: ${where} is written in Hermes JSON calls; set environment.format: hermes (got "${cfg.environment.format}")`);
+  if (cfg.model.path) throw new Error(`model.path: ${where} trains its built-in tiny model (its tokenizer and chat template); use model.init: tiny`);
+  const setup = envSetup(cfg, extras.host);
+  const { tools, format } = taskTools([], setup);
+  for (const name of ['lookup', 'calculator'])
+    if (!tools.some((t) => t.name === name)) throw new Error(`environment.tools: ${where} needs a "${name}" tool (e.g. ${join('resources', 'examples', 'tools-task', 'tools', `${name}.ts`)})`);
+  const file = cfg.environment.tasks ?? join(TOOLS_EXAMPLE_DIR, 'tasks.jsonl');
+  const all = loadTaskFile(file).tasks;
+  const train = all.filter((t) => t.meta?.world !== 'heldout');
+  const held = all.filter((t) => t.meta?.world === 'heldout');
+  if (train.length === 0 || held.length === 0) throw new Error(`environment.tasks: ${file} needs training rows and held-out rows (meta.world "heldout")`);
   const tok = toolsTokenizer();
-  for (const name of ['lookup', 'calculator']) if (!env.tools.has(name)) throw new Error(`task.kind "tools": the environment needs a "${name}" tool (resources/examples/tools-task/tools/${name}.ts)`);
-  const train = readToolsTasks(files.train);
-  const held = readToolsTasks(files.heldout);
-  const decoys = [...new Set(train.flatMap((l) => ((l.meta?.entities as string[] | undefined) ?? [])))];
   const eos = tok.hf.tokenId('<|im_end|>')!;
+  const task = (t: EnvTask) => toolEnvTask(t, { tools, format, tokenizer: tok.hf, setup, endTokenIds: [eos], instruction: '' });
+  const decoys = [...new Set(train.flatMap((t) => (Array.isArray(t.meta?.entities) ? (t.meta.entities as string[]) : [])))];
   return {
     tokenizer: tok,
     tokenizerFolder: tok.folder(),
-    trainTasks: train.map((l) => toolsTask(l, env, tok)),
-    evalTasks: held.slice(0, cfg.eval.n_questions).map((l) => toolsTask(l, env, tok)),
-    stop: { strings: ['</tool_call>', '</answer>'], tokenIds: [eos, tok.hf.tokenId('<|endoftext|>')!] },
-    expert: toolsExpert(cfg.sft.mistake_rate, decoys),
+    trainTasks: train.map(task),
+    evalTasks: held.slice(0, cfg.eval.n_questions).map(task),
+    stop: { strings: format.stopStrings, tokenIds: [eos, tok.hf.tokenId('<|endoftext|>')!] },
+    expert: toolsExpert(cfg.sft.mistake_rate, decoys, '<|im_end|>'),
     tinyModel: (c) => tinyTaskModel(c, tok.vocab.length, eos),
   };
 }

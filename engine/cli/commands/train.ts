@@ -90,7 +90,7 @@ export function register(program: Command): void {
         const rl = res.rl;
         // A stop during the SFT warm start ends the job with no RL result: still 'stopped'.
         rec?.finish(res.stopped ? 'stopped' : 'completed');
-        const summary = { run: id, dir, toolMemoryLimitHits: limits.count(), sft: res.sft, firstStep: rl?.firstStep, lastStep: rl?.lastStep, stopped: res.stopped, lastCheckpoint: rl?.lastCheckpoint?.dir, eval: res.eval };
+        const summary = { run: id, dir, toolMemoryLimitHits: limits.count(), sft: res.sft, firstStep: rl?.firstStep, lastStep: rl?.lastStep, stopped: res.stopped, lastCheckpoint: rl?.lastCheckpoint?.dir, sftEval: res.sftEval, eval: res.eval };
         if (o.json) console.log(JSON.stringify(summary));
         else {
           const s = res.sft;
@@ -101,7 +101,8 @@ export function register(program: Command): void {
             );
           if (rl) console.log(`run ${id} ${rl.stopped ? 'stopped' : 'finished'} at step ${rl.lastStep} (started at ${rl.firstStep}); checkpoint ${rl.lastCheckpoint?.dir ?? '-'}`);
           if (limits.count()) console.log(`warning: ${limits.count()} tool call(s) exceeded the sandbox memory limit during this run (each became an error observation; see the run's log)`);
-          if (res.eval) console.log(renderTable(['held-out metric', 'value'], Object.entries(res.eval).map(([k, v]) => [k, v])));
+          if (res.eval && res.sftEval) console.log(renderTable(['held-out metric', 'SFT alone', 'after RL'], Object.entries(res.eval).map(([k, v]) => [k, res.sftEval![k] ?? '-', v])));
+          else if (res.eval) console.log(renderTable(['held-out metric', 'value'], Object.entries(res.eval).map(([k, v]) => [k, v])));
         }
       } catch (e) {
         rec?.finish('failed', e instanceof Error ? e.message : String(e));

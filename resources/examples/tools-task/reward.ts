@@ -1,18 +1,18 @@
-// The two-tool task's reward: 1 when the final answer equals the gold number, else 0. The
-// components are logged with every trajectory (they do not change the reward): whether the
-// episode used each tool and how many calls failed.
-import { exactMatch } from 'arbor/env';
-import type { Episode } from 'arbor/env';
+// The two-tool task's reward: 1 when the final answer is the gold number, else 0. It sees the
+// whole episode: the task (with its meta), every model turn with its tool calls (name, arguments,
+// result, error) and the answer. The components are stored with each trajectory and charted;
+// they do not change the reward.
+import { exactMatch, type RewardFn } from 'arbor/env';
 
-export function reward(episode: Episode) {
-  const calls = episode.turns.flatMap((t) => t.calls);
-  const correct = exactMatch(episode.answer ?? '', episode.task.answers ?? []);
+export const reward: RewardFn = (episode) => {
+  const calls = episode.history.flatMap((turn) => turn.calls);
+  const worked = (name: string) => (calls.some((c) => c.name === name && c.success) ? 1 : 0);
   return {
-    reward: correct,
+    reward: episode.answer === undefined ? 0 : exactMatch(episode.answer, episode.golds),
     components: {
-      used_lookup: calls.some((c) => c.name === 'lookup' && !c.error) ? 1 : 0,
-      used_calculator: calls.some((c) => c.name === 'calculator' && !c.error) ? 1 : 0,
-      failed_calls: calls.filter((c) => c.error).length,
+      used_lookup: worked('lookup'),
+      used_calculator: worked('calculator'),
+      failed_calls: calls.filter((c) => !c.success).length,
     },
   };
-}
+};

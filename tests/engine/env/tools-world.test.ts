@@ -79,7 +79,7 @@ describe('two-tool world', () => {
     }
     expect(kinds.get('none')! / qs.length).toBeGreaterThan(0.5);
     expect(kinds.get('none')! / qs.length).toBeLessThan(0.7);
-    for (const k of ['wrong-lookup', 'bad-arguments', 'no-calculator', 'reversed']) expect(kinds.get(k)).toBeGreaterThan(15);
+    for (const k of ['wrong-lookup', 'bad-arguments', 'no-calculator', 'added']) expect(kinds.get(k)).toBeGreaterThan(15);
     expect(right / qs.length).toBeGreaterThan(0.7);
     expect(right / qs.length).toBeLessThan(0.9);
   });

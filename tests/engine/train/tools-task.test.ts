@@ -1,0 +1,86 @@
+// The built-in two-tool task (task.kind: tools) through the real CLI: resources/configs/tools.yaml
+// with a short SFT warm start and 2 RL steps. Its tools and reward are the example's user files
+// (sandboxed; lookup reads world.json through ctx.readFile); the stored trajectories must hold
+// Hermes calls to both tools with their JSON arguments and results. (The learning run itself is
+// a docs figure: docs/areas/train.md.)
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { parse, stringify } from 'yaml';
+import { openDatabase } from '../../../engine/store/db';
+import { Store } from '../../../engine/store/store';
+
+const root = join(__dirname, '..', '..', '..');
+const home = mkdtempSync(join(tmpdir(), 'arbor-tools-'));
+const arbor = (args: string[]) =>
+  spawnSync(process.execPath, [join(root, 'bin', 'arbor.mjs'), ...args], { encoding: 'utf8', env: { ...process.env, ARBOR_HOME: home }, timeout: 240_000 });
+
+afterAll(() => rmSync(home, { recursive: true, force: true }));
+
+/** The shipped config with small sizes; the environment's paths made absolute (the copy lives elsewhere). */
+function smallConfig(): string {
+  const cfg = parse(readFileSync(join(root, 'resources', 'configs', 'tools.yaml'), 'utf8')) as Record<string, Record<string, unknown>>;
+  const abs = (p: string) => join(root, 'resources', 'configs', p);
+  const env = cfg.environment!;
+  env.tools = (env.tools as string[]).map(abs);
+  for (const k of ['reward', 'tasks', 'workspace']) env[k] = abs(env[k] as string);
+  Object.assign(cfg, {
+    steps: 2,
+    rollout: { ...cfg.rollout, prompts_per_step: 2, n: 4 },
+    sft: { ...cfg.sft, demos: 48, epochs: 10, batch_size: 8, lr: 0.02 },
+    eval: { every: 0, n_questions: 4 },
+    algorithm: { ...cfg.algorithm, dynamic_sampling: { enabled: false } },
+    checkpoint: { every: 2, keep: 1 },
+  });
+  const file = join(home, 'tools.yaml');
+  writeFileSync(file, stringify(cfg));
+  return file;
+}
+
+describe('arbor train resources/configs/tools.yaml', () => {
+  it('trains 2 steps; the stored trajectories call both tools in Hermes JSON', () => {
+    const r = arbor(['train', smallConfig(), '--json']);
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as { run: string; lastStep: number; eval: Record<string, number> };
+    expect(out.lastStep).toBe(2);
+    expect(out.eval).toHaveProperty('exact_match');
+    const store = new Store(openDatabase(join(home, 'arbor.db')));
+    try {
+      const trajs = store.searchTrajectories({ runId: out.run });
+      expect(trajs.length).toBe(16);
+      const calls = trajs.flatMap((t) => store.getTrajectory(String(t.id)).turnsData.flatMap((u) => u.toolCalls as { name: string; args: Record<string, unknown>; result: string; error?: string }[]));
+      const lookups = calls.filter((c) => c.name === 'lookup' && typeof c.args === 'object' && typeof c.args.entity === 'string');
+      const sums = calls.filter((c) => c.name === 'calculator' && typeof c.args === 'object' && typeof c.args.expression === 'string');
+      expect(lookups.length).toBeGreaterThan(0);
+      expect(sums.length).toBeGreaterThan(0);
+      // The sandboxed lookup read world.json (a fact, or no entry for a name it does not hold);
+      // the calculator computed or refused the expression.
+      for (const c of lookups) expect(c.result).toMatch(/was (founded|born) in \d+|no entry for/);
+      for (const c of sums) expect(c.result).toMatch(/^-?\d+(\.\d+)?$|error: /);
+      // The model's turns are Hermes calls, and the reward file's components were stored.
+      const turn = store.getTrajectory(String(trajs[0]!.id)).turnsData.find((u) => u.role === 'model')!;
+      expect(turn.text).toContain('<tool_call>{"name": "');
+      expect(store.metricKeys(out.run)).toEqual(expect.arrayContaining(['reward/used_lookup', 'reward/used_calculator']));
+    } finally {
+      store.db.close();
+    }
+  }, 240_000);
+
+  it('refuses another format or a missing tool, naming the field', () => {
+    const file = smallConfig();
+    const cfg = parse(readFileSync(file, 'utf8')) as { environment: { format: string; tools: string[] } };
+    cfg.environment.format = 'tags';
+    writeFileSync(file, stringify(cfg));
+    const a = arbor(['train', file]);
+    expect(a.status).not.toBe(0);
+    expect(a.stderr).toContain('environment.format');
+    cfg.environment.format = 'hermes';
+    cfg.environment.tools = cfg.environment.tools.filter((t) => !t.endsWith('calculator.ts'));
+    writeFileSync(file, stringify(cfg));
+    const b = arbor(['train', file]);
+    expect(b.status).not.toBe(0);
+    expect(b.stderr).toMatch(/environment\.tools: .*"calculator"/);
+  }, 120_000);
+});
