@@ -10,7 +10,8 @@
  *               concurrently (schema validation, per-call timeout aborting ctx.signal, ctx.episode
  *               shared by the episode's calls, ctx.readFile over the workspace), and returns the
  *               observation to append (loss mask 0) as token ids, the tool-call records, a step
- *               reward, and whether the episode is done (an answer, or the turn budget);
+ *               reward, and whether the episode is done (an answer; at the turn budget no
+ *               observation follows and the rollout's turn limit cuts the episode as truncated);
  *  outcome()  → the outcome reward with every component: the user's reward function (given the
  *               whole episode) or weighted built-in rewards; the user reward's per-call `steps`
  *               come back as per-turn step rewards.
@@ -181,10 +182,12 @@ export class ToolEnv {
     this.retrieved.push(...results);
     trace.calls = outcomes.map((o) => ({ name: o.name, args: o.args, result: o.result, success: o.success, ...(o.error !== undefined ? { error: o.error } : {}) }));
     const stepReward = this.opts.processRewards === false ? 0 : supportingFactStepReward(results, this.opts.task.supportingFacts ?? [], this.seenFacts);
-    const done = this.turns.length >= (this.opts.maxTurns ?? 4);
+    // At the turn budget no observation follows: the episode is cut there (the rollout's turn limit,
+    // the same number, ends it as truncated: the model never answered).
+    const last = this.turns.length >= (this.opts.maxTurns ?? 4);
     return {
-      done,
-      observation: done ? undefined : this.observation(outcomes, parsed.errors, turn),
+      done: false,
+      observation: last ? undefined : this.observation(outcomes, parsed.errors, turn),
       toolCalls: outcomes.map((o) => ({ name: o.name, args: o.args, result: o.result, error: o.error, latencyMs: o.latencyMs })),
       stepReward,
     };

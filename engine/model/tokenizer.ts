@@ -77,7 +77,10 @@ export class HfTokenizer implements TextTokenizer {
     return this.vocab.get(token);
   }
   get vocabSize(): number {
-    return Math.max(...this.vocab.values()) + 1;
+    // A loop, not Math.max(...): a real vocabulary (150k ids) overflows the argument stack.
+    let max = -1;
+    for (const v of this.vocab.values()) if (v > max) max = v;
+    return max + 1;
   }
   /** The chat template from tokenizer_config.json, if any. */
   get chatTemplate(): string | undefined {

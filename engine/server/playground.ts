@@ -20,11 +20,12 @@
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { searchR1Format } from '../env/formats';
+import { formatByName, FORMAT_NAMES } from '../env/formats';
+import { ToolEnv } from '../env/toolenv';
 import { generateWorld } from '../env/multihop';
 import { loadQaDataset } from '../env/dataset';
 import { Bm25Index, searchTool } from '../env/search';
-import { runCall, type Tool } from '../env/tool';
+import type { Tool } from '../env/tool';
 import { PolicyModel } from '../model/runtime';
 import { HfTokenizer } from '../model/tokenizer';
 import { rollout } from '../rollout/engine';
@@ -38,6 +39,8 @@ export interface ChatRequest {
   messages: { role: string; content: string; name?: string }[];
   tools?: string[];
   chatId?: string;
+  /** Tool-call format; default: the run's environment.format, else search-r1. */
+  format?: string;
 }
 
 export type TranscriptEntry =
@@ -52,6 +55,8 @@ export interface ChatResult {
   world?: number;
   /** The dataset whose contexts the search tool reads, for qa runs. */
   dataset?: string;
+  /** The tool-call format the chat ran in. */
+  format?: string;
   transcript: TranscriptEntry[];
   reason: string;
   /** True when playground.cancel stopped the chat. */
@@ -74,6 +79,11 @@ export interface ChatSettings {
   maxNewTokens: number;
   maxTotalLength: number;
   temperature: number;
+  /** The run's environment.format (when it names one). */
+  format?: string;
+  /** The run's environment limits. */
+  maxCalls?: number;
+  maxObservationTokens?: number;
 }
 
 const DEFAULTS: ChatSettings = { world: 1001, maxTurns: 4, maxNewTokens: 32, maxTotalLength: 384, temperature: 0 };
@@ -90,6 +100,9 @@ export function chatSettings(config: Record<string, unknown> | undefined): ChatS
     maxNewTokens: Math.max(1, int(get(['rollout', 'max_new_tokens']), DEFAULTS.maxNewTokens)),
     maxTotalLength: Math.max(2, int(get(['rollout', 'max_total_length']), DEFAULTS.maxTotalLength)),
     temperature: typeof get(['eval', 'temperature']) === 'number' ? (get(['eval', 'temperature']) as number) : DEFAULTS.temperature,
+    ...(typeof get(['environment', 'format']) === 'string' ? { format: get(['environment', 'format']) as string } : {}),
+    ...(typeof get(['environment', 'max_calls_per_turn']) === 'number' ? { maxCalls: get(['environment', 'max_calls_per_turn']) as number } : {}),
+    ...(typeof get(['environment', 'max_observation_tokens']) === 'number' ? { maxObservationTokens: get(['environment', 'max_observation_tokens']) as number } : {}),
   };
 }
 
@@ -187,6 +200,7 @@ export class Playground {
     let partial = '';
     let partialTokens = 0;
     let resolved: ReturnType<Playground['resolve']> | undefined;
+    let chatFormat: string | undefined;
     try {
       if (!req.messages.some((m) => m.role === 'user')) throw new Error('playground.chat: messages has no user message');
       const ck = (resolved = this.resolve(req.checkpoint));
@@ -197,9 +211,18 @@ export class Playground {
       const maxTotalLength = Math.min(s.maxTotalLength, model.config.maxPositionEmbeddings);
       const allTools = this.tools(s);
       const enabled = req.tools ? new Map([...allTools].filter(([name]) => req.tools!.includes(name))) : allTools;
-      const format = searchR1Format({ maxQueries: 2 });
-      const promptText = tok.renderChat(req.messages.map((m) => ({ role: m.role, content: m.content })), { addGenerationPrompt: true });
-      const promptIds = tok.encode(promptText);
+      const formatName = req.format ?? s.format ?? 'search-r1';
+      if (!FORMAT_NAMES.includes(formatName)) throw new Error(`playground.chat: format: unknown tool-call format "${formatName}" (available: ${FORMAT_NAMES.join(', ')})`);
+      const toolList = [...enabled.values()];
+      const format = formatByName(formatName, { tools: toolList, maxCalls: s.maxCalls ?? 2 });
+      // The same episode environment as training: the conversation as the task, the tools rendered
+      // by the checkpoint's chat template, observations as token ids (hermes: tool messages).
+      const toolEnv = new ToolEnv({
+        task: { id: 'playground', messages: req.messages.map((m) => ({ role: m.role, content: m.content })) },
+        tools: toolList, format, tokenizer: tok, instruction: '', maxTurns: s.maxTurns, maxObservationTokens: s.maxObservationTokens,
+        endTokenIds: eosTokenIds(model.config),
+      });
+      const { ids: promptIds, text: promptText } = await toolEnv.prompt();
       if (promptIds.length >= maxTotalLength) throw new Error(`the conversation is ${promptIds.length} tokens, the checkpoint's limit is ${maxTotalLength}; clear the chat`);
 
       // Streaming: the engine feeds each sampled token back on the next decode call, so every
@@ -245,19 +268,19 @@ export class Playground {
           const parsed = format.parse(turn.text);
           if (parsed.answer !== undefined || (parsed.calls.length === 0 && turn.stopReason === 'stop_token')) return { done: true };
           checkCancelled();
-          for (const c of parsed.calls) {
+          const r = await toolEnv.step(turn);
+          for (const c of r.toolCalls) {
             emit({ type: 'tool_call', name: c.name, args: c.args });
             transcript.push({ role: 'tool_call', name: c.name, args: c.args });
           }
-          const outcomes = await Promise.all(parsed.calls.map((c) => runCall(enabled, c)));
-          const observation = format.observation(outcomes, parsed.errors);
-          const name = outcomes.map((o) => o.name).join(', ') || 'format';
-          const errors = [...parsed.errors, ...outcomes.filter((o) => o.error).map((o) => `${o.name}: ${o.error}`)];
+          if (!r.observation) return { done: false, toolCalls: r.toolCalls }; // the turn budget: the rollout ends it at its limit
+          const observation = r.observation.text;
+          const name = r.toolCalls.map((o) => o.name).join(', ') || 'format';
+          const errors = [...parsed.errors, ...r.toolCalls.filter((o) => o.error).map((o) => `${o.name}: ${o.error}`)];
           const error = errors.length ? errors.join('; ') : undefined;
           emit({ type: 'observation', name, content: observation, error });
           transcript.push({ role: 'tool', name, content: observation, error });
-          const records: ToolCallRecord[] = outcomes.map((o) => ({ name: o.name, args: o.args, result: o.result, error: o.error, latencyMs: o.latencyMs }));
-          return { done: false, observation: { text: observation, role: 'tool' }, toolCalls: records };
+          return { done: false, observation: r.observation, toolCalls: r.toolCalls };
         },
         outcome: async () => ({ reward: 0, components: {} }),
       };
@@ -271,11 +294,12 @@ export class Playground {
           limits: { maxNewTokens: s.maxNewTokens, maxTurns: s.maxTurns, maxTotalLength },
         stop: { strings: format.stopStrings, tokenIds: eosTokenIds(model.config) },
       });
+      chatFormat = formatName;
       const t = result.trajectories[0]!;
       const last = [...t.turns].reverse().find((u) => u.role === 'model');
       const reason = t.truncated ? `stopped at a limit (${s.maxTurns} turns, ${s.maxNewTokens} tokens per turn, ${maxTotalLength} in all)` : last?.stop?.reason ?? 'done';
       emit({ type: 'done', text: last?.text ?? '', reason });
-      return { chatId, ...chatSource(ck), transcript, reason };
+      return { chatId, ...chatSource(ck), format: chatFormat, transcript, reason };
     } catch (e) {
       // After a cancel, whatever ended the episode (ChatCancelled from a decode step, the same
       // wrapped by the rollout engine when thrown in the env's step, or the rollout's own

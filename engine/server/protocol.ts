@@ -163,6 +163,8 @@ export const chatResultSchema = z.object({
   world: num.optional(),
   /** The dataset whose contexts the search tool reads (qa runs). */
   dataset: z.string().optional(),
+  /** The tool-call format the chat ran in. */
+  format: z.string().optional(),
   transcript: z.array(transcriptEntrySchema),
   reason: z.string(),
   /** True when playground.cancel stopped the chat. */
@@ -246,7 +248,11 @@ export const api = {
   'sandbox.tryTool': { params: z.object({ source: z.string(), path: z.string().optional(), tool: z.string().optional(), args: z.unknown() }), result: tryResultSchema },
   'sandbox.tryReward': { params: z.object({ source: z.string(), path: z.string().optional(), trajectoryId: z.string().min(1) }), result: tryResultSchema },
   'playground.chat': {
-    params: z.object({ checkpoint: z.string().min(1), messages: z.array(z.object({ role: z.string(), content: z.string(), name: z.string().optional() })), tools: z.array(z.string()).optional(), chatId: z.string().optional() }),
+    params: z.object({
+      checkpoint: z.string().min(1), messages: z.array(z.object({ role: z.string(), content: z.string(), name: z.string().optional() })), tools: z.array(z.string()).optional(), chatId: z.string().optional(),
+      /** Tool-call format (search-r1, hermes, tags); default: the run's environment.format, else search-r1. */
+      format: z.string().optional(),
+    }),
     result: chatResultSchema,
   },
   'playground.cancel': { params: z.object({ chatId: z.string().min(1) }), result: z.object({ cancelled: z.boolean() }) },

@@ -160,7 +160,10 @@ export async function registerAreaHandlers(engine: EngineServer): Promise<void> 
 
   // "Try it": user tools and rewards in the sandbox (engine/env/sandbox.ts).
   const sb = await import('../env/sandbox');
-  engine.on('sandbox.tryTool', (p: { source: string; path?: string; tool?: string; args: unknown }) => sb.tryTool(p));
+  // As training runs it: argument validation, the training call limits, ctx.episode, and
+  // ctx.readFile over the workspace folder (where the user template's files live).
+  const home = engine.opts.home;
+  engine.on('sandbox.tryTool', (p: { source: string; path?: string; tool?: string; args: unknown }) => sb.tryTool({ ...p, workspace: home ? join(home, 'workspace') : undefined }));
   engine.on('sandbox.tryReward', (p: { source: string; path?: string; trajectoryId: string }) => {
     const t = engine.store!.getTrajectory(p.trajectoryId);
     const o = t.outcomeData as { answer?: string; golds?: string[]; formatOk?: boolean; toolCalls?: number; toolErrors?: number; gts?: unknown; meta?: unknown };

@@ -1,6 +1,6 @@
 /** `arbor eval <checkpoint> --task <task>`: held-out evaluation of an HF checkpoint folder. */
 import type { Command } from 'commander';
-import { TASK_KINDS, validateConfig } from '../../train/config';
+import { loadConfig, TASK_KINDS, validateConfig } from '../../train/config';
 import { renderTable } from '../../train/report';
 import { evalMetrics } from '../../train/run';
 import { openTaskSession } from '../../train/wiring';
@@ -10,19 +10,33 @@ export function register(program: Command): void {
     .command('eval')
     .description('evaluate a checkpoint (HF model folder) on held-out questions of a task')
     .argument('<checkpoint>', 'HF model folder (e.g. <run>/checkpoints/step-000040)')
-    .requiredOption('--task <task>', `task kind (${TASK_KINDS.join(', ')})`)
+    .option('--task <task>', `task kind (${TASK_KINDS.join(', ')}); or give --config`)
+    .option('--config <file>', 'an experiment config: its task and environment (format, tools, reward, task file)')
+    .option('--tasks <file>', 'task custom: the JSONL task file (its held-out fifth is evaluated)')
+    .option('--tools <files>', 'your tool files, comma-separated')
+    .option('--reward <file>', 'your reward file')
+    .option('--format <name>', 'tool-call format: search-r1, hermes or tags')
     .option('--n <questions>', 'number of held-out questions', (v) => Number(v), 64)
     .option('--seed <seed>', 'held-out world seed', (v) => Number(v), 1001)
     .option('--hops <list>', 'hop counts, comma-separated', '1,2')
     .option('--dataset <file>', 'task qa: the JSONL dataset (its held-out fifth is evaluated)')
     .option('--naive-rag', 'also run the naive RAG baseline on the same questions')
     .option('--json', 'print the result as one JSON object on stdout')
-    .action(async (checkpoint: string, o: { task: string; n: number; seed: number; hops: string; dataset?: string; naiveRag?: boolean; json?: boolean }) => {
-      const task = { kind: o.task, eval_seed: o.seed, hops: o.hops.split(',').map(Number), ...(o.dataset ? { dataset: o.dataset } : {}) };
+    .action(async (checkpoint: string, o: { task?: string; config?: string; n: number; seed: number; hops: string; dataset?: string; tasks?: string; tools?: string; reward?: string; format?: string; naiveRag?: boolean; json?: boolean }) => {
+      if (!o.task && !o.config) throw new Error('give --task <kind> or --config <experiment config>');
+      const base = o.config ? (JSON.parse(JSON.stringify(loadConfig(o.config))) as Record<string, Record<string, unknown>>) : undefined;
+      const task: Record<string, unknown> = base ? { ...base.task, ...(o.task ? { kind: o.task } : {}) } : { kind: o.task, eval_seed: o.seed, hops: o.hops.split(",").map(Number) };
+      if (o.dataset) task.dataset = o.dataset;
+      const environment: Record<string, unknown> = { ...(base?.environment ?? {}) };
+      if (o.tasks) environment.tasks = o.tasks;
+      if (o.tools) environment.tools = o.tools.split(',').map((t) => t.trim());
+      if (o.reward) environment.reward = o.reward;
+      if (o.format) environment.format = o.format;
       const cfg = validateConfig(
-        { model: { path: checkpoint }, task, eval: { n_questions: o.n } },
-        { file: '(command line)' },
+        { ...(base ?? {}), model: { path: checkpoint }, task, environment, eval: { ...(base?.eval ?? {}), n_questions: o.n } },
+        { file: o.config ?? '(command line)' },
       );
+      o.task ??= cfg.task.kind;
       const session = await openTaskSession(cfg);
       try {
         const res = evalMetrics(await session.evaluate(o.n));

@@ -5,12 +5,15 @@
  * vocabulary, tokenizer_config.json with the chat template, generation_config.json).
  */
 import type { Command } from 'commander';
-import { existsSync, mkdirSync, readdirSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { copyFileSync, existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { initWeights, saveCheckpoint } from '../../model/checkpoint';
 import { parameterCount, tinyConfig } from '../../model/config';
-import { writeWordTokenizer } from '../../model/tokenizer';
+import { HfTokenizer, writeWordTokenizer } from '../../model/tokenizer';
 import { multihopVocabulary } from '../../env/multihop';
+import { loadConfig, TASK_KINDS, validateConfig, type ExperimentConfig } from '../../train/config';
+import { openTaskKit } from '../../train/tasks';
+import { openUserEnvironment } from '../../train/user-kit';
 
 /** Vocabulary of each built-in task (every word its prompts, observations and answers use). */
 export const TASK_VOCABULARIES: Record<string, () => string[]> = {
@@ -24,7 +27,12 @@ const int = (name: string) => (v: string) => {
 };
 
 export interface InitModelOptions {
-  task: string;
+  task?: string;
+  /** An experiment config whose task (and environment) the model is for. */
+  config?: string;
+  dataset?: string;
+  tasks?: string;
+  format?: string;
   seed?: number;
   hidden?: number;
   layers?: number;
@@ -33,10 +41,50 @@ export interface InitModelOptions {
   maxLength?: number;
 }
 
-/** Write a tiny model folder for a task; returns its parameter count and vocabulary size. */
+/**
+ * Any other task kind: the tiny model of its training kit (the kit's tokenizer files, with its chat
+ * template, and the kit's tiny config), exactly what `arbor train` with model.init tiny starts from.
+ */
+async function initKitModel(folder: string, o: InitModelOptions): Promise<{ parameters: number; vocabSize: number }> {
+  const raw: Record<string, Record<string, unknown>> = o.config ? (JSON.parse(JSON.stringify(loadConfig(o.config))) as Record<string, Record<string, unknown>>) : { model: { init: 'tiny' }, task: { kind: o.task } };
+  raw.model = { init: 'tiny', ...(o.hidden ? { hidden_size: o.hidden } : {}), ...(o.layers ? { layers: o.layers } : {}) };
+  if (o.dataset) raw.task!.dataset = o.dataset;
+  const env = (raw.environment ??= {});
+  if (o.tasks) env.tasks = o.tasks;
+  if (o.format) env.format = o.format;
+  const cfg: ExperimentConfig = validateConfig(raw, { file: o.config ?? '(command line)' });
+  if (cfg.rollout.max_total_length < (o.maxLength ?? 1024)) cfg.rollout.max_total_length = o.maxLength ?? 1024;
+  // The user's tools take part (a byte-level tokenizer's merges cover their names and schemas).
+  const host = cfg.environment.tools.length ? await openUserEnvironment({ tools: cfg.environment.tools }, cfg.environment.workspace ?? process.cwd()) : undefined;
+  let kit;
+  try {
+    kit = openTaskKit(cfg, { host });
+  } finally {
+    await host?.close();
+  }
+  if (!kit.tokenizerFolder) throw new Error(`task "${cfg.task.kind}" has no tokenizer files to write`);
+  mkdirSync(folder, { recursive: true });
+  for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(kit.tokenizerFolder, f), join(folder, f));
+  const tok = HfTokenizer.load(folder);
+  const base = kit.tinyModel(cfg);
+  const config = { ...base, numHeads: o.heads ?? base.numHeads, numKvHeads: o.kvHeads ?? (o.heads ? Math.max(1, o.heads / 2) : base.numKvHeads), headDim: base.hiddenSize / (o.heads ?? base.numHeads), maxPositionEmbeddings: o.maxLength ?? 1024 };
+  saveCheckpoint(folder, config, initWeights(config, o.seed ?? 0));
+  return { parameters: parameterCount(config), vocabSize: tok.vocabSize };
+}
+
+/** A tiny model folder for any task kind (the multi-hop one, or a training kit's). */
+export async function initModelFolder(folder: string, o: InitModelOptions): Promise<{ parameters: number; vocabSize: number }> {
+  if (o.config || (o.task && o.task !== 'multihop')) {
+    if (o.task && !(TASK_KINDS as readonly string[]).includes(o.task)) throw new Error(`--task: unknown task "${o.task}" (available: ${TASK_KINDS.join(', ')})`);
+    return initKitModel(folder, o);
+  }
+  return initTinyModel(folder, o);
+}
+
+/** Write a tiny model folder for the multi-hop task; returns its parameter count and vocabulary size. */
 export function initTinyModel(folder: string, o: InitModelOptions): { parameters: number; vocabSize: number } {
-  const vocab = TASK_VOCABULARIES[o.task];
-  if (!vocab) throw new Error(`--task: unknown task "${o.task}" (available: ${Object.keys(TASK_VOCABULARIES).join(', ')})`);
+  const vocab = TASK_VOCABULARIES[o.task ?? ''];
+  if (!vocab) throw new Error(`--task: unknown task "${o.task}" (available: ${TASK_KINDS.join(', ')})`);
   mkdirSync(folder, { recursive: true });
   const tok = writeWordTokenizer(folder, vocab());
   const config = tinyConfig({
@@ -53,7 +101,11 @@ export function register(program: Command): void {
     .description('write a randomly initialised tiny model folder (HF format) for a built-in task')
     .argument('<folder>', 'output folder')
     .requiredOption('--tiny', 'a tiny model (the only kind this command makes)')
-    .requiredOption('--task <task>', `task whose vocabulary the tokenizer covers (${Object.keys(TASK_VOCABULARIES).join(', ')})`)
+    .option('--task <task>', `task whose vocabulary the tokenizer covers (${TASK_KINDS.join(', ')})`)
+    .option('--config <file>', 'an experiment config: the model for its task (and environment format / task file)')
+    .option('--dataset <file>', 'task qa: the JSONL dataset')
+    .option('--tasks <file>', 'task custom: the JSONL task file')
+    .option('--format <name>', 'tool-call format the tokenizer must write (search-r1, hermes, tags)')
     .option('--seed <seed>', 'weight initialisation seed', (v) => Number(v), 0)
     .option('--hidden <n>', 'hidden size', int('hidden'), 64)
     .option('--layers <n>', 'layers', int('layers'), 2)
@@ -62,11 +114,12 @@ export function register(program: Command): void {
     .option('--max-length <n>', 'max_position_embeddings', int('max-length'), 1024)
     .option('--force', 'write into a non-empty folder')
     .option('--json', 'print the result as JSON')
-    .action((folder: string, o: InitModelOptions & { force?: boolean; json?: boolean; tiny: boolean }) => {
+    .action(async (folder: string, o: InitModelOptions & { force?: boolean; json?: boolean; tiny: boolean }) => {
+      if (!o.task && !o.config) throw new Error('give --task <kind> or --config <experiment config>');
       const dir = resolve(folder);
       if (existsSync(dir) && readdirSync(dir).length > 0 && !o.force) throw new Error(`${dir} is not empty (use --force to overwrite)`);
-      const r = initTinyModel(dir, o);
+      const r = await initModelFolder(dir, o);
       if (o.json) console.log(JSON.stringify({ folder: dir, ...r }));
-      else console.log(`tiny ${o.task} model: ${(r.parameters / 1e6).toFixed(2)}M parameters, vocabulary ${r.vocabSize} → ${dir}`);
+      else console.log(`tiny ${o.task ?? 'config'} model: ${(r.parameters / 1e6).toFixed(2)}M parameters, vocabulary ${r.vocabSize} → ${dir}`);
     });
 }

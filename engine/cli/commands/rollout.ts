@@ -13,6 +13,8 @@ import { openRolloutSource } from '../../rollout/sources';
 import { summarize, trajectoryToJsonLine } from '../../rollout/summary';
 import { progressBar, renderTable } from '../../train/report';
 import '../../rollout/tasks';
+import { loadConfig, TASK_KINDS } from '../../train/config';
+import { openKitSource, rolloutConfig } from '../../train/rollout-source';
 
 const int = (name: string) => (v: string) => {
   const n = Number(v);
@@ -28,7 +30,13 @@ function defaultOutFile(o: RolloutCliOptions): string {
 }
 
 interface RolloutCliOptions {
-  task: string;
+  task?: string;
+  config?: string;
+  dataset?: string;
+  tasks?: string;
+  tools?: string;
+  reward?: string;
+  format?: string;
   model?: string;
   policy?: string;
   n: number;
@@ -53,7 +61,13 @@ export function register(program: Command): void {
   program
     .command('rollout')
     .description('run multi-turn tool-use rollouts of a model (or the scripted expert) on a task; trajectories as JSONL')
-    .requiredOption('--task <task>', 'task name (e.g. multihop)')
+    .option('--task <task>', `task kind (${TASK_KINDS.join(', ')}); or give --config`)
+    .option('--config <file>', 'an experiment config: its task and environment (format, tools, reward, task file) and rollout limits')
+    .option('--dataset <file>', 'task qa: the JSONL dataset')
+    .option('--tasks <file>', 'task custom: the JSONL task file ({id, prompt | messages, answers?, meta?})')
+    .option('--tools <files>', 'your tool files, comma-separated (any tool names)')
+    .option('--reward <file>', 'your reward file')
+    .option('--format <name>', 'tool-call format: search-r1, hermes or tags')
     .option('--model <folder>', 'HF model folder to sample from')
     .option('--policy <name>', 'built-in text policy instead of a model (expert)')
     .option('--n <samples>', 'samples per question (GRPO group size)', int('n'), 4)
@@ -73,10 +87,22 @@ export function register(program: Command): void {
     .option('--out <file>', 'JSONL file for the trajectories (default: $ARBOR_HOME/rollouts/<task>-<source>-<time>.jsonl)')
     .option('--json', 'print the summary as one JSON object on stdout (no progress bar)')
     .action(async (o: RolloutCliOptions) => {
-      const src = await openRolloutSource({
-        task: o.task, model: o.model, policy: o.policy, questions: o.questions, seed: o.seed, mode: o.naiveRag ? 'naive-rag' : 'tools', maxBatch: o.batch,
-        options: { hops: o.hops.split(',').map(Number), worldSeed: o.worldSeed, mistakeRate: o.mistakeRate },
-      });
+      if (!o.task && !o.config) throw new Error('give --task <kind> or --config <experiment config>');
+      if (!!o.model === !!o.policy) throw new Error('give exactly one of --model <folder> or --policy <name>');
+      const base = o.config ? loadConfig(o.config) : undefined;
+      o.task ??= base!.task.kind;
+      const req = {
+        task: o.task, model: o.model, policy: o.policy, questions: o.questions, seed: o.seed, mode: (o.naiveRag ? 'naive-rag' : 'tools') as 'naive-rag' | 'tools', maxBatch: o.batch,
+        options: {
+          hops: o.hops.split(',').map(Number), worldSeed: o.worldSeed, mistakeRate: o.mistakeRate,
+          ...(o.dataset ? { dataset: o.dataset } : {}), ...(o.tasks ? { tasks: o.tasks } : {}), ...(o.tools ? { tools: o.tools.split(',').map((t) => t.trim()) } : {}),
+          ...(o.reward ? { reward: o.reward } : {}), ...(o.format ? { format: o.format } : {}),
+        },
+      };
+      // The multi-hop world has its own opener (world and question seeds); every other kind is its training kit.
+      const useKit = base !== undefined || o.task !== 'multihop' || o.format !== undefined || o.tools !== undefined || o.reward !== undefined;
+      if (useKit && o.naiveRag) throw new Error('--naive-rag is the multi-hop task\'s baseline (arbor rollout --task multihop --naive-rag)');
+      const src = useKit ? await openKitSource(rolloutConfig(req, base), req) : await openRolloutSource(req);
       const outFile = o.out ?? defaultOutFile(o);
       mkdirSync(dirname(resolve(outFile)), { recursive: true });
       const out = createWriteStream(outFile);

@@ -5,7 +5,7 @@
 // by the user's reward (its components appear as reward/<name> metrics); a missing file or a
 // non-qa task fails before any work with the field named.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -35,7 +35,7 @@ describe('arbor train with a user environment', () => {
     writeFileSync(file, config('{ tools: [tools/search.ts], reward: rewards/r.ts }'));
     const printed = arbor(['train', file, '--print-config']);
     expect(printed.status, printed.stderr).toBe(0);
-    expect(JSON.parse(printed.stdout).environment).toEqual({ tools: [join(ws, 'tools', 'search.ts')], reward: join(ws, 'rewards', 'r.ts') });
+    expect(JSON.parse(printed.stdout).environment).toMatchObject({ format: 'search-r1', tools: [join(ws, 'tools', 'search.ts')], reward: join(ws, 'rewards', 'r.ts'), workspace: ws });
     const r = arbor(['train', file, '--json', '--no-store', '--run-dir', join(home, 'run')]);
     expect(r.status, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout.trim().split('\n').pop()!)).toMatchObject({ lastStep: 1, stopped: false });
@@ -46,16 +46,21 @@ describe('arbor train with a user environment', () => {
     expect(rl.values).toHaveProperty('reward/searched');
   }, 240_000);
 
-  it('names the missing file and the task kind it needs', () => {
+  it('names the missing file; a tool the format cannot call names its file and leaves no run folder', () => {
     const file = join(ws, 'bad.yaml');
     writeFileSync(file, config('{ tools: [tools/nope.ts] }'));
     const r = arbor(['train', file]);
     expect(r.status).not.toBe(0);
     expect(r.stderr).toContain('environment.tools[0]');
     expect(r.stderr).toContain(join(ws, 'tools', 'nope.ts'));
-    writeFileSync(file, config('{ reward: rewards/r.ts }').replace('task: { kind: qa, dataset: envs/qa.jsonl }', 'task: { kind: multihop }'));
-    const m = arbor(['train', file]);
+    writeFileSync(
+      join(ws, 'tools', 'calc.ts'),
+      `export const calculator = { name: 'calculator', description: 'arithmetic', parameters: { type: 'object', properties: { expression: { type: 'string' } } }, execute: () => ({ content: '1', success: true }) };`,
+    );
+    writeFileSync(file, config('{ tools: [tools/calc.ts] }'));
+    const m = arbor(['train', file, '--run-dir', join(home, 'refused')]);
     expect(m.status).not.toBe(0);
-    expect(m.stderr).toMatch(/environment.*task\.kind "qa"/);
+    expect(m.stderr).toMatch(/environment\.format "search-r1": \S*tools\/calc\.ts: tool "calculator" cannot be called by the search-r1 format/);
+    expect(existsSync(join(home, 'refused'))).toBe(false);
   });
 });

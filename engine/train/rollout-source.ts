@@ -1,0 +1,61 @@
+/**
+ * `arbor rollout` for every task kind of the task registry (./tasks.ts): a task kit built from an
+ * experiment config (task, environment: format, tools, reward, task file) becomes a rollout
+ * source, sampled from a model folder or written by the kit's scripted expert. The episodes are
+ * the same ToolEnv episodes training runs (same format, query limits, observation budget).
+ * (The multi-hop task keeps its own opener in engine/rollout/tasks.ts, with world/question seeds.)
+ */
+import { PolicyModel } from '../model/runtime';
+import { eosTokenIds, policyDecodeBackend } from '../rollout/model-backend';
+import type { RolloutSource, RolloutSourceRequest } from '../rollout/sources';
+import { hasUserFiles, validateConfig, type ExperimentConfig } from './config';
+import { openTaskKit } from './tasks';
+
+/** The experiment config `arbor rollout` options describe (validated; paths relative to the working folder). */
+export function rolloutConfig(req: RolloutSourceRequest, base?: ExperimentConfig): ExperimentConfig {
+  const o = req.options ?? {};
+  const raw = (base ? JSON.parse(JSON.stringify(base)) : { model: { init: 'tiny' }, task: { kind: req.task } }) as Record<string, Record<string, unknown>>;
+  if (o.dataset) raw.task!.dataset = String(o.dataset);
+  const env = (raw.environment ??= {});
+  if (o.format) env.format = String(o.format);
+  if (o.tools) env.tools = o.tools as string[];
+  if (o.reward) env.reward = String(o.reward);
+  if (o.tasks) env.tasks = String(o.tasks);
+  if (req.model) raw.model = { path: req.model };
+  return validateConfig(raw, { file: base ? '(--config)' : '(command line)' });
+}
+
+export async function openKitSource(cfg: ExperimentConfig, req: RolloutSourceRequest): Promise<RolloutSource> {
+  let host: { close(): Promise<void> } | undefined;
+  let model: PolicyModel | undefined;
+  try {
+    let kitHost;
+    if (hasUserFiles(cfg)) {
+      const { openUserEnvironment } = await import('./user-kit');
+      kitHost = await openUserEnvironment(cfg.environment, cfg.environment.workspace ?? process.cwd());
+      host = kitHost;
+    }
+    const kit = openTaskKit(cfg, { host: kitHost });
+    if (!cfg.model.path && req.policy !== 'expert') throw new Error(`--policy: unknown policy "${req.policy}" (available: expert)`);
+    if (!cfg.model.path && !kit.expert) throw new Error(`task "${cfg.task.kind}" has no scripted expert (give demonstrations in the task file's meta.demo, or --model <folder>)`);
+    model = cfg.model.path ? PolicyModel.load(cfg.model.path) : undefined;
+    const maxLen = model ? Math.min(cfg.rollout.max_total_length, model.config.maxPositionEmbeddings) : cfg.rollout.max_total_length;
+    const m = model;
+    return {
+      tasks: kit.trainTasks.slice(0, req.questions),
+      tokenizer: kit.tokenizer,
+      stop: { strings: kit.stop.strings, tokenIds: m ? [...new Set([...kit.stop.tokenIds, ...eosTokenIds(m.config)])] : kit.stop.tokenIds },
+      limits: { maxNewTokens: cfg.rollout.max_new_tokens, maxTurns: cfg.rollout.max_turns, maxTotalLength: maxLen },
+      backend: m ? policyDecodeBackend(m, { maxBatch: req.maxBatch ?? 16, maxLength: maxLen }) : undefined,
+      policy: m ? undefined : kit.expert,
+      close: async () => {
+        await m?.dispose();
+        await host?.close();
+      },
+    };
+  } catch (e) {
+    await model?.dispose();
+    await host?.close();
+    throw e;
+  }
+}
