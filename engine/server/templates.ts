@@ -180,7 +180,10 @@ export async function registerAreaHandlers(engine: EngineServer): Promise<void> 
 
   // "Try it": user tools and rewards in the sandbox (engine/env/sandbox.ts).
   const sb = await import('../env/sandbox');
-  engine.on('sandbox.tryTool', (p: { source: string; path?: string; tool?: string; args: unknown }) => sb.tryTool(p));
+  // As training runs it: argument validation, the training call limits, ctx.episode, and
+  // ctx.readFile over the workspace folder (where the user template's files live).
+  const home = engine.opts.home;
+  engine.on('sandbox.tryTool', (p: { source: string; path?: string; tool?: string; args: unknown }) => sb.tryTool({ ...p, workspace: home ? join(home, 'workspace') : undefined }));
   // "Try it" for MCP servers: started for the try, relative cwd against the workspace folder.
   engine.on('mcp.tryTool', async (p: { servers: unknown; tool?: string; args?: unknown }) => (await import('../interop/mcp-try')).tryMcp(p, { baseDir: existsSync(join(engine.opts.home, 'workspace')) ? join(engine.opts.home, 'workspace') : engine.opts.home }));
   engine.on('sandbox.tryReward', (p: { source: string; path?: string; trajectoryId: string }) => {

@@ -20,6 +20,9 @@ export interface PlaygroundSlice {
   chatId: string | null;
   /** what the checkpoint's search tool read in the last chat: a world seed or a dataset file */
   chatCorpus: string | null;
+  /** Tool-call format for the next chat ('' = the run's environment.format). */
+  chatFormat: string;
+  setChatFormat(format: string): void;
   loadCheckpoints(): Promise<void>;
   setCheckpoint(id: string): void;
   send(text: string): Promise<void>;
@@ -47,6 +50,8 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
     chatting: false,
     chatId: null,
     chatCorpus: null,
+    chatFormat: '',
+    setChatFormat: (chatFormat) => set({ chatFormat }),
     async loadCheckpoints() {
       try {
         const checkpoints = await api.listCheckpoints();
@@ -65,7 +70,7 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
       set({ transcript, chatting: true, chatId });
       const push = (it: TranscriptItem) => set({ transcript: [...get().transcript, it] });
       try {
-        const r = await api.chat({ checkpoint: s.checkpointId, messages: transcriptToMessages(transcript), chatId }, (e) => {
+        const r = await api.chat({ checkpoint: s.checkpointId, messages: transcriptToMessages(transcript), chatId, ...(s.chatFormat ? { format: s.chatFormat } : {}) }, (e) => {
           const items = get().transcript;
           const last = items[items.length - 1];
           if (e.type === 'token') {
@@ -87,7 +92,7 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
           }
           // 'error' events also fail the request; the catch below shows them once.
         });
-        set({ chatCorpus: r.dataset ? `dataset ${r.dataset}` : r.world !== undefined ? `world seed ${r.world}` : null });
+        set({ chatCorpus: [r.dataset ? `dataset ${r.dataset}` : r.world !== undefined ? `world seed ${r.world}` : null, r.format ? `format ${r.format}` : null].filter(Boolean).join(', ') || null });
       } catch (err) {
         push({ kind: 'error', message: get().reportError('Playground', err) });
       } finally {

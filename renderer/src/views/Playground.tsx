@@ -9,6 +9,7 @@ export function PlaygroundView() {
   const chatting = useArbor((s) => s.chatting);
   const runs = useArbor((s) => s.runs);
   const corpus = useArbor((s) => s.chatCorpus);
+  const chatFormat = useArbor((s) => s.chatFormat);
   const [text, setText] = useState('');
   const bottom = useRef<HTMLDivElement>(null);
   useEffect(() => {
@@ -31,6 +32,12 @@ export function PlaygroundView() {
         <select value={checkpointId} onChange={(e) => a.setCheckpoint(e.target.value)} data-testid="checkpoint-select">
           <option value="">(checkpoint)</option>
           {checkpoints.map((c) => <option key={c.id} value={c.id}>{runName(c.runId)} · step {c.step}</option>)}
+        </select>
+        <select value={chatFormat} onChange={(e) => a.setChatFormat(e.target.value)} data-testid="chat-format" title="tool-call format (engine/env/formats.ts)">
+          <option value="">format: the run's</option>
+          <option value="search-r1">search-r1 (&lt;search&gt;)</option>
+          <option value="hermes">hermes (&lt;tool_call&gt; JSON)</option>
+          <option value="tags">tags (&lt;toolname&gt;)</option>
         </select>
         <span className="muted" data-testid="chat-world">the model answers with its tools: search over the corpus of the run that trained it{corpus ? ` (${corpus})` : ' (its held-out world, or its qa dataset)'}</span>
         <span className="grow" />

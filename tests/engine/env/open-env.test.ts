@@ -226,3 +226,24 @@ describe('process rewards from the reward file', () => {
     }
   });
 });
+
+describe('out-of-vocabulary text', () => {
+  it('is counted in prompts and observations and reported with the task named', async () => {
+    const { buildWordTokenizer } = await import('../../../engine/model/tokenizer');
+    const { vocabularyWarnings } = await import('../../../engine/train/session');
+    const { tokenizer, config } = buildWordTokenizer(['what', 'is', 'the', 'answer', 'facts', 'about', 'search', 'query', ':']);
+    const tok = new HfTokenizer(tokenizer, config);
+    expect(tok.unkTokenId).toBe(tok.tokenId('<unk>'));
+    const fmt = formatByName('search-r1', { tools: [search] });
+    const mk = (id: string, prompt: string) => ({ id, createEnv: () => new ToolEnv({ task: { id, prompt }, tools: [search], format: fmt, tokenizer: tok, instruction: '' }) });
+    const env = mk('zebra-task', 'what is the zebra quotient').createEnv();
+    await env.prompt();
+    expect(env.oov.prompt).toBe(2);
+    await env.step({ text: '<search> platypus </search>' }); // the observation "facts about platypus" has one unknown word
+    expect(env.oov.observation).toBe(1);
+    expect((await env.outcome()).oovTokens).toBe(3);
+    const warnings = await vocabularyWarnings({ trainTasks: [mk('fine', 'what is the answer'), mk('zebra-task', 'what is the zebra quotient')], evalTasks: [] } as never);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/1 of 2 task prompts .* \(2 <unk> tokens\), e\.g\. task zebra-task/);
+  });
+});

@@ -98,7 +98,7 @@ describe('user environment template', () => {
     }
     expect(run.status, run.error).toBe('completed');
     const logs = ((await call('runs.log', { runId: id })).result as { text: string }[]).map((l) => l.text);
-    expect(logs).toContain('environment: tools search; reward rewards/r.ts');
+    expect(logs).toContain('environment: format search-r1; tools tools/search.ts; reward rewards/r.ts');
     // The expert's demonstrations searched through the user's tool, in the sandbox.
     expect(logs.some((l) => /^sandbox: searched /.test(l))).toBe(true);
     const t = engine.store!.searchTrajectories({ runId: id })[0]!;

@@ -46,7 +46,9 @@ describe('experiment job (SFT warm start, then RL)', () => {
       onPhase: (p) => phases.push(p),
       onStep: (p, s) => p === 'rl' && s === 4 && ac.abort(),
     });
-    expect(phases).toEqual(['sft', 'rl']);
+    // A finished warm start is evaluated on the held-out tasks before RL (the "SFT alone" figure).
+    expect(phases).toEqual(['sft', 'eval', 'rl']);
+    expect(r1.sftEval).toHaveProperty('exact_match');
     expect(r1.sft!.steps).toBe(2 * Math.ceil(120 / 16));
     expect(existsSync(join(runDir, 'sft', 'checkpoints'))).toBe(true);
     expect(r1.rl!.stopped).toBe(true);
@@ -60,8 +62,11 @@ describe('experiment job (SFT warm start, then RL)', () => {
     const rows = readMetricsJsonl(join(runDir, 'metrics.jsonl'));
     const isSft = (r: { values: Record<string, number> }) => Object.keys(r.values).every((k) => k.startsWith('sft/'));
     expect(rows.filter((r) => !isSft(r)).map((r) => r.step)).toEqual([1, 2, 3, 4, 5, 6]);
-    const sft = rows.filter(isSft);
+    const sft = rows.filter((r) => isSft(r) && 'sft/loss' in r.values);
     expect(sft.map((r) => r.step)).toEqual(Array.from({ length: r1.sft!.steps }, (_, i) => i + 1));
+    // The SFT model's held-out evaluation, at SFT's last step.
+    const sftEval = rows.filter((r) => 'sft/eval/exact_match' in r.values);
+    expect(sftEval.map((r) => r.step)).toEqual([r1.sft!.steps]);
     expect(Object.keys(sft[0]!.values)).toEqual(expect.arrayContaining(['sft/loss', 'sft/lr', 'sft/tokens_per_s']));
   });
 
@@ -109,7 +114,7 @@ describe('experiment job (SFT warm start, then RL)', () => {
       expect(latestCheckpoint(join(dir, 'sft'))!.state).toMatchObject({ step: 5, phase: 'sft', complete: false, total });
 
       const r2 = await run(dir, { resume: true });
-      expect(r2.phases).toEqual(['sft', 'rl', 'eval']);
+      expect(r2.phases).toEqual(['sft', 'eval', 'rl', 'eval']);
       expect(r2.res.sft).toMatchObject({ resumedFrom: 5, steps: total, complete: true });
       expect(r2.res.sft!.skipped).toBeUndefined();
       expect([...r2.losses.keys()]).toEqual(Array.from({ length: total - 5 }, (_, i) => i + 6));
