@@ -197,8 +197,6 @@ function taskRow(t: RolloutTask): TaskRow {
   return { id: t.id, question: m.question, answers: Array.isArray(m.answers) ? m.answers.map(String) : [], ...(typeof m.hops === 'number' ? { hops: m.hops } : {}) };
 }
 
-const py = (s: string) => JSON.stringify(s);
-
 export async function exportVerl(src: VerlExportSource, outDir: string, opts: { arborCmd?: string[]; onProgress?: (what: string) => void } = {}): Promise<VerlExportResult> {
   const { cfg } = src;
   const modelPath = src.modelPath ?? cfg.model.path;

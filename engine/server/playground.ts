@@ -31,7 +31,6 @@ import { HfTokenizer } from '../model/tokenizer';
 import { rollout } from '../rollout/engine';
 import { eosTokenIds, policyDecodeBackend } from '../rollout/model-backend';
 import type { DecodeBackend, EpisodeEnv } from '../rollout/ports';
-import type { ToolCallRecord } from '../rollout/types';
 import type { Client, EngineServer } from './server';
 
 export interface ChatRequest {

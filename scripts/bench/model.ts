@@ -260,6 +260,7 @@ async function main(): Promise<void> {
     ? new Set(Object.values(JSON.parse(readFileSync(join(folder, 'model.safetensors.index.json'), 'utf8')).weight_map as Record<string, string>)).size : 1;
   const bytes = parameterCount(cfg) * (o.dtype === 'float32' ? 4 : 2);
   const build = { init_s: initS, save_s: saveS, save_mb_s: bytes / 1e6 / saveS, shards, bytes, rss_mb: rssMb() };
+  // eslint-disable-next-line no-useless-assignment -- drops the weights so the GC can free them before the child process runs
   weights = undefined;
   log(`  built: init ${initS.toFixed(1)} s, save ${saveS.toFixed(1)} s (${build.save_mb_s.toFixed(0)} MB/s, ${shards} shards), peak RSS ${build.rss_mb.toFixed(0)} MB`);
 
