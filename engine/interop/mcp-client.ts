@@ -103,7 +103,7 @@ class ServerHandle {
     }
     // Installed after a successful start, so a failing start is reported once, by the throw above.
     client.onclose = () => this.onExit(client);
-    this.emit('mcp_started', `pid ${transport.pid ?? '?'}, ${this.specs.length} tools`);
+    this.emit('mcp_started', `pid ${transport.pid ?? '?'}, ${this.specs.length} tools listed${this.cfg.tools ? `, ${this.cfg.tools.length} allowed` : ''}`);
   }
 
   private onExit(client: Client): void {
