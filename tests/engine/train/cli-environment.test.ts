@@ -46,7 +46,7 @@ describe('arbor train with a user environment', () => {
     expect(rl.values).toHaveProperty('reward/searched');
   }, 240_000);
 
-  it('names the missing file; a tool the format cannot call names its file and leaves no run folder', () => {
+  it('names the missing file; a tool the format cannot call names its file and is recorded failed (no orphan folder)', () => {
     const file = join(ws, 'bad.yaml');
     writeFileSync(file, config('{ tools: [tools/nope.ts] }'));
     const r = arbor(['train', file]);
@@ -58,9 +58,16 @@ describe('arbor train with a user environment', () => {
       `export const calculator = { name: 'calculator', description: 'arithmetic', parameters: { type: 'object', properties: { expression: { type: 'string' } } }, execute: () => ({ content: '1', success: true }) };`,
     );
     writeFileSync(file, config('{ tools: [tools/calc.ts] }'));
+    // Recorded in the workspace as a failed run naming the file (not an orphan folder the
+    // database does not know); with --no-store nothing is left at all.
     const m = arbor(['train', file, '--run-dir', join(home, 'refused')]);
     expect(m.status).not.toBe(0);
     expect(m.stderr).toMatch(/environment\.format "search-r1": \S*tools\/calc\.ts: tool "calculator" cannot be called by the search-r1 format/);
-    expect(existsSync(join(home, 'refused'))).toBe(false);
+    const runs = JSON.parse(arbor(['runs', '--json']).stdout) as { id: string; status: string; error?: string }[];
+    expect(runs.find((x) => x.id === 'refused')).toMatchObject({ status: 'failed', error: expect.stringContaining('calc.ts') });
+    const n = arbor(['train', file, '--run-dir', join(home, 'refused-no-store'), '--no-store']);
+    expect(n.status).not.toBe(0);
+    expect(n.stderr).toContain('calc.ts');
+    expect(existsSync(join(home, 'refused-no-store'))).toBe(false);
   });
 });
