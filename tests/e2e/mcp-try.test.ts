@@ -46,6 +46,9 @@ describe('editor try-it for MCP servers', () => {
     await page.getByTestId('try-it').click();
     await expect.poll(() => page.getByTestId('try-result').innerText()).toMatch(/^✓ 42/);
     await reviewShot(page, 'editor-mcp-try');
+    // TypeScript does not check the JSON file (no stale diagnostics from the TS model it replaced).
+    const owners = await page.evaluate(() => (window as unknown as { __arborMonaco: { editor: { getModelMarkers(f: object): { owner: string }[] } } }).__arborMonaco.editor.getModelMarkers({}).map((m) => m.owner));
+    expect(owners.filter((o) => o === 'typescript')).toEqual([]);
 
     await page.getByTestId('mcp-tool-fail').click();
     expect(await page.getByTestId('mcp-tool').inputValue()).toBe('fail');

@@ -100,17 +100,22 @@ export function EditorView() {
   }, [types]);
 
   // Load a newly opened file into the editor (not on every keystroke).
+  // JSON files (MCP servers) get JSON highlighting and checks, the rest TypeScript. A change of
+  // language gets a fresh model (disposing the old one drops its TypeScript diagnostics, which a
+  // language switch on the same model would leave behind).
   useEffect(() => {
     const ed = editor.current;
-    if (ed && ed.getValue() !== store.getState().source) ed.setValue(store.getState().source);
-  }, [filePath, store]);
-
-  // JSON files (MCP servers) get JSON highlighting and checks, the rest TypeScript.
-  useEffect(() => {
     const m = monacoRef.current;
-    const model = editor.current?.getModel();
-    if (m && model) m.editor.setModelLanguage(model, filePath?.endsWith('.json') ? 'json' : 'typescript');
-  }, [filePath]);
+    const source = store.getState().source;
+    const lang = filePath?.endsWith('.json') ? 'json' : 'typescript';
+    const old = ed?.getModel();
+    if (ed && m && old && old.getLanguageId() !== lang) {
+      ed.setModel(m.editor.createModel(source, lang));
+      old.dispose();
+      return;
+    }
+    if (ed && ed.getValue() !== source) ed.setValue(source);
+  }, [filePath, store]);
 
   // Mark the failing line of a "try it" error in the editor.
   useEffect(() => {
