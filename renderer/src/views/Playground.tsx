@@ -39,7 +39,7 @@ export function PlaygroundView() {
           <option value="hermes">hermes (&lt;tool_call&gt; JSON)</option>
           <option value="tags">tags (&lt;toolname&gt;)</option>
         </select>
-        <span className="muted" data-testid="chat-world">the model answers with its tools: search over the corpus of the run that trained it{corpus ? ` (${corpus})` : ' (its held-out world, or its qa dataset)'}</span>
+        <span className="muted" data-testid="chat-world">the model answers with its tools: search over the corpus of the run that trained it{corpus ? ` (${corpus})` : ' (its held-out world, or its qa dataset)'}, plus the tools of its environment.mcp_servers</span>
         <span className="grow" />
         <button onClick={() => void a.loadCheckpoints()}>Refresh</button>
         <button onClick={() => a.clearChat()} disabled={chatting}>Clear</button>
