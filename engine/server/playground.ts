@@ -3,7 +3,8 @@
  * PolicyModel with the tokenizer saved in it; the conversation is rendered with the folder's
  * chat template and run as one multi-turn episode through the rollout engine, with the
  * task's tools (BM25 search over the held-out world of the multi-hop run that made the
- * checkpoint, or over a qa run's dataset contexts; Search-R1 tags). `chat` events go to the asking client as things happen:
+ * checkpoint, or over a qa run's dataset contexts; Search-R1 tags), plus the tools of the run's
+ * `environment.mcp_servers` (started once per chat, closed when it ends). `chat` events go to the asking client as things happen:
  *   { chatId, type: 'token', text }            text the model generated since the last event
  *   { chatId, type: 'turn', text, tokens }     a model turn ended (its exact decoded text)
  *   { chatId, type: 'tool_call', name, args }  a call parsed from that turn
@@ -17,8 +18,8 @@
  * and the transcript keeps what was generated so far. Cancelling an unknown or ended chat
  * answers { cancelled: false } and changes nothing.
  */
-import { existsSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { isAbsolute, join, resolve as resolvePath } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { formatByName, FORMAT_NAMES } from '../env/formats';
 import { ToolEnv } from '../env/toolenv';
@@ -26,6 +27,8 @@ import { generateWorld } from '../env/multihop';
 import { loadQaDataset } from '../env/dataset';
 import { Bm25Index, searchTool } from '../env/search';
 import type { Tool } from '../env/tool';
+import { McpToolSet } from '../interop/mcp-client';
+import { mcpServersSchema, type McpServersConfig } from '../interop/mcp-config';
 import { PolicyModel } from '../model/runtime';
 import { HfTokenizer } from '../model/tokenizer';
 import { rollout } from '../rollout/engine';
@@ -83,6 +86,8 @@ export interface ChatSettings {
   /** The run's environment limits. */
   maxCalls?: number;
   maxObservationTokens?: number;
+  /** The run's environment.mcp_servers (inline, or a JSON file in the mcpServers layout): their tools join the chat's. */
+  mcpServers?: unknown;
 }
 
 const DEFAULTS: ChatSettings = { world: 1001, maxTurns: 4, maxNewTokens: 32, maxTotalLength: 384, temperature: 0 };
@@ -102,7 +107,35 @@ export function chatSettings(config: Record<string, unknown> | undefined): ChatS
     ...(typeof get(['environment', 'format']) === 'string' ? { format: get(['environment', 'format']) as string } : {}),
     ...(typeof get(['environment', 'max_calls_per_turn']) === 'number' ? { maxCalls: get(['environment', 'max_calls_per_turn']) as number } : {}),
     ...(typeof get(['environment', 'max_observation_tokens']) === 'number' ? { maxObservationTokens: get(['environment', 'max_observation_tokens']) as number } : {}),
+    ...(get(['environment', 'mcp_servers']) !== undefined ? { mcpServers: get(['environment', 'mcp_servers']) } : {}),
   };
+}
+
+/**
+ * The MCP servers of a run's environment.mcp_servers as config.ts reads them: inline, or a JSON
+ * file holding { mcpServers } (relative paths and each server's cwd against `baseDir`). Errors
+ * name the field.
+ */
+export function playgroundMcpServers(value: unknown, baseDir: string): McpServersConfig {
+  const abs = (p: string) => (isAbsolute(p) ? p : resolvePath(baseDir, p));
+  let servers = value;
+  let field = 'environment.mcp_servers';
+  if (typeof value === 'string') {
+    const file = abs(value);
+    try {
+      const j = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+      servers = j.mcpServers ?? j;
+      field = `${file}: mcpServers`;
+    } catch (e) {
+      throw new Error(`playground.chat: environment.mcp_servers: cannot read ${file} (${(e as Error).message})`);
+    }
+  }
+  const r = mcpServersSchema.safeParse(servers);
+  if (!r.success) {
+    const i = r.error.issues[0]!;
+    throw new Error(`playground.chat: ${[field, ...i.path.map(String)].join('.')}: ${i.message}`);
+  }
+  return Object.fromEntries(Object.entries(r.data).map(([n, s]) => [n, { ...s, cwd: abs(s.cwd ?? '.') }]));
 }
 
 interface Loaded {
@@ -201,6 +234,8 @@ export class Playground {
     let partialTokens = 0;
     let resolved: ReturnType<Playground['resolve']> | undefined;
     let chatFormat: string | undefined;
+    // The run's MCP servers: started once for this chat, closed when it ends (no process per call).
+    let mcp: McpToolSet | undefined;
     try {
       if (!req.messages.some((m) => m.role === 'user')) throw new Error('playground.chat: messages has no user message');
       const ck = (resolved = this.resolve(req.checkpoint));
@@ -209,7 +244,15 @@ export class Playground {
       checkCancelled();
       const s = ck.settings;
       const maxTotalLength = Math.min(s.maxTotalLength, model.config.maxPositionEmbeddings);
-      const allTools = this.tools(s);
+      let allTools = this.tools(s);
+      if (s.mcpServers !== undefined) {
+        const home = this.engine.opts.home;
+        const baseDir = existsSync(join(home, 'workspace')) ? join(home, 'workspace') : home;
+        // A crash mid-call becomes the call's error observation (and one restart), as in a run.
+        mcp = await McpToolSet.open(playgroundMcpServers(s.mcpServers, baseDir), { baseDir });
+        checkCancelled();
+        allTools = new Map([...allTools, ...mcp.tools.map((t): [string, Tool] => [t.name, t])]);
+      }
       const enabled = req.tools ? new Map([...allTools].filter(([name]) => req.tools!.includes(name))) : allTools;
       const formatName = req.format ?? s.format ?? 'search-r1';
       if (!FORMAT_NAMES.includes(formatName)) throw new Error(`playground.chat: format: unknown tool-call format "${formatName}" (available: ${FORMAT_NAMES.join(', ')})`);
@@ -315,6 +358,8 @@ export class Playground {
       const message = e instanceof Error ? e.message : String(e);
       emit({ type: 'error', message });
       throw e;
+    } finally {
+      await mcp?.close();
     }
   }
 

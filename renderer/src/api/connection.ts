@@ -45,6 +45,7 @@ export function adaptClient(client: EngineClient, transport: Pick<Transport, 'on
     envTypes: () => client.request('env.types'),
     tryTool: async (req) => normalizeTry(await client.request('sandbox.tryTool', req), req.path),
     tryReward: async (req) => normalizeTry(await client.request('sandbox.tryReward', req), req.path),
+    tryMcp: async (req) => normalizeTry(await client.request('mcp.tryTool', req)),
     listCheckpoints: async (runId) => (await client.request('checkpoints.list', { runId })).map(checkpointMs),
     exportRun: async (id) => (await client.request('runs.export', { id })).files,
     // The client names the chat (chatId); the engine pushes `chat` events for it

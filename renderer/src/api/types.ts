@@ -103,6 +103,8 @@ export interface ArborApi {
   envTypes(): Promise<{ path: string; content: string }[]>;
   tryTool(req: { source: string; path?: string; tool?: string; args: unknown }): Promise<TryResult>;
   tryReward(req: { source: string; path?: string; trajectoryId: string }): Promise<TryResult>;
+  /** Start MCP servers (`mcpServers` layout), list their tools with schemas, or run one call (with `tool`), then stop them. */
+  tryMcp(req: { servers: Record<string, unknown>; tool?: string; args?: unknown }): Promise<TryResult>;
   listCheckpoints(runId?: string): Promise<Checkpoint[]>;
   /** Write the run's metrics CSV and trajectories JSONL into the workspace's exports/ folder. */
   exportRun(id: string): Promise<ExportedFile[]>;

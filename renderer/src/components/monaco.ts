@@ -1,12 +1,14 @@
 // Monaco, with its workers bundled by Vite (`?worker`) so they load from 'self' under the CSP
-// (no eval, no CDN). Only the editor and TypeScript workers are needed: tools and rewards are TS.
+// (no eval, no CDN). The editor, TypeScript (tools and rewards) and JSON (MCP server files) workers.
 import * as monaco from 'monaco-editor';
 import EditorWorker from 'monaco-editor/editor/editor.worker?worker';
 import TsWorker from 'monaco-editor/language/typescript/ts.worker?worker';
+import JsonWorker from 'monaco-editor/language/json/json.worker?worker';
 
 (self as unknown as { MonacoEnvironment: monaco.Environment }).MonacoEnvironment = {
   getWorker(_id: string, label: string) {
     if (label === 'typescript' || label === 'javascript') return new TsWorker();
+    if (label === 'json') return new JsonWorker(); // MCP server files (envs/*.json in the mcpServers layout)
     return new EditorWorker();
   },
 };

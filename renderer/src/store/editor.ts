@@ -25,6 +25,62 @@ export interface EditorSlice {
   setTryArgs(s: string): void;
   setTryTrajectory(id: string): void;
   tryIt(): Promise<void>;
+  /** MCP servers file open (see isMcpServersFile): the tools its servers offered on the last try. */
+  mcpTools: McpToolInfo[];
+  /** The MCP tool "Call tool" runs. */
+  mcpTool: string;
+  /** Pick an MCP tool; fills the arguments with a skeleton of its schema. */
+  setMcpTool(name: string): void;
+  /** Start the open file's MCP servers, list their tools (with schemas), stop them. */
+  listMcpTools(): Promise<void>;
+}
+
+export interface McpToolInfo {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+}
+
+/**
+ * An MCP servers file: a .json workspace file holding `{ "mcpServers": { name: { command, args,
+ * env, cwd, tools, timeout_ms } } }` (the layout environment.mcp_servers reads). Judged on the
+ * editor's text, so a new file is tried before it is saved.
+ */
+export function isMcpServersFile(path: string | null, source: string): boolean {
+  if (!path || !/\.json$/i.test(path)) return false;
+  try {
+    const j = JSON.parse(source) as unknown;
+    return !!j && typeof j === 'object' && 'mcpServers' in j;
+  } catch {
+    return /"mcpServers"\s*:/.test(source); // still an MCP file while its JSON is being edited
+  }
+}
+
+/** The `mcpServers` map of the editor's text, or an error naming what is wrong with it. */
+export function mcpServersOf(path: string, source: string): Record<string, unknown> {
+  let j: unknown;
+  try {
+    j = JSON.parse(source);
+  } catch (err) {
+    throw new Error(`${path} is not valid JSON: ${(err as Error).message}`);
+  }
+  const servers = (j as { mcpServers?: unknown }).mcpServers;
+  if (!servers || typeof servers !== 'object' || Array.isArray(servers)) throw new Error(`${path}: mcpServers must be an object of servers ({ "name": { "command": …, "args": […] } })`);
+  return servers as Record<string, unknown>;
+}
+
+/** Arguments skeleton for a JSON schema's properties (required ones, or all when none is required). */
+export function argsSkeleton(schema: Record<string, unknown>): string {
+  const props = (schema.properties ?? {}) as Record<string, { type?: string; default?: unknown }>;
+  const required = Array.isArray(schema.required) ? (schema.required as string[]) : Object.keys(props);
+  const blank: Record<string, unknown> = { number: 0, integer: 0, boolean: false, array: [], object: {}, string: '' };
+  return JSON.stringify(Object.fromEntries(required.filter((k) => k in props).map((k) => [k, props[k]!.default ?? blank[props[k]!.type ?? 'string'] ?? null])));
+}
+
+/** Tools from an mcp.tryTool result's value (`{ tools, result? }`). */
+function toolsOf(value: unknown): McpToolInfo[] | undefined {
+  const tools = (value as { tools?: unknown } | undefined)?.tools;
+  return Array.isArray(tools) ? (tools as McpToolInfo[]) : undefined;
 }
 
 export function fileKind(path: string, files: EnvFile[]): string {
@@ -44,6 +100,30 @@ export function createEditorSlice(api: ArborApi, set: Set, get: Get): EditorSlic
     trying: false,
     tryRunId: '',
     tryTrajectories: [],
+    mcpTools: [],
+    mcpTool: '',
+    setMcpTool(name) {
+      const t = get().mcpTools.find((x) => x.name === name);
+      set({ mcpTool: name, ...(t ? { tryArgs: argsSkeleton(t.parameters) } : {}) });
+    },
+    async listMcpTools() {
+      const s = get();
+      if (!s.filePath) return;
+      set({ trying: true, tryResult: null });
+      try {
+        const result = await api.tryMcp({ servers: mcpServersOf(s.filePath, s.source) });
+        const tools = toolsOf(result.value);
+        if (tools) {
+          set({ mcpTools: tools });
+          if (!tools.some((t) => t.name === get().mcpTool) && tools[0]) get().setMcpTool(tools[0].name);
+        }
+        set({ tryResult: result });
+      } catch (err) {
+        set({ tryResult: { ok: false, error: { message: err instanceof Error ? err.message : String(err) } } });
+      } finally {
+        set({ trying: false });
+      }
+    },
     async loadTryTrajectories(runId) {
       set({ tryRunId: runId, tryTrajectories: [] });
       if (!runId) return;
@@ -68,13 +148,13 @@ export function createEditorSlice(api: ArborApi, set: Set, get: Get): EditorSlic
     async openFile(path) {
       try {
         const text = await api.readEnvFile(path);
-        set({ filePath: path, source: text, savedSource: text, tryResult: null });
+        set({ filePath: path, source: text, savedSource: text, tryResult: null, mcpTools: [], mcpTool: '' });
       } catch (err) {
         get().reportError(`Opening ${path}`, err);
       }
     },
     newFile(path, template) {
-      set({ filePath: path, source: template, savedSource: '', tryResult: null });
+      set({ filePath: path, source: template, savedSource: '', tryResult: null, mcpTools: [], mcpTool: '' });
     },
     setSource: (source) => set({ source }),
     async saveFile() {
@@ -98,7 +178,18 @@ export function createEditorSlice(api: ArborApi, set: Set, get: Get): EditorSlic
       set({ trying: true, tryResult: null });
       try {
         let result: TryResult;
-        if (fileKind(s.filePath, s.envFiles) === 'reward') {
+        if (isMcpServersFile(s.filePath, s.source)) {
+          if (!s.mcpTool) throw new Error('List the servers\' tools and pick one to call.');
+          let args: unknown;
+          try {
+            args = JSON.parse(s.tryArgs || '{}');
+          } catch (err) {
+            throw new Error(`Tool arguments are not valid JSON: ${(err as Error).message}`);
+          }
+          result = await api.tryMcp({ servers: mcpServersOf(s.filePath, s.source), tool: s.mcpTool, args });
+          const tools = toolsOf(result.value);
+          if (tools) set({ mcpTools: tools });
+        } else if (fileKind(s.filePath, s.envFiles) === 'reward') {
           if (!s.tryTrajectoryId) throw new Error('Pick a stored trajectory to score the reward on.');
           result = await api.tryReward({ source: s.source, path: s.filePath, trajectoryId: s.tryTrajectoryId });
         } else {

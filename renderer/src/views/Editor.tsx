@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from 'react';
 import { useArbor, useArborStore } from '../store/react';
-import { fileKind } from '../store/editor';
+import { fileKind, isMcpServersFile } from '../store/editor';
 import type { monaco as Monaco } from '../components/monaco';
 
 const TOOL_TEMPLATE = `import type { Tool } from 'arbor/env';
@@ -24,6 +24,19 @@ export const reward: RewardFn = (e) => {
 };
 `;
 
+// node: the engine's own Node; cwd defaults to the workspace folder, relative paths resolve against it.
+const MCP_TEMPLATE = `{
+  "mcpServers": {
+    "my_server": {
+      "command": "node",
+      "args": ["path/to/server.js"],
+      "env": {},
+      "timeout_ms": 30000
+    }
+  }
+}
+`;
+
 export function EditorView() {
   const store = useArborStore();
   const files = useArbor((s) => s.envFiles);
@@ -38,6 +51,8 @@ export function EditorView() {
   const tryTrajs = useArbor((s) => s.tryTrajectories);
   const tryRunId = useArbor((s) => s.tryRunId);
   const runs = useArbor((s) => s.runs);
+  const mcpTools = useArbor((s) => s.mcpTools);
+  const mcpTool = useArbor((s) => s.mcpTool);
   const a = store.getState();
   const host = useRef<HTMLDivElement>(null);
   const editor = useRef<Monaco.editor.IStandaloneCodeEditor | null>(null);
@@ -90,6 +105,13 @@ export function EditorView() {
     if (ed && ed.getValue() !== store.getState().source) ed.setValue(store.getState().source);
   }, [filePath, store]);
 
+  // JSON files (MCP servers) get JSON highlighting and checks, the rest TypeScript.
+  useEffect(() => {
+    const m = monacoRef.current;
+    const model = editor.current?.getModel();
+    if (m && model) m.editor.setModelLanguage(model, filePath?.endsWith('.json') ? 'json' : 'typescript');
+  }, [filePath]);
+
   // Mark the failing line of a "try it" error in the editor.
   useEffect(() => {
     const m = monacoRef.current;
@@ -100,7 +122,8 @@ export function EditorView() {
     if (line) editor.current!.revealLineInCenter(line);
   }, [result]);
 
-  const kind = filePath ? fileKind(filePath, files) : null;
+  const kind = filePath ? (isMcpServersFile(filePath, source) ? 'mcp' : fileKind(filePath, files)) : null;
+  const picked = mcpTools.find((t) => t.name === mcpTool);
   const dirty = source !== saved;
   return (
     <div className="view" data-testid="view-editor">
@@ -112,6 +135,7 @@ export function EditorView() {
         </select>
         <button onClick={() => { const p = prompt('New tool file (workspace path)', 'tools/my_tool.ts'); if (p) a.newFile(p, TOOL_TEMPLATE); }}>New tool</button>
         <button onClick={() => { const p = prompt('New reward file (workspace path)', 'rewards/my_reward.ts'); if (p) a.newFile(p, REWARD_TEMPLATE); }}>New reward</button>
+        <button onClick={() => { const p = prompt('New MCP servers file (workspace path)', 'envs/mcp_servers.json'); if (p) a.newFile(p, MCP_TEMPLATE); }} data-testid="new-mcp">New MCP servers</button>
         <span className="grow" />
         {filePath ? <span className="mono muted">{filePath}{dirty ? ' •' : ''}</span> : null}
         <button className="primary" disabled={!filePath || !dirty} onClick={() => void a.saveFile()} data-testid="save-file">Save</button>
@@ -122,7 +146,17 @@ export function EditorView() {
       <div className="panel" style={{ display: 'flex', flexDirection: 'column', gap: 8 }}>
         <div className="toolbar">
           <h3 style={{ margin: 0 }}>Try it</h3>
-          {kind === 'reward' ? (
+          {kind === 'mcp' ? (
+            <>
+              <button disabled={trying} onClick={() => void a.listMcpTools()} data-testid="mcp-list">List tools</button>
+              <select value={mcpTool} onChange={(e) => a.setMcpTool(e.target.value)} data-testid="mcp-tool" disabled={!mcpTools.length}>
+                {mcpTools.length ? null : <option value="">(list the tools first)</option>}
+                {mcpTools.map((t) => <option key={t.name} value={t.name}>{t.name}</option>)}
+              </select>
+              <span className="muted">arguments (JSON)</span>
+              <input value={tryArgs} onChange={(e) => a.setTryArgs(e.target.value)} className="mono" style={{ width: 300 }} data-testid="try-args" />
+            </>
+          ) : kind === 'reward' ? (
             <>
               <span className="muted">score a stored trajectory of</span>
               <select value={tryRunId} onChange={(e) => void a.loadTryTrajectories(e.target.value)} data-testid="try-run">
@@ -142,12 +176,33 @@ export function EditorView() {
               <input value={tryArgs} onChange={(e) => a.setTryArgs(e.target.value)} className="mono" style={{ width: 360 }} data-testid="try-args" />
             </>
           )}
-          <button className="primary" disabled={!filePath || trying} onClick={() => void a.tryIt()} data-testid="try-it">{trying ? 'Running…' : 'Run in sandbox'}</button>
-          <span className="muted">runs the editor's text (saved or not) in the sandbox</span>
+          {kind === 'mcp' ? (
+            <>
+              <button className="primary" disabled={trying || !mcpTool} onClick={() => void a.tryIt()} data-testid="try-it">{trying ? 'Running…' : 'Call tool'}</button>
+              <span className="muted">starts the servers of the editor's text (saved or not), calls, stops them</span>
+            </>
+          ) : (
+            <>
+              <button className="primary" disabled={!filePath || trying} onClick={() => void a.tryIt()} data-testid="try-it">{trying ? 'Running…' : 'Run in sandbox'}</button>
+              <span className="muted">runs the editor's text (saved or not) in the sandbox</span>
+            </>
+          )}
         </div>
+        {kind === 'mcp' && mcpTools.length ? (
+          <div className="mcp-tools" data-testid="mcp-tools" style={{ display: 'flex', gap: 8, flexWrap: 'wrap', fontSize: 12 }}>
+            {mcpTools.map((t) => (
+              <div key={t.name} className={`panel${t.name === mcpTool ? ' selected' : ''}`} style={{ cursor: 'pointer', padding: '4px 8px', outline: t.name === mcpTool ? '1px solid var(--accent, #4c8dff)' : undefined }} onClick={() => a.setMcpTool(t.name)} data-testid={`mcp-tool-${t.name}`}>
+                <span className="mono">{t.name}</span> <span className="muted">{t.description}</span>
+              </div>
+            ))}
+          </div>
+        ) : null}
+        {kind === 'mcp' && picked ? <pre className="mono muted" style={{ margin: 0, fontSize: 11, maxHeight: 140, overflow: 'auto' }} data-testid="mcp-schema">{JSON.stringify(picked.parameters, null, 2)}</pre> : null}
         {result ? (
           <div className={`result ${result.ok ? 'ok' : 'err'}`} data-testid="try-result">
-            {result.ok
+            {result.ok && kind === 'mcp'
+              ? `✓ ${mcpResultText(result.value)}${result.ms != null ? `\n(${result.ms.toFixed(0)} ms)` : ''}`
+              : result.ok
               ? `✓ ${typeof result.value === 'string' ? result.value : JSON.stringify(result.value, null, 2)}${result.ms != null ? `\n(${result.ms.toFixed(0)} ms)` : ''}`
               : `✗ ${result.error?.message ?? 'failed'}${result.error?.line ? `\n  at line ${result.error.line}${result.error.column ? `:${result.error.column}` : ''}` : ''}`}
             {result.logs?.length ? `\n\nconsole:\n${result.logs.join('\n')}` : ''}
@@ -156,4 +211,12 @@ export function EditorView() {
       </div>
     </div>
   );
+}
+
+/** An mcp.tryTool value: the call's result text, or (a listing) the tools found. */
+function mcpResultText(value: unknown): string {
+  const v = (value ?? {}) as { tools?: { name: string }[]; result?: string };
+  if (typeof v.result === 'string') return v.result;
+  const names = (v.tools ?? []).map((t) => t.name);
+  return `${names.length} tool${names.length === 1 ? '' : 's'}: ${names.join(', ')}`;
 }
