@@ -53,7 +53,7 @@ export function openMultihop(o: MultihopOptions, tokenizer: Pick<TextTokenizer, 
   const { world, index } = multihopWorld(o.worldSeed);
   const questions = generateQuestions(world, o.questions, o.hops, o.questionSeed);
   const tool = searchTool(index, { topK: o.topK ?? 2 });
-  const format = searchR1Format({ maxQueries: 3 });
+  const format = searchR1Format(); // the same per-turn call limit as training and the playground (DEFAULT_MAX_CALLS)
   const createEnv = (q: Question) =>
     new ToolEnv({
       task: { id: q.id, question: q.question, answers: q.answers, supportingFacts: q.supportingFacts, meta: { hops: q.hops } },

@@ -29,6 +29,8 @@ export type HostRequest =
   /** An episode ended: forget its ctx.episode state. */
   | { id: number; op: 'endEpisode'; episode: number };
 export type HostReply = { id: number; ok: true; value: unknown; logs: string[] } | { id: number; ok: false; error: { message: string; stack?: string; path: string }; logs: string[] };
+/** Sent when the worker begins a call: the host's per-call timer runs from here, not from the send (a call queued behind others' is not late). */
+export type HostStarted = { id: number; started: true };
 export type HostHello = { ready: true; tools: HostToolSpec[]; reward?: string } | { loadError: { message: string; stack?: string; path: string } };
 
 const { files, callTimeoutMs, workspace } = workerData as { files: HostFile[]; callTimeoutMs: number; workspace?: string };
@@ -94,6 +96,7 @@ parentPort!.on('message', (req: HostRequest) => {
     return callRewardInContext(reward.m, reward.path, req.summary, callTimeoutMs);
   };
   const logs = () => (target ? target.m.takeLogs() : []);
+  parentPort!.postMessage({ id: req.id, started: true } satisfies HostStarted);
   work().then(
     (value) => parentPort!.postMessage({ id: req.id, ok: true, value, logs: logs() } satisfies HostReply),
     (e: unknown) => parentPort!.postMessage({ id: req.id, ok: false, error: errorOf(e, path), logs: logs() } satisfies HostReply),

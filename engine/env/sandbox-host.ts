@@ -13,8 +13,11 @@ import { fileURLToPath } from 'node:url';
 import type { RawSourceMap } from 'source-map-js';
 import type { EpisodeSummary } from './rewards';
 import { compile, DEFAULT_SANDBOX_LIMITS, locate, type SandboxLimits } from './sandbox';
-import type { HostFile, HostHello, HostReply, HostRequest, HostToolSpec } from './sandbox-host-worker';
+import type { HostFile, HostHello, HostReply, HostRequest, HostStarted, HostToolSpec } from './sandbox-host-worker';
 import type { Tool, ToolResult } from './tool';
+
+/** How long a call may wait in the worker's queue before it starts (its own limit starts then). */
+const QUEUE_LIMIT_MS = 120_000;
 
 export interface SourceFile {
   /** Workspace path, shown in errors. */
@@ -48,7 +51,7 @@ export class SandboxHost {
   private toolPaths = new Map<string, string>();
   private worker?: Worker;
   private starting?: Promise<HostHello>;
-  private pending = new Map<number, { resolve: (r: HostReply) => void; reject: (e: Error) => void }>();
+  private pending = new Map<number, { resolve: (r: HostReply) => void; reject: (e: Error) => void; started: () => void }>();
   private nextId = 1;
   private closed = false;
   /** ctx.episode objects → the id their state has in the worker; freed there when the object is collected. */
@@ -161,7 +164,11 @@ export class SandboxHost {
       worker.once('message', (m: HostHello) => {
         clearTimeout(timer);
         resolve(m);
-        worker.on('message', (r: HostReply) => {
+        worker.on('message', (r: HostReply | HostStarted) => {
+          if ('started' in r) {
+            this.pending.get(r.id)?.started();
+            return;
+          }
           this.logs.push(...r.logs);
           const p = this.pending.get(r.id);
           if (!p) return;
@@ -210,11 +217,16 @@ export class SandboxHost {
     const path = req.op === 'tool' ? (this.toolPaths.get(req.name) ?? '') : (this.rewardPath ?? '');
     const reply = await new Promise<HostReply>((resolve, reject) => {
       // The worker bounds synchronous loops itself (vm timeout); an overrun after an await is
-      // only stopped by replacing the worker.
-      const timer = setTimeout(() => this.drop(worker, new Error(`${path}: timed out after ${this.limits.timeoutMs} ms (an endless loop?); the sandbox was restarted`)), this.limits.timeoutMs + 250);
+      // only stopped by replacing the worker. The call's limit runs from when the worker starts
+      // it (many episodes' calls may queue on one busy worker); before that, a generous bound.
+      let timer = setTimeout(() => this.drop(worker, new Error(`${path}: the sandbox did not start this call within ${QUEUE_LIMIT_MS / 1000} s (busy or stuck); the sandbox was restarted`)), QUEUE_LIMIT_MS);
       this.pending.set(id, {
         resolve: (r) => (clearTimeout(timer), resolve(r)),
         reject: (e) => (clearTimeout(timer), reject(e)),
+        started: () => {
+          clearTimeout(timer);
+          timer = setTimeout(() => this.drop(worker, new Error(`${path}: timed out after ${this.limits.timeoutMs} ms (an endless loop?); the sandbox was restarted`)), this.limits.timeoutMs + 250);
+        },
       });
       worker.postMessage({ ...req, id } as HostRequest);
       // The call's ctx.signal aborts inside the sandbox too (the tool's abort listeners run there).

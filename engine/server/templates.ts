@@ -3,7 +3,7 @@
  * job (engine/train) writing to the workspace store, the user-code sandbox for the editor's
  * "try it", and the environment API types for Monaco.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
@@ -69,9 +69,32 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
     // Relative paths (task.dataset: envs/qa.jsonl, environment files) are the workspace's.
     return { cfg: validateConfig(resolveEnvironment(config, envSchema, workspace), { checkFiles: true, baseDir: workspace }) };
   };
+  const envJson = z.toJSONSchema(envSchema, { io: 'input' }) as { properties?: Record<string, Record<string, unknown>> };
+  // The user template's form lists the workspace's tool, reward and task files as they are now.
+  const listed = (dir: string, ext: string) => {
+    try {
+      return readdirSync(join(workspace!, dir)).filter((f) => f.endsWith(ext)).sort().map((f) => `${dir}/${f}`);
+    } catch {
+      return [];
+    }
+  };
+  const formSchema = () => {
+    if (!workspace || !envJson.properties) return { ...schema, properties: { ...properties, environment: envJson } };
+    const p = envJson.properties;
+    const files = { tools: listed('tools', '.ts'), reward: listed('rewards', '.ts'), tasks: listed('envs', '.jsonl') };
+    const props = {
+      ...p,
+      tools: { ...p.tools, description: files.tools.length ? `tool files in the workspace: ${files.tools.join(', ')}` : 'no tool files in the workspace yet (tools/<name>.ts)' },
+      reward: { ...p.reward, ...(files.reward.length ? { enum: files.reward } : {}), description: 'reward file (rewards/<name>.ts)' },
+      tasks: { ...p.tasks, ...(files.tasks.length ? { enum: files.tasks } : {}), description: 'task file for task.kind custom (envs/<name>.jsonl)' },
+    };
+    return { ...schema, properties: { ...properties, environment: { ...envJson, properties: props } } };
+  };
   return {
     ...info,
-    schema: { ...schema, properties: { ...properties, environment: z.toJSONSchema(envSchema, { io: 'input' }) } },
+    get schema() {
+      return formSchema();
+    },
     validate(config) {
       check(config);
     },

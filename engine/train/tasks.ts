@@ -15,7 +15,7 @@ import { customKit } from './custom-kit';
 import { multihopKit, multihopTokenizer } from './multihop-kit';
 import type { TokenizerPort } from '../rollout/ports';
 import { qaKit } from './qa-kit';
-import { toolsKit } from './tools-kit';
+import { toolsKit, toolsTokenizer } from './tools-kit';
 import type { TaskKit } from './session';
 
 export interface KitExtras {
@@ -59,5 +59,6 @@ export function taskTokenizerFor(cfg: ExperimentConfig): TokenizerPort {
   const known = kitTokenizers.get(cfg);
   if (known) return known;
   if (cfg.task.kind === 'multihop') return multihopTokenizer();
+  if (cfg.task.kind === 'tools') return toolsTokenizer();
   return openTaskKit(cfg).tokenizer;
 }

@@ -293,12 +293,13 @@ async function main(): Promise<void> {
     for (let i = 0; i < tl.length; i++) { num += (arborLogits[i] - tl[i]) ** 2; den += tl[i] ** 2; }
     logitsRel = Math.sqrt(num / den);
   }
-  let arborLora: LoraResult | undefined, torchLora: LoraResult | undefined;
+  let arborLora: LoraResult | undefined, torchLora: LoraResult | undefined, loraFailure: string | undefined;
   if (o.lora) {
     log('  Arbor LoRA step (child process) …');
     const al = spawnSync(process.execPath, [join(HERE, 'run.mjs'), 'model', '--shape', o.shape, '--threads', String(o.threads), '--lora-only', '--child', folder], { encoding: 'utf8' });
-    if (al.status !== 0) throw new Error(`Arbor LoRA child failed (code ${al.status}): ${al.stderr}`);
-    arborLora = JSON.parse(al.stdout.trim().split('\n').pop()!);
+    // A failed phase (e.g. killed by the kernel's OOM killer: signal SIGKILL) is reported, not fatal to the other figures.
+    if (al.status !== 0) loraFailure = `Arbor LoRA step failed (${al.signal ? `killed by ${al.signal}, likely out of memory` : `exit code ${al.status}`}) ${al.stderr.trim().split('\n').slice(-3).join(' ')}`;
+    else arborLora = JSON.parse(al.stdout.trim().split('\n').pop()!);
     if (o.torch) {
       log('  PyTorch LoRA step …');
       const env = { ...process.env, OMP_NUM_THREADS: String(o.threads), OPENBLAS_NUM_THREADS: String(o.threads), OPENBLAS_CORETYPE: 'SkylakeX' };
@@ -323,18 +324,20 @@ async function main(): Promise<void> {
     row('full train step 1 × 128', arbor.train_s, torch?.train_s, ' (s)');
     row('peak RSS after train step', arbor.rss_train_mb, torch?.rss_train_mb, ' (MB)');
   }
-  if (arborLora) {
-    row('LoRA step 4 × 512: forward + backward', arborLora.lora_grad_s, torchLora?.lora_grad_s, ' (s)');
-    row('LoRA step 4 × 512: AdamW on adapters', arborLora.lora_opt_s, torchLora?.lora_opt_s, ' (s)');
-    row('LoRA step 4 × 512: total', arborLora.lora_grad_s + arborLora.lora_opt_s, torchLora ? torchLora.lora_grad_s + torchLora.lora_opt_s : undefined, ' (s)');
-    row('peak RSS, LoRA process', arborLora.rss_lora_mb, torchLora?.rss_lora_mb, ' (MB)');
+  if (arborLora || torchLora) {
+    row('LoRA step 4 × 512: forward + backward', arborLora?.lora_grad_s, torchLora?.lora_grad_s, ' (s)');
+    row('LoRA step 4 × 512: AdamW on adapters', arborLora?.lora_opt_s, torchLora?.lora_opt_s, ' (s)');
+    row('LoRA step 4 × 512: total', arborLora && arborLora.lora_grad_s + arborLora.lora_opt_s, torchLora ? torchLora.lora_grad_s + torchLora.lora_opt_s : undefined, ' (s)');
+    row('peak RSS, LoRA process', arborLora?.rss_lora_mb, torchLora?.rss_lora_mb, ' (MB)');
   }
-  const result = { shape: o.shape, lora: { arbor: arborLora, torch: torchLora }, parameters: parameterCount(cfg), threads: o.threads, dtype: o.dtype, build, arbor, torch, logits_rel_err: logitsRel, rows };
+  if (loraFailure) log(`  ${loraFailure}`);
+  const result = { shape: o.shape, lora: { arbor: arborLora, torch: torchLora, failure: loraFailure }, parameters: parameterCount(cfg), threads: o.threads, dtype: o.dtype, build, arbor, torch, logits_rel_err: logitsRel, rows };
   if (o.json) console.log(JSON.stringify(result));
   else {
     console.log(`\n${o.shape}: ${(parameterCount(cfg) / 1e9).toFixed(3)}B parameters, folder ${o.dtype} in ${shards} shard(s): save ${saveS.toFixed(1)} s (${build.save_mb_s.toFixed(0)} MB/s, peak RSS ${build.rss_mb.toFixed(0)} MB); save → load exact (checksum)`);
     if (logitsRel !== undefined) console.log(`logits (last position of the 128-token prefill), Arbor vs PyTorch: relative error ${logitsRel.toExponential(2)}; train loss ${arbor.train_loss ?? '—'} vs ${torch?.train_loss ?? '—'}`);
     console.log(renderTable(['measure', 'Arbor (ORT)', torch ? `PyTorch ${torch.torch}` : 'PyTorch (skipped)', 'Arbor / PyTorch'], rows));
+    if (loraFailure) console.log(loraFailure);
     console.log(`(${o.threads} threads; single timed runs after a warm-up; the machine is shared, so compare ratios, not absolute numbers)`);
   }
 }

@@ -80,6 +80,21 @@ describe('SandboxHost', () => {
     expect((await runCall(host.tools, { name: 'shout', args: { text: 'again' } })).result).toBe('AGAIN');
   }, 120_000);
 
+  it("a call queued behind others' work is timed from when it starts, not from when it was sent", async () => {
+    // Each call busy-waits 600 ms of the worker's one thread; four sent at once finish at about
+    // 0.6, 1.2, 1.8 and 2.4 s. With a 1 s limit counted from the send, the last two were killed
+    // (and the worker replaced, failing the rest); counted from the start, all four answer.
+    const BUSY = `export const busy = { name: 'busy', description: 'waits', parameters: { type: 'object', properties: { n: { type: 'number' } } },
+  execute(args: { n: number }) { const end = Date.now() + 600; while (Date.now() < end) {} return { content: 'done ' + args.n, success: true }; } };
+`;
+    const host = await SandboxHost.open({ tools: [{ path: 'tools/busy.ts', source: BUSY }] }, { timeoutMs: 1000, memoryMb: 64 });
+    hosts.push(host);
+    const limits = { timeoutMs: 30_000, maxArgChars: 2000, maxResultChars: 4000 };
+    const outs = await Promise.all([1, 2, 3, 4].map((n) => runCall(host.tools, { name: 'busy', args: { n } }, limits)));
+    expect(outs.map((o) => o.result)).toEqual(['done 1', 'done 2', 'done 3', 'done 4']);
+    expect(host.restarts).toBe(0);
+  }, 120_000);
+
   it('replaces a worker that exceeds the memory limit', async () => {
     const host = await SandboxHost.open({ tools: [{ path: 'tools/text.ts', source: TOOLS }] }, { timeoutMs: 20_000, memoryMb: 32 });
     hosts.push(host);

@@ -111,8 +111,8 @@ describe('protocol client', () => {
     expect((await c.request('workspace.open', { path: ws2 })).workspaceError).toBeNull();
 
     // The methods the area handlers provide go through this client in sandbox.test.ts
-    // (env.types, sandbox.*) and playground.test.ts (playground.*).
-    const areas = ['env.types', 'sandbox.tryTool', 'sandbox.tryReward', 'playground.chat', 'playground.cancel'];
+    // (env.types, sandbox.*), playground.test.ts (playground.*) and interop/mcp-try.test.ts (mcp.tryTool).
+    const areas = ['env.types', 'sandbox.tryTool', 'sandbox.tryReward', 'playground.chat', 'playground.cancel', 'mcp.tryTool'];
     expect(Object.keys(api).filter((m) => !called.has(m) && !areas.includes(m))).toEqual([]);
     expect(new Set(events)).toEqual(new Set(['engine', 'queue', 'run', 'metrics', 'log', 'trajectories', 'checkpoint', 'import', 'export']));
   });

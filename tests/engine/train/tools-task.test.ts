@@ -27,6 +27,7 @@ function smallConfig(): string {
   env.tools = (env.tools as string[]).map(abs);
   for (const k of ['reward', 'tasks', 'workspace']) env[k] = abs(env[k] as string);
   Object.assign(cfg, {
+    model: { init: 'tiny', hidden_size: 64 },
     steps: 2,
     rollout: { ...cfg.rollout, prompts_per_step: 2, n: 4 },
     sft: { ...cfg.sft, demos: 48, epochs: 10, batch_size: 8, lr: 0.02 },
