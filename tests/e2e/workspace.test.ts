@@ -109,6 +109,8 @@ describe('engine lost and back', () => {
       await page.getByTestId('workspace-path').fill(fresh);
       await page.getByTestId('workspace-open').click();
       await expect.poll(() => banner.count()).toBe(0);
+      // An empty workspace opens on the first-run page; the runs view has the launch button.
+      await page.getByTestId('nav-runs').click();
       await page.getByTestId('new-run').click(); // templates load from the new workspace
       await expect.poll(() => page.getByTestId('template-select').locator('option').count()).toBeGreaterThan(0);
       expect(existsSync(fresh)).toBe(true);
