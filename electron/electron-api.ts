@@ -2,7 +2,12 @@
 // `electron` package (an optional dependency with a downloaded binary) is not installed.
 // main.ts loads the real module at runtime with `require('electron')` and views it through these types.
 
-export interface Rectangle { x: number; y: number; width: number; height: number }
+export interface Rectangle {
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+}
 
 export interface IpcMainEvent {
   senderFrame: { url: string } | null;
@@ -26,7 +31,9 @@ export interface Session {
   setPermissionRequestHandler(h: ((wc: WebContents, permission: string, cb: (ok: boolean) => void) => void) | null): void;
   setPermissionCheckHandler(h: ((wc: WebContents | null, permission: string) => boolean) | null): void;
   webRequest: {
-    onHeadersReceived(l: (d: { responseHeaders?: Record<string, string[]>; url: string }, cb: (r: { responseHeaders?: Record<string, string[]> }) => void) => void): void;
+    onHeadersReceived(
+      l: (d: { responseHeaders?: Record<string, string[]>; url: string }, cb: (r: { responseHeaders?: Record<string, string[]> }) => void) => void,
+    ): void;
   };
 }
 
@@ -93,7 +100,13 @@ export interface ElectronMain {
   ipcMain: { on(channel: string, l: (e: IpcMainEvent, ...args: unknown[]) => void): void };
   Menu: { buildFromTemplate(t: MenuItemOptions[]): unknown; setApplicationMenu(m: unknown): void };
   MessageChannelMain: new () => { port1: MessagePortMain; port2: MessagePortMain };
-  utilityProcess: { fork(modulePath: string, args?: string[], opts?: { serviceName?: string; env?: Record<string, string | undefined>; stdio?: 'pipe' | 'inherit'; execArgv?: string[] }): UtilityProcess };
+  utilityProcess: {
+    fork(
+      modulePath: string,
+      args?: string[],
+      opts?: { serviceName?: string; env?: Record<string, string | undefined>; stdio?: 'pipe' | 'inherit'; execArgv?: string[] },
+    ): UtilityProcess;
+  };
   protocol: {
     registerSchemesAsPrivileged(s: { scheme: string; privileges: Record<string, boolean> }[]): void;
     handle(scheme: string, h: (req: Request) => Response | Promise<Response>): void;

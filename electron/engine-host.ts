@@ -7,9 +7,7 @@ import type { ElectronMain, UtilityProcess, WebContents } from './electron-api';
 export const MAX_RESTARTS = 3;
 export const RESTART_WINDOW_MS = 60_000;
 
-export type EngineStateMessage =
-  | { state: 'open' }
-  | { state: 'engine-crashed'; message: string; restarting: boolean; attempt?: number };
+export type EngineStateMessage = { state: 'open' } | { state: 'engine-crashed'; message: string; restarting: boolean; attempt?: number };
 
 export interface EngineHostOptions {
   /** the ESM bootstrap run in the utility process (electron/engine-entry.mjs) */
@@ -30,7 +28,10 @@ export class EngineHost {
   private renderer: WebContents | null = null;
   private lastStderr: string[] = [];
 
-  constructor(private readonly electron: ElectronMain, private readonly opts: EngineHostOptions) {}
+  constructor(
+    private readonly electron: ElectronMain,
+    private readonly opts: EngineHostOptions,
+  ) {}
 
   start(): void {
     this.stopping = false;

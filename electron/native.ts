@@ -18,5 +18,7 @@ export function findSqliteBinding(roots: string[]): { path: string } | { error: 
     const p = electronSqliteBinding(r);
     if (existsSync(p)) return { path: p };
   }
-  return { error: `better-sqlite3 built for Electron not found (looked for ${roots.map(electronSqliteBinding).join(', ')}). Run \`npm start\`, which rebuilds it into ${ELECTRON_NATIVE_DIR}/.` };
+  return {
+    error: `better-sqlite3 built for Electron not found (looked for ${roots.map(electronSqliteBinding).join(', ')}). Run \`npm start\`, which rebuilds it into ${ELECTRON_NATIVE_DIR}/.`,
+  };
 }

@@ -25,7 +25,10 @@ export function trackWindowState(win: BrowserWindow, file: string): void {
   let timer: NodeJS.Timeout | null = null;
   const save = () => {
     if (win.isDestroyed() || win.isMinimized()) return;
-    const state: WindowState = { bounds: win.isMaximized() ? (loadWindowState(file).bounds ?? win.getBounds()) : win.getBounds(), maximized: win.isMaximized() };
+    const state: WindowState = {
+      bounds: win.isMaximized() ? (loadWindowState(file).bounds ?? win.getBounds()) : win.getBounds(),
+      maximized: win.isMaximized(),
+    };
     mkdirSync(dirname(file), { recursive: true });
     writeFileSync(file, JSON.stringify(state));
   };

@@ -23,7 +23,10 @@ export function electronVersion() {
 
 export async function ensureElectronNative({ force = false, arch = process.arch } = {}) {
   const electron = electronVersion();
-  if (!electron) throw new Error('electron is not installed (it is an optionalDependency whose binary downloads at install time). Install it where it can download: `npm install electron`.');
+  if (!electron)
+    throw new Error(
+      'electron is not installed (it is an optionalDependency whose binary downloads at install time). Install it where it can download: `npm install electron`.',
+    );
   const sqliteDir = dirname(require.resolve('better-sqlite3/package.json'));
   const sqliteVersion = JSON.parse(readFileSync(join(sqliteDir, 'package.json'), 'utf8')).version;
   const stampFile = join(NATIVE_DIR, 'stamp.json');
@@ -36,7 +39,10 @@ export async function ensureElectronNative({ force = false, arch = process.arch 
   mkdirSync(dest, { recursive: true });
   for (const part of ['package.json', 'binding.gyp', 'lib', 'src', 'deps']) cpSync(join(sqliteDir, part), join(dest, part), { recursive: true });
   // better-sqlite3 requires `bindings` only when no nativeBinding is given; we always give one.
-  writeFileSync(join(NATIVE_DIR, 'package.json'), JSON.stringify({ name: 'arbor-electron-native', private: true, dependencies: { 'better-sqlite3': sqliteVersion } }, null, 2));
+  writeFileSync(
+    join(NATIVE_DIR, 'package.json'),
+    JSON.stringify({ name: 'arbor-electron-native', private: true, dependencies: { 'better-sqlite3': sqliteVersion } }, null, 2),
+  );
   const { rebuild } = await import('@electron/rebuild');
   await rebuild({ buildPath: NATIVE_DIR, electronVersion: electron, arch, onlyModules: ['better-sqlite3'], force: true, mode: 'sequential' });
   if (!existsSync(BINDING)) throw new Error(`@electron/rebuild finished but ${BINDING} is missing`);

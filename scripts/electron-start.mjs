@@ -32,7 +32,10 @@ let electronBin;
 try {
   electronBin = require('electron'); // the package's main export is the path of the binary
 } catch {
-  console.error('Electron is not installed here. It is an optional dependency whose binary is downloaded at install time;\n' + 'run `npm install electron` on a machine with network access, or use `npx arbor serve` to open the workbench in a browser.');
+  console.error(
+    'Electron is not installed here. It is an optional dependency whose binary is downloaded at install time;\n' +
+      'run `npm install electron` on a machine with network access, or use `npx arbor serve` to open the workbench in a browser.',
+  );
   process.exit(1);
 }
 

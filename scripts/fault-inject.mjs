@@ -33,12 +33,17 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const bin = join(root, 'bin', 'arbor.mjs');
 
 const { values: args } = parseArgs({
-  options: { kills: { type: 'string', default: '20' }, steps: { type: 'string', default: '120' }, seed: { type: 'string', default: '7' }, keep: { type: 'boolean', default: false } },
+  options: {
+    kills: { type: 'string', default: '20' },
+    steps: { type: 'string', default: '120' },
+    seed: { type: 'string', default: '7' },
+    keep: { type: 'boolean', default: false },
+  },
 });
 const KILLS = Number(args.kills);
 const STEPS = Number(args.steps);
 let rng = Number(args.seed) >>> 0;
-const rand = () => ((rng = (Math.imul(rng, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+const rand = () => (rng = (Math.imul(rng, 1664525) + 1013904223) >>> 0) / 2 ** 32;
 
 const work = mkdtempSync(join(tmpdir(), 'arbor-fault-'));
 const cfg = join(work, 'fault.yaml');
@@ -74,8 +79,11 @@ function checkRows(home, run, upTo) {
   const db = open(home);
   try {
     const dup = db.prepare('SELECT key, step, COUNT(*) AS n FROM metrics WHERE run_id = ? GROUP BY key, step HAVING n > 1').all(run);
-    const steps = db.prepare("SELECT step FROM metrics WHERE run_id = ? AND key = 'reward/mean' ORDER BY step").all(run).map((r) => r.step);
-    const n = upTo ?? (steps.at(-1) ?? 0);
+    const steps = db
+      .prepare("SELECT step FROM metrics WHERE run_id = ? AND key = 'reward/mean' ORDER BY step")
+      .all(run)
+      .map((r) => r.step);
+    const n = upTo ?? steps.at(-1) ?? 0;
     const missing = [];
     for (let s = 1; s <= n; s++) if (!steps.includes(s)) missing.push(s);
     return { duplicates: dup.length, missing: missing.length, steps: steps.length };
@@ -146,8 +154,20 @@ for (let k = 0; k < KILLS; k++) {
   const lostOk = committed - lastCk <= 1;
   const ok = integrity === 'ok' && listed?.status === 'interrupted' && lostOk && rows.duplicates === 0 && rows.missing === 0;
   if (!ok) failures++;
-  results.push({ kill: k + 1, where, committed, checkpoint: lastCk, status: listed?.status, integrity, duplicates: rows.duplicates, missing: rows.missing, ok });
-  process.stderr.write(`kill ${k + 1}: ${where}, committed step ${committed}, checkpoint ${lastCk}, ${listed?.status}, integrity ${integrity}${ok ? '' : '  <-- FAILED'}\n`);
+  results.push({
+    kill: k + 1,
+    where,
+    committed,
+    checkpoint: lastCk,
+    status: listed?.status,
+    integrity,
+    duplicates: rows.duplicates,
+    missing: rows.missing,
+    ok,
+  });
+  process.stderr.write(
+    `kill ${k + 1}: ${where}, committed step ${committed}, checkpoint ${lastCk}, ${listed?.status}, integrity ${integrity}${ok ? '' : '  <-- FAILED'}\n`,
+  );
 }
 const fin = arbor(home, 'train', '--resume', runDir, '--json');
 if (fin.status !== 0) throw new Error(`final resume failed:\n${fin.stderr}`);
@@ -170,16 +190,22 @@ for (const r of refRows) {
 const lastRef = Object.fromEntries(refRows.filter((r) => r.step === STEPS && DETERMINISTIC(r.key)).map((r) => [r.key, r.value]));
 
 const count = (w) => results.filter((r) => r.where === w).length;
-console.log(`\nfault injection: ${results.length} kills (SIGKILL) of \`arbor train\` over ${STEPS} steps, seed ${args.seed}; ${((Date.now() - t0) / 1000).toFixed(0)} s (reference run ${refSeconds.toFixed(0)} s)\n`);
+console.log(
+  `\nfault injection: ${results.length} kills (SIGKILL) of \`arbor train\` over ${STEPS} steps, seed ${args.seed}; ${((Date.now() - t0) / 1000).toFixed(0)} s (reference run ${refSeconds.toFixed(0)} s)\n`,
+);
 console.log('| check | result |');
 console.log('|---|---|');
-console.log(`| kills landing in rollout/update / after a store commit / during a checkpoint write | ${count('rollout/update')} / ${count('after store commit')} / ${count('checkpoint write')} |`);
+console.log(
+  `| kills landing in rollout/update / after a store commit / during a checkpoint write | ${count('rollout/update')} / ${count('after store commit')} / ${count('checkpoint write')} |`,
+);
 console.log(`| database integrity_check failures | ${results.filter((r) => r.integrity !== 'ok').length} |`);
 console.log(`| killed run shown \`interrupted\` by the next \`arbor runs\` | ${results.filter((r) => r.status === 'interrupted').length}/${results.length} |`);
 console.log(`| kills losing more than the in-flight step | ${results.filter((r) => r.committed - r.checkpoint > 1).length} |`);
 console.log(`| duplicate (key, step) metric rows, after kills / at the end | ${results.reduce((a, r) => a + r.duplicates, 0)} / ${end.duplicates} |`);
 console.log(`| missing steps, after kills / at the end | ${results.reduce((a, r) => a + r.missing, 0)} / ${end.missing} |`);
-console.log(`| final metrics vs the uninterrupted run (${compared} values, time/* and perf/* excluded) | ${differing} differ, max abs diff ${maxAbs.toExponential(2)} |`);
+console.log(
+  `| final metrics vs the uninterrupted run (${compared} values, time/* and perf/* excluded) | ${differing} differ, max abs diff ${maxAbs.toExponential(2)} |`,
+);
 console.log(`| reward/mean at step ${STEPS} (reference / faulted) | ${lastRef['reward/mean']} / ${got.get(`reward/mean@${STEPS}`)} |`);
 console.log(`\n${failures ? `FAILED: ${failures} check(s)` : 'all checks passed'}${args.keep ? `; kept ${work}` : ''}`);
 if (!args.keep) rmSync(work, { recursive: true, force: true });

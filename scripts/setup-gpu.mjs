@@ -9,8 +9,10 @@ import { dirname, join } from 'node:path';
 import os from 'node:os';
 
 if (os.platform() !== 'linux' || os.arch() !== 'x64') {
-  console.error(`setup:gpu: the CUDA execution provider download is for Linux x64; this is ${os.platform()}/${os.arch()}.` +
-    (os.platform() === 'win32' ? ' On Windows, onnxruntime-node ships DirectML: nothing to install.' : ''));
+  console.error(
+    `setup:gpu: the CUDA execution provider download is for Linux x64; this is ${os.platform()}/${os.arch()}.` +
+      (os.platform() === 'win32' ? ' On Windows, onnxruntime-node ships DirectML: nothing to install.' : ''),
+  );
   process.exit(1);
 }
 const require = createRequire(import.meta.url);

@@ -11,12 +11,11 @@ import { guardOutput } from './lifecycle';
 export type RegisterCommand = (program: Command) => void;
 
 export async function buildProgram(): Promise<Command> {
-  const program = new Command('arbor')
-    .description('Arbor: a desktop workbench for agentic RL on one machine')
-    .showHelpAfterError()
-    .enablePositionalOptions();
+  const program = new Command('arbor').description('Arbor: a desktop workbench for agentic RL on one machine').showHelpAfterError().enablePositionalOptions();
   const dir = join(dirname(fileURLToPath(import.meta.url)), 'commands');
-  const files = readdirSync(dir).filter((f) => f.endsWith('.ts')).sort();
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith('.ts'))
+    .sort();
   const extensions: RegisterCommand[] = [];
   for (const f of files) {
     const mod = (await import(pathToFileURL(join(dir, f)).href)) as { register?: RegisterCommand; extend?: RegisterCommand };

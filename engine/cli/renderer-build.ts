@@ -31,31 +31,47 @@ function newestMtime(path: string): number {
 export function rendererBuildNeeded(outDir: string): string | null {
   const index = join(outDir, 'index.html');
   if (!existsSync(index)) return 'there is no build of the workbench page yet';
-  const src = Math.max(newestMtime(join(RENDERER_ROOT, 'src')), newestMtime(join(RENDERER_ROOT, 'index.html')), newestMtime(join(RENDERER_ROOT, 'vite.config.ts')));
+  const src = Math.max(
+    newestMtime(join(RENDERER_ROOT, 'src')),
+    newestMtime(join(RENDERER_ROOT, 'index.html')),
+    newestMtime(join(RENDERER_ROOT, 'vite.config.ts')),
+  );
   if (src > statSync(index).mtimeMs) return 'the workbench sources changed since the last build';
   return null;
 }
 
 /** Build the renderer into `outDir` when it is missing or stale; Vite's output goes to `log`. */
-export async function ensureRendererBuild(outDir = rendererDistDir(), log: (text: string) => void = (t) => process.stderr.write(t)): Promise<'built' | 'current'> {
+export async function ensureRendererBuild(
+  outDir = rendererDistDir(),
+  log: (text: string) => void = (t) => process.stderr.write(t),
+): Promise<'built' | 'current'> {
   const why = rendererBuildNeeded(outDir);
   if (!why) return 'current';
   const vite = join(REPO_ROOT, 'node_modules', 'vite', 'bin', 'vite.js');
   if (!existsSync(vite)) {
-    throw new Error(`${why}, and Vite (a dev dependency) is not installed to build it: run \`npm install\` (with dev dependencies) and \`npm run build:renderer\`, or pass --static <dir> with a build`);
+    throw new Error(
+      `${why}, and Vite (a dev dependency) is not installed to build it: run \`npm install\` (with dev dependencies) and \`npm run build:renderer\`, or pass --static <dir> with a build`,
+    );
   }
   log(`Building the workbench page (${why}); this takes a minute the first time…\n`);
   const t0 = Date.now();
   const tmp = `${outDir}.building-${process.pid}`;
   rmSync(tmp, { recursive: true, force: true });
   const code = await new Promise<number | null>((res, rej) => {
-    const child = spawn(process.execPath, [vite, 'build', '--config', join(RENDERER_ROOT, 'vite.config.ts'), '--outDir', tmp, '--emptyOutDir', '--logLevel', 'info'], {
-      cwd: REPO_ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [vite, 'build', '--config', join(RENDERER_ROOT, 'vite.config.ts'), '--outDir', tmp, '--emptyOutDir', '--logLevel', 'info'],
+      {
+        cwd: REPO_ROOT,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     // Vite's progress lines, without its table of output files (hundreds of lines).
     const pass = (d: Buffer) => {
-      const text = String(d).split('\n').filter((l) => l.trim() && !/\s[\d,.]+ kB/.test(l)).join('\n');
+      const text = String(d)
+        .split('\n')
+        .filter((l) => l.trim() && !/\s[\d,.]+ kB/.test(l))
+        .join('\n');
       if (text) log(text + '\n');
     };
     child.stdout.on('data', pass);

@@ -22,7 +22,12 @@ export function calculate(expression: string): number {
 export const calculatorTool: Tool = {
   name: 'calculator',
   description: 'evaluate an arithmetic expression',
-  parameters: { type: 'object', properties: { expression: { type: 'string', minLength: 1, maxLength: 200 } }, required: ['expression'], additionalProperties: false },
+  parameters: {
+    type: 'object',
+    properties: { expression: { type: 'string', minLength: 1, maxLength: 200 } },
+    required: ['expression'],
+    additionalProperties: false,
+  },
   execute(args) {
     try {
       return { content: String(calculate(String(args.expression))), success: true };

@@ -47,7 +47,12 @@ export interface QaDataset {
 }
 
 export class DatasetError extends Error {
-  constructor(readonly file: string, readonly line: number, readonly field: string, message: string) {
+  constructor(
+    readonly file: string,
+    readonly line: number,
+    readonly field: string,
+    message: string,
+  ) {
     super(`${file}:${line}: ${field ? `${field}: ` : ''}${message}`);
     this.name = 'DatasetError';
   }
@@ -77,7 +82,11 @@ export function loadQaDataset(file: string): QaDataset {
       throw new DatasetError(file, line, issue.path.join('.') || '(line)', issue.message);
     }
     const row = r.data;
-    const paragraphs: [string, string[]][] = Array.isArray(row.context) ? row.context : row.context ? row.context.title.map((t, k) => [t, row.context && !Array.isArray(row.context) ? row.context.sentences[k] ?? [] : []]) : [];
+    const paragraphs: [string, string[]][] = Array.isArray(row.context)
+      ? row.context
+      : row.context
+        ? row.context.title.map((t, k) => [t, row.context && !Array.isArray(row.context) ? (row.context.sentences[k] ?? []) : []])
+        : [];
     for (const [title, sentences] of paragraphs) {
       if (!passages.has(title)) passages.set(title, { id: `p${passages.size}:${title}`, title, text: sentences.join(' ').trim() });
     }

@@ -6,7 +6,10 @@
  */
 import { WORDS, mulberry32 } from './multihop';
 
-interface Hop { query: (e: string) => string; fact: (e: string) => RegExp }
+interface Hop {
+  query: (e: string) => string;
+  fact: (e: string) => RegExp;
+}
 
 const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 const hop = {

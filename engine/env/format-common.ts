@@ -65,7 +65,8 @@ export const CALL_AND_ANSWER = 'a turn either calls tools or answers: the calls 
 
 /** The body of the last <tag>…</tag> in text. */
 export function lastTag(text: string, tag: string): { content?: string; unclosed: boolean } {
-  const open = `<${tag}>`, close = `</${tag}>`;
+  const open = `<${tag}>`,
+    close = `</${tag}>`;
   const i = text.lastIndexOf(open);
   if (i < 0) return { unclosed: false };
   const j = text.indexOf(close, i + open.length);

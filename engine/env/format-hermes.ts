@@ -13,7 +13,8 @@
 import { capCalls, DEFAULT_MAX_CALLS, lastTag, safeJson, settle, type FormatOptions, type ToolCallFormat } from './format-common';
 import type { ParsedCall } from './tool';
 
-const OPEN = '<tool_call>', CLOSE = '</tool_call>';
+const OPEN = '<tool_call>',
+  CLOSE = '</tool_call>';
 
 export function hermesFormat(opts: Partial<FormatOptions> = {}): ToolCallFormat {
   const max = opts.maxCalls ?? DEFAULT_MAX_CALLS;
@@ -41,7 +42,9 @@ export function hermesFormat(opts: Partial<FormatOptions> = {}): ToolCallFormat 
           errors.push(`missing closing tag ${CLOSE}`);
           break;
         }
-        let end = j, obj: unknown, err: string | undefined;
+        let end = j,
+          obj: unknown,
+          err: string | undefined;
         for (; j >= 0; j = text.indexOf(CLOSE, j + 1)) {
           try {
             obj = JSON.parse(text.slice(from, j));
@@ -56,7 +59,11 @@ export function hermesFormat(opts: Partial<FormatOptions> = {}): ToolCallFormat 
         pos = end + CLOSE.length;
         if (err !== undefined) {
           const nested = body.includes(OPEN);
-          calls.push({ name: '?', args: body, parseError: nested ? `nested ${OPEN} tags; close one call before opening the next` : `invalid JSON in tool call: ${err}` });
+          calls.push({
+            name: '?',
+            args: body,
+            parseError: nested ? `nested ${OPEN} tags; close one call before opening the next` : `invalid JSON in tool call: ${err}`,
+          });
           if (nested) {
             // Skip the rest of the nest: everything up to the last closing tag belongs to it.
             const k = text.lastIndexOf(CLOSE);
@@ -69,7 +76,7 @@ export function hermesFormat(opts: Partial<FormatOptions> = {}): ToolCallFormat 
           calls.push({ name: '?', args: body, parseError: 'tool call needs a string "name" and an "arguments" object' });
           continue;
         }
-        const args = typeof o.arguments === 'string' ? safeJson(o.arguments) : o.arguments ?? {};
+        const args = typeof o.arguments === 'string' ? safeJson(o.arguments) : (o.arguments ?? {});
         if (!args || typeof args !== 'object' || Array.isArray(args)) {
           calls.push({ name: o.name, args: body, parseError: `"arguments" of "${o.name}" must be a JSON object` });
           continue;
@@ -82,7 +89,9 @@ export function hermesFormat(opts: Partial<FormatOptions> = {}): ToolCallFormat 
       return settle(capCalls(calls, max, errors), ans.content, errors, 'use <tool_call>{"name": …, "arguments": {…}}</tool_call> or <answer> … </answer>');
     },
     observation(outcomes, errors) {
-      return ` ${this.toolMessages(outcomes, errors).map((m) => `<tool_response> ${m} </tool_response>`).join(' ')} `;
+      return ` ${this.toolMessages(outcomes, errors)
+        .map((m) => `<tool_response> ${m} </tool_response>`)
+        .join(' ')} `;
     },
     toolMessages(outcomes, errors) {
       return [...errors.map((e) => `Error: ${e}`), ...outcomes.map((o) => o.result)];

@@ -40,13 +40,21 @@ export function searchR1Format(opts: Partial<FormatOptions> & { tool?: string; m
           errors.push('nested <search> tags; close one search before opening the next');
           continue;
         }
-        const qs = body.split(',').map((q) => q.trim()).filter(Boolean);
+        const qs = body
+          .split(',')
+          .map((q) => q.trim())
+          .filter(Boolean);
         if (qs.length === 0) errors.push('empty search query');
         queries.push(...qs);
       }
       const ans = lastTag(outside, 'answer');
       if (ans.unclosed) errors.push('missing closing tag </answer>');
-      const calls: ParsedCall[] = capCalls(queries.map((q) => ({ name: tool, args: { query: q } })), max, errors, 'queries');
+      const calls: ParsedCall[] = capCalls(
+        queries.map((q) => ({ name: tool, args: { query: q } })),
+        max,
+        errors,
+        'queries',
+      );
       return settle(calls, ans.content, errors, 'use <search> query </search> or <answer> … </answer>');
     },
     observation(outcomes, errors) {

@@ -58,13 +58,23 @@ export function tagsFormat(opts: FormatOptions): ToolCallFormat {
         else {
           const args = safeJson(body.trim());
           if (args && typeof args === 'object' && !Array.isArray(args)) calls.push({ name, args: args as Record<string, unknown> });
-          else calls.push({ name, args: body.trim(), parseError: `<${name}> takes a JSON object of its arguments (${schemaPropertiesText(tools.find((t) => t.name === name)!)})` });
+          else
+            calls.push({
+              name,
+              args: body.trim(),
+              parseError: `<${name}> takes a JSON object of its arguments (${schemaPropertiesText(tools.find((t) => t.name === name)!)})`,
+            });
         }
       }
       if (!opener) outside = text;
       const ans = lastTag(outside, 'answer');
       if (ans.unclosed) errors.push('missing closing tag </answer>');
-      return settle(capCalls(calls, max, errors), ans.content, errors, `use ${names.map((n) => `<${n}> … </${n}>`).join(', ') || 'a tool tag'} or <answer> … </answer>`);
+      return settle(
+        capCalls(calls, max, errors),
+        ans.content,
+        errors,
+        `use ${names.map((n) => `<${n}> … </${n}>`).join(', ') || 'a tool tag'} or <answer> … </answer>`,
+      );
     },
     observation(outcomes, errors) {
       const parts = [...errors.map((e) => `Error: ${e}`), ...outcomes.map((o) => o.result)];
@@ -74,10 +84,12 @@ export function tagsFormat(opts: FormatOptions): ToolCallFormat {
       return [...errors.map((e) => `Error: ${e}`), ...outcomes.map((o) => o.result)];
     },
     writeCalls(calls) {
-      return calls.map((c) => {
-        const prop = single.get(c.name);
-        return `<${c.name}> ${prop !== undefined ? String(c.args[prop] ?? '') : JSON.stringify(c.args)} </${c.name}>`;
-      }).join(' ');
+      return calls
+        .map((c) => {
+          const prop = single.get(c.name);
+          return `<${c.name}> ${prop !== undefined ? String(c.args[prop] ?? '') : JSON.stringify(c.args)} </${c.name}>`;
+        })
+        .join(' ');
     },
     writeAnswer: (a) => `<answer> ${a} </answer>`,
     instruction() {

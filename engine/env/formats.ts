@@ -23,8 +23,14 @@ export { CALL_AND_ANSWER, DEFAULT_MAX_CALLS } from './format-common';
 export { hermesFormat, searchR1Format, tagsFormat };
 
 const FORMATS: Record<string, { describe: string; create: (o: FormatOptions) => ToolCallFormat }> = {
-  'search-r1': { describe: '<search> q1, q2 </search> → <information> … </information> (calls the tool "search" with { query })', create: (o) => searchR1Format(o) },
-  hermes: { describe: '<tool_call>{"name": …, "arguments": {…}}</tool_call>, several per turn; tools and results through the chat template', create: (o) => hermesFormat(o) },
+  'search-r1': {
+    describe: '<search> q1, q2 </search> → <information> … </information> (calls the tool "search" with { query })',
+    create: (o) => searchR1Format(o),
+  },
+  hermes: {
+    describe: '<tool_call>{"name": …, "arguments": {…}}</tool_call>, several per turn; tools and results through the chat template',
+    create: (o) => hermesFormat(o),
+  },
   tags: { describe: '<toolname> … </toolname> per tool → <result> … </result>', create: (o) => tagsFormat(o) },
 };
 
@@ -48,7 +54,8 @@ export function formatByName(name: string, opts: FormatOptions = { tools: [] }):
 export function formatToolProblem(format: string, tools: { name: string; parameters: Record<string, unknown> }[]): string | undefined {
   if (format !== 'search-r1') return undefined;
   for (const t of tools) {
-    if (t.name !== 'search') return `tool "${t.name}" cannot be called by the search-r1 format (it calls only a tool named "search" taking { query }); use environment.format "hermes" or "tags" for other tools`;
+    if (t.name !== 'search')
+      return `tool "${t.name}" cannot be called by the search-r1 format (it calls only a tool named "search" taking { query }); use environment.format "hermes" or "tags" for other tools`;
     const props = (t.parameters as { properties?: Record<string, unknown> }).properties;
     if (!props || !('query' in props)) return 'the "search" tool must take a "query" argument (the search-r1 format calls it with { query })';
   }

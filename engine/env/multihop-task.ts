@@ -61,9 +61,15 @@ export function openMultihop(o: MultihopOptions, tokenizer: Pick<TextTokenizer, 
       format,
       tokenizer,
       rewardWeights: o.rewardWeights ?? { exact_match: 1 },
-      maxTurns: o.mode === 'naive-rag' ? 1 : o.maxTurns ?? 4,
+      maxTurns: o.mode === 'naive-rag' ? 1 : (o.maxTurns ?? 4),
       instruction: o.instruction,
-      context: o.mode === 'naive-rag' ? index.search(q.question, o.topK ?? 2).map((h) => h.passage.text).join(' ') : undefined,
+      context:
+        o.mode === 'naive-rag'
+          ? index
+              .search(q.question, o.topK ?? 2)
+              .map((h) => h.passage.text)
+              .join(' ')
+          : undefined,
     });
   return { world, index, questions, createEnv };
 }
@@ -73,7 +79,13 @@ export async function runExpertEpisode(env: ToolEnv, question: string, seed: num
   const turns: { model: string; observation?: string }[] = [];
   const observations: string[] = [];
   for (let i = 0; i < maxTurns; i++) {
-    const text = expertTurn(question, observations, turns.map((t) => t.model), seed, opts);
+    const text = expertTurn(
+      question,
+      observations,
+      turns.map((t) => t.model),
+      seed,
+      opts,
+    );
     const r = await env.step({ text });
     turns.push({ model: text, observation: r.observation?.text });
     if (r.observation) observations.push(r.observation.text);

@@ -9,21 +9,169 @@
 import type { Passage } from './search';
 
 export const WORDS = {
-  first: ['alvin', 'bella', 'carl', 'dora', 'edgar', 'fiona', 'gus', 'hilda', 'ivan', 'june', 'kurt', 'lena', 'milo', 'nora', 'otto', 'petra', 'quinn', 'rosa', 'silas', 'tara', 'ugo', 'vera', 'wade', 'yara'],
-  last: ['rusk', 'marsh', 'holt', 'penn', 'crane', 'dale', 'frost', 'grove', 'hale', 'knox', 'lane', 'moss', 'nash', 'orr', 'pike', 'reed', 'shaw', 'stone', 'thorn', 'vance', 'ward', 'wells', 'york', 'zane'],
-  city: ['arden', 'bexley', 'corby', 'dorran', 'elmet', 'fenwick', 'gorran', 'hythe', 'islay', 'jura', 'kirby', 'lunan', 'morven', 'nairn', 'oban', 'perth', 'rhyl', 'selby', 'tain', 'ulva', 'wick', 'yarm'],
+  first: [
+    'alvin',
+    'bella',
+    'carl',
+    'dora',
+    'edgar',
+    'fiona',
+    'gus',
+    'hilda',
+    'ivan',
+    'june',
+    'kurt',
+    'lena',
+    'milo',
+    'nora',
+    'otto',
+    'petra',
+    'quinn',
+    'rosa',
+    'silas',
+    'tara',
+    'ugo',
+    'vera',
+    'wade',
+    'yara',
+  ],
+  last: [
+    'rusk',
+    'marsh',
+    'holt',
+    'penn',
+    'crane',
+    'dale',
+    'frost',
+    'grove',
+    'hale',
+    'knox',
+    'lane',
+    'moss',
+    'nash',
+    'orr',
+    'pike',
+    'reed',
+    'shaw',
+    'stone',
+    'thorn',
+    'vance',
+    'ward',
+    'wells',
+    'york',
+    'zane',
+  ],
+  city: [
+    'arden',
+    'bexley',
+    'corby',
+    'dorran',
+    'elmet',
+    'fenwick',
+    'gorran',
+    'hythe',
+    'islay',
+    'jura',
+    'kirby',
+    'lunan',
+    'morven',
+    'nairn',
+    'oban',
+    'perth',
+    'rhyl',
+    'selby',
+    'tain',
+    'ulva',
+    'wick',
+    'yarm',
+  ],
   country: ['avalon', 'brovia', 'calder', 'dorne', 'estria', 'fallon', 'gallia', 'hesper'],
-  org: ['orion', 'atlas', 'zenith', 'delta', 'nova', 'apex', 'summit', 'harbor', 'pioneer', 'beacon', 'vector', 'meridian', 'cobalt', 'crest', 'falcon', 'quartz'],
+  org: [
+    'orion',
+    'atlas',
+    'zenith',
+    'delta',
+    'nova',
+    'apex',
+    'summit',
+    'harbor',
+    'pioneer',
+    'beacon',
+    'vector',
+    'meridian',
+    'cobalt',
+    'crest',
+    'falcon',
+    'quartz',
+  ],
   orgKind: ['institute', 'company', 'guild'],
   adj: ['red', 'silent', 'broken', 'golden', 'hidden', 'last', 'frozen', 'distant', 'quiet', 'bright', 'lonely', 'iron'],
   noun: ['river', 'tower', 'garden', 'mirror', 'forest', 'letter', 'crown', 'island', 'storm', 'lantern', 'road', 'bell'],
 };
 
 /** Every word passages, questions and the expert's turns use (for the tiny tokenizer). */
-export const TEMPLATE_WORDS = ['is', 'a', 'person', 'was', 'born', 'in', 'works', 'for', 'the', 'city', 'an', 'organisation',
-  'located', 'book', 'written', 'by', 'where', 'who', 'wrote', 'which', 'country', 'of', 'author', 'employer', '?', '.', ',', 'no', 'results', 'error', ':',
+export const TEMPLATE_WORDS = [
+  'is',
+  'a',
+  'person',
+  'was',
+  'born',
+  'in',
+  'works',
+  'for',
+  'the',
+  'city',
+  'an',
+  'organisation',
+  'located',
+  'book',
+  'written',
+  'by',
+  'where',
+  'who',
+  'wrote',
+  'which',
+  'country',
+  'of',
+  'author',
+  'employer',
+  '?',
+  '.',
+  ',',
+  'no',
+  'results',
+  'error',
+  ':',
   // instructions and observations
-  'answer', 'question', 'use', 'query', 'to', 'search', 'then', 'give', 'with', 'unknown', '…', 'only', 'first', 'queries', 'one', 'are', 'run', 'empty', 'found', 'or', 'missing', 'closing', 'tag', '<', '/', '>', 'call', 'tool'];
+  'answer',
+  'question',
+  'use',
+  'query',
+  'to',
+  'search',
+  'then',
+  'give',
+  'with',
+  'unknown',
+  '…',
+  'only',
+  'first',
+  'queries',
+  'one',
+  'are',
+  'run',
+  'empty',
+  'found',
+  'or',
+  'missing',
+  'closing',
+  'tag',
+  '<',
+  '/',
+  '>',
+  'call',
+  'tool',
+];
 
 export interface World {
   seed: number;
@@ -65,7 +213,12 @@ function shuffle<T>(xs: T[], r: () => number): T[] {
   return a;
 }
 
-export interface WorldSize { people: number; cities: number; orgs: number; works: number }
+export interface WorldSize {
+  people: number;
+  cities: number;
+  orgs: number;
+  works: number;
+}
 export const DEFAULT_WORLD: WorldSize = { people: 40, cities: 16, orgs: 12, works: 30 };
 
 export function generateWorld(seed: number, size: WorldSize = DEFAULT_WORLD): World {
@@ -73,14 +226,26 @@ export function generateWorld(seed: number, size: WorldSize = DEFAULT_WORLD): Wo
   const pick = <T>(xs: T[]) => xs[Math.floor(r() * xs.length)];
   const cityNames = shuffle(WORDS.city, r).slice(0, size.cities);
   const cities = cityNames.map((name) => ({ name, country: pick(WORDS.country) }));
-  const orgNames = shuffle(WORDS.org, r).slice(0, size.orgs).map((o) => `${o} ${pick(WORDS.orgKind)}`);
+  const orgNames = shuffle(WORDS.org, r)
+    .slice(0, size.orgs)
+    .map((o) => `${o} ${pick(WORDS.orgKind)}`);
   const orgs = orgNames.map((name) => ({ name, city: pick(cityNames) }));
-  const allNames = shuffle(WORDS.first.flatMap((f) => WORDS.last.map((l) => `${f} ${l}`)), r);
+  const allNames = shuffle(
+    WORDS.first.flatMap((f) => WORDS.last.map((l) => `${f} ${l}`)),
+    r,
+  );
   const people = allNames.slice(0, size.people).map((name) => ({ name, city: pick(cityNames), org: pick(orgNames) }));
-  const titles = shuffle(WORDS.adj.flatMap((a) => WORDS.noun.map((n) => `${a} ${n}`)), r).slice(0, size.works);
+  const titles = shuffle(
+    WORDS.adj.flatMap((a) => WORDS.noun.map((n) => `${a} ${n}`)),
+    r,
+  ).slice(0, size.works);
   const works = titles.map((title) => ({ title, author: pick(people).name }));
   const passages: Passage[] = [
-    ...people.map((p) => ({ id: `person:${p.name}`, title: p.name, text: `${p.name} is a person . ${p.name} was born in ${p.city} . ${p.name} works for the ${p.org} .` })),
+    ...people.map((p) => ({
+      id: `person:${p.name}`,
+      title: p.name,
+      text: `${p.name} is a person . ${p.name} was born in ${p.city} . ${p.name} works for the ${p.org} .`,
+    })),
     ...cities.map((c) => ({ id: `city:${c.name}`, title: c.name, text: `${c.name} is a city in ${c.country} .` })),
     ...orgs.map((o) => ({ id: `org:${o.name}`, title: o.name, text: `the ${o.name} is an organisation . the ${o.name} is located in ${o.city} .` })),
     ...works.map((w) => ({ id: `work:${w.title}`, title: w.title, text: `the ${w.title} is a book . the ${w.title} was written by ${w.author} .` })),
@@ -103,27 +268,89 @@ export function generateQuestions(world: World, n: number, hops: (1 | 2 | 3)[], 
     const kind = Math.floor(r() * 3);
     let q: Omit<Question, 'id'>;
     if (h === 1) {
-      if (kind === 0) { const p = pick(world.people); q = { question: `where was ${p.name} born ?`, answers: [p.city], hops: 1, supporting: [`person:${p.name}`], supportingFacts: [`${p.name} was born in ${p.city}`] }; }
-      else if (kind === 1) { const w = pick(world.works); q = { question: `who wrote the ${w.title} ?`, answers: [w.author], hops: 1, supporting: [`work:${w.title}`], supportingFacts: [`the ${w.title} was written by ${w.author}`] }; }
-      else { const c = pick(world.cities); q = { question: `in which country is ${c.name} ?`, answers: [c.country], hops: 1, supporting: [`city:${c.name}`], supportingFacts: [`${c.name} is a city in ${c.country}`] }; }
+      if (kind === 0) {
+        const p = pick(world.people);
+        q = {
+          question: `where was ${p.name} born ?`,
+          answers: [p.city],
+          hops: 1,
+          supporting: [`person:${p.name}`],
+          supportingFacts: [`${p.name} was born in ${p.city}`],
+        };
+      } else if (kind === 1) {
+        const w = pick(world.works);
+        q = {
+          question: `who wrote the ${w.title} ?`,
+          answers: [w.author],
+          hops: 1,
+          supporting: [`work:${w.title}`],
+          supportingFacts: [`the ${w.title} was written by ${w.author}`],
+        };
+      } else {
+        const c = pick(world.cities);
+        q = {
+          question: `in which country is ${c.name} ?`,
+          answers: [c.country],
+          hops: 1,
+          supporting: [`city:${c.name}`],
+          supportingFacts: [`${c.name} is a city in ${c.country}`],
+        };
+      }
     } else if (h === 2) {
       if (kind === 0) {
-        const w = pick(world.works); const p = person(w.author);
-        q = { question: `where was the author of the ${w.title} born ?`, answers: [p.city], hops: 2, supporting: [`work:${w.title}`, `person:${p.name}`], supportingFacts: [`the ${w.title} was written by ${p.name}`, `${p.name} was born in ${p.city}`] };
+        const w = pick(world.works);
+        const p = person(w.author);
+        q = {
+          question: `where was the author of the ${w.title} born ?`,
+          answers: [p.city],
+          hops: 2,
+          supporting: [`work:${w.title}`, `person:${p.name}`],
+          supportingFacts: [`the ${w.title} was written by ${p.name}`, `${p.name} was born in ${p.city}`],
+        };
       } else if (kind === 1) {
-        const p = pick(world.people); const o = org(p.org);
-        q = { question: `in which city is the employer of ${p.name} located ?`, answers: [o.city], hops: 2, supporting: [`person:${p.name}`, `org:${o.name}`], supportingFacts: [`${p.name} works for the ${o.name}`, `the ${o.name} is located in ${o.city}`] };
+        const p = pick(world.people);
+        const o = org(p.org);
+        q = {
+          question: `in which city is the employer of ${p.name} located ?`,
+          answers: [o.city],
+          hops: 2,
+          supporting: [`person:${p.name}`, `org:${o.name}`],
+          supportingFacts: [`${p.name} works for the ${o.name}`, `the ${o.name} is located in ${o.city}`],
+        };
       } else {
-        const p = pick(world.people); const c = city(p.city);
-        q = { question: `in which country was ${p.name} born ?`, answers: [c.country], hops: 2, supporting: [`person:${p.name}`, `city:${c.name}`], supportingFacts: [`${p.name} was born in ${c.name}`, `${c.name} is a city in ${c.country}`] };
+        const p = pick(world.people);
+        const c = city(p.city);
+        q = {
+          question: `in which country was ${p.name} born ?`,
+          answers: [c.country],
+          hops: 2,
+          supporting: [`person:${p.name}`, `city:${c.name}`],
+          supportingFacts: [`${p.name} was born in ${c.name}`, `${c.name} is a city in ${c.country}`],
+        };
       }
     } else {
       if (kind === 1) {
-        const p = pick(world.people); const o = org(p.org); const c = city(o.city);
-        q = { question: `in which country is the employer of ${p.name} located ?`, answers: [c.country], hops: 3, supporting: [`person:${p.name}`, `org:${o.name}`, `city:${c.name}`], supportingFacts: [`${p.name} works for the ${o.name}`, `the ${o.name} is located in ${c.name}`, `${c.name} is a city in ${c.country}`] };
+        const p = pick(world.people);
+        const o = org(p.org);
+        const c = city(o.city);
+        q = {
+          question: `in which country is the employer of ${p.name} located ?`,
+          answers: [c.country],
+          hops: 3,
+          supporting: [`person:${p.name}`, `org:${o.name}`, `city:${c.name}`],
+          supportingFacts: [`${p.name} works for the ${o.name}`, `the ${o.name} is located in ${c.name}`, `${c.name} is a city in ${c.country}`],
+        };
       } else {
-        const w = pick(world.works); const p = person(w.author); const c = city(p.city);
-        q = { question: `in which country was the author of the ${w.title} born ?`, answers: [c.country], hops: 3, supporting: [`work:${w.title}`, `person:${p.name}`, `city:${c.name}`], supportingFacts: [`the ${w.title} was written by ${p.name}`, `${p.name} was born in ${c.name}`, `${c.name} is a city in ${c.country}`] };
+        const w = pick(world.works);
+        const p = person(w.author);
+        const c = city(p.city);
+        q = {
+          question: `in which country was the author of the ${w.title} born ?`,
+          answers: [c.country],
+          hops: 3,
+          supporting: [`work:${w.title}`, `person:${p.name}`, `city:${c.name}`],
+          supportingFacts: [`the ${w.title} was written by ${p.name}`, `${p.name} was born in ${c.name}`, `${c.name} is a city in ${c.country}`],
+        };
       }
     }
     if (seen.has(q.question)) continue;
@@ -135,5 +362,17 @@ export function generateQuestions(world: World, n: number, hops: (1 | 2 | 3)[], 
 
 /** All words any world, question or expert turn can contain. */
 export function multihopVocabulary(): string[] {
-  return [...new Set([...WORDS.first, ...WORDS.last, ...WORDS.city, ...WORDS.country, ...WORDS.org, ...WORDS.orgKind, ...WORDS.adj, ...WORDS.noun, ...TEMPLATE_WORDS])];
+  return [
+    ...new Set([
+      ...WORDS.first,
+      ...WORDS.last,
+      ...WORDS.city,
+      ...WORDS.country,
+      ...WORDS.org,
+      ...WORDS.orgKind,
+      ...WORDS.adj,
+      ...WORDS.noun,
+      ...TEMPLATE_WORDS,
+    ]),
+  ];
 }

@@ -22,7 +22,9 @@ export function substringMatch(pred: string, golds: string[]): number {
   return golds.some((g) => {
     const n = normalizeAnswer(g);
     return n.length > 0 && p.includes(n);
-  }) ? 1 : 0;
+  })
+    ? 1
+    : 0;
 }
 
 export function f1Score(pred: string, golds: string[]): number {
@@ -41,7 +43,8 @@ export function f1Score(pred: string, golds: string[]): number {
       }
     }
     if (common === 0) continue;
-    const prec = common / p.length, rec = common / t.length;
+    const prec = common / p.length,
+      rec = common / t.length;
     best = Math.max(best, (2 * prec * rec) / (prec + rec));
   }
   return best;
@@ -133,8 +136,10 @@ export function normalizeRewardValue(v: unknown, where: string, toolCalls?: numb
   }
   let steps: number[] | undefined;
   if (o.steps !== undefined) {
-    if (!Array.isArray(o.steps) || o.steps.some((x) => typeof x !== 'number' || !Number.isFinite(x))) throw new Error(`${where}: steps must be an array of finite numbers, one per tool call`);
-    if (toolCalls !== undefined && o.steps.length > toolCalls) throw new Error(`${where}: steps has ${o.steps.length} entries but the episode made ${toolCalls} tool calls (one step reward per call)`);
+    if (!Array.isArray(o.steps) || o.steps.some((x) => typeof x !== 'number' || !Number.isFinite(x)))
+      throw new Error(`${where}: steps must be an array of finite numbers, one per tool call`);
+    if (toolCalls !== undefined && o.steps.length > toolCalls)
+      throw new Error(`${where}: steps has ${o.steps.length} entries but the episode made ${toolCalls} tool calls (one step reward per call)`);
     steps = o.steps as number[];
   }
   return { reward: o.reward, components, ...(steps ? { steps } : {}) };

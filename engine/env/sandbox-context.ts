@@ -169,17 +169,33 @@ let callSeq = 0;
  * `episode` names the episode whose ctx.episode object the call shares (kept in the context until
  * endEpisode); `signal` aborting sets the context's ctx.signal and runs its abort listeners.
  */
-export async function callToolInContext(m: SandboxModule, exportName: string, args: unknown, timeoutMs: number, path: string, opts: { episode?: number; signal?: AbortSignal } = {}): Promise<{ content: string; success: boolean; metadata?: Record<string, unknown> }> {
+export async function callToolInContext(
+  m: SandboxModule,
+  exportName: string,
+  args: unknown,
+  timeoutMs: number,
+  path: string,
+  opts: { episode?: number; signal?: AbortSignal } = {},
+): Promise<{ content: string; success: boolean; metadata?: Record<string, unknown> }> {
   const callId = ++callSeq;
   const episode = opts.episode ?? -callId; // no episode: a state of its own
   const onAbort = () => {
     try {
-      vm.runInContext(`__abortCall(${callId}, ${JSON.stringify(String((opts.signal?.reason as Error | undefined)?.message ?? opts.signal?.reason ?? 'aborted'))})`, m.context, { timeout: timeoutMs });
+      vm.runInContext(
+        `__abortCall(${callId}, ${JSON.stringify(String((opts.signal?.reason as Error | undefined)?.message ?? opts.signal?.reason ?? 'aborted'))})`,
+        m.context,
+        { timeout: timeoutMs },
+      );
     } catch {
       /* a listener that loops is stopped by the vm timeout */
     }
   };
-  const p = inContext(`__callTool(module.exports[${JSON.stringify(exportName)}], ${JSON.stringify(JSON.stringify(args ?? {}))}, ${episode}, ${callId})`, m, timeoutMs, path) as Promise<string>;
+  const p = inContext(
+    `__callTool(module.exports[${JSON.stringify(exportName)}], ${JSON.stringify(JSON.stringify(args ?? {}))}, ${episode}, ${callId})`,
+    m,
+    timeoutMs,
+    path,
+  ) as Promise<string>;
   opts.signal?.addEventListener('abort', onAbort, { once: true });
   if (opts.signal?.aborted) onAbort();
   try {
@@ -200,7 +216,8 @@ function inContext(expr: string, m: SandboxModule, timeoutMs: number, path: stri
   try {
     return vm.runInContext(expr, m.context, { timeout: timeoutMs, filename });
   } catch (e) {
-    if ((e as { code?: string } | null)?.code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') throw new Error(`${path}: timed out after ${timeoutMs} ms (an endless loop?)`);
+    if ((e as { code?: string } | null)?.code === 'ERR_SCRIPT_EXECUTION_TIMEOUT')
+      throw new Error(`${path}: timed out after ${timeoutMs} ms (an endless loop?)`);
     throw e;
   }
 }
@@ -208,7 +225,8 @@ function inContext(expr: string, m: SandboxModule, timeoutMs: number, path: stri
 /** The reward function a module exports: `reward`, else `default`, else its only function. */
 export function rewardExport(m: SandboxModule, path: string): string {
   const fns = Object.entries(m.exports).filter(([, v]) => typeof v === 'function');
-  const name = typeof m.exports.reward === 'function' ? 'reward' : typeof m.exports.default === 'function' ? 'default' : fns.length === 1 ? fns[0]![0] : undefined;
+  const name =
+    typeof m.exports.reward === 'function' ? 'reward' : typeof m.exports.default === 'function' ? 'default' : fns.length === 1 ? fns[0]![0] : undefined;
   if (!name) throw new Error(`${path}: export a reward function as \`reward\` (or default); found ${fns.map(([k]) => k).join(', ') || 'no functions'}`);
   return name;
 }
@@ -219,13 +237,24 @@ function describeReturned(v: unknown): string {
 }
 
 /** Score a summary with the module's reward; returns { reward, ...rest } (a bare number becomes { reward }). */
-export async function callRewardInContext(m: SandboxModule, path: string, summary: unknown, timeoutMs: number): Promise<{ reward: number; components?: Record<string, number> } & Record<string, unknown>> {
+export async function callRewardInContext(
+  m: SandboxModule,
+  path: string,
+  summary: unknown,
+  timeoutMs: number,
+): Promise<{ reward: number; components?: Record<string, number> } & Record<string, unknown>> {
   const name = rewardExport(m, path);
-  const p = inContext(`__callReward(module.exports[${JSON.stringify(name)}], ${JSON.stringify(JSON.stringify(summary))})`, m, timeoutMs, path) as Promise<string>;
+  const p = inContext(
+    `__callReward(module.exports[${JSON.stringify(name)}], ${JSON.stringify(JSON.stringify(summary))})`,
+    m,
+    timeoutMs,
+    path,
+  ) as Promise<string>;
   const v = JSON.parse(await m.track(p)) as unknown;
   // NaN / ±Infinity anywhere in what came back are named as the user wrote them (not "null").
   const shown = describeReturned(v);
-  if (shown !== JSON.stringify(v ?? null)) throw new Error(`${path}: the reward function returned ${shown}; expected a finite number or { reward, components?, steps? }`);
+  if (shown !== JSON.stringify(v ?? null))
+    throw new Error(`${path}: the reward function returned ${shown}; expected a finite number or { reward, components?, steps? }`);
   const { components, ...rest } = normalizeRewardValue(v, path);
   return Object.keys(components).length ? { ...rest, components } : rest;
 }

@@ -6,7 +6,15 @@
  * overruns its time limit.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { callRewardInContext, callToolInContext, endEpisodeInContext, loadSandboxModule, rewardExport, toolExports, type SandboxModule } from './sandbox-context';
+import {
+  callRewardInContext,
+  callToolInContext,
+  endEpisodeInContext,
+  loadSandboxModule,
+  rewardExport,
+  toolExports,
+  type SandboxModule,
+} from './sandbox-context';
 
 export interface HostFile {
   path: string;
@@ -28,7 +36,9 @@ export type HostRequest =
   | { id: number; op: 'abort'; reason: string }
   /** An episode ended: forget its ctx.episode state. */
   | { id: number; op: 'endEpisode'; episode: number };
-export type HostReply = { id: number; ok: true; value: unknown; logs: string[] } | { id: number; ok: false; error: { message: string; stack?: string; path: string }; logs: string[] };
+export type HostReply =
+  | { id: number; ok: true; value: unknown; logs: string[] }
+  | { id: number; ok: false; error: { message: string; stack?: string; path: string }; logs: string[] };
 /** Sent when the worker begins a call: the host's per-call timer runs from here, not from the send (a call queued behind others' is not late). */
 export type HostStarted = { id: number; started: true };
 export type HostHello = { ready: true; tools: HostToolSpec[]; reward?: string } | { loadError: { message: string; stack?: string; path: string } };
@@ -60,7 +70,12 @@ try {
       const name = String(t.name);
       if (tools.has(name)) throw new Error(`${f.path}: a tool named "${name}" is already defined in ${tools.get(name)!.path}`);
       tools.set(name, { m, exportName, path: f.path });
-      specs.push({ name, description: String(t.description ?? ''), parameters: JSON.parse(JSON.stringify(t.parameters ?? { type: 'object' })) as Record<string, unknown>, path: f.path });
+      specs.push({
+        name,
+        description: String(t.description ?? ''),
+        parameters: JSON.parse(JSON.stringify(t.parameters ?? { type: 'object' })) as Record<string, unknown>,
+        path: f.path,
+      });
     }
   }
   hello = { ready: true, tools: specs, reward: reward?.path };

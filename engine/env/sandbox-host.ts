@@ -35,8 +35,19 @@ const BOOTSTRAP = new URL('../worker-bootstrap.mjs', import.meta.url);
 
 /** An error from user code, located in the user's TypeScript. */
 export class SandboxError extends Error {
-  constructor(message: string, readonly path: string, readonly line?: number, readonly column?: number) {
-    super(line ? `${path}:${line}:${column ?? 1}: ${message.startsWith(`${path}: `) ? message.slice(path.length + 2) : message}` : message.startsWith(path) ? message : `${path}: ${message}`);
+  constructor(
+    message: string,
+    readonly path: string,
+    readonly line?: number,
+    readonly column?: number,
+  ) {
+    super(
+      line
+        ? `${path}:${line}:${column ?? 1}: ${message.startsWith(`${path}: `) ? message.slice(path.length + 2) : message}`
+        : message.startsWith(path)
+          ? message
+          : `${path}: ${message}`,
+    );
     this.name = 'SandboxError';
   }
 }
@@ -71,7 +82,11 @@ export class SandboxHost {
 
   /** Compile and load the files; throws SandboxError (with the line) if one does not compile or load. */
   /** `workspace`: the folder the tools may read with ctx.readFile. */
-  static async open(env: { tools?: SourceFile[]; reward?: SourceFile }, limits: SandboxLimits = DEFAULT_SANDBOX_LIMITS, workspace?: string): Promise<SandboxHost> {
+  static async open(
+    env: { tools?: SourceFile[]; reward?: SourceFile },
+    limits: SandboxLimits = DEFAULT_SANDBOX_LIMITS,
+    workspace?: string,
+  ): Promise<SandboxHost> {
     const files: HostFile[] = [];
     const maps = new Map<string, RawSourceMap>();
     const all = [...(env.tools ?? []).map((f) => ({ ...f, kind: 'tool' as const })), ...(env.reward ? [{ ...env.reward, kind: 'reward' as const }] : [])];
@@ -207,7 +222,10 @@ export class SandboxHost {
     for (const p of ps) p.reject(err);
   }
 
-  private async request(req: { op: 'tool'; name: string; args: unknown; episode: number } | { op: 'reward'; summary: unknown }, signal?: AbortSignal): Promise<unknown> {
+  private async request(
+    req: { op: 'tool'; name: string; args: unknown; episode: number } | { op: 'reward'; summary: unknown },
+    signal?: AbortSignal,
+  ): Promise<unknown> {
     if (this.closed) throw new Error('the sandbox was closed');
     if (!this.worker) this.start();
     const hello = await this.starting!;
@@ -219,18 +237,33 @@ export class SandboxHost {
       // The worker bounds synchronous loops itself (vm timeout); an overrun after an await is
       // only stopped by replacing the worker. The call's limit runs from when the worker starts
       // it (many episodes' calls may queue on one busy worker); before that, a generous bound.
-      let timer = setTimeout(() => this.drop(worker, new Error(`${path}: the sandbox did not start this call within ${QUEUE_LIMIT_MS / 1000} s (busy or stuck); the sandbox was restarted`)), QUEUE_LIMIT_MS);
+      let timer = setTimeout(
+        () =>
+          this.drop(
+            worker,
+            new Error(`${path}: the sandbox did not start this call within ${QUEUE_LIMIT_MS / 1000} s (busy or stuck); the sandbox was restarted`),
+          ),
+        QUEUE_LIMIT_MS,
+      );
       this.pending.set(id, {
         resolve: (r) => (clearTimeout(timer), resolve(r)),
         reject: (e) => (clearTimeout(timer), reject(e)),
         started: () => {
           clearTimeout(timer);
-          timer = setTimeout(() => this.drop(worker, new Error(`${path}: timed out after ${this.limits.timeoutMs} ms (an endless loop?); the sandbox was restarted`)), this.limits.timeoutMs + 250);
+          timer = setTimeout(
+            () => this.drop(worker, new Error(`${path}: timed out after ${this.limits.timeoutMs} ms (an endless loop?); the sandbox was restarted`)),
+            this.limits.timeoutMs + 250,
+          );
         },
       });
       worker.postMessage({ ...req, id } as HostRequest);
       // The call's ctx.signal aborts inside the sandbox too (the tool's abort listeners run there).
-      signal?.addEventListener('abort', () => worker.postMessage({ id, op: 'abort', reason: String((signal.reason as Error | undefined)?.message ?? signal.reason ?? 'aborted') } as HostRequest), { once: true });
+      signal?.addEventListener(
+        'abort',
+        () =>
+          worker.postMessage({ id, op: 'abort', reason: String((signal.reason as Error | undefined)?.message ?? signal.reason ?? 'aborted') } as HostRequest),
+        { once: true },
+      );
     });
     if (!reply.ok) throw this.located(reply.error);
     return reply.value;

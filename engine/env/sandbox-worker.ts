@@ -41,7 +41,10 @@ async function main(): Promise<SandboxReply> {
     const tools = toolExports(m);
     if (tools.length === 0) throw new Error(`${job.path}: exports no tool (an object with name, description, parameters and execute)`);
     const picked = job.tool ? tools.find(([k, t]) => k === job.tool || t.name === job.tool) : tools.length === 1 ? tools[0] : undefined;
-    if (!picked) throw new Error(`${job.path}: ${job.tool ? `no tool named "${job.tool}"` : 'exports several tools; choose one'} (exports: ${tools.map(([k, t]) => `${k} (${t.name})`).join(', ')})`);
+    if (!picked)
+      throw new Error(
+        `${job.path}: ${job.tool ? `no tool named "${job.tool}"` : 'exports several tools; choose one'} (exports: ${tools.map(([k, t]) => `${k} (${t.name})`).join(', ')})`,
+      );
     const [exportName, user] = picked;
     // The same path a model's call takes (argument validation against a copy of the schema, size
     // limit, timeout, errors as observations); the call itself runs inside the context.
@@ -51,9 +54,19 @@ async function main(): Promise<SandboxReply> {
       parameters: JSON.parse(JSON.stringify(user.parameters ?? {})) as Record<string, unknown>,
       execute: (args, ctx) => callToolInContext(m, exportName, args, job.callTimeoutMs, job.path, { episode: 1, signal: ctx.signal }),
     };
-    const out = await runCall(new Map([[proxy.name, proxy]]), { name: proxy.name, args: job.args as Record<string, unknown> }, { ...DEFAULT_LIMITS, timeoutMs: job.callTimeoutMs }, { episode: {} });
+    const out = await runCall(
+      new Map([[proxy.name, proxy]]),
+      { name: proxy.name, args: job.args as Record<string, unknown> },
+      { ...DEFAULT_LIMITS, timeoutMs: job.callTimeoutMs },
+      { episode: {} },
+    );
     const stack = out.thrown && typeof out.thrown === 'object' && 'stack' in out.thrown ? String((out.thrown as Error).stack) : undefined;
-    return { ok: out.success, value: { content: out.result, success: out.success, metadata: out.metadata, latencyMs: out.latencyMs }, error: out.success ? undefined : { message: out.error ?? out.result, stack }, logs: logs() };
+    return {
+      ok: out.success,
+      value: { content: out.result, success: out.success, metadata: out.metadata, latencyMs: out.latencyMs },
+      error: out.success ? undefined : { message: out.error ?? out.result, stack },
+      logs: logs(),
+    };
   }
   const value = await callRewardInContext(m, job.path, job.summary, job.callTimeoutMs);
   return { ok: true, value, logs: logs() };
@@ -64,6 +77,10 @@ main().then(
   (e: unknown) => {
     // Errors thrown inside the vm context are that context's Error, not this realm's.
     const err = e && typeof e === 'object' && 'message' in e ? (e as Error) : new Error(String(e));
-    parentPort!.postMessage({ ok: false, error: { message: String(err.message), stack: err.stack ? String(err.stack) : undefined }, logs: logs() } satisfies SandboxReply);
+    parentPort!.postMessage({
+      ok: false,
+      error: { message: String(err.message), stack: err.stack ? String(err.stack) : undefined },
+      logs: logs(),
+    } satisfies SandboxReply);
   },
 );

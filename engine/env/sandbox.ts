@@ -90,12 +90,15 @@ async function run(source: string, path: string, job: Omit<SandboxJob, 'code' | 
     let timer = setTimeout(kill(`${path}: the sandbox did not start within 60 s`), 60_000);
     worker.on('message', (m: SandboxReply | { ready: true }) => {
       clearTimeout(timer);
-      if ('ready' in m) timer = setTimeout(kill(`${path}: timed out after ${limits.timeoutMs} ms (an endless loop?); the sandbox was stopped`), limits.timeoutMs + 250);
+      if ('ready' in m)
+        timer = setTimeout(kill(`${path}: timed out after ${limits.timeoutMs} ms (an endless loop?); the sandbox was stopped`), limits.timeoutMs + 250);
       else resolve(m);
     });
     worker.once('error', (e: Error & { code?: string }) => {
       clearTimeout(timer);
-      resolve({ killed: e.code === 'ERR_WORKER_OUT_OF_MEMORY' ? `${path}: exceeded the sandbox memory limit (${limits.memoryMb} MB)` : `${path}: ${e.message}` });
+      resolve({
+        killed: e.code === 'ERR_WORKER_OUT_OF_MEMORY' ? `${path}: exceeded the sandbox memory limit (${limits.memoryMb} MB)` : `${path}: ${e.message}`,
+      });
     });
     worker.once('exit', (code) => {
       clearTimeout(timer);
@@ -106,11 +109,20 @@ async function run(source: string, path: string, job: Omit<SandboxJob, 'code' | 
   if ('killed' in reply) return { ok: false, error: { message: reply.killed, path }, logs: [], ms: ms() };
   if (reply.ok) return { ok: true, value: reply.value, logs: reply.logs, ms: ms() };
   const where = locate(reply.error?.stack, path, c.map);
-  return { ok: false, value: reply.value, error: { message: reply.error?.message ?? 'failed', path, stack: mapStack(reply.error?.stack, path, c.map), ...where }, logs: reply.logs, ms: ms() };
+  return {
+    ok: false,
+    value: reply.value,
+    error: { message: reply.error?.message ?? 'failed', path, stack: mapStack(reply.error?.stack, path, c.map), ...where },
+    logs: reply.logs,
+    ms: ms(),
+  };
 }
 
 /** Run the tool exported by `source` with `args`, as a model's call would run (validation, timeout). */
-export function tryTool(req: { source: string; path?: string; tool?: string; args: unknown; workspace?: string }, limits: SandboxLimits = DEFAULT_SANDBOX_LIMITS): Promise<TryResult> {
+export function tryTool(
+  req: { source: string; path?: string; tool?: string; args: unknown; workspace?: string },
+  limits: SandboxLimits = DEFAULT_SANDBOX_LIMITS,
+): Promise<TryResult> {
   return run(req.source, req.path ?? 'tool.ts', { kind: 'tool', tool: req.tool, args: req.args, workspace: req.workspace }, limits);
 }
 

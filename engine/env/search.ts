@@ -14,7 +14,11 @@ const bm25 = require('wink-bm25-text-search') as () => {
   search(q: string, limit?: number): [string, number][];
 };
 
-export interface Passage { id: string; title: string; text: string }
+export interface Passage {
+  id: string;
+  title: string;
+  text: string;
+}
 
 const tokenize = (s: string): string[] => s.toLowerCase().match(/[a-z0-9]+/g) ?? [];
 

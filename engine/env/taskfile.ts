@@ -25,8 +25,11 @@ const rowSchema = z
     answer: z.string().optional(),
     meta: z.record(z.string(), z.unknown()).optional(),
   })
-  .refine((r) => (r.prompt === undefined) !== (r.messages === undefined), { message: 'give exactly one of "prompt" (a string) or "messages" (a list)', path: ['prompt'] })
-  .refine((r) => !r.messages || r.messages[r.messages.length - 1]!.role === 'user', { message: 'the last message must be the user\'s', path: ['messages'] });
+  .refine((r) => (r.prompt === undefined) !== (r.messages === undefined), {
+    message: 'give exactly one of "prompt" (a string) or "messages" (a list)',
+    path: ['prompt'],
+  })
+  .refine((r) => !r.messages || r.messages[r.messages.length - 1]!.role === 'user', { message: "the last message must be the user's", path: ['messages'] });
 
 export interface TaskFile {
   file: string;
@@ -69,14 +72,24 @@ export function loadTaskFile(file: string): TaskFile {
     const r = rowSchema.safeParse(obj);
     if (!r.success) {
       const issue = r.error.issues[0]!;
-      throw new DatasetError(file, line, issue.path.join('.') || '(line)', issue.code === 'unrecognized_keys' ? `unknown field(s) ${issue.keys.join(', ')} (a task has id, prompt | messages, answers, meta)` : issue.message);
+      throw new DatasetError(
+        file,
+        line,
+        issue.path.join('.') || '(line)',
+        issue.code === 'unrecognized_keys' ? `unknown field(s) ${issue.keys.join(', ')} (a task has id, prompt | messages, answers, meta)` : issue.message,
+      );
     }
     const row = r.data;
     const id = String(row.id ?? `line-${line}`);
     if (ids.has(id)) throw new DatasetError(file, line, 'id', `"${id}" is used by an earlier line`);
     ids.add(id);
     const answers = row.answers ?? (row.answer !== undefined ? [row.answer] : undefined);
-    tasks.push({ id, ...(row.prompt !== undefined ? { prompt: row.prompt } : { messages: row.messages }), ...(answers ? { answers } : {}), meta: { ...(row.meta ?? {}), line } });
+    tasks.push({
+      id,
+      ...(row.prompt !== undefined ? { prompt: row.prompt } : { messages: row.messages }),
+      ...(answers ? { answers } : {}),
+      meta: { ...(row.meta ?? {}), line },
+    });
   });
   return { file, tasks, passages: [] };
 }

@@ -118,7 +118,14 @@ export interface CallEnv {
 /** Run one parsed call against a tool set; never throws. */
 export async function runCall(tools: Map<string, Tool>, call: ParsedCall, limits: CallLimits = DEFAULT_LIMITS, env: CallEnv = {}): Promise<CallOutcome> {
   const t0 = performance.now();
-  const fail = (error: string): CallOutcome => ({ name: call.name, args: call.args, result: `Error: ${error}`, success: false, error, latencyMs: performance.now() - t0 });
+  const fail = (error: string): CallOutcome => ({
+    name: call.name,
+    args: call.args,
+    result: `Error: ${error}`,
+    success: false,
+    error,
+    latencyMs: performance.now() - t0,
+  });
   if (call.parseError) return fail(call.parseError);
   const tool = tools.get(call.name);
   if (!tool) return fail(`unknown tool "${call.name}"; available tools: ${[...tools.keys()].join(', ')}`);
@@ -146,7 +153,15 @@ export async function runCall(tools: Map<string, Tool>, call: ParsedCall, limits
     const r = await Promise.race([Promise.resolve().then(() => tool.execute(call.args as Record<string, unknown>, ctx)), timeout]);
     let content = String(r.content ?? '');
     if (content.length > limits.maxResultChars) content = `${content.slice(0, limits.maxResultChars)} …[truncated]`;
-    return { name: call.name, args: call.args, result: content, success: r.success !== false, error: r.success === false ? content : undefined, latencyMs: performance.now() - t0, metadata: r.metadata };
+    return {
+      name: call.name,
+      args: call.args,
+      result: content,
+      success: r.success !== false,
+      error: r.success === false ? content : undefined,
+      latencyMs: performance.now() - t0,
+      metadata: r.metadata,
+    };
   } catch (e) {
     const msg = e && typeof e === 'object' && 'message' in e ? String((e as Error).message) : String(e);
     return { ...fail(msg.startsWith('tool "') ? msg : `tool "${call.name}" failed: ${msg}`), thrown: e };

@@ -34,7 +34,15 @@
  */
 import type { ChatMessage, TextTokenizer, ToolSpec } from '../model/tokenizer';
 import type { ToolCallFormat } from './formats';
-import { normalizeRewardValue, supportingFactStepReward, weightedReward, type EpisodeSummary, type RewardComponentFn, type RewardValue, type TurnTrace } from './rewards';
+import {
+  normalizeRewardValue,
+  supportingFactStepReward,
+  weightedReward,
+  type EpisodeSummary,
+  type RewardComponentFn,
+  type RewardValue,
+  type TurnTrace,
+} from './rewards';
 import { DEFAULT_LIMITS, runCall, workspaceReader, type CallLimits, type CallOutcome, type Tool } from './tool';
 
 export interface EnvTask {
@@ -137,7 +145,10 @@ export class ToolEnv {
   /** The conversation the prompt renders. */
   promptMessages(): { role: string; content: string }[] {
     const o = this.opts;
-    if (o.context !== undefined) return [{ role: 'user', content: `answer the question with <answer> answer </answer> . <information> ${o.context} </information> ${taskPrompt(o.task)}` }];
+    if (o.context !== undefined)
+      return [
+        { role: 'user', content: `answer the question with <answer> answer </answer> . <information> ${o.context} </information> ${taskPrompt(o.task)}` },
+      ];
     const instruction = o.instruction ?? o.format.instruction();
     if (o.task.messages?.length) {
       if (!instruction) return o.task.messages;
@@ -174,13 +185,21 @@ export class ToolEnv {
       return { done: true, toolCalls: [], stepReward: 0 };
     }
     const limits = this.opts.limits ?? DEFAULT_LIMITS;
-    const outcomes: CallOutcome[] = await Promise.all(parsed.calls.map((c) => runCall(this.tools, c, limits, { episode: this.state, readFile: this.readFile, signal: this.opts.signal })));
+    const outcomes: CallOutcome[] = await Promise.all(
+      parsed.calls.map((c) => runCall(this.tools, c, limits, { episode: this.state, readFile: this.readFile, signal: this.opts.signal })),
+    );
     this.fitResults(outcomes);
     this.toolCalls += outcomes.length;
     this.toolErrors += outcomes.filter((o) => !o.success).length;
     const results = outcomes.filter((o) => o.success).map((o) => o.result);
     this.retrieved.push(...results);
-    trace.calls = outcomes.map((o) => ({ name: o.name, args: o.args, result: o.result, success: o.success, ...(o.error !== undefined ? { error: o.error } : {}) }));
+    trace.calls = outcomes.map((o) => ({
+      name: o.name,
+      args: o.args,
+      result: o.result,
+      success: o.success,
+      ...(o.error !== undefined ? { error: o.error } : {}),
+    }));
     const stepReward = this.opts.processRewards === false ? 0 : supportingFactStepReward(results, this.opts.task.supportingFacts ?? [], this.seenFacts);
     // At the turn budget no observation follows: the episode is cut there (the rollout's turn limit,
     // the same number, ends it as truncated: the model never answered).
@@ -194,7 +213,11 @@ export class ToolEnv {
   }
 
   /** The observation after a turn, as text and token ids (see the header). */
-  private observation(outcomes: CallOutcome[], errors: string[], turn: { tokenIds?: number[]; stopReason?: string }): { text: string; ids: number[]; role: 'tool' } {
+  private observation(
+    outcomes: CallOutcome[],
+    errors: string[],
+    turn: { tokenIds?: number[]; stopReason?: string },
+  ): { text: string; ids: number[]; role: 'tool' } {
     const { format, tokenizer: tok } = this.opts;
     let text: string;
     if (format.observationMode === 'template' && tok.renderChat) {
@@ -229,7 +252,8 @@ export class ToolEnv {
     const share = Math.max(1, Math.floor(budget / outcomes.length));
     outcomes.forEach((o, k) => {
       if (lens[k]! <= share) return;
-      let lo = 0, hi = o.result.length;
+      let lo = 0,
+        hi = o.result.length;
       while (lo < hi) {
         const mid = Math.ceil((lo + hi) / 2);
         if (enc(o.result.slice(0, mid) + TRUNC) <= share) lo = mid;
@@ -250,8 +274,16 @@ export class ToolEnv {
   summary(): EpisodeSummary {
     const t = this.opts.task;
     return {
-      task: t, history: this.history, answer: this.answer, golds: t.answers ?? [], turns: this.turns, formatOk: this.formatOk && this.answer !== undefined,
-      toolCalls: this.toolCalls, toolErrors: this.toolErrors, retrieved: this.retrieved, supporting: t.supportingFacts ?? [],
+      task: t,
+      history: this.history,
+      answer: this.answer,
+      golds: t.answers ?? [],
+      turns: this.turns,
+      formatOk: this.formatOk && this.answer !== undefined,
+      toolCalls: this.toolCalls,
+      toolErrors: this.toolErrors,
+      retrieved: this.retrieved,
+      supporting: t.supportingFacts ?? [],
     };
   }
 
@@ -263,7 +295,12 @@ export class ToolEnv {
     if (this.opts.userReward) {
       const u = normalizeRewardValue(await this.opts.userReward(s), this.opts.userRewardName ?? 'reward', s.toolCalls);
       const builtin: Record<string, number> = s.golds.length ? { exact_match: em } : {};
-      return { ...base, reward: u.reward, components: { ...builtin, ...u.components, user_reward: u.reward, ...counts }, ...(u.steps ? { stepRewards: this.stepsPerTurn(u.steps) } : {}) };
+      return {
+        ...base,
+        reward: u.reward,
+        components: { ...builtin, ...u.components, user_reward: u.reward, ...counts },
+        ...(u.steps ? { stepRewards: this.stepsPerTurn(u.steps) } : {}),
+      };
     }
     const w = weightedReward(this.opts.rewardWeights ?? { exact_match: 1 }, s, this.opts.customRewards);
     return { ...base, reward: w.reward, components: { ...w.components, ...counts } };

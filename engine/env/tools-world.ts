@@ -17,9 +17,20 @@
  */
 import { WORDS, mulberry32 } from './multihop';
 
-export interface Org { name: string; founded: number; founder: string }
-export interface Person { name: string; born: number }
-export interface ToolsWorld { name: string; orgs: Org[]; people: Person[] }
+export interface Org {
+  name: string;
+  founded: number;
+  founder: string;
+}
+export interface Person {
+  name: string;
+  born: number;
+}
+export interface ToolsWorld {
+  name: string;
+  orgs: Org[];
+  people: Person[];
+}
 
 export interface ToolsQuestion {
   id: string;
@@ -34,11 +45,75 @@ export interface ToolsQuestion {
 
 /** Words of the questions, facts, instructions and errors (besides names and numbers). */
 export const TOOLS_TEMPLATE_WORDS = [
-  'how', 'old', 'was', 'the', 'founder', 'of', 'when', 'it', 'founded', 'many', 'years', 'after', 'founding', 'in', 'by', 'born',
-  'no', 'entry', 'for', 'you', 'may', 'call', 'tools', 'a', 'tool', 'with', 'answer', 'then', 'give', 'question', 'error',
-  'name', 'arguments', 'entity', 'expression', 'type', 'function', 'description', 'parameters', 'object', 'properties', 'string', 'required',
-  'additionalProperties', 'false', 'true', 'minLength', 'maxLength', 'an', 'or', 'person', 'organisation', 'its', 'fact', 'evaluate',
-  'arithmetic', 'numbers', 'and', 'only', 'unknown', 'invalid', 'must', 'have', 'property', 'is', 'not', 'allowed', 'timed', 'out',
+  'how',
+  'old',
+  'was',
+  'the',
+  'founder',
+  'of',
+  'when',
+  'it',
+  'founded',
+  'many',
+  'years',
+  'after',
+  'founding',
+  'in',
+  'by',
+  'born',
+  'no',
+  'entry',
+  'for',
+  'you',
+  'may',
+  'call',
+  'tools',
+  'a',
+  'tool',
+  'with',
+  'answer',
+  'then',
+  'give',
+  'question',
+  'error',
+  'name',
+  'arguments',
+  'entity',
+  'expression',
+  'type',
+  'function',
+  'description',
+  'parameters',
+  'object',
+  'properties',
+  'string',
+  'required',
+  'additionalProperties',
+  'false',
+  'true',
+  'minLength',
+  'maxLength',
+  'an',
+  'or',
+  'person',
+  'organisation',
+  'its',
+  'fact',
+  'evaluate',
+  'arithmetic',
+  'numbers',
+  'and',
+  'only',
+  'unknown',
+  'invalid',
+  'must',
+  'have',
+  'property',
+  'is',
+  'not',
+  'allowed',
+  'timed',
+  'out',
 ];
 
 export const FOUNDED_MIN = 1800;
@@ -72,12 +147,22 @@ function shuffle<T>(xs: T[], r: () => number): T[] {
  * The training and held-out worlds of one seed: organisation names (adjective noun kind) and
  * founder names (first last) are shuffled once and split, so the two worlds share no entity.
  */
-export function generateToolsWorlds(seed: number, sizes: { train: number; heldout: number } = { train: 300, heldout: 100 }): { train: ToolsWorld; heldout: ToolsWorld } {
+export function generateToolsWorlds(
+  seed: number,
+  sizes: { train: number; heldout: number } = { train: 300, heldout: 100 },
+): { train: ToolsWorld; heldout: ToolsWorld } {
   const r = mulberry32(seed ^ 0x7001);
-  const orgNames = shuffle(WORDS.adj.flatMap((a) => WORDS.noun.flatMap((n) => WORDS.orgKind.map((k) => `${a} ${n} ${k}`))), r);
-  const personNames = shuffle(WORDS.first.flatMap((f) => WORDS.last.map((l) => `${f} ${l}`)), r);
+  const orgNames = shuffle(
+    WORDS.adj.flatMap((a) => WORDS.noun.flatMap((n) => WORDS.orgKind.map((k) => `${a} ${n} ${k}`))),
+    r,
+  );
+  const personNames = shuffle(
+    WORDS.first.flatMap((f) => WORDS.last.map((l) => `${f} ${l}`)),
+    r,
+  );
   const total = sizes.train + sizes.heldout;
-  if (total > orgNames.length || total > personNames.length) throw new Error(`at most ${Math.min(orgNames.length, personNames.length)} organisations across both worlds`);
+  if (total > orgNames.length || total > personNames.length)
+    throw new Error(`at most ${Math.min(orgNames.length, personNames.length)} organisations across both worlds`);
   const make = (name: string, from: number, n: number): ToolsWorld => {
     const orgs: Org[] = [];
     const people: Person[] = [];
@@ -113,13 +198,25 @@ export function generateToolsQuestions(world: ToolsWorld, n: number, seed: numbe
     if (r() < 0.5) {
       const o = pick(world.orgs);
       const b = born.get(o.founder)!;
-      q = { question: `how old was the founder of the ${o.name} when it was founded ?`, answers: [String(o.founded - b)], kind: 'founder-age', entities: [o.name, o.founder], expression: `${o.founded} - ${b}` };
+      q = {
+        question: `how old was the founder of the ${o.name} when it was founded ?`,
+        answers: [String(o.founded - b)],
+        kind: 'founder-age',
+        entities: [o.name, o.founder],
+        expression: `${o.founded} - ${b}`,
+      };
     } else {
       const a = pick(world.orgs);
       const c = pick(world.orgs);
       if (a.founded === c.founded) continue;
       const [x, y] = a.founded < c.founded ? [a, c] : [c, a];
-      q = { question: `how many years after the founding of the ${x.name} was the ${y.name} founded ?`, answers: [String(y.founded - x.founded)], kind: 'years-between', entities: [x.name, y.name], expression: `${y.founded} - ${x.founded}` };
+      q = {
+        question: `how many years after the founding of the ${x.name} was the ${y.name} founded ?`,
+        answers: [String(y.founded - x.founded)],
+        kind: 'years-between',
+        entities: [x.name, y.name],
+        expression: `${y.founded} - ${x.founded}`,
+      };
     }
     if (seen.has(q.question)) continue;
     seen.add(q.question);
@@ -167,7 +264,9 @@ export function toolsExpertTurn(question: string, observations: string[], modelT
   const seen = observations.join(' ');
   const done = modelTurns.length;
   if (done === 0 && mistake === 'wrong-lookup') {
-    const decoys = opts.decoys?.length ? opts.decoys : [`${WORDS.first[Math.floor(r() * WORDS.first.length)]} ${WORDS.last[Math.floor(r() * WORDS.last.length)]}`];
+    const decoys = opts.decoys?.length
+      ? opts.decoys
+      : [`${WORDS.first[Math.floor(r() * WORDS.first.length)]} ${WORDS.last[Math.floor(r() * WORDS.last.length)]}`];
     return hermesCall('lookup', { entity: decoys[Math.floor(r() * decoys.length)]! });
   }
   const age = /^how old was the founder of the (.+) when it was founded \?$/.exec(question.trim());
@@ -176,7 +275,8 @@ export function toolsExpertTurn(question: string, observations: string[], modelT
   const first = (age ?? between)![1]!;
   const firstFact = new RegExp(`the ${esc(first)} was founded in (\\d+) by (\\w+ \\w+)`).exec(seen);
   if (!firstFact) {
-    if (mistake === 'bad-arguments' && !modelTurns.some((t) => t.includes('"name": "lookup", "arguments": {"name"'))) return hermesCall('lookup', { name: first });
+    if (mistake === 'bad-arguments' && !modelTurns.some((t) => t.includes('"name": "lookup", "arguments": {"name"')))
+      return hermesCall('lookup', { name: first });
     return hermesCall('lookup', { entity: first });
   }
   const second = age ? firstFact[2]! : between![2]!;
@@ -214,9 +314,15 @@ export function toolsExampleFiles(o = TOOLS_EXAMPLE): Record<string, string> {
   }
   const world = { description: 'entity -> fact sentence; the training and held-out worlds share no entity', facts };
   const lines = (qs: ToolsQuestion[], w: string) =>
-    qs.map((q) => JSON.stringify({ id: q.id, prompt: q.question, answers: q.answers, meta: { world: w, kind: q.kind, entities: q.entities, expression: q.expression } })).join('\n') + '\n';
+    qs
+      .map((q) =>
+        JSON.stringify({ id: q.id, prompt: q.question, answers: q.answers, meta: { world: w, kind: q.kind, entities: q.entities, expression: q.expression } }),
+      )
+      .join('\n') + '\n';
   return {
     'world.json': `${JSON.stringify(world, null, 0).replace(/","/g, '",\n"')}\n`,
-    'tasks.jsonl': lines(generateToolsQuestions(train, o.trainQuestions, o.seed + 1), 'train') + lines(generateToolsQuestions(heldout, o.heldoutQuestions, o.seed + 2), 'heldout'),
+    'tasks.jsonl':
+      lines(generateToolsQuestions(train, o.trainQuestions, o.seed + 1), 'train') +
+      lines(generateToolsQuestions(heldout, o.heldoutQuestions, o.seed + 2), 'heldout'),
   };
 }

@@ -54,7 +54,13 @@ function rewardOf(host: SandboxHost | undefined): ServedEnvironment['reward'] {
 
 /** A workspace environment folder: tools/*.ts (and a single rewards/*.ts) in one sandbox. */
 export async function openWorkspaceEnvironment(dir: string): Promise<ServedEnvironment> {
-  const list = (sub: string) => (existsSync(join(dir, sub)) ? readdirSync(join(dir, sub)).filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts')).sort().map((f) => `${sub}/${f}`) : []);
+  const list = (sub: string) =>
+    existsSync(join(dir, sub))
+      ? readdirSync(join(dir, sub))
+          .filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))
+          .sort()
+          .map((f) => `${sub}/${f}`)
+      : [];
   const tools = list('tools');
   if (tools.length === 0) throw new Error(`--env ${dir}: no tools/*.ts files (a workspace environment keeps its tools in tools/)`);
   const rewards = list('rewards');
@@ -126,7 +132,14 @@ export async function openConfigEnvironment(cfg: ExperimentConfig): Promise<Serv
     if (host) from.push(`sandboxed ${cfg.environment.tools.join(', ') || 'reward only'}`);
     if (mcp) from.push(`mcp servers ${Object.keys(cfg.environment.mcp_servers ?? {}).join(', ')}`);
     const { tools, format } = taskTools(builtin, envSetup(cfg, host, mcp?.tools));
-    return { tools, format, reward: rewardOf(host), describe: from.join('; '), kitExtras: { host, mcpTools: mcp?.tools }, close: async () => void (await Promise.all(closers.map((c) => c()))) };
+    return {
+      tools,
+      format,
+      reward: rewardOf(host),
+      describe: from.join('; '),
+      kitExtras: { host, mcpTools: mcp?.tools },
+      close: async () => void (await Promise.all(closers.map((c) => c()))),
+    };
   } catch (e) {
     await Promise.all(closers.map((c) => c().catch(() => undefined)));
     throw e;
@@ -179,7 +192,15 @@ export async function scoreSolution(
   }
   const summary: EpisodeSummary = {
     task: { id: s.taskId ?? 'verl', question: s.question, answers: s.golds, supportingFacts: s.supporting },
-    history, answer, golds: s.golds, turns: history.map((h) => h.text), formatOk: formatOk && answer !== undefined, toolCalls, toolErrors, retrieved, supporting: s.supporting ?? [],
+    history,
+    answer,
+    golds: s.golds,
+    turns: history.map((h) => h.text),
+    formatOk: formatOk && answer !== undefined,
+    toolCalls,
+    toolErrors,
+    retrieved,
+    supporting: s.supporting ?? [],
   };
   return { ...(await env.reward(summary)), answer };
 }

@@ -77,10 +77,17 @@ class ServerHandle {
   }
 
   async start(): Promise<void> {
-    const cwd = this.cfg.cwd ? (isAbsolute(this.cfg.cwd) ? this.cfg.cwd : resolve(this.opts.baseDir ?? process.cwd(), this.cfg.cwd)) : (this.opts.baseDir ?? process.cwd());
+    const cwd = this.cfg.cwd
+      ? isAbsolute(this.cfg.cwd)
+        ? this.cfg.cwd
+        : resolve(this.opts.baseDir ?? process.cwd(), this.cfg.cwd)
+      : (this.opts.baseDir ?? process.cwd());
     if (!existsSync(cwd)) throw new Error(`mcp server "${this.name}": working directory ${cwd} does not exist (mcp_servers.${this.name}.cwd)`);
     const transport = new StdioClientTransport({
-      command: this.cfg.command, args: this.cfg.args, cwd, stderr: 'pipe',
+      command: this.cfg.command,
+      args: this.cfg.args,
+      cwd,
+      stderr: 'pipe',
       env: { ...getDefaultEnvironment(), ...(this.cfg.env ?? {}) },
     });
     transport.stderr?.on('data', (d: Buffer) => {
@@ -93,7 +100,11 @@ class ServerHandle {
     try {
       await client.connect(transport, { timeout: startMs });
       const listed = await client.listTools(undefined, { timeout: startMs });
-      this.specs = listed.tools.map((t) => ({ name: t.name, description: t.description ?? t.title ?? '', inputSchema: cleanSchema(t.inputSchema as Record<string, unknown>) }));
+      this.specs = listed.tools.map((t) => ({
+        name: t.name,
+        description: t.description ?? t.title ?? '',
+        inputSchema: cleanSchema(t.inputSchema as Record<string, unknown>),
+      }));
     } catch (e) {
       this.closing = true;
       await client.close().catch(() => undefined);
@@ -141,7 +152,8 @@ class ServerHandle {
       return { content, success: r.isError !== true, metadata: { server: this.name } };
     } catch (e) {
       const msg = (e as Error).message ?? String(e);
-      if (this.client !== client || /Connection closed/i.test(msg)) throw new Error(`mcp server "${this.name}" exited during the call to "${tool}"${this.lastExit}${this.down ? '' : '; it is being restarted'}`);
+      if (this.client !== client || /Connection closed/i.test(msg))
+        throw new Error(`mcp server "${this.name}" exited during the call to "${tool}"${this.lastExit}${this.down ? '' : '; it is being restarted'}`);
       if (ctx.signal.aborted) throw new Error(`call to "${tool}" on mcp server "${this.name}" was cancelled (${String(ctx.signal.reason ?? 'aborted')})`);
       throw new Error(`mcp server "${this.name}": ${msg}`);
     }
@@ -201,7 +213,10 @@ export class McpToolSet {
       for (const h of handles) {
         const offered = new Set(h.specs.map((s) => s.name));
         const missing = (h.cfg.tools ?? []).filter((t) => !offered.has(t));
-        if (missing.length) throw new Error(`mcp_servers.${h.name}.tools: ${missing.map((m) => `"${m}"`).join(', ')} not offered by the server (it has: ${[...offered].join(', ')})`);
+        if (missing.length)
+          throw new Error(
+            `mcp_servers.${h.name}.tools: ${missing.map((m) => `"${m}"`).join(', ')} not offered by the server (it has: ${[...offered].join(', ')})`,
+          );
         for (const spec of h.specs) {
           if (h.cfg.tools && !h.cfg.tools.includes(spec.name)) continue;
           const other = owner.get(spec.name);

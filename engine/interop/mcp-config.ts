@@ -25,4 +25,3 @@ export const mcpServersSchema = z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, '
 export type McpServerConfig = z.infer<typeof mcpServerSchema>;
 export type McpServersConfig = z.infer<typeof mcpServersSchema>;
 export type McpServersInput = z.input<typeof mcpServersSchema>;
-

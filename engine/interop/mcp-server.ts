@@ -73,7 +73,8 @@ export interface McpHttpHandle {
 }
 
 function sameToken(given: string, token: string): boolean {
-  const a = Buffer.from(given), b = Buffer.from(token);
+  const a = Buffer.from(given),
+    b = Buffer.from(token);
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
@@ -92,7 +93,8 @@ export async function serveMcpHttp(tools: Tool[], opts: McpServeOptions & { port
     if (url.pathname !== '/mcp') return deny(404, `not found: ${url.pathname} (the MCP endpoint is /mcp)`);
     const auth = req.headers.authorization ?? '';
     const given = auth.startsWith('Bearer ') ? auth.slice(7).trim() : (url.searchParams.get('token') ?? '');
-    if (!given || !sameToken(given, token)) return deny(401, 'missing or wrong token (send Authorization: Bearer <token>, printed by `arbor mcp serve --http`)');
+    if (!given || !sameToken(given, token))
+      return deny(401, 'missing or wrong token (send Authorization: Bearer <token>, printed by `arbor mcp serve --http`)');
     if (req.method !== 'POST') return deny(405, 'stateless server: POST JSON-RPC requests to /mcp');
     const server = createMcpServer(tools, opts);
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
@@ -116,9 +118,10 @@ export async function serveMcpHttp(tools: Tool[], opts: McpServeOptions & { port
     url: `http://127.0.0.1:${port}/mcp`,
     token,
     port,
-    close: () => new Promise<void>((resolve) => {
-      http.closeAllConnections();
-      http.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        http.closeAllConnections();
+        http.close(() => resolve());
+      }),
   };
 }

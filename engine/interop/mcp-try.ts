@@ -36,8 +36,16 @@ export async function tryMcp(p: { servers: unknown; tool?: string; args?: unknow
     const tools = set.tools.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters }));
     if (!p.tool) return done({ ok: true, value: { tools } });
     const timeout = Math.max(...Object.values(parsed.data).map((s) => s.timeout_ms));
-    const out = await runCall(new Map(set.tools.map((t) => [t.name, t])), { name: p.tool, args: (p.args ?? {}) as Record<string, unknown> }, { ...DEFAULT_LIMITS, timeoutMs: timeout, maxResultChars: 100_000 });
-    return done({ ok: out.success, value: { tools, result: out.result }, ...(out.success ? {} : { error: { message: out.error ?? out.result, path: `mcp:${p.tool}` } }) });
+    const out = await runCall(
+      new Map(set.tools.map((t) => [t.name, t])),
+      { name: p.tool, args: (p.args ?? {}) as Record<string, unknown> },
+      { ...DEFAULT_LIMITS, timeoutMs: timeout, maxResultChars: 100_000 },
+    );
+    return done({
+      ok: out.success,
+      value: { tools, result: out.result },
+      ...(out.success ? {} : { error: { message: out.error ?? out.result, path: `mcp:${p.tool}` } }),
+    });
   } finally {
     await set.close();
   }

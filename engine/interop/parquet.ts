@@ -16,7 +16,11 @@ function elements(name: string, t: PqType, required = false): SchemaElement[] {
   if (t === 'double') return [{ name, type: 'DOUBLE', repetition_type: rep }];
   if (t === 'bool') return [{ name, type: 'BOOLEAN', repetition_type: rep }];
   if ('list' in t)
-    return [{ name, repetition_type: rep, converted_type: 'LIST', num_children: 1 }, { name: 'list', repetition_type: 'REPEATED', num_children: 1 }, ...elements('element', t.list)];
+    return [
+      { name, repetition_type: rep, converted_type: 'LIST', num_children: 1 },
+      { name: 'list', repetition_type: 'REPEATED', num_children: 1 },
+      ...elements('element', t.list),
+    ];
   const keys = Object.keys(t.struct);
   if (keys.length === 0) throw new Error(`parquet: struct "${name}" has no fields (parquet cannot store an empty struct)`);
   return [{ name, repetition_type: rep, num_children: keys.length }, ...keys.flatMap((k) => elements(k, t.struct[k]!))];

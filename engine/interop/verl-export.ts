@@ -64,13 +64,17 @@ function leaves(o: unknown, prefix = ''): string[] {
   return Object.entries(o as Loose).flatMap(([k, v]) => leaves(v, prefix ? `${prefix}.${k}` : k));
 }
 
-const hv = (v: unknown): string => (typeof v === 'string' ? (/^[A-Za-z0-9_./-]+$/.test(v) ? v : JSON.stringify(v)) : Array.isArray(v) ? `[${v.map(hv).join(',')}]` : String(v));
+const hv = (v: unknown): string =>
+  typeof v === 'string' ? (/^[A-Za-z0-9_./-]+$/.test(v) ? v : JSON.stringify(v)) : Array.isArray(v) ? `[${v.map(hv).join(',')}]` : String(v);
 
 /**
  * The Hydra overrides equivalent to an Arbor config, and a row for every Arbor setting.
  * `promptTokens` is the longest prompt of the exported tasks (for data.max_prompt_length).
  */
-export function verlMapping(cfg: ExperimentConfig, ctx: { modelPath: string; promptTokens: number; toolFormat: string }): { overrides: string[]; mapping: MappingRow[] } {
+export function verlMapping(
+  cfg: ExperimentConfig,
+  ctx: { modelPath: string; promptTokens: number; toolFormat: string },
+): { overrides: string[]; mapping: MappingRow[] } {
   const rows: MappingRow[] = [];
   const overrides: string[] = [];
   const covered = new Set<string>();
@@ -86,13 +90,18 @@ export function verlMapping(cfg: ExperimentConfig, ctx: { modelPath: string; pro
   const o = cfg.optim;
 
   // model
-  map(['model.path', 'model.init'], { 'actor_rollout_ref.model.path': ctx.modelPath }, 'the last checkpoint of the run (an HF folder; a PEFT adapter folder is passed with its base, see below)');
+  map(
+    ['model.path', 'model.init'],
+    { 'actor_rollout_ref.model.path': ctx.modelPath },
+    'the last checkpoint of the run (an HF folder; a PEFT adapter folder is passed with its base, see below)',
+  );
   map(['model.hidden_size', 'model.layers'], undefined, 'sizes of the built-in tiny model; verl loads the checkpoint folder as it is');
   const lora = get(cfg, 'model.lora') as Loose | undefined;
   if (lora) {
     const tm = lora.target_modules;
     map(['model.lora.rank', 'model.lora.alpha', 'model.lora.target_modules'], {
-      'actor_rollout_ref.model.lora_rank': lora.rank, 'actor_rollout_ref.model.lora_alpha': lora.alpha,
+      'actor_rollout_ref.model.lora_rank': lora.rank,
+      'actor_rollout_ref.model.lora_alpha': lora.alpha,
       'actor_rollout_ref.model.target_modules': Array.isArray(tm) ? tm : 'all-linear',
     });
     map('model.lora.dropout', undefined, 'verl has no LoRA dropout setting (PEFT default 0 is used)');
@@ -100,42 +109,102 @@ export function verlMapping(cfg: ExperimentConfig, ctx: { modelPath: string; pro
 
   // algorithm
   const est = String(a.adv_estimator);
-  const estMap: Record<string, string> = { grpo: 'grpo', drgrpo: 'grpo', rloo: 'rloo', reinforce_pp: 'reinforce_plus_plus', reinforce_pp_baseline: 'reinforce_plus_plus_baseline', gae: 'gae' };
+  const estMap: Record<string, string> = {
+    grpo: 'grpo',
+    drgrpo: 'grpo',
+    rloo: 'rloo',
+    reinforce_pp: 'reinforce_plus_plus',
+    reinforce_pp_baseline: 'reinforce_plus_plus_baseline',
+    gae: 'gae',
+  };
   if (estMap[est]) {
     const extra: Loose = est === 'drgrpo' ? { 'algorithm.norm_adv_by_std_in_grpo': false } : {};
-    map('algorithm.adv_estimator', { 'algorithm.adv_estimator': estMap[est], ...extra }, est === 'drgrpo' ? 'Dr.GRPO = grpo without the std division (pair it with loss_agg_mode seq-mean-token-sum-norm, as Arbor\'s config does when asked)' : undefined);
+    map(
+      'algorithm.adv_estimator',
+      { 'algorithm.adv_estimator': estMap[est], ...extra },
+      est === 'drgrpo'
+        ? "Dr.GRPO = grpo without the std division (pair it with loss_agg_mode seq-mean-token-sum-norm, as Arbor's config does when asked)"
+        : undefined,
+    );
   } else map('algorithm.adv_estimator', undefined, `"${est}" has no verl estimator of that name`);
   if (est !== 'drgrpo') map('algorithm.norm_adv_by_std', { 'algorithm.norm_adv_by_std_in_grpo': a.norm_adv_by_std });
   else map('algorithm.norm_adv_by_std', undefined, 'drgrpo already turns the std division off');
   const pl = String(a.policy_loss);
-  map('algorithm.policy_loss', { 'actor_rollout_ref.actor.policy_loss.loss_mode': pl === 'ppo' ? 'vanilla' : pl }, 'Arbor "ppo" is verl\'s vanilla PPO-clip loss');
+  map(
+    'algorithm.policy_loss',
+    { 'actor_rollout_ref.actor.policy_loss.loss_mode': pl === 'ppo' ? 'vanilla' : pl },
+    'Arbor "ppo" is verl\'s vanilla PPO-clip loss',
+  );
   map('algorithm.loss_agg_mode', { 'actor_rollout_ref.actor.loss_agg_mode': a.loss_agg_mode });
-  map(['algorithm.clip_ratio_low', 'algorithm.clip_ratio_high'], { 'actor_rollout_ref.actor.clip_ratio_low': a.clip_ratio_low, 'actor_rollout_ref.actor.clip_ratio_high': a.clip_ratio_high });
+  map(['algorithm.clip_ratio_low', 'algorithm.clip_ratio_high'], {
+    'actor_rollout_ref.actor.clip_ratio_low': a.clip_ratio_low,
+    'actor_rollout_ref.actor.clip_ratio_high': a.clip_ratio_high,
+  });
   if (a.dual_clip === null || a.dual_clip === undefined)
-    map('algorithm.dual_clip', { 'actor_rollout_ref.actor.clip_ratio_c': 1e9 }, 'verl always applies dual clip; a huge clip_ratio_c turns it off as Arbor\'s null does');
+    map(
+      'algorithm.dual_clip',
+      { 'actor_rollout_ref.actor.clip_ratio_c': 1e9 },
+      "verl always applies dual clip; a huge clip_ratio_c turns it off as Arbor's null does",
+    );
   else map('algorithm.dual_clip', { 'actor_rollout_ref.actor.clip_ratio_c': a.dual_clip });
   const klType: Record<string, string> = { k1: 'kl', k2: 'mse', k3: 'low_var_kl' };
   const kc = Number(a.kl_coef ?? 0);
-  if (kc === 0) map(['algorithm.kl_coef', 'algorithm.kl_type', 'algorithm.kl_in'], { 'actor_rollout_ref.actor.use_kl_loss': false, 'algorithm.use_kl_in_reward': false }, 'KL off');
+  if (kc === 0)
+    map(
+      ['algorithm.kl_coef', 'algorithm.kl_type', 'algorithm.kl_in'],
+      { 'actor_rollout_ref.actor.use_kl_loss': false, 'algorithm.use_kl_in_reward': false },
+      'KL off',
+    );
   else if (a.kl_in === 'reward')
-    map(['algorithm.kl_coef', 'algorithm.kl_type', 'algorithm.kl_in'], { 'algorithm.use_kl_in_reward': true, 'algorithm.kl_ctrl.type': 'fixed', 'algorithm.kl_ctrl.kl_coef': kc, 'algorithm.kl_penalty': klType[String(a.kl_type)] ?? a.kl_type, 'actor_rollout_ref.actor.use_kl_loss': false });
+    map(['algorithm.kl_coef', 'algorithm.kl_type', 'algorithm.kl_in'], {
+      'algorithm.use_kl_in_reward': true,
+      'algorithm.kl_ctrl.type': 'fixed',
+      'algorithm.kl_ctrl.kl_coef': kc,
+      'algorithm.kl_penalty': klType[String(a.kl_type)] ?? a.kl_type,
+      'actor_rollout_ref.actor.use_kl_loss': false,
+    });
   else
-    map(['algorithm.kl_coef', 'algorithm.kl_type', 'algorithm.kl_in'], { 'actor_rollout_ref.actor.use_kl_loss': true, 'actor_rollout_ref.actor.kl_loss_coef': kc, 'actor_rollout_ref.actor.kl_loss_type': klType[String(a.kl_type)] ?? a.kl_type, 'algorithm.use_kl_in_reward': false });
+    map(['algorithm.kl_coef', 'algorithm.kl_type', 'algorithm.kl_in'], {
+      'actor_rollout_ref.actor.use_kl_loss': true,
+      'actor_rollout_ref.actor.kl_loss_coef': kc,
+      'actor_rollout_ref.actor.kl_loss_type': klType[String(a.kl_type)] ?? a.kl_type,
+      'algorithm.use_kl_in_reward': false,
+    });
   map('algorithm.entropy_coef', { 'actor_rollout_ref.actor.entropy_coeff': a.entropy_coef });
   map(['algorithm.gamma', 'algorithm.lam'], { 'algorithm.gamma': a.gamma, 'algorithm.lam': a.lam });
   if (est === 'gae') {
     map('algorithm.value_clip', { 'critic.cliprange_value': a.value_clip });
     overrides.push(`critic.model.path=${hv(ctx.modelPath)}`, `critic.optim.lr=${hv(o.lr)}`);
   } else map('algorithm.value_clip', undefined, 'no critic without gae');
-  map('algorithm.value_coef', undefined, 'verl\'s critic has its own loss and optimizer and no value-loss coefficient');
+  map('algorithm.value_coef', undefined, "verl's critic has its own loss and optimizer and no value-loss coefficient");
   map('algorithm.ppo_epochs', { 'actor_rollout_ref.actor.ppo_epochs': a.ppo_epochs });
   const mini = Math.max(1, Math.floor(r.prompts_per_step / Number(a.mini_batches ?? 1)));
   map('algorithm.mini_batches', { 'actor_rollout_ref.actor.ppo_mini_batch_size': mini }, 'verl counts a mini-batch in prompts (× rollout.n samples)');
-  map('algorithm.micro_batches', undefined, `a memory knob; set actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu for your GPUs (the script uses ${Math.max(1, Math.floor((mini * r.n) / Number(a.micro_batches ?? 1)))} samples per GPU micro-batch)`);
+  map(
+    'algorithm.micro_batches',
+    undefined,
+    `a memory knob; set actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu for your GPUs (the script uses ${Math.max(1, Math.floor((mini * r.n) / Number(a.micro_batches ?? 1)))} samples per GPU micro-batch)`,
+  );
   overrides.push(`actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=${Math.max(1, Math.floor((mini * r.n) / Number(a.micro_batches ?? 1)))}`);
-  map(['algorithm.dynamic_sampling.enabled', 'algorithm.dynamic_sampling.max_rounds'], undefined, (a.dynamic_sampling as Loose | undefined)?.enabled ? 'ENABLED in Arbor but not in verl.trainer.main_ppo: use verl\'s DAPO recipe (algorithm.filter_groups) to keep it' : 'off; verl\'s equivalent lives in the DAPO recipe (algorithm.filter_groups)');
-  map(['algorithm.overlong.enabled', 'algorithm.overlong.buffer', 'algorithm.overlong.penalty'], undefined, (a.overlong as Loose | undefined)?.enabled ? 'ENABLED in Arbor but not in verl.trainer.main_ppo: use the DAPO recipe\'s reward_model.overlong_buffer.{enable,len,penalty_factor}' : 'off; verl\'s equivalent is the DAPO recipe\'s overlong_buffer');
-  map('algorithm.process_rewards', undefined, a.process_rewards ? 'ENABLED in Arbor; verl\'s tool agent loop ignores tool step rewards, so only the outcome reward trains' : 'off');
+  map(
+    ['algorithm.dynamic_sampling.enabled', 'algorithm.dynamic_sampling.max_rounds'],
+    undefined,
+    (a.dynamic_sampling as Loose | undefined)?.enabled
+      ? "ENABLED in Arbor but not in verl.trainer.main_ppo: use verl's DAPO recipe (algorithm.filter_groups) to keep it"
+      : "off; verl's equivalent lives in the DAPO recipe (algorithm.filter_groups)",
+  );
+  map(
+    ['algorithm.overlong.enabled', 'algorithm.overlong.buffer', 'algorithm.overlong.penalty'],
+    undefined,
+    (a.overlong as Loose | undefined)?.enabled
+      ? "ENABLED in Arbor but not in verl.trainer.main_ppo: use the DAPO recipe's reward_model.overlong_buffer.{enable,len,penalty_factor}"
+      : "off; verl's equivalent is the DAPO recipe's overlong_buffer",
+  );
+  map(
+    'algorithm.process_rewards',
+    undefined,
+    a.process_rewards ? "ENABLED in Arbor; verl's tool agent loop ignores tool step rewards, so only the outcome reward trains" : 'off',
+  );
 
   // rollout
   const response = Math.max(1, Math.min(r.max_turns * r.max_new_tokens, r.max_total_length - ctx.promptTokens));
@@ -143,12 +212,18 @@ export function verlMapping(cfg: ExperimentConfig, ctx: { modelPath: string; pro
   map('rollout.n', { 'actor_rollout_ref.rollout.n': r.n });
   map(['rollout.temperature', 'rollout.top_p'], { 'actor_rollout_ref.rollout.temperature': r.temperature, 'actor_rollout_ref.rollout.top_p': r.top_p });
   map('rollout.max_turns', { 'actor_rollout_ref.rollout.multi_turn.max_assistant_turns': r.max_turns });
-  map(['rollout.max_new_tokens', 'rollout.max_total_length'], { 'data.max_prompt_length': ctx.promptTokens, 'data.max_response_length': response },
-    `verl bounds the whole response, not each turn: response = min(max_turns × max_new_tokens, max_total_length − longest prompt ${ctx.promptTokens}) = ${response}`);
+  map(
+    ['rollout.max_new_tokens', 'rollout.max_total_length'],
+    { 'data.max_prompt_length': ctx.promptTokens, 'data.max_response_length': response },
+    `verl bounds the whole response, not each turn: response = min(max_turns × max_new_tokens, max_total_length − longest prompt ${ctx.promptTokens}) = ${response}`,
+  );
   // optim
   map('optim.lr', { 'actor_rollout_ref.actor.optim.lr': o.lr });
   map('optim.warmup_steps', { 'actor_rollout_ref.actor.optim.lr_warmup_steps': o.warmup_steps });
-  map(['optim.schedule', 'optim.min_lr_ratio'], { 'actor_rollout_ref.actor.optim.warmup_style': o.schedule, 'actor_rollout_ref.actor.optim.min_lr_ratio': o.min_lr_ratio });
+  map(['optim.schedule', 'optim.min_lr_ratio'], {
+    'actor_rollout_ref.actor.optim.warmup_style': o.schedule,
+    'actor_rollout_ref.actor.optim.min_lr_ratio': o.min_lr_ratio,
+  });
   map('optim.weight_decay', { 'actor_rollout_ref.actor.optim.weight_decay': o.weight_decay });
   map(['optim.beta1', 'optim.beta2'], { 'actor_rollout_ref.actor.optim.betas': [o.beta1, o.beta2] });
   map('optim.grad_clip', { 'actor_rollout_ref.actor.grad_clip': o.grad_clip });
@@ -156,24 +231,53 @@ export function verlMapping(cfg: ExperimentConfig, ctx: { modelPath: string; pro
   map('steps', { 'trainer.total_training_steps': cfg.steps });
   map('eval.every', { 'trainer.test_freq': cfg.eval.every === 0 ? -1 : cfg.eval.every });
   map(['eval.n_questions'], undefined, 'the held-out parquet holds that many questions (data/val.parquet)');
-  map('eval.temperature', { 'actor_rollout_ref.rollout.val_kwargs.temperature': cfg.eval.temperature, 'actor_rollout_ref.rollout.val_kwargs.do_sample': cfg.eval.temperature > 0 });
+  map('eval.temperature', {
+    'actor_rollout_ref.rollout.val_kwargs.temperature': cfg.eval.temperature,
+    'actor_rollout_ref.rollout.val_kwargs.do_sample': cfg.eval.temperature > 0,
+  });
   map(['checkpoint.every', 'checkpoint.keep'], { 'trainer.save_freq': cfg.checkpoint.every, 'trainer.max_actor_ckpt_to_keep': cfg.checkpoint.keep });
   map('seed', { 'data.seed': cfg.seed });
   map('name', { 'trainer.experiment_name': cfg.name ?? 'arbor-export' });
   // what verl does not have
   for (const k of leaves(cfg.sft, 'sft')) covered.add(k);
-  rows.push({ arbor: 'sft.*', value: cfg.sft.warm_start, note: 'the SFT warm start already happened: the exported model is the checkpoint after it (verl\'s SFT trainer is a separate program)' });
+  rows.push({
+    arbor: 'sft.*',
+    value: cfg.sft.warm_start,
+    note: "the SFT warm start already happened: the exported model is the checkpoint after it (verl's SFT trainer is a separate program)",
+  });
   for (const k of leaves(cfg.task, 'task')) covered.add(k);
-  rows.push({ arbor: 'task.*', value: cfg.task.kind, note: 'the tasks themselves are the parquet rows; the reward is the environment\'s (reward.py)' });
+  rows.push({ arbor: 'task.*', value: cfg.task.kind, note: "the tasks themselves are the parquet rows; the reward is the environment's (reward.py)" });
   const e = (cfg.environment ?? {}) as Loose;
-  map('environment.format', { 'actor_rollout_ref.rollout.multi_turn.format': 'hermes' }, e.format === 'hermes' ? 'the same Hermes <tool_call> JSON' : `verl's tool agent loop parses Hermes <tool_call> JSON only; the "${String(e.format)}" format has no verl parser`);
+  map(
+    'environment.format',
+    { 'actor_rollout_ref.rollout.multi_turn.format': 'hermes' },
+    e.format === 'hermes'
+      ? 'the same Hermes <tool_call> JSON'
+      : `verl's tool agent loop parses Hermes <tool_call> JSON only; the "${String(e.format)}" format has no verl parser`,
+  );
   map('environment.max_calls_per_turn', { 'actor_rollout_ref.rollout.multi_turn.max_parallel_calls': e.max_calls_per_turn });
   const obsChars = Number(e.max_observation_tokens ?? 256) * 4;
-  map('environment.max_observation_tokens', { 'actor_rollout_ref.rollout.multi_turn.max_tool_response_length': obsChars, 'actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side': 'left' }, 'verl cuts tool responses in characters: about 4 per token');
-  map('environment.tool_timeout_ms', undefined, `tool_config.yaml: timeout ${Math.ceil(Number(e.tool_timeout_ms ?? 5000) / 1000)} s per call (ArborMcpTool), and arbor mcp serve applies the same limit`);
+  map(
+    'environment.max_observation_tokens',
+    { 'actor_rollout_ref.rollout.multi_turn.max_tool_response_length': obsChars, 'actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side': 'left' },
+    'verl cuts tool responses in characters: about 4 per token',
+  );
+  map(
+    'environment.tool_timeout_ms',
+    undefined,
+    `tool_config.yaml: timeout ${Math.ceil(Number(e.tool_timeout_ms ?? 5000) / 1000)} s per call (ArborMcpTool), and arbor mcp serve applies the same limit`,
+  );
   for (const k of leaves(e, 'environment')) covered.add(k);
-  rows.push({ arbor: 'environment.tools, .reward, .tasks, .workspace, .mcp_servers', value: '(files)', note: 'served by `arbor mcp serve --config arbor-experiment.json` (tools) and scored by reward.py (reward); tasks are the parquet rows' });
-  map(['logging.full_trajectories_every'], { 'trainer.rollout_data_dir': '$HERE/rollouts' }, 'verl dumps decoded rollouts each step; import them with `arbor import-verl rollouts`');
+  rows.push({
+    arbor: 'environment.tools, .reward, .tasks, .workspace, .mcp_servers',
+    value: '(files)',
+    note: 'served by `arbor mcp serve --config arbor-experiment.json` (tools) and scored by reward.py (reward); tasks are the parquet rows',
+  });
+  map(
+    ['logging.full_trajectories_every'],
+    { 'trainer.rollout_data_dir': '$HERE/rollouts' },
+    'verl dumps decoded rollouts each step; import them with `arbor import-verl rollouts`',
+  );
   map(['backend', 'device', 'threads'], undefined, 'single-machine execution settings; verl places work with Ray (trainer.n_gpus_per_node, trainer.nnodes)');
   // anything else (keys added to the config later) is listed, never silently dropped
   for (const k of leaves(cfg)) {
@@ -182,7 +286,6 @@ export function verlMapping(cfg: ExperimentConfig, ctx: { modelPath: string; pro
   }
   return { overrides, mapping: rows };
 }
-
 
 interface TaskRow {
   id: string;
@@ -194,13 +297,23 @@ interface TaskRow {
 function taskRow(t: RolloutTask): TaskRow {
   const m = t.meta ?? {};
   if (typeof m.question !== 'string') throw new Error(`task ${t.id}: no prompt in its metadata; cannot export it`);
-  return { id: t.id, question: m.question, answers: Array.isArray(m.answers) ? m.answers.map(String) : [], ...(typeof m.hops === 'number' ? { hops: m.hops } : {}) };
+  return {
+    id: t.id,
+    question: m.question,
+    answers: Array.isArray(m.answers) ? m.answers.map(String) : [],
+    ...(typeof m.hops === 'number' ? { hops: m.hops } : {}),
+  };
 }
 
-export async function exportVerl(src: VerlExportSource, outDir: string, opts: { arborCmd?: string[]; onProgress?: (what: string) => void } = {}): Promise<VerlExportResult> {
+export async function exportVerl(
+  src: VerlExportSource,
+  outDir: string,
+  opts: { arborCmd?: string[]; onProgress?: (what: string) => void } = {},
+): Promise<VerlExportResult> {
   const { cfg } = src;
   const modelPath = src.modelPath ?? cfg.model.path;
-  if (!modelPath) throw new Error('the config has model.init: tiny and no checkpoint: export a finished run (`arbor export verl <run> <dir>`) or a config with model.path');
+  if (!modelPath)
+    throw new Error('the config has model.init: tiny and no checkpoint: export a finished run (`arbor export verl <run> <dir>`) or a config with model.path');
   const progress = opts.onProgress ?? (() => undefined);
   mkdirSync(join(outDir, 'data'), { recursive: true });
   const files: string[] = [];
@@ -231,7 +344,11 @@ export async function exportVerl(src: VerlExportSource, outDir: string, opts: { 
       ability: 'tool-use',
       reward_model: { style: 'rule', ground_truth: { target: q.answers } },
       extra_info: {
-        split, index, task_id: q.id, question: q.question, ...(q.hops !== undefined ? { hops: q.hops } : {}),
+        split,
+        index,
+        task_id: q.id,
+        question: q.question,
+        ...(q.hops !== undefined ? { hops: q.hops } : {}),
         need_tools_kwargs: toolNames.length > 0,
         tools_kwargs: Object.fromEntries(toolNames.map((n) => [n, { create_kwargs: { task: q.id } }])),
         interaction_kwargs: { query: q.question },
@@ -241,7 +358,8 @@ export async function exportVerl(src: VerlExportSource, outDir: string, opts: { 
   const val = rowsOf(kit.evalTasks, 'test');
   const extraType = inferStruct([...train, ...val].map((r) => r.extra_info as Record<string, unknown>));
   const columns: Record<string, PqType> = {
-    data_source: 'string', agent_name: 'string',
+    data_source: 'string',
+    agent_name: 'string',
     prompt: { list: { struct: { content: 'string', role: 'string' } } },
     ability: 'string',
     reward_model: { struct: { ground_truth: { struct: { target: { list: 'string' } } }, style: 'string' } },
@@ -256,23 +374,64 @@ export async function exportVerl(src: VerlExportSource, outDir: string, opts: { 
 
   const arborCmd = opts.arborCmd ?? [process.execPath, join(HERE, '../../bin/arbor.mjs')];
   // tool configs
-  const schemas = env.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: { type: 'object', ...t.parameters } } }));
+  const schemas = env.tools.map((t) => ({
+    type: 'function',
+    function: { name: t.name, description: t.description, parameters: { type: 'object', ...t.parameters } },
+  }));
   await env.close();
-  write('tool_config.yaml', `# verl tools for this environment, served by \`arbor mcp serve\` (run_verl.sh starts it).\n# Per-sample tools_kwargs.create_kwargs travel as MCP _meta["arbor/episode"].\n` +
-    yamlStringify({ tools: schemas.map((s) => ({ class_name: 'arbor_tool.ArborMcpTool', config: { type: 'native', timeout: Math.ceil(cfg.environment.tool_timeout_ms / 1000) }, tool_schema: s })) }));
-  write('mcp_servers.json', JSON.stringify({ mcpServers: { arbor: { command: arborCmd[0], args: [...arborCmd.slice(1), 'mcp', 'serve', '--config', 'arbor-experiment.json'] } } }, null, 2) + '\n');
-  write('tool_config.mcp.yaml', `# verl's own MCP client (type: mcp, stdio). It sends no per-sample state, so tools that need the\n# question (the multi-hop search) answer with an error there: use tool_config.yaml for those.\n` +
-    yamlStringify({ tools: [{ class_name: 'verl.tools.mcp_base_tool.MCPBaseTool', config: { type: 'mcp', rate_limit: 120, timeout: 60 }, mcp: { mcp_servers_config_path: './mcp_servers.json', tool_selected_list: toolNames } }] }));
+  write(
+    'tool_config.yaml',
+    `# verl tools for this environment, served by \`arbor mcp serve\` (run_verl.sh starts it).\n# Per-sample tools_kwargs.create_kwargs travel as MCP _meta["arbor/episode"].\n` +
+      yamlStringify({
+        tools: schemas.map((s) => ({
+          class_name: 'arbor_tool.ArborMcpTool',
+          config: { type: 'native', timeout: Math.ceil(cfg.environment.tool_timeout_ms / 1000) },
+          tool_schema: s,
+        })),
+      }),
+  );
+  write(
+    'mcp_servers.json',
+    JSON.stringify(
+      { mcpServers: { arbor: { command: arborCmd[0], args: [...arborCmd.slice(1), 'mcp', 'serve', '--config', 'arbor-experiment.json'] } } },
+      null,
+      2,
+    ) + '\n',
+  );
+  write(
+    'tool_config.mcp.yaml',
+    `# verl's own MCP client (type: mcp, stdio). It sends no per-sample state, so tools that need the\n# question (the multi-hop search) answer with an error there: use tool_config.yaml for those.\n` +
+      yamlStringify({
+        tools: [
+          {
+            class_name: 'verl.tools.mcp_base_tool.MCPBaseTool',
+            config: { type: 'mcp', rate_limit: 120, timeout: 60 },
+            mcp: { mcp_servers_config_path: './mcp_servers.json', tool_selected_list: toolNames },
+          },
+        ],
+      }),
+  );
   copyFileSync(join(HERE, 'verl/arbor_tool.py'), join(outDir, 'arbor_tool.py'));
   files.push('arbor_tool.py');
-  write('reward.py', `# Generated by \`arbor export verl\` from ${src.source}.\nARBOR_CMD_DEFAULT = ${JSON.stringify(arborCmd)}\n` + (await import('node:fs')).readFileSync(join(HERE, 'verl/reward.py'), 'utf8'));
+  write(
+    'reward.py',
+    `# Generated by \`arbor export verl\` from ${src.source}.\nARBOR_CMD_DEFAULT = ${JSON.stringify(arborCmd)}\n` +
+      (await import('node:fs')).readFileSync(join(HERE, 'verl/reward.py'), 'utf8'),
+  );
 
   const { overrides, mapping } = verlMapping(cfg, { modelPath, promptTokens, toolFormat: env.format.name });
   const all = [
-    'data.train_files="$HERE/data/train.parquet"', 'data.val_files="$HERE/data/val.parquet"', 'data.return_raw_chat=True',
-    'actor_rollout_ref.rollout.mode=async', 'actor_rollout_ref.rollout.multi_turn.enable=True', 'actor_rollout_ref.rollout.multi_turn.tool_config_path="$HERE/tool_config.yaml"',
-    'custom_reward_function.path="$HERE/reward.py"', 'custom_reward_function.name=compute_score',
-    ...overrides.map((x) => x.replace(/=(.*)$/, (_, v: string) => `=${v.startsWith('$HERE') ? `"${v}"` : /[\s"'$[\],]/.test(v) && !v.startsWith('"') ? `'${v}'` : v}`)),
+    'data.train_files="$HERE/data/train.parquet"',
+    'data.val_files="$HERE/data/val.parquet"',
+    'data.return_raw_chat=True',
+    'actor_rollout_ref.rollout.mode=async',
+    'actor_rollout_ref.rollout.multi_turn.enable=True',
+    'actor_rollout_ref.rollout.multi_turn.tool_config_path="$HERE/tool_config.yaml"',
+    'custom_reward_function.path="$HERE/reward.py"',
+    'custom_reward_function.name=compute_score',
+    ...overrides.map((x) =>
+      x.replace(/=(.*)$/, (_, v: string) => `=${v.startsWith('$HERE') ? `"${v}"` : /[\s"'$[\],]/.test(v) && !v.startsWith('"') ? `'${v}'` : v}`),
+    ),
   ];
   write('run_verl.sh', launchScript(src, arborCmd, all));
   chmodSync(join(outDir, 'run_verl.sh'), 0o755);
@@ -312,9 +471,19 @@ ${overrides.map((x) => `    ${x} \\`).join('\n')}
 `;
 }
 
-function readme(src: VerlExportSource, modelPath: string, mapping: MappingRow[], info: { train: number; val: number; tools: string[]; format: string }): string {
+function readme(
+  src: VerlExportSource,
+  modelPath: string,
+  mapping: MappingRow[],
+  info: { train: number; val: number; tools: string[]; format: string },
+): string {
   const cell = (s: string) => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
-  const table = mapping.map((m) => `| \`${m.arbor}\` | ${cell(JSON.stringify(m.value) ?? '')} | ${m.verl ? m.verl.map((v) => `\`${cell(v)}\``).join('<br>') : '—'} | ${cell(m.note ?? '')} |`).join('\n');
+  const table = mapping
+    .map(
+      (m) =>
+        `| \`${m.arbor}\` | ${cell(JSON.stringify(m.value) ?? '')} | ${m.verl ? m.verl.map((v) => `\`${cell(v)}\``).join('<br>') : '—'} | ${cell(m.note ?? '')} |`,
+    )
+    .join('\n');
   return `# verl export of ${src.source}
 
 Written by \`arbor export verl\`. Run on a machine with verl installed (and Node ≥ 20 with Arbor, for the
@@ -338,7 +507,7 @@ Model: \`${modelPath}\` (the run's last checkpoint, an HF folder; for a PEFT ada
 \`actor_rollout_ref.model.path=<base>\` and merge or load the adapter as your verl version supports).
 
 Tool-call format: the environment uses **${info.format}**; verl's tool agent loop parses Hermes
-\`<tool_call>\` JSON (\`multi_turn.format=hermes\`).${info.format === 'search-r1' ? ' A model trained on Search-R1 tags (`<search>`) will not call tools through it until it learns the Hermes form: prefer an environment with `environment.format: hermes`, or use verl\'s Search-R1 agent loop.' : ''}
+\`<tool_call>\` JSON (\`multi_turn.format=hermes\`).${info.format === 'search-r1' ? " A model trained on Search-R1 tags (`<search>`) will not call tools through it until it learns the Hermes form: prefer an environment with `environment.format: hermes`, or use verl's Search-R1 agent loop." : ''}
 
 After the run, \`arbor import-verl ./rollouts\` (decoded text) or \`arbor import-verl <agent-loop outputs>\`
 (token ids, masks, logprobs) brings its trajectories back into the workbench.

@@ -13,7 +13,16 @@ import { basename, dirname, join } from 'node:path';
 import { parseHfConfig, toHfConfig, weightShapes, type ModelConfig, type WeightDType } from './config';
 import { readSafetensorsHeader, readTensorInto, writeSafetensors, type SafeDType, type SafeTensor, type SafeTensorInfo } from './safetensors';
 
-export const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'vocab.json', 'merges.txt', 'chat_template.jinja', 'chat_template.json', 'added_tokens.json'];
+export const TOKENIZER_FILES = [
+  'tokenizer.json',
+  'tokenizer_config.json',
+  'special_tokens_map.json',
+  'vocab.json',
+  'merges.txt',
+  'chat_template.jinja',
+  'chat_template.json',
+  'added_tokens.json',
+];
 
 export const INDEX_FILE = 'model.safetensors.index.json';
 
@@ -81,7 +90,10 @@ export function readModelConfig(folder: string): ModelConfig {
   return config;
 }
 
-interface Located { file: string; info: SafeTensorInfo }
+interface Located {
+  file: string;
+  info: SafeTensorInfo;
+}
 
 /** Every tensor of the folder's weight files: name → file and header entry. Missing shards are named. */
 function locateTensors(folder: string): Map<string, Located> {
@@ -110,7 +122,9 @@ function locateTensors(folder: string): Map<string, Located> {
   for (const [shard, names] of byShard) {
     const file = join(folder, shard);
     if (!existsSync(file)) {
-      throw new Error(`${index}: shard '${shard}' (holding '${names[0]}'${names.length > 1 ? ` and ${names.length - 1} more tensors` : ''}) is missing from ${folder}`);
+      throw new Error(
+        `${index}: shard '${shard}' (holding '${names[0]}'${names.length > 1 ? ` and ${names.length - 1} more tensors` : ''}) is missing from ${folder}`,
+      );
     }
     addFile(file);
     for (const n of names) if (!out.has(n)) throw new Error(`${index}: tensor '${n}' is mapped to '${shard}', which does not contain it`);
@@ -132,7 +146,9 @@ export function loadCheckpoint(folder: string): LoadedCheckpoint {
       tiedHead = at; // checked against the embedding below
       continue;
     }
-    throw new Error(`${at.file}: unexpected tensor '${name}' (shape [${at.info.shape}]), not part of a ${config.architecture} with this config.json; refusing to ignore it`);
+    throw new Error(
+      `${at.file}: unexpected tensor '${name}' (shape [${at.info.shape}]), not part of a ${config.architecture} with this config.json; refusing to ignore it`,
+    );
   }
   // The dtype the weights came in (saved back in the same dtype).
   const dtypes = new Set([...Object.keys(shapes)].map((n) => located.get(n)?.info.dtype).filter((d) => d !== undefined));
@@ -158,10 +174,14 @@ export function loadCheckpoint(folder: string): LoadedCheckpoint {
     if (tiedHead) {
       const emb = weights.get('model.embed_tokens.weight')!;
       const head = new Float32Array(emb.length);
-      if (tiedHead.info.shape.join() !== [config.vocabSize, config.hiddenSize].join()) throw new Error(`${tiedHead.file}: tensor 'lm_head.weight' has shape [${tiedHead.info.shape}] but tie_word_embeddings is true`);
+      if (tiedHead.info.shape.join() !== [config.vocabSize, config.hiddenSize].join())
+        throw new Error(`${tiedHead.file}: tensor 'lm_head.weight' has shape [${tiedHead.info.shape}] but tie_word_embeddings is true`);
       readTensorInto(fdOf(tiedHead.file), tiedHead.file, tiedHead.info, head);
       for (let i = 0; i < emb.length; i++) {
-        if (head[i] !== emb[i]) throw new Error(`${tiedHead.file}: tensor 'lm_head.weight' differs from 'model.embed_tokens.weight' but config.json has tie_word_embeddings: true; refusing to guess which head is meant`);
+        if (head[i] !== emb[i])
+          throw new Error(
+            `${tiedHead.file}: tensor 'lm_head.weight' differs from 'model.embed_tokens.weight' but config.json has tie_word_embeddings: true; refusing to guess which head is meant`,
+          );
       }
     }
   } finally {
@@ -185,7 +205,8 @@ export interface SaveCheckpointOptions {
 /** Group tensors (in weightShapes order) into shards of at most `limit` bytes (a larger tensor gets its own shard). */
 function planShards(names: string[], bytesOf: (n: string) => number, limit: number): string[][] {
   const shards: string[][] = [];
-  let cur: string[] = [], size = 0;
+  let cur: string[] = [],
+    size = 0;
   for (const n of names) {
     const b = bytesOf(n);
     if (cur.length && size + b > limit) {
@@ -246,7 +267,10 @@ export function saveCheckpoint(folder: string, config: ModelConfig, weights: Wei
         for (const n of ns) weightMap[n] = file;
       });
       const params = names.reduce((a, n) => a + weights.get(n)!.length, 0);
-      writeFileSync(join(tmp, INDEX_FILE), JSON.stringify({ metadata: { total_size: total, total_parameters: params }, weight_map: weightMap }, null, 2) + '\n');
+      writeFileSync(
+        join(tmp, INDEX_FILE),
+        JSON.stringify({ metadata: { total_size: total, total_parameters: params }, weight_map: weightMap }, null, 2) + '\n',
+      );
     }
     writeFileSync(join(tmp, 'config.json'), JSON.stringify(toHfConfig({ ...config, dtype }), null, 2) + '\n');
     const srcGen = opts.tokenizerFrom && !opts.generationConfig ? join(opts.tokenizerFrom, 'generation_config.json') : undefined;

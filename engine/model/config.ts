@@ -49,7 +49,10 @@ export type RopeScaling = { rope_type: (typeof ROPE_SCALING_TYPES)[number]; fact
 const ROPE_FIELDS: Record<string, { required: string[]; optional: string[] }> = {
   linear: { required: ['factor'], optional: [] },
   dynamic: { required: ['factor'], optional: ['original_max_position_embeddings'] },
-  yarn: { required: ['factor'], optional: ['attention_factor', 'beta_fast', 'beta_slow', 'mscale', 'mscale_all_dim', 'original_max_position_embeddings', 'truncate'] },
+  yarn: {
+    required: ['factor'],
+    optional: ['attention_factor', 'beta_fast', 'beta_slow', 'mscale', 'mscale_all_dim', 'original_max_position_embeddings', 'truncate'],
+  },
   llama3: { required: ['factor', 'low_freq_factor', 'high_freq_factor', 'original_max_position_embeddings'], optional: [] },
 };
 
@@ -65,12 +68,16 @@ export function parseRopeScaling(raw: unknown, file: string, field = 'rope_scali
   }
   const spec = ROPE_FIELDS[type];
   for (const k of spec.required) {
-    if (typeof r[k] !== 'number' || !Number.isFinite(r[k] as number)) throw new Error(`${file}: ${field}.${k} is required for rope_type '${type}' and must be a number, got ${JSON.stringify(r[k])}`);
+    if (typeof r[k] !== 'number' || !Number.isFinite(r[k] as number))
+      throw new Error(`${file}: ${field}.${k} is required for rope_type '${type}' and must be a number, got ${JSON.stringify(r[k])}`);
   }
   // rope_theta / partial_rotary_factor live in rope_parameters (transformers ≥ 5) and are read from there.
   const known = new Set(['rope_type', 'type', 'rope_theta', 'partial_rotary_factor', ...spec.required, ...spec.optional]);
   for (const k of Object.keys(r)) {
-    if (!known.has(k)) throw new Error(`${file}: ${field}.${k} is not a field of rope_type '${type}' (known: ${[...spec.required, ...spec.optional].join(', ')}); refusing to guess its effect`);
+    if (!known.has(k))
+      throw new Error(
+        `${file}: ${field}.${k} is not a field of rope_type '${type}' (known: ${[...spec.required, ...spec.optional].join(', ')}); refusing to guess its effect`,
+      );
   }
   for (const k of spec.optional) {
     const v = r[k];
@@ -91,10 +98,31 @@ export function parseRopeScaling(raw: unknown, file: string, field = 'rope_scali
 
 /** config.json fields Arbor reads (or checks) itself; everything else goes to `extra`. */
 const MODELLED_FIELDS = new Set([
-  'architectures', 'model_type', 'vocab_size', 'hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads',
-  'num_key_value_heads', 'head_dim', 'rms_norm_eps', 'rope_theta', 'rope_scaling', 'rope_parameters', 'tie_word_embeddings',
-  'attention_bias', 'max_position_embeddings', 'bos_token_id', 'eos_token_id', 'pad_token_id', 'hidden_act', 'torch_dtype',
-  'dtype', 'mlp_bias', 'partial_rotary_factor', 'layer_types',
+  'architectures',
+  'model_type',
+  'vocab_size',
+  'hidden_size',
+  'intermediate_size',
+  'num_hidden_layers',
+  'num_attention_heads',
+  'num_key_value_heads',
+  'head_dim',
+  'rms_norm_eps',
+  'rope_theta',
+  'rope_scaling',
+  'rope_parameters',
+  'tie_word_embeddings',
+  'attention_bias',
+  'max_position_embeddings',
+  'bos_token_id',
+  'eos_token_id',
+  'pad_token_id',
+  'hidden_act',
+  'torch_dtype',
+  'dtype',
+  'mlp_bias',
+  'partial_rotary_factor',
+  'layer_types',
 ]);
 
 function req(json: Record<string, unknown>, key: string, file: string): number {
@@ -124,11 +152,14 @@ export function parseHfConfig(json: Record<string, unknown>, file = 'config.json
     throw new Error(`${file}: attention_bias: true is not supported for ${a} (it adds a bias to o_proj too; only Qwen2's q/k/v biases are implemented)`);
   }
   if (json.quantization_config !== undefined && json.quantization_config !== null) {
-    throw new Error(`${file}: quantization_config is set (${JSON.stringify((json.quantization_config as Record<string, unknown>)?.quant_method ?? 'unknown')}); quantized weights are not supported, use an unquantized folder`);
+    throw new Error(
+      `${file}: quantization_config is set (${JSON.stringify((json.quantization_config as Record<string, unknown>)?.quant_method ?? 'unknown')}); quantized weights are not supported, use an unquantized folder`,
+    );
   }
   const ropeParams = json.rope_parameters as Record<string, unknown> | undefined;
   const prf = json.partial_rotary_factor ?? ropeParams?.partial_rotary_factor;
-  if (prf !== undefined && prf !== null && prf !== 1) throw new Error(`${file}: partial_rotary_factor ${JSON.stringify(prf)} is not supported (only 1: RoPE over the whole head)`);
+  if (prf !== undefined && prf !== null && prf !== 1)
+    throw new Error(`${file}: partial_rotary_factor ${JSON.stringify(prf)} is not supported (only 1: RoPE over the whole head)`);
   if (json.rope_scaling != null && ropeParams != null) throw new Error(`${file}: both rope_scaling and rope_parameters are set; expected one`);
   const ropeScaling = ropeParams != null ? parseRopeScaling(ropeParams, file, 'rope_parameters') : parseRopeScaling(json.rope_scaling, file);
   // Sliding-window attention (Qwen2/Qwen3 configs carry the fields, usually switched off).
@@ -138,14 +169,18 @@ export function parseHfConfig(json: Record<string, unknown>, file = 'config.json
     const other = layerTypes.findIndex((t) => t !== 'full_attention');
     const window = typeof json.sliding_window === 'number' ? json.sliding_window : null;
     if (other >= 0 && !(layerTypes[other] === 'sliding_attention' && window !== null && window >= maxPos)) {
-      throw new Error(`${file}: layer_types[${other}] is ${JSON.stringify(layerTypes[other])}${layerTypes[other] === 'sliding_attention' ? ` with sliding_window ${window}` : ''}; only full attention is supported`);
+      throw new Error(
+        `${file}: layer_types[${other}] is ${JSON.stringify(layerTypes[other])}${layerTypes[other] === 'sliding_attention' ? ` with sliding_window ${window}` : ''}; only full attention is supported`,
+      );
     }
   }
   if (a !== 'LlamaForCausalLM' && json.use_sliding_window === true) {
     const window = typeof json.sliding_window === 'number' ? json.sliding_window : null;
     const firstSliding = typeof json.max_window_layers === 'number' ? json.max_window_layers : 0;
     if (window !== null && window < maxPos && firstSliding < layers) {
-      throw new Error(`${file}: use_sliding_window: true with sliding_window ${window} < max_position_embeddings ${maxPos} (layers ${firstSliding}..${layers - 1}) is not supported; only full attention is implemented`);
+      throw new Error(
+        `${file}: use_sliding_window: true with sliding_window ${window} < max_position_embeddings ${maxPos} (layers ${firstSliding}..${layers - 1}) is not supported; only full attention is implemented`,
+      );
     }
   }
   const torchDtype = json.torch_dtype ?? json.dtype;
@@ -249,7 +284,11 @@ export function tinyConfig(o: TinyConfigOptions): ModelConfig {
 /** Every weight tensor's HF name and shape. */
 export function weightShapes(c: ModelConfig): Record<string, number[]> {
   const s: Record<string, number[]> = {};
-  const D = c.hiddenSize, hd = c.headDim, H = c.numHeads, Hkv = c.numKvHeads, F = c.intermediateSize;
+  const D = c.hiddenSize,
+    hd = c.headDim,
+    H = c.numHeads,
+    Hkv = c.numKvHeads,
+    F = c.intermediateSize;
   s['model.embed_tokens.weight'] = [c.vocabSize, D];
   for (let i = 0; i < c.numLayers; i++) {
     const p = `model.layers.${i}`;

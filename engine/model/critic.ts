@@ -36,7 +36,11 @@ export class CriticModel {
   private sent = new Map<string, number>();
   private version = 0;
 
-  constructor(readonly config: ModelConfig, readonly weights: Weights, readonly opts: { threads?: number; providers?: string[] } = {}) {
+  constructor(
+    readonly config: ModelConfig,
+    readonly weights: Weights,
+    readonly opts: { threads?: number; providers?: string[] } = {},
+  ) {
     for (const [name, shape] of Object.entries(shapes(config))) {
       const w = weights.get(name);
       if (!w || w.length !== shape.reduce((a, b) => a * b, 1)) throw new Error(`CriticModel: weight '${name}' missing or not of shape [${shape}]`);
@@ -91,7 +95,11 @@ export class CriticModel {
   /** Loss, metrics and gradients of every critic weight for one micro-batch. */
   async trainStep(batch: PackedBatch, loss: { key: string; program: CriticLoss; inputs: string[] }, mask: Float32Array, feeds: Record<string, Float32Array>) {
     const names = Object.keys(shapes(this.config));
-    const specs: InputSpec[] = [...this.specs(), { name: 'value_mask', dtype: 'float32', shape: ['batch', 'seq'] }, ...loss.inputs.map((n) => ({ name: n, dtype: 'float32' as const, shape: ['batch', 'seq'] }))];
+    const specs: InputSpec[] = [
+      ...this.specs(),
+      { name: 'value_mask', dtype: 'float32', shape: ['batch', 'seq'] },
+      ...loss.inputs.map((n) => ({ name: n, dtype: 'float32' as const, shape: ['batch', 'seq'] })),
+    ];
     const build = () =>
       withGradients(
         traceGraph(specs, (o, x) => {
@@ -139,4 +147,3 @@ export class CriticModel {
     this.runners.clear();
   }
 }
-

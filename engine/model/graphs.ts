@@ -117,7 +117,13 @@ function pickWeights<T>(c: ModelConfig, x: Record<string, T>, lora?: LoraSpec): 
 /** `score`: per-token logprobs (and entropy) of the given targets. */
 export function scoreProgram(c: ModelConfig, withEntropy: boolean, lora?: LoraSpec) {
   return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
-    const { hidden } = transformer(o, c, pickWeights(c, x, lora), { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1 }, lora && { spec: lora });
+    const { hidden } = transformer(
+      o,
+      c,
+      pickWeights(c, x, lora),
+      { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1 },
+      lora && { spec: lora },
+    );
     const r = tokenLogprobsAndEntropy(o, lmHead(o, c, pickWeights(c, x), hidden), x.targets, withEntropy);
     return r.entropy ? { logprobs: r.logprobs, entropy: r.entropy } : { logprobs: r.logprobs };
   };
@@ -232,7 +238,13 @@ export function decodeProgram(c: ModelConfig, lora?: LoraSpec) {
   return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
     const w = pickWeights(c, x, lora);
     const past = Array.from({ length: c.numLayers }, (_, i) => ({ k: x[`past_k_${i}`], v: x[`past_v_${i}`] }));
-    const { hidden, present } = transformer(o, c, w, { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, past }, lora && { spec: lora });
+    const { hidden, present } = transformer(
+      o,
+      c,
+      w,
+      { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, past },
+      lora && { spec: lora },
+    );
     const last = o.squeeze(o.slice(hidden, [-1], [2 ** 31 - 1], [1]), [1]); // [B, D]
     const logits = lmHead(o, c, w, last);
     const sampled = sampleHead(o, logits, c.vocabSize, x.sample_u, x.inv_temp, x.greedy);
@@ -246,7 +258,8 @@ export function decodeProgram(c: ModelConfig, lora?: LoraSpec) {
 }
 
 export function batchFeeds(b: PackedBatch): Record<string, HostTensor> {
-  const B = b.batch, T = b.length;
+  const B = b.batch,
+    T = b.length;
   return {
     input_ids: { dtype: 'int32', shape: [B, T], data: b.inputIds },
     position_ids: { dtype: 'int32', shape: [B, T], data: b.positionIds },

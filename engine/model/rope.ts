@@ -15,9 +15,12 @@ function defaultInvFreq(theta: number, dim: number): number[] {
 const num = (r: RopeScaling, k: string): number | undefined => (typeof r[k] === 'number' ? (r[k] as number) : undefined);
 
 function llama3InvFreq(inv: number[], r: RopeScaling): number[] {
-  const factor = r.factor, low = num(r, 'low_freq_factor')!, high = num(r, 'high_freq_factor')!;
+  const factor = r.factor,
+    low = num(r, 'low_freq_factor')!,
+    high = num(r, 'high_freq_factor')!;
   const oldCtx = num(r, 'original_max_position_embeddings')!;
-  const lowWavelen = oldCtx / low, highWavelen = oldCtx / high;
+  const lowWavelen = oldCtx / low,
+    highWavelen = oldCtx / high;
   return inv.map((f) => {
     const wavelen = (2 * Math.PI) / f;
     if (wavelen < highWavelen) return f; // high frequencies: unchanged
@@ -34,15 +37,18 @@ function yarnGetMscale(scale: number, mscale = 1): number {
 function yarn(theta: number, dim: number, maxPos: number, r: RopeScaling): { invFreq: number[]; attentionFactor: number } {
   const factor = r.factor;
   const originalMax = num(r, 'original_max_position_embeddings') ?? maxPos;
-  const mscale = num(r, 'mscale'), mscaleAllDim = num(r, 'mscale_all_dim');
+  const mscale = num(r, 'mscale'),
+    mscaleAllDim = num(r, 'mscale_all_dim');
   let attentionFactor = num(r, 'attention_factor');
   if (attentionFactor === undefined) {
     attentionFactor = mscale && mscaleAllDim ? yarnGetMscale(factor, mscale) / yarnGetMscale(factor, mscaleAllDim) : yarnGetMscale(factor);
   }
-  const betaFast = num(r, 'beta_fast') || 32, betaSlow = num(r, 'beta_slow') || 1;
+  const betaFast = num(r, 'beta_fast') || 32,
+    betaSlow = num(r, 'beta_slow') || 1;
   const truncate = r.truncate !== false;
   const correctionDim = (rot: number) => (dim * Math.log(originalMax / (rot * 2 * Math.PI))) / (2 * Math.log(theta));
-  let low = correctionDim(betaFast), high = correctionDim(betaSlow);
+  let low = correctionDim(betaFast),
+    high = correctionDim(betaSlow);
   if (truncate) {
     low = Math.floor(low);
     high = Math.ceil(high);
@@ -52,7 +58,8 @@ function yarn(theta: number, dim: number, maxPos: number, r: RopeScaling): { inv
   if (low === high) high += 0.001;
   const invFreq = Array.from({ length: dim / 2 }, (_, i) => {
     const posFreq = Math.pow(theta, (2 * i) / dim);
-    const extrapolation = 1 / posFreq, interpolation = 1 / (factor * posFreq);
+    const extrapolation = 1 / posFreq,
+      interpolation = 1 / (factor * posFreq);
     const ramp = Math.min(1, Math.max(0, (i - low) / (high - low)));
     const extrapolationFactor = 1 - ramp;
     return interpolation * (1 - extrapolationFactor) + extrapolation * extrapolationFactor;
@@ -62,14 +69,19 @@ function yarn(theta: number, dim: number, maxPos: number, r: RopeScaling): { inv
 
 /** Fixed inverse frequencies and cos/sin factor for every type except `dynamic`. */
 export function staticRope(c: ModelConfig): { invFreq: number[]; attentionFactor: number } {
-  const dim = c.headDim, r = c.ropeScaling;
+  const dim = c.headDim,
+    r = c.ropeScaling;
   const inv = defaultInvFreq(c.ropeTheta, dim);
   if (!r) return { invFreq: inv, attentionFactor: 1 };
   switch (r.rope_type) {
-    case 'linear': return { invFreq: inv.map((f) => f / r.factor), attentionFactor: 1 };
-    case 'llama3': return { invFreq: llama3InvFreq(inv, r), attentionFactor: 1 };
-    case 'yarn': return yarn(c.ropeTheta, dim, c.maxPositionEmbeddings, r);
-    case 'dynamic': return { invFreq: inv, attentionFactor: 1 };
+    case 'linear':
+      return { invFreq: inv.map((f) => f / r.factor), attentionFactor: 1 };
+    case 'llama3':
+      return { invFreq: llama3InvFreq(inv, r), attentionFactor: 1 };
+    case 'yarn':
+      return yarn(c.ropeTheta, dim, c.maxPositionEmbeddings, r);
+    case 'dynamic':
+      return { invFreq: inv, attentionFactor: 1 };
   }
 }
 
@@ -85,12 +97,16 @@ export function rotaryAngles<T>(o: Ops<T>, c: ModelConfig, positionIds: T, lengt
   const pos = o.unsqueeze(o.cast(positionIds, 'float32'), [2]); // [B, T, 1]
   const r = c.ropeScaling;
   if (r?.rope_type === 'dynamic') {
-    const dim = c.headDim, factor = r.factor;
+    const dim = c.headDim,
+      factor = r.factor;
     const originalMax = num(r, 'original_max_position_embeddings') ?? c.maxPositionEmbeddings;
     const seqLen = o.add(o.max(o.cast(positionIds, 'float32'), [0, 1]), o.scalar(1 + lengthOffset)); // scalar
     const ratio = o.maximum(o.sub(o.mul(seqLen, o.scalar(factor / originalMax)), o.scalar(factor - 1)), o.scalar(1));
     const logBase = o.add(o.scalar(Math.log(c.ropeTheta)), o.mul(o.log(ratio), o.scalar(dim / (dim - 2))));
-    const expo = o.constant(Array.from({ length: half }, (_, i) => -(2 * i) / dim), [half]);
+    const expo = o.constant(
+      Array.from({ length: half }, (_, i) => -(2 * i) / dim),
+      [half],
+    );
     const invFreq = o.exp(o.mul(expo, logBase)); // [half]
     return { angles: o.mul(pos, invFreq), attentionFactor: 1 };
   }

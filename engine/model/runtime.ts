@@ -18,8 +18,20 @@ import { copyFileSync, mkdirSync, writeFileSync, existsSync, readFileSync } from
 import { join, resolve } from 'node:path';
 import { initWeights, loadCheckpoint, saveCheckpoint, allocWeight, TOKENIZER_FILES, type Weights } from './checkpoint';
 import {
-  batchFeeds, buildAttentionBias, decodeInputSpecs, decodeProgram, LORA_SEED_INPUT, packSequences, programWeightShapes, sampleFeeds, scoreInputSpecs, scoreProgram,
-  trainInputSpecs, trainProgram, type LossSpec, type PackedBatch,
+  batchFeeds,
+  buildAttentionBias,
+  decodeInputSpecs,
+  decodeProgram,
+  LORA_SEED_INPUT,
+  packSequences,
+  programWeightShapes,
+  sampleFeeds,
+  scoreInputSpecs,
+  scoreProgram,
+  trainInputSpecs,
+  trainProgram,
+  type LossSpec,
+  type PackedBatch,
 } from './graphs';
 import { adapterShapes, initAdapters, type LoraSpec } from './lora';
 import { isAdapterFolder, readPeftAdapter, readPeftConfig, savePeftAdapter } from './peft';
@@ -97,7 +109,11 @@ export class PolicyModel {
   /** LoRA dropout: training calls so far (each draws fresh masks from it). */
   private dropoutCalls = 0;
 
-  constructor(readonly config: ModelConfig, public weights: Weights, readonly opts: PolicyModelOptions = {}) {
+  constructor(
+    readonly config: ModelConfig,
+    public weights: Weights,
+    readonly opts: PolicyModelOptions = {},
+  ) {
     this.backend = opts.backend ?? 'ort';
     this.lora = opts.lora;
     if (this.lora) {
@@ -119,16 +135,27 @@ export class PolicyModel {
   static load(folder: string, opts: PolicyModelOptions = {}): PolicyModel {
     if (isAdapterFolder(folder) && !existsSync(join(folder, 'config.json'))) {
       const { baseModel } = readPeftConfig(folder);
-      if (!baseModel) throw new Error(`${join(folder, 'adapter_config.json')}: field 'base_model_name_or_path' is empty; merge it onto its base with \`arbor merge <base> ${folder} <out>\``);
-      if (!existsSync(join(baseModel, 'config.json'))) throw new Error(`${join(folder, 'adapter_config.json')}: base model folder '${baseModel}' (base_model_name_or_path) not found`);
+      if (!baseModel)
+        throw new Error(
+          `${join(folder, 'adapter_config.json')}: field 'base_model_name_or_path' is empty; merge it onto its base with \`arbor merge <base> ${folder} <out>\``,
+        );
+      if (!existsSync(join(baseModel, 'config.json')))
+        throw new Error(`${join(folder, 'adapter_config.json')}: base model folder '${baseModel}' (base_model_name_or_path) not found`);
       const ck = loadCheckpoint(baseModel);
       const ad = readPeftAdapter(folder, ck.config);
       const want = opts.lora;
       if (want && (want.rank !== ad.spec.rank || want.alpha !== ad.spec.alpha || want.targets.join() !== ad.spec.targets.join()))
-        throw new Error(`${join(folder, 'adapter_config.json')}: adapter r=${ad.spec.rank} alpha=${ad.spec.alpha} on ${ad.spec.targets.join(',')} does not match model.lora (rank ${want.rank}, alpha ${want.alpha}, ${want.targets.join(',')})`);
+        throw new Error(
+          `${join(folder, 'adapter_config.json')}: adapter r=${ad.spec.rank} alpha=${ad.spec.alpha} on ${ad.spec.targets.join(',')} does not match model.lora (rank ${want.rank}, alpha ${want.alpha}, ${want.targets.join(',')})`,
+        );
       for (const [k, v] of ad.adapters) ck.weights.set(k, v);
       const tok = existsSync(join(folder, 'tokenizer.json')) ? folder : baseModel;
-      const m = new PolicyModel(ck.config, ck.weights, { tokenizerFolder: tok, baseFolder: resolve(baseModel), ...opts, lora: { ...ad.spec, dropout: want?.dropout ?? ad.spec.dropout } });
+      const m = new PolicyModel(ck.config, ck.weights, {
+        tokenizerFolder: tok,
+        baseFolder: resolve(baseModel),
+        ...opts,
+        lora: { ...ad.spec, dropout: want?.dropout ?? ad.spec.dropout },
+      });
       m.readLoraState(folder);
       return m;
     }
@@ -175,14 +202,19 @@ export class PolicyModel {
    */
   readTrainable(folder: string): Weights {
     if (!this.lora) {
-      if (isAdapterFolder(folder) && !existsSync(join(folder, 'config.json'))) throw new Error(`checkpoint ${folder} holds a LoRA adapter, but this run has no model.lora`);
+      if (isAdapterFolder(folder) && !existsSync(join(folder, 'config.json')))
+        throw new Error(`checkpoint ${folder} holds a LoRA adapter, but this run has no model.lora`);
       return loadCheckpoint(folder).weights;
     }
-    if (!isAdapterFolder(folder)) throw new Error(`checkpoint ${folder}: no adapter_config.json, but this run trains LoRA adapters (model.lora); a full-model checkpoint cannot resume it`);
+    if (!isAdapterFolder(folder))
+      throw new Error(`checkpoint ${folder}: no adapter_config.json, but this run trains LoRA adapters (model.lora); a full-model checkpoint cannot resume it`);
     const ad = readPeftAdapter(folder, this.config);
-    const a = ad.spec, b = this.lora;
+    const a = ad.spec,
+      b = this.lora;
     if (a.rank !== b.rank || a.alpha !== b.alpha || a.targets.join() !== b.targets.join())
-      throw new Error(`checkpoint ${folder}: adapter r=${a.rank} alpha=${a.alpha} on ${a.targets.join(',')} does not match model.lora (rank ${b.rank}, alpha ${b.alpha}, ${b.targets.join(',')})`);
+      throw new Error(
+        `checkpoint ${folder}: adapter r=${a.rank} alpha=${a.alpha} on ${a.targets.join(',')} does not match model.lora (rank ${b.rank}, alpha ${b.alpha}, ${b.targets.join(',')})`,
+      );
     return ad.adapters;
   }
 
@@ -272,7 +304,14 @@ export class PolicyModel {
   };
 
   /** Run a program; `weights` overrides the policy's own weights for this call only. */
-  private async run(key: string, specs: () => Graph, program: TfProgram, feeds: Record<string, HostTensor>, weights?: Weights, grad?: { loss: string; wrt: string[] }): Promise<Record<string, HostTensor>> {
+  private async run(
+    key: string,
+    specs: () => Graph,
+    program: TfProgram,
+    feeds: Record<string, HostTensor>,
+    weights?: Weights,
+    grad?: { loss: string; wrt: string[] },
+  ): Promise<Record<string, HostTensor>> {
     if (this.backend === 'tfjs') {
       await initTfjs();
       return runTfjs(program, { ...this.weightFeeds(weights), ...feeds }, grad);
@@ -283,12 +322,20 @@ export class PolicyModel {
   }
 
   /** Per-token logprobs (and entropy) of each sequence's tokens given its prefix. */
-  async score(input: number[][] | PackedBatch, opts: { weights?: Weights; entropy?: boolean } = {}): Promise<{ batch: PackedBatch; logprobs: Float32Array; entropy?: Float32Array }> {
+  async score(
+    input: number[][] | PackedBatch,
+    opts: { weights?: Weights; entropy?: boolean } = {},
+  ): Promise<{ batch: PackedBatch; logprobs: Float32Array; entropy?: Float32Array }> {
     const batch = Array.isArray(input) ? packSequences(input, this.config.padTokenId ?? 0) : input;
     const withEntropy = !!opts.entropy;
     const program = scoreProgram(this.config, withEntropy, this.lora);
-    const out = await this.run(`score:${withEntropy}`, () => traceGraph(scoreInputSpecs(this.config, this.lora), program), program as TfProgram,
-      batchFeeds(batch), opts.weights);
+    const out = await this.run(
+      `score:${withEntropy}`,
+      () => traceGraph(scoreInputSpecs(this.config, this.lora), program),
+      program as TfProgram,
+      batchFeeds(batch),
+      opts.weights,
+    );
     return { batch, logprobs: out.logprobs.data as Float32Array, entropy: out.entropy?.data as Float32Array | undefined };
   }
 
@@ -297,7 +344,13 @@ export class PolicyModel {
    * the loss sees; `lossFeeds` are the loss program's extra inputs. `wrt` limits gradients to
    * a subset of weights (default: trainableNames(), i.e. the adapters under LoRA, else all).
    */
-  async trainStep(batch: PackedBatch, loss: LossSpec, lossMask: Float32Array, lossFeeds: Record<string, HostTensor> = {}, wrt?: string[]): Promise<TrainStepResult> {
+  async trainStep(
+    batch: PackedBatch,
+    loss: LossSpec,
+    lossMask: Float32Array,
+    lossFeeds: Record<string, HostTensor> = {},
+    wrt?: string[],
+  ): Promise<TrainStepResult> {
     const names = wrt ?? this.trainableNames();
     const program = trainProgram(this.config, loss, this.lora);
     const key = `train:${loss.key}:${wrt ? names.join(',') : 'trainable'}`;
@@ -326,7 +379,10 @@ export class PolicyModel {
   decode = async (x: DecodeInput): Promise<DecodeOutput> => {
     const c = this.config;
     const t0 = performance.now();
-    const B = x.batch, T = x.newLength, P = x.pastLength, S = P + T;
+    const B = x.batch,
+      T = x.newLength,
+      P = x.pastLength,
+      S = P + T;
     const feeds: Record<string, HostTensor> = {
       input_ids: { dtype: 'int32', shape: [B, T], data: x.inputIds },
       position_ids: { dtype: 'int32', shape: [B, T], data: x.positionIds },
@@ -344,7 +400,10 @@ export class PolicyModel {
     return {
       logits: out.logits.data as Float32Array,
       sampled: { ids: out.token.data as Int32Array, logprobs: out.token_logprob.data as Float32Array, entropy: out.token_entropy.data as Float32Array },
-      present: Array.from({ length: c.numLayers }, (_, i) => ({ k: out[`present_k_${i}`].data as Float32Array, v: out[`present_v_${i}`].data as Float32Array })),
+      present: Array.from({ length: c.numLayers }, (_, i) => ({
+        k: out[`present_k_${i}`].data as Float32Array,
+        v: out[`present_v_${i}`].data as Float32Array,
+      })),
     };
   };
 
@@ -369,8 +428,13 @@ export class PolicyModel {
     for (const s of seqs) {
       const T = s.length;
       const out = await this.decode({
-        batch: 1, newLength: T, pastLength: 0, inputIds: Int32Array.from(s), attentionMask: new Int32Array(T).fill(1),
-        positionIds: Int32Array.from({ length: T }, (_, i) => i), past: [],
+        batch: 1,
+        newLength: T,
+        pastLength: 0,
+        inputIds: Int32Array.from(s),
+        attentionMask: new Int32Array(T).fill(1),
+        positionIds: Int32Array.from({ length: T }, (_, i) => i),
+        past: [],
       });
       res.push(out.logits);
     }

@@ -7,15 +7,28 @@
  */
 import { closeSync, fstatSync, fsyncSync, openSync, readSync, writeSync } from 'node:fs';
 
-export interface SafeTensor { shape: number[]; data: Float32Array }
+export interface SafeTensor {
+  shape: number[];
+  data: Float32Array;
+}
 
 export type SafeDType = 'F32' | 'F16' | 'BF16' | 'F64';
 export const DTYPE_BYTES: Record<string, number> = { F32: 4, F16: 2, BF16: 2, F64: 8 };
 
 /** A tensor's entry in a file's header; `begin`/`end` are absolute byte offsets in the file. */
-export interface SafeTensorInfo { name: string; dtype: SafeDType; shape: number[]; begin: number; end: number }
+export interface SafeTensorInfo {
+  name: string;
+  dtype: SafeDType;
+  shape: number[];
+  begin: number;
+  end: number;
+}
 
-export interface SafeHeader { file: string; size: number; tensors: Map<string, SafeTensorInfo> }
+export interface SafeHeader {
+  file: string;
+  size: number;
+  tensors: Map<string, SafeTensorInfo>;
+}
 
 /** Elements per conversion chunk (8 Mi: 32 MiB of float32). */
 const CHUNK = 8 * 1024 * 1024;
@@ -25,7 +38,9 @@ function f16ToF32Table(): Float32Array {
   if (f16Table) return f16Table;
   f16Table = new Float32Array(65536);
   for (let h = 0; h < 65536; h++) {
-    const s = h & 0x8000 ? -1 : 1, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    const s = h & 0x8000 ? -1 : 1,
+      e = (h >> 10) & 0x1f,
+      m = h & 0x3ff;
     f16Table[h] = e === 0 ? s * Math.pow(2, -14) * (m / 1024) : e === 31 ? (m ? NaN : s * Infinity) : s * Math.pow(2, e - 15) * (1 + m / 1024);
   }
   return f16Table;
@@ -44,7 +59,8 @@ export function f32BitsToF16(x: number): number {
     m |= 0x800000;
     const shift = 14 - e;
     let h = m >>> shift;
-    const rem = m & ((1 << shift) - 1), halfway = 1 << (shift - 1);
+    const rem = m & ((1 << shift) - 1),
+      halfway = 1 << (shift - 1);
     if (rem > halfway || (rem === halfway && h & 1)) h++;
     return sign | h;
   }

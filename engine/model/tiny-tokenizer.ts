@@ -40,7 +40,34 @@ const ALPHABET = byteLevelAlphabet();
 const encodeBytes = (s: string) => Array.from(new TextEncoder().encode(s), (b) => ALPHABET[b]!).join('');
 
 /** JSON punctuation runs as the ByteLevel pre-tokeniser cuts them, kept as single tokens. */
-export const JSON_PUNCTUATION = ['{"', ' {"', '":', ' "', '",', '"}', '"}}', '"},', '"}},', '["', ' ["', '"]', '"],', '}}', '}}}', '},', ' -', ' +', ' .', ' ?', ' ,', ' :', '.', '?', ',', ':'];
+export const JSON_PUNCTUATION = [
+  '{"',
+  ' {"',
+  '":',
+  ' "',
+  '",',
+  '"}',
+  '"}}',
+  '"},',
+  '"}},',
+  '["',
+  ' ["',
+  '"]',
+  '"],',
+  '}}',
+  '}}}',
+  '},',
+  ' -',
+  ' +',
+  ' .',
+  ' ?',
+  ' ,',
+  ' :',
+  '.',
+  '?',
+  ',',
+  ':',
+];
 
 export interface ByteWordTokenizerOptions {
   /** Added tokens (tags, role markers), matched before pre-tokenisation; ids 0… in this order. */
@@ -58,7 +85,10 @@ export interface ByteWordTokenizerOptions {
  * tokenizer.json + tokenizer_config.json: added tokens, then the 256 byte characters, then each
  * word with and without its leading space, then the extra pieces (duplicates dropped).
  */
-export function buildByteWordTokenizer(words: string[], o: ByteWordTokenizerOptions): { tokenizer: Record<string, unknown>; config: Record<string, unknown>; vocab: string[] } {
+export function buildByteWordTokenizer(
+  words: string[],
+  o: ByteWordTokenizerOptions,
+): { tokenizer: Record<string, unknown>; config: Record<string, unknown>; vocab: string[] } {
   const vocab: string[] = [];
   const ids = new Map<string, number>();
   const add = (t: string) => {
@@ -82,15 +112,40 @@ export function buildByteWordTokenizer(words: string[], o: ByteWordTokenizerOpti
     version: '1.0',
     truncation: null,
     padding: null,
-    added_tokens: o.added.map((content, id) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: o.special.includes(content) })),
+    added_tokens: o.added.map((content, id) => ({
+      id,
+      content,
+      single_word: false,
+      lstrip: false,
+      rstrip: false,
+      normalized: false,
+      special: o.special.includes(content),
+    })),
     // A word right after a double quote gets the space form (`"golden` → `" golden`), so a word
     // copied from running text into a JSON string is the same token (`Ġgolden`) in both places;
     // the decoder takes that space out again.
     normalizer: { type: 'Replace', pattern: { Regex: '"(?=[A-Za-z0-9])' }, content: '" ' },
     pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true },
     post_processor: null,
-    decoder: { type: 'Sequence', decoders: [{ type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true }, { type: 'Replace', pattern: { String: '" ' }, content: '"' }] },
-    model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false, byte_fallback: false, ignore_merges: true, vocab: model, merges: [] },
+    decoder: {
+      type: 'Sequence',
+      decoders: [
+        { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true },
+        { type: 'Replace', pattern: { String: '" ' }, content: '"' },
+      ],
+    },
+    model: {
+      type: 'BPE',
+      dropout: null,
+      unk_token: null,
+      continuing_subword_prefix: null,
+      end_of_word_suffix: null,
+      fuse_unk: false,
+      byte_fallback: false,
+      ignore_merges: true,
+      vocab: model,
+      merges: [],
+    },
   };
   const config: Record<string, unknown> = {
     tokenizer_class: 'PreTrainedTokenizerFast',

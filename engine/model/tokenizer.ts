@@ -14,8 +14,14 @@ import { Tokenizer } from '@huggingface/tokenizers';
 import { Template } from '@huggingface/jinja';
 import { readChatTemplates } from './chat-template';
 
-export interface ChatMessage { role: string; content: string }
-export interface ToolSpec { type: 'function'; function: { name: string; description: string; parameters: Record<string, unknown> } }
+export interface ChatMessage {
+  role: string;
+  content: string;
+}
+export interface ToolSpec {
+  type: 'function';
+  function: { name: string; description: string; parameters: Record<string, unknown> };
+}
 
 export interface TextTokenizer {
   encode(text: string): number[];
@@ -120,14 +126,27 @@ function tokenString(t: unknown): string {
 }
 
 export const TINY_SPECIAL = ['<pad>', '<unk>', '<|endoftext|>', '<|im_start|>', '<|im_end|>'];
-export const TINY_TAGS = ['<search>', '</search>', '<answer>', '</answer>', '<information>', '</information>', '<tool_call>', '</tool_call>', '<tool_response>', '</tool_response>', '<think>', '</think>'];
+export const TINY_TAGS = [
+  '<search>',
+  '</search>',
+  '<answer>',
+  '</answer>',
+  '<information>',
+  '</information>',
+  '<tool_call>',
+  '</tool_call>',
+  '<tool_response>',
+  '</tool_response>',
+  '<think>',
+  '</think>',
+];
 export const TINY_ROLES = ['system', 'user', 'assistant', 'tool', 'tools'];
 
 /** A ChatML-style template, short enough for tiny models; lists tool names when tools are given. */
 export const TINY_CHAT_TEMPLATE =
-  "{%- if tools -%}<|im_start|>system tools :{% for t in tools %} {{ t.function.name }}{% endfor %} <|im_end|>{%- endif -%}" +
-  "{%- for m in messages -%}<|im_start|>{{ m.role }} {{ m.content }} <|im_end|>{%- endfor -%}" +
-  "{%- if add_generation_prompt -%}<|im_start|>assistant{%- endif -%}";
+  '{%- if tools -%}<|im_start|>system tools :{% for t in tools %} {{ t.function.name }}{% endfor %} <|im_end|>{%- endif -%}' +
+  '{%- for m in messages -%}<|im_start|>{{ m.role }} {{ m.content }} <|im_end|>{%- endfor -%}' +
+  '{%- if add_generation_prompt -%}<|im_start|>assistant{%- endif -%}';
 
 /** tokenizer.json + tokenizer_config.json for a whole-word vocabulary. */
 export function buildWordTokenizer(words: string[]): { tokenizer: Record<string, unknown>; config: Record<string, unknown> } {
@@ -178,7 +197,8 @@ export function buildExactWordTokenizer(
   const model: Record<string, number> = {};
   const added: Record<string, unknown>[] = [];
   vocab.forEach((w, id) => {
-    if (opts.verbatim(w)) added.push({ id, content: w, single_word: false, lstrip: false, rstrip: false, normalized: false, special: opts.special.includes(w) });
+    if (opts.verbatim(w))
+      added.push({ id, content: w, single_word: false, lstrip: false, rstrip: false, normalized: false, special: opts.special.includes(w) });
     else model[w.toLowerCase()] ??= id;
   });
   const tokenizer = {
@@ -187,12 +207,23 @@ export function buildExactWordTokenizer(
     padding: null,
     added_tokens: added,
     normalizer: { type: 'Sequence', normalizers: [{ type: 'Replace', pattern: { Regex: '[^A-Za-z0-9?.,:;…<>/_\\s]' }, content: ' ' }, { type: 'Lowercase' }] },
-    pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'WhitespaceSplit' }, { type: 'Split', pattern: { Regex: '[a-z0-9]+|[?.,:;…]' }, behavior: 'Isolated', invert: false }] },
+    pre_tokenizer: {
+      type: 'Sequence',
+      pretokenizers: [{ type: 'WhitespaceSplit' }, { type: 'Split', pattern: { Regex: '[a-z0-9]+|[?.,:;…]' }, behavior: 'Isolated', invert: false }],
+    },
     post_processor: null,
     decoder: { type: 'WordPiece', prefix: '##', cleanup: false },
     model: { type: 'WordPiece', unk_token: opts.unk, continuing_subword_prefix: '##', max_input_chars_per_word: 100, vocab: model },
   };
-  const config: Record<string, unknown> = { tokenizer_class: 'PreTrainedTokenizerFast', clean_up_tokenization_spaces: false, bos_token: null, eos_token: opts.eos, pad_token: opts.pad, unk_token: opts.unk, model_max_length: 1024 };
+  const config: Record<string, unknown> = {
+    tokenizer_class: 'PreTrainedTokenizerFast',
+    clean_up_tokenization_spaces: false,
+    bos_token: null,
+    eos_token: opts.eos,
+    pad_token: opts.pad,
+    unk_token: opts.unk,
+    model_max_length: 1024,
+  };
   if (opts.chatTemplate) config.chat_template = opts.chatTemplate;
   return { tokenizer, config };
 }
@@ -210,10 +241,10 @@ export function writeWordTokenizer(folder: string, words: string[]): HfTokenizer
  * `<tool_response> … </tool_response>` messages.
  */
 export const TINY_TOOLS_CHAT_TEMPLATE =
-  "{%- if tools -%}<|im_start|>system tools:{% for t in tools %} {{ t.function.name }} {{ t.function.parameters | tojson }}{% endfor %}<|im_end|>{%- endif -%}" +
+  '{%- if tools -%}<|im_start|>system tools:{% for t in tools %} {{ t.function.name }} {{ t.function.parameters | tojson }}{% endfor %}<|im_end|>{%- endif -%}' +
   "{%- for m in messages -%}{%- if m.role == 'tool' -%}<|im_start|>tool <tool_response>{{ m.content }}</tool_response><|im_end|>" +
-  "{%- else -%}<|im_start|>{{ m.role }} {{ m.content }}<|im_end|>{%- endif -%}{%- endfor -%}" +
-  "{%- if add_generation_prompt -%}<|im_start|>assistant {% endif -%}";
+  '{%- else -%}<|im_start|>{{ m.role }} {{ m.content }}<|im_end|>{%- endif -%}{%- endfor -%}' +
+  '{%- if add_generation_prompt -%}<|im_start|>assistant {% endif -%}';
 
 const BYTE_SPECIAL = ['<pad>', '<|endoftext|>', '<|im_start|>', '<|im_end|>'];
 
@@ -241,7 +272,10 @@ function byteChars(): string[] {
  * the `maxMerges` most frequent pre-tokens of `texts` (words with their leading space,
  * punctuation runs) single tokens. Loads in HF tokenizers (ByteLevel + BPE, as GPT-2/Qwen).
  */
-export function buildByteBpeTokenizer(texts: string[], opts: { maxMerges?: number; chatTemplate?: string } = {}): { tokenizer: Record<string, unknown>; config: Record<string, unknown> } {
+export function buildByteBpeTokenizer(
+  texts: string[],
+  opts: { maxMerges?: number; chatTemplate?: string } = {},
+): { tokenizer: Record<string, unknown>; config: Record<string, unknown> } {
   const table = byteChars();
   const enc = new TextEncoder();
   const toChars = (s: string) => [...enc.encode(s)].map((b) => table[b]!).join('');
@@ -279,10 +313,26 @@ export function buildByteBpeTokenizer(texts: string[], opts: { maxMerges?: numbe
     pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true },
     post_processor: null,
     decoder: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true },
-    model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false, byte_fallback: false, vocab, merges },
+    model: {
+      type: 'BPE',
+      dropout: null,
+      unk_token: null,
+      continuing_subword_prefix: null,
+      end_of_word_suffix: null,
+      fuse_unk: false,
+      byte_fallback: false,
+      vocab,
+      merges,
+    },
   };
   const config: Record<string, unknown> = {
-    tokenizer_class: 'PreTrainedTokenizerFast', clean_up_tokenization_spaces: false, bos_token: null, eos_token: '<|im_end|>', pad_token: '<pad>', unk_token: null, model_max_length: 1024,
+    tokenizer_class: 'PreTrainedTokenizerFast',
+    clean_up_tokenization_spaces: false,
+    bos_token: null,
+    eos_token: '<|im_end|>',
+    pad_token: '<pad>',
+    unk_token: null,
+    model_max_length: 1024,
     chat_template: opts.chatTemplate ?? TINY_TOOLS_CHAT_TEMPLATE,
   };
   return { tokenizer, config };

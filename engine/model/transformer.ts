@@ -50,7 +50,12 @@ function linear<T>(o: Ops<T>, x: T, w: T, b?: T, lora?: LoraApplied<T>): T {
   return b ? o.add(y, b) : y;
 }
 
-interface Rope<T> { cos: T; sin: T; cosQ: T; sinQ: T }
+interface Rope<T> {
+  cos: T;
+  sin: T;
+  cosQ: T;
+  sinQ: T;
+}
 
 /**
  * cos and sin of the rotary angles for each position: [B, 1, T, hd]; cosQ/sinQ are the same
@@ -62,7 +67,8 @@ function rotary<T>(o: Ops<T>, c: ModelConfig, positionIds: T, lengthOffset = 0):
   // rope_scaling (linear / dynamic / yarn / llama3) is applied in rope.ts; yarn scales cos/sin.
   const { angles: freqs, attentionFactor } = rotaryAngles(o, c, positionIds, lengthOffset); // [B, T, half]
   const emb = o.unsqueeze(o.concat([freqs, freqs], 2), [1]); // [B, 1, T, hd]
-  let cos = o.cos(emb), sin = o.sin(emb);
+  let cos = o.cos(emb),
+    sin = o.sin(emb);
   if (attentionFactor !== 1) {
     cos = o.mul(cos, o.scalar(attentionFactor));
     sin = o.mul(sin, o.scalar(attentionFactor));
@@ -81,7 +87,10 @@ function applyRotary<T>(o: Ops<T>, x: T, cos: T, sin: T, headDim: number): T {
 
 function attention<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, p: string, x: T, rope: Rope<T>, bias: T, past?: { k: T; v: T }, lora?: LoraContext<T>) {
   const [B, T] = o.shape(x);
-  const H = c.numHeads, Hkv = c.numKvHeads, hd = c.headDim, rep = H / Hkv;
+  const H = c.numHeads,
+    Hkv = c.numKvHeads,
+    hd = c.headDim,
+    rep = H / Hkv;
   const heads = (y: T, n: number) => o.transpose(o.reshape(y, [B, T, n, hd]), [0, 2, 1, 3]); // [B, n, T, hd]
   let q = heads(linear(o, x, w[`${p}.q_proj.weight`], w[`${p}.q_proj.bias`], loraFor(lora, w, `${p}.q_proj`)), H);
   let k = heads(linear(o, x, w[`${p}.k_proj.weight`], w[`${p}.k_proj.bias`], loraFor(lora, w, `${p}.k_proj`)), Hkv);

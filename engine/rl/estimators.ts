@@ -133,7 +133,10 @@ export function reinforcePlusPlus(episodes: EstimatorEpisode[], opts: { gamma: n
     if (last >= 0) r[last]! += e.reward;
     return returnsOverModelTokens(r, e.mask, opts.gamma);
   });
-  return whiten(returns, episodes.map((e) => e.mask));
+  return whiten(
+    returns,
+    episodes.map((e) => e.mask),
+  );
 }
 
 /** REINFORCE++-baseline: outcome minus its group mean, broadcast to model tokens, whitened over the batch. */
@@ -142,7 +145,10 @@ export function reinforcePlusPlusBaseline(episodes: EstimatorEpisode[]): Float32
   for (const e of episodes) byGroup.set(e.group, [...(byGroup.get(e.group) ?? []), e.reward]);
   const mean = new Map([...byGroup].map(([g, rs]) => [g, rs.reduce((a, b) => a + b, 0) / rs.length]));
   const raw = episodes.map((e) => broadcast(e.mask, e.reward - mean.get(e.group)!));
-  return whiten(raw, episodes.map((e) => e.mask));
+  return whiten(
+    raw,
+    episodes.map((e) => e.mask),
+  );
 }
 
 /**
@@ -181,7 +187,16 @@ export function gae(
     advs.push(a);
     rets.push(ret);
   });
-  return { advantages: opts.whitenAdvantages === false ? advs : whiten(advs, episodes.map((e) => e.mask)), returns: rets };
+  return {
+    advantages:
+      opts.whitenAdvantages === false
+        ? advs
+        : whiten(
+            advs,
+            episodes.map((e) => e.mask),
+          ),
+    returns: rets,
+  };
 }
 
 /**
@@ -219,7 +234,7 @@ export function processRewardReturns(e: EstimatorEpisode, eps = 1e-6): Float32Ar
 export function stepsFromMask(tokens: ArrayLike<number>, mask: ArrayLike<number>): EpisodeStep[] {
   const steps: EpisodeStep[] = [];
   let obsStart = 0;
-  for (let i = 0; i < mask.length; ) {
+  for (let i = 0; i < mask.length;) {
     if (!mask[i]) {
       i++;
       continue;

@@ -37,7 +37,11 @@ export class AdamW implements OptimizerPort {
       }
       // w ← w − lr·(m̂ / (√v̂ + ε) + wd·w), with m̂ = m/c1 and √v̂ = √v/√c2 folded into constants
       // (one pass, no divisions but the one per element).
-      const a1 = 1 - b1, a2 = 1 - b2, decay = 1 - lr * wd, step = lr / c1, rc2 = 1 / Math.sqrt(c2);
+      const a1 = 1 - b1,
+        a2 = 1 - b2,
+        decay = 1 - lr * wd,
+        step = lr / c1,
+        rc2 = 1 / Math.sqrt(c2);
       for (let i = 0; i < w.length; i++) {
         const gi = g[i]!;
         const mi = b1 * m[i]! + a1 * gi;

@@ -161,7 +161,10 @@ export function gspoLoss(cfg: PolicyLossConfig): LossSpec {
       const pg = o.maximum(pg1, pg2);
       const clippedTok = o.cast(o.greater(pg2, pg1), 'float32');
       const seqClip = aggregateLoss(o, clippedTok, mask, 'seq-mean-token-mean', 1);
-      return finish(o, cfg, x, aggregateLoss(o, pg, mask, a.loss_agg_mode, cfg.rollout.max_total_length), { clip_fraction: tmean(clippedTok), seq_clip_fraction: seqClip });
+      return finish(o, cfg, x, aggregateLoss(o, pg, mask, a.loss_agg_mode, cfg.rollout.max_total_length), {
+        clip_fraction: tmean(clippedTok),
+        seq_clip_fraction: seqClip,
+      });
     },
   };
 }

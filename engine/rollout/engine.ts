@@ -160,9 +160,27 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
       const group = groupOffset + gi;
       const seed = mixSeed(opts.seed, group, s);
       queue.push({
-        task, group, sample: s, seed, rng: new Rng(seed), env: task.createEnv(), slot: -1, promptIds: [], promptText: '',
-        turns: [], unfed: [], length: 0, cur: null, scanFrom: 0, modelTurns: 0, truncated: false,
-        t0: 0, modelMs: 0, envMs: 0, prefillTokens: 0, generatedTokens: 0,
+        task,
+        group,
+        sample: s,
+        seed,
+        rng: new Rng(seed),
+        env: task.createEnv(),
+        slot: -1,
+        promptIds: [],
+        promptText: '',
+        turns: [],
+        unfed: [],
+        length: 0,
+        cur: null,
+        scanFrom: 0,
+        modelTurns: 0,
+        truncated: false,
+        t0: 0,
+        modelMs: 0,
+        envMs: 0,
+        prefillTokens: 0,
+        generatedTokens: 0,
       });
     }
   });
@@ -180,13 +198,14 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
   let sampleMs = 0;
   let envWaitMs = 0;
 
-  const progress = () =>
-    opts.onProgress?.({ done: results.length, total, generatedTokens: generated, elapsedMs: performance.now() - start });
+  const progress = () => opts.onProgress?.({ done: results.length, total, generatedTokens: generated, elapsedMs: performance.now() - start });
 
   const track = (p: Promise<void>) => {
-    const q = p.catch((e) => {
-      failure ??= e;
-    }).finally(() => pending.delete(q));
+    const q = p
+      .catch((e) => {
+        failure ??= e;
+      })
+      .finally(() => pending.delete(q));
     pending.add(q);
   };
 
@@ -203,8 +222,15 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
     }
     s.envMs += performance.now() - t;
     const traj: Trajectory = {
-      taskId: s.task.id, group: s.group, sample: s.sample, promptIds: s.promptIds, promptText: s.promptText, turns: s.turns,
-      outcome, truncated: s.truncated, seed: s.seed,
+      taskId: s.task.id,
+      group: s.group,
+      sample: s.sample,
+      promptIds: s.promptIds,
+      promptText: s.promptText,
+      turns: s.turns,
+      outcome,
+      truncated: s.truncated,
+      seed: s.seed,
       timings: { totalMs: performance.now() - s.t0, modelMs: s.modelMs, envMs: s.envMs, prefillTokens: s.prefillTokens, generatedTokens: s.generatedTokens },
       ...(s.task.meta ? { meta: s.task.meta } : {}),
     };
@@ -360,7 +386,11 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
         // The backend samples: one uniform per sampled row from the sequence's own stream, as
         // sampleToken would draw it (none when greedy, none for a shared prefix's row).
         const B = batch.length;
-        const req = { u: new Float32Array(B), invTemp: new Float32Array(B).fill(greedy ? 1 : 1 / temperature), greedy: new Float32Array(B).fill(greedy ? 1 : 0) };
+        const req = {
+          u: new Float32Array(B),
+          invTemp: new Float32Array(B).fill(greedy ? 1 : 1 / temperature),
+          greedy: new Float32Array(B).fill(greedy ? 1 : 0),
+        };
         if (!greedy) batch.forEach((s, i) => followers.has(s) || (req.u[i] = s.rng.next()));
         sampled = await fastSample(items, req);
       } else logits = await backend.extend(items);
@@ -369,7 +399,8 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
       calls++;
       batchSum += batch.length;
       const rowsBack = sampled ? sampled.length : logits.length;
-      if (rowsBack !== batch.length) throw new Error(`decode backend returned ${rowsBack} ${sampled ? 'samples' : 'logits rows'} for ${batch.length} sequences`);
+      if (rowsBack !== batch.length)
+        throw new Error(`decode backend returned ${rowsBack} ${sampled ? 'samples' : 'logits rows'} for ${batch.length} sequences`);
       const ts = performance.now();
       batch.forEach((s, i) => {
         s.modelMs += dt / batch.length;
@@ -411,8 +442,16 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
   return {
     trajectories: results,
     stats: {
-      trajectories: results.length, generatedTokens: generated, prefillTokens: prefill, modelCalls: calls, modelMs, wallMs,
-      tokensPerSecond: generated / Math.max(1e-9, wallMs / 1000), meanBatch: calls ? batchSum / calls : 0, sampleMs, envWaitMs,
+      trajectories: results.length,
+      generatedTokens: generated,
+      prefillTokens: prefill,
+      modelCalls: calls,
+      modelMs,
+      wallMs,
+      tokensPerSecond: generated / Math.max(1e-9, wallMs / 1000),
+      meanBatch: calls ? batchSum / calls : 0,
+      sampleMs,
+      envWaitMs,
     },
   };
 }
@@ -481,7 +520,15 @@ export async function rolloutTextPolicy(
     const outcome = await env.outcome();
     const gen = turns.filter((u) => u.role === 'model').reduce((a, u) => a + u.tokenIds.length, 0);
     return {
-      taskId: j.task.id, group: j.group, sample: j.sample, promptIds: p.ids.slice(), promptText, turns, outcome, truncated, seed,
+      taskId: j.task.id,
+      group: j.group,
+      sample: j.sample,
+      promptIds: p.ids.slice(),
+      promptText,
+      turns,
+      outcome,
+      truncated,
+      seed,
       timings: { totalMs: performance.now() - t0, modelMs: 0, envMs: performance.now() - t0, prefillTokens: 0, generatedTokens: gen },
       ...(j.task.meta ? { meta: j.task.meta } : {}),
     };
@@ -501,6 +548,17 @@ export async function rolloutTextPolicy(
   const wallMs = performance.now() - start;
   return {
     trajectories: out,
-    stats: { trajectories: out.length, generatedTokens: generated, prefillTokens: 0, modelCalls: 0, modelMs: 0, wallMs, tokensPerSecond: generated / Math.max(1e-9, wallMs / 1000), meanBatch: 0, sampleMs: 0, envWaitMs: 0 },
+    stats: {
+      trajectories: out.length,
+      generatedTokens: generated,
+      prefillTokens: 0,
+      modelCalls: 0,
+      modelMs: 0,
+      wallMs,
+      tokensPerSecond: generated / Math.max(1e-9, wallMs / 1000),
+      meanBatch: 0,
+      sampleMs: 0,
+      envWaitMs: 0,
+    },
   };
 }

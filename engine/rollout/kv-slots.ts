@@ -122,9 +122,10 @@ export class KvSlotBackend implements DecodeBackend {
       if (len > this.maxLength) throw new Error(`KvSlotBackend: slot ${slot} would hold ${len} tokens > maxLength ${this.maxLength}`);
     }
     const p = this.packed;
-    const out = p && this.keepPacked && items.length === p.slots.length && items.every((it, b) => it.slot === p.slots[b] && it.tokens.length === 1)
-      ? await this.step(items, p, extra)
-      : (this.unpack(), await this.general(items, extra));
+    const out =
+      p && this.keepPacked && items.length === p.slots.length && items.every((it, b) => it.slot === p.slots[b] && it.tokens.length === 1)
+        ? await this.step(items, p, extra)
+        : (this.unpack(), await this.general(items, extra));
     this.checkOut(out, items.length, logits);
     return out;
   }
@@ -132,7 +133,8 @@ export class KvSlotBackend implements DecodeBackend {
   /** Slot `to` gets slot `from`'s cache (shared arrays: caches are never written in place). */
   fork(from: number, to: number): void {
     if (from === to) throw new Error(`KvSlotBackend.fork: from and to are both slot ${from}`);
-    for (const s of [from, to]) if (!Number.isInteger(s) || s < 0 || s >= this.maxBatch) throw new Error(`KvSlotBackend.fork: slot ${s} out of range (maxBatch ${this.maxBatch})`);
+    for (const s of [from, to])
+      if (!Number.isInteger(s) || s < 0 || s >= this.maxBatch) throw new Error(`KvSlotBackend.fork: slot ${s} out of range (maxBatch ${this.maxBatch})`);
     if (this.slotLen(to) !== 0) throw new Error(`KvSlotBackend.fork: slot ${to} is not empty`);
     this.unpack();
     const c = this.slots[from];
@@ -201,7 +203,13 @@ export class KvSlotBackend implements DecodeBackend {
     const out = await this.decode({ batch: B, newLength: T, pastLength: P, inputIds, attentionMask, positionIds, past, extra });
     this.checkPresent(out);
     for (const { slot } of items) this.slots[slot] = null;
-    this.packed = { slots: items.map((i) => i.slot), S, mask: attentionMask, lens: items.map((it, b) => caches[b]!.len + it.tokens.length), present: out.present };
+    this.packed = {
+      slots: items.map((i) => i.slot),
+      S,
+      mask: attentionMask,
+      lens: items.map((it, b) => caches[b]!.len + it.tokens.length),
+      present: out.present,
+    };
     return out;
   }
 
@@ -251,7 +259,8 @@ export class KvSlotBackend implements DecodeBackend {
   }
 
   private checkOut(out: KvDecodeOutput, B: number, logits: boolean): void {
-    if (logits && out.logits.length !== B * this.shape.vocabSize) throw new Error(`decode graph returned logits of ${out.logits.length} values, expected [${B}, ${this.shape.vocabSize}]`);
+    if (logits && out.logits.length !== B * this.shape.vocabSize)
+      throw new Error(`decode graph returned logits of ${out.logits.length} values, expected [${B}, ${this.shape.vocabSize}]`);
     if (out.sampled && out.sampled.ids.length !== B) throw new Error(`decode graph sampled ${out.sampled.ids.length} tokens for ${B} rows`);
   }
 

@@ -26,14 +26,26 @@ export interface ModelBackendOptions {
 
 export function policyDecodeBackend(model: PolicyModel, o: ModelBackendOptions = {}): DecodeBackend {
   const c = model.config;
-  if (o.cache === 'worker' && model.backend !== 'ort') throw new Error(`policyDecodeBackend: cache 'worker' needs the ORT backend (the model runs on ${model.backend})`);
+  if (o.cache === 'worker' && model.backend !== 'ort')
+    throw new Error(`policyDecodeBackend: cache 'worker' needs the ORT backend (the model runs on ${model.backend})`);
   if (model.backend === 'ort' && (o.cache ?? 'worker') === 'worker' && (o.keepPacked ?? true))
     return new WorkerKvBackend(model.decodeRunner, {
-      layers: c.numLayers, kvHeads: c.numKvHeads, headDim: c.headDim, vocabSize: c.vocabSize,
-      maxBatch: o.maxBatch ?? 16, maxLength: o.maxLength ?? c.maxPositionEmbeddings, padId: c.padTokenId ?? 0,
+      layers: c.numLayers,
+      kvHeads: c.numKvHeads,
+      headDim: c.headDim,
+      vocabSize: c.vocabSize,
+      maxBatch: o.maxBatch ?? 16,
+      maxLength: o.maxLength ?? c.maxPositionEmbeddings,
+      padId: c.padTokenId ?? 0,
     });
-  return new KvSlotBackend(model.decode, { layers: c.numLayers, kvHeads: c.numKvHeads, headDim: c.headDim, vocabSize: c.vocabSize },
-    o.maxBatch ?? 16, o.maxLength ?? c.maxPositionEmbeddings, c.padTokenId ?? 0, o.keepPacked ?? true);
+  return new KvSlotBackend(
+    model.decode,
+    { layers: c.numLayers, kvHeads: c.numKvHeads, headDim: c.headDim, vocabSize: c.vocabSize },
+    o.maxBatch ?? 16,
+    o.maxLength ?? c.maxPositionEmbeddings,
+    c.padTokenId ?? 0,
+    o.keepPacked ?? true,
+  );
 }
 
 export function policyRecomputeBackend(model: PolicyModel, o: ModelBackendOptions = {}): RecomputeBackend {

@@ -22,7 +22,8 @@ export class RecomputeBackend implements DecodeBackend {
     for (const { slot, tokens } of items) {
       const s = this.seqs[slot];
       if (!s) throw new Error(`RecomputeBackend: slot ${slot} out of range (maxBatch ${this.maxBatch})`);
-      if (s.length + tokens.length > this.maxLength) throw new Error(`RecomputeBackend: slot ${slot} would hold ${s.length + tokens.length} tokens > maxLength ${this.maxLength}`);
+      if (s.length + tokens.length > this.maxLength)
+        throw new Error(`RecomputeBackend: slot ${slot} would hold ${s.length + tokens.length} tokens > maxLength ${this.maxLength}`);
       s.push(...tokens);
     }
     return this.forward(items.map((i) => this.seqs[i.slot]!));

@@ -46,7 +46,10 @@ registerRolloutTask('multihop', async (req) => {
   // Checkpoints trained on the task (engine/train's multi-hop kit) carry TASK_PROMPT_TEMPLATE and
   // were trained on the bare question: give them the same prompt.
   const instruction = tokenizer.chatTemplate === TASK_PROMPT_TEMPLATE ? '' : undefined;
-  const mt = openMultihop({ worldSeed, questionSeed: req.seed, questions: req.questions, hops: hopsOption(req), mode: req.mode ?? 'tools', instruction }, tokenizer);
+  const mt = openMultihop(
+    { worldSeed, questionSeed: req.seed, questions: req.questions, hops: hopsOption(req), mode: req.mode ?? 'tools', instruction },
+    tokenizer,
+  );
   const tasks: RolloutTask[] = mt.questions.map((q) => ({
     id: q.id,
     createEnv: () => mt.createEnv(q),

@@ -46,7 +46,10 @@ type SessionRun = (feeds: Record<string, HostTensor>, outputs: string[]) => Prom
 export class KvHost {
   private readonly backend: KvSlotBackend;
   private runMs = 0;
-  constructor(readonly spec: KvHostSpec, run: SessionRun) {
+  constructor(
+    readonly spec: KvHostSpec,
+    run: SessionRun,
+  ) {
     const L = spec.layers;
     const decode: KvDecodeFn = async (x) => {
       const { batch: B, newLength: T, pastLength: P } = x;
@@ -83,7 +86,14 @@ export class KvHost {
     this.runMs = 0;
     const out = await this.backend.run(req.items, { sample: req.sample, logits: req.logits }, req.logits);
     const s = out.sampled!;
-    return { ids: s.ids, logprobs: s.logprobs, entropy: s.entropy, ...(req.logits ? { logits: out.logits } : {}), prepMs: performance.now() - t - this.runMs, runMs: this.runMs };
+    return {
+      ids: s.ids,
+      logprobs: s.logprobs,
+      entropy: s.entropy,
+      ...(req.logits ? { logits: out.logits } : {}),
+      prepMs: performance.now() - t - this.runMs,
+      runMs: this.runMs,
+    };
   }
 
   release(slot: number): void {
@@ -135,7 +145,8 @@ export class WorkerKvBackend implements DecodeBackend {
 
   private check(items: { slot: number; tokens: number[] }[]): void {
     for (const { slot, tokens } of items) {
-      if (!Number.isInteger(slot) || slot < 0 || slot >= this.maxBatch) throw new Error(`WorkerKvBackend: slot ${slot} out of range (maxBatch ${this.maxBatch})`);
+      if (!Number.isInteger(slot) || slot < 0 || slot >= this.maxBatch)
+        throw new Error(`WorkerKvBackend: slot ${slot} out of range (maxBatch ${this.maxBatch})`);
       if (tokens.length === 0) throw new Error(`WorkerKvBackend: slot ${slot} extended with no tokens`);
     }
   }

@@ -7,7 +7,18 @@
  * preload's MessagePort (renderer/src/api/transports.ts), or an engine in the same process.
  * No Node imports here: the renderer bundles this file.
  */
-import { api, describeIssues, events, isEventName, type EngineEventName, type EventData, type EventMessage, type Method, type Params, type Result } from './protocol';
+import {
+  api,
+  describeIssues,
+  events,
+  isEventName,
+  type EngineEventName,
+  type EventData,
+  type EventMessage,
+  type Method,
+  type Params,
+  type Result,
+} from './protocol';
 
 export type ConnectionState =
   | { state: 'connecting' }
@@ -24,7 +35,11 @@ export interface Transport {
 
 /** An error from the engine (or from the connection to it), with the readable message the UI shows. */
 export class EngineError extends Error {
-  constructor(message: string, readonly code?: string, readonly details?: unknown) {
+  constructor(
+    message: string,
+    readonly code?: string,
+    readonly details?: unknown,
+  ) {
     super(message);
     this.name = 'EngineError';
   }
@@ -144,7 +159,12 @@ export function webSocketTransport(url: string, WS: typeof WebSocket = WebSocket
       if (ws !== sock || closed) return;
       ws = null;
       attempt++;
-      const reason = e.code === 4401 || e.code === 1008 ? 'the engine rejected the access token (open the URL printed by `arbor serve`)' : wasOpen ? `connection closed (code ${e.code})` : `cannot reach the engine at ${url.replace(/token=[^&]*/, 'token=…')}`;
+      const reason =
+        e.code === 4401 || e.code === 1008
+          ? 'the engine rejected the access token (open the URL printed by `arbor serve`)'
+          : wasOpen
+            ? `connection closed (code ${e.code})`
+            : `cannot reach the engine at ${url.replace(/token=[^&]*/, 'token=…')}`;
       emit({ state: 'closed', message: reason });
       if (opts.reconnect === false) closed = true;
       else setTimeout(connect, Math.min(5000, 250 * 2 ** Math.min(attempt, 5)));

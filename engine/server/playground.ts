@@ -106,7 +106,9 @@ export function chatSettings(config: Record<string, unknown> | undefined): ChatS
     temperature: typeof get(['eval', 'temperature']) === 'number' ? (get(['eval', 'temperature']) as number) : DEFAULTS.temperature,
     ...(typeof get(['environment', 'format']) === 'string' ? { format: get(['environment', 'format']) as string } : {}),
     ...(typeof get(['environment', 'max_calls_per_turn']) === 'number' ? { maxCalls: get(['environment', 'max_calls_per_turn']) as number } : {}),
-    ...(typeof get(['environment', 'max_observation_tokens']) === 'number' ? { maxObservationTokens: get(['environment', 'max_observation_tokens']) as number } : {}),
+    ...(typeof get(['environment', 'max_observation_tokens']) === 'number'
+      ? { maxObservationTokens: get(['environment', 'max_observation_tokens']) as number }
+      : {}),
     ...(get(['environment', 'mcp_servers']) !== undefined ? { mcpServers: get(['environment', 'mcp_servers']) } : {}),
   };
 }
@@ -162,7 +164,8 @@ export class Playground {
     const store = this.engine.store!;
     const ck = store.checkpoints().find((c) => c.id === checkpoint);
     if (ck) {
-      if (!existsSync(join(ck.path, 'config.json')) && !existsSync(join(ck.path, 'adapter_config.json'))) throw new Error(`checkpoint "${checkpoint}": its folder ${ck.path} has no config.json (was it deleted?)`);
+      if (!existsSync(join(ck.path, 'config.json')) && !existsSync(join(ck.path, 'adapter_config.json')))
+        throw new Error(`checkpoint "${checkpoint}": its folder ${ck.path} has no config.json (was it deleted?)`);
       let config: Record<string, unknown> | undefined;
       try {
         config = store.getRun(ck.runId).config;
@@ -173,7 +176,8 @@ export class Playground {
     }
     if (existsSync(checkpoint) && statSync(checkpoint).isDirectory()) {
       // An HF model folder, or a LoRA run's PEFT adapter folder (PolicyModel.load puts it on its base).
-      if (!existsSync(join(checkpoint, 'config.json')) && !existsSync(join(checkpoint, 'adapter_config.json'))) throw new Error(`checkpoint folder ${checkpoint} has no config.json (nor adapter_config.json)`);
+      if (!existsSync(join(checkpoint, 'config.json')) && !existsSync(join(checkpoint, 'adapter_config.json')))
+        throw new Error(`checkpoint folder ${checkpoint} has no config.json (nor adapter_config.json)`);
       return { id: checkpoint, path: checkpoint, settings: chatSettings(undefined) };
     }
     throw new Error(`no checkpoint "${checkpoint}" in this workspace (checkpoints.list shows the stored ones; a model folder path also works)`);
@@ -208,9 +212,11 @@ export class Playground {
     if (this.active.has(chatId)) return Promise.reject(new Error(`playground.chat: chat "${chatId}" is already running (give each chat its own chatId)`));
     const ac = new AbortController();
     this.active.set(chatId, ac);
-    const run = this.chain.then(() => this.run(req, chatId, client, ac.signal)).finally(() => {
-      this.active.delete(chatId);
-    });
+    const run = this.chain
+      .then(() => this.run(req, chatId, client, ac.signal))
+      .finally(() => {
+        this.active.delete(chatId);
+      });
     this.chain = run.catch(() => undefined);
     return run;
   }
@@ -255,18 +261,25 @@ export class Playground {
       }
       const enabled = req.tools ? new Map([...allTools].filter(([name]) => req.tools!.includes(name))) : allTools;
       const formatName = req.format ?? s.format ?? 'search-r1';
-      if (!FORMAT_NAMES.includes(formatName)) throw new Error(`playground.chat: format: unknown tool-call format "${formatName}" (available: ${FORMAT_NAMES.join(', ')})`);
+      if (!FORMAT_NAMES.includes(formatName))
+        throw new Error(`playground.chat: format: unknown tool-call format "${formatName}" (available: ${FORMAT_NAMES.join(', ')})`);
       const toolList = [...enabled.values()];
       const format = formatByName(formatName, { tools: toolList, maxCalls: s.maxCalls ?? 2 });
       // The same episode environment as training: the conversation as the task, the tools rendered
       // by the checkpoint's chat template, observations as token ids (hermes: tool messages).
       const toolEnv = new ToolEnv({
         task: { id: 'playground', messages: req.messages.map((m) => ({ role: m.role, content: m.content })) },
-        tools: toolList, format, tokenizer: tok, instruction: '', maxTurns: s.maxTurns, maxObservationTokens: s.maxObservationTokens,
+        tools: toolList,
+        format,
+        tokenizer: tok,
+        instruction: '',
+        maxTurns: s.maxTurns,
+        maxObservationTokens: s.maxObservationTokens,
         endTokenIds: eosTokenIds(model.config),
       });
       const { ids: promptIds, text: promptText } = await toolEnv.prompt();
-      if (promptIds.length >= maxTotalLength) throw new Error(`the conversation is ${promptIds.length} tokens, the checkpoint's limit is ${maxTotalLength}; clear the chat`);
+      if (promptIds.length >= maxTotalLength)
+        throw new Error(`the conversation is ${promptIds.length} tokens, the checkpoint's limit is ${maxTotalLength}; clear the chat`);
 
       // Streaming: the engine feeds each sampled token back on the next decode call, so every
       // call after the prompt's starts with the token sampled last (KV-cache decoding).
@@ -328,19 +341,21 @@ export class Playground {
         outcome: async () => ({ reward: 0, components: {} }),
       };
       const result = await rollout(backend, {
-          tasks: [{ id: 'playground', createEnv: () => env }],
-          n: 1,
-          signal,
-          seed: Date.now() % 2 ** 31,
-          sampling: { temperature: s.temperature },
-          tokenizer: { encode: (t) => tok.encode(t), decode: (ids) => tok.decode(ids) },
-          limits: { maxNewTokens: s.maxNewTokens, maxTurns: s.maxTurns, maxTotalLength },
+        tasks: [{ id: 'playground', createEnv: () => env }],
+        n: 1,
+        signal,
+        seed: Date.now() % 2 ** 31,
+        sampling: { temperature: s.temperature },
+        tokenizer: { encode: (t) => tok.encode(t), decode: (ids) => tok.decode(ids) },
+        limits: { maxNewTokens: s.maxNewTokens, maxTurns: s.maxTurns, maxTotalLength },
         stop: { strings: format.stopStrings, tokenIds: eosTokenIds(model.config) },
       });
       chatFormat = formatName;
       const t = result.trajectories[0]!;
       const last = [...t.turns].reverse().find((u) => u.role === 'model');
-      const reason = t.truncated ? `stopped at a limit (${s.maxTurns} turns, ${s.maxNewTokens} tokens per turn, ${maxTotalLength} in all)` : last?.stop?.reason ?? 'done';
+      const reason = t.truncated
+        ? `stopped at a limit (${s.maxTurns} turns, ${s.maxNewTokens} tokens per turn, ${maxTotalLength} in all)`
+        : (last?.stop?.reason ?? 'done');
       emit({ type: 'done', text: last?.text ?? '', reason });
       return { chatId, ...chatSource(ck), format: chatFormat, transcript, reason };
     } catch (e) {

@@ -200,13 +200,28 @@ export const api = {
   'workspace.open': { params: z.object({ path: z.string().min(1) }), result: engineInfoSchema },
   'templates.list': { params: none, result: z.array(templateSchema) },
   'runs.list': {
-    params: z.object({ status: z.string().optional(), tag: z.string().optional(), search: z.string().optional(), sort: z.string().optional(), desc: z.boolean().optional(), project: z.string().optional() }).optional(),
+    params: z
+      .object({
+        status: z.string().optional(),
+        tag: z.string().optional(),
+        search: z.string().optional(),
+        sort: z.string().optional(),
+        desc: z.boolean().optional(),
+        project: z.string().optional(),
+      })
+      .optional(),
     result: z.array(runSummarySchema),
   },
   'projects.list': { params: none, result: z.array(z.object({ name: z.string(), runs: num })) },
   'runs.get': { params: id, result: runDetailSchema },
   'runs.start': {
-    params: z.object({ template: z.string().min(1), config: json, name: z.string().optional(), tags: z.array(z.string()).optional(), project: z.string().optional() }),
+    params: z.object({
+      template: z.string().min(1),
+      config: json,
+      name: z.string().optional(),
+      tags: z.array(z.string()).optional(),
+      project: z.string().optional(),
+    }),
     result: z.object({ id: z.string() }),
   },
   'runs.stop': { params: id, result: empty },
@@ -229,14 +244,24 @@ export const api = {
   },
   /** Import a verl / Agent-R1 rollout dump folder ({step}.jsonl) as a run; progress as `import` events. */
   /** `dir`: a dump folder ({step}.jsonl) or one .jsonl file; `tokenizer`: the model folder that decodes agent-loop token ids. */
-  'runs.importVerl': { params: z.object({ dir: z.string().min(1), name: z.string().optional(), tokenizer: z.string().min(1).optional() }), result: importResultSchema },
+  'runs.importVerl': {
+    params: z.object({ dir: z.string().min(1), name: z.string().optional(), tokenizer: z.string().min(1).optional() }),
+    result: importResultSchema,
+  },
   'metrics.series': {
     params: z.object({ runId: z.string().min(1), keys: z.array(z.string()).optional(), maxPoints: z.number().int().positive().max(20000).optional() }),
     result: z.record(z.string(), seriesSchema),
   },
   'trajectories.steps': { params: runId, result: z.array(num) },
   'trajectories.list': {
-    params: z.object({ runId: z.string().min(1), step: z.number().int().optional(), minReward: z.number().optional(), maxReward: z.number().optional(), errorsOnly: z.boolean().optional(), task: z.string().optional() }),
+    params: z.object({
+      runId: z.string().min(1),
+      step: z.number().int().optional(),
+      minReward: z.number().optional(),
+      maxReward: z.number().optional(),
+      errorsOnly: z.boolean().optional(),
+      task: z.string().optional(),
+    }),
     result: z.array(trajSummarySchema),
   },
   'trajectories.get': { params: id, result: trajectorySchema },
@@ -247,12 +272,21 @@ export const api = {
   'env.write': { params: z.object({ path: z.string().min(1), text: z.string() }), result: empty },
   'env.types': { params: none, result: z.array(z.object({ path: z.string(), content: z.string() })) },
   /** The editor's try-it for MCP servers (the mcpServers layout): no tool → list the tools with schemas; a tool → one call as an episode runs it. */
-  'mcp.tryTool': { params: z.object({ servers: z.record(z.string(), z.unknown()), tool: z.string().optional(), args: z.unknown().optional() }), result: tryResultSchema },
-  'sandbox.tryTool': { params: z.object({ source: z.string(), path: z.string().optional(), tool: z.string().optional(), args: z.unknown() }), result: tryResultSchema },
+  'mcp.tryTool': {
+    params: z.object({ servers: z.record(z.string(), z.unknown()), tool: z.string().optional(), args: z.unknown().optional() }),
+    result: tryResultSchema,
+  },
+  'sandbox.tryTool': {
+    params: z.object({ source: z.string(), path: z.string().optional(), tool: z.string().optional(), args: z.unknown() }),
+    result: tryResultSchema,
+  },
   'sandbox.tryReward': { params: z.object({ source: z.string(), path: z.string().optional(), trajectoryId: z.string().min(1) }), result: tryResultSchema },
   'playground.chat': {
     params: z.object({
-      checkpoint: z.string().min(1), messages: z.array(z.object({ role: z.string(), content: z.string(), name: z.string().optional() })), tools: z.array(z.string()).optional(), chatId: z.string().optional(),
+      checkpoint: z.string().min(1),
+      messages: z.array(z.object({ role: z.string(), content: z.string(), name: z.string().optional() })),
+      tools: z.array(z.string()).optional(),
+      chatId: z.string().optional(),
       /** Tool-call format (search-r1, hermes, tags); default: the run's environment.format, else search-r1. */
       format: z.string().optional(),
     }),
@@ -292,7 +326,11 @@ export type EventData<E extends EngineEventName> = z.infer<(typeof events)[E]>;
 /** A pushed event as it travels. */
 export type EventMessage = { [E in EngineEventName]: { event: E; data: EventData<E> } }[EngineEventName];
 
-export interface ProtocolError { message: string; code?: string; details?: unknown }
+export interface ProtocolError {
+  message: string;
+  code?: string;
+  details?: unknown;
+}
 
 export type RunSummary = z.infer<typeof runSummarySchema>;
 export type RunDetail = z.infer<typeof runDetailSchema>;

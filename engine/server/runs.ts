@@ -48,7 +48,13 @@ export interface RunTemplate {
 /** What the run manager pushes (protocol events; the server broadcasts them). */
 export type RunEvent = Extract<EventMessage, { event: 'run' | 'metrics' | 'log' | 'trajectories' | 'checkpoint' | 'queue' }>;
 
-interface Active { runId: string; abort: AbortController; paused: boolean; resumeWaiters: (() => void)[]; done: Promise<void> }
+interface Active {
+  runId: string;
+  abort: AbortController;
+  paused: boolean;
+  resumeWaiters: (() => void)[];
+  done: Promise<void>;
+}
 
 export class RunManager {
   private templates = new Map<string, RunTemplate>();
@@ -58,7 +64,11 @@ export class RunManager {
   readonly writer: BatchWriter;
   private beat: NodeJS.Timeout;
 
-  constructor(readonly store: Store, readonly home: string, opts: { recover?: boolean } = {}) {
+  constructor(
+    readonly store: Store,
+    readonly home: string,
+    opts: { recover?: boolean } = {},
+  ) {
     this.writer = new BatchWriter(store, { intervalMs: 150 });
     // This engine owns the runs it queues and runs; its heartbeat tells other processes so.
     this.beat = setInterval(() => {
@@ -118,14 +128,29 @@ export class RunManager {
     if (!t) throw new Error(`unknown template "${req.template}" (available: ${[...this.templates.keys()].join(', ')})`);
     t.validate?.(req.config);
     const seed = typeof req.config.seed === 'number' ? req.config.seed : undefined;
-    const id = this.store.createRun({ name: req.name ?? `${t.id}-${new Date().toISOString().slice(5, 19).replace(/[-:T]/g, '')}`, template: t.id, config: req.config, seed, tags: req.tags, parentId: req.parentId, project: req.project });
+    const id = this.store.createRun({
+      name: req.name ?? `${t.id}-${new Date().toISOString().slice(5, 19).replace(/[-:T]/g, '')}`,
+      template: t.id,
+      config: req.config,
+      seed,
+      tags: req.tags,
+      parentId: req.parentId,
+      project: req.project,
+    });
     this.enqueue(id, false);
     return id;
   }
 
   fork(id: string, opts: { config?: Record<string, unknown>; name?: string } = {}): string {
     const r = this.store.getRun(id);
-    return this.start({ template: r.template ?? '', config: { ...r.config, ...(opts.config ?? {}) }, name: opts.name ?? `${r.name}-fork`, tags: r.tags, parentId: id, project: r.project ?? undefined });
+    return this.start({
+      template: r.template ?? '',
+      config: { ...r.config, ...(opts.config ?? {}) },
+      name: opts.name ?? `${r.name}-fork`,
+      tags: r.tags,
+      parentId: id,
+      project: r.project ?? undefined,
+    });
   }
 
   private enqueue(runId: string, resume: boolean): void {
@@ -194,9 +219,14 @@ export class RunManager {
     this.active = active;
     const runDir = join(this.home, 'runs', run.id);
     mkdirSync(runDir, { recursive: true });
-    const store = this.store, writer = this.writer;
+    const store = this.store,
+      writer = this.writer;
     const ctx: JobContext = {
-      runId: run.id, runDir, config: run.config, signal: abort.signal, resume: next.resume,
+      runId: run.id,
+      runDir,
+      config: run.config,
+      signal: abort.signal,
+      resume: next.resume,
       checkpointPause: () => (active.paused ? new Promise<void>((r) => active.resumeWaiters.push(r)) : Promise.resolve()),
       metric: (step, values) => {
         // Committed now with the step's queued trajectories, before the job writes the step's
@@ -219,7 +249,10 @@ export class RunManager {
       checkpoint: (step, path, metrics) => {
         writer.flush();
         const id = store.addCheckpoint(run.id, step, path, metrics);
-        this.emit({ event: 'checkpoint', data: { runId: run.id, checkpoint: { id, runId: run.id, step, path, createdAt: Date.now() / 1000, metrics: metrics ?? {} } } });
+        this.emit({
+          event: 'checkpoint',
+          data: { runId: run.id, checkpoint: { id, runId: run.id, step, path, createdAt: Date.now() / 1000, metrics: metrics ?? {} } },
+        });
       },
       truncateAfter: (step) => {
         writer.flush();
@@ -254,7 +287,18 @@ export class RunManager {
 /** A run as the protocol lists it (times in seconds, like every time on the wire). */
 export function runSummary(r: RunRow): RunSummary {
   return {
-    id: r.id, name: r.name, status: r.status, template: r.template ?? undefined, tags: r.tags, createdAt: r.createdAt, startedAt: r.startedAt, endedAt: r.endedAt,
-    step: r.step, metrics: r.metrics, error: r.error ?? undefined, parentId: r.parentId ?? undefined, project: r.project ?? undefined,
+    id: r.id,
+    name: r.name,
+    status: r.status,
+    template: r.template ?? undefined,
+    tags: r.tags,
+    createdAt: r.createdAt,
+    startedAt: r.startedAt,
+    endedAt: r.endedAt,
+    step: r.step,
+    metrics: r.metrics,
+    error: r.error ?? undefined,
+    parentId: r.parentId ?? undefined,
+    project: r.project ?? undefined,
   };
 }

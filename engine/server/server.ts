@@ -100,7 +100,10 @@ export class EngineServer {
     const req = requestSchema.safeParse(msg);
     if (!req.success) {
       const id = (msg as { id?: unknown })?.id;
-      client.send({ id: typeof id === 'number' ? id : null, error: { message: `malformed message: ${describeIssues(req.error, 'message')}`, code: 'bad_request' } });
+      client.send({
+        id: typeof id === 'number' ? id : null,
+        error: { message: `malformed message: ${describeIssues(req.error, 'message')}`, code: 'bad_request' },
+      });
       return;
     }
     const { id, method, params } = req.data;
@@ -136,32 +139,64 @@ export class EngineServer {
     this.on('projects.list', () => S().projects());
     this.on('runs.get', (p) => {
       const r = S().getRun(p.id);
-      return { ...runSummary(r), config: r.config, seed: r.seed, notes: r.notes, checkpoints: S().checkpoints(r.id), trajectorySteps: S().trajectorySteps(r.id) };
+      return {
+        ...runSummary(r),
+        config: r.config,
+        seed: r.seed,
+        notes: r.notes,
+        checkpoints: S().checkpoints(r.id),
+        trajectorySteps: S().trajectorySteps(r.id),
+      };
     });
     this.on('runs.start', (p) => ({ id: R().start(p) }));
-    this.on('runs.stop', async (p) => { await R().stop(p.id); return null; });
-    this.on('runs.pause', (p) => { R().pause(p.id); return null; });
-    this.on('runs.resume', (p) => { R().resume(p.id); return null; });
+    this.on('runs.stop', async (p) => {
+      await R().stop(p.id);
+      return null;
+    });
+    this.on('runs.pause', (p) => {
+      R().pause(p.id);
+      return null;
+    });
+    this.on('runs.resume', (p) => {
+      R().resume(p.id);
+      return null;
+    });
     this.on('runs.fork', (p) => ({ id: R().fork(p.id, p) }));
     this.on('runs.delete', async (p) => {
       if (R().queueState().running === p.id) await R().stop(p.id);
       S().deleteRun(p.id);
       return null;
     });
-    this.on('runs.setNotes', (p) => { S().setNotes(p.id, p.notes); R().announce(p.id); return null; });
-    this.on('runs.setTags', (p) => { S().setTags(p.id, p.tags); R().announce(p.id); return null; });
+    this.on('runs.setNotes', (p) => {
+      S().setNotes(p.id, p.notes);
+      R().announce(p.id);
+      return null;
+    });
+    this.on('runs.setTags', (p) => {
+      S().setTags(p.id, p.tags);
+      R().announce(p.id);
+      return null;
+    });
     this.on('runs.log', (p) => S().logs(p.runId, p.afterSeq ?? 0));
     this.on('runs.diff', (p) => S().configDiff(p.ids));
     this.on('runs.export', (p) => {
       R().writer.flush();
       S().getRun(p.id);
-      if (p.prefix && !isAbsolute(p.prefix)) throw new Error(`runs.export: prefix must be an absolute path (the engine's working directory is not the caller's), got "${p.prefix}"`);
+      if (p.prefix && !isAbsolute(p.prefix))
+        throw new Error(`runs.export: prefix must be an absolute path (the engine's working directory is not the caller's), got "${p.prefix}"`);
       const prefix = p.prefix ?? join(this.opts.home, 'exports', p.id);
       mkdirSync(dirname(prefix), { recursive: true });
       const format = p.format ?? 'both';
       const files: Result<'runs.export'>['files'] = [];
       if (format !== 'jsonl') files.push({ kind: 'metrics', path: `${prefix}.metrics.csv`, count: exportMetricsCsv(S(), p.id, `${prefix}.metrics.csv`) });
-      if (format !== 'csv') files.push({ kind: 'trajectories', path: `${prefix}.trajectories.jsonl`, count: exportTrajectoriesJsonl(S(), p.id, `${prefix}.trajectories.jsonl`, (done, total) => this.broadcast({ event: 'export', data: { runId: p.id, done, total } })) });
+      if (format !== 'csv')
+        files.push({
+          kind: 'trajectories',
+          path: `${prefix}.trajectories.jsonl`,
+          count: exportTrajectoriesJsonl(S(), p.id, `${prefix}.trajectories.jsonl`, (done, total) =>
+            this.broadcast({ event: 'export', data: { runId: p.id, done, total } }),
+          ),
+        });
       return { files };
     });
     this.on('runs.importVerl', async (p) => {
@@ -171,7 +206,11 @@ export class EngineServer {
         const tok = HfTokenizer.load(p.tokenizer);
         decode = (ids) => tok.decode(ids);
       }
-      const r = await importVerlDump(S(), p.dir, { name: p.name, decode, onProgress: (file, samples, filesDone, filesTotal) => this.broadcast({ event: 'import', data: { dir: p.dir, file, samples, filesDone, filesTotal } }) });
+      const r = await importVerlDump(S(), p.dir, {
+        name: p.name,
+        decode,
+        onProgress: (file, samples, filesDone, filesTotal) => this.broadcast({ event: 'import', data: { dir: p.dir, file, samples, filesDone, filesTotal } }),
+      });
       R().announce(r.runId);
       return r;
     });
@@ -198,7 +237,9 @@ export class EngineServer {
       for (const kind of ['tools', 'rewards', 'envs']) {
         const d = join(envDir, kind);
         if (!existsSync(d)) continue;
-        for (const f of readdirSync(d)) if (statSync(join(d, f)).isFile()) out.push({ path: `${kind}/${f}`, kind: kind === 'tools' ? ('tool' as const) : kind === 'rewards' ? ('reward' as const) : ('env' as const) });
+        for (const f of readdirSync(d))
+          if (statSync(join(d, f)).isFile())
+            out.push({ path: `${kind}/${f}`, kind: kind === 'tools' ? ('tool' as const) : kind === 'rewards' ? ('reward' as const) : ('env' as const) });
       }
       return out;
     });

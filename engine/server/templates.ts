@@ -36,8 +36,14 @@ function formEnvironmentSchema(formats: [string, ...string[]], workspace: boolea
   return z.strictObject({
     ...base,
     tools: z.array(z.string().regex(/^tools\/.+\.ts$/, 'a workspace file tools/<name>.ts')).default([]),
-    reward: z.string().regex(/^rewards\/.+\.ts$/, 'a workspace file rewards/<name>.ts').optional(),
-    tasks: z.string().regex(/^envs\/.+\.jsonl$/, 'a workspace file envs/<name>.jsonl').optional(),
+    reward: z
+      .string()
+      .regex(/^rewards\/.+\.ts$/, 'a workspace file rewards/<name>.ts')
+      .optional(),
+    tasks: z
+      .string()
+      .regex(/^envs\/.+\.jsonl$/, 'a workspace file envs/<name>.jsonl')
+      .optional(),
   });
 }
 
@@ -65,7 +71,8 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
   const { environment: _cliEnvironment, ...properties } = schema.properties as Record<string, unknown>;
   const check = (config: Record<string, unknown>) => {
     const e = config.environment as { tools?: unknown[]; reward?: unknown; tasks?: unknown } | undefined;
-    if (!workspace && e && (e.tools?.length || e.reward || e.tasks)) throw new Error('environment: user tools, rewards and task files run from the "Your environment" template (its files live in the workspace)');
+    if (!workspace && e && (e.tools?.length || e.reward || e.tasks))
+      throw new Error('environment: user tools, rewards and task files run from the "Your environment" template (its files live in the workspace)');
     // Relative paths (task.dataset: envs/qa.jsonl, environment files) are the workspace's.
     return { cfg: validateConfig(resolveEnvironment(config, envSchema, workspace), { checkFiles: true, baseDir: workspace }) };
   };
@@ -73,7 +80,10 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
   // The user template's form lists the workspace's tool, reward and task files as they are now.
   const listed = (dir: string, ext: string) => {
     try {
-      return readdirSync(join(workspace!, dir)).filter((f) => f.endsWith(ext)).sort().map((f) => `${dir}/${f}`);
+      return readdirSync(join(workspace!, dir))
+        .filter((f) => f.endsWith(ext))
+        .sort()
+        .map((f) => `${dir}/${f}`);
     } catch {
       return [];
     }
@@ -84,7 +94,10 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
     const files = { tools: listed('tools', '.ts'), reward: listed('rewards', '.ts'), tasks: listed('envs', '.jsonl') };
     const props = {
       ...p,
-      tools: { ...p.tools, description: files.tools.length ? `tool files in the workspace: ${files.tools.join(', ')}` : 'no tool files in the workspace yet (tools/<name>.ts)' },
+      tools: {
+        ...p.tools,
+        description: files.tools.length ? `tool files in the workspace: ${files.tools.join(', ')}` : 'no tool files in the workspace yet (tools/<name>.ts)',
+      },
       reward: { ...p.reward, ...(files.reward.length ? { enum: files.reward } : {}), description: 'reward file (rewards/<name>.ts)' },
       tasks: { ...p.tasks, ...(files.tasks.length ? { enum: files.tasks } : {}), description: 'task file for task.kind custom (envs/<name>.jsonl)' },
     };
@@ -106,7 +119,9 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
       const decode = decoderFor(cfg);
       const session = await openTaskSession(cfg);
       if (hasUserFiles(cfg))
-        ctx.log(`environment: format ${cfg.environment.format}; tools ${cfg.environment.tools.map((f) => f.slice((workspace ?? '').length + 1)).join(', ') || '(built-in)'}; reward ${cfg.environment.reward ? cfg.environment.reward.slice((workspace ?? '').length + 1) : '(built-in exact match)'}`);
+        ctx.log(
+          `environment: format ${cfg.environment.format}; tools ${cfg.environment.tools.map((f) => f.slice((workspace ?? '').length + 1)).join(', ') || '(built-in)'}; reward ${cfg.environment.reward ? cfg.environment.reward.slice((workspace ?? '').length + 1) : '(built-in exact match)'}`,
+        );
       for (const w of session.warnings ?? []) ctx.log(`warning: ${w}`);
       const host = session.takeLogs ? { takeLogs: () => session.takeLogs!() } : undefined;
       ctx.log(`training ${cfg.task.kind} for ${cfg.steps} steps (${cfg.algorithm.adv_estimator}, backend ${cfg.backend})`);
@@ -127,10 +142,16 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
             trajectories: (step, episodes, advantages, extra) => {
               // Tool calls the sandbox cut off at its memory limit: the run's log says so.
               const hits = memoryLimitHits(episodes);
-              if (hits.length) ctx.log(`step ${step}: ${hits.length} tool call(s) exceeded the sandbox memory limit (${[...new Set(hits.map((h) => h.name))].join(', ')}): ${hits[0]!.error}`, 'warn');
+              if (hits.length)
+                ctx.log(
+                  `step ${step}: ${hits.length} tool call(s) exceeded the sandbox memory limit (${[...new Set(hits.map((h) => h.name))].join(', ')}): ${hits[0]!.error}`,
+                  'warn',
+                );
               ctx.trajectories(
                 step,
-                episodes.map((e) => episodeToRecord(step, e, advantages.get(e), decode, { refLogprobs: extra?.refLogprobs?.get(e), values: extra?.values?.get(e) })),
+                episodes.map((e) =>
+                  episodeToRecord(step, e, advantages.get(e), decode, { refLogprobs: extra?.refLogprobs?.get(e), values: extra?.values?.get(e) }),
+                ),
                 { full: step % cfg.logging.full_trajectories_every === 0 },
               );
             },
@@ -138,7 +159,8 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
               if (kind === 'checkpoint' && typeof payload.step === 'number' && typeof payload.dir === 'string') ctx.checkpoint(payload.step, payload.dir);
               else {
                 // The checkpoint a resume continues from gets its row even if a kill came between its folder and its row.
-                if (kind === 'resumed' && typeof payload.fromStep === 'number' && typeof payload.checkpoint === 'string') ctx.checkpoint(payload.fromStep, payload.checkpoint);
+                if (kind === 'resumed' && typeof payload.fromStep === 'number' && typeof payload.checkpoint === 'string')
+                  ctx.checkpoint(payload.fromStep, payload.checkpoint);
                 ctx.log(`${kind}: ${JSON.stringify(payload)}`);
               }
             },
@@ -169,7 +191,12 @@ export async function builtinTemplates(home?: string): Promise<RunTemplate[]> {
       description:
         'Questions from a JSONL file in the workspace (question, answers, HotpotQA-style context paragraphs, which become the search corpus); ' +
         'the same search tool, format and rewards; every fifth question held out.',
-      example: { model: { init: 'tiny' }, task: { kind: 'qa', dataset: home ? `${home}/workspace/envs/qa.jsonl` : 'workspace/envs/qa.jsonl' }, steps: 20, sft: { warm_start: true } },
+      example: {
+        model: { init: 'tiny' },
+        task: { kind: 'qa', dataset: home ? `${home}/workspace/envs/qa.jsonl` : 'workspace/envs/qa.jsonl' },
+        steps: 20,
+        sft: { warm_start: true },
+      },
     }),
     ...(home
       ? [
@@ -180,7 +207,10 @@ export async function builtinTemplates(home?: string): Promise<RunTemplate[]> {
               'A workspace dataset (envs/*.jsonl) with your own tools/ and rewards/ files, run in the sandbox for the whole run: ' +
               'a tool named "search" replaces the built-in BM25 search; the reward file scores every episode.',
             example: {
-              model: { init: 'tiny' }, task: { kind: 'qa', dataset: 'envs/qa.jsonl' }, steps: 20, sft: { warm_start: true },
+              model: { init: 'tiny' },
+              task: { kind: 'qa', dataset: 'envs/qa.jsonl' },
+              steps: 20,
+              sft: { warm_start: true },
               environment: { tools: ['tools/search.ts'], reward: 'rewards/reward.ts' },
             },
             workspace: join(home, 'workspace'),
@@ -190,7 +220,8 @@ export async function builtinTemplates(home?: string): Promise<RunTemplate[]> {
     await trainingTemplate({
       id: 'demo',
       name: 'The demo: a tiny search agent (SFT warm start, then GRPO)',
-      description: "`arbor demo`'s experiment (resources/configs/demo.yaml): the built-in multi-hop world, a tiny model, SFT on scripted expert demonstrations, then GRPO with dynamic sampling.",
+      description:
+        "`arbor demo`'s experiment (resources/configs/demo.yaml): the built-in multi-hop world, a tiny model, SFT on scripted expert demonstrations, then GRPO with dynamic sampling.",
       example: { ...demoConfig, sft: { ...(demoConfig.sft as object), warm_start: true } },
     }),
   ];
@@ -206,27 +237,53 @@ export async function registerAreaHandlers(engine: EngineServer): Promise<void> 
   // As training runs it: argument validation, the training call limits, ctx.episode, and
   // ctx.readFile over the workspace folder (where the user template's files live).
   const home = engine.opts.home;
-  engine.on('sandbox.tryTool', (p: { source: string; path?: string; tool?: string; args: unknown }) => sb.tryTool({ ...p, workspace: home ? join(home, 'workspace') : undefined }));
+  engine.on('sandbox.tryTool', (p: { source: string; path?: string; tool?: string; args: unknown }) =>
+    sb.tryTool({ ...p, workspace: home ? join(home, 'workspace') : undefined }),
+  );
   // "Try it" for MCP servers: started for the try, relative cwd against the workspace folder.
-  engine.on('mcp.tryTool', async (p: { servers: unknown; tool?: string; args?: unknown }) => (await import('../interop/mcp-try')).tryMcp(p, { baseDir: existsSync(join(engine.opts.home, 'workspace')) ? join(engine.opts.home, 'workspace') : engine.opts.home }));
+  engine.on('mcp.tryTool', async (p: { servers: unknown; tool?: string; args?: unknown }) =>
+    (await import('../interop/mcp-try')).tryMcp(p, {
+      baseDir: existsSync(join(engine.opts.home, 'workspace')) ? join(engine.opts.home, 'workspace') : engine.opts.home,
+    }),
+  );
   engine.on('sandbox.tryReward', (p: { source: string; path?: string; trajectoryId: string }) => {
     const t = engine.store!.getTrajectory(p.trajectoryId);
-    const o = t.outcomeData as { answer?: string; golds?: string[]; formatOk?: boolean; toolCalls?: number; toolErrors?: number; gts?: unknown; meta?: unknown };
+    const o = t.outcomeData as {
+      answer?: string;
+      golds?: string[];
+      formatOk?: boolean;
+      toolCalls?: number;
+      toolErrors?: number;
+      gts?: unknown;
+      meta?: unknown;
+    };
     const golds = o.golds ?? (typeof o.gts === 'string' ? [o.gts] : Array.isArray(o.gts) ? (o.gts as string[]) : []);
     // The episode as training hands it to the reward: the task (with its meta), every model turn with its calls.
     const meta = (o.meta ?? {}) as Record<string, unknown>;
-    const history = t.turnsData.filter((u) => u.role === 'model').map((u) => {
-      const calls = (u.toolCalls as { name?: string; args?: unknown; result?: string; error?: string }[]).map((c) => ({
-        name: String(c.name ?? ''), args: c.args, result: String(c.result ?? ''), success: !c.error, ...(c.error ? { error: String(c.error) } : {}),
-      }));
-      return { text: u.text, calls, errors: [] as string[] };
-    });
+    const history = t.turnsData
+      .filter((u) => u.role === 'model')
+      .map((u) => {
+        const calls = (u.toolCalls as { name?: string; args?: unknown; result?: string; error?: string }[]).map((c) => ({
+          name: String(c.name ?? ''),
+          args: c.args,
+          result: String(c.result ?? ''),
+          success: !c.error,
+          ...(c.error ? { error: String(c.error) } : {}),
+        }));
+        return { text: u.text, calls, errors: [] as string[] };
+      });
     const calls = history.flatMap((h) => h.calls);
     const summary = {
       task: { id: t.task ?? 'task', prompt: typeof meta.question === 'string' ? meta.question : t.prompt, answers: golds, meta },
-      history, answer: o.answer, golds, turns: history.map((h) => h.text),
-      formatOk: o.formatOk ?? true, toolCalls: o.toolCalls ?? calls.length, toolErrors: o.toolErrors ?? calls.filter((c) => !c.success).length,
-      retrieved: calls.filter((c) => c.success).map((c) => c.result), supporting: [],
+      history,
+      answer: o.answer,
+      golds,
+      turns: history.map((h) => h.text),
+      formatOk: o.formatOk ?? true,
+      toolCalls: o.toolCalls ?? calls.length,
+      toolErrors: o.toolErrors ?? calls.filter((c) => !c.success).length,
+      retrieved: calls.filter((c) => c.success).map((c) => c.result),
+      supporting: [],
     };
     return sb.tryReward({ source: p.source, path: p.path, summary });
   });

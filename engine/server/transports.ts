@@ -12,8 +12,16 @@ import { WebSocketServer } from 'ws';
 import type { EngineServer } from './server';
 
 const MIME: Record<string, string> = {
-  '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.mjs': 'text/javascript', '.css': 'text/css', '.json': 'application/json',
-  '.svg': 'image/svg+xml', '.png': 'image/png', '.ttf': 'font/ttf', '.woff2': 'font/woff2', '.wasm': 'application/wasm',
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript',
+  '.mjs': 'text/javascript',
+  '.css': 'text/css',
+  '.json': 'application/json',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.ttf': 'font/ttf',
+  '.woff2': 'font/woff2',
+  '.wasm': 'application/wasm',
 };
 
 export interface WebServer {
@@ -50,7 +58,11 @@ export async function serveWebSocket(engine: EngineServer, opts: { port?: number
         ws.close(4401, 'missing or wrong token');
         return;
       }
-      const client = { send: (m: unknown) => { if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(m)); } };
+      const client = {
+        send: (m: unknown) => {
+          if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(m));
+        },
+      };
       const off = engine.connect(client);
       ws.on('message', (data) => void engine.handle(client, data.toString()));
       ws.on('close', off);
@@ -66,11 +78,12 @@ export async function serveWebSocket(engine: EngineServer, opts: { port?: number
     url: `http://127.0.0.1:${port}/?token=${token}`,
     port,
     token,
-    close: () => new Promise<void>((r) => {
-      for (const c of wss.clients) c.terminate();
-      wss.close();
-      http.close(() => r());
-    }),
+    close: () =>
+      new Promise<void>((r) => {
+        for (const c of wss.clients) c.terminate();
+        wss.close();
+        http.close(() => r());
+      }),
   };
 }
 

@@ -7,7 +7,10 @@ import { arborHome } from '../store/db';
 import { attachPort, type PortLike } from './transports';
 import { createEngine } from './engine';
 
-interface ParentPort { on(event: 'message', l: (e: { data: unknown; ports: PortLike[] }) => void): void; postMessage(m: unknown): void }
+interface ParentPort {
+  on(event: 'message', l: (e: { data: unknown; ports: PortLike[] }) => void): void;
+  postMessage(m: unknown): void;
+}
 
 const parentPort = (process as unknown as { parentPort?: ParentPort }).parentPort;
 if (!parentPort) throw new Error('engine/server/utility.ts must run as an Electron utility process');

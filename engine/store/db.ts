@@ -77,7 +77,10 @@ export const MIGRATIONS: { version: number; name: string; sql: string }[] = [
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;
 
 export class WorkspaceError extends Error {
-  constructor(message: string, readonly file: string) {
+  constructor(
+    message: string,
+    readonly file: string,
+  ) {
     super(message);
     this.name = 'WorkspaceError';
   }
@@ -91,7 +94,8 @@ export class WorkspaceError extends Error {
 export function sqliteOptions(env: NodeJS.ProcessEnv = process.env): Database.Options {
   const binding = env.ARBOR_SQLITE_BINDING;
   if (!binding) return {};
-  if (!existsSync(binding)) throw new Error(`ARBOR_SQLITE_BINDING: no better-sqlite3 binding at ${binding} (run \`npm start\`, which rebuilds it for Electron)`);
+  if (!existsSync(binding))
+    throw new Error(`ARBOR_SQLITE_BINDING: no better-sqlite3 binding at ${binding} (run \`npm start\`, which rebuilds it for Electron)`);
   return { nativeBinding: binding };
 }
 

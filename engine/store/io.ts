@@ -25,7 +25,11 @@ export interface VerlImportOptions {
   onProgress?: (file: string, n: number, filesDone: number, filesTotal: number) => void;
 }
 
-export async function importVerlDump(store: Store, dir: string, opts: VerlImportOptions = {}): Promise<{ runId: string; trajectories: number; steps: number[] }> {
+export async function importVerlDump(
+  store: Store,
+  dir: string,
+  opts: VerlImportOptions = {},
+): Promise<{ runId: string; trajectories: number; steps: number[] }> {
   let files: string[];
   let base = dir;
   try {
@@ -33,12 +37,21 @@ export async function importVerlDump(store: Store, dir: string, opts: VerlImport
       if (!dir.endsWith('.jsonl')) throw new Error('a single file must be .jsonl (agent-loop outputs or a rollout dump)');
       base = dirname(dir);
       files = [basename(dir)];
-    } else files = readdirSync(dir).filter((f) => /^\d+\.jsonl$/.test(f)).sort((a, b) => parseInt(a) - parseInt(b));
+    } else
+      files = readdirSync(dir)
+        .filter((f) => /^\d+\.jsonl$/.test(f))
+        .sort((a, b) => parseInt(a) - parseInt(b));
   } catch (e) {
     throw new Error(`${dir}: cannot read the dump (${(e as Error).message})`);
   }
   if (files.length === 0) throw new Error(`${dir}: no {step}.jsonl files found (a verl rollout dump has files like 1.jsonl, 2.jsonl)`);
-  const runId = store.createRun({ name: opts.name ?? `verl:${basename(dir)}`, template: 'import-verl', config: { source: dir }, tags: ['imported', 'verl'], status: 'running' });
+  const runId = store.createRun({
+    name: opts.name ?? `verl:${basename(dir)}`,
+    template: 'import-verl',
+    config: { source: dir },
+    tags: ['imported', 'verl'],
+    status: 'running',
+  });
   try {
     const r = await importFiles(store, runId, base, files, opts);
     store.setStatus(runId, 'completed');
@@ -51,7 +64,21 @@ export async function importVerlDump(store: Store, dir: string, opts: VerlImport
 }
 
 const TEXT_KEYS = ['input', 'output', 'score', 'step', 'gts'];
-const TOKEN_KEYS = ['prompt_ids', 'response_ids', 'response_mask', 'response_logprobs', 'reward_score', 'score', 'num_turns', 'step', 'uid', 'metrics', 'input', 'output', 'gts'];
+const TOKEN_KEYS = [
+  'prompt_ids',
+  'response_ids',
+  'response_mask',
+  'response_logprobs',
+  'reward_score',
+  'score',
+  'num_turns',
+  'step',
+  'uid',
+  'metrics',
+  'input',
+  'output',
+  'gts',
+];
 
 function intArray(o: Record<string, unknown>, k: string, where: string): number[] {
   const v = o[k];
@@ -60,7 +87,11 @@ function intArray(o: Record<string, unknown>, k: string, where: string): number[
 }
 
 /** One agent-loop output line → a trajectory (prompt turn, then model / tool turns by response_mask). */
-function tokenRecord(o: Record<string, unknown>, where: string, decode: ((ids: number[]) => string) | undefined): { rec: Omit<TrajectoryRecord, 'step' | 'group' | 'sample'>; key: string } {
+function tokenRecord(
+  o: Record<string, unknown>,
+  where: string,
+  decode: ((ids: number[]) => string) | undefined,
+): { rec: Omit<TrajectoryRecord, 'step' | 'group' | 'sample'>; key: string } {
   if (!decode) throw new Error(`${where}: token ids need the model's tokenizer to decode them (give --tokenizer <model folder>)`);
   const prompt = intArray(o, 'prompt_ids', where);
   const resp = intArray(o, 'response_ids', where);
@@ -74,16 +105,24 @@ function tokenRecord(o: Record<string, unknown>, where: string, decode: ((ids: n
     lp = v as number[];
   }
   const score = Number(o.reward_score ?? o.score);
-  if (!Number.isFinite(score)) throw new Error(`${where}: field "reward_score" (or "score") must be a number, got ${JSON.stringify(o.reward_score ?? o.score)}`);
+  if (!Number.isFinite(score))
+    throw new Error(`${where}: field "reward_score" (or "score") must be a number, got ${JSON.stringify(o.reward_score ?? o.score)}`);
   const tokens = (ids: number[]) => ids.map((t) => decode([t]));
   const promptText = decode(prompt);
   const turns: TurnRecord[] = [{ role: 'env', text: promptText, tokenIds: prompt, tokens: tokens(prompt), lossMask: prompt.map(() => 0) }];
-  for (let i = 0; i < resp.length; ) {
+  for (let i = 0; i < resp.length;) {
     const m = mask[i] ? 1 : 0;
     let j = i;
     while (j < resp.length && (mask[j] ? 1 : 0) === m) j++;
     const ids = resp.slice(i, j);
-    turns.push({ role: m ? 'model' : 'tool', text: decode(ids), tokenIds: ids, tokens: tokens(ids), lossMask: ids.map(() => m), ...(lp ? { logprob: lp.slice(i, j) } : {}) });
+    turns.push({
+      role: m ? 'model' : 'tool',
+      text: decode(ids),
+      tokenIds: ids,
+      tokens: tokens(ids),
+      lossMask: ids.map(() => m),
+      ...(lp ? { logprob: lp.slice(i, j) } : {}),
+    });
     i = j;
   }
   const components: Record<string, number> = {};
@@ -91,11 +130,23 @@ function tokenRecord(o: Record<string, unknown>, where: string, decode: ((ids: n
   const key = o.uid !== undefined ? `uid:${String(o.uid)}` : `ids:${prompt.join(',')}`;
   return {
     key,
-    rec: { task: typeof o.uid === 'string' ? o.uid : undefined, prompt: promptText, reward: score, outcome: { components, numTurns: typeof o.num_turns === 'number' ? o.num_turns : null, gts: o.gts ?? null }, turns },
+    rec: {
+      task: typeof o.uid === 'string' ? o.uid : undefined,
+      prompt: promptText,
+      reward: score,
+      outcome: { components, numTurns: typeof o.num_turns === 'number' ? o.num_turns : null, gts: o.gts ?? null },
+      turns,
+    },
   };
 }
 
-async function importFiles(store: Store, runId: string, dir: string, files: string[], opts: VerlImportOptions): Promise<{ runId: string; trajectories: number; steps: number[] }> {
+async function importFiles(
+  store: Store,
+  runId: string,
+  dir: string,
+  files: string[],
+  opts: VerlImportOptions,
+): Promise<{ runId: string; trajectories: number; steps: number[] }> {
   let count = 0;
   const steps: number[] = [];
   for (const f of files) {
@@ -129,7 +180,10 @@ async function importFiles(store: Store, runId: string, dir: string, files: stri
         continue;
       }
       for (const k of ['input', 'output', 'score'] as const) {
-        if (o[k] === undefined) throw new Error(`${where}: missing field "${k}" (a rollout dump line has input, output, score; an agent-loop line has prompt_ids, response_ids, response_mask)`);
+        if (o[k] === undefined)
+          throw new Error(
+            `${where}: missing field "${k}" (a rollout dump line has input, output, score; an agent-loop line has prompt_ids, response_ids, response_mask)`,
+          );
       }
       const score = Number(o.score);
       if (!Number.isFinite(score)) throw new Error(`${where}: field "score" must be a number, got ${JSON.stringify(o.score)}`);
@@ -141,16 +195,26 @@ async function importFiles(store: Store, runId: string, dir: string, files: stri
       const components: Record<string, number> = {};
       for (const [k, v] of Object.entries(o)) if (!TEXT_KEYS.includes(k) && typeof v === 'number') components[k] = v;
       batches.push({
-        step: typeof o.step === 'number' ? o.step : fileStepOk ? fileStep : 0, group: g, sample: s, task: input, prompt: input, reward: score,
+        step: typeof o.step === 'number' ? o.step : fileStepOk ? fileStep : 0,
+        group: g,
+        sample: s,
+        task: input,
+        prompt: input,
+        reward: score,
         outcome: { components, gts: o.gts ?? null },
-        turns: [{ role: 'env', text: input }, { role: 'model', text: String(o.output) }],
+        turns: [
+          { role: 'env', text: input },
+          { role: 'model', text: String(o.output) },
+        ],
       });
     }
     // One metrics row per step (a single agent-loop file may hold several steps).
     const bySteps = new Map<number, TrajectoryRecord[]>();
     for (const t of batches) bySteps.set(t.step, [...(bySteps.get(t.step) ?? []), t]);
     const batch = batches;
-    store.db.transaction(() => { for (const t of batch) store.writeTrajectory(runId, t); })();
+    store.db.transaction(() => {
+      for (const t of batch) store.writeTrajectory(runId, t);
+    })();
     for (const [step, ts] of [...bySteps].sort((a, b) => a[0] - b[0])) {
       const mean = ts.reduce((a, t) => a + t.reward, 0) / ts.length;
       store.writeMetrics(runId, step, { 'reward/mean': mean, 'rollout/samples': ts.length });
@@ -170,7 +234,12 @@ function csvCell(v: unknown): string {
 /** A run's metrics as CSV: step, time, then one column per metric key. */
 export function exportMetricsCsv(store: Store, runId: string, file: string): number {
   store.getRun(runId);
-  const rows = store.db.prepare('SELECT key, step, time, value FROM metrics WHERE run_id = ? ORDER BY step, key').all(runId) as { key: string; step: number; time: number; value: number | null }[];
+  const rows = store.db.prepare('SELECT key, step, time, value FROM metrics WHERE run_id = ? ORDER BY step, key').all(runId) as {
+    key: string;
+    step: number;
+    time: number;
+    value: number | null;
+  }[];
   const keys = [...new Set(rows.map((r) => r.key))].sort();
   const bySteps = new Map<number, { time: number; vals: Record<string, number | null> }>();
   for (const r of rows) {

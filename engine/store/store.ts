@@ -63,16 +63,35 @@ export function ownerAlive(r: { owner_pid: number | null; owner_host: string | n
 
 /** Another live process already writes this run. */
 export class RunOwnedError extends Error {
-  constructor(readonly runId: string, readonly owner: RunOwner, readonly status: string, ageS: number) {
-    super(`run "${runId}" is ${status} in another process (pid ${owner.pid} on ${owner.host}, heartbeat ${Math.round(ageS)} s ago); stop that process first (Ctrl-C, or Stop in the workbench), then resume`);
+  constructor(
+    readonly runId: string,
+    readonly owner: RunOwner,
+    readonly status: string,
+    ageS: number,
+  ) {
+    super(
+      `run "${runId}" is ${status} in another process (pid ${owner.pid} on ${owner.host}, heartbeat ${Math.round(ageS)} s ago); stop that process first (Ctrl-C, or Stop in the workbench), then resume`,
+    );
     this.name = 'RunOwnedError';
   }
 }
 
 export interface RunRow {
-  id: string; name: string; template: string | null; status: string; config: Record<string, unknown>; seed: number | null;
-  tags: string[]; parentId: string | null; createdAt: number; startedAt: number | null; endedAt: number | null;
-  error: string | null; step: number; notes: string; metrics: Record<string, number>;
+  id: string;
+  name: string;
+  template: string | null;
+  status: string;
+  config: Record<string, unknown>;
+  seed: number | null;
+  tags: string[];
+  parentId: string | null;
+  createdAt: number;
+  startedAt: number | null;
+  endedAt: number | null;
+  error: string | null;
+  step: number;
+  notes: string;
+  metrics: Record<string, number>;
   /** The project the run belongs to (W&B-style grouping), or null. */
   project: string | null;
 }
@@ -125,11 +144,33 @@ export class Store {
   constructor(readonly db: DB) {}
 
   // ---- runs ----------------------------------------------------------------------------
-  createRun(r: { name: string; template?: string; config?: Record<string, unknown>; seed?: number; tags?: string[]; parentId?: string; status?: string; id?: string; project?: string }): string {
+  createRun(r: {
+    name: string;
+    template?: string;
+    config?: Record<string, unknown>;
+    seed?: number;
+    tags?: string[];
+    parentId?: string;
+    status?: string;
+    id?: string;
+    project?: string;
+  }): string {
     const id = r.id ?? randomUUID().slice(0, 8);
     const projectId = r.project?.trim() ? this.projectId(r.project.trim()) : null;
-    this.db.prepare(`INSERT INTO runs (id, name, template, status, config, seed, tags, parent_id, created_at, project_id) VALUES (?,?,?,?,?,?,?,?,?,?)`)
-      .run(id, r.name, r.template ?? null, r.status ?? 'queued', JSON.stringify(r.config ?? {}), r.seed ?? null, JSON.stringify(r.tags ?? []), r.parentId ?? null, Date.now() / 1000, projectId);
+    this.db
+      .prepare(`INSERT INTO runs (id, name, template, status, config, seed, tags, parent_id, created_at, project_id) VALUES (?,?,?,?,?,?,?,?,?,?)`)
+      .run(
+        id,
+        r.name,
+        r.template ?? null,
+        r.status ?? 'queued',
+        JSON.stringify(r.config ?? {}),
+        r.seed ?? null,
+        JSON.stringify(r.tags ?? []),
+        r.parentId ?? null,
+        Date.now() / 1000,
+        projectId,
+      );
     const flat = flattenParams(r.config ?? {});
     const ins = this.db.prepare('INSERT OR REPLACE INTO params (run_id, key, value) VALUES (?,?,?)');
     for (const [k, v] of Object.entries(flat)) ins.run(id, k, v);
@@ -142,7 +183,10 @@ export class Store {
     const started = status === 'running' ? now : null;
     const ended = ENDED_STATUSES.includes(status) ? now : null;
     const clear = status === 'running' || status === 'queued' ? 1 : 0;
-    this.db.prepare(`UPDATE runs SET status = ?, error = CASE WHEN ? THEN ? ELSE COALESCE(?, error) END, started_at = COALESCE(started_at, ?), ended_at = ? WHERE id = ?`)
+    this.db
+      .prepare(
+        `UPDATE runs SET status = ?, error = CASE WHEN ? THEN ? ELSE COALESCE(?, error) END, started_at = COALESCE(started_at, ?), ended_at = ? WHERE id = ?`,
+      )
       .run(status, clear, error ?? null, error ?? null, started, ended, id);
   }
 
@@ -151,21 +195,24 @@ export class Store {
    * it (RunOwnedError names it). Atomic across processes (an immediate transaction).
    */
   claimRun(id: string, owner: RunOwner = thisProcess()): void {
-    this.db.transaction(() => {
-      const r = this.db.prepare('SELECT id, status, step, owner_pid, owner_host, heartbeat_at FROM runs WHERE id = ?').get(id) as OwnerRow | undefined;
-      if (!r) throw new Error(`no run with id "${id}"`);
-      const now = Date.now() / 1000;
-      const same = r.owner_pid === owner.pid && r.owner_host === owner.host;
-      if (!same && LIVE_STATUSES.includes(r.status) && ownerAlive(r, now)) {
-        throw new RunOwnedError(id, { pid: r.owner_pid!, host: r.owner_host! }, r.status, now - (r.heartbeat_at ?? now));
-      }
-      this.db.prepare('UPDATE runs SET owner_pid = ?, owner_host = ?, heartbeat_at = ? WHERE id = ?').run(owner.pid, owner.host, now, id);
-    }).immediate();
+    this.db
+      .transaction(() => {
+        const r = this.db.prepare('SELECT id, status, step, owner_pid, owner_host, heartbeat_at FROM runs WHERE id = ?').get(id) as OwnerRow | undefined;
+        if (!r) throw new Error(`no run with id "${id}"`);
+        const now = Date.now() / 1000;
+        const same = r.owner_pid === owner.pid && r.owner_host === owner.host;
+        if (!same && LIVE_STATUSES.includes(r.status) && ownerAlive(r, now)) {
+          throw new RunOwnedError(id, { pid: r.owner_pid!, host: r.owner_host! }, r.status, now - (r.heartbeat_at ?? now));
+        }
+        this.db.prepare('UPDATE runs SET owner_pid = ?, owner_host = ?, heartbeat_at = ? WHERE id = ?').run(owner.pid, owner.host, now, id);
+      })
+      .immediate();
   }
 
   /** Refresh the heartbeat of every live run this process owns. */
   heartbeat(owner: RunOwner = thisProcess()): void {
-    this.db.prepare(`UPDATE runs SET heartbeat_at = ? WHERE owner_pid = ? AND owner_host = ? AND status IN (${LIVE_STATUSES.map(() => '?').join(',')})`)
+    this.db
+      .prepare(`UPDATE runs SET heartbeat_at = ? WHERE owner_pid = ? AND owner_host = ? AND status IN (${LIVE_STATUSES.map(() => '?').join(',')})`)
       .run(Date.now() / 1000, owner.pid, owner.host, ...LIVE_STATUSES);
   }
 
@@ -188,7 +235,9 @@ export class Store {
    */
   recoverOrphans(): string[] {
     const changed: string[] = [];
-    const rows = this.db.prepare(`SELECT id, status, step, owner_pid, owner_host, heartbeat_at FROM runs WHERE status IN (${LIVE_STATUSES.map(() => '?').join(',')})`).all(...LIVE_STATUSES) as OwnerRow[];
+    const rows = this.db
+      .prepare(`SELECT id, status, step, owner_pid, owner_host, heartbeat_at FROM runs WHERE status IN (${LIVE_STATUSES.map(() => '?').join(',')})`)
+      .all(...LIVE_STATUSES) as OwnerRow[];
     for (const r of rows) {
       if (ownerAlive(r)) continue;
       const who = r.owner_pid !== null ? `pid ${r.owner_pid} on ${r.owner_host}` : 'an engine from before run owners were recorded';
@@ -223,11 +272,14 @@ export class Store {
 
   /** Projects with their run counts, by name. */
   projects(): { name: string; runs: number }[] {
-    return this.db.prepare('SELECT p.name, COUNT(r.id) AS runs FROM projects p LEFT JOIN runs r ON r.project_id = p.id GROUP BY p.id ORDER BY p.name').all() as { name: string; runs: number }[];
+    return this.db
+      .prepare('SELECT p.name, COUNT(r.id) AS runs FROM projects p LEFT JOIN runs r ON r.project_id = p.id GROUP BY p.id ORDER BY p.name')
+      .all() as { name: string; runs: number }[];
   }
 
   getRun(id: string): RunRow {
-    const r = this.db.prepare('SELECT r.*, p.name AS project FROM runs r LEFT JOIN projects p ON p.id = r.project_id WHERE r.id = ?').get(id) as Record<string, unknown> | undefined;
+    const r = this.db.prepare('SELECT r.*, p.name AS project FROM runs r LEFT JOIN projects p ON p.id = r.project_id WHERE r.id = ?').get(id) as
+      Record<string, unknown> | undefined;
     if (!r) throw new Error(`no run with id "${id}"`);
     return this.toRun(r, this.latest(id));
   }
@@ -246,21 +298,44 @@ export class Store {
   listRuns(q: { status?: string; tag?: string; search?: string; sort?: string; desc?: boolean; limit?: number; project?: string } = {}): RunRow[] {
     const where: string[] = [];
     const args: unknown[] = [];
-    if (q.project) { where.push('p.name = ?'); args.push(q.project); }
-    if (q.status) { where.push('r.status = ?'); args.push(q.status); }
-    if (q.tag) { where.push('EXISTS (SELECT 1 FROM json_each(r.tags) WHERE value = ?)'); args.push(q.tag); }
-    if (q.search) { where.push('r.name LIKE ?'); args.push(`%${q.search}%`); }
+    if (q.project) {
+      where.push('p.name = ?');
+      args.push(q.project);
+    }
+    if (q.status) {
+      where.push('r.status = ?');
+      args.push(q.status);
+    }
+    if (q.tag) {
+      where.push('EXISTS (SELECT 1 FROM json_each(r.tags) WHERE value = ?)');
+      args.push(q.tag);
+    }
+    if (q.search) {
+      where.push('r.name LIKE ?');
+      args.push(`%${q.search}%`);
+    }
     const dir = q.desc === false ? 'ASC' : 'DESC';
     let order = `r.created_at ${dir}`;
     let join = '';
     if (q.sort && ['name', 'status', 'created_at'].includes(q.sort)) order = `r.${q.sort} ${dir}`;
-    else if (q.sort) { join = 'LEFT JOIN latest_metrics lm ON lm.run_id = r.id AND lm.key = ?'; args.unshift(q.sort); order = `lm.value ${dir}`; }
-    const rows = this.db.prepare(`SELECT r.*, p.name AS project FROM runs r LEFT JOIN projects p ON p.id = r.project_id ${join} ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY ${order} LIMIT ?`)
+    else if (q.sort) {
+      join = 'LEFT JOIN latest_metrics lm ON lm.run_id = r.id AND lm.key = ?';
+      args.unshift(q.sort);
+      order = `lm.value ${dir}`;
+    }
+    const rows = this.db
+      .prepare(
+        `SELECT r.*, p.name AS project FROM runs r LEFT JOIN projects p ON p.id = r.project_id ${join} ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY ${order} LIMIT ?`,
+      )
       .all(...args, q.limit ?? 1000) as Record<string, unknown>[];
     if (rows.length === 0) return [];
     const latest = new Map<string, Record<string, number>>();
     const ids = rows.map((r) => r.id as string);
-    const lm = this.db.prepare(`SELECT run_id, key, value FROM latest_metrics WHERE run_id IN (SELECT value FROM json_each(?))`).all(JSON.stringify(ids)) as { run_id: string; key: string; value: number }[];
+    const lm = this.db.prepare(`SELECT run_id, key, value FROM latest_metrics WHERE run_id IN (SELECT value FROM json_each(?))`).all(JSON.stringify(ids)) as {
+      run_id: string;
+      key: string;
+      value: number;
+    }[];
     for (const m of lm) {
       let o = latest.get(m.run_id);
       if (!o) latest.set(m.run_id, (o = {}));
@@ -271,10 +346,21 @@ export class Store {
 
   private toRun(r: Record<string, unknown>, metrics: Record<string, number>): RunRow {
     return {
-      id: r.id as string, name: r.name as string, template: r.template as string | null, status: r.status as string,
-      config: JSON.parse(r.config as string), seed: r.seed as number | null, tags: JSON.parse(r.tags as string),
-      parentId: r.parent_id as string | null, createdAt: r.created_at as number, startedAt: r.started_at as number | null,
-      endedAt: r.ended_at as number | null, error: r.error as string | null, step: r.step as number, notes: (r.notes as string) ?? '', metrics,
+      id: r.id as string,
+      name: r.name as string,
+      template: r.template as string | null,
+      status: r.status as string,
+      config: JSON.parse(r.config as string),
+      seed: r.seed as number | null,
+      tags: JSON.parse(r.tags as string),
+      parentId: r.parent_id as string | null,
+      createdAt: r.created_at as number,
+      startedAt: r.started_at as number | null,
+      endedAt: r.ended_at as number | null,
+      error: r.error as string | null,
+      step: r.step as number,
+      notes: (r.notes as string) ?? '',
+      metrics,
       project: (r.project as string | null) ?? null,
     };
   }
@@ -303,7 +389,11 @@ export class Store {
    * the ends of the curve survive.
    */
   metricSeries(runId: string, key: string, maxPoints = 1500): { step: number[]; value: (number | null)[] } {
-    const r = this.db.prepare('SELECT MIN(step) AS lo, MAX(step) AS hi, COUNT(*) AS n FROM metrics WHERE run_id = ? AND key = ?').get(runId, key) as { lo: number | null; hi: number | null; n: number };
+    const r = this.db.prepare('SELECT MIN(step) AS lo, MAX(step) AS hi, COUNT(*) AS n FROM metrics WHERE run_id = ? AND key = ?').get(runId, key) as {
+      lo: number | null;
+      hi: number | null;
+      n: number;
+    };
     if (!r.n) return { step: [], value: [] };
     let rows: { step: number; value: number | null }[];
     if (r.n <= maxPoints) {
@@ -311,14 +401,18 @@ export class Store {
     } else {
       const buckets = Math.max(1, Math.floor(maxPoints / 4));
       const width = (r.hi! - r.lo! + 1) / buckets;
-      rows = this.db.prepare(`
+      rows = this.db
+        .prepare(
+          `
         WITH s AS (SELECT step, value, CAST((step - ?) / ? AS INTEGER) AS b FROM metrics WHERE run_id = ? AND key = ?)
         SELECT step, value FROM (
           SELECT step, value, MIN(step) FROM s GROUP BY b
           UNION SELECT step, value, MAX(step) FROM s GROUP BY b
           UNION SELECT step, value, MIN(value) FROM s WHERE value IS NOT NULL GROUP BY b
           UNION SELECT step, value, MAX(value) FROM s WHERE value IS NOT NULL GROUP BY b)
-        GROUP BY step ORDER BY step`).all(r.lo, width, runId, key) as typeof rows;
+        GROUP BY step ORDER BY step`,
+        )
+        .all(r.lo, width, runId, key) as typeof rows;
     }
     return { step: rows.map((x) => x.step), value: rows.map((x) => x.value) };
   }
@@ -331,8 +425,12 @@ export class Store {
       this.db.prepare("DELETE FROM metrics WHERE run_id = ? AND step > ? AND key NOT LIKE 'sft/%'").run(runId, step);
       this.db.prepare('DELETE FROM trajectories WHERE run_id = ? AND step > ?').run(runId, step);
       this.db.prepare('DELETE FROM latest_metrics WHERE run_id = ?').run(runId);
-      this.db.prepare(`INSERT INTO latest_metrics (run_id, key, step, time, value)
-        SELECT run_id, key, step, time, value FROM metrics m WHERE run_id = ? AND step = (SELECT MAX(step) FROM metrics WHERE run_id = m.run_id AND key = m.key) GROUP BY key`).run(runId);
+      this.db
+        .prepare(
+          `INSERT INTO latest_metrics (run_id, key, step, time, value)
+        SELECT run_id, key, step, time, value FROM metrics m WHERE run_id = ? AND step = (SELECT MAX(step) FROM metrics WHERE run_id = m.run_id AND key = m.key) GROUP BY key`,
+        )
+        .run(runId);
       this.db.prepare('UPDATE runs SET step = ? WHERE id = ?').run(step, runId);
     })();
   }
@@ -340,14 +438,49 @@ export class Store {
   // ---- trajectories --------------------------------------------------------------------
   writeTrajectory(runId: string, t: TrajectoryRecord, full = true): number {
     const hasError = t.turns.some((u) => (u.toolCalls ?? []).some((c) => (c as { error?: unknown }).error));
-    const info = this.db.prepare(`INSERT INTO trajectories (run_id, step, grp, sample, task, prompt, reward, advantage, outcome, timings, has_error, turn_count, full)
-      VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`).run(runId, t.step, t.group, t.sample, t.task ?? null, t.prompt ?? null, t.reward, t.advantage ?? null,
-      JSON.stringify(t.outcome ?? {}), JSON.stringify(t.timings ?? {}), hasError ? 1 : 0, t.turns.length, full ? 1 : 0);
+    const info = this.db
+      .prepare(
+        `INSERT INTO trajectories (run_id, step, grp, sample, task, prompt, reward, advantage, outcome, timings, has_error, turn_count, full)
+      VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+      )
+      .run(
+        runId,
+        t.step,
+        t.group,
+        t.sample,
+        t.task ?? null,
+        t.prompt ?? null,
+        t.reward,
+        t.advantage ?? null,
+        JSON.stringify(t.outcome ?? {}),
+        JSON.stringify(t.timings ?? {}),
+        hasError ? 1 : 0,
+        t.turns.length,
+        full ? 1 : 0,
+      );
     const id = Number(info.lastInsertRowid);
     if (full) {
-      const ins = this.db.prepare(`INSERT INTO turns (traj_id, idx, role, text, token_ids, logprob, ref_logprob, entropy, advantage, value, loss_mask, tool_calls, step_reward, tokens)
+      const ins = this.db
+        .prepare(`INSERT INTO turns (traj_id, idx, role, text, token_ids, logprob, ref_logprob, entropy, advantage, value, loss_mask, tool_calls, step_reward, tokens)
         VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`);
-      t.turns.forEach((u, i) => ins.run(id, i, u.role, u.text, i32(u.tokenIds), f32(u.logprob), f32(u.refLogprob), f32(u.entropy), f32(u.advantage), f32(u.value), f32(u.lossMask), JSON.stringify(u.toolCalls ?? []), u.stepReward ?? null, u.tokens ? JSON.stringify(u.tokens) : null));
+      t.turns.forEach((u, i) =>
+        ins.run(
+          id,
+          i,
+          u.role,
+          u.text,
+          i32(u.tokenIds),
+          f32(u.logprob),
+          f32(u.refLogprob),
+          f32(u.entropy),
+          f32(u.advantage),
+          f32(u.value),
+          f32(u.lossMask),
+          JSON.stringify(u.toolCalls ?? []),
+          u.stepReward ?? null,
+          u.tokens ? JSON.stringify(u.tokens) : null,
+        ),
+      );
     }
     return id;
   }
@@ -359,22 +492,46 @@ export class Store {
   searchTrajectories(q: TrajectoryQuery) {
     const where = ['run_id = ?'];
     const args: unknown[] = [q.runId];
-    if (q.step !== undefined) { where.push('step = ?'); args.push(q.step); }
-    if (q.minReward !== undefined) { where.push('reward >= ?'); args.push(q.minReward); }
-    if (q.maxReward !== undefined) { where.push('reward <= ?'); args.push(q.maxReward); }
+    if (q.step !== undefined) {
+      where.push('step = ?');
+      args.push(q.step);
+    }
+    if (q.minReward !== undefined) {
+      where.push('reward >= ?');
+      args.push(q.minReward);
+    }
+    if (q.maxReward !== undefined) {
+      where.push('reward <= ?');
+      args.push(q.maxReward);
+    }
     if (q.errorsOnly) where.push('has_error = 1');
-    if (q.task) { where.push('(task LIKE ? OR prompt LIKE ?)'); args.push(`%${q.task}%`, `%${q.task}%`); }
-    const rows = this.db.prepare(`SELECT * FROM trajectories WHERE ${where.join(' AND ')} ORDER BY step, grp, sample LIMIT ?`).all(...args, q.limit ?? 2000) as Record<string, unknown>[];
+    if (q.task) {
+      where.push('(task LIKE ? OR prompt LIKE ?)');
+      args.push(`%${q.task}%`, `%${q.task}%`);
+    }
+    const rows = this.db
+      .prepare(`SELECT * FROM trajectories WHERE ${where.join(' AND ')} ORDER BY step, grp, sample LIMIT ?`)
+      .all(...args, q.limit ?? 2000) as Record<string, unknown>[];
     return rows.map((r) => this.trajSummary(r));
   }
 
   private trajSummary(r: Record<string, unknown>) {
     const outcome = JSON.parse(r.outcome as string) as Record<string, unknown>;
     return {
-      id: String(r.id), runId: r.run_id as string, step: r.step as number, group: r.grp as number, sample: r.sample as number,
-      task: (r.task as string) ?? undefined, prompt: (r.prompt as string) ?? undefined, reward: r.reward as number,
-      advantage: (r.advantage as number) ?? undefined, outcome: typeof outcome.answer === 'string' ? outcome.answer : undefined,
-      turns: r.turn_count as number, hasError: r.has_error === 1, full: r.full === 1, outcomeData: outcome,
+      id: String(r.id),
+      runId: r.run_id as string,
+      step: r.step as number,
+      group: r.grp as number,
+      sample: r.sample as number,
+      task: (r.task as string) ?? undefined,
+      prompt: (r.prompt as string) ?? undefined,
+      reward: r.reward as number,
+      advantage: (r.advantage as number) ?? undefined,
+      outcome: typeof outcome.answer === 'string' ? outcome.answer : undefined,
+      turns: r.turn_count as number,
+      hasError: r.has_error === 1,
+      full: r.full === 1,
+      outcomeData: outcome,
       timings: JSON.parse(r.timings as string) as Record<string, number>,
     };
   }
@@ -383,11 +540,20 @@ export class Store {
     const r = this.db.prepare('SELECT * FROM trajectories WHERE id = ?').get(Number(id)) as Record<string, unknown> | undefined;
     if (!r) throw new Error(`no trajectory with id "${id}"`);
     const s = this.trajSummary(r);
-    const turns = (this.db.prepare('SELECT * FROM turns WHERE traj_id = ? ORDER BY idx').all(Number(id)) as Record<string, Buffer | string | number | null>[]).map((u) => ({
-      role: u.role as string, text: u.text as string, tokenIds: fromI32(u.token_ids as Buffer | null),
-      logprob: fromF32(u.logprob as Buffer | null), refLogprob: fromF32(u.ref_logprob as Buffer | null), entropy: fromF32(u.entropy as Buffer | null),
-      advantage: fromF32(u.advantage as Buffer | null), value: fromF32(u.value as Buffer | null), lossMask: fromF32(u.loss_mask as Buffer | null),
-      toolCalls: JSON.parse(u.tool_calls as string) as unknown[], stepReward: u.step_reward as number | null,
+    const turns = (
+      this.db.prepare('SELECT * FROM turns WHERE traj_id = ? ORDER BY idx').all(Number(id)) as Record<string, Buffer | string | number | null>[]
+    ).map((u) => ({
+      role: u.role as string,
+      text: u.text as string,
+      tokenIds: fromI32(u.token_ids as Buffer | null),
+      logprob: fromF32(u.logprob as Buffer | null),
+      refLogprob: fromF32(u.ref_logprob as Buffer | null),
+      entropy: fromF32(u.entropy as Buffer | null),
+      advantage: fromF32(u.advantage as Buffer | null),
+      value: fromF32(u.value as Buffer | null),
+      lossMask: fromF32(u.loss_mask as Buffer | null),
+      toolCalls: JSON.parse(u.tool_calls as string) as unknown[],
+      stepReward: u.step_reward as number | null,
       tokens: u.tokens ? (JSON.parse(u.tokens as string) as string[]) : [],
     }));
     return { ...s, turnsData: turns };
@@ -395,7 +561,12 @@ export class Store {
 
   /** Every sample of one prompt (a GRPO group) at a step. */
   group(runId: string, step: number, group: number) {
-    return (this.db.prepare('SELECT * FROM trajectories WHERE run_id = ? AND step = ? AND grp = ? ORDER BY sample').all(runId, step, group) as Record<string, unknown>[]).map((r) => this.trajSummary(r));
+    return (
+      this.db.prepare('SELECT * FROM trajectories WHERE run_id = ? AND step = ? AND grp = ? ORDER BY sample').all(runId, step, group) as Record<
+        string,
+        unknown
+      >[]
+    ).map((r) => this.trajSummary(r));
   }
 
   // ---- checkpoints, events, artifacts ---------------------------------------------------
@@ -406,7 +577,9 @@ export class Store {
   addCheckpoint(runId: string, step: number, path: string, metrics: Record<string, number> = {}): string {
     const id = `${runId}:${step}`;
     this.db.transaction(() => {
-      this.db.prepare('INSERT OR REPLACE INTO checkpoints (id, run_id, step, path, created_at, metrics) VALUES (?,?,?,?,?,?)').run(id, runId, step, path, Date.now() / 1000, JSON.stringify(metrics));
+      this.db
+        .prepare('INSERT OR REPLACE INTO checkpoints (id, run_id, step, path, created_at, metrics) VALUES (?,?,?,?,?,?)')
+        .run(id, runId, step, path, Date.now() / 1000, JSON.stringify(metrics));
       this.pruneMissingCheckpoints(runId, id);
     })();
     return id;
@@ -414,7 +587,9 @@ export class Store {
 
   /** Delete checkpoint rows (of one run, or all) whose folder no longer exists; returns how many. */
   pruneMissingCheckpoints(runId?: string, except?: string): number {
-    const rows = (runId ? this.db.prepare('SELECT id, path FROM checkpoints WHERE run_id = ?').all(runId) : this.db.prepare('SELECT id, path FROM checkpoints').all()) as { id: string; path: string }[];
+    const rows = (
+      runId ? this.db.prepare('SELECT id, path FROM checkpoints WHERE run_id = ?').all(runId) : this.db.prepare('SELECT id, path FROM checkpoints').all()
+    ) as { id: string; path: string }[];
     const del = this.db.prepare('DELETE FROM checkpoints WHERE id = ?');
     let n = 0;
     for (const r of rows) if (r.id !== except && !existsSync(r.path)) n += del.run(r.id).changes;
@@ -423,18 +598,36 @@ export class Store {
 
   /** A run's checkpoints (or all), only those whose folder exists. */
   checkpoints(runId?: string) {
-    const rows = (runId ? this.db.prepare('SELECT * FROM checkpoints WHERE run_id = ? ORDER BY step').all(runId) : this.db.prepare('SELECT * FROM checkpoints ORDER BY created_at').all()) as Record<string, unknown>[];
+    const rows = (
+      runId
+        ? this.db.prepare('SELECT * FROM checkpoints WHERE run_id = ? ORDER BY step').all(runId)
+        : this.db.prepare('SELECT * FROM checkpoints ORDER BY created_at').all()
+    ) as Record<string, unknown>[];
     return rows
       .filter((r) => existsSync(r.path as string))
-      .map((r) => ({ id: r.id as string, runId: r.run_id as string, step: r.step as number, path: r.path as string, createdAt: r.created_at as number, metrics: JSON.parse(r.metrics as string) }));
+      .map((r) => ({
+        id: r.id as string,
+        runId: r.run_id as string,
+        step: r.step as number,
+        path: r.path as string,
+        createdAt: r.created_at as number,
+        metrics: JSON.parse(r.metrics as string),
+      }));
   }
 
   log(runId: string | null, level: string, text: string): number {
-    return Number(this.db.prepare('INSERT INTO events (run_id, time, level, text) VALUES (?,?,?,?)').run(runId, Date.now() / 1000, level, text).lastInsertRowid);
+    return Number(
+      this.db.prepare('INSERT INTO events (run_id, time, level, text) VALUES (?,?,?,?)').run(runId, Date.now() / 1000, level, text).lastInsertRowid,
+    );
   }
 
   logs(runId: string, afterSeq = 0, limit = 5000) {
-    return this.db.prepare('SELECT seq, time, level, text FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?').all(runId, afterSeq, limit) as { seq: number; time: number; level: string; text: string }[];
+    return this.db.prepare('SELECT seq, time, level, text FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?').all(runId, afterSeq, limit) as {
+      seq: number;
+      time: number;
+      level: string;
+      text: string;
+    }[];
   }
 
   addArtifact(runId: string, kind: string, path: string): void {
@@ -473,7 +666,10 @@ export class BatchWriter {
   private queue: (() => void)[] = [];
   private committed: (() => void)[] = [];
   private timer: NodeJS.Timeout | null = null;
-  constructor(readonly store: Store, readonly opts: { intervalMs?: number; maxQueue?: number; keepEvery?: number } = {}) {}
+  constructor(
+    readonly store: Store,
+    readonly opts: { intervalMs?: number; maxQueue?: number; keepEvery?: number } = {},
+  ) {}
 
   private schedule(): void {
     if (!this.timer) this.timer = setTimeout(() => this.flush(), this.opts.intervalMs ?? 200);
@@ -511,7 +707,9 @@ export class BatchWriter {
     if (this.queue.length) {
       const ops = this.queue;
       this.queue = [];
-      this.store.db.transaction(() => { for (const op of ops) op(); })();
+      this.store.db.transaction(() => {
+        for (const op of ops) op();
+      })();
     }
     const after = this.committed;
     this.committed = [];

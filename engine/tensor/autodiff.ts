@@ -183,7 +183,7 @@ export function withGradients(graph: Graph, loss: string, wrt: string[]): Graph 
     });
   }
   for (const w of wrtNodes) {
-    const name = (w.attrs.name as string);
+    const name = w.attrs.name as string;
     g.outputs[`grad.${name}`] = grads.get(w.id) ?? o.zerosLike(w);
   }
   return g;

@@ -59,7 +59,10 @@ export function traceGraph(inputs: InputSpec[], program: Program): Graph {
 
 const BIG = 2 ** 31 - 1;
 
-interface Monomial { coef: number; syms: string[] }
+interface Monomial {
+  coef: number;
+  syms: string[];
+}
 
 function isMonomialString(d: string): boolean {
   return /^(\d+\*)?[A-Za-z_][\w.]*(\*[A-Za-z_][\w.]*)*$/.test(d);
@@ -165,8 +168,12 @@ export class GraphOps implements Ops<GNode> {
     return `${hint}_${freshCounter}`;
   }
 
-  shape(x: GNode): Shape { return x.shape; }
-  dtype(x: GNode): DType { return x.dtype; }
+  shape(x: GNode): Shape {
+    return x.shape;
+  }
+  dtype(x: GNode): DType {
+    return x.dtype;
+  }
 
   scalar(value: number, dtype: DType = 'float32'): GNode {
     return this.record('const', [], { values: [value] }, dtype, []);
@@ -188,36 +195,76 @@ export class GraphOps implements Ops<GNode> {
     if (a.dtype !== b.dtype) throw new Error(`${op}: dtypes differ: ${a.dtype}${fmtShape(a.shape)} vs ${b.dtype}${fmtShape(b.shape)}`);
     return this.record(op, [a, b], {}, outType ?? a.dtype, broadcastShapes(op, a.shape, b.shape));
   }
-  add(a: GNode, b: GNode): GNode { return this.binary('add', a, b); }
-  sub(a: GNode, b: GNode): GNode { return this.binary('sub', a, b); }
-  mul(a: GNode, b: GNode): GNode { return this.binary('mul', a, b); }
-  div(a: GNode, b: GNode): GNode { return this.binary('div', a, b); }
-  pow(a: GNode, b: GNode): GNode { return this.binary('pow', a, b); }
-  maximum(a: GNode, b: GNode): GNode { return this.binary('maximum', a, b); }
-  minimum(a: GNode, b: GNode): GNode { return this.binary('minimum', a, b); }
+  add(a: GNode, b: GNode): GNode {
+    return this.binary('add', a, b);
+  }
+  sub(a: GNode, b: GNode): GNode {
+    return this.binary('sub', a, b);
+  }
+  mul(a: GNode, b: GNode): GNode {
+    return this.binary('mul', a, b);
+  }
+  div(a: GNode, b: GNode): GNode {
+    return this.binary('div', a, b);
+  }
+  pow(a: GNode, b: GNode): GNode {
+    return this.binary('pow', a, b);
+  }
+  maximum(a: GNode, b: GNode): GNode {
+    return this.binary('maximum', a, b);
+  }
+  minimum(a: GNode, b: GNode): GNode {
+    return this.binary('minimum', a, b);
+  }
 
   private unary(op: string, x: GNode, floatOnly = true): GNode {
     if (floatOnly && !isFloat(x.dtype)) throw new Error(`${op}: expects a float tensor, got ${x.dtype}${fmtShape(x.shape)}`);
     return this.record(op, [x], {}, x.dtype, x.shape);
   }
-  neg(x: GNode): GNode { return this.unary('neg', x, false); }
-  exp(x: GNode): GNode { return this.unary('exp', x); }
-  log(x: GNode): GNode { return this.unary('log', x); }
-  sqrt(x: GNode): GNode { return this.unary('sqrt', x); }
-  abs(x: GNode): GNode { return this.unary('abs', x, false); }
-  tanh(x: GNode): GNode { return this.unary('tanh', x); }
-  sigmoid(x: GNode): GNode { return this.unary('sigmoid', x); }
-  sin(x: GNode): GNode { return this.unary('sin', x); }
-  cos(x: GNode): GNode { return this.unary('cos', x); }
-  stopGradient(x: GNode): GNode { return this.unary('stopGradient', x, false); }
+  neg(x: GNode): GNode {
+    return this.unary('neg', x, false);
+  }
+  exp(x: GNode): GNode {
+    return this.unary('exp', x);
+  }
+  log(x: GNode): GNode {
+    return this.unary('log', x);
+  }
+  sqrt(x: GNode): GNode {
+    return this.unary('sqrt', x);
+  }
+  abs(x: GNode): GNode {
+    return this.unary('abs', x, false);
+  }
+  tanh(x: GNode): GNode {
+    return this.unary('tanh', x);
+  }
+  sigmoid(x: GNode): GNode {
+    return this.unary('sigmoid', x);
+  }
+  sin(x: GNode): GNode {
+    return this.unary('sin', x);
+  }
+  cos(x: GNode): GNode {
+    return this.unary('cos', x);
+  }
+  stopGradient(x: GNode): GNode {
+    return this.unary('stopGradient', x, false);
+  }
   cast(x: GNode, dtype: DType): GNode {
     if (x.dtype === dtype) return x;
     return this.record('cast', [x], { to: dtype }, dtype, x.shape);
   }
 
-  greater(a: GNode, b: GNode): GNode { return this.binary('greater', a, b, 'bool'); }
-  less(a: GNode, b: GNode): GNode { return this.binary('less', a, b, 'bool'); }
-  equal(a: GNode, b: GNode): GNode { return this.binary('equal', a, b, 'bool'); }
+  greater(a: GNode, b: GNode): GNode {
+    return this.binary('greater', a, b, 'bool');
+  }
+  less(a: GNode, b: GNode): GNode {
+    return this.binary('less', a, b, 'bool');
+  }
+  equal(a: GNode, b: GNode): GNode {
+    return this.binary('equal', a, b, 'bool');
+  }
   where(cond: GNode, a: GNode, b: GNode): GNode {
     if (cond.dtype !== 'bool') throw new Error(`where: condition must be bool, got ${cond.dtype}`);
     if (a.dtype !== b.dtype) throw new Error(`where: branch dtypes differ: ${a.dtype} vs ${b.dtype}`);
@@ -229,7 +276,8 @@ export class GraphOps implements Ops<GNode> {
       throw new Error(`matmul: both operands need rank >= 2: ${fmtShape(a.shape)} x ${fmtShape(b.shape)}`);
     }
     if (a.dtype !== b.dtype) throw new Error(`matmul: dtypes differ: ${a.dtype} vs ${b.dtype}`);
-    const k1 = a.shape[a.shape.length - 1], k2 = b.shape[b.shape.length - 2];
+    const k1 = a.shape[a.shape.length - 1],
+      k2 = b.shape[b.shape.length - 2];
     if (!dimsCompatible(k1, k2)) throw new Error(`matmul: inner dims differ: ${fmtShape(a.shape)} x ${fmtShape(b.shape)}`);
     const batch = broadcastShapes('matmul', a.shape.slice(0, -2), b.shape.slice(0, -2));
     return this.record('matmul', [a, b], {}, a.dtype, [...batch, a.shape[a.shape.length - 2], b.shape[b.shape.length - 1]]);
@@ -241,9 +289,15 @@ export class GraphOps implements Ops<GNode> {
     const shape = keepDims ? x.shape.map((d, i) => (ax.includes(i) ? 1 : d)) : x.shape.filter((_, i) => !ax.includes(i));
     return this.record(op, [x], { axes: ax, keepDims }, x.dtype, shape);
   }
-  sum(x: GNode, axes: number[], keepDims = false): GNode { return this.reduce('sum', x, axes, keepDims); }
-  mean(x: GNode, axes: number[], keepDims = false): GNode { return this.reduce('mean', x, axes, keepDims); }
-  max(x: GNode, axes: number[], keepDims = false): GNode { return this.reduce('max', x, axes, keepDims); }
+  sum(x: GNode, axes: number[], keepDims = false): GNode {
+    return this.reduce('sum', x, axes, keepDims);
+  }
+  mean(x: GNode, axes: number[], keepDims = false): GNode {
+    return this.reduce('mean', x, axes, keepDims);
+  }
+  max(x: GNode, axes: number[], keepDims = false): GNode {
+    return this.reduce('max', x, axes, keepDims);
+  }
   softmax(x: GNode, axis = -1): GNode {
     return this.record('softmax', [x], { axis: normAxis('softmax', axis, x.shape.length) }, x.dtype, x.shape);
   }
@@ -272,7 +326,13 @@ export class GraphOps implements Ops<GNode> {
     if (perm.length !== x.shape.length || [...perm].sort().some((p, i) => p !== i)) {
       throw new Error(`transpose: perm [${perm}] does not fit shape ${fmtShape(x.shape)}`);
     }
-    return this.record('transpose', [x], { perm }, x.dtype, perm.map((p) => x.shape[p]));
+    return this.record(
+      'transpose',
+      [x],
+      { perm },
+      x.dtype,
+      perm.map((p) => x.shape[p]),
+    );
   }
   concat(xs: GNode[], axis: number): GNode {
     if (xs.length === 0) throw new Error('concat: no inputs');
@@ -301,7 +361,9 @@ export class GraphOps implements Ops<GNode> {
     const ax = axes.map((a) => normAxis('slice', a, r));
     const shape = x.shape.slice();
     ax.forEach((a, i) => {
-      const d = x.shape[a], s = starts[i], e = Math.min(ends[i], BIG);
+      const d = x.shape[a],
+        s = starts[i],
+        e = Math.min(ends[i], BIG);
       if (typeof d === 'number') {
         const cl = (v: number) => Math.max(0, Math.min(d, v < 0 ? v + d : v));
         shape[a] = Math.max(0, cl(e) - cl(s));
@@ -325,7 +387,13 @@ export class GraphOps implements Ops<GNode> {
     for (const a of ax) {
       if (x.shape[a] !== 1) throw new Error(`squeeze: axis ${a} of ${fmtShape(x.shape)} is not 1`);
     }
-    return this.record('squeeze', [x], { axes: ax }, x.dtype, x.shape.filter((_, i) => !ax.includes(i)));
+    return this.record(
+      'squeeze',
+      [x],
+      { axes: ax },
+      x.dtype,
+      x.shape.filter((_, i) => !ax.includes(i)),
+    );
   }
   expandAs(x: GNode, like: GNode): GNode {
     const shape = broadcastShapes('expandAs', x.shape, like.shape);

@@ -22,15 +22,18 @@ export function hostTensor(dtype: DType, shape: number[], data?: HostTensor['dat
 
 export function allocData(dtype: DType, n: number): HostTensor['data'] {
   switch (dtype) {
-    case 'float32': return new Float32Array(n);
-    case 'float64': return new Float64Array(n);
-    case 'int32': return new Int32Array(n);
-    case 'int64': return new BigInt64Array(n);
-    case 'bool': return new Uint8Array(n);
+    case 'float32':
+      return new Float32Array(n);
+    case 'float64':
+      return new Float64Array(n);
+    case 'int32':
+      return new Int32Array(n);
+    case 'int64':
+      return new BigInt64Array(n);
+    case 'bool':
+      return new Uint8Array(n);
   }
 }
 
-export const f32 = (shape: number[], data: ArrayLike<number>): HostTensor =>
-  hostTensor('float32', shape, Float32Array.from(data));
-export const i32 = (shape: number[], data: ArrayLike<number>): HostTensor =>
-  hostTensor('int32', shape, Int32Array.from(data));
+export const f32 = (shape: number[], data: ArrayLike<number>): HostTensor => hostTensor('float32', shape, Float32Array.from(data));
+export const i32 = (shape: number[], data: ArrayLike<number>): HostTensor => hostTensor('int32', shape, Int32Array.from(data));

@@ -17,10 +17,28 @@ const ATTR = { FLOAT: 1, INT: 2, STRING: 3, TENSOR: 4, INTS: 7 } as const;
 type Attr = { name: string; type: number; i?: number; f?: number; ints?: number[]; s?: Uint8Array; t?: onnxProto.onnx.ITensorProto };
 
 const SIMPLE: Record<string, string> = {
-  add: 'Add', sub: 'Sub', mul: 'Mul', div: 'Div', pow: 'Pow', maximum: 'Max', minimum: 'Min',
-  neg: 'Neg', exp: 'Exp', log: 'Log', sqrt: 'Sqrt', abs: 'Abs', tanh: 'Tanh', sigmoid: 'Sigmoid',
-  sin: 'Sin', cos: 'Cos', stopGradient: 'Identity', greater: 'Greater', less: 'Less', equal: 'Equal',
-  where: 'Where', matmul: 'MatMul',
+  add: 'Add',
+  sub: 'Sub',
+  mul: 'Mul',
+  div: 'Div',
+  pow: 'Pow',
+  maximum: 'Max',
+  minimum: 'Min',
+  neg: 'Neg',
+  exp: 'Exp',
+  log: 'Log',
+  sqrt: 'Sqrt',
+  abs: 'Abs',
+  tanh: 'Tanh',
+  sigmoid: 'Sigmoid',
+  sin: 'Sin',
+  cos: 'Cos',
+  stopGradient: 'Identity',
+  greater: 'Greater',
+  less: 'Less',
+  equal: 'Equal',
+  where: 'Where',
+  matmul: 'MatMul',
 };
 
 export interface OnnxOptions {
@@ -58,15 +76,22 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
   };
   const scalarTensorAttr = (dtype: DType, v: number): onnxProto.onnx.ITensorProto => {
     const t = ft(dtype);
-    const raw = t === 1 ? new Uint8Array(Float32Array.of(v).buffer) : t === 11 ? new Uint8Array(Float64Array.of(v).buffer)
-      : t === 6 ? new Uint8Array(Int32Array.of(v).buffer) : t === 7 ? new Uint8Array(BigInt64Array.of(BigInt(v)).buffer) : Uint8Array.of(v ? 1 : 0);
+    const raw =
+      t === 1
+        ? new Uint8Array(Float32Array.of(v).buffer)
+        : t === 11
+          ? new Uint8Array(Float64Array.of(v).buffer)
+          : t === 6
+            ? new Uint8Array(Int32Array.of(v).buffer)
+            : t === 7
+              ? new Uint8Array(BigInt64Array.of(BigInt(v)).buffer)
+              : Uint8Array.of(v ? 1 : 0);
     return { dataType: t, dims: [1], rawData: raw };
   };
   const ints = (nm: string, v: number[]): Attr => ({ name: nm, type: ATTR.INTS, ints: v });
   const int = (nm: string, v: number): Attr => ({ name: nm, type: ATTR.INT, i: v });
   const shapeOf = (x: string) => emit('Shape', [x]);
-  const zerosLike = (x: string, dtype: DType) =>
-    emit('ConstantOfShape', [shapeOf(x)], [{ name: 'value', type: ATTR.TENSOR, t: scalarTensorAttr(dtype, 0) }]);
+  const zerosLike = (x: string, dtype: DType) => emit('ConstantOfShape', [shapeOf(x)], [{ name: 'value', type: ATTR.TENSOR, t: scalarTensorAttr(dtype, 0) }]);
 
   // Runtime value of a dim as a 1-element int64 tensor.
   const dimCache = new Map<string, string>();
@@ -118,34 +143,75 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
     const out = name(n);
     currentId = n.id;
     if (n.op === 'input') continue;
-    if (SIMPLE[n.op]) { emit(SIMPLE[n.op], ins, [], out); continue; }
+    if (SIMPLE[n.op]) {
+      emit(SIMPLE[n.op], ins, [], out);
+      continue;
+    }
     switch (n.op) {
-      case 'const': constTensor(n.dtype, a.values, n.shape as number[], out); break;
-      case 'cast': emit('Cast', ins, [int('to', ft(a.to))], out); break;
+      case 'const':
+        constTensor(n.dtype, a.values, n.shape as number[], out);
+        break;
+      case 'cast':
+        emit('Cast', ins, [int('to', ft(a.to))], out);
+        break;
       case 'range': {
         const lim = ins.length ? ins[0] : emit('Cast', [emit('Squeeze', [dimTensor(a.n)])], [int('to', 6)]);
-        const zero = fresh('c'), oneN = fresh('c');
+        const zero = fresh('c'),
+          oneN = fresh('c');
         constTensor('int32', [0], [], zero);
         constTensor('int32', [1], [], oneN);
         emit('Range', [zero, lim, oneN], [], out);
         break;
       }
-      case 'sum': emit('ReduceSum', [ins[0], i64(a.axes)], [int('keepdims', a.keepDims ? 1 : 0)], out); break;
-      case 'mean': emit('ReduceMean', [ins[0], i64(a.axes)], [int('keepdims', a.keepDims ? 1 : 0)], out); break;
-      case 'max': emit('ReduceMax', [ins[0], i64(a.axes)], [int('keepdims', a.keepDims ? 1 : 0)], out); break;
-      case 'softmax': emit('Softmax', ins, [int('axis', a.axis)], out); break;
-      case 'logSoftmax': emit('LogSoftmax', ins, [int('axis', a.axis)], out); break;
-      case 'reshape': emit('Reshape', [ins[0], shapeTensor(a.shape, n.inputs[0])], [], out); break;
-      case 'reshapeLike': emit('Reshape', [ins[0], shapeOf(ins[1])], [], out); break;
-      case 'transpose': emit('Transpose', ins, [ints('perm', a.perm)], out); break;
-      case 'concat': emit('Concat', ins, [int('axis', a.axis)], out); break;
-      case 'slice': emit('Slice', [ins[0], i64(a.starts), i64(a.ends), i64(a.axes)], [], out); break;
-      case 'unsqueeze': emit('Unsqueeze', [ins[0], i64(a.axes)], [], out); break;
-      case 'squeeze': emit('Squeeze', [ins[0], i64(a.axes)], [], out); break;
-      case 'expandAs': emit('Expand', [ins[0], shapeOf(ins[1])], [], out); break;
-      case 'gather': emit('Gather', ins, [int('axis', 0)], out); break;
-      case 'gatherElements': emit('GatherElements', ins, [int('axis', a.axis)], out); break;
-      case 'zerosLike': zerosLike(ins[0], n.dtype); emitRename(nodes, out); break;
+      case 'sum':
+        emit('ReduceSum', [ins[0], i64(a.axes)], [int('keepdims', a.keepDims ? 1 : 0)], out);
+        break;
+      case 'mean':
+        emit('ReduceMean', [ins[0], i64(a.axes)], [int('keepdims', a.keepDims ? 1 : 0)], out);
+        break;
+      case 'max':
+        emit('ReduceMax', [ins[0], i64(a.axes)], [int('keepdims', a.keepDims ? 1 : 0)], out);
+        break;
+      case 'softmax':
+        emit('Softmax', ins, [int('axis', a.axis)], out);
+        break;
+      case 'logSoftmax':
+        emit('LogSoftmax', ins, [int('axis', a.axis)], out);
+        break;
+      case 'reshape':
+        emit('Reshape', [ins[0], shapeTensor(a.shape, n.inputs[0])], [], out);
+        break;
+      case 'reshapeLike':
+        emit('Reshape', [ins[0], shapeOf(ins[1])], [], out);
+        break;
+      case 'transpose':
+        emit('Transpose', ins, [ints('perm', a.perm)], out);
+        break;
+      case 'concat':
+        emit('Concat', ins, [int('axis', a.axis)], out);
+        break;
+      case 'slice':
+        emit('Slice', [ins[0], i64(a.starts), i64(a.ends), i64(a.axes)], [], out);
+        break;
+      case 'unsqueeze':
+        emit('Unsqueeze', [ins[0], i64(a.axes)], [], out);
+        break;
+      case 'squeeze':
+        emit('Squeeze', [ins[0], i64(a.axes)], [], out);
+        break;
+      case 'expandAs':
+        emit('Expand', [ins[0], shapeOf(ins[1])], [], out);
+        break;
+      case 'gather':
+        emit('Gather', ins, [int('axis', 0)], out);
+        break;
+      case 'gatherElements':
+        emit('GatherElements', ins, [int('axis', a.axis)], out);
+        break;
+      case 'zerosLike':
+        zerosLike(ins[0], n.dtype);
+        emitRename(nodes, out);
+        break;
       case 'dimProduct': {
         const s = emit('Gather', [shapeOf(ins[0]), i64(a.axes)], [int('axis', 0)]);
         emit('Cast', [emit('ReduceProd', [s], [int('keepdims', 0)])], [int('to', ft(n.dtype))], out);
@@ -155,7 +221,8 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
         const [table, idx, g] = ins;
         const rest = n.inputs[0].shape.slice(1);
         const restDims = rest.length === 0 ? [1] : rest;
-        const rowSize = restDims.every((d) => typeof d === 'number') ? i64([(restDims as number[]).reduce((p, q) => p * q, 1)])
+        const rowSize = restDims.every((d) => typeof d === 'number')
+          ? i64([(restDims as number[]).reduce((p, q) => p * q, 1)])
           : emit('ReduceProd', [emit('Shape', [table], [int('start', 1)])], [int('keepdims', 1)]);
         const flatShape = emit('Concat', [i64([-1]), rowSize], [int('axis', 0)]);
         const g2 = emit('Reshape', [g, flatShape]);
@@ -166,25 +233,37 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
         emit('Reshape', [sc, shapeOf(table)], [], out);
         break;
       }
-      case 'scatterAddLike': case 'scatterAddInto': {
+      case 'scatterAddLike':
+      case 'scatterAddInto': {
         const [x, idx, g] = ins;
-        emit('ScatterElements', [n.op === 'scatterAddLike' ? zerosLike(x, n.dtype) : x, idx, g],
-          [int('axis', a.axis), { name: 'reduction', type: ATTR.STRING, s: new TextEncoder().encode('add') }], out);
+        emit(
+          'ScatterElements',
+          [n.op === 'scatterAddLike' ? zerosLike(x, n.dtype) : x, idx, g],
+          [int('axis', a.axis), { name: 'reduction', type: ATTR.STRING, s: new TextEncoder().encode('add') }],
+          out,
+        );
         break;
       }
       case 'sliceGrad': {
         const [x, g] = ins;
         const src = n.inputs[0];
         const r = src.shape.length;
-        const begins: string[] = [], endsP: string[] = [];
+        const begins: string[] = [],
+          endsP: string[] = [];
         for (let ax = 0; ax < r; ax++) {
           const k = (a.axes as number[]).indexOf(ax);
-          if (k < 0) { begins.push(i64([0])); endsP.push(i64([0])); continue; }
-          const s0 = a.starts[k] as number, e0 = a.ends[k] as number;
+          if (k < 0) {
+            begins.push(i64([0]));
+            endsP.push(i64([0]));
+            continue;
+          }
+          const s0 = a.starts[k] as number,
+            e0 = a.ends[k] as number;
           const d = src.shape[ax];
           if (typeof d === 'number') {
             const cl = (v: number) => Math.max(0, Math.min(d, v < 0 ? v + d : v));
-            const s = cl(s0), e = Math.max(s, cl(e0));
+            const s = cl(s0),
+              e = Math.max(s, cl(e0));
             begins.push(i64([s]));
             endsP.push(i64([d - e]));
           } else {

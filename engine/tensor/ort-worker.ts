@@ -45,9 +45,19 @@ async function start(): Promise<void> {
     return out;
   };
   let kvChain: Promise<void> = Promise.resolve();
-  const kvMessage = async (m: { type: string; id?: number; handle?: number; spec?: KvHostSpec; req?: KvExtendRequest; slot?: number; from?: number; to?: number }) => {
+  const kvMessage = async (m: {
+    type: string;
+    id?: number;
+    handle?: number;
+    spec?: KvHostSpec;
+    req?: KvExtendRequest;
+    slot?: number;
+    from?: number;
+    to?: number;
+  }) => {
     const r0 = now();
-    const reply = (outputs: unknown, transfer: ArrayBuffer[] = [], timing?: WorkerTiming) => parentPort!.postMessage({ type: 'reply', id: m.id, outputs, timing }, transfer);
+    const reply = (outputs: unknown, transfer: ArrayBuffer[] = [], timing?: WorkerTiming) =>
+      parentPort!.postMessage({ type: 'reply', id: m.id, outputs, timing }, transfer);
     const fail = (e: unknown) => {
       const err = e instanceof Error ? e : new Error(String(e));
       if (m.id !== undefined) parentPort!.postMessage({ type: 'reply', id: m.id, error: err.message });
@@ -72,77 +82,94 @@ async function start(): Promise<void> {
         }
         const res = await host.extend(m.req!);
         const r3 = now();
-        const transfer = [res.ids.buffer, res.logprobs.buffer, res.entropy.buffer, ...(res.logits ? [res.logits.buffer] : [])].filter((b): b is ArrayBuffer => b instanceof ArrayBuffer);
-        return reply(res, [...new Set(transfer)], { received: r0, feedsMs: res.prepMs, runMs: res.runMs, outputsMs: r3 - r0 - res.prepMs - res.runMs, sent: r3 });
+        const transfer = [res.ids.buffer, res.logprobs.buffer, res.entropy.buffer, ...(res.logits ? [res.logits.buffer] : [])].filter(
+          (b): b is ArrayBuffer => b instanceof ArrayBuffer,
+        );
+        return reply(res, [...new Set(transfer)], {
+          received: r0,
+          feedsMs: res.prepMs,
+          runMs: res.runMs,
+          outputsMs: r3 - r0 - res.prepMs - res.runMs,
+          sent: r3,
+        });
       }
       throw new Error(`unknown worker message ${m.type}`);
     } catch (e) {
       fail(e);
     }
   };
-  parentPort!.on('message', async (m: { type: string; id: number; feeds: Record<string, HostTensor>; outputs: string[]; staged: Record<string, { dtype: HostTensor['dtype']; shape: number[]; shared: SharedArrayBuffer }> }) => {
-    // KV messages run one at a time, in arrival order (a release or fork never lands mid-step).
-    if (m.type.startsWith('kv')) {
-      kvChain = kvChain.then(() => kvMessage(m as never));
-      return;
-    }
-    if (m.type === 'persist') {
-      // Copy each staged feed into this worker's own buffer (allocated once per size). While a
-      // run is in flight its feeds may still be read (ORT runs them in a later tick), so then
-      // the new values go to fresh buffers and the run keeps the ones it was given.
-      for (const [name, st] of Object.entries(m.staged)) {
-        const cur = persistent[name];
-        if (inFlight > 0 || !cur || cur.dtype !== st.dtype || cur.data.byteLength !== st.shared.byteLength) {
-          const data = allocData(st.dtype, st.shared.byteLength / allocData(st.dtype, 0).BYTES_PER_ELEMENT);
-          persistent[name] = { dtype: st.dtype, shape: st.shape, data };
-        } else persistent[name] = { ...cur, shape: st.shape };
-        const d = persistent[name].data;
-        new Uint8Array(d.buffer, d.byteOffset, d.byteLength).set(new Uint8Array(st.shared));
+  parentPort!.on(
+    'message',
+    async (m: {
+      type: string;
+      id: number;
+      feeds: Record<string, HostTensor>;
+      outputs: string[];
+      staged: Record<string, { dtype: HostTensor['dtype']; shape: number[]; shared: SharedArrayBuffer }>;
+    }) => {
+      // KV messages run one at a time, in arrival order (a release or fork never lands mid-step).
+      if (m.type.startsWith('kv')) {
+        kvChain = kvChain.then(() => kvMessage(m as never));
+        return;
       }
-      return;
-    }
-    if (m.type === 'endProfiling') {
+      if (m.type === 'persist') {
+        // Copy each staged feed into this worker's own buffer (allocated once per size). While a
+        // run is in flight its feeds may still be read (ORT runs them in a later tick), so then
+        // the new values go to fresh buffers and the run keeps the ones it was given.
+        for (const [name, st] of Object.entries(m.staged)) {
+          const cur = persistent[name];
+          if (inFlight > 0 || !cur || cur.dtype !== st.dtype || cur.data.byteLength !== st.shared.byteLength) {
+            const data = allocData(st.dtype, st.shared.byteLength / allocData(st.dtype, 0).BYTES_PER_ELEMENT);
+            persistent[name] = { dtype: st.dtype, shape: st.shape, data };
+          } else persistent[name] = { ...cur, shape: st.shape };
+          const d = persistent[name].data;
+          new Uint8Array(d.buffer, d.byteOffset, d.byteLength).set(new Uint8Array(st.shared));
+        }
+        return;
+      }
+      if (m.type === 'endProfiling') {
+        try {
+          s.endProfiling();
+          parentPort!.postMessage({ type: 'result', id: m.id, outputs: {} });
+        } catch (e) {
+          parentPort!.postMessage({ type: 'result', id: m.id, error: e instanceof Error ? e.message : String(e) });
+        }
+        return;
+      }
+      if (m.type !== 'run') return;
+      const r0 = now();
       try {
-        s.endProfiling();
-        parentPort!.postMessage({ type: 'result', id: m.id, outputs: {} });
+        const all = { ...persistent, ...m.feeds };
+        const f: Record<string, Tensor> = {};
+        for (const n of s.inputNames) {
+          if (!all[n]) throw new Error(`OrtRunner.run: missing feed '${n}'`);
+          f[n] = toOrtTensor(all[n]);
+        }
+        inFlight++;
+        let res;
+        const r1 = now();
+        let r2: number;
+        try {
+          res = await s.run(f, m.outputs);
+        } finally {
+          inFlight--;
+          r2 = now();
+        }
+        const outputs: Record<string, HostTensor> = {};
+        const transfer: ArrayBuffer[] = [];
+        for (const k of m.outputs) {
+          const h = fromOrtTensor(res[k]);
+          outputs[k] = h;
+          if (h.data.buffer instanceof ArrayBuffer && !transfer.includes(h.data.buffer)) transfer.push(h.data.buffer);
+        }
+        const r3 = now();
+        const timing: WorkerTiming = { received: r0, feedsMs: r1 - r0, runMs: r2 - r1, outputsMs: r3 - r2, sent: r3 };
+        parentPort!.postMessage({ type: 'result', id: m.id, outputs, timing }, transfer);
       } catch (e) {
         parentPort!.postMessage({ type: 'result', id: m.id, error: e instanceof Error ? e.message : String(e) });
       }
-      return;
-    }
-    if (m.type !== 'run') return;
-    const r0 = now();
-    try {
-      const all = { ...persistent, ...m.feeds };
-      const f: Record<string, Tensor> = {};
-      for (const n of s.inputNames) {
-        if (!all[n]) throw new Error(`OrtRunner.run: missing feed '${n}'`);
-        f[n] = toOrtTensor(all[n]);
-      }
-      inFlight++;
-      let res;
-      const r1 = now();
-      let r2: number;
-      try {
-        res = await s.run(f, m.outputs);
-      } finally {
-        inFlight--;
-        r2 = now();
-      }
-      const outputs: Record<string, HostTensor> = {};
-      const transfer: ArrayBuffer[] = [];
-      for (const k of m.outputs) {
-        const h = fromOrtTensor(res[k]);
-        outputs[k] = h;
-        if (h.data.buffer instanceof ArrayBuffer && !transfer.includes(h.data.buffer)) transfer.push(h.data.buffer);
-      }
-      const r3 = now();
-      const timing: WorkerTiming = { received: r0, feedsMs: r1 - r0, runMs: r2 - r1, outputsMs: r3 - r2, sent: r3 };
-      parentPort!.postMessage({ type: 'result', id: m.id, outputs, timing }, transfer);
-    } catch (e) {
-      parentPort!.postMessage({ type: 'result', id: m.id, error: e instanceof Error ? e.message : String(e) });
-    }
-  });
+    },
+  );
   parentPort!.postMessage({ type: 'ready', inputNames: [...s.inputNames], outputNames: [...s.outputNames] });
 }
 void start();

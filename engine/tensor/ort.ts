@@ -60,7 +60,12 @@ export function fromOrtTensor(t: Tensor): HostTensor {
   return { dtype, shape: t.dims.slice(), data: t.data as HostTensor['data'] };
 }
 
-interface Pending { resolve: (v: Record<string, HostTensor>) => void; reject: (e: Error) => void; t0?: number; posted?: number }
+interface Pending {
+  resolve: (v: Record<string, HostTensor>) => void;
+  reject: (e: Error) => void;
+  t0?: number;
+  posted?: number;
+}
 
 /** Where one worker run's time went, measured in the worker (absolute times comparable across threads). */
 export interface WorkerTiming {
@@ -131,7 +136,7 @@ export class OrtRunner {
         } else if (m.type === 'initError') reject(new Error(`ONNX Runtime session: ${m.error}`));
       };
       w.on('message', onMsg);
-      w.once("error", (e: Error) => reject(e));
+      w.once('error', (e: Error) => reject(e));
     });
     w.on('message', (m: { type: string; id: number; outputs?: Record<string, HostTensor>; error?: string; timing?: WorkerTiming }) => {
       if (m.type === 'reply') {
@@ -189,7 +194,8 @@ export class OrtRunner {
 
   private account(p: Pending, t: WorkerTiming | undefined): void {
     if (!t || p.t0 === undefined || p.posted === undefined) return;
-    const st = this.stats, end = wallNow();
+    const st = this.stats,
+      end = wallNow();
     st.calls++;
     st.callMs += end - p.t0;
     st.postMs += p.posted - p.t0;

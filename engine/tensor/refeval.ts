@@ -6,7 +6,10 @@ import type { Dim, DType } from './ops';
 import { toMonomial, type GNode, type Graph } from './graph';
 import { allocData, numel, type HostTensor } from './host';
 
-interface Arr { shape: number[]; data: Float64Array }
+interface Arr {
+  shape: number[];
+  data: Float64Array;
+}
 
 function strides(shape: number[]): number[] {
   const s = new Array(shape.length).fill(1);
@@ -40,7 +43,8 @@ function bindex(src: number[], out: number[]): Int32Array {
   const pad = r - src.length;
   const os = strides(out);
   for (let i = 0; i < n; i++) {
-    let rem = i, j = 0;
+    let rem = i,
+      j = 0;
     for (let k = 0; k < r; k++) {
       const c = Math.floor(rem / os[k]);
       rem -= c * os[k];
@@ -71,7 +75,8 @@ function reduce(a: Arr, axes: number[], keep: boolean, init: number, f: (acc: nu
   const as = strides(a.shape);
   const out = new Float64Array(numel(kshape)).fill(init);
   for (let i = 0; i < a.data.length; i++) {
-    let rem = i, j = 0;
+    let rem = i,
+      j = 0;
     for (let k = 0; k < a.shape.length; k++) {
       const c = Math.floor(rem / as[k]);
       rem -= c * as[k];
@@ -88,7 +93,8 @@ function transpose(a: Arr, perm: number[]): Arr {
   const os = strides(shape);
   const out = new Float64Array(a.data.length);
   for (let i = 0; i < out.length; i++) {
-    let rem = i, j = 0;
+    let rem = i,
+      j = 0;
     for (let k = 0; k < shape.length; k++) {
       const c = Math.floor(rem / os[k]);
       rem -= c * os[k];
@@ -100,14 +106,19 @@ function transpose(a: Arr, perm: number[]): Arr {
 }
 
 function matmul(a: Arr, b: Arr): Arr {
-  const m = a.shape[a.shape.length - 2], k = a.shape[a.shape.length - 1], n = b.shape[b.shape.length - 1];
+  const m = a.shape[a.shape.length - 2],
+    k = a.shape[a.shape.length - 1],
+    n = b.shape[b.shape.length - 1];
   if (b.shape[b.shape.length - 2] !== k) throw new Error(`refeval: matmul inner dims differ [${a.shape}] x [${b.shape}]`);
   const batch = bshape(a.shape.slice(0, -2), b.shape.slice(0, -2));
   const nb = numel(batch);
-  const ia = bindex(a.shape.slice(0, -2), batch), ib = bindex(b.shape.slice(0, -2), batch);
+  const ia = bindex(a.shape.slice(0, -2), batch),
+    ib = bindex(b.shape.slice(0, -2), batch);
   const out = new Float64Array(nb * m * n);
   for (let t = 0; t < nb; t++) {
-    const oa = ia[t] * m * k, ob = ib[t] * k * n, oo = t * m * n;
+    const oa = ia[t] * m * k,
+      ob = ib[t] * k * n,
+      oo = t * m * n;
     for (let i = 0; i < m; i++) {
       for (let p = 0; p < k; p++) {
         const av = a.data[oa + i * k + p];
@@ -200,45 +211,101 @@ export function evaluate(graph: Graph, feeds: Record<string, HostTensor>, wanted
         r = { shape: f.shape.slice(), data: Float64Array.from(f.data as ArrayLike<number>, Number) };
         break;
       }
-      case 'const': r = { shape: (n.shape as number[]).slice(), data: Float64Array.from(a.values) }; break;
+      case 'const':
+        r = { shape: (n.shape as number[]).slice(), data: Float64Array.from(a.values) };
+        break;
       case 'range': {
         const len = x.length ? x[0].data[0] : resolve(a.n);
         r = { shape: [len], data: Float64Array.from({ length: len }, (_, i) => i) };
         break;
       }
-      case 'add': r = map(x, (p, q) => p + q); break;
-      case 'sub': r = map(x, (p, q) => p - q); break;
-      case 'mul': r = map(x, (p, q) => p * q); break;
-      case 'div': r = map(x, (p, q) => p / q); break;
-      case 'pow': r = map(x, (p, q) => Math.pow(p, q)); break;
-      case 'maximum': r = map(x, Math.max); break;
-      case 'minimum': r = map(x, Math.min); break;
-      case 'neg': r = map(x, (p) => -p); break;
-      case 'exp': r = map(x, Math.exp); break;
-      case 'log': r = map(x, Math.log); break;
-      case 'sqrt': r = map(x, Math.sqrt); break;
-      case 'abs': r = map(x, Math.abs); break;
-      case 'tanh': r = map(x, Math.tanh); break;
-      case 'sigmoid': r = map(x, (p) => 1 / (1 + Math.exp(-p))); break;
-      case 'sin': r = map(x, Math.sin); break;
-      case 'cos': r = map(x, Math.cos); break;
-      case 'cast': r = map(x, n.dtype === 'bool' ? (p) => (p !== 0 ? 1 : 0) : n.dtype.startsWith('int') ? Math.trunc : (p) => p); break;
-      case 'stopGradient': r = x[0]; break;
-      case 'greater': r = map(x, (p, q) => (p > q ? 1 : 0)); break;
-      case 'less': r = map(x, (p, q) => (p < q ? 1 : 0)); break;
-      case 'equal': r = map(x, (p, q) => (p === q ? 1 : 0)); break;
-      case 'where': r = map(x, (c, p, q) => (c ? p : q)); break;
-      case 'matmul': r = matmul(x[0], x[1]); break;
-      case 'sum': r = reduce(x[0], a.axes, a.keepDims, 0, (p, q) => p + q); break;
+      case 'add':
+        r = map(x, (p, q) => p + q);
+        break;
+      case 'sub':
+        r = map(x, (p, q) => p - q);
+        break;
+      case 'mul':
+        r = map(x, (p, q) => p * q);
+        break;
+      case 'div':
+        r = map(x, (p, q) => p / q);
+        break;
+      case 'pow':
+        r = map(x, (p, q) => Math.pow(p, q));
+        break;
+      case 'maximum':
+        r = map(x, Math.max);
+        break;
+      case 'minimum':
+        r = map(x, Math.min);
+        break;
+      case 'neg':
+        r = map(x, (p) => -p);
+        break;
+      case 'exp':
+        r = map(x, Math.exp);
+        break;
+      case 'log':
+        r = map(x, Math.log);
+        break;
+      case 'sqrt':
+        r = map(x, Math.sqrt);
+        break;
+      case 'abs':
+        r = map(x, Math.abs);
+        break;
+      case 'tanh':
+        r = map(x, Math.tanh);
+        break;
+      case 'sigmoid':
+        r = map(x, (p) => 1 / (1 + Math.exp(-p)));
+        break;
+      case 'sin':
+        r = map(x, Math.sin);
+        break;
+      case 'cos':
+        r = map(x, Math.cos);
+        break;
+      case 'cast':
+        r = map(x, n.dtype === 'bool' ? (p) => (p !== 0 ? 1 : 0) : n.dtype.startsWith('int') ? Math.trunc : (p) => p);
+        break;
+      case 'stopGradient':
+        r = x[0];
+        break;
+      case 'greater':
+        r = map(x, (p, q) => (p > q ? 1 : 0));
+        break;
+      case 'less':
+        r = map(x, (p, q) => (p < q ? 1 : 0));
+        break;
+      case 'equal':
+        r = map(x, (p, q) => (p === q ? 1 : 0));
+        break;
+      case 'where':
+        r = map(x, (c, p, q) => (c ? p : q));
+        break;
+      case 'matmul':
+        r = matmul(x[0], x[1]);
+        break;
+      case 'sum':
+        r = reduce(x[0], a.axes, a.keepDims, 0, (p, q) => p + q);
+        break;
       case 'mean': {
         const s = reduce(x[0], a.axes, a.keepDims, 0, (p, q) => p + q);
         const cnt = (a.axes as number[]).reduce((p, ax) => p * x[0].shape[ax], 1);
         r = { shape: s.shape, data: s.data.map((v) => v / cnt) };
         break;
       }
-      case 'max': r = reduce(x[0], a.axes, a.keepDims, -Infinity, Math.max); break;
-      case 'softmax': r = softmax(x[0], a.axis, false); break;
-      case 'logSoftmax': r = softmax(x[0], a.axis, true); break;
+      case 'max':
+        r = reduce(x[0], a.axes, a.keepDims, -Infinity, Math.max);
+        break;
+      case 'softmax':
+        r = softmax(x[0], a.axis, false);
+        break;
+      case 'logSoftmax':
+        r = softmax(x[0], a.axis, true);
+        break;
       case 'reshape': {
         const tgt = (a.shape as Dim[]).map((d) => (d === -1 ? -1 : resolve(d)));
         const known = tgt.filter((d) => d !== -1).reduce((p, q) => p * q, 1);
@@ -247,8 +314,12 @@ export function evaluate(graph: Graph, feeds: Record<string, HostTensor>, wanted
         r = { shape, data: x[0].data };
         break;
       }
-      case 'reshapeLike': r = { shape: x[1].shape.slice(), data: x[0].data }; break;
-      case 'transpose': r = transpose(x[0], a.perm); break;
+      case 'reshapeLike':
+        r = { shape: x[1].shape.slice(), data: x[0].data };
+        break;
+      case 'transpose':
+        r = transpose(x[0], a.perm);
+        break;
       case 'concat': {
         const ax = a.axis as number;
         const shape = x[0].shape.slice();
@@ -275,25 +346,43 @@ export function evaluate(graph: Graph, feeds: Record<string, HostTensor>, wanted
         r = sliceArr(g, [off], [off + x[1 + a.index].shape[ax]], [ax]);
         break;
       }
-      case 'slice': r = sliceArr(x[0], a.starts, a.ends, a.axes); break;
+      case 'slice':
+        r = sliceArr(x[0], a.starts, a.ends, a.axes);
+        break;
       case 'sliceGrad': {
         const [src, g] = x;
         const out = new Float64Array(src.data.length);
         const os = strides(src.shape);
         const begin = src.shape.map(() => 0);
-        (a.axes as number[]).forEach((ax, i) => { begin[ax] = normSlice(src.shape[ax], a.starts[i], a.ends[i])[0]; });
-        forEachIndex(g.shape, (flat, c) => { out[flatOf(c.map((v, k) => v + begin[k]), os)] = g.data[flat]; });
+        (a.axes as number[]).forEach((ax, i) => {
+          begin[ax] = normSlice(src.shape[ax], a.starts[i], a.ends[i])[0];
+        });
+        forEachIndex(g.shape, (flat, c) => {
+          out[
+            flatOf(
+              c.map((v, k) => v + begin[k]),
+              os,
+            )
+          ] = g.data[flat];
+        });
         r = { shape: src.shape.slice(), data: out };
         break;
       }
-      case 'unsqueeze': case 'squeeze': {
+      case 'unsqueeze':
+      case 'squeeze': {
         const shape = n.op === 'unsqueeze' ? insertOnes(x[0].shape, a.axes) : x[0].shape.filter((_, i) => !a.axes.includes(i));
         r = { shape, data: x[0].data };
         break;
       }
-      case 'expandAs': r = map([x[0], { shape: x[1].shape, data: new Float64Array(x[1].data.length) }], (p) => p); break;
-      case 'zerosLike': r = { shape: x[0].shape.slice(), data: new Float64Array(x[0].data.length) }; break;
-      case 'dimProduct': r = { shape: [], data: Float64Array.of((a.axes as number[]).reduce((p, ax) => p * x[0].shape[ax], 1)) }; break;
+      case 'expandAs':
+        r = map([x[0], { shape: x[1].shape, data: new Float64Array(x[1].data.length) }], (p) => p);
+        break;
+      case 'zerosLike':
+        r = { shape: x[0].shape.slice(), data: new Float64Array(x[0].data.length) };
+        break;
+      case 'dimProduct':
+        r = { shape: [], data: Float64Array.of((a.axes as number[]).reduce((p, ax) => p * x[0].shape[ax], 1)) };
+        break;
       case 'gather': {
         const [t, idx] = x;
         const row = numel(t.shape.slice(1));
@@ -317,7 +406,9 @@ export function evaluate(graph: Graph, feeds: Record<string, HostTensor>, wanted
         r = { shape: t.shape.slice(), data: out };
         break;
       }
-      case 'gatherElements': case 'scatterAddLike': case 'scatterAddInto': {
+      case 'gatherElements':
+      case 'scatterAddLike':
+      case 'scatterAddInto': {
         const [src, idx] = x;
         const ax = a.axis as number;
         const ss = strides(src.shape);
@@ -365,13 +456,24 @@ function sliceArr(a: Arr, starts: number[], ends: number[], axes: number[]): Arr
   });
   const out = new Float64Array(numel(shape));
   const as = strides(a.shape);
-  forEachIndex(shape, (flat, c) => { out[flat] = a.data[flatOf(c.map((v, k) => v + begin[k]), as)]; });
+  forEachIndex(shape, (flat, c) => {
+    out[flat] =
+      a.data[
+        flatOf(
+          c.map((v, k) => v + begin[k]),
+          as,
+        )
+      ];
+  });
   return { shape, data: out };
 }
 
 function toHost(a: Arr, dtype: DType): HostTensor {
   const data = allocData(dtype, a.data.length);
-  if (data instanceof BigInt64Array) a.data.forEach((v, i) => { data[i] = BigInt(v); });
+  if (data instanceof BigInt64Array)
+    a.data.forEach((v, i) => {
+      data[i] = BigInt(v);
+    });
   else (data as Float64Array).set(a.data);
   return { dtype, shape: a.shape.slice(), data };
 }

@@ -94,13 +94,21 @@ for (const kernelName of ['Greater', 'Less', 'Equal', 'GreaterEqual', 'LessEqual
   }
 }
 
-const identityNoGrad = tf.customGrad(((x: Tensor) => ({ value: tf.clone(x), gradFunc: (dy: Tensor) => tf.zerosLike(dy) })) as unknown as Parameters<typeof tf.customGrad>[0]) as unknown as (x: Tensor) => Tensor;
+const identityNoGrad = tf.customGrad(((x: Tensor) => ({ value: tf.clone(x), gradFunc: (dy: Tensor) => tf.zerosLike(dy) })) as unknown as Parameters<
+  typeof tf.customGrad
+>[0]) as unknown as (x: Tensor) => Tensor;
 
 export class TfjsOps implements Ops<Tensor> {
   readonly kind = 'tfjs';
-  shape(x: Tensor): Shape { return x.shape; }
-  dtype(x: Tensor): DType { return x.dtype === 'bool' ? 'bool' : x.dtype === 'int32' ? 'int32' : 'float32'; }
-  scalar(value: number, dtype: DType = 'float32'): Tensor { return tf.scalar(value, tfType(dtype)); }
+  shape(x: Tensor): Shape {
+    return x.shape;
+  }
+  dtype(x: Tensor): DType {
+    return x.dtype === 'bool' ? 'bool' : x.dtype === 'int32' ? 'int32' : 'float32';
+  }
+  scalar(value: number, dtype: DType = 'float32'): Tensor {
+    return tf.scalar(value, tfType(dtype));
+  }
   constant(values: ArrayLike<number>, shape: number[], dtype: DType = 'float32'): Tensor {
     return tf.tensor(Array.from(values), shape, tfType(dtype));
   }
@@ -108,29 +116,73 @@ export class TfjsOps implements Ops<Tensor> {
     const len = typeof n === 'object' ? Number((n as Tensor).dataSync()[0]) : num(n as Dim, 'range');
     return tf.range(0, len, 1, 'int32');
   }
-  add(a: Tensor, b: Tensor): Tensor { return tf.add(a, b); }
-  sub(a: Tensor, b: Tensor): Tensor { return tf.sub(a, b); }
-  mul(a: Tensor, b: Tensor): Tensor { return tf.mul(a, b); }
-  div(a: Tensor, b: Tensor): Tensor { return tf.div(a, b); }
-  pow(a: Tensor, b: Tensor): Tensor { return tf.pow(a, b); }
-  maximum(a: Tensor, b: Tensor): Tensor { return tf.maximum(a, b); }
-  minimum(a: Tensor, b: Tensor): Tensor { return tf.minimum(a, b); }
-  neg(x: Tensor): Tensor { return tf.neg(x); }
-  exp(x: Tensor): Tensor { return tf.exp(x); }
-  log(x: Tensor): Tensor { return tf.log(x); }
-  sqrt(x: Tensor): Tensor { return tf.sqrt(x); }
-  abs(x: Tensor): Tensor { return tf.abs(x); }
-  tanh(x: Tensor): Tensor { return tf.tanh(x); }
-  sigmoid(x: Tensor): Tensor { return tf.sigmoid(x); }
-  sin(x: Tensor): Tensor { return tf.sin(x); }
-  cos(x: Tensor): Tensor { return tf.cos(x); }
-  cast(x: Tensor, dtype: DType): Tensor { return x.dtype === tfType(dtype) ? x : tf.cast(x, tfType(dtype)); }
-  stopGradient(x: Tensor): Tensor { return identityNoGrad(x); }
-  greater(a: Tensor, b: Tensor): Tensor { return tf.greater(a, b); }
-  less(a: Tensor, b: Tensor): Tensor { return tf.less(a, b); }
-  equal(a: Tensor, b: Tensor): Tensor { return tf.equal(a, b); }
+  add(a: Tensor, b: Tensor): Tensor {
+    return tf.add(a, b);
+  }
+  sub(a: Tensor, b: Tensor): Tensor {
+    return tf.sub(a, b);
+  }
+  mul(a: Tensor, b: Tensor): Tensor {
+    return tf.mul(a, b);
+  }
+  div(a: Tensor, b: Tensor): Tensor {
+    return tf.div(a, b);
+  }
+  pow(a: Tensor, b: Tensor): Tensor {
+    return tf.pow(a, b);
+  }
+  maximum(a: Tensor, b: Tensor): Tensor {
+    return tf.maximum(a, b);
+  }
+  minimum(a: Tensor, b: Tensor): Tensor {
+    return tf.minimum(a, b);
+  }
+  neg(x: Tensor): Tensor {
+    return tf.neg(x);
+  }
+  exp(x: Tensor): Tensor {
+    return tf.exp(x);
+  }
+  log(x: Tensor): Tensor {
+    return tf.log(x);
+  }
+  sqrt(x: Tensor): Tensor {
+    return tf.sqrt(x);
+  }
+  abs(x: Tensor): Tensor {
+    return tf.abs(x);
+  }
+  tanh(x: Tensor): Tensor {
+    return tf.tanh(x);
+  }
+  sigmoid(x: Tensor): Tensor {
+    return tf.sigmoid(x);
+  }
+  sin(x: Tensor): Tensor {
+    return tf.sin(x);
+  }
+  cos(x: Tensor): Tensor {
+    return tf.cos(x);
+  }
+  cast(x: Tensor, dtype: DType): Tensor {
+    return x.dtype === tfType(dtype) ? x : tf.cast(x, tfType(dtype));
+  }
+  stopGradient(x: Tensor): Tensor {
+    return identityNoGrad(x);
+  }
+  greater(a: Tensor, b: Tensor): Tensor {
+    return tf.greater(a, b);
+  }
+  less(a: Tensor, b: Tensor): Tensor {
+    return tf.less(a, b);
+  }
+  equal(a: Tensor, b: Tensor): Tensor {
+    return tf.equal(a, b);
+  }
   where(cond: Tensor, a: Tensor, b: Tensor): Tensor {
-    const shape = tf.broadcastArgs(tf.broadcastArgs(tf.tensor1d(cond.shape, 'int32'), tf.tensor1d(a.shape, 'int32')), tf.tensor1d(b.shape, 'int32')).arraySync() as number[];
+    const shape = tf
+      .broadcastArgs(tf.broadcastArgs(tf.tensor1d(cond.shape, 'int32'), tf.tensor1d(a.shape, 'int32')), tf.tensor1d(b.shape, 'int32'))
+      .arraySync() as number[];
     const bc = (t: Tensor) => (t.shape.length === shape.length && t.shape.every((d, i) => d === shape[i]) ? t : tf.broadcastTo(t, shape));
     return tf.where(bc(cond), bc(a), bc(b));
   }
@@ -142,7 +194,8 @@ export class TfjsOps implements Ops<Tensor> {
     }
     // Broadcast the batch dims explicitly (tfjs's own matMul broadcasting is unreliable for
     // rank > 3 with a size-1 middle dim, measured against the float64 reference).
-    const ba = a.shape.slice(0, -2), bb = b.shape.slice(0, -2);
+    const ba = a.shape.slice(0, -2),
+      bb = b.shape.slice(0, -2);
     const r = Math.max(ba.length, bb.length);
     const batch = Array.from({ length: r }, (_, i) => Math.max(ba[ba.length - r + i] ?? 1, bb[bb.length - r + i] ?? 1));
     const fit = (t: Tensor, bs: number[]) => {
@@ -151,14 +204,33 @@ export class TfjsOps implements Ops<Tensor> {
     };
     return tf.matMul(fit(a, ba), fit(b, bb));
   }
-  sum(x: Tensor, axes: number[], keepDims = false): Tensor { return tf.sum(x, axes, keepDims); }
-  mean(x: Tensor, axes: number[], keepDims = false): Tensor { return tf.mean(x, axes, keepDims); }
-  max(x: Tensor, axes: number[], keepDims = false): Tensor { return tf.max(x, axes, keepDims); }
-  softmax(x: Tensor, axis = -1): Tensor { return tf.exp(this.logSoftmax(x, axis)); }
-  logSoftmax(x: Tensor, axis = -1): Tensor { return tf.sub(x, tf.logSumExp(x, axis, true)); }
-  reshape(x: Tensor, shape: Shape): Tensor { return tf.reshape(x, shape.map((d) => num(d, 'reshape'))); }
-  transpose(x: Tensor, perm: number[]): Tensor { return tf.transpose(x, perm); }
-  concat(xs: Tensor[], axis: number): Tensor { return tf.concat(xs, axis); }
+  sum(x: Tensor, axes: number[], keepDims = false): Tensor {
+    return tf.sum(x, axes, keepDims);
+  }
+  mean(x: Tensor, axes: number[], keepDims = false): Tensor {
+    return tf.mean(x, axes, keepDims);
+  }
+  max(x: Tensor, axes: number[], keepDims = false): Tensor {
+    return tf.max(x, axes, keepDims);
+  }
+  softmax(x: Tensor, axis = -1): Tensor {
+    return tf.exp(this.logSoftmax(x, axis));
+  }
+  logSoftmax(x: Tensor, axis = -1): Tensor {
+    return tf.sub(x, tf.logSumExp(x, axis, true));
+  }
+  reshape(x: Tensor, shape: Shape): Tensor {
+    return tf.reshape(
+      x,
+      shape.map((d) => num(d, 'reshape')),
+    );
+  }
+  transpose(x: Tensor, perm: number[]): Tensor {
+    return tf.transpose(x, perm);
+  }
+  concat(xs: Tensor[], axis: number): Tensor {
+    return tf.concat(xs, axis);
+  }
   slice(x: Tensor, starts: number[], ends: number[], axes: number[]): Tensor {
     const begin = x.shape.map(() => 0);
     const size = x.shape.slice();
@@ -166,7 +238,8 @@ export class TfjsOps implements Ops<Tensor> {
       const a = a0 < 0 ? a0 + x.rank : a0;
       const d = x.shape[a];
       const cl = (v: number) => Math.max(0, Math.min(d, v < 0 ? v + d : v));
-      const s = cl(starts[i]), e = Math.max(s, cl(Math.min(ends[i], 2 ** 31 - 1)));
+      const s = cl(starts[i]),
+        e = Math.max(s, cl(Math.min(ends[i], 2 ** 31 - 1)));
       begin[a] = s;
       size[a] = e - s;
     });
@@ -179,12 +252,19 @@ export class TfjsOps implements Ops<Tensor> {
     for (const a of ax) y = tf.expandDims(y, a);
     return y;
   }
-  squeeze(x: Tensor, axes: number[]): Tensor { return tf.squeeze(x, axes.map((a) => (a < 0 ? a + x.rank : a))); }
+  squeeze(x: Tensor, axes: number[]): Tensor {
+    return tf.squeeze(
+      x,
+      axes.map((a) => (a < 0 ? a + x.rank : a)),
+    );
+  }
   expandAs(x: Tensor, like: Tensor): Tensor {
     // Float: add zeros (differentiable at any rank; broadcastTo's tile gradient stops at rank 4).
     return x.dtype === 'float32' ? tf.add(x, tf.zeros(like.shape)) : tf.broadcastTo(x, like.shape);
   }
-  gather(table: Tensor, indices: Tensor): Tensor { return gatherRows(table, indices); }
+  gather(table: Tensor, indices: Tensor): Tensor {
+    return gatherRows(table, indices);
+  }
   gatherElements(x: Tensor, indices: Tensor, axis: number): Tensor {
     // One-hot select along the axis (tfjs has no GatherElements); gradients follow from mul/sum.
     const a = axis < 0 ? axis + x.rank : axis;
@@ -230,7 +310,9 @@ export function runTfjs(program: TfProgram, feeds: Record<string, HostTensor>, g
     let outs: Record<string, Tensor>;
     const f = (...ws: Tensor[]) => {
       const xx = { ...x };
-      grad.wrt.forEach((name, i) => { xx[name] = ws[i]; });
+      grad.wrt.forEach((name, i) => {
+        xx[name] = ws[i];
+      });
       outs = program(o, xx);
       for (const [k, v] of Object.entries(outs)) result[k] = fromTf(v); // read now: grads() disposes them
       const loss = outs[grad.loss];
@@ -238,7 +320,9 @@ export function runTfjs(program: TfProgram, feeds: Record<string, HostTensor>, g
       return loss as tf.Scalar;
     };
     const gs = tf.grads(f)(grad.wrt.map((n) => x[n]));
-    grad.wrt.forEach((n, i) => { result[`grad.${n}`] = fromTf(gs[i]); });
+    grad.wrt.forEach((n, i) => {
+      result[`grad.${n}`] = fromTf(gs[i]);
+    });
   });
   return result;
 }

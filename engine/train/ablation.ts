@@ -62,14 +62,22 @@ export interface AblationOptions {
   signal?: AbortSignal;
   onStage?: (stage: string) => void;
   onStep?: (phase: string, tokens: number, budget: number, m: Record<string, number>) => void;
-  record?: (phase: string, cfg: ExperimentConfig, runDir: string) => { sink: SinkPort; finish(status: 'completed' | 'stopped' | 'failed', error?: string): void };
+  record?: (
+    phase: string,
+    cfg: ExperimentConfig,
+    runDir: string,
+  ) => { sink: SinkPort; finish(status: 'completed' | 'stopped' | 'failed', error?: string): void };
 }
 
 /** Check `--algorithms` names before any work starts. */
 export function parseAlgorithms(list: string): string[] {
-  const names = list.split(',').map((s) => s.trim()).filter(Boolean);
+  const names = list
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (!names.length) throw new Error('--algorithms: give at least one of ' + Object.keys(ABLATION_ALGORITHMS).join(', '));
-  for (const n of names) if (!ABLATION_ALGORITHMS[n]) throw new Error(`--algorithms: unknown algorithm "${n}"; available: ${Object.keys(ABLATION_ALGORITHMS).join(', ')}`);
+  for (const n of names)
+    if (!ABLATION_ALGORITHMS[n]) throw new Error(`--algorithms: unknown algorithm "${n}"; available: ${Object.keys(ABLATION_ALGORITHMS).join(', ')}`);
   if (new Set(names).size !== names.length) throw new Error(`--algorithms: "${list}" names an algorithm twice`);
   return names;
 }
@@ -84,7 +92,10 @@ export async function runAblation(opts: AblationOptions): Promise<AblationResult
   const miniBatches = opts.miniBatches ?? 2;
   // Validate every algorithm's config up front (a bad combination fails before SFT runs).
   const cfgFor = (name: string, model: ExperimentConfig['model']) =>
-    validateConfig({ ...structuredClone(cfg), model, steps: 1_000_000, algorithm: { ...cfg.algorithm, mini_batches: miniBatches, ...ABLATION_ALGORITHMS[name] } }, { checkFiles: false });
+    validateConfig(
+      { ...structuredClone(cfg), model, steps: 1_000_000, algorithm: { ...cfg.algorithm, mini_batches: miniBatches, ...ABLATION_ALGORITHMS[name] } },
+      { checkFiles: false },
+    );
   for (const a of algorithms) cfgFor(a, cfg.model);
   const { dir } = createRunDir({ ...cfg, name: `${cfg.name ?? 'run'}-ablation` });
   const stage = (s: string) => opts.onStage?.(s);
@@ -97,7 +108,12 @@ export async function runAblation(opts: AblationOptions): Promise<AblationResult
   let sftEval;
   let sftCheckpoint: string;
   try {
-    const sft = await runSft(cfg, await base.demos(), base.sft, { runDir: sftDir, sink: new JsonlSink(sftDir), signal: opts.signal, onStep: (s, total, m) => opts.onStep?.('sft', s, total, m) });
+    const sft = await runSft(cfg, await base.demos(), base.sft, {
+      runDir: sftDir,
+      sink: new JsonlSink(sftDir),
+      signal: opts.signal,
+      onStep: (s, total, m) => opts.onStep?.('sft', s, total, m),
+    });
     sftCheckpoint = sft.checkpoint!.dir;
     sftEval = await base.evaluate(cfg.eval.n_questions);
   } finally {
@@ -145,7 +161,16 @@ export async function runAblation(opts: AblationOptions): Promise<AblationResult
       );
       const seconds = (performance.now() - t) / 1000;
       const e = await session.evaluate(cfg.eval.n_questions);
-      result.rows.push({ algorithm: name, exactMatch: e.exactMatch, exactMatchByHops: e.exactMatchByHops, toolCallsPerEpisode: e.toolCallsPerEpisode, tokens, steps, seconds, runDir });
+      result.rows.push({
+        algorithm: name,
+        exactMatch: e.exactMatch,
+        exactMatchByHops: e.exactMatchByHops,
+        toolCallsPerEpisode: e.toolCallsPerEpisode,
+        tokens,
+        steps,
+        seconds,
+        runDir,
+      });
       rec?.finish(opts.signal?.aborted ? 'stopped' : 'completed');
     } catch (err) {
       rec?.finish('failed', err instanceof Error ? err.message : String(err));

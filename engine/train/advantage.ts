@@ -24,7 +24,8 @@ const asEstimatorEpisode = (e: Episode): EstimatorEpisode => ({
 export function advantagePort(cfg: ExperimentConfig, critic?: { values(episodes: Episode[]): Promise<Float32Array[]> }): AdvantagePort {
   const a = cfg.algorithm;
   const est = getEstimator(a.adv_estimator);
-  if (est.needsCritic && !critic) throw new Error(`algorithm.adv_estimator: "${a.adv_estimator}" needs a critic (value model), which this task session does not provide`);
+  if (est.needsCritic && !critic)
+    throw new Error(`algorithm.adv_estimator: "${a.adv_estimator}" needs a critic (value model), which this task session does not provide`);
   const klInReward = a.kl_in === 'reward' && a.kl_coef > 0;
   return {
     values: est.needsCritic ? (eps) => critic!.values(eps) : undefined,

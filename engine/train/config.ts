@@ -232,7 +232,10 @@ const environmentSchema = z.strictObject({
    * JSON file holding { "mcpServers": { … } }. Started once per run, closed at its end.
    */
   // Checked field by field in validateConfig (a union here would only say "Invalid input").
-  mcp_servers: z.union([z.string().min(1), z.record(z.string(), z.unknown())]).optional().describe('MCP servers ({name: {command, args, env, cwd, tools, timeout_ms}}) or a JSON file with {"mcpServers": …}'),
+  mcp_servers: z
+    .union([z.string().min(1), z.record(z.string(), z.unknown())])
+    .optional()
+    .describe('MCP servers ({name: {command, args, env, cwd, tools, timeout_ms}}) or a JSON file with {"mcpServers": …}'),
 });
 
 const checkpointSchema = z.strictObject({
@@ -269,10 +272,7 @@ export class ConfigError extends Error {
     readonly issues: { field: string; message: string }[],
     readonly file?: string,
   ) {
-    super(
-      (file ? `invalid config ${file}:\n` : 'invalid config:\n') +
-        issues.map((i) => `  ${i.field || '(root)'}: ${i.message}`).join('\n'),
-    );
+    super((file ? `invalid config ${file}:\n` : 'invalid config:\n') + issues.map((i) => `  ${i.field || '(root)'}: ${i.message}`).join('\n'));
     this.name = 'ConfigError';
   }
 }
@@ -357,20 +357,36 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
       }
     }
     const r = mcpServersSchema.safeParse(servers);
-    if (!r.success) for (const i of r.error.issues) issues.push({ field: [field, fieldName(i.path, i)].filter(Boolean).join('.'), message: describeIssue(i, servers) });
+    if (!r.success)
+      for (const i of r.error.issues) issues.push({ field: [field, fieldName(i.path, i)].filter(Boolean).join('.'), message: describeIssue(i, servers) });
     else env.mcp_servers = Object.fromEntries(Object.entries(r.data).map(([n, s]) => [n, { ...s, cwd: abs(s.cwd ?? '.') }]));
   }
-  if (cfg.task.kind === 'custom' && !env.tasks) issues.push({ field: 'environment.tasks', message: 'required for task.kind "custom" (a JSONL file of {id, prompt | messages, answers?, meta?})' });
-  if (cfg.task.kind !== 'custom' && cfg.task.kind !== 'tools' && env.tasks) issues.push({ field: 'environment.tasks', message: `a task file is read by task.kind "custom" or "tools" (got task.kind "${cfg.task.kind}")` });
+  if (cfg.task.kind === 'custom' && !env.tasks)
+    issues.push({ field: 'environment.tasks', message: 'required for task.kind "custom" (a JSONL file of {id, prompt | messages, answers?, meta?})' });
+  if (cfg.task.kind !== 'custom' && cfg.task.kind !== 'tools' && env.tasks)
+    issues.push({ field: 'environment.tasks', message: `a task file is read by task.kind "custom" or "tools" (got task.kind "${cfg.task.kind}")` });
   if (cfg.algorithm.mini_batches > cfg.rollout.prompts_per_step * cfg.rollout.n)
-    issues.push({ field: 'algorithm.mini_batches', message: `must be ≤ rollout.prompts_per_step × rollout.n = ${cfg.rollout.prompts_per_step * cfg.rollout.n}` });
+    issues.push({
+      field: 'algorithm.mini_batches',
+      message: `must be ≤ rollout.prompts_per_step × rollout.n = ${cfg.rollout.prompts_per_step * cfg.rollout.n}`,
+    });
   if (cfg.algorithm.old_logprobs === 'rollout' && cfg.rollout.temperature !== 1)
-    issues.push({ field: 'algorithm.old_logprobs', message: `"rollout" needs rollout.temperature 1 (the rollout records logprobs at temperature ${cfg.rollout.temperature}, the ratio's policy is at 1); use "recompute"` });
+    issues.push({
+      field: 'algorithm.old_logprobs',
+      message: `"rollout" needs rollout.temperature 1 (the rollout records logprobs at temperature ${cfg.rollout.temperature}, the ratio's policy is at 1); use "recompute"`,
+    });
   if (cfg.task.kind === 'qa' && !cfg.task.dataset) issues.push({ field: 'task.dataset', message: 'required for task.kind "qa" (a JSONL file of questions)' });
   for (const h of cfg.task.rl_hops ?? [])
-    if (!cfg.task.hops.includes(h)) issues.push({ field: 'task.rl_hops', message: `${h} is not one of task.hops (${cfg.task.hops.join(', ')}); RL questions are drawn from the training questions` });
+    if (!cfg.task.hops.includes(h))
+      issues.push({
+        field: 'task.rl_hops',
+        message: `${h} is not one of task.hops (${cfg.task.hops.join(', ')}); RL questions are drawn from the training questions`,
+      });
   if (cfg.algorithm.policy_loss === 'gspo' && cfg.algorithm.dual_clip !== null)
-    issues.push({ field: 'algorithm.dual_clip', message: 'applies to policy_loss "ppo" only; GSPO clips the sequence ratio (algorithm.gspo.clip_ratio_low/high)' });
+    issues.push({
+      field: 'algorithm.dual_clip',
+      message: 'applies to policy_loss "ppo" only; GSPO clips the sequence ratio (algorithm.gspo.clip_ratio_low/high)',
+    });
   if (cfg.rollout.max_new_tokens >= cfg.rollout.max_total_length)
     issues.push({ field: 'rollout.max_new_tokens', message: `must be < rollout.max_total_length (${cfg.rollout.max_total_length})` });
   const responseMax = Math.min(cfg.rollout.max_turns * cfg.rollout.max_new_tokens, cfg.rollout.max_total_length);
@@ -384,12 +400,13 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
       if (!existsSync(cfg.model.path) || !statSync(cfg.model.path).isDirectory())
         issues.push({ field: 'model.path', message: `model folder not found: ${cfg.model.path}` });
       else if (!existsSync(join(cfg.model.path, 'config.json')) && !existsSync(join(cfg.model.path, 'adapter_config.json')))
-        issues.push({ field: 'model.path', message: `not an HF model folder (no config.json) nor a PEFT LoRA adapter folder (no adapter_config.json): ${cfg.model.path}` });
+        issues.push({
+          field: 'model.path',
+          message: `not an HF model folder (no config.json) nor a PEFT LoRA adapter folder (no adapter_config.json): ${cfg.model.path}`,
+        });
     }
-    if (cfg.task.dataset && !existsSync(cfg.task.dataset))
-      issues.push({ field: 'task.dataset', message: `file not found: ${cfg.task.dataset}` });
-    if (cfg.sft.demos_path && !existsSync(cfg.sft.demos_path))
-      issues.push({ field: 'sft.demos_path', message: `file not found: ${cfg.sft.demos_path}` });
+    if (cfg.task.dataset && !existsSync(cfg.task.dataset)) issues.push({ field: 'task.dataset', message: `file not found: ${cfg.task.dataset}` });
+    if (cfg.sft.demos_path && !existsSync(cfg.sft.demos_path)) issues.push({ field: 'sft.demos_path', message: `file not found: ${cfg.sft.demos_path}` });
     env.tools.forEach((f, i) => existsSync(f) || issues.push({ field: `environment.tools[${i}]`, message: `file not found: ${f}` }));
     if (env.reward && !existsSync(env.reward)) issues.push({ field: 'environment.reward', message: `file not found: ${env.reward}` });
     if (env.tasks && !existsSync(env.tasks)) issues.push({ field: 'environment.tasks', message: `file not found: ${env.tasks}` });
@@ -418,7 +435,8 @@ export function parseConfigText(text: string, file = '<config>'): unknown {
  * naming the key, instead of silently ignored. `job: 'sft'` is `arbor sft` (SFT only, no RL).
  */
 function inertKeys(raw: unknown, cfg: ExperimentConfig, job?: 'sft'): { field: string; message: string }[] {
-  const at = (o: unknown, path: string) => path.split('.').reduce<unknown>((x, k) => (x && typeof x === 'object' ? (x as Record<string, unknown>)[k] : undefined), o);
+  const at = (o: unknown, path: string) =>
+    path.split('.').reduce<unknown>((x, k) => (x && typeof x === 'object' ? (x as Record<string, unknown>)[k] : undefined), o);
   const defaults = experimentSchema.parse({ model: { init: 'tiny' } });
   const set = (path: string) => at(raw, path) !== undefined && JSON.stringify(at(raw, path)) !== JSON.stringify(at(defaults, path));
   const out: { field: string; message: string }[] = [];
@@ -432,9 +450,11 @@ function inertKeys(raw: unknown, cfg: ExperimentConfig, job?: 'sft'): { field: s
     refuse('sft.demos', 'with sft.demos_path (the demonstrations come from that file)');
     refuse('sft.mistake_rate', 'with sft.demos_path (the demonstrations come from that file)');
   }
-  if (cfg.model.path) for (const k of ['hidden_size', 'layers']) refuse(`model.${k}`, 'with model.path (it sizes the tiny built-in model; a loaded model keeps its own size)');
+  if (cfg.model.path)
+    for (const k of ['hidden_size', 'layers']) refuse(`model.${k}`, 'with model.path (it sizes the tiny built-in model; a loaded model keeps its own size)');
   if (job === 'sft') {
-    for (const k of ['lr', 'warmup_steps', 'schedule', 'min_lr_ratio']) refuse(`optim.${k}`, 'in `arbor sft` (SFT uses sft.lr with its own warm-up and cosine decay; optim.* schedules RL)');
+    for (const k of ['lr', 'warmup_steps', 'schedule', 'min_lr_ratio'])
+      refuse(`optim.${k}`, 'in `arbor sft` (SFT uses sft.lr with its own warm-up and cosine decay; optim.* schedules RL)');
     refuse('checkpoint.every', 'in `arbor sft` (SFT saves one checkpoint when it ends or is stopped)');
   }
   return [...new Map(out.map((o) => [o.field, o])).values()];

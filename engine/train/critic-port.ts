@@ -25,7 +25,10 @@ export class CriticPort {
 
   /** Critic values per token (the value of the state before each token), aligned like logprobs. */
   async values(episodes: Episode[]): Promise<Float32Array[]> {
-    const batch = packSequences(episodes.map((e) => Array.from(e.tokens)), this.padTokenId);
+    const batch = packSequences(
+      episodes.map((e) => Array.from(e.tokens)),
+      this.padTokenId,
+    );
     const v = await this.model.values(batch);
     const T = batch.length;
     return episodes.map((e, b) => {
@@ -47,18 +50,43 @@ export class CriticPort {
   async update(microBatches: Episode[][], returns: Map<Episode, Float32Array>, oldValues: Map<Episode, Float32Array>, lr: number): Promise<number> {
     const clip = this.cfg.algorithm.value_clip;
     const coef = this.cfg.algorithm.value_coef;
-    const loss = { key: `value:${clip}`, inputs: ['returns', 'old_values'], program: <T>(o: Ops<T>, x: { values: T; mask: T } & Record<string, T>) => clippedValueLoss(o, { values: x.values, mask: x.mask, returns: x.returns!, old_values: x.old_values! }, clip) };
-    const total = Math.max(1, microBatches.reduce((a, mb) => a + maskedTokens(mb), 0));
+    const loss = {
+      key: `value:${clip}`,
+      inputs: ['returns', 'old_values'],
+      program: <T>(o: Ops<T>, x: { values: T; mask: T } & Record<string, T>) =>
+        clippedValueLoss(o, { values: x.values, mask: x.mask, returns: x.returns!, old_values: x.old_values! }, clip),
+    };
+    const total = Math.max(
+      1,
+      microBatches.reduce((a, mb) => a + maskedTokens(mb), 0),
+    );
     const acc: Weights = new Map();
     let valueLoss = 0;
     for (const mb of microBatches) {
       const w = maskedTokens(mb) / total;
       if (w === 0) continue;
-      const batch = packSequences(mb.map((e) => Array.from(e.tokens)), this.padTokenId);
-      const r = await this.model.trainStep(batch, loss, shifted(batch, mb.map((e) => e.lossMask)), {
-        returns: shifted(batch, mb.map((e) => returns.get(e)!)),
-        old_values: shifted(batch, mb.map((e) => oldValues.get(e)!)),
-      });
+      const batch = packSequences(
+        mb.map((e) => Array.from(e.tokens)),
+        this.padTokenId,
+      );
+      const r = await this.model.trainStep(
+        batch,
+        loss,
+        shifted(
+          batch,
+          mb.map((e) => e.lossMask),
+        ),
+        {
+          returns: shifted(
+            batch,
+            mb.map((e) => returns.get(e)!),
+          ),
+          old_values: shifted(
+            batch,
+            mb.map((e) => oldValues.get(e)!),
+          ),
+        },
+      );
       accumulate(acc, r.grads, w * coef);
       valueLoss += w * r.loss;
     }

@@ -34,7 +34,12 @@ function demoOf(t: EnvTask): DemoTurn[] | undefined {
   const d = t.meta?.demo;
   if (!Array.isArray(d) || d.length === 0) return undefined;
   for (const [i, turn] of d.entries()) {
-    const ok = turn && typeof turn === 'object' && (typeof (turn as DemoTurn).answer === 'string' || (Array.isArray((turn as DemoTurn).calls) && (turn as DemoTurn).calls!.every((c) => c && typeof c.name === 'string' && c.args && typeof c.args === 'object')));
+    const ok =
+      turn &&
+      typeof turn === 'object' &&
+      (typeof (turn as DemoTurn).answer === 'string' ||
+        (Array.isArray((turn as DemoTurn).calls) &&
+          (turn as DemoTurn).calls!.every((c) => c && typeof c.name === 'string' && c.args && typeof c.args === 'object')));
     if (!ok) throw new Error(`environment.tasks: task ${t.id}: meta.demo[${i}] must be { "calls": [{ "name", "args" }] } or { "answer": "…" }`);
   }
   return d as DemoTurn[];
@@ -92,7 +97,12 @@ export function customKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; m
     trainTasks: train.map(task),
     evalTasks: held.slice(0, cfg.eval.n_questions).map(task),
     stop: { strings: format.stopStrings, tokenIds: [eos] },
-    expert: [...demos.values()].every(Boolean) ? formatExpert(format, endText, (id, done) => { const d = demos.get(id)!; return d[Math.min(done, d.length - 1)]!; }) : undefined,
+    expert: [...demos.values()].every(Boolean)
+      ? formatExpert(format, endText, (id, done) => {
+          const d = demos.get(id)!;
+          return d[Math.min(done, d.length - 1)]!;
+        })
+      : undefined,
     tinyModel: (c) => tinyTaskModel(c, tok.vocabSize, eos),
   };
 }

@@ -57,7 +57,11 @@ export interface DemoOptions {
   signal?: AbortSignal;
   configFile?: string;
   /** Record the GRPO/PPO runs in the workspace store (so they open in the workbench). */
-  record?: (phase: 'grpo' | 'ppo', cfg: ExperimentConfig, runDir: string) => { sink: SinkPort; finish(status: 'completed' | 'stopped' | 'failed', error?: string): void };
+  record?: (
+    phase: 'grpo' | 'ppo',
+    cfg: ExperimentConfig,
+    runDir: string,
+  ) => { sink: SinkPort; finish(status: 'completed' | 'stopped' | 'failed', error?: string): void };
 }
 
 function row(method: string, e: EvalSummary, seconds: number): DemoRow {
@@ -152,7 +156,8 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
           },
         },
       );
-      if (stopAt.signal.aborted && !opts.signal?.aborted && lastStep < rlCfg.steps) skipped.push(`${phase}: stopped by the time budget after ${lastStep} of ${rlCfg.steps} steps`);
+      if (stopAt.signal.aborted && !opts.signal?.aborted && lastStep < rlCfg.steps)
+        skipped.push(`${phase}: stopped by the time budget after ${lastStep} of ${rlCfg.steps} steps`);
       rows.push(row(method, await timedEval(session.evaluate(cfg.eval.n_questions)), (performance.now() - start) / 1000));
       rec?.finish(stopAt.signal.aborted && lastStep < rlCfg.steps ? 'stopped' : 'completed');
     } catch (e) {
@@ -197,4 +202,3 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
     skipped,
   };
 }
-

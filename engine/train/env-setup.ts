@@ -39,7 +39,10 @@ export function envSetup(cfg: ExperimentConfig, host?: SandboxHost, mcpTools: To
     maxTurns: cfg.rollout.max_turns,
     workspace: e.workspace,
     userTools: [...(host ? host.tools.values() : []), ...mcpTools],
-    toolFiles: new Map([...(host ? [...host.tools.keys()].map((n): [string, string] => [n, host.toolPath(n) ?? '']) : []), ...mcpTools.map((t): [string, string] => [t.name, 'environment.mcp_servers'])]),
+    toolFiles: new Map([
+      ...(host ? [...host.tools.keys()].map((n): [string, string] => [n, host.toolPath(n) ?? '']) : []),
+      ...mcpTools.map((t): [string, string] => [t.name, 'environment.mcp_servers']),
+    ]),
     ...(host?.rewardPath ? { userReward: (s: EpisodeSummary) => host.reward(s) as Promise<RewardValue>, userRewardName: host.rewardPath } : {}),
   };
 }
@@ -100,7 +103,11 @@ export function toolEnvTask(task: EnvTask, o: EnvTaskOptions): RolloutTask {
  * answer of each turn; the format writes them (with the end-of-turn text after calls in 'template'
  * formats, so the model learns to end its turn there).
  */
-export function formatExpert(format: ToolCallFormat, endText: string, plan: (taskId: string, turn: number, seed: number) => { calls?: { name: string; args: Record<string, unknown> }[]; answer?: string }): TextPolicy {
+export function formatExpert(
+  format: ToolCallFormat,
+  endText: string,
+  plan: (taskId: string, turn: number, seed: number) => { calls?: { name: string; args: Record<string, unknown> }[]; answer?: string },
+): TextPolicy {
   return {
     async act({ task, history, seed }) {
       const p = plan(task.id, history.filter((h) => h.role === 'model').length, seed);

@@ -67,7 +67,14 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
         sink: { metrics: (s, m) => ctx.sink.metrics(s, sftKeys(m)), truncateAfter: () => {} },
         onStep: (s, _t, m) => ctx.onStep?.('sft', s, m),
       });
-      out.sft = { steps: r.steps, total: r.total, complete: r.complete, finalLoss: r.finalLoss, checkpoint: r.checkpoint?.dir, ...(saved ? { resumedFrom: saved.step } : {}) };
+      out.sft = {
+        steps: r.steps,
+        total: r.total,
+        complete: r.complete,
+        finalLoss: r.finalLoss,
+        checkpoint: r.checkpoint?.dir,
+        ...(saved ? { resumedFrom: saved.step } : {}),
+      };
       ctx.sink.event?.(r.complete ? 'sft_done' : 'sft_stopped', { steps: r.steps, total: r.total, finalLoss: r.finalLoss });
       // SFT alone on the held-out tasks, so one run shows what RL added (logged on SFT's step axis).
       if (r.complete && !ctx.signal?.aborted) {
@@ -88,12 +95,16 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
     if (!hasRl || sft) await ctx.session.setReference(sft?.dir);
   }
   ctx.onPhase?.('rl', cfg.steps);
-  out.rl = await runTrainingLoop(cfg, { ...ctx.session.ports, sink: ctx.sink }, {
-    runDir: ctx.runDir,
-    resume: ctx.resume,
-    signal: ctx.signal,
-    onStep: (s, m) => ctx.onStep?.('rl', s, m),
-  });
+  out.rl = await runTrainingLoop(
+    cfg,
+    { ...ctx.session.ports, sink: ctx.sink },
+    {
+      runDir: ctx.runDir,
+      resume: ctx.resume,
+      signal: ctx.signal,
+      onStep: (s, m) => ctx.onStep?.('rl', s, m),
+    },
+  );
   out.stopped = out.rl.stopped;
   if (out.rl.lastEval) out.eval = out.rl.lastEval;
   else if (!out.rl.stopped) {

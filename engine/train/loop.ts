@@ -10,7 +10,19 @@
  */
 import type { ExperimentConfig } from './config';
 import { latestCheckpoint, saveCheckpoint, type CheckpointInfo } from './checkpoints';
-import { chunks, dropFlatGroups, episodeMetrics, logprobMismatch, modelTokenCount, mulberry32, overlongPenalty, responseBudget, shuffled, stepSeed, type Episode } from './episode';
+import {
+  chunks,
+  dropFlatGroups,
+  episodeMetrics,
+  logprobMismatch,
+  modelTokenCount,
+  mulberry32,
+  overlongPenalty,
+  responseBudget,
+  shuffled,
+  stepSeed,
+  type Episode,
+} from './episode';
 
 /** Samples one step's episodes (prompts chosen from the step seed). */
 export interface RolloutPort {

@@ -101,24 +101,48 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
   async update(args: Parameters<PolicyPort['update']>[0]): Promise<UpdateStats> {
     // Micro-batch gradients are weighted by their share of what the aggregation averages over.
     const mode = this.cfg.algorithm.loss_agg_mode;
-    const count = (eps: Episode[]) => aggregationUnits(eps.map((e) => e.lossMask), mode);
-    const total = Math.max(1, args.microBatches.reduce((a, mb) => a + count(mb), 0));
+    const count = (eps: Episode[]) =>
+      aggregationUnits(
+        eps.map((e) => e.lossMask),
+        mode,
+      );
+    const total = Math.max(
+      1,
+      args.microBatches.reduce((a, mb) => a + count(mb), 0),
+    );
     const totalTokens = args.microBatches.reduce((a, mb) => a + maskedTokens(mb), 0);
-    const sources: Record<string, Map<Episode, Float32Array> | undefined> = { advantages: args.advantages, old_logprobs: args.oldLogprobs, ref_logprobs: args.refLogprobs };
+    const sources: Record<string, Map<Episode, Float32Array> | undefined> = {
+      advantages: args.advantages,
+      old_logprobs: args.oldLogprobs,
+      ref_logprobs: args.refLogprobs,
+    };
     const acc: Weights = new Map();
     const st = { loss: 0, clip: 0, kl: 0, ent: 0 };
     const extra: Record<string, number> = {};
     for (const mb of args.microBatches) {
       const w = count(mb) / total;
       if (w === 0) continue;
-      const batch = packSequences(mb.map((e) => Array.from(e.tokens)), this.model.config.padTokenId ?? 0);
+      const batch = packSequences(
+        mb.map((e) => Array.from(e.tokens)),
+        this.model.config.padTokenId ?? 0,
+      );
       const feeds: Record<string, HostTensor> = {};
       for (const { name } of this.loss.inputs) {
         const src = sources[name];
         if (!src) throw new Error(`policy loss "${this.loss.key}" reads "${name}", which this update was not given`);
-        feeds[name] = { dtype: 'float32', shape: [batch.batch, batch.length], data: shifted(batch, mb.map((e) => src.get(e)!)) };
+        feeds[name] = {
+          dtype: 'float32',
+          shape: [batch.batch, batch.length],
+          data: shifted(
+            batch,
+            mb.map((e) => src.get(e)!),
+          ),
+        };
       }
-      const mask = shifted(batch, mb.map((e) => e.lossMask));
+      const mask = shifted(
+        batch,
+        mb.map((e) => e.lossMask),
+      );
       const r = await this.model.trainStep(batch, this.loss, mask, feeds);
       accumulate(acc, r.grads, w);
       st.loss += w * r.loss;
@@ -128,7 +152,8 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
       for (const [k, v] of Object.entries(r.metrics)) if (!NAMED_METRICS.has(k)) extra[k] = (extra[k] ?? 0) + w * v;
     }
     const gradNorm = this.step(acc, args.lr);
-    const valueLoss = this.critic && args.returns && args.oldValues ? await this.critic.update(args.microBatches, args.returns, args.oldValues, args.lr) : undefined;
+    const valueLoss =
+      this.critic && args.returns && args.oldValues ? await this.critic.update(args.microBatches, args.returns, args.oldValues, args.lr) : undefined;
     const stats: UpdateStats = { loss: st.loss, gradNorm, clipFraction: st.clip, kl: st.kl, entropy: st.ent, tokens: totalTokens, valueLoss };
     if (Object.keys(extra).length) stats.metrics = extra;
     return stats;
@@ -144,8 +169,18 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
       const mb = batch.slice(i, i + size);
       const n = maskedTokens(mb);
       if (n === 0) continue;
-      const packed = packSequences(mb.map((d) => Array.from(d.tokens)), this.model.config.padTokenId ?? 0);
-      const r = await this.model.trainStep(packed, sftLossSpec, shifted(packed, mb.map((d) => d.lossMask)));
+      const packed = packSequences(
+        mb.map((d) => Array.from(d.tokens)),
+        this.model.config.padTokenId ?? 0,
+      );
+      const r = await this.model.trainStep(
+        packed,
+        sftLossSpec,
+        shifted(
+          packed,
+          mb.map((d) => d.lossMask),
+        ),
+      );
       accumulate(acc, r.grads, n / total);
       loss += (n / total) * r.loss;
     }

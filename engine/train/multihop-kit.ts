@@ -109,12 +109,25 @@ export function defaultSearchSetup(maxTurns = 4): EnvSetup {
  * unless a reward file is given), over the given tools and tokenizer. Models whose chat template
  * is the task's (`question : …`) get the bare question, as they were trained.
  */
-export function multihopTask(q: SearchQuestion, tools: Map<string, Tool>, tok: SearchTokenizer = multihopTokenizer(), setup: EnvSetup = defaultSearchSetup()): RolloutTask {
+export function multihopTask(
+  q: SearchQuestion,
+  tools: Map<string, Tool>,
+  tok: SearchTokenizer = multihopTokenizer(),
+  setup: EnvSetup = defaultSearchSetup(),
+): RolloutTask {
   const hf = envTokenizer(tok);
   const { tools: all, format } = taskTools([...tools.values()], setup);
   return toolEnvTask(
     { id: q.id, question: q.question, answers: q.answers, supportingFacts: q.supportingFacts, meta: q.hops !== undefined ? { hops: q.hops } : {} },
-    { tools: all, format, tokenizer: hf, setup, rewardWeights: REWARD_WEIGHTS, instruction: hf.chatTemplate === TASK_PROMPT_TEMPLATE ? '' : undefined, endTokenIds: hf.eosTokenId !== undefined ? [hf.eosTokenId] : [] },
+    {
+      tools: all,
+      format,
+      tokenizer: hf,
+      setup,
+      rewardWeights: REWARD_WEIGHTS,
+      instruction: hf.chatTemplate === TASK_PROMPT_TEMPLATE ? '' : undefined,
+      endTokenIds: hf.eosTokenId !== undefined ? [hf.eosTokenId] : [],
+    },
   );
 }
 
@@ -127,7 +140,13 @@ const queryFor = (passageId: string) => passageId.slice(passageId.indexOf(':') +
  * question (a vague query) or a wrong entity, then continuing correctly. Written in the run's
  * tool-call format.
  */
-export function multihopExpert(questions: Map<string, Question>, worldOf: (questionId: string) => World, mistakeRate: number, format: ToolCallFormat = searchR1Format(), endText = ''): TextPolicy {
+export function multihopExpert(
+  questions: Map<string, Question>,
+  worldOf: (questionId: string) => World,
+  mistakeRate: number,
+  format: ToolCallFormat = searchR1Format(),
+  endText = '',
+): TextPolicy {
   return formatExpert(format, endText, (id, done, seed) => {
     const q = questions.get(id)!;
     const r = mulberry32(seed);
@@ -162,7 +181,10 @@ export function naiveRag(index: Bm25Index, questions: Map<string, Question>, top
     let right = 0;
     for (const t of tasks) {
       const q = questions.get(t.id)!;
-      const text = index.search(q.question, topK).map((h) => h.passage.text).join(' ');
+      const text = index
+        .search(q.question, topK)
+        .map((h) => h.passage.text)
+        .join(' ');
       const m = answerPattern(q.question).exec(text);
       const ok = !!m && q.answers.includes(m[1]!);
       right += ok ? 1 : 0;

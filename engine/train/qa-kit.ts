@@ -42,7 +42,8 @@ function qaExpert(questions: Map<string, QaQuestion>, format: ToolCallFormat, en
 export function qaKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; mcpTools?: import('../env/tool').Tool[] } = {}): TaskKit {
   if (!cfg.task.dataset) throw new Error('task.dataset: required for task.kind "qa" (a JSONL file of questions)');
   const ds = loadQaDataset(cfg.task.dataset);
-  if (ds.passages.length < 3) throw new Error(`task.dataset: ${ds.file} has ${ds.passages.length} context paragraphs; the search tool needs at least 3 (give HotpotQA-style "context")`);
+  if (ds.passages.length < 3)
+    throw new Error(`task.dataset: ${ds.file} has ${ds.passages.length} context paragraphs; the search tool needs at least 3 (give HotpotQA-style "context")`);
   const tools = new Map<string, Tool>([['search', searchTool(new Bm25Index(ds.passages), { topK: 2 })]]);
   const own = cfg.model.path ? HfTokenizer.load(cfg.model.path) : undefined;
   const word = own ? undefined : taskTokenizer('qa', qaWords(ds.questions, ds.passages));
@@ -54,7 +55,8 @@ export function qaKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; mcpTo
   const setup = envSetup(cfg, extras.host, extras.mcpTools);
   const { format } = taskTools([...tools.values()], setup);
   const byTitle = new Map(ds.passages.map((p) => [p.title, p.text]));
-  const task = (q: QaQuestion) => multihopTask({ ...q, supportingFacts: q.supporting.map((t) => byTitle.get(t)).filter((t): t is string => !!t) }, tools, own ?? word!, setup);
+  const task = (q: QaQuestion) =>
+    multihopTask({ ...q, supportingFacts: q.supporting.map((t) => byTitle.get(t)).filter((t): t is string => !!t) }, tools, own ?? word!, setup);
   const endText = tok.decode([eos]);
   return {
     tokenizer: tok,

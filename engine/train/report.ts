@@ -56,7 +56,9 @@ export function progressBar(label: string, total: number, opts: ProgressOptions 
       const pct = total > 0 ? (100 * done) / total : 0;
       const remaining = done > 0 && total > 0 ? (elapsed * (total - done)) / done : NaN;
       const extra = fields.map((k) => `${k}=${fmt(f[k])}`).join(' ');
-      write(`${label} ${done}/${total} ${pct.toFixed(0)}% elapsed ${formatDuration(elapsed)} remaining ${done >= total ? '0s' : formatDuration(remaining)}${extra ? ' ' + extra : ''}\n`);
+      write(
+        `${label} ${done}/${total} ${pct.toFixed(0)}% elapsed ${formatDuration(elapsed)} remaining ${done >= total ? '0s' : formatDuration(remaining)}${extra ? ' ' + extra : ''}\n`,
+      );
       lastAt = now;
       lastPct = pct;
       lastDone = done;

@@ -37,7 +37,8 @@ export async function openKitSource(cfg: ExperimentConfig, req: RolloutSourceReq
     }
     const kit = openTaskKit(cfg, { host: kitHost });
     if (!cfg.model.path && req.policy !== 'expert') throw new Error(`--policy: unknown policy "${req.policy}" (available: expert)`);
-    if (!cfg.model.path && !kit.expert) throw new Error(`task "${cfg.task.kind}" has no scripted expert (give demonstrations in the task file's meta.demo, or --model <folder>)`);
+    if (!cfg.model.path && !kit.expert)
+      throw new Error(`task "${cfg.task.kind}" has no scripted expert (give demonstrations in the task file's meta.demo, or --model <folder>)`);
     model = cfg.model.path ? PolicyModel.load(cfg.model.path) : undefined;
     const maxLen = model ? Math.min(cfg.rollout.max_total_length, model.config.maxPositionEmbeddings) : cfg.rollout.max_total_length;
     const m = model;

@@ -98,7 +98,9 @@ export async function vocabularyWarnings(kit: TaskKit, sample = 200): Promise<st
   }
   if (!bad.length) return [];
   const ex = bad[0]!;
-  return [`${bad.length} of ${tasks.length} task prompts checked hold text outside the tokenizer's vocabulary (${total} <unk> tokens), e.g. task ${ex.id}: "${ex.text.slice(0, 160)}"; use a tokenizer that covers it (model.path) or rephrase the tasks`];
+  return [
+    `${bad.length} of ${tasks.length} task prompts checked hold text outside the tokenizer's vocabulary (${total} <unk> tokens), e.g. task ${ex.id}: "${ex.text.slice(0, 160)}"; use a tokenizer that covers it (model.path) or rephrase the tasks`,
+  ];
 }
 
 export interface SessionExtras {
@@ -117,7 +119,10 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
   // engine/rl's registry; GAE gets a critic: the policy's transformer with a value head, from the same weights.
   let critic: CriticModel | undefined;
   if (getEstimator(cfg.algorithm.adv_estimator).needsCritic) {
-    if (cfg.backend !== 'ort') throw new Error(`algorithm.adv_estimator: "${cfg.algorithm.adv_estimator}" needs a critic, which runs on backend "ort" only (got backend "${cfg.backend}")`);
+    if (cfg.backend !== 'ort')
+      throw new Error(
+        `algorithm.adv_estimator: "${cfg.algorithm.adv_estimator}" needs a critic, which runs on backend "ort" only (got backend "${cfg.backend}")`,
+      );
     critic = CriticModel.fromPolicy(model.config, model.baseWeights(), { threads: cfg.threads, providers }); // the transformer without LoRA adapters (the critic trains in full)
     policy.attachCritic(critic, new AdamW({ ...cfg.optim }));
   }

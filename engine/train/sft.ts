@@ -37,7 +37,8 @@ function tokenIdsProblem(v: unknown, vocabSize?: number): string | undefined {
   for (let j = 0; j < v.length; j++) {
     const x = v[j];
     if (typeof x !== 'number' || !Number.isInteger(x) || x < 0) return `[${j}] is ${JSON.stringify(x)}, not a token id (an integer ≥ 0)`;
-    if (vocabSize !== undefined && x >= vocabSize) return `[${j}] is token id ${x}, outside the model's vocabulary (${vocabSize} ids); were these demos tokenised for another model?`;
+    if (vocabSize !== undefined && x >= vocabSize)
+      return `[${j}] is token id ${x}, outside the model's vocabulary (${vocabSize} ids); were these demos tokenised for another model?`;
   }
   return undefined;
 }
@@ -53,7 +54,8 @@ function rowToDemo(row: unknown, vocabSize?: number): Demo {
   };
   if ('turns' in r || 'promptIds' in r) {
     const prompt = check('promptIds', r.promptIds);
-    if (!Array.isArray(r.turns)) throw new Error(`turns: expected an array of turns ({role, tokenIds}), got ${JSON.stringify(r.turns)?.slice(0, 40) ?? 'nothing'}`);
+    if (!Array.isArray(r.turns))
+      throw new Error(`turns: expected an array of turns ({role, tokenIds}), got ${JSON.stringify(r.turns)?.slice(0, 40) ?? 'nothing'}`);
     const tokens = prompt.slice();
     const mask: number[] = prompt.map(() => 0);
     r.turns.forEach((u: unknown, i: number) => {
@@ -79,7 +81,13 @@ function rowToDemo(row: unknown, vocabSize?: number): Demo {
     throw new Error(
       'messages: chat-message demonstrations are not supported (they would be re-tokenised); give token ids: a trajectory written by `arbor rollout` ({"promptIds", "turns"}) or {"tokens", "loss_mask"}',
     );
-  throw new Error(`expected a trajectory written by \`arbor rollout\` ({"promptIds", "turns"}) or {"tokens": number[], "loss_mask": number[]}; got fields ${Object.keys(r).map((k) => `"${k}"`).join(', ') || '(none)'}`);
+  throw new Error(
+    `expected a trajectory written by \`arbor rollout\` ({"promptIds", "turns"}) or {"tokens": number[], "loss_mask": number[]}; got fields ${
+      Object.keys(r)
+        .map((k) => `"${k}"`)
+        .join(', ') || '(none)'
+    }`,
+  );
 }
 
 /**
@@ -136,7 +144,13 @@ export async function runSft(
   cfg: ExperimentConfig,
   demos: Demo[],
   port: SftPort,
-  opts: { runDir?: string; sink?: SinkPort; signal?: AbortSignal; startStep?: number; onStep?: (step: number, total: number, m: Record<string, number>) => void },
+  opts: {
+    runDir?: string;
+    sink?: SinkPort;
+    signal?: AbortSignal;
+    startStep?: number;
+    onStep?: (step: number, total: number, m: Record<string, number>) => void;
+  },
 ): Promise<SftResult> {
   const perEpoch = Math.ceil(demos.length / cfg.sft.batch_size);
   const total = perEpoch * cfg.sft.epochs;
@@ -162,7 +176,13 @@ export async function runSft(
       const r = await port.sftUpdate(batch, lr);
       const secs = (performance.now() - t0) / 1000;
       finalLoss = r.loss;
-      const m: Record<string, number> = { 'sft/loss': r.loss, 'sft/grad_norm': r.gradNorm, 'sft/lr': lr, 'sft/epoch': epoch, 'perf/tokens_per_s': r.tokens / Math.max(1e-9, secs) };
+      const m: Record<string, number> = {
+        'sft/loss': r.loss,
+        'sft/grad_norm': r.gradNorm,
+        'sft/lr': lr,
+        'sft/epoch': epoch,
+        'perf/tokens_per_s': r.tokens / Math.max(1e-9, secs),
+      };
       if (r.accuracy !== undefined) m['sft/token_accuracy'] = r.accuracy;
       await opts.sink?.metrics(step, m);
       opts.onStep?.(step, total, m);

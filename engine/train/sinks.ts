@@ -66,7 +66,8 @@ export function memoryLimitHits(episodes: { toolCallRecords?: { calls: unknown[]
   const out: { name: string; error: string }[] = [];
   for (const e of episodes)
     for (const r of e.toolCallRecords ?? [])
-      for (const c of r.calls as { name?: string; error?: string }[]) if (c.error && /sandbox memory limit/.test(c.error)) out.push({ name: c.name ?? '?', error: c.error });
+      for (const c of r.calls as { name?: string; error?: string }[])
+        if (c.error && /sandbox memory limit/.test(c.error)) out.push({ name: c.name ?? '?', error: c.error });
   return out;
 }
 

@@ -57,9 +57,21 @@ export function episodeToRecord(
     adv = n ? s / n : 0;
   }
   return {
-    step, group: e.group, sample: e.sample, task: e.taskId, prompt: turns[0]?.text, reward: e.reward, advantage: adv,
+    step,
+    group: e.group,
+    sample: e.sample,
+    task: e.taskId,
+    prompt: turns[0]?.text,
+    reward: e.reward,
+    advantage: adv,
     outcome: {
-      answer: e.answer, components: e.rewardComponents, exactMatch: e.exactMatch, formatOk: e.formatOk, toolCalls: e.toolCalls, toolErrors: e.toolErrors, truncated: e.truncated,
+      answer: e.answer,
+      components: e.rewardComponents,
+      exactMatch: e.exactMatch,
+      formatOk: e.formatOk,
+      toolCalls: e.toolCalls,
+      toolErrors: e.toolErrors,
+      truncated: e.truncated,
       // What a reward tried in the editor needs to score this trajectory again.
       ...(Array.isArray(e.meta?.answers) ? { golds: e.meta!.answers } : {}),
       ...(e.meta?.hops !== undefined ? { hops: e.meta.hops } : {}),
@@ -91,10 +103,18 @@ export function storeSink(store: Store, runId: string, opts: { decode: (ids: num
     },
     trajectories(step, episodes, advantages, extra) {
       for (const e of episodes)
-        writer.trajectory(runId, episodeToRecord(step, e, advantages.get(e), opts.decode, { refLogprobs: extra?.refLogprobs?.get(e), values: extra?.values?.get(e) }));
+        writer.trajectory(
+          runId,
+          episodeToRecord(step, e, advantages.get(e), opts.decode, { refLogprobs: extra?.refLogprobs?.get(e), values: extra?.values?.get(e) }),
+        );
       // Tool calls the sandbox cut off at its memory limit: the run's log says so.
       const hits = memoryLimitHits(episodes);
-      if (hits.length) writer.log(runId, 'warn', `step ${step}: ${hits.length} tool call(s) exceeded the sandbox memory limit (${[...new Set(hits.map((h) => h.name))].join(', ')}): ${hits[0]!.error}`);
+      if (hits.length)
+        writer.log(
+          runId,
+          'warn',
+          `step ${step}: ${hits.length} tool call(s) exceeded the sandbox memory limit (${[...new Set(hits.map((h) => h.name))].join(', ')}): ${hits[0]!.error}`,
+        );
     },
     truncateAfter(step) {
       writer.flush();
@@ -108,8 +128,7 @@ export function storeSink(store: Store, runId: string, opts: { decode: (ids: num
         // resume records the checkpoint it continues from.
         store.addCheckpoint(runId, payload.fromStep, payload.checkpoint);
         store.log(runId, 'info', `resumed: ${JSON.stringify(payload)}`);
-      }
-      else store.log(runId, kind === 'error' ? 'error' : 'info', `${kind}: ${JSON.stringify(payload)}`);
+      } else store.log(runId, kind === 'error' ? 'error' : 'info', `${kind}: ${JSON.stringify(payload)}`);
     },
     flush: () => writer.flush(),
   };

@@ -33,7 +33,20 @@ import type { KitExtras } from './tasks';
 /** The example environment the built-in task runs on. */
 export const TOOLS_EXAMPLE_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'resources', 'examples', 'tools-task');
 
-const ADDED = ['<pad>', '<|endoftext|>', '<|im_start|>', '<|im_end|>', '<tool_call>', '</tool_call>', '<tool_response>', '</tool_response>', '<tools>', '</tools>', '<answer>', '</answer>'];
+const ADDED = [
+  '<pad>',
+  '<|endoftext|>',
+  '<|im_start|>',
+  '<|im_end|>',
+  '<tool_call>',
+  '</tool_call>',
+  '<tool_response>',
+  '</tool_response>',
+  '<tools>',
+  '</tools>',
+  '<answer>',
+  '</answer>',
+];
 const SPECIAL = ['<pad>', '<|endoftext|>', '<|im_start|>', '<|im_end|>'];
 const EXTRA_WORDS = ['system', 'user', 'assistant', 'lookup', 'calculator', 'about', 'required', 'property', 'additional', 'properties'];
 
@@ -45,7 +58,12 @@ let cached: ToolsTokenizer | undefined;
 export function toolsTokenizer(): ToolsTokenizer {
   if (cached) return cached;
   const { tokenizer, config, vocab } = buildByteWordTokenizer([...toolsVocabulary(), ...EXTRA_WORDS], {
-    added: ADDED, special: SPECIAL, eos: '<|im_end|>', pad: '<pad>', pieces: JSON_PUNCTUATION, chatTemplate: TOOLS_CHAT_TEMPLATE,
+    added: ADDED,
+    special: SPECIAL,
+    eos: '<|im_end|>',
+    pad: '<pad>',
+    pieces: JSON_PUNCTUATION,
+    chatTemplate: TOOLS_CHAT_TEMPLATE,
   });
   const hf = new HfTokenizer(tokenizer, config);
   cached = {
@@ -92,12 +110,14 @@ export function toolsExpert(mistakeRate: number, decoys: string[], endText: stri
  */
 export function toolsKit(cfg: ExperimentConfig, extras: KitExtras = {}): TaskKit {
   const where = 'task.kind "tools"';
-  if (cfg.environment.format !== 'hermes') throw new Error(`environment.format: ${where} is written in Hermes JSON calls; set environment.format: hermes (got "${cfg.environment.format}")`);
+  if (cfg.environment.format !== 'hermes')
+    throw new Error(`environment.format: ${where} is written in Hermes JSON calls; set environment.format: hermes (got "${cfg.environment.format}")`);
   if (cfg.model.path) throw new Error(`model.path: ${where} trains its built-in tiny model (its tokenizer and chat template); use model.init: tiny`);
   const setup = envSetup(cfg, extras.host);
   const { tools, format } = taskTools([], setup);
   for (const name of ['lookup', 'calculator'])
-    if (!tools.some((t) => t.name === name)) throw new Error(`environment.tools: ${where} needs a "${name}" tool (e.g. ${join('resources', 'examples', 'tools-task', 'tools', `${name}.ts`)})`);
+    if (!tools.some((t) => t.name === name))
+      throw new Error(`environment.tools: ${where} needs a "${name}" tool (e.g. ${join('resources', 'examples', 'tools-task', 'tools', `${name}.ts`)})`);
   const file = cfg.environment.tasks ?? join(TOOLS_EXAMPLE_DIR, 'tasks.jsonl');
   const all = loadTaskFile(file).tasks;
   const train = all.filter((t) => t.meta?.world !== 'heldout');

@@ -20,7 +20,10 @@ export async function openMcpServers(cfg: ExperimentConfig, log: (line: string) 
   if (!servers || typeof servers === 'string' || Object.keys(servers).length === 0) return undefined;
   const { McpToolSet } = await import('../interop/mcp-client');
   // validateConfig checked every entry against the mcpServers schema.
-  return McpToolSet.open(servers as McpServersInput, { baseDir: cfg.environment.workspace, onEvent: (e) => log(`mcp: server "${e.server}" ${e.kind.replace('mcp_', '')}: ${e.message}`) });
+  return McpToolSet.open(servers as McpServersInput, {
+    baseDir: cfg.environment.workspace,
+    onEvent: (e) => log(`mcp: server "${e.server}" ${e.kind.replace('mcp_', '')}: ${e.message}`),
+  });
 }
 
 export async function openTaskSession(cfg: ExperimentConfig): Promise<TaskSession> {

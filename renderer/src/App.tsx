@@ -107,7 +107,8 @@ function Banner() {
   if (c.state === 'engine-crashed')
     return (
       <div className="banner err" role="alert" data-testid="crash-banner">
-        The engine stopped unexpectedly: {c.message}. {c.restarting ? `Restarting it${c.attempt ? ` (attempt ${c.attempt})` : ''}…` : 'It will not be restarted again; save your work and restart Arbor.'}
+        The engine stopped unexpectedly: {c.message}.{' '}
+        {c.restarting ? `Restarting it${c.attempt ? ` (attempt ${c.attempt})` : ''}…` : 'It will not be restarted again; save your work and restart Arbor.'}
       </div>
     );
   if (c.state === 'closed')
@@ -129,7 +130,9 @@ function ErrorStrip() {
         <div key={e.id} className="error-msg" role="alert">
           <strong>{e.context}:</strong>
           <pre>{e.message}</pre>
-          <button onClick={() => dismiss(e.id)} aria-label="dismiss">×</button>
+          <button onClick={() => dismiss(e.id)} aria-label="dismiss">
+            ×
+          </button>
         </div>
       ))}
     </div>

@@ -34,7 +34,16 @@ const o = new Command('bench:initializers')
   .parse(process.argv.slice(2), { from: 'user' })
   .opts<{ hidden: number; layers: number; vocab: number; threads: number; steps: number; json?: boolean; variant?: string }>();
 
-const cfg = tinyConfig({ vocabSize: o.vocab, hiddenSize: o.hidden, layers: o.layers, heads: o.hidden / 64, kvHeads: o.hidden / 256, intermediateSize: Math.round((o.hidden * 8) / 3 / 64) * 64, architecture: 'LlamaForCausalLM', tieWordEmbeddings: false });
+const cfg = tinyConfig({
+  vocabSize: o.vocab,
+  hiddenSize: o.hidden,
+  layers: o.layers,
+  heads: o.hidden / 64,
+  kvHeads: o.hidden / 256,
+  intermediateSize: Math.round((o.hidden * 8) / 3 / 64) * 64,
+  architecture: 'LlamaForCausalLM',
+  tieWordEmbeddings: false,
+});
 const rssMb = () => process.resourceUsage().maxRSS / 1024;
 
 async function variant(kind: string): Promise<void> {
@@ -67,15 +76,24 @@ async function variant(kind: string): Promise<void> {
   bytes = new Uint8Array(0);
   const createS = (performance.now() - t0) / 1000;
   const rssCreate = rssMb();
-  const L = cfg.numLayers, Hkv = cfg.numKvHeads, hd = cfg.headDim, V = cfg.vocabSize;
+  const L = cfg.numLayers,
+    Hkv = cfg.numKvHeads,
+    hd = cfg.headDim,
+    V = cfg.vocabSize;
   const run = async (ids: number[], past: Record<string, InstanceType<typeof O.Tensor>>, P: number) => {
-    const T = ids.length, S = P + T;
+    const T = ids.length,
+      S = P + T;
     const bias = new Float32Array(T * S);
     for (let i = 0; i < T; i++) for (let j = P + i + 1; j < S; j++) bias[i * S + j] = -1e9;
     const feeds: Record<string, InstanceType<typeof O.Tensor>> = {
-      ...weightFeeds, ...past,
+      ...weightFeeds,
+      ...past,
       input_ids: new O.Tensor('int32', Int32Array.from(ids), [1, T]),
-      position_ids: new O.Tensor('int32', Int32Array.from({ length: T }, (_, i) => P + i), [1, T]),
+      position_ids: new O.Tensor(
+        'int32',
+        Int32Array.from({ length: T }, (_, i) => P + i),
+        [1, T],
+      ),
       attn_bias: new O.Tensor('float32', bias, [1, 1, T, S]),
       sample_u: new O.Tensor('float32', new Float32Array(1), [1]),
       inv_temp: new O.Tensor('float32', new Float32Array(1).fill(1), [1]),
@@ -109,7 +127,7 @@ async function variant(kind: string): Promise<void> {
   }
   const decodeS = (performance.now() - t1) / 1000;
   for (const x of r.logits) sum += x;
-  const weightMb = Object.values(shapes).reduce((a, d) => a + d.reduce((p, q) => p * q, 1), 0) * 4 / 2 ** 20;
+  const weightMb = (Object.values(shapes).reduce((a, d) => a + d.reduce((p, q) => p * q, 1), 0) * 4) / 2 ** 20;
   process.stdout.write(JSON.stringify({ kind, createS, rssCreate, prefillS, decodeS, rssEnd: rssMb(), weightMb, checksum: sum }) + '\n');
   await s.release();
 }
@@ -118,21 +136,56 @@ if (o.variant) await variant(o.variant);
 else {
   const here = dirname(fileURLToPath(import.meta.url));
   const res = ['inputs', 'initializers'].map((v) => {
-    const r = spawnSync(process.execPath, [join(here, 'run.mjs'), 'initializers', '--hidden', String(o.hidden), '--layers', String(o.layers), '--vocab', String(o.vocab), '--threads', String(o.threads), '--steps', String(o.steps), '--variant', v], { encoding: 'utf8' });
+    const r = spawnSync(
+      process.execPath,
+      [
+        join(here, 'run.mjs'),
+        'initializers',
+        '--hidden',
+        String(o.hidden),
+        '--layers',
+        String(o.layers),
+        '--vocab',
+        String(o.vocab),
+        '--threads',
+        String(o.threads),
+        '--steps',
+        String(o.steps),
+        '--variant',
+        v,
+      ],
+      { encoding: 'utf8' },
+    );
     if (r.status !== 0) throw new Error(`${v} failed: ${r.stderr}`);
-    return JSON.parse(r.stdout.trim().split('\n').pop()!) as { kind: string; createS: number; rssCreate: number; prefillS: number; decodeS: number; rssEnd: number; weightMb: number; checksum: number };
+    return JSON.parse(r.stdout.trim().split('\n').pop()!) as {
+      kind: string;
+      createS: number;
+      rssCreate: number;
+      prefillS: number;
+      decodeS: number;
+      rssEnd: number;
+      weightMb: number;
+      checksum: number;
+    };
   });
   const [a, b] = res;
   const rel = Math.abs(a.checksum - b.checksum) / Math.abs(a.checksum);
   if (o.json) console.log(JSON.stringify({ config: { hidden: o.hidden, layers: o.layers, vocab: o.vocab }, results: res, checksumRelDiff: rel }));
   else {
-    console.log(`decode graph, ${o.layers} layers × hidden ${o.hidden}, vocab ${o.vocab}: ${a.weightMb.toFixed(0)} MB of float32 weights; logits checksum relative difference ${rel.toExponential(1)}`);
-    console.log(renderTable(['measure', 'weights as inputs', 'weights as initializers', 'initializers / inputs'], [
-      ['session creation (s)', a.createS, b.createS, b.createS / a.createS],
-      ['peak RSS after creation (MB)', a.rssCreate, b.rssCreate, b.rssCreate / a.rssCreate],
-      ['prefill 128 tokens (s)', a.prefillS, b.prefillS, b.prefillS / a.prefillS],
-      [`decode ${o.steps} steps, batch 1 (s)`, a.decodeS, b.decodeS, b.decodeS / a.decodeS],
-      ['peak RSS at the end (MB)', a.rssEnd, b.rssEnd, b.rssEnd / a.rssEnd],
-    ]));
+    console.log(
+      `decode graph, ${o.layers} layers × hidden ${o.hidden}, vocab ${o.vocab}: ${a.weightMb.toFixed(0)} MB of float32 weights; logits checksum relative difference ${rel.toExponential(1)}`,
+    );
+    console.log(
+      renderTable(
+        ['measure', 'weights as inputs', 'weights as initializers', 'initializers / inputs'],
+        [
+          ['session creation (s)', a.createS, b.createS, b.createS / a.createS],
+          ['peak RSS after creation (MB)', a.rssCreate, b.rssCreate, b.rssCreate / a.rssCreate],
+          ['prefill 128 tokens (s)', a.prefillS, b.prefillS, b.prefillS / a.prefillS],
+          [`decode ${o.steps} steps, batch 1 (s)`, a.decodeS, b.decodeS, b.decodeS / a.decodeS],
+          ['peak RSS at the end (MB)', a.rssEnd, b.rssEnd, b.rssEnd / a.rssEnd],
+        ],
+      ),
+    );
   }
 }

@@ -37,19 +37,61 @@ import type { Ops } from '../../engine/tensor/ops';
 /** Published shapes (config.json of the released models; random weights). */
 export const SHAPES: Record<string, ModelConfig> = {
   'qwen2.5-0.5b': {
-    architecture: 'Qwen2ForCausalLM', vocabSize: 151936, hiddenSize: 896, intermediateSize: 4864, numLayers: 24, numHeads: 14, numKvHeads: 2,
-    headDim: 64, rmsNormEps: 1e-6, ropeTheta: 1000000, tieWordEmbeddings: true, attentionBias: true, qkNorm: false,
-    maxPositionEmbeddings: 32768, bosTokenId: 151643, eosTokenId: 151643, padTokenId: null,
+    architecture: 'Qwen2ForCausalLM',
+    vocabSize: 151936,
+    hiddenSize: 896,
+    intermediateSize: 4864,
+    numLayers: 24,
+    numHeads: 14,
+    numKvHeads: 2,
+    headDim: 64,
+    rmsNormEps: 1e-6,
+    ropeTheta: 1000000,
+    tieWordEmbeddings: true,
+    attentionBias: true,
+    qkNorm: false,
+    maxPositionEmbeddings: 32768,
+    bosTokenId: 151643,
+    eosTokenId: 151643,
+    padTokenId: null,
   },
   'qwen3-0.6b': {
-    architecture: 'Qwen3ForCausalLM', vocabSize: 151936, hiddenSize: 1024, intermediateSize: 3072, numLayers: 28, numHeads: 16, numKvHeads: 8,
-    headDim: 128, rmsNormEps: 1e-6, ropeTheta: 1000000, tieWordEmbeddings: true, attentionBias: false, qkNorm: true,
-    maxPositionEmbeddings: 40960, bosTokenId: 151643, eosTokenId: 151645, padTokenId: null,
+    architecture: 'Qwen3ForCausalLM',
+    vocabSize: 151936,
+    hiddenSize: 1024,
+    intermediateSize: 3072,
+    numLayers: 28,
+    numHeads: 16,
+    numKvHeads: 8,
+    headDim: 128,
+    rmsNormEps: 1e-6,
+    ropeTheta: 1000000,
+    tieWordEmbeddings: true,
+    attentionBias: false,
+    qkNorm: true,
+    maxPositionEmbeddings: 40960,
+    bosTokenId: 151643,
+    eosTokenId: 151645,
+    padTokenId: null,
   },
   'llama3.2-1b': {
-    architecture: 'LlamaForCausalLM', vocabSize: 128256, hiddenSize: 2048, intermediateSize: 8192, numLayers: 16, numHeads: 32, numKvHeads: 8,
-    headDim: 64, rmsNormEps: 1e-5, ropeTheta: 500000, tieWordEmbeddings: true, attentionBias: false, qkNorm: false,
-    maxPositionEmbeddings: 131072, bosTokenId: 128000, eosTokenId: 128001, padTokenId: null,
+    architecture: 'LlamaForCausalLM',
+    vocabSize: 128256,
+    hiddenSize: 2048,
+    intermediateSize: 8192,
+    numLayers: 16,
+    numHeads: 32,
+    numKvHeads: 8,
+    headDim: 64,
+    rmsNormEps: 1e-5,
+    ropeTheta: 500000,
+    tieWordEmbeddings: true,
+    attentionBias: false,
+    qkNorm: false,
+    maxPositionEmbeddings: 131072,
+    bosTokenId: 128000,
+    eosTokenId: 128001,
+    padTokenId: null,
     ropeScaling: { rope_type: 'llama3', factor: 32, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 8192 },
   },
 };
@@ -79,7 +121,19 @@ const cli = new Command('bench:model')
   .option('--child <folder>', '(internal) run the Arbor phases on a folder and print JSON');
 
 const o = cli.parse(process.argv.slice(2), { from: 'user' }).opts<{
-  shape: string; threads: number; dtype: WeightDType; maxShard: number; steps: number; folder?: string; torch: boolean; train: boolean; lora: boolean; loraOnly?: boolean; saveOnly?: boolean; json?: boolean; child?: string;
+  shape: string;
+  threads: number;
+  dtype: WeightDType;
+  maxShard: number;
+  steps: number;
+  folder?: string;
+  torch: boolean;
+  train: boolean;
+  lora: boolean;
+  loraOnly?: boolean;
+  saveOnly?: boolean;
+  json?: boolean;
+  child?: string;
 }>();
 const base = SHAPES[o.shape];
 if (!base) throw new Error(`--shape: unknown shape '${o.shape}' (known: ${Object.keys(SHAPES).join(', ')})`);
@@ -104,9 +158,14 @@ const nll: LossSpec = {
 };
 
 async function decodeCall(m: PolicyModel, input: number[][], past: { k: Float32Array; v: Float32Array }[], P: number) {
-  const B = input.length, T = input[0].length;
+  const B = input.length,
+    T = input[0].length;
   return m.decode({
-    batch: B, newLength: T, pastLength: P, inputIds: Int32Array.from(input.flat()), attentionMask: new Int32Array(B * (P + T)).fill(1),
+    batch: B,
+    newLength: T,
+    pastLength: P,
+    inputIds: Int32Array.from(input.flat()),
+    attentionMask: new Int32Array(B * (P + T)).fill(1),
     positionIds: Int32Array.from({ length: B * T }, (_, i) => P + (i % T)),
     past: past.length ? past : Array.from({ length: m.config.numLayers }, () => ({ k: new Float32Array(0), v: new Float32Array(0) })),
   });
@@ -114,11 +173,25 @@ async function decodeCall(m: PolicyModel, input: number[][], past: { k: Float32A
 
 /** What each side measures (seconds, MB of peak RSS so far). */
 interface PhaseResult {
-  load_s: number; checksum?: number; rss_load_mb: number; prefill: Record<string, number>; rss_prefill_mb: number;
-  decode: Record<string, number>; rss_decode_mb: number; train_s?: number; train_loss?: number; rss_train_mb?: number;
+  load_s: number;
+  checksum?: number;
+  rss_load_mb: number;
+  prefill: Record<string, number>;
+  rss_prefill_mb: number;
+  decode: Record<string, number>;
+  rss_decode_mb: number;
+  train_s?: number;
+  train_loss?: number;
+  rss_train_mb?: number;
 }
 
-interface LoraResult { load_s?: number; lora_grad_s: number; lora_opt_s: number; lora_trainable: number; rss_lora_mb: number }
+interface LoraResult {
+  load_s?: number;
+  lora_grad_s: number;
+  lora_opt_s: number;
+  lora_trainable: number;
+  rss_lora_mb: number;
+}
 
 /** Arbor's LoRA step (engine/model/lora-step.ts, the training run's code path), second of two steps. */
 async function loraChild(folder: string): Promise<void> {
@@ -205,7 +278,8 @@ function randomWeights(c: ModelConfig, seed: number): Weights {
     if (name.endsWith('norm.weight')) a.fill(1);
     else if (!name.endsWith('.bias')) {
       for (let i = 0; i < a.length; i += 2) {
-        const r = 0.02 * Math.sqrt(-2 * Math.log(1 - rand())), th = 2 * Math.PI * rand();
+        const r = 0.02 * Math.sqrt(-2 * Math.log(1 - rand())),
+          th = 2 * Math.PI * rand();
         a[i] = r * Math.cos(th);
         if (i + 1 < a.length) a[i + 1] = r * Math.sin(th);
       }
@@ -226,7 +300,9 @@ function roundTo(w: Weights, dtype: WeightDType): void {
       else {
         const h = f32BitsToF16(u[i]);
         // back to float32 through the exact value of the float16
-        const e = (h >> 10) & 0x1f, mant = h & 0x3ff, sgn = h & 0x8000 ? -1 : 1;
+        const e = (h >> 10) & 0x1f,
+          mant = h & 0x3ff,
+          sgn = h & 0x8000 ? -1 : 1;
         tab[0] = e === 0 ? sgn * 2 ** -14 * (mant / 1024) : e === 31 ? (mant ? NaN : sgn * Infinity) : sgn * 2 ** (e - 15) * (1 + mant / 1024);
         u[i] = bits[0];
       }
@@ -238,7 +314,9 @@ async function main(): Promise<void> {
   if (o.child) return child(o.child);
   const cfg: ModelConfig = { ...base, dtype: o.dtype };
   const folder = o.folder ?? join(mkdtempSync(join(tmpdir(), 'arbor-bench-model-')), o.shape);
-  const log = (s: string) => { if (!o.json) console.error(s); };
+  const log = (s: string) => {
+    if (!o.json) console.error(s);
+  };
   log(`bench:model ${o.shape}: ${(parameterCount(cfg) / 1e9).toFixed(3)}B parameters → ${folder}`);
   let t0 = performance.now();
   let weights: Weights | undefined = randomWeights(cfg, 1);
@@ -257,15 +335,35 @@ async function main(): Promise<void> {
   });
   const saveS = (performance.now() - t0) / 1000;
   const shards = existsSync(join(folder, 'model.safetensors.index.json'))
-    ? new Set(Object.values(JSON.parse(readFileSync(join(folder, 'model.safetensors.index.json'), 'utf8')).weight_map as Record<string, string>)).size : 1;
+    ? new Set(Object.values(JSON.parse(readFileSync(join(folder, 'model.safetensors.index.json'), 'utf8')).weight_map as Record<string, string>)).size
+    : 1;
   const bytes = parameterCount(cfg) * (o.dtype === 'float32' ? 4 : 2);
   const build = { init_s: initS, save_s: saveS, save_mb_s: bytes / 1e6 / saveS, shards, bytes, rss_mb: rssMb() };
   // eslint-disable-next-line no-useless-assignment -- drops the weights so the GC can free them before the child process runs
   weights = undefined;
-  log(`  built: init ${initS.toFixed(1)} s, save ${saveS.toFixed(1)} s (${build.save_mb_s.toFixed(0)} MB/s, ${shards} shards), peak RSS ${build.rss_mb.toFixed(0)} MB`);
+  log(
+    `  built: init ${initS.toFixed(1)} s, save ${saveS.toFixed(1)} s (${build.save_mb_s.toFixed(0)} MB/s, ${shards} shards), peak RSS ${build.rss_mb.toFixed(0)} MB`,
+  );
 
   log('  Arbor (child process) …');
-  const a = spawnSync(process.execPath, [join(HERE, 'run.mjs'), 'model', '--shape', o.shape, '--threads', String(o.threads), '--steps', String(o.steps), ...(o.train ? [] : ['--no-train']), ...(o.saveOnly ? ['--save-only'] : []), '--child', folder], { encoding: 'utf8', maxBuffer: 1 << 28 });
+  const a = spawnSync(
+    process.execPath,
+    [
+      join(HERE, 'run.mjs'),
+      'model',
+      '--shape',
+      o.shape,
+      '--threads',
+      String(o.threads),
+      '--steps',
+      String(o.steps),
+      ...(o.train ? [] : ['--no-train']),
+      ...(o.saveOnly ? ['--save-only'] : []),
+      '--child',
+      folder,
+    ],
+    { encoding: 'utf8', maxBuffer: 1 << 28 },
+  );
   if (a.status !== 0) throw new Error(`Arbor child failed (code ${a.status}): ${a.stderr}`);
   const lines = a.stdout.trim().split('\n');
   const arborLogits = Float32Array.from(JSON.parse(lines[0]).logits as number[]);
@@ -276,29 +374,51 @@ async function main(): Promise<void> {
   let logitsRel: number | undefined;
   if (o.saveOnly) {
     if (!o.folder) rmSync(dirname(folder), { recursive: true, force: true });
-    const r = { shape: o.shape, parameters: parameterCount(cfg), dtype: o.dtype, build, reload: { load_s: arbor.load_s, rss_mb: arbor.rss_load_mb, exact: true } };
+    const r = {
+      shape: o.shape,
+      parameters: parameterCount(cfg),
+      dtype: o.dtype,
+      build,
+      reload: { load_s: arbor.load_s, rss_mb: arbor.rss_load_mb, exact: true },
+    };
     if (o.json) console.log(JSON.stringify(r));
-    else console.log(`${o.shape}: ${(parameterCount(cfg) / 1e9).toFixed(3)}B parameters, ${o.dtype}, ${shards} shard(s): save ${saveS.toFixed(1)} s (${build.save_mb_s.toFixed(0)} MB/s), builder peak RSS ${build.rss_mb.toFixed(0)} MB; reload ${arbor.load_s.toFixed(1)} s, peak RSS ${arbor.rss_load_mb.toFixed(0)} MB; weights identical after the round trip (checksum)`);
+    else
+      console.log(
+        `${o.shape}: ${(parameterCount(cfg) / 1e9).toFixed(3)}B parameters, ${o.dtype}, ${shards} shard(s): save ${saveS.toFixed(1)} s (${build.save_mb_s.toFixed(0)} MB/s), builder peak RSS ${build.rss_mb.toFixed(0)} MB; reload ${arbor.load_s.toFixed(1)} s, peak RSS ${arbor.rss_load_mb.toFixed(0)} MB; weights identical after the round trip (checksum)`,
+      );
     return;
   }
   if (o.torch) {
     log('  PyTorch …');
     const lf = join(dirname(folder), 'torch-logits.f32');
     const env = { ...process.env, OMP_NUM_THREADS: String(o.threads), OPENBLAS_NUM_THREADS: String(o.threads), OPENBLAS_CORETYPE: 'SkylakeX' };
-    const t = spawnSync(PYTHON, [join(HERE, 'model_torch.py'), folder, '--threads', String(o.threads), '--steps', String(o.steps), '--logits', lf, ...(o.train ? [] : ['--no-train'])], { encoding: 'utf8', env, maxBuffer: 1 << 26 });
+    const t = spawnSync(
+      PYTHON,
+      [join(HERE, 'model_torch.py'), folder, '--threads', String(o.threads), '--steps', String(o.steps), '--logits', lf, ...(o.train ? [] : ['--no-train'])],
+      { encoding: 'utf8', env, maxBuffer: 1 << 26 },
+    );
     if (t.status !== 0) throw new Error(`model_torch.py failed (code ${t.status}): ${t.stderr}`);
     torch = JSON.parse(t.stdout.trim().split('\n').pop()!);
     const tl = new Float32Array(readFileSync(lf).buffer.slice(0));
-    let num = 0, den = 0;
-    for (let i = 0; i < tl.length; i++) { num += (arborLogits[i] - tl[i]) ** 2; den += tl[i] ** 2; }
+    let num = 0,
+      den = 0;
+    for (let i = 0; i < tl.length; i++) {
+      num += (arborLogits[i] - tl[i]) ** 2;
+      den += tl[i] ** 2;
+    }
     logitsRel = Math.sqrt(num / den);
   }
   let arborLora: LoraResult | undefined, torchLora: LoraResult | undefined, loraFailure: string | undefined;
   if (o.lora) {
     log('  Arbor LoRA step (child process) …');
-    const al = spawnSync(process.execPath, [join(HERE, 'run.mjs'), 'model', '--shape', o.shape, '--threads', String(o.threads), '--lora-only', '--child', folder], { encoding: 'utf8' });
+    const al = spawnSync(
+      process.execPath,
+      [join(HERE, 'run.mjs'), 'model', '--shape', o.shape, '--threads', String(o.threads), '--lora-only', '--child', folder],
+      { encoding: 'utf8' },
+    );
     // A failed phase (e.g. killed by the kernel's OOM killer: signal SIGKILL) is reported, not fatal to the other figures.
-    if (al.status !== 0) loraFailure = `Arbor LoRA step failed (${al.signal ? `killed by ${al.signal}, likely out of memory` : `exit code ${al.status}`}) ${al.stderr.trim().split('\n').slice(-3).join(' ')}`;
+    if (al.status !== 0)
+      loraFailure = `Arbor LoRA step failed (${al.signal ? `killed by ${al.signal}, likely out of memory` : `exit code ${al.status}`}) ${al.stderr.trim().split('\n').slice(-3).join(' ')}`;
     else arborLora = JSON.parse(al.stdout.trim().split('\n').pop()!);
     if (o.torch) {
       log('  PyTorch LoRA step …');
@@ -316,9 +436,16 @@ async function main(): Promise<void> {
   const row = (name: string, ar?: number, tr?: number, unit = '') => rows.push([name + unit, fmt(ar), fmt(tr), ratio(ar, tr)]);
   row('load', arbor.load_s, torch?.load_s, ' (s)');
   row('peak RSS after load', arbor.rss_load_mb, torch?.rss_load_mb, ' (MB)');
-  for (const T of ['128', '512']) row(`prefill ${T} tokens`, T === '128' || T === '512' ? Number(T) / arbor.prefill[T] : undefined, torch ? Number(T) / torch.prefill[T] : undefined, ' (tok/s)');
+  for (const T of ['128', '512'])
+    row(
+      `prefill ${T} tokens`,
+      T === '128' || T === '512' ? Number(T) / arbor.prefill[T] : undefined,
+      torch ? Number(T) / torch.prefill[T] : undefined,
+      ' (tok/s)',
+    );
   row('peak RSS after prefill', arbor.rss_prefill_mb, torch?.rss_prefill_mb, ' (MB)');
-  for (const B of ['1', '8']) row(`decode batch ${B}`, (Number(B) * o.steps) / arbor.decode[B], torch ? (Number(B) * o.steps) / torch.decode[B] : undefined, ' (tok/s)');
+  for (const B of ['1', '8'])
+    row(`decode batch ${B}`, (Number(B) * o.steps) / arbor.decode[B], torch ? (Number(B) * o.steps) / torch.decode[B] : undefined, ' (tok/s)');
   row('peak RSS after decode', arbor.rss_decode_mb, torch?.rss_decode_mb, ' (MB)');
   if (o.train) {
     row('full train step 1 × 128', arbor.train_s, torch?.train_s, ' (s)');
@@ -327,15 +454,36 @@ async function main(): Promise<void> {
   if (arborLora || torchLora) {
     row('LoRA step 4 × 512: forward + backward', arborLora?.lora_grad_s, torchLora?.lora_grad_s, ' (s)');
     row('LoRA step 4 × 512: AdamW on adapters', arborLora?.lora_opt_s, torchLora?.lora_opt_s, ' (s)');
-    row('LoRA step 4 × 512: total', arborLora && arborLora.lora_grad_s + arborLora.lora_opt_s, torchLora ? torchLora.lora_grad_s + torchLora.lora_opt_s : undefined, ' (s)');
+    row(
+      'LoRA step 4 × 512: total',
+      arborLora && arborLora.lora_grad_s + arborLora.lora_opt_s,
+      torchLora ? torchLora.lora_grad_s + torchLora.lora_opt_s : undefined,
+      ' (s)',
+    );
     row('peak RSS, LoRA process', arborLora?.rss_lora_mb, torchLora?.rss_lora_mb, ' (MB)');
   }
   if (loraFailure) log(`  ${loraFailure}`);
-  const result = { shape: o.shape, lora: { arbor: arborLora, torch: torchLora, failure: loraFailure }, parameters: parameterCount(cfg), threads: o.threads, dtype: o.dtype, build, arbor, torch, logits_rel_err: logitsRel, rows };
+  const result = {
+    shape: o.shape,
+    lora: { arbor: arborLora, torch: torchLora, failure: loraFailure },
+    parameters: parameterCount(cfg),
+    threads: o.threads,
+    dtype: o.dtype,
+    build,
+    arbor,
+    torch,
+    logits_rel_err: logitsRel,
+    rows,
+  };
   if (o.json) console.log(JSON.stringify(result));
   else {
-    console.log(`\n${o.shape}: ${(parameterCount(cfg) / 1e9).toFixed(3)}B parameters, folder ${o.dtype} in ${shards} shard(s): save ${saveS.toFixed(1)} s (${build.save_mb_s.toFixed(0)} MB/s, peak RSS ${build.rss_mb.toFixed(0)} MB); save → load exact (checksum)`);
-    if (logitsRel !== undefined) console.log(`logits (last position of the 128-token prefill), Arbor vs PyTorch: relative error ${logitsRel.toExponential(2)}; train loss ${arbor.train_loss ?? '—'} vs ${torch?.train_loss ?? '—'}`);
+    console.log(
+      `\n${o.shape}: ${(parameterCount(cfg) / 1e9).toFixed(3)}B parameters, folder ${o.dtype} in ${shards} shard(s): save ${saveS.toFixed(1)} s (${build.save_mb_s.toFixed(0)} MB/s, peak RSS ${build.rss_mb.toFixed(0)} MB); save → load exact (checksum)`,
+    );
+    if (logitsRel !== undefined)
+      console.log(
+        `logits (last position of the 128-token prefill), Arbor vs PyTorch: relative error ${logitsRel.toExponential(2)}; train loss ${arbor.train_loss ?? '—'} vs ${torch?.train_loss ?? '—'}`,
+      );
     console.log(renderTable(['measure', 'Arbor (ORT)', torch ? `PyTorch ${torch.torch}` : 'PyTorch (skipped)', 'Arbor / PyTorch'], rows));
     if (loraFailure) console.log(loraFailure);
     console.log(`(${o.threads} threads; single timed runs after a warm-up; the machine is shared, so compare ratios, not absolute numbers)`);

@@ -55,11 +55,24 @@ const noTorch = args.includes('--no-torch');
 const peerOnly = args.includes('--peer-only');
 const modelsArg = args.indexOf('--models');
 const onlyModels = modelsArg >= 0 ? args[modelsArg + 1]!.split(',') : undefined;
-const PROMPT = 24, NEW = 32;
+const PROMPT = 24,
+  NEW = 32;
 
 const MODELS: { name: string; config: ModelConfig }[] = [
   { name: 'tiny', config: tinyConfig({ vocabSize: 512, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 512, padTokenId: 0 }) },
-  { name: '25M', config: tinyConfig({ vocabSize: 8192, hiddenSize: 512, layers: 7, heads: 8, kvHeads: 4, intermediateSize: 1408, maxPositionEmbeddings: 512, padTokenId: 0 }) },
+  {
+    name: '25M',
+    config: tinyConfig({
+      vocabSize: 8192,
+      hiddenSize: 512,
+      layers: 7,
+      heads: 8,
+      kvHeads: 4,
+      intermediateSize: 1408,
+      maxPositionEmbeddings: 512,
+      padTokenId: 0,
+    }),
+  },
 ];
 
 /** Token ids as text (the benchmark has no tokenizer; decode is only for display). */
@@ -123,11 +136,18 @@ interface Breakdown {
 }
 
 async function measure(model: PolicyModel, name: string, batch: number, tools: boolean, cache: Row['cache'], sequences: number): Promise<Row> {
-  const backend: DecodeBackend = cache === 'recompute' ? policyRecomputeBackend(model, { maxBatch: batch })
-    : policyDecodeBackend(model, { maxBatch: batch, keepPacked: cache !== 'kv-repack', cache: cache === 'kv' ? 'worker' : 'host' });
+  const backend: DecodeBackend =
+    cache === 'recompute'
+      ? policyRecomputeBackend(model, { maxBatch: batch })
+      : policyDecodeBackend(model, { maxBatch: batch, keepPacked: cache !== 'kv-repack', cache: cache === 'kv' ? 'worker' : 'host' });
   const tasks = makeTasks(sequences, model.config.vocabSize, tools, batch);
   const o = {
-    tasks, n: 1, seed: 1, sampling: { temperature: 1 }, tokenizer: idTokenizer, maxBatch: batch,
+    tasks,
+    n: 1,
+    seed: 1,
+    sampling: { temperature: 1 },
+    tokenizer: idTokenizer,
+    maxBatch: batch,
     limits: tools ? { maxNewTokens: 16, maxTurns: 3, maxTotalLength: 512 } : { maxNewTokens: 32, maxTurns: 1, maxTotalLength: 512 },
     stop: { strings: [], tokenIds: [] },
   };
@@ -141,18 +161,44 @@ async function measure(model: PolicyModel, name: string, batch: number, tools: b
   await backend.close?.();
   const st = res.stats;
   const n = Math.max(1, st.modelCalls);
-  const breakdown: Breakdown | undefined = cache === 'recompute' ? undefined : (() => {
-    const b: Breakdown = {
-      calls: st.modelCalls, wall: st.wallMs / n, sampling: st.sampleMs / n, envWait: st.envWaitMs / n,
-      kvPack: (kv?.packMs ?? 0) / n, kvUnpack: (kv?.unpackMs ?? 0) / n, logitsRows: (kv?.rowsMs ?? 0) / n, buildFeeds: d.buildMs / n,
-      post: d.postMs / n, toWorker: d.toWorkerMs / n, wrapFeeds: d.feedsMs / n, ortRun: d.runMs / n, outputs: d.outputsMs / n, back: d.backMs / n, other: 0,
-    };
-    b.other = b.wall - (b.sampling + b.envWait + b.kvPack + b.kvUnpack + b.logitsRows + b.buildFeeds + b.post + b.toWorker + b.wrapFeeds + b.ortRun + b.outputs + b.back);
-    return b;
-  })();
+  const breakdown: Breakdown | undefined =
+    cache === 'recompute'
+      ? undefined
+      : (() => {
+          const b: Breakdown = {
+            calls: st.modelCalls,
+            wall: st.wallMs / n,
+            sampling: st.sampleMs / n,
+            envWait: st.envWaitMs / n,
+            kvPack: (kv?.packMs ?? 0) / n,
+            kvUnpack: (kv?.unpackMs ?? 0) / n,
+            logitsRows: (kv?.rowsMs ?? 0) / n,
+            buildFeeds: d.buildMs / n,
+            post: d.postMs / n,
+            toWorker: d.toWorkerMs / n,
+            wrapFeeds: d.feedsMs / n,
+            ortRun: d.runMs / n,
+            outputs: d.outputsMs / n,
+            back: d.backMs / n,
+            other: 0,
+          };
+          b.other =
+            b.wall -
+            (b.sampling + b.envWait + b.kvPack + b.kvUnpack + b.logitsRows + b.buildFeeds + b.post + b.toWorker + b.wrapFeeds + b.ortRun + b.outputs + b.back);
+          return b;
+        })();
   return {
-    model: name, params: parameterCount(model.config), tools, batch, cache, sequences,
-    generatedTokens: st.generatedTokens, seconds: st.wallMs / 1000, tokensPerSecond: st.tokensPerSecond, meanBatch: st.meanBatch, breakdown,
+    model: name,
+    params: parameterCount(model.config),
+    tools,
+    batch,
+    cache,
+    sequences,
+    generatedTokens: st.generatedTokens,
+    seconds: st.wallMs / 1000,
+    tokensPerSecond: st.tokensPerSecond,
+    meanBatch: st.meanBatch,
+    breakdown,
   };
 }
 
@@ -160,7 +206,11 @@ const PYTHON = '/usr/bin/python3';
 const TORCH_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'rollout_torch.py');
 
 /** A PyTorch setting, as in bench:train: its intra-op pool, OpenBLAS's pool and core type, OpenMP's wait policy. */
-interface TorchSetting { torchThreads: number; coretype?: string; passive?: boolean }
+interface TorchSetting {
+  torchThreads: number;
+  coretype?: string;
+  passive?: boolean;
+}
 const torchLabel = (t: TorchSetting) =>
   `${t.torchThreads === threads ? `${threads} threads` : `torch ${t.torchThreads} + BLAS ${threads} threads`}, ${t.coretype ? `OPENBLAS_CORETYPE=${t.coretype}` : `OPENBLAS_CORETYPE=${process.env.OPENBLAS_CORETYPE ?? 'unset'}`}${t.passive ? ', OMP_WAIT_POLICY=PASSIVE' : ''}`;
 function torchSettings(): TorchSetting[] {
@@ -177,14 +227,22 @@ function torchMissing(): string | undefined {
   return undefined;
 }
 
-interface TorchPeer { label: string; version: string; gen(batch: number): Promise<number>; close(): Promise<void> }
+interface TorchPeer {
+  label: string;
+  version: string;
+  gen(batch: number): Promise<number>;
+  close(): Promise<void>;
+}
 
 /** One rollout_torch.py process in --serve mode: each gen(B) generates NEW tokens for B rows after a PROMPT-token prompt; returns tok/s. */
 async function torchPeer(folder: string, t: TorchSetting, params: number): Promise<TorchPeer> {
   const env: NodeJS.ProcessEnv = { ...process.env, OMP_NUM_THREADS: String(t.torchThreads), OPENBLAS_NUM_THREADS: String(threads) };
   if (t.coretype) env.OPENBLAS_CORETYPE = t.coretype;
   if (t.passive) env.OMP_WAIT_POLICY = 'PASSIVE';
-  const p = spawn(PYTHON, [TORCH_SCRIPT, folder, '--serve', '--threads', String(t.torchThreads), '--prompt', String(PROMPT), '--new', String(NEW)], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const p = spawn(PYTHON, [TORCH_SCRIPT, folder, '--serve', '--threads', String(t.torchThreads), '--prompt', String(PROMPT), '--new', String(NEW)], {
+    env,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let stderr = '';
   p.stderr.on('data', (d) => (stderr += d));
   const lines = createInterface({ input: p.stdout })[Symbol.asyncIterator]();
@@ -262,29 +320,42 @@ for (const m of MODELS) {
       rows.push(best!, bestHost!);
       const torchBest = peers.map((p) => ({ label: p.label, tps: Math.max(...reps[p.label]!) })).sort((a, b) => b.tps - a.tps)[0];
       const pr: PeerRow = {
-        model: m.name, batch, arborTokensPerSecond: best!.tokensPerSecond, reps, breakdown: best!.breakdown,
-        hostCacheTokensPerSecond: bestHost!.tokensPerSecond, hostCacheBreakdown: bestHost!.breakdown,
+        model: m.name,
+        batch,
+        arborTokensPerSecond: best!.tokensPerSecond,
+        reps,
+        breakdown: best!.breakdown,
+        hostCacheTokensPerSecond: bestHost!.tokensPerSecond,
+        hostCacheBreakdown: bestHost!.breakdown,
         ...(torchBest ? { torchTokensPerSecond: torchBest.tps, torchSetting: torchBest.label, ratio: best!.tokensPerSecond / torchBest.tps } : {}),
       };
       peerRows.push(pr);
-      log(`  batch ${String(batch).padStart(2)}: arbor ${best!.tokensPerSecond.toFixed(0).padStart(6)} tok/s (host cache ${bestHost!.tokensPerSecond.toFixed(0)})` +
-        (torchBest ? `  pytorch ${torchBest.tps.toFixed(0).padStart(6)} tok/s (${torchBest.label})  ratio ${pr.ratio!.toFixed(2)}` : ''));
+      log(
+        `  batch ${String(batch).padStart(2)}: arbor ${best!.tokensPerSecond.toFixed(0).padStart(6)} tok/s (host cache ${bestHost!.tokensPerSecond.toFixed(0)})` +
+          (torchBest ? `  pytorch ${torchBest.tps.toFixed(0).padStart(6)} tok/s (${torchBest.label})  ratio ${pr.ratio!.toFixed(2)}` : ''),
+      );
     }
     if (!peerOnly) {
       for (const batch of [1, 8, 64]) {
         const r = await measure(model, m.name, batch, true, 'kv', batch === 1 ? 4 : batch);
         rows.push(r);
-        log(`  kv        tools=y batch=${String(batch).padStart(2)}: ${r.tokensPerSecond.toFixed(0).padStart(7)} tok/s  (${r.generatedTokens} tokens in ${r.seconds.toFixed(2)} s, mean batch ${r.meanBatch.toFixed(1)})`);
+        log(
+          `  kv        tools=y batch=${String(batch).padStart(2)}: ${r.tokensPerSecond.toFixed(0).padStart(7)} tok/s  (${r.generatedTokens} tokens in ${r.seconds.toFixed(2)} s, mean batch ${r.meanBatch.toFixed(1)})`,
+        );
       }
       for (const batch of [8, 64]) {
         const r = await measure(model, m.name, batch, false, 'kv-repack', batch);
         rows.push(r);
-        log(`  kv-repack tools=n batch=${String(batch).padStart(2)}: ${r.tokensPerSecond.toFixed(0).padStart(7)} tok/s  (batch cache unpacked and repacked every step)`);
+        log(
+          `  kv-repack tools=n batch=${String(batch).padStart(2)}: ${r.tokensPerSecond.toFixed(0).padStart(7)} tok/s  (batch cache unpacked and repacked every step)`,
+        );
       }
       for (const batch of [1, 8]) {
         const r = await measure(model, m.name, batch, false, 'recompute', batch);
         rows.push(r);
-        log(`  recompute tools=n batch=${String(batch).padStart(2)}: ${r.tokensPerSecond.toFixed(0).padStart(7)} tok/s  (${r.generatedTokens} tokens in ${r.seconds.toFixed(2)} s)`);
+        log(
+          `  recompute tools=n batch=${String(batch).padStart(2)}: ${r.tokensPerSecond.toFixed(0).padStart(7)} tok/s  (${r.generatedTokens} tokens in ${r.seconds.toFixed(2)} s)`,
+        );
       }
     }
   } finally {
@@ -294,34 +365,58 @@ for (const m of MODELS) {
   }
 }
 
-const speedups = peerOnly ? [] : MODELS.filter((m) => !onlyModels || onlyModels.includes(m.name)).flatMap((m) =>
-  [1, 8].map((batch) => {
-    const kv = rows.find((r) => r.model === m.name && r.cache === 'kv' && !r.tools && r.batch === batch)!;
-    const re = rows.find((r) => r.model === m.name && r.cache === 'recompute' && r.batch === batch)!;
-    return { model: m.name, batch, kvTokensPerSecond: kv.tokensPerSecond, recomputeTokensPerSecond: re.tokensPerSecond, speedup: kv.tokensPerSecond / re.tokensPerSecond };
-  }),
-);
+const speedups = peerOnly
+  ? []
+  : MODELS.filter((m) => !onlyModels || onlyModels.includes(m.name)).flatMap((m) =>
+      [1, 8].map((batch) => {
+        const kv = rows.find((r) => r.model === m.name && r.cache === 'kv' && !r.tools && r.batch === batch)!;
+        const re = rows.find((r) => r.model === m.name && r.cache === 'recompute' && r.batch === batch)!;
+        return {
+          model: m.name,
+          batch,
+          kvTokensPerSecond: kv.tokensPerSecond,
+          recomputeTokensPerSecond: re.tokensPerSecond,
+          speedup: kv.tokensPerSecond / re.tokensPerSecond,
+        };
+      }),
+    );
 
 const f = (x: number) => x.toFixed(2).padStart(6);
 if (json) console.log(JSON.stringify({ threads, reps: REPS, torch: torchNote ?? `pytorch ${torchVersion}`, peer: peerRows, rows, kvSpeedup: speedups }));
 else {
-  console.log(`\nArbor vs PyTorch KV-cache decoding (${PROMPT}-token prompt, ${NEW} new tokens, T=1, no stops; ${threads} threads; best of ${REPS} alternating repetitions)`);
+  console.log(
+    `\nArbor vs PyTorch KV-cache decoding (${PROMPT}-token prompt, ${NEW} new tokens, T=1, no stops; ${threads} threads; best of ${REPS} alternating repetitions)`,
+  );
   if (torchNote) console.log(`PyTorch peer: ${torchNote}`);
   console.log('model  batch  arbor tok/s  host-cache tok/s  pytorch tok/s  arbor/pytorch  host-cache/pytorch  pytorch setting');
   for (const r of peerRows)
-    console.log(`${r.model.padEnd(6)} ${String(r.batch).padStart(5)}  ${r.arborTokensPerSecond.toFixed(0).padStart(11)}  ${(r.hostCacheTokensPerSecond?.toFixed(0) ?? '-').padStart(16)}  ${(r.torchTokensPerSecond?.toFixed(0) ?? '-').padStart(13)}  ${(r.ratio?.toFixed(2) ?? '-').padStart(13)}  ${(r.torchTokensPerSecond && r.hostCacheTokensPerSecond ? (r.hostCacheTokensPerSecond / r.torchTokensPerSecond).toFixed(2) : '-').padStart(18)}  ${r.torchSetting ?? ''}`);
-  console.log('\nArbor decode, ms per decode call (best repetition): wall = sampling + tool waits + kv pack + kv unpack + logits rows + build feeds + post (clone) + to worker + wrap feeds + ORT run + outputs + back + other');
+    console.log(
+      `${r.model.padEnd(6)} ${String(r.batch).padStart(5)}  ${r.arborTokensPerSecond.toFixed(0).padStart(11)}  ${(r.hostCacheTokensPerSecond?.toFixed(0) ?? '-').padStart(16)}  ${(r.torchTokensPerSecond?.toFixed(0) ?? '-').padStart(13)}  ${(r.ratio?.toFixed(2) ?? '-').padStart(13)}  ${(r.torchTokensPerSecond && r.hostCacheTokensPerSecond ? (r.hostCacheTokensPerSecond / r.torchTokensPerSecond).toFixed(2) : '-').padStart(18)}  ${r.torchSetting ?? ''}`,
+    );
+  console.log(
+    '\nArbor decode, ms per decode call (best repetition): wall = sampling + tool waits + kv pack + kv unpack + logits rows + build feeds + post (clone) + to worker + wrap feeds + ORT run + outputs + back + other',
+  );
   console.log('(worker cache: kv pack/unpack happen in the worker and are inside "wrap"; "outs" = worker bookkeeping after the run)');
   console.log('path    model  batch  calls    wall  sample  envwait kvpack kvunpk  rows  build   post  toWkr   wrap ortRun   outs   back  other');
-  for (const [path, key] of [['host', 'hostCacheBreakdown'], ['worker', 'breakdown']] as const)
+  for (const [path, key] of [
+    ['host', 'hostCacheBreakdown'],
+    ['worker', 'breakdown'],
+  ] as const)
     for (const r of peerRows) {
       const b = r[key];
       if (!b) continue;
-      console.log(`${path.padEnd(7)} ${r.model.padEnd(6)} ${String(r.batch).padStart(5)} ${String(b.calls).padStart(6)} ${f(b.wall)} ${f(b.sampling)} ${f(b.envWait)} ${f(b.kvPack)} ${f(b.kvUnpack)} ${f(b.logitsRows)} ${f(b.buildFeeds)} ${f(b.post)} ${f(b.toWorker)} ${f(b.wrapFeeds)} ${f(b.ortRun)} ${f(b.outputs)} ${f(b.back)} ${f(b.other)}`);
+      console.log(
+        `${path.padEnd(7)} ${r.model.padEnd(6)} ${String(r.batch).padStart(5)} ${String(b.calls).padStart(6)} ${f(b.wall)} ${f(b.sampling)} ${f(b.envWait)} ${f(b.kvPack)} ${f(b.kvUnpack)} ${f(b.logitsRows)} ${f(b.buildFeeds)} ${f(b.post)} ${f(b.toWorker)} ${f(b.wrapFeeds)} ${f(b.ortRun)} ${f(b.outputs)} ${f(b.back)} ${f(b.other)}`,
+      );
     }
   console.log('\nmodel  params  tools  batch  cache       tok/s');
   for (const r of rows)
-    console.log(`${r.model.padEnd(6)} ${(r.params / 1e6).toFixed(1).padStart(5)}M  ${(r.tools ? 'yes' : 'no').padEnd(5)}  ${String(r.batch).padStart(5)}  ${r.cache.padEnd(10)} ${r.tokensPerSecond.toFixed(0).padStart(6)}`);
+    console.log(
+      `${r.model.padEnd(6)} ${(r.params / 1e6).toFixed(1).padStart(5)}M  ${(r.tools ? 'yes' : 'no').padEnd(5)}  ${String(r.batch).padStart(5)}  ${r.cache.padEnd(10)} ${r.tokensPerSecond.toFixed(0).padStart(6)}`,
+    );
   if (speedups.length) console.log('\nKV cache vs full recompute (32 new tokens after a 24-token prompt):');
-  for (const s of speedups) console.log(`  ${s.model} batch ${s.batch}: ${s.speedup.toFixed(2)}× (${s.kvTokensPerSecond.toFixed(0)} vs ${s.recomputeTokensPerSecond.toFixed(0)} tok/s)`);
+  for (const s of speedups)
+    console.log(
+      `  ${s.model} batch ${s.batch}: ${s.speedup.toFixed(2)}× (${s.kvTokensPerSecond.toFixed(0)} vs ${s.recomputeTokensPerSecond.toFixed(0)} tok/s)`,
+    );
 }

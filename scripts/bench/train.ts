@@ -81,9 +81,26 @@ const cli = new Command('bench:train')
   .option('--json', 'print one JSON object instead of tables')
   .parse();
 const flags = cli.opts<{
-  layers?: number; dModel?: number; heads?: number; kvHeads?: number; ffn?: number; seq?: number; batch?: number; vocab?: number;
-  threads: number; steps?: number; warmup: number; tfjsSteps?: number; tfjsBackend?: string; quick?: boolean; profile?: string | boolean;
-  tfjs: boolean; torch: boolean; gemm: boolean; interleave?: boolean; json?: boolean;
+  layers?: number;
+  dModel?: number;
+  heads?: number;
+  kvHeads?: number;
+  ffn?: number;
+  seq?: number;
+  batch?: number;
+  vocab?: number;
+  threads: number;
+  steps?: number;
+  warmup: number;
+  tfjsSteps?: number;
+  tfjsBackend?: string;
+  quick?: boolean;
+  profile?: string | boolean;
+  tfjs: boolean;
+  torch: boolean;
+  gemm: boolean;
+  interleave?: boolean;
+  json?: boolean;
 }>();
 
 const THREADS = flags.threads;
@@ -99,7 +116,16 @@ const WD = 0.01;
 const GEMM_N = 1024;
 const log = (s: string) => !flags.json && process.stderr.write(s + '\n');
 
-interface Size { L: number; D: number; H: number; Hkv: number; F: number; T: number; B: number; V: number }
+interface Size {
+  L: number;
+  D: number;
+  H: number;
+  Hkv: number;
+  F: number;
+  T: number;
+  B: number;
+  V: number;
+}
 const ffnFor = (D: number) => Math.ceil((8 * D) / 3 / 32) * 32;
 const preset = (L: number, D: number, H: number, T: number, B: number, V: number): Size => ({ L, D, H, Hkv: H, F: ffnFor(D), T, B, V });
 const PRESETS: Size[] = [preset(4, 128, 4, 128, 16, 256), preset(4, 256, 8, 256, 8, 2048)];
@@ -110,7 +136,16 @@ function sizes(): Size[] {
   const b = PRESETS[0];
   const D = flags.dModel ?? b.D;
   const H = flags.heads ?? b.H;
-  const s: Size = { L: flags.layers ?? b.L, D, H, Hkv: flags.kvHeads ?? H, F: flags.ffn ?? ffnFor(D), T: flags.seq ?? b.T, B: flags.batch ?? b.B, V: flags.vocab ?? b.V };
+  const s: Size = {
+    L: flags.layers ?? b.L,
+    D,
+    H,
+    Hkv: flags.kvHeads ?? H,
+    F: flags.ffn ?? ffnFor(D),
+    T: flags.seq ?? b.T,
+    B: flags.batch ?? b.B,
+    V: flags.vocab ?? b.V,
+  };
   if (D % H) cli.error(`--d-model ${D} must be divisible by --heads ${H}`);
   if ((D / H) % 2) cli.error(`head dim --d-model/--heads = ${D / H} must be even (RoPE rotates pairs)`);
   if (H % s.Hkv) cli.error(`--heads ${H} must be divisible by --kv-heads ${s.Hkv}`);
@@ -119,7 +154,16 @@ function sizes(): Size[] {
 
 const label = (s: Size) => `L${s.L} D${s.D} H${s.H}${s.Hkv !== s.H ? `/${s.Hkv}` : ''} F${s.F} T${s.T} B${s.B} V${s.V}`;
 const configOf = (s: Size): ModelConfig =>
-  tinyConfig({ vocabSize: s.V, hiddenSize: s.D, layers: s.L, heads: s.H, kvHeads: s.Hkv, intermediateSize: s.F, architecture: 'LlamaForCausalLM', maxPositionEmbeddings: Math.max(512, s.T) });
+  tinyConfig({
+    vocabSize: s.V,
+    hiddenSize: s.D,
+    layers: s.L,
+    heads: s.H,
+    kvHeads: s.Hkv,
+    intermediateSize: s.F,
+    architecture: 'LlamaForCausalLM',
+    maxPositionEmbeddings: Math.max(512, s.T),
+  });
 
 /** Executed matmul FLOPs of one training step (forward ×3), see the header. */
 function trainFlops(s: Size): number {
@@ -152,7 +196,13 @@ interface Impl {
   close(): Promise<void>;
 }
 
-async function arborImpl(cfg: ModelConfig, seqs: number[][], backend: Backend, maxSteps: number, profilePrefix?: string): Promise<Impl & { model: PolicyModel }> {
+async function arborImpl(
+  cfg: ModelConfig,
+  seqs: number[][],
+  backend: Backend,
+  maxSteps: number,
+  profilePrefix?: string,
+): Promise<Impl & { model: PolicyModel }> {
   const model = new PolicyModel(cfg, initWeights(cfg, 1), { backend, threads: THREADS, profilePrefix });
   const batch = packSequences(seqs);
   const adam = new AdamW({ beta1: 0.9, beta2: 0.999, weight_decay: WD, eps: 1e-8 });
@@ -180,7 +230,11 @@ const TORCH_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'train_torch.
 const PYTHON = '/usr/bin/python3';
 
 /** A PyTorch setting: its intra-op pool, OpenBLAS's pool and core type, and OpenMP's wait policy. */
-interface TorchSetting { torchThreads: number; coretype?: string; passive?: boolean }
+interface TorchSetting {
+  torchThreads: number;
+  coretype?: string;
+  passive?: boolean;
+}
 const torchLabel = (t: TorchSetting) =>
   `${t.torchThreads === THREADS ? `${THREADS} threads` : `torch ${t.torchThreads} + BLAS ${THREADS} threads`}, ${t.coretype ?? `OPENBLAS_CORETYPE=${process.env.OPENBLAS_CORETYPE ?? 'unset'}`}${t.passive ? ', OMP_WAIT_POLICY=PASSIVE' : ''}`;
 const torchEnv = (t: TorchSetting): NodeJS.ProcessEnv => {
@@ -205,7 +259,10 @@ function torchMissing(): string | undefined {
 }
 
 async function torchImpl(cfg: ModelConfig, s: Size, folder: string, t: TorchSetting): Promise<Impl> {
-  const p = spawn(PYTHON, [TORCH_SCRIPT, folder, '--serve', '--threads', String(t.torchThreads), '--lr', String(LR), '--weight-decay', String(WD)], { env: torchEnv(t), stdio: ['pipe', 'pipe', 'pipe'] });
+  const p = spawn(PYTHON, [TORCH_SCRIPT, folder, '--serve', '--threads', String(t.torchThreads), '--lr', String(LR), '--weight-decay', String(WD)], {
+    env: torchEnv(t),
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let stderr = '';
   p.stderr.on('data', (d) => (stderr += d));
   const lines = createInterface({ input: p.stdout })[Symbol.asyncIterator]();
@@ -234,12 +291,20 @@ async function torchImpl(cfg: ModelConfig, s: Size, folder: string, t: TorchSett
   };
 }
 
-interface GemmRow { impl: string; n: number; medianMs: number; gflops: number }
+interface GemmRow {
+  impl: string;
+  n: number;
+  medianMs: number;
+  gflops: number;
+}
 
 /** ORT's fp32 GEMM ceiling: one N×N×N MatMul session (in this thread), median of 10 runs. */
 async function ortGemm(n: number): Promise<GemmRow> {
   const g = traceGraph(
-    [{ name: 'a', dtype: 'float32', shape: [n, n] }, { name: 'b', dtype: 'float32', shape: [n, n] }],
+    [
+      { name: 'a', dtype: 'float32', shape: [n, n] },
+      { name: 'b', dtype: 'float32', shape: [n, n] },
+    ],
     (o, x) => ({ c: o.matmul(x.a!, x.b!) }),
   );
   const r = await OrtRunner.create(g, { threads: THREADS, inWorker: false });
@@ -264,7 +329,10 @@ async function ortGemm(n: number): Promise<GemmRow> {
 /** PyTorch's fp32 GEMM ceiling at each setting; the fastest is reported. */
 function torchGemm(n: number): GemmRow[] {
   return torchSettings().map((t) => {
-    const r = spawnSync(PYTHON, [TORCH_SCRIPT, '--gemm', String(n), '--steps', '10', '--threads', String(t.torchThreads)], { env: torchEnv(t), encoding: 'utf8' });
+    const r = spawnSync(PYTHON, [TORCH_SCRIPT, '--gemm', String(n), '--steps', '10', '--threads', String(t.torchThreads)], {
+      env: torchEnv(t),
+      encoding: 'utf8',
+    });
     if (r.status !== 0) throw new Error(`train_torch.py --gemm failed (code ${r.status}): ${r.stderr}`);
     const o = JSON.parse(r.stdout) as { torch: string; seconds: number[] };
     const med = median(o.seconds) * 1000;
@@ -272,14 +340,27 @@ function torchGemm(n: number): GemmRow[] {
   });
 }
 
-interface OpRow { op: string; msPerStep: number; share: number; nodes: number }
-interface NodeRow { node: string; op: string; msPerStep: number; shapes: string }
+interface OpRow {
+  op: string;
+  msPerStep: number;
+  share: number;
+  nodes: number;
+}
+interface NodeRow {
+  node: string;
+  op: string;
+  msPerStep: number;
+  shapes: string;
+}
 
 /** Per-op-type kernel time of the train graph's runs (after `skip` warm-up runs), from ORT's JSON profile. */
 function readProfile(file: string, skip: number): { runs: number; runMs: number; kernelMs: number; ops: OpRow[]; nodes: NodeRow[] } {
   type Ev = { cat: string; name: string; ts: number; dur: number; args?: { op_name?: string; input_type_shape?: Record<string, number[]>[] } };
   const ev = JSON.parse(readFileSync(file, 'utf8')) as Ev[];
-  const runs = ev.filter((e) => e.name === 'model_run').sort((a, b) => a.ts - b.ts).slice(skip);
+  const runs = ev
+    .filter((e) => e.name === 'model_run')
+    .sort((a, b) => a.ts - b.ts)
+    .slice(skip);
   if (!runs.length) throw new Error(`${file}: no model_run after ${skip} warm-up runs`);
   const inRun = (e: Ev) => runs.some((r) => e.ts >= r.ts && e.ts <= r.ts + r.dur);
   const ops = new Map<string, { us: number; nodes: Set<string> }>();
@@ -304,7 +385,10 @@ function readProfile(file: string, skip: number): { runs: number; runMs: number;
     runMs: runs.reduce((a, r) => a + r.dur, 0) / k,
     kernelMs: kernel / k,
     ops: [...ops].map(([op, o]) => ({ op, msPerStep: o.us / k, share: o.us / kernel, nodes: o.nodes.size })).sort((a, b) => b.msPerStep - a.msPerStep),
-    nodes: [...nodes].map(([node, n]) => ({ node, op: n.op, msPerStep: n.us / k, shapes: n.shapes })).sort((a, b) => b.msPerStep - a.msPerStep).slice(0, 10),
+    nodes: [...nodes]
+      .map(([node, n]) => ({ node, op: n.op, msPerStep: n.us / k, shapes: n.shapes }))
+      .sort((a, b) => b.msPerStep - a.msPerStep)
+      .slice(0, 10),
   };
 }
 
@@ -341,7 +425,9 @@ for (const s of sizes()) {
     const seqs = Array.from({ length: s.B }, () => Array.from({ length: s.T + 1 }, () => Math.floor(rng.next() * s.V)));
     writeFileSync(join(folder, 'batch.json'), JSON.stringify({ seqs }));
     const flops = trainFlops(s);
-    log(`${label(s)}: ${(parameterCount(cfg) / 1e6).toFixed(2)}M parameters, ${s.B * s.T} tokens/step, ${(flops / 1e9).toFixed(1)} GFLOP/step, ${STEPS} steps (${WARMUP} warm-up), ${flags.interleave ? 'interleaved step by step' : 'one implementation at a time'}`);
+    log(
+      `${label(s)}: ${(parameterCount(cfg) / 1e6).toFixed(2)}M parameters, ${s.B * s.T} tokens/step, ${(flops / 1e9).toFixed(1)} GFLOP/step, ${STEPS} steps (${WARMUP} warm-up), ${flags.interleave ? 'interleaved step by step' : 'one implementation at a time'}`,
+    );
     const factories: (() => Promise<Impl>)[] = [() => arborImpl(cfg, seqs, 'ort', STEPS)];
     if (flags.tfjs) factories.push(() => arborImpl(cfg, seqs, 'tfjs', TFJS_STEPS));
     if (!torchNote) for (const t of torchSettings()) factories.push(() => torchImpl(cfg, s, folder, t));
@@ -376,8 +462,15 @@ for (const s of sizes()) {
     for (const r of rec) {
       const ms = median(r.ms);
       rows.push({
-        size: label(s), impl: r.impl, kind: r.kind, steps: r.ms.length, msPerStep: ms, tokensPerSecond: ((s.B * s.T) / ms) * 1000,
-        gflops: flops / (ms * 1e6), adamMs: r.optMs.length ? median(r.optMs) : undefined, losses: r.losses,
+        size: label(s),
+        impl: r.impl,
+        kind: r.kind,
+        steps: r.ms.length,
+        msPerStep: ms,
+        tokensPerSecond: ((s.B * s.T) / ms) * 1000,
+        gflops: flops / (ms * 1e6),
+        adamMs: r.optMs.length ? median(r.optMs) : undefined,
+        losses: r.losses,
       });
     }
     const ref = rec.find((r) => r.kind === 'torch') ?? rec[0];
@@ -398,7 +491,10 @@ for (const s of sizes()) {
       await im.model.endProfiling();
       await im.close();
       open.pop();
-      const file = readdirSync(dir).filter((f) => f.startsWith(`${basename(prefix)}-train_`) && f.endsWith('.json')).sort().pop();
+      const file = readdirSync(dir)
+        .filter((f) => f.startsWith(`${basename(prefix)}-train_`) && f.endsWith('.json'))
+        .sort()
+        .pop();
       if (!file) throw new Error(`ORT wrote no train-graph profile with prefix ${prefix} in ${dir}`);
       profiles.push({ size: label(s), file: join(dir, file), profile: readProfile(join(dir, file), WARMUP) });
     }
@@ -425,10 +521,33 @@ const ratios = [...new Set(rows.map((r) => r.size))].map((size) => {
 const ortCeiling = gemm.find((g) => g.impl.startsWith('onnxruntime'));
 
 if (flags.json) {
-  console.log(JSON.stringify({ threads: THREADS, steps: STEPS, warmup: WARMUP, tfjsSteps: TFJS_STEPS, tfjsWarmup: TFJS_WARMUP, interleave: !!flags.interleave, lr: LR, weightDecay: WD, torch: torchNote ?? 'ran', gemm, results: rows, ratios, numerics, profiles }, null, 2));
+  console.log(
+    JSON.stringify(
+      {
+        threads: THREADS,
+        steps: STEPS,
+        warmup: WARMUP,
+        tfjsSteps: TFJS_STEPS,
+        tfjsWarmup: TFJS_WARMUP,
+        interleave: !!flags.interleave,
+        lr: LR,
+        weightDecay: WD,
+        torch: torchNote ?? 'ran',
+        gemm,
+        results: rows,
+        ratios,
+        numerics,
+        profiles,
+      },
+      null,
+      2,
+    ),
+  );
 } else {
   const f = (x: number | undefined, d = 1) => (x === undefined ? '—' : x.toFixed(d));
-  console.log(`\ntrain step = forward + backward + AdamW (lr ${LR}, wd ${WD}) on mean token cross-entropy; ${THREADS} threads; median of the steps after ${WARMUP} warm-up (tfjs: ${TFJS_WARMUP})`);
+  console.log(
+    `\ntrain step = forward + backward + AdamW (lr ${LR}, wd ${WD}) on mean token cross-entropy; ${THREADS} threads; median of the steps after ${WARMUP} warm-up (tfjs: ${TFJS_WARMUP})`,
+  );
   console.log('GFLOP/s = executed matmul FLOPs (3× forward, full T×T attention) / step time' + (ortCeiling ? `; % = of ORT's ${GEMM_N}³ GEMM ceiling` : ''));
   if (torchNote) console.log(`PyTorch peer: ${torchNote}`);
   if (gemm.length) {
@@ -440,19 +559,27 @@ if (flags.json) {
   const sw = Math.max(...rows.map((r) => r.size.length));
   console.log(`\n${'size'.padEnd(sw)}  ${'implementation'.padEnd(w)}  steps   ms/step    tok/s  GFLOP/s      %  AdamW ms`);
   for (const r of rows)
-    console.log(`${r.size.padEnd(sw)}  ${r.impl.padEnd(w)}  ${String(r.steps).padStart(5)}  ${f(r.msPerStep).padStart(8)}  ${f(r.tokensPerSecond, 0).padStart(7)}  ${f(r.gflops).padStart(7)}  ${ortCeiling ? f((100 * r.gflops) / ortCeiling.gflops, 0).padStart(5) : '    —'}  ${r.adamMs === undefined ? '' : f(r.adamMs)}`);
+    console.log(
+      `${r.size.padEnd(sw)}  ${r.impl.padEnd(w)}  ${String(r.steps).padStart(5)}  ${f(r.msPerStep).padStart(8)}  ${f(r.tokensPerSecond, 0).padStart(7)}  ${f(r.gflops).padStart(7)}  ${ortCeiling ? f((100 * r.gflops) / ortCeiling.gflops, 0).padStart(5) : '    —'}  ${r.adamMs === undefined ? '' : f(r.adamMs)}`,
+    );
   console.log('\nratios (time per step; ORT target ≤ 1.00 vs PyTorch at its best, tfjs ≥ 10× ORT):');
   for (const r of ratios)
-    console.log(`  ${r.size.padEnd(sw)}  ORT / best PyTorch = ${f(r.ortOverBestTorch, 2)}${r.bestTorch ? ` (best: ${r.bestTorch})` : ''};  ${r.tfjs ?? 'tfjs'} / ORT = ${f(r.tfjsOverOrt, 1)}×`);
+    console.log(
+      `  ${r.size.padEnd(sw)}  ORT / best PyTorch = ${f(r.ortOverBestTorch, 2)}${r.bestTorch ? ` (best: ${r.bestTorch})` : ''};  ${r.tfjs ?? 'tfjs'} / ORT = ${f(r.tfjsOverOrt, 1)}×`,
+    );
   console.log('\nstep-0 loss (same initial weights from one safetensors file) vs ' + (torchNote ? 'ORT' : 'PyTorch') + ':');
-  for (const n of numerics) console.log(`  ${n.size.padEnd(sw)}  ${n.impl.padEnd(w)}  ${n.loss0.toFixed(7)} vs ${n.refLoss0.toFixed(7)}  rel ${n.relDiff.toExponential(2)}  ${n.ok ? 'ok (≤ 1e-4)' : 'MISMATCH (> 1e-4)'}`);
+  for (const n of numerics)
+    console.log(
+      `  ${n.size.padEnd(sw)}  ${n.impl.padEnd(w)}  ${n.loss0.toFixed(7)} vs ${n.refLoss0.toFixed(7)}  rel ${n.relDiff.toExponential(2)}  ${n.ok ? 'ok (≤ 1e-4)' : 'MISMATCH (> 1e-4)'}`,
+    );
   console.log('\nlosses per step (after identical AdamW updates):');
   for (const r of rows) console.log(`  ${r.size.padEnd(sw)}  ${r.impl.padEnd(w)}  ${r.losses.map((l) => l.toFixed(5)).join('  ')}`);
   for (const p of profiles) {
     const pr = p.profile;
     console.log(`\nORT profile, ${p.size} (${p.file}): train graph ${f(pr.runMs)} ms/run, kernels ${f(pr.kernelMs)} ms, over ${pr.runs} runs`);
     console.log(`  ${'op'.padEnd(22)} ${'ms/step'.padStart(8)} ${'share'.padStart(6)} nodes`);
-    for (const o of pr.ops.filter((o) => o.share >= 0.005)) console.log(`  ${o.op.padEnd(22)} ${f(o.msPerStep, 2).padStart(8)} ${f(100 * o.share, 1).padStart(5)}% ${String(o.nodes).padStart(5)}`);
+    for (const o of pr.ops.filter((o) => o.share >= 0.005))
+      console.log(`  ${o.op.padEnd(22)} ${f(o.msPerStep, 2).padStart(8)} ${f(100 * o.share, 1).padStart(5)}% ${String(o.nodes).padStart(5)}`);
     console.log('  costliest nodes:');
     for (const n of pr.nodes) console.log(`    ${f(n.msPerStep, 2).padStart(6)} ms  ${n.op.padEnd(18)} ${n.shapes}`);
   }

@@ -99,7 +99,11 @@ export async function openBrowser(): Promise<Browser> {
  * afterEach BEFORE closing the browser: vitest runs onTestFailed hooks after afterEach, when
  * the page is already gone.
  */
-export async function screenshotIfFailed(ctx: { task: { name: string; result?: { state?: string } } }, page: Page | undefined, errors: string[] = []): Promise<void> {
+export async function screenshotIfFailed(
+  ctx: { task: { name: string; result?: { state?: string } } },
+  page: Page | undefined,
+  errors: string[] = [],
+): Promise<void> {
   if (!page || ctx.task.result?.state !== 'fail') return;
   await shot(page, `FAILED-${ctx.task.name}`);
   // What the page logged is often the reason (a render error leaves a blank page).
@@ -124,10 +128,16 @@ export function numbersIn(text: string): number[] {
 }
 
 /** One protocol request to the engine from the test process, through the protocol client the renderer and the CLI use. */
-export async function engineRequest(engine: Engine, method: string, params?: unknown): Promise<{ result?: unknown; error?: { message: string; code?: string } }> {
+export async function engineRequest(
+  engine: Engine,
+  method: string,
+  params?: unknown,
+): Promise<{ result?: unknown; error?: { message: string; code?: string } }> {
   const { WebSocket } = await import('ws');
   const u = new URL(engine.url);
-  const transport = webSocketTransport(`ws://${u.host}/ws?token=${u.searchParams.get('token')}`, WebSocket as unknown as typeof globalThis.WebSocket, { reconnect: false });
+  const transport = webSocketTransport(`ws://${u.host}/ws?token=${u.searchParams.get('token')}`, WebSocket as unknown as typeof globalThis.WebSocket, {
+    reconnect: false,
+  });
   const client = createClient(transport);
   try {
     return { result: await (client.request as (m: string, p?: unknown) => Promise<unknown>)(method, params) };

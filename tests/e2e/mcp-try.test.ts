@@ -21,7 +21,10 @@ describe('editor try-it for MCP servers', () => {
     engine = await startEngine();
     const server = join(ROOT, 'tests/engine/interop/fixtures/test-mcp-server.mjs');
     mkdirSync(join(engine.home, 'workspace', 'envs'), { recursive: true });
-    writeFileSync(join(engine.home, 'workspace', 'envs', 'mcp.json'), JSON.stringify({ mcpServers: { test: { command: process.execPath, args: [server], tools: ['add', 'fail', 'sleep'] } } }, null, 2));
+    writeFileSync(
+      join(engine.home, 'workspace', 'envs', 'mcp.json'),
+      JSON.stringify({ mcpServers: { test: { command: process.execPath, args: [server], tools: ['add', 'fail', 'sleep'] } } }, null, 2),
+    );
     browser = await openBrowser();
     const { page } = browser;
     await page.goto(engine.url);
@@ -32,7 +35,11 @@ describe('editor try-it for MCP servers', () => {
     await page.getByTestId('env-file').selectOption('envs/mcp.json');
     await page.getByTestId('mcp-list').waitFor();
     // Monaco reads the file as JSON.
-    await expect.poll(() => page.evaluate(() => (window as unknown as { __arborEditor: { getModel(): { getLanguageId(): string } } }).__arborEditor.getModel().getLanguageId())).toBe('json');
+    await expect
+      .poll(() =>
+        page.evaluate(() => (window as unknown as { __arborEditor: { getModel(): { getLanguageId(): string } } }).__arborEditor.getModel().getLanguageId()),
+      )
+      .toBe('json');
 
     await page.getByTestId('mcp-list').click();
     await page.getByTestId('mcp-tools').waitFor();
@@ -47,7 +54,11 @@ describe('editor try-it for MCP servers', () => {
     await expect.poll(() => page.getByTestId('try-result').innerText()).toMatch(/^✓ 42/);
     await reviewShot(page, 'editor-mcp-try');
     // TypeScript does not check the JSON file (no stale diagnostics from the TS model it replaced).
-    const owners = await page.evaluate(() => (window as unknown as { __arborMonaco: { editor: { getModelMarkers(f: object): { owner: string }[] } } }).__arborMonaco.editor.getModelMarkers({}).map((m) => m.owner));
+    const owners = await page.evaluate(() =>
+      (window as unknown as { __arborMonaco: { editor: { getModelMarkers(f: object): { owner: string }[] } } }).__arborMonaco.editor
+        .getModelMarkers({})
+        .map((m) => m.owner),
+    );
     expect(owners.filter((o) => o === 'typescript')).toEqual([]);
 
     await page.getByTestId('mcp-tool-fail').click();

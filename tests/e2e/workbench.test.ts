@@ -32,7 +32,11 @@ function seedVerlDump(home: string): void {
     step: 3,
   }));
   writeFileSync(join(dir, '3.jsonl'), rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
-  const r = spawnSync(process.execPath, [join(ROOT, 'bin/arbor.mjs'), 'import-verl', dir, '--name', 'verl-seed'], { cwd: ROOT, env: { ...process.env, ARBOR_HOME: home }, encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [join(ROOT, 'bin/arbor.mjs'), 'import-verl', dir, '--name', 'verl-seed'], {
+    cwd: ROOT,
+    env: { ...process.env, ARBOR_HOME: home },
+    encoding: 'utf8',
+  });
   rmSync(dir, { recursive: true, force: true });
   if (r.status !== 0) throw new Error(`arbor import-verl failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
 }
@@ -90,7 +94,8 @@ describe('workbench in web mode', () => {
     expect(await page.getByTestId('traj-row').count()).toBe(4);
     const turns = page.getByTestId('turn');
     expect(await turns.count()).toBeGreaterThan(1);
-    const activeIndex = () => page.evaluate(() => Number(document.querySelector('[data-testid="turn"][data-active="true"]')?.getAttribute('data-turn-index') ?? -1));
+    const activeIndex = () =>
+      page.evaluate(() => Number(document.querySelector('[data-testid="turn"][data-active="true"]')?.getAttribute('data-turn-index') ?? -1));
     expect(await activeIndex()).toBe(0);
     await page.keyboard.press('j');
     await expect.poll(activeIndex).toBe(1);
@@ -128,7 +133,9 @@ describe('workbench in web mode', () => {
 
   it('scores a stored trajectory with a reward edited in Monaco', async () => {
     // No skip: an engine without the sandbox fails here, naming what is missing.
-    expect(await available('sandbox.tryReward', { source: '', trajectoryId: '0' }), 'the engine registers sandbox.tryReward (engine/env/sandbox.ts)').toBe(true);
+    expect(await available('sandbox.tryReward', { source: '', trajectoryId: '0' }), 'the engine registers sandbox.tryReward (engine/env/sandbox.ts)').toBe(
+      true,
+    );
     seedVerlDump(engine!.home);
     const { page } = browser!;
     await page.goto(engine!.url);
@@ -182,9 +189,15 @@ describe('workbench in web mode', () => {
     const markers = () =>
       page.evaluate(() => {
         const w = window as unknown as { __arborMonaco: { editor: { getModelMarkers(o: object): { message: string }[] } } };
-        return w.__arborMonaco.editor.getModelMarkers({}).map((m) => m.message).join('\n');
+        return w.__arborMonaco.editor
+          .getModelMarkers({})
+          .map((m) => m.message)
+          .join('\n');
       });
-    await page.evaluate((s) => (window as unknown as { __arborEditor: { setValue(v: string): void } }).__arborEditor.setValue(s), "import type { Tool } from 'arbor/env';\nexport const tool: Tool = { name: 7, description: 'd', parameters: {}, execute: () => ({ content: 'x', success: true }) };\n");
+    await page.evaluate(
+      (s) => (window as unknown as { __arborEditor: { setValue(v: string): void } }).__arborEditor.setValue(s),
+      "import type { Tool } from 'arbor/env';\nexport const tool: Tool = { name: 7, description: 'd', parameters: {}, execute: () => ({ content: 'x', success: true }) };\n",
+    );
     await expect.poll(markers, { timeout: 30_000 }).toMatch(/Type 'number' is not assignable to type 'string'/);
     expect(await markers()).not.toMatch(/Cannot find module 'arbor\/env'/);
     await page.evaluate((s) => (window as unknown as { __arborEditor: { setValue(v: string): void } }).__arborEditor.setValue(s), source);
@@ -213,7 +226,15 @@ async function startShortRun(page: Browser['page'], name: string, over: Record<s
   await page.getByTestId('launch-dialog').waitFor();
   await page.getByTestId('run-name').fill(name);
   await page.getByTestId('run-tags').fill('e2e, short');
-  const fields = { steps: '4', 'rollout.prompts_per_step': '4', 'rollout.n': '4', 'checkpoint.every': '2', 'eval.every': '2', 'eval.n_questions': '8', ...over };
+  const fields = {
+    steps: '4',
+    'rollout.prompts_per_step': '4',
+    'rollout.n': '4',
+    'checkpoint.every': '2',
+    'eval.every': '2',
+    'eval.n_questions': '8',
+    ...over,
+  };
   for (const [k, v] of Object.entries(fields)) await setField(page, k, v);
   await reviewShot(page, 'launch-form');
   await page.getByTestId('start-run').click();
@@ -272,7 +293,11 @@ describe('a short real run through every view', () => {
     await reviewShot(page, 'trajectories');
     // Keyboard on a real GRPO batch: ] / [ walk the group's samples, ↓ the list, j the turns, c the channel.
     const header = page.getByTestId('traj-header');
-    const where = async () => /group (\d+) · sample (\d+)/.exec(await header.innerText())!.slice(1).map(Number);
+    const where = async () =>
+      /group (\d+) · sample (\d+)/
+        .exec(await header.innerText())!
+        .slice(1)
+        .map(Number);
     expect(await where()).toEqual([0, 0]);
     await page.keyboard.press(']');
     await expect.poll(where).toEqual([0, 1]);

@@ -33,7 +33,8 @@ describe('workspace files and engine errors', () => {
 
     page.once('dialog', (d) => void d.accept('tools/echo.ts'));
     await page.getByRole('button', { name: 'New tool' }).click();
-    const source = "export const tool = { name: 'echo', description: 'echo', parameters: { type: 'object' }, execute: (a: { q: string }) => ({ content: a.q, success: true }) };\n";
+    const source =
+      "export const tool = { name: 'echo', description: 'echo', parameters: { type: 'object' }, execute: (a: { q: string }) => ({ content: a.q, success: true }) };\n";
     await setEditor(page, source);
     await page.getByTestId('save-file').click();
     await expect.poll(() => page.getByTestId('env-file').locator('option').allInnerTexts()).toContain('tool: tools/echo.ts');
@@ -81,7 +82,9 @@ describe('engine lost and back', () => {
       web = await serveWebSocket(core, { port, token, staticDir });
       await page.getByTestId('engine-status').getByText('connected').waitFor({ timeout: 20_000 });
       await expect.poll(() => page.getByTestId('crash-banner').count()).toBe(0);
-      expect(await page.evaluate(() => (window as unknown as { __arborStore: { getState(): { reconnects: number } } }).__arborStore.getState().reconnects)).toBe(1);
+      expect(
+        await page.evaluate(() => (window as unknown as { __arborStore: { getState(): { reconnects: number } } }).__arborStore.getState().reconnects),
+      ).toBe(1);
     } finally {
       await web.close();
       core.close();

@@ -88,6 +88,8 @@ describe('editor try-it for MCP servers', () => {
     expect(isMcpServersFile('envs/a.json', '{"mcpServers": {')).toBe(true);
     expect(isMcpServersFile('envs/a.json', '{"tasks": []}')).toBe(false);
     expect(isMcpServersFile('tools/a.ts', '{"mcpServers": {}}')).toBe(false);
-    expect(argsSkeleton({ properties: { q: { type: 'string' }, n: { type: 'integer', default: 3 }, x: { type: 'boolean' } }, required: ['q', 'n'] })).toBe('{"q":"","n":3}');
+    expect(argsSkeleton({ properties: { q: { type: 'string' }, n: { type: 'integer', default: 3 }, x: { type: 'boolean' } }, required: ['q', 'n'] })).toBe(
+      '{"q":"","n":3}',
+    );
   });
 });

@@ -9,7 +9,18 @@ import { fileKind } from '../../renderer/src/store/editor';
 import type { RunSummary, Trajectory, TrajSummary, TurnView } from '../../renderer/src/api/types';
 import { deriveToolCalls, normalizeTry } from '../../renderer/src/api/connection';
 
-const run = (id: string, over: Partial<RunSummary> = {}): RunSummary => ({ id, name: id, status: 'completed', tags: [], createdAt: 0, startedAt: null, endedAt: null, step: 0, metrics: {}, ...over });
+const run = (id: string, over: Partial<RunSummary> = {}): RunSummary => ({
+  id,
+  name: id,
+  status: 'completed',
+  tags: [],
+  createdAt: 0,
+  startedAt: null,
+  endedAt: null,
+  step: 0,
+  metrics: {},
+  ...over,
+});
 
 describe('runs table', () => {
   const runs = [
@@ -43,7 +54,19 @@ describe('live series', () => {
 
 describe('GRPO siblings', () => {
   it('are the samples of the same step and group, in sample order', () => {
-    const t = (id: string, step: number, group: number, sample: number): TrajSummary => ({ id, runId: 'r', step, group, sample, reward: 0, turns: 1, hasError: false, full: true, outcomeData: {}, timings: {} });
+    const t = (id: string, step: number, group: number, sample: number): TrajSummary => ({
+      id,
+      runId: 'r',
+      step,
+      group,
+      sample,
+      reward: 0,
+      turns: 1,
+      hasError: false,
+      full: true,
+      outcomeData: {},
+      timings: {},
+    });
     const list = [t('x', 1, 0, 1), t('y', 1, 1, 0), t('z', 1, 0, 0), t('w', 2, 0, 0)];
     expect(siblingsOf(list, { step: 1, group: 0 }).map((x) => x.id)).toEqual(['z', 'x']);
   });
@@ -77,18 +100,49 @@ describe('editor file kinds', () => {
 });
 
 describe('tool calls of trajectories stored without call records', () => {
-  const turn = (role: string, text: string, toolCalls: TurnView['toolCalls'] = []): TurnView => ({ role, text, tokenIds: [], tokens: [], logprob: null, refLogprob: null, entropy: null, advantage: null, value: null, lossMask: null, stepReward: null, toolCalls });
-  const traj = (turnsData: TurnView[]): Trajectory => ({ id: '1', runId: 'r', step: 1, group: 0, sample: 0, reward: 0, turns: turnsData.length, hasError: false, full: true, outcomeData: {}, timings: {}, rewardBreakdown: {}, turnsData });
+  const turn = (role: string, text: string, toolCalls: TurnView['toolCalls'] = []): TurnView => ({
+    role,
+    text,
+    tokenIds: [],
+    tokens: [],
+    logprob: null,
+    refLogprob: null,
+    entropy: null,
+    advantage: null,
+    value: null,
+    lossMask: null,
+    stepReward: null,
+    toolCalls,
+  });
+  const traj = (turnsData: TurnView[]): Trajectory => ({
+    id: '1',
+    runId: 'r',
+    step: 1,
+    group: 0,
+    sample: 0,
+    reward: 0,
+    turns: turnsData.length,
+    hasError: false,
+    full: true,
+    outcomeData: {},
+    timings: {},
+    rewardBreakdown: {},
+    turnsData,
+  });
   it('reads Search-R1 and Hermes calls from model turns, with the next observation as the result', () => {
-    const t = deriveToolCalls(traj([
-      turn('env', 'question : who ?'),
-      turn('model', 'think <search> tara bell </search>'),
-      turn('tool', ' <information> tara bell was born in york . </information> '),
-      turn('model', '<tool_call>{"name": "calc", "arguments": {"x": 2}}</tool_call><tool_call>{bad</tool_call>'),
-      turn('tool', 'out'),
-      turn('model', '<answer> york </answer>'),
-    ]));
-    expect(t.turnsData[1].toolCalls).toEqual([{ name: 'search', args: { query: 'tara bell' }, derived: true, result: '<information> tara bell was born in york . </information>' }]);
+    const t = deriveToolCalls(
+      traj([
+        turn('env', 'question : who ?'),
+        turn('model', 'think <search> tara bell </search>'),
+        turn('tool', ' <information> tara bell was born in york . </information> '),
+        turn('model', '<tool_call>{"name": "calc", "arguments": {"x": 2}}</tool_call><tool_call>{bad</tool_call>'),
+        turn('tool', 'out'),
+        turn('model', '<answer> york </answer>'),
+      ]),
+    );
+    expect(t.turnsData[1].toolCalls).toEqual([
+      { name: 'search', args: { query: 'tara bell' }, derived: true, result: '<information> tara bell was born in york . </information>' },
+    ]);
     expect(t.turnsData[3].toolCalls).toEqual([
       { name: 'calc', args: { x: 2 }, derived: true },
       { name: '?', args: '{bad', error: 'arguments are not valid JSON', derived: true, result: 'out' },
@@ -104,9 +158,15 @@ describe('tool calls of trajectories stored without call records', () => {
 describe('sandbox answers', () => {
   it('keep a value, and an error with its line (given, or from the first stack frame in the file)', () => {
     expect(normalizeTry({ ok: true, value: 1.25, ms: 3 })).toEqual({ ok: true, value: 1.25, ms: 3, logs: undefined });
-    expect(normalizeTry({ ok: false, error: { message: 'no luck', line: 6, column: 11 } })).toMatchObject({ ok: false, error: { message: 'no luck', line: 6, column: 11 } });
+    expect(normalizeTry({ ok: false, error: { message: 'no luck', line: 6, column: 11 } })).toMatchObject({
+      ok: false,
+      error: { message: 'no luck', line: 6, column: 11 },
+    });
     const stack = 'Error: no luck\n    at run (node:internal/x:1:2)\n    at execute (file:///ws/tools/explode.ts:6:11)\n    at main (sandbox.js:40:3)';
-    expect(normalizeTry({ error: { message: 'no luck', stack } }, 'tools/explode.ts')).toMatchObject({ ok: false, error: { message: 'no luck', line: 6, column: 11 } });
+    expect(normalizeTry({ error: { message: 'no luck', stack } }, 'tools/explode.ts')).toMatchObject({
+      ok: false,
+      error: { message: 'no luck', line: 6, column: 11 },
+    });
     expect(normalizeTry({ ok: false, error: 'timed out after 2000 ms' })).toMatchObject({ ok: false, error: { message: 'timed out after 2000 ms' } });
   });
 });

@@ -45,7 +45,21 @@ function modelTurn(n: number): TurnView {
 }
 
 function trajectory(turns: TurnView[]): Trajectory {
-  return { id: 't1', runId: 'r', step: 1, group: 0, sample: 0, reward: 1, turns: turns.length, hasError: false, full: true, outcomeData: {}, timings: {}, rewardBreakdown: {}, turnsData: turns };
+  return {
+    id: 't1',
+    runId: 'r',
+    step: 1,
+    group: 0,
+    sample: 0,
+    reward: 1,
+    turns: turns.length,
+    hasError: false,
+    full: true,
+    outcomeData: {},
+    timings: {},
+    rewardBreakdown: {},
+    turnsData: turns,
+  };
 }
 
 describe('trajectory turn list', () => {

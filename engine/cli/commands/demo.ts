@@ -23,7 +23,8 @@ export function register(program: Command): void {
     .option('--token-budget <tokens>', 'with --algorithms: rollout model tokens each algorithm trains on', (v) => Number(v), 100_000)
     .action(async (o: { json?: boolean; budget: number; config?: string; store: boolean; algorithms?: string; tokenBudget: number }, cmd: Command) => {
       if (o.algorithms !== undefined) {
-        if (cmd.getOptionValueSource('budget') === 'cli') throw new Error('--budget: applies to the demo’s own GRPO/PPO runs; with --algorithms each algorithm stops at --token-budget');
+        if (cmd.getOptionValueSource('budget') === 'cli')
+          throw new Error('--budget: applies to the demo’s own GRPO/PPO runs; with --algorithms each algorithm stops at --token-budget');
         return ablation({ ...o, algorithms: o.algorithms });
       }
       if (cmd.getOptionValueSource('tokenBudget') === 'cli') throw new Error('--token-budget: applies only with --algorithms');
@@ -38,7 +39,11 @@ export function register(program: Command): void {
           signal: stop.signal,
           record: o.store
             ? (phase, cfg, runDir) => {
-                const r = openCliStoreRun(`${basename(dirname(runDir))}-${phase}`, { ...cfg, name: `demo ${phase}` }, { resume: false, template: cfg.task.kind, dir: runDir });
+                const r = openCliStoreRun(
+                  `${basename(dirname(runDir))}-${phase}`,
+                  { ...cfg, name: `demo ${phase}` },
+                  { resume: false, template: cfg.task.kind, dir: runDir },
+                );
                 return { sink: r.sink, finish: (status, error) => r.finish(status, error) };
               }
             : undefined,
@@ -53,7 +58,10 @@ export function register(program: Command): void {
               bar = progressBar(phase, total, { quiet: o.json, fields: phase === 'sft' ? ['loss'] : ['reward', 'em', 'tools'] });
               barPhase = phase;
             }
-            bar.update(step, phase === 'sft' ? { loss: m['sft/loss']! } : { reward: m['reward/mean']!, em: m['exact_match']!, tools: m['tool_calls_per_episode']! });
+            bar.update(
+              step,
+              phase === 'sft' ? { loss: m['sft/loss']! } : { reward: m['reward/mean']!, em: m['exact_match']!, tools: m['tool_calls_per_episode']! },
+            );
           },
         });
         bar?.stop();
@@ -66,7 +74,14 @@ export function register(program: Command): void {
           '\n' +
             renderTable(
               ['method', 'EM all', 'EM 1-hop', 'EM 2-hop', 'tool calls/ep', 'time (s)'],
-              res.rows.map((r) => [r.method, pct(r.exactMatch), pct(r.exactMatch1Hop), pct(r.exactMatch2Hop), r.toolCallsPerEpisode.toFixed(2), r.seconds.toFixed(0)]),
+              res.rows.map((r) => [
+                r.method,
+                pct(r.exactMatch),
+                pct(r.exactMatch1Hop),
+                pct(r.exactMatch2Hop),
+                r.toolCallsPerEpisode.toFixed(2),
+                r.seconds.toFixed(0),
+              ]),
             ),
         );
         console.log(
@@ -104,7 +119,11 @@ async function ablation(o: { json?: boolean; config?: string; store: boolean; al
       signal: stop.signal,
       record: o.store
         ? (phase, cfg, runDir) => {
-            const r = openCliStoreRun(`${basename(dirname(runDir))}-${phase}`, { ...cfg, name: `ablation ${phase}` }, { resume: false, template: cfg.task.kind, dir: runDir });
+            const r = openCliStoreRun(
+              `${basename(dirname(runDir))}-${phase}`,
+              { ...cfg, name: `ablation ${phase}` },
+              { resume: false, template: cfg.task.kind, dir: runDir },
+            );
             return { sink: r.sink, finish: (status, error) => r.finish(status, error) };
           }
         : undefined,
@@ -116,10 +135,16 @@ async function ablation(o: { json?: boolean; config?: string; store: boolean; al
       onStep: (phase, done, total, m) => {
         if (barPhase !== phase || !bar) {
           bar?.stop();
-          bar = progressBar(phase === 'sft' ? 'sft' : `${phase} tokens`, total, { quiet: o.json, fields: phase === 'sft' ? ['loss'] : ['reward', 'em', 'tools'] });
+          bar = progressBar(phase === 'sft' ? 'sft' : `${phase} tokens`, total, {
+            quiet: o.json,
+            fields: phase === 'sft' ? ['loss'] : ['reward', 'em', 'tools'],
+          });
           barPhase = phase;
         }
-        bar.update(done, phase === 'sft' ? { loss: m['sft/loss']! } : { reward: m['reward/mean']!, em: m['exact_match']!, tools: m['tool_calls_per_episode']! });
+        bar.update(
+          done,
+          phase === 'sft' ? { loss: m['sft/loss']! } : { reward: m['reward/mean']!, em: m['exact_match']!, tools: m['tool_calls_per_episode']! },
+        );
       },
     });
     bar?.stop();
@@ -135,11 +160,21 @@ async function ablation(o: { json?: boolean; config?: string; store: boolean; al
           ['algorithm', 'EM all', ...hops.map((h) => `EM ${h}-hop`), 'tool calls/ep', 'tokens', 'steps', 'time (s)'],
           [
             ['SFT (start)', pct(res.sft.exactMatch), ...hops.map((h) => pct(res.sft.exactMatchByHops[h])), '', '', '', res.sft.seconds.toFixed(0)],
-            ...res.rows.map((r) => [r.algorithm, pct(r.exactMatch), ...hops.map((h) => pct(r.exactMatchByHops[h])), r.toolCallsPerEpisode.toFixed(2), String(r.tokens), String(r.steps), r.seconds.toFixed(0)]),
+            ...res.rows.map((r) => [
+              r.algorithm,
+              pct(r.exactMatch),
+              ...hops.map((h) => pct(r.exactMatchByHops[h])),
+              r.toolCallsPerEpisode.toFixed(2),
+              String(r.tokens),
+              String(r.steps),
+              r.seconds.toFixed(0),
+            ]),
           ],
         ),
     );
-    console.log(`\nseed ${res.seed}; rollout token budget ${res.tokenBudget} per algorithm; ${res.miniBatches} mini-batches per step; total ${res.totalSeconds.toFixed(0)} s; run folder ${res.runDir}`);
+    console.log(
+      `\nseed ${res.seed}; rollout token budget ${res.tokenBudget} per algorithm; ${res.miniBatches} mini-batches per step; total ${res.totalSeconds.toFixed(0)} s; run folder ${res.runDir}`,
+    );
   } finally {
     bar?.stop();
     stop.dispose();

@@ -95,7 +95,9 @@ export async function doctorReport(): Promise<DoctorReport> {
       })),
       chosen: tfI.chosen,
     },
-    electron: electronInstalled ? { installed: true, version: electronVersion } : { installed: false, ...(electronVersion ? { version: electronVersion } : {}), fix: 'npm install electron' },
+    electron: electronInstalled
+      ? { installed: true, version: electronVersion }
+      : { installed: false, ...(electronVersion ? { version: electronVersion } : {}), fix: 'npm install electron' },
     threads: {
       available: availableParallelism(),
       ortIntraOp: defaultThreads(),
@@ -104,7 +106,13 @@ export async function doctorReport(): Promise<DoctorReport> {
       tfjsWasm: 1,
       uvThreadpool: Number(process.env.UV_THREADPOOL_SIZE ?? 4),
     },
-    database: { home: arborHome(), path: dbPath, exists: dbExists, ...(dbExists ? { bytes: statSync(dbPath).size } : {}), fromEnv: process.env.ARBOR_HOME !== undefined },
+    database: {
+      home: arborHome(),
+      path: dbPath,
+      exists: dbExists,
+      ...(dbExists ? { bytes: statSync(dbPath).size } : {}),
+      fromEnv: process.env.ARBOR_HOME !== undefined,
+    },
     parts: [],
     missing: [],
   };
@@ -113,12 +121,39 @@ export async function doctorReport(): Promise<DoctorReport> {
     { name: 'Node.js', ok: true, detail: `${report.node.version} (${report.node.platform}/${report.node.arch}, ABI ${report.node.abi})` },
     { name: 'CPU', ok: true, detail: `${report.cpu.model}, ${report.cpu.cores} cores, ${report.cpu.memoryGiB} GiB` },
     { name: 'ONNX Runtime', ok: true, detail: `onnxruntime-node ${report.ort.version}` },
-    ...report.ort.providers.map((p) => ({ name: `  ORT provider ${p.name}`, ok: p.loads, detail: p.loads ? 'session created and ran' : `does not load: ${p.error ?? 'unknown error'}`, fix: p.fix })),
+    ...report.ort.providers.map((p) => ({
+      name: `  ORT provider ${p.name}`,
+      ok: p.loads,
+      detail: p.loads ? 'session created and ran' : `does not load: ${p.error ?? 'unknown error'}`,
+      fix: p.fix,
+    })),
     { name: 'tfjs', ok: true, detail: `@tensorflow/tfjs ${packageVersion('@tensorflow/tfjs') ?? '?'}, chosen backend: ${report.tfjs.chosen}` },
-    ...report.tfjs.backends.map((b) => ({ name: `  tfjs backend ${b.name}`, ok: b.available, detail: b.available ? `${b.package} initialised` : `${b.package}: ${b.error ?? 'not available'}`, fix: b.fix })),
-    { name: 'Electron', ok: report.electron.installed, detail: report.electron.installed ? `electron ${report.electron.version}` : report.electron.version ? `package ${report.electron.version} present but its binary is missing` : 'not installed (the CLI and `arbor serve` work without it; installing downloads its binary, so it needs network)', fix: report.electron.fix },
-    { name: 'Threads', ok: true, detail: `${report.threads.available} available; ORT intra-op ${report.threads.ortIntraOp}, inter-op ${report.threads.ortInterOp}; tfjs wasm ${report.threads.tfjsWasm}; libuv pool ${report.threads.uvThreadpool}` },
-    { name: 'Database', ok: true, detail: `${report.database.path} (${report.database.exists ? `${((report.database.bytes ?? 0) / 2 ** 20).toFixed(1)} MiB` : 'not created yet'}${report.database.fromEnv ? ', from ARBOR_HOME' : ', set ARBOR_HOME to move it'})` },
+    ...report.tfjs.backends.map((b) => ({
+      name: `  tfjs backend ${b.name}`,
+      ok: b.available,
+      detail: b.available ? `${b.package} initialised` : `${b.package}: ${b.error ?? 'not available'}`,
+      fix: b.fix,
+    })),
+    {
+      name: 'Electron',
+      ok: report.electron.installed,
+      detail: report.electron.installed
+        ? `electron ${report.electron.version}`
+        : report.electron.version
+          ? `package ${report.electron.version} present but its binary is missing`
+          : 'not installed (the CLI and `arbor serve` work without it; installing downloads its binary, so it needs network)',
+      fix: report.electron.fix,
+    },
+    {
+      name: 'Threads',
+      ok: true,
+      detail: `${report.threads.available} available; ORT intra-op ${report.threads.ortIntraOp}, inter-op ${report.threads.ortInterOp}; tfjs wasm ${report.threads.tfjsWasm}; libuv pool ${report.threads.uvThreadpool}`,
+    },
+    {
+      name: 'Database',
+      ok: true,
+      detail: `${report.database.path} (${report.database.exists ? `${((report.database.bytes ?? 0) / 2 ** 20).toFixed(1)} MiB` : 'not created yet'}${report.database.fromEnv ? ', from ARBOR_HOME' : ', set ARBOR_HOME to move it'})`,
+    },
   ];
   report.parts = parts;
   report.missing = parts.filter((p) => !p.ok && p.fix).map((p) => ({ name: p.name.trim(), fix: p.fix! }));
@@ -138,7 +173,9 @@ export function formatDoctor(r: DoctorReport): string {
 }
 
 export function register(program: Command): void {
-  program.command('doctor').description('report Node, ONNX Runtime providers, tfjs backends, Electron, threads and the database path')
+  program
+    .command('doctor')
+    .description('report Node, ONNX Runtime providers, tfjs backends, Electron, threads and the database path')
     .option('--json', 'print one JSON object')
     .action(async (o: { json?: boolean }) => {
       const r = await doctorReport();

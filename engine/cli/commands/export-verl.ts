@@ -26,7 +26,9 @@ export function loadEnvironmentConfig(file: string): ExperimentConfig {
 export function register(program: Command): void {
   program
     .command('verl-reward <experiment>')
-    .description('score verl samples with an experiment\'s reward: JSON lines on stdin ({solution_str, ground_truth, extra_info}) → {reward, components} on stdout (used by an exported reward.py)')
+    .description(
+      "score verl samples with an experiment's reward: JSON lines on stdin ({solution_str, ground_truth, extra_info}) → {reward, components} on stdout (used by an exported reward.py)",
+    )
     .action(async (file: string) => {
       const { openConfigEnvironment, scoreSolution } = await import('../../interop/environment');
       const env = await openConfigEnvironment(loadEnvironmentConfig(file));
@@ -37,14 +39,24 @@ export function register(program: Command): void {
           n++;
           if (!line.trim()) continue;
           try {
-            const req = JSON.parse(line) as { solution_str?: unknown; ground_truth?: unknown; extra_info?: { supporting?: unknown; task_id?: unknown; question?: unknown } };
+            const req = JSON.parse(line) as {
+              solution_str?: unknown;
+              ground_truth?: unknown;
+              extra_info?: { supporting?: unknown; task_id?: unknown; question?: unknown };
+            };
             if (typeof req.solution_str !== 'string') throw new Error('field "solution_str" must be a string');
             const gt = req.ground_truth;
             const golds = typeof gt === 'string' ? [gt] : Array.isArray(gt) ? gt.map(String) : null;
             if (!golds) throw new Error('field "ground_truth" must be a string or a list of strings');
             const supporting = Array.isArray(req.extra_info?.supporting) ? req.extra_info.supporting.map(String) : undefined;
             const info = req.extra_info ?? {};
-            const r = await scoreSolution(env, { solution: req.solution_str, golds, supporting, taskId: typeof info.task_id === 'string' ? info.task_id : undefined, question: typeof info.question === 'string' ? info.question : undefined });
+            const r = await scoreSolution(env, {
+              solution: req.solution_str,
+              golds,
+              supporting,
+              taskId: typeof info.task_id === 'string' ? info.task_id : undefined,
+              question: typeof info.question === 'string' ? info.question : undefined,
+            });
             process.stdout.write(JSON.stringify(r) + '\n');
           } catch (e) {
             process.stdout.write(JSON.stringify({ error: `line ${n}: ${(e as Error).message}` }) + '\n');

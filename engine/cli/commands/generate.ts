@@ -70,7 +70,7 @@ function sample(logits: Float32Array, temperature: number, topK: number, topP: n
   let n = probs.length;
   if (topP < 1) {
     let c = 0;
-    for (n = 0; n < probs.length; ) {
+    for (n = 0; n < probs.length;) {
       c += probs[n++];
       if (c >= topP) break;
     }
@@ -90,7 +90,9 @@ function topLogits(logits: Float32Array, n: number, tok: HfTokenizer): GenerateR
   let z = 0;
   for (const x of logits) z += Math.exp(x - m);
   const lse = m + Math.log(z);
-  return Array.from(logits.keys()).sort((a, b) => logits[b] - logits[a]).slice(0, n)
+  return Array.from(logits.keys())
+    .sort((a, b) => logits[b] - logits[a])
+    .slice(0, n)
     .map((id) => ({ id, token: tok.decode([id]), logit: logits[id], logprob: logits[id] - lse }));
 }
 
@@ -104,7 +106,8 @@ export async function generate(folderArg: string, o: GenerateOptions): Promise<G
     const promptText = o.chat ? tok.renderChat([{ role: 'user', content: o.prompt }], { addGenerationPrompt: true }) : o.prompt;
     const promptIds = o.chat ? tok.encode(promptText) : tok.encodeWithSpecialTokens(promptText);
     if (promptIds.length === 0) throw new Error('--prompt: the prompt encodes to no tokens');
-    for (const id of promptIds) if (id >= c.vocabSize) throw new Error(`--prompt: token id ${id} is outside the model's vocabulary (${c.vocabSize}); tokenizer and model do not match`);
+    for (const id of promptIds)
+      if (id >= c.vocabSize) throw new Error(`--prompt: token id ${id} is outside the model's vocabulary (${c.vocabSize}); tokenizer and model do not match`);
     const gen = readGenerationConfig(folder) ?? {};
     const num = (v: unknown) => (typeof v === 'number' ? v : undefined);
     const greedy = !!o.greedy;
@@ -132,15 +135,21 @@ export async function generate(folderArg: string, o: GenerateOptions): Promise<G
       }
       const T = input.length;
       const out = await model.decode({
-        batch: 1, newLength: T, pastLength: P, inputIds: Int32Array.from(input), attentionMask: new Int32Array(P + T).fill(1),
-        positionIds: Int32Array.from({ length: T }, (_, i) => P + i), past,
+        batch: 1,
+        newLength: T,
+        pastLength: P,
+        inputIds: Int32Array.from(input),
+        attentionMask: new Int32Array(P + T).fill(1),
+        positionIds: Int32Array.from({ length: T }, (_, i) => P + i),
+        past,
       });
       past = out.present;
       P += T;
       first ??= out.logits.slice();
       const logits = out.logits.slice();
       if (repetitionPenalty !== 1) {
-        for (const id of new Set([...promptIds, ...generatedIds])) logits[id] = logits[id] > 0 ? logits[id] / repetitionPenalty : logits[id] * repetitionPenalty;
+        for (const id of new Set([...promptIds, ...generatedIds]))
+          logits[id] = logits[id] > 0 ? logits[id] / repetitionPenalty : logits[id] * repetitionPenalty;
       }
       const next = greedy ? argmax(logits) : sample(logits, temperature, topK, topP, rand);
       generatedIds.push(next);
@@ -151,8 +160,13 @@ export async function generate(folderArg: string, o: GenerateOptions): Promise<G
       input = [next];
     }
     return {
-      folder, prompt: o.prompt, promptText, promptIds, generatedIds,
-      text: tok.decode(generatedIds.filter((id) => !eos.has(id))), stop,
+      folder,
+      prompt: o.prompt,
+      promptText,
+      promptIds,
+      generatedIds,
+      text: tok.decode(generatedIds.filter((id) => !eos.has(id))),
+      stop,
       sampling: greedy ? { greedy, repetitionPenalty } : { greedy, temperature, topK, topP, seed, repetitionPenalty },
       topLogits: first ? topLogits(first, o.top ?? 10, tok) : [],
     };

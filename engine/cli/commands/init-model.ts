@@ -46,7 +46,9 @@ export interface InitModelOptions {
  * template, and the kit's tiny config), exactly what `arbor train` with model.init tiny starts from.
  */
 async function initKitModel(folder: string, o: InitModelOptions): Promise<{ parameters: number; vocabSize: number }> {
-  const raw: Record<string, Record<string, unknown>> = o.config ? (JSON.parse(JSON.stringify(loadConfig(o.config))) as Record<string, Record<string, unknown>>) : { model: { init: 'tiny' }, task: { kind: o.task } };
+  const raw: Record<string, Record<string, unknown>> = o.config
+    ? (JSON.parse(JSON.stringify(loadConfig(o.config))) as Record<string, Record<string, unknown>>)
+    : { model: { init: 'tiny' }, task: { kind: o.task } };
   raw.model = { init: 'tiny', ...(o.hidden ? { hidden_size: o.hidden } : {}), ...(o.layers ? { layers: o.layers } : {}) };
   if (o.dataset) raw.task!.dataset = o.dataset;
   const env = (raw.environment ??= {});
@@ -55,7 +57,9 @@ async function initKitModel(folder: string, o: InitModelOptions): Promise<{ para
   const cfg: ExperimentConfig = validateConfig(raw, { file: o.config ?? '(command line)' });
   if (cfg.rollout.max_total_length < (o.maxLength ?? 1024)) cfg.rollout.max_total_length = o.maxLength ?? 1024;
   // The user's tools take part (a byte-level tokenizer's merges cover their names and schemas).
-  const host = cfg.environment.tools.length ? await openUserEnvironment({ tools: cfg.environment.tools }, cfg.environment.workspace ?? process.cwd()) : undefined;
+  const host = cfg.environment.tools.length
+    ? await openUserEnvironment({ tools: cfg.environment.tools }, cfg.environment.workspace ?? process.cwd())
+    : undefined;
   let kit;
   try {
     kit = openTaskKit(cfg, { host });
@@ -67,7 +71,13 @@ async function initKitModel(folder: string, o: InitModelOptions): Promise<{ para
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(kit.tokenizerFolder, f), join(folder, f));
   const tok = HfTokenizer.load(folder);
   const base = kit.tinyModel(cfg);
-  const config = { ...base, numHeads: o.heads ?? base.numHeads, numKvHeads: o.kvHeads ?? (o.heads ? Math.max(1, o.heads / 2) : base.numKvHeads), headDim: base.hiddenSize / (o.heads ?? base.numHeads), maxPositionEmbeddings: o.maxLength ?? 1024 };
+  const config = {
+    ...base,
+    numHeads: o.heads ?? base.numHeads,
+    numKvHeads: o.kvHeads ?? (o.heads ? Math.max(1, o.heads / 2) : base.numKvHeads),
+    headDim: base.hiddenSize / (o.heads ?? base.numHeads),
+    maxPositionEmbeddings: o.maxLength ?? 1024,
+  };
   saveCheckpoint(folder, config, initWeights(config, o.seed ?? 0));
   return { parameters: parameterCount(config), vocabSize: tok.vocabSize };
 }
@@ -75,7 +85,8 @@ async function initKitModel(folder: string, o: InitModelOptions): Promise<{ para
 /** A tiny model folder for any task kind (the multi-hop one, or a training kit's). */
 export async function initModelFolder(folder: string, o: InitModelOptions): Promise<{ parameters: number; vocabSize: number }> {
   if (o.config || (o.task && o.task !== 'multihop')) {
-    if (o.task && !(TASK_KINDS as readonly string[]).includes(o.task)) throw new Error(`--task: unknown task "${o.task}" (available: ${TASK_KINDS.join(', ')})`);
+    if (o.task && !(TASK_KINDS as readonly string[]).includes(o.task))
+      throw new Error(`--task: unknown task "${o.task}" (available: ${TASK_KINDS.join(', ')})`);
     return initKitModel(folder, o);
   }
   return initTinyModel(folder, o);
@@ -88,8 +99,15 @@ export function initTinyModel(folder: string, o: InitModelOptions): { parameters
   mkdirSync(folder, { recursive: true });
   const tok = writeWordTokenizer(folder, vocab());
   const config = tinyConfig({
-    vocabSize: tok.vocabSize, hiddenSize: o.hidden ?? 64, layers: o.layers ?? 2, heads: o.heads ?? 4, kvHeads: o.kvHeads,
-    maxPositionEmbeddings: o.maxLength ?? 1024, eosTokenId: tok.eosTokenId ?? null, padTokenId: tok.padTokenId, bosTokenId: null,
+    vocabSize: tok.vocabSize,
+    hiddenSize: o.hidden ?? 64,
+    layers: o.layers ?? 2,
+    heads: o.heads ?? 4,
+    kvHeads: o.kvHeads,
+    maxPositionEmbeddings: o.maxLength ?? 1024,
+    eosTokenId: tok.eosTokenId ?? null,
+    padTokenId: tok.padTokenId,
+    bosTokenId: null,
   });
   saveCheckpoint(folder, config, initWeights(config, o.seed ?? 0));
   return { parameters: parameterCount(config), vocabSize: tok.vocabSize };

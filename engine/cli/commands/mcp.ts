@@ -20,11 +20,12 @@ interface ServeOptions {
 }
 
 export function register(program: Command): void {
-  const mcp = program.command('mcp').description('Model Context Protocol: serve an environment\'s tools to any MCP client (verl included)');
-  mcp.command('serve')
-    .description('serve an environment\'s tools over MCP (stdio, or streamable HTTP on 127.0.0.1 with a token)')
+  const mcp = program.command('mcp').description("Model Context Protocol: serve an environment's tools to any MCP client (verl included)");
+  mcp
+    .command('serve')
+    .description("serve an environment's tools over MCP (stdio, or streamable HTTP on 127.0.0.1 with a token)")
     .option('--env <dir>', 'workspace environment folder with tools/*.ts (default: $ARBOR_HOME/workspace)')
-    .option('--config <file>', 'serve the tools of an experiment config\'s environment instead')
+    .option('--config <file>', "serve the tools of an experiment config's environment instead")
     .option('--http', 'streamable HTTP on 127.0.0.1 instead of stdio')
     .option('--port <n>', 'HTTP port (0 = any free port)', '0')
     .option('--token <token>', 'HTTP bearer token (default: $ARBOR_MCP_TOKEN, else a random one, printed)')

@@ -24,7 +24,12 @@ const int = (name: string) => (v: string) => {
 
 /** Where trajectories go without --out: the workspace's rollouts folder, named by task, source and time. */
 function defaultOutFile(o: RolloutCliOptions): string {
-  const source = o.model ? o.model.replace(/[\\/]+$/, '').split(/[\\/]/).pop()! : `policy-${o.policy ?? 'model'}`;
+  const source = o.model
+    ? o.model
+        .replace(/[\\/]+$/, '')
+        .split(/[\\/]/)
+        .pop()!
+    : `policy-${o.policy ?? 'model'}`;
   const time = new Date().toISOString().replace(/[:.]/g, '-');
   return join(arborHome(), 'rollouts', `${o.task}-${source.replace(/[^A-Za-z0-9_.-]+/g, '_')}${o.naiveRag ? '-naive-rag' : ''}-${time}.jsonl`);
 }
@@ -76,9 +81,9 @@ export function register(program: Command): void {
     .option('--temperature <t>', 'sampling temperature (0 = greedy)', Number, 1)
     .option('--top-p <p>', 'nucleus sampling mass', Number, 1)
     .option('--top-k <k>', 'top-k sampling (0 = off)', int('top-k'), 0)
-    .option('--max-new-tokens <n>', 'max tokens per model turn (default: the task\'s)', int('max-new-tokens'))
-    .option('--max-turns <n>', 'max model turns (default: the task\'s)', int('max-turns'))
-    .option('--max-total-length <n>', 'max prompt + turns tokens (default: the task\'s)', int('max-total-length'))
+    .option('--max-new-tokens <n>', "max tokens per model turn (default: the task's)", int('max-new-tokens'))
+    .option('--max-turns <n>', "max model turns (default: the task's)", int('max-turns'))
+    .option('--max-total-length <n>', "max prompt + turns tokens (default: the task's)", int('max-total-length'))
     .option('--batch <n>', 'max sequences decoded together', int('batch'), 16)
     .option('--hops <list>', 'question hop counts, comma-separated', '1,2')
     .option('--world-seed <seed>', 'seed of the synthetic world (questions come from --seed)', int('world-seed'), 1001)
@@ -92,16 +97,27 @@ export function register(program: Command): void {
       const base = o.config ? loadConfig(o.config) : undefined;
       o.task ??= base!.task.kind;
       const req = {
-        task: o.task, model: o.model, policy: o.policy, questions: o.questions, seed: o.seed, mode: (o.naiveRag ? 'naive-rag' : 'tools') as 'naive-rag' | 'tools', maxBatch: o.batch,
+        task: o.task,
+        model: o.model,
+        policy: o.policy,
+        questions: o.questions,
+        seed: o.seed,
+        mode: (o.naiveRag ? 'naive-rag' : 'tools') as 'naive-rag' | 'tools',
+        maxBatch: o.batch,
         options: {
-          hops: o.hops.split(',').map(Number), worldSeed: o.worldSeed, mistakeRate: o.mistakeRate,
-          ...(o.dataset ? { dataset: o.dataset } : {}), ...(o.tasks ? { tasks: o.tasks } : {}), ...(o.tools ? { tools: o.tools.split(',').map((t) => t.trim()) } : {}),
-          ...(o.reward ? { reward: o.reward } : {}), ...(o.format ? { format: o.format } : {}),
+          hops: o.hops.split(',').map(Number),
+          worldSeed: o.worldSeed,
+          mistakeRate: o.mistakeRate,
+          ...(o.dataset ? { dataset: o.dataset } : {}),
+          ...(o.tasks ? { tasks: o.tasks } : {}),
+          ...(o.tools ? { tools: o.tools.split(',').map((t) => t.trim()) } : {}),
+          ...(o.reward ? { reward: o.reward } : {}),
+          ...(o.format ? { format: o.format } : {}),
         },
       };
       // The multi-hop world has its own opener (world and question seeds); every other kind is its training kit.
       const useKit = base !== undefined || o.task !== 'multihop' || o.format !== undefined || o.tools !== undefined || o.reward !== undefined;
-      if (useKit && o.naiveRag) throw new Error('--naive-rag is the multi-hop task\'s baseline (arbor rollout --task multihop --naive-rag)');
+      if (useKit && o.naiveRag) throw new Error("--naive-rag is the multi-hop task's baseline (arbor rollout --task multihop --naive-rag)");
       const src = useKit ? await openKitSource(rolloutConfig(req, base), req) : await openRolloutSource(req);
       const outFile = o.out ?? defaultOutFile(o);
       mkdirSync(dirname(resolve(outFile)), { recursive: true });
@@ -115,7 +131,11 @@ export function register(program: Command): void {
           maxTotalLength: o.maxTotalLength ?? src.limits.maxTotalLength,
         };
         const common = {
-          tasks: src.tasks, n: o.n, seed: o.seed, limits, tokenizer: src.tokenizer,
+          tasks: src.tasks,
+          n: o.n,
+          seed: o.seed,
+          limits,
+          tokenizer: src.tokenizer,
           onTrajectory: (t: Parameters<typeof trajectoryToJsonLine>[0]) => out.write(trajectoryToJsonLine(t) + '\n'),
           onProgress: (p: { done: number; generatedTokens: number; elapsedMs: number }) =>
             bar.update(p.done, { 'tok/s': p.generatedTokens / Math.max(1e-3, p.elapsedMs / 1000) }),
@@ -125,16 +145,38 @@ export function register(program: Command): void {
           : await rolloutTextPolicy(src.policy!, common);
         bar.stop();
         const s = summarize(res.trajectories, res.stats);
-        const summary = { task: o.task, source: o.model ?? `policy:${o.policy}`, mode: o.naiveRag ? 'naive-rag' : 'tools', n: o.n, questions: src.tasks.length, seed: o.seed, ...s, out: outFile };
+        const summary = {
+          task: o.task,
+          source: o.model ?? `policy:${o.policy}`,
+          mode: o.naiveRag ? 'naive-rag' : 'tools',
+          n: o.n,
+          questions: src.tasks.length,
+          seed: o.seed,
+          ...s,
+          out: outFile,
+        };
         if (o.json) console.log(JSON.stringify(summary));
         else {
           const rows: [string, number | string][] = [
-            ['trajectories', s.trajectories], ['mean reward', s.meanReward], ['exact match', s.exactMatch], ['format ok', s.formatRate],
-            ['tool calls / episode', s.toolCallsPerEpisode], ['tool errors / episode', s.toolErrorsPerEpisode], ['model turns / episode', s.modelTurnsPerEpisode],
-            ['truncated', s.truncatedRate], ['generated tokens', s.generatedTokens], ['tokens / s', s.tokensPerSecond], ['seconds', s.wallSeconds],
+            ['trajectories', s.trajectories],
+            ['mean reward', s.meanReward],
+            ['exact match', s.exactMatch],
+            ['format ok', s.formatRate],
+            ['tool calls / episode', s.toolCallsPerEpisode],
+            ['tool errors / episode', s.toolErrorsPerEpisode],
+            ['model turns / episode', s.modelTurnsPerEpisode],
+            ['truncated', s.truncatedRate],
+            ['generated tokens', s.generatedTokens],
+            ['tokens / s', s.tokensPerSecond],
+            ['seconds', s.wallSeconds],
             ...Object.entries(s.components).map(([k, v]) => [`reward/${k}`, v] as [string, number]),
           ];
-          console.log(renderTable(['metric', 'value'], rows.map(([k, v]) => [k, v])));
+          console.log(
+            renderTable(
+              ['metric', 'value'],
+              rows.map(([k, v]) => [k, v]),
+            ),
+          );
           console.log(`trajectories → ${outFile}`);
         }
       } finally {

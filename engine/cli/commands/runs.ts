@@ -14,27 +14,50 @@ const when = (seconds: number) => new Date(seconds * 1000).toISOString().slice(0
 const ENGINE = ['--engine <url>', 'a running `arbor serve` (the URL it printed); default: this workspace ($ARBOR_HOME) in-process'] as const;
 
 export function register(program: Command): void {
-  program.command('runs').description('list runs in the workspace database')
-    .option('--json', 'print JSON').option('--status <status>').option('--tag <tag>').option('--search <text>', 'text in the run name').option('--project <name>')
-    .option('--sort <key>', 'created_at, name, status or a metric key').option('--asc', 'ascending (default: descending)').option(...ENGINE)
+  program
+    .command('runs')
+    .description('list runs in the workspace database')
+    .option('--json', 'print JSON')
+    .option('--status <status>')
+    .option('--tag <tag>')
+    .option('--search <text>', 'text in the run name')
+    .option('--project <name>')
+    .option('--sort <key>', 'created_at, name, status or a metric key')
+    .option('--asc', 'ascending (default: descending)')
+    .option(...ENGINE)
     .action((o: { json?: boolean; status?: string; tag?: string; search?: string; project?: string; sort?: string; asc?: boolean; engine?: string }) =>
       withEngine(o, async (c) => {
         const runs = await c.request('runs.list', { status: o.status, tag: o.tag, search: o.search, project: o.project, sort: o.sort, desc: !o.asc });
         if (o.json) return console.log(JSON.stringify(runs, null, 2));
         if (runs.length === 0) return console.log('no runs yet (start one with `arbor train <config>` or `npm run demo`)');
-        const rows = runs.map((r) => [r.id, r.project ?? '', r.name, r.status, String(r.step), fmt(r.metrics['reward/mean']), r.tags.join(','), when(r.createdAt)]);
+        const rows = runs.map((r) => [
+          r.id,
+          r.project ?? '',
+          r.name,
+          r.status,
+          String(r.step),
+          fmt(r.metrics['reward/mean']),
+          r.tags.join(','),
+          when(r.createdAt),
+        ]);
         const head = ['id', 'project', 'name', 'status', 'step', 'reward/mean', 'tags', 'created'];
         const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
         console.log(head.map((h, i) => h.padEnd(w[i])).join('  '));
         for (const r of rows) console.log(r.map((cell, i) => cell.padEnd(w[i])).join('  '));
       }),
     );
-  program.command('show <run>').description('show a run: config, latest metrics, checkpoints, notes').option('--json').option(...ENGINE)
+  program
+    .command('show <run>')
+    .description('show a run: config, latest metrics, checkpoints, notes')
+    .option('--json')
+    .option(...ENGINE)
     .action((id: string, o: { json?: boolean; engine?: string }) =>
       withEngine(o, async (c) => {
         const r = await c.request('runs.get', { id });
         if (o.json) return console.log(JSON.stringify(r, null, 2));
-        console.log(`${r.project ? `${r.project}/` : ''}${r.name} (${r.id}) — ${r.status}, step ${r.step}${r.parentId ? `, from ${r.parentId}` : ''}${r.tags.length ? `, tags ${r.tags.join(', ')}` : ''}${r.error ? `\nerror: ${r.error}` : ''}`);
+        console.log(
+          `${r.project ? `${r.project}/` : ''}${r.name} (${r.id}) — ${r.status}, step ${r.step}${r.parentId ? `, from ${r.parentId}` : ''}${r.tags.length ? `, tags ${r.tags.join(', ')}` : ''}${r.error ? `\nerror: ${r.error}` : ''}`,
+        );
         if (r.notes) console.log(`notes: ${r.notes}`);
         console.log('config:', JSON.stringify(r.config, null, 2));
         console.log('latest metrics:');
@@ -42,8 +65,12 @@ export function register(program: Command): void {
         console.log(`checkpoints: ${r.checkpoints.map((ck) => `step ${ck.step}`).join(', ') || 'none'}; trajectory steps: ${r.trajectorySteps.length}`);
       }),
     );
-  program.command('export <run>').description("export a run's metrics (CSV, every step) and trajectories (JSONL)")
-    .option('--out <prefix>', 'output path prefix (default: ./<run>)').option('--format <fmt>', 'csv, jsonl or both', 'both').option(...ENGINE)
+  program
+    .command('export <run>')
+    .description("export a run's metrics (CSV, every step) and trajectories (JSONL)")
+    .option('--out <prefix>', 'output path prefix (default: ./<run>)')
+    .option('--format <fmt>', 'csv, jsonl or both', 'both')
+    .option(...ENGINE)
     .action((id: string, o: { out?: string; format: string; engine?: string }) =>
       withEngine(o, async (c) => {
         if (!['csv', 'jsonl', 'both'].includes(o.format)) throw new Error(`--format: "${o.format}" is not one of csv, jsonl, both`);
@@ -60,8 +87,12 @@ export function register(program: Command): void {
         for (const f of r.files) console.log(`${f.path}: ${f.count} ${f.kind === 'metrics' ? 'steps' : 'trajectories'}`);
       }),
     );
-  program.command('import-verl <dir>').description('import a verl / Agent-R1 rollout dump ({step}.jsonl files) or agent-loop outputs with token ids (a folder or one .jsonl) as a run').option('--name <name>')
-    .option('--tokenizer <folder>', 'the model folder whose tokenizer decodes agent-loop token ids (prompt_ids, response_ids)').option(...ENGINE)
+  program
+    .command('import-verl <dir>')
+    .description('import a verl / Agent-R1 rollout dump ({step}.jsonl files) or agent-loop outputs with token ids (a folder or one .jsonl) as a run')
+    .option('--name <name>')
+    .option('--tokenizer <folder>', 'the model folder whose tokenizer decodes agent-loop token ids (prompt_ids, response_ids)')
+    .option(...ENGINE)
     .action((dir: string, o: { name?: string; tokenizer?: string; engine?: string }) =>
       withEngine(o, async (c) => {
         const full = resolve(dir);
@@ -80,8 +111,16 @@ export function register(program: Command): void {
         }
       }),
     );
-  program.command('note <run> <text...>').description("set a run's notes (shown by `arbor show` and in the workbench)").option(...ENGINE)
-    .action((id: string, text: string[], o: { engine?: string }) => withEngine(o, async (c) => void (await c.request('runs.setNotes', { id, notes: text.join(' ') }))));
-  program.command('tag <run> <tags...>').description("set a run's tags (replacing the old ones)").option(...ENGINE)
+  program
+    .command('note <run> <text...>')
+    .description("set a run's notes (shown by `arbor show` and in the workbench)")
+    .option(...ENGINE)
+    .action((id: string, text: string[], o: { engine?: string }) =>
+      withEngine(o, async (c) => void (await c.request('runs.setNotes', { id, notes: text.join(' ') }))),
+    );
+  program
+    .command('tag <run> <tags...>')
+    .description("set a run's tags (replacing the old ones)")
+    .option(...ENGINE)
     .action((id: string, tags: string[], o: { engine?: string }) => withEngine(o, async (c) => void (await c.request('runs.setTags', { id, tags }))));
 }

@@ -7,15 +7,22 @@ import { attachStdio, serveWebSocket } from '../../server/transports';
 import { ensureRendererBuild, rendererDistDir } from '../renderer-build';
 
 export function register(program: Command): void {
-  program.command('serve').description('serve the engine on 127.0.0.1 (prints the URL with its access token)')
-    .option('--port <n>', 'port (0 = any free port)', '0').option('--stdio', 'speak the protocol as JSON lines on stdin/stdout instead')
-    .option('--static <dir>', 'a renderer build to serve as it is (default: renderer/dist, or $ARBOR_RENDERER_DIR, built on first use and rebuilt when its sources changed)')
+  program
+    .command('serve')
+    .description('serve the engine on 127.0.0.1 (prints the URL with its access token)')
+    .option('--port <n>', 'port (0 = any free port)', '0')
+    .option('--stdio', 'speak the protocol as JSON lines on stdin/stdout instead')
+    .option(
+      '--static <dir>',
+      'a renderer build to serve as it is (default: renderer/dist, or $ARBOR_RENDERER_DIR, built on first use and rebuilt when its sources changed)',
+    )
     .action(async (o: { port: string; stdio?: boolean; static?: string }) => {
       // The workbench page is built before the URL is printed, so the URL always opens it.
       const staticDir = o.stdio ? undefined : (o.static ?? rendererDistDir());
       if (!o.stdio && !o.static) await ensureRendererBuild(staticDir);
       const engine = await createEngine({ home: arborHome() });
-      if (engine.workspaceError) console.error(`arbor serve: ${engine.workspaceError}\n(the engine is up; open another workspace from the UI or set ARBOR_HOME)`);
+      if (engine.workspaceError)
+        console.error(`arbor serve: ${engine.workspaceError}\n(the engine is up; open another workspace from the UI or set ARBOR_HOME)`);
       if (o.stdio) return attachStdio(engine);
       const s = await serveWebSocket(engine, { port: Number(o.port), staticDir });
       console.log(`Arbor engine serving ${join(arborHome(), 'arbor.db')}`);

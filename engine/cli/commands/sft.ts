@@ -65,13 +65,28 @@ export function register(program: Command): void {
         const ev = o.eval && res.complete ? evalMetrics(await session.evaluate(cfg.eval.n_questions)) : undefined;
         if (ev) await sink.metrics(res.steps, Object.fromEntries(Object.entries(ev).map(([k, v]) => [`eval/${k}`, v])));
         rec?.finish(res.complete ? 'completed' : 'stopped');
-        const out = { run: id, demos: demos.length, steps: res.steps, total: res.total, complete: res.complete, finalLoss: res.finalLoss, checkpoint: res.checkpoint?.dir, eval: ev };
+        const out = {
+          run: id,
+          demos: demos.length,
+          steps: res.steps,
+          total: res.total,
+          complete: res.complete,
+          finalLoss: res.finalLoss,
+          checkpoint: res.checkpoint?.dir,
+          eval: ev,
+        };
         if (o.json) console.log(JSON.stringify(out));
         else {
           console.log(
             `SFT on ${demos.length} demonstrations: ${res.steps}/${res.total} steps${res.complete ? '' : ' (stopped)'}, final loss ${res.finalLoss.toFixed(4)}; model saved to ${res.checkpoint?.dir}`,
           );
-          if (ev) console.log(renderTable(['held-out metric', 'value'], Object.entries(ev).map(([k, v]) => [k, v])));
+          if (ev)
+            console.log(
+              renderTable(
+                ['held-out metric', 'value'],
+                Object.entries(ev).map(([k, v]) => [k, v]),
+              ),
+            );
         }
       } catch (e) {
         rec?.finish('failed', e instanceof Error ? e.message : String(e));

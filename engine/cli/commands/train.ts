@@ -29,87 +29,126 @@ export function register(program: Command): void {
     .option('--print-config', 'print the resolved config (all defaults filled) and exit')
     .option('--json', 'print the final result as one JSON object on stdout')
     .option('--no-store', 'do not record the run in the workspace database (metrics.jsonl only)')
-    .action(async (configFile: string | undefined, o: { resume?: string; runDir?: string; steps?: number; printConfig?: boolean; json?: boolean; store: boolean }) => {
-      if (!configFile && !o.resume) throw new Error('give a config file, or --resume <run>');
-      const run = o.resume ? openRun(o.resume) : undefined;
-      const cfg = configFile ? loadConfig(configFile, (raw) => o.steps !== undefined && (raw.steps = o.steps)) : run!.cfg;
-      if (o.steps !== undefined) cfg.steps = o.steps;
-      if (o.printConfig) {
-        console.log(JSON.stringify(cfg, null, 2));
-        return;
-      }
-      if (run) {
-        // A run that already reached its steps: training on needs a larger --steps, said plainly.
-        const ck = latestCheckpoint(run.dir);
-        if (ck?.state.phase === 'rl' && ck.step >= cfg.steps) {
-          throw new Error(
-            `run ${run.id} already reached step ${ck.step}${o.steps === undefined ? ` (its config has steps: ${cfg.steps})` : ` (--steps ${o.steps} is not larger)`}; to train on, resume with --steps larger than ${ck.step}, e.g. --steps ${ck.step + Math.max(1, cfg.checkpoint.every)}`,
-          );
+    .action(
+      async (
+        configFile: string | undefined,
+        o: { resume?: string; runDir?: string; steps?: number; printConfig?: boolean; json?: boolean; store: boolean },
+      ) => {
+        if (!configFile && !o.resume) throw new Error('give a config file, or --resume <run>');
+        const run = o.resume ? openRun(o.resume) : undefined;
+        const cfg = configFile ? loadConfig(configFile, (raw) => o.steps !== undefined && (raw.steps = o.steps)) : run!.cfg;
+        if (o.steps !== undefined) cfg.steps = o.steps;
+        if (o.printConfig) {
+          console.log(JSON.stringify(cfg, null, 2));
+          return;
         }
-      }
-      // Only a folder this command creates may be removed again (never a --run-dir that existed).
-      const fresh = !run && !(o.runDir && existsSync(o.runDir));
-      const { id, dir } = run ?? createRunDir(cfg, o.runDir);
-      // Claimed before anything else: a second writer is refused here, naming the owner, and a
-      // failure from here on (a bad dataset, a missing model) is recorded on the run as failed.
-      let rec: ReturnType<typeof openCliStoreRun> | undefined;
-      try {
-        rec = o.store ? openCliStoreRun(id, cfg, { resume: !!run, template: cfg.task.kind, dir }) : undefined;
-      } catch (e) {
-        if (fresh) rmSync(dir, { recursive: true, force: true });
-        throw e;
-      }
-      let session: Awaited<ReturnType<typeof openTaskSession>>;
-      try {
-        session = await openTaskSession(cfg);
-      } catch (e) {
-        if (rec) rec.finish('failed', e instanceof Error ? e.message : String(e));
-        // Without a store record, a fresh run that never started leaves no orphan folder.
-        else if (fresh) rmSync(dir, { recursive: true, force: true });
-        throw e;
-      }
-      for (const w of session.warnings ?? []) process.stderr.write(`warning: ${w}\n`);
-      let bar = progressBar('train', cfg.steps, { quiet: true });
-      const limits = memoryLimitWatcher((step, hits) => note(`\nwarning: step ${step}: ${hits.length} tool call(s) exceeded the sandbox memory limit (${hits[0]!.name}: ${hits[0]!.error})\n`));
-      const stop = interruptSignal((why) => note(`\nstopping after this step (${why}; a checkpoint will be saved); Ctrl-C again to quit now\n`));
-      try {
-        const res = await runExperiment(cfg, {
-          runDir: dir,
-          session,
-          sink: rec ? teeSink(new JsonlSink(dir), rec.sink, limits) : teeSink(new JsonlSink(dir), limits),
-          resume: !!run,
-          signal: stop.signal,
-          onPhase: (phase, total) => {
-            bar.stop();
-            bar = progressBar(phase, total, { quiet: o.json, fields: phase === 'sft' ? ['loss'] : phase === 'rl' ? ['reward', 'em', 'tools'] : [] });
-          },
-          onStep: (phase, step, m) =>
-            bar.update(step, phase === 'sft' ? { loss: m['sft/loss']! } : { reward: m['reward/mean']!, em: m['exact_match']!, tools: m['tool_calls_per_episode']! }),
-        });
-        bar.stop();
-        const rl = res.rl;
-        // A stop during the SFT warm start ends the job with no RL result: still 'stopped'.
-        rec?.finish(res.stopped ? 'stopped' : 'completed');
-        const summary = { run: id, dir, toolMemoryLimitHits: limits.count(), sft: res.sft, firstStep: rl?.firstStep, lastStep: rl?.lastStep, stopped: res.stopped, lastCheckpoint: rl?.lastCheckpoint?.dir, sftEval: res.sftEval, eval: res.eval };
-        if (o.json) console.log(JSON.stringify(summary));
-        else {
-          const s = res.sft;
-          if (s)
-            console.log(
-              `SFT warm start: ${s.skipped ? 'loaded from ' + s.checkpoint : `${s.resumedFrom !== undefined ? `continued from step ${s.resumedFrom}, ` : ''}${s.steps}${s.total ? '/' + s.total : ''} steps, final loss ${s.finalLoss.toFixed(4)}`}` +
-                (s.complete ? '' : ` (stopped; \`arbor train --resume ${id}\` continues it)`),
+        if (run) {
+          // A run that already reached its steps: training on needs a larger --steps, said plainly.
+          const ck = latestCheckpoint(run.dir);
+          if (ck?.state.phase === 'rl' && ck.step >= cfg.steps) {
+            throw new Error(
+              `run ${run.id} already reached step ${ck.step}${o.steps === undefined ? ` (its config has steps: ${cfg.steps})` : ` (--steps ${o.steps} is not larger)`}; to train on, resume with --steps larger than ${ck.step}, e.g. --steps ${ck.step + Math.max(1, cfg.checkpoint.every)}`,
             );
-          if (rl) console.log(`run ${id} ${rl.stopped ? 'stopped' : 'finished'} at step ${rl.lastStep} (started at ${rl.firstStep}); checkpoint ${rl.lastCheckpoint?.dir ?? '-'}`);
-          if (limits.count()) console.log(`warning: ${limits.count()} tool call(s) exceeded the sandbox memory limit during this run (each became an error observation; see the run's log)`);
-          if (res.eval && res.sftEval) console.log(renderTable(['held-out metric', 'SFT alone', 'after RL'], Object.entries(res.eval).map(([k, v]) => [k, res.sftEval![k] ?? '-', v])));
-          else if (res.eval) console.log(renderTable(['held-out metric', 'value'], Object.entries(res.eval).map(([k, v]) => [k, v])));
+          }
         }
-      } catch (e) {
-        rec?.finish('failed', e instanceof Error ? e.message : String(e));
-        throw e;
-      } finally {
-        stop.dispose();
-        await session.close();
-      }
-    });
+        // Only a folder this command creates may be removed again (never a --run-dir that existed).
+        const fresh = !run && !(o.runDir && existsSync(o.runDir));
+        const { id, dir } = run ?? createRunDir(cfg, o.runDir);
+        // Claimed before anything else: a second writer is refused here, naming the owner, and a
+        // failure from here on (a bad dataset, a missing model) is recorded on the run as failed.
+        let rec: ReturnType<typeof openCliStoreRun> | undefined;
+        try {
+          rec = o.store ? openCliStoreRun(id, cfg, { resume: !!run, template: cfg.task.kind, dir }) : undefined;
+        } catch (e) {
+          if (fresh) rmSync(dir, { recursive: true, force: true });
+          throw e;
+        }
+        let session: Awaited<ReturnType<typeof openTaskSession>>;
+        try {
+          session = await openTaskSession(cfg);
+        } catch (e) {
+          if (rec) rec.finish('failed', e instanceof Error ? e.message : String(e));
+          // Without a store record, a fresh run that never started leaves no orphan folder.
+          else if (fresh) rmSync(dir, { recursive: true, force: true });
+          throw e;
+        }
+        for (const w of session.warnings ?? []) process.stderr.write(`warning: ${w}\n`);
+        let bar = progressBar('train', cfg.steps, { quiet: true });
+        const limits = memoryLimitWatcher((step, hits) =>
+          note(`\nwarning: step ${step}: ${hits.length} tool call(s) exceeded the sandbox memory limit (${hits[0]!.name}: ${hits[0]!.error})\n`),
+        );
+        const stop = interruptSignal((why) => note(`\nstopping after this step (${why}; a checkpoint will be saved); Ctrl-C again to quit now\n`));
+        try {
+          const res = await runExperiment(cfg, {
+            runDir: dir,
+            session,
+            sink: rec ? teeSink(new JsonlSink(dir), rec.sink, limits) : teeSink(new JsonlSink(dir), limits),
+            resume: !!run,
+            signal: stop.signal,
+            onPhase: (phase, total) => {
+              bar.stop();
+              bar = progressBar(phase, total, { quiet: o.json, fields: phase === 'sft' ? ['loss'] : phase === 'rl' ? ['reward', 'em', 'tools'] : [] });
+            },
+            onStep: (phase, step, m) =>
+              bar.update(
+                step,
+                phase === 'sft' ? { loss: m['sft/loss']! } : { reward: m['reward/mean']!, em: m['exact_match']!, tools: m['tool_calls_per_episode']! },
+              ),
+          });
+          bar.stop();
+          const rl = res.rl;
+          // A stop during the SFT warm start ends the job with no RL result: still 'stopped'.
+          rec?.finish(res.stopped ? 'stopped' : 'completed');
+          const summary = {
+            run: id,
+            dir,
+            toolMemoryLimitHits: limits.count(),
+            sft: res.sft,
+            firstStep: rl?.firstStep,
+            lastStep: rl?.lastStep,
+            stopped: res.stopped,
+            lastCheckpoint: rl?.lastCheckpoint?.dir,
+            sftEval: res.sftEval,
+            eval: res.eval,
+          };
+          if (o.json) console.log(JSON.stringify(summary));
+          else {
+            const s = res.sft;
+            if (s)
+              console.log(
+                `SFT warm start: ${s.skipped ? 'loaded from ' + s.checkpoint : `${s.resumedFrom !== undefined ? `continued from step ${s.resumedFrom}, ` : ''}${s.steps}${s.total ? '/' + s.total : ''} steps, final loss ${s.finalLoss.toFixed(4)}`}` +
+                  (s.complete ? '' : ` (stopped; \`arbor train --resume ${id}\` continues it)`),
+              );
+            if (rl)
+              console.log(
+                `run ${id} ${rl.stopped ? 'stopped' : 'finished'} at step ${rl.lastStep} (started at ${rl.firstStep}); checkpoint ${rl.lastCheckpoint?.dir ?? '-'}`,
+              );
+            if (limits.count())
+              console.log(
+                `warning: ${limits.count()} tool call(s) exceeded the sandbox memory limit during this run (each became an error observation; see the run's log)`,
+              );
+            if (res.eval && res.sftEval)
+              console.log(
+                renderTable(
+                  ['held-out metric', 'SFT alone', 'after RL'],
+                  Object.entries(res.eval).map(([k, v]) => [k, res.sftEval![k] ?? '-', v]),
+                ),
+              );
+            else if (res.eval)
+              console.log(
+                renderTable(
+                  ['held-out metric', 'value'],
+                  Object.entries(res.eval).map(([k, v]) => [k, v]),
+                ),
+              );
+          }
+        } catch (e) {
+          rec?.finish('failed', e instanceof Error ? e.message : String(e));
+          throw e;
+        } finally {
+          stop.dispose();
+          await session.close();
+        }
+      },
+    );
 }

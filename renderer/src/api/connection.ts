@@ -2,7 +2,19 @@
 // (engine/server/client.ts, the one the CLI uses too) to the ArborApi the stores use.
 import { createClient, type EngineClient, type Transport } from '../../../engine/server/client';
 import type * as wire from '../../../engine/server/protocol';
-import type { ArborApi, ChatEvent, Checkpoint, ConnectionState, EngineEvent, LogLine, RunSummary, Template, ToolCallView, Trajectory, TryResult } from './types';
+import type {
+  ArborApi,
+  ChatEvent,
+  Checkpoint,
+  ConnectionState,
+  EngineEvent,
+  LogLine,
+  RunSummary,
+  Template,
+  ToolCallView,
+  Trajectory,
+  TryResult,
+} from './types';
 import { engineWsUrl, preloadTransport, webSocketTransport } from './transports';
 
 /** A fresh id naming one playground chat (its events and its cancel request carry it). */
@@ -73,13 +85,26 @@ export function adaptClient(client: EngineClient, transport: Pick<Transport, 'on
       return client.onEvent((m) => {
         let e: EngineEvent;
         switch (m.event) {
-          case 'run': e = { type: 'run', run: runMs(m.data.run) }; break;
-          case 'log': e = { type: 'log', runId: m.data.runId, line: lineMs(m.data.line) }; break;
-          case 'checkpoint': e = { type: 'checkpoint', runId: m.data.runId, checkpoint: checkpointMs(m.data.checkpoint) }; break;
-          case 'metrics': e = { type: 'metrics', ...m.data }; break;
-          case 'trajectories': e = { type: 'trajectories', ...m.data }; break;
-          case 'queue': e = { type: 'queue', ...m.data }; break;
-          default: return; // chat (per request, above), engine, import
+          case 'run':
+            e = { type: 'run', run: runMs(m.data.run) };
+            break;
+          case 'log':
+            e = { type: 'log', runId: m.data.runId, line: lineMs(m.data.line) };
+            break;
+          case 'checkpoint':
+            e = { type: 'checkpoint', runId: m.data.runId, checkpoint: checkpointMs(m.data.checkpoint) };
+            break;
+          case 'metrics':
+            e = { type: 'metrics', ...m.data };
+            break;
+          case 'trajectories':
+            e = { type: 'trajectories', ...m.data };
+            break;
+          case 'queue':
+            e = { type: 'queue', ...m.data };
+            break;
+          default:
+            return; // chat (per request, above), engine, import
         }
         cb(e);
       });

@@ -109,7 +109,10 @@ export interface ArborApi {
   /** Write the run's metrics CSV and trajectories JSONL into the workspace's exports/ folder. */
   exportRun(id: string): Promise<ExportedFile[]>;
   /** Resolves with what the engine reports about the episode (the world or dataset its search tool read, why it ended). */
-  chat(req: { checkpoint: string; messages: ChatMessage[]; tools?: string[]; chatId?: string; format?: string }, onEvent: (e: ChatEvent) => void): Promise<{ world?: number; dataset?: string; format?: string; reason?: string; stopped?: boolean }>;
+  chat(
+    req: { checkpoint: string; messages: ChatMessage[]; tools?: string[]; chatId?: string; format?: string },
+    onEvent: (e: ChatEvent) => void,
+  ): Promise<{ world?: number; dataset?: string; format?: string; reason?: string; stopped?: boolean }>;
   /** Stop a running chat (it ends with what was generated so far); false if it had already ended. */
   cancelChat(chatId: string): Promise<{ cancelled: boolean }>;
   onEvent(cb: (e: EngineEvent) => void): () => void;

@@ -41,12 +41,29 @@ export function MetricChart({ title, series, smoothing, height = 180 }: { title:
       scales: { x: { time: false }, y: { range: yRange } },
       axes: [
         // Steps are integers: no 1.5 ticks.
-        { stroke: '#8a93a3', grid: { stroke: '#2a2f3a', width: 1 }, ticks: { stroke: '#2a2f3a' }, incrs: STEP_INCRS, values: (_u, vals) => vals.map((v) => String(v)) },
-        { stroke: '#8a93a3', grid: { stroke: '#2a2f3a', width: 1 }, ticks: { stroke: '#2a2f3a' }, size: 60, values: (_u, vals, _ax, _space, incr) => vals.map((v) => tickLabel(v, incr)) },
+        {
+          stroke: '#8a93a3',
+          grid: { stroke: '#2a2f3a', width: 1 },
+          ticks: { stroke: '#2a2f3a' },
+          incrs: STEP_INCRS,
+          values: (_u, vals) => vals.map((v) => String(v)),
+        },
+        {
+          stroke: '#8a93a3',
+          grid: { stroke: '#2a2f3a', width: 1 },
+          ticks: { stroke: '#2a2f3a' },
+          size: 60,
+          values: (_u, vals, _ax, _space, incr) => vals.map((v) => tickLabel(v, incr)),
+        },
       ],
       hooks: {
         // The faint raw curves stay out of the legend; it lists the smoothed value per run.
-        init: [(u) => u.root.querySelectorAll<HTMLElement>('.u-legend .u-series').forEach((row, i) => i > 0 && smoothing > 0 && i % 2 === 1 && (row.style.display = 'none'))],
+        init: [
+          (u) =>
+            u.root
+              .querySelectorAll<HTMLElement>('.u-legend .u-series')
+              .forEach((row, i) => i > 0 && smoothing > 0 && i % 2 === 1 && (row.style.display = 'none')),
+        ],
         // Away from the cursor the legend shows the last step's values instead of dashes.
         setCursor: [(u) => u.cursor.idx == null && showLast(u)],
         setData: [(u) => u.cursor.idx == null && showLast(u)],
@@ -121,4 +138,3 @@ function lastFinite(ys: (number | null)[]): number | null {
   for (let i = ys.length - 1; i >= 0; i--) if (ys[i] != null && Number.isFinite(ys[i])) return ys[i];
   return null;
 }
-

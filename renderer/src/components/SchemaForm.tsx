@@ -19,7 +19,19 @@ export function SchemaForm({ schema, value, onChange }: Props) {
   );
 }
 
-function Fields({ schema, root, path, value, onChange }: { schema: JsonSchema; root: JsonSchema; path: string[]; value: unknown; onChange: (v: Record<string, unknown>) => void }) {
+function Fields({
+  schema,
+  root,
+  path,
+  value,
+  onChange,
+}: {
+  schema: JsonSchema;
+  root: JsonSchema;
+  path: string[];
+  value: unknown;
+  onChange: (v: Record<string, unknown>) => void;
+}) {
   const props = Object.entries(schema.properties ?? {});
   return (
     <>
@@ -30,7 +42,10 @@ function Fields({ schema, root, path, value, onChange }: { schema: JsonSchema; r
         if (kind === 'object') {
           return (
             <fieldset key={name}>
-              <legend>{name}{s.description ? <span className="desc">{s.description}</span> : null}</legend>
+              <legend>
+                {name}
+                {s.description ? <span className="desc">{s.description}</span> : null}
+              </legend>
               <Fields schema={s} root={root} path={p} value={value} onChange={onChange} />
             </fieldset>
           );
@@ -43,7 +58,23 @@ function Fields({ schema, root, path, value, onChange }: { schema: JsonSchema; r
   );
 }
 
-function Field({ name, path, schema, root, kind, current, set }: { name: string; path: string[]; schema: JsonSchema; root: JsonSchema; kind: ReturnType<typeof fieldKind>; current: unknown; set: (v: unknown) => void }) {
+function Field({
+  name,
+  path,
+  schema,
+  root,
+  kind,
+  current,
+  set,
+}: {
+  name: string;
+  path: string[];
+  schema: JsonSchema;
+  root: JsonSchema;
+  kind: ReturnType<typeof fieldKind>;
+  current: unknown;
+  set: (v: unknown) => void;
+}) {
   const id = `cfg-${path.join('.')}`;
   const [jsonText, setJsonText] = useState(() => (current === undefined ? '' : JSON.stringify(current)));
   const [jsonError, setJsonError] = useState<string | null>(null);
@@ -55,10 +86,16 @@ function Field({ name, path, schema, root, kind, current, set }: { name: string;
     case 'enum': {
       const options = schema.enum ?? [schema.const];
       input = (
-        <select id={id} value={current === undefined ? '' : JSON.stringify(current)} onChange={(e) => set(e.target.value === '' ? undefined : JSON.parse(e.target.value))}>
+        <select
+          id={id}
+          value={current === undefined ? '' : JSON.stringify(current)}
+          onChange={(e) => set(e.target.value === '' ? undefined : JSON.parse(e.target.value))}
+        >
           <option value="">{placeholder === undefined ? '(default)' : `(default: ${placeholder})`}</option>
           {options.map((o) => (
-            <option key={JSON.stringify(o)} value={JSON.stringify(o)}>{String(o)}</option>
+            <option key={JSON.stringify(o)} value={JSON.stringify(o)}>
+              {String(o)}
+            </option>
           ))}
         </select>
       );
@@ -84,7 +121,16 @@ function Field({ name, path, schema, root, kind, current, set }: { name: string;
       );
       break;
     case 'string':
-      input = <input id={id} type="text" value={typeof current === 'string' ? current : ''} placeholder={placeholder} onChange={(e) => set(e.target.value === '' ? undefined : e.target.value)} style={{ width: 260 }} />;
+      input = (
+        <input
+          id={id}
+          type="text"
+          value={typeof current === 'string' ? current : ''}
+          placeholder={placeholder}
+          onChange={(e) => set(e.target.value === '' ? undefined : e.target.value)}
+          style={{ width: 260 }}
+        />
+      );
       break;
     case 'scalar-array': {
       const itemKind = fieldKind(schema.items!, root);
@@ -96,7 +142,10 @@ function Field({ name, path, schema, root, kind, current, set }: { name: string;
           defaultValue={text}
           placeholder={placeholder ?? 'comma-separated'}
           onBlur={(e) => {
-            const parts = e.target.value.split(',').map((x) => x.trim()).filter(Boolean);
+            const parts = e.target.value
+              .split(',')
+              .map((x) => x.trim())
+              .filter(Boolean);
             set(parts.length === 0 ? undefined : parts.map((x) => (itemKind === 'number' || itemKind === 'integer' ? Number(x) : x)));
           }}
           style={{ width: 200 }}
@@ -129,13 +178,19 @@ function Field({ name, path, schema, root, kind, current, set }: { name: string;
             }}
             style={{ width: 260 }}
           />
-          {jsonError ? <span className="desc" style={{ color: 'var(--err)' }}>{jsonError}</span> : null}
+          {jsonError ? (
+            <span className="desc" style={{ color: 'var(--err)' }}>
+              {jsonError}
+            </span>
+          ) : null}
         </>
       );
   }
   return (
     <>
-      <label htmlFor={id} title={path.join('.')}>{name}</label>
+      <label htmlFor={id} title={path.join('.')}>
+        {name}
+      </label>
       <div className="field">
         {input}
         {schema.description ? <span className="desc">{schema.description}</span> : null}

@@ -18,7 +18,8 @@ export function buildRows(t: Trajectory): Row[] {
   t.turnsData.forEach((turn, i) => {
     rows.push({ kind: 'head', turn: i });
     if (turn.tokens.length > 0) {
-      for (let from = 0; from < turn.tokens.length; from += TOKENS_PER_ROW) rows.push({ kind: 'tokens', turn: i, from, to: Math.min(turn.tokens.length, from + TOKENS_PER_ROW) });
+      for (let from = 0; from < turn.tokens.length; from += TOKENS_PER_ROW)
+        rows.push({ kind: 'tokens', turn: i, from, to: Math.min(turn.tokens.length, from + TOKENS_PER_ROW) });
     } else if (turn.text) rows.push({ kind: 'text', turn: i });
     if (turn.toolCalls.length) rows.push({ kind: 'calls', turn: i });
   });
@@ -33,8 +34,16 @@ export function TurnHead({ turn, index }: { turn: TurnView; index: number }) {
       <span>turn {index + 1}</span>
       <span>{turn.tokenIds.length} tokens</span>
       {masked ? <span>{masked} masked</span> : null}
-      {turn.stepReward != null ? <span title="step (process) reward">step reward <b style={{ color: turn.stepReward >= 0 ? 'var(--ok)' : 'var(--err)' }}>{turn.stepReward.toFixed(3)}</b></span> : null}
-      {turn.toolCalls.length ? <span>{turn.toolCalls.length} tool call{turn.toolCalls.length > 1 ? 's' : ''}</span> : null}
+      {turn.stepReward != null ? (
+        <span title="step (process) reward">
+          step reward <b style={{ color: turn.stepReward >= 0 ? 'var(--ok)' : 'var(--err)' }}>{turn.stepReward.toFixed(3)}</b>
+        </span>
+      ) : null}
+      {turn.toolCalls.length ? (
+        <span>
+          {turn.toolCalls.length} tool call{turn.toolCalls.length > 1 ? 's' : ''}
+        </span>
+      ) : null}
     </div>
   );
 }
@@ -54,7 +63,23 @@ export function isWordLevel(t: Trajectory): boolean {
   return n > 1;
 }
 
-export const TokenSpan = memo(function TokenSpan({ turn, turnIndex, from, to, channel, scale, words = false }: { turn: TurnView; turnIndex: number; from: number; to: number; channel: Channel; scale: number; words?: boolean }) {
+export const TokenSpan = memo(function TokenSpan({
+  turn,
+  turnIndex,
+  from,
+  to,
+  channel,
+  scale,
+  words = false,
+}: {
+  turn: TurnView;
+  turnIndex: number;
+  from: number;
+  to: number;
+  channel: Channel;
+  scale: number;
+  words?: boolean;
+}) {
   const spans = [];
   for (let i = from; i < to; i++) {
     const v = channelValue(turn, channel, i);
@@ -73,8 +98,14 @@ export function ToolCalls({ calls }: { calls: ToolCallView[] }) {
     <>
       {calls.map((c, i) => (
         <div key={i} className="toolcall" data-testid="tool-call">
-          <span className="name">{c.name}</span>(<span>{JSON.stringify(c.args)}</span>){c.latencyMs != null ? <span className="muted"> · {c.latencyMs.toFixed(0)} ms</span> : null}
-          {c.derived ? <span className="muted" title="this trajectory was stored without call records; the call is read from the turn's tags"> · read from the text</span> : null}
+          <span className="name">{c.name}</span>(<span>{JSON.stringify(c.args)}</span>)
+          {c.latencyMs != null ? <span className="muted"> · {c.latencyMs.toFixed(0)} ms</span> : null}
+          {c.derived ? (
+            <span className="muted" title="this trajectory was stored without call records; the call is read from the turn's tags">
+              {' '}
+              · read from the text
+            </span>
+          ) : null}
           {c.error ? <div className="err">error: {c.error}</div> : null}
           {c.result != null ? <div className="muted">→ {c.result.length > 600 ? c.result.slice(0, 600) + '…' : c.result}</div> : null}
         </div>

@@ -26,7 +26,9 @@ let libs: monaco.IDisposable[] = [];
 /** Install the engine's type definitions (Tool, ToolEnv, reward APIs) as extra libs. */
 export function setTypeDefinitions(defs: { path: string; content: string }[]) {
   for (const d of libs) d.dispose();
-  libs = defs.map((d) => monaco.typescript.typescriptDefaults.addExtraLib(d.content, d.path.startsWith('file://') ? d.path : `file:///${d.path.replace(/^\/+/, '')}`));
+  libs = defs.map((d) =>
+    monaco.typescript.typescriptDefaults.addExtraLib(d.content, d.path.startsWith('file://') ? d.path : `file:///${d.path.replace(/^\/+/, '')}`),
+  );
 }
 
 export { monaco };

@@ -33,7 +33,8 @@ export function unwrap(schema: JsonSchema, root?: JsonSchema): JsonSchema {
   const alts = s.anyOf ?? s.oneOf;
   if (alts) {
     const nonNull = alts.filter((a) => a.type !== 'null');
-    if (nonNull.length === 1) return { ...unwrap(nonNull[0], root), default: s.default ?? nonNull[0].default, description: s.description ?? nonNull[0].description };
+    if (nonNull.length === 1)
+      return { ...unwrap(nonNull[0], root), default: s.default ?? nonNull[0].default, description: s.description ?? nonNull[0].description };
     if (nonNull.every((a) => a.const !== undefined)) return { ...s, enum: nonNull.map((a) => a.const) };
   }
   return s;

@@ -65,7 +65,8 @@ export function mcpServersOf(path: string, source: string): Record<string, unkno
     throw new Error(`${path} is not valid JSON: ${(err as Error).message}`);
   }
   const servers = (j as { mcpServers?: unknown }).mcpServers;
-  if (!servers || typeof servers !== 'object' || Array.isArray(servers)) throw new Error(`${path}: mcpServers must be an object of servers ({ "name": { "command": …, "args": […] } })`);
+  if (!servers || typeof servers !== 'object' || Array.isArray(servers))
+    throw new Error(`${path}: mcpServers must be an object of servers ({ "name": { "command": …, "args": […] } })`);
   return servers as Record<string, unknown>;
 }
 
@@ -141,8 +142,14 @@ export function createEditorSlice(api: ArborApi, set: Set, get: Get): EditorSlic
     async loadEnv() {
       // Files and type definitions load independently: an engine without env.types still lists files.
       await Promise.all([
-        api.listEnvFiles().then((envFiles) => set({ envFiles }), (err) => get().reportError('Listing workspace files', err)),
-        api.envTypes().then((envTypes) => set({ envTypes }), (err) => get().reportError('Loading the type definitions for the editor', err)),
+        api.listEnvFiles().then(
+          (envFiles) => set({ envFiles }),
+          (err) => get().reportError('Listing workspace files', err),
+        ),
+        api.envTypes().then(
+          (envTypes) => set({ envTypes }),
+          (err) => get().reportError('Loading the type definitions for the editor', err),
+        ),
       ]);
     },
     async openFile(path) {
@@ -179,7 +186,7 @@ export function createEditorSlice(api: ArborApi, set: Set, get: Get): EditorSlic
       try {
         let result: TryResult;
         if (isMcpServersFile(s.filePath, s.source)) {
-          if (!s.mcpTool) throw new Error('List the servers\' tools and pick one to call.');
+          if (!s.mcpTool) throw new Error("List the servers' tools and pick one to call.");
           let args: unknown;
           try {
             args = JSON.parse(s.tryArgs || '{}');

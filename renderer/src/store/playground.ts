@@ -70,29 +70,37 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
       set({ transcript, chatting: true, chatId });
       const push = (it: TranscriptItem) => set({ transcript: [...get().transcript, it] });
       try {
-        const r = await api.chat({ checkpoint: s.checkpointId, messages: transcriptToMessages(transcript), chatId, ...(s.chatFormat ? { format: s.chatFormat } : {}) }, (e) => {
-          const items = get().transcript;
-          const last = items[items.length - 1];
-          if (e.type === 'token') {
-            if (last?.kind === 'assistant' && !last.done) set({ transcript: [...items.slice(0, -1), { ...last, text: last.text + e.text }] });
-            else push({ kind: 'assistant', text: e.text, done: false });
-          } else if (e.type === 'turn') {
-            // The exact text of the finished turn replaces what was streamed.
-            if (last?.kind === 'assistant' && !last.done) set({ transcript: [...items.slice(0, -1), { ...last, text: e.text, done: true }] });
-            else push({ kind: 'assistant', text: e.text, done: true });
-          } else if (e.type === 'tool_call') {
-            if (last?.kind === 'assistant') set({ transcript: [...items.slice(0, -1), { ...last, done: true }] });
-            push({ kind: 'tool_call', name: e.name, args: e.args });
-          } else if (e.type === 'observation') {
-            push({ kind: 'observation', name: e.name, content: e.content, error: e.error });
-          } else if (e.type === 'done') {
-            if (last?.kind === 'assistant') set({ transcript: [...items.slice(0, -1), { ...last, done: true }] });
-            if (e.stopped) push({ kind: 'note', text: 'Stopped: the answer above is what the model had generated so far.' });
-            else if (e.reason && /limit/.test(e.reason)) push({ kind: 'note', text: `The model ${e.reason}.` });
-          }
-          // 'error' events also fail the request; the catch below shows them once.
+        const r = await api.chat(
+          { checkpoint: s.checkpointId, messages: transcriptToMessages(transcript), chatId, ...(s.chatFormat ? { format: s.chatFormat } : {}) },
+          (e) => {
+            const items = get().transcript;
+            const last = items[items.length - 1];
+            if (e.type === 'token') {
+              if (last?.kind === 'assistant' && !last.done) set({ transcript: [...items.slice(0, -1), { ...last, text: last.text + e.text }] });
+              else push({ kind: 'assistant', text: e.text, done: false });
+            } else if (e.type === 'turn') {
+              // The exact text of the finished turn replaces what was streamed.
+              if (last?.kind === 'assistant' && !last.done) set({ transcript: [...items.slice(0, -1), { ...last, text: e.text, done: true }] });
+              else push({ kind: 'assistant', text: e.text, done: true });
+            } else if (e.type === 'tool_call') {
+              if (last?.kind === 'assistant') set({ transcript: [...items.slice(0, -1), { ...last, done: true }] });
+              push({ kind: 'tool_call', name: e.name, args: e.args });
+            } else if (e.type === 'observation') {
+              push({ kind: 'observation', name: e.name, content: e.content, error: e.error });
+            } else if (e.type === 'done') {
+              if (last?.kind === 'assistant') set({ transcript: [...items.slice(0, -1), { ...last, done: true }] });
+              if (e.stopped) push({ kind: 'note', text: 'Stopped: the answer above is what the model had generated so far.' });
+              else if (e.reason && /limit/.test(e.reason)) push({ kind: 'note', text: `The model ${e.reason}.` });
+            }
+            // 'error' events also fail the request; the catch below shows them once.
+          },
+        );
+        set({
+          chatCorpus:
+            [r.dataset ? `dataset ${r.dataset}` : r.world !== undefined ? `world seed ${r.world}` : null, r.format ? `format ${r.format}` : null]
+              .filter(Boolean)
+              .join(', ') || null,
         });
-        set({ chatCorpus: [r.dataset ? `dataset ${r.dataset}` : r.world !== undefined ? `world seed ${r.world}` : null, r.format ? `format ${r.format}` : null].filter(Boolean).join(', ') || null });
       } catch (err) {
         push({ kind: 'error', message: get().reportError('Playground', err) });
       } finally {

@@ -30,7 +30,9 @@ export function CompareView() {
       <div className="toolbar">
         <h2>Compare</h2>
         {compare.runs.map((r, i) => (
-          <span key={r.id} className="tag" style={{ color: PALETTE[i % PALETTE.length] }}>■ {r.name}</span>
+          <span key={r.id} className="tag" style={{ color: PALETTE[i % PALETTE.length] }}>
+            ■ {r.name}
+          </span>
         ))}
         <span className="grow" />
         <SmoothingSlider />
@@ -44,14 +46,22 @@ export function CompareView() {
             <thead>
               <tr>
                 <th>key</th>
-                {compare.runs.map((r, i) => <th key={r.id} style={{ color: PALETTE[i % PALETTE.length] }}>{r.name}</th>)}
+                {compare.runs.map((r, i) => (
+                  <th key={r.id} style={{ color: PALETTE[i % PALETTE.length] }}>
+                    {r.name}
+                  </th>
+                ))}
               </tr>
             </thead>
             <tbody>
               {diff.map((row) => (
                 <tr key={row.path}>
                   <td className="mono">{row.path}</td>
-                  {row.values.map((v, i) => <td key={i} className="mono">{formatValue(v)}</td>)}
+                  {row.values.map((v, i) => (
+                    <td key={i} className="mono">
+                      {formatValue(v)}
+                    </td>
+                  ))}
                 </tr>
               ))}
             </tbody>

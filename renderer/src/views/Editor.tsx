@@ -123,7 +123,22 @@ export function EditorView() {
     const model = editor.current?.getModel();
     if (!m || !model) return;
     const line = result?.error?.line;
-    m.editor.setModelMarkers(model, 'try-it', line ? [{ severity: m.MarkerSeverity.Error, message: result!.error!.message, startLineNumber: line, endLineNumber: line, startColumn: result!.error!.column ?? 1, endColumn: model.getLineMaxColumn(Math.min(line, model.getLineCount())) }] : []);
+    m.editor.setModelMarkers(
+      model,
+      'try-it',
+      line
+        ? [
+            {
+              severity: m.MarkerSeverity.Error,
+              message: result!.error!.message,
+              startLineNumber: line,
+              endLineNumber: line,
+              startColumn: result!.error!.column ?? 1,
+              endColumn: model.getLineMaxColumn(Math.min(line, model.getLineCount())),
+            },
+          ]
+        : [],
+    );
     if (line) editor.current!.revealLineInCenter(line);
   }, [result]);
 
@@ -136,27 +151,70 @@ export function EditorView() {
         <h2>Editor</h2>
         <select value={filePath ?? ''} onChange={(e) => e.target.value && void a.openFile(e.target.value)} data-testid="env-file">
           <option value="">(open a file)</option>
-          {files.map((f) => <option key={f.path} value={f.path}>{f.kind}: {f.path}</option>)}
+          {files.map((f) => (
+            <option key={f.path} value={f.path}>
+              {f.kind}: {f.path}
+            </option>
+          ))}
         </select>
-        <button onClick={() => { const p = prompt('New tool file (workspace path)', 'tools/my_tool.ts'); if (p) a.newFile(p, TOOL_TEMPLATE); }}>New tool</button>
-        <button onClick={() => { const p = prompt('New reward file (workspace path)', 'rewards/my_reward.ts'); if (p) a.newFile(p, REWARD_TEMPLATE); }}>New reward</button>
-        <button onClick={() => { const p = prompt('New MCP servers file (workspace path)', 'envs/mcp_servers.json'); if (p) a.newFile(p, MCP_TEMPLATE); }} data-testid="new-mcp">New MCP servers</button>
+        <button
+          onClick={() => {
+            const p = prompt('New tool file (workspace path)', 'tools/my_tool.ts');
+            if (p) a.newFile(p, TOOL_TEMPLATE);
+          }}
+        >
+          New tool
+        </button>
+        <button
+          onClick={() => {
+            const p = prompt('New reward file (workspace path)', 'rewards/my_reward.ts');
+            if (p) a.newFile(p, REWARD_TEMPLATE);
+          }}
+        >
+          New reward
+        </button>
+        <button
+          onClick={() => {
+            const p = prompt('New MCP servers file (workspace path)', 'envs/mcp_servers.json');
+            if (p) a.newFile(p, MCP_TEMPLATE);
+          }}
+          data-testid="new-mcp"
+        >
+          New MCP servers
+        </button>
         <span className="grow" />
-        {filePath ? <span className="mono muted">{filePath}{dirty ? ' •' : ''}</span> : null}
-        <button className="primary" disabled={!filePath || !dirty} onClick={() => void a.saveFile()} data-testid="save-file">Save</button>
+        {filePath ? (
+          <span className="mono muted">
+            {filePath}
+            {dirty ? ' •' : ''}
+          </span>
+        ) : null}
+        <button className="primary" disabled={!filePath || !dirty} onClick={() => void a.saveFile()} data-testid="save-file">
+          Save
+        </button>
       </div>
       {loadError ? <div className="error-msg">Could not load the editor: {loadError}</div> : null}
-      {!filePath ? <div className="muted" style={{ fontSize: 12 }}>Open a workspace file, or start a new tool or reward; “Run in sandbox” runs the editor's text.</div> : null}
+      {!filePath ? (
+        <div className="muted" style={{ fontSize: 12 }}>
+          Open a workspace file, or start a new tool or reward; “Run in sandbox” runs the editor's text.
+        </div>
+      ) : null}
       <div className="editor-host" ref={host} data-testid="monaco" />
       <div className="panel" style={{ display: 'flex', flexDirection: 'column', gap: 8 }}>
         <div className="toolbar">
           <h3 style={{ margin: 0 }}>Try it</h3>
           {kind === 'mcp' ? (
             <>
-              <button disabled={trying} onClick={() => void a.listMcpTools()} data-testid="mcp-list">List tools</button>
+              <button disabled={trying} onClick={() => void a.listMcpTools()} data-testid="mcp-list">
+                List tools
+              </button>
               <select value={mcpTool} onChange={(e) => a.setMcpTool(e.target.value)} data-testid="mcp-tool" disabled={!mcpTools.length}>
                 {mcpTools.length ? null : <option value="">(list the tools first)</option>}
-                {mcpTools.map((t) => <option key={t.name} value={t.name}>{t.name}</option>)}
+                {mcpTools.map((t) => (
+                  <option key={t.name} value={t.name}>
+                    {t.name}
+                  </option>
+                ))}
               </select>
               <span className="muted">arguments (JSON)</span>
               <input value={tryArgs} onChange={(e) => a.setTryArgs(e.target.value)} className="mono" style={{ width: 300 }} data-testid="try-args" />
@@ -166,13 +224,33 @@ export function EditorView() {
               <span className="muted">score a stored trajectory of</span>
               <select value={tryRunId} onChange={(e) => void a.loadTryTrajectories(e.target.value)} data-testid="try-run">
                 <option value="">(run)</option>
-                {runs.map((r) => <option key={r.id} value={r.id}>{r.name}</option>)}
+                {runs.map((r) => (
+                  <option key={r.id} value={r.id}>
+                    {r.name}
+                  </option>
+                ))}
               </select>
-              <input value={tryTraj} onChange={(e) => a.setTryTrajectory(e.target.value)} placeholder="trajectory id" list="try-trajs" style={{ width: 110 }} data-testid="try-trajectory" className="mono" />
-              <datalist id="try-trajs">{tryTrajs.map((t) => <option key={t.id} value={t.id}>{`step ${t.step} · group ${t.group} · sample ${t.sample} · stored reward ${t.reward.toFixed(3)}`}</option>)}</datalist>
+              <input
+                value={tryTraj}
+                onChange={(e) => a.setTryTrajectory(e.target.value)}
+                placeholder="trajectory id"
+                list="try-trajs"
+                style={{ width: 110 }}
+                data-testid="try-trajectory"
+                className="mono"
+              />
+              <datalist id="try-trajs">
+                {tryTrajs.map((t) => (
+                  <option key={t.id} value={t.id}>{`step ${t.step} · group ${t.group} · sample ${t.sample} · stored reward ${t.reward.toFixed(3)}`}</option>
+                ))}
+              </datalist>
               {(() => {
                 const t = tryTrajs.find((x) => x.id === tryTraj);
-                return t ? <span className="muted">step {t.step} · group {t.group} · sample {t.sample} · stored reward <span className="mono">{t.reward.toFixed(3)}</span></span> : null;
+                return t ? (
+                  <span className="muted">
+                    step {t.step} · group {t.group} · sample {t.sample} · stored reward <span className="mono">{t.reward.toFixed(3)}</span>
+                  </span>
+                ) : null;
               })()}
             </>
           ) : (
@@ -183,12 +261,16 @@ export function EditorView() {
           )}
           {kind === 'mcp' ? (
             <>
-              <button className="primary" disabled={trying || !mcpTool} onClick={() => void a.tryIt()} data-testid="try-it">{trying ? 'Running…' : 'Call tool'}</button>
+              <button className="primary" disabled={trying || !mcpTool} onClick={() => void a.tryIt()} data-testid="try-it">
+                {trying ? 'Running…' : 'Call tool'}
+              </button>
               <span className="muted">starts the servers of the editor's text (saved or not), calls, stops them</span>
             </>
           ) : (
             <>
-              <button className="primary" disabled={!filePath || trying} onClick={() => void a.tryIt()} data-testid="try-it">{trying ? 'Running…' : 'Run in sandbox'}</button>
+              <button className="primary" disabled={!filePath || trying} onClick={() => void a.tryIt()} data-testid="try-it">
+                {trying ? 'Running…' : 'Run in sandbox'}
+              </button>
               <span className="muted">runs the editor's text (saved or not) in the sandbox</span>
             </>
           )}
@@ -196,20 +278,30 @@ export function EditorView() {
         {kind === 'mcp' && mcpTools.length ? (
           <div className="mcp-tools" data-testid="mcp-tools" style={{ display: 'flex', gap: 8, flexWrap: 'wrap', fontSize: 12 }}>
             {mcpTools.map((t) => (
-              <div key={t.name} className={`panel${t.name === mcpTool ? ' selected' : ''}`} style={{ cursor: 'pointer', padding: '4px 8px', outline: t.name === mcpTool ? '1px solid var(--accent, #4c8dff)' : undefined }} onClick={() => a.setMcpTool(t.name)} data-testid={`mcp-tool-${t.name}`}>
+              <div
+                key={t.name}
+                className={`panel${t.name === mcpTool ? ' selected' : ''}`}
+                style={{ cursor: 'pointer', padding: '4px 8px', outline: t.name === mcpTool ? '1px solid var(--accent, #4c8dff)' : undefined }}
+                onClick={() => a.setMcpTool(t.name)}
+                data-testid={`mcp-tool-${t.name}`}
+              >
                 <span className="mono">{t.name}</span> <span className="muted">{t.description}</span>
               </div>
             ))}
           </div>
         ) : null}
-        {kind === 'mcp' && picked ? <pre className="mono muted" style={{ margin: 0, fontSize: 11, maxHeight: 140, overflow: 'auto' }} data-testid="mcp-schema">{JSON.stringify(picked.parameters, null, 2)}</pre> : null}
+        {kind === 'mcp' && picked ? (
+          <pre className="mono muted" style={{ margin: 0, fontSize: 11, maxHeight: 140, overflow: 'auto' }} data-testid="mcp-schema">
+            {JSON.stringify(picked.parameters, null, 2)}
+          </pre>
+        ) : null}
         {result ? (
           <div className={`result ${result.ok ? 'ok' : 'err'}`} data-testid="try-result">
             {result.ok && kind === 'mcp'
               ? `✓ ${mcpResultText(result.value)}${result.ms != null ? `\n(${result.ms.toFixed(0)} ms)` : ''}`
               : result.ok
-              ? `✓ ${typeof result.value === 'string' ? result.value : JSON.stringify(result.value, null, 2)}${result.ms != null ? `\n(${result.ms.toFixed(0)} ms)` : ''}`
-              : `✗ ${result.error?.message ?? 'failed'}${result.error?.line ? `\n  at line ${result.error.line}${result.error.column ? `:${result.error.column}` : ''}` : ''}`}
+                ? `✓ ${typeof result.value === 'string' ? result.value : JSON.stringify(result.value, null, 2)}${result.ms != null ? `\n(${result.ms.toFixed(0)} ms)` : ''}`
+                : `✗ ${result.error?.message ?? 'failed'}${result.error?.line ? `\n  at line ${result.error.line}${result.error.column ? `:${result.error.column}` : ''}` : ''}`}
             {result.logs?.length ? `\n\nconsole:\n${result.logs.join('\n')}` : ''}
           </div>
         ) : null}

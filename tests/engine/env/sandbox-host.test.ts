@@ -44,7 +44,18 @@ export function reward(e: { answer?: string; golds: string[]; toolCalls: number 
 }
 `;
 
-const summary: EpisodeSummary = { task: { id: 't' }, history: [], answer: 'the river kerra', golds: ['Kerra'], turns: [], formatOk: true, toolCalls: 2, toolErrors: 0, retrieved: [], supporting: [] };
+const summary: EpisodeSummary = {
+  task: { id: 't' },
+  history: [],
+  answer: 'the river kerra',
+  golds: ['Kerra'],
+  turns: [],
+  formatOk: true,
+  toolCalls: 2,
+  toolErrors: 0,
+  retrieved: [],
+  supporting: [],
+};
 const hosts: SandboxHost[] = [];
 afterAll(async () => {
   for (const h of hosts) await h.close();
@@ -52,7 +63,10 @@ afterAll(async () => {
 
 describe('SandboxHost', () => {
   it('serves the tools through runCall and scores with the reward file', async () => {
-    const host = await SandboxHost.open({ tools: [{ path: 'tools/text.ts', source: TOOLS }], reward: { path: 'rewards/f1.ts', source: REWARD } }, { timeoutMs: 1000, memoryMb: 64 });
+    const host = await SandboxHost.open(
+      { tools: [{ path: 'tools/text.ts', source: TOOLS }], reward: { path: 'rewards/f1.ts', source: REWARD } },
+      { timeoutMs: 1000, memoryMb: 64 },
+    );
     hosts.push(host);
     expect([...host.tools.keys()].sort()).toEqual(['count', 'shout']);
     const ok = await runCall(host.tools, { name: 'shout', args: { text: 'hi' } });
@@ -107,7 +121,11 @@ describe('SandboxHost', () => {
   it('refuses files that do not compile or load, naming the file and line', async () => {
     await expect(SandboxHost.open({ tools: [{ path: 'tools/bad.ts', source: 'export const t = {\n  a: ;\n};\n' }] })).rejects.toThrow(/^tools\/bad\.ts:2:/);
     await expect(SandboxHost.open({ tools: [{ path: 'tools/none.ts', source: 'export const x = 1;\n' }] })).rejects.toThrow(/tools\/none\.ts: exports no tool/);
-    await expect(SandboxHost.open({ tools: [{ path: 'tools/top.ts', source: 'const a = 1;\nthrow new Error("top level");\n' }] })).rejects.toThrow(/^tools\/top\.ts:2:\d+: top level/);
-    await expect(SandboxHost.open({ reward: { path: 'rewards/r.ts', source: 'export const x = 1;\n' } })).rejects.toThrow(/rewards\/r\.ts: export a reward function/);
+    await expect(SandboxHost.open({ tools: [{ path: 'tools/top.ts', source: 'const a = 1;\nthrow new Error("top level");\n' }] })).rejects.toThrow(
+      /^tools\/top\.ts:2:\d+: top level/,
+    );
+    await expect(SandboxHost.open({ reward: { path: 'rewards/r.ts', source: 'export const x = 1;\n' } })).rejects.toThrow(
+      /rewards\/r\.ts: export a reward function/,
+    );
   }, 120_000);
 });

@@ -20,7 +20,18 @@ export const tool: Tool = {
 };
 `;
 
-const summary: EpisodeSummary = { task: { id: 't' }, history: [], answer: 'Paris', golds: ['paris'], turns: ['<answer> Paris </answer>'], formatOk: true, toolCalls: 1, toolErrors: 0, retrieved: [], supporting: [] };
+const summary: EpisodeSummary = {
+  task: { id: 't' },
+  history: [],
+  answer: 'Paris',
+  golds: ['paris'],
+  turns: ['<answer> Paris </answer>'],
+  formatOk: true,
+  toolCalls: 1,
+  toolErrors: 0,
+  retrieved: [],
+  supporting: [],
+};
 
 describe('sandbox: tools', () => {
   it('runs a tool with arguments and returns its result and console output', async () => {
@@ -56,11 +67,17 @@ describe('sandbox: tools', () => {
   }, 120_000);
 
   it('has no handle on the engine: no process, no require of other modules; syntax errors have their line', async () => {
-    const esc = TOOL.replace("console.log('called with', args.text);", "return { content: String(typeof process) + ' ' + (() => { try { return require('node:fs') } catch (e) { return (e as Error).message } })(), success: true };");
+    const esc = TOOL.replace(
+      "console.log('called with', args.text);",
+      "return { content: String(typeof process) + ' ' + (() => { try { return require('node:fs') } catch (e) { return (e as Error).message } })(), success: true };",
+    );
     const r = await tryTool({ source: esc, path: 'tools/esc.ts', args: { text: 'x' } });
     expect(r.value).toMatchObject({ content: "undefined require('node:fs') is not available in the sandbox (only 'arbor/env')" });
     // Nothing handed in leads back to the worker's realm (constructor chains stay in the context).
-    const chain = TOOL.replace("console.log('called with', args.text);", "return { content: [(args as object).constructor.constructor('return typeof process')(), console.log.constructor('return typeof process')(), (ctx.signal as object).constructor.constructor('return typeof process')()].join(','), success: true };").replace('async execute(args)', 'async execute(args, ctx)');
+    const chain = TOOL.replace(
+      "console.log('called with', args.text);",
+      "return { content: [(args as object).constructor.constructor('return typeof process')(), console.log.constructor('return typeof process')(), (ctx.signal as object).constructor.constructor('return typeof process')()].join(','), success: true };",
+    ).replace('async execute(args)', 'async execute(args, ctx)');
     const c = await tryTool({ source: chain, path: 'tools/chain.ts', args: { text: 'x' } });
     expect(c.value).toMatchObject({ content: 'undefined,undefined,undefined' });
     const bad = await tryTool({ source: 'export const x = {\n  a: 1,\n  b: ;\n};\n', path: 'tools/bad.ts', args: {} });
@@ -78,11 +95,19 @@ export const reward: RewardFn = (e) => exactMatch(e.answer ?? '', e.golds) + 0.5
     const r = await tryReward({ source: src, path: 'rewards/em.ts', summary });
     expect(r.ok).toBe(true);
     expect(r.value).toEqual({ reward: 1.5 });
-    const bad = await tryReward({ source: `export function reward(e: { golds: string[] }) {\n  const g = e.golds[5];\n  return g.length;\n}\n`, path: 'rewards/bad.ts', summary });
+    const bad = await tryReward({
+      source: `export function reward(e: { golds: string[] }) {\n  const g = e.golds[5];\n  return g.length;\n}\n`,
+      path: 'rewards/bad.ts',
+      summary,
+    });
     expect(bad.ok).toBe(false);
     expect(bad.error?.line).toBe(3);
     // Every frame of the user's file in the returned stack is in TypeScript positions.
-    const deep = await tryReward({ source: `interface S { golds: string[] }\nfunction first(xs: string[]): string {\n  return xs[9]!.trim();\n}\nexport const reward = (e: S): number => first(e.golds).length;\n`, path: 'rewards/deep.ts', summary });
+    const deep = await tryReward({
+      source: `interface S { golds: string[] }\nfunction first(xs: string[]): string {\n  return xs[9]!.trim();\n}\nexport const reward = (e: S): number => first(e.golds).length;\n`,
+      path: 'rewards/deep.ts',
+      summary,
+    });
     expect(deep.error?.line).toBe(3);
     expect(deep.error?.stack).toMatch(/rewards\/deep\.ts:3:\d+[\s\S]*rewards\/deep\.ts:5:\d+/);
     expect(deep.error?.stack).not.toMatch(/rewards\/deep\.ts:(?![35]\b)\d+/);

@@ -2,7 +2,14 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
-  expertMistake, factOf, generateToolsQuestions, generateToolsWorlds, toolsExampleFiles, toolsExpertTurn, toolsVocabulary, hermesCall,
+  expertMistake,
+  factOf,
+  generateToolsQuestions,
+  generateToolsWorlds,
+  toolsExampleFiles,
+  toolsExpertTurn,
+  toolsVocabulary,
+  hermesCall,
 } from '../../../engine/env/tools-world';
 import { calculate } from '../../../engine/env/calculator';
 import { buildByteWordTokenizer, byteWordTokenizer, JSON_PUNCTUATION } from '../../../engine/model/tiny-tokenizer';
@@ -20,7 +27,10 @@ function solve(question: string, world: ReturnType<typeof generateToolsWorlds>['
     const ans = /<answer> (.*) <\/answer>/.exec(t);
     if (ans) return { answer: ans[1]!, turns };
     const call = JSON.parse(/<tool_call>(.*)<\/tool_call>/.exec(t)![1]!) as { name: string; arguments: Record<string, string> };
-    if (call.name === 'lookup') obs.push(` <tool_response> ${call.arguments.entity ? (factOf(world, call.arguments.entity) ?? 'no entry') : 'Error: invalid arguments'} </tool_response> `);
+    if (call.name === 'lookup')
+      obs.push(
+        ` <tool_response> ${call.arguments.entity ? (factOf(world, call.arguments.entity) ?? 'no entry') : 'Error: invalid arguments'} </tool_response> `,
+      );
     else obs.push(` <tool_response> ${calculate(call.arguments.expression!)} </tool_response> `);
   }
   return { answer: undefined, turns };
@@ -90,7 +100,13 @@ describe('two-tool world', () => {
 });
 
 describe('byte-level word tokenizer', () => {
-  const opts = { added: ['<pad>', '<|im_end|>', '<tool_call>', '</tool_call>'], special: ['<pad>', '<|im_end|>'], eos: '<|im_end|>', pad: '<pad>', pieces: JSON_PUNCTUATION };
+  const opts = {
+    added: ['<pad>', '<|im_end|>', '<tool_call>', '</tool_call>'],
+    special: ['<pad>', '<|im_end|>'],
+    eos: '<|im_end|>',
+    pad: '<pad>',
+    pieces: JSON_PUNCTUATION,
+  };
   const tok = byteWordTokenizer([...toolsVocabulary(), 'lookup', 'calculator'], opts);
 
   it('writes Hermes JSON calls exactly, with whole words and numbers as single tokens', () => {

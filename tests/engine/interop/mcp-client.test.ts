@@ -24,7 +24,8 @@ const TEST_SERVER = join(here, 'fixtures/test-mcp-server.mjs');
 const charTokenizer = {
   encode: (t: string) => Array.from(t, (c) => c.codePointAt(0)!),
   decode: (ids: number[]) => String.fromCodePoint(...ids),
-  renderChat: (msgs: { role: string; content: string }[], o?: { tools?: unknown[] }) => `${JSON.stringify(o?.tools ?? [])}\n${msgs.map((m) => `${m.role}: ${m.content}`).join('\n')}\nassistant:`,
+  renderChat: (msgs: { role: string; content: string }[], o?: { tools?: unknown[] }) =>
+    `${JSON.stringify(o?.tools ?? [])}\n${msgs.map((m) => `${m.role}: ${m.content}`).join('\n')}\nassistant:`,
 };
 
 const call = (name: string, args: Record<string, unknown>) => `<tool_call>${JSON.stringify({ name, arguments: args })}</tool_call>`;
@@ -50,7 +51,12 @@ describe('MCP servers as tools', () => {
     expect(sum.properties.a.type).toBe('number');
     expect(sum.required).toEqual(['a', 'b']);
     expect(byName.get('add')!.description).toBe('Add two numbers');
-    expect(events.filter((e) => e.kind === 'mcp_started').map((e) => e.server).sort()).toEqual(['everything', 'local']);
+    expect(
+      events
+        .filter((e) => e.kind === 'mcp_started')
+        .map((e) => e.server)
+        .sort(),
+    ).toEqual(['everything', 'local']);
   });
 
   it('an episode calls their tools; timeout, isError and a killed server become observations and the episode goes on', async () => {
@@ -70,11 +76,26 @@ describe('MCP servers as tools', () => {
     const tools = set.tools;
     const task = {
       id: 'mcp-task',
-      createEnv: () => new ToolEnv({ task: { id: 'mcp-task', question: 'what is 1 + 1 ?', answers: ['2'] }, tools, format: hermesFormat(), tokenizer: charTokenizer, maxTurns: 8, limits: { timeoutMs: 5000, maxArgChars: 2000, maxResultChars: 2000 } }),
+      createEnv: () =>
+        new ToolEnv({
+          task: { id: 'mcp-task', question: 'what is 1 + 1 ?', answers: ['2'] },
+          tools,
+          format: hermesFormat(),
+          tokenizer: charTokenizer,
+          maxTurns: 8,
+          limits: { timeoutMs: 5000, maxArgChars: 2000, maxResultChars: 2000 },
+        }),
     };
-    const res = await rolloutTextPolicy({ act: async ({ history }) => script[history.filter((h) => h.role === 'model').length] }, {
-      tasks: [task], n: 1, seed: 1, tokenizer: charTokenizer as never, limits: { maxNewTokens: 4000, maxTurns: 8, maxTotalLength: 100_000 },
-    });
+    const res = await rolloutTextPolicy(
+      { act: async ({ history }) => script[history.filter((h) => h.role === 'model').length] },
+      {
+        tasks: [task],
+        n: 1,
+        seed: 1,
+        tokenizer: charTokenizer as never,
+        limits: { maxNewTokens: 4000, maxTurns: 8, maxTotalLength: 100_000 },
+      },
+    );
     const t = res.trajectories[0];
     const model = t.turns.filter((u) => u.role === 'model');
     const obs = t.turns.filter((u) => u.role !== 'model').map((u) => u.text);
@@ -129,9 +150,13 @@ describe('MCP servers as tools', () => {
   }, 30_000);
 
   it('refuses a bad configuration naming the server or the tool', async () => {
-    await expect(McpToolSet.open({ local: { command: process.execPath, args: [TEST_SERVER], tools: ['add', 'nope'] } })).rejects.toThrow(/mcp_servers\.local\.tools: "nope" not offered by the server \(it has: add, fail, sleep, crash, stats\)/);
+    await expect(McpToolSet.open({ local: { command: process.execPath, args: [TEST_SERVER], tools: ['add', 'nope'] } })).rejects.toThrow(
+      /mcp_servers\.local\.tools: "nope" not offered by the server \(it has: add, fail, sleep, crash, stats\)/,
+    );
     await expect(McpToolSet.open({ ghost: { command: join(here, 'no-such-binary') } })).rejects.toThrow(/mcp server "ghost" .* did not start/);
-    await expect(McpToolSet.open({ a: { command: process.execPath, args: [TEST_SERVER] }, b: { command: process.execPath, args: [TEST_SERVER] } })).rejects.toThrow(/tool "add" is offered by both "a" and "b"/);
+    await expect(
+      McpToolSet.open({ a: { command: process.execPath, args: [TEST_SERVER] }, b: { command: process.execPath, args: [TEST_SERVER] } }),
+    ).rejects.toThrow(/tool "add" is offered by both "a" and "b"/);
   }, 30_000);
 });
 

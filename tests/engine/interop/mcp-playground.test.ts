@@ -31,7 +31,11 @@ const country = generateWorld(WORLD).cities[0]!.country.toLowerCase();
 let engine: EngineServer;
 
 async function chat(params: Record<string, unknown>) {
-  const c = createClient(inProcessTransport(engine), { onProtocolError: (m) => { throw new Error(m); } });
+  const c = createClient(inProcessTransport(engine), {
+    onProtocolError: (m) => {
+      throw new Error(m);
+    },
+  });
   const events: Record<string, any>[] = [];
   c.on('chat', (d) => events.push(d as Record<string, any>));
   try {
@@ -56,10 +60,32 @@ const alive = (pid: number) => {
 beforeAll(async () => {
   mkdirSync(modelDir, { recursive: true });
   const tok = writeWordTokenizer(modelDir, [...TASK_VOCABULARIES.multihop!(), '<stats>', '</stats>']);
-  const config = tinyConfig({ vocabSize: tok.vocabSize, hiddenSize: 32, layers: 1, heads: 4, maxPositionEmbeddings: 384, eosTokenId: tok.eosTokenId ?? null, padTokenId: tok.padTokenId, bosTokenId: null });
+  const config = tinyConfig({
+    vocabSize: tok.vocabSize,
+    hiddenSize: 32,
+    layers: 1,
+    heads: 4,
+    maxPositionEmbeddings: 384,
+    eosTokenId: tok.eosTokenId ?? null,
+    padTokenId: tok.padTokenId,
+    bosTokenId: null,
+  });
   saveCheckpoint(modelDir, config, initWeights(config, 5));
-  bigramModel(modelDir, [['assistant', '<stats>'], ['<stats>', '</stats>'], ['>', '<answer>'], ['<answer>', country], [country, '</answer>']]);
-  writeFileSync(join(home, 'mcp.json'), JSON.stringify({ mcpServers: { t: { command: process.execPath, args: [SERVER], env: { ARBOR_TEST_CALL_LOG: callLog, ARBOR_TEST_VALUE: 'from-config' }, tools: ['stats', 'add'] } } }));
+  bigramModel(modelDir, [
+    ['assistant', '<stats>'],
+    ['<stats>', '</stats>'],
+    ['>', '<answer>'],
+    ['<answer>', country],
+    [country, '</answer>'],
+  ]);
+  writeFileSync(
+    join(home, 'mcp.json'),
+    JSON.stringify({
+      mcpServers: {
+        t: { command: process.execPath, args: [SERVER], env: { ARBOR_TEST_CALL_LOG: callLog, ARBOR_TEST_VALUE: 'from-config' }, tools: ['stats', 'add'] },
+      },
+    }),
+  );
   engine = await createEngine({ home });
 });
 
@@ -71,7 +97,15 @@ afterAll(async () => {
 describe('playground.chat with environment.mcp_servers', () => {
   it("calls the run's MCP tool, gets its result as the observation, and stops the server after the chat", async () => {
     const store = engine.store!;
-    const runId = store.createRun({ name: 'mcp', template: 'multihop', config: { task: { kind: 'multihop', eval_seed: WORLD }, environment: { format: 'tags', mcp_servers: join(home, 'mcp.json') }, rollout: { max_turns: 3, max_new_tokens: 8, max_total_length: 384 } } });
+    const runId = store.createRun({
+      name: 'mcp',
+      template: 'multihop',
+      config: {
+        task: { kind: 'multihop', eval_seed: WORLD },
+        environment: { format: 'tags', mcp_servers: join(home, 'mcp.json') },
+        rollout: { max_turns: 3, max_new_tokens: 8, max_total_length: 384 },
+      },
+    });
     const ck = store.addCheckpoint(runId, 1, modelDir);
     const { result, events, error } = await chat({ checkpoint: ck, messages: [{ role: 'user', content: 'stats ?' }], chatId: 'm1' });
     expect(error).toBeUndefined();
@@ -98,7 +132,14 @@ describe('playground.chat with environment.mcp_servers', () => {
 
   it('names a bad mcp_servers entry of the run, as a failed chat', async () => {
     const store = engine.store!;
-    const runId = store.createRun({ name: 'bad', template: 'multihop', config: { task: { kind: 'multihop', eval_seed: WORLD }, environment: { format: 'tags', mcp_servers: { t: { command: process.execPath, args: [SERVER], tools: ['nope'] } } } } });
+    const runId = store.createRun({
+      name: 'bad',
+      template: 'multihop',
+      config: {
+        task: { kind: 'multihop', eval_seed: WORLD },
+        environment: { format: 'tags', mcp_servers: { t: { command: process.execPath, args: [SERVER], tools: ['nope'] } } },
+      },
+    });
     const ck = store.addCheckpoint(runId, 1, modelDir);
     const { error, events } = await chat({ checkpoint: ck, messages: [{ role: 'user', content: 'stats ?' }] });
     expect(error).toMatch(/nope/);

@@ -45,7 +45,11 @@ async function checkTools(client: Client) {
   const { tools } = await client.listTools();
   expect(tools.map((t) => t.name)).toEqual(['shout']);
   expect(tools[0]!.description).toBe('upper-cases its text');
-  expect(tools[0]!.inputSchema).toMatchObject({ type: 'object', properties: { text: { type: 'string', description: 'what to shout' }, times: { type: 'integer', minimum: 1 } }, required: ['text'] });
+  expect(tools[0]!.inputSchema).toMatchObject({
+    type: 'object',
+    properties: { text: { type: 'string', description: 'what to shout' }, times: { type: 'integer', minimum: 1 } },
+    required: ['text'],
+  });
   const ok = await client.callTool({ name: 'shout', arguments: { text: 'hi', times: 2 } });
   expect(ok).toMatchObject({ content: [{ type: 'text', text: 'HIHI' }] });
   expect(ok.isError).toBeFalsy();
@@ -61,7 +65,12 @@ async function checkTools(client: Client) {
 describe('arbor mcp serve', () => {
   it('stdio: the SDK client lists the workspace tools with their schemas and calls them', async () => {
     const client = new Client({ name: 'test', version: '1' });
-    const transport = new StdioClientTransport({ command: process.execPath, args: [ARBOR, 'mcp', 'serve', '--env', dir], env: { PATH: process.env.PATH ?? '', ARBOR_HOME: home }, stderr: 'pipe' });
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [ARBOR, 'mcp', 'serve', '--env', dir],
+      env: { PATH: process.env.PATH ?? '', ARBOR_HOME: home },
+      stderr: 'pipe',
+    });
     await client.connect(transport);
     try {
       await checkTools(client);
@@ -75,7 +84,10 @@ describe('arbor mcp serve', () => {
     let url: string;
     const token = 'test-token-0123456789';
     beforeAll(async () => {
-      proc = spawn(process.execPath, [ARBOR, 'mcp', 'serve', '--env', dir, '--http', '--token', token], { env: { ...process.env, ARBOR_HOME: home }, stdio: ['ignore', 'pipe', 'pipe'] });
+      proc = spawn(process.execPath, [ARBOR, 'mcp', 'serve', '--env', dir, '--http', '--token', token], {
+        env: { ...process.env, ARBOR_HOME: home },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       url = await new Promise<string>((resolve, reject) => {
         let out = '';
         let err = '';

@@ -40,12 +40,25 @@ function sample(uid: string, answer: string, reward: number, step: number) {
   const response = [...call, ...obs, ...ans];
   const mask = [...call.map(() => 1), ...obs.map(() => 0), ...ans.map(() => 1)];
   const logprobs = response.map((_, i) => (mask[i] ? -0.125 * (i + 1) : 0));
-  return { uid, step, prompt_ids: prompt, response_ids: response, response_mask: mask, response_logprobs: logprobs, reward_score: reward, num_turns: 3, acc: reward, parts: { call, obs, ans, prompt } };
+  return {
+    uid,
+    step,
+    prompt_ids: prompt,
+    response_ids: response,
+    response_mask: mask,
+    response_logprobs: logprobs,
+    reward_score: reward,
+    num_turns: 3,
+    acc: reward,
+    parts: { call, obs, ans, prompt },
+  };
 }
 
 describe('import of verl agent-loop outputs (token ids)', () => {
   it('replays each sample token by token: turns split at the mask, ids, logprobs, loss masks, groups by uid', async () => {
-    const a = sample('q1', 'paris', 1, 3), b = sample('q1', 'alvin', 0, 3), c = sample('q2', 'paris', 1, 4);
+    const a = sample('q1', 'paris', 1, 3),
+      b = sample('q1', 'alvin', 0, 3),
+      c = sample('q2', 'paris', 1, 4);
     const file = join(dir, 'outputs.jsonl');
     writeFileSync(file, [a, b, c].map(({ parts: _p, ...o }) => line(o)).join('\n') + '\n');
     const store = new Store(openDatabase(join(home, 'a.db')));
@@ -75,7 +88,9 @@ describe('import of verl agent-loop outputs (token ids)', () => {
     const { parts: _p, ...ok } = sample('q1', 'paris', 1, 1);
     const file = join(dir, 'bad.jsonl');
     writeFileSync(file, [line(ok), line({ ...ok, response_mask: ok.response_mask.slice(1) })].join('\n'));
-    await expect(importVerlDump(store, file, { decode: (ids) => tok.decode(ids) })).rejects.toThrow(`${file}:2: field "response_mask" has ${ok.response_ids.length - 1} entries for ${ok.response_ids.length} response_ids`);
+    await expect(importVerlDump(store, file, { decode: (ids) => tok.decode(ids) })).rejects.toThrow(
+      `${file}:2: field "response_mask" has ${ok.response_ids.length - 1} entries for ${ok.response_ids.length} response_ids`,
+    );
     await expect(importVerlDump(store, file)).rejects.toThrow(/bad\.jsonl:1: token ids need the model's tokenizer .*--tokenizer/);
     expect(store.listRuns()).toEqual([]);
     store.db.close();

@@ -17,7 +17,9 @@ const bin = join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs');
 const arbor = (...args: string[]) => spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8' });
 
 const models: PolicyModel[] = [];
-afterAll(async () => { for (const m of models) await m.dispose(); });
+afterAll(async () => {
+  for (const m of models) await m.dispose();
+});
 
 describe('arbor generate', () => {
   const dir = join(mkdtempSync(join(tmpdir(), 'arbor-gen-')), 'tiny');

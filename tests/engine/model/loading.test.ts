@@ -31,11 +31,19 @@ const bitsOf = (x: number) => new Uint32Array(Float32Array.of(x).buffer)[0];
 describe('loading refuses what it cannot run', () => {
   it('unknown rope_scaling type, unknown rope field, missing required field', () => {
     const dir = copyFixture('llama-llama3rope-f16');
-    editConfig(dir, (c) => { c.rope_scaling = { rope_type: 'longrope', short_factor: [1], long_factor: [1] }; });
-    expect(() => loadCheckpoint(dir)).toThrow(/config\.json: rope_scaling\.rope_type "longrope" is not supported \(supported: default, linear, dynamic, yarn, llama3\)/);
-    editConfig(dir, (c) => { c.rope_scaling = { rope_type: 'llama3', factor: 8, low_freq_factor: 1, high_freq_factor: 4 }; });
+    editConfig(dir, (c) => {
+      c.rope_scaling = { rope_type: 'longrope', short_factor: [1], long_factor: [1] };
+    });
+    expect(() => loadCheckpoint(dir)).toThrow(
+      /config\.json: rope_scaling\.rope_type "longrope" is not supported \(supported: default, linear, dynamic, yarn, llama3\)/,
+    );
+    editConfig(dir, (c) => {
+      c.rope_scaling = { rope_type: 'llama3', factor: 8, low_freq_factor: 1, high_freq_factor: 4 };
+    });
     expect(() => loadCheckpoint(dir)).toThrow(/rope_scaling\.original_max_position_embeddings is required for rope_type 'llama3'/);
-    editConfig(dir, (c) => { c.rope_scaling = { type: 'linear', factor: 2, extrapolation: 3 }; });
+    editConfig(dir, (c) => {
+      c.rope_scaling = { type: 'linear', factor: 2, extrapolation: 3 };
+    });
     expect(() => loadCheckpoint(dir)).toThrow(/rope_scaling\.extrapolation is not a field of rope_type 'linear'/);
   });
 
@@ -57,7 +65,9 @@ describe('loading refuses what it cannot run', () => {
     reset({ partial_rotary_factor: 0.5 });
     expect(() => loadCheckpoint(dir)).toThrow(/partial_rotary_factor 0\.5 is not supported/);
     const llama = copyFixture('llama-linear-bf16');
-    editConfig(llama, (c) => { c.attention_bias = true; });
+    editConfig(llama, (c) => {
+      c.attention_bias = true;
+    });
     expect(() => loadCheckpoint(llama)).toThrow(/attention_bias: true is not supported for LlamaForCausalLM/);
   });
 
@@ -67,7 +77,9 @@ describe('loading refuses what it cannot run', () => {
     const t = readSafetensors(file);
     t.set('model.layers.0.mlp.gate_proj.bias', { shape: [32], data: new Float32Array(32) });
     writeSafetensors(file, t);
-    expect(() => loadCheckpoint(dir)).toThrow(/model\.safetensors: unexpected tensor 'model\.layers\.0\.mlp\.gate_proj\.bias' \(shape \[32\]\), not part of a Qwen2ForCausalLM/);
+    expect(() => loadCheckpoint(dir)).toThrow(
+      /model\.safetensors: unexpected tensor 'model\.layers\.0\.mlp\.gate_proj\.bias' \(shape \[32\]\), not part of a Qwen2ForCausalLM/,
+    );
     // A stored rotary inv_freq buffer is derived from the config: skipped.
     t.delete('model.layers.0.mlp.gate_proj.bias');
     t.set('model.layers.0.self_attn.rotary_emb.inv_freq', { shape: [8], data: new Float32Array(8) });
@@ -85,7 +97,9 @@ describe('loading refuses what it cannot run', () => {
   it('a missing shard names the index and the shard', () => {
     const dir = copyFixture('llama-sharded-f32');
     rmSync(join(dir, 'model-00002-of-00003.safetensors'));
-    expect(() => loadCheckpoint(dir)).toThrow(/model\.safetensors\.index\.json: shard 'model-00002-of-00003\.safetensors' \(holding '.+' and \d+ more tensors\) is missing from/);
+    expect(() => loadCheckpoint(dir)).toThrow(
+      /model\.safetensors\.index\.json: shard 'model-00002-of-00003\.safetensors' \(holding '.+' and \d+ more tensors\) is missing from/,
+    );
   });
 
   it('generation_config.json eos ids are read; the chat template comes from chat_template.jinja or a named list', () => {
@@ -100,7 +114,16 @@ describe('loading refuses what it cannot run', () => {
     writeFileSync(join(dir, 'chat_template.jinja'), '{% for m in messages %}{{ m.content }}{% endfor %}');
     expect(HfTokenizer.load(dir).renderChat([{ role: 'user', content: 'hello' }])).toBe('hello');
     rmSync(join(dir, 'chat_template.jinja'));
-    writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify({ ...tc, chat_template: [{ name: 'tool_use', template: 'T' }, { name: 'default', template: 'D{{ messages[0].content }}' }] }));
+    writeFileSync(
+      join(dir, 'tokenizer_config.json'),
+      JSON.stringify({
+        ...tc,
+        chat_template: [
+          { name: 'tool_use', template: 'T' },
+          { name: 'default', template: 'D{{ messages[0].content }}' },
+        ],
+      }),
+    );
     expect(HfTokenizer.load(dir).renderChat([{ role: 'user', content: 'x' }])).toBe('Dx');
   });
 });
@@ -157,7 +180,11 @@ describe('saving', () => {
     expect(back.config.dtype).toBe('bfloat16');
     // Saving the BF16 model again (single file now) is exact and removes the stale shards.
     saveCheckpoint(out, back.config, back.weights);
-    expect(readdirSync(out).filter((f) => f.endsWith('.safetensors') || f.endsWith('.json')).sort()).toEqual(['config.json', 'generation_config.json', 'model.safetensors']);
+    expect(
+      readdirSync(out)
+        .filter((f) => f.endsWith('.safetensors') || f.endsWith('.json'))
+        .sort(),
+    ).toEqual(['config.json', 'generation_config.json', 'model.safetensors']);
     const again = loadCheckpoint(out);
     for (const [k, w] of back.weights) expect(Buffer.from(again.weights.get(k)!.buffer).equals(Buffer.from(w.buffer)), k).toBe(true);
   });
@@ -170,10 +197,14 @@ describe('saving', () => {
     const before = new Map(readdirSync(out).map((f) => [f, readFileSync(join(out, f))]));
     const changed = new Map([...ck.weights].map(([k, w]) => [k, w.map((x) => x + 1)]));
     let n = 0;
-    expect(() => saveCheckpoint(out, ck.config, changed, {
-      maxShardBytes: 8192,
-      onProgress: () => { if (++n === 5) throw new Error('disk full (simulated)'); },
-    })).toThrow(/disk full/);
+    expect(() =>
+      saveCheckpoint(out, ck.config, changed, {
+        maxShardBytes: 8192,
+        onProgress: () => {
+          if (++n === 5) throw new Error('disk full (simulated)');
+        },
+      }),
+    ).toThrow(/disk full/);
     expect(readdirSync(parent)).toEqual(['model']);
     expect(new Map(readdirSync(out).map((f) => [f, readFileSync(join(out, f))]))).toEqual(before);
     const back = loadCheckpoint(out);

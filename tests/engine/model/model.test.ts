@@ -14,17 +14,31 @@ import { readSafetensors } from '../../../engine/model/safetensors';
 import type { Ops } from '../../../engine/tensor/ops';
 
 const models: PolicyModel[] = [];
-afterAll(async () => { for (const m of models) await m.dispose(); });
+afterAll(async () => {
+  for (const m of models) await m.dispose();
+});
 
 function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let num = 0, den = 0;
-  for (let i = 0; i < b.length; i++) { num += (a[i] - b[i]) ** 2; den += b[i] ** 2; }
+  let num = 0,
+    den = 0;
+  for (let i = 0; i < b.length; i++) {
+    num += (a[i] - b[i]) ** 2;
+    den += b[i] ** 2;
+  }
   return Math.sqrt(num) / Math.max(Math.sqrt(den), 1e-12);
 }
 
 const configs: Record<string, ModelConfig> = {
   'qwen2 (qkv bias, tied, GQA)': tinyConfig({ vocabSize: 29, hiddenSize: 32, layers: 2, heads: 4, kvHeads: 2 }),
-  'qwen3 (q/k norm, untied)': tinyConfig({ vocabSize: 23, hiddenSize: 32, layers: 2, heads: 4, kvHeads: 1, architecture: 'Qwen3ForCausalLM', tieWordEmbeddings: false }),
+  'qwen3 (q/k norm, untied)': tinyConfig({
+    vocabSize: 23,
+    hiddenSize: 32,
+    layers: 2,
+    heads: 4,
+    kvHeads: 1,
+    architecture: 'Qwen3ForCausalLM',
+    tieWordEmbeddings: false,
+  }),
   'llama (MHA)': tinyConfig({ vocabSize: 19, hiddenSize: 16, layers: 1, heads: 2, kvHeads: 2, architecture: 'LlamaForCausalLM' }),
 };
 
@@ -42,7 +56,11 @@ const nll: LossSpec = {
   },
 };
 
-const seqs = [[1, 5, 7, 3, 2, 9], [4, 4, 8], [2, 3, 11, 6, 1, 1, 5]];
+const seqs = [
+  [1, 5, 7, 3, 2, 9],
+  [4, 4, 8],
+  [2, 3, 11, 6, 1, 1, 5],
+];
 
 describe('transformer: ORT and tfjs agree', () => {
   for (const [name, cfg] of Object.entries(configs)) {
@@ -72,11 +90,23 @@ describe('KV-cache decoding', () => {
     const cfg = configs['qwen2 (qkv bias, tied, GQA)'];
     const m = PolicyModel.init(cfg, 5, { threads: 1 });
     models.push(m);
-    const full = await m.lastLogits([[3, 4, 5, 6, 7, 8, 9], [10, 11, 12, 13, 14, 15, 16, 17, 18]]);
+    const full = await m.lastLogits([
+      [3, 4, 5, 6, 7, 8, 9],
+      [10, 11, 12, 13, 14, 15, 16, 17, 18],
+    ]);
     // Batch of two rows, left-padded prompts of length 4 and 6 (pad 0, masked).
-    const L = cfg.numLayers, Hkv = cfg.numKvHeads, hd = cfg.headDim;
-    const rows = [[3, 4, 5, 6, 7, 8, 9], [10, 11, 12, 13, 14, 15, 16, 17, 18]];
-    const chunks = [[4, 6], [1, 1], [2, 2]]; // tokens per row per call
+    const L = cfg.numLayers,
+      Hkv = cfg.numKvHeads,
+      hd = cfg.headDim;
+    const rows = [
+      [3, 4, 5, 6, 7, 8, 9],
+      [10, 11, 12, 13, 14, 15, 16, 17, 18],
+    ];
+    const chunks = [
+      [4, 6],
+      [1, 1],
+      [2, 2],
+    ]; // tokens per row per call
     let past: { k: Float32Array; v: Float32Array }[] = Array.from({ length: L }, () => ({ k: new Float32Array(0), v: new Float32Array(0) }));
     let P = 0;
     const mask: number[][] = [[], []];
@@ -84,9 +114,11 @@ describe('KV-cache decoding', () => {
     let logits: Float32Array = new Float32Array(0);
     for (const chunk of chunks) {
       const T = Math.max(...chunk);
-      const ids = new Int32Array(2 * T), pos = new Int32Array(2 * T);
+      const ids = new Int32Array(2 * T),
+        pos = new Int32Array(2 * T);
       for (let b = 0; b < 2; b++) {
-        const n = chunk[b], pad = T - n;
+        const n = chunk[b],
+          pad = T - n;
         for (let t = 0; t < pad; t++) mask[b].push(0);
         for (let t = 0; t < n; t++) {
           ids[b * T + pad + t] = rows[b][consumed[b] + t];
@@ -95,7 +127,15 @@ describe('KV-cache decoding', () => {
         }
         consumed[b] += n;
       }
-      const out = await m.decode({ batch: 2, newLength: T, pastLength: P, inputIds: ids, positionIds: pos, attentionMask: Int32Array.from([...mask[0], ...mask[1]]), past });
+      const out = await m.decode({
+        batch: 2,
+        newLength: T,
+        pastLength: P,
+        inputIds: ids,
+        positionIds: pos,
+        attentionMask: Int32Array.from([...mask[0], ...mask[1]]),
+        past,
+      });
       past = out.present;
       P += T;
       logits = out.logits;
@@ -156,7 +196,7 @@ describe('optimisation', () => {
     models.push(m);
     // Sequences: BOS(1) a b c d SEP(2) d c b a, with digits 3..11; loss only after SEP.
     let s = 7;
-    const rnd = () => ((s = (s * 48271) % 2147483647) / 2147483647);
+    const rnd = () => (s = (s * 48271) % 2147483647) / 2147483647;
     const data = Array.from({ length: 32 }, () => {
       const xs = Array.from({ length: 4 }, () => 3 + Math.floor(rnd() * 9));
       return [1, ...xs, 2, ...xs.slice().reverse()];
@@ -165,8 +205,11 @@ describe('optimisation', () => {
     const mask = new Float32Array(batch.valid.length);
     for (let b = 0; b < batch.batch; b++) for (let t = 5; t < 9; t++) mask[b * batch.length + t] = 1;
     const st = new Map<string, { m: Float32Array; v: Float32Array }>();
-    const lr = 1e-2, b1 = 0.9, b2 = 0.999;
-    let first = 0, last = 0;
+    const lr = 1e-2,
+      b1 = 0.9,
+      b2 = 0.999;
+    let first = 0,
+      last = 0;
     for (let step = 1; step <= 60; step++) {
       const r = await m.trainStep(batch, nll, mask);
       if (step === 1) first = r.loss;

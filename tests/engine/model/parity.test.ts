@@ -13,11 +13,17 @@ import { readSafetensors } from '../../../engine/model/safetensors';
 export const FIXTURES = join(__dirname, '..', '..', 'fixtures', 'models');
 
 const models: PolicyModel[] = [];
-afterAll(async () => { for (const m of models) await m.dispose(); });
+afterAll(async () => {
+  for (const m of models) await m.dispose();
+});
 
 function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let num = 0, den = 0;
-  for (let i = 0; i < b.length; i++) { num += (a[i] - b[i]) ** 2; den += b[i] ** 2; }
+  let num = 0,
+    den = 0;
+  for (let i = 0; i < b.length; i++) {
+    num += (a[i] - b[i]) ** 2;
+    den += b[i] ** 2;
+  }
   return Math.sqrt(num) / Math.max(Math.sqrt(den), 1e-12);
 }
 
@@ -53,8 +59,12 @@ async function decodeSteps(m: PolicyModel, seq: number[], prefill: number): Prom
     const start = P;
     const T = end - start;
     const r = await m.decode({
-      batch: 1, newLength: T, pastLength: P, inputIds: Int32Array.from(seq.slice(start, end)),
-      attentionMask: new Int32Array(end).fill(1), positionIds: Int32Array.from({ length: T }, (_, i) => start + i),
+      batch: 1,
+      newLength: T,
+      pastLength: P,
+      inputIds: Int32Array.from(seq.slice(start, end)),
+      attentionMask: new Int32Array(end).fill(1),
+      positionIds: Int32Array.from({ length: T }, (_, i) => start + i),
       past: past.length ? past : Array.from({ length: c.numLayers }, () => ({ k: new Float32Array(0), v: new Float32Array(0) })),
     });
     past = r.present;
@@ -68,7 +78,17 @@ const names = readdirSync(FIXTURES).sort();
 
 describe('logits parity with PyTorch (fixtures from scripts/make_model_fixtures.py)', () => {
   it('has the fixtures', () => {
-    expect(names).toEqual(expect.arrayContaining(['qwen2-f32', 'qwen3-bf16', 'llama-llama3rope-f16', 'qwen2-yarn-f32', 'llama-dynamic-f32', 'llama-linear-bf16', 'llama-sharded-f32']));
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'qwen2-f32',
+        'qwen3-bf16',
+        'llama-llama3rope-f16',
+        'qwen2-yarn-f32',
+        'llama-dynamic-f32',
+        'llama-linear-bf16',
+        'llama-sharded-f32',
+      ]),
+    );
   });
   for (const name of names) {
     it(name, async () => {

@@ -68,7 +68,10 @@ describe('REINFORCE++', () => {
       { group: 0, reward: 1, mask: [1, 0, 1] },
       { group: 1, reward: 0, mask: [1, 1, 0] },
     ];
-    const kl = [[0.5, 0, 1], [2, 0, 0]];
+    const kl = [
+      [0.5, 0, 1],
+      [2, 0, 0],
+    ];
     const a = reinforcePlusPlus(batch, { gamma: 1, klCoef: 0.1, klPerToken: kl });
     // episode 0: r = [-0.05, 0, 1 - 0.1] → returns [0.85, 0, 0.9]; episode 1: r = [-0.2, 0] → [-0.2, 0]
     const vals = [0.85, 0.9, -0.2, 0];
@@ -110,7 +113,9 @@ describe('GAE over model tokens', () => {
   });
   it('needs a critic', () => {
     expect(getEstimator('gae').needsCritic).toBe(true);
-    expect(() => computeAdvantages('gae', [], { normByStd: true, gamma: 1, lam: 1, klRewardCoef: 0, processRewards: false })).toThrow(/gae needs critic values/);
+    expect(() => computeAdvantages('gae', [], { normByStd: true, gamma: 1, lam: 1, klRewardCoef: 0, processRewards: false })).toThrow(
+      /gae needs critic values/,
+    );
     expect(() => getEstimator('vapo')).toThrow(/unknown estimator "vapo"; available: grpo, drgrpo, rloo, reinforce_pp, reinforce_pp_baseline, gae, gigpo/);
   });
 });
@@ -118,7 +123,15 @@ describe('GAE over model tokens', () => {
 describe('process rewards (Agent-R1)', () => {
   it('normalise step rewards by the largest |reverse cumsum| and add their return-to-go', () => {
     // model tokens: [1,1,0,0,1,1,0,0,1]; tool calls end at 1 and 5 with step rewards 0.5 and 1.
-    const e: EstimatorEpisode = { group: 0, reward: 0, mask: [1, 1, 0, 0, 1, 1, 0, 0, 1], stepRewards: [{ at: 1, value: 0.5 }, { at: 5, value: 1 }] };
+    const e: EstimatorEpisode = {
+      group: 0,
+      reward: 0,
+      mask: [1, 1, 0, 0, 1, 1, 0, 0, 1],
+      stepRewards: [
+        { at: 1, value: 0.5 },
+        { at: 5, value: 1 },
+      ],
+    };
     // reverse cumsum: 1.5 up to index 1, 1 up to index 5 → max 1.5; normalised 1/3 and 2/3
     const p = processRewardReturns(e);
     close(p, [1, 1, 0, 0, 2 / 3, 2 / 3, 0, 0, 0], 5);
@@ -135,7 +148,10 @@ describe('KL in the reward for outcome estimators', () => {
       { group: 0, reward: 1, mask: [0, 1, 1] },
       { group: 0, reward: 1, mask: [0, 1, 0] },
     ];
-    const kl = [[9, 0.5, 1.5], [9, 0, 0]]; // the prompt token's KL is ignored (mask 0)
+    const kl = [
+      [9, 0.5, 1.5],
+      [9, 0, 0],
+    ]; // the prompt token's KL is ignored (mask 0)
     const r = computeAdvantages('drgrpo', batch, { normByStd: true, gamma: 1, lam: 1, klRewardCoef: 0.1, klPerToken: kl, processRewards: false });
     // rewards 1 − 0.2 = 0.8 and 1 − 0 = 1 → mean 0.9 → advantages −0.1, +0.1
     close(r.advantages[0]!, [0, -0.1, -0.1]);

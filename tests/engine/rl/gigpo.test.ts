@@ -25,8 +25,15 @@ const perStep = (e: EstimatorEpisode, a: Float32Array) => e.steps!.map((s) => a[
 
 // Group 0: three trajectories of 3, 2 and 1 steps; group 1: one trajectory that saw the same
 // prompt text "Q" (a different group: never grouped with group 0).
-const T0 = ep(0, 1, [[1, 3, 'Q'], [4, 6, 'A'], [7, 8, 'B']]);
-const T1 = ep(0, 0, [[1, 2, 'Q'], [3, 5, 'A']]);
+const T0 = ep(0, 1, [
+  [1, 3, 'Q'],
+  [4, 6, 'A'],
+  [7, 8, 'B'],
+]);
+const T1 = ep(0, 0, [
+  [1, 2, 'Q'],
+  [3, 5, 'A'],
+]);
 const T2 = ep(0, 0.5, [[1, 4, 'Q']]);
 const T3 = ep(1, 1, [[1, 3, 'Q']]);
 const batch = [T0, T1, T2, T3];
@@ -39,12 +46,7 @@ describe('GiGPO advantages, hand-computed (γ = 0.5)', () => {
     // Step returns: T0 (0.25, 0.5, 1), T1 (0, 0), T2 (0.5), T3 (1).
     // Step groups of group 0: "Q" {0.25, 0, 0.5} mean 0.25 → (0, −0.25, 0.25); "A" {0.5, 0} → (0.25, −0.25);
     // "B" {T0's last step} alone → 0. Group 1: "Q" {T3} alone → 0.
-    const want = [
-      [0.5 + 0, 0.5 + 0.25, 0.5 + 0],
-      [-0.5 - 0.25, -0.5 - 0.25],
-      [0 + 0.25],
-      [0],
-    ];
+    const want = [[0.5 + 0, 0.5 + 0.25, 0.5 + 0], [-0.5 - 0.25, -0.5 - 0.25], [0 + 0.25], [0]];
     batch.forEach((e, i) => perStep(e, advantages[i]!).forEach((a, k) => expect(a).toBeCloseTo(want[i]![k]!, 6)));
     expect(stepGroupSizes.sort()).toEqual([1, 1, 2, 3]);
     // Every model token of a step carries its step's value; others 0.
@@ -69,7 +71,15 @@ describe('GiGPO advantages, hand-computed (γ = 0.5)', () => {
 
   it('step rewards enter the discounted step returns on their turn', () => {
     // T1 gets a step reward 0.2 on its first turn's last token: its returns become (0.2, 0).
-    const t1 = ep(0, 0, [[1, 2, 'Q'], [3, 5, 'A']], [{ at: 1, value: 0.2 }]);
+    const t1 = ep(
+      0,
+      0,
+      [
+        [1, 2, 'Q'],
+        [3, 5, 'A'],
+      ],
+      [{ at: 1, value: 0.2 }],
+    );
     const { advantages } = gigpo([T0, t1, T2], { stepWeight: 1, gamma: 0.5, normByStd: false });
     // "Q": (0.25, 0.2, 0.5), mean 0.95/3.
     const q = 0.95 / 3;
@@ -88,7 +98,12 @@ describe('GiGPO advantages, hand-computed (γ = 0.5)', () => {
   });
 
   it('step-group metrics: count, mean and max size, share of steps alone', () => {
-    expect(stepGroupMetrics([3, 2, 1, 1])).toEqual({ 'advantage/step_groups': 4, 'advantage/step_group_size_mean': 7 / 4, 'advantage/step_group_size_max': 3, 'advantage/singleton_step_fraction': 2 / 7 });
+    expect(stepGroupMetrics([3, 2, 1, 1])).toEqual({
+      'advantage/step_groups': 4,
+      'advantage/step_group_size_mean': 7 / 4,
+      'advantage/step_group_size_max': 3,
+      'advantage/singleton_step_fraction': 2 / 7,
+    });
   });
 });
 
@@ -102,7 +117,18 @@ describe('GiGPO steps', () => {
 
   it('through the advantage port (config algorithm.gigpo), with step-group metrics', () => {
     const cfg = validateConfig({ model: { init: 'tiny' }, algorithm: { adv_estimator: 'gigpo', gigpo: { gamma: 0.5 } } });
-    const episodes = batch.map((e, i) => ({ group: e.group, sample: i, tokens: new Int32Array(e.mask.length), lossMask: e.mask as Uint8Array, reward: e.reward, stepRewards: [], steps: e.steps }) as unknown as Episode);
+    const episodes = batch.map(
+      (e, i) =>
+        ({
+          group: e.group,
+          sample: i,
+          tokens: new Int32Array(e.mask.length),
+          lossMask: e.mask as Uint8Array,
+          reward: e.reward,
+          stepRewards: [],
+          steps: e.steps,
+        }) as unknown as Episode,
+    );
     const r = advantagePort(cfg).compute({ episodes, oldLogprobs: new Map() });
     expect(perStep(T1, r.advantages.get(episodes[1]!)!)).toEqual([-0.75, -0.75]);
     expect(r.metrics!['advantage/step_group_size_max']).toBe(3);
@@ -145,7 +171,10 @@ describe('GiGPO on the multi-hop task', () => {
 
 describe('GiGPO similarity-based step groups (algorithm.gigpo.similarity_threshold)', () => {
   it('the ratio equals Python difflib.SequenceMatcher(None, a, b).ratio() (values from CPython 3)', () => {
-    const long = ' <information> the lonely road is a book . the lonely road was written by alvin york . alvin york is a person . alvin york was born in hythe . hythe is a city in brovia . </information> '.repeat(2);
+    const long =
+      ' <information> the lonely road is a book . the lonely road was written by alvin york . alvin york is a person . alvin york was born in hythe . hythe is a city in brovia . </information> '.repeat(
+        2,
+      );
     const other = long.replaceAll('hythe', 'casel').replaceAll('alvin', 'alwin');
     const cases: [string, string, number][] = [
       ['', '', 1],
@@ -162,7 +191,16 @@ describe('GiGPO similarity-based step groups (algorithm.gigpo.similarity_thresho
   it('steps whose observations are ≥ threshold similar share a step group; exact match keeps them apart', () => {
     const o1 = 'the lonely road was written by alvin york';
     const o2 = 'the lonely road was written by alvin yorke'; // ratio 0.988 to o1
-    const eps = [ep(0, 1, [[1, 2, 'Q'], [3, 4, o1]]), ep(0, 0, [[1, 2, 'Q'], [3, 4, o2]])];
+    const eps = [
+      ep(0, 1, [
+        [1, 2, 'Q'],
+        [3, 4, o1],
+      ]),
+      ep(0, 0, [
+        [1, 2, 'Q'],
+        [3, 4, o2],
+      ]),
+    ];
     const exact = gigpo(eps, { stepWeight: 1, gamma: 1, normByStd: false });
     expect(exact.stepGroupSizes.sort()).toEqual([1, 1, 2]);
     const similar = gigpo(eps, { stepWeight: 1, gamma: 1, normByStd: false, similarity: { threshold: 0.95, ratio: sequenceMatcherRatio } });
@@ -177,10 +215,30 @@ describe('GiGPO similarity-based step groups (algorithm.gigpo.similarity_thresho
   it('is read from the config', () => {
     const cfg = validateConfig({ model: { init: 'tiny' }, algorithm: { adv_estimator: 'gigpo', gigpo: { similarity_threshold: 0.95 } } });
     const o1 = 'the lonely road was written by alvin york';
-    const episodes = [ep(0, 1, [[1, 2, 'Q'], [3, 4, o1]]), ep(0, 0, [[1, 2, 'Q'], [3, 4, o1 + 'e']])].map(
-      (e, i) => ({ group: 0, sample: i, tokens: new Int32Array(e.mask.length), lossMask: e.mask, reward: e.reward, stepRewards: [], steps: e.steps }) as unknown as Episode,
+    const episodes = [
+      ep(0, 1, [
+        [1, 2, 'Q'],
+        [3, 4, o1],
+      ]),
+      ep(0, 0, [
+        [1, 2, 'Q'],
+        [3, 4, o1 + 'e'],
+      ]),
+    ].map(
+      (e, i) =>
+        ({
+          group: 0,
+          sample: i,
+          tokens: new Int32Array(e.mask.length),
+          lossMask: e.mask,
+          reward: e.reward,
+          stepRewards: [],
+          steps: e.steps,
+        }) as unknown as Episode,
     );
     expect(advantagePort(cfg).compute({ episodes, oldLogprobs: new Map() }).metrics!['advantage/step_groups']).toBe(2);
-    expect(() => validateConfig({ model: { init: 'tiny' }, algorithm: { gigpo: { similarity_threshold: 1 } } })).toThrow(/algorithm\.gigpo\.similarity_threshold/);
+    expect(() => validateConfig({ model: { init: 'tiny' }, algorithm: { gigpo: { similarity_threshold: 1 } } })).toThrow(
+      /algorithm\.gigpo\.similarity_threshold/,
+    );
   });
 });

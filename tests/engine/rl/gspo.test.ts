@@ -15,7 +15,8 @@ import { validateConfig } from '../../../engine/train/config';
 import { mulberry32, type Episode } from '../../../engine/train/episode';
 import { ModelPolicyPort } from '../../../engine/train/model-port';
 
-const cfgWith = (algorithm: Record<string, unknown>) => validateConfig({ model: { init: 'tiny' }, rollout: { max_new_tokens: 6, max_total_length: 10 }, algorithm, optim: { grad_clip: 0 } });
+const cfgWith = (algorithm: Record<string, unknown>) =>
+  validateConfig({ model: { init: 'tiny' }, rollout: { max_new_tokens: 6, max_total_length: 10 }, algorithm, optim: { grad_clip: 0 } });
 
 describe('GSPO loss, hand-computed (2 sequences × 4 positions)', () => {
   // Sequence 0: model tokens at 0, 1 (log-ratios 0.1, 0.3 → mean 0.2; position 2 is a tool token
@@ -34,7 +35,10 @@ describe('GSPO loss, hand-computed (2 sequences × 4 positions)', () => {
     const spec = gspoLoss(cfgWith({ policy_loss: 'gspo', ...algorithm }));
     const names = ['logprobs', 'entropy', 'mask', ...spec.inputs.map((i) => i.name)];
     const g = withGradients(
-      traceGraph(names.map((name) => ({ name, dtype: 'float32' as const, shape: ['b', 's'] })), (o, x) => spec.program(o, x as never)),
+      traceGraph(
+        names.map((name) => ({ name, dtype: 'float32' as const, shape: ['b', 's'] })),
+        (o, x) => spec.program(o, x as never),
+      ),
       'loss',
       ['logprobs'],
     );
@@ -97,8 +101,22 @@ describe('GSPO in the trainer (tiny transformer, ORT train graph)', () => {
   afterAll(() => model.dispose());
   const r = mulberry32(11);
   const episode = (tokens: number[], mask: number[]): Episode => ({
-    group: 0, sample: 0, taskId: 't', tokens: Int32Array.from(tokens), lossMask: Uint8Array.from(mask), rolloutLogprobs: new Float32Array(tokens.length),
-    entropy: new Float32Array(tokens.length), reward: 0, rewardComponents: {}, exactMatch: false, formatOk: true, toolCalls: 0, toolErrors: 0, turns: 1, stepRewards: [], truncated: false,
+    group: 0,
+    sample: 0,
+    taskId: 't',
+    tokens: Int32Array.from(tokens),
+    lossMask: Uint8Array.from(mask),
+    rolloutLogprobs: new Float32Array(tokens.length),
+    entropy: new Float32Array(tokens.length),
+    reward: 0,
+    rewardComponents: {},
+    exactMatch: false,
+    formatOk: true,
+    toolCalls: 0,
+    toolErrors: 0,
+    turns: 1,
+    stepRewards: [],
+    truncated: false,
   });
   const seq = (n: number) => Array.from({ length: n }, () => 1 + Math.floor(r() * (VOCAB - 1)));
   const episodes = [episode(seq(5), [0, 0, 1, 1, 1]), episode(seq(8), [0, 1, 1, 0, 0, 1, 1, 1]), episode(seq(4), [0, 1, 1, 1])];

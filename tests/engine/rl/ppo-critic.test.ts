@@ -39,7 +39,9 @@ describe('clipped value loss', () => {
 });
 
 describe('PPO (GAE + critic) on the real transformer', () => {
-  const VOCAB = 6, PROMPTS = 4, LEN = 3;
+  const VOCAB = 6,
+    PROMPTS = 4,
+    LEN = 3;
   const model = PolicyModel.init(tinyConfig({ vocabSize: VOCAB + PROMPTS, hiddenSize: 32, layers: 1, heads: 2, maxPositionEmbeddings: 8 }), 1, { threads: 1 });
   const critic = CriticModel.fromPolicy(model.config, model.weights, { threads: 1 });
   afterAll(async () => {
@@ -62,9 +64,18 @@ describe('PPO (GAE + critic) on the real transformer', () => {
     const tasks = sequenceTasks(tabularTargets({ prompts: PROMPTS, length: LEN, vocab: VOCAB, seed: 3 }), VOCAB);
     const eps0 = await policy.values([{ tokens: Int32Array.from([6, 1, 2, 3]), lossMask: Uint8Array.from([0, 1, 1, 1]) } as never]);
     expect(Array.from(eps0[0]!)).toEqual([0, 0, 0, 0]); // zero value head
-    const rollout = engineRolloutPort(cfg, { backend: policyDecodeBackend(model, { maxBatch: 32, maxLength: LEN + 1 }), tokenizer: tabularTokenizer, tasks, stop: { strings: [], tokenIds: [] } });
+    const rollout = engineRolloutPort(cfg, {
+      backend: policyDecodeBackend(model, { maxBatch: 32, maxLength: LEN + 1 }),
+      tokenizer: tabularTokenizer,
+      tasks,
+      stop: { strings: [], tokenIds: [] },
+    });
     const runDir = mkdtempSync(join(tmpdir(), 'arbor-ppo-'));
-    await runTrainingLoop(cfg, { rollout, policy, advantage: advantagePort(cfg, { values: (e) => policy.values(e) }), sink: new JsonlSink(runDir) }, { runDir });
+    await runTrainingLoop(
+      cfg,
+      { rollout, policy, advantage: advantagePort(cfg, { values: (e) => policy.values(e) }), sink: new JsonlSink(runDir) },
+      { runDir },
+    );
     const rows = readMetricsJsonl(join(runDir, 'metrics.jsonl'));
     const r = rows.map((x) => x.values['reward/mean']!);
     const vl = rows.map((x) => x.values['critic/value_loss']!);
@@ -89,7 +100,12 @@ describe('algorithm.value_coef', () => {
   });
   // Keeps the critic's gradient and leaves its weights alone (so every call sees the same critic).
   const recorder = () => {
-    const r = { grads: new Map<string, Float32Array>(), step: (_w: unknown, g: Map<string, Float32Array>) => void (r.grads = new Map([...g].map(([k, v]) => [k, v.slice()]))), save() {}, load() {} };
+    const r = {
+      grads: new Map<string, Float32Array>(),
+      step: (_w: unknown, g: Map<string, Float32Array>) => void (r.grads = new Map([...g].map(([k, v]) => [k, v.slice()]))),
+      save() {},
+      load() {},
+    };
     return r;
   };
   const norm = (g: Map<string, Float32Array>) => Math.sqrt([...g.values()].reduce((a, v) => a + v.reduce((b, x) => b + x * x, 0), 0));

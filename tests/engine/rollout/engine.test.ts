@@ -94,7 +94,10 @@ describe('rollout engine: multi-turn episodes', () => {
   });
 
   it('a model turn ends at the first stop string or stop token, and the episode ends when the env says done', async () => {
-    const { trajectories } = await rollout(new RnnBackend(8), opts({ stop: { strings: ['</search>', '</answer>'], tokenIds: [EOS] }, limits: { maxNewTokens: 40, maxTurns: 6, maxTotalLength: 300 } }));
+    const { trajectories } = await rollout(
+      new RnnBackend(8),
+      opts({ stop: { strings: ['</search>', '</answer>'], tokenIds: [EOS] }, limits: { maxNewTokens: 40, maxTurns: 6, maxTotalLength: 300 } }),
+    );
     let stringStops = 0;
     for (const t of trajectories)
       for (const u of t.turns.filter((x) => x.role === 'model')) {
@@ -126,7 +129,10 @@ describe('rollout engine: multi-turn episodes', () => {
       const len = flattenTrajectory(t).tokens.length;
       expect(len).toBeLessThanOrEqual(40);
     }
-    const tight = await rollout(new RnnBackend(8), opts({ limits: { maxNewTokens: 50, maxTurns: 5, maxTotalLength: 16 }, stop: { strings: [], tokenIds: [] } }));
+    const tight = await rollout(
+      new RnnBackend(8),
+      opts({ limits: { maxNewTokens: 50, maxTurns: 5, maxTotalLength: 16 }, stop: { strings: [], tokenIds: [] } }),
+    );
     for (const t of tight.trajectories) {
       expect(flattenTrajectory(t).tokens.length).toBeLessThanOrEqual(16);
       // A turn cut by the total length ends the episode as truncated.
@@ -150,7 +156,13 @@ describe('rollout engine: multi-turn episodes', () => {
         return `<answer> ${info} </answer>`;
       },
     };
-    const { trajectories } = await rolloutTextPolicy(policy, { tasks: searchTasks(tok), n: 2, seed: 1, tokenizer: tok, limits: { maxNewTokens: 32, maxTurns: 3, maxTotalLength: 200 } });
+    const { trajectories } = await rolloutTextPolicy(policy, {
+      tasks: searchTasks(tok),
+      n: 2,
+      seed: 1,
+      tokenizer: tok,
+      limits: { maxNewTokens: 32, maxTurns: 3, maxTotalLength: 200 },
+    });
     expect(trajectories).toHaveLength(6);
     for (const t of trajectories) {
       expect(t.outcome.exactMatch).toBe(true);
@@ -192,7 +204,10 @@ describe('rollout engine: scheduling', () => {
       ...t,
       createEnv: () => {
         const env = t.createEnv();
-        if (i === 1) env.step = async () => { throw new Error('boom'); };
+        if (i === 1)
+          env.step = async () => {
+            throw new Error('boom');
+          };
         return env;
       },
     }));

@@ -21,10 +21,16 @@ const FIXTURE = join(__dirname, 'fixtures', 'golden-rollouts.json');
 const record = process.env.ARBOR_RECORD_GOLDEN === '1';
 
 const wordTok = new WordTokenizer();
-const small = PolicyModel.init(tinyConfig({ vocabSize: VOCAB.length, hiddenSize: 32, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 256, eosTokenId: EOS, padTokenId: 0 }), 11, { threads: 1 });
+const small = PolicyModel.init(
+  tinyConfig({ vocabSize: VOCAB.length, hiddenSize: 32, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 256, eosTokenId: EOS, padTokenId: 0 }),
+  11,
+  { threads: 1 },
+);
 // A vocabulary that is not a multiple of any block size, large enough for top-k/top-p to matter.
 const V2 = 300;
-const wide = PolicyModel.init(tinyConfig({ vocabSize: V2, hiddenSize: 32, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 256, padTokenId: 0 }), 5, { threads: 1 });
+const wide = PolicyModel.init(tinyConfig({ vocabSize: V2, hiddenSize: 32, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 256, padTokenId: 0 }), 5, {
+  threads: 1,
+});
 afterAll(async () => {
   await small.dispose();
   await wide.dispose();
@@ -55,27 +61,47 @@ function idTasks(count: number, seed: number): RolloutTask[] {
 }
 
 const cases: { name: string; model: () => PolicyModel; maxBatch: number; opts: () => RolloutOptions }[] = [
-  ...[9, 2].flatMap((maxBatch) => [
-    { name: `search T=1 batch ${maxBatch}`, sampling: { temperature: 1 } },
-    { name: `search T=0.7 top-k 6 top-p 0.9 batch ${maxBatch}`, sampling: { temperature: 0.7, topK: 6, topP: 0.9 } },
-    { name: `search greedy batch ${maxBatch}`, sampling: { temperature: 0 } },
-  ].map((c) => ({
-    name: c.name, model: () => small, maxBatch,
-    opts: (): RolloutOptions => ({
-      tasks: searchTasks(wordTok, 2), n: 3, seed: 9, sampling: c.sampling, tokenizer: wordTok, maxBatch,
-      limits: { maxNewTokens: 12, maxTurns: 3, maxTotalLength: 96 }, stop: { strings: ['</search>', '</answer>'], tokenIds: [EOS] },
-    }),
-  }))),
-  ...[8, 3].flatMap((maxBatch) => [
-    { name: `ids T=1.3 batch ${maxBatch}`, sampling: { temperature: 1.3 } },
-    { name: `ids T=1 top-p 0.8 batch ${maxBatch}`, sampling: { temperature: 1, topP: 0.8 } },
-  ].map((c) => ({
-    name: c.name, model: () => wide, maxBatch,
-    opts: (): RolloutOptions => ({
-      tasks: idTasks(3, 4), n: 2, seed: 21, sampling: c.sampling, tokenizer: idTok, maxBatch,
-      limits: { maxNewTokens: 9, maxTurns: 3, maxTotalLength: 80 }, stop: { strings: [], tokenIds: [] },
-    }),
-  }))),
+  ...[9, 2].flatMap((maxBatch) =>
+    [
+      { name: `search T=1 batch ${maxBatch}`, sampling: { temperature: 1 } },
+      { name: `search T=0.7 top-k 6 top-p 0.9 batch ${maxBatch}`, sampling: { temperature: 0.7, topK: 6, topP: 0.9 } },
+      { name: `search greedy batch ${maxBatch}`, sampling: { temperature: 0 } },
+    ].map((c) => ({
+      name: c.name,
+      model: () => small,
+      maxBatch,
+      opts: (): RolloutOptions => ({
+        tasks: searchTasks(wordTok, 2),
+        n: 3,
+        seed: 9,
+        sampling: c.sampling,
+        tokenizer: wordTok,
+        maxBatch,
+        limits: { maxNewTokens: 12, maxTurns: 3, maxTotalLength: 96 },
+        stop: { strings: ['</search>', '</answer>'], tokenIds: [EOS] },
+      }),
+    })),
+  ),
+  ...[8, 3].flatMap((maxBatch) =>
+    [
+      { name: `ids T=1.3 batch ${maxBatch}`, sampling: { temperature: 1.3 } },
+      { name: `ids T=1 top-p 0.8 batch ${maxBatch}`, sampling: { temperature: 1, topP: 0.8 } },
+    ].map((c) => ({
+      name: c.name,
+      model: () => wide,
+      maxBatch,
+      opts: (): RolloutOptions => ({
+        tasks: idTasks(3, 4),
+        n: 2,
+        seed: 21,
+        sampling: c.sampling,
+        tokenizer: idTok,
+        maxBatch,
+        limits: { maxNewTokens: 9, maxTurns: 3, maxTotalLength: 80 },
+        stop: { strings: [], tokenIds: [] },
+      }),
+    })),
+  ),
 ];
 
 type Golden = Record<string, { tokens: number[][]; logprobs: number[][]; entropy: number[][]; truncated: boolean[] }>;

@@ -11,18 +11,44 @@ import { Rng } from '../../../engine/rollout/rng';
 import type { DecodeBackend, EpisodeEnv, RolloutTask, TokenizerPort } from '../../../engine/rollout/ports';
 import type { ToolCallRecord } from '../../../engine/rollout/types';
 
-export const VOCAB = ['<pad>', '<eos>', '<search>', '</search>', '<answer>', '</answer>', '<information>', '</information>',
-  'paris', 'rome', 'berlin', 'france', 'italy', 'germany', 'capital', 'of', 'the', 'is', 'what', '?', 'unknown', 'user', 'assistant'];
+export const VOCAB = [
+  '<pad>',
+  '<eos>',
+  '<search>',
+  '</search>',
+  '<answer>',
+  '</answer>',
+  '<information>',
+  '</information>',
+  'paris',
+  'rome',
+  'berlin',
+  'france',
+  'italy',
+  'germany',
+  'capital',
+  'of',
+  'the',
+  'is',
+  'what',
+  '?',
+  'unknown',
+  'user',
+  'assistant',
+];
 export const EOS = 1;
 
 export class WordTokenizer implements TokenizerPort {
   private readonly index = new Map(VOCAB.map((w, i) => [w, i] as const));
   encode(text: string): number[] {
-    return text.split(/\s+/).filter(Boolean).map((w) => {
-      const id = this.index.get(w);
-      if (id === undefined) throw new Error(`word not in vocab: ${w}`);
-      return id;
-    });
+    return text
+      .split(/\s+/)
+      .filter(Boolean)
+      .map((w) => {
+        const id = this.index.get(w);
+        if (id === undefined) throw new Error(`word not in vocab: ${w}`);
+        return id;
+      });
   }
   decode(ids: number[]): string {
     return ids.map((i) => VOCAB[i]).join(' ');
@@ -37,7 +63,13 @@ export class RnnBackend implements DecodeBackend {
   private readonly U: Float32Array;
   private readonly state: (Float32Array | null)[];
   calls: { slot: number; tokens: number }[][] = [];
-  constructor(readonly maxBatch: number, readonly maxLength = 512, seed = 7, readonly scale = 2.5, private readonly bias: Record<number, number> = { 1: -1, 2: 2, 3: 2, 4: -1, 5: -1 }) {
+  constructor(
+    readonly maxBatch: number,
+    readonly maxLength = 512,
+    seed = 7,
+    readonly scale = 2.5,
+    private readonly bias: Record<number, number> = { 1: -1, 2: 2, 3: 2, 4: -1, 5: -1 },
+  ) {
     const r = new Rng(seed);
     const g = (n: number, s: number) => Float32Array.from({ length: n }, () => (r.next() * 2 - 1) * s);
     this.E = g(this.vocabSize * this.H, 1.5);
@@ -82,7 +114,12 @@ const FACTS: Record<string, string> = { france: 'paris', italy: 'rome', germany:
 export class SearchEnv implements EpisodeEnv {
   calls = 0;
   answer: string | undefined;
-  constructor(private readonly tok: WordTokenizer, private readonly question: string, private readonly gold: string, private readonly delayMs = 0) {}
+  constructor(
+    private readonly tok: WordTokenizer,
+    private readonly question: string,
+    private readonly gold: string,
+    private readonly delayMs = 0,
+  ) {}
   async prompt() {
     const text = `user what is the capital of ${this.question} ? assistant`;
     return { ids: this.tok.encode(text), text };
@@ -95,8 +132,15 @@ export class SearchEnv implements EpisodeEnv {
       const t0 = performance.now();
       const q = m[1]!.trim();
       if (this.delayMs) await new Promise((r) => setTimeout(r, this.delayMs * (1 + (q.length % 3))));
-      const hit = q.split(' ').map((w) => FACTS[w]).find(Boolean);
-      calls.push(hit ? { name: 'search', args: { query: q }, result: hit, latencyMs: performance.now() - t0 } : { name: 'search', args: { query: q }, result: 'unknown', error: 'no result', latencyMs: performance.now() - t0 });
+      const hit = q
+        .split(' ')
+        .map((w) => FACTS[w])
+        .find(Boolean);
+      calls.push(
+        hit
+          ? { name: 'search', args: { query: q }, result: hit, latencyMs: performance.now() - t0 }
+          : { name: 'search', args: { query: q }, result: 'unknown', error: 'no result', latencyMs: performance.now() - t0 },
+      );
       results.push(hit ?? 'unknown');
       this.calls++;
     }
@@ -114,7 +158,13 @@ export class SearchEnv implements EpisodeEnv {
   }
   async outcome() {
     const em = this.answer === this.gold ? 1 : 0;
-    return { reward: em, components: { exact_match: em, answered: this.answer === undefined ? 0 : 1 }, exactMatch: em === 1, formatOk: this.answer !== undefined, ...(this.answer !== undefined ? { answer: this.answer } : {}) };
+    return {
+      reward: em,
+      components: { exact_match: em, answered: this.answer === undefined ? 0 : 1 },
+      exactMatch: em === 1,
+      formatOk: this.answer !== undefined,
+      ...(this.answer !== undefined ? { answer: this.answer } : {}),
+    };
   }
 }
 

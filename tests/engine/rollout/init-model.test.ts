@@ -20,7 +20,9 @@ describe('arbor init-model --tiny --task multihop', () => {
     const tcfg = JSON.parse(readFileSync(join(dir, 'tokenizer_config.json'), 'utf8'));
     expect(typeof tcfg.chat_template).toBe('string');
     const tok = HfTokenizer.load(dir);
-    const words = multihopVocabulary().slice(0, 20).map((w) => w.toLowerCase());
+    const words = multihopVocabulary()
+      .slice(0, 20)
+      .map((w) => w.toLowerCase());
     const ids = tok.encode(words.join(' '));
     expect(ids).toHaveLength(20);
     expect(tok.decode(ids)).toBe(words.join(' '));
@@ -29,8 +31,21 @@ describe('arbor init-model --tiny --task multihop', () => {
       expect(eosTokenIds(model.config)).toEqual([tok.eosTokenId]);
       const prompt = tok.encode(tok.renderChat([{ role: 'user', content: words.slice(0, 5).join(' ') }]));
       const { trajectories } = await rollout(policyDecodeBackend(model, { maxBatch: 2 }), {
-        tasks: [{ id: 'q', createEnv: () => ({ prompt: async () => ({ ids: prompt }), step: async () => ({ done: true }), outcome: async () => ({ reward: 0, components: {} }) }) }],
-        n: 2, seed: 1, sampling: { temperature: 1 }, tokenizer: tok, limits: { maxNewTokens: 8, maxTurns: 1, maxTotalLength: 128 },
+        tasks: [
+          {
+            id: 'q',
+            createEnv: () => ({
+              prompt: async () => ({ ids: prompt }),
+              step: async () => ({ done: true }),
+              outcome: async () => ({ reward: 0, components: {} }),
+            }),
+          },
+        ],
+        n: 2,
+        seed: 1,
+        sampling: { temperature: 1 },
+        tokenizer: tok,
+        limits: { maxNewTokens: 8, maxTurns: 1, maxTotalLength: 128 },
         stop: { strings: ['</answer>'], tokenIds: eosTokenIds(model.config) },
       });
       for (const t of trajectories) {

@@ -12,7 +12,11 @@ function attentionLm(V = 11, H = 2, D = 4, seed = 3): KvDecodeFn {
   const r = new Rng(seed);
   const C = H * D;
   const g = (n: number) => Float32Array.from({ length: n }, () => r.next() * 2 - 1);
-  const E = g(V * C), Wq = g(C * C), Wk = g(C * C), Wv = g(C * C), U = g(C * V);
+  const E = g(V * C),
+    Wq = g(C * C),
+    Wk = g(C * C),
+    Wv = g(C * C),
+    U = g(C * V);
   const embed = (t: number, pos: number) => Float32Array.from({ length: C }, (_, i) => E[t * C + i]! + Math.sin((pos + 1) * (i + 1) * 0.37));
   const mv = (W: Float32Array, x: Float32Array) => Float32Array.from({ length: C }, (_, i) => x.reduce((a, xj, j) => a + W[i * C + j]! * xj, 0));
   return async (x: KvDecodeInput) => {
@@ -31,7 +35,9 @@ function attentionLm(V = 11, H = 2, D = 4, seed = 3): KvDecodeFn {
       let last = new Float32Array(C);
       for (let t = 0; t < T; t++) {
         const e = embed(x.inputIds[b * T + t]!, x.positionIds[b * T + t]!);
-        const q = mv(Wq, e), k = mv(Wk, e), v = mv(Wv, e);
+        const q = mv(Wq, e),
+          k = mv(Wk, e),
+          v = mv(Wv, e);
         for (let h = 0; h < H; h++)
           for (let d = 0; d < D; d++) {
             pk[((b * H + h) * S + P + t) * D + d] = k[h * D + d]!;
@@ -41,7 +47,10 @@ function attentionLm(V = 11, H = 2, D = 4, seed = 3): KvDecodeFn {
         for (let h = 0; h < H; h++) {
           const sc: number[] = [];
           for (let s = 0; s <= P + t; s++) {
-            if (!x.attentionMask[b * S + s]) { sc.push(-Infinity); continue; }
+            if (!x.attentionMask[b * S + s]) {
+              sc.push(-Infinity);
+              continue;
+            }
             let a = 0;
             for (let d = 0; d < D; d++) a += q[h * D + d]! * pk[((b * H + h) * S + s) * D + d]!;
             sc.push(a / Math.sqrt(D));
@@ -63,32 +72,85 @@ describe('KvSlotBackend', () => {
   it('reproduces full-recompute logits while slots join, leave and extend by chunks of different lengths', async () => {
     const fn = attentionLm();
     const kv = new KvSlotBackend(fn, { layers: 1, kvHeads: 2, headDim: 4, vocabSize: 11 }, 3, 64);
-    const full = new RecomputeBackend(async (seqs) => {
-      const out: Float32Array[] = [];
-      for (const s of seqs) {
-        const T = s.length;
-        const r = await fn({ batch: 1, newLength: T, pastLength: 0, inputIds: Int32Array.from(s), attentionMask: new Int32Array(T).fill(1), positionIds: Int32Array.from(s, (_, i) => i), past: [{ k: new Float32Array(0), v: new Float32Array(0) }] });
-        out.push(r.logits);
-      }
-      return out;
-    }, 11, 3, 64);
+    const full = new RecomputeBackend(
+      async (seqs) => {
+        const out: Float32Array[] = [];
+        for (const s of seqs) {
+          const T = s.length;
+          const r = await fn({
+            batch: 1,
+            newLength: T,
+            pastLength: 0,
+            inputIds: Int32Array.from(s),
+            attentionMask: new Int32Array(T).fill(1),
+            positionIds: Int32Array.from(s, (_, i) => i),
+            past: [{ k: new Float32Array(0), v: new Float32Array(0) }],
+          });
+          out.push(r.logits);
+        }
+        return out;
+      },
+      11,
+      3,
+      64,
+    );
     const script: { slot: number; tokens: number[] }[][] = [
-      [{ slot: 0, tokens: [1, 2, 3, 4, 5] }, { slot: 2, tokens: [7] }],
-      [{ slot: 0, tokens: [6] }, { slot: 2, tokens: [8, 9, 10] }, { slot: 1, tokens: [3, 3] }],
+      [
+        { slot: 0, tokens: [1, 2, 3, 4, 5] },
+        { slot: 2, tokens: [7] },
+      ],
+      [
+        { slot: 0, tokens: [6] },
+        { slot: 2, tokens: [8, 9, 10] },
+        { slot: 1, tokens: [3, 3] },
+      ],
       [{ slot: 1, tokens: [4] }],
       'release 0' as never,
-      [{ slot: 0, tokens: [9, 8] }, { slot: 1, tokens: [5, 6, 7, 1] }, { slot: 2, tokens: [2] }],
-      [{ slot: 0, tokens: [1] }, { slot: 1, tokens: [2] }, { slot: 2, tokens: [3] }],
+      [
+        { slot: 0, tokens: [9, 8] },
+        { slot: 1, tokens: [5, 6, 7, 1] },
+        { slot: 2, tokens: [2] },
+      ],
+      [
+        { slot: 0, tokens: [1] },
+        { slot: 1, tokens: [2] },
+        { slot: 2, tokens: [3] },
+      ],
       // Steady state (same slots, one token each) reuses the packed batch cache...
-      [{ slot: 0, tokens: [4] }, { slot: 1, tokens: [5] }, { slot: 2, tokens: [6] }],
-      [{ slot: 0, tokens: [7] }, { slot: 1, tokens: [8] }, { slot: 2, tokens: [9] }],
+      [
+        { slot: 0, tokens: [4] },
+        { slot: 1, tokens: [5] },
+        { slot: 2, tokens: [6] },
+      ],
+      [
+        { slot: 0, tokens: [7] },
+        { slot: 1, tokens: [8] },
+        { slot: 2, tokens: [9] },
+      ],
       // ...then a slot leaves and comes back with a fresh sequence while the others go on.
       'release 0' as never,
-      [{ slot: 1, tokens: [1] }, { slot: 2, tokens: [2] }],
-      [{ slot: 0, tokens: [3, 4, 5] }, { slot: 1, tokens: [6] }, { slot: 2, tokens: [7, 8] }],
-      [{ slot: 0, tokens: [9] }, { slot: 1, tokens: [10] }, { slot: 2, tokens: [1] }],
-      [{ slot: 2, tokens: [2] }, { slot: 0, tokens: [3] }],
-      [{ slot: 2, tokens: [4] }, { slot: 0, tokens: [5] }],
+      [
+        { slot: 1, tokens: [1] },
+        { slot: 2, tokens: [2] },
+      ],
+      [
+        { slot: 0, tokens: [3, 4, 5] },
+        { slot: 1, tokens: [6] },
+        { slot: 2, tokens: [7, 8] },
+      ],
+      [
+        { slot: 0, tokens: [9] },
+        { slot: 1, tokens: [10] },
+        { slot: 2, tokens: [1] },
+      ],
+      [
+        { slot: 2, tokens: [2] },
+        { slot: 0, tokens: [3] },
+      ],
+      [
+        { slot: 2, tokens: [4] },
+        { slot: 0, tokens: [5] },
+      ],
     ];
     let steps = 0;
     for (const step of script) {

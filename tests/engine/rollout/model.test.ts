@@ -7,13 +7,23 @@ import { flattenTrajectory } from '../../../engine/rollout/types';
 import { EOS, VOCAB, WordTokenizer, searchTasks } from './helpers';
 
 const tok = new WordTokenizer();
-const model = PolicyModel.init(tinyConfig({ vocabSize: VOCAB.length, hiddenSize: 32, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 256, eosTokenId: EOS, padTokenId: 0 }), 11, { threads: 1 });
+const model = PolicyModel.init(
+  tinyConfig({ vocabSize: VOCAB.length, hiddenSize: 32, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 256, eosTokenId: EOS, padTokenId: 0 }),
+  11,
+  { threads: 1 },
+);
 afterAll(() => model.dispose());
 
 function opts(over: Partial<RolloutOptions> = {}): RolloutOptions {
   return {
-    tasks: searchTasks(tok, 2), n: 3, seed: 9, sampling: { temperature: 0 }, tokenizer: tok,
-    limits: { maxNewTokens: 12, maxTurns: 3, maxTotalLength: 96 }, stop: { strings: ['</search>', '</answer>'], tokenIds: [EOS] }, ...over,
+    tasks: searchTasks(tok, 2),
+    n: 3,
+    seed: 9,
+    sampling: { temperature: 0 },
+    tokenizer: tok,
+    limits: { maxNewTokens: 12, maxTurns: 3, maxTotalLength: 96 },
+    stop: { strings: ['</search>', '</answer>'], tokenIds: [EOS] },
+    ...over,
   };
 }
 const ids = (ts: { turns: { tokenIds: number[] }[] }[]) => ts.map((t) => t.turns.map((u) => u.tokenIds));

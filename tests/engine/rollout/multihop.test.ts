@@ -35,7 +35,15 @@ describe('multihop rollouts through the real tools', () => {
   it('naive RAG and base tool calling run the untrained model through the same engine', async () => {
     initTinyModel(dir, { task: 'multihop', seed: 1, hidden: 32, layers: 1, heads: 2, maxLength: 512 });
     const rag = await openRolloutSource({ task: 'multihop', model: dir, questions: 4, seed: 3, mode: 'naive-rag', maxBatch: 8 });
-    const r = await rollout(rag.backend!, { tasks: rag.tasks, n: 2, seed: 3, sampling: { temperature: 1 }, tokenizer: rag.tokenizer, limits: { ...rag.limits, maxNewTokens: 12 }, stop: rag.stop });
+    const r = await rollout(rag.backend!, {
+      tasks: rag.tasks,
+      n: 2,
+      seed: 3,
+      sampling: { temperature: 1 },
+      tokenizer: rag.tokenizer,
+      limits: { ...rag.limits, maxNewTokens: 12 },
+      stop: rag.stop,
+    });
     for (const t of r.trajectories) {
       expect(t.promptText).toContain('<information>');
       expect(t.turns.filter((u) => u.role === 'model')).toHaveLength(1);
@@ -43,7 +51,15 @@ describe('multihop rollouts through the real tools', () => {
     }
     await rag.close();
     const tools = await openRolloutSource({ task: 'multihop', model: dir, questions: 4, seed: 3, maxBatch: 8 });
-    const b = await rollout(tools.backend!, { tasks: tools.tasks, n: 2, seed: 3, sampling: { temperature: 1 }, tokenizer: tools.tokenizer, limits: { ...tools.limits, maxNewTokens: 12 }, stop: tools.stop });
+    const b = await rollout(tools.backend!, {
+      tasks: tools.tasks,
+      n: 2,
+      seed: 3,
+      sampling: { temperature: 1 },
+      tokenizer: tools.tokenizer,
+      limits: { ...tools.limits, maxNewTokens: 12 },
+      stop: tools.stop,
+    });
     expect(b.trajectories).toHaveLength(8);
     expect(b.trajectories.every((t) => t.promptText.includes('search'))).toBe(true);
     // The untrained model's turns end on the env's feedback and continue: several model turns.
@@ -58,14 +74,19 @@ describe('multihop rollouts through the real tools', () => {
     console.log = (s: string) => logs.push(s);
     try {
       const program = await buildProgram();
-      await program.parseAsync(['rollout', '--task', 'multihop', '--policy', 'expert', '--n', '2', '--questions', '5', '--json', '--out', out], { from: 'user' });
+      await program.parseAsync(['rollout', '--task', 'multihop', '--policy', 'expert', '--n', '2', '--questions', '5', '--json', '--out', out], {
+        from: 'user',
+      });
     } finally {
       console.log = orig;
     }
     const summary = JSON.parse(logs.at(-1)!);
     expect(summary.trajectories).toBe(10);
     expect(summary.exactMatch).toBe(1);
-    const lines = readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const lines = readFileSync(out, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(lines).toHaveLength(10);
     expect(lines.map((l) => l.group).sort()).toEqual([0, 0, 1, 1, 2, 2, 3, 3, 4, 4]);
     expect(lines[0].turns[0].role).toBe('model');

@@ -17,8 +17,13 @@ describe('RecomputeBackend', () => {
       return out;
     };
     const o = {
-      tasks: searchTasks(tok), n: 3, seed: 5, sampling: { temperature: 0.9 }, tokenizer: tok,
-      limits: { maxNewTokens: 16, maxTurns: 3, maxTotalLength: 120 }, stop: { strings: ['</answer>'], tokenIds: [EOS] },
+      tasks: searchTasks(tok),
+      n: 3,
+      seed: 5,
+      sampling: { temperature: 0.9 },
+      tokenizer: tok,
+      limits: { maxNewTokens: 16, maxTurns: 3, maxTotalLength: 120 },
+      stop: { strings: ['</answer>'], tokenIds: [EOS] },
     };
     const cached = await rollout(new RnnBackend(4), o);
     const recomputed = await rollout(new RecomputeBackend(forward, VOCAB.length, 4, 512), o);

@@ -10,7 +10,9 @@ import { tinyConfig } from '../../../engine/model/config';
 import { sampleToken } from '../../../engine/rollout/sampling';
 import { Rng } from '../../../engine/rollout/rng';
 
-const models = [23, 300, 1000].map((V) => PolicyModel.init(tinyConfig({ vocabSize: V, hiddenSize: 32, layers: 1, heads: 2, kvHeads: 1, maxPositionEmbeddings: 64, padTokenId: 0 }), V, { threads: 1 }));
+const models = [23, 300, 1000].map((V) =>
+  PolicyModel.init(tinyConfig({ vocabSize: V, hiddenSize: 32, layers: 1, heads: 2, kvHeads: 1, maxPositionEmbeddings: 64, padTokenId: 0 }), V, { threads: 1 }),
+);
 afterAll(async () => {
   for (const m of models) await m.dispose();
 });
@@ -31,7 +33,16 @@ describe('decode graph sampling head', () => {
         invTemp: Float32Array.from(temps, (t) => (t === 0 ? 1 : 1 / t)),
         greedy: Float32Array.from(temps, (t) => (t === 0 ? 1 : 0)),
       };
-      const out = await model.decode({ batch: B, newLength: T, pastLength: 0, inputIds, attentionMask: new Int32Array(B * T).fill(1), positionIds, past: [], sample });
+      const out = await model.decode({
+        batch: B,
+        newLength: T,
+        pastLength: 0,
+        inputIds,
+        attentionMask: new Int32Array(B * T).fill(1),
+        positionIds,
+        past: [],
+        sample,
+      });
       const distinct = new Set<number>();
       for (let b = 0; b < B; b++) {
         const row = out.logits.slice(b * V, (b + 1) * V);
@@ -44,8 +55,16 @@ describe('decode graph sampling head', () => {
       }
       expect(distinct.size).toBeGreaterThan(3);
       // Uniforms at the extremes stay in range.
-      const edge = await model.decode({ batch: B, newLength: T, pastLength: 0, inputIds, attentionMask: new Int32Array(B * T).fill(1), positionIds, past: [],
-        sample: { u: Float32Array.from({ length: B }, (_, b) => (b % 2 ? 0 : 0.9999999)), invTemp: new Float32Array(B).fill(1), greedy: new Float32Array(B) } });
+      const edge = await model.decode({
+        batch: B,
+        newLength: T,
+        pastLength: 0,
+        inputIds,
+        attentionMask: new Int32Array(B * T).fill(1),
+        positionIds,
+        past: [],
+        sample: { u: Float32Array.from({ length: B }, (_, b) => (b % 2 ? 0 : 0.9999999)), invTemp: new Float32Array(B).fill(1), greedy: new Float32Array(B) },
+      });
       for (const id of edge.sampled.ids) expect(id >= 0 && id < V).toBe(true);
     });
 });

@@ -27,7 +27,10 @@ afterAll(async () => {
 
 /** A client that records which methods it called (to check the test covers the protocol). */
 function recording(client: EngineClient, called: Set<string>): EngineClient {
-  return { ...client, request: ((m: Method, p?: unknown) => (called.add(m), (client.request as (m: Method, p?: unknown) => Promise<unknown>)(m, p))) as EngineClient['request'] };
+  return {
+    ...client,
+    request: ((m: Method, p?: unknown) => (called.add(m), (client.request as (m: Method, p?: unknown) => Promise<unknown>)(m, p))) as EngineClient['request'],
+  };
 }
 
 async function trainedEngine() {
@@ -44,7 +47,11 @@ describe('protocol client', () => {
     const { home, engine, id } = await trainedEngine();
     const called = new Set<string>();
     const events: string[] = [];
-    const raw = createClient(inProcessTransport(engine), { onProtocolError: (m) => { throw new Error(m); } });
+    const raw = createClient(inProcessTransport(engine), {
+      onProtocolError: (m) => {
+        throw new Error(m);
+      },
+    });
     raw.onEvent((e) => events.push(e.event));
     const c = recording(raw, called);
 
@@ -90,13 +97,24 @@ describe('protocol client', () => {
 
     const out = join(home, 'out', 'd1');
     const ex = await c.request('runs.export', { id, prefix: out });
-    expect(ex.files.map((f) => [f.kind, f.count])).toEqual([['metrics', 10], ['trajectories', 2]]);
+    expect(ex.files.map((f) => [f.kind, f.count])).toEqual([
+      ['metrics', 10],
+      ['trajectories', 2],
+    ]);
     expect(readFileSync(`${out}.metrics.csv`, 'utf8').split('\n')[0]).toBe('step,time,loss,x/norm');
     await expect(c.request('runs.export', { id, prefix: 'relative/path' })).rejects.toThrow(/prefix must be an absolute path/);
 
     const dump = join(home, 'dump');
     mkdirSync(dump);
-    writeFileSync(join(dump, '1.jsonl'), [{ input: 'q1', output: 'a', score: 1 }, { input: 'q1', output: 'b', score: 0 }].map((o) => JSON.stringify(o)).join('\n'));
+    writeFileSync(
+      join(dump, '1.jsonl'),
+      [
+        { input: 'q1', output: 'a', score: 1 },
+        { input: 'q1', output: 'b', score: 0 },
+      ]
+        .map((o) => JSON.stringify(o))
+        .join('\n'),
+    );
     const imp = await c.request('runs.importVerl', { dir: dump, name: 'v' });
     expect(imp).toMatchObject({ trajectories: 2, steps: [1] });
     writeFileSync(join(dump, '2.jsonl'), '{"input": "q", "output": "x"}\n');
@@ -142,7 +160,10 @@ describe('CLI through the protocol client', () => {
     // The same commands against a served engine (another workspace: the served one).
     const served = await createEngine({ home: mkdtempSync(join(tmpdir(), 'arbor-served-')) });
     const web = await serveWebSocket(served);
-    cleanups.push(async () => { await web.close(); served.close(); });
+    cleanups.push(async () => {
+      await web.close();
+      served.close();
+    });
     served.store!.createRun({ name: 'served-run', status: 'completed' });
     const remote = JSON.parse(await arbor('runs', '--json', '--engine', web.url)) as { id: string; name: string }[];
     expect(remote.map((r) => r.name)).toEqual(['served-run']);

@@ -29,9 +29,16 @@ beforeAll(async () => {
   home = mkdtempSync(join(tmpdir(), 'arbor-stop-'));
   const dir = join(home, 'model');
   initTinyModel(dir, { task: 'multihop', seed: 7, hidden: 32, layers: 1, heads: 4, maxLength: 256 });
-  bigramModel(dir, [['assistant', city], [city, city]]);
+  bigramModel(dir, [
+    ['assistant', city],
+    [city, city],
+  ]);
   engine = await createEngine({ home });
-  const runId = engine.store!.createRun({ name: 'long', template: 'multihop', config: { task: { kind: 'multihop', eval_seed: 1001 }, rollout: { max_turns: 1, max_new_tokens: 200, max_total_length: 256 } } });
+  const runId = engine.store!.createRun({
+    name: 'long',
+    template: 'multihop',
+    config: { task: { kind: 'multihop', eval_seed: 1001 }, rollout: { max_turns: 1, max_new_tokens: 200, max_total_length: 256 } },
+  });
   checkpoint = engine.store!.addCheckpoint(runId, 1, dir);
   ({ web, transport, store } = await storeOverWebSocket(engine));
 });

@@ -34,14 +34,19 @@ let checkpointId: string;
  * protocol on receipt); collects the chat events it pushes.
  */
 async function request(method: Method, params: unknown) {
-  const c = createClient(inProcessTransport(engine), { onProtocolError: (m) => { throw new Error(m); } });
+  const c = createClient(inProcessTransport(engine), {
+    onProtocolError: (m) => {
+      throw new Error(m);
+    },
+  });
   const events: Record<string, unknown>[] = [];
   c.on('chat', (d) => events.push(d));
   try {
     const result: any = await (c.request as (m: Method, p: unknown) => Promise<unknown>)(method, params);
     return { reply: { result } as { result?: any; error?: { message: string } }, events };
   } catch (e) {
-    if (e instanceof EngineError && e.code !== 'bad_result') return { reply: { error: { message: e.message } } as { result?: any; error?: { message: string } }, events };
+    if (e instanceof EngineError && e.code !== 'bad_result')
+      return { reply: { error: { message: e.message } } as { result?: any; error?: { message: string } }, events };
     throw e;
   } finally {
     c.close();
@@ -86,7 +91,11 @@ beforeAll(async () => {
   ]);
   engine = await createEngine({ home });
   const store = engine.store!;
-  const runId = store.createRun({ name: 'trained', template: 'multihop', config: { task: { kind: 'multihop', eval_seed: WORLD }, rollout: { max_turns: 3, max_new_tokens: 8, max_total_length: 256 }, eval: { temperature: 0 } } });
+  const runId = store.createRun({
+    name: 'trained',
+    template: 'multihop',
+    config: { task: { kind: 'multihop', eval_seed: WORLD }, rollout: { max_turns: 3, max_new_tokens: 8, max_total_length: 256 }, eval: { temperature: 0 } },
+  });
   checkpointId = store.addCheckpoint(runId, 4, modelDir);
 });
 
@@ -97,7 +106,11 @@ afterAll(async () => {
 
 describe('playground.chat', () => {
   it('runs the checkpoint with its tools and streams tokens, the tool call, the observation and the end', async () => {
-    const { reply, events } = await request('playground.chat', { checkpoint: checkpointId, messages: [{ role: 'user', content: `where is ${city} ?` }], chatId: 'c1' });
+    const { reply, events } = await request('playground.chat', {
+      checkpoint: checkpointId,
+      messages: [{ role: 'user', content: `where is ${city} ?` }],
+      chatId: 'c1',
+    });
     expect(reply.error).toBeUndefined();
     expect(events.every((e) => e.chatId === 'c1')).toBe(true);
     const kinds = events.map((e) => e.type);
@@ -132,7 +145,11 @@ describe('playground.chat', () => {
   it('continues a conversation; a switched-off tool becomes an error observation', async () => {
     const { reply, events } = await request('playground.chat', {
       checkpoint: checkpointId,
-      messages: [{ role: 'user', content: 'hello' }, { role: 'assistant', content: `<answer> ${country} </answer>` }, { role: 'user', content: `and ${city} ?` }],
+      messages: [
+        { role: 'user', content: 'hello' },
+        { role: 'assistant', content: `<answer> ${country} </answer>` },
+        { role: 'user', content: `and ${city} ?` },
+      ],
       tools: [],
     });
     expect(reply.error).toBeUndefined();
@@ -147,9 +164,18 @@ describe('playground.chat', () => {
     // A second folder whose chain loops on searching: three turns (rollout.max_turns) then a limit stop.
     const loopDir = join(home, 'loop');
     initTinyModel(loopDir, { task: 'multihop', seed: 6, hidden: 32, layers: 1, heads: 4, maxLength: 256 });
-    bigramModel(loopDir, [['assistant', '<search>'], ['<search>', city], [city, '</search>'], ['</information>', '<search>']]);
+    bigramModel(loopDir, [
+      ['assistant', '<search>'],
+      ['<search>', city],
+      [city, '</search>'],
+      ['</information>', '<search>'],
+    ]);
     const store = engine.store!;
-    const runId = store.createRun({ name: 'loops', template: 'multihop', config: { task: { kind: 'multihop', eval_seed: WORLD }, rollout: { max_turns: 3, max_new_tokens: 8, max_total_length: 256 } } });
+    const runId = store.createRun({
+      name: 'loops',
+      template: 'multihop',
+      config: { task: { kind: 'multihop', eval_seed: WORLD }, rollout: { max_turns: 3, max_new_tokens: 8, max_total_length: 256 } },
+    });
     const ck = store.addCheckpoint(runId, 1, loopDir);
     const { reply, events } = await request('playground.chat', { checkpoint: ck, messages: [{ role: 'user', content: city }] });
     expect(reply.error).toBeUndefined();
@@ -159,10 +185,18 @@ describe('playground.chat', () => {
 
   it("searches a qa run's dataset contexts instead of a world", async () => {
     const file = join(home, 'qa.jsonl');
-    const ctx = [[`${city} notes`, [`${city} is a quiet harbour town on the north coast .`]], ['second', ['nothing here .']], ['third', ['still nothing .']]];
+    const ctx = [
+      [`${city} notes`, [`${city} is a quiet harbour town on the north coast .`]],
+      ['second', ['nothing here .']],
+      ['third', ['still nothing .']],
+    ];
     writeFileSync(file, [0, 1, 2, 3, 4].map((i) => JSON.stringify({ question: `q${i} ?`, answer: 'x', context: ctx })).join('\n') + '\n');
     const store = engine.store!;
-    const runId = store.createRun({ name: 'qa', template: 'qa', config: { task: { kind: 'qa', dataset: file }, rollout: { max_turns: 3, max_new_tokens: 8, max_total_length: 256 } } });
+    const runId = store.createRun({
+      name: 'qa',
+      template: 'qa',
+      config: { task: { kind: 'qa', dataset: file }, rollout: { max_turns: 3, max_new_tokens: 8, max_total_length: 256 } },
+    });
     const ck = store.addCheckpoint(runId, 1, modelDir);
     const { reply, events } = await request('playground.chat', { checkpoint: ck, messages: [{ role: 'user', content: city }] });
     expect(reply.error).toBeUndefined();
@@ -175,9 +209,16 @@ describe('playground.chat', () => {
     // A folder whose chain never ends a turn (city → city …) under a 200-token turn limit.
     const longDir = join(home, 'long');
     initTinyModel(longDir, { task: 'multihop', seed: 7, hidden: 32, layers: 1, heads: 4, maxLength: 256 });
-    bigramModel(longDir, [['assistant', city], [city, city]]);
+    bigramModel(longDir, [
+      ['assistant', city],
+      [city, city],
+    ]);
     const store = engine.store!;
-    const runId = store.createRun({ name: 'long', template: 'multihop', config: { task: { kind: 'multihop', eval_seed: WORLD }, rollout: { max_turns: 1, max_new_tokens: 200, max_total_length: 256 } } });
+    const runId = store.createRun({
+      name: 'long',
+      template: 'multihop',
+      config: { task: { kind: 'multihop', eval_seed: WORLD }, rollout: { max_turns: 1, max_new_tokens: 200, max_total_length: 256 } },
+    });
     const ck = store.addCheckpoint(runId, 1, longDir);
     // Cancel from the client as soon as the first token arrives.
     const { reply, events, cancelReply } = await chatCancelledOn('token', { checkpoint: ck, messages: [{ role: 'user', content: city }], chatId: 'long' });
@@ -203,12 +244,22 @@ describe('playground.chat', () => {
 
   it('stops a chat cancelled after a finished turn, before its tool calls run (no error)', async () => {
     // The first turn ("<search> city </search>") is complete; its call has not run yet.
-    const { reply, events, cancelReply } = await chatCancelledOn('turn', { checkpoint: checkpointId, messages: [{ role: 'user', content: `where is ${city} ?` }], chatId: 'mid' });
+    const { reply, events, cancelReply } = await chatCancelledOn('turn', {
+      checkpoint: checkpointId,
+      messages: [{ role: 'user', content: `where is ${city} ?` }],
+      chatId: 'mid',
+    });
     expect(reply.error).toBeUndefined();
     expect(cancelReply).toEqual({ cancelled: true });
     expect(events.some((e) => e.type === 'error')).toBe(false);
     expect(events.some((e) => e.type === 'tool_call' || e.type === 'observation')).toBe(false);
-    expect(events[events.length - 1]).toEqual({ chatId: 'mid', type: 'done', text: `<search> ${city} </search>`, reason: 'stopped by the user', stopped: true });
+    expect(events[events.length - 1]).toEqual({
+      chatId: 'mid',
+      type: 'done',
+      text: `<search> ${city} </search>`,
+      reason: 'stopped by the user',
+      stopped: true,
+    });
     expect(reply.result).toMatchObject({ chatId: 'mid', stopped: true, checkpoint: { id: checkpointId, step: 4 } });
     expect(reply.result.transcript).toEqual([{ role: 'assistant', content: `<search> ${city} </search>`, tokens: expect.any(Number) }]);
   });
@@ -226,9 +277,17 @@ describe('playground.chat', () => {
           }
         },
       };
-      void engine.handle(client, { id: 12, method: 'playground.chat', params: { checkpoint: checkpointId, messages: [{ role: 'user', content: `where is ${city} ?` }], chatId: 'first' } });
+      void engine.handle(client, {
+        id: 12,
+        method: 'playground.chat',
+        params: { checkpoint: checkpointId, messages: [{ role: 'user', content: `where is ${city} ?` }], chatId: 'first' },
+      });
       // Chats run one at a time: 'queued' waits behind 'first' and is cancelled while waiting.
-      void engine.handle(client, { id: 13, method: 'playground.chat', params: { checkpoint: checkpointId, messages: [{ role: 'user', content: city }], chatId: 'queued' } });
+      void engine.handle(client, {
+        id: 13,
+        method: 'playground.chat',
+        params: { checkpoint: checkpointId, messages: [{ role: 'user', content: city }], chatId: 'queued' },
+      });
       void engine.handle(client, { id: 14, method: 'playground.cancel', params: { chatId: 'queued' } });
     });
     expect(got[14].result).toEqual({ cancelled: true });
@@ -247,7 +306,13 @@ describe('playground.chat', () => {
   });
 
   it('reads limits and the world from the run config, with defaults for what is missing', () => {
-    expect(chatSettings({ task: { eval_seed: 7 }, rollout: { max_turns: 2 } })).toEqual({ world: 7, maxTurns: 2, maxNewTokens: 32, maxTotalLength: 384, temperature: 0 });
+    expect(chatSettings({ task: { eval_seed: 7 }, rollout: { max_turns: 2 } })).toEqual({
+      world: 7,
+      maxTurns: 2,
+      maxNewTokens: 32,
+      maxTotalLength: 384,
+      temperature: 0,
+    });
     expect(chatSettings({ task: { eval_seed: 'x' } }).world).toBe(1001);
     expect(chatSettings({ task: { kind: 'qa', dataset: '/d.jsonl' } }).dataset).toBe('/d.jsonl');
     expect(chatSettings({ task: { kind: 'multihop', dataset: '/d.jsonl' } }).dataset).toBeUndefined();

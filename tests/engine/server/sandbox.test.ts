@@ -32,8 +32,22 @@ beforeAll(async () => {
   const store = engine.store!;
   const runId = store.createRun({ name: 'r', template: 'multihop', config: {} });
   store.writeTrajectory(runId, {
-    step: 1, group: 0, sample: 0, task: 'q1', prompt: 'question : where was alvin born ?', reward: 0,
-    outcome: { answer: 'oban', golds: ['Oban'], components: { exact_match: 1 }, exactMatch: true, formatOk: true, toolCalls: 1, toolErrors: 0, truncated: false },
+    step: 1,
+    group: 0,
+    sample: 0,
+    task: 'q1',
+    prompt: 'question : where was alvin born ?',
+    reward: 0,
+    outcome: {
+      answer: 'oban',
+      golds: ['Oban'],
+      components: { exact_match: 1 },
+      exactMatch: true,
+      formatOk: true,
+      toolCalls: 1,
+      toolErrors: 0,
+      truncated: false,
+    },
     turns: [
       { role: 'env', text: 'question : where was alvin born ?', tokenIds: [1], lossMask: [0] },
       { role: 'model', text: '<search> alvin </search>', tokenIds: [2, 3, 4], lossMask: [1, 1, 1] },
@@ -56,7 +70,8 @@ describe('editor methods', () => {
   });
 
   it('sandbox.tryTool runs a tool; a throwing one reports its line', async () => {
-    const source = "export const tool = {\n  name: 'echo', description: 'e', parameters: { type: 'object' },\n  execute(a: { q?: string }) {\n    if (!a.q) throw new Error('q is required');\n    return { content: a.q, success: true };\n  },\n};\n";
+    const source =
+      "export const tool = {\n  name: 'echo', description: 'e', parameters: { type: 'object' },\n  execute(a: { q?: string }) {\n    if (!a.q) throw new Error('q is required');\n    return { content: a.q, success: true };\n  },\n};\n";
     const ok = await call('sandbox.tryTool', { source, path: 'tools/echo.ts', args: { q: 'hello' } });
     expect(ok.result).toMatchObject({ ok: true, value: { content: 'hello', success: true } });
     const bad = await call('sandbox.tryTool', { source, path: 'tools/echo.ts', args: {} });
@@ -65,7 +80,8 @@ describe('editor methods', () => {
   }, 60_000);
 
   it('sandbox.tryReward scores a stored trajectory with its gold answers and turns', async () => {
-    const source = "import { exactMatch } from 'arbor/env';\nexport const reward = (e: { answer?: string; golds: string[]; turns: string[] }) => exactMatch(e.answer ?? '', e.golds) * 10 + e.turns.length;\n";
+    const source =
+      "import { exactMatch } from 'arbor/env';\nexport const reward = (e: { answer?: string; golds: string[]; turns: string[] }) => exactMatch(e.answer ?? '', e.golds) * 10 + e.turns.length;\n";
     const r = await call('sandbox.tryReward', { source, path: 'rewards/x.ts', trajectoryId });
     expect(r.result).toMatchObject({ ok: true, value: { reward: 12 } });
   }, 60_000);
@@ -74,17 +90,23 @@ describe('editor methods', () => {
 describe('user environment template', () => {
   it('rejects an environment naming a missing file', async () => {
     writeUserEnvironment(join(home, 'workspace'));
-    const r = await call('runs.start', { template: 'user-env', config: { model: { init: 'tiny' }, task: { kind: 'qa', dataset: 'envs/qa.jsonl' }, environment: { tools: ['tools/nope.ts'] } } });
+    const r = await call('runs.start', {
+      template: 'user-env',
+      config: { model: { init: 'tiny' }, task: { kind: 'qa', dataset: 'envs/qa.jsonl' }, environment: { tools: ['tools/nope.ts'] } },
+    });
     expect(r.error?.message).toMatch(/environment: no file tools\/nope\.ts in the workspace/);
   });
 
   it('trains with the user search tool and reward running in the sandbox', async () => {
     writeUserEnvironment(join(home, 'workspace'));
     const config = {
-      model: { init: 'tiny' }, task: { kind: 'qa', dataset: 'envs/qa.jsonl' }, steps: 1,
+      model: { init: 'tiny' },
+      task: { kind: 'qa', dataset: 'envs/qa.jsonl' },
+      steps: 1,
       rollout: { prompts_per_step: 2, n: 2, max_turns: 3, max_new_tokens: 12 },
       sft: { warm_start: true, epochs: 1, demos: 4, batch_size: 4 },
-      eval: { every: 0, n_questions: 2 }, checkpoint: { every: 1, keep: 1 },
+      eval: { every: 0, n_questions: 2 },
+      checkpoint: { every: 1, keep: 1 },
       environment: { tools: ['tools/search.ts'], reward: 'rewards/r.ts' },
     };
     const started = await call('runs.start', { template: 'user-env', config });
@@ -107,7 +129,10 @@ describe('user environment template', () => {
     expect(o.components).toHaveProperty('searched');
 
     // A reward that throws fails the run with its file and TypeScript line.
-    writeFileSync(join(home, 'workspace', 'rewards', 'bad.ts'), 'export function reward(e: { golds: string[] }) {\n  const g = e.golds[9];\n  return g.length;\n}\n');
+    writeFileSync(
+      join(home, 'workspace', 'rewards', 'bad.ts'),
+      'export function reward(e: { golds: string[] }) {\n  const g = e.golds[9];\n  return g.length;\n}\n',
+    );
     const bad = (await call('runs.start', { template: 'user-env', config: { ...config, environment: { reward: 'rewards/bad.ts' } } })).result.id as string;
     for (let i = 0; i < 600; i++) {
       run = (await call('runs.get', { id: bad })).result;

@@ -11,7 +11,12 @@ import { descentTemplate } from './fixtures/descent-job';
 import type { RunTemplate } from '../../../engine/server/runs';
 
 const servers: { s: WebServer; e: EngineServer }[] = [];
-afterAll(async () => { for (const x of servers) { await x.s.close(); x.e.close(); } });
+afterAll(async () => {
+  for (const x of servers) {
+    await x.s.close();
+    x.e.close();
+  }
+});
 
 async function boot() {
   const home = mkdtempSync(join(tmpdir(), 'arbor-srv-'));
@@ -32,20 +37,36 @@ class WsClient {
     this.ws.on('message', (d) => {
       const m = JSON.parse(d.toString());
       if (m.event) this.events.push(m);
-      else if (m.id != null && this.pending.has(m.id)) { this.pending.get(m.id)!(m); this.pending.delete(m.id); }
-      else this.events.push(m);
+      else if (m.id != null && this.pending.has(m.id)) {
+        this.pending.get(m.id)!(m);
+        this.pending.delete(m.id);
+      } else this.events.push(m);
     });
     this.closed = new Promise((r) => this.ws.on('close', (code) => r(code)));
   }
-  open() { return new Promise<void>((r, j) => { this.ws.once('open', () => r()); this.ws.once('error', j); }); }
+  open() {
+    return new Promise<void>((r, j) => {
+      this.ws.once('open', () => r());
+      this.ws.once('error', j);
+    });
+  }
   call(method: string, params?: unknown): Promise<any> {
     const id = this.next++;
-    return new Promise((r) => { this.pending.set(id, r); this.ws.send(JSON.stringify({ id, method, params })); });
+    return new Promise((r) => {
+      this.pending.set(id, r);
+      this.ws.send(JSON.stringify({ id, method, params }));
+    });
   }
-  raw(text: string) { this.ws.send(text); }
+  raw(text: string) {
+    this.ws.send(text);
+  }
   async waitFor(pred: (e: any) => boolean, ms = 10000) {
     const t0 = Date.now();
-    while (Date.now() - t0 < ms) { const e = this.events.find(pred); if (e) return e; await new Promise((r) => setTimeout(r, 10)); }
+    while (Date.now() - t0 < ms) {
+      const e = this.events.find(pred);
+      if (e) return e;
+      await new Promise((r) => setTimeout(r, 10));
+    }
     throw new Error('event not seen');
   }
 }
@@ -126,7 +147,11 @@ describe('run manager', () => {
     const e = new EngineServer({ home, templates: [descentTemplate] });
     const { port1, port2 } = new MessageChannel();
     attachPort(e, port1);
-    const got = new Promise<any>((r) => port2.on('message', (m) => { if (m.id === 7) r(m); }));
+    const got = new Promise<any>((r) =>
+      port2.on('message', (m) => {
+        if (m.id === 7) r(m);
+      }),
+    );
     port2.postMessage({ id: 7, method: 'templates.list' });
     expect((await got).result[0].id).toBe('descent');
     port1.close();
@@ -136,7 +161,9 @@ describe('run manager', () => {
     const home = mkdtempSync(join(tmpdir(), 'arbor-srv-'));
     const e = new EngineServer({ home });
     const job = (stoppedEarly: boolean): RunTemplate => ({
-      id: `late-stop-${stoppedEarly}`, name: 'late stop', schema: {},
+      id: `late-stop-${stoppedEarly}`,
+      name: 'late stop',
+      schema: {},
       async run(ctx) {
         ctx.metric(1, { x: 1 });
         await new Promise<void>((r) => ctx.signal.addEventListener('abort', () => r()));

@@ -38,7 +38,11 @@ describe('schema and migrations', () => {
     const file = join(tmp(), 'bad.db');
     writeFileSync(file, Buffer.concat([Buffer.from('SQLite format 3\0'), Buffer.alloc(4096, 0x5a)]));
     let err: unknown;
-    try { openDatabase(file); } catch (e) { err = e; }
+    try {
+      openDatabase(file);
+    } catch (e) {
+      err = e;
+    }
     expect(err).toBeInstanceOf(WorkspaceError);
     expect((err as Error).message).toMatch(new RegExp(`^${file}: not a usable Arbor database`));
   });
@@ -104,9 +108,26 @@ describe('queries', () => {
   it('trajectories: search by step, reward range, tool error, task text; groups; per-token BLOBs round-trip', () => {
     const turns = (err: boolean) => [
       { role: 'env', text: 'where was ada born ?', tokenIds: [5, 6, 7] },
-      { role: 'model', text: '<search> ada </search>', tokenIds: [1, 2, 3], logprob: [-0.5, -0.25, -1], entropy: [1, 2, 3], lossMask: [1, 1, 1], toolCalls: [{ name: 'search', args: { query: 'ada' }, result: 'x', error: err ? 'timeout' : undefined }] },
+      {
+        role: 'model',
+        text: '<search> ada </search>',
+        tokenIds: [1, 2, 3],
+        logprob: [-0.5, -0.25, -1],
+        entropy: [1, 2, 3],
+        lossMask: [1, 1, 1],
+        toolCalls: [{ name: 'search', args: { query: 'ada' }, result: 'x', error: err ? 'timeout' : undefined }],
+      },
     ];
-    for (let g = 0; g < 2; g++) for (let k = 0; k < 3; k++) s.writeTrajectory(a, { step: 1, group: g, sample: k, task: g ? 'who wrote the red river ?' : 'where was ada born ?', reward: k / 2, turns: turns(k === 2) });
+    for (let g = 0; g < 2; g++)
+      for (let k = 0; k < 3; k++)
+        s.writeTrajectory(a, {
+          step: 1,
+          group: g,
+          sample: k,
+          task: g ? 'who wrote the red river ?' : 'where was ada born ?',
+          reward: k / 2,
+          turns: turns(k === 2),
+        });
     expect(s.searchTrajectories({ runId: a, step: 1 }).length).toBe(6);
     expect(s.searchTrajectories({ runId: a, minReward: 0.5, maxReward: 0.5 }).length).toBe(2);
     expect(s.searchTrajectories({ runId: a, errorsOnly: true }).map((t) => t.sample)).toEqual([2, 2]);
@@ -135,9 +156,17 @@ describe('queries', () => {
     const p3 = s.createRun({ name: 'p3', project: 'ablations' });
     expect(s.getRun(p1).project).toBe('search-r1');
     expect(s.getRun(a).project).toBeNull();
-    expect(s.listRuns({ project: 'search-r1' }).map((r) => r.id).sort()).toEqual([p1, p2].sort());
+    expect(
+      s
+        .listRuns({ project: 'search-r1' })
+        .map((r) => r.id)
+        .sort(),
+    ).toEqual([p1, p2].sort());
     expect(s.listRuns({ project: 'ablations', sort: 'reward/mean' }).map((r) => r.id)).toEqual([p3]);
-    expect(s.projects()).toEqual([{ name: 'ablations', runs: 1 }, { name: 'search-r1', runs: 2 }]);
+    expect(s.projects()).toEqual([
+      { name: 'ablations', runs: 1 },
+      { name: 'search-r1', runs: 2 },
+    ]);
   });
   it('notes, tags, and a resumed run loses its old error', () => {
     const r = s.createRun({ name: 'n', tags: ['x'] });
@@ -158,7 +187,12 @@ describe('queries', () => {
     w.metrics(r, 1, { loss: 1 });
     w.trajectory(r, { step: 1, group: 0, sample: 0, reward: 1, turns: [{ role: 'model', text: 'x', tokenIds: [1] }] });
     let seen = -1;
-    const done = new Promise<void>((res) => w.afterCommit(() => { seen = s.searchTrajectories({ runId: r }).length; res(); }));
+    const done = new Promise<void>((res) =>
+      w.afterCommit(() => {
+        seen = s.searchTrajectories({ runId: r }).length;
+        res();
+      }),
+    );
     expect(seen).toBe(-1); // not committed inside the caller's call
     expect(s.searchTrajectories({ runId: r }).length).toBe(0);
     await done;
@@ -209,13 +243,18 @@ describe('crash safety', () => {
     const file = join(tmp(), 'crash.db');
     openDatabase(file).close();
     for (let round = 0; round < 3; round++) {
-      const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'fixtures', 'writer.ts'), file, String(round)], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'fixtures', 'writer.ts'), file, String(round)], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
       let out = '';
       await new Promise<void>((resolve) => {
         child.stdout.on('data', (d) => {
           out += d;
           // Kill at a different moment each round, in the middle of writing.
-          if ((out.match(/step/g) ?? []).length >= 5 + round * 7) { child.kill('SIGKILL'); resolve(); }
+          if ((out.match(/step/g) ?? []).length >= 5 + round * 7) {
+            child.kill('SIGKILL');
+            resolve();
+          }
         });
         child.on('exit', () => resolve());
       });

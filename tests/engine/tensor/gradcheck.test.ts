@@ -10,7 +10,15 @@ import { evaluate } from '../../../engine/tensor/refeval';
 import type { HostTensor } from '../../../engine/tensor/host';
 import type { Ops } from '../../../engine/tensor/ops';
 
-type Case = { name: string; rule: string; inputs: InputSpec[]; ints?: Record<string, number[]>; positive?: boolean; f: (o: Ops<GNode>, x: Record<string, GNode>) => GNode; ref?: (o: Ops<GNode>, x: Record<string, GNode>) => GNode };
+type Case = {
+  name: string;
+  rule: string;
+  inputs: InputSpec[];
+  ints?: Record<string, number[]>;
+  positive?: boolean;
+  f: (o: Ops<GNode>, x: Record<string, GNode>) => GNode;
+  ref?: (o: Ops<GNode>, x: Record<string, GNode>) => GNode;
+};
 
 const F = (name: string, shape: number[]): InputSpec => ({ name, dtype: 'float64', shape });
 const I = (name: string, shape: number[]): InputSpec => ({ name, dtype: 'int32', shape });
@@ -44,8 +52,23 @@ const cases: Case[] = [
   { name: 'logSoftmax axis0', rule: 'logSoftmax', inputs: [F('a', [3, 2])], f: (o, x) => o.logSoftmax(x.a, 0) },
   // Token logprobs: picking entries of a log-softmax along its axis folds the scatter into the
   // log-softmax rule (autodiff.ts); the same tensor also used elsewhere takes the general rule.
-  { name: 'logSoftmax picked (folded scatter)', rule: 'logSoftmax', inputs: [F('a', [2, 3, 4]), I('i', [2, 3, 1])], ints: { i: [0, 3, 3, 1, 1, 2] }, f: (o, x) => o.gatherElements(o.logSoftmax(x.a, -1), x.i, 2) },
-  { name: 'logSoftmax picked and reused', rule: 'logSoftmax', inputs: [F('a', [2, 4]), I('i', [2, 1])], ints: { i: [2, 0] }, f: (o, x) => { const lp = o.logSoftmax(x.a, 1); return o.add(o.gatherElements(lp, x.i, 1), o.sum(o.mul(o.exp(lp), lp), [1], true)); } },
+  {
+    name: 'logSoftmax picked (folded scatter)',
+    rule: 'logSoftmax',
+    inputs: [F('a', [2, 3, 4]), I('i', [2, 3, 1])],
+    ints: { i: [0, 3, 3, 1, 1, 2] },
+    f: (o, x) => o.gatherElements(o.logSoftmax(x.a, -1), x.i, 2),
+  },
+  {
+    name: 'logSoftmax picked and reused',
+    rule: 'logSoftmax',
+    inputs: [F('a', [2, 4]), I('i', [2, 1])],
+    ints: { i: [2, 0] },
+    f: (o, x) => {
+      const lp = o.logSoftmax(x.a, 1);
+      return o.add(o.gatherElements(lp, x.i, 1), o.sum(o.mul(o.exp(lp), lp), [1], true));
+    },
+  },
   { name: 'reshape with -1', rule: 'reshape', inputs: [F('a', [2, 6])], f: (o, x) => o.mul(o.reshape(x.a, [3, -1]), o.reshape(x.a, [3, 4])) },
   { name: 'reshapeLike (via squeeze grad)', rule: 'reshapeLike', inputs: [F('a', [3, 1])], f: (o, x) => o.exp(o.squeeze(x.a, [1])) },
   { name: 'transpose', rule: 'transpose', inputs: [F('a', [2, 3, 4])], f: (o, x) => o.transpose(x.a, [2, 0, 1]) },
@@ -55,14 +78,20 @@ const cases: Case[] = [
   { name: 'squeeze', rule: 'squeeze', inputs: [F('a', [1, 3])], f: (o, x) => o.sin(o.squeeze(x.a, [0])) },
   { name: 'expandAs', rule: 'expandAs', inputs: [F('a', [3, 1]), F('b', [2, 3, 4])], f: (o, x) => o.mul(o.expandAs(x.a, x.b), x.b) },
   { name: 'gather repeated', rule: 'gather', inputs: [F('a', [5, 3]), I('i', [2, 3])], ints: { i: [0, 4, 4, 1, 4, 0] }, f: (o, x) => o.gather(x.a, x.i) },
-  { name: 'gatherElements', rule: 'gatherElements', inputs: [F('a', [2, 4]), I('i', [2, 3])], ints: { i: [0, 3, 3, 1, 1, 2] }, f: (o, x) => o.gatherElements(x.a, x.i, 1) },
+  {
+    name: 'gatherElements',
+    rule: 'gatherElements',
+    inputs: [F('a', [2, 4]), I('i', [2, 3])],
+    ints: { i: [0, 3, 3, 1, 1, 2] },
+    f: (o, x) => o.gatherElements(x.a, x.i, 1),
+  },
 ];
 
 const NO_GRADIENT = ['const', 'input', 'range', 'greater', 'less', 'equal', 'zerosLike', 'dimProduct'];
 
 function rng(seed: number) {
   let s = seed;
-  return () => ((s = (s * 1103515245 + 12345) % 2147483648) / 2147483648);
+  return () => (s = (s * 1103515245 + 12345) % 2147483648) / 2147483648;
 }
 
 function feedsFor(c: Case, seed: number): Record<string, HostTensor> {
@@ -89,13 +118,23 @@ describe('gradient rules: finite differences in float64', () => {
       // loss = sum(f(x) * w) with fixed random w, so every output element matters.
       const floatInputs = c.inputs.filter((s) => s.dtype === 'float64').map((s) => s.name);
       let outShape: number[] = [];
-      const build = (fn: Case['f']) => traceGraph(c.inputs, (o, x) => {
-        const y = fn(o, x);
-        outShape = y.shape as number[];
-        const n = outShape.reduce((a, b) => a * b, 1);
-        const w = o.constant(Array.from({ length: n }, (_, i) => Math.cos(1.3 * i + 0.4)), outShape, 'float64');
-        return { loss: o.sum(o.mul(y, w), outShape.map((_, i) => i)) };
-      });
+      const build = (fn: Case['f']) =>
+        traceGraph(c.inputs, (o, x) => {
+          const y = fn(o, x);
+          outShape = y.shape as number[];
+          const n = outShape.reduce((a, b) => a * b, 1);
+          const w = o.constant(
+            Array.from({ length: n }, (_, i) => Math.cos(1.3 * i + 0.4)),
+            outShape,
+            'float64',
+          );
+          return {
+            loss: o.sum(
+              o.mul(y, w),
+              outShape.map((_, i) => i),
+            ),
+          };
+        });
       const g = build(c.f);
       const fdGraph = c.ref ? build(c.ref) : g;
       const gg = withGradients(g, 'loss', floatInputs);
@@ -107,8 +146,10 @@ describe('gradient rules: finite differences in float64', () => {
         const grad = analytic[`grad.${name}`].data as Float64Array;
         expect(grad.length).toBe(base.length);
         for (let i = 0; i < base.length; i++) {
-          const plus = Float64Array.from(base); plus[i] += eps;
-          const minus = Float64Array.from(base); minus[i] -= eps;
+          const plus = Float64Array.from(base);
+          plus[i] += eps;
+          const minus = Float64Array.from(base);
+          minus[i] -= eps;
           const lp = evaluate(fdGraph, { ...feeds, [name]: { ...feeds[name], data: plus } }).loss.data[0] as number;
           const lm = evaluate(fdGraph, { ...feeds, [name]: { ...feeds[name], data: minus } }).loss.data[0] as number;
           const fd = (lp - lm) / (2 * eps);

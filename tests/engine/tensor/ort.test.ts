@@ -7,15 +7,23 @@ import { OrtRunner, ortInfo, resolveProviders } from '../../../engine/tensor/ort
 import { f32, i32, type HostTensor } from '../../../engine/tensor/host';
 
 const runners: OrtRunner[] = [];
-afterAll(async () => { for (const r of runners) await r.dispose(); });
+afterAll(async () => {
+  for (const r of runners) await r.dispose();
+});
 
 function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let num = 0, den = 0;
-  for (let i = 0; i < b.length; i++) { num += (a[i] - b[i]) ** 2; den += b[i] ** 2; }
+  let num = 0,
+    den = 0;
+  for (let i = 0; i < b.length; i++) {
+    num += (a[i] - b[i]) ** 2;
+    den += b[i] ** 2;
+  }
   return Math.sqrt(num) / Math.max(Math.sqrt(den), 1e-12);
 }
 
-function seq(n: number, f: (i: number) => number): number[] { return Array.from({ length: n }, (_, i) => f(i)); }
+function seq(n: number, f: (i: number) => number): number[] {
+  return Array.from({ length: n }, (_, i) => f(i));
+}
 
 // A small attention-like program with symbolic batch/seq dims touching most ops.
 const program = traceGraph(
@@ -43,8 +51,14 @@ const program = traceGraph(
   },
 );
 const feeds: Record<string, HostTensor> = {
-  emb: f32([7, 4], seq(28, (i) => Math.sin(i * 0.7))),
-  w: f32([4, 4], seq(16, (i) => Math.cos(i * 0.3) * 0.5)),
+  emb: f32(
+    [7, 4],
+    seq(28, (i) => Math.sin(i * 0.7)),
+  ),
+  w: f32(
+    [4, 4],
+    seq(16, (i) => Math.cos(i * 0.3) * 0.5),
+  ),
   ids: i32([2, 3], [1, 6, 6, 0, 6, 2]),
   targets: i32([2, 3], [6, 2, 1, 1, 0, 6]),
 };
@@ -77,8 +91,14 @@ describe('ONNX Runtime execution', () => {
     const r = await OrtRunner.create(program, { threads: 1 });
     runners.push(r);
     const { emb, w, ...batch } = feeds;
-    const w2 = f32([4, 4], seq(16, (i) => Math.sin(i * 0.9)));
-    const w3 = f32([4, 4], seq(16, (i) => 0.1 * i - 0.7));
+    const w2 = f32(
+      [4, 4],
+      seq(16, (i) => Math.sin(i * 0.9)),
+    );
+    const w3 = f32(
+      [4, 4],
+      seq(16, (i) => 0.1 * i - 0.7),
+    );
     r.setPersistentFeeds({ emb, w });
     const a = r.run(batch);
     r.setPersistentFeeds({ w: w2 });
@@ -86,7 +106,11 @@ describe('ONNX Runtime execution', () => {
     r.setPersistentFeeds({ w: w3 });
     const c = r.run(batch);
     const [ra, rb, rc] = await Promise.all([a, b, c]);
-    for (const [out, wv] of [[ra, w], [rb, w2], [rc, w3]] as const) {
+    for (const [out, wv] of [
+      [ra, w],
+      [rb, w2],
+      [rc, w3],
+    ] as const) {
       const ref = evaluate(program, { ...feeds, w: wv });
       expect(relErr(out.logits.data as Float32Array, ref.logits.data as Float32Array)).toBeLessThan(1e-5);
     }
@@ -107,13 +131,30 @@ describe('ONNX Runtime execution', () => {
 
 describe('shape inference', () => {
   it('names the op and both shapes on a mismatch', () => {
-    expect(() => traceGraph([{ name: 'a', dtype: 'float32', shape: ['batch', 'seq', 128] }, { name: 'b', dtype: 'float32', shape: [64, 256] }],
-      (o, x) => ({ y: o.matmul(x.a, x.b) }))).toThrow('matmul: inner dims differ: [batch,seq,128] x [64,256]');
-    expect(() => traceGraph([{ name: 'a', dtype: 'float32', shape: [2, 3] }, { name: 'b', dtype: 'float32', shape: [4] }],
-      (o, x) => ({ y: o.add(x.a, x.b) }))).toThrow('add: shapes cannot broadcast: [2,3] vs [4]');
+    expect(() =>
+      traceGraph(
+        [
+          { name: 'a', dtype: 'float32', shape: ['batch', 'seq', 128] },
+          { name: 'b', dtype: 'float32', shape: [64, 256] },
+        ],
+        (o, x) => ({ y: o.matmul(x.a, x.b) }),
+      ),
+    ).toThrow('matmul: inner dims differ: [batch,seq,128] x [64,256]');
+    expect(() =>
+      traceGraph(
+        [
+          { name: 'a', dtype: 'float32', shape: [2, 3] },
+          { name: 'b', dtype: 'float32', shape: [4] },
+        ],
+        (o, x) => ({ y: o.add(x.a, x.b) }),
+      ),
+    ).toThrow('add: shapes cannot broadcast: [2,3] vs [4]');
   });
   it('infers symbolic shapes through reshape with -1', () => {
-    const g = traceGraph([{ name: 'a', dtype: 'float32', shape: ['batch', 'seq', 8] }], (o, x) => ({ y: o.reshape(x.a, [-1, 8]), z: o.reshape(x.a, ['batch', 'seq', 2, 4]) }));
+    const g = traceGraph([{ name: 'a', dtype: 'float32', shape: ['batch', 'seq', 8] }], (o, x) => ({
+      y: o.reshape(x.a, [-1, 8]),
+      z: o.reshape(x.a, ['batch', 'seq', 2, 4]),
+    }));
     expect(g.outputs.y.shape).toEqual(['batch*seq', 8]);
     expect(g.outputs.z.shape).toEqual(['batch', 'seq', 2, 4]);
   });

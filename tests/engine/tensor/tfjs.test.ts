@@ -9,8 +9,12 @@ import { f32, i32, type HostTensor } from '../../../engine/tensor/host';
 import type { Ops } from '../../../engine/tensor/ops';
 
 function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let num = 0, den = 0;
-  for (let i = 0; i < b.length; i++) { num += (a[i] - b[i]) ** 2; den += b[i] ** 2; }
+  let num = 0,
+    den = 0;
+  for (let i = 0; i < b.length; i++) {
+    num += (a[i] - b[i]) ** 2;
+    den += b[i] ** 2;
+  }
   return Math.sqrt(num) / Math.max(Math.sqrt(den), 1e-12);
 }
 
@@ -30,8 +34,14 @@ function program<T>(o: Ops<T>, x: Record<string, T>): Record<string, T> {
 }
 
 const feeds: Record<string, HostTensor> = {
-  emb: f32([7, 4], Array.from({ length: 28 }, (_, i) => Math.sin(i * 0.7))),
-  w: f32([4, 4], Array.from({ length: 16 }, (_, i) => Math.cos(i * 0.3) * 0.5)),
+  emb: f32(
+    [7, 4],
+    Array.from({ length: 28 }, (_, i) => Math.sin(i * 0.7)),
+  ),
+  w: f32(
+    [4, 4],
+    Array.from({ length: 16 }, (_, i) => Math.cos(i * 0.3) * 0.5),
+  ),
   ids: i32([2, 3], [1, 6, 6, 0, 6, 2]),
   targets: i32([2, 3], [6, 2, 1, 1, 0, 6]),
 };
@@ -46,7 +56,11 @@ describe('tfjs interpreter', () => {
   for (const backend of ['cpu', 'wasm']) {
     it(`agrees with the graph recorder on outputs and gradients (${backend}, incl. embedding gradient)`, async () => {
       expect(await initTfjs(backend)).toBe(backend);
-      const g = withGradients(traceGraph(specs, (o, x) => program<GNode>(o, x)), 'loss', ['emb', 'w']);
+      const g = withGradients(
+        traceGraph(specs, (o, x) => program<GNode>(o, x)),
+        'loss',
+        ['emb', 'w'],
+      );
       const ref = evaluate(g, feeds);
       const got = runTfjs(program as TfProgram, feeds, { loss: 'loss', wrt: ['emb', 'w'] });
       for (const k of ['loss', 'logits', 'grad.emb', 'grad.w']) {

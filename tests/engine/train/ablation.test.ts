@@ -37,7 +37,13 @@ describe('arbor demo --algorithms', () => {
   it('trains each algorithm from one SFT checkpoint to the same token budget and reports the table', async () => {
     process.env.ARBOR_HOME = mkdtempSync(join(tmpdir(), 'arbor-abl-home-'));
     const stages: string[] = [];
-    const res = await runAblation({ openSession: openTaskSession, algorithms: ['grpo', 'gspo', 'gigpo'], tokenBudget: 60, configFile: tinyConfig(), onStage: (s) => stages.push(s) });
+    const res = await runAblation({
+      openSession: openTaskSession,
+      algorithms: ['grpo', 'gspo', 'gigpo'],
+      tokenBudget: 60,
+      configFile: tinyConfig(),
+      onStage: (s) => stages.push(s),
+    });
     expect(stages.filter((s) => s.startsWith('SFT'))).toHaveLength(1);
     expect(res.rows.map((r) => r.algorithm)).toEqual(['grpo', 'gspo', 'gigpo']);
     for (const r of res.rows) {
@@ -60,7 +66,11 @@ describe('arbor demo --algorithms', () => {
 
   it('the CLI refuses flags that would not apply, and bad names, before any work', () => {
     const bin = join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs');
-    const arbor = (...args: string[]) => spawnSync(process.execPath, [bin, 'demo', ...args], { encoding: 'utf8', env: { ...process.env, ARBOR_HOME: mkdtempSync(join(tmpdir(), 'arbor-abl-home-')) } });
+    const arbor = (...args: string[]) =>
+      spawnSync(process.execPath, [bin, 'demo', ...args], {
+        encoding: 'utf8',
+        env: { ...process.env, ARBOR_HOME: mkdtempSync(join(tmpdir(), 'arbor-abl-home-')) },
+      });
     for (const [args, message] of [
       [['--algorithms', 'grpo', '--budget', '5'], /--budget: .*--token-budget/],
       [['--token-budget', '5'], /--token-budget: applies only with --algorithms/],

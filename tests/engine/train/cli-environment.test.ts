@@ -14,7 +14,11 @@ import { writeUserEnvironment } from '../server/fixtures/user-environment';
 const home = mkdtempSync(join(tmpdir(), 'arbor-cli-env-'));
 const ws = join(home, 'myenv');
 const arbor = (args: string[]) =>
-  spawnSync(process.execPath, [join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs'), ...args], { encoding: 'utf8', env: { ...process.env, ARBOR_HOME: home }, timeout: 240_000 });
+  spawnSync(process.execPath, [join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs'), ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, ARBOR_HOME: home },
+    timeout: 240_000,
+  });
 
 afterAll(() => rmSync(home, { recursive: true, force: true }));
 
@@ -35,11 +39,19 @@ describe('arbor train with a user environment', () => {
     writeFileSync(file, config('{ tools: [tools/search.ts], reward: rewards/r.ts }'));
     const printed = arbor(['train', file, '--print-config']);
     expect(printed.status, printed.stderr).toBe(0);
-    expect(JSON.parse(printed.stdout).environment).toMatchObject({ format: 'search-r1', tools: [join(ws, 'tools', 'search.ts')], reward: join(ws, 'rewards', 'r.ts'), workspace: ws });
+    expect(JSON.parse(printed.stdout).environment).toMatchObject({
+      format: 'search-r1',
+      tools: [join(ws, 'tools', 'search.ts')],
+      reward: join(ws, 'rewards', 'r.ts'),
+      workspace: ws,
+    });
     const r = arbor(['train', file, '--json', '--no-store', '--run-dir', join(home, 'run')]);
     expect(r.status, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout.trim().split('\n').pop()!)).toMatchObject({ lastStep: 1, stopped: false });
-    const rows = readFileSync(join(home, 'run', 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { step: number; values: Record<string, number> });
+    const rows = readFileSync(join(home, 'run', 'metrics.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { step: number; values: Record<string, number> });
     const rl = rows.find((row) => row.step === 1 && 'reward/mean' in row.values)!;
     // Components of the user's reward file (user_reward, and its own `searched`).
     expect(rl.values).toHaveProperty('reward/user_reward');

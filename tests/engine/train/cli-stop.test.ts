@@ -52,12 +52,19 @@ describe('arbor train: stop during the SFT warm start', () => {
     expect(ck.state).toMatchObject({ phase: 'sft', complete: false, total: 200 });
     expect(ck.step).toBeLessThan(200);
     expect(stdout).toContain('(stopped; `arbor train --resume run` continues it)');
-    const status = () => (JSON.parse(spawnSync(process.execPath, [bin, 'runs', '--json'], { encoding: 'utf8', env }).stdout) as { id: string; status: string }[]).find((r) => r.id === 'run')?.status;
+    const status = () =>
+      (JSON.parse(spawnSync(process.execPath, [bin, 'runs', '--json'], { encoding: 'utf8', env }).stdout) as { id: string; status: string }[]).find(
+        (r) => r.id === 'run',
+      )?.status;
     expect(status()).toBe('stopped');
 
     const again = spawnSync(process.execPath, [bin, 'train', '--resume', runDir, '--json'], { encoding: 'utf8', env, timeout: 240_000 });
     expect(again.status, again.stderr).toBe(0);
-    const out = JSON.parse(again.stdout.trim().split('\n').pop()!) as { stopped: boolean; sft: { resumedFrom: number; steps: number; complete: boolean }; lastStep: number };
+    const out = JSON.parse(again.stdout.trim().split('\n').pop()!) as {
+      stopped: boolean;
+      sft: { resumedFrom: number; steps: number; complete: boolean };
+      lastStep: number;
+    };
     expect(out.sft).toMatchObject({ resumedFrom: ck.step, steps: 200, complete: true });
     expect(out.lastStep).toBe(1);
     expect(out.stopped).toBe(false);

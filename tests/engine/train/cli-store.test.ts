@@ -64,7 +64,12 @@ describe('arbor train → workspace store', () => {
     const run2 = (JSON.parse(again1.stdout.trim().split('\n').pop()!) as { run: string }).run;
     const s1 = new Store(openDatabase(join(home, 'arbor.db')));
     const deterministic = (id: string) =>
-      Object.fromEntries(s1.metricKeys(id).filter((k) => !/^(time|perf)\//.test(k)).map((k) => [k, s1.metricSeries(id, k).value[0]]));
+      Object.fromEntries(
+        s1
+          .metricKeys(id)
+          .filter((k) => !/^(time|perf)\//.test(k))
+          .map((k) => [k, s1.metricSeries(id, k).value[0]]),
+      );
     expect(Object.keys(deterministic(run)).length).toBeGreaterThan(20);
     expect(deterministic(run2)).toEqual(deterministic(run));
     s1.db.close();

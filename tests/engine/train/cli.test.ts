@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const bin = join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs');
-const arbor = (...args: string[]) => spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', env: { ...process.env, ARBOR_HOME: mkdtempSync(join(tmpdir(), 'arbor-home-')) } });
+const arbor = (...args: string[]) =>
+  spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', env: { ...process.env, ARBOR_HOME: mkdtempSync(join(tmpdir(), 'arbor-home-')) } });
 
 describe('arbor train (CLI)', () => {
   it('prints the resolved config with every default filled', () => {

@@ -47,7 +47,10 @@ describe('experiment config', () => {
 
   it('rejects a missing model folder and a folder that is not an HF model', () => {
     const dir = mkdtempSync(join(tmpdir(), 'arbor-cfg-'));
-    expect(errorOf({ model: { path: join(dir, 'nope') } }).issues[0]!).toEqual({ field: 'model.path', message: `model folder not found: ${join(dir, 'nope')}` });
+    expect(errorOf({ model: { path: join(dir, 'nope') } }).issues[0]!).toEqual({
+      field: 'model.path',
+      message: `model folder not found: ${join(dir, 'nope')}`,
+    });
     mkdirSync(join(dir, 'empty'));
     expect(errorOf({ model: { path: join(dir, 'empty') } }).issues[0]!.message).toMatch(/no config.json/);
   });

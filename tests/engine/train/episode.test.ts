@@ -1,14 +1,37 @@
 import { describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { loadConfig } from '../../../engine/train/config';
-import { chunks, dropFlatGroups, episodeMetrics, logprobMismatch, modelTokenCount, overlongPenalty, responseBudget, stepSeed, type Episode } from '../../../engine/train/episode';
+import {
+  chunks,
+  dropFlatGroups,
+  episodeMetrics,
+  logprobMismatch,
+  modelTokenCount,
+  overlongPenalty,
+  responseBudget,
+  stepSeed,
+  type Episode,
+} from '../../../engine/train/episode';
 
 function ep(group: number, reward: number, mask: number[], extra: Partial<Episode> = {}): Episode {
   return {
-    group, sample: 0, taskId: 't', tokens: new Int32Array(mask.length), lossMask: Uint8Array.from(mask),
-    rolloutLogprobs: new Float32Array(mask.length), entropy: Float32Array.from(mask.map((m) => m * 2)),
-    reward, rewardComponents: { em: reward }, exactMatch: reward === 1, formatOk: true, toolCalls: 2, toolErrors: 1, turns: 2,
-    stepRewards: [], truncated: false, ...extra,
+    group,
+    sample: 0,
+    taskId: 't',
+    tokens: new Int32Array(mask.length),
+    lossMask: Uint8Array.from(mask),
+    rolloutLogprobs: new Float32Array(mask.length),
+    entropy: Float32Array.from(mask.map((m) => m * 2)),
+    reward,
+    rewardComponents: { em: reward },
+    exactMatch: reward === 1,
+    formatOk: true,
+    toolCalls: 2,
+    toolErrors: 1,
+    turns: 2,
+    stepRewards: [],
+    truncated: false,
+    ...extra,
   };
 }
 
@@ -60,7 +83,10 @@ describe('episode helpers', () => {
   });
 
   it('chunks split evenly without empty chunks; step seeds differ by step and stream', () => {
-    expect(chunks([1, 2, 3, 4, 5], 2)).toEqual([[1, 2, 3], [4, 5]]);
+    expect(chunks([1, 2, 3, 4, 5], 2)).toEqual([
+      [1, 2, 3],
+      [4, 5],
+    ]);
     expect(chunks([1, 2], 4)).toEqual([[1], [2]]);
     expect(stepSeed(1, 1)).not.toBe(stepSeed(1, 2));
     expect(stepSeed(1, 1, 0)).not.toBe(stepSeed(1, 1, 1));

@@ -42,7 +42,10 @@ describe('experiment job (SFT warm start, then RL)', () => {
     const ac = new AbortController();
     const phases: string[] = [];
     const r1 = await runExperiment(cfg, {
-      runDir, session: session(mk(), cfg), sink: new JsonlSink(runDir), signal: ac.signal,
+      runDir,
+      session: session(mk(), cfg),
+      sink: new JsonlSink(runDir),
+      signal: ac.signal,
       onPhase: (p) => phases.push(p),
       onStep: (p, s) => p === 'rl' && s === 4 && ac.abort(),
     });
@@ -89,7 +92,11 @@ describe('experiment job (SFT warm start, then RL)', () => {
       const losses = new Map<number, number>();
       const phases: string[] = [];
       const res = await runExperiment(cfg, {
-        runDir, session: session(mk(), cfg), sink: new JsonlSink(runDir), signal: ac.signal, resume: o.resume,
+        runDir,
+        session: session(mk(), cfg),
+        sink: new JsonlSink(runDir),
+        signal: ac.signal,
+        resume: o.resume,
         onPhase: (p) => phases.push(p),
         onStep: (p, s, m) => {
           if (p !== 'sft') return;

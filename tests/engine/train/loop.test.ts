@@ -70,7 +70,10 @@ describe('training loop (GRPO on the tabular task)', () => {
   });
 
   it('dynamic sampling drops groups whose rewards are all equal', async () => {
-    const { cfg, ports, runDir } = setup({ steps: 25, algorithm: { ppo_epochs: 2, mini_batches: 2, micro_batches: 2, dynamic_sampling: { enabled: true, max_rounds: 2 } } });
+    const { cfg, ports, runDir } = setup({
+      steps: 25,
+      algorithm: { ppo_epochs: 2, mini_batches: 2, micro_batches: 2, dynamic_sampling: { enabled: true, max_rounds: 2 } },
+    });
     await runTrainingLoop(cfg, ports, { runDir });
     const rows = readMetricsJsonl(join(runDir, 'metrics.jsonl'));
     // Late in training many groups are solved (all reward 1): they are dropped and refilled.

@@ -58,7 +58,13 @@ describe('loss aggregation', () => {
         (o, x) => spec.program(o, x as never),
       );
       const lp = v.map((x) => -x / 10);
-      const out = evaluate(g, { logprobs: f64(lp, [3, 4]), entropy: f64(v, [3, 4]), mask: f64(mask, [3, 4]), advantages: f64(adv, [3, 4]), old_logprobs: f64(lp, [3, 4]) });
+      const out = evaluate(g, {
+        logprobs: f64(lp, [3, 4]),
+        entropy: f64(v, [3, 4]),
+        mask: f64(mask, [3, 4]),
+        advantages: f64(adv, [3, 4]),
+        old_logprobs: f64(lp, [3, 4]),
+      });
       const expected = mode === 'token-mean' ? -(1 + 1 - 6) / 5 : -((1 + -2) / 2);
       expect(Number(out.loss!.data[0])).toBeCloseTo(expected, 5);
       expect(Number(out.clip_fraction!.data[0])).toBe(0);
@@ -81,7 +87,10 @@ describe('PPO-clip policy loss terms (hand-computed, one sequence of 4 model tok
     const cfg = validateConfig({ model: { init: 'tiny' }, algorithm });
     const spec = ppoClipLoss(cfg);
     const names = ['logprobs', 'entropy', 'mask', ...spec.inputs.map((i) => i.name)];
-    const g = traceGraph(names.map((name) => ({ name, dtype: 'float32' as const, shape: ['b', 's'] })), (o, x) => spec.program(o, x as never));
+    const g = traceGraph(
+      names.map((name) => ({ name, dtype: 'float32' as const, shape: ['b', 's'] })),
+      (o, x) => spec.program(o, x as never),
+    );
     const feeds: Record<string, ReturnType<typeof f>> = { logprobs: f(lp), entropy: f(ent), mask: f(mask), advantages: f(adv), old_logprobs: f(old) };
     if (names.includes('ref_logprobs')) feeds.ref_logprobs = f(ref);
     const out = evaluate(g, feeds);

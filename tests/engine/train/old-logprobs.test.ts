@@ -15,8 +15,13 @@ import { TabularPolicy } from './tabular';
 
 async function firstSteps(oldLogprobs: 'recompute' | 'rollout') {
   const cfg = validateConfig({
-    model: { init: 'tiny' }, steps: 3, seed: 5, rollout: { prompts_per_step: 4, n: 8 },
-    algorithm: { ppo_epochs: 2, mini_batches: 2, old_logprobs: oldLogprobs }, optim: { lr: 0.1, warmup_steps: 0 }, checkpoint: { every: 10, keep: 1 },
+    model: { init: 'tiny' },
+    steps: 3,
+    seed: 5,
+    rollout: { prompts_per_step: 4, n: 8 },
+    algorithm: { ppo_epochs: 2, mini_batches: 2, old_logprobs: oldLogprobs },
+    optim: { lr: 0.1, warmup_steps: 0 },
+    checkpoint: { every: 10, keep: 1 },
   });
   const policy = new TabularPolicy({ prompts: 4, length: 3, vocab: 6, seed: 5 }, cfg);
   let scored = 0;
@@ -28,7 +33,14 @@ async function firstSteps(oldLogprobs: 'recompute' | 'rollout') {
   const runDir = mkdtempSync(join(tmpdir(), 'arbor-oldlp-'));
   await runTrainingLoop(cfg, { rollout: policy, policy, advantage: advantagePort(cfg), sink: new JsonlSink(runDir) }, { runDir });
   const rows = readMetricsJsonl(join(runDir, 'metrics.jsonl'));
-  return { scored, rows: rows.map((r) => Object.fromEntries(Object.entries(r.values).filter(([k]) => !k.startsWith('time/') && !k.startsWith('perf/') && !k.startsWith('rollout/logprob_mismatch')))) };
+  return {
+    scored,
+    rows: rows.map((r) =>
+      Object.fromEntries(
+        Object.entries(r.values).filter(([k]) => !k.startsWith('time/') && !k.startsWith('perf/') && !k.startsWith('rollout/logprob_mismatch')),
+      ),
+    ),
+  };
 }
 
 describe('algorithm.old_logprobs', () => {
@@ -45,7 +57,9 @@ describe('algorithm.old_logprobs', () => {
   });
 
   it("'rollout' is refused at a sampling temperature other than 1", () => {
-    expect(() => validateConfig({ model: { init: 'tiny' }, rollout: { temperature: 0.7 }, algorithm: { old_logprobs: 'rollout' } })).toThrow(/algorithm\.old_logprobs/);
+    expect(() => validateConfig({ model: { init: 'tiny' }, rollout: { temperature: 0.7 }, algorithm: { old_logprobs: 'rollout' } })).toThrow(
+      /algorithm\.old_logprobs/,
+    );
     expect(() => validateConfig({ model: { init: 'tiny' }, rollout: { temperature: 0.7 } })).not.toThrow();
   });
 });

@@ -22,7 +22,13 @@ function hotpotFile(): string {
     question: cap(q.question.replace(' ?', '?')),
     answer: cap(q.answers[0]!),
     // The supporting paragraphs plus two distractors, as HotpotQA does.
-    context: [...q.supporting, world.passages[0]!.id, world.passages[1]!.id].map((id) => [cap(byId.get(id)!.title), byId.get(id)!.text.split(' . ').map((x) => cap(x) + '.')]),
+    context: [...q.supporting, world.passages[0]!.id, world.passages[1]!.id].map((id) => [
+      cap(byId.get(id)!.title),
+      byId
+        .get(id)!
+        .text.split(' . ')
+        .map((x) => cap(x) + '.'),
+    ]),
     supporting_facts: q.supporting.map((id) => [cap(byId.get(id)!.title), 0]),
   }));
   const f = join(mkdtempSync(join(tmpdir(), 'arbor-qa-')), 'qa.jsonl');
@@ -46,18 +52,25 @@ describe('task.kind qa (a user dataset)', () => {
     const home = mkdtempSync(join(tmpdir(), 'arbor-home-'));
     const dir = mkdtempSync(join(tmpdir(), 'arbor-qa-cfg-'));
     const cfg = join(dir, 'qa.yaml');
-    writeFileSync(cfg, [
-      'name: my-qa',
-      'model: { init: tiny }',
-      `task: { kind: qa, dataset: ${hotpotFile()} }`,
-      'steps: 2',
-      'rollout: { prompts_per_step: 2, n: 2, max_turns: 3, max_new_tokens: 12 }',
-      'algorithm: { kl_coef: 0.01 }',
-      'sft: { warm_start: true, epochs: 1, demos: 8, batch_size: 4 }',
-      'eval: { every: 0, n_questions: 5 }',
-      'checkpoint: { every: 1, keep: 1 }',
-    ].join('\n'));
-    const r = spawnSync(process.execPath, [join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs'), 'train', cfg, '--json'], { encoding: 'utf8', env: { ...process.env, ARBOR_HOME: home }, timeout: 240_000 });
+    writeFileSync(
+      cfg,
+      [
+        'name: my-qa',
+        'model: { init: tiny }',
+        `task: { kind: qa, dataset: ${hotpotFile()} }`,
+        'steps: 2',
+        'rollout: { prompts_per_step: 2, n: 2, max_turns: 3, max_new_tokens: 12 }',
+        'algorithm: { kl_coef: 0.01 }',
+        'sft: { warm_start: true, epochs: 1, demos: 8, batch_size: 4 }',
+        'eval: { every: 0, n_questions: 5 }',
+        'checkpoint: { every: 1, keep: 1 }',
+      ].join('\n'),
+    );
+    const r = spawnSync(process.execPath, [join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs'), 'train', cfg, '--json'], {
+      encoding: 'utf8',
+      env: { ...process.env, ARBOR_HOME: home },
+      timeout: 240_000,
+    });
     expect(r.status, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as { run: string; sft: { steps: number }; eval: Record<string, number>; lastCheckpoint: string };
     expect(out.sft.steps).toBeGreaterThan(0);
@@ -77,7 +90,11 @@ describe('task.kind qa (a user dataset)', () => {
     store.db.close();
     // `arbor eval --task qa --dataset` on the last checkpoint (the final weights) reproduces the
     // run's own greedy held-out evaluation.
-    const ev = spawnSync(process.execPath, [join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs'), 'eval', out.lastCheckpoint, '--task', 'qa', '--dataset', hotpotFile(), '--n', '5', '--json'], { encoding: 'utf8', env: { ...process.env, ARBOR_HOME: home }, timeout: 120_000 });
+    const ev = spawnSync(
+      process.execPath,
+      [join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs'), 'eval', out.lastCheckpoint, '--task', 'qa', '--dataset', hotpotFile(), '--n', '5', '--json'],
+      { encoding: 'utf8', env: { ...process.env, ARBOR_HOME: home }, timeout: 120_000 },
+    );
     expect(ev.status, ev.stderr).toBe(0);
     const evOut = JSON.parse(ev.stdout.trim().split('\n').pop()!) as { policy: Record<string, number> };
     expect(evOut.policy.exact_match).toBe(out.eval.exact_match);

@@ -49,7 +49,8 @@ describe('task session on the real transformer', () => {
       expect(res.eval!['exact_match/hops_1']).toBe(1);
       expect(res.rl!.lastCheckpoint!.step).toBe(3);
       const { existsSync } = await import('node:fs');
-      for (const f of ['config.json', 'model.safetensors', 'optimizer.json', 'trainer_state.json']) expect(existsSync(join(res.rl!.lastCheckpoint!.dir, f))).toBe(true);
+      for (const f of ['config.json', 'model.safetensors', 'optimizer.json', 'trainer_state.json'])
+        expect(existsSync(join(res.rl!.lastCheckpoint!.dir, f))).toBe(true);
     } finally {
       await session.close();
     }
@@ -89,7 +90,15 @@ describe('task session on the real transformer', () => {
     }
     const step1 = first.get(1)!;
     const maskedBy = (eps: Episode[], xs: ArrayLike<number>[]) => xs.map((x, i) => Array.from(x, (v, j) => (eps[i]!.lossMask[j] ? v : 0)));
-    expect(maxDiff(maskedBy(step1.episodes, step1.ref), maskedBy(step1.episodes, step1.episodes.map((e) => e.rolloutLogprobs)))).toBeLessThan(1e-3);
+    expect(
+      maxDiff(
+        maskedBy(step1.episodes, step1.ref),
+        maskedBy(
+          step1.episodes,
+          step1.episodes.map((e) => e.rolloutLogprobs),
+        ),
+      ),
+    ).toBeLessThan(1e-3);
 
     // Resumed at step 2 (policy from the RL checkpoint): the reference is still the SFT model.
     const second = new Map<number, Step>();

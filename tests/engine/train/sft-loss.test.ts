@@ -23,7 +23,11 @@ describe('SFT loss program', () => {
     ['logits'],
   );
   const run = (l: number[]) =>
-    evaluate(graph, { logits: { dtype: 'float64', shape: [2, 2, V], data: Float64Array.from(l) }, targets: i32([2, 2], targets), mask: { dtype: 'float64', shape: [2, 2], data: Float64Array.from(mask) } });
+    evaluate(graph, {
+      logits: { dtype: 'float64', shape: [2, 2, V], data: Float64Array.from(l) },
+      targets: i32([2, 2], targets),
+      mask: { dtype: 'float64', shape: [2, 2], data: Float64Array.from(mask) },
+    });
 
   it('averages −log p over model tokens only (hand-computed)', () => {
     const lse = (r: number[]) => Math.log(r.reduce((a, x) => a + Math.exp(x), 0));

@@ -40,7 +40,15 @@ describe('SFT warm start', () => {
   it('reads rollout trajectories (loss on model turns only) and names file, line and field of a bad one', () => {
     const dir = mkdtempSync(join(tmpdir(), 'arbor-sft-'));
     const f = join(dir, 't.jsonl');
-    const traj = { taskId: 'q', promptIds: [1, 2], turns: [{ role: 'model', tokenIds: [3, 4] }, { role: 'tool', tokenIds: [5] }, { role: 'model', tokenIds: [6] }] };
+    const traj = {
+      taskId: 'q',
+      promptIds: [1, 2],
+      turns: [
+        { role: 'model', tokenIds: [3, 4] },
+        { role: 'tool', tokenIds: [5] },
+        { role: 'model', tokenIds: [6] },
+      ],
+    };
     writeFileSync(f, JSON.stringify(traj) + '\n');
     const [d] = readTokenDemos(f);
     expect(d!.tokens).toEqual(Int32Array.from([1, 2, 3, 4, 5, 6]));
@@ -50,7 +58,9 @@ describe('SFT warm start', () => {
       writeFileSync(f, JSON.stringify(traj) + '\n' + JSON.stringify(row) + '\n');
       return () => readTokenDemos(f, opts);
     };
-    expect(bad({ ...traj, turns: [{ role: 'assistant', tokenIds: [3] }] })).toThrow(`${f}:2: turns[0].role: got "assistant"; allowed values: "model", "tool", "env"`);
+    expect(bad({ ...traj, turns: [{ role: 'assistant', tokenIds: [3] }] })).toThrow(
+      `${f}:2: turns[0].role: got "assistant"; allowed values: "model", "tool", "env"`,
+    );
     expect(bad({ ...traj, turns: [traj.turns[0], { role: 'tool', tokenIds: [5, 'x'] }] })).toThrow(`${f}:2: turns[1].tokenIds: [1] is "x", not a token id`);
     expect(bad({ ...traj, promptIds: 'hello' })).toThrow(`${f}:2: promptIds: expected an array of token ids`);
     expect(bad({ promptIds: [1], turns: {} })).toThrow(`${f}:2: turns: expected an array of turns`);
@@ -58,7 +68,9 @@ describe('SFT warm start', () => {
     expect(bad({ tokens: [1, 2], loss_mask: [0, 2] })).toThrow(`${f}:2: loss_mask: [1] is 2, not 0 or 1`);
     expect(bad({ tokens: [1, -2], loss_mask: [0, 1] })).toThrow(`${f}:2: tokens: [1] is -2, not a token id`);
     expect(bad({ messages: [{ role: 'user', content: 'hi' }] })).toThrow(`${f}:2: messages: chat-message demonstrations are not supported`);
-    expect(bad({ text: 'hi' })).toThrow(`${f}:2: expected a trajectory written by \`arbor rollout\` ({"promptIds", "turns"}) or {"tokens": number[], "loss_mask": number[]}; got fields "text"`);
+    expect(bad({ text: 'hi' })).toThrow(
+      `${f}:2: expected a trajectory written by \`arbor rollout\` ({"promptIds", "turns"}) or {"tokens": number[], "loss_mask": number[]}; got fields "text"`,
+    );
     expect(bad([1, 2])).toThrow(`${f}:2: expected a JSON object`);
   });
 
@@ -70,7 +82,10 @@ describe('SFT warm start', () => {
     const file = join(home, 'expert.jsonl');
     const r = arbor('rollout', '--task', 'multihop', '--policy', 'expert', '--n', '1', '--questions', '6', '--out', file, '--json');
     expect(r.status, r.stderr).toBe(0);
-    const trajs = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Trajectory);
+    const trajs = readFileSync(file, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Trajectory);
     const demos = readTokenDemos(file);
     expect(demos.length).toBe(6);
     demos.forEach((d, i) => {
@@ -95,7 +110,9 @@ describe('SFT warm start', () => {
     writeFileSync(file, readFileSync(file, 'utf8') + JSON.stringify({ promptIds: [1], turns: [{ role: 'model', tokenIds: [999999] }] }) + '\n');
     const b = arbor('sft', cfg, '--no-eval', '--json', '--run-dir', join(home, 'run2'));
     expect(b.status).toBe(1);
-    expect(b.stderr).toMatch(new RegExp(`expert\\.jsonl:7: turns\\[0\\]\\.tokenIds: \\[0\\] is token id 999999, outside the model's vocabulary \\(\\d+ ids\\)`));
+    expect(b.stderr).toMatch(
+      new RegExp(`expert\\.jsonl:7: turns\\[0\\]\\.tokenIds: \\[0\\] is token id 999999, outside the model's vocabulary \\(\\d+ ids\\)`),
+    );
     expect(runs().find((x) => x.id === 'run2')?.status).toBe('failed');
   });
 });

@@ -11,14 +11,29 @@ describe('episodeToRecord', () => {
   it('rebuilds turns with tool calls, step rewards, advantages and golds', () => {
     const call = { name: 'search', args: { query: 'alvin' }, result: 'alvin was born in oban', latencyMs: 3 };
     const t: Trajectory = {
-      taskId: 'q1', group: 2, sample: 1, promptIds: [1, 2], promptText: 'question : x',
+      taskId: 'q1',
+      group: 2,
+      sample: 1,
+      promptIds: [1, 2],
+      promptText: 'question : x',
       turns: [
-        { role: 'model', tokenIds: [3, 4, 5], text: '<search> alvin </search>', logprobs: [-0.1, -0.2, -0.3], entropy: [1, 1, 1], lossMask: [1, 1, 1], toolCalls: [call], stepReward: 0.5 },
+        {
+          role: 'model',
+          tokenIds: [3, 4, 5],
+          text: '<search> alvin </search>',
+          logprobs: [-0.1, -0.2, -0.3],
+          entropy: [1, 1, 1],
+          lossMask: [1, 1, 1],
+          toolCalls: [call],
+          stepReward: 0.5,
+        },
         { role: 'tool', tokenIds: [6, 7], text: '<information> … </information>', logprobs: z(2), entropy: z(2), lossMask: [0, 0] },
         { role: 'model', tokenIds: [8, 9], text: '<answer> oban', logprobs: [-0.4, -0.5], entropy: [2, 2], lossMask: [1, 1] },
       ],
       outcome: { reward: 1, components: { exact_match: 1 }, exactMatch: true, formatOk: true, answer: 'oban' },
-      truncated: false, seed: 1, timings: { totalMs: 12, modelMs: 9, envMs: 3, prefillTokens: 2, generatedTokens: 5 },
+      truncated: false,
+      seed: 1,
+      timings: { totalMs: 12, modelMs: 9, envMs: 3, prefillTokens: 2, generatedTokens: 5 },
       meta: { answers: ['Oban'], hops: 1, question: 'where was alvin born ?' },
     };
     const e = trajectoryToEpisode(t);

@@ -153,7 +153,7 @@ export class TabularPolicy implements PolicyPort, RolloutPort, SftPort {
           kl += (old[i]! - lp) / tokens;
           ent += -pr.reduce((acc, q) => acc + (q > 0 ? q * Math.log(q) : 0), 0) / tokens;
           if (useClipped) continue; // the clipped branch is constant in θ
-          const dLdlp = -ratio * A / tokens; // d(-ρA)/d log π = -ρA
+          const dLdlp = (-ratio * A) / tokens; // d(-ρA)/d log π = -ρA
           const g = grads[p]!;
           for (let k = 0; k < vocab; k++) g[pos * vocab + k] += dLdlp * ((k === a ? 1 : 0) - pr[k]!);
         }
@@ -207,7 +207,7 @@ export class TabularPolicy implements PolicyPort, RolloutPort, SftPort {
         const gk = g[k]! * scale;
         m[k] = o.beta1 * m[k]! + (1 - o.beta1) * gk;
         v[k] = o.beta2 * v[k]! + (1 - o.beta2) * gk * gk;
-        w[k] = w[k]! - lr * ((m[k]! / bc1) / (Math.sqrt(v[k]! / bc2) + 1e-8) + o.weight_decay * w[k]!);
+        w[k] = w[k]! - lr * (m[k]! / bc1 / (Math.sqrt(v[k]! / bc2) + 1e-8) + o.weight_decay * w[k]!);
       }
     }
     return gradNorm;
@@ -227,7 +227,10 @@ export class TabularPolicy implements PolicyPort, RolloutPort, SftPort {
 
   async save(dir: string): Promise<void> {
     const dump = (xs: Float64Array[]) => xs.map((x) => Array.from(x));
-    writeFileSync(join(dir, 'tabular_policy.json'), JSON.stringify({ spec: this.spec, t: this.t, logits: dump(this.logits), m: dump(this.m), v: dump(this.v) }));
+    writeFileSync(
+      join(dir, 'tabular_policy.json'),
+      JSON.stringify({ spec: this.spec, t: this.t, logits: dump(this.logits), m: dump(this.m), v: dump(this.v) }),
+    );
   }
 
   async load(dir: string): Promise<void> {

@@ -51,7 +51,11 @@ describe('arbor train resources/configs/tools.yaml', () => {
     try {
       const trajs = store.searchTrajectories({ runId: out.run });
       expect(trajs.length).toBe(16);
-      const calls = trajs.flatMap((t) => store.getTrajectory(String(t.id)).turnsData.flatMap((u) => u.toolCalls as { name: string; args: Record<string, unknown>; result: string; error?: string }[]));
+      const calls = trajs.flatMap((t) =>
+        store
+          .getTrajectory(String(t.id))
+          .turnsData.flatMap((u) => u.toolCalls as { name: string; args: Record<string, unknown>; result: string; error?: string }[]),
+      );
       const lookups = calls.filter((c) => c.name === 'lookup' && typeof c.args === 'object' && typeof c.args.entity === 'string');
       const sums = calls.filter((c) => c.name === 'calculator' && typeof c.args === 'object' && typeof c.args.expression === 'string');
       expect(lookups.length).toBeGreaterThan(0);

@@ -23,9 +23,22 @@ class RecordingOptimizer implements OptimizerPort {
 function episode(tokens: number[], mask: number[]): Episode {
   const n = tokens.length;
   return {
-    group: 0, sample: 0, taskId: 't', tokens: Int32Array.from(tokens), lossMask: Uint8Array.from(mask),
-    rolloutLogprobs: new Float32Array(n), entropy: new Float32Array(n), reward: 0, rewardComponents: {},
-    exactMatch: false, formatOk: true, toolCalls: 0, toolErrors: 0, turns: 1, stepRewards: [], truncated: false,
+    group: 0,
+    sample: 0,
+    taskId: 't',
+    tokens: Int32Array.from(tokens),
+    lossMask: Uint8Array.from(mask),
+    rolloutLogprobs: new Float32Array(n),
+    entropy: new Float32Array(n),
+    reward: 0,
+    rewardComponents: {},
+    exactMatch: false,
+    formatOk: true,
+    toolCalls: 0,
+    toolErrors: 0,
+    turns: 1,
+    stepRewards: [],
+    truncated: false,
   };
 }
 
@@ -38,15 +51,26 @@ describe('gradient clipping (global norm), hand-computed', () => {
     let call = 0;
     return {
       config: { padTokenId: 0 },
-      weights: new Map([['a', new Float32Array(2)], ['b', new Float32Array(1)]]),
+      weights: new Map([
+        ['a', new Float32Array(2)],
+        ['b', new Float32Array(1)],
+      ]),
       markWeightsUpdated() {},
       async trainStep() {
         const [a, b] = grads[call++]!;
-        return { loss: 1, metrics: {}, grads: new Map([['a', Float32Array.from(a)], ['b', Float32Array.from(b)]]) };
+        return {
+          loss: 1,
+          metrics: {},
+          grads: new Map([
+            ['a', Float32Array.from(a)],
+            ['b', Float32Array.from(b)],
+          ]),
+        };
       },
     } as unknown as PolicyModel;
   }
-  const eps = (n: number, tokens: number) => Array.from({ length: n }, () => episode([1, 2, 3, 4], [0, ...Array(tokens).fill(1), ...Array(3 - tokens).fill(0)]));
+  const eps = (n: number, tokens: number) =>
+    Array.from({ length: n }, () => episode([1, 2, 3, 4], [0, ...Array(tokens).fill(1), ...Array(3 - tokens).fill(0)]));
   async function update(gradClip: number, grads: [number[], number[]][], microBatches: Episode[][]) {
     const opt = new RecordingOptimizer();
     const port = new ModelPolicyPort(stub(grads), cfgWith({}, { grad_clip: gradClip }), opt);
@@ -82,7 +106,14 @@ describe('gradient clipping (global norm), hand-computed', () => {
     // token-mean: micro-batch 1 has 2 model tokens, micro-batch 2 has 1 → weights 2/3 and 1/3.
     // g = 2/3·(a [3, 0], b [0]) + 1/3·(a [0, 0], b [12]) = (a [2, 0], b [4]); ‖g‖ = √20.
     // (Clipping each micro-batch to 1 first would give a [2/3, 0], b [1/3].)
-    const r = await update(1, [[[3, 0], [0]], [[0, 0], [12]]], [eps(1, 2), eps(1, 1)]);
+    const r = await update(
+      1,
+      [
+        [[3, 0], [0]],
+        [[0, 0], [12]],
+      ],
+      [eps(1, 2), eps(1, 1)],
+    );
     expect(r.norm).toBeCloseTo(Math.sqrt(20), 5);
     expect(r.a[0]).toBeCloseTo(2 / Math.sqrt(20), 6);
     expect(r.b[0]).toBeCloseTo(4 / Math.sqrt(20), 6);
@@ -139,7 +170,10 @@ describe('micro-batch gradient accumulation on the tiny transformer', () => {
       // Old logprobs off by up to ±0.4, so some tokens sit in the clipped branch.
       const oldLogprobs = new Map(episodes.map((e, i) => [e, cur.logprobs[i]!.map((x) => x + (r() * 0.8 - 0.4))] as const));
       const whole = await update(mode, [5], oldLogprobs);
-      for (const split of [[2, 3], [1, 1, 3]]) {
+      for (const split of [
+        [2, 3],
+        [1, 1, 3],
+      ]) {
         const parts = await update(mode, split, oldLogprobs);
         expectSameGradient(whole.grads, parts.grads);
         expect(parts.loss).toBeCloseTo(whole.loss, 5);
