@@ -6,6 +6,7 @@ import type { Command } from 'commander';
 import { runDemo } from '../../train/demo';
 import { parseAlgorithms, runAblation, type AblationResult } from '../../train/ablation';
 import { progressBar, renderTable, type Progress } from '../../train/report';
+import type { ExperimentConfig } from '../../train/config';
 import { openTaskSession } from '../../train/wiring';
 import { interruptSignal } from '../lifecycle';
 import { openCliStoreRun } from '../store-run';
@@ -29,42 +30,16 @@ export function register(program: Command): void {
       }
       if (cmd.getOptionValueSource('tokenBudget') === 'cli') throw new Error('--token-budget: applies only with --algorithms');
       const stop = interruptSignal(() => process.stderr.write('\nstopping after this step; Ctrl-C again to quit now\n'));
-      let bar: Progress | undefined;
-      let barPhase = '';
+      const cb = progressCallbacks(o, 'demo', (phase) => phase);
       try {
         const res = await runDemo({
           openSession: openTaskSession,
           budgetSeconds: o.budget,
           configFile: o.config,
           signal: stop.signal,
-          record: o.store
-            ? (phase, cfg, runDir) => {
-                const r = openCliStoreRun(
-                  `${basename(dirname(runDir))}-${phase}`,
-                  { ...cfg, name: `demo ${phase}` },
-                  { resume: false, template: cfg.task.kind, dir: runDir },
-                );
-                return { sink: r.sink, finish: (status, error) => r.finish(status, error) };
-              }
-            : undefined,
-          onStage: (s) => {
-            bar?.stop();
-            bar = undefined;
-            if (!o.json) process.stderr.write(`• ${s}\n`);
-          },
-          onStep: (phase, step, total, m) => {
-            if (barPhase !== phase || !bar) {
-              bar?.stop();
-              bar = progressBar(phase, total, { quiet: o.json, fields: phase === 'sft' ? ['loss'] : ['reward', 'em', 'tools'] });
-              barPhase = phase;
-            }
-            bar.update(
-              step,
-              phase === 'sft' ? { loss: m['sft/loss']! } : { reward: m['reward/mean']!, em: m['exact_match']!, tools: m['tool_calls_per_episode']! },
-            );
-          },
+          ...cb.callbacks,
         });
-        bar?.stop();
+        cb.stop();
         if (o.json) {
           console.log(JSON.stringify(res));
           return;
@@ -98,7 +73,7 @@ export function register(program: Command): void {
         for (const s of res.skipped) console.log(`skipped: ${s}`);
         console.log(`total ${res.totalSeconds.toFixed(0)} s; run folder ${res.runDir}`);
       } finally {
-        bar?.stop();
+        cb.stop();
         stop.dispose();
       }
     });
@@ -108,8 +83,7 @@ export function register(program: Command): void {
 async function ablation(o: { json?: boolean; config?: string; store: boolean; algorithms: string; tokenBudget: number }): Promise<void> {
   const algorithms = parseAlgorithms(o.algorithms);
   const stop = interruptSignal(() => process.stderr.write('\nstopping after this step; Ctrl-C again to quit now\n'));
-  let bar: Progress | undefined;
-  let barPhase = '';
+  const cb = progressCallbacks(o, 'ablation', (phase) => (phase === 'sft' ? 'sft' : `${phase} tokens`));
   try {
     const res: AblationResult = await runAblation({
       openSession: openTaskSession,
@@ -117,37 +91,9 @@ async function ablation(o: { json?: boolean; config?: string; store: boolean; al
       tokenBudget: o.tokenBudget,
       configFile: o.config,
       signal: stop.signal,
-      record: o.store
-        ? (phase, cfg, runDir) => {
-            const r = openCliStoreRun(
-              `${basename(dirname(runDir))}-${phase}`,
-              { ...cfg, name: `ablation ${phase}` },
-              { resume: false, template: cfg.task.kind, dir: runDir },
-            );
-            return { sink: r.sink, finish: (status, error) => r.finish(status, error) };
-          }
-        : undefined,
-      onStage: (s) => {
-        bar?.stop();
-        bar = undefined;
-        if (!o.json) process.stderr.write(`• ${s}\n`);
-      },
-      onStep: (phase, done, total, m) => {
-        if (barPhase !== phase || !bar) {
-          bar?.stop();
-          bar = progressBar(phase === 'sft' ? 'sft' : `${phase} tokens`, total, {
-            quiet: o.json,
-            fields: phase === 'sft' ? ['loss'] : ['reward', 'em', 'tools'],
-          });
-          barPhase = phase;
-        }
-        bar.update(
-          done,
-          phase === 'sft' ? { loss: m['sft/loss']! } : { reward: m['reward/mean']!, em: m['exact_match']!, tools: m['tool_calls_per_episode']! },
-        );
-      },
+      ...cb.callbacks,
     });
-    bar?.stop();
+    cb.stop();
     if (o.json) {
       console.log(JSON.stringify(res));
       return;
@@ -176,7 +122,43 @@ async function ablation(o: { json?: boolean; config?: string; store: boolean; al
       `\nseed ${res.seed}; rollout token budget ${res.tokenBudget} per algorithm; ${res.miniBatches} mini-batches per step; total ${res.totalSeconds.toFixed(0)} s; run folder ${res.runDir}`,
     );
   } finally {
-    bar?.stop();
+    cb.stop();
     stop.dispose();
   }
+}
+
+/**
+ * What the demo and the ablation share: each phase's runs recorded in the workspace (unless
+ * --no-store), a stage line per stage, and a progress bar per phase (loss for SFT; reward, exact
+ * match and tool calls for RL).
+ */
+function progressCallbacks(o: { json?: boolean; store: boolean }, runName: string, barLabel: (phase: string) => string) {
+  let bar: Progress | undefined;
+  let barPhase = '';
+  const callbacks = {
+    record: o.store
+      ? (phase: string, cfg: ExperimentConfig, runDir: string) => {
+          const r = openCliStoreRun(
+            `${basename(dirname(runDir))}-${phase}`,
+            { ...cfg, name: `${runName} ${phase}` },
+            { resume: false, template: cfg.task.kind, dir: runDir },
+          );
+          return { sink: r.sink, finish: (status: Parameters<typeof r.finish>[0], error?: string) => r.finish(status, error) };
+        }
+      : undefined,
+    onStage: (s: string) => {
+      bar?.stop();
+      bar = undefined;
+      if (!o.json) process.stderr.write(`• ${s}\n`);
+    },
+    onStep: (phase: string, done: number, total: number, m: Record<string, number>) => {
+      if (barPhase !== phase || !bar) {
+        bar?.stop();
+        bar = progressBar(barLabel(phase), total, { quiet: o.json, fields: phase === 'sft' ? ['loss'] : ['reward', 'em', 'tools'] });
+        barPhase = phase;
+      }
+      bar.update(done, phase === 'sft' ? { loss: m['sft/loss']! } : { reward: m['reward/mean']!, em: m['exact_match']!, tools: m['tool_calls_per_episode']! });
+    },
+  };
+  return { callbacks, stop: () => bar?.stop() };
 }
