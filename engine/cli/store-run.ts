@@ -6,7 +6,9 @@
 import { openDatabase } from '../store/db';
 import { HEARTBEAT_MS, Store } from '../store/store';
 import type { ExperimentConfig } from '../train/config';
-import { decoderFor } from '../train/wiring';
+import { existsSync, rmSync } from 'node:fs';
+import { createRunDir } from '../train/run';
+import { decoderFor, openTaskSession } from '../train/wiring';
 import { storeSink, type StoreSink } from '../train/store-sink';
 
 export interface CliStoreRun {
@@ -66,4 +68,32 @@ export function openCliStoreRun(id: string, cfg: ExperimentConfig, opts: { resum
       store.db.close();
     },
   };
+}
+
+/**
+ * Claim a run and open its task, as `arbor train` and `arbor sft` do: the run is claimed first
+ * (a second writer is refused here, naming the owner), so a failure from then on (a bad dataset,
+ * a tool the format cannot call) is recorded on it as failed; without a store record, a folder
+ * this call created is removed again (never a --run-dir that existed).
+ */
+export async function claimRunAndOpenTask(
+  cfg: ExperimentConfig,
+  o: { store: boolean; template: string; runDir?: string; run?: { id: string; dir: string } },
+): Promise<{ id: string; dir: string; rec?: CliStoreRun; session: Awaited<ReturnType<typeof openTaskSession>> }> {
+  const fresh = !o.run && !(o.runDir && existsSync(o.runDir));
+  const { id, dir } = o.run ?? createRunDir(cfg, o.runDir);
+  let rec: CliStoreRun | undefined;
+  try {
+    rec = o.store ? openCliStoreRun(id, cfg, { resume: !!o.run, template: o.template, dir }) : undefined;
+  } catch (e) {
+    if (fresh) rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
+  try {
+    return { id, dir, rec, session: await openTaskSession(cfg) };
+  } catch (e) {
+    if (rec) rec.finish('failed', e instanceof Error ? e.message : String(e));
+    else if (fresh) rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
 }

@@ -4,16 +4,15 @@
  * checkpoint, the held-out evaluation) unless --no-store; Ctrl-C stops after the current batch and
  * saves the model (the run is then "stopped").
  */
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig } from '../../train/config';
 import { progressBar, renderTable } from '../../train/report';
-import { createRunDir, evalMetrics } from '../../train/run';
+import { evalMetrics } from '../../train/run';
 import { runSft } from '../../train/sft';
 import { JsonlSink, teeSink } from '../../train/sinks';
-import { openTaskSession } from '../../train/wiring';
-import { openCliStoreRun } from '../store-run';
+import { claimRunAndOpenTask } from '../store-run';
 import { interruptSignal, note } from '../lifecycle';
 
 export function register(program: Command): void {
@@ -27,24 +26,7 @@ export function register(program: Command): void {
     .option('--no-store', 'do not record the run in the workspace database (metrics.jsonl only)')
     .action(async (configFile: string, o: { runDir?: string; eval: boolean; json?: boolean; store: boolean }) => {
       const cfg = loadConfig(configFile, undefined, { job: 'sft' });
-      const fresh = !(o.runDir && existsSync(o.runDir));
-      const { id, dir } = createRunDir(cfg, o.runDir);
-      let rec: ReturnType<typeof openCliStoreRun> | undefined;
-      try {
-        rec = o.store ? openCliStoreRun(id, cfg, { resume: false, template: 'sft', dir }) : undefined;
-      } catch (e) {
-        if (fresh) rmSync(dir, { recursive: true, force: true });
-        throw e;
-      }
-      let session: Awaited<ReturnType<typeof openTaskSession>>;
-      try {
-        session = await openTaskSession(cfg);
-      } catch (e) {
-        // Recorded as failed; without a store record, no orphan folder is left.
-        if (rec) rec.finish('failed', e instanceof Error ? e.message : String(e));
-        else if (fresh) rmSync(dir, { recursive: true, force: true });
-        throw e;
-      }
+      const { id, dir, rec, session } = await claimRunAndOpenTask(cfg, { store: o.store, template: 'sft', runDir: o.runDir });
       const stop = interruptSignal((why) => note(`\nstopping after this batch (${why}; the model will be saved); Ctrl-C again to quit now\n`));
       try {
         const demos = await session.demos();

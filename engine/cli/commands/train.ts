@@ -7,13 +7,11 @@ import type { Command } from 'commander';
 import { loadConfig } from '../../train/config';
 import { runExperiment } from '../../train/experiment';
 import { progressBar, renderTable } from '../../train/report';
-import { createRunDir, openRun } from '../../train/run';
+import { openRun } from '../../train/run';
 import { JsonlSink, memoryLimitWatcher, teeSink } from '../../train/sinks';
-import { openCliStoreRun } from '../store-run';
+import { claimRunAndOpenTask } from '../store-run';
 import { interruptSignal, note } from '../lifecycle';
 import { latestCheckpoint } from '../../train/checkpoints';
-import { existsSync, rmSync } from 'node:fs';
-import { openTaskSession } from '../../train/wiring';
 
 /** Ctrl-C / SIGTERM / SIGHUP / a closed output pipe stop after the step; see ../lifecycle.ts. */
 export { interruptSignal } from '../lifecycle';
@@ -51,27 +49,7 @@ export function register(program: Command): void {
             );
           }
         }
-        // Only a folder this command creates may be removed again (never a --run-dir that existed).
-        const fresh = !run && !(o.runDir && existsSync(o.runDir));
-        const { id, dir } = run ?? createRunDir(cfg, o.runDir);
-        // Claimed before anything else: a second writer is refused here, naming the owner, and a
-        // failure from here on (a bad dataset, a missing model) is recorded on the run as failed.
-        let rec: ReturnType<typeof openCliStoreRun> | undefined;
-        try {
-          rec = o.store ? openCliStoreRun(id, cfg, { resume: !!run, template: cfg.task.kind, dir }) : undefined;
-        } catch (e) {
-          if (fresh) rmSync(dir, { recursive: true, force: true });
-          throw e;
-        }
-        let session: Awaited<ReturnType<typeof openTaskSession>>;
-        try {
-          session = await openTaskSession(cfg);
-        } catch (e) {
-          if (rec) rec.finish('failed', e instanceof Error ? e.message : String(e));
-          // Without a store record, a fresh run that never started leaves no orphan folder.
-          else if (fresh) rmSync(dir, { recursive: true, force: true });
-          throw e;
-        }
+        const { id, dir, rec, session } = await claimRunAndOpenTask(cfg, { store: o.store, template: cfg.task.kind, runDir: o.runDir, run });
         for (const w of session.warnings ?? []) process.stderr.write(`warning: ${w}\n`);
         let bar = progressBar('train', cfg.steps, { quiet: true });
         const limits = memoryLimitWatcher((step, hits) =>
