@@ -28,6 +28,9 @@ export function rolloutConfig(req: RolloutSourceRequest, base?: ExperimentConfig
 export async function openKitSource(cfg: ExperimentConfig, req: RolloutSourceRequest): Promise<RolloutSource> {
   let host: { close(): Promise<void> } | undefined;
   let model: PolicyModel | undefined;
+  // environment.mcp_servers: started once for the rollout, their tools joining the environment.
+  const { openMcpServers } = await import('./wiring');
+  const mcp = await openMcpServers(cfg, (line) => process.stderr.write(`${line}\n`));
   try {
     let kitHost;
     if (hasUserFiles(cfg)) {
@@ -35,7 +38,7 @@ export async function openKitSource(cfg: ExperimentConfig, req: RolloutSourceReq
       kitHost = await openUserEnvironment(cfg.environment, cfg.environment.workspace ?? process.cwd());
       host = kitHost;
     }
-    const kit = openTaskKit(cfg, { host: kitHost });
+    const kit = openTaskKit(cfg, { host: kitHost, mcpTools: mcp?.tools });
     if (!cfg.model.path && req.policy !== 'expert') throw new Error(`--policy: unknown policy "${req.policy}" (available: expert)`);
     if (!cfg.model.path && !kit.expert)
       throw new Error(`task "${cfg.task.kind}" has no scripted expert (give demonstrations in the task file's meta.demo, or --model <folder>)`);
@@ -52,11 +55,13 @@ export async function openKitSource(cfg: ExperimentConfig, req: RolloutSourceReq
       close: async () => {
         await m?.dispose();
         await host?.close();
+        await mcp?.close();
       },
     };
   } catch (e) {
     await model?.dispose();
     await host?.close();
+    await mcp?.close();
     throw e;
   }
 }

@@ -69,7 +69,36 @@ describe('environment.mcp_servers', () => {
     expect(lines.filter(([, what]) => what === 'add').length).toBeGreaterThanOrEqual(4);
     // closed with the run: no process left behind
     expect(() => process.kill(Number([...pids][0]), 0)).toThrow();
-  }, 240_000);
+
+    // arbor rollout --config starts the same servers for the rollout (they were ignored there)
+    // and closes them at its end; the expert's calls reach the server's tool.
+    const out = join(dir, 'rollout.jsonl');
+    const ro = spawnSync(
+      process.execPath,
+      [BIN, 'rollout', '--config', join(dir, 'c.yaml'), '--policy', 'expert', '--n', '1', '--questions', '2', '--out', out, '--json'],
+      {
+        encoding: 'utf8',
+        env: { ...process.env, ARBOR_HOME: join(dir, 'home') },
+        timeout: 240_000,
+      },
+    );
+    expect(ro.status, ro.stderr).toBe(0);
+    expect(ro.stderr).toMatch(/mcp: server "calc" started/);
+    const calls = readFileSync(out, 'utf8')
+      .trim()
+      .split('\n')
+      .flatMap((l) =>
+        (JSON.parse(l) as { turns: { toolCalls?: { name: string; success?: boolean; error?: string }[] }[] }).turns.flatMap((t) => t.toolCalls ?? []),
+      );
+    expect(calls.filter((c) => c.name === 'add' && !c.error).length).toBeGreaterThanOrEqual(2);
+    const after = readFileSync(log, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => l.split(' '));
+    const rolloutPids = new Set(after.slice(lines.length).map(([pid]) => pid));
+    expect(rolloutPids.size).toBe(1);
+    expect(() => process.kill(Number([...rolloutPids][0]), 0)).toThrow();
+  }, 300_000);
 
   it('accepts the mcpServers layout inline or as a file, and names the field of a bad entry', () => {
     const dir = mkdtempSync(join(tmpdir(), 'arbor-mcp-cfg-'));
