@@ -58,6 +58,31 @@ export class DatasetError extends Error {
   }
 }
 
+/**
+ * One JSONL line parsed and checked against a row schema; errors name the file, line and field
+ * (`describe` may word a zod issue its own way, e.g. unknown keys).
+ */
+export function parseJsonlRow<S extends z.ZodType>(
+  file: string,
+  line: number,
+  raw: string,
+  schema: S,
+  describe?: (issue: z.core.$ZodIssue) => string,
+): z.infer<S> {
+  let obj: unknown;
+  try {
+    obj = JSON.parse(raw);
+  } catch (e) {
+    throw new DatasetError(file, line, '', `not valid JSON (${(e as Error).message})`);
+  }
+  const r = schema.safeParse(obj);
+  if (!r.success) {
+    const issue = r.error.issues[0]!;
+    throw new DatasetError(file, line, issue.path.join('.') || '(line)', describe ? describe(issue) : issue.message);
+  }
+  return r.data;
+}
+
 export function loadQaDataset(file: string): QaDataset {
   let text: string;
   try {
@@ -70,18 +95,7 @@ export function loadQaDataset(file: string): QaDataset {
   text.split('\n').forEach((raw, i) => {
     const line = i + 1;
     if (!raw.trim()) return;
-    let obj: unknown;
-    try {
-      obj = JSON.parse(raw);
-    } catch (e) {
-      throw new DatasetError(file, line, '', `not valid JSON (${(e as Error).message})`);
-    }
-    const r = rowSchema.safeParse(obj);
-    if (!r.success) {
-      const issue = r.error.issues[0]!;
-      throw new DatasetError(file, line, issue.path.join('.') || '(line)', issue.message);
-    }
-    const row = r.data;
+    const row = parseJsonlRow(file, line, raw, rowSchema);
     const paragraphs: [string, string[]][] = Array.isArray(row.context)
       ? row.context
       : row.context

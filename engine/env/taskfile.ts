@@ -11,7 +11,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { DatasetError, loadQaDataset, qaEnvTask } from './dataset';
+import { DatasetError, loadQaDataset, parseJsonlRow, qaEnvTask } from './dataset';
 import type { Passage } from './search';
 import type { EnvTask } from './toolenv';
 
@@ -63,23 +63,9 @@ export function loadTaskFile(file: string): TaskFile {
   lines.forEach((raw, i) => {
     const line = i + 1;
     if (!raw.trim()) return;
-    let obj: unknown;
-    try {
-      obj = JSON.parse(raw);
-    } catch (e) {
-      throw new DatasetError(file, line, '', `not valid JSON (${(e as Error).message})`);
-    }
-    const r = rowSchema.safeParse(obj);
-    if (!r.success) {
-      const issue = r.error.issues[0]!;
-      throw new DatasetError(
-        file,
-        line,
-        issue.path.join('.') || '(line)',
-        issue.code === 'unrecognized_keys' ? `unknown field(s) ${issue.keys.join(', ')} (a task has id, prompt | messages, answers, meta)` : issue.message,
-      );
-    }
-    const row = r.data;
+    const row = parseJsonlRow(file, line, raw, rowSchema, (issue) =>
+      issue.code === 'unrecognized_keys' ? `unknown field(s) ${issue.keys.join(', ')} (a task has id, prompt | messages, answers, meta)` : issue.message,
+    );
     const id = String(row.id ?? `line-${line}`);
     if (ids.has(id)) throw new DatasetError(file, line, 'id', `"${id}" is used by an earlier line`);
     ids.add(id);
