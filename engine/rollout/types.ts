@@ -62,6 +62,26 @@ export interface Timings {
   generatedTokens: number;
 }
 
+/**
+ * Where a branched sample (ARPO/AEPO branching rollouts) left its parent. The branch shares the
+ * parent's prompt and its first `turn` turns token for token (the KV cache was forked, not
+ * recomputed); its own turns start at index `turn`. Branches of branches name their parent branch.
+ */
+export interface BranchPoint {
+  /** Sample index (in the same group) of the trajectory this one branched from. */
+  parent: number;
+  /** Number of leading turns shared with the parent (the branch point follows turn `turn - 1`, a tool observation). */
+  turn: number;
+  /** Length of the shared prefix in flattened tokens (prompt included). */
+  tokens: number;
+  /** Entropy measured at the branch point (mean over the first k tokens generated after the tool response). */
+  entropy: number;
+  /** That entropy minus the sample's first-turn entropy (ARPO's ΔH). */
+  deltaH: number;
+  /** The branching probability used (α + β·ΔH, clipped to [0, 1]). */
+  probability: number;
+}
+
 export interface Trajectory {
   /** Task / question identifier. */
   taskId: string;
@@ -81,6 +101,8 @@ export interface Trajectory {
   timings: Timings;
   /** Free-form task metadata from the env (hops, gold answers, ...). */
   meta?: Record<string, unknown>;
+  /** Set on samples created by branching from another sample of the group (absent for root samples). */
+  branch?: BranchPoint;
 }
 
 /** Prompt + every turn as one sequence, with per-token arrays aligned to it. */

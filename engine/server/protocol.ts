@@ -87,6 +87,9 @@ export const toolCallSchema = z.object({
   latencyMs: num.optional(),
 });
 
+/** Branching rollouts: where a sample left its parent (engine/rollout/types.ts BranchPoint). */
+export const branchPointSchema = z.object({ parent: num, turn: num, tokens: num, entropy: value, deltaH: value, probability: value });
+
 export const trajSummarySchema = z.object({
   id: z.string(),
   runId: z.string(),
@@ -106,6 +109,8 @@ export const trajSummarySchema = z.object({
   /** Everything the environment reported about the episode (answer, golds, reward components, …). */
   outcomeData: json,
   timings: z.record(z.string(), value),
+  /** Null for root samples; set on samples branched from another sample of the group. */
+  branch: branchPointSchema.nullable().optional(),
 });
 
 const perToken = z.array(value).nullable();

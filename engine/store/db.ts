@@ -72,6 +72,11 @@ export const MIGRATIONS: { version: number; name: string; sql: string }[] = [
       ALTER TABLE runs ADD COLUMN owner_host TEXT;
       ALTER TABLE runs ADD COLUMN heartbeat_at REAL;`,
   },
+  {
+    version: 5,
+    name: 'branching rollouts: where a branched sample left its parent (JSON, null for root samples)',
+    sql: `ALTER TABLE trajectories ADD COLUMN branch TEXT;`,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;

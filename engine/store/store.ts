@@ -123,6 +123,8 @@ export interface TrajectoryRecord {
   outcome?: Record<string, unknown>;
   timings?: Record<string, number>;
   turns: TurnRecord[];
+  /** Branching rollouts: where this sample left its parent (engine/rollout/types.ts BranchPoint); absent for root samples. */
+  branch?: { parent: number; turn: number; tokens: number; entropy: number; deltaH: number; probability: number };
 }
 
 export interface TrajectoryQuery {
@@ -440,8 +442,8 @@ export class Store {
     const hasError = t.turns.some((u) => (u.toolCalls ?? []).some((c) => (c as { error?: unknown }).error));
     const info = this.db
       .prepare(
-        `INSERT INTO trajectories (run_id, step, grp, sample, task, prompt, reward, advantage, outcome, timings, has_error, turn_count, full)
-      VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+        `INSERT INTO trajectories (run_id, step, grp, sample, task, prompt, reward, advantage, outcome, timings, has_error, turn_count, full, branch)
+      VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
       )
       .run(
         runId,
@@ -457,6 +459,7 @@ export class Store {
         hasError ? 1 : 0,
         t.turns.length,
         full ? 1 : 0,
+        t.branch ? JSON.stringify(t.branch) : null,
       );
     const id = Number(info.lastInsertRowid);
     if (full) {
@@ -533,6 +536,7 @@ export class Store {
       full: r.full === 1,
       outcomeData: outcome,
       timings: JSON.parse(r.timings as string) as Record<string, number>,
+      branch: r.branch ? (JSON.parse(r.branch as string) as NonNullable<TrajectoryRecord['branch']>) : null,
     };
   }
 

@@ -136,6 +136,16 @@ describe('queries', () => {
     const full = s.getTrajectory(s.searchTrajectories({ runId: a })[0].id);
     expect(full.turnsData[1]).toMatchObject({ tokenIds: [1, 2, 3], logprob: [-0.5, -0.25, -1], lossMask: [1, 1, 1] });
     expect(s.trajectorySteps(a)).toEqual([1]);
+    expect(full.branch).toBeNull();
+  });
+  it('keeps where a branched sample left its parent', () => {
+    const r = s.createRun({ name: 'branched' });
+    const branch = { parent: 0, turn: 2, tokens: 17, entropy: 1.25, deltaH: 0.5, probability: 0.7 };
+    s.writeTrajectory(r, { step: 1, group: 0, sample: 0, reward: 1, turns: [{ role: 'env', text: 'q', tokenIds: [1] }] });
+    s.writeTrajectory(r, { step: 1, group: 0, sample: 1, reward: 0, turns: [{ role: 'env', text: 'q', tokenIds: [1] }], branch });
+    const g = s.group(r, 1, 0);
+    expect(g.map((t) => t.branch)).toEqual([null, branch]);
+    expect(s.getTrajectory(g[1]!.id).branch).toEqual(branch);
   });
   it('truncateAfter drops later steps and restores latest metrics', () => {
     const r = s.createRun({ name: 'resume' });
