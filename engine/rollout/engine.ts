@@ -144,6 +144,8 @@ interface SeqBranchState {
   monitor: boolean;
   toolEntropies: number[];
   point?: BranchPoint;
+  /** Prefix tokens taken from the parent's forked cache. */
+  forked?: number;
 }
 
 interface GroupState {
@@ -310,7 +312,14 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
       outcome,
       truncated: s.truncated,
       seed: s.seed,
-      timings: { totalMs: performance.now() - s.t0, modelMs: s.modelMs, envMs: s.envMs, prefillTokens: s.prefillTokens, generatedTokens: s.generatedTokens },
+      timings: {
+        totalMs: performance.now() - s.t0,
+        modelMs: s.modelMs,
+        envMs: s.envMs,
+        prefillTokens: s.prefillTokens,
+        generatedTokens: s.generatedTokens,
+        ...(s.br?.forked ? { forkedTokens: s.br.forked } : {}),
+      },
       ...(s.task.meta ? { meta: s.task.meta } : {}),
       ...(s.br?.point ? { branch: s.br.point } : {}),
     };
@@ -450,6 +459,7 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
       // The branch feeds the prefix's last token itself and samples its first token from its own stream.
       backend.fork!(p.slot, c.slot, at.tokens - 1);
       c.unfed = [prefix[at.tokens - 1]!];
+      c.br.forked = at.tokens - 1;
       prefixSaved += at.tokens - 1;
     } else c.unfed = prefix;
     c.cur = newModelTurn();
