@@ -3,7 +3,7 @@
 // branch point, the per-step metrics, and `arbor train --steps 2` with rollout.branching.mode
 // arpo and aepo on the multi-hop task storing trajectories with `branch` set.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -130,6 +130,30 @@ describe('hard advantage attribution (ARPO)', () => {
 
 describe('arbor train with branching rollouts on the multi-hop task', () => {
   const bin = join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs');
+  it('arbor rollout --config applies rollout.branching (--n is the budget); a text policy is refused', () => {
+    const home = mkdtempSync(join(tmpdir(), 'arbor-branch-rollout-'));
+    const run = (...args: string[]) =>
+      spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', env: { ...process.env, ARBOR_HOME: home }, timeout: 120_000 });
+    expect(run('init-model', '--tiny', '--task', 'multihop', join(home, 'm')).status).toBe(0);
+    const file = join(home, 'r.yaml');
+    writeFileSync(
+      file,
+      'model: { init: tiny }\ntask: { kind: multihop }\nrollout: { max_turns: 3, max_new_tokens: 8, branching: { mode: arpo, alpha: 1, beam_size: 3 } }\n',
+    );
+    const out = join(home, 'r.jsonl');
+    const r = run('rollout', '--config', file, '--model', join(home, 'm'), '--n', '4', '--questions', '2', '--json', '--out', out);
+    expect(r.status, r.stderr).toBe(0);
+    const ts = readFileSync(out, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { group: number; branch?: { parent: number } });
+    expect(ts).toHaveLength(8);
+    expect(ts.filter((t) => t.branch).length).toBeGreaterThan(0);
+    const e = run('rollout', '--config', file, '--policy', 'expert', '--n', '4', '--questions', '2', '--json');
+    expect(e.status).not.toBe(0);
+    expect(e.stderr).toMatch(/rollout\.branching: .*--model/);
+  });
+
   for (const mode of ['arpo', 'aepo'] as const)
     it(`--steps 2 with rollout.branching.mode ${mode} stores trajectories with branch set and logs the branching metrics`, () => {
       const home = mkdtempSync(join(tmpdir(), 'arbor-branch-'));
