@@ -292,14 +292,14 @@ export class ShardedKvBackend implements DecodeBackend {
     this.where[slot] = null;
   }
 
-  fork(from: number, to: number): void {
+  fork(from: number, to: number, length?: number): void {
     this.checkSlot(from, '.fork');
     this.checkSlot(to, '.fork');
     const src = this.where[from];
     if (!src) throw new Error(`ShardedKvBackend.fork: slot ${from} is empty`);
     if (this.where[to]) throw new Error(`ShardedKvBackend.fork: slot ${to} is not empty`);
     const dst = this.place(to, src.shard);
-    this.shards[src.shard]!.fork(src.local, dst.local);
+    this.shards[src.shard]!.fork(src.local, dst.local, length);
   }
 
   async close(): Promise<void> {

@@ -308,8 +308,8 @@ describe('ARPO branching on the tiny ORT transformer (worker KV cache, fork with
   );
   afterAll(() => model.dispose());
 
-  it('branched tokens and logprobs equal decoding each branch from scratch', async () => {
-    const r = await rollout(policyDecodeBackend(model, { maxBatch: 12 }), opts({ n: 4, branching: arpo({ alpha: 1, beamSize: 3 }) }));
+  it.each([1, 2])('branched tokens and logprobs equal decoding each branch from scratch (%i decode session(s))', async (shards) => {
+    const r = await rollout(policyDecodeBackend(model, { maxBatch: 12, shards }), opts({ n: 4, branching: arpo({ alpha: 1, beamSize: 3 }) }));
     const branched = r.trajectories.filter((t) => t.branch);
     expect(branched.length).toBeGreaterThan(0);
     const fresh = policyDecodeBackend(model, { maxBatch: 1, cache: 'host' });
