@@ -18,11 +18,17 @@ import { createRunDir, type TaskSession } from './run';
 import { runSft } from './sft';
 import { JsonlSink, teeSink } from './sinks';
 
-/** What each algorithm name sets in `algorithm` (on top of the config's). */
-export const ABLATION_ALGORITHMS: Record<string, Record<string, unknown>> = {
-  grpo: { adv_estimator: 'grpo', policy_loss: 'ppo' },
-  gspo: { adv_estimator: 'grpo', policy_loss: 'gspo', loss_agg_mode: 'seq-mean-token-mean' },
-  gigpo: { adv_estimator: 'gigpo', policy_loss: 'ppo' },
+/**
+ * What each algorithm name sets in `algorithm` and `rollout` (on top of the config's). ARPO and
+ * AEPO are GRPO over branching rollouts (rollout.branching, defaults: the ARPO release's
+ * constants); AEPO also uses its entropy-balanced clipping loss.
+ */
+export const ABLATION_ALGORITHMS: Record<string, { algorithm: Record<string, unknown>; rollout?: Record<string, unknown> }> = {
+  grpo: { algorithm: { adv_estimator: 'grpo', policy_loss: 'ppo' } },
+  gspo: { algorithm: { adv_estimator: 'grpo', policy_loss: 'gspo', loss_agg_mode: 'seq-mean-token-mean' } },
+  gigpo: { algorithm: { adv_estimator: 'gigpo', policy_loss: 'ppo' } },
+  arpo: { algorithm: { adv_estimator: 'grpo', policy_loss: 'ppo' }, rollout: { branching: { mode: 'arpo' } } },
+  aepo: { algorithm: { adv_estimator: 'grpo', policy_loss: 'aepo' }, rollout: { branching: { mode: 'aepo' } } },
 };
 
 export interface AblationRow {
@@ -93,7 +99,13 @@ export async function runAblation(opts: AblationOptions): Promise<AblationResult
   // Validate every algorithm's config up front (a bad combination fails before SFT runs).
   const cfgFor = (name: string, model: ExperimentConfig['model']) =>
     validateConfig(
-      { ...structuredClone(cfg), model, steps: 1_000_000, algorithm: { ...cfg.algorithm, mini_batches: miniBatches, ...ABLATION_ALGORITHMS[name] } },
+      {
+        ...structuredClone(cfg),
+        model,
+        steps: 1_000_000,
+        algorithm: { ...cfg.algorithm, mini_batches: miniBatches, ...ABLATION_ALGORITHMS[name]!.algorithm },
+        rollout: { ...cfg.rollout, ...ABLATION_ALGORITHMS[name]!.rollout },
+      },
       { checkFiles: false },
     );
   for (const a of algorithms) cfgFor(a, cfg.model);

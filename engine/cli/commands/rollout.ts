@@ -14,6 +14,7 @@ import { summarize, trajectoryToJsonLine } from '../../rollout/summary';
 import { progressBar, renderTable } from '../../train/report';
 import '../../rollout/tasks';
 import { loadConfig, TASK_KINDS } from '../../train/config';
+import { branchingOptions } from '../../train/rollout-port';
 import { openKitSource, rolloutConfig } from '../../train/rollout-source';
 
 const int = (name: string) => (v: string) => {
@@ -140,8 +141,17 @@ export function register(program: Command): void {
           onProgress: (p: { done: number; generatedTokens: number; elapsedMs: number }) =>
             bar.update(p.done, { 'tok/s': p.generatedTokens / Math.max(1e-3, p.elapsedMs / 1000) }),
         };
+        // The config's rollout.branching (ARPO/AEPO) applies with --n as the per-prompt budget.
+        const branching = base && base.rollout.branching.mode !== 'none' ? branchingOptions({ ...base, rollout: { ...base.rollout, n: o.n } }) : undefined;
+        if (branching && !src.backend) throw new Error('rollout.branching: branching rollouts sample from a model (--model), not a text policy');
         const res = src.backend
-          ? await rollout(src.backend, { ...common, sampling: { temperature: o.temperature, topP: o.topP, topK: o.topK }, stop: src.stop, maxBatch: o.batch })
+          ? await rollout(src.backend, {
+              ...common,
+              sampling: { temperature: o.temperature, topP: o.topP, topK: o.topK },
+              stop: src.stop,
+              maxBatch: o.batch,
+              ...(branching ? { branching } : {}),
+            })
           : await rolloutTextPolicy(src.policy!, common);
         bar.stop();
         const s = summarize(res.trajectories, res.stats);

@@ -1,0 +1,53 @@
+// `arbor demo --algorithms arpo,aepo` at a tiny scale: both run from the shared SFT checkpoint to
+// the same generated-token budget (a branch's copy of its parent's prefix is not counted) and log
+// their branching metrics; AEPO trains with entropy-balanced clipping.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ABLATION_ALGORITHMS, parseAlgorithms, runAblation } from '../../../engine/train/ablation';
+import { readMetricsJsonl } from '../../../engine/train/sinks';
+import { openTaskSession } from '../../../engine/train/wiring';
+
+const prevHome = process.env.ARBOR_HOME;
+afterEach(() => {
+  if (prevHome === undefined) delete process.env.ARBOR_HOME;
+  else process.env.ARBOR_HOME = prevHome;
+});
+
+describe('arbor demo --algorithms arpo,aepo', () => {
+  it('names arpo and aepo, with branching rollouts and AEPO’s loss', () => {
+    expect(parseAlgorithms('grpo,arpo,aepo')).toEqual(['grpo', 'arpo', 'aepo']);
+    expect(ABLATION_ALGORITHMS.arpo!.rollout).toEqual({ branching: { mode: 'arpo' } });
+    expect(ABLATION_ALGORITHMS.aepo).toEqual({ algorithm: { adv_estimator: 'grpo', policy_loss: 'aepo' }, rollout: { branching: { mode: 'aepo' } } });
+  });
+
+  it('runs both to the token budget with branches in their rollouts', async () => {
+    process.env.ARBOR_HOME = mkdtempSync(join(tmpdir(), 'arbor-babl-home-'));
+    const file = join(mkdtempSync(join(tmpdir(), 'arbor-babl-cfg-')), 'demo.yaml');
+    writeFileSync(
+      file,
+      [
+        'name: branch-ablation-test',
+        'model: { init: tiny }',
+        'task: { kind: multihop, hops: [1, 2] }',
+        'rollout: { prompts_per_step: 2, n: 4, max_turns: 3, max_new_tokens: 12 }',
+        'sft: { epochs: 1, demos: 8, batch_size: 4 }',
+        'eval: { every: 0, n_questions: 4 }',
+        'checkpoint: { every: 50, keep: 1 }',
+      ].join('\n'),
+    );
+    const res = await runAblation({ openSession: openTaskSession, algorithms: ['arpo', 'aepo'], tokenBudget: 150, configFile: file });
+    expect(res.rows.map((r) => r.algorithm)).toEqual(['arpo', 'aepo']);
+    for (const r of res.rows) {
+      expect(r.tokens).toBeGreaterThanOrEqual(150);
+      const rows = readMetricsJsonl(join(r.runDir, 'metrics.jsonl'));
+      expect(rows.reduce((a, x) => a + x.values['rollout/model_tokens']!, 0)).toBe(r.tokens);
+      for (const k of ['rollout/branches_per_prompt', 'rollout/prefix_tokens_saved', 'rollout/branch_entropy_mean'])
+        expect(rows[0]!.values[k]).toBeGreaterThanOrEqual(0);
+    }
+    const aepo = readMetricsJsonl(join(res.rows[1]!.runDir, 'metrics.jsonl'))[0]!.values;
+    expect(aepo['actor/clip_kept_fraction']).toBeGreaterThanOrEqual(0);
+    expect(aepo['actor/high_entropy_fraction']).toBeGreaterThan(0);
+  });
+});
