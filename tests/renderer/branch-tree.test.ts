@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { buildBranchTree, isBranchedGroup, treeMove, turnOrigins, visibleNodes, type BranchPoint, type BranchTree } from '../../renderer/src/lib/branchTree';
 import type { TrajSummary, TurnView } from '../../renderer/src/api/types';
+import { groupMetricKeys } from '../../renderer/src/lib/metricSections';
 
 const bp = (parent: number, turn: number, tokens: number, entropy = 2, deltaH = 0.5): BranchPoint => ({
   parent,
@@ -183,5 +184,26 @@ describe('turn origins of a branch', () => {
     expect(o[0]).toEqual({ shared: true, from: 9 });
     expect(o[1]).toMatchObject({ shared: false, from: 7, splitAt: 2 });
     expect(turnOrigins({ sample: 7, branch: bp(9, 1, 12), turnsData: turns(10, 5) }, null)[0]).toEqual({ shared: true, from: 9 });
+  });
+});
+
+describe('per-step branching metrics', () => {
+  it('get their own chart section in the run view', () => {
+    const keys = [
+      'reward/mean',
+      'actor/entropy',
+      'rollout/branches_per_prompt',
+      'rollout/prefix_tokens_saved',
+      'rollout/branch_entropy_mean',
+      'rollout/branch_delta_h_mean',
+    ];
+    const sections = Object.fromEntries(groupMetricKeys(keys).map((g) => [g.title, g.keys]));
+    expect(sections['Branching rollouts']).toEqual([
+      'rollout/branch_delta_h_mean',
+      'rollout/branch_entropy_mean',
+      'rollout/branches_per_prompt',
+      'rollout/prefix_tokens_saved',
+    ]);
+    expect(sections['Policy: KL, entropy, clipping, loss']).toEqual(['actor/entropy']);
   });
 });

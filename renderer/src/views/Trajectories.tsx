@@ -437,6 +437,16 @@ function GroupPane() {
               </b>
             </span>
             {g.outcome ? <span className="tag">{g.outcome}</span> : null}
+            {g.branch ? (
+              <span
+                title={`branched from sample ${g.branch.parent} after ${g.branch.turn} turns (entropy ${g.branch.entropy.toFixed(3)}, ΔH ${g.branch.deltaH.toFixed(3)})`}
+              >
+                <span className="branch-mark fork">
+                  <ForkIcon />
+                </span>{' '}
+                from {g.branch.parent}
+              </span>
+            ) : null}
           </div>
           {g.turnsData.map((t, i) => (
             <div key={i} className="turn">
