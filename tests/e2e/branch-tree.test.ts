@@ -129,8 +129,11 @@ describe('branch tree', () => {
     await expect.poll(openSample).toBe(4);
     await page.keyboard.press('ArrowLeft');
     await expect.poll(openSample).toBe(2);
-    await page.keyboard.press('j');
-    await expect.poll(() => page.locator('[data-testid="turn"][data-active="true"]').getAttribute('data-turn-index')).toBe('1');
+    // A branch opens at its branch point (turn index 3: after the prompt and 2 shared turns); j/k still walk the turns.
+    const activeTurn = () => page.locator('[data-testid="turn"][data-active="true"]').getAttribute('data-turn-index');
+    await expect.poll(activeTurn).toBe('3');
+    await page.keyboard.press('k');
+    await expect.poll(activeTurn).toBe('2');
 
     // An unbranched group keeps today's view: no tree, no branch marks.
     await page.getByTestId('traj-row').filter({ hasText: 'Who wrote Lantern' }).first().click();
