@@ -9,6 +9,10 @@
  *         [1 − ε_low, 1 + ε_high] with its own tiny range (algorithm.gspo.*), in verl's per-token
  *         form log s_{i,t} = log π_t − sg(log π_t) + sg(log s_i) so every token gets the gradient
  *         s_i·∇log π_t (the sequence gradient under seq-mean-token-mean aggregation)
+ *   aepo  AEPO's entropy-balanced clipping: PPO-clip, except that a high-entropy token (current
+ *         entropy ≥ algorithm.aepo.entropy_threshold × the micro-batch's mean over model tokens)
+ *         whose ratio is clipped keeps a gradient: its term is −A·clip(ρ)·ρ/sg(ρ), the clipped
+ *         value with the gradient −A·clip(ρ)·∇log π (rescaled to the clip bound, not dropped)
  *
  * Both add the KL to the reference in the loss (./kl.ts) and the entropy bonus, and aggregate
  * per `algorithm.loss_agg_mode`.
@@ -30,6 +34,7 @@ export interface PolicyLossConfig {
     clip_ratio_high: number;
     dual_clip: number | null;
     gspo: { clip_ratio_low: number; clip_ratio_high: number };
+    aepo: { entropy_threshold: number };
     kl_coef: number;
     kl_type: string;
     kl_in: string;
@@ -169,9 +174,56 @@ export function gspoLoss(cfg: PolicyLossConfig): LossSpec {
   };
 }
 
+/**
+ * AEPO's entropy-balanced policy optimisation (Dong et al. 2025, "Agentic Entropy-Balanced Policy
+ * Optimization"): PPO-clip (ε_low / ε_high) where clipped high-entropy tokens keep a gradient
+ * through a stop-gradient factor. Per model token with ρ = exp(log π − log π_old), c = clip(ρ):
+ *   clipped (the min picks c·A) and high-entropy:  L_t = −A·c·exp(log π − sg(log π))
+ *     (value −A·c as PPO; gradient −A·c·∇log π instead of 0),
+ *   otherwise PPO's −min(ρ·A, c·A).
+ * "High entropy": the current policy's entropy at the token (no gradient through the test) is at
+ * least `algorithm.aepo.entropy_threshold` × its mean over the micro-batch's model tokens (the
+ * paper leaves the split open; 1.0 = above average, Arbor's choice). Metrics: `clip_fraction`,
+ * `high_entropy_fraction`, `clip_kept_fraction` (clipped tokens whose gradient was kept, over
+ * model tokens).
+ */
+export function aepoLoss(cfg: PolicyLossConfig): LossSpec {
+  const a = cfg.algorithm;
+  const thr = a.aepo.entropy_threshold;
+  return {
+    key: `aepo:${a.clip_ratio_low}:${a.clip_ratio_high}:${thr}:${klInLoss(cfg) ? a.kl_type + a.kl_coef : 'nokl'}:${a.entropy_coef}:${a.loss_agg_mode}:${cfg.rollout.max_total_length}`,
+    inputs: lossInputs(cfg),
+    entropy: true,
+    program: <T>(o: Ops<T>, x: LossInputs<T>) => {
+      const s = (v: number) => o.scalar(v);
+      const mask = x.mask;
+      const tokens = o.maximum(o.sum(mask, [0, 1]), s(1));
+      const tmean = (v: T) => o.div(o.sum(o.mul(v, mask), [0, 1]), tokens);
+      const ratio = o.exp(o.sub(x.logprobs, x.old_logprobs!));
+      const adv = x.advantages!;
+      const pg1 = o.mul(o.neg(adv), ratio);
+      const clipped = o.minimum(o.maximum(ratio, s(1 - a.clip_ratio_low)), s(1 + a.clip_ratio_high));
+      const pg2 = o.mul(o.neg(adv), clipped);
+      const isClipped = o.cast(o.greater(pg2, pg1), 'float32');
+      const ent = o.stopGradient(x.entropy!);
+      const high = o.cast(o.less(o.mul(tmean(ent), s(thr)), o.add(ent, s(1e-12))), 'float32'); // H_t ≥ thr·mean H
+      const kept = o.mul(isClipped, high);
+      // −A·c with the gradient −A·c·∇log π: exp(log π − sg(log π)) is 1 with gradient ∇log π.
+      const keptTerm = o.mul(pg2, o.exp(o.sub(x.logprobs, o.stopGradient(x.logprobs))));
+      const pg = o.where(o.greater(kept, s(0.5)), keptTerm, o.maximum(pg1, pg2));
+      return finish(o, cfg, x, aggregateLoss(o, pg, mask, a.loss_agg_mode, cfg.rollout.max_total_length), {
+        clip_fraction: tmean(isClipped),
+        high_entropy_fraction: tmean(high),
+        clip_kept_fraction: tmean(kept),
+      });
+    },
+  };
+}
+
 export const POLICY_LOSSES = {
   ppo: ppoClipLoss,
   gspo: gspoLoss,
+  aepo: aepoLoss,
 } as const satisfies Record<string, (cfg: PolicyLossConfig) => LossSpec>;
 
 export type PolicyLossName = keyof typeof POLICY_LOSSES;

@@ -17,7 +17,8 @@
 import { Rng, mixSeed } from './rng';
 import { sampleToken, type SampledToken, type SamplingParams } from './sampling';
 import type { DecodeBackend, EnvStepResult, EpisodeEnv, RolloutTask, TextPolicy, TokenizerPort } from './ports';
-import type { OutcomeReward, Trajectory, Turn } from './types';
+import type { BranchPoint, OutcomeReward, Trajectory, Turn } from './types';
+import { aepoGlobalSamples, decideBranches, validateBranching, windowEntropy, type BranchingOptions } from './branching';
 
 export interface RolloutLimits {
   /** Max tokens the model generates in one turn. */
@@ -60,6 +61,11 @@ export interface RolloutOptions {
    * cache to the others (default true when the backend can fork).
    */
   sharePrefix?: boolean;
+  /**
+   * Branching rollouts (ARPO / AEPO, ./branching.ts): `n` is the per-prompt budget M; samples
+   * branch after tool responses, sharing the parent's KV cache up to the branch point.
+   */
+  branching?: BranchingOptions;
   onTrajectory?(t: Trajectory): void;
   onProgress?(p: RolloutProgress): void;
   signal?: AbortSignal;
@@ -80,6 +86,9 @@ export interface RolloutStats {
   sampleMs: number;
   /** Time the scheduler waited with no sequence to decode (every live one in its environment). */
   envWaitMs: number;
+  /** Branching rollouts: branches created, and prefix tokens they took from a forked cache instead of prefilling. */
+  branches?: number;
+  prefixTokensSaved?: number;
 }
 
 export interface RolloutResult {
@@ -112,6 +121,60 @@ interface Seq {
   envMs: number;
   prefillTokens: number;
   generatedTokens: number;
+  /** Branching rollouts only (undefined otherwise). */
+  br?: SeqBranchState;
+}
+
+/** A sample's branching state (./branching.ts). */
+interface SeqBranchState {
+  g: GroupState;
+  decisionRng: Rng;
+  /** Normalised window entropy of the first model turn (undefined until measured). */
+  h0?: number;
+  /** After a tool response: measure the next turn's window; the branch point it would create. */
+  measure: { turns: number; tokens: number; depth: number } | null;
+  /** Measured, waiting for the group's decisions at this tool step. */
+  pending: { turns: number; tokens: number; depth: number; entropy: number } | null;
+  resume: (() => void) | null;
+  /** Tool responses in the sequence (inherited by branches). */
+  depth: number;
+  /** AEPO: consecutive earlier high-entropy tool steps of the lineage. */
+  consecutive: number;
+  /** AEPO: the pre-monitoring sample (never branches). */
+  monitor: boolean;
+  toolEntropies: number[];
+  point?: BranchPoint;
+  /** Prefix tokens taken from the parent's forked cache. */
+  forked?: number;
+}
+
+interface GroupState {
+  task: RolloutTask;
+  group: number;
+  /** Sequences created so far (next sample index). */
+  started: number;
+  finished: number;
+  live: Set<Seq>;
+  /** Slots reserved for the group (M of them, so its branches never wait for a slot). */
+  slots: number[];
+  /** Branches the budget still allows. */
+  branchLeft: number;
+  phase: 'monitor' | 'run' | 'fill';
+  parked: Seq[];
+  /** AEPO: the monitor sample's first-turn window entropy. */
+  hRoot?: number;
+}
+
+function cloneTurn(u: Turn): Turn {
+  return {
+    ...u,
+    tokenIds: u.tokenIds.slice(),
+    logprobs: u.logprobs.slice(),
+    entropy: u.entropy.slice(),
+    lossMask: u.lossMask.slice(),
+    ...(u.toolCalls ? { toolCalls: u.toolCalls.map((c) => ({ ...c })) } : {}),
+    ...(u.stop ? { stop: { ...u.stop } } : {}),
+  };
 }
 
 function newModelTurn(): Turn {
@@ -153,38 +216,50 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
   const fullDistribution = !(opts.sampling.topK && opts.sampling.topK > 0 && opts.sampling.topK < backend.vocabSize) && topP >= 1;
   const fastSample = backend.extendSample && (greedy || fullDistribution) ? backend.extendSample.bind(backend) : null;
   const shareFork = !!backend.fork && opts.sharePrefix !== false;
+  const br = opts.branching;
+  if (br) {
+    validateBranching(br, opts.n);
+    if (maxBatch < opts.n) throw new Error(`branching rollouts need a batch of at least rollout.n = ${opts.n} (the group's budget; got ${maxBatch})`);
+  }
 
+  const newSeq = (task: RolloutTask, group: number, sample: number): Seq => {
+    const seed = mixSeed(opts.seed, group, sample);
+    return {
+      task,
+      group,
+      sample,
+      seed,
+      rng: new Rng(seed),
+      env: task.createEnv(),
+      slot: -1,
+      promptIds: [],
+      promptText: '',
+      turns: [],
+      unfed: [],
+      length: 0,
+      cur: null,
+      scanFrom: 0,
+      modelTurns: 0,
+      truncated: false,
+      t0: 0,
+      modelMs: 0,
+      envMs: 0,
+      prefillTokens: 0,
+      generatedTokens: 0,
+    };
+  };
   const queue: Seq[] = [];
+  // Branching: groups are admitted whole (M slots reserved), their samples started by maintain().
+  const groupQueue: GroupState[] = [];
   opts.tasks.forEach((task, gi) => {
-    for (let s = 0; s < opts.n; s++) {
-      const group = groupOffset + gi;
-      const seed = mixSeed(opts.seed, group, s);
-      queue.push({
-        task,
-        group,
-        sample: s,
-        seed,
-        rng: new Rng(seed),
-        env: task.createEnv(),
-        slot: -1,
-        promptIds: [],
-        promptText: '',
-        turns: [],
-        unfed: [],
-        length: 0,
-        cur: null,
-        scanFrom: 0,
-        modelTurns: 0,
-        truncated: false,
-        t0: 0,
-        modelMs: 0,
-        envMs: 0,
-        prefillTokens: 0,
-        generatedTokens: 0,
-      });
-    }
+    const group = groupOffset + gi;
+    if (br) groupQueue.push({ task, group, started: 0, finished: 0, live: new Set(), slots: [], branchLeft: 0, phase: 'run', parked: [] });
+    else for (let s = 0; s < opts.n; s++) queue.push(newSeq(task, group, s));
   });
-  const total = queue.length;
+  const total = opts.tasks.length * opts.n;
+  const dirty = new Set<GroupState>();
+  let branches = 0;
+  let prefixSaved = 0;
   const results: Trajectory[] = [];
   const freeSlots = Array.from({ length: maxBatch }, (_, i) => maxBatch - 1 - i);
   const ready: Seq[] = []; // sequences with unfed tokens, waiting for the next tick
@@ -211,7 +286,13 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
 
   const finish = async (s: Seq) => {
     backend.release(s.slot);
-    freeSlots.push(s.slot);
+    if (s.br) {
+      const g = s.br.g;
+      g.slots.push(s.slot);
+      g.live.delete(s);
+      g.finished++;
+      dirty.add(g);
+    } else freeSlots.push(s.slot);
     s.slot = -1;
     const t = performance.now();
     let outcome: OutcomeReward;
@@ -231,8 +312,16 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
       outcome,
       truncated: s.truncated,
       seed: s.seed,
-      timings: { totalMs: performance.now() - s.t0, modelMs: s.modelMs, envMs: s.envMs, prefillTokens: s.prefillTokens, generatedTokens: s.generatedTokens },
+      timings: {
+        totalMs: performance.now() - s.t0,
+        modelMs: s.modelMs,
+        envMs: s.envMs,
+        prefillTokens: s.prefillTokens,
+        generatedTokens: s.generatedTokens,
+        ...(s.br?.forked ? { forkedTokens: s.br.forked } : {}),
+      },
       ...(s.task.meta ? { meta: s.task.meta } : {}),
+      ...(s.br?.point ? { branch: s.br.point } : {}),
     };
     results.push(traj);
     opts.onTrajectory?.(traj);
@@ -293,6 +382,11 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
     if (ids.length) s.turns.push(obsTurn(ids, text, r.observation?.role ?? 'tool'));
     s.unfed.push(...ids);
     s.length += ids.length;
+    if (s.br && ids.length) {
+      // A tool response: the next turn's first k tokens are measured; a branch would start here.
+      s.br.depth++;
+      s.br.measure = { turns: s.turns.length, tokens: s.length, depth: s.br.depth };
+    }
     s.cur = newModelTurn();
     s.scanFrom = 0;
     ready.push(s);
@@ -325,12 +419,163 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
     return limit;
   };
 
+  /** Start a fresh sample of a branching group (a root: its own prompt, no shared prefix). */
+  const startRoot = (g: GroupState, monitor: boolean): Promise<void> => {
+    const s = newSeq(g.task, g.group, g.started++);
+    s.br = newBranchState(g, s, monitor);
+    s.slot = g.slots.pop()!;
+    g.live.add(s);
+    return admit(s);
+  };
+  const newBranchState = (g: GroupState, s: Seq, monitor: boolean): SeqBranchState => ({
+    g,
+    decisionRng: new Rng(mixSeed(s.seed, 0x62726e63)),
+    measure: null,
+    pending: null,
+    resume: null,
+    depth: 0,
+    consecutive: 0,
+    monitor,
+    toolEntropies: [],
+  });
+
+  /** A branch of `p` from its pending branch point: the parent's prefix, its cache forked up to the prefix's last token. */
+  const startBranch = (g: GroupState, p: Seq, probability: number, consecutive: number): void => {
+    const pb = p.br!;
+    const at = pb.pending!;
+    const c = newSeq(g.task, g.group, g.started++);
+    c.br = { ...newBranchState(g, c, false), h0: pb.h0, depth: at.depth, consecutive };
+    c.br.point = { parent: p.sample, turn: at.turns, tokens: at.tokens, entropy: at.entropy, deltaH: at.entropy - (pb.h0 ?? 0), probability };
+    c.slot = g.slots.pop()!;
+    g.live.add(c);
+    c.promptIds = p.promptIds;
+    c.promptText = p.promptText;
+    c.turns = p.turns.slice(0, at.turns).map(cloneTurn);
+    c.modelTurns = c.turns.filter((u) => u.role === 'model').length;
+    c.length = at.tokens;
+    const prefix = [...p.promptIds, ...c.turns.flatMap((u) => u.tokenIds)];
+    if (prefix.length !== at.tokens) throw new Error(`branch of task ${g.task.id}: prefix has ${prefix.length} tokens, expected ${at.tokens}`);
+    if (shareFork) {
+      // The branch feeds the prefix's last token itself and samples its first token from its own stream.
+      backend.fork!(p.slot, c.slot, at.tokens - 1);
+      c.unfed = [prefix[at.tokens - 1]!];
+      c.br.forked = at.tokens - 1;
+      prefixSaved += at.tokens - 1;
+    } else c.unfed = prefix;
+    c.cur = newModelTurn();
+    c.scanFrom = 0;
+    branches++;
+    c.t0 = performance.now();
+    // The branch's environment replays the shared turns (tool calls run again, observations are
+    // the parent's recorded tokens), so its state (calls made, episode context) matches.
+    track(
+      (async () => {
+        await c.env.prompt();
+        for (const u of c.turns)
+          if (u.role === 'model') {
+            const r = await c.env.step({ text: u.text, tokenIds: u.tokenIds.slice(), stopReason: u.stop?.reason ?? 'policy' });
+            if (r.done) throw new Error(`branch of task ${g.task.id}: the environment ended the episode while replaying the parent's turns`);
+          }
+        c.envMs += performance.now() - c.t0;
+        ready.push(c);
+      })(),
+    );
+  };
+
+  /** Group bookkeeping, run between ticks: AEPO's split, decisions at a tool step, fill, slots back. */
+  const maintain = (g: GroupState, starting: Promise<void>[]) => {
+    // AEPO: the pre-monitoring sample ended before any tool response: H_tool = H_root.
+    if (g.phase === 'monitor' && g.finished === 1) split(g, g.hRoot ?? 0, g.hRoot ?? 0, starting);
+    if (g.phase === 'run' && g.parked.length && [...g.live].every((s) => s.br!.pending)) {
+      // Every live sample measured this tool step: decide in sample order.
+      const parents = g.parked.splice(0).sort((a, b) => a.sample - b.sample);
+      const dec = decideBranches(
+        br!,
+        parents.map((p) => ({ deltaH: p.br!.pending!.entropy - (p.br!.h0 ?? 0), consecutive: p.br!.consecutive, rng: p.br!.decisionRng })),
+        g.branchLeft,
+      );
+      parents.forEach((p, i) => {
+        const d = dec[i]!;
+        for (let j = 0; j < d.children; j++) startBranch(g, p, d.probability, d.consecutive);
+        g.branchLeft -= d.children;
+        p.br!.consecutive = d.consecutive;
+      });
+      for (const p of parents) {
+        p.br!.pending = null;
+        const r = p.br!.resume!;
+        p.br!.resume = null;
+        r();
+      }
+    }
+    if (g.phase === 'run' && g.live.size === 0 && g.started < opts.n) {
+      // Nothing left to branch from: fill the budget with fresh samples.
+      g.phase = 'fill';
+      g.branchLeft = 0;
+      while (g.started < opts.n) starting.push(startRoot(g, false));
+    }
+    if (g.finished === opts.n) freeSlots.push(...g.slots.splice(0));
+  };
+  /** AEPO's budget split from pre-monitoring: m global samples (the monitor included), M − m branches. */
+  const split = (g: GroupState, hRoot: number, hTool: number, starting: Promise<void>[]) => {
+    const m = aepoGlobalSamples(opts.n, br!.budgetBeta, hRoot, hTool);
+    g.phase = 'run';
+    g.branchLeft = opts.n - m;
+    for (let i = 1; i < m; i++) starting.push(startRoot(g, false));
+  };
+
+  /**
+   * Branching: a sampled token may complete a measurement window (k tokens, or the turn's end).
+   * Returns true when the sequence parked to wait for its group's decisions (it then resumes
+   * with `then`).
+   */
+  const measure = (s: Seq, ended: boolean, then: () => void): boolean => {
+    const b = s.br!;
+    const turn = s.cur!;
+    if (!(ended || turn.tokenIds.length === br!.entropyWindow)) return false;
+    if (b.h0 === undefined && s.modelTurns === 0) {
+      b.h0 = windowEntropy(turn.entropy, br!.entropyWindow, backend.vocabSize);
+      if (b.monitor) b.g.hRoot = b.h0;
+      return false;
+    }
+    const at = b.measure;
+    if (!at) return false;
+    b.measure = null;
+    const entropy = windowEntropy(turn.entropy, br!.entropyWindow, backend.vocabSize);
+    if (b.monitor) {
+      // AEPO: the monitor's first post-tool window completes pre-monitoring; it then takes part
+      // in this tool step's decisions like any sample.
+      b.monitor = false;
+      const starting: Promise<void>[] = [];
+      split(b.g, b.h0 ?? 0, entropy, starting);
+      for (const p of starting) track(p);
+    }
+    if (b.g.phase !== 'run' || b.g.branchLeft <= 0) return false;
+    b.pending = { ...at, entropy };
+    b.resume = then;
+    b.g.parked.push(s);
+    dirty.add(b.g);
+    return true;
+  };
+
   try {
     while (results.length < total) {
       if (opts.signal?.aborted) throw new Error('rollout aborted');
       if (failure) throw failure;
       // Admit queued sequences into free slots.
       const admitting: Promise<void>[] = [];
+      if (br) {
+        const gs = [...dirty];
+        dirty.clear();
+        for (const g of gs) maintain(g, admitting);
+        while (groupQueue.length && freeSlots.length >= opts.n) {
+          const g = groupQueue.shift()!;
+          g.slots = freeSlots.splice(freeSlots.length - opts.n, opts.n);
+          g.phase = br.mode === 'aepo' ? 'monitor' : 'run';
+          const first = br.mode === 'aepo' ? 1 : br.initialSamples;
+          if (br.mode === 'arpo') g.branchLeft = opts.n - first;
+          for (let i = 0; i < first; i++) admitting.push(startRoot(g, br.mode === 'aepo'));
+        }
+      }
       while (freeSlots.length && queue.length) {
         const s = queue.shift()!;
         s.slot = freeSlots.pop()!;
@@ -340,7 +585,9 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
       if (ready.length === 0) {
         if (pending.size === 0) {
           if (failure) throw failure;
-          if (results.length < total && queue.length === 0) throw new Error('rollout scheduler stalled (no work and nothing pending)');
+          if (dirty.size) continue;
+          if (results.length < total && queue.length === 0 && groupQueue.length === 0)
+            throw new Error('rollout scheduler stalled (no work and nothing pending)');
           continue;
         }
         const tw = performance.now();
@@ -426,8 +673,9 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
           tok = sampleToken(row, opts.sampling, s.rng);
         }
         const ended = accept(s, tok);
-        if (ended) track(endTurn(s, ended));
-        else ready.push(s);
+        const go = ended ? () => track(endTurn(s, ended)) : () => ready.push(s);
+        if (s.br && measure(s, !!ended, go)) return;
+        go();
       });
       sampleMs += performance.now() - ts;
       // Let environment work that already completed run before the next tick.
@@ -452,6 +700,7 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
       meanBatch: calls ? batchSum / calls : 0,
       sampleMs,
       envWaitMs,
+      ...(br ? { branches, prefixTokensSaved: prefixSaved } : {}),
     },
   };
 }

@@ -130,8 +130,11 @@ export class KvSlotBackend implements DecodeBackend {
     return out;
   }
 
-  /** Slot `to` gets slot `from`'s cache (shared arrays: caches are never written in place). */
-  fork(from: number, to: number): void {
+  /**
+   * Slot `to` gets slot `from`'s cache (shared arrays: caches are never written in place), or,
+   * with `length`, a copy of its first `length` tokens (a branch leaving the sequence earlier).
+   */
+  fork(from: number, to: number, length?: number): void {
     if (from === to) throw new Error(`KvSlotBackend.fork: from and to are both slot ${from}`);
     for (const s of [from, to])
       if (!Number.isInteger(s) || s < 0 || s >= this.maxBatch) throw new Error(`KvSlotBackend.fork: slot ${s} out of range (maxBatch ${this.maxBatch})`);
@@ -139,7 +142,19 @@ export class KvSlotBackend implements DecodeBackend {
     this.unpack();
     const c = this.slots[from];
     if (!c) throw new Error(`KvSlotBackend.fork: slot ${from} is empty`);
-    this.slots[to] = { len: c.len, k: c.k.slice(), v: c.v.slice() };
+    if (length === undefined || length === c.len) {
+      this.slots[to] = { len: c.len, k: c.k.slice(), v: c.v.slice() };
+      return;
+    }
+    if (!Number.isInteger(length) || length < 1 || length > c.len)
+      throw new Error(`KvSlotBackend.fork: length ${length} out of range (slot ${from} holds ${c.len} tokens)`);
+    const { kvHeads: Hk, headDim: D } = this.shape;
+    const cut = (a: Float32Array) => {
+      const out = new Float32Array(Hk * length * D);
+      for (let h = 0; h < Hk; h++) out.set(a.subarray(h * c.len * D, (h * c.len + length) * D), h * length * D);
+      return out;
+    };
+    this.slots[to] = { len: length, k: c.k.map(cut), v: c.v.map(cut) };
   }
 
   /** Steady state: one token for each row of the packed batch. */

@@ -32,8 +32,10 @@ export interface DecodeBackend {
   /**
    * Optional: make slot `to` hold a copy of slot `from`'s cache (prefix sharing: a prompt
    * prefilled once, forked to the group's other samples; copy on divergence). `to` must be empty.
+   * With `length`, only the first `length` cached tokens are copied (a branching rollout's branch
+   * leaving its parent at an earlier point than the parent's cache has reached).
    */
-  fork?(from: number, to: number): void;
+  fork?(from: number, to: number, length?: number): void;
   /** Free resources (sessions, workers). */
   close?(): Promise<void>;
 }

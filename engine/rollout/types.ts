@@ -60,6 +60,8 @@ export interface Timings {
   envMs: number;
   prefillTokens: number;
   generatedTokens: number;
+  /** Branching rollouts: prefix tokens this branch took from its parent's forked KV cache instead of prefilling them. */
+  forkedTokens?: number;
 }
 
 /**

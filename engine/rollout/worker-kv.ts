@@ -100,8 +100,8 @@ export class KvHost {
     this.backend.release(slot);
   }
 
-  fork(from: number, to: number): void {
-    this.backend.fork(from, to);
+  fork(from: number, to: number, length?: number): void {
+    this.backend.fork(from, to, length);
   }
 }
 
@@ -171,9 +171,9 @@ export class WorkerKvBackend implements DecodeBackend {
     if (this.runner && this.handle >= 0) this.runner.post({ type: 'kvRelease', handle: this.handle, slot });
   }
 
-  fork(from: number, to: number): void {
+  fork(from: number, to: number, length?: number): void {
     if (!this.runner || this.handle < 0) throw new Error(`WorkerKvBackend.fork: slot ${from} is empty (nothing decoded yet)`);
-    this.runner.post({ type: 'kvFork', handle: this.handle, from, to });
+    this.runner.post({ type: 'kvFork', handle: this.handle, from, to, ...(length !== undefined ? { length } : {}) });
   }
 
   async close(): Promise<void> {

@@ -54,6 +54,8 @@ async function start(): Promise<void> {
     slot?: number;
     from?: number;
     to?: number;
+    /** kvFork: copy only the first `length` cached tokens (branching rollouts). */
+    length?: number;
   }) => {
     const r0 = now();
     const reply = (outputs: unknown, transfer: ArrayBuffer[] = [], timing?: WorkerTiming) =>
@@ -72,7 +74,7 @@ async function start(): Promise<void> {
       const host = kvHosts.get(m.handle!);
       if (!host) throw new Error(`KV host ${m.handle} is not open in this worker`);
       if (m.type === 'kvRelease') return host.release(m.slot!);
-      if (m.type === 'kvFork') return host.fork(m.from!, m.to!);
+      if (m.type === 'kvFork') return host.fork(m.from!, m.to!, m.length);
       if (m.type === 'kvClose') return void kvHosts.delete(m.handle!);
       if (m.type === 'kvExtend') {
         const pendingErr = kvErrors.get(m.handle!);

@@ -19,6 +19,63 @@ const asEstimatorEpisode = (e: Episode): EstimatorEpisode => ({
 });
 
 /**
+ * ARPO's hard advantage attribution: a model token that several trajectories of a group share
+ * (a branch's copy of its parent's prefix, recursively) gets the mean advantage of all the
+ * trajectories that contain it, in each of them; tokens of one trajectory keep their own.
+ * (Soft attribution, the default, leaves each copy with its own trajectory's advantage.)
+ */
+export function hardAttribution(episodes: Episode[], advantages: Float32Array[]): Float32Array[] {
+  const bySample = new Map<string, Episode>(episodes.map((e) => [`${e.group}:${e.sample}`, e] as const));
+  // The trajectory that generated position x of e: follow branch points while x is in the shared prefix.
+  const owner = (e: Episode, x: number): Episode => {
+    let o = e;
+    while (o.branch && x < o.branch.tokens) {
+      const p = bySample.get(`${o.group}:${o.branch.parent}`);
+      if (!p) break;
+      o = p;
+    }
+    return o;
+  };
+  const sums = new Map<string, { s: number; n: number }>();
+  const keys = episodes.map((e, k) => {
+    const ks: (string | null)[] = [];
+    for (let x = 0; x < e.lossMask.length; x++) {
+      if (!e.lossMask[x] || !e.branch || x >= e.branch.tokens) {
+        // Positions no one else shares are keyed by their own trajectory; only shared ones need a mean.
+        ks.push(null);
+        if (e.lossMask[x]) {
+          const key = `${e.group}:${e.sample}:${x}`;
+          const a = sums.get(key) ?? { s: 0, n: 0 };
+          a.s += advantages[k]![x]!;
+          a.n++;
+          sums.set(key, a);
+        }
+        continue;
+      }
+      const o = owner(e, x);
+      const key = `${o.group}:${o.sample}:${x}`;
+      ks.push(key);
+      const a = sums.get(key) ?? { s: 0, n: 0 };
+      a.s += advantages[k]![x]!;
+      a.n++;
+      sums.set(key, a);
+    }
+    return ks;
+  });
+  return episodes.map((e, k) => {
+    const out = advantages[k]!.slice();
+    const ks = keys[k]!;
+    for (let x = 0; x < out.length; x++) {
+      if (!e.lossMask[x]) continue;
+      const key = ks[x] ?? `${e.group}:${e.sample}:${x}`;
+      const a = sums.get(key)!;
+      out[x] = a.s / a.n;
+    }
+    return out;
+  });
+}
+
+/**
  * @param critic for estimators that need one (GAE): the critic's per-token values.
  */
 export function advantagePort(cfg: ExperimentConfig, critic?: { values(episodes: Episode[]): Promise<Float32Array[]> }): AdvantagePort {
@@ -55,8 +112,9 @@ export function advantagePort(cfg: ExperimentConfig, critic?: { values(episodes:
           similarity: a.gigpo.similarity_threshold === null ? undefined : { threshold: a.gigpo.similarity_threshold, ratio: sequenceMatcherRatio },
         },
       });
+      const adv = cfg.rollout.branching.attribution === 'hard' ? hardAttribution(episodes, res.advantages) : res.advantages;
       return {
-        advantages: new Map(episodes.map((e, i) => [e, res.advantages[i]!] as const)),
+        advantages: new Map(episodes.map((e, i) => [e, adv[i]!] as const)),
         returns: res.returns ? new Map(episodes.map((e, i) => [e, res.returns![i]!] as const)) : undefined,
         metrics: res.metrics,
       };

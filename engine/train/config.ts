@@ -20,6 +20,7 @@ import { LORA_TARGETS } from '../model/lora';
 import { ESTIMATORS } from '../rl/index';
 import { KL_ESTIMATORS } from '../rl/kl';
 import { AGGREGATION_MODES, POLICY_LOSSES as POLICY_LOSS_REGISTRY } from '../rl/policy-losses';
+import { BRANCHING_MODES } from '../rollout/branching';
 
 /** A registry's names as a zod enum's values (the config accepts exactly what is registered). */
 const keysOf = <K extends string>(registry: Record<K, unknown>) => Object.keys(registry) as [K, ...K[]];
@@ -98,6 +99,35 @@ const rolloutSchema = z.strictObject({
   max_turns: posInt().default(4),
   max_new_tokens: posInt().default(32).describe('per model turn'),
   max_total_length: posInt().default(384).describe('prompt + all turns, in tokens'),
+  /**
+   * Branching rollouts (ARPO / AEPO; engine/rollout/branching.ts): `n` becomes the per-prompt
+   * budget M; samples branch after tool responses where the entropy rises. Defaults: the ARPO
+   * release's (N = M/2, beam 2, α 0.5, β 0.2, k 20); AEPO's constants are Arbor's choices.
+   */
+  branching: z
+    .strictObject({
+      mode: z.enum(BRANCHING_MODES).default('none'),
+      /** ARPO's N: samples started per prompt (default ⌈n / 2⌉); the rest of the budget goes to branches and fill. */
+      initial_samples: posInt().optional(),
+      /** Up to beam_size − 1 branches per sample per tool step. */
+      beam_size: posInt().default(2),
+      /** Branch probability clip(alpha + beta·ΔH, 0, 1), ΔH in entropy normalised by log |V|. */
+      alpha: prob().default(0.5),
+      beta: z.number().default(0.2),
+      /** k: tokens after a tool response (and of the first turn) whose mean entropy is measured. */
+      entropy_window: posInt().default(20),
+      /** Shared-prefix tokens: each copy with its own advantage (soft) or the mean advantage of the branches sharing them (hard). */
+      attribution: z.enum(['soft', 'hard']).default('soft'),
+      aepo: z
+        .strictObject({
+          /** β_b of the pre-monitoring split m = round(n·σ(β_b·(H_root − H_tool))) (not published; Arbor's choice). */
+          budget_beta: z.number().default(10),
+          /** λ: branching probability × (1 − λ)^l after l consecutive high-entropy tool steps (not published; Arbor's choice). */
+          branch_penalty: prob().default(0.5),
+        })
+        .prefault({}),
+    })
+    .prefault({}),
 });
 
 const algorithmSchema = z.strictObject({
@@ -110,6 +140,12 @@ const algorithmSchema = z.strictObject({
     .strictObject({
       clip_ratio_low: nonNeg().max(1).default(3e-4),
       clip_ratio_high: nonNeg().default(4e-4),
+    })
+    .prefault({}),
+  /** AEPO's entropy-balanced clipping (policy_loss: aepo): a token is high-entropy at ≥ entropy_threshold × the micro-batch's mean entropy (Arbor's choice: 1, above average). */
+  aepo: z
+    .strictObject({
+      entropy_threshold: nonNeg().default(1),
     })
     .prefault({}),
   loss_agg_mode: z.enum(LOSS_AGG_MODES).default('token-mean'),
@@ -382,11 +418,16 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
         field: 'task.rl_hops',
         message: `${h} is not one of task.hops (${cfg.task.hops.join(', ')}); RL questions are drawn from the training questions`,
       });
+  if (cfg.algorithm.policy_loss === 'aepo' && cfg.algorithm.dual_clip !== null)
+    issues.push({ field: 'algorithm.dual_clip', message: 'applies to policy_loss "ppo" only; AEPO keeps clipped high-entropy gradients instead' });
   if (cfg.algorithm.policy_loss === 'gspo' && cfg.algorithm.dual_clip !== null)
     issues.push({
       field: 'algorithm.dual_clip',
       message: 'applies to policy_loss "ppo" only; GSPO clips the sequence ratio (algorithm.gspo.clip_ratio_low/high)',
     });
+  const brc = cfg.rollout.branching;
+  if (brc.initial_samples !== undefined && brc.initial_samples > cfg.rollout.n)
+    issues.push({ field: 'rollout.branching.initial_samples', message: `must be ≤ rollout.n = ${cfg.rollout.n} (the per-prompt budget)` });
   if (cfg.rollout.max_new_tokens >= cfg.rollout.max_total_length)
     issues.push({ field: 'rollout.max_new_tokens', message: `must be < rollout.max_total_length (${cfg.rollout.max_total_length})` });
   const responseMax = Math.min(cfg.rollout.max_turns * cfg.rollout.max_new_tokens, cfg.rollout.max_total_length);
@@ -452,6 +493,13 @@ function inertKeys(raw: unknown, cfg: ExperimentConfig, job?: 'sft'): { field: s
   }
   if (cfg.model.path)
     for (const k of ['hidden_size', 'layers']) refuse(`model.${k}`, 'with model.path (it sizes the tiny built-in model; a loaded model keeps its own size)');
+  if (cfg.algorithm.policy_loss !== 'aepo') refuse('algorithm.aepo', 'unless algorithm.policy_loss is "aepo" (entropy-balanced clipping)');
+  if (cfg.rollout.branching.mode === 'none')
+    for (const k of ['initial_samples', 'beam_size', 'alpha', 'beta', 'entropy_window', 'attribution', 'aepo'])
+      refuse(`rollout.branching.${k}`, 'with rollout.branching.mode "none" (no branching rollouts)');
+  if (cfg.rollout.branching.mode === 'arpo') refuse('rollout.branching.aepo', 'with rollout.branching.mode "arpo" (AEPO\'s budget split and penalty)');
+  if (cfg.rollout.branching.mode === 'aepo')
+    refuse('rollout.branching.initial_samples', 'with rollout.branching.mode "aepo" (pre-monitoring sets the global samples)');
   if (job === 'sft') {
     for (const k of ['lr', 'warmup_steps', 'schedule', 'min_lr_ratio'])
       refuse(`optim.${k}`, 'in `arbor sft` (SFT uses sft.lr with its own warm-up and cosine decay; optim.* schedules RL)');

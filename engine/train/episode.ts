@@ -6,6 +6,8 @@
  * Token ids are the source of truth: `tokens` is prompt + every turn, exactly as sampled and
  * as the tool observations were tokenised; `lossMask` is 1 on tokens the model generated.
  */
+import type { BranchPoint } from '../rollout/types';
+
 export interface Episode {
   /** Index of the prompt (group) in the step's batch, and of the sample within the group. */
   group: number;
@@ -45,6 +47,31 @@ export interface Episode {
   timings?: Record<string, number>;
   /** Unknown-token (<unk>) ids in the prompt and observations: text the tokenizer could not represent. */
   oovTokens?: number;
+  /** Branching rollouts: where this sample left its parent (sample index in the same group); its first `branch.tokens` tokens are the parent's. */
+  branch?: BranchPoint;
+}
+
+/** Model tokens the rollout generated for this episode: a branch's copy of its parent's prefix is not counted. */
+export function generatedTokenCount(e: Episode): number {
+  let n = 0;
+  for (let i = e.branch?.tokens ?? 0; i < e.lossMask.length; i++) n += e.lossMask[i]!;
+  return n;
+}
+
+/**
+ * Branching rollouts' per-step metrics: branches per prompt (group), prefix tokens taken from a
+ * forked KV cache instead of prefilled (summed over the step), and the mean normalised entropy
+ * measured at the branch points.
+ */
+export function branchMetrics(episodes: Episode[]): Record<string, number> {
+  const groups = new Set(episodes.map((e) => e.group)).size;
+  const br = episodes.filter((e) => e.branch);
+  return {
+    'rollout/branches_per_prompt': groups ? br.length / groups : 0,
+    'rollout/prefix_tokens_saved': episodes.reduce((a, e) => a + (e.timings?.forkedTokens ?? 0), 0),
+    'rollout/branch_entropy_mean': br.length ? br.reduce((a, e) => a + e.branch!.entropy, 0) / br.length : 0,
+    'rollout/branch_delta_h_mean': br.length ? br.reduce((a, e) => a + e.branch!.deltaH, 0) / br.length : 0,
+  };
 }
 
 export function modelTokenCount(e: Episode): number {

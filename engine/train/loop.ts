@@ -14,6 +14,8 @@ import {
   chunks,
   dropFlatGroups,
   episodeMetrics,
+  branchMetrics,
+  generatedTokenCount,
   logprobMismatch,
   modelTokenCount,
   mulberry32,
@@ -202,6 +204,7 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     }
     const rolloutMs = performance.now() - t0;
     Object.assign(m, episodeMetrics(all));
+    if (cfg.rollout.branching.mode !== 'none') Object.assign(m, branchMetrics(all));
     if (alg.overlong.enabled) {
       let penalty = 0;
       for (const e of episodes) {
@@ -297,7 +300,8 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     m['time/rollout_s'] = rolloutMs / 1000;
     m['time/score_s'] = scoreMs / 1000;
     m['time/update_s'] = updateMs / 1000;
-    const stepTokens = all.reduce((a, e) => a + modelTokenCount(e), 0);
+    // Generated tokens: a branch's copy of its parent's prefix was not generated again.
+    const stepTokens = all.reduce((a, e) => a + generatedTokenCount(e), 0);
     m['rollout/model_tokens'] = stepTokens;
     m['perf/rollout_tokens_per_s'] = stepTokens / Math.max(1e-9, rolloutMs / 1000);
     m['perf/update_tokens_per_s'] = agg.tokens / Math.max(1e-9, updateMs / 1000);

@@ -3,6 +3,7 @@
  * with the step seed, rolls out n samples each on the decode backend, and converts trajectories
  * to episodes. The same port serves the real model and the tabular test policy.
  */
+import type { BranchingOptions } from '../rollout/branching';
 import { rollout } from '../rollout/engine';
 import type { DecodeBackend, RolloutTask, TokenizerPort } from '../rollout/ports';
 import type { Trajectory } from '../rollout/types';
@@ -38,6 +39,22 @@ export function pickTasks<T>(pool: T[], k: number, seed: number): T[] {
   return out;
 }
 
+/** The engine's branching options from `rollout.branching` (mode arpo | aepo). */
+export function branchingOptions(cfg: ExperimentConfig): BranchingOptions {
+  const b = cfg.rollout.branching;
+  if (b.mode === 'none') throw new Error('rollout.branching.mode is "none"');
+  return {
+    mode: b.mode,
+    initialSamples: b.initial_samples ?? Math.ceil(cfg.rollout.n / 2),
+    beamSize: b.beam_size,
+    alpha: b.alpha,
+    beta: b.beta,
+    entropyWindow: b.entropy_window,
+    budgetBeta: b.aepo.budget_beta,
+    branchPenalty: b.aepo.branch_penalty,
+  };
+}
+
 export function engineRolloutPort(cfg: ExperimentConfig, o: EngineRolloutOptions): RolloutPort {
   if (o.tasks.length === 0) throw new Error(`task "${cfg.task.kind}": the training task pool is empty`);
   return {
@@ -52,6 +69,7 @@ export function engineRolloutPort(cfg: ExperimentConfig, o: EngineRolloutOptions
         stop: o.stop,
         tokenizer: o.tokenizer,
         maxBatch: o.maxBatch,
+        ...(cfg.rollout.branching.mode !== 'none' ? { branching: branchingOptions(cfg) } : {}),
       });
       o.onTrajectories?.(step, trajectories);
       return trajectories.map(trajectoryToEpisode);

@@ -20,6 +20,7 @@ export function episodeToRecord(
 ): TrajectoryRecord {
   const slice = (a: Float32Array | undefined, i: number, j: number) => (a ? Array.from(a.subarray(i, j)) : undefined);
   const turns: TurnRecord[] = [];
+  const ends: number[] = [];
   let i = 0;
   while (i < e.tokens.length) {
     const m = e.lossMask[i];
@@ -43,6 +44,7 @@ export function episodeToRecord(
       stepReward: m && stepReward ? stepReward : null,
       ...(calls.length ? { toolCalls: calls } : {}),
     });
+    ends.push(j);
     i = j;
   }
   let adv: number | undefined;
@@ -56,7 +58,12 @@ export function episodeToRecord(
       }
     adv = n ? s / n : 0;
   }
+  // A branch's `turn` counts the stored turns it shares with its parent (the stored turns split at
+  // loss-mask changes, the prompt being turn 0; the branch point is such a change: a tool response
+  // before the branch's first model token).
+  const branch = e.branch ? { ...e.branch, turn: ends.filter((x) => x <= e.branch!.tokens).length } : undefined;
   return {
+    ...(branch ? { branch } : {}),
     step,
     group: e.group,
     sample: e.sample,

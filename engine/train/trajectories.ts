@@ -53,6 +53,7 @@ export function trajectoryToEpisode(t: Trajectory): Episode {
     steps,
     ...(t.timings ? { timings: { ...t.timings } } : {}),
     ...(outcome.oovTokens ? { oovTokens: outcome.oovTokens } : {}),
+    ...(t.branch ? { branch: { ...t.branch } } : {}),
   };
 }
 
