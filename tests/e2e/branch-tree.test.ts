@@ -1,11 +1,14 @@
 // The branch tree of a group from branching rollouts (ARPO/AEPO), walked by keyboard in
-// Chromium against a real engine (`arbor serve`) on a real workspace database.
+// Chromium against a real engine (`arbor serve`) on a real workspace database: the groups of a
+// real short ARPO training run, and a hand-made group (written through the store API) whose
+// shape is known exactly: branches of branches, collapse and expand, every key.
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../engine/store/db';
 import { Store } from '../../engine/store/store';
 import { branchedGroup, plainGroup } from '../renderer/fixtures/branched-group';
-import { openBrowser, reviewShot, screenshotIfFailed, startEngine, type Browser, type Engine } from './harness';
+import { engineRequest, openBrowser, reviewShot, screenshotIfFailed, startEngine, type Browser, type Engine } from './harness';
+import type { TrajSummary } from '../../engine/server/protocol';
 
 let engine: Engine | undefined;
 let browser: Browser | undefined;
@@ -33,7 +36,134 @@ function seedBranchedRun(home: string): void {
   }
 }
 
+type Summary = Pick<TrajSummary, 'id' | 'step' | 'group' | 'sample' | 'reward' | 'advantage' | 'branch'>;
+
+/** The expected outline of a group, written out from the branch fields: depth first, a parent's branches by branch point then sample. */
+function expectedOutline(group: Summary[]): { sample: number; level: number; t: Summary }[] {
+  const out: { sample: number; level: number; t: Summary }[] = [];
+  const kids = (p: number) =>
+    group.filter((t) => t.branch?.parent === p).sort((a, b) => a.branch!.tokens - b.branch!.tokens || a.branch!.turn - b.branch!.turn || a.sample - b.sample);
+  const walk = (t: Summary, level: number) => {
+    out.push({ sample: t.sample, level, t });
+    for (const k of kids(t.sample)) walk(k, level + 1);
+  };
+  for (const r of group.filter((t) => !t.branch).sort((a, b) => a.sample - b.sample)) walk(r, 1);
+  return out;
+}
+
 describe('branch tree', () => {
+  it('opens a branched group of a real ARPO run in the tree view and walks it by keyboard', async () => {
+    // A real short run: the tiny model on the multi-hop task, 2 steps, 2 prompts × 4 samples, ARPO
+    // branching after every tool response (α = 1) with beam 3.
+    const started = await engineRequest(engine!, 'runs.start', {
+      template: 'multihop',
+      name: 'arpo-e2e',
+      config: {
+        model: { init: 'tiny' },
+        task: { kind: 'multihop' },
+        steps: 2,
+        rollout: { prompts_per_step: 2, n: 4, max_turns: 3, max_new_tokens: 8, branching: { mode: 'arpo', alpha: 1, beam_size: 3 } },
+        eval: { every: 0, n_questions: 2 },
+        checkpoint: { every: 2, keep: 1 },
+        logging: { full_trajectories_every: 1 },
+      },
+    });
+    expect(started.error).toBeUndefined();
+    const runId = (started.result as { id: string }).id;
+    const { page, errors } = browser!;
+    await page.goto(engine!.url);
+    await page.getByTestId('engine-status').getByText('connected').waitFor();
+    await expect
+      .poll(async () => ((await engineRequest(engine!, 'runs.get', { id: runId })).result as { status: string }).status, { timeout: 120_000, interval: 500 })
+      .toBe('completed');
+
+    // The group with the most branches at the last step (the engine decides where they are).
+    const all = (await engineRequest(engine!, 'trajectories.list', { runId })).result as Summary[];
+    const last = Math.max(...all.map((t) => t.step));
+    const groups = [...new Set(all.filter((t) => t.step === last).map((t) => t.group))].map((g) => all.filter((t) => t.step === last && t.group === g));
+    const group = groups.sort((a, b) => b.filter((t) => t.branch).length - a.filter((t) => t.branch).length)[0];
+    const branches = group.filter((t) => t.branch);
+    expect(branches.length, 'the ARPO run stored branched samples').toBeGreaterThan(0);
+    const outline = expectedOutline(group);
+    expect(outline).toHaveLength(group.length);
+
+    await page.getByTestId('nav-trajectories').click();
+    await page.getByTestId('traj-run').locator('option', { hasText: 'arpo-e2e' }).waitFor({ state: 'attached' });
+    await page.getByTestId('traj-run').selectOption({ label: 'arpo-e2e' });
+    await page.getByTestId('traj-step').selectOption(String(last));
+    const header = page.getByTestId('traj-header');
+    const where = async () =>
+      /group (\d+) · sample (\d+)/
+        .exec(await header.innerText())
+        ?.slice(1)
+        .map(Number);
+    const root = outline[0].t;
+    await page
+      .getByTestId('traj-row')
+      .nth((await rowIndex(page, root)) ?? 0)
+      .click();
+    await expect.poll(where).toEqual([root.group, root.sample]);
+    await page.getByRole('tree').waitFor();
+    const shown = () =>
+      page.evaluate(() =>
+        [...document.querySelectorAll('[role="tree"] [role="treeitem"]')].map((n) => [
+          Number(n.getAttribute('data-sample')),
+          Number(n.getAttribute('aria-level')),
+        ]),
+      );
+    expect(await shown()).toEqual(outline.map((o) => [o.sample, o.level]));
+    const row = (s: number) => page.locator(`[role="treeitem"][data-sample="${s}"] > .branch-row`);
+    for (const o of outline) {
+      expect(await row(o.sample).getByTestId('branch-reward').innerText()).toBe(o.t.reward.toFixed(3));
+      const b = o.t.branch;
+      if (b)
+        expect(await row(o.sample).getByTestId('branch-entropy').innerText()).toMatch(
+          new RegExp(`^H ${b.entropy.toFixed(3)} · ΔH [+−]?${Math.abs(b.deltaH).toFixed(3)}$`),
+        );
+    }
+    await reviewShot(page, 'branch-tree-arpo-run');
+
+    // Walk the whole tree with ↓ from the keyboard's entry point (t): every node opens its sample;
+    // a branch shows where it left its parent, and exactly its shared turns are marked.
+    const focused = () => page.evaluate(() => Number(document.activeElement?.getAttribute('data-sample') ?? -1));
+    await page.keyboard.press('t');
+    await expect.poll(focused).toBe(outline[0].sample);
+    for (const [i, o] of outline.entries()) {
+      if (i > 0) await page.keyboard.press('ArrowDown');
+      await expect.poll(focused).toBe(o.sample);
+      await expect.poll(where).toEqual([o.t.group, o.sample]);
+      const b = o.t.branch;
+      if (b) {
+        await expect.poll(() => page.getByTestId('traj-branch').innerText()).toMatch(new RegExp(`branched from sample ${b.parent} after turn ${b.turn}\\b`));
+        // The engine counts shared stored turns (prompt included); the view finds them by token position.
+        await expect.poll(() => page.getByTestId('turn-shared').count()).toBe(b.turn);
+        expect(await page.getByTestId('branch-point').count()).toBe(1);
+      } else {
+        await expect.poll(() => page.getByTestId('turn-shared').count()).toBe(0);
+      }
+    }
+    // ↓ at the last node stays; ← from a branch goes to its parent (a leaf has nothing to collapse); Home back to the top.
+    await page.keyboard.press('ArrowDown');
+    const lastNode = outline[outline.length - 1];
+    expect(await focused()).toBe(lastNode.sample);
+    const lastBranch = [...outline].reverse().find((o) => o.t.branch)!;
+    if (lastBranch !== lastNode) {
+      for (let k = outline.indexOf(lastNode); k > outline.indexOf(lastBranch); k--) await page.keyboard.press('ArrowUp');
+      await expect.poll(focused).toBe(lastBranch.sample);
+    }
+    await page.keyboard.press('ArrowLeft');
+    await expect.poll(focused).toBe(lastBranch.t.branch!.parent);
+    await expect.poll(where).toEqual([root.group, lastBranch.t.branch!.parent]);
+    // → from the parent: its first branch.
+    await page.keyboard.press('ArrowRight');
+    const firstKid = outline.find((o) => o.t.branch?.parent === lastBranch.t.branch!.parent)!;
+    await expect.poll(focused).toBe(firstKid.sample);
+    await page.keyboard.press('Home');
+    await expect.poll(focused).toBe(outline[0].sample);
+    await expect.poll(where).toEqual([root.group, outline[0].sample]);
+    expect(errors.filter((e) => !/favicon/.test(e))).toEqual([]);
+  });
+
   it('shows a branched group as a tree and walks it by keyboard', async () => {
     seedBranchedRun(engine!.home);
     const { page, errors } = browser!;
@@ -57,8 +187,8 @@ describe('branch tree', () => {
     expect(await page.getByTestId('branch-prompt').innerText()).toContain('Where was the director of Tidewater born ?');
     const node = (s: number) => page.locator(`[role="treeitem"][data-sample="${s}"]`);
     const row = (s: number) => node(s).locator(':scope > .branch-row');
-    expect(await row(4).getByTestId('branch-entropy').innerText()).toBe('H 2.87 · ΔH +1.43');
-    expect(await row(5).getByTestId('branch-entropy').innerText()).toBe('H 1.95 · ΔH −0.12');
+    expect(await row(4).getByTestId('branch-entropy').innerText()).toBe('H 0.834 · ΔH +0.271');
+    expect(await row(5).getByTestId('branch-entropy').innerText()).toBe('H 0.655 · ΔH −0.043');
     expect(await row(4).getByTestId('branch-reward').innerText()).toBe('1.000');
     expect(await row(4).innerText()).toContain('+0.42'); // advantage 1 − mean(1, 0, 0, 0.5, 1, 1)
     expect(await row(0).getByTestId('branch-entropy').count()).toBe(0); // a root has no branch point
@@ -79,11 +209,11 @@ describe('branch tree', () => {
     await expect.poll(openSample).toBe(2);
     expect(await node(2).getAttribute('aria-selected')).toBe('true');
     expect(await node(0).getAttribute('aria-selected')).toBe('false');
-    await expect.poll(() => page.getByTestId('traj-branch').innerText()).toMatch(/branched from sample 0 after 2 turns/);
+    await expect.poll(() => page.getByTestId('traj-branch').innerText()).toMatch(/branched from sample 0 after turn 3/);
     await expect
       .poll(() => page.getByTestId('turn-shared').allInnerTexts())
       .toEqual(['shared · from sample 0', 'shared · from sample 0', 'shared · from sample 0']);
-    expect(await page.getByTestId('branch-point').innerText()).toMatch(/left sample 0 here · entropy 2\.310 · ΔH 0\.840/);
+    expect(await page.getByTestId('branch-point').innerText()).toMatch(/left sample 0 here · entropy 0\.712 · ΔH 0\.184/);
     // → its first branch (a branch of a branch): turns from the root, then from sample 2.
     await page.keyboard.press('ArrowRight');
     await expect.poll(focused).toBe('4');
@@ -143,3 +273,13 @@ describe('branch tree', () => {
     expect(errors.filter((e) => !/favicon/.test(e))).toEqual([]);
   });
 });
+
+/** Index in the trajectory list of a summary's row (the list is sorted by group, then sample). */
+async function rowIndex(page: Browser['page'], t: Summary): Promise<number | undefined> {
+  const rows = await page.getByTestId('traj-row').allInnerTexts();
+  const i = rows.findIndex((r) => {
+    const [g, s] = r.split(/\s+/).map(Number);
+    return g === t.group && s === t.sample;
+  });
+  return i < 0 ? undefined : i;
+}

@@ -66,7 +66,7 @@ describe('branch tree state against a real engine', () => {
     await s().moveInTree('down');
     expect(open()).toBe(2);
     expect(s().sampleIndex).toBe(-1);
-    expect(s().traj!.branch).toMatchObject({ parent: 0, turn: 2 });
+    expect(s().traj!.branch).toMatchObject({ parent: 0, turn: 3 });
     expect(s().turnIndex).toBe(3); // opened at its branch point: after the prompt and 2 shared turns
     await s().moveInTree('right');
     expect(open()).toBe(4);

@@ -13,18 +13,26 @@ import { ForkIcon } from './Turns';
 
 const KEYS: Record<string, TreeKey> = { ArrowUp: 'up', ArrowDown: 'down', ArrowLeft: 'left', ArrowRight: 'right', Home: 'home', End: 'end' };
 
-const signed = (v: number, d: number) => (v > 0 ? '+' : v < 0 ? '−' : '') + Math.abs(v).toFixed(d);
+/** A signed number with a real minus sign; values that round to zero get no sign. */
+const signed = (v: number, d: number) => {
+  const m = Math.abs(v).toFixed(d);
+  return (Number(m) === 0 ? '' : v > 0 ? '+' : '−') + m;
+};
 
-/** Entropy and ΔH of a branch point, tinted like the entropy channel of the heat map. */
+/**
+ * Entropy and ΔH of a branch point. The engine measures them as the mean entropy of the first k
+ * tokens after the tool response divided by log |V| (ARPO's reference does), so 1 is a uniform
+ * distribution: the tint runs from none at 0 to full amber at 1.
+ */
 export function BranchPointBadge({ branch }: { branch: NonNullable<BranchNode['branch']> }) {
   return (
     <span
       className="branch-badge"
-      style={{ background: heatColor('entropy', branch.entropy, 3) || undefined }}
-      title={`branched with probability ${branch.probability.toFixed(3)} (α + β·ΔH): entropy ${branch.entropy.toFixed(3)} after the tool response, ΔH ${signed(branch.deltaH, 3)} over the sample's first turn`}
+      style={{ background: heatColor('entropy', branch.entropy, 1) || undefined }}
+      title={`branched with probability ${branch.probability.toFixed(3)} (α + β·ΔH): entropy ${branch.entropy.toFixed(4)} after the tool response (mean of the first k tokens ÷ log |V|), ΔH ${signed(branch.deltaH, 4)} over the sample's first turn`}
       data-testid="branch-entropy"
     >
-      H {branch.entropy.toFixed(2)} · ΔH {signed(branch.deltaH, 2)}
+      H {branch.entropy.toFixed(3)} · ΔH {signed(branch.deltaH, 3)}
     </span>
   );
 }
@@ -151,7 +159,7 @@ function TreeItem({
       aria-posinset={pos}
       aria-selected={node.id === openId}
       aria-expanded={hasKids ? open : undefined}
-      aria-label={`sample ${node.sample}${b ? `, branched from sample ${b.parent} after ${b.turn} turns, entropy ${b.entropy.toFixed(2)}` : ', root'}, reward ${t.reward.toFixed(3)}${adv != null ? `, advantage ${adv.toFixed(3)}` : ''}`}
+      aria-label={`sample ${node.sample}${b ? `, branched from sample ${b.parent} after turn ${b.turn}, entropy ${b.entropy.toFixed(3)}` : ', root'}, reward ${t.reward.toFixed(3)}${adv != null ? `, advantage ${adv.toFixed(3)}` : ''}`}
       tabIndex={node.id === tabStop ? 0 : -1}
       data-node-id={node.id}
       data-sample={node.sample}
@@ -191,8 +199,8 @@ function TreeItem({
           </span>
           {b ? (
             <span className="branch-line sub">
-              <span className="muted" title={`shares the prompt and its first ${b.turn} turns (${b.tokens} tokens) with sample ${b.parent}`}>
-                after {b.turn} turn{b.turn === 1 ? '' : 's'}
+              <span className="muted" title={`shares its first ${b.turn} turns, the prompt included (${b.tokens} tokens), with sample ${b.parent}`}>
+                after turn {b.turn}
               </span>
               <BranchPointBadge branch={b} />
             </span>

@@ -1,6 +1,7 @@
 // The tree of a branched group (ARPO/AEPO branching rollouts): one prompt's samples at one step,
 // where a branch sample names the sample it left (`branch.parent`), how many leading turns and
-// flattened tokens (prompt included) it shares with it, and the entropy that triggered it. Built
+// flattened tokens it shares with it (stored turns, the prompt being the first, so the replay's
+// "turn N" is the last shared one; tokens include the prompt), and the entropy that triggered it. Built
 // from the trajectory summaries alone; the full trajectory of the open sample is only needed to
 // mark which of its turns came from an ancestor.
 import type { Trajectory, TrajSummary } from '../api/types';

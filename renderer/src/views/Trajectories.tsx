@@ -293,8 +293,7 @@ function TrajectoryHeader({ traj, tree }: { traj: Trajectory; tree: BranchTree |
           <span className="branch-mark fork">
             <ForkIcon />
           </span>{' '}
-          branched from sample <b className="mono">{traj.branch.parent}</b> after {traj.branch.turn} turn
-          {traj.branch.turn === 1 ? '' : 's'} <BranchPointBadge branch={traj.branch} />
+          branched from sample <b className="mono">{traj.branch.parent}</b> after turn {traj.branch.turn} <BranchPointBadge branch={traj.branch} />
         </span>
       ) : tree ? (
         <span className="muted" data-testid="traj-branch">
@@ -439,7 +438,7 @@ function GroupPane() {
             {g.outcome ? <span className="tag">{g.outcome}</span> : null}
             {g.branch ? (
               <span
-                title={`branched from sample ${g.branch.parent} after ${g.branch.turn} turns (entropy ${g.branch.entropy.toFixed(3)}, ΔH ${g.branch.deltaH.toFixed(3)})`}
+                title={`branched from sample ${g.branch.parent} after turn ${g.branch.turn} (entropy ${g.branch.entropy.toFixed(3)}, ΔH ${g.branch.deltaH.toFixed(3)})`}
               >
                 <span className="branch-mark fork">
                   <ForkIcon />
