@@ -53,8 +53,9 @@ function expectedOutline(group: Summary[]): { sample: number; level: number; t: 
 
 describe('branch tree', () => {
   it('opens a branched group of a real ARPO run in the tree view and walks it by keyboard', async () => {
-    // A real short run: the tiny model on the multi-hop task, 2 steps, 2 prompts × 4 samples, ARPO
-    // branching after every tool response (α = 1) with beam 3.
+    // A real short run: the tiny model on the multi-hop task, 2 steps of one prompt × 8 samples,
+    // ARPO starting 2 and branching after every tool response (α = 1, beam 2) while the budget
+    // lasts: branches at the first tool response, then branches of those at the second.
     const started = await engineRequest(engine!, 'runs.start', {
       template: 'multihop',
       name: 'arpo-e2e',
@@ -62,7 +63,7 @@ describe('branch tree', () => {
         model: { init: 'tiny' },
         task: { kind: 'multihop' },
         steps: 2,
-        rollout: { prompts_per_step: 2, n: 4, max_turns: 3, max_new_tokens: 8, branching: { mode: 'arpo', alpha: 1, beam_size: 3 } },
+        rollout: { prompts_per_step: 1, n: 8, max_turns: 3, max_new_tokens: 8, branching: { mode: 'arpo', alpha: 1, beam_size: 2, initial_samples: 2 } },
         eval: { every: 0, n_questions: 2 },
         checkpoint: { every: 2, keep: 1 },
         logging: { full_trajectories_every: 1 },
@@ -86,6 +87,14 @@ describe('branch tree', () => {
     expect(branches.length, 'the ARPO run stored branched samples').toBeGreaterThan(0);
     const outline = expectedOutline(group);
     expect(outline).toHaveLength(group.length);
+    expect(Math.max(...outline.map((o) => o.level)), 'the run branched from a branch').toBeGreaterThanOrEqual(3);
+    const bySample = new Map(group.map((t) => [t.sample, t]));
+    /** Who generated stored turn i of a branch, from the engine's counts: the nearest ancestor whose own turns include it. */
+    const originOf = (t: Summary, i: number): number => {
+      let a = bySample.get(t.branch!.parent)!;
+      while (a.branch && i < a.branch.turn) a = bySample.get(a.branch.parent)!;
+      return a.sample;
+    };
 
     await page.getByTestId('nav-trajectories').click();
     await page.getByTestId('traj-run').locator('option', { hasText: 'arpo-e2e' }).waitFor({ state: 'attached' });
@@ -135,8 +144,11 @@ describe('branch tree', () => {
       const b = o.t.branch;
       if (b) {
         await expect.poll(() => page.getByTestId('traj-branch').innerText()).toMatch(new RegExp(`branched from sample ${b.parent} after turn ${b.turn}\\b`));
-        // The engine counts shared stored turns (prompt included); the view finds them by token position.
-        await expect.poll(() => page.getByTestId('turn-shared').count()).toBe(b.turn);
+        // The engine counts shared stored turns (prompt included); the view finds them by token
+        // position and names the ancestor that generated each (a branch of a branch: the root's, then its parent's).
+        await expect
+          .poll(() => page.getByTestId('turn-shared').allInnerTexts())
+          .toEqual(Array.from({ length: b.turn }, (_, i) => `shared · from sample ${originOf(o.t, i)}`));
         expect(await page.getByTestId('branch-point').count()).toBe(1);
       } else {
         await expect.poll(() => page.getByTestId('turn-shared').count()).toBe(0);
