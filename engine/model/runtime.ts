@@ -270,12 +270,12 @@ export class PolicyModel {
     return f;
   }
 
-  private runner(key: string, build: () => Graph): Promise<OrtRunner> {
+  private runner(key: string, build: () => Graph, threads = this.opts.threads): Promise<OrtRunner> {
     if (this.disposed) throw new Error('PolicyModel: used after dispose()');
     let r = this.runners.get(key);
     if (!r) {
       const profilePrefix = this.opts.profilePrefix && `${this.opts.profilePrefix}-${key.replace(/[^A-Za-z0-9]+/g, '_')}`;
-      r = OrtRunner.create(build(), { threads: this.opts.threads, providers: this.opts.providers, profilePrefix });
+      r = OrtRunner.create(build(), { threads, providers: this.opts.providers, profilePrefix });
       this.runners.set(key, r);
     }
     return r;
@@ -294,12 +294,15 @@ export class PolicyModel {
   /**
    * The decode program's runner (ORT backend) with the current weights sent: for a KV cache
    * hosted in its worker (engine/rollout/worker-kv.ts). Call before every use.
+   * `shard` > 0 (with its own intra-op `threads`): another decode session in its own worker, for
+   * data-parallel decoding (engine/rollout/worker-kv.ts ShardedKvBackend).
    */
-  decodeRunner = async (): Promise<OrtRunner> => {
+  decodeRunner = async (shard = 0, threads?: number): Promise<OrtRunner> => {
     if (this.backend !== 'ort') throw new Error('PolicyModel.decodeRunner: only the ORT backend runs decode in a worker');
     const c = this.config;
-    const r = await this.runner('decode', () => traceGraph(decodeInputSpecs(c, this.lora), decodeProgram(c, this.lora)));
-    this.syncWeights('decode', r);
+    const key = shard === 0 && threads === undefined ? 'decode' : `decode#${shard}:${threads ?? ''}`;
+    const r = await this.runner(key, () => traceGraph(decodeInputSpecs(c, this.lora), decodeProgram(c, this.lora)), threads ?? this.opts.threads);
+    this.syncWeights(key, r);
     return r;
   };
 
@@ -412,13 +415,15 @@ export class PolicyModel {
    * RunnerStats) plus `buildMs`, building the feeds (attention bias) on this thread. For benchmarks.
    */
   async decodeStats(reset = false): Promise<RunnerStats & { buildMs: number }> {
-    const r = this.runners.get('decode');
-    const runner = r ? await r : undefined;
-    const out = { ...(runner?.stats ?? emptyRunnerStats()), buildMs: this.decodeBuildMs };
-    if (reset) {
-      if (runner) runner.stats = emptyRunnerStats();
-      this.decodeBuildMs = 0;
+    // Every decode session (shards of a ShardedKvBackend too: their times are summed).
+    const out: RunnerStats & { buildMs: number } = { ...emptyRunnerStats(), buildMs: this.decodeBuildMs };
+    for (const [key, r] of this.runners) {
+      if (key !== 'decode' && !key.startsWith('decode#')) continue;
+      const runner = await r;
+      for (const k of Object.keys(runner.stats) as (keyof RunnerStats)[]) out[k] += runner.stats[k];
+      if (reset) runner.stats = emptyRunnerStats();
     }
+    if (reset) this.decodeBuildMs = 0;
     return out;
   }
 
