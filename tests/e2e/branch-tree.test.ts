@@ -277,6 +277,15 @@ describe('branch tree', () => {
     await page.keyboard.press('k');
     await expect.poll(activeTurn).toBe('2');
 
+    // g: the group side by side (columns say which sample a branch left), g again: back to the tree.
+    await page.keyboard.press('g');
+    await page.getByTestId('group-view').waitFor();
+    await expect.poll(() => page.locator('.group-col').count()).toBe(6);
+    expect(await page.locator('.group-col').nth(4).locator('.turn-head').first().innerText()).toMatch(/sample 4[\s\S]*from 2/);
+    await reviewShot(page, 'branch-group-view');
+    await page.keyboard.press('g');
+    await page.getByRole('tree').waitFor();
+
     // An unbranched group keeps today's view: no tree, no branch marks.
     await page.getByTestId('traj-row').filter({ hasText: 'Who wrote Lantern' }).first().click();
     await expect.poll(() => header.innerText()).toMatch(/group 1 · sample 0 of 3/);

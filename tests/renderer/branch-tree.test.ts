@@ -2,7 +2,16 @@
 // nesting and order, branches of branches, missing parents and loops, the keyboard moves of
 // the WAI-ARIA tree pattern, and which turns of a branch came from which ancestor.
 import { describe, expect, it } from 'vitest';
-import { buildBranchTree, isBranchedGroup, treeMove, turnOrigins, visibleNodes, type BranchPoint, type BranchTree } from '../../renderer/src/lib/branchTree';
+import {
+  buildBranchTree,
+  firstOwnTurn,
+  isBranchedGroup,
+  treeMove,
+  turnOrigins,
+  visibleNodes,
+  type BranchPoint,
+  type BranchTree,
+} from '../../renderer/src/lib/branchTree';
 import type { TrajSummary, TurnView } from '../../renderer/src/api/types';
 import { groupMetricKeys } from '../../renderer/src/lib/metricSections';
 
@@ -164,6 +173,13 @@ describe('turn origins of a branch', () => {
     expect(o[3].branchPoint).toMatchObject({ parent: 0, tokens: 23 });
     expect(o[3].splitAt).toBeUndefined();
     expect(o[4].branchPoint).toBeUndefined();
+  });
+
+  it('opens a branch at its first own turn, a root at its first turn', () => {
+    expect(firstOwnTurn({ sample: 2, branch: bp(0, 3, 23), turnsData: turns(10, 5, 8, 7, 6, 3) })).toBe(3);
+    expect(firstOwnTurn({ sample: 0, branch: null, turnsData: turns(10, 5, 8) })).toBe(0);
+    // A branch stored with only its shared turns (it ended at the branch point) opens at its first turn.
+    expect(firstOwnTurn({ sample: 2, branch: bp(0, 3, 23), turnsData: turns(10, 5, 8) })).toBe(0);
   });
 
   it('names the ancestor that generated each shared turn of a branch of a branch', () => {

@@ -203,3 +203,10 @@ export function turnOrigins(traj: Pick<Trajectory, 'sample' | 'branch' | 'turnsD
   }
   return out;
 }
+
+/** Index of a trajectory's first own turn (just after its branch point); 0 for a root sample. */
+export function firstOwnTurn(traj: Pick<Trajectory, 'sample' | 'branch' | 'turnsData'>): number {
+  if (!traj.branch) return 0;
+  const i = turnOrigins(traj, null).findIndex((o) => !o.shared);
+  return i < 0 ? 0 : i;
+}

@@ -1,6 +1,6 @@
 import type { ArborApi, EngineEvent, Trajectory, TrajSummary } from '../api/types';
 import { nextChannel, type Channel } from '../lib/heat';
-import { buildBranchTree, treeMove, turnOrigins, type TreeKey } from '../lib/branchTree';
+import { buildBranchTree, firstOwnTurn, treeMove, type TreeKey } from '../lib/branchTree';
 import type { Get, Set } from './index';
 
 export interface TrajFilter {
@@ -100,16 +100,7 @@ export function createTrajSlice(api: ArborApi, set: Set, get: Get): TrajSlice {
       // Stale if another sample, step or list was opened meanwhile.
       if (seq !== openSeq || get().sampleIndex !== index) return;
       // A branch opens at its branch point (its first own turn); the shared turns are above it.
-      set({
-        traj,
-        turnIndex: traj.branch
-          ? Math.max(
-              0,
-              turnOrigins(traj, null).findIndex((o) => !o.shared),
-            )
-          : 0,
-        treeFocus: traj.id,
-      });
+      set({ traj, turnIndex: firstOwnTurn(traj), treeFocus: traj.id });
       await loadTree();
       await loadGroup();
     } catch (err) {
