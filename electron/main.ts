@@ -6,7 +6,6 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BrowserWindow, ElectronMain, MenuItemOptions } from './electron-api';
 import { EngineHost } from './engine-host';
-import { findSqliteBinding } from './native';
 import { APP_URL, hardenWebContents, isTrustedSender, registerAppScheme, secureWebPreferences, serveRenderer } from './security';
 import { loadWindowState, trackWindowState } from './window-state';
 
@@ -14,8 +13,6 @@ const electron = createRequire(import.meta.url)('electron') as ElectronMain;
 const { app, BrowserWindow: Window, ipcMain, Menu } = electron;
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..');
-// Packaged: native modules live in app.asar.unpacked; the rebuilt better-sqlite3 is shipped unpacked too.
-const unpackedRoot = root.replace(/app\.asar([/\\]|$)/, 'app.asar.unpacked$1');
 
 if (!app.requestSingleInstanceLock()) {
   app.quit();
@@ -27,17 +24,13 @@ hardenWebContents(electron);
 let win: BrowserWindow | null = null;
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
-const binding = findSqliteBinding([unpackedRoot, root]);
+// better-sqlite3 (13+) and onnxruntime-node are N-API addons with prebuilt binaries: the same
+// node_modules copy loads in Node (CLI, tests, `arbor serve`) and in Electron's utility process.
 const engine = new EngineHost(electron, {
   entry: join(here, 'engine-entry.mjs'),
-  env: {
-    ...process.env,
-    ARBOR_SQLITE_BINDING: 'path' in binding ? binding.path : undefined,
-    ARBOR_HOME: process.env.ARBOR_HOME,
-  },
+  env: { ...process.env, ARBOR_HOME: process.env.ARBOR_HOME },
   log,
 });
-if ('error' in binding) log(binding.error);
 
 function createWindow(): void {
   const stateFile = join(app.getPath('userData'), 'window-state.json');

@@ -1,12 +1,11 @@
 #!/usr/bin/env node
-// `npm start`: build the renderer if it is missing or older than its sources, make sure
-// better-sqlite3 is built for Electron (separate copy, see electron-native.mjs), then launch Electron.
+// `npm start`: build the renderer if it is missing or older than its sources, then launch Electron.
+// (better-sqlite3 and onnxruntime-node are N-API prebuilt addons: Electron loads node_modules' copies.)
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ensureElectronNative } from './electron-native.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
@@ -30,19 +29,15 @@ if (!existsSync(distIndex) || statSync(distIndex).mtimeMs < srcTime) {
 
 let electronBin;
 try {
-  electronBin = require('electron'); // the package's main export is the path of the binary
-} catch {
-  console.error(
-    'Electron is not installed here. It is an optional dependency whose binary is downloaded at install time;\n' +
-      'run `npm install electron` on a machine with network access, or use `npx arbor serve` to open the workbench in a browser.',
-  );
-  process.exit(1);
-}
-
-try {
-  await ensureElectronNative();
+  // The package's main export is the path of the binary; since Electron 45 requiring it downloads
+  // the binary on first use (needs network).
+  electronBin = require('electron');
 } catch (err) {
-  console.error(`Could not build better-sqlite3 for Electron: ${err.message ?? err}`);
+  console.error(
+    `Electron is not available here (${err?.message ?? err}). It is an optional dependency whose binary is downloaded\n` +
+      'on first use: run `npm start` (or `npx install-electron --no`) on a machine with network access, or `npm install electron`\n' +
+      'if the package is missing; or use `npx arbor serve` to open the workbench in a browser.',
+  );
   process.exit(1);
 }
 

@@ -245,11 +245,29 @@ function sampleHead<T>(o: Ops<T>, logits: T, V: number, u: T, invTemp: T, greedy
 }
 
 /**
+ * The op set with x·x written as Pow(x, 2): ONNX Runtime's SimplifiedLayerNormFusion fuses an
+ * RMSNorm (Pow → ReduceMean → Add → Sqrt → Div → Mul) into one SimplifiedLayerNormalization
+ * kernel only when the square is a Pow, so each norm of the decode graph is one node instead of
+ * six (a small model's decode step is mostly per-node cost). Only the decode program uses it:
+ * the train graph keeps its own ops (its backward reuses the intermediates, so nothing would fuse).
+ */
+function fusableOps<T>(o: Ops<T>): Ops<T> {
+  return new Proxy(o, {
+    get(target, key) {
+      if (key === 'mul') return (a: T, b: T) => (a === b ? target.pow(a, target.scalar(2)) : target.mul(a, b));
+      const v = (target as unknown as Record<string | symbol, unknown>)[key];
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+}
+
+/**
  * `decode`: logits of the last new position, the extended KV cache, and one token sampled from
  * those logits per row (token, token_logprob, token_entropy; see sampleHead).
  */
 export function decodeProgram(c: ModelConfig, lora?: LoraSpec) {
-  return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
+  return <T>(ops: Ops<T>, x: Record<string, T>): Record<string, T> => {
+    const o = fusableOps(ops);
     const w = pickWeights(c, x, lora);
     const past = Array.from({ length: c.numLayers }, (_, i) => ({ k: x[`past_k_${i}`], v: x[`past_v_${i}`] }));
     const { hidden, present } = transformer(

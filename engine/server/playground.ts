@@ -59,6 +59,8 @@ export interface ChatResult {
   dataset?: string;
   /** The tool-call format the chat ran in. */
   format?: string;
+  /** The prompt the model saw (the conversation through the checkpoint's chat template, tools rendered) and its token count. */
+  prompt?: { text: string; tokens: number };
   transcript: TranscriptEntry[];
   reason: string;
   /** True when playground.cancel stopped the chat. */
@@ -357,7 +359,14 @@ export class Playground {
         ? `stopped at a limit (${s.maxTurns} turns, ${s.maxNewTokens} tokens per turn, ${maxTotalLength} in all)`
         : (last?.stop?.reason ?? 'done');
       emit({ type: 'done', text: last?.text ?? '', reason });
-      return { chatId, ...chatSource(ck), format: chatFormat, transcript, reason };
+      return {
+        chatId,
+        ...chatSource(ck),
+        format: chatFormat,
+        prompt: { text: promptText ?? tok.decode(promptIds), tokens: promptIds.length },
+        transcript,
+        reason,
+      };
     } catch (e) {
       // After a cancel, whatever ended the episode (ChatCancelled from a decode step, the same
       // wrapped by the rollout engine when thrown in the env's step, or the rollout's own

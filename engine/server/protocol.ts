@@ -170,6 +170,8 @@ export const chatResultSchema = z.object({
   dataset: z.string().optional(),
   /** The tool-call format the chat ran in. */
   format: z.string().optional(),
+  /** The prompt the model saw: the conversation rendered by the checkpoint's chat template (with the tools), and its length in tokens. */
+  prompt: z.object({ text: z.string(), tokens: num }).optional(),
   transcript: z.array(transcriptEntrySchema),
   reason: z.string(),
   /** True when playground.cancel stopped the chat. */

@@ -91,25 +91,12 @@ export class WorkspaceError extends Error {
   }
 }
 
-/**
- * better-sqlite3's options for this process: under Electron the utility process gets the copy
- * rebuilt for Electron's ABI through ARBOR_SQLITE_BINDING (electron/native.ts); plain Node (CLI,
- * tests, `arbor serve`) loads the one in node_modules.
- */
-export function sqliteOptions(env: NodeJS.ProcessEnv = process.env): Database.Options {
-  const binding = env.ARBOR_SQLITE_BINDING;
-  if (!binding) return {};
-  if (!existsSync(binding))
-    throw new Error(`ARBOR_SQLITE_BINDING: no better-sqlite3 binding at ${binding} (run \`npm start\`, which rebuilds it for Electron)`);
-  return { nativeBinding: binding };
-}
-
 /** Open (creating if needed) and migrate a workspace database. */
 export function openDatabase(file = defaultDbPath(), opts: { upTo?: number } = {}): DB {
   mkdirSync(dirname(file), { recursive: true });
   let db: DB;
   try {
-    db = new Database(file, sqliteOptions());
+    db = new Database(file);
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
     db.pragma('foreign_keys = ON');

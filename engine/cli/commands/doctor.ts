@@ -8,11 +8,15 @@
  */
 import type { Command } from 'commander';
 import { createRequire } from 'node:module';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { availableParallelism, cpus, totalmem } from 'node:os';
+import semver from 'semver';
 import { arborHome, defaultDbPath } from '../../store/db';
 
 const require = createRequire(import.meta.url);
+/** The Node versions Arbor supports: package.json's `engines.node`. */
+const NODE_ENGINES = (require('../../../package.json') as { engines: { node: string } }).engines.node;
 
 export interface DoctorPart {
   /** What was checked, e.g. "ORT execution provider cuda". */
@@ -25,7 +29,8 @@ export interface DoctorPart {
 }
 
 export interface DoctorReport {
-  node: { version: string; platform: string; arch: string; abi: string };
+  /** `supported`: the version satisfies package.json's `engines.node` (the lines CI runs on). */
+  node: { version: string; platform: string; arch: string; abi: string; supported: boolean; engines: string };
   cpu: { model: string; cores: number; memoryGiB: number };
   ort: { version: string; providers: { name: string; loads: boolean; error?: string; fix?: string }[] };
   tfjs: { backends: { name: string; package: string; available: boolean; error?: string; fix?: string }[]; chosen: string };
@@ -58,6 +63,21 @@ function packageVersion(name: string): string | undefined {
   }
 }
 
+/**
+ * The Electron binary, if it has been downloaded: the package records its path under dist/ in
+ * path.txt once the download finished. Never triggers a download (unlike `require('electron')`).
+ */
+export function electronBinary(): string | null {
+  try {
+    const dir = dirname(require.resolve('electron/package.json'));
+    const rel = readFileSync(join(dir, 'path.txt'), 'utf8').trim();
+    const bin = join(dir, 'dist', rel);
+    return rel && existsSync(bin) ? bin : null;
+  } catch {
+    return null;
+  }
+}
+
 /** Collect the report. Loads ONNX Runtime and tfjs (a few seconds on first use). */
 export async function doctorReport(): Promise<DoctorReport> {
   const { ortInfo, defaultThreads } = await import('../../tensor/ort');
@@ -65,21 +85,21 @@ export async function doctorReport(): Promise<DoctorReport> {
   const ortI = await ortInfo();
   const tfI = await tfjsInfo();
   const electronVersion = packageVersion('electron');
-  // The electron package is a stub until its postinstall downloads the binary: check the binary.
-  let electronInstalled = false;
-  if (electronVersion) {
-    try {
-      const bin = require('electron') as unknown;
-      electronInstalled = typeof bin === 'string' && existsSync(bin);
-    } catch {
-      electronInstalled = false;
-    }
-  }
+  // Since Electron 45 the package has no install script: `require('electron')` downloads the
+  // binary on first use (and throws offline). doctor only looks, so it checks the files.
+  const electronInstalled = electronVersion !== null && electronBinary() !== null;
   const dbPath = defaultDbPath();
   const dbExists = existsSync(dbPath);
 
   const report: DoctorReport = {
-    node: { version: process.versions.node, platform: process.platform, arch: process.arch, abi: process.versions.modules },
+    node: {
+      version: process.versions.node,
+      platform: process.platform,
+      arch: process.arch,
+      abi: process.versions.modules,
+      supported: semver.satisfies(process.versions.node, NODE_ENGINES),
+      engines: NODE_ENGINES,
+    },
     cpu: { model: cpus()[0]?.model?.trim() ?? 'unknown', cores: availableParallelism(), memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10 },
     ort: {
       version: ortI.version,
@@ -97,7 +117,10 @@ export async function doctorReport(): Promise<DoctorReport> {
     },
     electron: electronInstalled
       ? { installed: true, version: electronVersion }
-      : { installed: false, ...(electronVersion ? { version: electronVersion } : {}), fix: 'npm install electron' },
+      : electronVersion
+        ? // Electron 45+: the package installs without its binary, which downloads on first use.
+          { installed: false, version: electronVersion, fix: 'npx install-electron --no' }
+        : { installed: false, fix: 'npm install electron' },
     threads: {
       available: availableParallelism(),
       ortIntraOp: defaultThreads(),
@@ -118,7 +141,12 @@ export async function doctorReport(): Promise<DoctorReport> {
   };
 
   const parts: DoctorPart[] = [
-    { name: 'Node.js', ok: true, detail: `${report.node.version} (${report.node.platform}/${report.node.arch}, ABI ${report.node.abi})` },
+    {
+      name: 'Node.js',
+      ok: report.node.supported,
+      detail: `${report.node.version} (${report.node.platform}/${report.node.arch}, ABI ${report.node.abi})${report.node.supported ? '' : `: not a supported version (package.json engines: ${report.node.engines})`}`,
+      ...(report.node.supported ? {} : { fix: 'install Node 22 (22.12 or later) or Node 24, e.g. `npx -y -p node@22 node bin/arbor.mjs doctor` to try it' }),
+    },
     { name: 'CPU', ok: true, detail: `${report.cpu.model}, ${report.cpu.cores} cores, ${report.cpu.memoryGiB} GiB` },
     { name: 'ONNX Runtime', ok: true, detail: `onnxruntime-node ${report.ort.version}` },
     ...report.ort.providers.map((p) => ({

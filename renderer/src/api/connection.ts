@@ -51,6 +51,7 @@ export function adaptClient(client: EngineClient, transport: Pick<Transport, 'on
     trajectorySteps: (runId) => client.request('trajectories.steps', { runId }),
     listTrajectories: (q) => client.request('trajectories.list', q),
     getTrajectory: async (id) => deriveToolCalls(normalizeTrajectory(await client.request('trajectories.get', { id }))),
+    groupTrajectories: (runId, step, group) => client.request('trajectories.group', { runId, step, group }),
     listEnvFiles: () => client.request('env.files'),
     readEnvFile: (path) => client.request('env.read', { path }),
     writeEnvFile: async (path, text) => void (await client.request('env.write', { path, text })),

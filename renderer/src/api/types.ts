@@ -97,6 +97,8 @@ export interface ArborApi {
   trajectorySteps(runId: string): Promise<number[]>;
   listTrajectories(q: { runId: string; step?: number; minReward?: number; maxReward?: number; errorsOnly?: boolean; task?: string }): Promise<TrajSummary[]>;
   getTrajectory(id: string): Promise<Trajectory>;
+  /** Every sample of one prompt at a step (summaries, unfiltered, in sample order): the branch tree's input. */
+  groupTrajectories(runId: string, step: number, group: number): Promise<TrajSummary[]>;
   listEnvFiles(): Promise<EnvFile[]>;
   readEnvFile(path: string): Promise<string>;
   writeEnvFile(path: string, text: string): Promise<void>;

@@ -4,6 +4,7 @@
 import { memo } from 'react';
 import type { ToolCallView, Trajectory, TurnView } from '../api/types';
 import { channelValue, heatColor, type Channel } from '../lib/heat';
+import type { TurnOrigin } from '../lib/branchTree';
 
 export const TOKENS_PER_ROW = 512;
 
@@ -26,8 +27,39 @@ export function buildRows(t: Trajectory): Row[] {
   return rows;
 }
 
-export function TurnHead({ turn, index }: { turn: TurnView; index: number }) {
+/** A fork (git-branch style) drawn as SVG: the font may have no branch glyph. */
+export function ForkIcon({ size = 11 }: { size?: number }) {
+  return (
+    <svg className="fork-icon" width={size} height={size} viewBox="0 0 16 16" aria-hidden="true" fill="none" stroke="currentColor" strokeWidth={1.7}>
+      <circle cx="4" cy="3" r="1.9" />
+      <circle cx="4" cy="13" r="1.9" />
+      <circle cx="12" cy="4.5" r="1.9" />
+      <path d="M4 4.9v6.2M12 6.4c0 3.4-8 2.6-8 4.7" />
+    </svg>
+  );
+}
+
+export function TurnHead({ turn, index, origin }: { turn: TurnView; index: number; origin?: TurnOrigin }) {
   const masked = turn.lossMask ? turn.lossMask.filter((m) => m === 0).length : 0;
+  const point = origin?.branchPoint;
+  return (
+    <>
+      {point ? (
+        <div className="branch-point-line" data-testid="branch-point">
+          <span className="branch-mark fork">
+            <ForkIcon />
+          </span>{' '}
+          branch point: this sample left sample {point.parent} here
+          {origin.splitAt != null ? ` (${origin.splitAt} tokens into this turn)` : ''} · entropy {point.entropy.toFixed(3)} · ΔH {point.deltaH.toFixed(3)} · p{' '}
+          {point.probability.toFixed(3)}
+        </div>
+      ) : null}
+      <TurnHeadLine turn={turn} index={index} masked={masked} origin={origin} />
+    </>
+  );
+}
+
+function TurnHeadLine({ turn, index, masked, origin }: { turn: TurnView; index: number; masked: number; origin?: TurnOrigin }) {
   return (
     <div className="turn-head">
       <span className={`turn-role ${turn.role}`}>{turn.role}</span>
@@ -42,6 +74,15 @@ export function TurnHead({ turn, index }: { turn: TurnView; index: number }) {
       {turn.toolCalls.length ? (
         <span>
           {turn.toolCalls.length} tool call{turn.toolCalls.length > 1 ? 's' : ''}
+        </span>
+      ) : null}
+      {origin?.shared ? (
+        <span
+          className="tag"
+          title={`shared prefix: these tokens were generated once, by sample ${origin.from}, and reused by the branch`}
+          data-testid="turn-shared"
+        >
+          shared · from sample {origin.from}
         </span>
       ) : null}
     </div>

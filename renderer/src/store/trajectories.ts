@@ -1,5 +1,6 @@
 import type { ArborApi, EngineEvent, Trajectory, TrajSummary } from '../api/types';
 import { nextChannel, type Channel } from '../lib/heat';
+import { buildBranchTree, firstOwnTurn, treeMove, type TreeKey } from '../lib/branchTree';
 import type { Get, Set } from './index';
 
 export interface TrajFilter {
@@ -24,6 +25,14 @@ export interface TrajSlice {
   /** the trajectories of the open one's GRPO group, loaded for the group view */
   group: Trajectory[];
   follow: boolean;
+  /** Summaries of every sample of the open trajectory's group (unfiltered): the branch tree's input. */
+  treeGroup: TrajSummary[];
+  /** `runId:step:group` of treeGroup. */
+  treeKey: string | null;
+  /** Ids of the branch tree's collapsed nodes. */
+  treeCollapsed: string[];
+  /** The tree node that has (or last had) keyboard focus; the open sample follows it. */
+  treeFocus: string | null;
   openTrajectories(runId: string, step?: number): Promise<void>;
   setStep(step: number): Promise<void>;
   setTrajFilter(f: Partial<TrajFilter>): Promise<void>;
@@ -37,6 +46,12 @@ export interface TrajSlice {
   setGroupView(on: boolean): Promise<void>;
   setFollow(on: boolean): Promise<void>;
   applyTrajEvent(e: EngineEvent): void;
+  /** One key of the branch tree (WAI-ARIA tree pattern); the sample under focus is opened. */
+  moveInTree(key: TreeKey): Promise<void>;
+  toggleTreeNode(id: string): void;
+  /** Open the sample the open one branched from / the first branch taken from it. */
+  openBranchParent(): Promise<void>;
+  openFirstBranch(): Promise<void>;
 }
 
 /** The samples of the same prompt (GRPO group) as `t`, in sample order. */
@@ -64,6 +79,34 @@ export function createTrajSlice(api: ArborApi, set: Set, get: Get): TrajSlice {
     set({ trajList: list });
     return true;
   };
+  // Opening is async: a later open makes an earlier one's answer stale.
+  let openSeq = 0;
+  const loadTree = async () => {
+    const s = get();
+    const t = s.traj;
+    if (!t) return;
+    const key = `${t.runId}:${t.step}:${t.group}`;
+    if (s.treeKey === key) return;
+    const group = await api.groupTrajectories(t.runId, t.step, t.group);
+    if (get().traj?.id !== t.id) return;
+    set({ treeGroup: group, treeKey: key, treeCollapsed: [], treeFocus: null });
+  };
+  /** Show trajectory `id` (at `index` in trajList, or -1 when the filter hides it). */
+  const show = async (id: string, index: number) => {
+    const seq = ++openSeq;
+    set({ sampleIndex: index });
+    try {
+      const traj = await api.getTrajectory(id);
+      // Stale if another sample, step or list was opened meanwhile.
+      if (seq !== openSeq || get().sampleIndex !== index) return;
+      // A branch opens at its branch point (its first own turn); the shared turns are above it.
+      set({ traj, turnIndex: firstOwnTurn(traj), treeFocus: traj.id });
+      await loadTree();
+      await loadGroup();
+    } catch (err) {
+      get().reportError(`Loading trajectory ${id}`, err);
+    }
+  };
   const loadGroup = async () => {
     const s = get();
     if (!s.groupView || !s.traj) return set({ group: [] });
@@ -84,7 +127,12 @@ export function createTrajSlice(api: ArborApi, set: Set, get: Get): TrajSlice {
     groupView: false,
     group: [],
     follow: false,
+    treeGroup: [],
+    treeKey: null,
+    treeCollapsed: [],
+    treeFocus: null,
     async openTrajectories(runId, step) {
+      openSeq++;
       set({ view: 'trajectories', trajRunId: runId, traj: null, trajList: [], sampleIndex: -1, turnIndex: 0, group: [] });
       try {
         const steps = await api.trajectorySteps(runId);
@@ -95,6 +143,7 @@ export function createTrajSlice(api: ArborApi, set: Set, get: Get): TrajSlice {
       }
     },
     async setStep(step) {
+      openSeq++;
       set({ step, traj: null, sampleIndex: -1, turnIndex: 0 });
       try {
         if ((await loadList()) && get().trajList.length) await get().openSample(0);
@@ -113,20 +162,14 @@ export function createTrajSlice(api: ArborApi, set: Set, get: Get): TrajSlice {
     async openSample(index) {
       const list = get().trajList;
       if (index < 0 || index >= list.length) return;
-      set({ sampleIndex: index });
-      try {
-        const traj = await api.getTrajectory(list[index].id);
-        // Stale if another sample, step or list was opened meanwhile.
-        if (get().sampleIndex !== index || get().trajList[index]?.id !== traj.id) return;
-        set({ traj, turnIndex: 0 });
-        await loadGroup();
-      } catch (err) {
-        get().reportError(`Loading trajectory ${list[index].id}`, err);
-      }
+      await show(list[index].id, index);
     },
     async openTrajectoryById(id) {
-      const i = get().trajList.findIndex((t) => t.id === id);
-      if (i >= 0) await get().openSample(i);
+      // A sample of the open group that the list's filter hides (the branch tree shows all) opens too.
+      await show(
+        id,
+        get().trajList.findIndex((t) => t.id === id),
+      );
     },
     moveTurn(delta) {
       const t = get().traj;
@@ -177,6 +220,41 @@ export function createTrajSlice(api: ArborApi, set: Set, get: Get): TrajSlice {
       if (e.type !== 'trajectories' || e.runId !== s.trajRunId) return;
       if (!s.steps.includes(e.step)) set({ steps: [...s.steps, e.step].sort((a, b) => a - b) });
       if (s.follow && e.step !== s.step) void s.setStep(e.step);
+    },
+    async moveInTree(key) {
+      const s = get();
+      const tree = buildBranchTree(s.treeGroup);
+      if (!tree.branched) return;
+      const collapsed = new Set(s.treeCollapsed);
+      const from = s.treeFocus && tree.byId.has(s.treeFocus) ? s.treeFocus : (s.traj?.id ?? null);
+      const m = treeMove(tree, collapsed, from, key);
+      if (m.expand) set({ treeCollapsed: s.treeCollapsed.filter((x) => x !== m.expand) });
+      if (m.collapse) set({ treeCollapsed: [...s.treeCollapsed, m.collapse] });
+      if (m.focus && m.focus !== s.traj?.id) {
+        set({ treeFocus: m.focus });
+        await s.openTrajectoryById(m.focus);
+      } else if (m.focus) set({ treeFocus: m.focus });
+    },
+    toggleTreeNode(id) {
+      const c = get().treeCollapsed;
+      set({ treeCollapsed: c.includes(id) ? c.filter((x) => x !== id) : [...c, id] });
+    },
+    async openBranchParent() {
+      const s = get();
+      const node = s.traj && buildBranchTree(s.treeGroup).byId.get(s.traj.id);
+      if (node?.parent) {
+        set({ treeFocus: node.parent.id });
+        await s.openTrajectoryById(node.parent.id);
+      }
+    },
+    async openFirstBranch() {
+      const s = get();
+      const node = s.traj && buildBranchTree(s.treeGroup).byId.get(s.traj.id);
+      if (node?.children.length) {
+        const c = node.children[0];
+        set({ treeFocus: c.id, treeCollapsed: s.treeCollapsed.filter((x) => x !== node.id) });
+        await s.openTrajectoryById(c.id);
+      }
     },
   };
 }

@@ -2,7 +2,8 @@ import { useMemo } from 'react';
 import { useArbor } from '../store/react';
 import { MetricChart, PALETTE } from '../components/MetricChart';
 import { configDiff, formatValue } from '../lib/configDiff';
-import { SmoothingSlider, groupMetricKeys } from './Run';
+import { SmoothingSlider } from './Run';
+import { groupMetricKeys } from '../lib/metricSections';
 
 export function CompareView() {
   const compare = useArbor((s) => s.compare);

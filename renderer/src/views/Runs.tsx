@@ -50,7 +50,7 @@ export function RunsView() {
   }, [runs]);
   const shown = useMemo(() => sortRuns(filterRuns(runs, filter), sort), [runs, filter, sort]);
   const th = (key: SortKey, label: string, cls = '') => (
-    <th className={cls} onClick={() => setSort(key)}>
+    <th key={key} className={cls} onClick={() => setSort(key)}>
       {label}
       {sort.key === key ? (sort.desc ? ' ▾' : ' ▴') : ''}
     </th>

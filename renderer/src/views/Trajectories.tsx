@@ -4,8 +4,22 @@ import { useShallow } from 'zustand/react/shallow';
 import { useArbor, useArborStore } from '../store/react';
 import type { Trajectory } from '../api/types';
 import { CHANNELS, channelScale, channelValue, rampCss, type Channel } from '../lib/heat';
-import { buildRows, isWordLevel, TokenHoverCard, TokenSpan, ToolCalls, TurnHead } from '../components/Turns';
+import { buildRows, ForkIcon, isWordLevel, TokenHoverCard, TokenSpan, ToolCalls, TurnHead } from '../components/Turns';
 import { siblingsOf } from '../store/trajectories';
+import { buildBranchTree, turnOrigins, type BranchTree, type TurnOrigin } from '../lib/branchTree';
+import { BranchPointBadge, BranchTreePanel } from '../components/BranchTree';
+
+/** The branch tree of the open trajectory's group, when its samples come from branching rollouts. */
+function useBranchTree(): BranchTree | null {
+  const traj = useArbor((s) => s.traj);
+  const treeGroup = useArbor((s) => s.treeGroup);
+  const treeKey = useArbor((s) => s.treeKey);
+  return useMemo(() => {
+    if (!traj || treeKey !== `${traj.runId}:${traj.step}:${traj.group}`) return null;
+    const tree = buildBranchTree(treeGroup);
+    return tree.branched ? tree : null;
+  }, [traj, treeGroup, treeKey]);
+}
 
 /** Keyboard map of the replay view (ignored while typing in an input). */
 export function useReplayKeys(enabled: boolean) {
@@ -43,6 +57,19 @@ export function useReplayKeys(enabled: boolean) {
         case 'g':
           void s.setGroupView(!s.groupView);
           break;
+        // Branching rollouts: along the branches of the open group's tree.
+        case 'ArrowLeft':
+          void s.openBranchParent();
+          break;
+        case 'ArrowRight':
+          void s.openFirstBranch();
+          break;
+        case 't': {
+          const item = document.querySelector<HTMLElement>('[role="tree"] [role="treeitem"][tabindex="0"]');
+          if (item) item.focus();
+          else handled = false;
+          break;
+        }
         default:
           handled = false;
       }
@@ -77,6 +104,7 @@ export function TrajectoriesView() {
     })),
   );
   useReplayKeys(true);
+  const tree = useBranchTree();
 
   const listRef = useRef<HTMLDivElement>(null);
   const virt = useVirtualizer({ count: list.length, getScrollElement: () => listRef.current, estimateSize: () => 24, overscan: 20 });
@@ -131,11 +159,17 @@ export function TrajectoriesView() {
         <span className="muted" style={{ fontSize: 11 }}>
           <span className="kbd">j</span>/<span className="kbd">k</span> turns · <span className="kbd">↑</span>/<span className="kbd">↓</span> samples ·{' '}
           <span className="kbd">[</span>/<span className="kbd">]</span> siblings · <span className="kbd">c</span> colour · <span className="kbd">g</span> group
+          {tree ? (
+            <>
+              {' '}
+              · <span className="kbd">←</span>/<span className="kbd">→</span> parent/branch · <span className="kbd">t</span> tree
+            </>
+          ) : null}
         </span>
       </div>
       {!runId ? <div className="empty">Pick a run to replay its trajectories.</div> : null}
       {runId ? (
-        <div className="split" style={{ minHeight: 0 }}>
+        <div className={`split ${tree && !groupView ? 'with-tree' : ''}`} style={{ minHeight: 0 }}>
           <div className="list" ref={listRef} style={{ height: 'calc(100vh - 120px)' }} data-testid="traj-list">
             <div className="list-row muted" style={{ cursor: 'default', position: 'sticky', top: 0, background: 'var(--panel)', zIndex: 1 }}>
               <span>grp</span>
@@ -156,7 +190,14 @@ export function TrajectoriesView() {
                     data-testid="traj-row"
                   >
                     <span className="mono">{t.group}</span>
-                    <span className="mono">{t.sample}</span>
+                    <span className="mono" title={t.branch ? `branched from sample ${t.branch.parent}` : undefined}>
+                      {t.sample}
+                      {t.branch ? (
+                        <span className="branch-mark fork">
+                          <ForkIcon />
+                        </span>
+                      ) : null}
+                    </span>
                     <span className="q" title={t.prompt}>
                       {t.hasError ? <span style={{ color: 'var(--err)' }}>⚠ </span> : null}
                       {t.prompt ?? t.task ?? t.id}
@@ -196,7 +237,15 @@ export function TrajectoriesView() {
                 <input type="checkbox" checked={groupView} onChange={(e) => void a.setGroupView(e.target.checked)} data-testid="group-toggle" /> group view
               </label>
             </div>
-            {traj && !groupView ? <TrajectoryPane traj={traj} channel={channel} /> : null}
+            {traj && !groupView && tree ? (
+              <div className="branch-split">
+                <BranchTreePanel tree={tree} />
+                <div style={{ minWidth: 0, display: 'flex', flexDirection: 'column', gap: 8 }}>
+                  <TrajectoryPane traj={traj} channel={channel} tree={tree} />
+                </div>
+              </div>
+            ) : null}
+            {traj && !groupView && !tree ? <TrajectoryPane traj={traj} channel={channel} tree={null} /> : null}
             {traj && groupView ? <GroupPane /> : null}
             {!traj && list.length ? <div className="empty">Loading…</div> : null}
           </div>
@@ -211,7 +260,7 @@ function hasChannel(t: Trajectory, c: Channel): boolean {
   return t.turnsData.some((u) => u.tokens.some((_, i) => channelValue(u, c, i) != null));
 }
 
-function TrajectoryHeader({ traj }: { traj: Trajectory }) {
+function TrajectoryHeader({ traj, tree }: { traj: Trajectory; tree: BranchTree | null }) {
   const list = useArbor((s) => s.trajList);
   const sibs = siblingsOf(list, traj);
   return (
@@ -239,6 +288,18 @@ function TrajectoryHeader({ traj }: { traj: Trajectory }) {
         </span>
       ) : null}
       {traj.outcome ? <span className="tag">{traj.outcome}</span> : null}
+      {traj.branch ? (
+        <span data-testid="traj-branch">
+          <span className="branch-mark fork">
+            <ForkIcon />
+          </span>{' '}
+          branched from sample <b className="mono">{traj.branch.parent}</b> after turn {traj.branch.turn} <BranchPointBadge branch={traj.branch} />
+        </span>
+      ) : tree ? (
+        <span className="muted" data-testid="traj-branch">
+          root sample · {tree.byId.get(traj.id)?.children.length ?? 0} branch(es) taken from it
+        </span>
+      ) : null}
       {traj.task ? <span className="muted">task {traj.task}</span> : null}
       <span className="muted mono" style={{ fontSize: 11 }}>
         {traj.id}
@@ -247,18 +308,32 @@ function TrajectoryHeader({ traj }: { traj: Trajectory }) {
   );
 }
 
-function TrajectoryPane({ traj, channel }: { traj: Trajectory; channel: Channel }) {
+function TrajectoryPane({ traj, channel, tree }: { traj: Trajectory; channel: Channel; tree: BranchTree | null }) {
   const turnIndex = useArbor((s) => s.turnIndex);
+  const origins = useMemo(() => (tree && traj.branch ? turnOrigins(traj, tree) : undefined), [traj, tree]);
   return (
     <>
-      <TrajectoryHeader traj={traj} />
-      <TurnList traj={traj} channel={channel} turnIndex={turnIndex} height="calc(100vh - 230px)" />
+      <TrajectoryHeader traj={traj} tree={tree} />
+      <TurnList traj={traj} channel={channel} turnIndex={turnIndex} height="calc(100vh - 230px)" origins={origins} />
     </>
   );
 }
 
 /** The turns of one trajectory, virtualised by rows (see buildRows), with the token hover card. */
-export function TurnList({ traj, channel, turnIndex, height }: { traj: Trajectory; channel: Channel; turnIndex: number; height: string | number }) {
+export function TurnList({
+  traj,
+  channel,
+  turnIndex,
+  height,
+  origins,
+}: {
+  traj: Trajectory;
+  channel: Channel;
+  turnIndex: number;
+  height: string | number;
+  /** Branch samples: which turns are shared with (and were generated by) an ancestor, and where the branch point is. */
+  origins?: TurnOrigin[];
+}) {
   const rows = useMemo(() => buildRows(traj), [traj]);
   const words = useMemo(() => isWordLevel(traj), [traj]);
   const scale = useMemo(() => channelScale(traj.turnsData, channel, (t) => (t as { tokens: string[] }).tokens.length), [traj, channel]);
@@ -298,7 +373,7 @@ export function TurnList({ traj, channel, turnIndex, height }: { traj: Trajector
                 key={v.key}
                 ref={virt.measureElement}
                 data-index={v.index}
-                className={`turn ${active ? 'active' : ''}`}
+                className={`turn ${active ? 'active' : ''} ${origins?.[row.turn]?.shared ? 'shared' : ''}`}
                 data-testid={row.kind === 'head' ? 'turn' : undefined}
                 data-turn-index={row.kind === 'head' ? row.turn : undefined}
                 data-active={row.kind === 'head' && active ? 'true' : undefined}
@@ -313,7 +388,7 @@ export function TurnList({ traj, channel, turnIndex, height }: { traj: Trajector
                   paddingTop: row.kind === 'head' ? 6 : 0,
                 }}
               >
-                {row.kind === 'head' ? <TurnHead turn={turn} index={row.turn} /> : null}
+                {row.kind === 'head' ? <TurnHead turn={turn} index={row.turn} origin={origins?.[row.turn]} /> : null}
                 {row.kind === 'tokens' ? (
                   <TokenSpan turn={turn} turnIndex={row.turn} from={row.from} to={row.to} channel={channel} scale={scale} words={words} />
                 ) : null}
@@ -361,6 +436,16 @@ function GroupPane() {
               </b>
             </span>
             {g.outcome ? <span className="tag">{g.outcome}</span> : null}
+            {g.branch ? (
+              <span
+                title={`branched from sample ${g.branch.parent} after turn ${g.branch.turn} (entropy ${g.branch.entropy.toFixed(3)}, ΔH ${g.branch.deltaH.toFixed(3)})`}
+              >
+                <span className="branch-mark fork">
+                  <ForkIcon />
+                </span>{' '}
+                from {g.branch.parent}
+              </span>
+            ) : null}
           </div>
           {g.turnsData.map((t, i) => (
             <div key={i} className="turn">

@@ -1,8 +1,8 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const bin = join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs');
@@ -21,10 +21,11 @@ const resolvable = (name: string) => {
 
 // Independent facts about this machine, to check the report against.
 const hasNvidia = existsSync('/dev/nvidiactl') || existsSync('/dev/nvidia0');
+// (Not `require('electron')`: since Electron 45 that downloads the binary on first use.)
 const electronBinary = (() => {
   try {
-    const p = require('electron') as unknown;
-    return typeof p === 'string' && existsSync(p);
+    const dir = dirname(require.resolve('electron/package.json'));
+    return existsSync(join(dir, 'dist', readFileSync(join(dir, 'path.txt'), 'utf8').trim()));
   } catch {
     return false;
   }
@@ -38,6 +39,11 @@ describe('arbor doctor (real CLI)', () => {
     const rep = JSON.parse(r.stdout);
 
     expect(rep.node.version).toBe(process.versions.node);
+    // Supported: the LTS lines CI runs on (README): 22 from 22.12, and 24.
+    const [major, minor] = process.versions.node.split('.').map(Number);
+    const supported = (major === 22 && minor! >= 12) || major === 24;
+    expect(rep.node.supported).toBe(supported);
+    if (!supported) expect(rep.missing.map((m: { name: string }) => m.name)).toContain('Node.js');
     expect(rep.ort.version).toBe((require('onnxruntime-node/package.json') as { version: string }).version);
 
     const cpu = rep.ort.providers.find((p: { name: string }) => p.name === 'cpu');
@@ -73,8 +79,10 @@ describe('arbor doctor (real CLI)', () => {
 
     expect(rep.electron.installed).toBe(electronBinary);
     if (!electronBinary) {
-      expect(rep.electron.fix).toBe('npm install electron');
-      expect(rep.missing).toContainEqual({ name: 'Electron', fix: 'npm install electron' });
+      // The package without its binary (Electron 45 downloads it on first use) or no package at all.
+      const fix = resolvable('electron') ? 'npx install-electron --no' : 'npm install electron';
+      expect(rep.electron.fix).toBe(fix);
+      expect(rep.missing).toContainEqual({ name: 'Electron', fix });
     }
 
     expect(rep.threads.available).toBe(availableParallelism());

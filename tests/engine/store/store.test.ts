@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openDatabase, SCHEMA_VERSION, sqliteOptions, WorkspaceError } from '../../../engine/store/db';
+import { openDatabase, SCHEMA_VERSION, WorkspaceError } from '../../../engine/store/db';
 import { BatchWriter, Store } from '../../../engine/store/store';
 import { exportMetricsCsv, exportTrajectoriesJsonl, importVerlDump } from '../../../engine/store/io';
 
@@ -45,32 +45,6 @@ describe('schema and migrations', () => {
     }
     expect(err).toBeInstanceOf(WorkspaceError);
     expect((err as Error).message).toMatch(new RegExp(`^${file}: not a usable Arbor database`));
-  });
-});
-
-describe('native binding (Electron)', () => {
-  it('loads better-sqlite3 from ARBOR_SQLITE_BINDING when set, and names a missing one', () => {
-    const built = join(process.cwd(), 'node_modules', 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node');
-    expect(sqliteOptions({})).toEqual({});
-    expect(sqliteOptions({ ARBOR_SQLITE_BINDING: built })).toEqual({ nativeBinding: built });
-    const dir = mkdtempSync(join(tmpdir(), 'arbor-binding-'));
-    const before = process.env.ARBOR_SQLITE_BINDING;
-    try {
-      // The option really reaches better-sqlite3: the given binding opens the workspace …
-      process.env.ARBOR_SQLITE_BINDING = built;
-      const db = openDatabase(join(dir, 'a.db'));
-      expect(db.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
-      db.close();
-      // … and a path that is not one fails, naming the variable and the file.
-      process.env.ARBOR_SQLITE_BINDING = join(dir, 'missing.node');
-      expect(() => openDatabase(join(dir, 'b.db'))).toThrow(/ARBOR_SQLITE_BINDING: no better-sqlite3 binding at .*missing\.node/);
-      writeFileSync(join(dir, 'bogus.node'), 'not a shared object');
-      process.env.ARBOR_SQLITE_BINDING = join(dir, 'bogus.node');
-      expect(() => openDatabase(join(dir, 'c.db'))).toThrow(WorkspaceError);
-    } finally {
-      if (before === undefined) delete process.env.ARBOR_SQLITE_BINDING;
-      else process.env.ARBOR_SQLITE_BINDING = before;
-    }
   });
 });
 
