@@ -72,11 +72,15 @@ export interface Timings {
 export interface BranchPoint {
   /** Sample index (in the same group) of the trajectory this one branched from. */
   parent: number;
-  /** Number of leading turns shared with the parent (the branch point follows turn `turn - 1`, a tool observation). */
+  /**
+   * Number of leading turns (of `turns`, the prompt not counted) shared with the parent; the branch
+   * point follows turn `turn - 1`, a tool observation. Stored trajectories count stored turns instead
+   * (the prompt is stored turn 0; engine/train/store-sink.ts converts), which is what the protocol returns.
+   */
   turn: number;
   /** Length of the shared prefix in flattened tokens (prompt included). */
   tokens: number;
-  /** Entropy measured at the branch point (mean over the first k tokens generated after the tool response). */
+  /** Entropy measured at the branch point: mean over the first k tokens generated after the tool response, divided by log |V| (0–1). */
   entropy: number;
   /** That entropy minus the sample's first-turn entropy (ARPO's ΔH). */
   deltaH: number;

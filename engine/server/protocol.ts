@@ -87,7 +87,10 @@ export const toolCallSchema = z.object({
   latencyMs: num.optional(),
 });
 
-/** Branching rollouts: where a sample left its parent (engine/rollout/types.ts BranchPoint). */
+/**
+ * Branching rollouts: where a sample left its parent (engine/rollout/types.ts BranchPoint). `turn` counts
+ * the stored turns shared with the parent (the prompt is turn 0); `entropy`/`deltaH` are normalised by log |V|.
+ */
 export const branchPointSchema = z.object({ parent: num, turn: num, tokens: num, entropy: value, deltaH: value, probability: value });
 
 export const trajSummarySchema = z.object({
