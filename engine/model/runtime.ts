@@ -61,6 +61,12 @@ export interface PolicyModelOptions {
   loraSeed?: number;
   /** The base model's folder (named in saved adapters); absent for a built-in model, whose base is then saved with each adapter. */
   baseFolder?: string;
+  /**
+   * Row chunks of the LM head in the score/train programs (transformer.ts headLogprobs): the
+   * [B·T, V] logits, log-softmax and their gradients exist one chunk at a time. Default
+   * defaultHeadChunks(config): 1 below a 32k vocabulary, 10 at 151,936.
+   */
+  headChunks?: number;
 }
 
 /** Arbor's own state saved next to a PEFT adapter (the dropout mask counter, so a resume draws the same masks). */
@@ -328,7 +334,7 @@ export class PolicyModel {
   ): Promise<{ batch: PackedBatch; logprobs: Float32Array; entropy?: Float32Array }> {
     const batch = Array.isArray(input) ? packSequences(input, this.config.padTokenId ?? 0) : input;
     const withEntropy = !!opts.entropy;
-    const program = scoreProgram(this.config, withEntropy, this.lora);
+    const program = scoreProgram(this.config, withEntropy, this.lora, this.opts.headChunks);
     const out = await this.run(
       `score:${withEntropy}`,
       () => traceGraph(scoreInputSpecs(this.config, this.lora), program),
@@ -352,7 +358,7 @@ export class PolicyModel {
     wrt?: string[],
   ): Promise<TrainStepResult> {
     const names = wrt ?? this.trainableNames();
-    const program = trainProgram(this.config, loss, this.lora);
+    const program = trainProgram(this.config, loss, this.lora, this.opts.headChunks);
     const key = `train:${loss.key}:${wrt ? names.join(',') : 'trainable'}`;
     const build = () => withGradients(traceGraph(trainInputSpecs(this.config, loss, this.lora), program), 'loss', names);
     const feeds: Record<string, HostTensor> = {
