@@ -10,7 +10,7 @@
  */
 import { traceGraph, type Graph } from '../tensor/graph';
 import { withGradients } from '../tensor/autodiff';
-import { OrtRunner, emptyRunnerStats, type RunnerStats } from '../tensor/ort';
+import { OrtRunner, OrtWorker, emptyRunnerStats, type RunnerStats } from '../tensor/ort';
 import type { HostTensor } from '../tensor/host';
 import { initTfjs, runTfjs, type TfProgram } from '../tensor/tfjs';
 import { weightShapes, type ModelConfig } from './config';
@@ -67,6 +67,12 @@ export interface PolicyModelOptions {
    * defaultHeadChunks(config): 1 below a 32k vocabulary, 10 at 151,936.
    */
   headChunks?: number;
+  /**
+   * Keep the frozen base's arrays on this thread under LoRA (default false: with the ORT
+   * backend and a base folder they are moved to the model's ORT worker, which then holds the
+   * only copy; baseWeights() reads them back from the folder).
+   */
+  keepHostBase?: boolean;
 }
 
 /** Arbor's own state saved next to a PEFT adapter (the dropout mask counter, so a resume draws the same masks). */
@@ -104,11 +110,18 @@ function saveCheckpointTokenizer(from: string, to: string): void {
 export class PolicyModel {
   readonly backend: Backend;
   private runners = new Map<string, Promise<OrtRunner>>();
-  private sentVersion = new Map<string, number>();
+  /**
+   * The worker thread hosting every ORT session of this model (score, decode, train; policy,
+   * old policy and reference alike): the weights are sent to it once and held there once.
+   */
+  private ortWorker: OrtWorker | null = null;
+  private sentVersion = -1;
   private weightsVersion = 0;
-  /** Bumped when non-trainable weights change too (setWeights), so workers get every tensor again. */
+  /** Bumped when non-trainable weights change too (setWeights), so the worker gets every tensor again. */
   private fullVersion = 0;
-  private sentFull = new Map<string, number>();
+  private sentFull = -1;
+  /** The frozen base's arrays were moved to the ORT worker (LoRA with a base folder; see keepHostBase). */
+  private baseMoved = false;
   private disposed = false;
   private decodeBuildMs = 0;
   readonly lora?: LoraSpec;
@@ -190,10 +203,14 @@ export class PolicyModel {
     writeFileSync(join(folder, LORA_STATE), JSON.stringify({ dropout_calls: this.dropoutCalls }) + '\n');
   }
 
-  /** The base model's tensors (without adapters), shared, not copied. */
+  /**
+   * The base model's tensors (without adapters), shared, not copied; read from the base folder
+   * when the frozen base lives only in the ORT worker (keepHostBase).
+   */
   baseWeights(): Weights {
+    const source = this.baseMoved ? loadCheckpoint(this.opts.baseFolder!).weights : this.weights;
     const out: Weights = new Map();
-    for (const name of Object.keys(weightShapes(this.config))) out.set(name, this.weights.get(name)!);
+    for (const name of Object.keys(weightShapes(this.config))) out.set(name, source.get(name)!);
     return out;
   }
 
@@ -244,6 +261,7 @@ export class PolicyModel {
   /** Replace all weights (e.g. loaded from a checkpoint). */
   setWeights(weights: Weights): void {
     this.weights = weights;
+    this.baseMoved = false;
     this.fullVersion += 1;
     this.markWeightsUpdated();
   }
@@ -271,7 +289,9 @@ export class PolicyModel {
     const f: Record<string, HostTensor> = {};
     for (const [name, shape] of Object.entries(shapes)) {
       if (only && !only.has(name)) continue;
-      f[name] = { dtype: 'float32', shape, data: override?.get(name) ?? this.weights.get(name)! };
+      const data = override?.get(name) ?? this.weights.get(name);
+      if (!data) throw new Error(`PolicyModel: weight '${name}' is not on this thread (the frozen base lives in the ORT worker; keepHostBase keeps it here)`);
+      f[name] = { dtype: 'float32', shape, data };
     }
     return f;
   }
@@ -281,20 +301,31 @@ export class PolicyModel {
     let r = this.runners.get(key);
     if (!r) {
       const profilePrefix = this.opts.profilePrefix && `${this.opts.profilePrefix}-${key.replace(/[^A-Za-z0-9]+/g, '_')}`;
-      r = OrtRunner.create(build(), { threads: this.opts.threads, providers: this.opts.providers, profilePrefix });
+      this.ortWorker ??= OrtWorker.create();
+      r = OrtRunner.create(build(), { threads: this.opts.threads, providers: this.opts.providers, profilePrefix, worker: this.ortWorker });
       this.runners.set(key, r);
     }
     return r;
   }
 
-  private syncWeights(key: string, r: OrtRunner): void {
-    if (this.sentVersion.get(key) !== this.weightsVersion) {
-      // Under LoRA the frozen base goes to a worker once; later updates send only the adapters.
-      const full = this.sentFull.get(key) !== this.fullVersion || !this.lora;
-      r.setPersistentFeeds(this.weightFeeds(undefined, full ? undefined : new Set(this.trainableNames())));
-      this.sentVersion.set(key, this.weightsVersion);
-      this.sentFull.set(key, this.fullVersion);
+  /** Send the weights to the model's ORT worker when they changed (once for all its sessions). */
+  private syncWeights(r: OrtRunner): void {
+    if (this.sentVersion === this.weightsVersion) return;
+    // Under LoRA the frozen base goes to the worker once; later updates send only the adapters.
+    const trainable = new Set(this.trainableNames());
+    const full = this.sentFull !== this.fullVersion || !this.lora;
+    const move =
+      full && this.lora && this.backend === 'ort' && this.opts.baseFolder && !this.opts.keepHostBase
+        ? new Set(Object.keys(weightShapes(this.config)))
+        : undefined;
+    r.setPersistentFeeds(this.weightFeeds(undefined, full ? undefined : trainable), { move, keepStaging: trainable });
+    if (move) {
+      // Moved, not copied: the worker holds the only copy of the frozen base.
+      for (const name of move) this.weights.delete(name);
+      this.baseMoved = true;
     }
+    this.sentVersion = this.weightsVersion;
+    this.sentFull = this.fullVersion;
   }
 
   /**
@@ -305,7 +336,7 @@ export class PolicyModel {
     if (this.backend !== 'ort') throw new Error('PolicyModel.decodeRunner: only the ORT backend runs decode in a worker');
     const c = this.config;
     const r = await this.runner('decode', () => traceGraph(decodeInputSpecs(c, this.lora), decodeProgram(c, this.lora)));
-    this.syncWeights('decode', r);
+    this.syncWeights(r);
     return r;
   };
 
@@ -323,7 +354,7 @@ export class PolicyModel {
       return runTfjs(program, { ...this.weightFeeds(weights), ...feeds }, grad);
     }
     const r = await this.runner(key, specs);
-    this.syncWeights(key, r);
+    this.syncWeights(r);
     return r.run(weights ? { ...this.weightFeeds(weights, new Set(weights.keys())), ...feeds } : feeds);
   }
 
@@ -456,5 +487,7 @@ export class PolicyModel {
     this.disposed = true;
     for (const r of this.runners.values()) await (await r).dispose();
     this.runners.clear();
+    await this.ortWorker?.dispose();
+    this.ortWorker = null;
   }
 }
