@@ -136,12 +136,21 @@ export function trainInputSpecs(c: ModelConfig, loss: LossSpec, lora?: LoraSpec)
   return [...scoreInputSpecs(c, lora), seqSpec('loss_mask', 'float32'), ...loss.inputs, ...loraTrainInputs(lora)];
 }
 
-/** `train`: the loss and its metrics (gradients are added by the interpreter); `headChunks` as for scoreProgram. */
-export function trainProgram(c: ModelConfig, loss: LossSpec, lora?: LoraSpec, headChunks?: number) {
+/**
+ * `train`: the loss and its metrics (gradients are added by the interpreter); `headChunks` as for
+ * scoreProgram; `recomputeLayers`: activation checkpointing per block (TransformerInputs).
+ */
+export function trainProgram(c: ModelConfig, loss: LossSpec, lora?: LoraSpec, headChunks?: number, recomputeLayers = false) {
   return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
     const w = pickWeights(c, x, lora);
     const ctx = lora && { spec: lora, seed: lora.dropout > 0 ? x[LORA_SEED_INPUT] : undefined };
-    const { hidden } = transformer(o, c, w, { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1 }, ctx);
+    const { hidden } = transformer(
+      o,
+      c,
+      w,
+      { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1, recomputeLayers },
+      ctx,
+    );
     const r = headLogprobs(o, c, w, hidden, x.targets, !!loss.entropy, headChunks);
     const extra: Record<string, T> = {};
     for (const s of loss.inputs) extra[s.name] = x[s.name];

@@ -73,6 +73,12 @@ export interface PolicyModelOptions {
    * only copy; baseWeights() reads them back from the folder).
    */
   keepHostBase?: boolean;
+  /**
+   * Train graphs recompute each transformer block's activations in the backward pass (activation
+   * checkpointing): peak memory of a step no longer grows with the layer count (only the blocks'
+   * inputs are kept), at the cost of one more forward pass of the blocks. Default false.
+   */
+  recomputeLayers?: boolean;
 }
 
 /** Arbor's own state saved next to a PEFT adapter (the dropout mask counter, so a resume draws the same masks). */
@@ -318,7 +324,8 @@ export class PolicyModel {
       full && this.lora && this.backend === 'ort' && this.opts.baseFolder && !this.opts.keepHostBase
         ? new Set(Object.keys(weightShapes(this.config)))
         : undefined;
-    r.setPersistentFeeds(this.weightFeeds(undefined, full ? undefined : trainable), { move, keepStaging: trainable });
+    // A staging buffer is kept only for tensors sent again (updates), not after the first send.
+    r.setPersistentFeeds(this.weightFeeds(undefined, full ? undefined : trainable), { move, keepStaging: this.sentVersion < 0 ? new Set() : trainable });
     if (move) {
       // Moved, not copied: the worker holds the only copy of the frozen base.
       for (const name of move) this.weights.delete(name);
@@ -389,7 +396,7 @@ export class PolicyModel {
     wrt?: string[],
   ): Promise<TrainStepResult> {
     const names = wrt ?? this.trainableNames();
-    const program = trainProgram(this.config, loss, this.lora, this.opts.headChunks);
+    const program = trainProgram(this.config, loss, this.lora, this.opts.headChunks, this.opts.recomputeLayers);
     const key = `train:${loss.key}:${wrt ? names.join(',') : 'trainable'}`;
     const build = () => withGradients(traceGraph(trainInputSpecs(this.config, loss, this.lora), program), 'loss', names);
     const feeds: Record<string, HostTensor> = {

@@ -27,6 +27,12 @@ export interface TransformerInputs<T> {
    * last target is not an input, so the length matches transformers' forward over the whole sequence.
    */
   ropeLengthOffset?: number;
+  /**
+   * Recompute each block's activations in the backward pass from its input (activation
+   * checkpointing; graph interpreter only): only the blocks' inputs stay alive between the
+   * forward and the backward pass, for one more forward pass of compute.
+   */
+  recomputeLayers?: boolean;
 }
 
 export interface TransformerOutputs<T> {
@@ -140,10 +146,14 @@ export function transformer<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, 
   const present: { k: T; v: T }[] = [];
   for (let i = 0; i < c.numLayers; i++) {
     const p = `model.layers.${i}`;
-    const a = attention(o, c, w, `${p}.self_attn`, rmsNorm(o, h, w[`${p}.input_layernorm.weight`], c.rmsNormEps), rope, x.attnBias, x.past?.[i], lora);
-    present.push(a.present);
-    h = o.add(h, a.out);
-    h = o.add(h, mlp(o, w, `${p}.mlp`, rmsNorm(o, h, w[`${p}.post_attention_layernorm.weight`], c.rmsNormEps), lora));
+    const block = (hin: T) => {
+      const a = attention(o, c, w, `${p}.self_attn`, rmsNorm(o, hin, w[`${p}.input_layernorm.weight`], c.rmsNormEps), rope, x.attnBias, x.past?.[i], lora);
+      const h1 = o.add(hin, a.out);
+      return { h: o.add(h1, mlp(o, w, `${p}.mlp`, rmsNorm(o, h1, w[`${p}.post_attention_layernorm.weight`], c.rmsNormEps), lora)), present: a.present };
+    };
+    const r = x.recomputeLayers && o.recompute ? o.recompute([h], ([hc]) => block(hc)) : block(h);
+    present.push(r.present);
+    h = r.h;
   }
   return { hidden: rmsNorm(o, h, w['model.norm.weight'], c.rmsNormEps), present };
 }

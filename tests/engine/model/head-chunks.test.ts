@@ -88,6 +88,23 @@ describe('LM head in row chunks = unchunked', () => {
   }
 });
 
+describe('blocks recomputed in the backward pass (recomputeLayers) = stored activations', () => {
+  it('same loss and gradients, LoRA and full', async () => {
+    const cfg = configs['tied (qwen2)'];
+    const batch = packSequences(seqs);
+    for (const lora of [resolveLora({ rank: 4, alpha: 8, dropout: 0.1, target_modules: 'all-linear' }), undefined]) {
+      const ref = PolicyModel.init(cfg, 6, { threads: 1, lora, loraSeed: 2 });
+      for (const [k, w] of ref.weights) if (k.includes('lora_B')) for (let i = 0; i < w.length; i++) w[i] = 0.05 * Math.cos(i + k.length);
+      const rc = new PolicyModel(cfg, ref.weights, { threads: 1, lora, loraSeed: 2, recomputeLayers: true, headChunks: 3 });
+      models.push(ref, rc);
+      // dropout > 0: the recomputed block must draw the same masks as its forward pass.
+      const [a, b] = [await ref.trainStep(batch, loss, batch.valid), await rc.trainStep(batch, loss, batch.valid)];
+      expect(Math.abs(a.loss - b.loss)).toBeLessThan(1e-6 * Math.abs(a.loss));
+      for (const [k, g] of a.grads) expect(maxRel(b.grads.get(k)!, g), k).toBeLessThan(1e-5);
+    }
+  });
+});
+
 describe('the backward recomputes each chunk', () => {
   it('clones the chunk matmul and log-softmax, each after the previous chunk', () => {
     const cfg = configs['tied (qwen2)'];
