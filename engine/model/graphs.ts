@@ -261,13 +261,21 @@ function fusableOps<T>(o: Ops<T>): Ops<T> {
   });
 }
 
+/** Earlier forms of the decode graph, for benchmarks only (scripts/bench/decode-graph.ts). */
+export interface DecodeVariant {
+  /** false: RMSNorm squares as x·x (not fused by ORT). */
+  fuseNorm?: boolean;
+  /** Prefix-sum block of the sampling head (default sampleBlock(V)). */
+  sampleBlock?: number;
+}
+
 /**
  * `decode`: logits of the last new position, the extended KV cache, and one token sampled from
  * those logits per row (token, token_logprob, token_entropy; see sampleHead).
  */
-export function decodeProgram(c: ModelConfig, lora?: LoraSpec) {
+export function decodeProgram(c: ModelConfig, lora?: LoraSpec, variant: DecodeVariant = {}) {
   return <T>(ops: Ops<T>, x: Record<string, T>): Record<string, T> => {
-    const o = fusableOps(ops);
+    const o = variant.fuseNorm === false ? ops : fusableOps(ops);
     const w = pickWeights(c, x, lora);
     const past = Array.from({ length: c.numLayers }, (_, i) => ({ k: x[`past_k_${i}`], v: x[`past_v_${i}`] }));
     const { hidden, present } = transformer(
@@ -279,7 +287,7 @@ export function decodeProgram(c: ModelConfig, lora?: LoraSpec) {
     );
     const last = o.squeeze(o.slice(hidden, [-1], [2 ** 31 - 1], [1]), [1]); // [B, D]
     const logits = lmHead(o, c, w, last);
-    const sampled = sampleHead(o, logits, c.vocabSize, x.sample_u, x.inv_temp, x.greedy);
+    const sampled = sampleHead(o, logits, c.vocabSize, x.sample_u, x.inv_temp, x.greedy, variant.sampleBlock ?? sampleBlock(c.vocabSize));
     const out: Record<string, T> = { logits, token: sampled.token, token_logprob: sampled.logprob, token_entropy: sampled.entropy };
     present.forEach((p, i) => {
       out[`present_k_${i}`] = p.k;
