@@ -185,9 +185,10 @@ export function sampleFeeds(B: number, s?: { u: Float32Array; invTemp: Float32Ar
 /**
  * Ids per block of the sampling head's prefix sums (see sampleHead) for a vocabulary of V: per
  * row the head costs ≈ V·block (within blocks) + (V/block)² (across blocks) multiply-adds; the
- * cheapest of 16…128 is taken (V 512 → 16, 8192 → 32, 151936 → 64). A fixed 128 made the head
- * ~70 of ~305 ms of a 25M-model (V 8192) batch-64 decode step; 32 makes it ~14 ms
- * (docs/BENCHMARKS.md, bench:rollout, issue 13).
+ * cheapest of 16…128 is taken (V 512 → 16, 8192 → 32, 151936 → 64). A fixed 128 cost 67M
+ * multiply-adds per step for a 25M model (V 8192) at batch 64, ~4% of the model's own; 32 costs
+ * 21M, ~1% (ORT's timings on the shared 2-core machine were too noisy to show the
+ * difference: bench:decode-graph, docs/BENCHMARKS.md).
  */
 export function sampleBlock(V: number): number {
   let best = 16;
