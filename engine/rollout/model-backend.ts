@@ -32,12 +32,12 @@ export interface ModelBackendOptions {
 
 /** Models up to this many parameters decode data-parallel by default (see decodeShards). */
 export const SHARD_MAX_PARAMS = 32e6;
-/** Up to this many parameters (weights within a core's caches) sessions may hold as few as 4 rows; above, 16. */
+/** Up to this many parameters (weights within a core's caches) sessions may hold as few as 8 rows; above, 16. */
 const SHARD_SMALL_PARAMS = 4e6;
 
 /**
  * Default number of decode sessions: one per thread (at most 4) for a model of ≤ SHARD_MAX_PARAMS
- * parameters when each session gets enough rows (≥ 4 for ≤ 4M parameters, whose weights stay in
+ * parameters when each session gets enough rows (≥ 8 for ≤ 4M parameters, whose weights stay in
  * cache; ≥ 16 above, where a few rows per session would mostly re-read the weights once per
  * session); else 1 (one session using every thread). A small model's decode step is hundreds of
  * small ops, where one session per core beats one session splitting every op over the cores
@@ -47,7 +47,7 @@ export function decodeShards(model: PolicyModel, maxBatch: number): number {
   const threads = model.opts.threads ?? defaultThreads();
   const params = parameterCount(model.config);
   if (params > SHARD_MAX_PARAMS) return 1;
-  const minRows = params <= SHARD_SMALL_PARAMS ? 4 : 16;
+  const minRows = params <= SHARD_SMALL_PARAMS ? 8 : 16;
   return Math.max(1, Math.min(threads, 4, Math.floor(maxBatch / minRows)));
 }
 

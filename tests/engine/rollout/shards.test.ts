@@ -19,11 +19,11 @@ const big = tinyConfig({ vocabSize: 32000, hiddenSize: 1024, layers: 8, heads: 1
 const stub = (config: typeof tiny, threads: number) => ({ config, opts: { threads }, backend: 'ort' }) as unknown as PolicyModel;
 
 describe('decodeShards: how many decode sessions a model gets by default', () => {
-  it('one session per thread for a small model at a batch of ≥ 4 rows per session', () => {
+  it('one session per thread for a small model at a batch of ≥ 8 rows per session', () => {
     expect(decodeShards(stub(tiny, 2), 64)).toBe(2);
-    expect(decodeShards(stub(tiny, 2), 8)).toBe(2);
+    expect(decodeShards(stub(tiny, 2), 16)).toBe(2);
     expect(decodeShards(stub(tiny, 8), 64)).toBe(4);
-    expect(decodeShards(stub(tiny, 2), 4)).toBe(1);
+    expect(decodeShards(stub(tiny, 2), 8)).toBe(1);
     expect(decodeShards(stub(tiny, 1), 64)).toBe(1);
   });
   it('a mid-size model needs ≥ 16 rows per session; a large one always gets one session', () => {
