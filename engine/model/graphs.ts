@@ -7,7 +7,7 @@ import type { DType, Ops, Shape } from '../tensor/ops';
 import type { InputSpec } from '../tensor/graph';
 import type { HostTensor } from '../tensor/host';
 import { weightShapes, type ModelConfig } from './config';
-import { lmHead, tokenLogprobsAndEntropy, transformer } from './transformer';
+import { headLogprobs, lmHead, transformer } from './transformer';
 import { adapterShapes, type LoraSpec } from './lora';
 
 export const NEG_INF = -1e9;
@@ -114,8 +114,11 @@ function pickWeights<T>(c: ModelConfig, x: Record<string, T>, lora?: LoraSpec): 
   return w;
 }
 
-/** `score`: per-token logprobs (and entropy) of the given targets. */
-export function scoreProgram(c: ModelConfig, withEntropy: boolean, lora?: LoraSpec) {
+/**
+ * `score`: per-token logprobs (and entropy) of the given targets. `headChunks`: row chunks of the
+ * LM head (transformer.ts headLogprobs; default defaultHeadChunks(c)).
+ */
+export function scoreProgram(c: ModelConfig, withEntropy: boolean, lora?: LoraSpec, headChunks?: number) {
   return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
     const { hidden } = transformer(
       o,
@@ -124,7 +127,7 @@ export function scoreProgram(c: ModelConfig, withEntropy: boolean, lora?: LoraSp
       { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1 },
       lora && { spec: lora },
     );
-    const r = tokenLogprobsAndEntropy(o, lmHead(o, c, pickWeights(c, x), hidden), x.targets, withEntropy);
+    const r = headLogprobs(o, c, pickWeights(c, x), hidden, x.targets, withEntropy, headChunks);
     return r.entropy ? { logprobs: r.logprobs, entropy: r.entropy } : { logprobs: r.logprobs };
   };
 }
@@ -133,13 +136,22 @@ export function trainInputSpecs(c: ModelConfig, loss: LossSpec, lora?: LoraSpec)
   return [...scoreInputSpecs(c, lora), seqSpec('loss_mask', 'float32'), ...loss.inputs, ...loraTrainInputs(lora)];
 }
 
-/** `train`: the loss and its metrics (gradients are added by the interpreter). */
-export function trainProgram(c: ModelConfig, loss: LossSpec, lora?: LoraSpec) {
+/**
+ * `train`: the loss and its metrics (gradients are added by the interpreter); `headChunks` as for
+ * scoreProgram; `recomputeLayers`: activation checkpointing per block (TransformerInputs).
+ */
+export function trainProgram(c: ModelConfig, loss: LossSpec, lora?: LoraSpec, headChunks?: number, recomputeLayers = false) {
   return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
     const w = pickWeights(c, x, lora);
     const ctx = lora && { spec: lora, seed: lora.dropout > 0 ? x[LORA_SEED_INPUT] : undefined };
-    const { hidden } = transformer(o, c, w, { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1 }, ctx);
-    const r = tokenLogprobsAndEntropy(o, lmHead(o, c, w, hidden), x.targets, !!loss.entropy);
+    const { hidden } = transformer(
+      o,
+      c,
+      w,
+      { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1, recomputeLayers },
+      ctx,
+    );
+    const r = headLogprobs(o, c, w, hidden, x.targets, !!loss.entropy, headChunks);
     const extra: Record<string, T> = {};
     for (const s of loss.inputs) extra[s.name] = x[s.name];
     const out = loss.program(o, { ...extra, logprobs: r.logprobs, entropy: r.entropy as T, mask: x.loss_mask });

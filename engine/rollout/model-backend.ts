@@ -37,7 +37,7 @@ const SHARD_SMALL_PARAMS = 4e6;
 
 /**
  * Default number of decode sessions: one per thread (at most 4) for a model of ≤ SHARD_MAX_PARAMS
- * parameters when each session gets enough rows (≥ 8 for ≤ 4M parameters, whose weights stay in
+ * parameters without LoRA when each session gets enough rows (≥ 8 for ≤ 4M parameters, whose weights stay in
  * cache; ≥ 16 above, where a few rows per session would mostly re-read the weights once per
  * session); else 1 (one session using every thread). A small model's decode step is hundreds of
  * small ops, where one session per core beats one session splitting every op over the cores
@@ -46,7 +46,8 @@ const SHARD_SMALL_PARAMS = 4e6;
 export function decodeShards(model: PolicyModel, maxBatch: number): number {
   const threads = model.opts.threads ?? defaultThreads();
   const params = parameterCount(model.config);
-  if (params > SHARD_MAX_PARAMS) return 1;
+  // Under LoRA the frozen base lives only in the model's own worker (PolicyModel keepHostBase).
+  if (params > SHARD_MAX_PARAMS || model.lora) return 1;
   const minRows = params <= SHARD_SMALL_PARAMS ? 8 : 16;
   return Math.max(1, Math.min(threads, 4, Math.floor(maxBatch / minRows)));
 }
