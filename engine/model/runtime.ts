@@ -341,20 +341,22 @@ export class PolicyModel {
   /**
    * The decode program's runner (ORT backend) with the current weights sent: for a KV cache
    * hosted in its worker (engine/rollout/worker-kv.ts). Call before every use.
-   * `shard` > 0 (with its own intra-op `threads`): another decode session in its own worker, for
-   * data-parallel decoding (engine/rollout/worker-kv.ts ShardedKvBackend).
+   * `threads`: a decode session with that many intra-op threads; `shard` > 0: another decode
+   * session, in a worker of its own, for data-parallel decoding (engine/rollout/worker-kv.ts
+   * ShardedKvBackend; shard 0 runs in the model's worker).
    */
   decodeRunner = async (shard = 0, threads?: number): Promise<OrtRunner> => {
     if (this.backend !== 'ort') throw new Error('PolicyModel.decodeRunner: only the ORT backend runs decode in a worker');
     const c = this.config;
     const build = () => traceGraph(decodeInputSpecs(c, this.lora), decodeProgram(c, this.lora));
-    if (shard === 0 && threads === undefined) {
-      const r = await this.runner('decode', build);
+    if (shard === 0) {
+      // The first decode session lives in the model's worker, next to its weights.
+      const r = await this.runner(threads === undefined ? 'decode' : `decode#0:${threads}`, build, threads ?? this.opts.threads);
       this.syncWeights(r);
       return r;
     }
-    // A decode shard runs in a worker of its own (sessions sharing a worker would take turns),
-    // which holds its own copy of the weights, sent again after each update.
+    // Further decode shards each run in a worker of their own (sessions sharing a worker would
+    // take turns), which holds its own copy of the weights, sent again after each update.
     if (this.lora) throw new Error('PolicyModel.decodeRunner: extra decode sessions are not supported under LoRA (the frozen base lives in one worker)');
     let sw = this.shardWorkers.get(shard);
     if (!sw) {

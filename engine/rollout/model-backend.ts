@@ -71,7 +71,7 @@ export function policyDecodeBackend(model: PolicyModel, o: ModelBackendOptions =
     const shards = o.shards ?? decodeShards(model, spec.maxBatch);
     if (shards === 1) return new WorkerKvBackend(() => model.decodeRunner(), spec);
     const threads = Math.max(1, Math.floor((model.opts.threads ?? defaultThreads()) / shards));
-    return new ShardedKvBackend(Array.from({ length: shards }, (_, k) => new WorkerKvBackend(() => model.decodeRunner(k + 1, threads), spec)));
+    return new ShardedKvBackend(Array.from({ length: shards }, (_, k) => new WorkerKvBackend(() => model.decodeRunner(k, threads), spec)));
   }
   if (o.shards !== undefined && o.shards !== 1)
     throw new Error(
