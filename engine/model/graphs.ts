@@ -195,6 +195,21 @@ export function sampleFeeds(B: number, s?: { u: Float32Array; invTemp: Float32Ar
 }
 
 /**
+ * Ids per block of the sampling head's prefix sums (see sampleHead) for a vocabulary of V: per
+ * row the head costs ≈ V·block (within blocks) + (V/block)² (across blocks) multiply-adds; the
+ * cheapest of 16…128 is taken (V 512 → 16, 8192 → 32, 151936 → 64). A fixed 128 cost 67M
+ * multiply-adds per step for a 25M model (V 8192) at batch 64, ~4% of the model's own; 32 costs
+ * 21M, ~1% (ORT's timings on the shared 2-core machine were too noisy to show the
+ * difference: bench:decode-graph, docs/BENCHMARKS.md).
+ */
+export function sampleBlock(V: number): number {
+  let best = 16;
+  const cost = (b: number) => V * b + Math.ceil(V / b) ** 2;
+  for (const b of [32, 64, 128]) if (cost(b) < cost(best)) best = b;
+  return Math.min(V, best);
+}
+
+/**
  * Sampling inside the decode graph, so a decode step returns one token, its logprob and the
  * entropy per row instead of the logits. It reproduces engine/rollout/sampling.ts's full-
  * distribution path exactly (up to float32 rounding): z = logits · inv_temp, e = exp(z − max z),
@@ -202,9 +217,9 @@ export function sampleFeeds(B: number, s?: { u: Float32Array; invTemp: Float32Ar
  * the row's uniform u drawn on the host from the sequence's own stream); greedy rows take the
  * first maximal logit (the same prefix-count over the indicator of z = max z). logprob =
  * z[token] − logsumexp(z), entropy = H(softmax z). The prefix sums are two small triangular
- * matmuls (within blocks of ≤ 128 ids, then across blocks), so no scan op is needed.
+ * matmuls (within blocks of sampleBlock(V) ids, then across blocks), so no scan op is needed.
  */
-function sampleHead<T>(o: Ops<T>, logits: T, V: number, u: T, invTemp: T, greedy: T): { token: T; logprob: T; entropy: T } {
+function sampleHead<T>(o: Ops<T>, logits: T, V: number, u: T, invTemp: T, greedy: T, block = sampleBlock(V)): { token: T; logprob: T; entropy: T } {
   const z = o.mul(logits, o.unsqueeze(invTemp, [1])); // [B, V]
   const m = o.max(z, [1], true);
   const e = o.exp(o.sub(z, m));
@@ -215,7 +230,7 @@ function sampleHead<T>(o: Ops<T>, logits: T, V: number, u: T, invTemp: T, greedy
   const indicator = o.cast(o.equal(z, m), 'float32');
   let x = o.where(isGreedy, indicator, e); // what to prefix-sum
   const target = o.where(isGreedy, o.scalar(0.5), o.mul(o.unsqueeze(u, [1]), sumE)); // [B, 1]
-  const Bk = V <= 256 ? V : 128;
+  const Bk = Math.min(V, block);
   const G = Math.ceil(V / Bk);
   const Vp = G * Bk;
   if (Vp > V) {
@@ -243,11 +258,37 @@ function sampleHead<T>(o: Ops<T>, logits: T, V: number, u: T, invTemp: T, greedy
 }
 
 /**
+ * The op set with x·x written as Pow(x, 2): ONNX Runtime's SimplifiedLayerNormFusion fuses an
+ * RMSNorm (Pow → ReduceMean → Add → Sqrt → Div → Mul) into one SimplifiedLayerNormalization
+ * kernel only when the square is a Pow, so each norm of the decode graph is one node instead of
+ * six (a small model's decode step is mostly per-node cost). Only the decode program uses it:
+ * the train graph keeps its own ops (its backward reuses the intermediates, so nothing would fuse).
+ */
+function fusableOps<T>(o: Ops<T>): Ops<T> {
+  return new Proxy(o, {
+    get(target, key) {
+      if (key === 'mul') return (a: T, b: T) => (a === b ? target.pow(a, target.scalar(2)) : target.mul(a, b));
+      const v = (target as unknown as Record<string | symbol, unknown>)[key];
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+}
+
+/** Earlier forms of the decode graph, for benchmarks only (scripts/bench/decode-graph.ts). */
+export interface DecodeVariant {
+  /** false: RMSNorm squares as x·x (not fused by ORT). */
+  fuseNorm?: boolean;
+  /** Prefix-sum block of the sampling head (default sampleBlock(V)). */
+  sampleBlock?: number;
+}
+
+/**
  * `decode`: logits of the last new position, the extended KV cache, and one token sampled from
  * those logits per row (token, token_logprob, token_entropy; see sampleHead).
  */
-export function decodeProgram(c: ModelConfig, lora?: LoraSpec) {
-  return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
+export function decodeProgram(c: ModelConfig, lora?: LoraSpec, variant: DecodeVariant = {}) {
+  return <T>(ops: Ops<T>, x: Record<string, T>): Record<string, T> => {
+    const o = variant.fuseNorm === false ? ops : fusableOps(ops);
     const w = pickWeights(c, x, lora);
     const past = Array.from({ length: c.numLayers }, (_, i) => ({ k: x[`past_k_${i}`], v: x[`past_v_${i}`] }));
     const { hidden, present } = transformer(
@@ -259,7 +300,7 @@ export function decodeProgram(c: ModelConfig, lora?: LoraSpec) {
     );
     const last = o.squeeze(o.slice(hidden, [-1], [2 ** 31 - 1], [1]), [1]); // [B, D]
     const logits = lmHead(o, c, w, last);
-    const sampled = sampleHead(o, logits, c.vocabSize, x.sample_u, x.inv_temp, x.greedy);
+    const sampled = sampleHead(o, logits, c.vocabSize, x.sample_u, x.inv_temp, x.greedy, variant.sampleBlock ?? sampleBlock(c.vocabSize));
     const out: Record<string, T> = { logits, token: sampled.token, token_logprob: sampled.logprob, token_entropy: sampled.entropy };
     present.forEach((p, i) => {
       out[`present_k_${i}`] = p.k;

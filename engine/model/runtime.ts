@@ -121,6 +121,8 @@ export class PolicyModel {
    * old policy and reference alike): the weights are sent to it once and held there once.
    */
   private ortWorker: OrtWorker | null = null;
+  /** Workers of the extra decode sessions (decodeRunner(shard > 0)) and the weights version each holds. */
+  private shardWorkers = new Map<number, { worker: OrtWorker; sent: number }>();
   private sentVersion = -1;
   private weightsVersion = 0;
   /** Bumped when non-trainable weights change too (setWeights), so the worker gets every tensor again. */
@@ -302,13 +304,14 @@ export class PolicyModel {
     return f;
   }
 
-  private runner(key: string, build: () => Graph): Promise<OrtRunner> {
+  /** A session of this model: in the model's ORT worker, or in `worker` (a decode shard's own). */
+  private runner(key: string, build: () => Graph, threads = this.opts.threads, worker?: OrtWorker): Promise<OrtRunner> {
     if (this.disposed) throw new Error('PolicyModel: used after dispose()');
     let r = this.runners.get(key);
     if (!r) {
       const profilePrefix = this.opts.profilePrefix && `${this.opts.profilePrefix}-${key.replace(/[^A-Za-z0-9]+/g, '_')}`;
-      this.ortWorker ??= OrtWorker.create();
-      r = OrtRunner.create(build(), { threads: this.opts.threads, providers: this.opts.providers, profilePrefix, worker: this.ortWorker });
+      const w = worker ?? (this.ortWorker ??= OrtWorker.create());
+      r = OrtRunner.create(build(), { threads, providers: this.opts.providers, profilePrefix, worker: w });
       this.runners.set(key, r);
     }
     return r;
@@ -338,12 +341,33 @@ export class PolicyModel {
   /**
    * The decode program's runner (ORT backend) with the current weights sent: for a KV cache
    * hosted in its worker (engine/rollout/worker-kv.ts). Call before every use.
+   * `threads`: a decode session with that many intra-op threads; `shard` > 0: another decode
+   * session, in a worker of its own, for data-parallel decoding (engine/rollout/worker-kv.ts
+   * ShardedKvBackend; shard 0 runs in the model's worker).
    */
-  decodeRunner = async (): Promise<OrtRunner> => {
+  decodeRunner = async (shard = 0, threads?: number): Promise<OrtRunner> => {
     if (this.backend !== 'ort') throw new Error('PolicyModel.decodeRunner: only the ORT backend runs decode in a worker');
     const c = this.config;
-    const r = await this.runner('decode', () => traceGraph(decodeInputSpecs(c, this.lora), decodeProgram(c, this.lora)));
-    this.syncWeights(r);
+    const build = () => traceGraph(decodeInputSpecs(c, this.lora), decodeProgram(c, this.lora));
+    if (shard === 0) {
+      // The first decode session lives in the model's worker, next to its weights.
+      const r = await this.runner(threads === undefined ? 'decode' : `decode#0:${threads}`, build, threads ?? this.opts.threads);
+      this.syncWeights(r);
+      return r;
+    }
+    // Further decode shards each run in a worker of their own (sessions sharing a worker would
+    // take turns), which holds its own copy of the weights, sent again after each update.
+    if (this.lora) throw new Error('PolicyModel.decodeRunner: extra decode sessions are not supported under LoRA (the frozen base lives in one worker)');
+    let sw = this.shardWorkers.get(shard);
+    if (!sw) {
+      sw = { worker: OrtWorker.create(), sent: -1 };
+      this.shardWorkers.set(shard, sw);
+    }
+    const r = await this.runner(`decode#${shard}:${threads ?? ''}`, build, threads ?? this.opts.threads, sw.worker);
+    if (sw.sent !== this.weightsVersion) {
+      r.setPersistentFeeds(this.weightFeeds());
+      sw.sent = this.weightsVersion;
+    }
     return r;
   };
 
@@ -456,13 +480,15 @@ export class PolicyModel {
    * RunnerStats) plus `buildMs`, building the feeds (attention bias) on this thread. For benchmarks.
    */
   async decodeStats(reset = false): Promise<RunnerStats & { buildMs: number }> {
-    const r = this.runners.get('decode');
-    const runner = r ? await r : undefined;
-    const out = { ...(runner?.stats ?? emptyRunnerStats()), buildMs: this.decodeBuildMs };
-    if (reset) {
-      if (runner) runner.stats = emptyRunnerStats();
-      this.decodeBuildMs = 0;
+    // Every decode session (shards of a ShardedKvBackend too: their times are summed).
+    const out: RunnerStats & { buildMs: number } = { ...emptyRunnerStats(), buildMs: this.decodeBuildMs };
+    for (const [key, r] of this.runners) {
+      if (key !== 'decode' && !key.startsWith('decode#')) continue;
+      const runner = await r;
+      for (const k of Object.keys(runner.stats) as (keyof RunnerStats)[]) out[k] += runner.stats[k];
+      if (reset) runner.stats = emptyRunnerStats();
     }
+    if (reset) this.decodeBuildMs = 0;
     return out;
   }
 
@@ -496,5 +522,7 @@ export class PolicyModel {
     this.runners.clear();
     await this.ortWorker?.dispose();
     this.ortWorker = null;
+    for (const sw of this.shardWorkers.values()) await sw.worker.dispose();
+    this.shardWorkers.clear();
   }
 }

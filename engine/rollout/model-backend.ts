@@ -3,9 +3,10 @@
  * batching (KvSlotBackend over `model.decode`), and the no-cache baseline (full recompute).
  */
 import type { PolicyModel } from '../model/runtime';
-import type { ModelConfig } from '../model/config';
+import { parameterCount, type ModelConfig } from '../model/config';
+import { defaultThreads } from '../tensor/ort';
 import { KvSlotBackend } from './kv-slots';
-import { WorkerKvBackend } from './worker-kv';
+import { ShardedKvBackend, WorkerKvBackend } from './worker-kv';
 import type { DecodeBackend } from './ports';
 import { RecomputeBackend } from './recompute';
 
@@ -22,14 +23,43 @@ export interface ModelBackendOptions {
    * worker every step and the engine samples from logits; the tfjs backend always uses it).
    */
   cache?: 'worker' | 'host';
+  /**
+   * Decode sessions working side by side (worker cache only), each in its own worker with
+   * `threads / shards` intra-op threads (at least 1). Default: decodeShards(model, maxBatch).
+   */
+  shards?: number;
+}
+
+/** Models up to this many parameters decode data-parallel by default (see decodeShards). */
+export const SHARD_MAX_PARAMS = 32e6;
+/** Up to this many parameters (weights within a core's caches) sessions may hold as few as 8 rows; above, 16. */
+const SHARD_SMALL_PARAMS = 4e6;
+
+/**
+ * Default number of decode sessions: one per thread (at most 4) for a model of ≤ SHARD_MAX_PARAMS
+ * parameters without LoRA when each session gets enough rows (≥ 8 for ≤ 4M parameters, whose weights stay in
+ * cache; ≥ 16 above, where a few rows per session would mostly re-read the weights once per
+ * session); else 1 (one session using every thread). A small model's decode step is hundreds of
+ * small ops, where one session per core beats one session splitting every op over the cores
+ * (bench:rollout; docs/BENCHMARKS.md).
+ */
+export function decodeShards(model: PolicyModel, maxBatch: number): number {
+  const threads = model.opts.threads ?? defaultThreads();
+  const params = parameterCount(model.config);
+  // Under LoRA the frozen base lives only in the model's own worker (PolicyModel keepHostBase).
+  if (params > SHARD_MAX_PARAMS || model.lora) return 1;
+  const minRows = params <= SHARD_SMALL_PARAMS ? 8 : 16;
+  return Math.max(1, Math.min(threads, 4, Math.floor(maxBatch / minRows)));
 }
 
 export function policyDecodeBackend(model: PolicyModel, o: ModelBackendOptions = {}): DecodeBackend {
   const c = model.config;
   if (o.cache === 'worker' && model.backend !== 'ort')
     throw new Error(`policyDecodeBackend: cache 'worker' needs the ORT backend (the model runs on ${model.backend})`);
-  if (model.backend === 'ort' && (o.cache ?? 'worker') === 'worker' && (o.keepPacked ?? true))
-    return new WorkerKvBackend(model.decodeRunner, {
+  if (o.shards !== undefined && (!Number.isInteger(o.shards) || o.shards < 1))
+    throw new Error(`policyDecodeBackend: shards must be an integer ≥ 1 (got ${o.shards})`);
+  if (model.backend === 'ort' && (o.cache ?? 'worker') === 'worker' && (o.keepPacked ?? true)) {
+    const spec = {
       layers: c.numLayers,
       kvHeads: c.numKvHeads,
       headDim: c.headDim,
@@ -37,7 +67,16 @@ export function policyDecodeBackend(model: PolicyModel, o: ModelBackendOptions =
       maxBatch: o.maxBatch ?? 16,
       maxLength: o.maxLength ?? c.maxPositionEmbeddings,
       padId: c.padTokenId ?? 0,
-    });
+    };
+    const shards = o.shards ?? decodeShards(model, spec.maxBatch);
+    if (shards === 1) return new WorkerKvBackend(() => model.decodeRunner(), spec);
+    const threads = Math.max(1, Math.floor((model.opts.threads ?? defaultThreads()) / shards));
+    return new ShardedKvBackend(Array.from({ length: shards }, (_, k) => new WorkerKvBackend(() => model.decodeRunner(k, threads), spec)));
+  }
+  if (o.shards !== undefined && o.shards !== 1)
+    throw new Error(
+      `policyDecodeBackend: shards ${o.shards} needs the worker KV cache on the ORT backend (got ${model.backend}, cache '${o.cache ?? 'worker'}')`,
+    );
   return new KvSlotBackend(
     model.decode,
     { layers: c.numLayers, kvHeads: c.numKvHeads, headDim: c.headDim, vocabSize: c.vocabSize },

@@ -115,6 +115,8 @@ export class WorkerKvBackend implements DecodeBackend {
   private opening: Promise<void> | null = null;
   /** Calls that failed in the worker leave it as it was; a release/fork error surfaces at the next call. */
   private deferred: Error | null = null;
+  /** extend / extendSample calls so far. */
+  calls = 0;
 
   constructor(
     /** The decode session's runner with the current weights sent (called before every call). */
@@ -154,6 +156,7 @@ export class WorkerKvBackend implements DecodeBackend {
   async extend(items: { slot: number; tokens: number[] }[]): Promise<Float32Array[]> {
     this.check(items);
     const r = await this.ready();
+    this.calls++;
     const res = await r.request<KvExtendResult>({ type: 'kvExtend', handle: this.handle, req: { items, logits: true } satisfies KvExtendRequest });
     const V = this.vocabSize;
     return items.map((_, b) => res.logits!.slice(b * V, (b + 1) * V));
@@ -162,6 +165,7 @@ export class WorkerKvBackend implements DecodeBackend {
   async extendSample(items: { slot: number; tokens: number[] }[], sample: SampleRequest): Promise<{ id: number; logprob: number; entropy: number }[]> {
     this.check(items);
     const r = await this.ready();
+    this.calls++;
     const res = await r.request<KvExtendResult>({ type: 'kvExtend', handle: this.handle, req: { items, sample, logits: false } satisfies KvExtendRequest });
     return items.map((_, b) => ({ id: res.ids[b]!, logprob: res.logprobs[b]!, entropy: res.entropy[b]! }));
   }
@@ -180,5 +184,125 @@ export class WorkerKvBackend implements DecodeBackend {
     if (this.runner && this.handle >= 0) this.runner.post({ type: 'kvClose', handle: this.handle });
     this.handle = -1;
     this.runner = null;
+  }
+}
+
+/**
+ * Data-parallel decoding: several decode sessions, each in its own worker with its own slot
+ * caches (a WorkerKvBackend per shard), behind one DecodeBackend. A slot is placed on a shard
+ * when it is first extended (the shard with the fewest live slots) or forked (the source's
+ * shard, so a fork never crosses workers) and stays there until released. Each call splits its
+ * items by shard and runs the shards at the same time.
+ *
+ * Why: on a small model a decode step is hundreds of tiny ops, and splitting each op over
+ * threads costs more in synchronisation than it gains (bench:rollout, docs/BENCHMARKS.md); one
+ * thread per session and one session per core keeps every core busy without that. Each row's
+ * result does not depend on which rows share its batch, so tokens and logprobs are those of one
+ * session (tested in golden.test.ts).
+ */
+export class ShardedKvBackend implements DecodeBackend {
+  readonly vocabSize: number;
+  readonly maxBatch: number;
+  readonly maxLength: number;
+  /** Per slot: its shard and the shard-local slot, or null when empty. */
+  private readonly where: ({ shard: number; local: number } | null)[];
+  private readonly used: boolean[][];
+  private readonly live: number[];
+
+  constructor(private readonly shards: WorkerKvBackend[]) {
+    if (shards.length < 1) throw new Error('ShardedKvBackend: no shards');
+    const s0 = shards[0]!;
+    this.vocabSize = s0.vocabSize;
+    this.maxBatch = s0.maxBatch;
+    this.maxLength = s0.maxLength;
+    this.where = new Array(this.maxBatch).fill(null);
+    this.used = shards.map(() => new Array(this.maxBatch).fill(false));
+    this.live = shards.map(() => 0);
+  }
+
+  /** Calls each shard has served. */
+  get shardCalls(): number[] {
+    return this.shards.map((s) => s.calls);
+  }
+
+  private checkSlot(slot: number, what: string): void {
+    if (!Number.isInteger(slot) || slot < 0 || slot >= this.maxBatch)
+      throw new Error(`ShardedKvBackend${what}: slot ${slot} out of range (maxBatch ${this.maxBatch})`);
+  }
+
+  private place(slot: number, shard: number): { shard: number; local: number } {
+    const local = this.used[shard]!.indexOf(false);
+    this.used[shard]![local] = true;
+    this.live[shard]!++;
+    const w = { shard, local };
+    this.where[slot] = w;
+    return w;
+  }
+
+  /** Items grouped by shard (placing slots seen for the first time on the least-loaded shard). */
+  private split(items: { slot: number; tokens: number[] }[]): { shard: number; idx: number[]; items: { slot: number; tokens: number[] }[] }[] {
+    const groups = this.shards.map((_, shard) => ({ shard, idx: [] as number[], items: [] as { slot: number; tokens: number[] }[] }));
+    items.forEach(({ slot, tokens }, i) => {
+      this.checkSlot(slot, '');
+      let w = this.where[slot];
+      if (!w) {
+        let best = 0;
+        for (let k = 1; k < this.shards.length; k++) if (this.live[k]! < this.live[best]!) best = k;
+        w = this.place(slot, best);
+      }
+      groups[w.shard]!.idx.push(i);
+      groups[w.shard]!.items.push({ slot: w.local, tokens });
+    });
+    return groups.filter((g) => g.items.length > 0);
+  }
+
+  async extend(items: { slot: number; tokens: number[] }[]): Promise<Float32Array[]> {
+    const groups = this.split(items);
+    const out: Float32Array[] = new Array(items.length);
+    await Promise.all(
+      groups.map(async (g) => {
+        const rows = await this.shards[g.shard]!.extend(g.items);
+        g.idx.forEach((i, j) => (out[i] = rows[j]!));
+      }),
+    );
+    return out;
+  }
+
+  async extendSample(items: { slot: number; tokens: number[] }[], sample: SampleRequest): Promise<{ id: number; logprob: number; entropy: number }[]> {
+    const groups = this.split(items);
+    const out: { id: number; logprob: number; entropy: number }[] = new Array(items.length);
+    const pick = (a: Float32Array, idx: number[]) => Float32Array.from(idx, (i) => a[i]!);
+    await Promise.all(
+      groups.map(async (g) => {
+        const req = { u: pick(sample.u, g.idx), invTemp: pick(sample.invTemp, g.idx), greedy: pick(sample.greedy, g.idx) };
+        const rows = await this.shards[g.shard]!.extendSample(g.items, req);
+        g.idx.forEach((i, j) => (out[i] = rows[j]!));
+      }),
+    );
+    return out;
+  }
+
+  release(slot: number): void {
+    this.checkSlot(slot, '.release');
+    const w = this.where[slot];
+    if (!w) return;
+    this.shards[w.shard]!.release(w.local);
+    this.used[w.shard]![w.local] = false;
+    this.live[w.shard]!--;
+    this.where[slot] = null;
+  }
+
+  fork(from: number, to: number): void {
+    this.checkSlot(from, '.fork');
+    this.checkSlot(to, '.fork');
+    const src = this.where[from];
+    if (!src) throw new Error(`ShardedKvBackend.fork: slot ${from} is empty`);
+    if (this.where[to]) throw new Error(`ShardedKvBackend.fork: slot ${to} is not empty`);
+    const dst = this.place(to, src.shard);
+    this.shards[src.shard]!.fork(src.local, dst.local);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.shards.map((s) => s.close()));
   }
 }

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:rollout -- [--json] [--quick] [--threads N] [--reps N] [--no-torch] [--peer-only] [--models tiny,25M]`
+ * `npm run bench:rollout -- [--json] [--quick] [--threads N] [--reps N] [--no-torch] [--peer-only] [--models tiny,25M] [--baseline one|host]`
  *
  * Generated tokens/s of the rollout engine on the ORT KV-cache decode graph (PolicyModel.decode
  * behind KvSlotBackend), at batch 1, 8 and 64, for a tiny model and a ~25M-parameter model,
@@ -22,6 +22,11 @@
  * SkylakeX, torch 1 + BLAS N threads, OMP_WAIT_POLICY=PASSIVE); the best setting is the ratio's
  * denominator. Arbor and every peer setting alternate, `--reps` times (default 3), so they share
  * the machine's background load; each takes its best repetition.
+ *
+ * Baseline path, measured alternately with the default one (`--baseline`): `one` (default) = one
+ * decode session using every thread (the default before data-parallel decode sessions, see
+ * engine/rollout/model-backend.ts decodeShards); `host` = the KV cache on the engine's thread.
+ * With several sessions, the breakdown's worker-side figures are summed over the sessions.
  *
  * Breakdown: for Arbor's best repetition, milliseconds per decode call split into the engine's
  * sampling/bookkeeping, waits on tools, packing inputs and the KV cache (KvSlotBackend), building
@@ -53,6 +58,10 @@ if (!Number.isInteger(REPS) || REPS < 1) throw new Error(`--reps must be an inte
 if (!Number.isInteger(threads) || threads < 1) throw new Error(`--threads must be an integer ≥ 1 (got ${args[threadsArg + 1]})`);
 const noTorch = args.includes('--no-torch');
 const peerOnly = args.includes('--peer-only');
+const baselineArg = args.indexOf('--baseline');
+/** The previous decode path measured next to the current one: 'one' = one decode session using every thread (before data-parallel shards), 'host' = the KV cache on the engine's thread. */
+const BASELINE = (baselineArg >= 0 ? args[baselineArg + 1] : 'one') as 'one' | 'host';
+if (BASELINE !== 'one' && BASELINE !== 'host') throw new Error(`--baseline must be 'one' or 'host' (got ${args[baselineArg + 1]})`);
 const modelsArg = args.indexOf('--models');
 const onlyModels = modelsArg >= 0 ? args[modelsArg + 1]!.split(',') : undefined;
 const PROMPT = 24,
@@ -107,7 +116,7 @@ interface Row {
   params: number;
   tools: boolean;
   batch: number;
-  cache: 'kv' | 'kv-host' | 'kv-repack' | 'recompute';
+  cache: 'kv' | 'kv-one' | 'kv-host' | 'kv-repack' | 'recompute';
   sequences: number;
   generatedTokens: number;
   seconds: number;
@@ -139,7 +148,12 @@ async function measure(model: PolicyModel, name: string, batch: number, tools: b
   const backend: DecodeBackend =
     cache === 'recompute'
       ? policyRecomputeBackend(model, { maxBatch: batch })
-      : policyDecodeBackend(model, { maxBatch: batch, keepPacked: cache !== 'kv-repack', cache: cache === 'kv' ? 'worker' : 'host' });
+      : policyDecodeBackend(model, {
+          maxBatch: batch,
+          keepPacked: cache !== 'kv-repack',
+          cache: cache === 'kv' || cache === 'kv-one' ? 'worker' : 'host',
+          ...(cache === 'kv-one' ? { shards: 1 } : {}),
+        });
   const tasks = makeTasks(sequences, model.config.vocabSize, tools, batch);
   const o = {
     tasks,
@@ -272,8 +286,9 @@ interface PeerRow {
   model: string;
   batch: number;
   arborTokensPerSecond: number;
-  /** The previous decode path (KV cache on the engine's thread, crossing to the worker every step; JS sampling from logits). */
-  hostCacheTokensPerSecond?: number;
+  /** The previous decode path (--baseline: 'one' = one decode session with every thread; 'host' = KV cache on the engine's thread, JS sampling). */
+  baseline: 'one' | 'host';
+  baselineTokensPerSecond?: number;
   torchTokensPerSecond?: number;
   torchSetting?: string;
   /** Arbor / best PyTorch setting (tok/s ratio; > 1 = Arbor faster). */
@@ -281,7 +296,7 @@ interface PeerRow {
   /** Every repetition's tok/s, per implementation. */
   reps: Record<string, number[]>;
   breakdown?: Breakdown;
-  hostCacheBreakdown?: Breakdown;
+  baselineBreakdown?: Breakdown;
 }
 
 const rows: Row[] = [];
@@ -305,15 +320,16 @@ for (const m of MODELS) {
     }
     for (const batch of [1, 8, 64]) {
       const seqs = batch === 1 ? 4 : batch;
-      const reps: Record<string, number[]> = { arbor: [], 'arbor host cache': [] };
+      const baseName = BASELINE === 'one' ? 'arbor one session' : 'arbor host cache';
+      const reps: Record<string, number[]> = { arbor: [], [baseName]: [] };
       let best: Row | undefined;
       let bestHost: Row | undefined;
       for (let r = 0; r < REPS; r++) {
         const a = await measure(model, m.name, batch, false, 'kv', seqs);
         reps.arbor!.push(a.tokensPerSecond);
         if (!best || a.tokensPerSecond > best.tokensPerSecond) best = a;
-        const h = await measure(model, m.name, batch, false, 'kv-host', seqs);
-        reps['arbor host cache']!.push(h.tokensPerSecond);
+        const h = await measure(model, m.name, batch, false, BASELINE === 'one' ? 'kv-one' : 'kv-host', seqs);
+        reps[baseName]!.push(h.tokensPerSecond);
         if (!bestHost || h.tokensPerSecond > bestHost.tokensPerSecond) bestHost = h;
         for (const p of peers) (reps[p.label] ??= []).push(await p.gen(batch));
       }
@@ -325,13 +341,14 @@ for (const m of MODELS) {
         arborTokensPerSecond: best!.tokensPerSecond,
         reps,
         breakdown: best!.breakdown,
-        hostCacheTokensPerSecond: bestHost!.tokensPerSecond,
-        hostCacheBreakdown: bestHost!.breakdown,
+        baseline: BASELINE,
+        baselineTokensPerSecond: bestHost!.tokensPerSecond,
+        baselineBreakdown: bestHost!.breakdown,
         ...(torchBest ? { torchTokensPerSecond: torchBest.tps, torchSetting: torchBest.label, ratio: best!.tokensPerSecond / torchBest.tps } : {}),
       };
       peerRows.push(pr);
       log(
-        `  batch ${String(batch).padStart(2)}: arbor ${best!.tokensPerSecond.toFixed(0).padStart(6)} tok/s (host cache ${bestHost!.tokensPerSecond.toFixed(0)})` +
+        `  batch ${String(batch).padStart(2)}: arbor ${best!.tokensPerSecond.toFixed(0).padStart(6)} tok/s (${baseName.slice(6)} ${bestHost!.tokensPerSecond.toFixed(0)})` +
           (torchBest ? `  pytorch ${torchBest.tps.toFixed(0).padStart(6)} tok/s (${torchBest.label})  ratio ${pr.ratio!.toFixed(2)}` : ''),
       );
     }
@@ -388,10 +405,11 @@ else {
     `\nArbor vs PyTorch KV-cache decoding (${PROMPT}-token prompt, ${NEW} new tokens, T=1, no stops; ${threads} threads; best of ${REPS} alternating repetitions)`,
   );
   if (torchNote) console.log(`PyTorch peer: ${torchNote}`);
-  console.log('model  batch  arbor tok/s  host-cache tok/s  pytorch tok/s  arbor/pytorch  host-cache/pytorch  pytorch setting');
+  const bl = BASELINE === 'one' ? 'one-session' : 'host-cache';
+  console.log(`model  batch  arbor tok/s  ${bl.padStart(11)} tok/s  pytorch tok/s  arbor/pytorch  ${bl.padStart(11)}/pytorch  pytorch setting`);
   for (const r of peerRows)
     console.log(
-      `${r.model.padEnd(6)} ${String(r.batch).padStart(5)}  ${r.arborTokensPerSecond.toFixed(0).padStart(11)}  ${(r.hostCacheTokensPerSecond?.toFixed(0) ?? '-').padStart(16)}  ${(r.torchTokensPerSecond?.toFixed(0) ?? '-').padStart(13)}  ${(r.ratio?.toFixed(2) ?? '-').padStart(13)}  ${(r.torchTokensPerSecond && r.hostCacheTokensPerSecond ? (r.hostCacheTokensPerSecond / r.torchTokensPerSecond).toFixed(2) : '-').padStart(18)}  ${r.torchSetting ?? ''}`,
+      `${r.model.padEnd(6)} ${String(r.batch).padStart(5)}  ${r.arborTokensPerSecond.toFixed(0).padStart(11)}  ${(r.baselineTokensPerSecond?.toFixed(0) ?? '-').padStart(17)}  ${(r.torchTokensPerSecond?.toFixed(0) ?? '-').padStart(13)}  ${(r.ratio?.toFixed(2) ?? '-').padStart(13)}  ${(r.torchTokensPerSecond && r.baselineTokensPerSecond ? (r.baselineTokensPerSecond / r.torchTokensPerSecond).toFixed(2) : '-').padStart(19)}  ${r.torchSetting ?? ''}`,
     );
   console.log(
     '\nArbor decode, ms per decode call (best repetition): wall = sampling + tool waits + kv pack + kv unpack + logits rows + build feeds + post (clone) + to worker + wrap feeds + ORT run + outputs + back + other',
@@ -399,7 +417,7 @@ else {
   console.log('(worker cache: kv pack/unpack happen in the worker and are inside "wrap"; "outs" = worker bookkeeping after the run)');
   console.log('path    model  batch  calls    wall  sample  envwait kvpack kvunpk  rows  build   post  toWkr   wrap ortRun   outs   back  other');
   for (const [path, key] of [
-    ['host', 'hostCacheBreakdown'],
+    [BASELINE === 'one' ? 'one' : 'host', 'baselineBreakdown'],
     ['worker', 'breakdown'],
   ] as const)
     for (const r of peerRows) {

@@ -12,6 +12,7 @@ import { PolicyModel } from '../../../engine/model/runtime';
 import { tinyConfig } from '../../../engine/model/config';
 import { rollout, type RolloutOptions } from '../../../engine/rollout/engine';
 import { policyDecodeBackend } from '../../../engine/rollout/model-backend';
+import type { ShardedKvBackend } from '../../../engine/rollout/worker-kv';
 import type { EpisodeEnv, RolloutTask, TokenizerPort } from '../../../engine/rollout/ports';
 import { Rng } from '../../../engine/rollout/rng';
 import type { Trajectory } from '../../../engine/rollout/types';
@@ -118,10 +119,14 @@ function summarise(ts: Trajectory[]) {
 describe('rollouts reproduce the recorded pre-optimisation results', () => {
   const golden: Golden = !record && existsSync(FIXTURE) ? (JSON.parse(readFileSync(FIXTURE, 'utf8')) as Golden) : {};
   const recorded: Golden = {};
-  for (const c of cases)
-    it(c.name, async () => {
+  // shards 2: two decode sessions side by side (ShardedKvBackend), slots split between them.
+  const runs: ((typeof cases)[number] & { shards?: number })[] = [...cases, ...(record ? [] : cases.map((x) => ({ ...x, shards: 2 })))];
+  for (const c of runs)
+    it(`${c.name}${c.shards ? `, ${c.shards} decode sessions` : ''}`, async () => {
       const m = c.model();
-      const res = await rollout(policyDecodeBackend(m, { maxBatch: c.maxBatch }), c.opts());
+      const backend = policyDecodeBackend(m, { maxBatch: c.maxBatch, shards: c.shards });
+      const res = await rollout(backend, c.opts());
+      await backend.close?.();
       const got = summarise(res.trajectories);
       if (record) {
         recorded[c.name] = got;
@@ -150,5 +155,12 @@ describe('group prefix sharing', () => {
     // Unshared: every sample prefills its whole prompt; shared: one per group plus one token per sample.
     expect(shared.stats.prefillTokens).toBeLessThan(unshared.stats.prefillTokens - promptTokens / 2);
     expect(host.stats.prefillTokens).toBe(shared.stats.prefillTokens);
+    // Two decode sessions: a fork stays on its source's session; both sessions decode.
+    const backend = policyDecodeBackend(small, { maxBatch: 9, shards: 2 });
+    const sharded = await rollout(backend, c.opts());
+    await backend.close?.();
+    expect(summarise(sharded.trajectories).tokens).toEqual(summarise(unshared.trajectories).tokens);
+    expect(sharded.stats.prefillTokens).toBe(shared.stats.prefillTokens);
+    expect((backend as ShardedKvBackend).shardCalls.every((n) => n > 0)).toBe(true);
   });
 });
