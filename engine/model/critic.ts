@@ -8,7 +8,7 @@ import { withGradients } from '../tensor/autodiff';
 import { traceGraph, type InputSpec } from '../tensor/graph';
 import type { HostTensor } from '../tensor/host';
 import type { Ops } from '../tensor/ops';
-import { OrtRunner } from '../tensor/ort';
+import { OrtRunner, OrtWorker } from '../tensor/ort';
 import { allocWeight, type Weights } from './checkpoint';
 import type { ModelConfig } from './config';
 import { weightShapes } from './config';
@@ -33,7 +33,9 @@ function valuesOf<T>(o: Ops<T>, c: ModelConfig, x: Record<string, T>): T {
 
 export class CriticModel {
   private runners = new Map<string, Promise<OrtRunner>>();
-  private sent = new Map<string, number>();
+  /** One worker for the critic's sessions (values, train), holding its weights once. */
+  private ortWorker: OrtWorker | null = null;
+  private sent = -1;
   private version = 0;
 
   constructor(
@@ -73,13 +75,15 @@ export class CriticModel {
   private async run(key: string, build: () => ReturnType<typeof traceGraph>, feeds: Record<string, HostTensor>): Promise<Record<string, HostTensor>> {
     let r = this.runners.get(key);
     if (!r) {
-      r = OrtRunner.create(build(), { threads: this.opts.threads, providers: this.opts.providers });
+      this.ortWorker ??= OrtWorker.create();
+      r = OrtRunner.create(build(), { threads: this.opts.threads, providers: this.opts.providers, worker: this.ortWorker });
       this.runners.set(key, r);
     }
     const runner = await r;
-    if (this.sent.get(key) !== this.version) {
-      runner.setPersistentFeeds(this.feedsOfWeights());
-      this.sent.set(key, this.version);
+    if (this.sent !== this.version) {
+      // A staging buffer is kept for the updates after the first send (see OrtWorker.setPersistentFeeds).
+      runner.setPersistentFeeds(this.feedsOfWeights(), this.sent < 0 ? { keepStaging: new Set() } : undefined);
+      this.sent = this.version;
     }
     const { targets: _t, ...rest } = feeds;
     void _t;
@@ -143,7 +147,9 @@ export class CriticModel {
   }
 
   async dispose(): Promise<void> {
-    for (const r of this.runners.values()) (await r).dispose();
+    for (const r of this.runners.values()) await (await r).dispose();
     this.runners.clear();
+    await this.ortWorker?.dispose();
+    this.ortWorker = null;
   }
 }

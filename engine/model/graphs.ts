@@ -7,7 +7,7 @@ import type { DType, Ops, Shape } from '../tensor/ops';
 import type { InputSpec } from '../tensor/graph';
 import type { HostTensor } from '../tensor/host';
 import { weightShapes, type ModelConfig } from './config';
-import { lmHead, tokenLogprobsAndEntropy, transformer } from './transformer';
+import { headLogprobs, lmHead, transformer } from './transformer';
 import { adapterShapes, type LoraSpec } from './lora';
 
 export const NEG_INF = -1e9;
@@ -114,8 +114,11 @@ function pickWeights<T>(c: ModelConfig, x: Record<string, T>, lora?: LoraSpec): 
   return w;
 }
 
-/** `score`: per-token logprobs (and entropy) of the given targets. */
-export function scoreProgram(c: ModelConfig, withEntropy: boolean, lora?: LoraSpec) {
+/**
+ * `score`: per-token logprobs (and entropy) of the given targets. `headChunks`: row chunks of the
+ * LM head (transformer.ts headLogprobs; default defaultHeadChunks(c)).
+ */
+export function scoreProgram(c: ModelConfig, withEntropy: boolean, lora?: LoraSpec, headChunks?: number) {
   return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
     const { hidden } = transformer(
       o,
@@ -124,7 +127,7 @@ export function scoreProgram(c: ModelConfig, withEntropy: boolean, lora?: LoraSp
       { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1 },
       lora && { spec: lora },
     );
-    const r = tokenLogprobsAndEntropy(o, lmHead(o, c, pickWeights(c, x), hidden), x.targets, withEntropy);
+    const r = headLogprobs(o, c, pickWeights(c, x), hidden, x.targets, withEntropy, headChunks);
     return r.entropy ? { logprobs: r.logprobs, entropy: r.entropy } : { logprobs: r.logprobs };
   };
 }
@@ -133,13 +136,22 @@ export function trainInputSpecs(c: ModelConfig, loss: LossSpec, lora?: LoraSpec)
   return [...scoreInputSpecs(c, lora), seqSpec('loss_mask', 'float32'), ...loss.inputs, ...loraTrainInputs(lora)];
 }
 
-/** `train`: the loss and its metrics (gradients are added by the interpreter). */
-export function trainProgram(c: ModelConfig, loss: LossSpec, lora?: LoraSpec) {
+/**
+ * `train`: the loss and its metrics (gradients are added by the interpreter); `headChunks` as for
+ * scoreProgram; `recomputeLayers`: activation checkpointing per block (TransformerInputs).
+ */
+export function trainProgram(c: ModelConfig, loss: LossSpec, lora?: LoraSpec, headChunks?: number, recomputeLayers = false) {
   return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
     const w = pickWeights(c, x, lora);
     const ctx = lora && { spec: lora, seed: lora.dropout > 0 ? x[LORA_SEED_INPUT] : undefined };
-    const { hidden } = transformer(o, c, w, { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1 }, ctx);
-    const r = tokenLogprobsAndEntropy(o, lmHead(o, c, w, hidden), x.targets, !!loss.entropy);
+    const { hidden } = transformer(
+      o,
+      c,
+      w,
+      { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1, recomputeLayers },
+      ctx,
+    );
+    const r = headLogprobs(o, c, w, hidden, x.targets, !!loss.entropy, headChunks);
     const extra: Record<string, T> = {};
     for (const s of loss.inputs) extra[s.name] = x[s.name];
     const out = loss.program(o, { ...extra, logprobs: r.logprobs, entropy: r.entropy as T, mask: x.loss_mask });
@@ -185,9 +197,10 @@ export function sampleFeeds(B: number, s?: { u: Float32Array; invTemp: Float32Ar
 /**
  * Ids per block of the sampling head's prefix sums (see sampleHead) for a vocabulary of V: per
  * row the head costs ≈ V·block (within blocks) + (V/block)² (across blocks) multiply-adds; the
- * cheapest of 16…128 is taken (V 512 → 16, 8192 → 32, 151936 → 64). A fixed 128 made the head
- * ~70 of ~305 ms of a 25M-model (V 8192) batch-64 decode step; 32 makes it ~14 ms
- * (docs/BENCHMARKS.md, bench:rollout, issue 13).
+ * cheapest of 16…128 is taken (V 512 → 16, 8192 → 32, 151936 → 64). A fixed 128 cost 67M
+ * multiply-adds per step for a 25M model (V 8192) at batch 64, ~4% of the model's own; 32 costs
+ * 21M, ~1% (ORT's timings on the shared 2-core machine were too noisy to show the
+ * difference: bench:decode-graph, docs/BENCHMARKS.md).
  */
 export function sampleBlock(V: number): number {
   let best = 16;
@@ -261,13 +274,21 @@ function fusableOps<T>(o: Ops<T>): Ops<T> {
   });
 }
 
+/** Earlier forms of the decode graph, for benchmarks only (scripts/bench/decode-graph.ts). */
+export interface DecodeVariant {
+  /** false: RMSNorm squares as x·x (not fused by ORT). */
+  fuseNorm?: boolean;
+  /** Prefix-sum block of the sampling head (default sampleBlock(V)). */
+  sampleBlock?: number;
+}
+
 /**
  * `decode`: logits of the last new position, the extended KV cache, and one token sampled from
  * those logits per row (token, token_logprob, token_entropy; see sampleHead).
  */
-export function decodeProgram(c: ModelConfig, lora?: LoraSpec) {
+export function decodeProgram(c: ModelConfig, lora?: LoraSpec, variant: DecodeVariant = {}) {
   return <T>(ops: Ops<T>, x: Record<string, T>): Record<string, T> => {
-    const o = fusableOps(ops);
+    const o = variant.fuseNorm === false ? ops : fusableOps(ops);
     const w = pickWeights(c, x, lora);
     const past = Array.from({ length: c.numLayers }, (_, i) => ({ k: x[`past_k_${i}`], v: x[`past_v_${i}`] }));
     const { hidden, present } = transformer(
@@ -279,7 +300,7 @@ export function decodeProgram(c: ModelConfig, lora?: LoraSpec) {
     );
     const last = o.squeeze(o.slice(hidden, [-1], [2 ** 31 - 1], [1]), [1]); // [B, D]
     const logits = lmHead(o, c, w, last);
-    const sampled = sampleHead(o, logits, c.vocabSize, x.sample_u, x.inv_temp, x.greedy);
+    const sampled = sampleHead(o, logits, c.vocabSize, x.sample_u, x.inv_temp, x.greedy, variant.sampleBlock ?? sampleBlock(c.vocabSize));
     const out: Record<string, T> = { logits, token: sampled.token, token_logprob: sampled.logprob, token_entropy: sampled.entropy };
     present.forEach((p, i) => {
       out[`present_k_${i}`] = p.k;

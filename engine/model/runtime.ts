@@ -10,7 +10,7 @@
  */
 import { traceGraph, type Graph } from '../tensor/graph';
 import { withGradients } from '../tensor/autodiff';
-import { OrtRunner, emptyRunnerStats, type RunnerStats } from '../tensor/ort';
+import { OrtRunner, OrtWorker, emptyRunnerStats, type RunnerStats } from '../tensor/ort';
 import type { HostTensor } from '../tensor/host';
 import { initTfjs, runTfjs, type TfProgram } from '../tensor/tfjs';
 import { weightShapes, type ModelConfig } from './config';
@@ -61,6 +61,24 @@ export interface PolicyModelOptions {
   loraSeed?: number;
   /** The base model's folder (named in saved adapters); absent for a built-in model, whose base is then saved with each adapter. */
   baseFolder?: string;
+  /**
+   * Row chunks of the LM head in the score/train programs (transformer.ts headLogprobs): the
+   * [B·T, V] logits, log-softmax and their gradients exist one chunk at a time. Default
+   * defaultHeadChunks(config): 1 below a 32k vocabulary, 10 at 151,936.
+   */
+  headChunks?: number;
+  /**
+   * Keep the frozen base's arrays on this thread under LoRA (default false: with the ORT
+   * backend and a base folder they are moved to the model's ORT worker, which then holds the
+   * only copy; baseWeights() reads them back from the folder).
+   */
+  keepHostBase?: boolean;
+  /**
+   * Train graphs recompute each transformer block's activations in the backward pass (activation
+   * checkpointing): peak memory of a step no longer grows with the layer count (only the blocks'
+   * inputs are kept), at the cost of one more forward pass of the blocks. Default false.
+   */
+  recomputeLayers?: boolean;
 }
 
 /** Arbor's own state saved next to a PEFT adapter (the dropout mask counter, so a resume draws the same masks). */
@@ -98,11 +116,20 @@ function saveCheckpointTokenizer(from: string, to: string): void {
 export class PolicyModel {
   readonly backend: Backend;
   private runners = new Map<string, Promise<OrtRunner>>();
-  private sentVersion = new Map<string, number>();
+  /**
+   * The worker thread hosting every ORT session of this model (score, decode, train; policy,
+   * old policy and reference alike): the weights are sent to it once and held there once.
+   */
+  private ortWorker: OrtWorker | null = null;
+  /** Workers of the extra decode sessions (decodeRunner(shard > 0)) and the weights version each holds. */
+  private shardWorkers = new Map<number, { worker: OrtWorker; sent: number }>();
+  private sentVersion = -1;
   private weightsVersion = 0;
-  /** Bumped when non-trainable weights change too (setWeights), so workers get every tensor again. */
+  /** Bumped when non-trainable weights change too (setWeights), so the worker gets every tensor again. */
   private fullVersion = 0;
-  private sentFull = new Map<string, number>();
+  private sentFull = -1;
+  /** The frozen base's arrays were moved to the ORT worker (LoRA with a base folder; see keepHostBase). */
+  private baseMoved = false;
   private disposed = false;
   private decodeBuildMs = 0;
   readonly lora?: LoraSpec;
@@ -184,10 +211,14 @@ export class PolicyModel {
     writeFileSync(join(folder, LORA_STATE), JSON.stringify({ dropout_calls: this.dropoutCalls }) + '\n');
   }
 
-  /** The base model's tensors (without adapters), shared, not copied. */
+  /**
+   * The base model's tensors (without adapters), shared, not copied; read from the base folder
+   * when the frozen base lives only in the ORT worker (keepHostBase).
+   */
   baseWeights(): Weights {
+    const source = this.baseMoved ? loadCheckpoint(this.opts.baseFolder!).weights : this.weights;
     const out: Weights = new Map();
-    for (const name of Object.keys(weightShapes(this.config))) out.set(name, this.weights.get(name)!);
+    for (const name of Object.keys(weightShapes(this.config))) out.set(name, source.get(name)!);
     return out;
   }
 
@@ -238,6 +269,7 @@ export class PolicyModel {
   /** Replace all weights (e.g. loaded from a checkpoint). */
   setWeights(weights: Weights): void {
     this.weights = weights;
+    this.baseMoved = false;
     this.fullVersion += 1;
     this.markWeightsUpdated();
   }
@@ -265,44 +297,77 @@ export class PolicyModel {
     const f: Record<string, HostTensor> = {};
     for (const [name, shape] of Object.entries(shapes)) {
       if (only && !only.has(name)) continue;
-      f[name] = { dtype: 'float32', shape, data: override?.get(name) ?? this.weights.get(name)! };
+      const data = override?.get(name) ?? this.weights.get(name);
+      if (!data) throw new Error(`PolicyModel: weight '${name}' is not on this thread (the frozen base lives in the ORT worker; keepHostBase keeps it here)`);
+      f[name] = { dtype: 'float32', shape, data };
     }
     return f;
   }
 
-  private runner(key: string, build: () => Graph, threads = this.opts.threads): Promise<OrtRunner> {
+  /** A session of this model: in the model's ORT worker, or in `worker` (a decode shard's own). */
+  private runner(key: string, build: () => Graph, threads = this.opts.threads, worker?: OrtWorker): Promise<OrtRunner> {
     if (this.disposed) throw new Error('PolicyModel: used after dispose()');
     let r = this.runners.get(key);
     if (!r) {
       const profilePrefix = this.opts.profilePrefix && `${this.opts.profilePrefix}-${key.replace(/[^A-Za-z0-9]+/g, '_')}`;
-      r = OrtRunner.create(build(), { threads, providers: this.opts.providers, profilePrefix });
+      const w = worker ?? (this.ortWorker ??= OrtWorker.create());
+      r = OrtRunner.create(build(), { threads, providers: this.opts.providers, profilePrefix, worker: w });
       this.runners.set(key, r);
     }
     return r;
   }
 
-  private syncWeights(key: string, r: OrtRunner): void {
-    if (this.sentVersion.get(key) !== this.weightsVersion) {
-      // Under LoRA the frozen base goes to a worker once; later updates send only the adapters.
-      const full = this.sentFull.get(key) !== this.fullVersion || !this.lora;
-      r.setPersistentFeeds(this.weightFeeds(undefined, full ? undefined : new Set(this.trainableNames())));
-      this.sentVersion.set(key, this.weightsVersion);
-      this.sentFull.set(key, this.fullVersion);
+  /** Send the weights to the model's ORT worker when they changed (once for all its sessions). */
+  private syncWeights(r: OrtRunner): void {
+    if (this.sentVersion === this.weightsVersion) return;
+    // Under LoRA the frozen base goes to the worker once; later updates send only the adapters.
+    const trainable = new Set(this.trainableNames());
+    const full = this.sentFull !== this.fullVersion || !this.lora;
+    const move =
+      full && this.lora && this.backend === 'ort' && this.opts.baseFolder && !this.opts.keepHostBase
+        ? new Set(Object.keys(weightShapes(this.config)))
+        : undefined;
+    // A staging buffer is kept only for tensors sent again (updates), not after the first send.
+    r.setPersistentFeeds(this.weightFeeds(undefined, full ? undefined : trainable), { move, keepStaging: this.sentVersion < 0 ? new Set() : trainable });
+    if (move) {
+      // Moved, not copied: the worker holds the only copy of the frozen base.
+      for (const name of move) this.weights.delete(name);
+      this.baseMoved = true;
     }
+    this.sentVersion = this.weightsVersion;
+    this.sentFull = this.fullVersion;
   }
 
   /**
    * The decode program's runner (ORT backend) with the current weights sent: for a KV cache
    * hosted in its worker (engine/rollout/worker-kv.ts). Call before every use.
-   * `shard` > 0 (with its own intra-op `threads`): another decode session in its own worker, for
-   * data-parallel decoding (engine/rollout/worker-kv.ts ShardedKvBackend).
+   * `threads`: a decode session with that many intra-op threads; `shard` > 0: another decode
+   * session, in a worker of its own, for data-parallel decoding (engine/rollout/worker-kv.ts
+   * ShardedKvBackend; shard 0 runs in the model's worker).
    */
   decodeRunner = async (shard = 0, threads?: number): Promise<OrtRunner> => {
     if (this.backend !== 'ort') throw new Error('PolicyModel.decodeRunner: only the ORT backend runs decode in a worker');
     const c = this.config;
-    const key = shard === 0 && threads === undefined ? 'decode' : `decode#${shard}:${threads ?? ''}`;
-    const r = await this.runner(key, () => traceGraph(decodeInputSpecs(c, this.lora), decodeProgram(c, this.lora)), threads ?? this.opts.threads);
-    this.syncWeights(key, r);
+    const build = () => traceGraph(decodeInputSpecs(c, this.lora), decodeProgram(c, this.lora));
+    if (shard === 0) {
+      // The first decode session lives in the model's worker, next to its weights.
+      const r = await this.runner(threads === undefined ? 'decode' : `decode#0:${threads}`, build, threads ?? this.opts.threads);
+      this.syncWeights(r);
+      return r;
+    }
+    // Further decode shards each run in a worker of their own (sessions sharing a worker would
+    // take turns), which holds its own copy of the weights, sent again after each update.
+    if (this.lora) throw new Error('PolicyModel.decodeRunner: extra decode sessions are not supported under LoRA (the frozen base lives in one worker)');
+    let sw = this.shardWorkers.get(shard);
+    if (!sw) {
+      sw = { worker: OrtWorker.create(), sent: -1 };
+      this.shardWorkers.set(shard, sw);
+    }
+    const r = await this.runner(`decode#${shard}:${threads ?? ''}`, build, threads ?? this.opts.threads, sw.worker);
+    if (sw.sent !== this.weightsVersion) {
+      r.setPersistentFeeds(this.weightFeeds());
+      sw.sent = this.weightsVersion;
+    }
     return r;
   };
 
@@ -320,7 +385,7 @@ export class PolicyModel {
       return runTfjs(program, { ...this.weightFeeds(weights), ...feeds }, grad);
     }
     const r = await this.runner(key, specs);
-    this.syncWeights(key, r);
+    this.syncWeights(r);
     return r.run(weights ? { ...this.weightFeeds(weights, new Set(weights.keys())), ...feeds } : feeds);
   }
 
@@ -331,7 +396,7 @@ export class PolicyModel {
   ): Promise<{ batch: PackedBatch; logprobs: Float32Array; entropy?: Float32Array }> {
     const batch = Array.isArray(input) ? packSequences(input, this.config.padTokenId ?? 0) : input;
     const withEntropy = !!opts.entropy;
-    const program = scoreProgram(this.config, withEntropy, this.lora);
+    const program = scoreProgram(this.config, withEntropy, this.lora, this.opts.headChunks);
     const out = await this.run(
       `score:${withEntropy}`,
       () => traceGraph(scoreInputSpecs(this.config, this.lora), program),
@@ -355,7 +420,7 @@ export class PolicyModel {
     wrt?: string[],
   ): Promise<TrainStepResult> {
     const names = wrt ?? this.trainableNames();
-    const program = trainProgram(this.config, loss, this.lora);
+    const program = trainProgram(this.config, loss, this.lora, this.opts.headChunks, this.opts.recomputeLayers);
     const key = `train:${loss.key}:${wrt ? names.join(',') : 'trainable'}`;
     const build = () => withGradients(traceGraph(trainInputSpecs(this.config, loss, this.lora), program), 'loss', names);
     const feeds: Record<string, HostTensor> = {
@@ -455,5 +520,9 @@ export class PolicyModel {
     this.disposed = true;
     for (const r of this.runners.values()) await (await r).dispose();
     this.runners.clear();
+    await this.ortWorker?.dispose();
+    this.ortWorker = null;
+    for (const sw of this.shardWorkers.values()) await sw.worker.dispose();
+    this.shardWorkers.clear();
   }
 }

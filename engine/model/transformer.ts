@@ -27,6 +27,12 @@ export interface TransformerInputs<T> {
    * last target is not an input, so the length matches transformers' forward over the whole sequence.
    */
   ropeLengthOffset?: number;
+  /**
+   * Recompute each block's activations in the backward pass from its input (activation
+   * checkpointing; graph interpreter only): only the blocks' inputs stay alive between the
+   * forward and the backward pass, for one more forward pass of compute.
+   */
+  recomputeLayers?: boolean;
 }
 
 export interface TransformerOutputs<T> {
@@ -140,10 +146,14 @@ export function transformer<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, 
   const present: { k: T; v: T }[] = [];
   for (let i = 0; i < c.numLayers; i++) {
     const p = `model.layers.${i}`;
-    const a = attention(o, c, w, `${p}.self_attn`, rmsNorm(o, h, w[`${p}.input_layernorm.weight`], c.rmsNormEps), rope, x.attnBias, x.past?.[i], lora);
-    present.push(a.present);
-    h = o.add(h, a.out);
-    h = o.add(h, mlp(o, w, `${p}.mlp`, rmsNorm(o, h, w[`${p}.post_attention_layernorm.weight`], c.rmsNormEps), lora));
+    const block = (hin: T) => {
+      const a = attention(o, c, w, `${p}.self_attn`, rmsNorm(o, hin, w[`${p}.input_layernorm.weight`], c.rmsNormEps), rope, x.attnBias, x.past?.[i], lora);
+      const h1 = o.add(hin, a.out);
+      return { h: o.add(h1, mlp(o, w, `${p}.mlp`, rmsNorm(o, h1, w[`${p}.post_attention_layernorm.weight`], c.rmsNormEps), lora)), present: a.present };
+    };
+    const r = x.recomputeLayers && o.recompute ? o.recompute([h], ([hc]) => block(hc)) : block(h);
+    present.push(r.present);
+    h = r.h;
   }
   return { hidden: rmsNorm(o, h, w['model.norm.weight'], c.rmsNormEps), present };
 }
@@ -167,4 +177,57 @@ export function tokenLogprobsAndEntropy<T>(o: Ops<T>, logits: T, targets: T, wit
   if (!withEntropy) return { logprobs };
   const entropy = o.neg(o.sum(o.mul(o.exp(lp), lp), [2]));
   return { logprobs, entropy };
+}
+
+/**
+ * How many row chunks the score/train programs split the LM head into: one chunk of logits is
+ * [B·T / chunks, V]. 1 below a 32k vocabulary; else about one chunk per 16k vocabulary entries
+ * (10 at Qwen's 151,936: [2048, V] logits of a 4 × 512 batch are 1.24 GB in float32 at once,
+ * 124 MB per chunk).
+ */
+export function defaultHeadChunks(c: ModelConfig): number {
+  return c.vocabSize < 32768 ? 1 : Math.min(32, Math.ceil(c.vocabSize / 16384));
+}
+
+/**
+ * tokenLogprobsAndEntropy(lmHead(hidden)) without [B, T, V] tensors: the tokens are split into
+ * `chunks` row chunks; each chunk's logits → log-softmax → picked logprob (and entropy) is a
+ * recompute group, evaluated one chunk after the other in the forward pass (`after`) and
+ * recomputed chunk by chunk in the backward pass, so at most one chunk's [rows, V] tensors are
+ * alive at a time. Same numbers as the unchunked path (rows are independent). Interpreters
+ * without chunk/recompute (tfjs, eager) take the unchunked path.
+ */
+export function headLogprobs<T>(
+  o: Ops<T>,
+  c: ModelConfig,
+  w: Record<string, T>,
+  hidden: T,
+  targets: T,
+  withEntropy: boolean,
+  chunks = defaultHeadChunks(c),
+): { logprobs: T; entropy?: T } {
+  if (chunks <= 1 || !o.chunk || !o.recompute || !o.after) return tokenLogprobsAndEntropy(o, lmHead(o, c, w, hidden), targets, withEntropy);
+  const [B, T] = o.shape(hidden);
+  const head = c.tieWordEmbeddings ? w['model.embed_tokens.weight'] : w['lm_head.weight'];
+  const headT = o.transpose(head, [1, 0]); // [D, V]
+  const hf = o.reshape(hidden, [-1, c.hiddenSize]);
+  const tf = o.reshape(targets, [-1, 1]);
+  const lps: T[] = [],
+    ents: T[] = [];
+  let prev: T | undefined;
+  for (let i = 0; i < chunks; i++) {
+    let h = o.chunk(hf, 0, i, chunks);
+    if (prev) h = o.after(h, prev); // chunk i's logits only after chunk i−1's are consumed
+    const t = o.chunk(tf, 0, i, chunks);
+    const [lp, ent] = o.recompute([h], ([hc]) => {
+      const lsm = o.logSoftmax(o.matmul(hc, headT), -1); // [rows, V]
+      const picked = o.squeeze(o.gatherElements(lsm, t, 1), [1]);
+      return [picked, withEntropy ? o.neg(o.sum(o.mul(o.exp(lsm), lsm), [1])) : undefined] as const;
+    });
+    lps.push(lp);
+    if (ent) ents.push(ent);
+    prev = lp;
+  }
+  const logprobs = o.reshape(o.concat(lps, 0), [B, T]);
+  return withEntropy ? { logprobs, entropy: o.reshape(o.concat(ents, 0), [B, T]) } : { logprobs };
 }

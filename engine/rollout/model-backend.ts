@@ -32,17 +32,24 @@ export interface ModelBackendOptions {
 
 /** Models up to this many parameters decode data-parallel by default (see decodeShards). */
 export const SHARD_MAX_PARAMS = 32e6;
+/** Up to this many parameters (weights within a core's caches) sessions may hold as few as 8 rows; above, 16. */
+const SHARD_SMALL_PARAMS = 4e6;
 
 /**
  * Default number of decode sessions: one per thread (at most 4) for a model of ≤ SHARD_MAX_PARAMS
- * parameters when the batch holds at least 4 rows per session; else 1 (one session using every
- * thread). A small model's decode step is hundreds of small ops, where one session per core beats
- * one session splitting every op over the cores (bench:rollout; docs/BENCHMARKS.md).
+ * parameters without LoRA when each session gets enough rows (≥ 8 for ≤ 4M parameters, whose weights stay in
+ * cache; ≥ 16 above, where a few rows per session would mostly re-read the weights once per
+ * session); else 1 (one session using every thread). A small model's decode step is hundreds of
+ * small ops, where one session per core beats one session splitting every op over the cores
+ * (bench:rollout; docs/BENCHMARKS.md).
  */
 export function decodeShards(model: PolicyModel, maxBatch: number): number {
   const threads = model.opts.threads ?? defaultThreads();
-  if (parameterCount(model.config) > SHARD_MAX_PARAMS) return 1;
-  return Math.max(1, Math.min(threads, 4, Math.floor(maxBatch / 4)));
+  const params = parameterCount(model.config);
+  // Under LoRA the frozen base lives only in the model's own worker (PolicyModel keepHostBase).
+  if (params > SHARD_MAX_PARAMS || model.lora) return 1;
+  const minRows = params <= SHARD_SMALL_PARAMS ? 8 : 16;
+  return Math.max(1, Math.min(threads, 4, Math.floor(maxBatch / minRows)));
 }
 
 export function policyDecodeBackend(model: PolicyModel, o: ModelBackendOptions = {}): DecodeBackend {
@@ -64,7 +71,7 @@ export function policyDecodeBackend(model: PolicyModel, o: ModelBackendOptions =
     const shards = o.shards ?? decodeShards(model, spec.maxBatch);
     if (shards === 1) return new WorkerKvBackend(() => model.decodeRunner(), spec);
     const threads = Math.max(1, Math.floor((model.opts.threads ?? defaultThreads()) / shards));
-    return new ShardedKvBackend(Array.from({ length: shards }, (_, k) => new WorkerKvBackend(() => model.decodeRunner(k + 1, threads), spec)));
+    return new ShardedKvBackend(Array.from({ length: shards }, (_, k) => new WorkerKvBackend(() => model.decodeRunner(k, threads), spec)));
   }
   if (o.shards !== undefined && o.shards !== 1)
     throw new Error(

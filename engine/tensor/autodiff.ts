@@ -119,6 +119,9 @@ export const gradientRules: Record<string, Rule> = {
   expandAs: (o, n, g) => [o.sumTo(g, n.inputs[0]), null],
   gather: (o, n, g) => [o.gatherGrad(n.inputs[0], n.inputs[1], g), null],
   gatherElements: (o, n, g) => [o.scatterAddLike(n.inputs[0], n.inputs[1], g, n.attrs.axis as number), null],
+  chunk: (o, n, g) => [o.chunkGrad(n.inputs[0], g, n.attrs)],
+  after: (_o, _n, g) => [g, null],
+  recomputeEntry: (_o, _n, g) => [g],
   // Ops with no gradient (integer/boolean results or constants).
   const: () => [],
   input: () => [],
@@ -168,19 +171,41 @@ export function withGradients(graph: Graph, loss: string, wrt: string[]): Graph 
 
   const grads = new Map<number, GNode>();
   grads.set(lossNode.id, o.scalar(1, lossNode.dtype));
+  // Recompute groups (GraphOps.recompute): a rule for a node of a group reads the node and its
+  // inputs through clones recorded here, in the backward pass, so the forward values need not
+  // stay alive. A group's clones start from its entries made to wait (`after`) for the gradient
+  // that left the group processed before it: groups are recomputed one at a time, and the
+  // clones are not common subexpressions of the forward nodes (which ONNX Runtime would merge).
+  const clones = new Map<number, GNode>();
+  let lastGroupGrad: GNode | undefined;
+  const cloneOf = (m: GNode): GNode => {
+    if (m.attrs.group === undefined) return m;
+    const hit = clones.get(m.id);
+    if (hit) return hit;
+    let c: GNode;
+    if (m.op === 'recomputeEntry') c = lastGroupGrad ? o.after(m.inputs[0], lastGroupGrad) : m.inputs[0];
+    else {
+      const { group: _g, ...attrs } = m.attrs;
+      c = o.record(m.op, m.inputs.map(cloneOf), attrs, m.dtype, m.shape);
+    }
+    clones.set(m.id, c);
+    return c;
+  };
   for (let i = lossNode.id; i >= 0; i--) {
     const n = graph.nodes[i];
     const gn = grads.get(n.id);
     if (!gn || n.op === 'input' || !needs.has(n.id)) continue;
     const rule = gradientRules[n.op];
     if (!rule) throw new Error(`withGradients: op '${n.op}' has no gradient rule`);
-    const ins = rule(o, n, gn);
+    const grouped = n.attrs.group !== undefined;
+    const ins = rule(o, grouped ? cloneOf(n) : n, gn);
     n.inputs.forEach((inp, k) => {
       const d = ins[k];
       if (!d || !needs.has(inp.id) || !isFloat(inp)) return;
       const prev = grads.get(inp.id);
       grads.set(inp.id, prev ? o.add(prev, d) : d);
     });
+    if (grouped && n.op === 'recomputeEntry' && ins[0]) lastGroupGrad = ins[0];
   }
   for (const w of wrtNodes) {
     const name = w.attrs.name as string;

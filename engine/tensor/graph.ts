@@ -149,6 +149,7 @@ const isFloat = (t: DType): boolean => FLOAT.includes(t);
 // ---- the recorder -----------------------------------------------------------------------
 
 let freshCounter = 0;
+let groupCounter = 0;
 
 export class GraphOps implements Ops<GNode> {
   readonly kind = 'graph';
@@ -415,7 +416,39 @@ export class GraphOps implements Ops<GNode> {
     return this.record('gatherElements', [x, indices], { axis: ax }, x.dtype, indices.shape);
   }
 
+  chunk(x: GNode, axis: number, index: number, count: number): GNode {
+    const ax = normAxis('chunk', axis, x.shape.length);
+    if (!Number.isInteger(count) || count < 1 || !Number.isInteger(index) || index < 0 || index >= count) throw new Error(`chunk: part ${index} of ${count}`);
+    const d = x.shape[ax];
+    const shape = x.shape.slice();
+    if (typeof d === 'number') {
+      const size = Math.ceil(d / count);
+      shape[ax] = Math.max(0, Math.min(d, (index + 1) * size) - Math.min(d, index * size));
+    } else shape[ax] = this.fresh('chunk');
+    return this.record('chunk', [x], { axis: ax, index, count }, x.dtype, shape);
+  }
+  after(x: GNode, dep: GNode): GNode {
+    if (dep.shape.length === 0 || x.shape.length === 0) throw new Error('after: x and dep must have rank ≥ 1');
+    return this.record('after', [x, dep], {}, x.dtype, x.shape);
+  }
+  recompute<R>(entries: GNode[], fn: (entries: GNode[]) => R): R {
+    const group = ++groupCounter;
+    const first = this.graph.nodes.length;
+    const ins = entries.map((e) => this.record('recomputeEntry', [e], { group }, e.dtype, e.shape));
+    const r = fn(ins);
+    // Every node recorded by fn that computes from something (constants are never recomputed).
+    for (let i = first + ins.length; i < this.graph.nodes.length; i++) {
+      const n = this.graph.nodes[i];
+      if (n.inputs.length) (n.attrs as Record<string, unknown>).group = group;
+    }
+    return r;
+  }
+
   // ---- internal ops used by autodiff (not part of the public op set) ------------------
+  /** Gradient of chunk: g padded with zeros back to x's shape. */
+  chunkGrad(x: GNode, g: GNode, attrs: Record<string, unknown>): GNode {
+    return this.record('chunkGrad', [x, g], { axis: attrs.axis, index: attrs.index, count: attrs.count }, x.dtype, x.shape);
+  }
   /** Sum `g` over broadcast axes so it has `like`'s shape. */
   sumTo(g: GNode, like: GNode): GNode {
     if (g.shape.length === like.shape.length && g.shape.every((d, i) => dimsEqual(d, like.shape[i]))) return g;

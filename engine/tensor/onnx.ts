@@ -126,6 +126,20 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
   };
   const dimScalarOf = (x: string, axis: number) => emit('Shape', [x], [int('start', axis), int('end', axis + 1)]);
 
+  const scalarConst = (dtype: DType, v: number): string => {
+    const nm = fresh('c');
+    constTensor(dtype, [v], [], nm);
+    return nm;
+  };
+  // Part `index` of `count` along `axis` of x: [min(i·s, n), min((i+1)·s, n)) with s = ceil(n / count).
+  const chunkBounds = (x: string, axis: number, index: number, count: number) => {
+    const total = dimScalarOf(x, axis);
+    const size = emit('Div', [emit('Add', [total, i64([count - 1])]), i64([count])]);
+    const start = emit('Min', [emit('Mul', [size, i64([index])]), total]);
+    const end = emit('Min', [emit('Mul', [size, i64([index + 1])]), total]);
+    return { start, end, total };
+  };
+
   // Only nodes some output depends on are exported (autodiff can leave unused nodes behind,
   // e.g. a gradient a later rule folded into another op).
   const live = new Set<number>();
@@ -277,6 +291,31 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
         }
         const pads = emit('Concat', [...begins, ...endsP], [int('axis', 0)]);
         emit('Pad', [g, pads], [], out);
+        break;
+      }
+      case 'recomputeEntry':
+        emit('Identity', [ins[0]], [], out);
+        break;
+      case 'after': {
+        // x + 0·(dep's first size): the value of x, but only once dep exists (an ordering edge
+        // ORT keeps; a size, not a value of dep, so no inf or NaN can leak in).
+        const size = emit('Cast', [emit('Shape', [ins[1]], [int('start', 0), int('end', 1)])], [int('to', ft(n.inputs[0].dtype))]);
+        const z = emit('Mul', [size, scalarConst(n.inputs[0].dtype, 0)]);
+        emit('Add', [ins[0], z], [], out);
+        break;
+      }
+      case 'chunk':
+      case 'chunkGrad': {
+        const x = ins[0];
+        const { start, end, total } = chunkBounds(x, a.axis, a.index, a.count);
+        if (n.op === 'chunk') emit('Slice', [x, start, end, i64([a.axis])], [], out);
+        else {
+          const r = n.inputs[0].shape.length;
+          const zero = i64([0]);
+          const begins = Array.from({ length: r }, (_, ax) => (ax === a.axis ? start : zero));
+          const endsP = Array.from({ length: r }, (_, ax) => (ax === a.axis ? emit('Sub', [total, end]) : zero));
+          emit('Pad', [ins[1], emit('Concat', [...begins, ...endsP], [int('axis', 0)])], [], out);
+        }
         break;
       }
       case 'concatGrad': {

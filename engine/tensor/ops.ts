@@ -92,6 +92,21 @@ export interface Ops<T> {
   // ---- indexing ------------------------------------------------------------------------
   gather(table: T, indices: T): T;
   gatherElements(x: T, indices: T, axis: number): T;
+
+  // ---- memory control (graph interpreter only; eager interpreters leave them undefined) ---
+  /**
+   * Part `index` of `count` near-equal parts of x along `axis` (sizes ceil(n/count), the last
+   * ones smaller or empty), for a dim only known at run time.
+   */
+  chunk?(x: T, axis: number, index: number, count: number): T;
+  /** x, computed only after `dep` (an ordering edge for the executor; the value is x's). */
+  after?(x: T, dep: T): T;
+  /**
+   * Record `fn(entries)` as a recompute group: the backward pass recomputes the group's values
+   * from its entries instead of keeping them alive from the forward pass (activation
+   * checkpointing), each group after the previous group's backward.
+   */
+  recompute?<R>(entries: T[], fn: (entries: T[]) => R): R;
 }
 
 /** Helpers written once over the op set (no interpreter-specific code). */

@@ -65,6 +65,7 @@ interface Pending {
   reject: (e: Error) => void;
   t0?: number;
   posted?: number;
+  account?: (p: Pending, t: WorkerTiming | undefined) => void;
 }
 
 /** Where one worker run's time went, measured in the worker (absolute times comparable across threads). */
@@ -98,13 +99,128 @@ export interface RunnerStats {
 export const emptyRunnerStats = (): RunnerStats => ({ calls: 0, callMs: 0, postMs: 0, toWorkerMs: 0, feedsMs: 0, runMs: 0, outputsMs: 0, backMs: 0 });
 const wallNow = () => performance.timeOrigin + performance.now();
 
-export class OrtRunner {
-  private session: InferenceSession | null = null;
-  private worker: Worker | null = null;
+/** A staged or transferred persistent feed on its way to the worker. */
+type PersistMsg =
+  { dtype: HostTensor['dtype']; shape: number[]; shared: SharedArrayBuffer } | { dtype: HostTensor['dtype']; shape: number[]; moved: HostTensor['data'] };
+
+/**
+ * One worker thread hosting any number of ORT sessions (OrtRunner.create with `worker`). Its
+ * persistent feeds (the weights) are held once in the worker and read by every session there,
+ * so the score, decode and train sessions of a model share one copy.
+ */
+export class OrtWorker {
   private pending = new Map<number, Pending>();
   private nextId = 1;
-  private persistent: Record<string, HostTensor> = {};
+  private nextSession = 1;
   private staging = new Map<string, SharedArrayBuffer>();
+  private closed = false;
+
+  private constructor(readonly worker: Worker) {
+    worker.on('message', (m: { type: string; id: number; outputs?: Record<string, HostTensor>; error?: string; timing?: WorkerTiming }) => {
+      if (m.type !== 'reply' && m.type !== 'result') return;
+      const p = this.pending.get(m.id);
+      if (!p) return;
+      this.pending.delete(m.id);
+      p.account?.(p, m.timing);
+      if (this.pending.size === 0) worker.unref();
+      if (m.error) p.reject(new Error(m.error));
+      else p.resolve(m.outputs!);
+    });
+    worker.on('error', (e: Error) => {
+      for (const p of this.pending.values()) p.reject(e);
+      this.pending.clear();
+    });
+    worker.unref();
+  }
+
+  static create(): OrtWorker {
+    return new OrtWorker(
+      new Worker(new URL('../worker-bootstrap.mjs', import.meta.url), { workerData: { __module: new URL('./ort-worker.ts', import.meta.url).href } }),
+    );
+  }
+
+  /** A message with a reply (outputs of a run, or a handler's result). */
+  call<T = Record<string, HostTensor>>(
+    msg: { type: string } & Record<string, unknown>,
+    account?: Pending['account'],
+    transfer: ArrayBuffer[] = [],
+  ): Promise<T> {
+    if (this.closed) return Promise.reject(new Error(`OrtWorker: ${msg.type} after dispose`));
+    const id = this.nextId++;
+    this.worker.ref();
+    return new Promise<T>((resolve, reject) => {
+      const p: Pending = { resolve: resolve as unknown as Pending['resolve'], reject, t0: wallNow(), account };
+      this.pending.set(id, p);
+      this.worker.postMessage({ ...msg, id }, transfer);
+      p.posted = wallNow();
+    });
+  }
+
+  post(msg: { type: string } & Record<string, unknown>): void {
+    this.worker.postMessage(msg);
+  }
+
+  get busy(): boolean {
+    return this.pending.size > 0;
+  }
+
+  newSessionId(): number {
+    return this.nextSession++;
+  }
+
+  /**
+   * Set feeds that every session of this worker reads until replaced (weights). `move`: names
+   * whose arrays are transferred to the worker without a copy — they are detached (empty) on
+   * this thread afterwards, so the worker holds the only copy (the frozen base of a LoRA model).
+   * Other feeds go through one SharedArrayBuffer per feed (a memcpy on each side; reused across
+   * updates when no run is queued: structured-cloning fresh buffers cost 65–200 ms per update of
+   * 25M weights) for names in `keepStaging` (default: all), the tensors that will be sent again;
+   * others go as a transferred copy.
+   */
+  setPersistentFeeds(feeds: Record<string, HostTensor>, opts: { move?: Set<string>; keepStaging?: Set<string> } = {}): void {
+    const staged: Record<string, PersistMsg> = {};
+    const transfer: ArrayBuffer[] = [];
+    for (const [name, t] of Object.entries(feeds)) {
+      const d = t.data;
+      if (opts.move?.has(name) && d.buffer instanceof ArrayBuffer && d.byteOffset === 0 && d.byteLength === d.buffer.byteLength) {
+        staged[name] = { dtype: t.dtype, shape: t.shape.slice(), moved: d };
+        transfer.push(d.buffer);
+        continue;
+      }
+      if (opts.keepStaging && !opts.keepStaging.has(name)) {
+        // Sent once: a copy transferred to the worker becomes its buffer (two copies at the peak,
+        // not three as through a staging buffer the worker copies out of).
+        this.staging.delete(name);
+        const copy = d.slice();
+        staged[name] = { dtype: t.dtype, shape: t.shape.slice(), moved: copy };
+        transfer.push(copy.buffer as ArrayBuffer);
+        continue;
+      }
+      const bytes = new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
+      let shared = this.staging.get(name);
+      // While runs are queued the worker may not have copied out the previous update yet, and
+      // a run between the two must see that one: use a fresh buffer then.
+      if (!shared || shared.byteLength !== bytes.byteLength || this.pending.size > 0) shared = new SharedArrayBuffer(bytes.byteLength);
+      this.staging.set(name, shared);
+      new Uint8Array(shared).set(bytes);
+      staged[name] = { dtype: t.dtype, shape: t.shape.slice(), shared };
+    }
+    this.worker.postMessage({ type: 'persist', staged }, transfer);
+  }
+
+  async dispose(): Promise<void> {
+    this.closed = true;
+    await this.worker.terminate();
+  }
+}
+
+export class OrtRunner {
+  private session: InferenceSession | null = null;
+  private host: OrtWorker | null = null;
+  /** Whether this runner created its worker (and so terminates it on dispose). */
+  private ownsHost = false;
+  private sessionId = 0;
+  private persistent: Record<string, HostTensor> = {};
   /** Cumulative timing of run() calls (reset freely). */
   stats: RunnerStats = emptyRunnerStats();
   inputNames: string[] = [];
@@ -112,7 +228,11 @@ export class OrtRunner {
 
   private constructor() {}
 
-  static async create(model: Graph | Uint8Array, opts: RunnerOptions = {}): Promise<OrtRunner> {
+  /**
+   * A session for `model`: in this thread (`inWorker: false`), in `opts.worker` (shared with
+   * that worker's other sessions and its persistent feeds), or in a worker of its own.
+   */
+  static async create(model: Graph | Uint8Array, opts: RunnerOptions & { worker?: OrtWorker } = {}): Promise<OrtRunner> {
     const bytes = model instanceof Uint8Array ? model : toOnnx(model);
     const r = new OrtRunner();
     if (opts.inWorker === false) {
@@ -122,77 +242,39 @@ export class OrtRunner {
       r.outputNames = [...s.outputNames];
       return r;
     }
-    const w = new Worker(new URL('../worker-bootstrap.mjs', import.meta.url), {
-      workerData: { __module: new URL('./ort-worker.ts', import.meta.url).href, model: bytes, opts },
-    });
-    r.worker = w;
-    await new Promise<void>((resolve, reject) => {
-      const onMsg = (m: { type: string; inputNames?: string[]; outputNames?: string[]; error?: string }) => {
-        if (m.type === 'ready') {
-          r.inputNames = m.inputNames!;
-          r.outputNames = m.outputNames!;
-          w.off('message', onMsg);
-          resolve();
-        } else if (m.type === 'initError') reject(new Error(`ONNX Runtime session: ${m.error}`));
-      };
-      w.on('message', onMsg);
-      w.once('error', (e: Error) => reject(e));
-    });
-    w.on('message', (m: { type: string; id: number; outputs?: Record<string, HostTensor>; error?: string; timing?: WorkerTiming }) => {
-      if (m.type === 'reply') {
-        const p = r.pending.get(m.id);
-        if (!p) return;
-        r.pending.delete(m.id);
-        r.account(p, m.timing);
-        if (r.pending.size === 0) w.unref();
-        if (m.error) p.reject(new Error(m.error));
-        else p.resolve(m.outputs!);
-        return;
-      }
-      if (m.type !== 'result') return;
-      const p = r.pending.get(m.id);
-      if (!p) return;
-      r.pending.delete(m.id);
-      r.account(p, m.timing);
-      if (m.error) p.reject(new Error(m.error));
-      else p.resolve(m.outputs!);
-    });
-    w.on('error', (e: Error) => {
-      for (const p of r.pending.values()) p.reject(e);
-      r.pending.clear();
-    });
-    w.unref();
+    const { worker, ...sessionOpts } = opts;
+    r.host = worker ?? OrtWorker.create();
+    r.ownsHost = !worker;
+    r.sessionId = r.host.newSessionId();
+    try {
+      const names = await r.host.call<{ inputNames: string[]; outputNames: string[] }>({
+        type: 'create',
+        session: r.sessionId,
+        model: bytes,
+        opts: sessionOpts,
+      });
+      r.inputNames = names.inputNames;
+      r.outputNames = names.outputNames;
+    } catch (e) {
+      if (r.ownsHost) await r.host.dispose();
+      throw new Error(`ONNX Runtime session: ${e instanceof Error ? e.message : String(e)}`);
+    }
     return r;
   }
 
   /**
-   * Feeds that stay the same across calls (weights). With a worker they are sent once; keep
-   * them in SharedArrayBuffer-backed arrays to update them in place without resending.
+   * Feeds that stay the same across calls (weights), sent once. In a shared worker they are the
+   * worker's (every session there reads them); see OrtWorker.setPersistentFeeds for `opts`.
    */
-  setPersistentFeeds(feeds: Record<string, HostTensor>): void {
-    Object.assign(this.persistent, feeds);
-    if (!this.worker) return;
-    // Through one SharedArrayBuffer per feed, reused across updates when no run is queued: a memcpy here and one into
-    // the worker's own buffers (ORT rejects shared memory as input), instead of structured
-    // cloning fresh buffers every update (measured 65-200 ms per update of 25M weights, mostly
-    // allocation, page faults and GC).
-    const staged: Record<string, { dtype: HostTensor['dtype']; shape: number[]; shared: SharedArrayBuffer }> = {};
-    for (const [name, t] of Object.entries(feeds)) {
-      const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
-      let shared = this.staging.get(name);
-      // While runs are queued the worker may not have copied out the previous update yet, and
-      // a run between the two must see that one: use a fresh buffer then.
-      if (!shared || shared.byteLength !== bytes.byteLength || this.pending.size > 0) {
-        shared = new SharedArrayBuffer(bytes.byteLength);
-        this.staging.set(name, shared);
-      }
-      new Uint8Array(shared).set(bytes);
-      staged[name] = { dtype: t.dtype, shape: t.shape.slice(), shared };
+  setPersistentFeeds(feeds: Record<string, HostTensor>, opts?: { move?: Set<string>; keepStaging?: Set<string> }): void {
+    if (!this.host) {
+      Object.assign(this.persistent, feeds);
+      return;
     }
-    this.worker.postMessage({ type: 'persist', staged });
+    this.host.setPersistentFeeds(feeds, opts);
   }
 
-  private account(p: Pending, t: WorkerTiming | undefined): void {
+  private account = (p: Pending, t: WorkerTiming | undefined): void => {
     if (!t || p.t0 === undefined || p.posted === undefined) return;
     const st = this.stats,
       end = wallNow();
@@ -204,29 +286,22 @@ export class OrtRunner {
     st.runMs += t.runMs;
     st.outputsMs += t.outputsMs;
     st.backMs += end - t.sent;
-  }
+  };
 
   /**
-   * A request to a handler in the worker (engine/tensor/ort-worker.ts: the KV host messages);
-   * resolves with its reply. Requests and posts reach the worker in the order they are made.
+   * A request to a handler in the worker (engine/tensor/ort-worker.ts: the KV host messages),
+   * bound to this runner's session; resolves with its reply. Requests and posts reach the worker
+   * in the order they are made.
    */
   async request<T>(msg: { type: string } & Record<string, unknown>): Promise<T> {
-    const w = this.worker;
-    if (!w) throw new Error(`OrtRunner.request(${msg.type}): only sessions in a worker handle requests`);
-    const id = this.nextId++;
-    w.ref();
-    return new Promise<T>((resolve, reject) => {
-      const p: Pending = { resolve: resolve as (v: unknown) => void as Pending['resolve'], reject, t0: wallNow() };
-      this.pending.set(id, p);
-      w.postMessage({ ...msg, id });
-      p.posted = wallNow();
-    });
+    if (!this.host) throw new Error(`OrtRunner.request(${msg.type}): only sessions in a worker handle requests`);
+    return this.host.call<T>({ ...msg, session: this.sessionId }, this.account);
   }
 
   /** A message to the worker with no reply (its errors surface at the next request that depends on it). */
   post(msg: { type: string } & Record<string, unknown>): void {
-    if (!this.worker) throw new Error(`OrtRunner.post(${msg.type}): only sessions in a worker handle messages`);
-    this.worker.postMessage(msg);
+    if (!this.host) throw new Error(`OrtRunner.post(${msg.type}): only sessions in a worker handle messages`);
+    this.host.post({ ...msg, session: this.sessionId });
   }
 
   async run(feeds: Record<string, HostTensor>, outputs?: string[]): Promise<Record<string, HostTensor>> {
@@ -243,19 +318,7 @@ export class OrtRunner {
       for (const k of want) out[k] = fromOrtTensor(res[k]);
       return out;
     }
-    const id = this.nextId++;
-    const w = this.worker!;
-    w.ref();
-    try {
-      return await new Promise((resolve, reject) => {
-        const p: Pending = { resolve, reject, t0: wallNow() };
-        this.pending.set(id, p);
-        w.postMessage({ type: 'run', id, feeds, outputs: want });
-        p.posted = wallNow();
-      });
-    } finally {
-      if (this.pending.size === 0) w.unref();
-    }
+    return this.host!.call({ type: 'run', session: this.sessionId, feeds, outputs: want }, this.account);
   }
 
   /** Ends ORT's profiling (session created with `profilePrefix`): writes `<prefix>_<timestamp>.json`. */
@@ -264,24 +327,17 @@ export class OrtRunner {
       this.session.endProfiling();
       return;
     }
-    const id = this.nextId++;
-    const w = this.worker!;
-    w.ref();
-    try {
-      await new Promise((resolve, reject) => {
-        this.pending.set(id, { resolve, reject });
-        w.postMessage({ type: 'endProfiling', id });
-      });
-    } finally {
-      if (this.pending.size === 0) w.unref();
-    }
+    await this.host!.call({ type: 'endProfiling', session: this.sessionId });
   }
 
   async dispose(): Promise<void> {
     if (this.session) await this.session.release();
-    if (this.worker) await this.worker.terminate();
+    if (this.host) {
+      if (this.ownsHost) await this.host.dispose();
+      else await this.host.call({ type: 'release', session: this.sessionId }).catch(() => undefined);
+    }
     this.session = null;
-    this.worker = null;
+    this.host = null;
   }
 }
 

@@ -349,6 +349,32 @@ export function evaluate(graph: Graph, feeds: Record<string, HostTensor>, wanted
       case 'slice':
         r = sliceArr(x[0], a.starts, a.ends, a.axes);
         break;
+      case 'recomputeEntry':
+      case 'after':
+        r = x[0];
+        break;
+      case 'chunk': {
+        const n0 = x[0].shape[a.axis],
+          size = Math.ceil(n0 / a.count);
+        r = sliceArr(x[0], [Math.min(n0, a.index * size)], [Math.min(n0, (a.index + 1) * size)], [a.axis]);
+        break;
+      }
+      case 'chunkGrad': {
+        const [src, g] = x;
+        const size = Math.ceil(src.shape[a.axis] / a.count);
+        const out = new Float64Array(src.data.length);
+        const os = strides(src.shape);
+        forEachIndex(g.shape, (flat, c) => {
+          out[
+            flatOf(
+              c.map((v, k) => (k === a.axis ? v + a.index * size : v)),
+              os,
+            )
+          ] = g.data[flat];
+        });
+        r = { shape: src.shape.slice(), data: out };
+        break;
+      }
       case 'sliceGrad': {
         const [src, g] = x;
         const out = new Float64Array(src.data.length);

@@ -72,6 +72,15 @@ const modelSchema = z
       .transform((l) => ({ rank: l.rank ?? 16, alpha: l.alpha ?? 32, dropout: l.dropout ?? 0, target_modules: l.target_modules ?? ('all-linear' as const) }))
       .optional()
       .describe('LoRA adapters on the linear layers (omit for full fine-tuning)'),
+    /**
+     * Recompute each transformer block's activations in the backward pass instead of keeping
+     * them (activation checkpointing): an update's memory no longer grows with the layer count,
+     * for one more forward pass of compute. For real-size models (docs/BENCHMARKS.md bench:model).
+     */
+    recompute_layers: z
+      .boolean()
+      .optional()
+      .describe("recompute each block's activations in the backward pass (default false: less memory, ~1/3 more compute)"),
   })
   .refine((m) => (m.path === undefined) !== (m.init === undefined), {
     message: 'give exactly one of model.path (an HF folder) or model.init: tiny',
@@ -491,6 +500,8 @@ function inertKeys(raw: unknown, cfg: ExperimentConfig, job?: 'sft'): { field: s
     refuse('sft.demos', 'with sft.demos_path (the demonstrations come from that file)');
     refuse('sft.mistake_rate', 'with sft.demos_path (the demonstrations come from that file)');
   }
+  if (cfg.backend === 'tfjs')
+    refuse('model.recompute_layers', 'with backend "tfjs" (tfjs runs eagerly with its own autodiff; recompute is an ORT train-graph feature)');
   if (cfg.model.path)
     for (const k of ['hidden_size', 'layers']) refuse(`model.${k}`, 'with model.path (it sizes the tiny built-in model; a loaded model keeps its own size)');
   if (cfg.algorithm.policy_loss !== 'aepo') refuse('algorithm.aepo', 'unless algorithm.policy_loss is "aepo" (entropy-balanced clipping)');

@@ -111,7 +111,15 @@ export interface SessionExtras {
 export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extras: SessionExtras = {}): Promise<TaskSession> {
   const providers = cfg.backend === 'ort' ? await resolveProviders(cfg.device) : undefined;
   const lora = cfg.model.lora ? resolveLora(cfg.model.lora) : undefined;
-  const modelOpts = { backend: cfg.backend, threads: cfg.threads, providers, tokenizerFolder: kit.tokenizerFolder, lora, loraSeed: cfg.seed };
+  const modelOpts = {
+    backend: cfg.backend,
+    threads: cfg.threads,
+    providers,
+    tokenizerFolder: kit.tokenizerFolder,
+    lora,
+    loraSeed: cfg.seed,
+    recomputeLayers: cfg.model.recompute_layers ?? false,
+  };
   const model = cfg.model.path ? PolicyModel.load(cfg.model.path, modelOpts) : PolicyModel.init(kit.tinyModel(cfg), cfg.seed, modelOpts);
   const policy = new ModelPolicyPort(model, cfg, new AdamW({ ...cfg.optim }));
   const limits = { maxNewTokens: cfg.rollout.max_new_tokens, maxTurns: cfg.rollout.max_turns, maxTotalLength: cfg.rollout.max_total_length };

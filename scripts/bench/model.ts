@@ -18,7 +18,7 @@
  * gives Arbor/PyTorch ratios. Times are single runs after a warm-up, on a shared machine.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,6 +30,10 @@ import { packSequences, type LossSpec } from '../../engine/model/graphs';
 import { PolicyModel } from '../../engine/model/runtime';
 import { LORA_TARGETS } from '../../engine/model/lora';
 import { loraTrainStep, randomTokenBatch } from '../../engine/model/lora-step';
+import { rollout } from '../../engine/rollout/engine';
+import { policyDecodeBackend } from '../../engine/rollout/model-backend';
+import type { RolloutTask, TokenizerPort } from '../../engine/rollout/ports';
+import { accumulate } from '../../engine/train/grad-accum';
 import { AdamW } from '../../engine/rl/optimizer';
 import { renderTable } from '../../engine/train/report';
 import type { Ops } from '../../engine/tensor/ops';
@@ -116,7 +120,19 @@ const cli = new Command('bench:model')
   .option('--no-train', 'skip the training step')
   .option('--no-lora', 'skip the LoRA step (rank 16, alpha 32, all linear layers, batch 4 × 512)')
   .option('--lora-only', '(internal) the child runs only the LoRA step')
+  .option('--no-rl', 'skip the RL loop (LoRA: rollouts of --rl-batch × --rl-new tokens, reference scoring, one update)')
+  .option('--rl-only', '(internal) the child runs only the RL loop')
+  .option('--rl-batch <n>', 'RL loop: sequences per rollout batch', positive('--rl-batch'), 8)
+  .option('--rl-new <n>', 'RL loop: new tokens per sequence', positive('--rl-new'), 256)
+  .option('--micro-batches <n>', 'RL loop: micro-batches of the update (as train.micro_batches)', positive('--micro-batches'), 2)
+  .option('--lora-batch <n>', 'LoRA step: sequences', positive('--lora-batch'), 4)
+  .option('--layers <n>', 'use only the first N transformer blocks of the shape (a smaller model for a first measurement)', positive('--layers'))
   .option('--save-only', 'only build the folder and reload it (save → load check, no ORT sessions, no peer)')
+  .option(
+    '--no-recompute-layers',
+    "LoRA step and RL loop: keep every block's activations for the backward pass (default: recompute them, PolicyModel recomputeLayers)",
+  )
+  .option('--profile <dir>', "profile the LoRA step with ONNX Runtime's profiler (JSON in dir; prints the top ops)")
   .option('--json', 'print the results as JSON')
   .option('--child <folder>', '(internal) run the Arbor phases on a folder and print JSON');
 
@@ -131,12 +147,22 @@ const o = cli.parse(process.argv.slice(2), { from: 'user' }).opts<{
   train: boolean;
   lora: boolean;
   loraOnly?: boolean;
+  rl: boolean;
+  profile?: string;
+  recomputeLayers: boolean;
+  rlOnly?: boolean;
+  rlBatch: number;
+  rlNew: number;
+  microBatches: number;
+  loraBatch: number;
+  layers?: number;
   saveOnly?: boolean;
   json?: boolean;
   child?: string;
 }>();
-const base = SHAPES[o.shape];
-if (!base) throw new Error(`--shape: unknown shape '${o.shape}' (known: ${Object.keys(SHAPES).join(', ')})`);
+const shape0 = SHAPES[o.shape];
+if (!shape0) throw new Error(`--shape: unknown shape '${o.shape}' (known: ${Object.keys(SHAPES).join(', ')})`);
+const base: ModelConfig = o.layers ? { ...shape0, numLayers: Math.min(o.layers, shape0.numLayers) } : shape0;
 
 const rssMb = () => process.resourceUsage().maxRSS / 1024;
 const ids = (V: number, B: number, T: number, salt = 0) =>
@@ -193,23 +219,171 @@ interface LoraResult {
   rss_lora_mb: number;
 }
 
+/** Kernel time per op type and the top nodes of the last run in ORT's JSON profiles under `dir` (to stderr). */
+function printProfile(dir: string): void {
+  type Ev = { cat: string; name: string; ts: number; dur: number; args?: { op_name?: string; input_type_shape?: Record<string, number[]>[] } };
+  for (const f of readdirSync(dir).filter((x) => x.startsWith('lora') && x.endsWith('.json'))) {
+    const ev = JSON.parse(readFileSync(join(dir, f), 'utf8')) as Ev[];
+    const runs = ev.filter((e) => e.name === 'model_run').sort((a, b) => a.ts - b.ts);
+    const last = runs[runs.length - 1];
+    if (!last) continue;
+    const ops = new Map<string, number>();
+    const nodes: { us: number; op: string; shapes: string }[] = [];
+    for (const e of ev) {
+      if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time') || e.ts < last.ts || e.ts > last.ts + last.dur) continue;
+      const op = e.args?.op_name ?? '?';
+      ops.set(op, (ops.get(op) ?? 0) + e.dur);
+      nodes.push({ us: e.dur, op, shapes: (e.args?.input_type_shape ?? []).map((x) => `[${Object.values(x)[0]?.join(',')}]`).join(' ') });
+    }
+    const total = [...ops.values()].reduce((a, b) => a + b, 0);
+    console.error(`ORT profile ${f}: run ${(last.dur / 1e6).toFixed(2)} s, kernels ${(total / 1e6).toFixed(2)} s`);
+    for (const [op, us] of [...ops].sort((a, b) => b[1] - a[1]).slice(0, 10))
+      console.error(`  ${op.padEnd(22)} ${(us / 1e6).toFixed(2)} s  ${((100 * us) / total).toFixed(1)}%`);
+    for (const n of nodes.sort((a, b) => b.us - a.us).slice(0, 8)) console.error(`  node ${n.op} ${(n.us / 1e6).toFixed(2)} s ${n.shapes}`);
+  }
+}
+
 /** Arbor's LoRA step (engine/model/lora-step.ts, the training run's code path), second of two steps. */
 async function loraChild(folder: string): Promise<void> {
   const t0 = performance.now();
-  const m = PolicyModel.load(folder, { threads: o.threads, lora: { rank: 16, alpha: 32, dropout: 0, targets: [...LORA_TARGETS] } });
+  const profilePrefix = o.profile ? join(o.profile, 'lora') : undefined;
+  const m = PolicyModel.load(folder, {
+    threads: o.threads,
+    lora: { rank: 16, alpha: 32, dropout: 0, targets: [...LORA_TARGETS] },
+    profilePrefix,
+    recomputeLayers: o.recomputeLayers,
+  });
   const load = (performance.now() - t0) / 1000;
   const opt = new AdamW({ beta1: 0.9, beta2: 0.999, weight_decay: 0.01 });
-  const batch = randomTokenBatch(m.config.vocabSize, 4, 512, 7);
+  const batch = randomTokenBatch(m.config.vocabSize, o.loraBatch, 512, 7);
   await loraTrainStep(m, batch, opt);
   const r = await loraTrainStep(m, batch, opt);
+  if (o.profile) await m.endProfiling();
   await m.dispose();
+  if (o.profile) printProfile(o.profile);
   const out: LoraResult = { load_s: load, lora_grad_s: r.gradSeconds, lora_opt_s: r.optimizerSeconds, lora_trainable: r.trainable, rss_lora_mb: rssMb() };
+  process.stdout.write(JSON.stringify(out) + '\n');
+}
+
+interface RlResult {
+  load_s: number;
+  rollout_s: number;
+  rollout_tokens: number;
+  ref_score_s: number;
+  update_s: number;
+  micro_batches: number;
+  rss_load_mb: number;
+  rss_rollout_mb: number;
+  rss_ref_mb: number;
+  rss_update_mb: number;
+}
+
+/** PPO-clip (ε 0.2) on per-token advantages against the rollout's logprobs, token-mean over the loss mask. */
+const ppoLoss: LossSpec = {
+  key: 'bench-ppo',
+  inputs: [
+    { name: 'advantages', dtype: 'float32', shape: ['batch', 'seq'] },
+    { name: 'old_logprobs', dtype: 'float32', shape: ['batch', 'seq'] },
+  ],
+  program: <T>(op: Ops<T>, t: { logprobs: T; mask: T } & Record<string, T>) => {
+    const ratio = op.exp(op.sub(t.logprobs, t.old_logprobs));
+    const clipped = op.minimum(op.maximum(ratio, op.scalar(0.8)), op.scalar(1.2));
+    const obj = op.minimum(op.mul(ratio, t.advantages), op.mul(clipped, t.advantages));
+    return { loss: op.div(op.neg(op.sum(op.mul(obj, t.mask), [0, 1])), op.maximum(op.sum(t.mask, [0, 1]), op.scalar(1))) };
+  },
+};
+
+/**
+ * The RL loop at this shape under LoRA, in one process as `arbor train` runs it: load (the frozen
+ * base moved to the model's ORT worker), rollouts of --rl-batch sequences × --rl-new sampled
+ * tokens on the worker-held KV cache, the KL reference's logprobs (the adapters at the start,
+ * scored through the same session), one PPO-clip update over --micro-batches micro-batches
+ * (gradient accumulation) and AdamW on the adapters. Peak RSS after each phase.
+ */
+async function rlChild(folder: string): Promise<void> {
+  let t0 = performance.now();
+  const m = PolicyModel.load(folder, {
+    threads: o.threads,
+    lora: { rank: 16, alpha: 32, dropout: 0, targets: [...LORA_TARGETS] },
+    recomputeLayers: o.recomputeLayers,
+  });
+  const out: Partial<RlResult> = { load_s: (performance.now() - t0) / 1000, micro_batches: o.microBatches };
+  out.rss_load_mb = rssMb();
+  const reference = m.cloneWeights();
+  const V = m.config.vocabSize,
+    P = 32;
+  const tokenizer: TokenizerPort = { encode: (t) => t.split(' ').filter(Boolean).map(Number), decode: (x) => x.join(' ') };
+  const tasks: RolloutTask[] = ids(V, o.rlBatch, P, 3).map((prompt, i) => ({
+    id: `rl-${i}`,
+    createEnv: () => ({ prompt: async () => ({ ids: prompt }), step: async () => ({ done: true }), outcome: async () => ({ reward: i % 2, components: {} }) }),
+  }));
+  const backend = policyDecodeBackend(m, { maxBatch: o.rlBatch, maxLength: P + o.rlNew + 8 });
+  t0 = performance.now();
+  const res = await rollout(backend, {
+    tasks,
+    n: 1,
+    seed: 1,
+    sampling: { temperature: 1 },
+    tokenizer,
+    maxBatch: o.rlBatch,
+    limits: { maxNewTokens: o.rlNew, maxTurns: 1, maxTotalLength: P + o.rlNew + 8 },
+    stop: { strings: [], tokenIds: [] },
+  });
+  out.rollout_s = (performance.now() - t0) / 1000;
+  out.rollout_tokens = res.stats.generatedTokens;
+  await backend.close?.();
+  out.rss_rollout_mb = rssMb();
+  // Sequences, loss masks, rollout logprobs and a ±1 advantage per sequence, aligned as the trainer does (position t predicts token t+1).
+  const rows = res.trajectories.map((tr, i) => {
+    const idsAll = [...tr.promptIds, ...tr.turns.flatMap((t) => t.tokenIds)];
+    const mask = [...tr.promptIds.map(() => 0), ...tr.turns.flatMap((t) => t.lossMask)];
+    const lp = [...tr.promptIds.map(() => 0), ...tr.turns.flatMap((t) => t.logprobs)];
+    return { ids: idsAll, mask, lp, adv: i % 2 ? 1 : -1 };
+  });
+  t0 = performance.now();
+  await m.score(
+    rows.map((r) => r.ids),
+    { weights: reference },
+  );
+  out.ref_score_s = (performance.now() - t0) / 1000;
+  out.rss_ref_mb = rssMb();
+  const opt = new AdamW({ beta1: 0.9, beta2: 0.999, weight_decay: 0.01 });
+  const acc = new Map<string, Float32Array>();
+  const per = Math.ceil(rows.length / o.microBatches);
+  t0 = performance.now();
+  for (let s = 0; s < rows.length; s += per) {
+    const part = rows.slice(s, s + per);
+    const batch = packSequences(
+      part.map((r) => r.ids),
+      0,
+    );
+    const T = batch.length;
+    const shift = (f: (r: (typeof rows)[number], t: number) => number) => {
+      const a = new Float32Array(part.length * T);
+      part.forEach((r, b) => {
+        for (let t = 0; t + 1 < r.ids.length && t < T; t++) a[b * T + t] = f(r, t + 1);
+      });
+      return a;
+    };
+    const mask = shift((r, t) => r.mask[t]);
+    const g = await m.trainStep(batch, ppoLoss, mask, {
+      advantages: { dtype: 'float32', shape: [part.length, T], data: shift((r, t) => r.adv * r.mask[t]) },
+      old_logprobs: { dtype: 'float32', shape: [part.length, T], data: shift((r, t) => r.lp[t]) },
+    });
+    accumulate(acc, g.grads, part.length / rows.length);
+  }
+  opt.step(m.weights, acc, 1e-4);
+  m.markWeightsUpdated();
+  out.update_s = (performance.now() - t0) / 1000;
+  out.rss_update_mb = rssMb();
+  await m.dispose();
   process.stdout.write(JSON.stringify(out) + '\n');
 }
 
 /** Arbor's phases, in a child process. */
 async function child(folder: string): Promise<void> {
   if (o.loraOnly) return loraChild(folder);
+  if (o.rlOnly) return rlChild(folder);
   const out: Record<string, unknown> = {};
   let t0 = performance.now();
   const m = PolicyModel.load(folder, { threads: o.threads });
@@ -413,20 +587,71 @@ async function main(): Promise<void> {
     log('  Arbor LoRA step (child process) …');
     const al = spawnSync(
       process.execPath,
-      [join(HERE, 'run.mjs'), 'model', '--shape', o.shape, '--threads', String(o.threads), '--lora-only', '--child', folder],
+      [
+        join(HERE, 'run.mjs'),
+        'model',
+        '--shape',
+        o.shape,
+        '--threads',
+        String(o.threads),
+        '--lora-batch',
+        String(o.loraBatch),
+        ...(o.recomputeLayers ? [] : ['--no-recompute-layers']),
+        ...(o.profile ? ['--profile', o.profile] : []),
+        '--lora-only',
+        '--child',
+        folder,
+      ],
       { encoding: 'utf8' },
     );
     // A failed phase (e.g. killed by the kernel's OOM killer: signal SIGKILL) is reported, not fatal to the other figures.
     if (al.status !== 0)
       loraFailure = `Arbor LoRA step failed (${al.signal ? `killed by ${al.signal}, likely out of memory` : `exit code ${al.status}`}) ${al.stderr.trim().split('\n').slice(-3).join(' ')}`;
     else arborLora = JSON.parse(al.stdout.trim().split('\n').pop()!);
+    if (o.profile) log(al.stderr.trim());
     if (o.torch) {
       log('  PyTorch LoRA step …');
       const env = { ...process.env, OMP_NUM_THREADS: String(o.threads), OPENBLAS_NUM_THREADS: String(o.threads), OPENBLAS_CORETYPE: 'SkylakeX' };
-      const tl = spawnSync(PYTHON, [join(HERE, 'model_torch.py'), folder, '--threads', String(o.threads), '--lora-only'], { encoding: 'utf8', env });
+      const tl = spawnSync(
+        PYTHON,
+        [join(HERE, 'model_torch.py'), folder, '--threads', String(o.threads), '--lora-only', '--lora-batch', `${o.loraBatch}x512`],
+        {
+          encoding: 'utf8',
+          env,
+        },
+      );
       if (tl.status !== 0) throw new Error(`model_torch.py --lora-only failed (code ${tl.status}): ${tl.stderr}`);
       torchLora = JSON.parse(tl.stdout.trim().split('\n').pop()!);
     }
+  }
+  let rl: RlResult | undefined, rlFailure: string | undefined;
+  if (o.rl) {
+    log(`  Arbor RL loop: rollouts ${o.rlBatch} × ${o.rlNew} tokens + reference scoring + LoRA update (child process) …`);
+    const r = spawnSync(
+      process.execPath,
+      [
+        join(HERE, 'run.mjs'),
+        'model',
+        '--shape',
+        o.shape,
+        '--threads',
+        String(o.threads),
+        '--rl-batch',
+        String(o.rlBatch),
+        '--rl-new',
+        String(o.rlNew),
+        '--micro-batches',
+        String(o.microBatches),
+        ...(o.recomputeLayers ? [] : ['--no-recompute-layers']),
+        '--rl-only',
+        '--child',
+        folder,
+      ],
+      { encoding: 'utf8' },
+    );
+    if (r.status !== 0)
+      rlFailure = `Arbor RL loop failed (${r.signal ? `killed by ${r.signal}, likely out of memory` : `exit code ${r.status}`}) ${r.stderr.trim().split('\n').slice(-3).join(' ')}`;
+    else rl = JSON.parse(r.stdout.trim().split('\n').pop()!);
   }
   if (!o.folder) rmSync(dirname(folder), { recursive: true, force: true });
 
@@ -452,20 +677,29 @@ async function main(): Promise<void> {
     row('peak RSS after train step', arbor.rss_train_mb, torch?.rss_train_mb, ' (MB)');
   }
   if (arborLora || torchLora) {
-    row('LoRA step 4 × 512: forward + backward', arborLora?.lora_grad_s, torchLora?.lora_grad_s, ' (s)');
-    row('LoRA step 4 × 512: AdamW on adapters', arborLora?.lora_opt_s, torchLora?.lora_opt_s, ' (s)');
+    row(`LoRA step ${o.loraBatch} × 512: forward + backward`, arborLora?.lora_grad_s, torchLora?.lora_grad_s, ' (s)');
+    row(`LoRA step ${o.loraBatch} × 512: AdamW on adapters`, arborLora?.lora_opt_s, torchLora?.lora_opt_s, ' (s)');
     row(
-      'LoRA step 4 × 512: total',
+      `LoRA step ${o.loraBatch} × 512: total`,
       arborLora && arborLora.lora_grad_s + arborLora.lora_opt_s,
       torchLora ? torchLora.lora_grad_s + torchLora.lora_opt_s : undefined,
       ' (s)',
     );
     row('peak RSS, LoRA process', arborLora?.rss_lora_mb, torchLora?.rss_lora_mb, ' (MB)');
   }
+  if (rl) {
+    row(`RL loop: rollouts ${o.rlBatch} × ${o.rlNew} new tokens`, rl.rollout_tokens / rl.rollout_s, undefined, ' (tok/s)');
+    row('RL loop: reference logprobs', rl.ref_score_s, undefined, ' (s)');
+    row(`RL loop: LoRA update (${rl.micro_batches} micro-batches)`, rl.update_s, undefined, ' (s)');
+    row('RL loop: peak RSS after rollouts', rl.rss_rollout_mb, undefined, ' (MB)');
+    row('RL loop: peak RSS, whole loop', rl.rss_update_mb, undefined, ' (MB)');
+  }
   if (loraFailure) log(`  ${loraFailure}`);
+  if (rlFailure) log(`  ${rlFailure}`);
   const result = {
     shape: o.shape,
     lora: { arbor: arborLora, torch: torchLora, failure: loraFailure },
+    rl: { arbor: rl, failure: rlFailure },
     parameters: parameterCount(cfg),
     threads: o.threads,
     dtype: o.dtype,
@@ -486,6 +720,7 @@ async function main(): Promise<void> {
       );
     console.log(renderTable(['measure', 'Arbor (ORT)', torch ? `PyTorch ${torch.torch}` : 'PyTorch (skipped)', 'Arbor / PyTorch'], rows));
     if (loraFailure) console.log(loraFailure);
+    if (rlFailure) console.log(rlFailure);
     console.log(`(${o.threads} threads; single timed runs after a warm-up; the machine is shared, so compare ratios, not absolute numbers)`);
   }
 }

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:rollout-profile -- [--models tiny,25M] [--batches 8,64] [--threads 2] [--json] [--dir DIR]`
+ * `npm run bench:rollout-profile -- [--models tiny,25M] [--batches 8,64] [--threads 2] [--shards N] [--json] [--dir DIR]`
  *
  * Where a decode step's time goes inside ONNX Runtime: runs bench:rollout's no-tools workload
  * (24-token prompt, 32 new tokens, temperature 1, no stops) once per model and batch through the
@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { PolicyModel } from '../../engine/model/runtime';
 import { tinyConfig, type ModelConfig } from '../../engine/model/config';
 import { rollout } from '../../engine/rollout/engine';
-import { policyDecodeBackend } from '../../engine/rollout/model-backend';
+import { decodeShards, policyDecodeBackend } from '../../engine/rollout/model-backend';
 import type { EpisodeEnv, RolloutTask, TokenizerPort } from '../../engine/rollout/ports';
 import { Rng } from '../../engine/rollout/rng';
 
@@ -28,6 +28,8 @@ const threads = Number(opt('--threads') ?? Math.min(8, availableParallelism()));
 const models = (opt('--models') ?? 'tiny,25M').split(',');
 const batches = (opt('--batches') ?? '8,64').split(',').map(Number);
 const keepDir = opt('--dir');
+/** Decode sessions (default: policyDecodeBackend's choice, decodeShards); the profile read is the first session's. */
+const shards = opt('--shards') === undefined ? undefined : Number(opt('--shards'));
 
 const CONFIGS: Record<string, ModelConfig> = {
   tiny: tinyConfig({ vocabSize: 512, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 512, padTokenId: 0 }),
@@ -111,7 +113,7 @@ for (const name of models) {
     const dir = keepDir ?? mkdtempSync(join(tmpdir(), 'arbor-rollout-profile-'));
     const prefix = join(dir, `${name}-b${batch}`);
     const model = PolicyModel.init(config, 1, { threads, profilePrefix: prefix });
-    const backend = policyDecodeBackend(model, { maxBatch: batch });
+    const backend = policyDecodeBackend(model, { maxBatch: batch, shards });
     const o = {
       tasks: tasks(batch, config.vocabSize),
       n: 1,
@@ -127,14 +129,17 @@ for (const name of models) {
     await model.endProfiling();
     await backend.close?.();
     await model.dispose();
-    const file = readdirSync(dir).find((f) => f.startsWith(`${name}-b${batch}-decode`) && f.endsWith('.json'));
+    const file = readdirSync(dir)
+      .filter((f) => f.startsWith(`${name}-b${batch}-decode`) && f.endsWith('.json'))
+      .sort()[0];
     if (!file) throw new Error(`no decode profile with prefix ${prefix}`);
-    const p = readProfile(join(dir, file), batch);
+    const sessions = shards ?? decodeShards(model, batch);
+    const p = readProfile(join(dir, file), Math.ceil(batch / sessions));
     const wallPerCall = res.stats.wallMs / Math.max(1, res.stats.modelCalls);
-    out.push({ model: name, batch, threads, wallPerCallMs: wallPerCall, ...p });
+    out.push({ model: name, batch, threads, sessions, wallPerCallMs: wallPerCall, ...p });
     if (!json) {
       console.log(
-        `\n${name} batch ${batch} (${threads} threads): engine wall ${wallPerCall.toFixed(2)} ms/call; steady decode run ${p.runMs.toFixed(2)} ms, kernels ${p.kernelMs.toFixed(2)} ms (${p.nodesPerRun} nodes, ${p.steadyRuns} runs)`,
+        `\n${name} batch ${batch} (${threads} threads, ${sessions} decode session${sessions > 1 ? 's, first one profiled' : ''}): engine wall ${wallPerCall.toFixed(2)} ms/call; steady decode run ${p.runMs.toFixed(2)} ms, kernels ${p.kernelMs.toFixed(2)} ms (${p.nodesPerRun} nodes, ${p.steadyRuns} runs)`,
       );
       for (const r of p.ops.slice(0, 14))
         console.log(`  ${r.op.padEnd(28)} ${r.ms.toFixed(3).padStart(8)} ms  ${(100 * r.share).toFixed(1).padStart(5)}%  ${String(r.nodes).padStart(4)} nodes`);

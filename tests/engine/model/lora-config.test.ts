@@ -26,6 +26,13 @@ describe('model.lora config', () => {
     expect(() => validateConfig({ model: { init: 'tiny', lora: { rnak: 8 } } })).toThrow(/model\.lora\.rnak: unknown field/);
   });
 
+  it('model.recompute_layers: accepted for ORT, refused with the tfjs backend', () => {
+    expect(validateConfig({ model: { init: 'tiny', recompute_layers: true } }).model.recompute_layers).toBe(true);
+    expect(() => validateConfig({ backend: 'tfjs', model: { init: 'tiny', recompute_layers: true } })).toThrow(
+      /model\.recompute_layers: has no effect with backend "tfjs"/,
+    );
+  });
+
   it('the launch form shows the block, and its defaults leave LoRA off', () => {
     const schema = experimentJsonSchema() as JsonSchema;
     const model = unwrap(schema.properties!.model!, schema);

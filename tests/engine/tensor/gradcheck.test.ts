@@ -85,6 +85,40 @@ const cases: Case[] = [
     ints: { i: [0, 3, 3, 1, 1, 2] },
     f: (o, x) => o.gatherElements(x.a, x.i, 1),
   },
+  // 7 rows in 5 parts of ceil(7/5) = 2: the fourth has 1 row, the fifth none.
+  {
+    name: 'chunk (uneven, empty last part)',
+    rule: 'chunk',
+    inputs: [F('a', [7, 3])],
+    f: (o, x) =>
+      o.concat(
+        [0, 1, 2, 3, 4].map((i) => o.mul(o.chunk!(x.a, 0, i, 5), o.scalar(i + 1, 'float64'))),
+        0,
+      ),
+  },
+  { name: 'after (value and gradient of x only)', rule: 'after', inputs: [F('a', [2, 3]), F('b', [4])], f: (o, x) => o.exp(o.after!(x.a, o.mul(x.b, x.b))) },
+  // Picked log-softmax of a matmul in three recompute groups (as the chunked LM head): the
+  // backward reads clones of each group, entered after the previous group's gradient.
+  {
+    name: 'recompute groups (chunked picked log-softmax)',
+    rule: 'recomputeEntry',
+    inputs: [F('a', [5, 3]), F('w', [3, 4]), I('i', [5, 1])],
+    ints: { i: [0, 3, 3, 1, 2] },
+    f: (o, x) => {
+      let prev: GNode | undefined;
+      const parts = [0, 1, 2].map((k) => {
+        let h = o.chunk!(x.a, 0, k, 3);
+        if (prev) h = o.after!(h, prev);
+        const r = o.recompute!([h], ([hc]) => {
+          const lsm = o.logSoftmax(o.matmul(hc, x.w), -1);
+          return o.add(o.gatherElements(lsm, o.chunk!(x.i, 0, k, 3), 1), o.sum(o.mul(o.exp(lsm), lsm), [1], true));
+        });
+        prev = r;
+        return r;
+      });
+      return o.concat(parts, 0);
+    },
+  },
 ];
 
 const NO_GRADIENT = ['const', 'input', 'range', 'greater', 'less', 'equal', 'zerosLike', 'dimProduct'];

@@ -3,7 +3,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { withGradients } from '../../../engine/tensor/autodiff';
 import { traceGraph } from '../../../engine/tensor/graph';
 import { evaluate } from '../../../engine/tensor/refeval';
-import { OrtRunner, ortInfo, resolveProviders } from '../../../engine/tensor/ort';
+import { OrtRunner, OrtWorker, ortInfo, resolveProviders } from '../../../engine/tensor/ort';
 import { f32, i32, type HostTensor } from '../../../engine/tensor/host';
 
 const runners: OrtRunner[] = [];
@@ -114,6 +114,23 @@ describe('ONNX Runtime execution', () => {
       const ref = evaluate(program, { ...feeds, w: wv });
       expect(relErr(out.logits.data as Float32Array, ref.logits.data as Float32Array)).toBeLessThan(1e-5);
     }
+  });
+
+  it('sessions in one OrtWorker share its persistent feeds; moved feeds leave this thread', async () => {
+    const host = OrtWorker.create();
+    const r1 = await OrtRunner.create(program, { threads: 1, worker: host });
+    const r2 = await OrtRunner.create(program, { threads: 1, worker: host });
+    const { emb, w, ...batch } = feeds;
+    const wMoved = f32([4, 4], Array.from(w.data as Float32Array));
+    r1.setPersistentFeeds({ emb, w: wMoved }, { move: new Set(['w']) });
+    expect(wMoved.data.length).toBe(0); // transferred, not copied
+    const ref = evaluate(program, feeds).logits.data as Float32Array;
+    // r2 never got feeds of its own: it reads the worker's.
+    for (const r of [r1, r2]) expect(relErr((await r.run(batch)).logits.data as Float32Array, ref)).toBeLessThan(1e-5);
+    await r1.dispose(); // releases its session only
+    expect(relErr((await r2.run(batch)).logits.data as Float32Array, ref)).toBeLessThan(1e-5);
+    await r2.dispose();
+    await host.dispose();
   });
 
   it('a missing feed names the input', async () => {

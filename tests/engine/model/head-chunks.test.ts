@@ -1,0 +1,121 @@
+/**
+ * The LM head in row chunks (transformer.ts headLogprobs: logits → log-softmax → picked logprob
+ * per chunk, recomputed chunk by chunk in the backward pass) gives the same logprobs, entropy,
+ * loss and gradients as the unchunked head, for full and LoRA training, tied and untied heads,
+ * and more chunks than tokens (empty chunks). Also: the recompute really happens (the train
+ * graph's backward clones the chunk's matmul and log-softmax instead of reading the forward's).
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { tinyConfig, weightShapes, type ModelConfig } from '../../../engine/model/config';
+import { PolicyModel } from '../../../engine/model/runtime';
+import { packSequences, trainInputSpecs, trainProgram, type LossSpec } from '../../../engine/model/graphs';
+import { resolveLora } from '../../../engine/model/lora';
+import { traceGraph } from '../../../engine/tensor/graph';
+import { withGradients } from '../../../engine/tensor/autodiff';
+import type { Ops } from '../../../engine/tensor/ops';
+
+const models: PolicyModel[] = [];
+afterAll(async () => {
+  for (const m of models) await m.dispose();
+});
+
+function maxRel(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let num = 0,
+    den = 0;
+  for (let i = 0; i < b.length; i++) {
+    num = Math.max(num, Math.abs(a[i] - b[i]));
+    den = Math.max(den, Math.abs(b[i]));
+  }
+  return num / Math.max(den, 1e-12);
+}
+
+// Masked NLL minus an entropy bonus: the entropy's gradient goes through the chunks too.
+const loss: LossSpec = {
+  key: 'nll-ent',
+  inputs: [],
+  entropy: true,
+  program: <T>(o: Ops<T>, t: { logprobs: T; entropy?: T; mask: T }) => {
+    const n = o.sum(t.mask, [0, 1]);
+    const nll = o.div(o.neg(o.sum(o.mul(t.logprobs, t.mask), [0, 1])), n);
+    const ent = o.div(o.sum(o.mul(t.entropy!, t.mask), [0, 1]), n);
+    return { loss: o.sub(nll, o.mul(o.scalar(0.1), ent)), entropy_mean: ent };
+  },
+};
+
+const seqs = [
+  [1, 5, 7, 3, 2, 9, 12, 4],
+  [4, 4, 8],
+  [2, 3, 11, 6, 1, 1, 5, 30, 17],
+];
+
+const configs: Record<string, ModelConfig> = {
+  'tied (qwen2)': tinyConfig({ vocabSize: 37, hiddenSize: 32, layers: 2, heads: 4, kvHeads: 2 }),
+  'untied (qwen3)': tinyConfig({ vocabSize: 41, hiddenSize: 32, layers: 1, heads: 4, kvHeads: 1, architecture: 'Qwen3ForCausalLM', tieWordEmbeddings: false }),
+};
+
+describe('LM head in row chunks = unchunked', () => {
+  const cases: [string, boolean][] = [
+    ['tied (qwen2)', true],
+    ['untied (qwen3)', false],
+  ];
+  for (const [name, lora] of cases) {
+    const cfg = configs[name];
+    {
+      it(`${name}${lora ? ', LoRA' : ', full'}`, async () => {
+        const spec = lora ? resolveLora({ rank: 4, alpha: 8, dropout: 0, target_modules: 'all-linear' }) : undefined;
+        const base = PolicyModel.init(cfg, 5, { threads: 1, headChunks: 1, lora: spec });
+        // Non-zero B so the adapters change the logits and get gradients through them.
+        for (const [k, w] of base.weights) if (k.includes('lora_B')) for (let i = 0; i < w.length; i++) w[i] = 0.05 * Math.sin(i + k.length);
+        models.push(base);
+        const batch = packSequences(seqs);
+        const ref = await base.score(batch, { entropy: true });
+        const refStep = await base.trainStep(batch, loss, batch.valid);
+        // 3 chunks of 8 rows; 40 > 24 rows (most chunks empty).
+        for (const chunks of [3, 40]) {
+          const m = new PolicyModel(cfg, base.weights, { threads: 1, headChunks: chunks, lora: spec });
+          models.push(m);
+          const s = await m.score(batch, { entropy: true });
+          expect(maxRel(s.logprobs, ref.logprobs)).toBeLessThan(1e-6);
+          expect(maxRel(s.entropy!, ref.entropy!)).toBeLessThan(1e-6);
+          const st = await m.trainStep(batch, loss, batch.valid);
+          expect(Math.abs(st.loss - refStep.loss)).toBeLessThan(1e-6 * Math.abs(refStep.loss));
+          expect(st.metrics.entropy_mean).toBeCloseTo(refStep.metrics.entropy_mean, 6);
+          expect([...st.grads.keys()].sort()).toEqual([...refStep.grads.keys()].sort());
+          for (const [k, g] of refStep.grads) expect(maxRel(st.grads.get(k)!, g), `${k} (${chunks} chunks)`).toBeLessThan(1e-5);
+        }
+      });
+    }
+  }
+});
+
+describe('blocks recomputed in the backward pass (recomputeLayers) = stored activations', () => {
+  it('same loss and gradients, LoRA and full', async () => {
+    const cfg = configs['tied (qwen2)'];
+    const batch = packSequences(seqs);
+    for (const lora of [resolveLora({ rank: 4, alpha: 8, dropout: 0.1, target_modules: 'all-linear' }), undefined]) {
+      const ref = PolicyModel.init(cfg, 6, { threads: 1, lora, loraSeed: 2 });
+      for (const [k, w] of ref.weights) if (k.includes('lora_B')) for (let i = 0; i < w.length; i++) w[i] = 0.05 * Math.cos(i + k.length);
+      const rc = new PolicyModel(cfg, ref.weights, { threads: 1, lora, loraSeed: 2, recomputeLayers: true, headChunks: 3 });
+      models.push(ref, rc);
+      // dropout > 0: the recomputed block must draw the same masks as its forward pass.
+      const [a, b] = [await ref.trainStep(batch, loss, batch.valid), await rc.trainStep(batch, loss, batch.valid)];
+      expect(Math.abs(a.loss - b.loss)).toBeLessThan(1e-6 * Math.abs(a.loss));
+      for (const [k, g] of a.grads) expect(maxRel(b.grads.get(k)!, g), k).toBeLessThan(1e-5);
+    }
+  });
+});
+
+describe('the backward recomputes each chunk', () => {
+  it('clones the chunk matmul and log-softmax, each after the previous chunk', () => {
+    const cfg = configs['tied (qwen2)'];
+    const names = Object.keys(weightShapes(cfg));
+    const g = withGradients(traceGraph(trainInputSpecs(cfg, loss), trainProgram(cfg, loss, undefined, 4)), 'loss', names);
+    const count = (op: string, grouped: boolean) => g.nodes.filter((n) => n.op === op && (n.attrs.group !== undefined) === grouped).length;
+    // Forward: 4 grouped log-softmaxes; backward: 4 ungrouped clones (the first one processed
+    // equals its forward node, and ONNX Runtime merges those two).
+    expect(count('logSoftmax', true)).toBe(4);
+    expect(count('logSoftmax', false)).toBe(4);
+    // Ordering edges: 3 in the forward (chunk i after i−1), 3 in the backward.
+    expect(g.nodes.filter((n) => n.op === 'after').length).toBe(6);
+  });
+});
