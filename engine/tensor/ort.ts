@@ -174,7 +174,8 @@ export class OrtWorker {
    * this thread afterwards, so the worker holds the only copy (the frozen base of a LoRA model).
    * Other feeds go through one SharedArrayBuffer per feed (a memcpy on each side; reused across
    * updates when no run is queued: structured-cloning fresh buffers cost 65–200 ms per update of
-   * 25M weights), kept only for names in `keepStaging` (the tensors that will be sent again).
+   * 25M weights) for names in `keepStaging` (default: all), the tensors that will be sent again;
+   * others go as a transferred copy.
    */
   setPersistentFeeds(feeds: Record<string, HostTensor>, opts: { move?: Set<string>; keepStaging?: Set<string> } = {}): void {
     const staged: Record<string, PersistMsg> = {};
@@ -186,13 +187,21 @@ export class OrtWorker {
         transfer.push(d.buffer);
         continue;
       }
+      if (opts.keepStaging && !opts.keepStaging.has(name)) {
+        // Sent once: a copy transferred to the worker becomes its buffer (two copies at the peak,
+        // not three as through a staging buffer the worker copies out of).
+        this.staging.delete(name);
+        const copy = d.slice();
+        staged[name] = { dtype: t.dtype, shape: t.shape.slice(), moved: copy };
+        transfer.push(copy.buffer as ArrayBuffer);
+        continue;
+      }
       const bytes = new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
       let shared = this.staging.get(name);
       // While runs are queued the worker may not have copied out the previous update yet, and
       // a run between the two must see that one: use a fresh buffer then.
       if (!shared || shared.byteLength !== bytes.byteLength || this.pending.size > 0) shared = new SharedArrayBuffer(bytes.byteLength);
-      if (opts.keepStaging && !opts.keepStaging.has(name)) this.staging.delete(name);
-      else this.staging.set(name, shared);
+      this.staging.set(name, shared);
       new Uint8Array(shared).set(bytes);
       staged[name] = { dtype: t.dtype, shape: t.shape.slice(), shared };
     }
