@@ -3,6 +3,7 @@
  * batching (KvSlotBackend over `model.decode`), and the no-cache baseline (full recompute).
  */
 import type { PolicyModel } from '../model/runtime';
+import { availableParallelism, loadavg } from 'node:os';
 import { parameterCount, type ModelConfig } from '../model/config';
 import { defaultThreads } from '../tensor/ort';
 import { KvSlotBackend } from './kv-slots';
@@ -25,7 +26,8 @@ export interface ModelBackendOptions {
   cache?: 'worker' | 'host';
   /**
    * Decode sessions working side by side (worker cache only), each in its own worker with
-   * `threads / shards` intra-op threads (at least 1). Default: decodeShards(model, maxBatch).
+   * `threads / shards` intra-op threads (at least 1). Default: decodeShards(model, maxBatch)
+   * (several only on a busy machine).
    */
   shards?: number;
 }
@@ -35,19 +37,24 @@ export const SHARD_MAX_PARAMS = 32e6;
 /** Up to this many parameters (weights within a core's caches) sessions may hold as few as 8 rows; above, 16. */
 const SHARD_SMALL_PARAMS = 4e6;
 
+/** Load average per core from which a small model decodes in several sessions (see decodeShards). */
+export const SHARD_MIN_LOAD_PER_CORE = 3;
+
 /**
- * Default number of decode sessions: one per thread (at most 4) for a model of ≤ SHARD_MAX_PARAMS
- * parameters without LoRA when each session gets enough rows (≥ 8 for ≤ 4M parameters, whose weights stay in
- * cache; ≥ 16 above, where a few rows per session would mostly re-read the weights once per
- * session); else 1 (one session using every thread). A small model's decode step is hundreds of
- * small ops, where one session per core beats one session splitting every op over the cores
- * (bench:rollout; docs/BENCHMARKS.md).
+ * Default number of decode sessions. One session using every thread, unless the machine is busy
+ * (1-minute load average ≥ SHARD_MIN_LOAD_PER_CORE per core when the backend is made): then one
+ * single-threaded session per thread (at most 4) for a model of ≤ SHARD_MAX_PARAMS parameters
+ * without LoRA, when each session gets enough rows (≥ 8 for ≤ 4M parameters, whose weights stay
+ * in cache; ≥ 16 above, where a few rows per session would mostly re-read the weights once per
+ * session). Measured (bench:rollout, docs/BENCHMARKS.md): at load 9–21 on 2 cores, two sessions
+ * decoded 1.2–2.8× as fast as one two-threaded session at batch 64 (a busy machine deschedules
+ * the pool's second thread and every op waits for it); at load 4–5, 0.7–0.9×.
  */
-export function decodeShards(model: PolicyModel, maxBatch: number): number {
+export function decodeShards(model: PolicyModel, maxBatch: number, loadPerCore = loadavg()[0]! / availableParallelism()): number {
   const threads = model.opts.threads ?? defaultThreads();
   const params = parameterCount(model.config);
   // Under LoRA the frozen base lives only in the model's own worker (PolicyModel keepHostBase).
-  if (params > SHARD_MAX_PARAMS || model.lora) return 1;
+  if (params > SHARD_MAX_PARAMS || model.lora || loadPerCore < SHARD_MIN_LOAD_PER_CORE) return 1;
   const minRows = params <= SHARD_SMALL_PARAMS ? 8 : 16;
   return Math.max(1, Math.min(threads, 4, Math.floor(maxBatch / minRows)));
 }

@@ -19,17 +19,21 @@ const big = tinyConfig({ vocabSize: 32000, hiddenSize: 1024, layers: 8, heads: 1
 const stub = (config: typeof tiny, threads: number) => ({ config, opts: { threads }, backend: 'ort' }) as unknown as PolicyModel;
 
 describe('decodeShards: how many decode sessions a model gets by default', () => {
-  it('one session per thread for a small model at a batch of ≥ 8 rows per session', () => {
-    expect(decodeShards(stub(tiny, 2), 64)).toBe(2);
-    expect(decodeShards(stub(tiny, 2), 16)).toBe(2);
-    expect(decodeShards(stub(tiny, 8), 64)).toBe(4);
-    expect(decodeShards(stub(tiny, 2), 8)).toBe(1);
-    expect(decodeShards(stub(tiny, 1), 64)).toBe(1);
+  it('one session on a quiet machine', () => {
+    expect(decodeShards(stub(tiny, 2), 64, 0.5)).toBe(1);
+    expect(decodeShards(stub(tiny, 2), 64, 2.9)).toBe(1);
+  });
+  it('on a busy machine, one session per thread for a small model at a batch of ≥ 8 rows per session', () => {
+    expect(decodeShards(stub(tiny, 2), 64, 5)).toBe(2);
+    expect(decodeShards(stub(tiny, 2), 16, 5)).toBe(2);
+    expect(decodeShards(stub(tiny, 8), 64, 5)).toBe(4);
+    expect(decodeShards(stub(tiny, 2), 8, 5)).toBe(1);
+    expect(decodeShards(stub(tiny, 1), 64, 5)).toBe(1);
   });
   it('a mid-size model needs ≥ 16 rows per session; a large one always gets one session', () => {
-    expect(decodeShards(stub(m25, 2), 64)).toBe(2);
-    expect(decodeShards(stub(m25, 2), 8)).toBe(1);
-    expect(decodeShards(stub(big, 2), 64)).toBe(1);
+    expect(decodeShards(stub(m25, 2), 64, 5)).toBe(2);
+    expect(decodeShards(stub(m25, 2), 8, 5)).toBe(1);
+    expect(decodeShards(stub(big, 2), 64, 5)).toBe(1);
   });
   it('refuses a bad shard count, and several sessions without the worker cache', () => {
     expect(() => policyDecodeBackend(stub(tiny, 2), { shards: 0 })).toThrow(/shards must be an integer ≥ 1/);
