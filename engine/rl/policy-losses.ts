@@ -107,6 +107,22 @@ function finish<T>(o: Ops<T>, cfg: PolicyLossConfig, x: LossInputs<T>, pgLoss: T
   return { ...out, ...metrics, loss, entropy: ent, tokens };
 }
 
+/**
+ * PPO-clip's per-token terms, shared by the PPO and AEPO losses: ρ = exp(log π − log π_old),
+ * pg1 = −A·ρ, pg2 = −A·clip(ρ, 1 − lo, 1 + hi), and the masked token mean.
+ */
+function clipTerms<T>(o: Ops<T>, x: LossInputs<T>, lo: number, hi: number) {
+  const s = (v: number) => o.scalar(v);
+  const mask = x.mask;
+  const tokens = o.maximum(o.sum(mask, [0, 1]), s(1));
+  const tmean = (v: T) => o.div(o.sum(o.mul(v, mask), [0, 1]), tokens);
+  const ratio = o.exp(o.sub(x.logprobs, x.old_logprobs!));
+  const adv = x.advantages!;
+  const pg1 = o.mul(o.neg(adv), ratio);
+  const pg2 = o.mul(o.neg(adv), o.minimum(o.maximum(ratio, s(1 - lo)), s(1 + hi)));
+  return { s, mask, tmean, adv, pg1, pg2 };
+}
+
 /** PPO-clip (ε_low / ε_high, optional dual clip), KL to the reference in the loss (per kl_type), entropy bonus; aggregated by `loss_agg_mode`. */
 export function ppoClipLoss(cfg: PolicyLossConfig): LossSpec {
   const a = cfg.algorithm;
@@ -115,15 +131,7 @@ export function ppoClipLoss(cfg: PolicyLossConfig): LossSpec {
     inputs: lossInputs(cfg),
     entropy: true,
     program: <T>(o: Ops<T>, x: LossInputs<T>) => {
-      const s = (v: number) => o.scalar(v);
-      const mask = x.mask;
-      const tokens = o.maximum(o.sum(mask, [0, 1]), s(1));
-      const tmean = (v: T) => o.div(o.sum(o.mul(v, mask), [0, 1]), tokens);
-      const ratio = o.exp(o.sub(x.logprobs, x.old_logprobs!));
-      const adv = x.advantages!;
-      const pg1 = o.mul(o.neg(adv), ratio);
-      const clipped = o.minimum(o.maximum(ratio, s(1 - a.clip_ratio_low)), s(1 + a.clip_ratio_high));
-      const pg2 = o.mul(o.neg(adv), clipped);
+      const { s, mask, tmean, adv, pg1, pg2 } = clipTerms(o, x, a.clip_ratio_low, a.clip_ratio_high);
       let pg = o.maximum(pg1, pg2);
       if (a.dual_clip !== null) {
         const capped = o.minimum(pg, o.mul(o.neg(adv), s(a.dual_clip)));
@@ -195,15 +203,7 @@ export function aepoLoss(cfg: PolicyLossConfig): LossSpec {
     inputs: lossInputs(cfg),
     entropy: true,
     program: <T>(o: Ops<T>, x: LossInputs<T>) => {
-      const s = (v: number) => o.scalar(v);
-      const mask = x.mask;
-      const tokens = o.maximum(o.sum(mask, [0, 1]), s(1));
-      const tmean = (v: T) => o.div(o.sum(o.mul(v, mask), [0, 1]), tokens);
-      const ratio = o.exp(o.sub(x.logprobs, x.old_logprobs!));
-      const adv = x.advantages!;
-      const pg1 = o.mul(o.neg(adv), ratio);
-      const clipped = o.minimum(o.maximum(ratio, s(1 - a.clip_ratio_low)), s(1 + a.clip_ratio_high));
-      const pg2 = o.mul(o.neg(adv), clipped);
+      const { s, mask, tmean, pg1, pg2 } = clipTerms(o, x, a.clip_ratio_low, a.clip_ratio_high);
       const isClipped = o.cast(o.greater(pg2, pg1), 'float32');
       const ent = o.stopGradient(x.entropy!);
       const high = o.cast(o.less(o.mul(tmean(ent), s(thr)), o.add(ent, s(1e-12))), 'float32'); // H_t ≥ thr·mean H

@@ -25,8 +25,14 @@ function sessionOf(id: number): InferenceSession {
   return s;
 }
 
-/** Run session `sid` on these feeds plus the persistent ones (weights). */
-async function runSession(sid: number, feeds: Record<string, HostTensor>, outputs: string[]): Promise<Record<string, HostTensor>> {
+/** Run session `sid` on these feeds plus the persistent ones (weights); `timing` gets the feed and run times. */
+async function runSession(
+  sid: number,
+  feeds: Record<string, HostTensor>,
+  outputs: string[],
+  timing?: { feedsMs: number; runMs: number },
+): Promise<Record<string, HostTensor>> {
+  const t0 = now();
   const s = sessionOf(sid);
   const all = { ...persistent, ...feeds };
   const f: Record<string, Tensor> = {};
@@ -36,10 +42,15 @@ async function runSession(sid: number, feeds: Record<string, HostTensor>, output
   }
   inFlight++;
   let res;
+  const t1 = now();
   try {
     res = await s.run(f, outputs);
   } finally {
     inFlight--;
+    if (timing) {
+      timing.feedsMs = t1 - t0;
+      timing.runMs = now() - t1;
+    }
   }
   const out: Record<string, HostTensor> = {};
   for (const k of outputs) out[k] = fromOrtTensor(res[k]);
@@ -167,32 +178,12 @@ parentPort!.on(
       }
       if (m.type !== 'run') return;
       const r0 = now();
-      const s = sessionOf(m.session);
-      const all = { ...persistent, ...m.feeds };
-      const f: Record<string, Tensor> = {};
-      for (const n of s.inputNames) {
-        if (!all[n]) throw new Error(`OrtRunner.run: missing feed '${n}'`);
-        f[n] = toOrtTensor(all[n]);
-      }
-      inFlight++;
-      let res;
-      const r1 = now();
-      let r2: number;
-      try {
-        res = await s.run(f, m.outputs);
-      } finally {
-        inFlight--;
-        r2 = now();
-      }
-      const outputs: Record<string, HostTensor> = {};
+      const t = { feedsMs: 0, runMs: 0 };
+      const outputs = await runSession(m.session, m.feeds, m.outputs, t);
       const transfer: ArrayBuffer[] = [];
-      for (const k of m.outputs) {
-        const h = fromOrtTensor(res[k]);
-        outputs[k] = h;
-        if (h.data.buffer instanceof ArrayBuffer && !transfer.includes(h.data.buffer)) transfer.push(h.data.buffer);
-      }
+      for (const h of Object.values(outputs)) if (h.data.buffer instanceof ArrayBuffer && !transfer.includes(h.data.buffer)) transfer.push(h.data.buffer);
       const r3 = now();
-      result(outputs, transfer, { received: r0, feedsMs: r1 - r0, runMs: r2 - r1, outputsMs: r3 - r2, sent: r3 });
+      result(outputs, transfer, { received: r0, feedsMs: t.feedsMs, runMs: t.runMs, outputsMs: r3 - r0 - t.feedsMs - t.runMs, sent: r3 });
     } catch (e) {
       failed(e);
     }
