@@ -20,7 +20,10 @@ export function register(program: Command): void {
     .option('--budget <seconds>', 'wall-clock budget (PPO runs only if it fits)', (v) => Number(v), 600)
     .option('--config <file>', 'use another experiment config instead of resources/configs/demo.yaml')
     .option('--no-store', 'do not record the RL runs in the workspace database')
-    .option('--algorithms <list>', 'instead: the RL algorithms side by side (grpo,gspo,gigpo,arpo,aepo) from one SFT checkpoint, same seed and rollout token budget')
+    .option(
+      '--algorithms <list>',
+      'instead: the RL algorithms side by side (grpo,gspo,gigpo,arpo,aepo) from one SFT checkpoint, same seed and rollout token budget',
+    )
     .option('--token-budget <tokens>', 'with --algorithms: rollout model tokens each algorithm trains on', (v) => Number(v), 100_000)
     .action(async (o: { json?: boolean; budget: number; config?: string; store: boolean; algorithms?: string; tokenBudget: number }, cmd: Command) => {
       if (o.algorithms !== undefined) {
