@@ -20,10 +20,10 @@ import { WORDS, mulberry32 } from './multihop';
 /**
  * Name parts of the two-tool world: the multi-hop world's word lists, extended so that there are
  * far more organisations (adjective noun kind, 36 × 36 × 4) and people (first last, 48 × 48) than
- * a world uses. A training world of 2000 organisations mentions each about once in a few
- * thousand questions, so neither a name nor a fact can be memorised: the policy has to copy names
- * from the question and the tool results (with 300 organisations, SFT learned the training names
- * and years by heart and copied nothing; docs/areas/train.md).
+ * a world uses. A training world of 2000 organisations mentions each in one or two of its 3000
+ * questions, so neither a name nor a fact can be memorised: the policy has to copy names
+ * from the question and the tool results (with 300 organisations, SFT fitted the training names
+ * and guessed held-out ones below chance instead of copying them; docs/areas/train.md).
  */
 export const TOOLS_WORDS = {
   first: [
