@@ -9,13 +9,45 @@
  *     calculator {"expression": "1923 - 1871"}    → 52
  *     <answer> 52 </answer>
  *
- *   how many years after the founding of the X was the Y founded ?   (Y is the later one)
+ *   how old was alvin rusk when the golden river institute was founded ?   (any person born before it)
  *
  * Names come from fixed word lists (one small vocabulary covers every world); the training world
  * and the held-out world use disjoint organisations and founders, so held-out facts can only be
  * read from the lookup tool. Everything derives from a seed.
  */
 import { WORDS, mulberry32 } from './multihop';
+
+/**
+ * Name parts of the two-tool world: the multi-hop world's word lists, extended so that there are
+ * far more organisations (adjective noun kind, 36 × 36 × 4) and people (first last, 48 × 48) than
+ * a world uses. A training world of 2000 organisations mentions each in one or two of its 3000
+ * questions, so neither a name nor a fact can be memorised: the policy has to copy names
+ * from the question and the tool results (with 300 organisations, SFT fitted the training names
+ * and guessed held-out ones below chance instead of copying them; docs/areas/train.md).
+ */
+export const TOOLS_WORDS = {
+  first: [
+    ...WORDS.first,
+    ...['abel', 'basil', 'cora', 'dean', 'elsa', 'felix', 'greta', 'hugo', 'ida', 'jonas', 'kira', 'leo'],
+    ...['mona', 'nils', 'olga', 'paul', 'rita', 'sven', 'tess', 'ulla', 'vince', 'wanda', 'xena', 'zora'],
+  ],
+  last: [
+    ...WORDS.last,
+    ...['ash', 'birch', 'cole', 'drake', 'ellis', 'finch', 'gale', 'hart', 'irwin', 'judd', 'kemp', 'lowe'],
+    ...['mills', 'noble', 'oakes', 'price', 'quill', 'rhodes', 'sykes', 'toft', 'upton', 'vale', 'webb', 'yates'],
+  ],
+  adj: [
+    ...WORDS.adj,
+    ...['ancient', 'blue', 'clever', 'dark', 'early', 'fair', 'green', 'high', 'little', 'modern', 'new', 'open'],
+    ...['proud', 'rapid', 'royal', 'secret', 'silver', 'steady', 'swift', 'true', 'wild', 'wise', 'young', 'great'],
+  ],
+  noun: [
+    ...WORDS.noun,
+    ...['anchor', 'bridge', 'castle', 'comet', 'eagle', 'field', 'harbour', 'hill', 'lake', 'meadow', 'moon', 'oak'],
+    ...['ocean', 'pearl', 'cliff', 'rose', 'sail', 'star', 'stream', 'sun', 'valley', 'wheel', 'wind', 'wolf'],
+  ],
+  orgKind: [...WORDS.orgKind, 'society'],
+};
 
 export interface Org {
   name: string;
@@ -36,7 +68,7 @@ export interface ToolsQuestion {
   id: string;
   question: string;
   answers: string[];
-  kind: 'founder-age' | 'years-between';
+  kind: 'founder-age' | 'person-age';
   /** The entities a correct episode looks up, in order. */
   entities: string[];
   /** The expression a correct episode computes. */
@@ -131,7 +163,8 @@ export function toolsNumbers(): number[] {
 
 /** All words (names, template words, numbers) the tiny tokenizer holds as whole tokens. */
 export function toolsVocabulary(): string[] {
-  return [...new Set([...WORDS.first, ...WORDS.last, ...WORDS.adj, ...WORDS.noun, ...WORDS.orgKind, ...TOOLS_TEMPLATE_WORDS, ...toolsNumbers().map(String)])];
+  const w = TOOLS_WORDS;
+  return [...new Set([...w.first, ...w.last, ...w.adj, ...w.noun, ...w.orgKind, ...TOOLS_TEMPLATE_WORDS, ...toolsNumbers().map(String)])];
 }
 
 function shuffle<T>(xs: T[], r: () => number): T[] {
@@ -149,15 +182,15 @@ function shuffle<T>(xs: T[], r: () => number): T[] {
  */
 export function generateToolsWorlds(
   seed: number,
-  sizes: { train: number; heldout: number } = { train: 300, heldout: 100 },
+  sizes: { train: number; heldout: number } = { train: 2000, heldout: 200 },
 ): { train: ToolsWorld; heldout: ToolsWorld } {
   const r = mulberry32(seed ^ 0x7001);
   const orgNames = shuffle(
-    WORDS.adj.flatMap((a) => WORDS.noun.flatMap((n) => WORDS.orgKind.map((k) => `${a} ${n} ${k}`))),
+    TOOLS_WORDS.adj.flatMap((a) => TOOLS_WORDS.noun.flatMap((n) => TOOLS_WORDS.orgKind.map((k) => `${a} ${n} ${k}`))),
     r,
   );
   const personNames = shuffle(
-    WORDS.first.flatMap((f) => WORDS.last.map((l) => `${f} ${l}`)),
+    TOOLS_WORDS.first.flatMap((f) => TOOLS_WORDS.last.map((l) => `${f} ${l}`)),
     r,
   );
   const total = sizes.train + sizes.heldout;
@@ -186,17 +219,26 @@ export function factOf(world: ToolsWorld, entity: string): string | undefined {
   return undefined;
 }
 
-/** Questions over one world, half of each kind, drawn with their own seed; ids `<world>-q<i>`. */
+/**
+ * Questions over one world, half of each kind, drawn with their own seed; ids `<world>-q<i>`.
+ * Both kinds look up the organisation first and compute `<founded> - <born>`, so the two years
+ * come from sentences of different shape ("founded in", "born in"); the second lookup is where
+ * they differ: the founder named in the first result (founder-age) or the person named in the
+ * question (person-age, someone born at least AGE_MIN years before the founding).
+ */
 export function generateToolsQuestions(world: ToolsWorld, n: number, seed: number): ToolsQuestion[] {
   const r = mulberry32(seed ^ 0x9e3779b9);
   const pick = <T>(xs: T[]) => xs[Math.floor(r() * xs.length)]!;
   const born = new Map(world.people.map((p) => [p.name, p.born]));
+  // Each organisation has one founder-age question: they are dealt from a shuffled deck, one
+  // question in two, so both kinds stay equally frequent while the deck lasts.
+  const deck = shuffle(world.orgs, r);
   const out: ToolsQuestion[] = [];
   const seen = new Set<string>();
   for (let guard = 0; out.length < n && guard < n * 50; guard++) {
     let q: Omit<ToolsQuestion, 'id'>;
-    if (r() < 0.5) {
-      const o = pick(world.orgs);
+    if (out.length % 2 === 0 && deck.length > 0) {
+      const o = deck.pop()!;
       const b = born.get(o.founder)!;
       q = {
         question: `how old was the founder of the ${o.name} when it was founded ?`,
@@ -206,16 +248,16 @@ export function generateToolsQuestions(world: ToolsWorld, n: number, seed: numbe
         expression: `${o.founded} - ${b}`,
       };
     } else {
-      const a = pick(world.orgs);
-      const c = pick(world.orgs);
-      if (a.founded === c.founded) continue;
-      const [x, y] = a.founded < c.founded ? [a, c] : [c, a];
+      const o = pick(world.orgs);
+      const p = pick(world.people);
+      const age = o.founded - p.born;
+      if (p.name === o.founder || age < AGE_MIN || age > AGE_MAX) continue;
       q = {
-        question: `how many years after the founding of the ${x.name} was the ${y.name} founded ?`,
-        answers: [String(y.founded - x.founded)],
-        kind: 'years-between',
-        entities: [x.name, y.name],
-        expression: `${y.founded} - ${x.founded}`,
+        question: `how old was ${p.name} when the ${o.name} was founded ?`,
+        answers: [String(age)],
+        kind: 'person-age',
+        entities: [o.name, p.name],
+        expression: `${o.founded} - ${p.born}`,
       };
     }
     if (seen.has(q.question)) continue;
@@ -250,9 +292,9 @@ const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /**
  * The scripted expert's next turn, reading the facts it needs from the observations so far
- * (text only). It looks up the question's first entity, takes the founder (or second
- * organisation), looks that up, computes the difference with the calculator and answers with the
- * calculator's result. With `mistakeRate` > 0 an episode has one mistake: recovered ones (a
+ * (text only). It looks up the question's organisation, then the founder named in that result
+ * (or the person the question names), computes founded − born with the calculator and answers
+ * with the calculator's result. With `mistakeRate` > 0 an episode has one mistake: recovered ones (a
  * wrong entity looked up first; a call with a wrong argument name, answered by a schema error)
  * or unrecovered ones (answering without the calculator, off by a few years; adding the years
  * instead of subtracting them and answering the sum). (Subtracting in the wrong order would not
@@ -266,23 +308,23 @@ export function toolsExpertTurn(question: string, observations: string[], modelT
   if (done === 0 && mistake === 'wrong-lookup') {
     const decoys = opts.decoys?.length
       ? opts.decoys
-      : [`${WORDS.first[Math.floor(r() * WORDS.first.length)]} ${WORDS.last[Math.floor(r() * WORDS.last.length)]}`];
+      : [`${TOOLS_WORDS.first[Math.floor(r() * TOOLS_WORDS.first.length)]} ${TOOLS_WORDS.last[Math.floor(r() * TOOLS_WORDS.last.length)]}`];
     return hermesCall('lookup', { entity: decoys[Math.floor(r() * decoys.length)]! });
   }
-  const age = /^how old was the founder of the (.+) when it was founded \?$/.exec(question.trim());
-  const between = /^how many years after the founding of the (.+) was the (.+) founded \?$/.exec(question.trim());
-  if (!age && !between) return '<answer> unknown </answer>';
-  const first = (age ?? between)![1]!;
-  const firstFact = new RegExp(`the ${esc(first)} was founded in (\\d+) by (\\w+ \\w+)`).exec(seen);
-  if (!firstFact) {
+  const founderAge = /^how old was the founder of the (.+) when it was founded \?$/.exec(question.trim());
+  const personAge = /^how old was (\w+ \w+) when the (.+) was founded \?$/.exec(question.trim());
+  if (!founderAge && !personAge) return '<answer> unknown </answer>';
+  const org = founderAge ? founderAge[1]! : personAge![2]!;
+  const orgFact = new RegExp(`the ${esc(org)} was founded in (\\d+) by (\\w+ \\w+)`).exec(seen);
+  if (!orgFact) {
     if (mistake === 'bad-arguments' && !modelTurns.some((t) => t.includes('"name": "lookup", "arguments": {"name"')))
-      return hermesCall('lookup', { name: first });
-    return hermesCall('lookup', { entity: first });
+      return hermesCall('lookup', { name: org });
+    return hermesCall('lookup', { entity: org });
   }
-  const second = age ? firstFact[2]! : between![2]!;
-  const secondFact = age ? new RegExp(`${esc(second)} was born in (\\d+)`).exec(seen) : new RegExp(`the ${esc(second)} was founded in (\\d+)`).exec(seen);
-  if (!secondFact) return hermesCall('lookup', { entity: second });
-  const [big, small] = age ? [firstFact[1]!, secondFact[1]!] : [secondFact[1]!, firstFact[1]!];
+  const person = founderAge ? orgFact[2]! : personAge![1]!;
+  const personFact = new RegExp(`${esc(person)} was born in (\\d+)`).exec(seen);
+  if (!personFact) return hermesCall('lookup', { entity: person });
+  const [big, small] = [orgFact[1]!, personFact[1]!];
   const calculated = modelTurns.some((t) => t.includes('"name": "calculator"'));
   if (!calculated) {
     if (mistake === 'no-calculator') {
@@ -296,7 +338,7 @@ export function toolsExpertTurn(question: string, observations: string[], modelT
 }
 
 /** Seed, sizes and question counts of the shipped example (resources/examples/tools-task). */
-export const TOOLS_EXAMPLE = { seed: 7, trainQuestions: 2000, heldoutQuestions: 200 };
+export const TOOLS_EXAMPLE = { seed: 7, trainQuestions: 3000, heldoutQuestions: 200 };
 
 /**
  * The example's data files, as text: world.json (every entity's fact sentence, both worlds;

@@ -1,17 +1,43 @@
-// The two-tool task's reward: 1 when the final answer is the gold number, else 0. It sees the
-// whole episode: the task (with its meta), every model turn with its tool calls (name, arguments,
-// result, error) and the answer. The components are stored with each trajectory and charted;
-// they do not change the reward.
+// The two-tool task's reward. It sees the whole episode: the task (with its meta: the entities a
+// correct episode looks up and the expression it computes), every model turn with its tool calls
+// (name, arguments, result, error) and the answer.
+//  - 1 when the final answer is the gold number (exact match);
+//  - plus 0.1 for each expected call the episode made (the organisation looked up, the person
+//    looked up, the expression computed; at most 0.3), so that GRPO still has a signal in groups
+//    where every answer is wrong. A right answer always outscores a wrong one.
+//  - steps: one per tool call, in order, +1 for an expected call and -1 for any other (used as
+//    process rewards when the config sets algorithm.process_rewards).
+// The components are stored with each trajectory and charted.
 import { exactMatch, type RewardFn } from 'arbor/env';
 
+const entityOf = (args: unknown) =>
+  String((args as { entity?: unknown })?.entity ?? '')
+    .trim()
+    .toLowerCase()
+    .replace(/^the /, '');
+const expressionOf = (args: unknown) => String((args as { expression?: unknown })?.expression ?? '').replace(/\s+/g, '');
+
 export const reward: RewardFn = (episode) => {
+  const meta = (episode.task.meta ?? {}) as { entities?: string[]; expression?: string };
+  const expected = new Set([
+    ...(meta.entities ?? []).map((e) => `lookup:${e}`),
+    ...(meta.expression ? [`calculator:${meta.expression.replace(/\s+/g, '')}`] : []),
+  ]);
   const calls = episode.history.flatMap((turn) => turn.calls);
-  const worked = (name: string) => (calls.some((c) => c.name === name && c.success) ? 1 : 0);
+  const done = new Set<string>();
+  const steps = calls.map((c) => {
+    const key = c.name === 'lookup' ? `lookup:${entityOf(c.args)}` : c.name === 'calculator' ? `calculator:${expressionOf(c.args)}` : '';
+    const right = c.success && expected.has(key) && !done.has(key);
+    if (right) done.add(key);
+    return right ? 1 : -1;
+  });
+  const answered = episode.answer === undefined ? 0 : exactMatch(episode.answer, episode.golds);
   return {
-    reward: episode.answer === undefined ? 0 : exactMatch(episode.answer, episode.golds),
+    reward: answered + 0.1 * done.size,
+    steps,
     components: {
-      used_lookup: worked('lookup'),
-      used_calculator: worked('calculator'),
+      answer_right: answered,
+      right_calls: done.size,
       failed_calls: calls.filter((c) => !c.success).length,
     },
   };

@@ -54,7 +54,7 @@ describe('two-tool world', () => {
     const { heldout } = generateToolsWorlds(3);
     const qs = generateToolsQuestions(heldout, 60, 9);
     expect(qs).toHaveLength(60);
-    expect(new Set(qs.map((q) => q.kind))).toEqual(new Set(['founder-age', 'years-between']));
+    expect(new Set(qs.map((q) => q.kind))).toEqual(new Set(['founder-age', 'person-age']));
     for (const q of qs) {
       expect(String(calculate(q.expression))).toBe(q.answers[0]);
       for (const e of q.entities) expect(factOf(heldout, e)).toBeDefined();

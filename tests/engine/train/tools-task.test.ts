@@ -67,7 +67,7 @@ describe('arbor train resources/configs/tools.yaml', () => {
       // The model's turns are Hermes calls, and the reward file's components were stored.
       const turn = store.getTrajectory(String(trajs[0]!.id)).turnsData.find((u) => u.role === 'model')!;
       expect(turn.text).toContain('<tool_call>{"name": "');
-      expect(store.metricKeys(out.run)).toEqual(expect.arrayContaining(['reward/used_lookup', 'reward/used_calculator']));
+      expect(store.metricKeys(out.run)).toEqual(expect.arrayContaining(['reward/answer_right', 'reward/right_calls']));
     } finally {
       store.db.close();
     }
