@@ -13,7 +13,8 @@
  * mistakes for the SFT warm start, and the tiny model's config.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { isDeepStrictEqual } from 'node:util';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadTaskFile } from '../env/taskfile';
@@ -50,7 +51,7 @@ const ADDED = [
 const SPECIAL = ['<pad>', '<|endoftext|>', '<|im_start|>', '<|im_end|>'];
 const EXTRA_WORDS = ['system', 'user', 'assistant', 'lookup', 'calculator', 'about', 'required', 'property', 'additional', 'properties'];
 
-export type ToolsTokenizer = TokenizerPort & { hf: HfTokenizer; vocab: string[]; folder(): string };
+export type ToolsTokenizer = TokenizerPort & { hf: HfTokenizer; vocab: string[]; folder(): string; json: unknown };
 
 let cached: ToolsTokenizer | undefined;
 
@@ -69,6 +70,7 @@ export function toolsTokenizer(): ToolsTokenizer {
   cached = {
     hf,
     vocab,
+    json: tokenizer,
     encode: (t) => hf.encode(t),
     decode: (ids) => hf.decode(ids),
     folder() {
@@ -104,6 +106,25 @@ export function toolsExpert(mistakeRate: number, decoys: string[], endText: stri
 }
 
 /**
+ * `model.path` with this task: only a checkpoint of its own tiny model (an SFT warm start or a
+ * run's checkpoint: `arbor eval`, `arbor demo --algorithms`), recognised by its tokenizer.json
+ * being this task's tokenizer; any other folder is refused, naming the field and the file.
+ */
+function checkToolsCheckpoint(path: string, tok: ToolsTokenizer, where: string): void {
+  const file = join(path, 'tokenizer.json');
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(file, 'utf8'));
+  } catch {
+    json = undefined;
+  }
+  if (!isDeepStrictEqual(json, tok.json))
+    throw new Error(
+      `model.path: ${where} trains its built-in tiny model (its tokenizer and chat template); ${file} is not that model's tokenizer, so ${path} is not a checkpoint of this task. Use model.init: tiny, or a checkpoint of a tools run`,
+    );
+}
+
+/**
  * The kit. Tools, reward, task file and workspace come from the config's `environment` (the
  * shipped config resources/configs/tools.yaml names the example's files); the task file's rows
  * with `meta.world: "heldout"` are the held-out world, the others the training world.
@@ -112,7 +133,8 @@ export function toolsKit(cfg: ExperimentConfig, extras: KitExtras = {}): TaskKit
   const where = 'task.kind "tools"';
   if (cfg.environment.format !== 'hermes')
     throw new Error(`environment.format: ${where} is written in Hermes JSON calls; set environment.format: hermes (got "${cfg.environment.format}")`);
-  if (cfg.model.path) throw new Error(`model.path: ${where} trains its built-in tiny model (its tokenizer and chat template); use model.init: tiny`);
+  const tok = toolsTokenizer();
+  if (cfg.model.path) checkToolsCheckpoint(cfg.model.path, tok, where);
   const setup = envSetup(cfg, extras.host);
   const { tools, format } = taskTools([], setup);
   for (const name of ['lookup', 'calculator'])
@@ -123,7 +145,6 @@ export function toolsKit(cfg: ExperimentConfig, extras: KitExtras = {}): TaskKit
   const train = all.filter((t) => t.meta?.world !== 'heldout');
   const held = all.filter((t) => t.meta?.world === 'heldout');
   if (train.length === 0 || held.length === 0) throw new Error(`environment.tasks: ${file} needs training rows and held-out rows (meta.world "heldout")`);
-  const tok = toolsTokenizer();
   const eos = tok.hf.tokenId('<|im_end|>')!;
   const task = (t: EnvTask) => toolEnvTask(t, { tools, format, tokenizer: tok.hf, setup, endTokenIds: [eos], instruction: '' });
   const decoys = [...new Set(train.flatMap((t) => (Array.isArray(t.meta?.entities) ? (t.meta.entities as string[]) : [])))];

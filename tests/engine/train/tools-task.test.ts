@@ -4,7 +4,7 @@
 // Hermes calls to both tools with their JSON arguments and results. (The learning run itself is
 // a docs figure: docs/areas/train.md.)
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -71,7 +71,13 @@ describe('arbor train resources/configs/tools.yaml', () => {
     } finally {
       store.db.close();
     }
-  }, 240_000);
+    // A checkpoint of the task's own model is a valid model.path (arbor eval, the ablation's SFT start).
+    const runDir = readdirSync(join(home, 'runs')).find((d) => readdirSync(join(home, 'runs', d)).includes('checkpoints'))!;
+    const ck = join(home, 'runs', runDir, 'checkpoints', 'step-000002');
+    const ev = arbor(['eval', ck, '--config', smallConfig(), '--json']);
+    expect(ev.status, ev.stderr).toBe(0);
+    expect((JSON.parse(ev.stdout.trim().split('\n').pop()!) as { policy: Record<string, number> }).policy).toHaveProperty('exact_match');
+  }, 300_000);
 
   it('refuses another format or a missing tool, naming the field', () => {
     const file = smallConfig();
@@ -87,5 +93,11 @@ describe('arbor train resources/configs/tools.yaml', () => {
     const b = arbor(['train', file]);
     expect(b.status).not.toBe(0);
     expect(b.stderr).toMatch(/environment\.tools: .*"calculator"/);
+    // model.path: only a checkpoint of the task's own model (its tokenizer); a Qwen2 folder is refused.
+    const other = join(root, 'tests', 'fixtures', 'models', 'qwen2-f32');
+    const c = arbor(['eval', other, '--config', smallConfig()]);
+    expect(c.status).not.toBe(0);
+    expect(c.stderr).toContain(`model.path: task.kind "tools" trains its built-in tiny model`);
+    expect(c.stderr).toContain(join(other, 'tokenizer.json'));
   }, 120_000);
 });
