@@ -15,6 +15,7 @@ import { initWeights } from '../../engine/model/checkpoint';
 import { resolveLora } from '../../engine/model/lora';
 import { loraTrainStep, randomTokenBatch } from '../../engine/model/lora-step';
 import { AdamW } from '../../engine/rl/optimizer';
+import { SHAPES } from './shapes';
 
 const o = new Command()
   .option('--layers <n>', 'transformer blocks', Number, 1)
@@ -26,25 +27,8 @@ const o = new Command()
   .parse()
   .opts<{ layers: number; batch: number; seq: number; headChunks: number; recomputeLayers?: boolean; threads: number }>();
 
-const config: ModelConfig = {
-  architecture: 'Qwen2ForCausalLM',
-  vocabSize: 151936,
-  hiddenSize: 896,
-  intermediateSize: 4864,
-  numLayers: o.layers,
-  numHeads: 14,
-  numKvHeads: 2,
-  headDim: 64,
-  rmsNormEps: 1e-6,
-  ropeTheta: 1e6,
-  tieWordEmbeddings: true,
-  attentionBias: true,
-  qkNorm: false,
-  maxPositionEmbeddings: 4096,
-  bosTokenId: null,
-  eosTokenId: null,
-  padTokenId: 0,
-};
+// Qwen2.5-0.5B widths with --layers blocks.
+const config: ModelConfig = { ...SHAPES['qwen2.5-0.5b']!, numLayers: o.layers };
 const mb = () => Math.round(process.resourceUsage().maxRSS / 1024);
 const m = new PolicyModel(config, initWeights(config, 1), {
   threads: o.threads,

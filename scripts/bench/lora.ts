@@ -17,6 +17,7 @@ import { initWeights } from '../../engine/model/checkpoint';
 import { adapterShapes, resolveLora } from '../../engine/model/lora';
 import { loraTrainStep, nllLoss, randomTokenBatch } from '../../engine/model/lora-step';
 import { AdamW } from '../../engine/rl/optimizer';
+import { SHAPES } from './shapes';
 
 const o = new Command()
   .option('--layers <n>', 'transformer blocks', Number, 4)
@@ -29,25 +30,8 @@ const o = new Command()
   .parse()
   .opts<{ layers: number; batch: number; seq: number; rank: number; steps: number; threads: number; json?: boolean }>();
 
-const config: ModelConfig = {
-  architecture: 'Qwen2ForCausalLM',
-  vocabSize: 151936,
-  hiddenSize: 896,
-  intermediateSize: 4864,
-  numLayers: o.layers,
-  numHeads: 14,
-  numKvHeads: 2,
-  headDim: 64,
-  rmsNormEps: 1e-6,
-  ropeTheta: 1e6,
-  tieWordEmbeddings: true,
-  attentionBias: true,
-  qkNorm: false,
-  maxPositionEmbeddings: 4096,
-  bosTokenId: null,
-  eosTokenId: null,
-  padTokenId: 0,
-};
+// Qwen2.5-0.5B widths with --layers blocks.
+const config: ModelConfig = { ...SHAPES['qwen2.5-0.5b']!, numLayers: o.layers };
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const rssGiB = () => process.resourceUsage().maxRSS / 1024 / 1024;
 const batch = randomTokenBatch(config.vocabSize, o.batch, o.seq, 7);

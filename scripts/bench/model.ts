@@ -37,68 +37,9 @@ import { accumulate } from '../../engine/train/grad-accum';
 import { AdamW } from '../../engine/rl/optimizer';
 import { renderTable } from '../../engine/train/report';
 import type { Ops } from '../../engine/tensor/ops';
+import { SHAPES } from './shapes';
 
-/** Published shapes (config.json of the released models; random weights). */
-export const SHAPES: Record<string, ModelConfig> = {
-  'qwen2.5-0.5b': {
-    architecture: 'Qwen2ForCausalLM',
-    vocabSize: 151936,
-    hiddenSize: 896,
-    intermediateSize: 4864,
-    numLayers: 24,
-    numHeads: 14,
-    numKvHeads: 2,
-    headDim: 64,
-    rmsNormEps: 1e-6,
-    ropeTheta: 1000000,
-    tieWordEmbeddings: true,
-    attentionBias: true,
-    qkNorm: false,
-    maxPositionEmbeddings: 32768,
-    bosTokenId: 151643,
-    eosTokenId: 151643,
-    padTokenId: null,
-  },
-  'qwen3-0.6b': {
-    architecture: 'Qwen3ForCausalLM',
-    vocabSize: 151936,
-    hiddenSize: 1024,
-    intermediateSize: 3072,
-    numLayers: 28,
-    numHeads: 16,
-    numKvHeads: 8,
-    headDim: 128,
-    rmsNormEps: 1e-6,
-    ropeTheta: 1000000,
-    tieWordEmbeddings: true,
-    attentionBias: false,
-    qkNorm: true,
-    maxPositionEmbeddings: 40960,
-    bosTokenId: 151643,
-    eosTokenId: 151645,
-    padTokenId: null,
-  },
-  'llama3.2-1b': {
-    architecture: 'LlamaForCausalLM',
-    vocabSize: 128256,
-    hiddenSize: 2048,
-    intermediateSize: 8192,
-    numLayers: 16,
-    numHeads: 32,
-    numKvHeads: 8,
-    headDim: 64,
-    rmsNormEps: 1e-5,
-    ropeTheta: 500000,
-    tieWordEmbeddings: true,
-    attentionBias: false,
-    qkNorm: false,
-    maxPositionEmbeddings: 131072,
-    bosTokenId: 128000,
-    eosTokenId: 128001,
-    padTokenId: null,
-    ropeScaling: { rope_type: 'llama3', factor: 32, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 8192 },
-  },
-};
+export { SHAPES };
 
 const PYTHON = '/usr/bin/python3';
 const HERE = dirname(fileURLToPath(import.meta.url));
