@@ -14,7 +14,7 @@
  * (seed, group, sample), so batch composition and tool completion order do not change what a
  * sequence samples (up to floating-point differences of the model between batch shapes).
  */
-import { Rng, mixSeed } from './rng';
+import { Rng, mixSeed, type RngState } from './rng';
 import { sampleToken, type SampledToken, type SamplingParams } from './sampling';
 import type { DecodeBackend, EnvStepResult, EpisodeEnv, RolloutTask, TextPolicy, TokenizerPort } from './ports';
 import type { BranchPoint, OutcomeReward, Trajectory, Turn } from './types';
@@ -66,6 +66,12 @@ export interface RolloutOptions {
    * branch after tool responses, sharing the parent's KV cache up to the branch point.
    */
   branching?: BranchingOptions;
+  /**
+   * Most decode steps per backend call (default DECODE_STEPS; 1 = one step per call). Used when
+   * the backend samples (extendSampleSteps + truncate, greedy or full-distribution sampling);
+   * see DECODE_STEPS. Tokens and logprobs do not depend on it.
+   */
+  decodeSteps?: number;
   onTrajectory?(t: Trajectory): void;
   onProgress?(p: RolloutProgress): void;
   signal?: AbortSignal;
@@ -76,6 +82,10 @@ export interface RolloutStats {
   generatedTokens: number;
   prefillTokens: number;
   modelCalls: number;
+  /** Decode steps the backend ran (≥ modelCalls: several per call with decodeSteps > 1). */
+  modelSteps: number;
+  /** Tokens sampled by a multi-step call after their sequence's turn had ended (discarded; the cache and stream rewound). */
+  discardedTokens: number;
   modelMs: number;
   wallMs: number;
   /** Generated tokens per wall-clock second. */
@@ -186,7 +196,17 @@ function obsTurn(ids: number[], text: string, role: 'tool' | 'env'): Turn {
   return { role, tokenIds: ids, text, logprobs: z, entropy: z.slice(), lossMask: z.slice() };
 }
 
-export function validateRolloutOptions(o: { n: number; limits: RolloutLimits; maxBatch?: number }, backend?: DecodeBackend): void {
+/**
+ * Default most decode steps per backend call. With the KV cache in the decode session's worker a
+ * call is one message there and back; K steps per message pay those hops once per K tokens. A
+ * call's K is the smallest number of tokens any of its sequences may still generate in its turn
+ * (max_new_tokens, max_total_length; for a branching sample, the end of its entropy window),
+ * capped by this constant, so only a stop token or stop string ending a turn early wastes steps
+ * (measured in docs/BENCHMARKS.md, bench:rollout third pass).
+ */
+export const DECODE_STEPS = 8;
+
+export function validateRolloutOptions(o: { n: number; limits: RolloutLimits; maxBatch?: number; decodeSteps?: number }, backend?: DecodeBackend): void {
   const bad = (f: string, v: unknown, want: string) => new Error(`rollout option ${f} must be ${want} (got ${String(v)})`);
   if (!Number.isInteger(o.n) || o.n < 1) throw bad('n', o.n, 'an integer ≥ 1');
   if (!Number.isInteger(o.limits.maxNewTokens) || o.limits.maxNewTokens < 1) throw bad('limits.maxNewTokens', o.limits.maxNewTokens, 'an integer ≥ 1');
@@ -195,6 +215,7 @@ export function validateRolloutOptions(o: { n: number; limits: RolloutLimits; ma
   if (backend && o.limits.maxTotalLength > backend.maxLength)
     throw bad('limits.maxTotalLength', o.limits.maxTotalLength, `≤ the model's context (${backend.maxLength})`);
   if (o.maxBatch !== undefined && (!Number.isInteger(o.maxBatch) || o.maxBatch < 1)) throw bad('maxBatch', o.maxBatch, 'an integer ≥ 1');
+  if (o.decodeSteps !== undefined && (!Number.isInteger(o.decodeSteps) || o.decodeSteps < 1)) throw bad('decodeSteps', o.decodeSteps, 'an integer ≥ 1');
 }
 
 /** Roll out n samples of every task with a model (KV-cache decoder). */
@@ -215,6 +236,9 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
   const greedy = temperature === 0;
   const fullDistribution = !(opts.sampling.topK && opts.sampling.topK > 0 && opts.sampling.topK < backend.vocabSize) && topP >= 1;
   const fastSample = backend.extendSample && (greedy || fullDistribution) ? backend.extendSample.bind(backend) : null;
+  // Several decode steps per call: the backend samples and can cut a slot's cache back.
+  const stepCap = opts.decodeSteps ?? DECODE_STEPS;
+  const multiSample = fastSample && backend.extendSampleSteps && backend.truncate && stepCap > 1 ? backend.extendSampleSteps.bind(backend) : null;
   const shareFork = !!backend.fork && opts.sharePrefix !== false;
   const br = opts.branching;
   if (br) {
@@ -268,6 +292,8 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
   let generated = 0;
   let prefill = 0;
   let calls = 0;
+  let steps = 0;
+  let discarded = 0;
   let batchSum = 0;
   let modelMs = 0;
   let sampleMs = 0;
@@ -626,24 +652,45 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
           prefill += n;
         }
       });
+      // Decode steps in this call: K > 1 only when every row samples (no shared prefix's lead row),
+      // at most the tokens any row may still generate in its turn (and, for a branching sample
+      // about to measure its entropy window, the window's end).
+      let K = 1;
+      if (multiSample && followers.size === 0) {
+        K = stepCap;
+        for (const s of batch) {
+          const n = s.cur!.tokenIds.length;
+          K = Math.min(K, limits.maxNewTokens - n, limits.maxTotalLength - s.length);
+          if (s.br && (s.br.measure || s.br.h0 === undefined) && n < br!.entropyWindow) K = Math.min(K, br!.entropyWindow - n);
+        }
+        K = Math.max(1, K);
+      }
       const t = performance.now();
-      let sampled: SampledToken[] | null = null;
+      let sampled: SampledToken[][] | null = null;
       let logits: Float32Array[] = [];
+      // Each sampling row's stream before this call's draws (to rewind when a turn ends early).
+      const before: (RngState | null)[] = [];
       if (fastSample) {
-        // The backend samples: one uniform per sampled row from the sequence's own stream, as
-        // sampleToken would draw it (none when greedy, none for a shared prefix's row).
+        // The backend samples: one uniform per sampled row and step from the sequence's own
+        // stream, as sampleToken would draw it (none when greedy, none for a shared prefix's row).
         const B = batch.length;
         const req = {
-          u: new Float32Array(B),
+          u: new Float32Array(K * B),
           invTemp: new Float32Array(B).fill(greedy ? 1 : 1 / temperature),
           greedy: new Float32Array(B).fill(greedy ? 1 : 0),
         };
-        if (!greedy) batch.forEach((s, i) => followers.has(s) || (req.u[i] = s.rng.next()));
-        sampled = await fastSample(items, req);
+        if (!greedy)
+          batch.forEach((s, i) => {
+            if (followers.has(s)) return;
+            before[i] = K > 1 ? s.rng.state() : null;
+            for (let k = 0; k < K; k++) req.u[k * B + i] = s.rng.next();
+          });
+        sampled = K > 1 ? await multiSample!(items, req, K) : (await fastSample(items, req)).map((x) => [x]);
       } else logits = await backend.extend(items);
       const dt = performance.now() - t;
       modelMs += dt;
       calls++;
+      steps += K;
       batchSum += batch.length;
       const rowsBack = sampled ? sampled.length : logits.length;
       if (rowsBack !== batch.length)
@@ -663,19 +710,45 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
           }
           return;
         }
-        let tok: SampledToken;
-        if (sampled) {
-          tok = sampled[i]!;
-          if (!Number.isFinite(tok.logprob)) throw new Error('sampleToken: logits contain NaN or are all -Infinity');
-        } else {
+        if (!sampled) {
           const row = logits[i]!;
           if (row.length !== backend.vocabSize) throw new Error(`decode backend returned a logits row of ${row.length} for vocab ${backend.vocabSize}`);
-          tok = sampleToken(row, opts.sampling, s.rng);
+          const ended = accept(s, sampleToken(row, opts.sampling, s.rng));
+          const go = ended ? () => track(endTurn(s, ended)) : () => ready.push(s);
+          if (s.br && measure(s, !!ended, go)) return;
+          go();
+          return;
         }
-        const ended = accept(s, tok);
-        const go = ended ? () => track(endTurn(s, ended)) : () => ready.push(s);
-        if (s.br && measure(s, !!ended, go)) return;
-        go();
+        // The row's tokens in order, through the same accept() as one step per call; the turn
+        // may end (or the sample park for its group's branch decisions) before the last.
+        const toks = sampled[i]!;
+        if (toks.length !== K) throw new Error(`decode backend returned ${toks.length} steps for ${K}`);
+        let used = 0;
+        let parked = false;
+        let go: () => void = () => ready.push(s);
+        while (used < K) {
+          const tok = toks[used++]!;
+          if (!Number.isFinite(tok.logprob)) throw new Error('sampleToken: logits contain NaN or are all -Infinity');
+          const ended = accept(s, tok);
+          if (ended) go = () => track(endTurn(s, ended));
+          if (s.br && measure(s, !!ended, go)) {
+            parked = true;
+            break;
+          }
+          if (ended) break;
+        }
+        if (used < K) {
+          // Discard the rest: the stream as if only `used` uniforms were drawn, the cache up to
+          // the last accepted token (which is unfed, as after a one-step call).
+          discarded += K - used;
+          const st = before[i];
+          if (st) {
+            s.rng.restore(st);
+            for (let k = 0; k < used; k++) s.rng.next();
+          }
+          backend.truncate!(s.slot, s.length - s.unfed.length);
+        }
+        if (!parked) go();
       });
       sampleMs += performance.now() - ts;
       // Let environment work that already completed run before the next tick.
@@ -694,6 +767,8 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
       generatedTokens: generated,
       prefillTokens: prefill,
       modelCalls: calls,
+      modelSteps: steps,
+      discardedTokens: discarded,
       modelMs,
       wallMs,
       tokensPerSecond: generated / Math.max(1e-9, wallMs / 1000),
@@ -802,6 +877,8 @@ export async function rolloutTextPolicy(
       generatedTokens: generated,
       prefillTokens: 0,
       modelCalls: 0,
+      modelSteps: 0,
+      discardedTokens: 0,
       modelMs: 0,
       wallMs,
       tokensPerSecond: generated / Math.max(1e-9, wallMs / 1000),

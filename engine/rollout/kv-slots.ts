@@ -148,13 +148,34 @@ export class KvSlotBackend implements DecodeBackend {
     }
     if (!Number.isInteger(length) || length < 1 || length > c.len)
       throw new Error(`KvSlotBackend.fork: length ${length} out of range (slot ${from} holds ${c.len} tokens)`);
+    this.slots[to] = this.cut(c, length);
+  }
+
+  /**
+   * Keep only the first `length` cached tokens of `slot` (several decode steps per call: the
+   * tokens after a turn's end are discarded, engine.ts). New arrays: a fork's shared ones stay intact.
+   */
+  truncate(slot: number, length: number): void {
+    if (!Number.isInteger(slot) || slot < 0 || slot >= this.maxBatch)
+      throw new Error(`KvSlotBackend.truncate: slot ${slot} out of range (maxBatch ${this.maxBatch})`);
+    const len = this.slotLen(slot);
+    if (!Number.isInteger(length) || length < 0 || length > len)
+      throw new Error(`KvSlotBackend.truncate: length ${length} out of range (slot ${slot} holds ${len} tokens)`);
+    if (length === len) return;
+    this.unpack();
+    const c = this.slots[slot]!;
+    this.slots[slot] = length === 0 ? null : this.cut(c, length);
+  }
+
+  /** A copy of the first `length` tokens of a cache. */
+  private cut(c: SlotCache, length: number): SlotCache {
     const { kvHeads: Hk, headDim: D } = this.shape;
     const cut = (a: Float32Array) => {
       const out = new Float32Array(Hk * length * D);
       for (let h = 0; h < Hk; h++) out.set(a.subarray(h * c.len * D, (h * c.len + length) * D), h * length * D);
       return out;
     };
-    this.slots[to] = { len: length, k: c.k.map(cut), v: c.v.map(cut) };
+    return { len: length, k: c.k.map(cut), v: c.v.map(cut) };
   }
 
   /** Steady state: one token for each row of the packed batch. */

@@ -27,6 +27,21 @@ export interface DecodeBackend {
    * which must equal sampleToken's on the same logits and uniform.
    */
   extendSample?(items: { slot: number; tokens: number[] }[], sample: SampleRequest): Promise<{ id: number; logprob: number; entropy: number }[]>;
+  /**
+   * Optional: `steps` decode steps in one call. Step 1 is `extendSample(items, ...)`; at each
+   * later step every item is fed the token it sampled at the step before and samples again.
+   * `sample.u` holds steps × B uniforms, step-major (u[k·B + b] is item b's at step k + 1);
+   * invTemp and greedy are per item ([B]). Returns each item's `steps` sampled tokens in order.
+   * Each slot's cache then holds everything fed, up to the token sampled at step steps − 1; a
+   * caller that keeps only the first j tokens cuts the cache back with `truncate`.
+   */
+  extendSampleSteps?(
+    items: { slot: number; tokens: number[] }[],
+    sample: SampleRequest,
+    steps: number,
+  ): Promise<{ id: number; logprob: number; entropy: number }[][]>;
+  /** Optional: keep only the first `length` cached tokens of a slot (with extendSampleSteps). */
+  truncate?(slot: number, length: number): void;
   /** Forget a slot's cache; the slot is then empty for the next sequence. */
   release(slot: number): void;
   /**
@@ -42,6 +57,7 @@ export interface DecodeBackend {
 
 /** Per-item sampling inputs of DecodeBackend.extendSample. */
 export interface SampleRequest {
+  /** One uniform per item ([B]; extendSampleSteps: [steps × B], step-major). */
   u: Float32Array;
   invTemp: Float32Array;
   /** 1 = greedy (argmax, ties to the lowest id), else 0. */

@@ -42,4 +42,14 @@ export class Rng {
   next(): number {
     return this.nextUint32() / 4294967296;
   }
+  /** The generator's state (to draw ahead and rewind: several decode steps per call, engine.ts). */
+  state(): RngState {
+    return [this.a, this.b, this.c, this.d];
+  }
+  /** Go back to a state taken with state(): the next draws repeat the ones made after it. */
+  restore(s: RngState): void {
+    [this.a, this.b, this.c, this.d] = s;
+  }
 }
+
+export type RngState = readonly [number, number, number, number];

@@ -28,9 +28,15 @@ export interface KvExtendRequest {
   items: { slot: number; tokens: number[] }[];
   sample?: SampleRequest;
   logits: boolean;
+  /**
+   * Decode steps in this message (default 1): after the first, each item is fed the token it
+   * just sampled and samples again (sample.u holds steps × B uniforms, step-major; no logits).
+   */
+  steps?: number;
 }
 
 export interface KvExtendResult {
+  /** [steps × B], step-major (as logprobs, entropy). */
   ids: Int32Array;
   logprobs: Float32Array;
   entropy: Float32Array;
@@ -84,6 +90,28 @@ export class KvHost {
   async extend(req: KvExtendRequest): Promise<KvExtendResult> {
     const t = performance.now();
     this.runMs = 0;
+    const steps = req.steps ?? 1;
+    const B = req.items.length;
+    if (!Number.isInteger(steps) || steps < 1) throw new Error(`KvHost: steps must be an integer ≥ 1 (got ${steps})`);
+    if (req.sample && req.sample.u.length !== steps * B)
+      throw new Error(`KvHost: ${req.sample.u.length} uniforms for ${steps} step(s) of ${B} rows (want ${steps * B})`);
+    if (steps > 1) {
+      if (req.logits || !req.sample) throw new Error('KvHost: several decode steps per call need sampling in the graph (no logits)');
+      // Steps 2..K: every row fed its own sampled token, in the same batch (KvSlotBackend's steady path).
+      const ids = new Int32Array(steps * B);
+      const logprobs = new Float32Array(steps * B);
+      const entropy = new Float32Array(steps * B);
+      let items = req.items;
+      for (let k = 0; k < steps; k++) {
+        const sample = { u: req.sample.u.slice(k * B, (k + 1) * B), invTemp: req.sample.invTemp, greedy: req.sample.greedy };
+        const o = (await this.backend.run(items, { sample, logits: false }, false)).sampled!;
+        ids.set(o.ids, k * B);
+        logprobs.set(o.logprobs, k * B);
+        entropy.set(o.entropy, k * B);
+        items = req.items.map((it, b) => ({ slot: it.slot, tokens: [o.ids[b]!] }));
+      }
+      return { ids, logprobs, entropy, prepMs: performance.now() - t - this.runMs, runMs: this.runMs };
+    }
     const out = await this.backend.run(req.items, { sample: req.sample, logits: req.logits }, req.logits);
     const s = out.sampled!;
     return {
@@ -102,6 +130,10 @@ export class KvHost {
 
   fork(from: number, to: number, length?: number): void {
     this.backend.fork(from, to, length);
+  }
+
+  truncate(slot: number, length: number): void {
+    this.backend.truncate(slot, length);
   }
 }
 
@@ -168,6 +200,30 @@ export class WorkerKvBackend implements DecodeBackend {
     this.calls++;
     const res = await r.request<KvExtendResult>({ type: 'kvExtend', handle: this.handle, req: { items, sample, logits: false } satisfies KvExtendRequest });
     return items.map((_, b) => ({ id: res.ids[b]!, logprob: res.logprobs[b]!, entropy: res.entropy[b]! }));
+  }
+
+  async extendSampleSteps(
+    items: { slot: number; tokens: number[] }[],
+    sample: SampleRequest,
+    steps: number,
+  ): Promise<{ id: number; logprob: number; entropy: number }[][]> {
+    this.check(items);
+    const r = await this.ready();
+    this.calls++;
+    const res = await r.request<KvExtendResult>({
+      type: 'kvExtend',
+      handle: this.handle,
+      req: { items, sample, logits: false, steps } satisfies KvExtendRequest,
+    });
+    const B = items.length;
+    return items.map((_, b) =>
+      Array.from({ length: steps }, (_, k) => ({ id: res.ids[k * B + b]!, logprob: res.logprobs[k * B + b]!, entropy: res.entropy[k * B + b]! })),
+    );
+  }
+
+  truncate(slot: number, length: number): void {
+    if (!this.runner || this.handle < 0) throw new Error(`WorkerKvBackend.truncate: slot ${slot} is empty (nothing decoded yet)`);
+    this.runner.post({ type: 'kvTruncate', handle: this.handle, slot, length });
   }
 
   release(slot: number): void {
@@ -280,6 +336,38 @@ export class ShardedKvBackend implements DecodeBackend {
       }),
     );
     return out;
+  }
+
+  async extendSampleSteps(
+    items: { slot: number; tokens: number[] }[],
+    sample: SampleRequest,
+    steps: number,
+  ): Promise<{ id: number; logprob: number; entropy: number }[][]> {
+    const groups = this.split(items);
+    const B = items.length;
+    const out: { id: number; logprob: number; entropy: number }[][] = new Array(items.length);
+    const pick = (a: Float32Array, idx: number[]) => Float32Array.from(idx, (i) => a[i]!);
+    await Promise.all(
+      groups.map(async (g) => {
+        // Uniforms stay step-major within the shard: u[k·b_g + j] = u[k·B + idx[j]].
+        const u = new Float32Array(steps * g.idx.length);
+        for (let k = 0; k < steps; k++) g.idx.forEach((i, j) => (u[k * g.idx.length + j] = sample.u[k * B + i]!));
+        const rows = await this.shards[g.shard]!.extendSampleSteps(
+          g.items,
+          { u, invTemp: pick(sample.invTemp, g.idx), greedy: pick(sample.greedy, g.idx) },
+          steps,
+        );
+        g.idx.forEach((i, j) => (out[i] = rows[j]!));
+      }),
+    );
+    return out;
+  }
+
+  truncate(slot: number, length: number): void {
+    this.checkSlot(slot, '.truncate');
+    const w = this.where[slot];
+    if (!w) throw new Error(`ShardedKvBackend.truncate: slot ${slot} is empty`);
+    this.shards[w.shard]!.truncate(w.local, length);
   }
 
   release(slot: number): void {

@@ -68,7 +68,7 @@ async function kvMessage(m: {
   slot?: number;
   from?: number;
   to?: number;
-  /** kvFork: copy only the first `length` cached tokens (branching rollouts). */
+  /** kvFork: copy only the first `length` cached tokens (branching rollouts); kvTruncate: keep only the first `length`. */
   length?: number;
 }): Promise<void> {
   const r0 = now();
@@ -90,6 +90,7 @@ async function kvMessage(m: {
     if (!host) throw new Error(`KV host ${m.handle} is not open in this worker`);
     if (m.type === 'kvRelease') return host.release(m.slot!);
     if (m.type === 'kvFork') return host.fork(m.from!, m.to!, m.length);
+    if (m.type === 'kvTruncate') return host.truncate(m.slot!, m.length!);
     if (m.type === 'kvClose') return void kvHosts.delete(m.handle!);
     if (m.type === 'kvExtend') {
       const pendingErr = kvErrors.get(m.handle!);

@@ -320,4 +320,18 @@ describe('ARPO branching on the tiny ORT transformer (worker KV cache, fork with
       got.logprobs.forEach((x, i) => expect(x).toBeCloseTo(want.logprobs[i]!, 3));
     }
   });
+
+  it('several decode steps per call change nothing: the same branches, tokens and logprobs as one step per call', async () => {
+    const o = opts({ n: 4, branching: arpo({ alpha: 0.5, beta: 2, beamSize: 3 }) });
+    const multi = await rollout(policyDecodeBackend(model, { maxBatch: 12 }), { ...o, decodeSteps: 4 });
+    const one = await rollout(policyDecodeBackend(model, { maxBatch: 12 }), { ...o, decodeSteps: 1 });
+    expect(multi.stats.modelSteps).toBeGreaterThan(multi.stats.modelCalls);
+    expect(one.stats.modelSteps).toBe(one.stats.modelCalls);
+    expect(multi.stats.branches).toBeGreaterThan(0);
+    expect(ids(multi.trajectories)).toEqual(ids(one.trajectories));
+    expect(multi.trajectories.map((t) => t.branch?.parent)).toEqual(one.trajectories.map((t) => t.branch?.parent));
+    const lp = (ts: Trajectory[]) => ts.flatMap((t) => t.turns.flatMap((u) => u.logprobs));
+    const want = lp(one.trajectories);
+    lp(multi.trajectories).forEach((x, i) => expect(Math.abs(x - want[i]!)).toBeLessThan(1e-4));
+  });
 });

@@ -120,13 +120,20 @@ describe('rollouts reproduce the recorded pre-optimisation results', () => {
   const golden: Golden = !record && existsSync(FIXTURE) ? (JSON.parse(readFileSync(FIXTURE, 'utf8')) as Golden) : {};
   const recorded: Golden = {};
   // shards 2: two decode sessions side by side (ShardedKvBackend), slots split between them.
-  const runs: ((typeof cases)[number] & { shards?: number })[] = [...cases, ...(record ? [] : cases.map((x) => ({ ...x, shards: 2 })))];
+  // steps 1: one decode step per backend call (the default runs up to DECODE_STEPS per call).
+  const base: ((typeof cases)[number] & { shards?: number; steps?: number })[] = [...cases, ...(record ? [] : cases.map((x) => ({ ...x, shards: 2 })))];
+  const runs = record ? base : [...base, ...base.map((x) => ({ ...x, steps: 1 }))];
   for (const c of runs)
-    it(`${c.name}${c.shards ? `, ${c.shards} decode sessions` : ''}`, async () => {
+    it(`${c.name}${c.shards ? `, ${c.shards} decode sessions` : ''}${c.steps ? `, ${c.steps} decode step per call` : ''}`, async () => {
       const m = c.model();
       const backend = policyDecodeBackend(m, { maxBatch: c.maxBatch, shards: c.shards });
-      const res = await rollout(backend, c.opts());
+      const res = await rollout(backend, { ...c.opts(), ...(c.steps ? { decodeSteps: c.steps } : {}) });
       await backend.close?.();
+      const o = c.opts();
+      const inGraph = o.sampling.temperature === 0 || (!o.sampling.topK && (o.sampling.topP ?? 1) >= 1);
+      // Several steps per call happened exactly where they apply (the backend samples: greedy or the full distribution).
+      if (c.steps === 1 || !inGraph) expect(res.stats.modelSteps).toBe(res.stats.modelCalls);
+      else expect(res.stats.modelSteps).toBeGreaterThan(res.stats.modelCalls * 1.5);
       const got = summarise(res.trajectories);
       if (record) {
         recorded[c.name] = got;
@@ -143,13 +150,50 @@ describe('rollouts reproduce the recorded pre-optimisation results', () => {
     });
 });
 
+describe('several decode steps per call', () => {
+  it('turns that end inside a call discard the rest (stream and cache rewound): the same tokens and logprobs as one step per call', async () => {
+    const ids = cases[6]!; // ids T=1.3 batch 8
+    // Stop tokens (a tenth of the vocabulary) and a stop string end turns early, and the episode goes on after each (observations, next turn).
+    const stops = {
+      ...ids,
+      name: 'ids T=1.3 batch 8 with stops',
+      opts: (): RolloutOptions => ({ ...ids.opts(), stop: { strings: ['99'], tokenIds: Array.from({ length: 30 }, (_, i) => 10 * i + 3) } }),
+    };
+    for (const c of [cases[0]!, cases[2]!, ids, stops]) {
+      // search T=1 and greedy batch 9 (tool turns, stop strings and EOS, shared group prompts).
+      const multi = await rollout(policyDecodeBackend(c.model(), { maxBatch: c.maxBatch }), { ...c.opts(), decodeSteps: 4 });
+      const one = await rollout(policyDecodeBackend(c.model(), { maxBatch: c.maxBatch }), { ...c.opts(), decodeSteps: 1 });
+      const a = summarise(multi.trajectories);
+      const b = summarise(one.trajectories);
+      expect(a.tokens, c.name).toEqual(b.tokens);
+      expect(a.truncated).toEqual(b.truncated);
+      a.logprobs.flat().forEach((x, i) => expect(Math.abs(x - b.logprobs.flat()[i]!)).toBeLessThan(1e-4));
+      a.entropy.flat().forEach((x, i) => expect(Math.abs(x - b.entropy.flat()[i]!)).toBeLessThan(1e-4));
+      expect(multi.stats.generatedTokens).toBe(one.stats.generatedTokens);
+      expect(multi.stats.modelCalls).toBeLessThan(one.stats.modelCalls);
+      if (c === cases[0] || c === stops) expect(multi.stats.discardedTokens, c.name).toBeGreaterThan(0);
+      if (c === stops)
+        expect(
+          multi.trajectories.flatMap((t) => t.turns.filter((u) => u.stop?.reason === 'stop_token' || u.stop?.reason === 'stop_string')).length,
+        ).toBeGreaterThan(3);
+      expect(one.stats.discardedTokens).toBe(0);
+    }
+  });
+});
+
 describe('group prefix sharing', () => {
   it('prefills each group prompt once, forks the cache, and samples exactly what unshared prefill samples', async () => {
     const c = cases[0]!; // search T=1 batch 9: 2 tasks × 3 samples start together
     const shared = await rollout(policyDecodeBackend(small, { maxBatch: 9 }), c.opts());
     const unshared = await rollout(policyDecodeBackend(small, { maxBatch: 9 }), { ...c.opts(), sharePrefix: false });
     const host = await rollout(policyDecodeBackend(small, { maxBatch: 9, cache: 'host' }), c.opts());
+    const oneStep = await rollout(policyDecodeBackend(small, { maxBatch: 9 }), { ...c.opts(), decodeSteps: 1 });
+    const oneStepUnshared = await rollout(policyDecodeBackend(small, { maxBatch: 9 }), { ...c.opts(), decodeSteps: 1, sharePrefix: false });
     expect(summarise(shared.trajectories).tokens).toEqual(summarise(unshared.trajectories).tokens);
+    expect(summarise(oneStep.trajectories).tokens).toEqual(summarise(unshared.trajectories).tokens);
+    expect(summarise(oneStepUnshared.trajectories).tokens).toEqual(summarise(unshared.trajectories).tokens);
+    expect(shared.stats.modelSteps).toBeGreaterThan(shared.stats.modelCalls);
+    expect(oneStep.stats.prefillTokens).toBe(shared.stats.prefillTokens);
     expect(summarise(host.trajectories).tokens).toEqual(summarise(unshared.trajectories).tokens);
     const promptTokens = shared.trajectories.reduce((a, t) => a + t.promptIds.length, 0);
     // Unshared: every sample prefills its whole prompt; shared: one per group plus one token per sample.
