@@ -1,5 +1,5 @@
 /**
- * `npm run bench:rollout -- [--json] [--quick] [--threads N] [--reps N] [--no-torch] [--peer-only] [--models tiny,25M] [--baseline one|host]`
+ * `npm run bench:rollout -- [--json] [--quick] [--threads N] [--reps N] [--no-torch] [--peer-only] [--models tiny,25M] [--baseline one|host|step1] [--decode-steps N]`
  *
  * Generated tokens/s of the rollout engine on the ORT KV-cache decode graph (PolicyModel.decode
  * behind KvSlotBackend), at batch 1, 8 and 64, for a tiny model and a ~25M-parameter model,
@@ -25,7 +25,9 @@
  *
  * Baseline path, measured alternately with the default one (`--baseline`): `one` (default) = one
  * decode session using every thread (the default before data-parallel decode sessions, see
- * engine/rollout/model-backend.ts decodeShards); `host` = the KV cache on the engine's thread.
+ * engine/rollout/model-backend.ts decodeShards); `host` = the KV cache on the engine's thread;
+ * `step1` = the default path with one decode step per worker message (RolloutOptions.decodeSteps
+ * 1; the default runs up to DECODE_STEPS, or `--decode-steps N`, per message).
  * With several sessions, the breakdown's worker-side figures are summed over the sessions.
  *
  * Breakdown: for Arbor's best repetition, milliseconds per decode call split into the engine's
@@ -59,9 +61,15 @@ if (!Number.isInteger(threads) || threads < 1) throw new Error(`--threads must b
 const noTorch = args.includes('--no-torch');
 const peerOnly = args.includes('--peer-only');
 const baselineArg = args.indexOf('--baseline');
-/** The previous decode path measured next to the current one: 'one' = one decode session using every thread (before data-parallel shards), 'host' = the KV cache on the engine's thread. */
-const BASELINE = (baselineArg >= 0 ? args[baselineArg + 1] : 'one') as 'one' | 'host';
-if (BASELINE !== 'one' && BASELINE !== 'host') throw new Error(`--baseline must be 'one' or 'host' (got ${args[baselineArg + 1]})`);
+/** The previous decode path measured next to the current one: 'one' = one decode session using every thread (before data-parallel shards), 'host' = the KV cache on the engine's thread, 'step1' = one decode step per worker message. */
+const BASELINE = (baselineArg >= 0 ? args[baselineArg + 1] : 'one') as 'one' | 'host' | 'step1';
+if (BASELINE !== 'one' && BASELINE !== 'host' && BASELINE !== 'step1')
+  throw new Error(`--baseline must be 'one', 'host' or 'step1' (got ${args[baselineArg + 1]})`);
+const stepsArg = args.indexOf('--decode-steps');
+/** Most decode steps per worker message on the measured path (undefined: the engine's default, DECODE_STEPS). */
+const DECODE_STEPS_ARG = stepsArg >= 0 ? Number(args[stepsArg + 1]) : undefined;
+if (DECODE_STEPS_ARG !== undefined && (!Number.isInteger(DECODE_STEPS_ARG) || DECODE_STEPS_ARG < 1))
+  throw new Error(`--decode-steps must be an integer ≥ 1 (got ${args[stepsArg + 1]})`);
 const modelsArg = args.indexOf('--models');
 const onlyModels = modelsArg >= 0 ? args[modelsArg + 1]!.split(',') : undefined;
 const PROMPT = 24,
@@ -116,7 +124,7 @@ interface Row {
   params: number;
   tools: boolean;
   batch: number;
-  cache: 'kv' | 'kv-one' | 'kv-host' | 'kv-repack' | 'recompute';
+  cache: 'kv' | 'kv-one' | 'kv-host' | 'kv-step1' | 'kv-repack' | 'recompute';
   sequences: number;
   generatedTokens: number;
   seconds: number;
@@ -128,6 +136,8 @@ interface Row {
 
 interface Breakdown {
   calls: number;
+  /** Mean decode steps per call (several per worker message: engine.ts DECODE_STEPS). */
+  steps: number;
   wall: number;
   sampling: number;
   envWait: number;
@@ -151,7 +161,7 @@ async function measure(model: PolicyModel, name: string, batch: number, tools: b
       : policyDecodeBackend(model, {
           maxBatch: batch,
           keepPacked: cache !== 'kv-repack',
-          cache: cache === 'kv' || cache === 'kv-one' ? 'worker' : 'host',
+          cache: cache === 'kv' || cache === 'kv-one' || cache === 'kv-step1' ? 'worker' : 'host',
           ...(cache === 'kv-one' ? { shards: 1 } : {}),
         });
   const tasks = makeTasks(sequences, model.config.vocabSize, tools, batch);
@@ -164,6 +174,7 @@ async function measure(model: PolicyModel, name: string, batch: number, tools: b
     maxBatch: batch,
     limits: tools ? { maxNewTokens: 16, maxTurns: 3, maxTotalLength: 512 } : { maxNewTokens: 32, maxTurns: 1, maxTotalLength: 512 },
     stop: { strings: [], tokenIds: [] },
+    ...(cache === 'kv-step1' ? { decodeSteps: 1 } : cache === 'kv' && DECODE_STEPS_ARG !== undefined ? { decodeSteps: DECODE_STEPS_ARG } : {}),
   };
   // Warm-up (session creation, first-shape planning) on a small slice.
   await rollout(backend, { ...o, tasks: tasks.slice(0, Math.min(batch, 2)) });
@@ -181,6 +192,7 @@ async function measure(model: PolicyModel, name: string, batch: number, tools: b
       : (() => {
           const b: Breakdown = {
             calls: st.modelCalls,
+            steps: st.modelSteps / n,
             wall: st.wallMs / n,
             sampling: st.sampleMs / n,
             envWait: st.envWaitMs / n,
@@ -286,8 +298,8 @@ interface PeerRow {
   model: string;
   batch: number;
   arborTokensPerSecond: number;
-  /** The previous decode path (--baseline: 'one' = one decode session with every thread; 'host' = KV cache on the engine's thread, JS sampling). */
-  baseline: 'one' | 'host';
+  /** The previous decode path (--baseline: 'one' = one decode session with every thread; 'host' = KV cache on the engine's thread, JS sampling; 'step1' = one decode step per worker message). */
+  baseline: 'one' | 'host' | 'step1';
   baselineTokensPerSecond?: number;
   torchTokensPerSecond?: number;
   torchSetting?: string;
@@ -320,7 +332,7 @@ for (const m of MODELS) {
     }
     for (const batch of [1, 8, 64]) {
       const seqs = batch === 1 ? 4 : batch;
-      const baseName = BASELINE === 'one' ? 'arbor one session' : 'arbor host cache';
+      const baseName = BASELINE === 'one' ? 'arbor one session' : BASELINE === 'step1' ? 'arbor one step per call' : 'arbor host cache';
       const reps: Record<string, number[]> = { arbor: [], [baseName]: [] };
       let best: Row | undefined;
       let bestHost: Row | undefined;
@@ -328,7 +340,7 @@ for (const m of MODELS) {
         const a = await measure(model, m.name, batch, false, 'kv', seqs);
         reps.arbor!.push(a.tokensPerSecond);
         if (!best || a.tokensPerSecond > best.tokensPerSecond) best = a;
-        const h = await measure(model, m.name, batch, false, BASELINE === 'one' ? 'kv-one' : 'kv-host', seqs);
+        const h = await measure(model, m.name, batch, false, BASELINE === 'one' ? 'kv-one' : BASELINE === 'step1' ? 'kv-step1' : 'kv-host', seqs);
         reps[baseName]!.push(h.tokensPerSecond);
         if (!bestHost || h.tokensPerSecond > bestHost.tokensPerSecond) bestHost = h;
         for (const p of peers) (reps[p.label] ??= []).push(await p.gen(batch));
@@ -405,26 +417,26 @@ else {
     `\nArbor vs PyTorch KV-cache decoding (${PROMPT}-token prompt, ${NEW} new tokens, T=1, no stops; ${threads} threads; best of ${REPS} alternating repetitions)`,
   );
   if (torchNote) console.log(`PyTorch peer: ${torchNote}`);
-  const bl = BASELINE === 'one' ? 'one-session' : 'host-cache';
-  console.log(`model  batch  arbor tok/s  ${bl.padStart(11)} tok/s  pytorch tok/s  arbor/pytorch  ${bl.padStart(11)}/pytorch  pytorch setting`);
+  const bl = BASELINE === 'one' ? 'one-session' : BASELINE === 'step1' ? 'one-step' : 'host-cache';
+  console.log(`model  batch  arbor tok/s  ${bl.padStart(11)} tok/s  pytorch tok/s  arbor/pytorch  ${bl.padStart(11)}/pytorch  arbor/${bl}  pytorch setting`);
   for (const r of peerRows)
     console.log(
-      `${r.model.padEnd(6)} ${String(r.batch).padStart(5)}  ${r.arborTokensPerSecond.toFixed(0).padStart(11)}  ${(r.baselineTokensPerSecond?.toFixed(0) ?? '-').padStart(17)}  ${(r.torchTokensPerSecond?.toFixed(0) ?? '-').padStart(13)}  ${(r.ratio?.toFixed(2) ?? '-').padStart(13)}  ${(r.torchTokensPerSecond && r.baselineTokensPerSecond ? (r.baselineTokensPerSecond / r.torchTokensPerSecond).toFixed(2) : '-').padStart(19)}  ${r.torchSetting ?? ''}`,
+      `${r.model.padEnd(6)} ${String(r.batch).padStart(5)}  ${r.arborTokensPerSecond.toFixed(0).padStart(11)}  ${(r.baselineTokensPerSecond?.toFixed(0) ?? '-').padStart(17)}  ${(r.torchTokensPerSecond?.toFixed(0) ?? '-').padStart(13)}  ${(r.ratio?.toFixed(2) ?? '-').padStart(13)}  ${(r.torchTokensPerSecond && r.baselineTokensPerSecond ? (r.baselineTokensPerSecond / r.torchTokensPerSecond).toFixed(2) : '-').padStart(19)}  ${(r.baselineTokensPerSecond ? (r.arborTokensPerSecond / r.baselineTokensPerSecond).toFixed(2) : '-').padStart(bl.length + 6)}  ${r.torchSetting ?? ''}`,
     );
   console.log(
     '\nArbor decode, ms per decode call (best repetition): wall = sampling + tool waits + kv pack + kv unpack + logits rows + build feeds + post (clone) + to worker + wrap feeds + ORT run + outputs + back + other',
   );
   console.log('(worker cache: kv pack/unpack happen in the worker and are inside "wrap"; "outs" = worker bookkeeping after the run)');
-  console.log('path    model  batch  calls    wall  sample  envwait kvpack kvunpk  rows  build   post  toWkr   wrap ortRun   outs   back  other');
+  console.log('path    model  batch  calls  steps    wall  sample  envwait kvpack kvunpk  rows  build   post  toWkr   wrap ortRun   outs   back  other');
   for (const [path, key] of [
-    [BASELINE === 'one' ? 'one' : 'host', 'baselineBreakdown'],
+    [BASELINE === 'one' ? 'one' : BASELINE === 'step1' ? 'step1' : 'host', 'baselineBreakdown'],
     ['worker', 'breakdown'],
   ] as const)
     for (const r of peerRows) {
       const b = r[key];
       if (!b) continue;
       console.log(
-        `${path.padEnd(7)} ${r.model.padEnd(6)} ${String(r.batch).padStart(5)} ${String(b.calls).padStart(6)} ${f(b.wall)} ${f(b.sampling)} ${f(b.envWait)} ${f(b.kvPack)} ${f(b.kvUnpack)} ${f(b.logitsRows)} ${f(b.buildFeeds)} ${f(b.post)} ${f(b.toWorker)} ${f(b.wrapFeeds)} ${f(b.ortRun)} ${f(b.outputs)} ${f(b.back)} ${f(b.other)}`,
+        `${path.padEnd(7)} ${r.model.padEnd(6)} ${String(r.batch).padStart(5)} ${String(b.calls).padStart(6)} ${f(b.steps)} ${f(b.wall)} ${f(b.sampling)} ${f(b.envWait)} ${f(b.kvPack)} ${f(b.kvUnpack)} ${f(b.logitsRows)} ${f(b.buildFeeds)} ${f(b.post)} ${f(b.toWorker)} ${f(b.wrapFeeds)} ${f(b.ortRun)} ${f(b.outputs)} ${f(b.back)} ${f(b.other)}`,
       );
     }
   console.log('\nmodel  params  tools  batch  cache       tok/s');

@@ -145,6 +145,7 @@ describe('rollout engine: multi-turn episodes', () => {
   it('rejects limits the model cannot hold and bad options with the field name', async () => {
     await expect(rollout(new RnnBackend(2, 64), opts({ limits: { maxNewTokens: 8, maxTurns: 2, maxTotalLength: 100 } }))).rejects.toThrow(/maxTotalLength/);
     await expect(rollout(new RnnBackend(2), opts({ n: 0 }))).rejects.toThrow(/\bn\b/);
+    await expect(rollout(new RnnBackend(2), opts({ decodeSteps: 0 }))).rejects.toThrow(/decodeSteps must be an integer ≥ 1/);
   });
 
   it('a text policy goes through the same env rules (demonstrations carry loss mask 1)', async () => {

@@ -166,4 +166,33 @@ describe('KvSlotBackend', () => {
     }
     expect(steps).toBe(script.length - 2);
   });
+
+  it("truncate keeps a slot's first tokens (packed or not), leaves a fork's source intact, and refuses lengths beyond the cache", async () => {
+    const shape = { layers: 1, kvHeads: 2, headDim: 4, vocabSize: 11 };
+    const kv = new KvSlotBackend(attentionLm(), shape, 3, 64);
+    const ref = new KvSlotBackend(attentionLm(), shape, 3, 64);
+    await kv.extend([
+      { slot: 0, tokens: [1, 2, 3, 4, 5] },
+      { slot: 1, tokens: [6, 7] },
+    ]);
+    await kv.extend([
+      { slot: 0, tokens: [8] },
+      { slot: 1, tokens: [9] },
+    ]); // steady state: the batch cache stays packed
+    kv.fork(0, 2);
+    kv.truncate(0, 4); // cut inside the packed batch
+    kv.truncate(1, 3); // nothing to cut
+    expect(() => kv.truncate(1, 4)).toThrow(/length 4 out of range \(slot 1 holds 3 tokens\)/);
+    const got = await kv.extend([
+      { slot: 0, tokens: [10] },
+      { slot: 1, tokens: [2] },
+      { slot: 2, tokens: [3] },
+    ]);
+    const want = await ref.extend([
+      { slot: 0, tokens: [1, 2, 3, 4, 10] },
+      { slot: 1, tokens: [6, 7, 9, 2] },
+      { slot: 2, tokens: [1, 2, 3, 4, 5, 8, 3] },
+    ]);
+    got.forEach((row, i) => row.forEach((x, j) => expect(x).toBeCloseTo(want[i]![j]!, 4)));
+  });
 });
