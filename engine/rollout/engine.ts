@@ -198,13 +198,68 @@ function obsTurn(ids: number[], text: string, role: 'tool' | 'env'): Turn {
 
 /**
  * Default most decode steps per backend call. With the KV cache in the decode session's worker a
- * call is one message there and back; K steps per message pay those hops once per K tokens. A
- * call's K is the smallest number of tokens any of its sequences may still generate in its turn
- * (max_new_tokens, max_total_length; for a branching sample, the end of its entropy window),
- * capped by this constant, so only a stop token or stop string ending a turn early wastes steps
- * (measured in docs/BENCHMARKS.md, bench:rollout third pass).
+ * call is one message there and back; K steps per message pay those hops once per K tokens, but
+ * the steps a row runs after its turn ended (a stop token or stop string) are wasted. A call's K
+ * (see chooseSteps) is at most this, at most the tokens any of its sequences may still generate
+ * in its turn (max_new_tokens, max_total_length; for a branching sample, the end of its entropy
+ * window), and, within that, the K that maximises the expected accepted tokens per unit of cost
+ * (K steps + HOP_STEPS) given how long the backend's turns have been (TurnLengths). Measured in
+ * docs/BENCHMARKS.md (bench:rollout, third pass).
  */
 export const DECODE_STEPS = 8;
+/** The cost of a call's two message hops, in decode steps (chooseSteps' cost model: K + HOP_STEPS per call). */
+export const HOP_STEPS = 1;
+
+/**
+ * How model turns ended, by length, over this backend's recent rollouts: the hazard h(m) that a
+ * turn which generated m tokens ended there by a stop token or stop string (turns cut by a limit
+ * count as reaching m only). Halved at each rollout's start, so recent rollouts (the current
+ * policy) dominate. Only the choice of K depends on it, never a token.
+ */
+export class TurnLengths {
+  private ended: number[] = [];
+  private reached: number[] = [];
+  /** A turn of `length` tokens ended (by a stop when `stopped`). */
+  record(length: number, stopped: boolean): void {
+    for (let m = 1; m <= length; m++) this.reached[m] = (this.reached[m] ?? 0) + 1;
+    if (stopped && length > 0) this.ended[length] = (this.ended[length] ?? 0) + 1;
+  }
+  decay(f = 0.5): void {
+    this.ended = this.ended.map((x) => x * f);
+    this.reached = this.reached.map((x) => x * f);
+  }
+  hazard(m: number): number {
+    const r = this.reached[m] ?? 0;
+    return r > 0 ? (this.ended[m] ?? 0) / r : 0;
+  }
+}
+const turnLengths = new WeakMap<DecodeBackend, TurnLengths>();
+
+/**
+ * Steps for one call: rows[i] = tokens already in row i's turn; every row may generate at least
+ * `maxK` more. The k-th token of this call is kept if the turn did not end at any earlier one
+ * (probability Π (1 − h(m)) over those positions); returns the K ≤ maxK maximising the expected
+ * kept tokens per (K + HOP_STEPS), the largest on ties.
+ */
+export function chooseSteps(rows: number[], maxK: number, stats: TurnLengths): number {
+  if (maxK <= 1) return 1;
+  const alive = rows.map(() => 1);
+  let kept = 0;
+  let best = 1;
+  let bestRate = -1;
+  for (let k = 1; k <= maxK; k++) {
+    rows.forEach((n, i) => {
+      if (k > 1) alive[i]! *= 1 - stats.hazard(n + k - 1);
+      kept += alive[i]!;
+    });
+    const rate = kept / (k + HOP_STEPS);
+    if (rate >= bestRate * (1 + 1e-9)) {
+      best = k;
+      bestRate = rate;
+    }
+  }
+  return best;
+}
 
 export function validateRolloutOptions(o: { n: number; limits: RolloutLimits; maxBatch?: number; decodeSteps?: number }, backend?: DecodeBackend): void {
   const bad = (f: string, v: unknown, want: string) => new Error(`rollout option ${f} must be ${want} (got ${String(v)})`);
@@ -239,6 +294,10 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
   // Several decode steps per call: the backend samples and can cut a slot's cache back.
   const stepCap = opts.decodeSteps ?? DECODE_STEPS;
   const multiSample = fastSample && backend.extendSampleSteps && backend.truncate && stepCap > 1 ? backend.extendSampleSteps.bind(backend) : null;
+  // How this backend's turns ended in earlier rollouts (the trainer reuses one backend across steps).
+  const lengths = turnLengths.get(backend) ?? new TurnLengths();
+  if (turnLengths.has(backend)) lengths.decay();
+  else turnLengths.set(backend, lengths);
   const shareFork = !!backend.fork && opts.sharePrefix !== false;
   const br = opts.branching;
   if (br) {
@@ -374,6 +433,7 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
   const endTurn = async (s: Seq, reason: NonNullable<Turn['stop']>) => {
     const turn = s.cur!;
     s.cur = null;
+    lengths.record(turn.tokenIds.length, reason.reason === 'stop_token' || reason.reason === 'stop_string');
     turn.stop = reason;
     s.turns.push(turn);
     s.modelTurns++;
@@ -663,7 +723,11 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
           K = Math.min(K, limits.maxNewTokens - n, limits.maxTotalLength - s.length);
           if (s.br && (s.br.measure || s.br.h0 === undefined) && n < br!.entropyWindow) K = Math.min(K, br!.entropyWindow - n);
         }
-        K = Math.max(1, K);
+        K = chooseSteps(
+          batch.map((s) => s.cur!.tokenIds.length),
+          Math.max(1, K),
+          lengths,
+        );
       }
       const t = performance.now();
       let sampled: SampledToken[][] | null = null;
