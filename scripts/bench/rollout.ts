@@ -1,5 +1,5 @@
 /**
- * `npm run bench:rollout -- [--json] [--quick] [--threads N] [--reps N] [--no-torch] [--peer-only] [--models tiny,25M] [--baseline one|host|step1] [--decode-steps N]`
+ * `npm run bench:rollout -- [--json] [--quick] [--threads N] [--reps N] [--no-torch] [--peer-only] [--models tiny,25M] [--baseline one|host|step1] [--decode-steps N] [--short-turns]`
  *
  * Generated tokens/s of the rollout engine on the ORT KV-cache decode graph (PolicyModel.decode
  * behind KvSlotBackend), at batch 1, 8 and 64, for a tiny model and a ~25M-parameter model,
@@ -27,7 +27,9 @@
  * decode session using every thread (the default before data-parallel decode sessions, see
  * engine/rollout/model-backend.ts decodeShards); `host` = the KV cache on the engine's thread;
  * `step1` = the default path with one decode step per worker message (RolloutOptions.decodeSteps
- * 1; the default runs up to DECODE_STEPS, or `--decode-steps N`, per message).
+ * 1; the default runs up to DECODE_STEPS, or `--decode-steps N`, per message). `--short-turns`
+ * adds a demo-like workload (three tool turns that stop tokens, every fifth id, end after ~5
+ * tokens) measured with several steps per call and with one, alternating.
  * With several sessions, the breakdown's worker-side figures are summed over the sessions.
  *
  * Breakdown: for Arbor's best repetition, milliseconds per decode call split into the engine's
@@ -59,6 +61,8 @@ const REPS = repsArg >= 0 ? Number(args[repsArg + 1]) : quick ? 1 : 3;
 if (!Number.isInteger(REPS) || REPS < 1) throw new Error(`--reps must be an integer ≥ 1 (got ${args[repsArg + 1]})`);
 if (!Number.isInteger(threads) || threads < 1) throw new Error(`--threads must be an integer ≥ 1 (got ${args[threadsArg + 1]})`);
 const noTorch = args.includes('--no-torch');
+/** Also measure short stop-ended tool turns (demo-like), several steps per call vs one, at batch 8 and 64. */
+const shortTurnsArg = args.includes('--short-turns');
 const peerOnly = args.includes('--peer-only');
 const baselineArg = args.indexOf('--baseline');
 /** The previous decode path measured next to the current one: 'one' = one decode session using every thread (before data-parallel shards), 'host' = the KV cache on the engine's thread, 'step1' = one decode step per worker message. */
@@ -130,6 +134,9 @@ interface Row {
   seconds: number;
   tokensPerSecond: number;
   meanBatch: number;
+  modelCalls: number;
+  modelSteps: number;
+  discardedTokens: number;
   /** ms per decode call (see the header). */
   breakdown?: Breakdown;
 }
@@ -154,7 +161,16 @@ interface Breakdown {
   other: number;
 }
 
-async function measure(model: PolicyModel, name: string, batch: number, tools: boolean, cache: Row['cache'], sequences: number): Promise<Row> {
+async function measure(
+  model: PolicyModel,
+  name: string,
+  batch: number,
+  tools: boolean,
+  cache: Row['cache'],
+  sequences: number,
+  /** Stop tokens (every fifth id) end most turns after a few tokens, as the demo's tool turns do. */
+  shortTurns = false,
+): Promise<Row> {
   const backend: DecodeBackend =
     cache === 'recompute'
       ? policyRecomputeBackend(model, { maxBatch: batch })
@@ -173,7 +189,7 @@ async function measure(model: PolicyModel, name: string, batch: number, tools: b
     tokenizer: idTokenizer,
     maxBatch: batch,
     limits: tools ? { maxNewTokens: 16, maxTurns: 3, maxTotalLength: 512 } : { maxNewTokens: 32, maxTurns: 1, maxTotalLength: 512 },
-    stop: { strings: [], tokenIds: [] },
+    stop: { strings: [], tokenIds: shortTurns ? Array.from({ length: Math.floor((model.config.vocabSize - 1) / 5) }, (_, i) => 5 * (i + 1)) : [] },
     ...(cache === 'kv-step1' ? { decodeSteps: 1 } : cache === 'kv' && DECODE_STEPS_ARG !== undefined ? { decodeSteps: DECODE_STEPS_ARG } : {}),
   };
   // Warm-up (session creation, first-shape planning) on a small slice.
@@ -224,6 +240,9 @@ async function measure(model: PolicyModel, name: string, batch: number, tools: b
     seconds: st.wallMs / 1000,
     tokensPerSecond: st.tokensPerSecond,
     meanBatch: st.meanBatch,
+    modelCalls: st.modelCalls,
+    modelSteps: st.modelSteps,
+    discardedTokens: st.discardedTokens,
     breakdown,
   };
 }
@@ -313,6 +332,18 @@ interface PeerRow {
 
 const rows: Row[] = [];
 const peerRows: PeerRow[] = [];
+interface ShortTurnRow {
+  model: string;
+  batch: number;
+  tokensPerSecond: number;
+  oneStepTokensPerSecond: number;
+  ratio: number;
+  stepsPerCall: number;
+  /** Discarded tokens / generated tokens (steps run after a turn's end). */
+  discardedFraction: number;
+  reps: { multi: number[]; oneStep: number[] };
+}
+const shortRows: ShortTurnRow[] = [];
 // Progress goes to stderr in both modes (stdout holds the table or the JSON).
 const log = (s: string) => process.stderr.write(s + '\n');
 const torchNote = torchMissing();
@@ -364,6 +395,34 @@ for (const m of MODELS) {
           (torchBest ? `  pytorch ${torchBest.tps.toFixed(0).padStart(6)} tok/s (${torchBest.label})  ratio ${pr.ratio!.toFixed(2)}` : ''),
       );
     }
+    if (shortTurnsArg)
+      for (const batch of [8, 64]) {
+        const reps = { multi: [] as number[], oneStep: [] as number[] };
+        let best: Row | undefined;
+        let bestOne: Row | undefined;
+        for (let r = 0; r < REPS; r++) {
+          const a = await measure(model, m.name, batch, true, 'kv', batch * 2, true);
+          reps.multi.push(a.tokensPerSecond);
+          if (!best || a.tokensPerSecond > best.tokensPerSecond) best = a;
+          const b = await measure(model, m.name, batch, true, 'kv-step1', batch * 2, true);
+          reps.oneStep.push(b.tokensPerSecond);
+          if (!bestOne || b.tokensPerSecond > bestOne.tokensPerSecond) bestOne = b;
+        }
+        const sr: ShortTurnRow = {
+          model: m.name,
+          batch,
+          tokensPerSecond: best!.tokensPerSecond,
+          oneStepTokensPerSecond: bestOne!.tokensPerSecond,
+          ratio: best!.tokensPerSecond / bestOne!.tokensPerSecond,
+          stepsPerCall: best!.modelSteps / Math.max(1, best!.modelCalls),
+          discardedFraction: best!.discardedTokens / Math.max(1, best!.generatedTokens),
+          reps,
+        };
+        shortRows.push(sr);
+        log(
+          `  short turns batch ${String(batch).padStart(2)}: several steps ${sr.tokensPerSecond.toFixed(0)} tok/s, one step ${sr.oneStepTokensPerSecond.toFixed(0)} (${sr.ratio.toFixed(2)}×; ${sr.stepsPerCall.toFixed(2)} steps per call, ${(100 * sr.discardedFraction).toFixed(1)}% discarded)`,
+        );
+      }
     if (!peerOnly) {
       for (const batch of [1, 8, 64]) {
         const r = await measure(model, m.name, batch, true, 'kv', batch === 1 ? 4 : batch);
@@ -411,7 +470,18 @@ const speedups = peerOnly
     );
 
 const f = (x: number) => x.toFixed(2).padStart(6);
-if (json) console.log(JSON.stringify({ threads, reps: REPS, torch: torchNote ?? `pytorch ${torchVersion}`, peer: peerRows, rows, kvSpeedup: speedups }));
+if (json)
+  console.log(
+    JSON.stringify({
+      threads,
+      reps: REPS,
+      torch: torchNote ?? `pytorch ${torchVersion}`,
+      peer: peerRows,
+      rows,
+      kvSpeedup: speedups,
+      ...(shortTurnsArg ? { shortTurns: shortRows } : {}),
+    }),
+  );
 else {
   console.log(
     `\nArbor vs PyTorch KV-cache decoding (${PROMPT}-token prompt, ${NEW} new tokens, T=1, no stops; ${threads} threads; best of ${REPS} alternating repetitions)`,
@@ -439,6 +509,16 @@ else {
         `${path.padEnd(7)} ${r.model.padEnd(6)} ${String(r.batch).padStart(5)} ${String(b.calls).padStart(6)} ${f(b.steps)} ${f(b.wall)} ${f(b.sampling)} ${f(b.envWait)} ${f(b.kvPack)} ${f(b.kvUnpack)} ${f(b.logitsRows)} ${f(b.buildFeeds)} ${f(b.post)} ${f(b.toWorker)} ${f(b.wrapFeeds)} ${f(b.ortRun)} ${f(b.outputs)} ${f(b.back)} ${f(b.other)}`,
       );
     }
+  if (shortRows.length) {
+    console.log(
+      '\nShort stop-ended tool turns (3 turns ≤ 16 tokens, every fifth id a stop token, 24-token observations): several decode steps per call vs one',
+    );
+    console.log('model  batch  several tok/s  one-step tok/s  ratio  steps/call  discarded');
+    for (const r of shortRows)
+      console.log(
+        `${r.model.padEnd(6)} ${String(r.batch).padStart(5)}  ${r.tokensPerSecond.toFixed(0).padStart(13)}  ${r.oneStepTokensPerSecond.toFixed(0).padStart(14)}  ${r.ratio.toFixed(2).padStart(5)}  ${r.stepsPerCall.toFixed(2).padStart(10)}  ${(100 * r.discardedFraction).toFixed(1).padStart(8)}%`,
+      );
+  }
   console.log('\nmodel  params  tools  batch  cache       tok/s');
   for (const r of rows)
     console.log(
