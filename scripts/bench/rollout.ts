@@ -1,5 +1,5 @@
 /**
- * `npm run bench:rollout -- [--json] [--quick] [--threads N] [--reps N] [--no-torch] [--peer-only] [--models tiny,25M] [--baseline one|host|step1] [--decode-steps N] [--short-turns]`
+ * `npm run bench:rollout -- [--json] [--quick] [--threads N] [--reps N] [--no-torch] [--peer-only] [--models tiny,25M] [--baseline one|host|step1] [--decode-steps N] [--short-turns] [--sweep-steps 1,4,8,16]`
  *
  * Generated tokens/s of the rollout engine on the ORT KV-cache decode graph (PolicyModel.decode
  * behind KvSlotBackend), at batch 1, 8 and 64, for a tiny model and a ~25M-parameter model,
@@ -29,7 +29,9 @@
  * `step1` = the default path with one decode step per worker message (RolloutOptions.decodeSteps
  * 1; the default runs up to DECODE_STEPS, or `--decode-steps N`, per message). `--short-turns`
  * adds a demo-like workload (three tool turns that stop tokens, every fifth id, end after ~5
- * tokens) measured with several steps per call and with one, alternating.
+ * tokens) measured with several steps per call and with one, alternating. `--sweep-steps 1,4,8,16`
+ * compares caps of steps per call on the no-tools workload with 4 batches' worth of sequences per
+ * run (longer runs than the peer table's, medians of `--reps` alternating runs).
  * With several sessions, the breakdown's worker-side figures are summed over the sessions.
  *
  * Breakdown: for Arbor's best repetition, milliseconds per decode call split into the engine's
@@ -63,6 +65,10 @@ if (!Number.isInteger(threads) || threads < 1) throw new Error(`--threads must b
 const noTorch = args.includes('--no-torch');
 /** Also measure short stop-ended tool turns (demo-like), several steps per call vs one, at batch 8 and 64. */
 const shortTurnsArg = args.includes('--short-turns');
+const sweepArg = args.indexOf('--sweep-steps');
+/** Caps of decode steps per call to compare on the no-tools workload, 4 batches' worth of sequences per run, alternating (`--sweep-steps 1,4,8,16`). */
+const SWEEP = sweepArg >= 0 ? args[sweepArg + 1]!.split(',').map(Number) : [];
+if (SWEEP.some((k) => !Number.isInteger(k) || k < 1)) throw new Error(`--sweep-steps must be integers ≥ 1 (got ${args[sweepArg + 1]})`);
 const peerOnly = args.includes('--peer-only');
 const baselineArg = args.indexOf('--baseline');
 /** The previous decode path measured next to the current one: 'one' = one decode session using every thread (before data-parallel shards), 'host' = the KV cache on the engine's thread, 'step1' = one decode step per worker message. */
@@ -170,6 +176,8 @@ async function measure(
   sequences: number,
   /** Stop tokens (every fifth id) end most turns after a few tokens, as the demo's tool turns do. */
   shortTurns = false,
+  /** Most decode steps per call (overrides the cache kind's). */
+  decodeSteps?: number,
 ): Promise<Row> {
   const backend: DecodeBackend =
     cache === 'recompute'
@@ -191,6 +199,7 @@ async function measure(
     limits: tools ? { maxNewTokens: 16, maxTurns: 3, maxTotalLength: 512 } : { maxNewTokens: 32, maxTurns: 1, maxTotalLength: 512 },
     stop: { strings: [], tokenIds: shortTurns ? Array.from({ length: Math.floor((model.config.vocabSize - 1) / 5) }, (_, i) => 5 * (i + 1)) : [] },
     ...(cache === 'kv-step1' ? { decodeSteps: 1 } : cache === 'kv' && DECODE_STEPS_ARG !== undefined ? { decodeSteps: DECODE_STEPS_ARG } : {}),
+    ...(decodeSteps !== undefined ? { decodeSteps } : {}),
   };
   // Warm-up (session creation, first-shape planning) on a small slice.
   await rollout(backend, { ...o, tasks: tasks.slice(0, Math.min(batch, 2)) });
@@ -344,6 +353,17 @@ interface ShortTurnRow {
   reps: { multi: number[]; oneStep: number[] };
 }
 const shortRows: ShortTurnRow[] = [];
+interface SweepRow {
+  model: string;
+  batch: number;
+  steps: number;
+  medianTokensPerSecond: number;
+  bestTokensPerSecond: number;
+  /** Median tok/s / the first cap's median (same run). */
+  ratio: number;
+  reps: number[];
+}
+const sweepRows: SweepRow[] = [];
 // Progress goes to stderr in both modes (stdout holds the table or the JSON).
 const log = (s: string) => process.stderr.write(s + '\n');
 const torchNote = torchMissing();
@@ -395,6 +415,25 @@ for (const m of MODELS) {
           (torchBest ? `  pytorch ${torchBest.tps.toFixed(0).padStart(6)} tok/s (${torchBest.label})  ratio ${pr.ratio!.toFixed(2)}` : ''),
       );
     }
+    if (SWEEP.length)
+      for (const batch of [8, 64]) {
+        const reps = SWEEP.map(() => [] as number[]);
+        for (let r = 0; r < REPS; r++)
+          for (const [i, k] of SWEEP.entries()) reps[i]!.push((await measure(model, m.name, batch, false, 'kv', batch * 4, false, k)).tokensPerSecond);
+        const median = (a: number[]) => [...a].sort((x, y) => x - y)[a.length >> 1]!;
+        SWEEP.forEach((k, i) =>
+          sweepRows.push({
+            model: m.name,
+            batch,
+            steps: k,
+            medianTokensPerSecond: median(reps[i]!),
+            bestTokensPerSecond: Math.max(...reps[i]!),
+            ratio: median(reps[i]!) / median(reps[0]!),
+            reps: reps[i]!,
+          }),
+        );
+        log(`  steps sweep batch ${String(batch).padStart(2)}: ` + SWEEP.map((k, i) => `≤${k}: median ${median(reps[i]!).toFixed(0)} tok/s`).join(', '));
+      }
     if (shortTurnsArg)
       for (const batch of [8, 64]) {
         const reps = { multi: [] as number[], oneStep: [] as number[] };
@@ -480,6 +519,7 @@ if (json)
       rows,
       kvSpeedup: speedups,
       ...(shortTurnsArg ? { shortTurns: shortRows } : {}),
+      ...(SWEEP.length ? { stepsSweep: sweepRows } : {}),
     }),
   );
 else {
@@ -509,6 +549,14 @@ else {
         `${path.padEnd(7)} ${r.model.padEnd(6)} ${String(r.batch).padStart(5)} ${String(b.calls).padStart(6)} ${f(b.steps)} ${f(b.wall)} ${f(b.sampling)} ${f(b.envWait)} ${f(b.kvPack)} ${f(b.kvUnpack)} ${f(b.logitsRows)} ${f(b.buildFeeds)} ${f(b.post)} ${f(b.toWorker)} ${f(b.wrapFeeds)} ${f(b.ortRun)} ${f(b.outputs)} ${f(b.back)} ${f(b.other)}`,
       );
     }
+  if (sweepRows.length) {
+    console.log(`\nDecode steps per call (cap), no-tools workload with 4 batches of sequences per run, median of ${REPS} alternating runs`);
+    console.log('model  batch  cap  median tok/s  best tok/s  median / first cap');
+    for (const r of sweepRows)
+      console.log(
+        `${r.model.padEnd(6)} ${String(r.batch).padStart(5)} ${String(r.steps).padStart(4)}  ${r.medianTokensPerSecond.toFixed(0).padStart(12)}  ${r.bestTokensPerSecond.toFixed(0).padStart(10)}  ${r.ratio.toFixed(2).padStart(18)}`,
+      );
+  }
   if (shortRows.length) {
     console.log(
       '\nShort stop-ended tool turns (3 turns ≤ 16 tokens, every fifth id a stop token, 24-token observations): several decode steps per call vs one',
