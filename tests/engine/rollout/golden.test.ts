@@ -181,6 +181,22 @@ describe('several decode steps per call', () => {
   });
 });
 
+describe('decode steps follow how turns end', () => {
+  it('after turns that all end at their first token, calls run one step (nothing discarded); the backend remembers across rollouts', async () => {
+    const c = cases[6]!; // ids T=1.3 batch 8
+    const o = (): RolloutOptions => ({ ...c.opts(), stop: { strings: [], tokenIds: Array.from({ length: V2 }, (_, i) => i) } });
+    const backend = policyDecodeBackend(wide, { maxBatch: c.maxBatch });
+    const first = await rollout(backend, o());
+    const second = await rollout(backend, o());
+    await backend.close?.();
+    // First call: no turn has ended yet, so it runs up to the limit and discards all but one token per row.
+    expect(first.stats.discardedTokens).toBeGreaterThan(0);
+    expect(second.stats.discardedTokens).toBe(0);
+    expect(second.stats.modelSteps).toBe(second.stats.modelCalls);
+    expect(summarise(second.trajectories).tokens).toEqual(summarise(first.trajectories).tokens);
+  });
+});
+
 describe('group prefix sharing', () => {
   it('prefills each group prompt once, forks the cache, and samples exactly what unshared prefill samples', async () => {
     const c = cases[0]!; // search T=1 batch 9: 2 tasks × 3 samples start together
