@@ -138,9 +138,9 @@ export function trainInputSpecs(c: ModelConfig, loss: LossSpec, lora?: LoraSpec)
 
 /**
  * `train`: the loss and its metrics (gradients are added by the interpreter); `headChunks` as for
- * scoreProgram; `recomputeLayers`: activation checkpointing per block (TransformerInputs).
+ * scoreProgram; `recomputeLayers`: activation checkpointing of all (true) or the first k blocks (TransformerInputs).
  */
-export function trainProgram(c: ModelConfig, loss: LossSpec, lora?: LoraSpec, headChunks?: number, recomputeLayers = false) {
+export function trainProgram(c: ModelConfig, loss: LossSpec, lora?: LoraSpec, headChunks?: number, recomputeLayers: boolean | number = false) {
   return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
     const w = pickWeights(c, x, lora);
     const ctx = lora && { spec: lora, seed: lora.dropout > 0 ? x[LORA_SEED_INPUT] : undefined };

@@ -34,6 +34,7 @@ import {
   type PackedBatch,
 } from './graphs';
 import { adapterShapes, initAdapters, type LoraSpec } from './lora';
+import { recomputedBlocks } from './transformer';
 import { isAdapterFolder, readPeftAdapter, readPeftConfig, savePeftAdapter } from './peft';
 
 export type Backend = 'ort' | 'tfjs';
@@ -76,9 +77,11 @@ export interface PolicyModelOptions {
   /**
    * Train graphs recompute each transformer block's activations in the backward pass (activation
    * checkpointing): peak memory of a step no longer grows with the layer count (only the blocks'
-   * inputs are kept), at the cost of one more forward pass of the blocks. Default false.
+   * inputs are kept), at the cost of one more forward pass of the blocks. Default false. A number
+   * k recomputes the first k blocks only (a memory budget: the others keep their activations and
+   * cost no extra compute); an integer in [0, numLayers].
    */
-  recomputeLayers?: boolean;
+  recomputeLayers?: boolean | number;
 }
 
 /** Arbor's own state saved next to a PEFT adapter (the dropout mask counter, so a resume draws the same masks). */
@@ -143,6 +146,7 @@ export class PolicyModel {
   ) {
     this.backend = opts.backend ?? 'ort';
     this.lora = opts.lora;
+    recomputedBlocks(config, opts.recomputeLayers); // refuses a budget outside [0, numLayers] here, not at the first step
     if (this.lora) {
       const fresh = initAdapters(config, this.lora, opts.loraSeed ?? 0);
       for (const [k, v] of fresh) if (!weights.has(k)) weights.set(k, v);

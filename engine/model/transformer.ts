@@ -28,11 +28,13 @@ export interface TransformerInputs<T> {
    */
   ropeLengthOffset?: number;
   /**
-   * Recompute each block's activations in the backward pass from its input (activation
-   * checkpointing; graph interpreter only): only the blocks' inputs stay alive between the
-   * forward and the backward pass, for one more forward pass of compute.
+   * Recompute blocks' activations in the backward pass from their inputs (activation
+   * checkpointing; graph interpreter only): only those blocks' inputs stay alive between the
+   * forward and the backward pass, for one more forward pass of their compute. `true`: every
+   * block; a number k: the first k blocks (a budget, as Megatron's block recompute: the other
+   * blocks keep their activations and are not computed twice); `false`/0: none.
    */
-  recomputeLayers?: boolean;
+  recomputeLayers?: boolean | number;
 }
 
 export interface TransformerOutputs<T> {
@@ -144,6 +146,7 @@ export function transformer<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, 
   let h = o.gather(w['model.embed_tokens.weight'], x.inputIds);
   const rope = rotary(o, c, x.positionIds, x.ropeLengthOffset);
   const present: { k: T; v: T }[] = [];
+  const recomputed = recomputedBlocks(c, x.recomputeLayers);
   for (let i = 0; i < c.numLayers; i++) {
     const p = `model.layers.${i}`;
     const block = (hin: T) => {
@@ -151,11 +154,25 @@ export function transformer<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, 
       const h1 = o.add(hin, a.out);
       return { h: o.add(h1, mlp(o, w, `${p}.mlp`, rmsNorm(o, h1, w[`${p}.post_attention_layernorm.weight`], c.rmsNormEps), lora)), present: a.present };
     };
-    const r = x.recomputeLayers && o.recompute ? o.recompute([h], ([hc]) => block(hc)) : block(h);
+    const r = i < recomputed && o.recompute ? o.recompute([h], ([hc]) => block(hc)) : block(h);
     present.push(r.present);
     h = r.h;
   }
   return { hidden: rmsNorm(o, h, w['model.norm.weight'], c.rmsNormEps), present };
+}
+
+/**
+ * How many blocks (the first ones) a `recomputeLayers` setting recomputes: true = all, false = 0,
+ * a number = that many; refused unless an integer in [0, numLayers].
+ */
+export function recomputedBlocks(c: ModelConfig, r: boolean | number | undefined): number {
+  if (r === undefined || r === false) return 0;
+  if (r === true) return c.numLayers;
+  if (!Number.isInteger(r) || r < 0 || r > c.numLayers)
+    throw new Error(
+      `model.recompute_layers (recomputeLayers): ${r} blocks to recompute, but the model has ${c.numLayers} (give true, false or an integer 0–${c.numLayers})`,
+    );
+  return r;
 }
 
 /** Logits from hidden states [..., D] → [..., V]. */

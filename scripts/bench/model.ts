@@ -73,6 +73,15 @@ const cli = new Command('bench:model')
     '--no-recompute-layers',
     "LoRA step and RL loop: keep every block's activations for the backward pass (default: recompute them, PolicyModel recomputeLayers)",
   )
+  .option(
+    '--lora-recompute <k>',
+    "LoRA step only: recompute the first k blocks in the backward pass and keep the others' activations (a budget; default: all blocks, none with --no-recompute-layers)",
+    (v: string) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 0) throw new Error(`--lora-recompute: '${v}' is not a block count (an integer ≥ 0)`);
+      return n;
+    },
+  )
   .option('--profile <dir>', "profile the LoRA step with ONNX Runtime's profiler (JSON in dir; prints the top ops)")
   .option('--json', 'print the results as JSON')
   .option('--child <folder>', '(internal) run the Arbor phases on a folder and print JSON');
@@ -91,6 +100,7 @@ const o = cli.parse(process.argv.slice(2), { from: 'user' }).opts<{
   rl: boolean;
   profile?: string;
   recomputeLayers: boolean;
+  loraRecompute?: number;
   rlOnly?: boolean;
   rlBatch: number;
   rlNew: number;
@@ -192,7 +202,7 @@ async function loraChild(folder: string): Promise<void> {
     threads: o.threads,
     lora: { rank: 16, alpha: 32, dropout: 0, targets: [...LORA_TARGETS] },
     profilePrefix,
-    recomputeLayers: o.recomputeLayers,
+    recomputeLayers: o.loraRecompute ?? o.recomputeLayers,
   });
   const load = (performance.now() - t0) / 1000;
   const opt = new AdamW({ beta1: 0.9, beta2: 0.999, weight_decay: 0.01 });
@@ -538,6 +548,7 @@ async function main(): Promise<void> {
         '--lora-batch',
         String(o.loraBatch),
         ...(o.recomputeLayers ? [] : ['--no-recompute-layers']),
+        ...(o.loraRecompute !== undefined ? ['--lora-recompute', String(o.loraRecompute)] : []),
         ...(o.profile ? ['--profile', o.profile] : []),
         '--lora-only',
         '--child',

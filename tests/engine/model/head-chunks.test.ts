@@ -105,6 +105,49 @@ describe('blocks recomputed in the backward pass (recomputeLayers) = stored acti
   });
 });
 
+describe('a recompute budget (recomputeLayers: k, the first k blocks)', () => {
+  const cfg = tinyConfig({ vocabSize: 37, hiddenSize: 32, layers: 3, heads: 4, kvHeads: 2 });
+  it('gives the loss and gradients of full recompute and of none', async () => {
+    const batch = packSequences(seqs);
+    const lora = resolveLora({ rank: 4, alpha: 8, dropout: 0.1, target_modules: 'all-linear' });
+    const none = PolicyModel.init(cfg, 8, { threads: 1, lora, loraSeed: 3, headChunks: 3 });
+    for (const [k, w] of none.weights) if (k.includes('lora_B')) for (let i = 0; i < w.length; i++) w[i] = 0.05 * Math.sin(2 * i + k.length);
+    models.push(none);
+    const ref = await none.trainStep(batch, loss, batch.valid);
+    for (const budget of [1, 2] as const) {
+      const m = new PolicyModel(cfg, none.weights, { threads: 1, lora, loraSeed: 3, headChunks: 3, recomputeLayers: budget });
+      models.push(m);
+      const r = await m.trainStep(batch, loss, batch.valid);
+      expect(Math.abs(r.loss - ref.loss)).toBeLessThan(1e-6 * Math.abs(ref.loss));
+      for (const [k, g] of ref.grads) expect(maxRel(r.grads.get(k)!, g), `${k} (budget ${budget})`).toBeLessThan(1e-5);
+    }
+  });
+  it('recomputes exactly the first k blocks', () => {
+    const names = Object.keys(weightShapes(cfg));
+    for (const [budget, want] of [
+      [0, []],
+      [2, [0, 1]],
+      [true, [0, 1, 2]],
+      [false, []],
+    ] as const) {
+      const g = withGradients(traceGraph(trainInputSpecs(cfg, loss), trainProgram(cfg, loss, undefined, 1, budget)), 'loss', names);
+      // A block's group holds its q_proj matmul: which blocks' q_proj weights feed a grouped node.
+      const blocks = new Set<number>();
+      for (const n of g.nodes)
+        if (n.attrs.group !== undefined)
+          for (const i of n.inputs) {
+            const m = /^model\.layers\.(\d+)\.self_attn\.q_proj\.weight$/.exec(String(i.attrs.name ?? ''));
+            if (i.op === 'input' && m) blocks.add(Number(m[1]));
+          }
+      expect([...blocks].sort(), `budget ${budget}`).toEqual([...want]);
+    }
+  });
+  it('refuses a budget the model cannot take, naming the key', () => {
+    for (const bad of [4, -1, 1.5])
+      expect(() => PolicyModel.init(cfg, 1, { threads: 1, recomputeLayers: bad }), String(bad)).toThrow(/model\.recompute_layers.*3/);
+  });
+});
+
 describe('the backward recomputes each chunk', () => {
   it('clones the chunk matmul and log-softmax, each after the previous chunk', () => {
     const cfg = configs['tied (qwen2)'];
