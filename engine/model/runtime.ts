@@ -315,7 +315,9 @@ export class PolicyModel {
     if (!r) {
       const profilePrefix = this.opts.profilePrefix && `${this.opts.profilePrefix}-${key.replace(/[^A-Za-z0-9]+/g, '_')}`;
       const w = worker ?? (this.ortWorker ??= OrtWorker.create());
-      r = OrtRunner.create(build(), { threads, providers: this.opts.providers, profilePrefix, worker: w });
+      // Train and score graphs without ORT's memory pattern: its per-shape block would sit beside the arena's chunks (RunnerOptions.memPattern).
+      const memPattern = !(key.startsWith('train') || key.startsWith('score'));
+      r = OrtRunner.create(build(), { threads, providers: this.opts.providers, profilePrefix, worker: w, memPattern });
       this.runners.set(key, r);
     }
     return r;
@@ -424,7 +426,9 @@ export class PolicyModel {
     wrt?: string[],
   ): Promise<TrainStepResult> {
     const names = wrt ?? this.trainableNames();
-    const program = trainProgram(this.config, loss, this.lora, this.opts.headChunks, this.opts.recomputeLayers);
+    // A head nobody differentiates (LoRA) takes the closed-form head gradient (transformer.ts frozenHeadLogprobs).
+    const frozenHead = this.backend === 'ort' && !names.includes(this.config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
+    const program = trainProgram(this.config, loss, this.lora, this.opts.headChunks, this.opts.recomputeLayers, frozenHead);
     const key = `train:${loss.key}:${wrt ? names.join(',') : 'trainable'}`;
     const build = () => withGradients(traceGraph(trainInputSpecs(this.config, loss, this.lora), program), 'loss', names);
     const feeds: Record<string, HostTensor> = {
