@@ -592,8 +592,11 @@ async function main(): Promise<void> {
           env,
         },
       );
-      if (tl.status !== 0) throw new Error(`model_torch.py --lora-only failed (code ${tl.status}): ${tl.stderr}`);
-      torchLora = JSON.parse(tl.stdout.trim().split('\n').pop()!);
+      // Killed (the OOM killer on a shared machine) or failed: reported with the other figures, not fatal to them.
+      if (tl.status !== 0) {
+        const why = `PyTorch LoRA step failed (${tl.signal ? `killed by ${tl.signal}, likely out of memory` : `exit code ${tl.status}`}) ${tl.stderr.trim().split('\n').slice(-3).join(' ')}`;
+        loraFailure = loraFailure ? `${loraFailure}; ${why}` : why;
+      } else torchLora = JSON.parse(tl.stdout.trim().split('\n').pop()!);
     }
   }
   let rl: RlResult | undefined, rlFailure: string | undefined;
