@@ -138,9 +138,18 @@ export function trainInputSpecs(c: ModelConfig, loss: LossSpec, lora?: LoraSpec)
 
 /**
  * `train`: the loss and its metrics (gradients are added by the interpreter); `headChunks` as for
- * scoreProgram; `recomputeLayers`: activation checkpointing per block (TransformerInputs).
+ * scoreProgram; `recomputeLayers`: activation checkpointing of all (true) or the first k blocks (TransformerInputs);
+ * `frozenHead`: the LM head gets no gradient, so its gradient w.r.t. the hidden states is taken in
+ * closed form in the forward pass (transformer.ts frozenHeadLogprobs; only when the head is not in `wrt`).
  */
-export function trainProgram(c: ModelConfig, loss: LossSpec, lora?: LoraSpec, headChunks?: number, recomputeLayers = false) {
+export function trainProgram(
+  c: ModelConfig,
+  loss: LossSpec,
+  lora?: LoraSpec,
+  headChunks?: number,
+  recomputeLayers: boolean | number = false,
+  frozenHead = false,
+) {
   return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
     const w = pickWeights(c, x, lora);
     const ctx = lora && { spec: lora, seed: lora.dropout > 0 ? x[LORA_SEED_INPUT] : undefined };
@@ -151,7 +160,7 @@ export function trainProgram(c: ModelConfig, loss: LossSpec, lora?: LoraSpec, he
       { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1, recomputeLayers },
       ctx,
     );
-    const r = headLogprobs(o, c, w, hidden, x.targets, !!loss.entropy, headChunks);
+    const r = headLogprobs(o, c, w, hidden, x.targets, !!loss.entropy, headChunks, frozenHead);
     const extra: Record<string, T> = {};
     for (const s of loss.inputs) extra[s.name] = x[s.name];
     const out = loss.program(o, { ...extra, logprobs: r.logprobs, entropy: r.entropy as T, mask: x.loss_mask });

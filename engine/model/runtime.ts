@@ -34,6 +34,7 @@ import {
   type PackedBatch,
 } from './graphs';
 import { adapterShapes, initAdapters, type LoraSpec } from './lora';
+import { recomputedBlocks } from './transformer';
 import { isAdapterFolder, readPeftAdapter, readPeftConfig, savePeftAdapter } from './peft';
 
 export type Backend = 'ort' | 'tfjs';
@@ -76,9 +77,11 @@ export interface PolicyModelOptions {
   /**
    * Train graphs recompute each transformer block's activations in the backward pass (activation
    * checkpointing): peak memory of a step no longer grows with the layer count (only the blocks'
-   * inputs are kept), at the cost of one more forward pass of the blocks. Default false.
+   * inputs are kept), at the cost of one more forward pass of the blocks. Default false. A number
+   * k recomputes the first k blocks only (a memory budget: the others keep their activations and
+   * cost no extra compute); an integer in [0, numLayers].
    */
-  recomputeLayers?: boolean;
+  recomputeLayers?: boolean | number;
 }
 
 /** Arbor's own state saved next to a PEFT adapter (the dropout mask counter, so a resume draws the same masks). */
@@ -143,6 +146,7 @@ export class PolicyModel {
   ) {
     this.backend = opts.backend ?? 'ort';
     this.lora = opts.lora;
+    recomputedBlocks(config, opts.recomputeLayers); // refuses a budget outside [0, numLayers] here, not at the first step
     if (this.lora) {
       const fresh = initAdapters(config, this.lora, opts.loraSeed ?? 0);
       for (const [k, v] of fresh) if (!weights.has(k)) weights.set(k, v);
@@ -311,7 +315,9 @@ export class PolicyModel {
     if (!r) {
       const profilePrefix = this.opts.profilePrefix && `${this.opts.profilePrefix}-${key.replace(/[^A-Za-z0-9]+/g, '_')}`;
       const w = worker ?? (this.ortWorker ??= OrtWorker.create());
-      r = OrtRunner.create(build(), { threads, providers: this.opts.providers, profilePrefix, worker: w });
+      // Train and score graphs without ORT's memory pattern: its per-shape block would sit beside the arena's chunks (RunnerOptions.memPattern).
+      const memPattern = !(key.startsWith('train') || key.startsWith('score'));
+      r = OrtRunner.create(build(), { threads, providers: this.opts.providers, profilePrefix, worker: w, memPattern });
       this.runners.set(key, r);
     }
     return r;
@@ -420,7 +426,9 @@ export class PolicyModel {
     wrt?: string[],
   ): Promise<TrainStepResult> {
     const names = wrt ?? this.trainableNames();
-    const program = trainProgram(this.config, loss, this.lora, this.opts.headChunks, this.opts.recomputeLayers);
+    // A head nobody differentiates (LoRA) takes the closed-form head gradient (transformer.ts frozenHeadLogprobs).
+    const frozenHead = this.backend === 'ort' && !names.includes(this.config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
+    const program = trainProgram(this.config, loss, this.lora, this.opts.headChunks, this.opts.recomputeLayers, frozenHead);
     const key = `train:${loss.key}:${wrt ? names.join(',') : 'trainable'}`;
     const build = () => withGradients(traceGraph(trainInputSpecs(this.config, loss, this.lora), program), 'loss', names);
     const feeds: Record<string, HostTensor> = {

@@ -28,11 +28,13 @@ export interface TransformerInputs<T> {
    */
   ropeLengthOffset?: number;
   /**
-   * Recompute each block's activations in the backward pass from its input (activation
-   * checkpointing; graph interpreter only): only the blocks' inputs stay alive between the
-   * forward and the backward pass, for one more forward pass of compute.
+   * Recompute blocks' activations in the backward pass from their inputs (activation
+   * checkpointing; graph interpreter only): only those blocks' inputs stay alive between the
+   * forward and the backward pass, for one more forward pass of their compute. `true`: every
+   * block; a number k: the first k blocks (a budget, as Megatron's block recompute: the other
+   * blocks keep their activations and are not computed twice); `false`/0: none.
    */
-  recomputeLayers?: boolean;
+  recomputeLayers?: boolean | number;
 }
 
 export interface TransformerOutputs<T> {
@@ -144,6 +146,7 @@ export function transformer<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, 
   let h = o.gather(w['model.embed_tokens.weight'], x.inputIds);
   const rope = rotary(o, c, x.positionIds, x.ropeLengthOffset);
   const present: { k: T; v: T }[] = [];
+  const recomputed = recomputedBlocks(c, x.recomputeLayers);
   for (let i = 0; i < c.numLayers; i++) {
     const p = `model.layers.${i}`;
     const block = (hin: T) => {
@@ -151,11 +154,25 @@ export function transformer<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, 
       const h1 = o.add(hin, a.out);
       return { h: o.add(h1, mlp(o, w, `${p}.mlp`, rmsNorm(o, h1, w[`${p}.post_attention_layernorm.weight`], c.rmsNormEps), lora)), present: a.present };
     };
-    const r = x.recomputeLayers && o.recompute ? o.recompute([h], ([hc]) => block(hc)) : block(h);
+    const r = i < recomputed && o.recompute ? o.recompute([h], ([hc]) => block(hc)) : block(h);
     present.push(r.present);
     h = r.h;
   }
   return { hidden: rmsNorm(o, h, w['model.norm.weight'], c.rmsNormEps), present };
+}
+
+/**
+ * How many blocks (the first ones) a `recomputeLayers` setting recomputes: true = all, false = 0,
+ * a number = that many; refused unless an integer in [0, numLayers].
+ */
+export function recomputedBlocks(c: ModelConfig, r: boolean | number | undefined): number {
+  if (r === undefined || r === false) return 0;
+  if (r === true) return c.numLayers;
+  if (!Number.isInteger(r) || r < 0 || r > c.numLayers)
+    throw new Error(
+      `model.recompute_layers (recomputeLayers): ${r} blocks to recompute, but the model has ${c.numLayers} (give true, false or an integer 0–${c.numLayers})`,
+    );
+  return r;
 }
 
 /** Logits from hidden states [..., D] → [..., V]. */
@@ -205,7 +222,9 @@ export function headLogprobs<T>(
   targets: T,
   withEntropy: boolean,
   chunks = defaultHeadChunks(c),
+  frozenHead = false,
 ): { logprobs: T; entropy?: T } {
+  if (frozenHead && o.chunk && o.after) return frozenHeadLogprobs(o, c, w, hidden, targets, withEntropy, Math.max(1, chunks));
   if (chunks <= 1 || !o.chunk || !o.recompute || !o.after) return tokenLogprobsAndEntropy(o, lmHead(o, c, w, hidden), targets, withEntropy);
   const [B, T] = o.shape(hidden);
   const head = c.tieWordEmbeddings ? w['model.embed_tokens.weight'] : w['lm_head.weight'];
@@ -230,4 +249,54 @@ export function headLogprobs<T>(
   }
   const logprobs = o.reshape(o.concat(lps, 0), [B, T]);
   return withEntropy ? { logprobs, entropy: o.reshape(o.concat(ents, 0), [B, T]) } : { logprobs };
+}
+
+/**
+ * headLogprobs for a frozen LM head (LoRA: the head and tied embedding get no gradient): the
+ * gradient with respect to the hidden states is computed in the forward pass, chunk by chunk, in
+ * closed form, so the backward pass touches no [rows, V] tensor and the head is not recomputed.
+ * With p = softmax(h·Wᵀ) and W the head [V, D]:
+ *   d logprob(t) / dh = W[t] − pᵀ·W
+ *   d entropy / dh    = −(p ⊙ (log p + H))ᵀ·W
+ * (two GEMMs against W per chunk with entropy, one without, besides the logits' GEMM: the same
+ * work as the unchunked forward + backward, none of the chunked path's recompute). The outputs
+ * carry that gradient through `v + (s − stop(s))`, s = rowsum(h ⊙ stop(grad)): s − stop(s) is
+ * exactly 0 (the same tensor), so the values are the forward's, and ∂/∂h of it is grad.
+ * Wrong for a trainable head (no gradient reaches W): callers pass frozenHead only when W is not
+ * differentiated (PolicyModel.trainStep checks `wrt`).
+ */
+function frozenHeadLogprobs<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, hidden: T, targets: T, withEntropy: boolean, chunks: number) {
+  const [B, T] = o.shape(hidden);
+  const head = c.tieWordEmbeddings ? w['model.embed_tokens.weight'] : w['lm_head.weight'];
+  const headT = o.transpose(head, [1, 0]); // [D, V]
+  const hf = o.reshape(hidden, [-1, c.hiddenSize]);
+  const tf = o.reshape(targets, [-1, 1]);
+  // value + (s − stop(s)) with s = rowsum(h ⊙ stop(grad)): the value, with gradient grad w.r.t. h.
+  const carry = (value: T, h: T, grad: T) => {
+    const s = o.sum(o.mul(h, o.stopGradient(grad)), [1]);
+    return o.add(value, o.sub(s, o.stopGradient(s)));
+  };
+  const lps: T[] = [],
+    ents: T[] = [];
+  let prev: T | undefined;
+  for (let i = 0; i < chunks; i++) {
+    let h = chunks > 1 ? o.chunk!(hf, 0, i, chunks) : hf;
+    if (prev) h = o.after!(h, prev); // chunk i's [rows, V] tensors only after chunk i−1's are consumed
+    const t = chunks > 1 ? o.chunk!(tf, 0, i, chunks) : tf;
+    const hs = o.stopGradient(h);
+    const lsm = o.logSoftmax(o.matmul(hs, headT), -1); // [rows, V]
+    const p = o.exp(lsm);
+    const picked = o.squeeze(o.gatherElements(lsm, t, 1), [1]);
+    const gradLp = o.sub(o.gather(head, o.reshape(t, [-1])), o.matmul(p, head)); // [rows, D]
+    const lp = carry(picked, h, gradLp);
+    lps.push(lp);
+    if (withEntropy) {
+      const ent = o.neg(o.sum(o.mul(p, lsm), [1])); // [rows]
+      const gradEnt = o.neg(o.matmul(o.mul(p, o.add(lsm, o.unsqueeze(ent, [1]))), head));
+      ents.push(carry(ent, h, gradEnt));
+    }
+    prev = lp;
+  }
+  const logprobs = o.reshape(chunks > 1 ? o.concat(lps, 0) : lps[0], [B, T]);
+  return withEntropy ? { logprobs, entropy: o.reshape(chunks > 1 ? o.concat(ents, 0) : ents[0], [B, T]) } : { logprobs };
 }

@@ -31,6 +31,14 @@ export interface RunnerOptions {
   inWorker?: boolean;
   /** Write ORT's JSON profile with this file prefix. */
   profilePrefix?: string;
+  /**
+   * ORT's memory pattern (default true): after the first run of an input shape ORT plans one
+   * block for all its intermediate tensors and allocates it on later runs, besides the arena
+   * chunks the first run left (the arena keeps them). For train/score graphs with large
+   * activations that block is extra peak memory (~150 MB per block of a Qwen2.5-0.5B LoRA step
+   * at 4 × 512, docs/BENCHMARKS.md); `false` lets every run reuse the arena's chunks instead.
+   */
+  memPattern?: boolean;
 }
 
 export function defaultThreads(): number {
@@ -46,6 +54,7 @@ export function sessionOptions(opts: RunnerOptions): InferenceSession.SessionOpt
     executionMode: 'sequential',
     enableProfiling: !!opts.profilePrefix,
     profileFilePrefix: opts.profilePrefix,
+    ...(opts.memPattern === false ? { enableMemPattern: false } : {}),
   };
 }
 

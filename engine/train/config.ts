@@ -76,11 +76,16 @@ const modelSchema = z
      * Recompute each transformer block's activations in the backward pass instead of keeping
      * them (activation checkpointing): an update's memory no longer grows with the layer count,
      * for one more forward pass of compute. For real-size models (docs/BENCHMARKS.md bench:model).
+     * A number k recomputes only the first k blocks (a memory budget: each block recomputed saves
+     * its activations and costs one more forward pass of that block); more than the model has is
+     * refused when the model is loaded.
      */
     recompute_layers: z
-      .boolean()
+      .union([z.boolean(), z.number().int().min(0)])
       .optional()
-      .describe("recompute each block's activations in the backward pass (default false: less memory, ~1/3 more compute)"),
+      .describe(
+        "recompute blocks' activations in the backward pass: true = all, a number k = the first k blocks (default false: less memory, ~1/3 more compute per recomputed block)",
+      ),
   })
   .refine((m) => (m.path === undefined) !== (m.init === undefined), {
     message: 'give exactly one of model.path (an HF folder) or model.init: tiny',

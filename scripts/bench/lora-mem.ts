@@ -1,5 +1,5 @@
 /**
- * `npx tsx scripts/bench/lora-mem.ts --layers 1 --batch 2 --seq 512 --head-chunks 10 [--recompute-layers]`
+ * `npx tsx scripts/bench/lora-mem.ts --layers 1 --batch 2 --seq 512 --head-chunks 10 [--recompute-layers [k]]`
  *
  * Peak RSS of LoRA training steps (rank 16, all linear layers) at Qwen2.5-0.5B's widths (hidden
  * 896, FFN 4864, 14/2 heads, vocab 151,936, tied) with `--layers` blocks and random weights, for
@@ -22,10 +22,10 @@ const o = new Command()
   .option('--batch <n>', 'sequences per step', Number, 2)
   .option('--seq <n>', 'tokens per sequence', Number, 512)
   .option('--head-chunks <n>', 'row chunks of the LM head (1 = one piece)', Number, 10)
-  .option('--recompute-layers', 'recompute block activations in the backward pass')
+  .option('--recompute-layers [k]', 'recompute block activations in the backward pass (all blocks, or the first k)', (v: string) => Number(v))
   .option('--threads <n>', 'ORT intra-op threads', Number, 2)
   .parse()
-  .opts<{ layers: number; batch: number; seq: number; headChunks: number; recomputeLayers?: boolean; threads: number }>();
+  .opts<{ layers: number; batch: number; seq: number; headChunks: number; recomputeLayers?: boolean | number; threads: number }>();
 
 // Qwen2.5-0.5B widths with --layers blocks.
 const config: ModelConfig = { ...SHAPES['qwen2.5-0.5b']!, numLayers: o.layers };
@@ -34,9 +34,9 @@ const m = new PolicyModel(config, initWeights(config, 1), {
   threads: o.threads,
   lora: resolveLora({ rank: 16, alpha: 32, dropout: 0, target_modules: 'all-linear' }),
   headChunks: o.headChunks,
-  recomputeLayers: !!o.recomputeLayers,
+  recomputeLayers: o.recomputeLayers ?? false,
 });
-console.log(`layers ${o.layers}, batch ${o.batch} × ${o.seq}, head chunks ${o.headChunks}, recompute layers ${!!o.recomputeLayers}`);
+console.log(`layers ${o.layers}, batch ${o.batch} × ${o.seq}, head chunks ${o.headChunks}, recompute layers ${o.recomputeLayers ?? false}`);
 console.log(`weights built: peak RSS ${mb()} MB`);
 const opt = new AdamW({ beta1: 0.9, beta2: 0.999, weight_decay: 0 });
 const batch = randomTokenBatch(config.vocabSize, o.batch, o.seq);

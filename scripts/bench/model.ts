@@ -73,6 +73,15 @@ const cli = new Command('bench:model')
     '--no-recompute-layers',
     "LoRA step and RL loop: keep every block's activations for the backward pass (default: recompute them, PolicyModel recomputeLayers)",
   )
+  .option(
+    '--lora-recompute <k>',
+    "LoRA step only: recompute the first k blocks in the backward pass and keep the others' activations (a budget; default: all blocks, none with --no-recompute-layers)",
+    (v: string) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 0) throw new Error(`--lora-recompute: '${v}' is not a block count (an integer ≥ 0)`);
+      return n;
+    },
+  )
   .option('--profile <dir>', "profile the LoRA step with ONNX Runtime's profiler (JSON in dir; prints the top ops)")
   .option('--json', 'print the results as JSON')
   .option('--child <folder>', '(internal) run the Arbor phases on a folder and print JSON');
@@ -91,6 +100,7 @@ const o = cli.parse(process.argv.slice(2), { from: 'user' }).opts<{
   rl: boolean;
   profile?: string;
   recomputeLayers: boolean;
+  loraRecompute?: number;
   rlOnly?: boolean;
   rlBatch: number;
   rlNew: number;
@@ -161,7 +171,13 @@ interface LoraResult {
 }
 
 /** Kernel time per op type and the top nodes of the last run in ORT's JSON profiles under `dir` (to stderr). */
-function printProfile(dir: string): void {
+/**
+ * ORT's per-op profile of the last run: time by op type, the slowest nodes, and the split the
+ * docs report: LM head (a node with an input of the vocabulary's size), block GEMMs (other
+ * MatMul/FusedMatMul/Gemm on 2-D or 3-D inputs), attention (Softmax and the batched score /
+ * context matmuls of rank ≥ 4), the rest (elementwise, norms, shapes).
+ */
+function printProfile(dir: string, vocab: number): void {
   type Ev = { cat: string; name: string; ts: number; dur: number; args?: { op_name?: string; input_type_shape?: Record<string, number[]>[] } };
   for (const f of readdirSync(dir).filter((x) => x.startsWith('lora') && x.endsWith('.json'))) {
     const ev = JSON.parse(readFileSync(join(dir, f), 'utf8')) as Ev[];
@@ -170,17 +186,31 @@ function printProfile(dir: string): void {
     if (!last) continue;
     const ops = new Map<string, number>();
     const nodes: { us: number; op: string; shapes: string }[] = [];
+    const split = { head: 0, blockGemm: 0, attention: 0, other: 0 };
+    const headCalls = { n: 0 };
     for (const e of ev) {
       if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time') || e.ts < last.ts || e.ts > last.ts + last.dur) continue;
       const op = e.args?.op_name ?? '?';
       ops.set(op, (ops.get(op) ?? 0) + e.dur);
       nodes.push({ us: e.dur, op, shapes: (e.args?.input_type_shape ?? []).map((x) => `[${Object.values(x)[0]?.join(',')}]`).join(' ') });
+      const dims = (e.args?.input_type_shape ?? []).map((x) => Object.values(x)[0] ?? []);
+      const gemm = op === 'MatMul' || op === 'FusedMatMul' || op === 'Gemm';
+      if (dims.some((d) => d.includes(vocab))) {
+        split.head += e.dur;
+        if (gemm) headCalls.n++;
+      } else if (op === 'Softmax' || (gemm && dims.some((d) => d.length >= 4))) split.attention += e.dur;
+      else if (gemm) split.blockGemm += e.dur;
+      else split.other += e.dur;
     }
     const total = [...ops.values()].reduce((a, b) => a + b, 0);
     console.error(`ORT profile ${f}: run ${(last.dur / 1e6).toFixed(2)} s, kernels ${(total / 1e6).toFixed(2)} s`);
     for (const [op, us] of [...ops].sort((a, b) => b[1] - a[1]).slice(0, 10))
       console.error(`  ${op.padEnd(22)} ${(us / 1e6).toFixed(2)} s  ${((100 * us) / total).toFixed(1)}%`);
     for (const n of nodes.sort((a, b) => b.us - a.us).slice(0, 8)) console.error(`  node ${n.op} ${(n.us / 1e6).toFixed(2)} s ${n.shapes}`);
+    const pct = (us: number) => `${(us / 1e6).toFixed(2)} s (${((100 * us) / total).toFixed(0)}%)`;
+    console.error(
+      `  split: LM head ${pct(split.head)} in ${headCalls.n} GEMMs, block GEMMs ${pct(split.blockGemm)}, attention ${pct(split.attention)}, other ${pct(split.other)}`,
+    );
   }
 }
 
@@ -192,7 +222,7 @@ async function loraChild(folder: string): Promise<void> {
     threads: o.threads,
     lora: { rank: 16, alpha: 32, dropout: 0, targets: [...LORA_TARGETS] },
     profilePrefix,
-    recomputeLayers: o.recomputeLayers,
+    recomputeLayers: o.loraRecompute ?? o.recomputeLayers,
   });
   const load = (performance.now() - t0) / 1000;
   const opt = new AdamW({ beta1: 0.9, beta2: 0.999, weight_decay: 0.01 });
@@ -201,7 +231,7 @@ async function loraChild(folder: string): Promise<void> {
   const r = await loraTrainStep(m, batch, opt);
   if (o.profile) await m.endProfiling();
   await m.dispose();
-  if (o.profile) printProfile(o.profile);
+  if (o.profile) printProfile(o.profile, m.config.vocabSize);
   const out: LoraResult = { load_s: load, lora_grad_s: r.gradSeconds, lora_opt_s: r.optimizerSeconds, lora_trainable: r.trainable, rss_lora_mb: rssMb() };
   process.stdout.write(JSON.stringify(out) + '\n');
 }
@@ -538,6 +568,7 @@ async function main(): Promise<void> {
         '--lora-batch',
         String(o.loraBatch),
         ...(o.recomputeLayers ? [] : ['--no-recompute-layers']),
+        ...(o.loraRecompute !== undefined ? ['--lora-recompute', String(o.loraRecompute)] : []),
         ...(o.profile ? ['--profile', o.profile] : []),
         '--lora-only',
         '--child',
@@ -561,8 +592,11 @@ async function main(): Promise<void> {
           env,
         },
       );
-      if (tl.status !== 0) throw new Error(`model_torch.py --lora-only failed (code ${tl.status}): ${tl.stderr}`);
-      torchLora = JSON.parse(tl.stdout.trim().split('\n').pop()!);
+      // Killed (the OOM killer on a shared machine) or failed: reported with the other figures, not fatal to them.
+      if (tl.status !== 0) {
+        const why = `PyTorch LoRA step failed (${tl.signal ? `killed by ${tl.signal}, likely out of memory` : `exit code ${tl.status}`}) ${tl.stderr.trim().split('\n').slice(-3).join(' ')}`;
+        loraFailure = loraFailure ? `${loraFailure}; ${why}` : why;
+      } else torchLora = JSON.parse(tl.stdout.trim().split('\n').pop()!);
     }
   }
   let rl: RlResult | undefined, rlFailure: string | undefined;

@@ -8,11 +8,12 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { tinyConfig, weightShapes, type ModelConfig } from '../../../engine/model/config';
 import { PolicyModel } from '../../../engine/model/runtime';
-import { packSequences, trainInputSpecs, trainProgram, type LossSpec } from '../../../engine/model/graphs';
+import { packSequences, programWeightShapes, trainInputSpecs, trainProgram, type LossSpec } from '../../../engine/model/graphs';
 import { resolveLora } from '../../../engine/model/lora';
 import { traceGraph } from '../../../engine/tensor/graph';
 import { withGradients } from '../../../engine/tensor/autodiff';
 import type { Ops } from '../../../engine/tensor/ops';
+import { sessionOptions } from '../../../engine/tensor/ort';
 
 const models: PolicyModel[] = [];
 afterAll(async () => {
@@ -105,6 +106,84 @@ describe('blocks recomputed in the backward pass (recomputeLayers) = stored acti
   });
 });
 
+describe('a frozen head (LoRA) takes its gradient in closed form = the differentiated head', () => {
+  for (const name of ['tied (qwen2)', 'untied (qwen3)']) {
+    it(name, async () => {
+      const cfg = configs[name];
+      const headName = cfg.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
+      const spec = resolveLora({ rank: 4, alpha: 8, dropout: 0, target_modules: 'all-linear' });
+      const batch = packSequences(seqs);
+      for (const chunks of [1, 3]) {
+        const m = PolicyModel.init(cfg, 9, { threads: 1, headChunks: chunks, lora: spec });
+        for (const [k, w] of m.weights) if (k.includes('lora_B')) for (let i = 0; i < w.length; i++) w[i] = 0.05 * Math.sin(3 * i + k.length);
+        models.push(m);
+        const adapters = m.trainableNames();
+        const closed = await m.trainStep(batch, loss, batch.valid); // head frozen: closed form
+        const diff = await m.trainStep(batch, loss, batch.valid, {}, [...adapters, headName]); // head differentiated: the autodiff's path
+        expect(diff.grads.has(headName)).toBe(true);
+        expect(closed.grads.has(headName)).toBe(false);
+        expect(Math.abs(closed.loss - diff.loss)).toBeLessThan(1e-6 * Math.abs(diff.loss));
+        expect(closed.metrics.entropy_mean).toBeCloseTo(diff.metrics.entropy_mean, 6);
+        for (const k of adapters) expect(maxRel(closed.grads.get(k)!, diff.grads.get(k)!), `${k} (${chunks} chunks)`).toBeLessThan(1e-5);
+      }
+    });
+  }
+  it('has no head recompute and no [rows, V] tensor in the backward pass', () => {
+    const cfg = configs['tied (qwen2)'];
+    const spec = resolveLora({ rank: 4, alpha: 8, dropout: 0, target_modules: 'all-linear' });
+    const adapters = Object.keys(programWeightShapes(cfg, spec)).filter((k) => k.includes('lora_'));
+    const fwd = traceGraph(trainInputSpecs(cfg, loss, spec), trainProgram(cfg, loss, spec, 4, false, true));
+    const g = withGradients(fwd, 'loss', adapters);
+    const V = cfg.vocabSize;
+    const backward = g.nodes.slice(fwd.nodes.length);
+    expect(backward.filter((n) => n.shape[n.shape.length - 1] === V)).toEqual([]);
+    expect(g.nodes.filter((n) => n.op === 'logSoftmax').length).toBe(4);
+  });
+});
+
+describe('a recompute budget (recomputeLayers: k, the first k blocks)', () => {
+  const cfg = tinyConfig({ vocabSize: 37, hiddenSize: 32, layers: 3, heads: 4, kvHeads: 2 });
+  it('gives the loss and gradients of full recompute and of none', async () => {
+    const batch = packSequences(seqs);
+    const lora = resolveLora({ rank: 4, alpha: 8, dropout: 0.1, target_modules: 'all-linear' });
+    const none = PolicyModel.init(cfg, 8, { threads: 1, lora, loraSeed: 3, headChunks: 3 });
+    for (const [k, w] of none.weights) if (k.includes('lora_B')) for (let i = 0; i < w.length; i++) w[i] = 0.05 * Math.sin(2 * i + k.length);
+    models.push(none);
+    const ref = await none.trainStep(batch, loss, batch.valid);
+    for (const budget of [1, 2] as const) {
+      const m = new PolicyModel(cfg, none.weights, { threads: 1, lora, loraSeed: 3, headChunks: 3, recomputeLayers: budget });
+      models.push(m);
+      const r = await m.trainStep(batch, loss, batch.valid);
+      expect(Math.abs(r.loss - ref.loss)).toBeLessThan(1e-6 * Math.abs(ref.loss));
+      for (const [k, g] of ref.grads) expect(maxRel(r.grads.get(k)!, g), `${k} (budget ${budget})`).toBeLessThan(1e-5);
+    }
+  });
+  it('recomputes exactly the first k blocks', () => {
+    const names = Object.keys(weightShapes(cfg));
+    for (const [budget, want] of [
+      [0, []],
+      [2, [0, 1]],
+      [true, [0, 1, 2]],
+      [false, []],
+    ] as const) {
+      const g = withGradients(traceGraph(trainInputSpecs(cfg, loss), trainProgram(cfg, loss, undefined, 1, budget)), 'loss', names);
+      // A block's group holds its q_proj matmul: which blocks' q_proj weights feed a grouped node.
+      const blocks = new Set<number>();
+      for (const n of g.nodes)
+        if (n.attrs.group !== undefined)
+          for (const i of n.inputs) {
+            const m = /^model\.layers\.(\d+)\.self_attn\.q_proj\.weight$/.exec(String(i.attrs.name ?? ''));
+            if (i.op === 'input' && m) blocks.add(Number(m[1]));
+          }
+      expect([...blocks].sort(), `budget ${budget}`).toEqual([...want]);
+    }
+  });
+  it('refuses a budget the model cannot take, naming the key', () => {
+    for (const bad of [4, -1, 1.5])
+      expect(() => PolicyModel.init(cfg, 1, { threads: 1, recomputeLayers: bad }), String(bad)).toThrow(/model\.recompute_layers.*3/);
+  });
+});
+
 describe('the backward recomputes each chunk', () => {
   it('clones the chunk matmul and log-softmax, each after the previous chunk', () => {
     const cfg = configs['tied (qwen2)'];
@@ -117,5 +196,12 @@ describe('the backward recomputes each chunk', () => {
     expect(count('logSoftmax', false)).toBe(4);
     // Ordering edges: 3 in the forward (chunk i after i−1), 3 in the backward.
     expect(g.nodes.filter((n) => n.op === 'after').length).toBe(6);
+  });
+});
+
+describe("ORT's memory pattern (RunnerOptions.memPattern)", () => {
+  it('is off only when asked (train and score sessions ask)', () => {
+    expect(sessionOptions({ memPattern: false }).enableMemPattern).toBe(false);
+    expect(sessionOptions({}).enableMemPattern).toBeUndefined();
   });
 });

@@ -28,6 +28,9 @@ describe('model.lora config', () => {
 
   it('model.recompute_layers: accepted for ORT, refused with the tfjs backend', () => {
     expect(validateConfig({ model: { init: 'tiny', recompute_layers: true } }).model.recompute_layers).toBe(true);
+    expect(validateConfig({ model: { init: 'tiny', recompute_layers: 12 } }).model.recompute_layers).toBe(12);
+    for (const bad of [-1, 2.5, 'all'])
+      expect(() => validateConfig({ model: { init: 'tiny', recompute_layers: bad } }), String(bad)).toThrow(/model\.recompute_layers/);
     expect(() => validateConfig({ backend: 'tfjs', model: { init: 'tiny', recompute_layers: true } })).toThrow(
       /model\.recompute_layers: has no effect with backend "tfjs"/,
     );
