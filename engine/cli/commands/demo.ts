@@ -3,7 +3,7 @@
  * multi-hop search task, evaluated on a held-out world; prints an Agent-R1-shaped table.
  */
 import type { Command } from 'commander';
-import { runDemo } from '../../train/demo';
+import { DEMO_BUDGET_SECONDS, runDemo } from '../../train/demo';
 import { parseAlgorithms, runAblation, type AblationResult } from '../../train/ablation';
 import { progressBar, renderTable, type Progress } from '../../train/report';
 import type { ExperimentConfig } from '../../train/config';
@@ -17,7 +17,7 @@ export function register(program: Command): void {
     .command('demo')
     .description('train a tiny search agent end to end (SFT warm start, then GRPO) and compare it with baselines')
     .option('--json', 'print the results as one JSON object on stdout')
-    .option('--budget <seconds>', 'wall-clock budget (PPO runs only if it fits)', (v) => Number(v), 600)
+    .option('--budget <seconds>', 'wall-clock budget (PPO runs only if it fits)', (v) => Number(v), DEMO_BUDGET_SECONDS)
     .option('--config <file>', 'use another experiment config instead of resources/configs/demo.yaml')
     .option('--no-store', 'do not record the RL runs in the workspace database')
     .option(
