@@ -12,60 +12,37 @@ import type { DecodeBackend, EpisodeEnv, RolloutTask } from '../../../engine/rol
 import { Rng } from '../../../engine/rollout/rng';
 import { sampleToken } from '../../../engine/rollout/sampling';
 import { flattenTrajectory, type Trajectory } from '../../../engine/rollout/types';
-import { EOS, VOCAB, WordTokenizer } from './helpers';
+import { EOS, RnnBackend, VOCAB, WordTokenizer } from './helpers';
 
 const tok = new WordTokenizer();
 
 /** A seeded Elman RNN whose per-slot cache is the state after every token, so `fork(from, to, length)` is exact. */
-export class ForkRnn implements DecodeBackend {
-  readonly vocabSize = VOCAB.length;
-  private readonly H = 12;
-  private readonly E: Float32Array;
-  private readonly W: Float32Array;
-  private readonly U: Float32Array;
+export class ForkRnn extends RnnBackend {
+  /** Each slot's hidden states, one per fed token (so a fork can take a prefix). */
   private readonly states: Float32Array[][];
   forks = 0;
   extended = 0;
   constructor(
-    readonly maxBatch: number,
-    readonly maxLength = 512,
+    maxBatch: number,
+    maxLength = 512,
     seed = 7,
     // Biased towards <search> country </search> so that most samples call the tool.
-    private readonly bias: Record<number, number> = { 1: -3, 2: 3, 3: 1.5, 4: -0.5, 5: -0.5, 6: -3, 7: -3, 11: 2, 12: 2, 13: 2 },
+    bias: Record<number, number> = { 1: -3, 2: 3, 3: 1.5, 4: -0.5, 5: -0.5, 6: -3, 7: -3, 11: 2, 12: 2, 13: 2 },
   ) {
-    const r = new Rng(seed);
-    const g = (n: number, s: number) => Float32Array.from({ length: n }, () => (r.next() * 2 - 1) * s);
-    this.E = g(this.vocabSize * this.H, 1.5);
-    this.W = g(this.H * this.H, 0.6);
-    this.U = g(this.H * this.vocabSize, 2.5);
+    super(maxBatch, maxLength, seed, 2.5, bias);
     this.states = Array.from({ length: maxBatch }, () => []);
   }
-  async extend(items: { slot: number; tokens: number[] }[]): Promise<Float32Array[]> {
-    const { H, vocabSize: V } = this;
+  override async extend(items: { slot: number; tokens: number[] }[]): Promise<Float32Array[]> {
     return items.map(({ slot, tokens }) => {
       const st = this.states[slot]!;
       for (const t of tokens) {
-        const h = st[st.length - 1] ?? new Float32Array(H);
-        const n = new Float32Array(H);
-        for (let i = 0; i < H; i++) {
-          let a = this.E[t * H + i]!;
-          for (let j = 0; j < H; j++) a += this.W[i * H + j]! * h[j]!;
-          n[i] = Math.tanh(a);
-        }
-        st.push(n);
+        st.push(this.step(st[st.length - 1] ?? new Float32Array(this.H), t));
         this.extended++;
       }
-      const h = st[st.length - 1]!;
-      const logits = new Float32Array(V);
-      for (let v = 0; v < V; v++) {
-        let a = 0;
-        for (let i = 0; i < H; i++) a += h[i]! * this.U[i * V + v]!;
-        logits[v] = a + (this.bias[v] ?? 0);
-      }
-      return logits;
+      return this.logits(st[st.length - 1]!);
     });
   }
-  release(slot: number): void {
+  override release(slot: number): void {
     this.states[slot] = [];
   }
   fork(from: number, to: number, length?: number): void {

@@ -57,7 +57,7 @@ export class WordTokenizer implements TokenizerPort {
 
 export class RnnBackend implements DecodeBackend {
   readonly vocabSize = VOCAB.length;
-  private readonly H = 12;
+  protected readonly H = 12;
   private readonly E: Float32Array;
   private readonly W: Float32Array;
   private readonly U: Float32Array;
@@ -79,29 +79,36 @@ export class RnnBackend implements DecodeBackend {
   }
   async extend(items: { slot: number; tokens: number[] }[]): Promise<Float32Array[]> {
     this.calls.push(items.map((i) => ({ slot: i.slot, tokens: i.tokens.length })));
-    const { H, vocabSize: V } = this;
     return items.map(({ slot, tokens }) => {
       if (slot < 0 || slot >= this.maxBatch) throw new Error(`bad slot ${slot}`);
       if (tokens.length === 0) throw new Error('extend with no tokens');
-      let h = this.state[slot] ?? new Float32Array(H);
-      for (const t of tokens) {
-        const n = new Float32Array(H);
-        for (let i = 0; i < H; i++) {
-          let a = this.E[t * H + i]!;
-          for (let j = 0; j < H; j++) a += this.W[i * H + j]! * h[j]!;
-          n[i] = Math.tanh(a);
-        }
-        h = n;
-      }
+      let h = this.state[slot] ?? new Float32Array(this.H);
+      for (const t of tokens) h = this.step(h, t);
       this.state[slot] = h;
-      const logits = new Float32Array(V);
-      for (let v = 0; v < V; v++) {
-        let a = 0;
-        for (let i = 0; i < H; i++) a += h[i]! * this.U[i * V + v]!;
-        logits[v] = a + (this.bias[v] ?? 0);
-      }
-      return logits;
+      return this.logits(h);
     });
+  }
+  /** The next hidden state after token t. */
+  protected step(h: Float32Array, t: number): Float32Array {
+    const H = this.H;
+    const n = new Float32Array(H);
+    for (let i = 0; i < H; i++) {
+      let a = this.E[t * H + i]!;
+      for (let j = 0; j < H; j++) a += this.W[i * H + j]! * h[j]!;
+      n[i] = Math.tanh(a);
+    }
+    return n;
+  }
+  /** Next-token logits from a hidden state. */
+  protected logits(h: Float32Array): Float32Array {
+    const { H, vocabSize: V } = this;
+    const logits = new Float32Array(V);
+    for (let v = 0; v < V; v++) {
+      let a = 0;
+      for (let i = 0; i < H; i++) a += h[i]! * this.U[i * V + v]!;
+      logits[v] = a + (this.bias[v] ?? 0);
+    }
+    return logits;
   }
   release(slot: number): void {
     this.state[slot] = null;
