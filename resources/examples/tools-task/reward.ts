@@ -5,8 +5,12 @@
 //  - plus 0.1 for each expected call the episode made (the organisation looked up, the person
 //    looked up, the expression computed; at most 0.3), so that GRPO still has a signal in groups
 //    where every answer is wrong. A right answer always outscores a wrong one.
-//  - steps: one per tool call, in order, +1 for an expected call and -1 for any other (used as
-//    process rewards when the config sets algorithm.process_rewards).
+//  - steps: one per tool call, in order (used as process rewards when the config sets
+//    algorithm.process_rewards): +1 for an expected call made for the first time, -1 for a failed
+//    call (a tool error or an invalid call), 0 for a successful call that was not expected (a
+//    repeat, another entity). Process rewards are not relative to the group, so a step penalty on
+//    calls that worked makes not calling the cheapest way out: with -1 there, a weaker SFT model
+//    learned to stop looking things up (docs/areas/train.md, "Two-tool task", run 10).
 // The components are stored with each trajectory and charted.
 import { exactMatch, type RewardFn } from 'arbor/env';
 
@@ -29,7 +33,7 @@ export const reward: RewardFn = (episode) => {
     const key = c.name === 'lookup' ? `lookup:${entityOf(c.args)}` : c.name === 'calculator' ? `calculator:${expressionOf(c.args)}` : '';
     const right = c.success && expected.has(key) && !done.has(key);
     if (right) done.add(key);
-    return right ? 1 : -1;
+    return right ? 1 : c.success ? 0 : -1;
   });
   const answered = episode.answer === undefined ? 0 : exactMatch(episode.answer, episode.golds);
   return {

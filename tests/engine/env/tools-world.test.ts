@@ -14,6 +14,8 @@ import {
 import { calculate } from '../../../engine/env/calculator';
 import { buildByteWordTokenizer, byteWordTokenizer, JSON_PUNCTUATION } from '../../../engine/model/tiny-tokenizer';
 import { HfTokenizer } from '../../../engine/model/tokenizer';
+import { SandboxHost } from '../../../engine/env/sandbox-host';
+import type { EpisodeSummary, ToolCallTrace } from '../../../engine/env/rewards';
 
 const EXAMPLE = join(__dirname, '..', '..', '..', 'resources', 'examples', 'tools-task');
 
@@ -143,5 +145,63 @@ describe('byte-level word tokenizer', () => {
     expect(hf.eosTokenId).toBe(1);
     expect(hf.vocabSize).toBe(vocab.length);
     expect(vocab.length).toBe(4 + 256 + 2 + JSON_PUNCTUATION.filter((p) => p.length > 1).length);
+  });
+});
+
+describe("the example's reward file (resources/examples/tools-task/reward.ts, in the sandbox)", () => {
+  const task = {
+    id: 'train-q0',
+    prompt: 'how old was the founder of the iron bridge guild when it was founded ?',
+    answers: ['40'],
+    meta: { entities: ['iron bridge guild', 'alvin knox'], expression: '1804 - 1764' },
+  };
+  const call = (name: string, args: unknown, success = true): ToolCallTrace => ({
+    name,
+    args,
+    success,
+    result: success ? 'ok' : 'error',
+    ...(success ? {} : { error: 'error' }),
+  });
+  const episode = (calls: ToolCallTrace[], answer?: string): EpisodeSummary => ({
+    task,
+    history: [...calls.map((c) => ({ text: '', calls: [c], errors: [] })), ...(answer ? [{ text: '', calls: [], errors: [], answer }] : [])],
+    answer,
+    golds: task.answers,
+    turns: [],
+    formatOk: true,
+    toolCalls: calls.length,
+    toolErrors: calls.filter((c) => !c.success).length,
+    retrieved: [],
+    supporting: [],
+  });
+
+  it('scores exact match + 0.1 per expected call; steps +1 an expected call, -1 a failed one, 0 a successful unexpected or repeated one', async () => {
+    const path = join(EXAMPLE, 'reward.ts');
+    const host = await SandboxHost.open({ reward: { path, source: readFileSync(path, 'utf8') } }, undefined, EXAMPLE);
+    try {
+      const right = await host.reward(
+        episode(
+          [
+            call('lookup', { entity: 'the iron bridge guild' }),
+            call('lookup', { entity: 'red apple institute' }),
+            call('lookup', { name: 'alvin knox' }, false),
+            call('lookup', { entity: 'alvin knox' }),
+            call('lookup', { entity: 'alvin knox' }),
+            call('calculator', { expression: '1804 - 1764' }),
+          ],
+          '40',
+        ),
+      );
+      expect(right.reward).toBeCloseTo(1.3);
+      expect(right.steps).toEqual([1, 0, -1, 1, 0, 1]);
+      expect(right.components).toEqual({ answer_right: 1, right_calls: 3, failed_calls: 1 });
+      // No calls: no steps to gain or lose, and a wrong answer scores only its expected calls.
+      expect(await host.reward(episode([], '41'))).toMatchObject({ reward: 0, steps: [] });
+      const wrong = await host.reward(episode([call('calculator', { expression: '1804 + 1764' })], '3568'));
+      expect(wrong.reward).toBe(0);
+      expect(wrong.steps).toEqual([0]);
+    } finally {
+      await host.close();
+    }
   });
 });
