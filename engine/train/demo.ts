@@ -23,8 +23,9 @@ export const DEMO_CONFIG = join(dirname(fileURLToPath(import.meta.url)), '..', '
 
 /**
  * The demo's default wall-clock budget: five minutes on 2 cores (issue 13). GRPO (300 steps) takes
- * ~250 s of it on a quiet 2-core machine; PPO runs only when the rest allows, so it needs a larger
- * `--budget` (600 s fits both: docs/areas/train.md, "The demo in five minutes").
+ * about 200 s of it on a quiet 2-core machine (220 s with SFT and evaluation); PPO runs only when
+ * the rest allows, so it needs a larger `--budget` (600 s fits both: docs/areas/train.md, "The
+ * demo in five minutes").
  */
 export const DEMO_BUDGET_SECONDS = 300;
 
