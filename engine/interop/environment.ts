@@ -17,13 +17,13 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadQaDataset } from '../env/dataset';
 import { formatByName, type ToolCallFormat } from '../env/formats';
-import { generateWorld } from '../env/multihop';
+import { generateWorld } from '../tasks/multihop/world';
 import { normalizeRewardValue, weightedReward, type EpisodeSummary, type TurnTrace } from '../env/rewards';
 import { SandboxHost } from '../env/sandbox-host';
 import { Bm25Index, searchTool } from '../env/search';
 import { loadTaskFile } from '../env/taskfile';
 import type { Tool } from '../env/tool';
-import { hasUserFiles, type ExperimentConfig } from '../train/config';
+import { hasUserFiles, type ExperimentConfig } from '../config/experiment';
 
 export interface ServedEnvironment {
   tools: Tool[];
@@ -33,7 +33,7 @@ export interface ServedEnvironment {
   reward(summary: EpisodeSummary): Promise<{ reward: number; components: Record<string, number> }>;
   /** Where the tools come from, for logs. */
   describe: string;
-  /** The opened sandbox and MCP tools, for the config's task kit (engine/train/tasks.ts openTaskKit). */
+  /** The opened sandbox and MCP tools, for the config's task kit (engine/tasks/registry.ts openTaskKit). */
   kitExtras?: { host?: SandboxHost; mcpTools?: Tool[] };
   close(): Promise<void>;
 }
@@ -104,15 +104,15 @@ export function routedMultihopSearch(): Tool {
 
 /** An experiment config's environment (validated config: absolute paths): the tools and format its kit builds, its reward. */
 export async function openConfigEnvironment(cfg: ExperimentConfig): Promise<ServedEnvironment> {
-  const { envSetup, taskTools } = await import('../train/env-setup');
-  const { openMcpServers } = await import('../train/wiring');
+  const { envSetup, taskTools } = await import('../tasks/env-setup');
+  const { openMcpServers } = await import('../experiment/open');
   const closers: (() => Promise<void>)[] = [];
   try {
     const mcp = await openMcpServers(cfg, (line) => process.stderr.write(`${line}\n`));
     if (mcp) closers.push(() => mcp.close());
     let host: SandboxHost | undefined;
     if (hasUserFiles(cfg)) {
-      const { openUserEnvironment } = await import('../train/user-kit');
+      const { openUserEnvironment } = await import('../tasks/user-kit');
       const h = await openUserEnvironment(cfg.environment, cfg.environment.workspace ?? process.cwd());
       closers.push(() => h.close());
       host = h;

@@ -23,8 +23,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify as yamlStringify } from 'yaml';
 import type { RolloutTask } from '../rollout/ports';
-import type { ExperimentConfig } from '../train/config';
-import type { TaskKit } from '../train/session';
+import type { ExperimentConfig } from '../config/experiment';
+import type { TaskKit } from '../tasks/kit';
 import { openConfigEnvironment } from './environment';
 import { inferStruct, writeParquet, type PqType } from './parquet';
 
@@ -324,7 +324,7 @@ export async function exportVerl(
 
   progress('tasks');
   const env = await openConfigEnvironment(cfg);
-  const { openTaskKit } = await import('../train/tasks');
+  const { openTaskKit } = await import('../tasks/registry');
   let kit: TaskKit;
   try {
     kit = openTaskKit(cfg, env.kitExtras);

@@ -24,7 +24,7 @@ import type { Weights } from './checkpoint';
 export const LORA_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
 export type LoraTarget = (typeof LORA_TARGETS)[number];
 
-/** The experiment config's `model.lora` block (engine/train/config.ts). */
+/** The experiment config's `model.lora` block (engine/config/experiment.ts). */
 export interface LoraSettings {
   rank: number;
   alpha: number;

@@ -25,7 +25,7 @@ import { klProgram } from './kl';
 export const AGGREGATION_MODES = ['token-mean', 'seq-mean-token-mean', 'seq-mean-token-sum', 'seq-mean-token-sum-norm'] as const;
 export type LossAggMode = (typeof AGGREGATION_MODES)[number];
 
-/** What the policy losses read of the experiment config (engine/train/config.ts ExperimentConfig satisfies it). */
+/** What the policy losses read of the experiment config (engine/config/experiment.ts ExperimentConfig satisfies it). */
 export interface PolicyLossConfig {
   algorithm: {
     policy_loss: string;

@@ -14,7 +14,7 @@
  * (seed, group, sample), so batch composition and tool completion order do not change what a
  * sequence samples (up to floating-point differences of the model between batch shapes).
  */
-import { Rng, mixSeed, type RngState } from './rng';
+import { Rng, mixSeed, type RngState } from '../base/rng';
 import { sampleToken, type SampledToken, type SamplingParams } from './sampling';
 import type { DecodeBackend, EnvStepResult, EpisodeEnv, RolloutTask, TextPolicy, TokenizerPort } from './ports';
 import type { BranchPoint, OutcomeReward, Trajectory, Turn } from './types';

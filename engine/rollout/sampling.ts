@@ -6,7 +6,7 @@
  * softmax(logits / T) before top-k/top-p truncation (T = 1 when greedy), which is what the
  * trainer recomputes as the "old" policy (logits divided by the same temperature).
  */
-import type { Rng } from './rng';
+import type { Rng } from '../base/rng';
 
 export interface SamplingParams {
   /** 0 = greedy (argmax, ties to the lowest id). Default 1. */

@@ -75,7 +75,7 @@ export interface BranchPoint {
   /**
    * Number of leading turns (of `turns`, the prompt not counted) shared with the parent; the branch
    * point follows turn `turn - 1`, a tool observation. Stored trajectories count stored turns instead
-   * (the prompt is stored turn 0; engine/train/store-sink.ts converts), which is what the protocol returns.
+   * (the prompt is stored turn 0; engine/experiment/store-sink.ts converts), which is what the protocol returns.
    */
   turn: number;
   /** Length of the shared prefix in flattened tokens (prompt included). */

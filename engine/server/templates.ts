@@ -8,12 +8,12 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { episodeToRecord } from '../train/store-sink';
-import { memoryLimitHits } from '../train/sinks';
+import { episodeToRecord } from '../experiment/store-sink';
+import { memoryLimitHits } from '../experiment/sinks';
 import type { RunTemplate } from './runs';
 import type { EngineServer } from './server';
 
-export { episodeToRecord } from '../train/store-sink';
+export { episodeToRecord } from '../experiment/store-sink';
 
 interface TemplateSpec {
   id: string;
@@ -62,7 +62,7 @@ function resolveEnvironment(config: Record<string, unknown>, schema: z.ZodType, 
 }
 
 async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
-  const { experimentJsonSchema, validateConfig } = await import('../train/config');
+  const { experimentJsonSchema, validateConfig } = await import('../config/experiment');
   const { workspace, ...info } = t;
   const { FORMAT_NAMES } = await import('../env/formats');
   const schema = experimentJsonSchema();
@@ -112,9 +112,9 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
       check(config);
     },
     async run(ctx) {
-      const { runExperiment } = await import('../train/experiment');
-      const { openTaskSession, decoderFor } = await import('../train/wiring');
-      const { hasUserFiles } = await import('../train/config');
+      const { runExperiment } = await import('../experiment/runner');
+      const { openTaskSession, decoderFor } = await import('../experiment/open');
+      const { hasUserFiles } = await import('../config/experiment');
       const { cfg } = check(ctx.config);
       const decode = decoderFor(cfg);
       const session = await openTaskSession(cfg);
@@ -242,7 +242,7 @@ export async function registerAreaHandlers(engine: EngineServer): Promise<void> 
   );
   // "Try it" for MCP servers: started for the try, relative cwd against the workspace folder.
   engine.on('mcp.tryTool', async (p: { servers: unknown; tool?: string; args?: unknown }) =>
-    (await import('../interop/mcp-try')).tryMcp(p, {
+    (await import('../env/mcp/try')).tryMcp(p, {
       baseDir: existsSync(join(engine.opts.home, 'workspace')) ? join(engine.opts.home, 'workspace') : engine.opts.home,
     }),
   );

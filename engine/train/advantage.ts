@@ -5,7 +5,7 @@
 import { computeAdvantages, getEstimator, stepsFromMask, type EstimatorEpisode } from '../rl';
 import { klValue } from '../rl/kl';
 import { sequenceMatcherRatio } from '../rl/similarity';
-import type { ExperimentConfig } from './config';
+import type { ExperimentConfig } from '../config/experiment';
 import type { Episode } from './episode';
 import type { AdvantagePort } from './loop';
 

@@ -11,7 +11,7 @@ import { packSequences } from '../model/graphs';
 import type { Ops } from '../tensor/ops';
 import { clippedValueLoss } from '../rl/losses';
 import type { OptimizerPort } from '../rl/optimizer';
-import type { ExperimentConfig } from './config';
+import type { ExperimentConfig } from '../config/experiment';
 import type { Episode } from './episode';
 import { accumulate, clipAndStep, maskedTokens, shifted } from './grad-accum';
 

@@ -8,7 +8,7 @@
  * step > S is deleted from the store, and training restarts at S + 1. Each step derives its seeds
  * from (run seed, step), so a resumed step samples exactly what the original would have.
  */
-import type { ExperimentConfig } from './config';
+import type { ExperimentConfig } from '../config/experiment';
 import { latestCheckpoint, saveCheckpoint, type CheckpointInfo } from './checkpoints';
 import {
   chunks,

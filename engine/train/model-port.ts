@@ -23,7 +23,7 @@ import type { PolicyModel } from '../model/runtime';
 import type { CriticModel } from '../model/critic';
 import { aggregationUnits, policyLoss } from '../rl/policy-losses';
 import type { OptimizerPort } from '../rl/optimizer';
-import type { ExperimentConfig } from './config';
+import type { ExperimentConfig } from '../config/experiment';
 import { CriticPort } from './critic-port';
 import type { Episode } from './episode';
 import { accumulate, clipAndStep, maskedTokens, shifted } from './grad-accum';

@@ -7,7 +7,7 @@ import type { BranchingOptions } from '../rollout/branching';
 import { rollout } from '../rollout/engine';
 import type { DecodeBackend, RolloutTask, TokenizerPort } from '../rollout/ports';
 import type { Trajectory } from '../rollout/types';
-import type { ExperimentConfig } from './config';
+import type { ExperimentConfig } from '../config/experiment';
 import { mulberry32 } from './episode';
 import type { RolloutPort } from './loop';
 import { trajectoryToEpisode } from './trajectories';

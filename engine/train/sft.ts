@@ -13,7 +13,7 @@
  * template that may not match the task's prompts and observations); the error says what to give.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import type { ExperimentConfig } from './config';
+import type { ExperimentConfig } from '../config/experiment';
 import { saveCheckpoint, type CheckpointInfo } from './checkpoints';
 import { chunks, mulberry32, shuffled, stepSeed } from './episode';
 import type { SinkPort } from './loop';

@@ -16,7 +16,7 @@ import { tinyConfig, type ModelConfig } from '../../engine/model/config';
 import { rollout } from '../../engine/rollout/engine';
 import { decodeShards, policyDecodeBackend } from '../../engine/rollout/model-backend';
 import type { EpisodeEnv, RolloutTask, TokenizerPort } from '../../engine/rollout/ports';
-import { Rng } from '../../engine/rollout/rng';
+import { Rng } from '../../engine/base/rng';
 
 const args = process.argv.slice(2);
 const opt = (name: string) => {

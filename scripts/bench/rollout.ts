@@ -51,7 +51,7 @@ import { parameterCount, tinyConfig, type ModelConfig } from '../../engine/model
 import { rollout } from '../../engine/rollout/engine';
 import { policyDecodeBackend, policyRecomputeBackend } from '../../engine/rollout/model-backend';
 import type { DecodeBackend, EpisodeEnv, RolloutTask, TokenizerPort } from '../../engine/rollout/ports';
-import { Rng } from '../../engine/rollout/rng';
+import { Rng } from '../../engine/base/rng';
 
 const args = process.argv.slice(2);
 const json = args.includes('--json');

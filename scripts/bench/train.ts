@@ -48,7 +48,7 @@ import { AdamW } from '../../engine/train/model-port';
 import { initTfjs } from '../../engine/tensor/tfjs';
 import { OrtRunner } from '../../engine/tensor/ort';
 import { traceGraph } from '../../engine/tensor/graph';
-import { Rng } from '../../engine/rollout/rng';
+import { Rng } from '../../engine/base/rng';
 import type { Ops } from '../../engine/tensor/ops';
 
 const positive = (flag: string) => (v: string) => {

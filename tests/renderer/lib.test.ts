@@ -4,7 +4,7 @@ import { configDiff, flattenConfig } from '../../renderer/src/lib/configDiff';
 import { channelScale, channelValue, heatColor, nextChannel, CHANNELS } from '../../renderer/src/lib/heat';
 import { defaultsOf, fieldKind, setPath, unwrap, type JsonSchema } from '../../renderer/src/lib/jsonSchema';
 import { alignSeries } from '../../renderer/src/lib/align';
-import { experimentJsonSchema, validateConfig } from '../../engine/train/config';
+import { experimentJsonSchema, validateConfig } from '../../engine/config/experiment';
 
 describe('time-weighted EMA', () => {
   it('is the identity with no smoothing and keeps gaps', () => {

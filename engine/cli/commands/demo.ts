@@ -3,13 +3,13 @@
  * multi-hop search task, evaluated on a held-out world; prints an Agent-R1-shaped table.
  */
 import type { Command } from 'commander';
-import { DEMO_BUDGET_SECONDS, runDemo } from '../../train/demo';
-import { parseAlgorithms, runAblation, type AblationResult } from '../../train/ablation';
-import { progressBar, renderTable, type Progress } from '../../train/report';
-import type { ExperimentConfig } from '../../train/config';
-import { openTaskSession } from '../../train/wiring';
+import { DEMO_BUDGET_SECONDS, runDemo } from '../../experiment/demo';
+import { parseAlgorithms, runAblation, type AblationResult } from '../../experiment/ablation';
+import { progressBar, renderTable, type Progress } from '../../experiment/report';
+import type { ExperimentConfig } from '../../config/experiment';
+import { openTaskSession } from '../../experiment/open';
 import { interruptSignal } from '../lifecycle';
-import { openCliStoreRun } from '../store-run';
+import { openCliStoreRun } from '../../experiment/store-run';
 import { basename, dirname } from 'node:path';
 
 export function register(program: Command): void {
@@ -82,7 +82,7 @@ export function register(program: Command): void {
     });
 }
 
-/** `arbor demo --algorithms …`: the ablation table (engine/train/ablation.ts). */
+/** `arbor demo --algorithms …`: the ablation table (engine/experiment/ablation.ts). */
 async function ablation(o: { json?: boolean; config?: string; store: boolean; algorithms: string; tokenBudget: number }): Promise<void> {
   const algorithms = parseAlgorithms(o.algorithms);
   const stop = interruptSignal(() => process.stderr.write('\nstopping after this step; Ctrl-C again to quit now\n'));

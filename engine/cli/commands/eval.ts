@@ -3,10 +3,10 @@ import type { Command } from 'commander';
 import { existsSync, statSync } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import { listCheckpoints } from '../../train/checkpoints';
-import { loadConfig, TASK_KINDS, validateConfig } from '../../train/config';
-import { progressBar, renderTable } from '../../train/report';
-import { evalMetrics } from '../../train/run';
-import { openTaskSession } from '../../train/wiring';
+import { loadConfig, TASK_KINDS, validateConfig } from '../../config/experiment';
+import { progressBar, renderTable } from '../../experiment/report';
+import { evalMetrics } from '../../tasks/kit';
+import { openTaskSession } from '../../experiment/open';
 
 export function register(program: Command): void {
   program

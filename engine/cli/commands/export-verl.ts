@@ -10,7 +10,7 @@ import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { arborHome, openDatabase } from '../../store/db';
 import { Store } from '../../store/store';
-import { parseConfigText, validateConfig, type ExperimentConfig } from '../../train/config';
+import { parseConfigText, validateConfig, type ExperimentConfig } from '../../config/experiment';
 
 /**
  * An experiment config for its environment only (`arbor mcp serve --config`, `arbor verl-reward`):
@@ -83,7 +83,7 @@ export function extend(program: Command): void {
       let modelPath: string | undefined;
       let what: string;
       if (existsSync(source) && statSync(source).isFile()) {
-        const { loadConfig } = await import('../../train/config');
+        const { loadConfig } = await import('../../config/experiment');
         cfg = loadConfig(resolve(source));
         what = `config ${resolve(source)}`;
       } else {

@@ -10,10 +10,10 @@ import { join, resolve } from 'node:path';
 import { initWeights, saveCheckpoint } from '../../model/checkpoint';
 import { parameterCount, tinyConfig } from '../../model/config';
 import { HfTokenizer, writeWordTokenizer } from '../../model/tokenizer';
-import { multihopVocabulary } from '../../env/multihop';
-import { loadConfig, TASK_KINDS, validateConfig, type ExperimentConfig } from '../../train/config';
-import { openTaskKit } from '../../train/tasks';
-import { openUserEnvironment } from '../../train/user-kit';
+import { multihopVocabulary } from '../../tasks/multihop/world';
+import { loadConfig, TASK_KINDS, validateConfig, type ExperimentConfig } from '../../config/experiment';
+import { openTaskKit } from '../../tasks/registry';
+import { openUserEnvironment } from '../../tasks/user-kit';
 
 /** Vocabulary of each built-in task (every word its prompts, observations and answers use). */
 export const TASK_VOCABULARIES: Record<string, () => string[]> = {

@@ -9,13 +9,13 @@ import { createWriteStream, mkdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { arborHome } from '../../store/db';
 import { rollout, rolloutTextPolicy } from '../../rollout/engine';
-import { openRolloutSource } from '../../rollout/sources';
+import { openRolloutSource } from '../../tasks/sources';
 import { summarize, trajectoryToJsonLine } from '../../rollout/summary';
-import { progressBar, renderTable } from '../../train/report';
-import '../../rollout/tasks';
-import { loadConfig, TASK_KINDS } from '../../train/config';
+import { progressBar, renderTable } from '../../experiment/report';
+import '../../tasks/multihop/rollout';
+import { loadConfig, TASK_KINDS } from '../../config/experiment';
 import { branchingOptions } from '../../train/rollout-port';
-import { openKitSource, rolloutConfig } from '../../train/rollout-source';
+import { openKitSource, rolloutConfig } from '../../tasks/rollout-source';
 
 const int = (name: string) => (v: string) => {
   const n = Number(v);

@@ -7,12 +7,12 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { loadConfig } from '../../train/config';
-import { progressBar, renderTable } from '../../train/report';
-import { evalMetrics } from '../../train/run';
+import { loadConfig } from '../../config/experiment';
+import { progressBar, renderTable } from '../../experiment/report';
+import { evalMetrics } from '../../tasks/kit';
 import { runSft } from '../../train/sft';
-import { JsonlSink, teeSink } from '../../train/sinks';
-import { claimRunAndOpenTask } from '../store-run';
+import { JsonlSink, teeSink } from '../../experiment/sinks';
+import { claimRunAndOpenTask } from '../../experiment/store-run';
 import { interruptSignal, note } from '../lifecycle';
 
 export function register(program: Command): void {

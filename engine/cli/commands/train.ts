@@ -4,12 +4,12 @@
  * final summary table.
  */
 import type { Command } from 'commander';
-import { loadConfig } from '../../train/config';
-import { runExperiment } from '../../train/experiment';
-import { progressBar, renderTable } from '../../train/report';
-import { openRun } from '../../train/run';
-import { JsonlSink, memoryLimitWatcher, teeSink } from '../../train/sinks';
-import { claimRunAndOpenTask } from '../store-run';
+import { loadConfig } from '../../config/experiment';
+import { runExperiment } from '../../experiment/runner';
+import { progressBar, renderTable } from '../../experiment/report';
+import { openRun } from '../../experiment/run-dir';
+import { JsonlSink, memoryLimitWatcher, teeSink } from '../../experiment/sinks';
+import { claimRunAndOpenTask } from '../../experiment/store-run';
 import { interruptSignal, note } from '../lifecycle';
 import { latestCheckpoint } from '../../train/checkpoints';
 

@@ -8,7 +8,7 @@ import { loadQaDataset, qaEnvTask } from '../../../engine/env/dataset';
 import { searchR1Format } from '../../../engine/env/formats';
 import { Bm25Index, searchTool } from '../../../engine/env/search';
 import { ToolEnv } from '../../../engine/env/toolenv';
-import { multihopTokenizer } from '../../../engine/train/multihop-kit';
+import { multihopTokenizer } from '../../../engine/tasks/multihop/kit';
 
 const write = (lines: unknown[]) => {
   const f = join(mkdtempSync(join(tmpdir(), 'arbor-ds-')), 'qa.jsonl');

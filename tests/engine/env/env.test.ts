@@ -8,8 +8,8 @@ import { hermesFormat, searchR1Format } from '../../../engine/env/formats';
 import { exactMatch, f1Score, normalizeAnswer, substringMatch, weightedReward, type EpisodeSummary } from '../../../engine/env/rewards';
 import { runCall, type Tool } from '../../../engine/env/tool';
 import { calculate, calculatorTool } from '../../../engine/env/calculator';
-import { generateQuestions, generateWorld, multihopVocabulary } from '../../../engine/env/multihop';
-import { openMultihop, runExpertEpisode } from '../../../engine/env/multihop-task';
+import { generateQuestions, generateWorld, multihopVocabulary } from '../../../engine/tasks/multihop/world';
+import { openMultihop, runExpertEpisode } from '../../../engine/tasks/multihop/task';
 import { HfTokenizer, writeWordTokenizer } from '../../../engine/model/tokenizer';
 
 const echo: Tool = {

@@ -15,7 +15,7 @@ import { ToolEnv } from '../../../engine/env/toolenv';
 import { SandboxHost } from '../../../engine/env/sandbox-host';
 import { HfTokenizer } from '../../../engine/model/tokenizer';
 import { rolloutTextPolicy } from '../../../engine/rollout/engine';
-import { validateConfig } from '../../../engine/train/config';
+import { validateConfig } from '../../../engine/config/experiment';
 import { advantagePort } from '../../../engine/train/advantage';
 import { trajectoryToEpisode } from '../../../engine/train/trajectories';
 
@@ -282,7 +282,7 @@ describe('process rewards from the reward file', () => {
 describe('out-of-vocabulary text', () => {
   it('is counted in prompts and observations and reported with the task named', async () => {
     const { buildWordTokenizer } = await import('../../../engine/model/tokenizer');
-    const { vocabularyWarnings } = await import('../../../engine/train/session');
+    const { vocabularyWarnings } = await import('../../../engine/experiment/compose');
     const { tokenizer, config } = buildWordTokenizer(['what', 'is', 'the', 'answer', 'facts', 'about', 'search', 'query', ':']);
     const tok = new HfTokenizer(tokenizer, config);
     expect(tok.unkTokenId).toBe(tok.tokenId('<unk>'));

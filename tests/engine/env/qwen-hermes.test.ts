@@ -13,7 +13,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { initWeights, saveCheckpoint } from '../../../engine/model/checkpoint';
 import { tinyConfig } from '../../../engine/model/config';
 import { HfTokenizer } from '../../../engine/model/tokenizer';
-import { openKitSource, rolloutConfig } from '../../../engine/train/rollout-source';
+import { openKitSource, rolloutConfig } from '../../../engine/tasks/rollout-source';
 
 const home = mkdtempSync(join(tmpdir(), 'arbor-qwen-'));
 const folder = join(home, 'qwen-tiny');

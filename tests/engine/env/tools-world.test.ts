@@ -10,7 +10,7 @@ import {
   toolsExpertTurn,
   toolsVocabulary,
   hermesCall,
-} from '../../../engine/env/tools-world';
+} from '../../../engine/tasks/tools/world';
 import { calculate } from '../../../engine/env/calculator';
 import { buildByteWordTokenizer, byteWordTokenizer, JSON_PUNCTUATION } from '../../../engine/model/tiny-tokenizer';
 import { HfTokenizer } from '../../../engine/model/tokenizer';

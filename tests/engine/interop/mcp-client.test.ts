@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hermesFormat } from '../../../engine/env/formats';
 import { runCall } from '../../../engine/env/tool';
 import { ToolEnv } from '../../../engine/env/toolenv';
-import { McpToolSet, type McpEvent } from '../../../engine/interop/mcp-client';
+import { McpToolSet, type McpEvent } from '../../../engine/env/mcp/client';
 import { rolloutTextPolicy } from '../../../engine/rollout/engine';
 
 const here = dirname(fileURLToPath(import.meta.url));

@@ -15,7 +15,7 @@ import { TASK_VOCABULARIES } from '../../../engine/cli/commands/init-model';
 import { initWeights, saveCheckpoint } from '../../../engine/model/checkpoint';
 import { tinyConfig } from '../../../engine/model/config';
 import { writeWordTokenizer } from '../../../engine/model/tokenizer';
-import { generateWorld } from '../../../engine/env/multihop';
+import { generateWorld } from '../../../engine/tasks/multihop/world';
 import { createEngine } from '../../../engine/server/engine';
 import { createClient, EngineError, inProcessTransport } from '../../../engine/server/client';
 import { playgroundMcpServers } from '../../../engine/server/playground';

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, validateConfig } from '../../../engine/train/config';
+import { ConfigError, validateConfig } from '../../../engine/config/experiment';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const BIN = join(here, '../../../bin/arbor.mjs');

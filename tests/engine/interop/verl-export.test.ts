@@ -18,7 +18,7 @@ import { scoreSolution } from '../../../engine/interop/environment';
 import { verlMapping } from '../../../engine/interop/verl-export';
 import { openDatabase } from '../../../engine/store/db';
 import { Store } from '../../../engine/store/store';
-import { validateConfig } from '../../../engine/train/config';
+import { validateConfig } from '../../../engine/config/experiment';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../../..');
 const BIN = join(ROOT, 'bin/arbor.mjs');

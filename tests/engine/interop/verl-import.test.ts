@@ -14,7 +14,7 @@ import { HfTokenizer } from '../../../engine/model/tokenizer';
 import { openDatabase } from '../../../engine/store/db';
 import { importVerlDump } from '../../../engine/store/io';
 import { Store } from '../../../engine/store/store';
-import { multihopTokenizerFolder } from '../../../engine/train/multihop-kit';
+import { multihopTokenizerFolder } from '../../../engine/tasks/multihop/kit';
 
 const BIN = join(dirname(fileURLToPath(import.meta.url)), '../../../bin/arbor.mjs');
 let home: string;

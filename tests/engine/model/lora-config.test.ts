@@ -8,7 +8,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { experimentJsonSchema, validateConfig } from '../../../engine/train/config';
+import { experimentJsonSchema, validateConfig } from '../../../engine/config/experiment';
 import { defaultsOf, fieldKind, unwrap, type JsonSchema } from '../../../renderer/src/lib/jsonSchema';
 
 describe('model.lora config', () => {

@@ -13,9 +13,9 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { validateConfig } from '../../../engine/train/config';
-import { openTaskSession } from '../../../engine/train/wiring';
-import { readMetricsJsonl } from '../../../engine/train/sinks';
+import { validateConfig } from '../../../engine/config/experiment';
+import { openTaskSession } from '../../../engine/experiment/open';
+import { readMetricsJsonl } from '../../../engine/experiment/sinks';
 
 const fixture = join(__dirname, 'fixtures', 'multihop-tiny-sft');
 const bin = join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs');

@@ -6,7 +6,7 @@ import { aepoLoss, ppoClipLoss } from '../../../engine/rl/policy-losses';
 import { withGradients } from '../../../engine/tensor/autodiff';
 import { traceGraph } from '../../../engine/tensor/graph';
 import { evaluate } from '../../../engine/tensor/refeval';
-import { ConfigError, validateConfig } from '../../../engine/train/config';
+import { ConfigError, validateConfig } from '../../../engine/config/experiment';
 
 const cfgWith = (algorithm: Record<string, unknown>) => validateConfig({ model: { init: 'tiny' }, algorithm, optim: { grad_clip: 0 } });
 

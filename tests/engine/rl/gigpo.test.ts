@@ -7,9 +7,9 @@ import { describe, expect, it } from 'vitest';
 import { gigpo, stepGroupMetrics, stepsFromMask, type EstimatorEpisode } from '../../../engine/rl';
 import { rolloutTextPolicy } from '../../../engine/rollout/engine';
 import { advantagePort } from '../../../engine/train/advantage';
-import { validateConfig } from '../../../engine/train/config';
+import { validateConfig } from '../../../engine/config/experiment';
 import type { Episode } from '../../../engine/train/episode';
-import { multihopKit } from '../../../engine/train/multihop-kit';
+import { multihopKit } from '../../../engine/tasks/multihop/kit';
 import { sequenceMatcherRatio } from '../../../engine/rl/similarity';
 import { trajectoryToEpisode } from '../../../engine/train/trajectories';
 

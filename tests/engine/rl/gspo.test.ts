@@ -11,7 +11,7 @@ import { gspoLoss } from '../../../engine/rl/policy-losses';
 import { withGradients } from '../../../engine/tensor/autodiff';
 import { traceGraph } from '../../../engine/tensor/graph';
 import { evaluate } from '../../../engine/tensor/refeval';
-import { validateConfig } from '../../../engine/train/config';
+import { validateConfig } from '../../../engine/config/experiment';
 import { mulberry32, type Episode } from '../../../engine/train/episode';
 import { ModelPolicyPort } from '../../../engine/train/model-port';
 

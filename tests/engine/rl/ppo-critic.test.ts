@@ -13,12 +13,12 @@ import { policyDecodeBackend } from '../../../engine/rollout/model-backend';
 import { traceGraph } from '../../../engine/tensor/graph';
 import { evaluate } from '../../../engine/tensor/refeval';
 import { advantagePort } from '../../../engine/train/advantage';
-import { validateConfig } from '../../../engine/train/config';
+import { validateConfig } from '../../../engine/config/experiment';
 import { runTrainingLoop } from '../../../engine/train/loop';
 import { AdamW, ModelPolicyPort } from '../../../engine/train/model-port';
 import type { Episode } from '../../../engine/train/episode';
 import { engineRolloutPort } from '../../../engine/train/rollout-port';
-import { JsonlSink, readMetricsJsonl } from '../../../engine/train/sinks';
+import { JsonlSink, readMetricsJsonl } from '../../../engine/experiment/sinks';
 import { sequenceTasks, tabularTargets, tabularTokenizer } from '../train/tabular';
 
 describe('clipped value loss', () => {

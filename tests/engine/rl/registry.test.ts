@@ -9,7 +9,7 @@ import { AdamW } from '../../../engine/rl/optimizer';
 import { POLICY_LOSSES, policyLoss } from '../../../engine/rl/policy-losses';
 import { traceGraph } from '../../../engine/tensor/graph';
 import { evaluate } from '../../../engine/tensor/refeval';
-import { ADV_ESTIMATORS, ConfigError, KL_TYPES, POLICY_LOSSES as CONFIG_POLICY_LOSSES, validateConfig } from '../../../engine/train/config';
+import { ADV_ESTIMATORS, ConfigError, KL_TYPES, POLICY_LOSSES as CONFIG_POLICY_LOSSES, validateConfig } from '../../../engine/config/experiment';
 
 const cfg = (algorithm: Record<string, unknown>) => validateConfig({ model: { init: 'tiny' }, algorithm });
 

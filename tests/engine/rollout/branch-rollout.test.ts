@@ -9,7 +9,7 @@ import { aepoGlobalSamples, branchProbability, decideBranches, windowEntropy, ty
 import { rollout, type RolloutOptions } from '../../../engine/rollout/engine';
 import { policyDecodeBackend } from '../../../engine/rollout/model-backend';
 import type { DecodeBackend, EpisodeEnv, RolloutTask } from '../../../engine/rollout/ports';
-import { Rng } from '../../../engine/rollout/rng';
+import { Rng } from '../../../engine/base/rng';
 import { sampleToken } from '../../../engine/rollout/sampling';
 import { flattenTrajectory, type Trajectory } from '../../../engine/rollout/types';
 import { EOS, RnnBackend, VOCAB, WordTokenizer } from './helpers';

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { HOP_STEPS, TurnLengths, chooseSteps } from '../../../engine/rollout/engine';
-import { Rng } from '../../../engine/rollout/rng';
+import { Rng } from '../../../engine/base/rng';
 
 describe('decode steps per call', () => {
   it('takes the limit when no turn has ended by a stop (turns cut by limits only)', () => {

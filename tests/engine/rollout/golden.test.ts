@@ -14,7 +14,7 @@ import { rollout, type RolloutOptions } from '../../../engine/rollout/engine';
 import { policyDecodeBackend } from '../../../engine/rollout/model-backend';
 import type { ShardedKvBackend } from '../../../engine/rollout/worker-kv';
 import type { EpisodeEnv, RolloutTask, TokenizerPort } from '../../../engine/rollout/ports';
-import { Rng } from '../../../engine/rollout/rng';
+import { Rng } from '../../../engine/base/rng';
 import type { Trajectory } from '../../../engine/rollout/types';
 import { EOS, VOCAB, WordTokenizer, searchTasks } from './helpers';
 

@@ -7,7 +7,7 @@
  *  - a Search-R1-style environment: every <search> q </search> in a model turn is a tool call
  *    (several per turn), answered by looking q up in a small dictionary; <answer> ends the episode.
  */
-import { Rng } from '../../../engine/rollout/rng';
+import { Rng } from '../../../engine/base/rng';
 import type { DecodeBackend, EpisodeEnv, RolloutTask, TokenizerPort } from '../../../engine/rollout/ports';
 import type { ToolCallRecord } from '../../../engine/rollout/types';
 

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { initTinyModel } from '../../../engine/cli/commands/init-model';
 import { PolicyModel } from '../../../engine/model/runtime';
 import { HfTokenizer } from '../../../engine/model/tokenizer';
-import { multihopVocabulary } from '../../../engine/env/multihop';
+import { multihopVocabulary } from '../../../engine/tasks/multihop/world';
 import { rollout } from '../../../engine/rollout/engine';
 import { eosTokenIds, policyDecodeBackend } from '../../../engine/rollout/model-backend';
 

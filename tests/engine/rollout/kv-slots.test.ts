@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { KvSlotBackend, type KvDecodeFn, type KvDecodeInput } from '../../../engine/rollout/kv-slots';
 import { RecomputeBackend } from '../../../engine/rollout/recompute';
-import { Rng } from '../../../engine/rollout/rng';
+import { Rng } from '../../../engine/base/rng';
 
 /**
  * A one-layer, two-kv-head causal self-attention LM written directly in JS with the HF decode

@@ -3,11 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { rollout, rolloutTextPolicy } from '../../../engine/rollout/engine';
-import { openRolloutSource } from '../../../engine/rollout/sources';
+import { openRolloutSource } from '../../../engine/tasks/sources';
 import { flattenTrajectory, toolCallCount } from '../../../engine/rollout/types';
 import { initTinyModel } from '../../../engine/cli/commands/init-model';
 import { buildProgram } from '../../../engine/cli/main';
-import '../../../engine/rollout/tasks';
+import '../../../engine/tasks/multihop/rollout';
 
 const dir = mkdtempSync(join(tmpdir(), 'arbor-rollout-mh-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { PolicyModel } from '../../../engine/model/runtime';
 import { tinyConfig } from '../../../engine/model/config';
 import { sampleToken } from '../../../engine/rollout/sampling';
-import { Rng } from '../../../engine/rollout/rng';
+import { Rng } from '../../../engine/base/rng';
 
 const models = [23, 300, 1000].map((V) =>
   PolicyModel.init(tinyConfig({ vocabSize: V, hiddenSize: 32, layers: 1, heads: 2, kvHeads: 1, maxPositionEmbeddings: 64, padTokenId: 0 }), V, { threads: 1 }),

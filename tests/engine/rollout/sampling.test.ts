@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Rng, mixSeed } from '../../../engine/rollout/rng';
+import { Rng, mixSeed } from '../../../engine/base/rng';
 import { sampleToken } from '../../../engine/rollout/sampling';
 
 const logits = Float32Array.from([2.0, 1.0, 0.5, -1.0, 3.0, 0.0]);

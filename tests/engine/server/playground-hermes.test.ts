@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { initWeights, saveCheckpoint } from '../../../engine/model/checkpoint';
 import { tinyConfig } from '../../../engine/model/config';
 import { HfTokenizer } from '../../../engine/model/tokenizer';
-import { generateWorld } from '../../../engine/env/multihop';
+import { generateWorld } from '../../../engine/tasks/multihop/world';
 import { createEngine } from '../../../engine/server/engine';
 import { createClient, inProcessTransport } from '../../../engine/server/client';
 import type { EngineServer } from '../../../engine/server/server';

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { initTinyModel } from '../../../engine/cli/commands/init-model';
-import { generateWorld } from '../../../engine/env/multihop';
+import { generateWorld } from '../../../engine/tasks/multihop/world';
 import { createEngine } from '../../../engine/server/engine';
 import type { EngineServer } from '../../../engine/server/server';
 import type { WebServer } from '../../../engine/server/transports';

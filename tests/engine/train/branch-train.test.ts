@@ -11,10 +11,10 @@ import { BRANCHING_MODES } from '../../../engine/rollout/branching';
 import { openDatabase } from '../../../engine/store/db';
 import { Store } from '../../../engine/store/store';
 import { hardAttribution } from '../../../engine/train/advantage';
-import { ConfigError, validateConfig } from '../../../engine/train/config';
+import { ConfigError, validateConfig } from '../../../engine/config/experiment';
 import { branchMetrics, generatedTokenCount, type Episode } from '../../../engine/train/episode';
 import { branchingOptions } from '../../../engine/train/rollout-port';
-import { episodeToRecord } from '../../../engine/train/store-sink';
+import { episodeToRecord } from '../../../engine/experiment/store-sink';
 
 const cfg = (rollout: Record<string, unknown>, algorithm: Record<string, unknown> = {}) => validateConfig({ model: { init: 'tiny' }, rollout, algorithm });
 function refused(rollout: Record<string, unknown>): string[] {

@@ -1,7 +1,7 @@
 // Keys that would do nothing in a configuration are refused, naming the key; the same keys at
 // their defaults (what the workbench form sends) or where they act are accepted.
 import { describe, expect, it } from 'vitest';
-import { validateConfig } from '../../../engine/train/config';
+import { validateConfig } from '../../../engine/config/experiment';
 
 const qa = { model: { init: 'tiny' }, task: { kind: 'qa', dataset: 'd.jsonl' } };
 const check = (c: unknown, job?: 'sft') => () => validateConfig(c, { checkFiles: false, job });

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, experimentJsonSchema, loadConfig, validateConfig } from '../../../engine/train/config';
+import { ConfigError, experimentJsonSchema, loadConfig, validateConfig } from '../../../engine/config/experiment';
 
 function errorOf(input: unknown): ConfigError {
   try {
@@ -108,7 +108,7 @@ describe('task.rl_hops and the RL question set', () => {
   it('must be a subset of task.hops, and selects the RL questions among the training questions', async () => {
     const e = errorOf({ model: { init: 'tiny' }, task: { hops: [1, 2], rl_hops: [3] } });
     expect(e.issues[0]).toEqual({ field: 'task.rl_hops', message: '3 is not one of task.hops (1, 2); RL questions are drawn from the training questions' });
-    const { multihopKit } = await import('../../../engine/train/multihop-kit');
+    const { multihopKit } = await import('../../../engine/tasks/multihop/kit');
     const kit = multihopKit(validateConfig({ model: { init: 'tiny' }, task: { hops: [1, 2], rl_hops: [2] } }));
     const all = multihopKit(validateConfig({ model: { init: 'tiny' }, task: { hops: [1, 2] } }));
     expect(all.rlTasks).toBeUndefined();

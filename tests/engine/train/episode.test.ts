@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { join } from 'node:path';
-import { loadConfig } from '../../../engine/train/config';
+import { loadConfig } from '../../../engine/config/experiment';
 import {
   chunks,
   dropFlatGroups,

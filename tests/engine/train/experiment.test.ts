@@ -4,10 +4,10 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { advantagePort } from '../../../engine/train/advantage';
 import { latestCheckpoint } from '../../../engine/train/checkpoints';
-import { validateConfig } from '../../../engine/train/config';
-import { runExperiment } from '../../../engine/train/experiment';
-import type { TaskSession } from '../../../engine/train/run';
-import { JsonlSink, readMetricsJsonl } from '../../../engine/train/sinks';
+import { validateConfig } from '../../../engine/config/experiment';
+import { runExperiment } from '../../../engine/experiment/runner';
+import type { TaskSession } from '../../../engine/experiment/run-dir';
+import { JsonlSink, readMetricsJsonl } from '../../../engine/experiment/sinks';
 import { TabularPolicy } from './tabular';
 
 function session(policy: TabularPolicy, cfg: ReturnType<typeof validateConfig>): TaskSession {

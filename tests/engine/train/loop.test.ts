@@ -4,9 +4,9 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { advantagePort } from '../../../engine/train/advantage';
 import { latestCheckpoint } from '../../../engine/train/checkpoints';
-import { validateConfig, type ExperimentInput } from '../../../engine/train/config';
+import { validateConfig, type ExperimentInput } from '../../../engine/config/experiment';
 import { learningRate, runTrainingLoop } from '../../../engine/train/loop';
-import { JsonlSink, readMetricsJsonl } from '../../../engine/train/sinks';
+import { JsonlSink, readMetricsJsonl } from '../../../engine/experiment/sinks';
 import { TabularPolicy } from './tabular';
 
 function setup(over: Partial<ExperimentInput> = {}) {

@@ -4,8 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { traceGraph } from '../../../engine/tensor/graph';
 import { evaluate } from '../../../engine/tensor/refeval';
 import { aggregateLoss, aggregationUnits, ppoClipLoss } from '../../../engine/train/model-port';
-import { validateConfig } from '../../../engine/train/config';
-import type { ExperimentConfig } from '../../../engine/train/config';
+import { validateConfig } from '../../../engine/config/experiment';
+import type { ExperimentConfig } from '../../../engine/config/experiment';
 
 const v = [1, 2, 3, 4, /**/ 10, 20, 30, 40, /**/ 5, 5, 5, 5];
 const mask = [1, 1, 0, 0, /**/ 0, 1, 1, 1, /**/ 0, 0, 0, 0];

@@ -6,11 +6,11 @@ import { tinyConfig } from '../../../engine/model/config';
 import { PolicyModel } from '../../../engine/model/runtime';
 import { policyDecodeBackend } from '../../../engine/rollout/model-backend';
 import { advantagePort } from '../../../engine/train/advantage';
-import { validateConfig } from '../../../engine/train/config';
+import { validateConfig } from '../../../engine/config/experiment';
 import { runTrainingLoop } from '../../../engine/train/loop';
 import { AdamW, ModelPolicyPort } from '../../../engine/train/model-port';
 import { engineRolloutPort } from '../../../engine/train/rollout-port';
-import { JsonlSink, readMetricsJsonl } from '../../../engine/train/sinks';
+import { JsonlSink, readMetricsJsonl } from '../../../engine/experiment/sinks';
 import { sequenceTasks, tabularTargets, tabularTokenizer } from './tabular';
 
 const VOCAB = 6;

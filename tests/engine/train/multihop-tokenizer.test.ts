@@ -1,9 +1,9 @@
 // The multihop task's tokenizer goes through the HF code path (tokenizer.json + chat template),
 // and the files checkpoints carry reproduce exactly the ids the task trains on.
 import { describe, expect, it } from 'vitest';
-import { generateQuestions, generateWorld } from '../../../engine/env/multihop';
+import { generateQuestions, generateWorld } from '../../../engine/tasks/multihop/world';
 import { HfTokenizer } from '../../../engine/model/tokenizer';
-import { multihopTokenizer, multihopTokenizerFolder } from '../../../engine/train/multihop-kit';
+import { multihopTokenizer, multihopTokenizerFolder } from '../../../engine/tasks/multihop/kit';
 
 describe('multihop tokenizer', () => {
   const tok = multihopTokenizer();
@@ -33,8 +33,8 @@ describe('multihop tokenizer', () => {
 
 describe('trained checkpoints in arbor rollout', () => {
   it('get the same prompt tokens from the ToolEnv path (rollout CLI) as from the training kit', async () => {
-    const { openMultihop, TASK_PROMPT_TEMPLATE } = await import('../../../engine/env/multihop-task');
-    const { multihopTask } = await import('../../../engine/train/multihop-kit');
+    const { openMultihop, TASK_PROMPT_TEMPLATE } = await import('../../../engine/tasks/multihop/task');
+    const { multihopTask } = await import('../../../engine/tasks/multihop/kit');
     const { Bm25Index, searchTool } = await import('../../../engine/env/search');
     const hf = HfTokenizer.load(multihopTokenizerFolder());
     expect(hf.chatTemplate).toBe(TASK_PROMPT_TEMPLATE);

@@ -8,9 +8,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { advantagePort } from '../../../engine/train/advantage';
-import { validateConfig } from '../../../engine/train/config';
+import { validateConfig } from '../../../engine/config/experiment';
 import { runTrainingLoop } from '../../../engine/train/loop';
-import { JsonlSink, readMetricsJsonl } from '../../../engine/train/sinks';
+import { JsonlSink, readMetricsJsonl } from '../../../engine/experiment/sinks';
 import { TabularPolicy } from './tabular';
 
 async function firstSteps(oldLogprobs: 'recompute' | 'rollout') {

@@ -6,9 +6,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { generateQuestions, generateWorld } from '../../../engine/env/multihop';
-import { validateConfig } from '../../../engine/train/config';
-import { qaKit } from '../../../engine/train/qa-kit';
+import { generateQuestions, generateWorld } from '../../../engine/tasks/multihop/world';
+import { validateConfig } from '../../../engine/config/experiment';
+import { qaKit } from '../../../engine/tasks/qa/kit';
 import { openDatabase } from '../../../engine/store/db';
 import { Store } from '../../../engine/store/store';
 

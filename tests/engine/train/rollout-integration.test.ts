@@ -3,10 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { advantagePort } from '../../../engine/train/advantage';
-import { validateConfig } from '../../../engine/train/config';
+import { validateConfig } from '../../../engine/config/experiment';
 import { runTrainingLoop } from '../../../engine/train/loop';
 import { engineRolloutPort, pickTasks } from '../../../engine/train/rollout-port';
-import { JsonlSink, readMetricsJsonl } from '../../../engine/train/sinks';
+import { JsonlSink, readMetricsJsonl } from '../../../engine/experiment/sinks';
 import { TabularPolicy, tabularDecodeBackend, tabularTasks, tabularTokenizer } from './tabular';
 
 describe('loop on the real rollout engine', () => {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { latestCheckpoint } from '../../../engine/train/checkpoints';
-import { validateConfig } from '../../../engine/train/config';
+import { validateConfig } from '../../../engine/config/experiment';
 import { readTokenDemos, runSft } from '../../../engine/train/sft';
 import { trajectoryToDemo } from '../../../engine/train/trajectories';
 import type { Trajectory } from '../../../engine/rollout/types';

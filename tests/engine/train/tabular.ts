@@ -10,7 +10,7 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ExperimentConfig } from '../../../engine/train/config';
+import type { ExperimentConfig } from '../../../engine/config/experiment';
 import { mulberry32, type Episode } from '../../../engine/train/episode';
 import type { PolicyPort, RolloutPort, UpdateStats } from '../../../engine/train/loop';
 import type { Demo, SftPort } from '../../../engine/train/sft';

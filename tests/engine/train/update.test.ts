@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { Weights } from '../../../engine/model/checkpoint';
 import { tinyConfig } from '../../../engine/model/config';
 import { PolicyModel } from '../../../engine/model/runtime';
-import { LOSS_AGG_MODES, validateConfig } from '../../../engine/train/config';
+import { LOSS_AGG_MODES, validateConfig } from '../../../engine/config/experiment';
 import { mulberry32, type Episode } from '../../../engine/train/episode';
 import { ModelPolicyPort, type OptimizerPort } from '../../../engine/train/model-port';
 

@@ -4,7 +4,7 @@
  * for the supervised warm start. With `mistakeRate` > 0 some episodes contain a mistake: a
  * wrong first query (then a recovery) or a wrong final answer.
  */
-import { WORDS, mulberry32 } from './multihop';
+import { WORDS, mulberry32 } from './world';
 
 interface Hop {
   query: (e: string) => string;

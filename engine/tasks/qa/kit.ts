@@ -6,17 +6,17 @@
  * model folder's own tokenizer is used. The scripted expert searches the supporting paragraphs'
  * titles, then answers (SFT demonstrations need supporting_facts, or give sft.demos_path).
  */
-import { loadQaDataset, type QaQuestion } from '../env/dataset';
-import type { ToolCallFormat } from '../env/formats';
-import type { SandboxHost } from '../env/sandbox-host';
-import { Bm25Index, searchTool } from '../env/search';
-import type { Tool } from '../env/tool';
-import { HfTokenizer } from '../model/tokenizer';
-import type { TextPolicy, TokenizerPort } from '../rollout/ports';
-import type { ExperimentConfig } from './config';
-import { envSetup, formatExpert, taskTools } from './env-setup';
-import { multihopTask, taskTokenizer, tinyTaskModel } from './multihop-kit';
-import type { TaskKit } from './session';
+import { loadQaDataset, type QaQuestion } from '../../env/dataset';
+import type { ToolCallFormat } from '../../env/formats';
+import type { SandboxHost } from '../../env/sandbox-host';
+import { Bm25Index, searchTool } from '../../env/search';
+import type { Tool } from '../../env/tool';
+import { HfTokenizer } from '../../model/tokenizer';
+import type { TextPolicy, TokenizerPort } from '../../rollout/ports';
+import type { ExperimentConfig } from '../../config/experiment';
+import { envSetup, formatExpert, taskTools } from '../env-setup';
+import { multihopTask, taskTokenizer, tinyTaskModel } from '../multihop/kit';
+import type { TaskKit } from '../kit';
 
 const WORD = /[a-z0-9]+|[?.,:;…]/g;
 
@@ -39,7 +39,7 @@ function qaExpert(questions: Map<string, QaQuestion>, format: ToolCallFormat, en
   });
 }
 
-export function qaKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; mcpTools?: import('../env/tool').Tool[] } = {}): TaskKit {
+export function qaKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; mcpTools?: import('../../env/tool').Tool[] } = {}): TaskKit {
   if (!cfg.task.dataset) throw new Error('task.dataset: required for task.kind "qa" (a JSONL file of questions)');
   const ds = loadQaDataset(cfg.task.dataset);
   if (ds.passages.length < 3)

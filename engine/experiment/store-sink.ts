@@ -6,8 +6,8 @@
  */
 import type { Store, TrajectoryRecord, TurnRecord } from '../store/store';
 import { BatchWriter } from '../store/store';
-import type { Episode } from './episode';
-import type { SinkPort } from './loop';
+import type { Episode } from '../train/episode';
+import type { SinkPort } from '../train/loop';
 import { memoryLimitHits } from './sinks';
 
 /** Split a flat episode into turns by loss mask (prompt, then model / observation runs). */

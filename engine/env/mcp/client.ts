@@ -24,10 +24,10 @@ import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotoc
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
-import type { Tool, ToolContext, ToolResult } from '../env/tool';
-import { mcpServersSchema, type McpServerConfig, type McpServersInput } from './mcp-config';
+import type { Tool, ToolContext, ToolResult } from '../tool';
+import { mcpServersSchema, type McpServerConfig, type McpServersInput } from './config';
 
-export { mcpServerSchema, mcpServersSchema, type McpServerConfig, type McpServersConfig, type McpServersInput } from './mcp-config';
+export { mcpServerSchema, mcpServersSchema, type McpServerConfig, type McpServersConfig, type McpServersInput } from './config';
 
 export interface McpEvent {
   kind: 'mcp_started' | 'mcp_exit' | 'mcp_restart' | 'mcp_down' | 'mcp_stderr';

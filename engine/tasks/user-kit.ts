@@ -1,7 +1,7 @@
 /**
  * A user environment's files in the sandbox for a whole run: the researcher's tool files (any
  * number, any tool names) and reward file, read from the workspace and loaded into one capped
- * worker (engine/env/sandbox-host.ts). Every task kind takes them through engine/train/env-setup.ts:
+ * worker (engine/env/sandbox-host.ts). Every task kind takes them through engine/tasks/env-setup.ts:
  * the tools join the task's built-in tools (a same-named one replaces it) and are called in the
  * config's `environment.format`; the reward function receives the whole episode and its value is
  * the training reward (its components are stored next to exact_match, which stays the evaluation
@@ -11,9 +11,9 @@
 import { readFileSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { SandboxHost } from '../env/sandbox-host';
-import type { ExperimentConfig } from './config';
-import type { TaskKit } from './session';
-import { openTaskKit } from './tasks';
+import type { ExperimentConfig } from '../config/experiment';
+import type { TaskKit } from './kit';
+import { openTaskKit } from './registry';
 
 /** Workspace files of a user environment (paths relative to the workspace, e.g. tools/search.ts). */
 export interface UserEnvironmentFiles {

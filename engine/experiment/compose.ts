@@ -9,74 +9,20 @@ import { resolveProviders } from '../tensor/ort';
 import { resolveLora } from '../model/lora';
 import { CriticModel } from '../model/critic';
 import { getEstimator } from '../rl';
-import type { ModelConfig } from '../model/config';
 import { PolicyModel } from '../model/runtime';
 import { rollout, rolloutTextPolicy } from '../rollout/engine';
 import { policyDecodeBackend } from '../rollout/model-backend';
-import type { RolloutTask, TextPolicy, TokenizerPort } from '../rollout/ports';
-import type { Trajectory } from '../rollout/types';
-import { toolCallCount } from '../rollout/types';
-import { advantagePort } from './advantage';
-import type { ExperimentConfig } from './config';
-import { stepSeed } from './episode';
-import type { AdvantagePort } from './loop';
-import { AdamW, ModelPolicyPort } from './model-port';
-import { pickTasks, engineRolloutPort } from './rollout-port';
-import { evalMetrics, type EvalSummary, type TaskSession } from './run';
-import { readTokenDemos } from './sft';
-import { trajectoryToDemo } from './trajectories';
-
-export interface TaskKit {
-  tokenizer: TokenizerPort;
-  trainTasks: RolloutTask[];
-  /** The RL questions when they are a subset of the training questions (task.rl_hops); default trainTasks. */
-  rlTasks?: RolloutTask[];
-  /** Held-out tasks; `meta.hops` (if present) splits exact match by hop count. */
-  evalTasks: RolloutTask[];
-  stop: { strings: string[]; tokenIds: number[] };
-  /** The scripted expert, for SFT demonstrations. */
-  expert?: TextPolicy;
-  /** Naive RAG baseline on the given held-out tasks. */
-  naiveRag?(tasks: RolloutTask[]): Promise<EvalSummary>;
-  /** Config of the tiny built-in model for this task (model.init: tiny). */
-  tinyModel(cfg: ExperimentConfig): ModelConfig;
-  /** Folder with tokenizer files, copied into every saved checkpoint. */
-  tokenizerFolder?: string;
-}
-
-/** Exact match, format and tool use over evaluation trajectories, split by meta.hops. */
-export function summarizeEval(trajs: Trajectory[]): EvalSummary {
-  const n = trajs.length;
-  const byHops = new Map<number, { right: number; n: number }>();
-  let em = 0;
-  let fmt = 0;
-  let calls = 0;
-  let errors = 0;
-  for (const t of trajs) {
-    const ok = t.outcome.exactMatch ?? (t.outcome.components.exact_match ?? 0) > 0;
-    em += ok ? 1 : 0;
-    fmt += (t.outcome.formatOk ?? (t.outcome.components.format ?? 0) > 0) ? 1 : 0;
-    const c = toolCallCount(t);
-    calls += c.calls;
-    errors += c.errors;
-    const hops = Number(t.meta?.hops);
-    if (Number.isFinite(hops)) {
-      const h = byHops.get(hops) ?? { right: 0, n: 0 };
-      h.n++;
-      h.right += ok ? 1 : 0;
-      byHops.set(hops, h);
-    }
-  }
-  const d = Math.max(1, n);
-  return {
-    n,
-    exactMatch: em / d,
-    exactMatchByHops: Object.fromEntries([...byHops].map(([h, v]) => [h, v.right / v.n])),
-    formatRate: fmt / d,
-    toolCallsPerEpisode: calls / d,
-    toolErrorsPerEpisode: errors / d,
-  };
-}
+import type { RolloutTask } from '../rollout/ports';
+import { advantagePort } from '../train/advantage';
+import type { ExperimentConfig } from '../config/experiment';
+import { stepSeed } from '../train/episode';
+import type { AdvantagePort } from '../train/loop';
+import { AdamW, ModelPolicyPort } from '../train/model-port';
+import { pickTasks, engineRolloutPort } from '../train/rollout-port';
+import type { TaskSession } from './run-dir';
+import { evalMetrics, summarizeEval, type EvalSummary, type TaskKit } from '../tasks/kit';
+import { readTokenDemos } from '../train/sft';
+import { trajectoryToDemo } from '../train/trajectories';
 
 /**
  * Out-of-vocabulary check of the task's prompts (ToolEnv counts <unk> ids): a warning naming the

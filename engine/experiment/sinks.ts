@@ -6,7 +6,7 @@
  */
 import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { SinkPort } from './loop';
+import type { SinkPort } from '../train/loop';
 
 export interface MetricRow {
   step: number;

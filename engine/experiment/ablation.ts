@@ -11,11 +11,11 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadConfig, validateConfig, type ExperimentConfig } from './config';
+import { loadConfig, validateConfig, type ExperimentConfig } from '../config/experiment';
 import { DEMO_CONFIG } from './demo';
-import { runTrainingLoop, type SinkPort } from './loop';
-import { createRunDir, type TaskSession } from './run';
-import { runSft } from './sft';
+import { runTrainingLoop, type SinkPort } from '../train/loop';
+import { createRunDir, type TaskSession } from './run-dir';
+import { runSft } from '../train/sft';
 import { JsonlSink, teeSink } from './sinks';
 
 /**

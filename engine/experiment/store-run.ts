@@ -5,11 +5,11 @@
  */
 import { openDatabase } from '../store/db';
 import { HEARTBEAT_MS, Store } from '../store/store';
-import type { ExperimentConfig } from '../train/config';
+import type { ExperimentConfig } from '../config/experiment';
 import { existsSync, rmSync } from 'node:fs';
-import { createRunDir } from '../train/run';
-import { decoderFor, openTaskSession } from '../train/wiring';
-import { storeSink, type StoreSink } from '../train/store-sink';
+import { createRunDir } from './run-dir';
+import { decoderFor, openTaskSession } from './open';
+import { storeSink, type StoreSink } from './store-sink';
 
 export interface CliStoreRun {
   store: Store;

@@ -6,7 +6,7 @@
  * but who was born where, works for whom and wrote what is drawn from the seed: train and
  * evaluation worlds from different seeds share no facts, so answers cannot be memorised.
  */
-import type { Passage } from './search';
+import type { Passage } from '../../env/search';
 
 export const WORDS = {
   first: [

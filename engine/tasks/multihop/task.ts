@@ -3,11 +3,11 @@
  * ToolEnv per episode (Search-R1 tags). Baseline modes: 'tools' (the agent searches) and
  * 'naive-rag' (retrieve once with the question, answer directly).
  */
-import type { TextTokenizer } from '../model/tokenizer';
-import { searchR1Format } from './formats';
-import { generateQuestions, generateWorld, type Question, type World } from './multihop';
-import { Bm25Index, searchTool } from './search';
-import { ToolEnv } from './toolenv';
+import type { TextTokenizer } from '../../model/tokenizer';
+import { searchR1Format } from '../../env/formats';
+import { generateQuestions, generateWorld, type Question, type World } from './world';
+import { Bm25Index, searchTool } from '../../env/search';
+import { ToolEnv } from '../../env/toolenv';
 import { expertTurn, type ExpertOptions } from './expert';
 
 export interface MultihopOptions {

@@ -6,19 +6,19 @@
  * environment) and closed with the session; their lifecycle (a server restarted after exiting,
  * or given up) goes to the run log through takeLogs() and to stderr.
  */
-import { hasUserFiles, type ExperimentConfig } from './config';
-import type { TaskSession } from './run';
-import { buildTaskSession } from './session';
+import { hasUserFiles, type ExperimentConfig } from '../config/experiment';
+import type { TaskSession } from './run-dir';
+import { buildTaskSession } from './compose';
 import type { TokenizerPort } from '../rollout/ports';
-import { openTaskKit, taskTokenizerFor } from './tasks';
+import { openTaskKit, taskTokenizerFor } from '../tasks/registry';
 import type { SandboxHost } from '../env/sandbox-host';
-import type { McpServersInput } from '../interop/mcp-config';
+import type { McpServersInput } from '../env/mcp/config';
 
 /** The config's MCP servers, started (undefined when it names none). */
 export async function openMcpServers(cfg: ExperimentConfig, log: (line: string) => void) {
   const servers = cfg.environment.mcp_servers;
   if (!servers || typeof servers === 'string' || Object.keys(servers).length === 0) return undefined;
-  const { McpToolSet } = await import('../interop/mcp-client');
+  const { McpToolSet } = await import('../env/mcp/client');
   // validateConfig checked every entry against the mcpServers schema.
   return McpToolSet.open(servers as McpServersInput, {
     baseDir: cfg.environment.workspace,
@@ -37,7 +37,7 @@ export async function openTaskSession(cfg: ExperimentConfig): Promise<TaskSessio
     if (hasUserFiles(cfg)) {
       // The user's tools and reward in one sandbox worker for the whole run (paths are absolute
       // after validateConfig); closed with the session.
-      const { openUserEnvironment } = await import('./user-kit');
+      const { openUserEnvironment } = await import('../tasks/user-kit');
       host = await openUserEnvironment(cfg.environment, cfg.environment.workspace ?? process.cwd());
     }
     const session = await buildTaskSession(cfg, openTaskKit(cfg, { host, mcpTools: mcp?.tools }));

@@ -5,9 +5,9 @@
  * Returns the sandbox try-it's shape: `{ ok, value, error?, logs, ms }`; `value` holds the tools
  * and, for a call, its result.
  */
-import { DEFAULT_LIMITS, runCall } from '../env/tool';
-import { McpToolSet } from './mcp-client';
-import { mcpServersSchema } from './mcp-config';
+import { DEFAULT_LIMITS, runCall } from '../tool';
+import { McpToolSet } from './client';
+import { mcpServersSchema } from './config';
 
 export interface McpTryResult {
   ok: boolean;

@@ -1,6 +1,6 @@
 /**
  * The two-tool task (`task.kind: tools`) as a TaskKit: questions over the seeded organisations
- * world (engine/env/tools-world.ts) that need a `lookup` tool and a `calculator` tool, called in
+ * world (engine/tasks/tools/world.ts) that need a `lookup` tool and a `calculator` tool, called in
  * Hermes JSON (`<tool_call>{"name": …, "arguments": {…}}</tool_call>`), answered with
  * `<answer> … </answer>`.
  *
@@ -9,7 +9,7 @@
  * `{id, prompt, answers, meta}`): the built-in task runs through the same files a user opens in
  * the editor. What the kit adds is what a user's environment cannot give a tiny model: the
  * byte-level word tokenizer whose chat template renders the tool schemas and tool responses
- * (engine/model/tiny-tokenizer.ts, engine/env/tools-template.ts), the scripted expert with
+ * (engine/model/tiny-tokenizer.ts, engine/tasks/tools/template.ts), the scripted expert with
  * mistakes for the SFT warm start, and the tiny model's config.
  */
 import { createHash } from 'node:crypto';
@@ -17,19 +17,19 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadTaskFile } from '../env/taskfile';
-import type { EnvTask } from '../env/toolenv';
-import { TOOLS_CHAT_TEMPLATE } from '../env/tools-template';
-import { toolsExpertTurn, toolsVocabulary } from '../env/tools-world';
-import { HfTokenizer } from '../model/tokenizer';
-import { buildByteWordTokenizer, JSON_PUNCTUATION } from '../model/tiny-tokenizer';
-import { arborHome } from '../store/db';
-import type { TextPolicy, TokenizerPort } from '../rollout/ports';
-import type { ExperimentConfig } from './config';
-import { envSetup, taskTools, toolEnvTask } from './env-setup';
-import { tinyTaskModel } from './multihop-kit';
-import type { TaskKit } from './session';
-import type { KitExtras } from './tasks';
+import { loadTaskFile } from '../../env/taskfile';
+import type { EnvTask } from '../../env/toolenv';
+import { TOOLS_CHAT_TEMPLATE } from './template';
+import { toolsExpertTurn, toolsVocabulary } from './world';
+import { HfTokenizer } from '../../model/tokenizer';
+import { buildByteWordTokenizer, JSON_PUNCTUATION } from '../../model/tiny-tokenizer';
+import { arborHome } from '../../store/db';
+import type { TextPolicy, TokenizerPort } from '../../rollout/ports';
+import type { ExperimentConfig } from '../../config/experiment';
+import { envSetup, taskTools, toolEnvTask } from '../env-setup';
+import { tinyTaskModel } from '../multihop/kit';
+import type { TaskKit } from '../kit';
+import type { KitExtras } from '../registry';
 
 /** The example environment the built-in task runs on. */
 export const TOOLS_EXAMPLE_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'resources', 'examples', 'tools-task');

@@ -11,7 +11,7 @@ import type { SandboxHost } from '../env/sandbox-host';
 import { DEFAULT_LIMITS, type CallLimits, type Tool } from '../env/tool';
 import { ToolEnv, taskPrompt, type EnvTask, type EnvTokenizer } from '../env/toolenv';
 import type { RolloutTask, TextPolicy } from '../rollout/ports';
-import type { ExperimentConfig } from './config';
+import type { ExperimentConfig } from '../config/experiment';
 
 export interface EnvSetup {
   format: string;
@@ -28,7 +28,7 @@ export interface EnvSetup {
   userRewardName?: string;
 }
 
-/** `mcpTools`: the tools of environment.mcp_servers (engine/interop/mcp-client.ts), joining the user's. */
+/** `mcpTools`: the tools of environment.mcp_servers (engine/env/mcp/client.ts), joining the user's. */
 export function envSetup(cfg: ExperimentConfig, host?: SandboxHost, mcpTools: Tool[] = []): EnvSetup {
   const e = cfg.environment;
   return {

@@ -8,20 +8,20 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { searchR1Format, type ToolCallFormat } from '../env/formats';
-import { TASK_PROMPT_TEMPLATE } from '../env/multihop-task';
-import { generateQuestions, generateWorld, multihopVocabulary, mulberry32, type Question, type World } from '../env/multihop';
-import type { SandboxHost } from '../env/sandbox-host';
-import { Bm25Index, searchTool } from '../env/search';
-import { DEFAULT_LIMITS, type Tool } from '../env/tool';
-import { tinyConfig } from '../model/config';
-import { buildExactWordTokenizer, HfTokenizer } from '../model/tokenizer';
-import { arborHome } from '../store/db';
-import type { RolloutTask, TextPolicy, TokenizerPort } from '../rollout/ports';
-import type { ExperimentConfig } from './config';
-import { envSetup, formatExpert, taskTools, toolEnvTask, type EnvSetup } from './env-setup';
-import type { EvalSummary } from './run';
-import type { TaskKit } from './session';
+import { searchR1Format, type ToolCallFormat } from '../../env/formats';
+import { TASK_PROMPT_TEMPLATE } from './task';
+import { generateQuestions, generateWorld, multihopVocabulary, mulberry32, type Question, type World } from './world';
+import type { SandboxHost } from '../../env/sandbox-host';
+import { Bm25Index, searchTool } from '../../env/search';
+import { DEFAULT_LIMITS, type Tool } from '../../env/tool';
+import { tinyConfig } from '../../model/config';
+import { buildExactWordTokenizer, HfTokenizer } from '../../model/tokenizer';
+import { arborHome } from '../../store/db';
+import type { RolloutTask, TextPolicy, TokenizerPort } from '../../rollout/ports';
+import type { ExperimentConfig } from '../../config/experiment';
+import { envSetup, formatExpert, taskTools, toolEnvTask, type EnvSetup } from '../env-setup';
+import type { EvalSummary } from '../kit';
+import type { TaskKit } from '../kit';
 
 const SPECIAL = ['<pad>', '<unk>', '<eos>', '<search>', '</search>', '<answer>', '</answer>', '<information>', '</information>', 'question', 'Error'];
 
@@ -218,7 +218,7 @@ export function tinyTaskModel(c: ExperimentConfig, vocabSize: number, eosTokenId
   });
 }
 
-export function multihopKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; mcpTools?: import('../env/tool').Tool[] } = {}): TaskKit {
+export function multihopKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; mcpTools?: import('../../env/tool').Tool[] } = {}): TaskKit {
   const tok = multihopTokenizer();
   const setup = envSetup(cfg, extras.host, extras.mcpTools);
   const hops = cfg.task.hops.map((h) => Math.min(3, h)) as (1 | 2 | 3)[];

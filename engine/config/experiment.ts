@@ -15,7 +15,7 @@ import { dirname, extname, isAbsolute, join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { FORMAT_NAMES } from '../env/formats';
-import { mcpServersSchema } from '../interop/mcp-config';
+import { mcpServersSchema } from '../env/mcp/config';
 import { LORA_TARGETS } from '../model/lora';
 import { ESTIMATORS } from '../rl/index';
 import { KL_ESTIMATORS } from '../rl/kl';
@@ -34,7 +34,7 @@ export const SCHEDULES = ['cosine', 'constant'] as const;
 export const BACKENDS = ['ort', 'tfjs'] as const;
 /** ONNX Runtime devices (engine/tensor/ort.ts resolveProviders). */
 export const DEVICES = ['auto', 'cpu', 'cuda', 'dml', 'coreml'] as const;
-/** Task kinds (engine/train/tasks.ts registry): multihop (built-in world), qa (a QA dataset + BM25 search), custom (environment.tasks + your tools), tools (the built-in lookup + calculator task). */
+/** Task kinds (engine/tasks/registry.ts registry): multihop (built-in world), qa (a QA dataset + BM25 search), custom (environment.tasks + your tools), tools (the built-in lookup + calculator task). */
 export const TASK_KINDS = ['multihop', 'qa', 'custom', 'tools'] as const;
 /** The policy loss: PPO-clip (with clip-higher and dual clip) or GSPO's sequence-level ratio (engine/rl/policy-losses.ts). */
 export const POLICY_LOSSES = keysOf(POLICY_LOSS_REGISTRY);
@@ -277,7 +277,7 @@ const environmentSchema = z.strictObject({
   /** Tool results of one turn are cut to this many tokens in all. */
   max_observation_tokens: posInt().default(256),
   /**
-   * MCP servers whose tools join the environment (engine/interop/mcp-client.ts): the `mcpServers`
+   * MCP servers whose tools join the environment (engine/env/mcp/client.ts): the `mcpServers`
    * layout ({ name: { command, args, env, cwd, tools?, timeout_ms? } }) inline, or the path of a
    * JSON file holding { "mcpServers": { … } }. Started once per run, closed at its end.
    */

@@ -9,11 +9,12 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { latestCheckpoint } from './checkpoints';
-import type { ExperimentConfig } from './config';
-import { runTrainingLoop, type LoopResult, type SinkPort } from './loop';
-import { evalMetrics, type TaskSession } from './run';
-import { runSft, sftTotalSteps, type Demo } from './sft';
+import { latestCheckpoint } from '../train/checkpoints';
+import type { ExperimentConfig } from '../config/experiment';
+import { runTrainingLoop, type LoopResult, type SinkPort } from '../train/loop';
+import type { TaskSession } from './run-dir';
+import { evalMetrics } from '../tasks/kit';
+import { runSft, sftTotalSteps, type Demo } from '../train/sft';
 
 export interface ExperimentContext {
   runDir: string;

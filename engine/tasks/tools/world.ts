@@ -15,7 +15,7 @@
  * and the held-out world use disjoint organisations and founders, so held-out facts can only be
  * read from the lookup tool. Everything derives from a seed.
  */
-import { WORDS, mulberry32 } from './multihop';
+import { WORDS, mulberry32 } from '../multihop/world';
 
 /**
  * Name parts of the two-tool world: the multi-hop world's word lists, extended so that there are

@@ -2,14 +2,14 @@
  * Built-in rollout sources (see ./sources.ts): the multi-hop search task on a model folder or
  * with the scripted expert, in 'tools' mode (base tool calling) or 'naive-rag' mode.
  */
-import { HfTokenizer, buildWordTokenizer } from '../model/tokenizer';
-import { PolicyModel } from '../model/runtime';
-import { multihopVocabulary } from '../env/multihop';
-import { openMultihop, TASK_PROMPT_TEMPLATE } from '../env/multihop-task';
-import { expertTurn } from '../env/expert';
-import { eosTokenIds, policyDecodeBackend } from './model-backend';
-import type { RolloutTask, TextPolicy } from './ports';
-import { registerRolloutTask, type RolloutSourceRequest } from './sources';
+import { HfTokenizer, buildWordTokenizer } from '../../model/tokenizer';
+import { PolicyModel } from '../../model/runtime';
+import { multihopVocabulary } from './world';
+import { openMultihop, TASK_PROMPT_TEMPLATE } from './task';
+import { expertTurn } from './expert';
+import { eosTokenIds, policyDecodeBackend } from '../../rollout/model-backend';
+import type { RolloutTask, TextPolicy } from '../../rollout/ports';
+import { registerRolloutTask, type RolloutSourceRequest } from '../sources';
 
 export const MULTIHOP_STOP_STRINGS = ['</search>', '</answer>'];
 

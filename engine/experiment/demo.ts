@@ -12,11 +12,12 @@
 import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadConfig, validateConfig, type ExperimentConfig } from './config';
-import { runTrainingLoop, type SinkPort } from './loop';
+import { loadConfig, validateConfig, type ExperimentConfig } from '../config/experiment';
+import { runTrainingLoop, type SinkPort } from '../train/loop';
 import { teeSink } from './sinks';
-import { createRunDir, type EvalSummary, type TaskSession } from './run';
-import { runSft } from './sft';
+import { createRunDir, type TaskSession } from './run-dir';
+import type { EvalSummary } from '../tasks/kit';
+import { runSft } from '../train/sft';
 import { JsonlSink } from './sinks';
 
 export const DEMO_CONFIG = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'resources', 'configs', 'demo.yaml');

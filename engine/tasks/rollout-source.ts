@@ -3,13 +3,13 @@
  * experiment config (task, environment: format, tools, reward, task file) becomes a rollout
  * source, sampled from a model folder or written by the kit's scripted expert. The episodes are
  * the same ToolEnv episodes training runs (same format, query limits, observation budget).
- * (The multi-hop task keeps its own opener in engine/rollout/tasks.ts, with world/question seeds.)
+ * (The multi-hop task keeps its own opener in engine/tasks/multihop/rollout.ts, with world/question seeds.)
  */
 import { PolicyModel } from '../model/runtime';
 import { eosTokenIds, policyDecodeBackend } from '../rollout/model-backend';
-import type { RolloutSource, RolloutSourceRequest } from '../rollout/sources';
-import { hasUserFiles, validateConfig, type ExperimentConfig } from './config';
-import { openTaskKit } from './tasks';
+import type { RolloutSource, RolloutSourceRequest } from './sources';
+import { hasUserFiles, validateConfig, type ExperimentConfig } from '../config/experiment';
+import { openTaskKit } from './registry';
 
 /** The experiment config `arbor rollout` options describe (validated; paths relative to the working folder). */
 export function rolloutConfig(req: RolloutSourceRequest, base?: ExperimentConfig): ExperimentConfig {
@@ -29,7 +29,7 @@ export async function openKitSource(cfg: ExperimentConfig, req: RolloutSourceReq
   let host: { close(): Promise<void> } | undefined;
   let model: PolicyModel | undefined;
   // environment.mcp_servers: started once for the rollout, their tools joining the environment.
-  const { openMcpServers } = await import('./wiring');
+  const { openMcpServers } = await import('../experiment/open');
   const mcp = await openMcpServers(cfg, (line) => process.stderr.write(`${line}\n`));
   try {
     let kitHost;

@@ -8,9 +8,10 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, isAbsolute, join, resolve } from 'node:path';
 import { arborHome } from '../store/db';
-import { validateConfig, type ExperimentConfig } from './config';
-import type { Demo, SftPort } from './sft';
-import type { LoopPorts } from './loop';
+import { validateConfig, type ExperimentConfig } from '../config/experiment';
+import type { Demo, SftPort } from '../train/sft';
+import type { LoopPorts } from '../train/loop';
+import type { EvalSummary } from '../tasks/kit';
 
 export { arborHome } from '../store/db';
 
@@ -68,26 +69,4 @@ export interface TaskSession {
   /** Console output of the user's sandboxed tools and reward since the last call. */
   takeLogs?(): string[];
   close(): Promise<void>;
-}
-
-/** Held-out evaluation result: exact match overall and per hop count, tool use. */
-export interface EvalSummary {
-  n: number;
-  exactMatch: number;
-  /** Exact match per hop count (key: hops). */
-  exactMatchByHops: Record<number, number>;
-  formatRate: number;
-  toolCallsPerEpisode: number;
-  toolErrorsPerEpisode: number;
-}
-
-export function evalMetrics(e: EvalSummary): Record<string, number> {
-  const m: Record<string, number> = {
-    exact_match: e.exactMatch,
-    format_rate: e.formatRate,
-    tool_calls_per_episode: e.toolCallsPerEpisode,
-    tool_errors_per_episode: e.toolErrorsPerEpisode,
-  };
-  for (const [h, v] of Object.entries(e.exactMatchByHops)) m[`exact_match/hops_${h}`] = v;
-  return m;
 }

@@ -16,17 +16,17 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Bm25Index, searchTool } from '../env/search';
-import type { SandboxHost } from '../env/sandbox-host';
-import { loadTaskFile } from '../env/taskfile';
-import type { Tool } from '../env/tool';
-import { taskPrompt, type EnvTask } from '../env/toolenv';
-import { buildByteBpeTokenizer, HfTokenizer } from '../model/tokenizer';
-import { arborHome } from '../store/db';
-import type { ExperimentConfig } from './config';
-import { envSetup, formatExpert, taskTools, toolEnvTask } from './env-setup';
-import { tinyTaskModel } from './multihop-kit';
-import type { TaskKit } from './session';
+import { Bm25Index, searchTool } from '../../env/search';
+import type { SandboxHost } from '../../env/sandbox-host';
+import { loadTaskFile } from '../../env/taskfile';
+import type { Tool } from '../../env/tool';
+import { taskPrompt, type EnvTask } from '../../env/toolenv';
+import { buildByteBpeTokenizer, HfTokenizer } from '../../model/tokenizer';
+import { arborHome } from '../../store/db';
+import type { ExperimentConfig } from '../../config/experiment';
+import { envSetup, formatExpert, taskTools, toolEnvTask } from '../env-setup';
+import { tinyTaskModel } from '../multihop/kit';
+import type { TaskKit } from '../kit';
 
 type DemoTurn = { calls?: { name: string; args: Record<string, unknown> }[]; answer?: string };
 
@@ -59,7 +59,7 @@ function byteTokenizer(texts: string[]): { hf: HfTokenizer; folder: string } {
   return { hf: new HfTokenizer(tokenizer, config), folder: dir };
 }
 
-export function customKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; mcpTools?: import('../env/tool').Tool[] } = {}): TaskKit {
+export function customKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; mcpTools?: import('../../env/tool').Tool[] } = {}): TaskKit {
   const file = cfg.environment.tasks;
   if (!file) throw new Error('environment.tasks: required for task.kind "custom"');
   const tf = loadTaskFile(file);

@@ -3,8 +3,8 @@
  * the task list, stop strings/tokens, the tokenizer, and either a model (DecodeBackend) or a
  * text policy (the scripted expert). Tasks register an opener here, so this module knows no task.
  */
-import type { DecodeBackend, RolloutTask, TextPolicy, TokenizerPort } from './ports';
-import type { RolloutLimits, StopConfig } from './engine';
+import type { DecodeBackend, RolloutTask, TextPolicy, TokenizerPort } from '../rollout/ports';
+import type { RolloutLimits, StopConfig } from '../rollout/engine';
 
 export interface RolloutSourceRequest {
   task: string;

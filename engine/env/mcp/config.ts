@@ -1,7 +1,7 @@
 /**
  * The `mcpServers` layout (Claude Desktop, Cursor, verl): `{ name: { command, args, env, cwd } }`,
  * plus Arbor's optional `tools` allow-list and `timeout_ms`. Kept apart from the client so the
- * experiment config (engine/train/config.ts) validates it without loading the MCP SDK.
+ * experiment config (engine/config/experiment.ts) validates it without loading the MCP SDK.
  */
 import { z } from 'zod';
 

@@ -1,5 +1,5 @@
 /**
- * The task registry: task.kind → the task kit (engine/train/session.ts TaskKit). One registry
+ * The task registry: task.kind → the task kit (engine/experiment/compose.ts TaskKit). One registry
  * serves training (`arbor train`, the run templates), `arbor eval`, `arbor rollout` and
  * `arbor init-model`, so every command accepts every kind.
  *
@@ -10,18 +10,18 @@
  */
 import type { SandboxHost } from '../env/sandbox-host';
 import type { Tool } from '../env/tool';
-import type { ExperimentConfig } from './config';
-import { customKit } from './custom-kit';
-import { multihopKit, multihopTokenizer } from './multihop-kit';
+import type { ExperimentConfig } from '../config/experiment';
+import { customKit } from './custom/kit';
+import { multihopKit, multihopTokenizer } from './multihop/kit';
 import type { TokenizerPort } from '../rollout/ports';
-import { qaKit } from './qa-kit';
-import { toolsKit, toolsTokenizer } from './tools-kit';
-import type { TaskKit } from './session';
+import { qaKit } from './qa/kit';
+import { toolsKit, toolsTokenizer } from './tools/kit';
+import type { TaskKit } from './kit';
 
 export interface KitExtras {
   /** The user's tool and reward files, loaded in the sandbox. */
   host?: SandboxHost;
-  /** The tools of environment.mcp_servers, started once for the run (engine/interop/mcp-client.ts). */
+  /** The tools of environment.mcp_servers, started once for the run (engine/env/mcp/client.ts). */
   mcpTools?: Tool[];
 }
 
