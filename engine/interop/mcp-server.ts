@@ -49,7 +49,9 @@ export function createMcpServer(tools: Tool[], opts: McpServeOptions = {}): Serv
     const episode = ep && typeof ep === 'object' && !Array.isArray(ep) ? { ...(ep as Record<string, unknown>) } : {};
     const out = await runCall(byName, { name: req.params.name, args: req.params.arguments ?? {} }, opts.limits ?? DEFAULT_LIMITS, { episode });
     opts.onCall?.({ name: out.name, success: out.success, latencyMs: out.latencyMs });
-    return { content: [{ type: 'text', text: out.success ? out.result : (out.error ?? out.result) }], ...(out.success ? {} : { isError: true }) };
+    // The text is the observation training shows the model (a framework failure reads "Error: …",
+    // a tool's own failure its content), so an exported verl run sees what Arbor's episodes see.
+    return { content: [{ type: 'text', text: out.result }], ...(out.success ? {} : { isError: true }) };
   });
   return server;
 }
