@@ -218,17 +218,23 @@ export async function replayEpisode(
       answer = p.answer;
       break;
     }
-    const valid = p.calls.filter((c) => !c.parseError);
-    // Arbor's own rendering puts format errors first as extra blocks: the calls' results are the last ones.
-    const offset = Math.max(0, seg.obs.length - valid.length);
-    const flags = s.toolSuccess?.slice(flag, flag + seg.obs.length);
-    flag += seg.obs.length;
+    // Which observation block is each call's: Arbor's own rendering has one block per call (format
+    // errors first, as extra blocks), so the calls' are the last ones; verl's has one per call it
+    // ran, and its parser drops the calls Arbor marks as parse errors, so the valid calls take the
+    // blocks in order.
+    const k = p.calls.length;
+    const perCall = seg.obs.length >= k;
     let v = 0;
+    const blockOf = p.calls.map((c, i) => (perCall ? seg.obs.length - k + i : c.parseError ? -1 : v++));
+    // verl's flags: one per valid call that got a block, in order
+    const flagOf = new Map<number, boolean | undefined>();
+    p.calls.forEach((c, i) => {
+      if (!c.parseError && blockOf[i]! >= 0 && blockOf[i]! < seg.obs.length) flagOf.set(i, s.toolSuccess?.[flag++]);
+    });
     const calls = await Promise.all(
-      p.calls.map(async (c) => {
-        const k = c.parseError ? -1 : offset + v++;
-        const shown = k >= 0 ? seg.obs[k] : undefined;
-        const ok = k >= 0 && flags ? flags[k] : undefined;
+      p.calls.map(async (c, i) => {
+        const shown = blockOf[i]! >= 0 ? seg.obs[blockOf[i]!] : undefined;
+        const ok = flagOf.get(i);
         if (c.parseError || shown === undefined || (ok === undefined && run)) {
           const o = run ? await run(c) : undefined;
           if (o) return { name: o.name, args: o.args, result: shown ?? o.result, success: o.success, ...(o.error !== undefined ? { error: o.error } : {}) };
