@@ -104,7 +104,8 @@ export function verlMapping(
   const map = (keys: string | string[], verl: Record<string, unknown> | undefined, note?: string) => {
     const ks = Array.isArray(keys) ? keys : [keys];
     for (const k of ks) covered.add(k);
-    const o = verl ? Object.entries(verl).map(([k, v]) => `${k}=${hv(v)}`) : undefined;
+    // a path under the export folder stays $HERE/… for run_verl.sh to expand (HERE is its own folder)
+    const o = verl ? Object.entries(verl).map(([k, v]) => `${k}=${typeof v === 'string' && v.startsWith('$HERE/') ? v : hv(v)}`) : undefined;
     if (o) overrides.push(...o);
     rows.push({ arbor: ks.join(', '), value: ks.length === 1 ? get(cfg, ks[0]!) : ks.map((k) => get(cfg, k)), verl: o, note });
   };
