@@ -20,6 +20,7 @@ import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { validateConfig, type ExperimentConfig } from '../../../engine/config/experiment';
 import { batchOverrides, exportVerl, hv, type BatchPlan } from '../../../engine/interop/verl-export';
+import { peftAdapterConfig } from '../../../engine/model/peft';
 
 const PY = '/usr/bin/python3';
 
@@ -66,6 +67,40 @@ const overridesOf = (argv: string[]) => new Map(argv.filter((a) => /^[\w.]+=/.te
 function config(raw: Record<string, unknown>): ExperimentConfig {
   return validateConfig({ model: { init: 'tiny' }, ...raw }, { checkFiles: false });
 }
+
+describe('a LoRA run', () => {
+  it('hands verl the base model and the adapter with its rank, alpha and target modules', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'arbor-lora-'));
+    const adapter = join(root, 'checkpoint-step-3');
+    mkdirSync(adapter);
+    writeFileSync(
+      join(adapter, 'adapter_config.json'),
+      JSON.stringify(peftAdapterConfig({ rank: 8, alpha: 16, dropout: 0, targets: ['q_proj', 'v_proj'] }, '/models/base')),
+    );
+    const dir = join(root, 'out');
+    const r = await exportVerl(
+      { cfg: config({ rollout: { prompts_per_step: 2, n: 2, max_turns: 2, max_new_tokens: 12 } }), modelPath: adapter, source: 'run r' },
+      dir,
+      {
+        arborCmd: ['arbor'],
+      },
+    );
+    const o = overridesOf(r.overrides.map((x) => x.replace(/^'(.*)'$/, '$1')));
+    expect(o.get('actor_rollout_ref.model.path')).toBe('/models/base');
+    expect(o.get('actor_rollout_ref.model.lora_adapter_path')).toBe(adapter);
+    expect(o.get('actor_rollout_ref.model.lora_rank')).toBe('8');
+    expect(o.get('actor_rollout_ref.model.lora_alpha')).toBe('16');
+    expect(o.get('actor_rollout_ref.model.target_modules')).toBe('[q_proj,v_proj]');
+    expect(readFileSync(join(dir, 'README.md'), 'utf8')).toMatch(
+      /PEFT LoRA adapter, `[^`]*checkpoint-step-3` \(rank 8, alpha 16, q_proj, v_proj\), on the base model `\/models\/base`/,
+    );
+    // an adapter without its base cannot be handed over: the error says what to do
+    writeFileSync(join(adapter, 'adapter_config.json'), JSON.stringify(peftAdapterConfig({ rank: 8, alpha: 16, dropout: 0, targets: ['q_proj'] }, null)));
+    await expect(exportVerl({ cfg: config({}), modelPath: adapter, source: 'run r' }, join(root, 'out2'))).rejects.toThrow(
+      /no base_model_name_or_path; merge the adapter/,
+    );
+  }, 60_000);
+});
 
 describe('exported verl files are inert', () => {
   it('hostile names: bash -n, Python parse, YAML parse, and running the script creates no marker and passes each value as one word', async () => {
