@@ -89,7 +89,7 @@ export class ChatRenderer {
   constructor(readonly tok: ChatTokenizer) {
     const user = [{ role: 'user', content: 'x' }];
     const probeTool = templateTools([{ type: 'function', function: { name: 'arborprobe', parameters: { type: 'object', properties: {} } } }]);
-    let plain = '';
+    let plain: string;
     try {
       plain = tok.renderChat(user, { addGenerationPrompt: true });
     } catch (e) {
