@@ -49,6 +49,15 @@ export interface RecordedCall {
 
 export interface EpisodeSink {
   record(call: RecordedCall): void;
+  /**
+   * Training: every call of the episode samples as the config's rollout block says, whatever it
+   * asks (so the recorded logprobs are the policy's): temperature, top_p, at most maxTokens per
+   * turn, a seed from the episode's stream; `endStrings` end a turn and stay in its text (the
+   * format's stop strings, e.g. `</answer>`).
+   */
+  sampling?: { temperature: number; topP: number; maxTokens: number; endStrings: string[]; nextSeed(): number };
+  /** A refusal (400) when the episode may make no more calls (rollout.max_turns), else undefined. */
+  admit?(): string | undefined;
 }
 
 export interface ModelServerOptions {
@@ -234,13 +243,16 @@ export class ModelServer {
 
   private async chat(b: ChatRequest, raw: unknown, res: ServerResponse, scope: string, sink?: EpisodeSink): Promise<string> {
     this.checkModel(b.model);
+    const refused = sink?.admit?.();
+    if (refused) throw new ApiError(400, refused, 'invalid_request_error', null, 'episode_limit');
+    const pol = sink?.sampling;
     const startedMs = Date.now();
     const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
     const n = b.n ?? 1;
     const messages = toTemplateMessages(b.messages);
     const plan = this.renderer.plan(b.tools ?? undefined, b.tool_choice);
     const prompt = this.memory.plan(scope, this.renderer, this.o.stopTokenIds, messages, plan.tools, plan.forced);
-    const maxTokens = this.maxTokens(prompt.ids.length, b.max_completion_tokens ?? b.max_tokens, 'messages');
+    const maxTokens = Math.min(this.maxTokens(prompt.ids.length, b.max_completion_tokens ?? b.max_tokens, 'messages'), pol?.maxTokens ?? Infinity);
     const stopStrings = b.stop === null || b.stop === undefined ? [] : typeof b.stop === 'string' ? [b.stop] : b.stop;
     const topK = b.logprobs ? (b.top_logprobs ?? 0) : 0;
     if (!b.logprobs && b.top_logprobs) throw new ApiError(400, 'top_logprobs: needs logprobs: true', undefined, 'top_logprobs');
@@ -249,8 +261,9 @@ export class ModelServer {
     const stream = b.stream === true ? new Sse(res) : null;
     const head = { id, object: 'chat.completion.chunk', created: now(), model: this.o.modelId };
     const holdFor = [...stopStrings, ...(plan.parseCalls ? ['<tool_call>'] : [])];
+    const seeds = pol ? Array.from({ length: n }, () => pol.nextSeed()) : this.seeds(b.seed, n);
     const results = await Promise.all(
-      this.seeds(b.seed, n).map(async (seed, index) => {
+      seeds.map(async (seed, index) => {
         let sent = '';
         const toks: GenToken[] = [];
         if (stream)
@@ -262,11 +275,11 @@ export class ModelServer {
         const r = await this.o.scheduler.generate({
           promptIds: prompt.ids,
           maxTokens,
-          temperature: b.temperature ?? 1,
-          topP: b.top_p ?? 1,
+          temperature: pol ? pol.temperature : (b.temperature ?? 1),
+          topP: pol ? pol.topP : (b.top_p ?? 1),
           seed,
           stopTokenIds: this.o.stopTokenIds,
-          stopStrings,
+          stopStrings: [...stopStrings, ...(pol?.endStrings ?? [])],
           topLogprobs: topK,
           onToken: stream
             ? (t) => {
@@ -367,6 +380,9 @@ export class ModelServer {
 
   private async completion(b: CompletionRequest, raw: unknown, res: ServerResponse, sink?: EpisodeSink): Promise<string> {
     this.checkModel(b.model);
+    const refused = sink?.admit?.();
+    if (refused) throw new ApiError(400, refused, 'invalid_request_error', null, 'episode_limit');
+    const pol = sink?.sampling;
     const startedMs = Date.now();
     const id = `cmpl-${randomBytes(12).toString('hex')}`;
     const tok = this.o.tokenizer;
@@ -379,7 +395,7 @@ export class ModelServer {
       promptIds = b.prompt.slice();
     }
     if (promptIds.length === 0) throw new ApiError(400, 'prompt: encodes to no tokens', undefined, 'prompt');
-    const maxTokens = this.maxTokens(promptIds.length, b.max_tokens ?? (this.o.defaultMaxTokens ? undefined : 16), 'prompt');
+    const maxTokens = Math.min(this.maxTokens(promptIds.length, b.max_tokens ?? (this.o.defaultMaxTokens ? undefined : 16), 'prompt'), pol?.maxTokens ?? Infinity);
     const stopStrings = b.stop === null || b.stop === undefined ? [] : typeof b.stop === 'string' ? [b.stop] : b.stop;
     const topK = b.logprobs ?? 0;
     const wantLogprobs = b.logprobs !== null && b.logprobs !== undefined;
@@ -392,18 +408,19 @@ export class ModelServer {
       token_logprobs: toks.map((t) => t.logprob),
       top_logprobs: toks.map((t) => Object.fromEntries((t.top ?? []).map((x) => [tok.decode([x.id]), x.logprob]))),
     });
+    const seeds = pol ? Array.from({ length: n }, () => pol.nextSeed()) : this.seeds(b.seed, n);
     const results = await Promise.all(
-      this.seeds(b.seed, n).map(async (seed, index) => {
+      seeds.map(async (seed, index) => {
         let sent = '';
         const toks: GenToken[] = [];
         const r = await this.o.scheduler.generate({
           promptIds,
           maxTokens,
-          temperature: b.temperature ?? 1,
-          topP: b.top_p ?? 1,
+          temperature: pol ? pol.temperature : (b.temperature ?? 1),
+          topP: pol ? pol.topP : (b.top_p ?? 1),
           seed,
           stopTokenIds: this.o.stopTokenIds,
-          stopStrings,
+          stopStrings: [...stopStrings, ...(pol?.endStrings ?? [])],
           topLogprobs: topK,
           onToken: stream
             ? (t) => {
