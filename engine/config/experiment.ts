@@ -429,7 +429,10 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
   if (env.agent) {
     env.agent.cwd = abs(env.agent.cwd ?? '.');
     if (cfg.rollout.branching.mode !== 'none')
-      issues.push({ field: 'rollout.branching.mode', message: 'branching rollouts fork the engine\'s own episodes; an external agent (environment.agent) runs its own loop: use "none"' });
+      issues.push({
+        field: 'rollout.branching.mode',
+        message: 'branching rollouts fork the engine\'s own episodes; an external agent (environment.agent) runs its own loop: use "none"',
+      });
     if (opts.checkFiles !== false && !existsSync(env.agent.cwd)) issues.push({ field: 'environment.agent.cwd', message: `folder not found: ${env.agent.cwd}` });
   }
   if (cfg.task.kind === 'custom' && !env.tasks)

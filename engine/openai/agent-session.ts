@@ -30,7 +30,9 @@ export interface AgentSession {
 function chatTokenizer(kit: TaskKit): ChatTokenizer & { eosTokenId?: number } {
   const t = ((kit.tokenizer as { hf?: unknown }).hf ?? kit.tokenizer) as Partial<ChatTokenizer> & { eosTokenId?: number };
   if (typeof t.renderChat !== 'function' || typeof t.tokenId !== 'function')
-    throw new Error("environment.agent: the task's tokenizer has no chat template (the agent's messages are rendered with it); use a model folder with one (model.path)");
+    throw new Error(
+      "environment.agent: the task's tokenizer has no chat template (the agent's messages are rendered with it); use a model folder with one (model.path)",
+    );
   return t as ChatTokenizer & { eosTokenId?: number };
 }
 

@@ -61,7 +61,12 @@ export function runAgentProcess(spec: AgentSpec, vars: Record<string, string>, s
     let stderr = '';
     let timedOut = false;
     let settled = false;
-    const child = spawn(spec.command[0]!, spec.command.slice(1), { cwd: spec.cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: process.platform !== 'win32' });
+    const child = spawn(spec.command[0]!, spec.command.slice(1), {
+      cwd: spec.cwd,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: process.platform !== 'win32',
+    });
     const killGroup = () => {
       if (child.pid === undefined) return;
       try {
@@ -146,7 +151,13 @@ export class AgentRollouts {
    * Episodes of every task × n samples (group = groupOffset + task index), at most
    * `spec.concurrency` at once; returns each group's trajectories (samples numbered in order).
    */
-  async run(tasks: RolloutTask[], n: number, seed: number, sampling: { temperature: number; topP: number }, signal?: AbortSignal): Promise<AgentEpisodeResult[][]> {
+  async run(
+    tasks: RolloutTask[],
+    n: number,
+    seed: number,
+    sampling: { temperature: number; topP: number },
+    signal?: AbortSignal,
+  ): Promise<AgentEpisodeResult[][]> {
     await this.ensureOpen();
     const jobs: { task: RolloutTask; group: number; sample: number }[] = [];
     tasks.forEach((task, group) => {
@@ -259,7 +270,12 @@ export class AgentRollouts {
       retrieved: allCalls.filter((c) => c.success).map((c) => c.result),
       supporting: row.supportingFacts ?? [],
       agent: {
-        calls: rec.calls.map((c) => ({ id: c.id, kind: c.kind, request: c.request, choices: c.choices.map((x) => ({ text: x.text, message: x.message, finish: x.finish })) })),
+        calls: rec.calls.map((c) => ({
+          id: c.id,
+          kind: c.kind,
+          request: c.request,
+          choices: c.choices.map((x) => ({ text: x.text, message: x.message, finish: x.finish })),
+        })),
         ...(run.answer !== undefined ? { answer: run.answer } : {}),
         exitCode: run.exitCode,
         timedOut: run.timedOut,
@@ -275,7 +291,11 @@ export class AgentRollouts {
       if (u.steps) {
         steps = new Map();
         let k = 0;
-        for (const t of turns) steps.set(t.choice, t.trace.calls.reduce((a) => a + (u.steps![k++] ?? 0), 0));
+        for (const t of turns)
+          steps.set(
+            t.choice,
+            t.trace.calls.reduce((a) => a + (u.steps![k++] ?? 0), 0),
+          );
       }
       return {
         outcome: {
@@ -290,7 +310,13 @@ export class AgentRollouts {
     }
     const w = weightedReward(o.rewardWeights ?? { exact_match: 1 }, s, o.customRewards);
     return {
-      outcome: { reward: w.reward, components: { ...w.components, ...counts }, exactMatch: em === 1, formatOk: s.formatOk, ...(s.answer !== undefined ? { answer: s.answer } : {}) },
+      outcome: {
+        reward: w.reward,
+        components: { ...w.components, ...counts },
+        exactMatch: em === 1,
+        formatOk: s.formatOk,
+        ...(s.answer !== undefined ? { answer: s.answer } : {}),
+      },
     };
   }
 }

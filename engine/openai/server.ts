@@ -395,7 +395,10 @@ export class ModelServer {
       promptIds = b.prompt.slice();
     }
     if (promptIds.length === 0) throw new ApiError(400, 'prompt: encodes to no tokens', undefined, 'prompt');
-    const maxTokens = Math.min(this.maxTokens(promptIds.length, b.max_tokens ?? (this.o.defaultMaxTokens ? undefined : 16), 'prompt'), pol?.maxTokens ?? Infinity);
+    const maxTokens = Math.min(
+      this.maxTokens(promptIds.length, b.max_tokens ?? (this.o.defaultMaxTokens ? undefined : 16), 'prompt'),
+      pol?.maxTokens ?? Infinity,
+    );
     const stopStrings = b.stop === null || b.stop === undefined ? [] : typeof b.stop === 'string' ? [b.stop] : b.stop;
     const topK = b.logprobs ?? 0;
     const wantLogprobs = b.logprobs !== null && b.logprobs !== undefined;
