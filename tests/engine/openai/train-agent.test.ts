@@ -65,13 +65,15 @@ describe('arbor train with environment.agent', () => {
         const model = t.turnsData.filter((u) => u.role === 'model');
         expect(model.length).toBeGreaterThan(0);
         for (const u of model) {
-          expect(u.lossMask.length).toBe(u.tokenIds.length);
-          expect([...u.lossMask].every((x) => x === 1)).toBe(true);
-          expect(u.logprob.length).toBe(u.tokenIds.length);
-          expect([...u.logprob].every((x) => x <= 0 && Number.isFinite(x))).toBe(true);
-          expect([...u.logprob].some((x) => x < 0)).toBe(true);
+          const mask = u.lossMask ?? [];
+          const lp = u.logprob ?? [];
+          expect(mask.length).toBe(u.tokenIds?.length);
+          expect(mask.every((x) => x === 1)).toBe(true);
+          expect(lp.length).toBe(u.tokenIds?.length);
+          expect(lp.every((x) => x <= 0 && Number.isFinite(x))).toBe(true);
+          expect(lp.some((x) => x < 0)).toBe(true);
         }
-        for (const u of t.turnsData.filter((x) => x.role === 'tool')) expect([...u.lossMask].every((x) => x === 0)).toBe(true);
+        for (const u of t.turnsData.filter((x) => x.role === 'tool')) expect((u.lossMask ?? [1]).every((x) => x === 0)).toBe(true);
       }
       // The SFT-warm-started model calls the tools: some episodes have several model turns, with the agent's tool results in between.
       const multi = full.filter((t) => t.turnsData.filter((u) => u.role === 'model').length > 1);
