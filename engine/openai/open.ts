@@ -4,14 +4,15 @@
  * checkpoint) → the policy model, its tokenizer and chat template, the KV-cache decode backend and
  * the request scheduler behind a ModelServer.
  */
-import { existsSync, statSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
+import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import { PolicyModel } from '../model/runtime';
 import { HfTokenizer } from '../model/tokenizer';
 import { eosTokenIds, policyDecodeBackend } from '../rollout/model-backend';
 import type { DecodeBackend } from '../rollout/ports';
 import { resolveProviders } from '../tensor/ort';
 import { latestCheckpoint } from '../train/checkpoints';
+import { episodeTrajectories, EpisodeRecorder } from './episodes';
 import { DecodeScheduler } from './scheduler';
 import { ModelServer, type ModelServerOptions } from './server';
 
@@ -25,6 +26,12 @@ export interface ServeModelOptions {
   /** The model name clients pass (default: the folder's name). */
   name?: string;
   log?: ModelServerOptions['log'];
+  /**
+   * Record every call and write the conversations as trajectories (JSONL, `arbor rollout`'s
+   * format: promptIds, turns with token ids, loss masks and logprobs) to this file at close: SFT
+   * demonstrations (sft.demos_path) from any agent run against the endpoint.
+   */
+  record?: string;
 }
 
 /** A model folder, checkpoint or run → the folder to load (a run: its latest checkpoint). */
@@ -79,7 +86,9 @@ export async function serveModel(arg: string, o: ServeModelOptions = {}): Promis
     const maxBatch = o.maxBatch ?? 64;
     const backend = policyDecodeBackend(model, { maxBatch });
     const scheduler = new DecodeScheduler(backend, (ids) => tok.decode(ids), maxBatch);
+    const recorder = o.record ? new EpisodeRecorder() : undefined;
     const server = new ModelServer({
+      ...(recorder ? { recorder } : {}),
       modelId: o.name ?? basename(folder),
       tokenizer: tok,
       scheduler,
@@ -98,6 +107,7 @@ export async function serveModel(arg: string, o: ServeModelOptions = {}): Promis
       async close() {
         await server.close();
         await scheduler.close();
+        if (recorder && o.record) writeRecorded(o.record, recorder, (ids) => tok.decode(ids));
         await backend.close?.();
         await model.dispose();
       },
@@ -106,4 +116,12 @@ export async function serveModel(arg: string, o: ServeModelOptions = {}): Promis
     await model.dispose();
     throw e;
   }
+}
+
+/** The recorded calls as trajectories (one per conversation path), one JSON per line. */
+export function writeRecorded(file: string, rec: EpisodeRecorder, decode: (ids: number[]) => string): number {
+  const ts = episodeTrajectories(rec.calls, { taskId: 'serve-model', group: 0, firstSample: 0, seed: 0, outcome: { reward: 0, components: {} }, decode });
+  mkdirSync(dirname(resolve(file)), { recursive: true });
+  writeFileSync(file, ts.map((t) => JSON.stringify(t)).join('\n') + (ts.length ? '\n' : ''));
+  return ts.length;
 }

@@ -74,6 +74,8 @@ export interface ModelServerOptions {
   defaultMaxTokens?: number;
   /** One line per request (method, path, status, tokens); never keys. */
   log?: (line: string) => void;
+  /** Where calls outside an episode's scope are recorded (`arbor serve-model --record`). */
+  recorder?: EpisodeSink;
 }
 
 const now = () => Math.floor(Date.now() / 1000);
@@ -142,7 +144,7 @@ export class ModelServer {
         return;
       }
       let scope = '';
-      let sink: EpisodeSink | undefined;
+      let sink: EpisodeSink | undefined = this.o.recorder;
       let route = path;
       const ep = /^\/episodes\/([^/]+)(\/.*)$/.exec(path);
       if (ep) {

@@ -25,26 +25,34 @@ export function register(program: Command): void {
     .option('--threads <n>', 'intra-op threads', int('threads', 1))
     .option('--max-batch <n>', 'most requests decoded together', int('max-batch', 1), 64)
     .option('--name <id>', "the model's name in the API (default: the folder's name)")
+    .option('--record <file>', 'write the conversations as token-exact trajectories (JSONL, usable as sft.demos_path) when the server stops')
     .option('--quiet', 'do not log requests')
-    .action(async (arg: string, o: { port: number; apiKey?: string; device: string; threads?: number; maxBatch: number; name?: string; quiet?: boolean }) => {
-      if (!(DEVICES as readonly string[]).includes(o.device)) throw new Error(`--device must be one of ${DEVICES.join(', ')} (got "${o.device}")`);
-      const apiKey = o.apiKey ?? (process.env.ARBOR_API_KEY || undefined);
-      const s = await serveModel(arg, {
-        port: o.port,
-        apiKey,
-        device: o.device,
-        threads: o.threads,
-        maxBatch: o.maxBatch,
-        name: o.name,
-        log: o.quiet ? undefined : (line) => process.stderr.write(`${line}\n`),
-      });
-      process.stderr.write(`serving ${s.folder} as "${s.server.o.modelId}"${apiKey ? ' (API key required)' : ''}\n`);
-      console.log(s.url);
-      const stop = async () => {
-        await s.close();
-        process.exit(0);
-      };
-      process.on('SIGINT', stop);
-      process.on('SIGTERM', stop);
-    });
+    .action(
+      async (
+        arg: string,
+        o: { port: number; apiKey?: string; device: string; threads?: number; maxBatch: number; name?: string; record?: string; quiet?: boolean },
+      ) => {
+        if (!(DEVICES as readonly string[]).includes(o.device)) throw new Error(`--device must be one of ${DEVICES.join(', ')} (got "${o.device}")`);
+        const apiKey = o.apiKey ?? (process.env.ARBOR_API_KEY || undefined);
+        const s = await serveModel(arg, {
+          port: o.port,
+          apiKey,
+          device: o.device,
+          threads: o.threads,
+          maxBatch: o.maxBatch,
+          name: o.name,
+          record: o.record,
+          log: o.quiet ? undefined : (line) => process.stderr.write(`${line}\n`),
+        });
+        process.stderr.write(`serving ${s.folder} as "${s.server.o.modelId}"${apiKey ? ' (API key required)' : ''}\n`);
+        console.log(s.url);
+        const stop = async () => {
+          await s.close();
+          if (o.record) process.stderr.write(`conversations written to ${o.record}\n`);
+          process.exit(0);
+        };
+        process.on('SIGINT', stop);
+        process.on('SIGTERM', stop);
+      },
+    );
 }

@@ -5,13 +5,16 @@
  * equal to the non-streamed greedy text, n: 2 with a seed reproducible, 401 / 400 / 404, a
  * foreign Host refused, and concurrent requests decoded in shared batches.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { resolveLora } from '../../../engine/model/lora';
+import { PolicyModel } from '../../../engine/model/runtime';
 import { serveModel, type ServedModel } from '../../../engine/openai/open';
+import { readTokenDemos } from '../../../engine/train/sft';
 import { TOOLS, toolsModelFolder } from './helpers';
 
 const home = mkdtempSync(join(tmpdir(), 'arbor-openai-'));
@@ -167,4 +170,37 @@ describe('the OpenAI-compatible endpoint through the official client', () => {
     const meanBatch = (s.rowSum - before.rowSum) / (s.calls - before.calls);
     expect(meanBatch).toBeGreaterThan(1.5);
   });
+});
+
+describe('serve-model on a LoRA checkpoint, recording conversations', () => {
+  it('serves a PEFT adapter folder on its base; --record writes token-exact trajectories that SFT reads', async () => {
+    const base = join(home, 'base');
+    const adapter = join(home, 'adapter');
+    const record = join(home, 'recorded.jsonl');
+    toolsModelFolder(base, 3);
+    const m = PolicyModel.load(base, { lora: resolveLora({ rank: 2, alpha: 4, dropout: 0, target_modules: 'all-linear' }) });
+    m.save(adapter);
+    await m.dispose();
+    expect(existsSync(join(adapter, 'adapter_config.json'))).toBe(true);
+    expect(existsSync(join(adapter, 'config.json'))).toBe(false);
+    const s = await serveModel(adapter, { device: 'cpu', threads: 1, maxBatch: 4, record });
+    let first: OpenAI.ChatCompletion;
+    try {
+      expect(s.model.lora?.rank).toBe(2);
+      const c = new OpenAI({ baseURL: s.url, apiKey: 'none', maxRetries: 0 });
+      const messages: OpenAI.ChatCompletionMessageParam[] = [...user];
+      first = await c.chat.completions.create({ model: 'adapter', messages, temperature: 0, max_tokens: 6 });
+      messages.push({ role: 'assistant', content: first.choices[0]!.message.content }, { role: 'user', content: 'and then ?' });
+      await c.chat.completions.create({ model: 'adapter', messages, temperature: 0, max_tokens: 6 });
+    } finally {
+      await s.close();
+    }
+    const demos = readTokenDemos(record);
+    expect(demos.length).toBe(1);
+    const mask = [...demos[0]!.lossMask];
+    // Two sampled turns (mask 1) with the new user message between them (mask 0).
+    const runs = mask.map(String).join('').match(/1+/g) ?? [];
+    expect(runs.length).toBe(2);
+    expect(runs[0]!.length).toBe(first!.usage!.completion_tokens);
+  }, 60_000);
 });
