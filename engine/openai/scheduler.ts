@@ -12,10 +12,12 @@
  * samples does not depend on what shares its batch (up to floating-point differences between batch
  * shapes). When every live request samples from the full distribution (or greedily) and wants no
  * top logprobs, the backend samples (DecodeBackend.extendSample: only ids and logprobs cross from
- * the worker); otherwise the call returns logits rows and sampling happens here.
+ * the worker), up to DECODE_STEPS steps per call as the rollout engine does; otherwise the call
+ * returns logits rows and sampling happens here, one step per call.
  */
 import { Rng } from '../base/rng';
 import type { DecodeBackend } from '../rollout/ports';
+import { DECODE_STEPS } from '../rollout/engine';
 import { sampleToken } from '../rollout/sampling';
 
 export interface GenToken {
@@ -166,25 +168,31 @@ export class DecodeScheduler {
     const items = batch.map((s) => ({ slot: s.slot, tokens: s.unfed }));
     for (const it of items) if (it.tokens.length > 1) this.stats.prefilled += it.tokens.length;
     const fast = this.backend.extendSample && batch.every((s) => s.req.topLogprobs === 0 && (s.req.temperature === 0 || s.req.topP >= 1));
-    let sampled: GenToken[];
+    let sampled: GenToken[][];
     try {
       if (fast) {
+        // Several decode steps per call (one worker message) when the backend can: at most
+        // DECODE_STEPS and the tokens any row may still generate. A row whose turn ends before the
+        // call's last step leaves the batch (its slot is released), so nothing is rewound.
+        let K = this.backend.extendSampleSteps ? DECODE_STEPS : 1;
+        for (const s of batch) K = Math.min(K, s.req.maxTokens - s.tokens.length, this.backend.maxLength - s.length);
+        K = Math.max(1, K);
         const B = batch.length;
-        const req = { u: new Float32Array(B), invTemp: new Float32Array(B), greedy: new Float32Array(B) };
+        const req = { u: new Float32Array(K * B), invTemp: new Float32Array(B), greedy: new Float32Array(B) };
         batch.forEach((s, i) => {
           const greedy = s.req.temperature === 0;
           req.greedy[i] = greedy ? 1 : 0;
           req.invTemp[i] = greedy ? 1 : 1 / s.req.temperature;
-          if (!greedy) req.u[i] = s.rng.next();
+          if (!greedy) for (let k = 0; k < K; k++) req.u[k * B + i] = s.rng.next();
         });
-        sampled = await this.backend.extendSample!(items, req);
+        sampled = K > 1 ? await this.backend.extendSampleSteps!(items, req, K) : (await this.backend.extendSample!(items, req)).map((t) => [t]);
       } else {
         const rows = await this.backend.extend(items);
         sampled = rows.map((row, i) => {
           const r = batch[i]!.req;
           const t: GenToken = sampleToken(row, { temperature: r.temperature, topP: r.topP }, batch[i]!.rng);
           if (r.topLogprobs > 0) t.top = topLogprobs(row, r.temperature === 0 ? 1 : 1 / r.temperature, r.topLogprobs);
-          return t;
+          return [t];
         });
       }
     } catch (e) {
@@ -195,18 +203,22 @@ export class DecodeScheduler {
     this.stats.calls++;
     this.stats.rowSum += batch.length;
     batch.forEach((s, i) => {
-      const t = sampled[i]!;
-      s.tokens.push(t);
-      s.unfed = [t.id];
-      s.length++;
-      this.stats.generated++;
-      try {
-        s.req.onToken?.(t, s.tokens.length - 1);
-      } catch {
-        // A streaming client that went away; the request still completes (its ids are recorded).
+      for (const t of sampled[i]!) {
+        s.tokens.push({ id: t.id, logprob: t.logprob, entropy: t.entropy, ...(t.top ? { top: t.top } : {}) });
+        s.unfed = [t.id];
+        s.length++;
+        this.stats.generated++;
+        try {
+          s.req.onToken?.(t, s.tokens.length - 1);
+        } catch {
+          // A streaming client that went away; the request still completes (its ids are recorded).
+        }
+        const end = this.ended(s, t);
+        if (end) {
+          this.finish(s, { tokens: s.tokens, ...end });
+          break;
+        }
       }
-      const end = this.ended(s, t);
-      if (end) this.finish(s, { tokens: s.tokens, ...end });
     });
   }
 

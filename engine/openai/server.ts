@@ -83,14 +83,17 @@ const bytes = (s: string) => Array.from(Buffer.from(s, 'utf8'));
 
 export class ModelServer {
   readonly memory = new ConversationMemory();
-  readonly renderer: ChatRenderer;
+  private chatRenderer: ChatRenderer | undefined;
   private server: Server | null = null;
   private port = 0;
   private episodes = new Map<string, EpisodeSink>();
   private readonly created = now();
 
-  constructor(readonly o: ModelServerOptions) {
-    this.renderer = new ChatRenderer(o.tokenizer);
+  constructor(readonly o: ModelServerOptions) {}
+
+  /** The model's chat template side (made at the first chat request: /v1/completions needs no template). */
+  get renderer(): ChatRenderer {
+    return (this.chatRenderer ??= new ChatRenderer(this.o.tokenizer));
   }
 
   get url(): string {
