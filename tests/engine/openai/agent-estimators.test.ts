@@ -55,7 +55,7 @@ describe('agent trajectories through every estimator', () => {
     expect(names.length).toBeGreaterThan(3);
     for (const name of names) {
       const c = structuredClone(cfg);
-      c.algorithm.adv_estimator = name;
+      c.algorithm.adv_estimator = name as typeof c.algorithm.adv_estimator;
       const values = getEstimator(name).needsCritic ? { values: async () => episodes.map((e) => new Float32Array(e.tokens.length)) } : undefined;
       const port = advantagePort(c, values);
       const oldLogprobs = new Map(episodes.map((e) => [e, e.rolloutLogprobs] as const));
