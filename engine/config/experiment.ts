@@ -540,6 +540,12 @@ function inertKeys(raw: unknown, cfg: ExperimentConfig, job?: 'sft'): { field: s
   if (cfg.rollout.branching.mode === 'arpo') refuse('rollout.branching.aepo', 'with rollout.branching.mode "arpo" (AEPO\'s budget split and penalty)');
   if (cfg.rollout.branching.mode === 'aepo')
     refuse('rollout.branching.initial_samples', 'with rollout.branching.mode "aepo" (pre-monitoring sets the global samples)');
+  if (cfg.environment.agent && !cfg.sft.warm_start && job !== 'sft')
+    for (const k of ['max_calls_per_turn', 'tool_timeout_ms', 'max_observation_tokens'])
+      refuse(
+        `environment.${k}`,
+        'with environment.agent and no SFT warm start (the agent program runs its own tools; these limits apply to the episodes Arbor runs, the scripted demonstrations)',
+      );
   if (job === 'sft') {
     for (const k of ['lr', 'warmup_steps', 'schedule', 'min_lr_ratio'])
       refuse(`optim.${k}`, 'in `arbor sft` (SFT uses sft.lr with its own warm-up and cosine decay; optim.* schedules RL)');
