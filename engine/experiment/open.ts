@@ -45,7 +45,7 @@ export async function openTaskSession(cfg: ExperimentConfig): Promise<TaskSessio
     const h = host;
     return {
       ...session,
-      takeLogs: () => [...(h?.takeLogs().map((l) => `sandbox: ${l}`) ?? []), ...lines.splice(0)],
+      takeLogs: () => [...(h?.takeLogs().map((l) => `sandbox: ${l}`) ?? []), ...lines.splice(0), ...(session.takeLogs?.() ?? [])],
       close: async () => {
         await session.close();
         await h?.close();
