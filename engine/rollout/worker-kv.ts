@@ -146,7 +146,6 @@ export class KvHost {
   async extend(req: KvExtendRequest): Promise<KvExtendResult> {
     const t = performance.now();
     this.runMs = 0;
-    this.crossing = emptyCrossing();
     const steps = req.steps ?? 1;
     const B = req.items.length;
     if (!Number.isInteger(steps) || steps < 1) throw new Error(`KvHost: steps must be an integer ≥ 1 (got ${steps})`);
@@ -168,7 +167,7 @@ export class KvHost {
         entropy.set(o.entropy, k * B);
         items = req.items.map((it, b) => ({ slot: it.slot, tokens: [o.ids[b]!] }));
       }
-      return { ids, logprobs, entropy, prepMs: performance.now() - t - this.runMs, runMs: this.runMs, crossing: this.crossing };
+      return { ids, logprobs, entropy, prepMs: performance.now() - t - this.runMs, runMs: this.runMs, crossing: this.takeCrossing() };
     }
     const out = await this.backend.run(req.items, { sample: req.sample, logits: req.logits }, req.logits);
     const s = out.sampled!;
@@ -179,8 +178,15 @@ export class KvHost {
       ...(req.logits ? { logits: out.logits } : {}),
       prepMs: performance.now() - t - this.runMs,
       runMs: this.runMs,
-      crossing: this.crossing,
+      crossing: this.takeCrossing(),
     };
+  }
+
+  /** Bytes crossed since the last call returned (a fork's or truncation's fetch counts with the next call). */
+  private takeCrossing(): KvCrossing {
+    const c = this.crossing;
+    this.crossing = emptyCrossing();
+    return c;
   }
 
   release(slot: number): void {

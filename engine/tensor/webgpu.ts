@@ -167,7 +167,8 @@ export function webgpuInfo(): Promise<WebgpuInfo> {
 export async function probeWebgpu(env: NodeJS.ProcessEnv = process.env): Promise<WebgpuInfo> {
   const bundled = webgpuBundled();
   const icds = process.platform === 'linux' ? vulkanIcds(env) : undefined;
-  if (!bundled) return { bundled, available: false, error: `onnxruntime-node has no WebGPU provider for ${process.platform}/${process.arch}`, fix: webgpuFix() };
+  if (!bundled)
+    return { bundled, available: false, error: `onnxruntime-node has no WebGPU provider for ${process.platform}/${process.arch}`, fix: webgpuFix() };
   const { traceGraph } = await import('./graph');
   const { toOnnx } = await import('./onnx');
   const g = traceGraph([{ name: 'x', dtype: 'float32', shape: [2] }], (o, x) => ({ y: o.add(x.x, x.x) }));
@@ -189,15 +190,22 @@ export async function probeWebgpu(env: NodeJS.ProcessEnv = process.env): Promise
     });
   });
   const line = stdout.split('\n').find((l) => l.startsWith('{'));
-  const res = line ? (JSON.parse(line) as { ok: boolean; y?: number[]; error?: string }) : { ok: false, error: `probe process failed: ${stderr.trim().split('\n').slice(-3).join(' ')}` };
+  const res = line
+    ? (JSON.parse(line) as { ok: boolean; y?: number[]; error?: string })
+    : { ok: false, error: `probe process failed: ${stderr.trim().split('\n').slice(-3).join(' ')}` };
   const backend = process.platform === 'win32' ? 'd3d12' : process.platform === 'darwin' ? 'metal' : 'vulkan';
   if (!res.ok || res.y?.[0] !== 2 || res.y?.[1] !== 4) {
     const noLoader = /libvulkan\.so\.1/.test(stderr) ? ' (libvulkan.so.1, the Vulkan loader, is not installed)' : '';
-    const why = (res.error ?? `wrong result ${JSON.stringify(res.y)}`).replace(/^.*?(Failed to get a WebGPU adapter)/s, '$1');
+    const why = (res.error ?? `wrong result ${JSON.stringify(res.y)}`)
+      .replace(/^.*?(Failed to get a WebGPU adapter)/s, '$1')
+      .split('\n')[0]!
+      .trim();
     return { bundled, available: false, error: `${why}${noLoader}`, fix: webgpuFix(), ...(icds ? { icds } : {}) };
   }
   const used = /Using "([^"]+)" with driver: "([^"]+)"/.exec(stderr);
-  const name = used?.[1] ?? (backend === 'metal' ? 'Apple GPU (Metal)' : backend === 'd3d12' ? 'Direct3D 12 adapter (name not reported)' : 'Vulkan device (name not reported)');
+  const name =
+    used?.[1] ??
+    (backend === 'metal' ? 'Apple GPU (Metal)' : backend === 'd3d12' ? 'Direct3D 12 adapter (name not reported)' : 'Vulkan device (name not reported)');
   const adapter: WebgpuAdapter = {
     name,
     vendor: adapterVendor(name),
