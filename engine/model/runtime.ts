@@ -521,6 +521,20 @@ export class PolicyModel {
     return out;
   }
 
+  /**
+   * Summed RunnerStats of this model's sessions whose key starts with `prefix` ('train', 'score',
+   * 'decode'): time split and the bytes that crossed to and from a device. For benchmarks.
+   */
+  async runnerStats(prefix: string): Promise<RunnerStats> {
+    const out = emptyRunnerStats();
+    for (const [key, r] of this.runners) {
+      if (!key.startsWith(prefix)) continue;
+      const runner = await r;
+      for (const k of Object.keys(runner.stats) as (keyof RunnerStats)[]) out[k] += runner.stats[k];
+    }
+    return out;
+  }
+
   /** Full-sequence logits of the last position for each sequence (no cache): the reference for decode. */
   async lastLogits(seqs: number[][]): Promise<Float32Array[]> {
     const res: Float32Array[] = [];

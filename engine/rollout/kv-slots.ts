@@ -118,6 +118,14 @@ export class KvSlotBackend implements DecodeBackend {
     if (dev.length) this.onDrop?.(dev);
   }
 
+  /** Drop the packed batch cache's device tensors (the backend is closing: nothing reads them again). */
+  disposeDevice(): void {
+    const p = this.packed;
+    if (!p || !this.onDevice) return;
+    this.packed = null;
+    this.drop(p.present);
+  }
+
   /** Whether run(items) takes the steady path (the packed batch cache fed back as it is). */
   isSteady(items: { slot: number; tokens: number[] }[]): boolean {
     const p = this.packed;

@@ -203,9 +203,12 @@ export class KvHost {
     this.backend.truncate(slot, length);
   }
 
-  /** Dispose device tensors. */
-  async close(): Promise<void> {
-    await this.materialize();
+  /**
+   * Dispose the device tensors, without a device run: the model may terminate the worker right
+   * after (kvClose has no reply), and terminating a worker during an ORT run aborts the process.
+   */
+  close(): void {
+    this.backend.disposeDevice();
   }
 }
 
@@ -237,7 +240,7 @@ export function attachWorkerHandler(api: WorkerApi): WorkerHandler {
         if (m.type === 'kvTruncate') return await host.truncate(m.slot as number, m.length as number);
         if (m.type === 'kvClose') {
           hosts.delete(handle!);
-          return await host.close();
+          return host.close();
         }
         if (m.type === 'kvExtend') {
           const pendingErr = errors.get(handle!);

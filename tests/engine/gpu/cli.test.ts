@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { gpuEnv, SKIP_REASON } from './harness';
 import { buildWordTokenizer } from '../../../engine/model/tokenizer';
+import { generate } from '../../../engine/cli/commands/generate';
 import { openDatabase } from '../../../engine/store/db';
 import { Store } from '../../../engine/store/store';
 
@@ -26,7 +27,8 @@ describe.skipIf(!gpuEnv)(`the CLI on WebGPU${gpuEnv ? '' : ` (${SKIP_REASON})`}`
   it('arbor doctor --json names the WebGPU adapter (SwiftShader: software)', () => {
     const r = arbor('doctor', '--json');
     expect(r.status, r.stderr).toBe(0);
-    const w = (lastJson(r.stdout) as { webgpu: { available: boolean; adapter?: { name: string; vendor: string; software: boolean; backend: string } } }).webgpu;
+    const w = (JSON.parse(r.stdout) as { webgpu: { available: boolean; adapter?: { name: string; vendor: string; software: boolean; backend: string } } })
+      .webgpu;
     expect(w.available).toBe(true);
     expect(w.adapter?.name).toMatch(/SwiftShader/);
     expect(w.adapter?.software).toBe(true);
@@ -45,22 +47,20 @@ describe.skipIf(!gpuEnv)(`the CLI on WebGPU${gpuEnv ? '' : ` (${SKIP_REASON})`}`
     folders[f] = to;
   }
   for (const [name, folder] of Object.entries(folders))
-    it(`arbor generate --device webgpu --greedy --json: ${name} gives the CPU's ids`, () => {
+    it(`arbor generate --device webgpu --greedy --json: ${name} gives the CPU's ids`, { timeout: 300_000 }, async () => {
       const prompt = name === 'tiny' ? 'who directed the film' : 'alpha beta gamma delta alpha';
-      const run = (device: string) => {
-        const r = arbor('generate', folder, '--prompt', prompt, '--greedy', '--json', '--max-new', '6', '--threads', '1', '--device', device);
-        expect(r.status, r.stderr).toBe(0);
-        return lastJson(r.stdout) as { promptIds: number[]; generatedIds: number[] };
-      };
-      const cpu = run('cpu');
-      const gpu = run('webgpu');
+      // The CPU side in this process (the same generate() the command runs), the WebGPU side through the CLI.
+      const cpu = await generate(folder, { prompt, greedy: true, maxNew: 6, threads: 1 });
+      const r = arbor('generate', folder, '--prompt', prompt, '--greedy', '--json', '--max-new', '6', '--threads', '1', '--device', 'webgpu');
+      expect(r.status, r.stderr).toBe(0);
+      const gpu = lastJson(r.stdout) as { promptIds: number[]; generatedIds: number[] };
       expect(cpu.generatedIds.length).toBeGreaterThan(0);
       expect(gpu.promptIds).toEqual(cpu.promptIds);
       expect(gpu.generatedIds).toEqual(cpu.generatedIds);
     });
 
   for (const lora of [false, true])
-    it(`arbor train, device webgpu, two GRPO steps${lora ? ' (LoRA)' : ''}: the CPU's tokens and metrics within 1e-3`, () => {
+    it(`arbor train, device webgpu, two GRPO steps${lora ? ' (LoRA)' : ''}: the CPU's tokens and metrics within 1e-3`, { timeout: 600_000 }, () => {
       const train = (device: string) => {
         const cfg = join(dir, `train-${device}-${lora}.yaml`);
         writeFileSync(

@@ -27,7 +27,7 @@ function relNorm(a: number[], b: number[]): number {
 
 describe.skipIf(!gpuEnv)(`WebGPU numerics match the CPU${gpuEnv ? '' : ` (${SKIP_REASON})`}`, () => {
   let res: Record<string, { cpu: Side; webgpu: Side }>;
-  it('runs score and a training step on both devices', () => {
+  it('runs score and a training step on both devices', { timeout: 900_000 }, () => {
     res = runCase('numerics.ts');
     expect(Object.keys(res)).toEqual(['tiny', 'tiny LoRA', 'qwen2-yarn-f32', 'llama-sharded-f32', 'qwen3-bf16']);
   });

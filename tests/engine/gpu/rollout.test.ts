@@ -20,7 +20,7 @@ interface Case {
 
 describe.skipIf(!gpuEnv)(`WebGPU rollouts match the CPU${gpuEnv ? '' : ` (${SKIP_REASON})`}`, () => {
   let res: { cpu: Record<string, Case>; gpu: Record<string, Case> };
-  it('runs the rollouts on both devices', () => {
+  it('runs the rollouts on both devices', { timeout: 600_000 }, () => {
     res = runCase('rollout.ts');
     expect(Object.keys(res.gpu)).toEqual(['T=1', 'greedy, 1 step per call', 'T=0.7 top-k 6 top-p 0.9', 'fork']);
   });

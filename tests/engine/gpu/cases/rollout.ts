@@ -42,7 +42,6 @@ async function run(providers: string[]) {
   const m = PolicyModel.init(cfg, 11, { threads: 1, providers });
   const out: Record<string, unknown> = {};
   for (const [name, o] of cases) {
-    console.error('case', providers[0], name);
     const backend = policyDecodeBackend(m, { maxBatch: 9 });
     const res = await rollout(backend, o);
     const crossing = (backend as WorkerKvBackend).crossing;
@@ -55,7 +54,6 @@ async function run(providers: string[]) {
       crossing,
     };
   }
-  console.error('fork', providers[0]);
   // A branching fork on the device cache: decode a prompt, fork it twice (one shorter), continue all three.
   const backend = policyDecodeBackend(m, { maxBatch: 4 }) as WorkerKvBackend;
   const greedy = (B: number) => ({ u: new Float32Array(B), invTemp: new Float32Array(B).fill(1), greedy: new Float32Array(B).fill(1) });
