@@ -33,7 +33,7 @@ export const KL_PLACEMENTS = ['loss', 'reward'] as const;
 export const SCHEDULES = ['cosine', 'constant'] as const;
 export const BACKENDS = ['ort', 'tfjs'] as const;
 /** ONNX Runtime devices (engine/tensor/ort.ts resolveProviders). */
-export const DEVICES = ['auto', 'cpu', 'cuda', 'dml', 'coreml'] as const;
+export const DEVICES = ['auto', 'cpu', 'cuda', 'webgpu', 'dml', 'coreml'] as const;
 /** Task kinds (engine/tasks/registry.ts registry): multihop (built-in world), qa (a QA dataset + BM25 search), custom (environment.tasks + your tools), tools (the built-in lookup + calculator task). */
 export const TASK_KINDS = ['multihop', 'qa', 'custom', 'tools'] as const;
 /** The policy loss: PPO-clip (with clip-higher and dual clip) or GSPO's sequence-level ratio (engine/rl/policy-losses.ts). */
@@ -323,7 +323,7 @@ export const experimentSchema = z.strictObject({
   environment: environmentSchema.prefault({}),
   seed: nonNegInt().default(0),
   backend: z.enum(BACKENDS).default('ort'),
-  /** ONNX Runtime device: auto = CUDA (or DirectML/CoreML) when its provider loads, else CPU. */
+  /** ONNX Runtime device: auto = CUDA when its provider loads, else WebGPU on a hardware adapter (DirectML/CoreML when they load), else CPU; webgpu = any WebGPU adapter, SwiftShader included. */
   device: z.enum(DEVICES).default('auto'),
   threads: posInt().max(256).default(2),
 });
