@@ -106,7 +106,10 @@ function installReader(context: vm.Context, workspace: string | undefined): void
 
 /** Evaluate compiled (CommonJS) user code in a fresh context; `timeoutMs` bounds the module's top level. */
 export function loadSandboxModule(code: string, path: string, timeoutMs: number, workspace?: string): SandboxModule {
-  const context = vm.createContext({});
+  // A context whose global is an ordinary object of its own realm (not a contextified host
+  // object), so constructor chains from it stay inside. This is not the security boundary: the
+  // process around it is (./sandbox-child.ts).
+  const context = vm.createContext(vm.constants.DONT_CONTEXTIFY);
   vm.runInContext(PRELUDE, context, { filename: 'sandbox-prelude.js' });
   installReader(context, workspace);
   let pumping: NodeJS.Timeout | undefined;
