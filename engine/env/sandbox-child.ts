@@ -60,10 +60,15 @@ export type HostStarted = { id: number; started: true };
 export type HostHello = { ready: true; tools: HostToolSpec[]; reward?: string } | { loadError: { message: string; stack?: string; path: string } };
 
 /** Take away what escaped code could use, keeping only the IPC functions this file needs. */
-function lockDown(): { send: (m: unknown) => void; onMessage: (f: (m: unknown) => void) => void } {
+function lockDown(log: (line: string) => void): { send: (m: unknown) => void; onMessage: (f: (m: unknown) => void) => void } {
   const proc = process;
   const send = (m: unknown) => void proc.send?.(m);
   const onMessage = (f: (m: unknown) => void) => void proc.on('message', f);
+  // A rejection nobody handled or an error thrown from a timer (user code's, or one an attempt
+  // provoked in this realm) is a line in the console output, not the end of the process.
+  const describe = (e: unknown) => String((e as Error | undefined)?.message ?? e);
+  proc.on('unhandledRejection', (e) => log(`unhandled rejection: ${describe(e)}`));
+  proc.on('uncaughtException', (e) => log(`uncaught: ${describe(e)}`));
   // Every module this process needs is loaded (one bundle, static imports): refuse all others,
   // `import()` from code built with the main realm's Function included.
   // (module.registerHooks: Node 22.15 and later; without it the permission model and the network
@@ -90,7 +95,10 @@ function lockDown(): { send: (m: unknown) => void; onMessage: (f: (m: unknown) =
 }
 
 export function main(init: HostInit): void {
-  const { send, onMessage } = lockDown();
+  const stray: string[] = [];
+  const { send, onMessage } = lockDown((line) => {
+    if (stray.length < 100) stray.push(line);
+  });
   const { files, callTimeoutMs, workspace } = init;
   const aborts = new Map<number, AbortController>();
   const errorOf = (e: unknown, path: string) => {
@@ -166,7 +174,7 @@ export function main(init: HostInit): void {
       if (!reward) throw new Error('this environment has no reward file');
       return callRewardInContext(reward.m, reward.path, req.summary, callTimeoutMs);
     };
-    const logs = () => (target ? target.m.takeLogs() : []);
+    const logs = () => [...stray.splice(0), ...(target ? target.m.takeLogs() : [])];
     work().then(
       (value) => post({ id: req.id, ok: true, value, logs: logs() }),
       (e: unknown) => post({ id: req.id, ok: false, error: errorOf(e, path), logs: logs() }),

@@ -8,7 +8,7 @@
  */
 import vm from 'node:vm';
 import { exactMatch, f1Score, normalizeAnswer, normalizeRewardValue, substringMatch } from './rewards';
-import { workspaceReader } from './tool';
+import { workspaceReader } from './workspace-read';
 
 const helpers = [normalizeAnswer, exactMatch, substringMatch, f1Score].map((f) => f.toString()).join('\n');
 const PRELUDE = `
