@@ -180,31 +180,20 @@ export function main(init: HostInit): void {
       (e: unknown) => post({ id: req.id, ok: false, error: errorOf(e, path), logs: logs() }),
     );
   };
-  // Calls start one per turn of the event loop, each announced (with the replies ready by then)
-  // in one message just before it runs: the host times a call from its start, and a call that
-  // never yields is caught by that timer even though this process cannot send anything more.
-  const queue: Exclude<HostRequest, { op: 'abort' } | { op: 'endEpisode' }>[] = [];
-  let stepping = false;
-  const step = () => {
-    const req = queue.shift();
-    if (req) {
-      outbox.push({ id: req.id, started: true });
-      flush();
-      start(req);
-    }
-    if (queue.length) setImmediate(step);
-    else stepping = false;
-  };
+  // A batch's calls start in order, each announced: their synchronous parts run here, bounded by
+  // the vm time limit; the announcements (and any replies ready) go out in one message before any
+  // call's asynchronous part can run, so the host times each call from its start and stops one
+  // that never yields after an await.
   onMessage((batch) => {
     if (!Array.isArray(batch)) return;
     for (const req of batch as HostRequest[]) {
       if (req.op === 'abort') aborts.get(req.id)?.abort(req.reason);
       else if (req.op === 'endEpisode') for (const m of new Set([...tools.values()].map((t) => t.m))) endEpisodeInContext(m, req.episode);
-      else queue.push(req);
+      else {
+        outbox.push({ id: req.id, started: true });
+        start(req);
+      }
     }
-    if (!stepping && queue.length) {
-      stepping = true;
-      setImmediate(step);
-    }
+    flush();
   });
 }

@@ -59,8 +59,11 @@ var __endEpisode = function (id) { delete __episodes[id]; };
 var __callTool = function (tool, argsJson, episodeId, callId) {
   var signal = __signals[callId] = __signal();
   var episode = __episodes[episodeId] || (__episodes[episodeId] = {});
-  return Promise.resolve()
-    .then(function () { return tool.execute(JSON.parse(argsJson), { signal: signal, episode: episode, readFile: __readFile }); })
+  // The synchronous part runs now, inside runInContext and so under its time limit.
+  var started;
+  try { started = Promise.resolve(tool.execute(JSON.parse(argsJson), { signal: signal, episode: episode, readFile: __readFile })); }
+  catch (e) { started = Promise.reject(e); }
+  return started
     .then(function (r) {
       delete __signals[callId];
       return JSON.stringify({ content: r && r.content, success: r && r.success, metadata: r && r.metadata });
