@@ -8,6 +8,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, normalize, relative, sep } from 'node:path';
 import type { z } from 'zod';
+import { approveTyped } from '../env/consent';
 import { openDatabase, WorkspaceError, type DB } from '../store/db';
 import { exportMetricsCsv, exportTrajectoriesJsonl, importVerlDump } from '../store/io';
 import { Store } from '../store/store';
@@ -77,6 +78,11 @@ export class EngineServer {
     client.send({ event: 'engine', data: this.info() });
     if (this.runs) client.send({ event: 'queue', data: this.runs.queueState() });
     return () => this.clients.delete(client);
+  }
+
+  /** How many clients (workbench windows, CLI connections) are connected. */
+  get clientCount(): number {
+    return this.clients.size;
   }
 
   broadcast(e: EventMessage): void {
@@ -252,6 +258,8 @@ export class EngineServer {
       const f = safePath(p.path);
       mkdirSync(dirname(f), { recursive: true });
       writeFileSync(f, p.text);
+      // Typed (or pasted) in the workbench's editor by the user: approved as theirs (engine/env/consent.ts).
+      approveTyped(f, p.text);
       return null;
     });
   }
