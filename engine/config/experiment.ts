@@ -14,6 +14,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, extname, isAbsolute, join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { rememberConfigDir } from '../env/consent';
 import { FORMAT_NAMES } from '../env/formats';
 import { mcpServersSchema } from '../env/mcp/config';
 import { LORA_TARGETS } from '../model/lora';
@@ -395,6 +396,7 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
   }
   const cfg = res.data;
   const baseDir = opts.baseDir ?? process.cwd();
+  rememberConfigDir(cfg, baseDir);
   const abs = (p: string) => (isAbsolute(p) ? p : resolve(baseDir, p));
   if (cfg.model.path) cfg.model.path = abs(cfg.model.path);
   if (cfg.task.dataset) cfg.task.dataset = abs(cfg.task.dataset);

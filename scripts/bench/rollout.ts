@@ -56,6 +56,7 @@ import type { DecodeBackend, EpisodeEnv, RolloutTask, TokenizerPort } from '../.
 import { Rng } from '../../engine/base/rng';
 import { DecodeScheduler } from '../../engine/openai/scheduler';
 import { ModelServer } from '../../engine/openai/server';
+import { measureToolCalls, printToolCallRows } from './tool-calls';
 
 const args = process.argv.slice(2);
 const json = args.includes('--json');
@@ -577,6 +578,9 @@ const speedups = peerOnly
       }),
     );
 
+// Per-call cost of a user tool's isolation (in-process, worker+vm before #25, sandbox process now).
+const toolCallRows = await measureToolCalls({ calls: quick ? 300 : 1000, reps: REPS });
+
 const f = (x: number) => x.toFixed(2).padStart(6);
 if (json)
   console.log(
@@ -589,6 +593,7 @@ if (json)
       kvSpeedup: speedups,
       ...(shortTurnsArg ? { shortTurns: shortRows } : {}),
       ...(SWEEP.length ? { stepsSweep: sweepRows } : {}),
+      toolCalls: toolCallRows,
     }),
   );
 else {
@@ -641,6 +646,7 @@ else {
     console.log(
       `${r.model.padEnd(6)} ${(r.params / 1e6).toFixed(1).padStart(5)}M  ${(r.tools ? 'yes' : 'no').padEnd(5)}  ${String(r.batch).padStart(5)}  ${r.cache.padEnd(10)} ${r.tokensPerSecond.toFixed(0).padStart(6)}`,
     );
+  printToolCallRows(toolCallRows);
   if (speedups.length) console.log('\nKV cache vs full recompute (32 new tokens after a 24-token prompt):');
   for (const s of speedups)
     console.log(
