@@ -66,6 +66,7 @@ export function workspaceFiles(root: string): WorkspaceFiles {
     },
     write(p, text) {
       const full = lexical(p);
+      mkdirSync(root, { recursive: true }); // a new workspace: its folder is created by the first write
       const r = realRoot();
       // the folders on the way: the part that exists must resolve inside before anything is created
       if (!within(resolvedAncestor(dirname(full)), r)) throw outside(p);

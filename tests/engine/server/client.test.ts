@@ -125,6 +125,8 @@ describe('protocol client', () => {
     await c.request('env.write', { path: 'tools/t.ts', text: 'export const x = 1;' });
     expect(await c.request('env.files')).toEqual([{ path: 'tools/t.ts', kind: 'tool' }]);
     expect(await c.request('env.read', { path: 'tools/t.ts' })).toBe('export const x = 1;');
+    // An answer to a consent request that is not (or no longer) waiting changes nothing.
+    expect(await c.request('consent.answer', { id: 'no-such-request', approve: true })).toEqual({ answered: false });
     const ws2 = join(home, 'other.db');
     expect((await c.request('workspace.open', { path: ws2 })).workspaceError).toBeNull();
 
