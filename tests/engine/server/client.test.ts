@@ -125,14 +125,13 @@ describe('protocol client', () => {
     await c.request('env.write', { path: 'tools/t.ts', text: 'export const x = 1;' });
     expect(await c.request('env.files')).toEqual([{ path: 'tools/t.ts', kind: 'tool' }]);
     expect(await c.request('env.read', { path: 'tools/t.ts' })).toBe('export const x = 1;');
-    // An answer to a consent request that is not (or no longer) waiting changes nothing.
-    expect(await c.request('consent.answer', { id: 'no-such-request', approve: true })).toEqual({ answered: false });
     const ws2 = join(home, 'other.db');
     expect((await c.request('workspace.open', { path: ws2 })).workspaceError).toBeNull();
 
     // The methods the area handlers provide go through this client in sandbox.test.ts
-    // (env.types, sandbox.*), playground.test.ts (playground.*) and interop/mcp-try.test.ts (mcp.tryTool).
-    const areas = ['env.types', 'sandbox.tryTool', 'sandbox.tryReward', 'playground.chat', 'playground.cancel', 'mcp.tryTool'];
+    // (env.types, sandbox.*), playground.test.ts (playground.*), interop/mcp-try.test.ts (mcp.tryTool)
+    // and the workbench's consent dialog in tests/e2e/consent.test.ts (consent.answer).
+    const areas = ['env.types', 'sandbox.tryTool', 'sandbox.tryReward', 'playground.chat', 'playground.cancel', 'mcp.tryTool', 'consent.answer'];
     expect(Object.keys(api).filter((m) => !called.has(m) && !areas.includes(m))).toEqual([]);
     expect(new Set(events)).toEqual(new Set(['engine', 'queue', 'run', 'metrics', 'log', 'trajectories', 'checkpoint', 'import', 'export']));
   });
