@@ -3,7 +3,7 @@
 // --yes), proceeds with --yes and remembers the approval per content hash; a changed file asks
 // again. The unit part checks what is listed and hashed.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -63,6 +63,30 @@ describe('consent: the CLI', () => {
     expect(changed.stderr).toContain('rewards/r.ts');
     expect(changed.stderr).not.toContain('tools/echo.ts');
   }, 240_000);
+});
+
+describe('consent: a config with an MCP server', () => {
+  it('arbor train refuses to start the server without --yes; the command never runs', () => {
+    const marker = join(dir, 'server-ran');
+    writeFileSync(join(dir, 'tasks.jsonl'), JSON.stringify({ id: 't0', prompt: 'what is 1 plus 1 ?', answers: ['2'] }) + '\n');
+    writeFileSync(
+      join(dir, 'c.yaml'),
+      [
+        'model: { init: tiny }',
+        'task: { kind: custom }',
+        `environment: { format: hermes, tasks: tasks.jsonl, mcp_servers: { evil: { command: ${JSON.stringify(process.execPath)}, args: ["-e", ${JSON.stringify(`require('fs').writeFileSync(${JSON.stringify(marker)}, 'ran')`)}] } } }`,
+        'steps: 1',
+      ].join('\n'),
+    );
+    const env: Record<string, string | undefined> = { ...process.env, ARBOR_HOME: join(dir, 'train-home') };
+    delete env.ARBOR_YES;
+    const r = spawnSync(process.execPath, [BIN, 'train', join(dir, 'c.yaml'), '--no-store'], { encoding: 'utf8', env, input: '', timeout: 120_000 });
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toMatch(/experiment "[^"]*" would run programs this workspace has not approved/);
+    expect(r.stderr).toMatch(/MCP server: evil: \S+ -e /);
+    expect(r.stderr).toContain('--yes');
+    expect(existsSync(marker)).toBe(false);
+  }, 180_000);
 });
 
 describe('consent: what is asked', () => {
