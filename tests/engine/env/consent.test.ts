@@ -114,4 +114,16 @@ describe('consent: what is asked', () => {
     expect(asked.map((r) => r.origin)).toEqual(['no', 'yes']);
     approve([]);
   });
+
+  it("McpToolSet.open (the playground's path for a stored run's servers) asks before the command runs", async () => {
+    const { McpToolSet } = await import('../../../engine/env/mcp/client');
+    const marker = join(dir, 'playground-server-ran');
+    const servers = { stored: { command: process.execPath, args: ['-e', `require('fs').writeFileSync(${JSON.stringify(marker)}, 'ran')`] } };
+    const asked: string[] = [];
+    setConsentAsker(async (req) => (asked.push(`${req.origin}: ${req.items.map((i) => i.label).join(', ')}`), false));
+    await expect(McpToolSet.open(servers, { origin: 'the playground (checkpoint c1)' })).rejects.toThrow(/the playground \(checkpoint c1\): not approved/);
+    expect(asked).toHaveLength(1);
+    expect(asked[0]).toMatch(/^the playground \(checkpoint c1\): stored: \S+ -e /);
+    expect(existsSync(marker)).toBe(false);
+  });
 });
