@@ -685,7 +685,7 @@ environment's tools and reward):
 
 ${
   info.adapter
-    ? `Model: the run's last checkpoint is a PEFT LoRA adapter, ${code(info.adapter.path)} (rank ${info.adapter.rank}, alpha ${info.adapter.alpha}, ${info.adapter.targets.join(', ')}), on the base model ${code(info.adapter.base)}: verl loads the base (\`actor_rollout_ref.model.path\`) and the adapter (\`actor_rollout_ref.model.lora_adapter_path\`, verl ≥ 0.5) and trains the adapter with the same rank, alpha and target modules.`
+    ? `Model: the run's last checkpoint is a PEFT LoRA adapter, ${code(info.adapter.path)} (rank ${info.adapter.rank}, alpha ${info.adapter.alpha}, ${info.adapter.targets.join(', ')}), on the base model ${code(info.adapter.base)}: verl loads the base (\`actor_rollout_ref.model.path\`) and the adapter (\`actor_rollout_ref.model.lora_adapter_path\`, verl ≥ 0.6.1) and trains the adapter with the same rank, alpha and target modules.`
     : `Model: ${code(modelPath)} (the run's last checkpoint, an HF folder).`
 }
 
@@ -697,7 +697,8 @@ Reward: \`reward.py\` asks \`arbor verl-reward\` for the reward of each sample, 
 sample's own task (\`extra_info.task_id\`, with its \`meta\`) through the same episode environment
 and reward function as Arbor's training. Each tool call's success reaches it as verl's
 \`extra_info.tool_rewards\` (the tool class returns +1 or −1 per call; it adds nothing to the
-score); a call without one (older verl, the last turn's calls) is run through the task's tools.
+score; verl ≥ 0.6.1 with its reward loop, the default, passes them); a call without one (older
+verl, the legacy reward manager, the last turn's calls) is run through the task's tools.
 
 Batch sizes: \`run_verl.sh\` computes them from \`trainer.n_gpus_per_node\` × \`trainer.nnodes\` on
 its command line (verl's defaults 8 × 1) so verl's checks pass: \`data.train_batch_size\` × n
