@@ -128,7 +128,7 @@ function modelFor(home: string, config: string): string {
 }
 
 describe('reward.py gives verl the reward Arbor computes for the same episode', () => {
-  it('the two-tool task: task meta and real success flags (a correct episode scores 1.3, not 1.0)', async () => {
+  it('the two-tool task: task meta and real success flags (a right episode scores above 1, with its call bonus, as in Arbor)', async () => {
     const home = mkdtempSync(join(tmpdir(), 'arbor-vr-tools-'));
     const env = [
       'environment:',
