@@ -67,7 +67,13 @@ export async function openWorkspaceEnvironment(dir: string): Promise<ServedEnvir
   if (tools.length === 0) throw new Error(`--env ${dir}: no tools/*.ts files (a workspace environment keeps its tools in tools/)`);
   const rewards = list('rewards');
   const read = (p: string) => ({ path: p, source: readFileSync(join(dir, p), 'utf8') });
-  const host = await SandboxHost.open({ tools: tools.map(read), reward: rewards.length === 1 ? read(rewards[0]!) : undefined }, undefined, dir);
+  const files = { tools: tools.map(read), reward: rewards.length === 1 ? read(rewards[0]!) : undefined };
+  const { ensureConsent, fileItem } = await import('../env/consent');
+  await ensureConsent(`the environment folder ${dir}`, [
+    ...files.tools.map((f) => fileItem('tool', join(dir, f.path), f.source, join(dir, f.path))),
+    ...(files.reward ? [fileItem('reward', join(dir, files.reward.path), files.reward.source, join(dir, files.reward.path))] : []),
+  ]);
+  const host = await SandboxHost.open(files, undefined, dir);
   const all = [...host.tools.values()];
   return {
     tools: all,

@@ -8,6 +8,7 @@
 import { existsSync, lstatSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, join } from 'node:path';
 import type { z } from 'zod';
+import { approveTyped } from '../env/consent';
 import { openDatabase, WorkspaceError, type DB } from '../store/db';
 import { exportMetricsCsv, exportTrajectoriesJsonl, importVerlDump } from '../store/io';
 import { Store } from '../store/store';
@@ -78,6 +79,11 @@ export class EngineServer {
     client.send({ event: 'engine', data: this.info() });
     if (this.runs) client.send({ event: 'queue', data: this.runs.queueState() });
     return () => this.clients.delete(client);
+  }
+
+  /** How many clients (workbench windows, CLI connections) are connected. */
+  get clientCount(): number {
+    return this.clients.size;
   }
 
   broadcast(e: EventMessage): void {
@@ -250,6 +256,8 @@ export class EngineServer {
     this.on('env.read', (p) => files.read(p.path));
     this.on('env.write', (p) => {
       files.write(p.path, p.text);
+      // Typed (or pasted) in the workbench's editor by the user: approved as theirs (engine/env/consent.ts).
+      approveTyped(join(envDir, p.path), p.text);
       return null;
     });
   }

@@ -111,6 +111,8 @@ export function adaptClient(client: EngineClient, transport: Pick<Transport, 'on
       });
     },
     onEngineInfo: (cb) => client.on('engine', cb),
+    onConsent: (cb) => client.on('consent', cb),
+    answerConsent: async (id, approve) => void (await client.request('consent.answer', { id, approve })),
     openWorkspace: (path) => client.request('workspace.open', { path }),
     onConnection(cb: (s: ConnectionState) => void) {
       return transport.onState(cb);
