@@ -622,6 +622,15 @@ export ARBOR_MCP_URL="http://127.0.0.1:\${ARBOR_MCP_PORT}/mcp"
 export PYTHONPATH="$HERE\${PYTHONPATH:+:$PYTHONPATH}"
 
 ${batchScript(batch)}
+# The environment's programs (tool and reward files, MCP servers) run only once approved: arbor
+# lists them and asks on this terminal (remembered per content hash), or set ARBOR_YES=1 after
+# reading them. The processes started below (arbor mcp serve, and reward.py's arbor verl-reward on
+# every node) then run with that approval.
+if [ "\${ARBOR_YES:-}" != 1 ]; then
+  "\${ARBOR[@]}" verl-reward "$HERE/arbor-experiment.json" --check
+  export ARBOR_YES=1
+fi
+
 # The environment's tools over MCP (streamable HTTP on 127.0.0.1, bearer token). On several
 # nodes, start one per node (the rollout workers call 127.0.0.1).
 "\${ARBOR[@]}" mcp serve --config "$HERE/arbor-experiment.json" --http --port "$ARBOR_MCP_PORT" >"$HERE/mcp-serve.log" 2>&1 &
@@ -681,7 +690,7 @@ environment's tools and reward):
 | \`tool_config.mcp.yaml\`, \`mcp_servers.json\` | the same tools through verl's own \`type: mcp\` client (stdio); it sends no per-sample state, so only for tools that do not need the question |
 | \`reward.py\` | \`compute_score(data_source, solution_str, ground_truth, extra_info)\`: the environment's reward, computed by a long-lived \`arbor verl-reward\` process (set \`ARBOR_CMD\` if arbor is installed elsewhere) |
 | \`arbor-experiment.json\` | the Arbor experiment (\`model.path\` = the exported checkpoint) |
-| \`run_verl.sh\` | the launch script with the Hydra overrides below |
+| \`run_verl.sh\` | the launch script with the Hydra overrides below; it first asks you to approve the environment's tool/reward files and MCP servers on its terminal (\`arbor verl-reward … --check\`; or set \`ARBOR_YES=1\` after reading them) |
 
 ${
   info.adapter
