@@ -66,7 +66,8 @@ export function workspaceFiles(root: string): WorkspaceFiles {
     },
     write(p, text) {
       const full = lexical(p);
-      mkdirSync(root, { recursive: true }); // a new workspace: its folder is created by the first write
+      // the workspace folder itself is the engine's own (created on first write); what is below it is checked
+      mkdirSync(root, { recursive: true });
       const r = realRoot();
       // the folders on the way: the part that exists must resolve inside before anything is created
       if (!within(resolvedAncestor(dirname(full)), r)) throw outside(p);
