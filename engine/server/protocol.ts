@@ -93,6 +93,23 @@ export const toolCallSchema = z.object({
  */
 export const branchPointSchema = z.object({ parent: num, turn: num, tokens: num, entropy: value, deltaH: value, probability: value });
 
+/**
+ * What-if replays: how a forked trajectory left its parent (engine/store ForkRecord): the stored turn
+ * (0 = the prompt) and token where the parent's ids stop, the edit appended (its text and ids; an
+ * observation's tool result, or the whole turn, or text appended to a model turn), the checkpoint,
+ * the sampling settings, the shared prefix's length and its per-token logprob under the checkpoint.
+ */
+export const forkSchema = z.object({
+  parent: z.string(),
+  turn: num,
+  token: num.nullable(),
+  edit: z.object({ kind: z.enum(['observation', 'text']), text: z.string(), ids: z.array(num), replaced: z.enum(['result', 'turn', 'append']) }).nullable(),
+  checkpoint: z.object({ id: z.string(), path: z.string(), step: num.optional(), runId: z.string().optional() }),
+  sampling: z.object({ temperature: num, n: num, seed: num, index: num }),
+  prefixTokens: num,
+  prefixLogprob: z.array(value),
+});
+
 export const trajSummarySchema = z.object({
   id: z.string(),
   runId: z.string(),
@@ -114,6 +131,8 @@ export const trajSummarySchema = z.object({
   timings: z.record(z.string(), value),
   /** Null for root samples; set on samples branched from another sample of the group. */
   branch: branchPointSchema.nullable().optional(),
+  /** Null for stored rollouts; set on what-if replays (replay.fork). */
+  fork: forkSchema.nullable().optional(),
 });
 
 const perToken = z.array(value).nullable();
@@ -192,6 +211,14 @@ export const chatEventSchema = z.discriminatedUnion('type', [
   z.object({ chatId: z.string(), type: z.literal('done'), text: z.string(), reason: z.string(), stopped: z.boolean().optional() }),
   z.object({ chatId: z.string(), type: z.literal('error'), message: z.string() }),
 ]);
+
+export const forkResultSchema = z.object({
+  parent: z.string(),
+  fork: forkSchema.omit({ prefixLogprob: true, sampling: true }).extend({ sampling: z.object({ temperature: num, n: num, seed: num }) }),
+  /** The prefix the model saw (the parent's ids, then the edit's): tokens, the parent's stored logprob (null where it has none) and the checkpoint's. */
+  prefix: z.object({ ids: z.array(num), tokens: z.array(z.string()), original: z.array(numOrNull), checkpoint: z.array(value) }),
+  children: z.array(z.object({ id: z.string(), reward: value, answer: z.string().optional(), truncated: z.boolean(), tokenIds: z.array(num), forkAt: num })),
+});
 
 export const exportResultSchema = z.object({
   files: z.array(z.object({ kind: z.enum(['metrics', 'trajectories']), path: z.string(), count: num })),
@@ -302,6 +329,31 @@ export const api = {
     }),
     result: chatResultSchema,
   },
+  /**
+   * What-if replay: fork a stored trajectory at `turn` (stored index, 0 = the prompt) — at `token` of
+   * a model turn, with `text` appended there, or a tool turn with its `observation` edited — and
+   * sample the rest `n` times with `checkpoint` (an id or a model folder) in the run's environment.
+   * The continuations are stored linked to the parent; progress as `replay` events.
+   */
+  'replay.fork': {
+    params: z.object({
+      trajectoryId: z.string().min(1),
+      turn: z.number().int().min(0),
+      token: z.number().int().min(0).optional(),
+      observation: z.string().optional(),
+      text: z.string().optional(),
+      checkpoint: z.string().min(1),
+      n: z.number().int().min(1).max(64),
+      temperature: z.number().min(0).optional(),
+      seed: z.number().int().optional(),
+    }),
+    result: forkResultSchema,
+  },
+  /** Stored what-if replays: the forks of one trajectory, or of every trajectory of a run. */
+  'replay.forks': {
+    params: z.object({ trajectoryId: z.string().min(1).optional(), runId: z.string().min(1).optional() }),
+    result: z.array(trajSummarySchema),
+  },
   'playground.cancel': { params: z.object({ chatId: z.string().min(1) }), result: z.object({ cancelled: z.boolean() }) },
 } as const;
 
@@ -327,6 +379,8 @@ export const events = {
   chat: chatEventSchema,
   /** Progress of runs.importVerl. */
   import: z.object({ dir: z.string(), file: z.string(), samples: num, filesDone: num.optional(), filesTotal: num.optional() }),
+  /** Progress of replay.fork (continuations sampled so far of n). */
+  replay: z.object({ trajectoryId: z.string(), done: num, total: num, phase: z.enum(['loading', 'sampling', 'scoring', 'done']) }),
   /** Progress of runs.export (trajectories written so far of the run's total). */
   export: z.object({ runId: z.string(), done: num, total: num }),
 } as const;
@@ -348,6 +402,8 @@ export type Checkpoint = z.infer<typeof checkpointSchema>;
 export type LogLine = z.infer<typeof logLineSchema>;
 export type Series = z.infer<typeof seriesSchema>;
 export type TrajSummary = z.infer<typeof trajSummarySchema>;
+export type Fork = z.infer<typeof forkSchema>;
+export type ForkResult = z.infer<typeof forkResultSchema>;
 export type Trajectory = z.infer<typeof trajectorySchema>;
 export type Turn = z.infer<typeof turnSchema>;
 export type ToolCall = z.infer<typeof toolCallSchema>;

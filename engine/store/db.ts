@@ -77,6 +77,14 @@ export const MIGRATIONS: { version: number; name: string; sql: string }[] = [
     name: 'branching rollouts: where a branched sample left its parent (JSON, null for root samples)',
     sql: `ALTER TABLE trajectories ADD COLUMN branch TEXT;`,
   },
+  {
+    version: 6,
+    name: 'what-if replays: a forked trajectory names its parent and the fork (turn, token, edit, checkpoint, sampling)',
+    sql: `
+      ALTER TABLE trajectories ADD COLUMN parent_traj INTEGER REFERENCES trajectories(id) ON DELETE CASCADE;
+      ALTER TABLE trajectories ADD COLUMN fork TEXT;
+      CREATE INDEX trajectories_parent ON trajectories(parent_traj);`,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;

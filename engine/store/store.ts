@@ -125,6 +125,26 @@ export interface TrajectoryRecord {
   turns: TurnRecord[];
   /** Branching rollouts: where this sample left its parent (engine/rollout/types.ts BranchPoint); absent for root samples. */
   branch?: { parent: number; turn: number; tokens: number; entropy: number; deltaH: number; probability: number };
+  /** What-if replays (engine/replay): the trajectory this one was forked from, and how (see ForkRecord). */
+  fork?: ForkRecord;
+}
+
+/**
+ * How a replayed trajectory left its parent: the turn (stored index, the prompt is 0) and token
+ * where the stored ids stop, the edit appended there (its text and token ids), the checkpoint that
+ * sampled the rest and the sampling settings. `prefixTokens` is the length of the shared prefix
+ * (the parent's ids, exactly); `prefixLogprob` the per-token logprob of the prefix (plus the edit)
+ * under the chosen checkpoint (index 0 has none: NaN).
+ */
+export interface ForkRecord {
+  parent: string;
+  turn: number;
+  token: number | null;
+  edit: { kind: 'observation' | 'text'; text: string; ids: number[]; replaced: 'result' | 'turn' | 'append' } | null;
+  checkpoint: { id: string; path: string; step?: number; runId?: string };
+  sampling: { temperature: number; n: number; seed: number; index: number };
+  prefixTokens: number;
+  prefixLogprob: number[];
 }
 
 export interface TrajectoryQuery {
@@ -442,8 +462,8 @@ export class Store {
     const hasError = t.turns.some((u) => (u.toolCalls ?? []).some((c) => (c as { error?: unknown }).error));
     const info = this.db
       .prepare(
-        `INSERT INTO trajectories (run_id, step, grp, sample, task, prompt, reward, advantage, outcome, timings, has_error, turn_count, full, branch)
-      VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+        `INSERT INTO trajectories (run_id, step, grp, sample, task, prompt, reward, advantage, outcome, timings, has_error, turn_count, full, branch, parent_traj, fork)
+      VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
       )
       .run(
         runId,
@@ -460,6 +480,8 @@ export class Store {
         t.turns.length,
         full ? 1 : 0,
         t.branch ? JSON.stringify(t.branch) : null,
+        t.fork ? Number(t.fork.parent) : null,
+        t.fork ? JSON.stringify(t.fork) : null,
       );
     const id = Number(info.lastInsertRowid);
     if (full) {
@@ -492,8 +514,9 @@ export class Store {
     return (this.db.prepare('SELECT DISTINCT step FROM trajectories WHERE run_id = ? ORDER BY step').all(runId) as { step: number }[]).map((r) => r.step);
   }
 
+  /** A run's trajectories as the rollouts stored them; what-if replays (forks) are listed by `forks`. */
   searchTrajectories(q: TrajectoryQuery) {
-    const where = ['run_id = ?'];
+    const where = ['run_id = ?', 'parent_traj IS NULL'];
     const args: unknown[] = [q.runId];
     if (q.step !== undefined) {
       where.push('step = ?');
@@ -537,7 +560,19 @@ export class Store {
       outcomeData: outcome,
       timings: JSON.parse(r.timings as string) as Record<string, number>,
       branch: r.branch ? (JSON.parse(r.branch as string) as NonNullable<TrajectoryRecord['branch']>) : null,
+      fork: r.fork ? (JSON.parse(r.fork as string) as ForkRecord) : null,
     };
+  }
+
+  /** What-if replays: the forks of one trajectory, or of every trajectory of a run (oldest first). */
+  forks(q: { trajectoryId?: string; runId?: string }) {
+    if (q.trajectoryId === undefined && q.runId === undefined) throw new Error('forks: give trajectoryId or runId');
+    const rows = (
+      q.trajectoryId !== undefined
+        ? this.db.prepare('SELECT * FROM trajectories WHERE parent_traj = ? ORDER BY id').all(Number(q.trajectoryId))
+        : this.db.prepare('SELECT * FROM trajectories WHERE run_id = ? AND parent_traj IS NOT NULL ORDER BY id').all(q.runId)
+    ) as Record<string, unknown>[];
+    return rows.map((r) => this.trajSummary(r));
   }
 
   getTrajectory(id: string) {
@@ -566,10 +601,9 @@ export class Store {
   /** Every sample of one prompt (a GRPO group) at a step. */
   group(runId: string, step: number, group: number) {
     return (
-      this.db.prepare('SELECT * FROM trajectories WHERE run_id = ? AND step = ? AND grp = ? ORDER BY sample').all(runId, step, group) as Record<
-        string,
-        unknown
-      >[]
+      this.db
+        .prepare('SELECT * FROM trajectories WHERE run_id = ? AND step = ? AND grp = ? AND parent_traj IS NULL ORDER BY sample')
+        .all(runId, step, group) as Record<string, unknown>[]
     ).map((r) => this.trajSummary(r));
   }
 

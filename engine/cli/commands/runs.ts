@@ -63,6 +63,17 @@ export function register(program: Command): void {
         console.log('latest metrics:');
         for (const [k, v] of Object.entries(r.metrics).sort()) console.log(`  ${k.padEnd(32)} ${fmt(v)}`);
         console.log(`checkpoints: ${r.checkpoints.map((ck) => `step ${ck.step}`).join(', ') || 'none'}; trajectory steps: ${r.trajectorySteps.length}`);
+        // What-if replays (arbor replay): each continuation with its parent and fork.
+        const forks = await c.request('replay.forks', { runId: r.id });
+        if (forks.length) {
+          console.log(`replays: ${forks.length} continuation(s) of ${new Set(forks.map((f) => f.fork?.parent)).size} trajectory(ies)`);
+          for (const t of forks) {
+            const f = t.fork!;
+            console.log(
+              `  ${t.id} ← ${f.parent} at turn ${f.turn + 1}${f.token !== null ? ` token ${f.token}` : ''}${f.edit ? ` (${f.edit.kind} edited)` : ''}, checkpoint ${f.checkpoint.id}, T ${f.sampling.temperature}: reward ${fmt(t.reward)}${t.outcome !== undefined ? `, answer ${JSON.stringify(t.outcome)}` : ''}`,
+            );
+          }
+        }
       }),
     );
   program

@@ -1,0 +1,19 @@
+/**
+ * The engine's what-if replay methods (engine/replay): replay.fork samples continuations of a
+ * stored trajectory (progress as `replay` events to the asking client), replay.forks lists them.
+ * Forks run one at a time (each loads its checkpoint).
+ */
+import type { Client, EngineServer } from './server';
+
+export function registerReplay(engine: EngineServer): void {
+  let chain: Promise<unknown> = Promise.resolve();
+  engine.on('replay.fork', (p, client: Client) => {
+    const run = chain.then(async () => {
+      const { replayFork } = await import('../replay/replay');
+      return replayFork(engine.store!, engine.opts.home, p, (e) => client.send({ event: 'replay', data: e }));
+    });
+    chain = run.catch(() => undefined);
+    return run;
+  });
+  engine.on('replay.forks', (p) => engine.store!.forks(p));
+}

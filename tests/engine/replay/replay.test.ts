@@ -1,0 +1,194 @@
+/**
+ * What-if replay on a real model folder (`arbor init-model --tiny --task multihop`, layers silenced,
+ * lm_head a bigram table so greedy decoding is known: <search> city </search>, then after the
+ * observation <answer> country </answer>). The parent is a real multi-turn episode of the run's
+ * task, stored the way training stores it (episodeToRecord); `arbor replay` forks it at its tool
+ * turn with an edited observation, through the real CLI and engine protocol.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildProgram } from '../../../engine/cli/main';
+import { generateWorld } from '../../../engine/tasks/multihop/world';
+import { createEngine } from '../../../engine/server/engine';
+import type { EngineServer } from '../../../engine/server/server';
+import { PolicyModel } from '../../../engine/model/runtime';
+import { policyDecodeBackend, eosTokenIds } from '../../../engine/rollout/model-backend';
+import { rollout } from '../../../engine/rollout/engine';
+import { episodeToRecord } from '../../../engine/experiment/store-sink';
+import { trajectoryToEpisode } from '../../../engine/train/trajectories';
+import { findTask, openRunEnvironment, runConfig } from '../../../engine/replay/replay';
+import { planFork } from '../../../engine/replay/fork';
+import { bigramModel } from '../server/fixtures/bigram-model';
+
+const home = mkdtempSync(join(tmpdir(), 'arbor-replay-'));
+const modelDir = join(home, 'model');
+const WORLD = 1001;
+const world = generateWorld(WORLD);
+const city = world.cities[0]!.name.toLowerCase();
+const country = world.cities[0]!.country.toLowerCase();
+let engine: EngineServer;
+let runId: string;
+let checkpointId: string;
+let parentId: string;
+let encode: (s: string) => number[];
+
+async function cli(args: string[]): Promise<string> {
+  const lines: string[] = [];
+  const log = console.log;
+  console.log = (...a: unknown[]) => void lines.push(a.map(String).join(' '));
+  const prev = process.env.ARBOR_HOME;
+  process.env.ARBOR_HOME = home;
+  try {
+    const program = await buildProgram();
+    program.exitOverride();
+    await program.parseAsync(args, { from: 'user' });
+  } finally {
+    console.log = log;
+    if (prev === undefined) delete process.env.ARBOR_HOME;
+    else process.env.ARBOR_HOME = prev;
+  }
+  return lines.join('\n');
+}
+
+beforeAll(async () => {
+  engine = await createEngine({ home });
+  const store = engine.store!;
+  runId = store.createRun({
+    name: 'trained',
+    template: 'multihop',
+    config: { model: { init: 'tiny' }, task: { kind: 'multihop', eval_seed: WORLD }, rollout: { max_turns: 3, max_new_tokens: 8, max_total_length: 256 } },
+  });
+  checkpointId = store.addCheckpoint(runId, 2, modelDir);
+  // The parent: a real episode of the run's first task with the checkpoint, stored as training stores it.
+  const cfg = runConfig(store, runId, home);
+  const env = await openRunEnvironment(cfg);
+  const { kit } = env;
+  encode = (s) => kit.tokenizer.encode(s);
+  // The checkpoint: the run's tiny model with the task's tokenizer (as training saves it), made a bigram table.
+  const init = PolicyModel.init(kit.tinyModel(cfg), 5, { tokenizerFolder: kit.tokenizerFolder });
+  init.save(modelDir);
+  await init.dispose();
+  bigramModel(modelDir, [
+    ['?', '<search>'],
+    ['<search>', city],
+    [city, '</search>'],
+    ['</information>', '<answer>'],
+    ['<answer>', country],
+    [country, '</answer>'],
+  ]);
+  const model = PolicyModel.load(modelDir, { threads: 1 });
+  const backend = policyDecodeBackend(model, { maxBatch: 1, maxLength: 256 });
+  const task = findTask(kit, kit.evalTasks[0]!.id);
+  const { trajectories } = await rollout(backend, {
+    tasks: [task],
+    n: 1,
+    seed: 1,
+    sampling: { temperature: 0 },
+    tokenizer: kit.tokenizer,
+    limits: { maxNewTokens: 8, maxTurns: 3, maxTotalLength: 256 },
+    stop: { strings: kit.stop.strings, tokenIds: [...kit.stop.tokenIds, ...eosTokenIds(model.config)] },
+  });
+  await backend.close?.();
+  await model.dispose();
+  await env.close();
+  const rec = episodeToRecord(3, trajectoryToEpisode(trajectories[0]!), undefined, (ids) => kit.tokenizer.decode(ids));
+  parentId = String(store.writeTrajectory(runId, rec));
+}, 60_000);
+
+afterAll(() => {
+  engine?.close();
+  rmSync(home, { recursive: true, force: true });
+});
+
+describe('arbor replay', () => {
+  it('the parent is a multi-turn episode: prompt, model, tool, model', () => {
+    const p = engine.store!.getTrajectory(parentId);
+    expect(p.turnsData.map((u) => u.role)).toEqual(['env', 'model', 'tool', 'model']);
+    expect(p.turnsData[1]!.text).toContain(`<search> ${city} </search>`);
+  });
+
+  it('forks at the tool turn with an edited observation: the stored ids up to the fork, then the edit tokenised, stored with the parent link, listed by arbor show', async () => {
+    const store = engine.store!;
+    const parent = store.getTrajectory(parentId);
+    const edited = 'nothing about that place';
+    const out = await cli(['replay', parentId, '--at-turn', '3', '--observation', edited, '--model', checkpointId, '--n', '3', '--temperature', '0', '--json']);
+    const r = JSON.parse(out) as {
+      fork: { turn: number; prefixTokens: number; edit: { ids: number[]; replaced: string } };
+      children: { id: string; reward: number; answer?: string; tokenIds: number[]; forkAt: number }[];
+      prefix: { ids: number[]; original: (number | null)[]; checkpoint: number[] };
+    };
+    expect(r.children).toHaveLength(3);
+    const shared = parent.turnsData.slice(0, 2).flatMap((u) => u.tokenIds);
+    expect(r.fork.turn).toBe(2);
+    expect(r.fork.prefixTokens).toBe(shared.length);
+    // The edit: the observation with the tool's result replaced, tokenised as the environment tokenises observations.
+    const plan = planFork(parent.turnsData, { turn: 2, observation: edited }, encode);
+    expect(plan.edit!.replaced).toBe('result');
+    expect(plan.edit!.rendered).toContain(edited);
+    expect(plan.edit!.rendered).toContain('</information>');
+    expect(r.fork.edit.ids).toEqual(encode(plan.edit!.rendered));
+    for (const ch of r.children) {
+      const c = store.getTrajectory(ch.id);
+      const ids = c.turnsData.flatMap((u) => u.tokenIds);
+      expect(ids.slice(0, shared.length)).toEqual(shared);
+      expect(ids.slice(shared.length, shared.length + r.fork.edit.ids.length)).toEqual(r.fork.edit.ids);
+      expect(c.fork?.parent).toBe(parentId);
+      expect(c.fork?.checkpoint.id).toBe(checkpointId);
+      expect(c.fork?.sampling.temperature).toBe(0);
+      // Greedy bigram continuation after </information>: the answer, scored by the task's reward.
+      expect(c.turnsData.at(-1)!.text).toContain(`<answer> ${country} </answer>`);
+      expect(c.outcome).toBe(country);
+      expect(c.reward).toBe(ch.reward);
+    }
+    // The prefix scored by the checkpoint: a value for every token after the first.
+    expect(r.prefix.ids.length).toBe(shared.length + r.fork.edit.ids.length);
+    expect(r.prefix.checkpoint.slice(1).every((v) => Number.isFinite(v) && v <= 0)).toBe(true);
+    // Forks are not rollouts of the step: the step's list and group do not show them.
+    expect(store.searchTrajectories({ runId }).map((t) => t.id)).toEqual([parentId]);
+    expect(store.forks({ trajectoryId: parentId }).map((t) => t.id)).toEqual(r.children.map((c) => c.id));
+    const shown = await cli(['show', runId]);
+    expect(shown).toContain('replays: 3 continuation(s) of 1 trajectory(ies)');
+    for (const ch of r.children) expect(shown).toContain(`${ch.id} ← ${parentId} at turn 3 (observation edited), checkpoint ${checkpointId}`);
+  }, 60_000);
+
+  it('forks inside a model turn with text appended, continuing the same turn', async () => {
+    const parent = engine.store!.getTrajectory(parentId);
+    const out = await cli([
+      'replay',
+      parentId,
+      '--at-turn',
+      '2',
+      '--at-token',
+      '1',
+      '--text',
+      city,
+      '--model',
+      modelDir,
+      '--n',
+      '1',
+      '--temperature',
+      '0',
+      '--json',
+    ]);
+    const r = JSON.parse(out) as { children: { id: string }[]; fork: { edit: { ids: number[] } } };
+    const c = engine.store!.getTrajectory(r.children[0]!.id);
+    const kept = [...parent.turnsData[0]!.tokenIds, parent.turnsData[1]!.tokenIds[0]!];
+    const turn = c.turnsData[1]!;
+    expect(turn.role).toBe('model');
+    expect(turn.tokenIds.slice(0, 1)).toEqual(kept.slice(-1));
+    expect(turn.tokenIds.slice(1, 1 + r.fork.edit.ids.length)).toEqual(encode(city));
+    // The edit is written, not sampled: loss mask 0 there.
+    expect(turn.lossMask!.slice(1, 1 + r.fork.edit.ids.length)).toEqual(r.fork.edit.ids.map(() => 0));
+    expect(turn.text).toContain(`<search> ${city} </search>`);
+  }, 60_000);
+
+  it('refuses what does not fit, naming the option', async () => {
+    await expect(cli(['replay', parentId, '--at-turn', '2', '--observation', 'x', '--model', checkpointId, '--n', '1'])).rejects.toThrow(
+      /observation: turn 1 is a model turn/,
+    );
+    await expect(cli(['replay', parentId, '--at-turn', '9', '--model', checkpointId, '--n', '1'])).rejects.toThrow(/turn: the trajectory has turns 0\.\.3/);
+    await expect(cli(['replay', parentId, '--at-turn', '3', '--model', 'nope', '--n', '1'])).rejects.toThrow(/no checkpoint "nope"/);
+  });
+});
