@@ -133,6 +133,20 @@ export const trajSummarySchema = z.object({
   branch: branchPointSchema.nullable().optional(),
   /** Null for stored rollouts; set on what-if replays (replay.fork). */
   fork: forkSchema.nullable().optional(),
+  /** How training treated it: the group's reward mean/std/size (what normalised the advantage) and the loss settings. */
+  signal: z
+    .object({
+      group: z.object({ mean: value, std: value, n: num }).optional(),
+      estimator: z.string().optional(),
+      normByStd: z.boolean().optional(),
+      policyLoss: z.string().optional(),
+      lossAggMode: z.string().optional(),
+      clipLow: num.optional(),
+      clipHigh: num.optional(),
+      dualClip: num.nullable().optional(),
+    })
+    .nullable()
+    .optional(),
 });
 
 const perToken = z.array(value).nullable();
@@ -150,6 +164,12 @@ export const turnSchema = z.object({
   lossMask: perToken,
   toolCalls: z.array(toolCallSchema),
   stepReward: numOrNull,
+  /** What training applied per token (null when not stored): importance ratio, clip side (0; +1 upper; −1 lower; 2 dual), loss weight (aggregation), advantage's outcome and process parts. */
+  ratio: perToken.optional(),
+  clipped: perToken.optional(),
+  lossWeight: perToken.optional(),
+  advOutcome: perToken.optional(),
+  advProcess: perToken.optional(),
 });
 
 export const trajectorySchema = trajSummarySchema.extend({ turnsData: z.array(turnSchema) });

@@ -79,11 +79,17 @@ export const MIGRATIONS: { version: number; name: string; sql: string }[] = [
   },
   {
     version: 6,
-    name: 'what-if replays: a forked trajectory names its parent and the fork (turn, token, edit, checkpoint, sampling)',
+    name: 'what-if replays (a fork names its parent, turn, token, edit, checkpoint, sampling) and the training signal per token (ratio, clip side, loss weight, advantage parts; group statistics per trajectory)',
     sql: `
       ALTER TABLE trajectories ADD COLUMN parent_traj INTEGER REFERENCES trajectories(id) ON DELETE CASCADE;
       ALTER TABLE trajectories ADD COLUMN fork TEXT;
-      CREATE INDEX trajectories_parent ON trajectories(parent_traj);`,
+      CREATE INDEX trajectories_parent ON trajectories(parent_traj);
+      ALTER TABLE trajectories ADD COLUMN signal TEXT;
+      ALTER TABLE turns ADD COLUMN ratio BLOB;
+      ALTER TABLE turns ADD COLUMN clipped BLOB;
+      ALTER TABLE turns ADD COLUMN loss_weight BLOB;
+      ALTER TABLE turns ADD COLUMN adv_outcome BLOB;
+      ALTER TABLE turns ADD COLUMN adv_process BLOB;`,
   },
 ];
 

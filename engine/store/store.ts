@@ -110,6 +110,25 @@ export interface TurnRecord {
   stepReward?: number | null;
   /** Decoded text of each token (same length as tokenIds). */
   tokens?: string[];
+  /** What training applied per token (engine/rl/token-signals.ts): importance ratio, clip side (0, +1 upper, −1 lower, 2 dual), loss weight. */
+  ratio?: ArrayLike<number>;
+  clipped?: ArrayLike<number>;
+  lossWeight?: ArrayLike<number>;
+  /** The advantage's outcome part and process part (they add up to `advantage`). */
+  advOutcome?: ArrayLike<number>;
+  advProcess?: ArrayLike<number>;
+}
+
+/** How training treated a trajectory as a whole: its group's reward statistics and the loss settings (for the per-token channels). */
+export interface SignalRecord {
+  group?: { mean: number; std: number; n: number };
+  estimator?: string;
+  normByStd?: boolean;
+  policyLoss?: string;
+  lossAggMode?: string;
+  clipLow?: number;
+  clipHigh?: number;
+  dualClip?: number | null;
 }
 
 export interface TrajectoryRecord {
@@ -127,6 +146,7 @@ export interface TrajectoryRecord {
   branch?: { parent: number; turn: number; tokens: number; entropy: number; deltaH: number; probability: number };
   /** What-if replays (engine/replay): the trajectory this one was forked from, and how (see ForkRecord). */
   fork?: ForkRecord;
+  signal?: SignalRecord;
 }
 
 /**
@@ -462,8 +482,8 @@ export class Store {
     const hasError = t.turns.some((u) => (u.toolCalls ?? []).some((c) => (c as { error?: unknown }).error));
     const info = this.db
       .prepare(
-        `INSERT INTO trajectories (run_id, step, grp, sample, task, prompt, reward, advantage, outcome, timings, has_error, turn_count, full, branch, parent_traj, fork)
-      VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+        `INSERT INTO trajectories (run_id, step, grp, sample, task, prompt, reward, advantage, outcome, timings, has_error, turn_count, full, branch, parent_traj, fork, signal)
+      VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
       )
       .run(
         runId,
@@ -482,12 +502,13 @@ export class Store {
         t.branch ? JSON.stringify(t.branch) : null,
         t.fork ? Number(t.fork.parent) : null,
         t.fork ? JSON.stringify(t.fork) : null,
+        t.signal ? JSON.stringify(t.signal) : null,
       );
     const id = Number(info.lastInsertRowid);
     if (full) {
       const ins = this.db
-        .prepare(`INSERT INTO turns (traj_id, idx, role, text, token_ids, logprob, ref_logprob, entropy, advantage, value, loss_mask, tool_calls, step_reward, tokens)
-        VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`);
+        .prepare(`INSERT INTO turns (traj_id, idx, role, text, token_ids, logprob, ref_logprob, entropy, advantage, value, loss_mask, tool_calls, step_reward, tokens, ratio, clipped, loss_weight, adv_outcome, adv_process)
+        VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`);
       t.turns.forEach((u, i) =>
         ins.run(
           id,
@@ -504,6 +525,11 @@ export class Store {
           JSON.stringify(u.toolCalls ?? []),
           u.stepReward ?? null,
           u.tokens ? JSON.stringify(u.tokens) : null,
+          f32(u.ratio),
+          f32(u.clipped),
+          f32(u.lossWeight),
+          f32(u.advOutcome),
+          f32(u.advProcess),
         ),
       );
     }
@@ -561,6 +587,7 @@ export class Store {
       timings: JSON.parse(r.timings as string) as Record<string, number>,
       branch: r.branch ? (JSON.parse(r.branch as string) as NonNullable<TrajectoryRecord['branch']>) : null,
       fork: r.fork ? (JSON.parse(r.fork as string) as ForkRecord) : null,
+      signal: r.signal ? (JSON.parse(r.signal as string) as SignalRecord) : null,
     };
   }
 
@@ -594,6 +621,11 @@ export class Store {
       toolCalls: JSON.parse(u.tool_calls as string) as unknown[],
       stepReward: u.step_reward as number | null,
       tokens: u.tokens ? (JSON.parse(u.tokens as string) as string[]) : [],
+      ratio: fromF32(u.ratio as Buffer | null),
+      clipped: fromF32(u.clipped as Buffer | null),
+      lossWeight: fromF32(u.loss_weight as Buffer | null),
+      advOutcome: fromF32(u.adv_outcome as Buffer | null),
+      advProcess: fromF32(u.adv_process as Buffer | null),
     }));
     return { ...s, turnsData: turns };
   }
