@@ -16,6 +16,7 @@ import type { Store, TrajectoryRecord, TurnRecord, ForkRecord } from '../store/s
 import type { EpisodeEnv, RolloutTask, TokenizerPort } from '../rollout/ports';
 import type { Trajectory } from '../rollout/types';
 import { planFork, type ForkPlan, type StoredTurnLike } from './fork';
+import { detectDrift } from './drift';
 import { resolveCheckpoint } from './checkpoint';
 
 export interface ForkParams {
@@ -317,4 +318,42 @@ export async function replayFork(store: Store, home: string, p: ForkParams, onPr
     await model?.dispose();
     await envs.close();
   }
+}
+
+/** The encoder that re-renders a run's trajectories: its task's tokenizer (the one its rollouts decoded with). */
+async function runEncoder(store: Store, runId: string, home: string): Promise<(text: string) => number[]> {
+  const cfg = runConfig(store, runId, home);
+  const { taskTokenizerFor } = await import('../tasks/registry');
+  const tok = taskTokenizerFor(cfg);
+  return (text) => tok.encode(text);
+}
+
+export interface DriftSummary {
+  runId: string;
+  /** Stored trajectories with tokens that were checked, and those with at least one drifted turn. */
+  checked: number;
+  drifted: number;
+  ids: string[];
+}
+
+/** Drift of one stored trajectory (turn by turn), or the count over a run's stored trajectories. */
+export async function trajectoryDrift(store: Store, home: string, trajectoryId: string) {
+  const t = store.getTrajectory(trajectoryId);
+  const encode = await runEncoder(store, t.runId, home);
+  return detectDrift(t.turnsData, (text) => encode(text));
+}
+
+export async function runDrift(store: Store, home: string, runId: string): Promise<DriftSummary> {
+  const encode = await runEncoder(store, runId, home);
+  const ids: string[] = [];
+  let checked = 0;
+  for (const s of [...store.searchTrajectories({ runId, limit: 1e9 }), ...store.forks({ runId })]) {
+    if (!s.full) continue;
+    const t = store.getTrajectory(s.id);
+    const r = detectDrift(t.turnsData, (text) => encode(text));
+    if (r.checked === 0) continue;
+    checked++;
+    if (r.drifted) ids.push(s.id);
+  }
+  return { runId, checked, drifted: ids.length, ids };
 }

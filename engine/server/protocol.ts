@@ -240,6 +240,13 @@ export const forkResultSchema = z.object({
   children: z.array(z.object({ id: z.string(), reward: value, answer: z.string().optional(), truncated: z.boolean(), tokenIds: z.array(num), forkAt: num })),
 });
 
+/** Retokenisation drift of one trajectory: each turn whose stored ids differ from its text re-rendered, with both sequences. */
+export const driftReportSchema = z.object({
+  drifted: z.boolean(),
+  checked: num,
+  turns: z.array(z.object({ turn: num, role: z.string(), stored: z.array(num), rendered: z.array(num), firstDiff: num })),
+});
+
 export const exportResultSchema = z.object({
   files: z.array(z.object({ kind: z.enum(['metrics', 'trajectories']), path: z.string(), count: num })),
 });
@@ -374,6 +381,14 @@ export const api = {
     params: z.object({ trajectoryId: z.string().min(1).optional(), runId: z.string().min(1).optional() }),
     result: z.array(trajSummarySchema),
   },
+  /** Retokenisation drift: one trajectory turn by turn, or the count of drifted trajectories of a run (its task's tokenizer re-renders the text). */
+  'replay.drift': {
+    params: z.object({ trajectoryId: z.string().min(1).optional(), runId: z.string().min(1).optional() }),
+    result: z.object({
+      trajectory: driftReportSchema.optional(),
+      run: z.object({ runId: z.string(), checked: num, drifted: num, ids: z.array(z.string()) }).optional(),
+    }),
+  },
   'playground.cancel': { params: z.object({ chatId: z.string().min(1) }), result: z.object({ cancelled: z.boolean() }) },
 } as const;
 
@@ -424,6 +439,7 @@ export type Series = z.infer<typeof seriesSchema>;
 export type TrajSummary = z.infer<typeof trajSummarySchema>;
 export type Fork = z.infer<typeof forkSchema>;
 export type ForkResult = z.infer<typeof forkResultSchema>;
+export type DriftReport = z.infer<typeof driftReportSchema>;
 export type Trajectory = z.infer<typeof trajectorySchema>;
 export type Turn = z.infer<typeof turnSchema>;
 export type ToolCall = z.infer<typeof toolCallSchema>;

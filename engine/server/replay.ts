@@ -1,6 +1,7 @@
 /**
  * The engine's what-if replay methods (engine/replay): replay.fork samples continuations of a
- * stored trajectory (progress as `replay` events to the asking client), replay.forks lists them.
+ * stored trajectory (progress as `replay` events to the asking client), replay.forks lists them,
+ * replay.drift checks stored ids against their re-rendered text.
  * Forks run one at a time (each loads its checkpoint).
  */
 import type { Client, EngineServer } from './server';
@@ -16,4 +17,11 @@ export function registerReplay(engine: EngineServer): void {
     return run;
   });
   engine.on('replay.forks', (p) => engine.store!.forks(p));
+  engine.on('replay.drift', async (p) => {
+    if (!p.trajectoryId === !p.runId) throw new Error('replay.drift: give trajectoryId or runId (one of them)');
+    const { trajectoryDrift, runDrift } = await import('../replay/replay');
+    return p.trajectoryId
+      ? { trajectory: await trajectoryDrift(engine.store!, engine.opts.home, p.trajectoryId) }
+      : { run: await runDrift(engine.store!, engine.opts.home, p.runId!) };
+  });
 }

@@ -63,7 +63,10 @@ export interface PolicyPort extends ScorePort {
     refLogprobs?: Map<Episode, Float32Array>;
     oldValues?: Map<Episode, Float32Array>;
     lr: number;
-    /** The policy's weights are the ones that scored oldLogprobs (the first mini-batch of the first epoch): the ratio is 1 without a forward. */
+    /**
+     * The policy's weights are the ones that scored oldLogprobs (the first mini-batch of the first epoch): the ratio is 1 without a
+     * forward; false: one forward per micro-batch gives the ratio; absent: no per-token signals.
+     */
     fresh?: boolean;
   }): Promise<UpdateStats>;
   save(dir: string): Promise<void>;

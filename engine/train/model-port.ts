@@ -120,14 +120,16 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
     const acc: Weights = new Map();
     const st = { loss: 0, clip: 0, kl: 0, ent: 0 };
     const extra: Record<string, number> = {};
-    // What the update applies per token (ratio, clip side, loss weight): the current log π is the
-    // old one on fresh weights, else one forward of the micro-batch before its gradient.
+    // What the update applies per token (ratio, clip side, loss weight), when the caller says whether
+    // the weights are fresh: the current log π is then the old one, else one forward of the micro-batch before its gradient.
     const signalInputs: { e: Episode; logprobs: Float32Array | null }[] = [];
     for (const mb of args.microBatches) {
       const w = count(mb) / total;
       if (w === 0) continue;
-      const current = args.fresh ? null : (await this.score(mb)).logprobs;
-      mb.forEach((e, k) => signalInputs.push({ e, logprobs: current ? current[k]! : null }));
+      if (args.fresh !== undefined) {
+        const current = args.fresh ? null : (await this.score(mb)).logprobs;
+        mb.forEach((e, k) => signalInputs.push({ e, logprobs: current ? current[k]! : null }));
+      }
       const batch = packSequences(
         mb.map((e) => Array.from(e.tokens)),
         this.model.config.padTokenId ?? 0,
@@ -166,7 +168,7 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
       signalInputs.map(({ e, logprobs }) => ({ mask: e.lossMask, advantages: args.advantages.get(e)!, oldLogprobs: args.oldLogprobs.get(e)!, logprobs })),
       this.cfg,
     );
-    stats.signals = new Map(signalInputs.map(({ e }, i) => [e, sig[i]!] as const));
+    if (signalInputs.length) stats.signals = new Map(signalInputs.map(({ e }, i) => [e, sig[i]!] as const));
     return stats;
   }
 

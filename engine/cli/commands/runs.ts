@@ -63,6 +63,17 @@ export function register(program: Command): void {
         console.log('latest metrics:');
         for (const [k, v] of Object.entries(r.metrics).sort()) console.log(`  ${k.padEnd(32)} ${fmt(v)}`);
         console.log(`checkpoints: ${r.checkpoints.map((ck) => `step ${ck.step}`).join(', ') || 'none'}; trajectory steps: ${r.trajectorySteps.length}`);
+        // Retokenisation drift: stored ids that differ from their text re-rendered by the task's tokenizer.
+        if (r.trajectorySteps.length) {
+          try {
+            const d = (await c.request('replay.drift', { runId: r.id })).run!;
+            console.log(
+              `drift: ${d.drifted} of ${d.checked} stored trajectories have turns whose ids differ from their re-rendered text${d.drifted ? ` (${d.ids.slice(0, 10).join(', ')}${d.ids.length > 10 ? ', …' : ''})` : ''}`,
+            );
+          } catch (e) {
+            console.log(`drift: not checked (${(e as Error).message})`);
+          }
+        }
         // What-if replays (arbor replay): each continuation with its parent and fork.
         const forks = await c.request('replay.forks', { runId: r.id });
         if (forks.length) {

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildProgram } from '../../../engine/cli/main';
 import { generateWorld } from '../../../engine/tasks/multihop/world';
 import { createEngine } from '../../../engine/server/engine';
+import { createClient, inProcessTransport } from '../../../engine/server/client';
 import type { EngineServer } from '../../../engine/server/server';
 import { PolicyModel } from '../../../engine/model/runtime';
 import { policyDecodeBackend, eosTokenIds } from '../../../engine/rollout/model-backend';
@@ -20,6 +21,7 @@ import { episodeToRecord } from '../../../engine/experiment/store-sink';
 import { trajectoryToEpisode } from '../../../engine/train/trajectories';
 import { findTask, openRunEnvironment, runConfig } from '../../../engine/replay/replay';
 import { planFork } from '../../../engine/replay/fork';
+import { detectDrift, firstDifference } from '../../../engine/replay/drift';
 import { bigramModel } from '../server/fixtures/bigram-model';
 
 const home = mkdtempSync(join(tmpdir(), 'arbor-replay-'));
@@ -184,11 +186,67 @@ describe('arbor replay', () => {
     expect(turn.text).toContain(`<search> ${city} </search>`);
   }, 60_000);
 
+  it("drift: none on the engine's own trajectories; a trajectory whose ids differ from its re-rendered text is marked with both sequences, and arbor show counts it", async () => {
+    const store = engine.store!;
+    const c = createClient(inProcessTransport(engine));
+    try {
+      const own = await c.request('replay.drift', { trajectoryId: parentId });
+      expect(own.trajectory!.drifted).toBe(false);
+      expect(own.trajectory!.checked).toBe(4);
+      // An external agent's record: the text the API returned, the ids its sampler produced (a repeated token the text does not have).
+      const parent = store.getTrajectory(parentId);
+      const text = `<search> ${city} </search>`;
+      const sampled = encode(`<search> ${city} ${city} </search>`);
+      const id = String(
+        store.writeTrajectory(runId, {
+          step: 3,
+          group: 1,
+          sample: 0,
+          task: parent.task,
+          reward: 0,
+          turns: [
+            { role: 'env', text: parent.turnsData[0]!.text, tokenIds: parent.turnsData[0]!.tokenIds, lossMask: parent.turnsData[0]!.tokenIds.map(() => 0) },
+            { role: 'model', text, tokenIds: sampled, lossMask: sampled.map(() => 1) },
+          ],
+        }),
+      );
+      const d = (await c.request('replay.drift', { trajectoryId: id })).trajectory!;
+      expect(d.drifted).toBe(true);
+      expect(d.turns).toEqual([{ turn: 1, role: 'model', stored: sampled, rendered: encode(text), firstDiff: 2 }]);
+      const run = (await c.request('replay.drift', { runId })).run!;
+      expect(run.drifted).toBe(1);
+      expect(run.ids).toEqual([id]);
+      expect(run.checked).toBe(2 + 4); // the two stored trajectories and the four forks, all from the engine but this one
+      const shown = await cli(['show', runId]);
+      expect(shown).toContain(`drift: 1 of 6 stored trajectories have turns whose ids differ from their re-rendered text (${id})`);
+      store.db.prepare('DELETE FROM trajectories WHERE id = ?').run(Number(id));
+    } finally {
+      c.close();
+    }
+  });
+
   it('refuses what does not fit, naming the option', async () => {
     await expect(cli(['replay', parentId, '--at-turn', '2', '--observation', 'x', '--model', checkpointId, '--n', '1'])).rejects.toThrow(
       /observation: turn 1 is a model turn/,
     );
     await expect(cli(['replay', parentId, '--at-turn', '9', '--model', checkpointId, '--n', '1'])).rejects.toThrow(/turn: the trajectory has turns 0\.\.3/);
     await expect(cli(['replay', parentId, '--at-turn', '3', '--model', 'nope', '--n', '1'])).rejects.toThrow(/no checkpoint "nope"/);
+  });
+});
+
+describe('detectDrift', () => {
+  it('keeps both sequences and where they part; a turn without ids is not checked', () => {
+    const enc = (t: string) => t.split(' ').map((w) => w.length);
+    const r = detectDrift(
+      [
+        { role: 'env', text: 'ab c', tokenIds: [2, 1] },
+        { role: 'model', text: 'abc de', tokenIds: [3, 1, 1] },
+        { role: 'tool', text: '', tokenIds: [] },
+      ],
+      enc,
+    );
+    expect(r).toEqual({ drifted: true, checked: 2, turns: [{ turn: 1, role: 'model', stored: [3, 1, 1], rendered: [3, 2], firstDiff: 1 }] });
+    expect(firstDifference([1, 2], [1, 2, 3])).toBe(2);
+    expect(firstDifference([1, 2], [1, 2])).toBe(-1);
   });
 });
