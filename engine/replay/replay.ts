@@ -357,3 +357,80 @@ export async function runDrift(store: Store, home: string, runId: string): Promi
   }
   return { runId, checked, drifted: ids.length, ids };
 }
+
+/** One loaded model for top-k look-ups (a token cursor asks many times in a row). */
+let topkModel: { path: string; model: InstanceType<typeof import('../model/runtime').PolicyModel> } | null = null;
+
+export async function closeTopkModel(): Promise<void> {
+  await topkModel?.model.dispose();
+  topkModel = null;
+}
+
+/**
+ * The checkpoint that sampled a trajectory of step s: the run's checkpoint at step s − 1 (the
+ * weights after the updates before s), else the closest earlier one, else the earliest stored.
+ */
+export function samplingCheckpoint(store: Store, runId: string, step: number): { id: string; step: number; exact: boolean } | null {
+  const cks = store.checkpoints(runId);
+  if (!cks.length) return null;
+  const before = cks.filter((c) => c.step <= step - 1);
+  const ck = before.length ? before[before.length - 1]! : cks[0]!;
+  return { id: ck.id, step: ck.step, exact: ck.step === step - 1 };
+}
+
+export interface TopK {
+  checkpoint: { id: string; step?: number; exact: boolean };
+  /** The token at the position and its probability under the checkpoint. */
+  sampled: { id: number; token: string; prob: number; logprob: number; rank: number };
+  alternatives: { id: number; token: string; prob: number; logprob: number }[];
+}
+
+/** The top-k next tokens at a position of a stored trajectory (turn, token) under a checkpoint (default: the one that sampled it). */
+export async function topkAt(
+  store: Store,
+  home: string,
+  p: { trajectoryId: string; turn: number; token: number; k?: number; checkpoint?: string },
+): Promise<TopK> {
+  const t = store.getTrajectory(p.trajectoryId);
+  const turn = t.turnsData[p.turn];
+  if (!turn) throw new Error(`turn: trajectory ${p.trajectoryId} has turns 0..${t.turnsData.length - 1}`);
+  if (!Number.isInteger(p.token) || p.token < 0 || p.token >= turn.tokenIds.length)
+    throw new Error(`token: turn ${p.turn} has tokens 0..${turn.tokenIds.length - 1} (got ${p.token})`);
+  const prefix = [...t.turnsData.slice(0, p.turn).flatMap((u) => u.tokenIds), ...turn.tokenIds.slice(0, p.token)];
+  if (prefix.length === 0) throw new Error('token: the first token of the prompt has no context to predict it from');
+  const auto = p.checkpoint ? null : samplingCheckpoint(store, t.runId, t.step);
+  if (!p.checkpoint && !auto) throw new Error(`run ${t.runId} has no stored checkpoint to compute alternatives with; give checkpoint`);
+  const ck = resolveCheckpoint(store, p.checkpoint ?? auto!.id);
+  if (topkModel?.path !== ck.path) {
+    await closeTopkModel();
+    const { PolicyModel } = await import('../model/runtime');
+    topkModel = { path: ck.path, model: PolicyModel.load(ck.path, { threads: 1 }) };
+  }
+  const model = topkModel.model;
+  if (prefix.some((id) => id >= model.config.vocabSize)) throw new Error(`checkpoint ${ck.id}: the trajectory's ids are outside its vocabulary`);
+  const [logits] = await model.lastLogits([prefix]);
+  const l = logits!;
+  let max = -Infinity;
+  for (let i = 0; i < l.length; i++) max = Math.max(max, l[i]!);
+  let z = 0;
+  for (let i = 0; i < l.length; i++) z += Math.exp(l[i]! - max);
+  const logZ = max + Math.log(z);
+  const order = Array.from(l.keys()).sort((a, b) => l[b]! - l[a]!);
+  const cfg = (() => {
+    try {
+      return runConfig(store, t.runId, home);
+    } catch {
+      return undefined;
+    }
+  })();
+  const { taskTokenizerFor } = await import('../tasks/registry');
+  const tok = cfg ? taskTokenizerFor(cfg) : undefined;
+  const text = (id: number) => (tok ? tok.decode([id]) : `#${id}`);
+  const entry = (id: number) => ({ id, token: text(id), logprob: l[id]! - logZ, prob: Math.exp(l[id]! - logZ) });
+  const sampledId = turn.tokenIds[p.token]!;
+  return {
+    checkpoint: { id: ck.id, ...(ck.step !== undefined ? { step: ck.step } : {}), exact: p.checkpoint ? false : auto!.exact },
+    sampled: { ...entry(sampledId), rank: order.indexOf(sampledId) + 1 },
+    alternatives: order.slice(0, Math.max(1, Math.min(p.k ?? 10, 50))).map(entry),
+  };
+}

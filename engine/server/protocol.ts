@@ -133,6 +133,9 @@ export const trajSummarySchema = z.object({
   branch: branchPointSchema.nullable().optional(),
   /** Null for stored rollouts; set on what-if replays (replay.fork). */
   fork: forkSchema.nullable().optional(),
+  /** Share of the model tokens whose gradient the clip cut, and mean log π − log π_ref over them (null when not stored). */
+  clipShare: numOrNull.optional(),
+  klMean: numOrNull.optional(),
   /** How training treated it: the group's reward mean/std/size (what normalised the advantage) and the loss settings. */
   signal: z
     .object({
@@ -387,6 +390,21 @@ export const api = {
     result: z.object({
       trajectory: driftReportSchema.optional(),
       run: z.object({ runId: z.string(), checked: num, drifted: num, ids: z.array(z.string()) }).optional(),
+    }),
+  },
+  /** The top-k next tokens at a stored position (turn, token) under a checkpoint (default: the run's checkpoint that sampled the step). */
+  'replay.topk': {
+    params: z.object({
+      trajectoryId: z.string().min(1),
+      turn: z.number().int().min(0),
+      token: z.number().int().min(0),
+      k: z.number().int().min(1).max(50).optional(),
+      checkpoint: z.string().min(1).optional(),
+    }),
+    result: z.object({
+      checkpoint: z.object({ id: z.string(), step: num.optional(), exact: z.boolean() }),
+      sampled: z.object({ id: num, token: z.string(), prob: value, logprob: value, rank: num }),
+      alternatives: z.array(z.object({ id: num, token: z.string(), prob: value, logprob: value })),
     }),
   },
   'playground.cancel': { params: z.object({ chatId: z.string().min(1) }), result: z.object({ cancelled: z.boolean() }) },

@@ -7,6 +7,12 @@
 import type { Client, EngineServer } from './server';
 
 export function registerReplay(engine: EngineServer): void {
+  // The top-k look-ups keep one model loaded; released with the engine.
+  const close = engine.close.bind(engine);
+  engine.close = () => {
+    void import('../replay/replay').then((m) => m.closeTopkModel());
+    close();
+  };
   let chain: Promise<unknown> = Promise.resolve();
   engine.on('replay.fork', (p, client: Client) => {
     const run = chain.then(async () => {
@@ -17,6 +23,10 @@ export function registerReplay(engine: EngineServer): void {
     return run;
   });
   engine.on('replay.forks', (p) => engine.store!.forks(p));
+  engine.on('replay.topk', async (p) => {
+    const { topkAt } = await import('../replay/replay');
+    return topkAt(engine.store!, engine.opts.home, p);
+  });
   engine.on('replay.drift', async (p) => {
     if (!p.trajectoryId === !p.runId) throw new Error('replay.drift: give trajectoryId or runId (one of them)');
     const { trajectoryDrift, runDrift } = await import('../replay/replay');

@@ -85,6 +85,8 @@ export const MIGRATIONS: { version: number; name: string; sql: string }[] = [
       ALTER TABLE trajectories ADD COLUMN fork TEXT;
       CREATE INDEX trajectories_parent ON trajectories(parent_traj);
       ALTER TABLE trajectories ADD COLUMN signal TEXT;
+      ALTER TABLE trajectories ADD COLUMN clip_share REAL;
+      ALTER TABLE trajectories ADD COLUMN kl_mean REAL;
       ALTER TABLE turns ADD COLUMN ratio BLOB;
       ALTER TABLE turns ADD COLUMN clipped BLOB;
       ALTER TABLE turns ADD COLUMN loss_weight BLOB;

@@ -177,6 +177,34 @@ export interface TrajectoryQuery {
   limit?: number;
 }
 
+/** Over the model tokens (loss mask 1): the share whose gradient the clip cut, and the mean log π − log π_ref (null when not stored). */
+function tokenShares(turns: TurnRecord[]): [number | null, number | null] {
+  let n = 0;
+  let clipped = 0;
+  let hasClip = false;
+  let kl = 0;
+  let nKl = 0;
+  for (const u of turns) {
+    const m = u.lossMask;
+    if (!m) continue;
+    for (let i = 0; i < m.length; i++) {
+      if (!m[i]) continue;
+      n++;
+      if (u.clipped) {
+        hasClip = true;
+        if (u.clipped[i]) clipped++;
+      }
+      const lp = u.logprob?.[i];
+      const ref = u.refLogprob?.[i];
+      if (lp !== undefined && ref !== undefined && Number.isFinite(lp) && Number.isFinite(ref)) {
+        kl += lp - ref;
+        nKl++;
+      }
+    }
+  }
+  return [hasClip && n ? clipped / n : null, nKl ? kl / nKl : null];
+}
+
 const f32 = (a?: ArrayLike<number>) => (a ? Buffer.from(Float32Array.from(a).buffer) : null);
 const i32 = (a?: ArrayLike<number>) => (a ? Buffer.from(Int32Array.from(a).buffer) : null);
 const fromF32 = (b: Buffer | null) => (b ? Array.from(new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength))) : null);
@@ -482,8 +510,8 @@ export class Store {
     const hasError = t.turns.some((u) => (u.toolCalls ?? []).some((c) => (c as { error?: unknown }).error));
     const info = this.db
       .prepare(
-        `INSERT INTO trajectories (run_id, step, grp, sample, task, prompt, reward, advantage, outcome, timings, has_error, turn_count, full, branch, parent_traj, fork, signal)
-      VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+        `INSERT INTO trajectories (run_id, step, grp, sample, task, prompt, reward, advantage, outcome, timings, has_error, turn_count, full, branch, parent_traj, fork, signal, clip_share, kl_mean)
+      VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
       )
       .run(
         runId,
@@ -503,6 +531,7 @@ export class Store {
         t.fork ? Number(t.fork.parent) : null,
         t.fork ? JSON.stringify(t.fork) : null,
         t.signal ? JSON.stringify(t.signal) : null,
+        ...tokenShares(t.turns),
       );
     const id = Number(info.lastInsertRowid);
     if (full) {
@@ -588,6 +617,8 @@ export class Store {
       branch: r.branch ? (JSON.parse(r.branch as string) as NonNullable<TrajectoryRecord['branch']>) : null,
       fork: r.fork ? (JSON.parse(r.fork as string) as ForkRecord) : null,
       signal: r.signal ? (JSON.parse(r.signal as string) as SignalRecord) : null,
+      clipShare: (r.clip_share as number | null) ?? null,
+      klMean: (r.kl_mean as number | null) ?? null,
     };
   }
 

@@ -108,6 +108,14 @@ export interface ArborApi {
   /** Start MCP servers (`mcpServers` layout), list their tools with schemas, or run one call (with `tool`), then stop them. */
   tryMcp(req: { servers: Record<string, unknown>; tool?: string; args?: unknown }): Promise<TryResult>;
   listCheckpoints(runId?: string): Promise<Checkpoint[]>;
+  /** What-if replay: fork a stored trajectory and sample continuations (stored, linked to it); progress through `onProgress`. */
+  forkTrajectory(req: wire.Params<'replay.fork'>, onProgress?: (e: wire.EventData<'replay'>) => void): Promise<wire.ForkResult>;
+  /** The stored what-if replays of a trajectory. */
+  listForks(trajectoryId: string): Promise<TrajSummary[]>;
+  /** Retokenisation drift of a stored trajectory, turn by turn. */
+  trajectoryDrift(trajectoryId: string): Promise<wire.DriftReport>;
+  /** The top-k next tokens at a stored position under a checkpoint (default: the one that sampled it). */
+  topK(req: wire.Params<'replay.topk'>): Promise<wire.Result<'replay.topk'>>;
   /** Write the run's metrics CSV and trajectories JSONL into the workspace's exports/ folder. */
   exportRun(id: string): Promise<ExportedFile[]>;
   /** Resolves with what the engine reports about the episode (the world or dataset its search tool read, why it ended). */
