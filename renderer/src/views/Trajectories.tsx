@@ -476,17 +476,21 @@ function TrajectoryPane({ traj, channel, tree }: { traj: Trajectory; channel: Ch
       <TrajectoryHeader traj={traj} tree={tree} />
       <VerdictStrip traj={traj} />
       <DriftSummary traj={traj} />
-      <TokenInspector traj={traj} />
-      <TurnList
-        traj={traj}
-        channel={channel}
-        turnIndex={turnIndex}
-        height="calc(100vh - 330px)"
-        origins={origins}
-        drift={drift}
-        cursor={cursor}
-        setCursor={setCursor}
-      />
+      <div className="replay-body">
+        <div className="turns-col">
+          <TurnList
+            traj={traj}
+            channel={channel}
+            turnIndex={turnIndex}
+            height="max(300px, calc(100vh - 420px))"
+            origins={origins}
+            drift={drift}
+            cursor={cursor}
+            setCursor={setCursor}
+          />
+        </div>
+        <TokenInspector traj={traj} />
+      </div>
       <ForkPanel key={traj.id} traj={traj} />
     </>
   );
