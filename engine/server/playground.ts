@@ -44,6 +44,8 @@ export interface ChatRequest {
   chatId?: string;
   /** Tool-call format; default: the run's environment.format, else search-r1. */
   format?: string;
+  /** Sampling temperature; default: the run's eval.temperature (else 0, greedy). */
+  temperature?: number;
 }
 
 export type TranscriptEntry =
@@ -330,7 +332,7 @@ export class Playground {
         n: 1,
         signal,
         seed: Date.now() % 2 ** 31,
-        sampling: { temperature: s.temperature },
+        sampling: { temperature: req.temperature ?? s.temperature },
         tokenizer: { encode: (t) => tok.encode(t), decode: (ids) => tok.decode(ids) },
         limits: { maxNewTokens: s.maxNewTokens, maxTurns: s.maxTurns, maxTotalLength },
         stop: { strings: format.stopStrings, tokenIds: eosTokenIds(model.config) },

@@ -250,6 +250,35 @@ export const driftReportSchema = z.object({
   turns: z.array(z.object({ turn: num, role: z.string(), stored: z.array(num), rendered: z.array(num), firstDiff: num })),
 });
 
+/** A live rollout's state after each action (engine/replay/live.ts). */
+export const liveStateSchema = z.object({
+  sessionId: z.string(),
+  phase: z.enum(['model', 'tool', 'done']),
+  checkpoint: z.object({ id: z.string(), step: num.optional(), runId: z.string().optional() }),
+  task: z.string(),
+  temperature: num,
+  turns: z.array(
+    z.object({
+      role: z.enum(['env', 'model', 'tool']),
+      text: z.string(),
+      ids: z.array(num),
+      tokens: z.array(z.string()),
+      logprob: z.array(value),
+      entropy: z.array(value),
+      /** Positions of the tokens the user forced. */
+      forced: z.array(num),
+      toolCalls: z.array(toolCallSchema).optional(),
+      /** A tool turn whose result the user edited. */
+      edited: z.boolean().optional(),
+    }),
+  ),
+  /** phase model: the next token's most likely alternatives (at the session's temperature). */
+  next: z.array(z.object({ id: num, token: z.string(), prob: value, logprob: value })).optional(),
+  /** phase tool: what the tools returned, not yet seen by the model. */
+  pending: z.object({ text: z.string(), calls: z.array(toolCallSchema) }).optional(),
+  result: z.object({ reward: value, answer: z.string().optional(), truncated: z.boolean(), reason: z.string(), trajectoryId: z.string() }).optional(),
+});
+
 export const exportResultSchema = z.object({
   files: z.array(z.object({ kind: z.enum(['metrics', 'trajectories']), path: z.string(), count: num })),
 });
@@ -356,6 +385,8 @@ export const api = {
       chatId: z.string().optional(),
       /** Tool-call format (search-r1, hermes, tags); default: the run's environment.format, else search-r1. */
       format: z.string().optional(),
+      /** Sampling temperature (0 = greedy); default: the run's eval.temperature. */
+      temperature: z.number().min(0).optional(),
     }),
     result: chatResultSchema,
   },
@@ -407,6 +438,31 @@ export const api = {
       alternatives: z.array(z.object({ id: num, token: z.string(), prob: value, logprob: value })),
     }),
   },
+  /** A live rollout you can pause: one episode of the checkpoint's run's task (default: its first held-out question), paused before the first model token. */
+  'live.start': {
+    params: z.object({
+      checkpoint: z.string().min(1),
+      task: z.string().min(1).optional(),
+      k: z.number().int().min(1).max(50).optional(),
+      temperature: z.number().min(0).optional(),
+      seed: z.number().int().optional(),
+    }),
+    result: liveStateSchema,
+  },
+  /**
+   * One action: token (sample one), force (tokenId, or a text of one token), turn (to the end of the model turn),
+   * observation (give the pending tool result to the model; text: edited), finish (to the end). A finished episode is stored (step −1).
+   */
+  'live.step': {
+    params: z.object({
+      sessionId: z.string().min(1),
+      action: z.enum(['token', 'force', 'turn', 'observation', 'finish']),
+      tokenId: z.number().int().min(0).optional(),
+      text: z.string().optional(),
+    }),
+    result: liveStateSchema,
+  },
+  'live.close': { params: z.object({ sessionId: z.string().min(1) }), result: empty },
   'playground.cancel': { params: z.object({ chatId: z.string().min(1) }), result: z.object({ cancelled: z.boolean() }) },
 } as const;
 
@@ -458,6 +514,7 @@ export type TrajSummary = z.infer<typeof trajSummarySchema>;
 export type Fork = z.infer<typeof forkSchema>;
 export type ForkResult = z.infer<typeof forkResultSchema>;
 export type DriftReport = z.infer<typeof driftReportSchema>;
+export type LiveState = z.infer<typeof liveStateSchema>;
 export type Trajectory = z.infer<typeof trajectorySchema>;
 export type Turn = z.infer<typeof turnSchema>;
 export type ToolCall = z.infer<typeof toolCallSchema>;

@@ -8,11 +8,21 @@ import type { Client, EngineServer } from './server';
 
 export function registerReplay(engine: EngineServer): void {
   // The top-k look-ups keep one model loaded; released with the engine.
+  // Live rollouts (engine/replay/live.ts) keep their model and environment until they end or close.
+  let live: import('../replay/live').LiveRollouts | undefined;
+  const lives = async () => (live ??= new (await import('../replay/live')).LiveRollouts(() => engine.store!, engine.opts.home));
   const close = engine.close.bind(engine);
   engine.close = () => {
     void import('../replay/replay').then((m) => m.closeTopkModel());
+    void live?.close();
     close();
   };
+  engine.on('live.start', async (p) => (await lives()).start(p));
+  engine.on('live.step', async (p) => (await lives()).step(p));
+  engine.on('live.close', async (p) => {
+    await (await lives()).close(p.sessionId);
+    return null;
+  });
   let chain: Promise<unknown> = Promise.resolve();
   engine.on('replay.fork', (p, client: Client) => {
     const run = chain.then(async () => {

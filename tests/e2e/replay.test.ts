@@ -49,10 +49,9 @@ describe('replay: what-if, training signal, verdict, URL', () => {
         task: { kind: 'multihop' },
         steps: 2,
         rollout: { prompts_per_step: 2, n: 4, max_turns: 3, max_new_tokens: 8 },
-        // A short SFT warm start so some episodes answer (the groups' rewards vary); a tiny clip
-        // range so the second mini-batch's moved ratios are clipped.
-        sft: { warm_start: true, demos: 64, epochs: 2 },
-        algorithm: { mini_batches: 2, entropy_coef: 0.05, clip_ratio_low: 0.0005, clip_ratio_high: 0.0005 },
+        // The KL to the reference in the reward, so step 2's advantages are not zero even where the
+        // untrained model's rewards are; a tiny clip range so the second mini-batch's moved ratios are clipped.
+        algorithm: { kl_coef: 0.5, kl_in: 'reward', mini_batches: 2, entropy_coef: 0.05, clip_ratio_low: 0.0005, clip_ratio_high: 0.0005 },
         optim: { lr: 0.003 },
         eval: { every: 0, n_questions: 2 },
         checkpoint: { every: 1, keep: 3 },
@@ -82,10 +81,11 @@ describe('replay: what-if, training signal, verdict, URL', () => {
       expect(rows[i]).toContain(q);
       expect(rows[i]).not.toMatch(/<\|im_start\|>|^\s*system/);
     });
+    // Flat: every sample has the same reward and no advantage (zero variance, no signal).
     const flat = new Set(
       [...new Set(sorted.map((t) => t.group))].filter((g) => {
-        const r = sorted.filter((t) => t.group === g).map((t) => t.reward);
-        return r.every((x) => x === r[0]);
+        const ts = sorted.filter((t) => t.group === g);
+        return ts.every((t) => t.reward === ts[0]!.reward && Math.abs(t.advantage ?? 0) < 1e-9);
       }),
     );
     expect(await page.getByTestId('flat-flag').count()).toBe(sorted.filter((t) => flat.has(t.group)).length);
@@ -137,7 +137,10 @@ describe('replay: what-if, training signal, verdict, URL', () => {
     await page.getByTestId('channel-advantage').click();
     await expect.poll(() => page.getByTestId('channel-active').innerText()).toBe('advantage');
     expect(await page.getByTestId('channel-ticks').innerText()).toMatch(/≤ −2[\s\S]*0[\s\S]*≥ 2/);
-    close(await renderedValues(page), stored((u) => u.advantage, false));
+    close(
+      await renderedValues(page),
+      stored((u) => u.advantage, false),
+    );
     // The header's advantage is the mean over the model's tokens, as the tokens carry it.
     const modelAdv = parent.turnsData.flatMap((u) => (u.advantage ?? []).filter((_, i) => u.lossMask?.[i] === 1)) as number[];
     const meanAdv = modelAdv.reduce((a, b) => a + b, 0) / modelAdv.length;
@@ -147,9 +150,15 @@ describe('replay: what-if, training signal, verdict, URL', () => {
     expect(await page.getByTestId('traj-group-stats').innerText()).toContain(`group reward mean ${g.mean.toFixed(3)}, std ${g.std.toFixed(3)} (n 4)`);
     await page.getByTestId('channel-clipped').click();
     await expect.poll(() => page.getByTestId('channel-active').innerText()).toBe('clipped');
-    close(await renderedValues(page), stored((u) => u.clipped, true));
+    close(
+      await renderedValues(page),
+      stored((u) => u.clipped, true),
+    );
     await page.getByTestId('channel-ratio').click();
-    close(await renderedValues(page), stored((u) => u.ratio, true));
+    close(
+      await renderedValues(page),
+      stored((u) => u.ratio, true),
+    );
     await shot(page, 'view-replay-ratio');
 
     // ---- token cursor + pinned inspector + top-k --------------------------------------------
@@ -184,7 +193,10 @@ describe('replay: what-if, training signal, verdict, URL', () => {
     await expect.poll(() => page.getByTestId('traj-header').innerText(), { timeout: 30_000 }).toContain(parent.id);
     expect(await page.getByTestId('channel-active').innerText()).toBe('advantage');
     const other = sorted[(k + 1) % sorted.length]!;
-    await page.getByTestId('traj-row').nth((k + 1) % sorted.length).click();
+    await page
+      .getByTestId('traj-row')
+      .nth((k + 1) % sorted.length)
+      .click();
     await expect.poll(() => page.getByTestId('traj-header').innerText()).toContain(other.id);
     await page.goBack();
     await expect.poll(() => page.getByTestId('traj-header').innerText()).toContain(parent.id);
@@ -220,7 +232,9 @@ describe('replay: what-if, training signal, verdict, URL', () => {
     await shot(page, 'view-replay-fork');
     // A continuation opens with where it came from; its parent is one click away.
     await page.getByTestId('fork-child').first().click();
-    await expect.poll(() => page.getByTestId('traj-fork-origin').innerText()).toContain(`what-if replay of trajectory ${parent.id} at turn ${toolTurn + 1}, observation edited`);
+    await expect
+      .poll(() => page.getByTestId('traj-fork-origin').innerText())
+      .toContain(`what-if replay of trajectory ${parent.id} at turn ${toolTurn + 1}, observation edited`);
     await page.getByTestId('traj-fork-parent').click();
     await expect.poll(() => page.getByTestId('traj-header').innerText()).toContain(parent.id);
 

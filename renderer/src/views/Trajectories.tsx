@@ -2,7 +2,7 @@ import { useEffect, useMemo, useRef, useState } from 'react';
 import { useVirtualizer } from '@tanstack/react-virtual';
 import { useShallow } from 'zustand/react/shallow';
 import { useArbor, useArborStore } from '../store/react';
-import type { Trajectory } from '../api/types';
+import type { Trajectory, TrajSummary } from '../api/types';
 import { CHANNELS, channelScale, channelValue, rampCss, scaleTicks, type Channel } from '../lib/heat';
 import { buildRows, ForkIcon, isWordLevel, TokenHoverCard, TokenSpan, ToolCalls, TurnHead, type TurnDrift } from '../components/Turns';
 import { siblingsOf, type TokenCursor, type TrajSort } from '../store/trajectories';
@@ -111,11 +111,13 @@ export function TrajectoriesView() {
   const groupView = useArbor((s) => s.groupView);
   const follow = useArbor((s) => s.follow);
   const trajSort = useArbor((s) => s.trajSort);
-  // Groups whose rewards are all equal (zero variance: no learning signal under GRPO).
+  // Flat groups: every sample has the same reward and no advantage (zero variance: no learning signal).
   const flatGroups = useMemo(() => {
-    const by = new Map<string, number[]>();
-    for (const t of list) by.set(`${t.step}:${t.group}`, [...(by.get(`${t.step}:${t.group}`) ?? []), t.reward]);
-    return new Set([...by].filter(([, r]) => r.length > 1 && r.every((x) => x === r[0])).map(([k]) => k));
+    const by = new Map<string, TrajSummary[]>();
+    for (const t of list) by.set(`${t.step}:${t.group}`, [...(by.get(`${t.step}:${t.group}`) ?? []), t]);
+    return new Set(
+      [...by].filter(([, ts]) => ts.length > 1 && ts.every((t) => t.reward === ts[0]!.reward && Math.abs(t.advantage ?? 0) < 1e-9)).map(([k]) => k),
+    );
   }, [list]);
   const a = useArbor(
     useShallow((s) => ({
@@ -237,7 +239,11 @@ export function TrajectoriesView() {
                     <span className="q" title={t.prompt} data-testid="traj-row-text">
                       {t.hasError ? <span style={{ color: 'var(--err)' }}>⚠ </span> : null}
                       {flatGroups.has(`${t.step}:${t.group}`) ? (
-                        <span className="flag" title="every sample of this group has the same reward: zero variance, no GRPO signal" data-testid="flat-flag">
+                        <span
+                          className="flag"
+                          title="every sample of this group has the same reward and no advantage: zero variance, no learning signal"
+                          data-testid="flat-flag"
+                        >
                           flat
                         </span>
                       ) : null}

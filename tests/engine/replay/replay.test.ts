@@ -234,6 +234,50 @@ describe('arbor replay', () => {
   });
 });
 
+describe('live rollout you can pause', () => {
+  it('pauses in the model turn with top-k, takes a forced token, pauses after the tool, takes an edited result, finishes and stores the episode (replayable)', async () => {
+    const c = createClient(inProcessTransport(engine));
+    try {
+      let st = await c.request('live.start', { checkpoint: checkpointId, temperature: 0, k: 5 });
+      expect(st.phase).toBe('model');
+      expect(st.turns.map((u) => u.role)).toEqual(['env', 'model']);
+      // The bigram table: after the prompt's "?" comes <search>, the top alternative.
+      expect(st.next).toHaveLength(5);
+      expect(st.next![0]!.token).toBe('<search>');
+      expect(st.next![0]!.prob).toBeGreaterThan(0.5);
+      st = await c.request('live.step', { sessionId: st.sessionId, action: 'token' });
+      expect(st.turns[1]!.tokens).toEqual(['<search>']);
+      // Force the city (the greedy one anyway) by its text, then finish the turn.
+      st = await c.request('live.step', { sessionId: st.sessionId, action: 'force', text: city });
+      expect(st.turns[1]!.forced).toEqual([1]);
+      st = await c.request('live.step', { sessionId: st.sessionId, action: 'turn' });
+      expect(st.phase).toBe('tool');
+      expect(st.turns[1]!.text).toBe(`<search> ${city} </search>`);
+      expect(st.pending!.calls[0]!.name).toBe('search');
+      expect(st.pending!.text).toContain('<information>');
+      const edited = st.pending!.text.replace(st.pending!.calls[0]!.result!, 'nothing here');
+      st = await c.request('live.step', { sessionId: st.sessionId, action: 'observation', text: edited });
+      expect(st.phase).toBe('model');
+      expect(st.turns[2]!.edited).toBe(true);
+      expect(st.turns[2]!.ids).toEqual(encode(edited));
+      st = await c.request('live.step', { sessionId: st.sessionId, action: 'finish' });
+      expect(st.phase).toBe('done');
+      expect(st.result!.answer).toBe(country);
+      const t = engine.store!.getTrajectory(st.result!.trajectoryId);
+      expect(t.step).toBe(-1);
+      expect(t.turnsData.flatMap((u) => u.tokenIds)).toEqual(st.turns.flatMap((u) => u.ids));
+      expect((t.outcomeData.live as { forced: unknown[]; edited: number[] }).forced).toEqual([{ turn: 1, token: 1 }]);
+      expect((t.outcomeData.live as { edited: number[] }).edited).toEqual([2]);
+      // Stored like any other: it can be forked.
+      const f = await c.request('replay.fork', { trajectoryId: t.id, turn: 2, checkpoint: checkpointId, n: 1, temperature: 0 });
+      expect(f.children[0]!.answer).toBe(country);
+      await expect(c.request('live.step', { sessionId: st.sessionId, action: 'token' })).rejects.toThrow(/no live rollout/);
+    } finally {
+      c.close();
+    }
+  }, 60_000);
+});
+
 describe('detectDrift', () => {
   it('keeps both sequences and where they part; a turn without ids is not checked', () => {
     const enc = (t: string) => t.split(' ').map((w) => w.length);
