@@ -7,6 +7,7 @@ import { loadConfig, TASK_KINDS, validateConfig } from '../../config/experiment'
 import { progressBar, renderTable } from '../../experiment/report';
 import { evalMetrics } from '../../tasks/kit';
 import { openTaskSession } from '../../experiment/open';
+import { DEVICES, deviceOption } from '../device-option';
 
 export function register(program: Command): void {
   program
@@ -25,6 +26,7 @@ export function register(program: Command): void {
     .option('--dataset <file>', 'task qa: the JSONL dataset (its held-out fifth is evaluated)')
     .option('--naive-rag', 'also run the naive RAG baseline on the same questions')
     .option('--json', 'print the result as one JSON object on stdout')
+    .option('--device <device>', `ONNX Runtime device: ${DEVICES.join(', ')} (default: the config's device)`, deviceOption)
     .action(
       async (
         checkpoint: string,
@@ -41,6 +43,7 @@ export function register(program: Command): void {
           format?: string;
           naiveRag?: boolean;
           json?: boolean;
+          device?: string;
         },
       ) => {
         if (!existsSync(checkpoint) || !statSync(checkpoint).isDirectory()) {
@@ -63,7 +66,14 @@ export function register(program: Command): void {
         if (o.reward) environment.reward = o.reward;
         if (o.format) environment.format = o.format;
         const cfg = validateConfig(
-          { ...(base ?? {}), model: { path: checkpoint }, task, environment, eval: { ...(base?.eval ?? {}), n_questions: o.n } },
+          {
+            ...(base ?? {}),
+            ...(o.device ? { device: o.device } : {}),
+            model: { path: checkpoint },
+            task,
+            environment,
+            eval: { ...(base?.eval ?? {}), n_questions: o.n },
+          },
           { file: o.config ?? '(command line)' },
         );
         o.task ??= cfg.task.kind;

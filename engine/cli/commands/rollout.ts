@@ -16,6 +16,8 @@ import '../../tasks/multihop/rollout';
 import { loadConfig, TASK_KINDS } from '../../config/experiment';
 import { branchingOptions } from '../../train/rollout-port';
 import { openKitSource, rolloutConfig } from '../../tasks/rollout-source';
+import { resolveProviders, setDefaultProviders } from '../../tensor/ort';
+import { DEVICES, deviceOption } from '../device-option';
 
 const int = (name: string) => (v: string) => {
   const n = Number(v);
@@ -36,6 +38,7 @@ function defaultOutFile(o: RolloutCliOptions): string {
 }
 
 interface RolloutCliOptions {
+  device?: string;
   task?: string;
   config?: string;
   dataset?: string;
@@ -92,11 +95,15 @@ export function register(program: Command): void {
     .option('--naive-rag', 'baseline: retrieve once with the question, then answer directly')
     .option('--out <file>', 'JSONL file for the trajectories (default: $ARBOR_HOME/rollouts/<task>-<source>-<time>.jsonl)')
     .option('--json', 'print the summary as one JSON object on stdout (no progress bar)')
+    .option('--device <device>', `ONNX Runtime device of --model: ${DEVICES.join(', ')} (default: the config's, else cpu)`, deviceOption)
     .action(async (o: RolloutCliOptions) => {
       if (!o.task && !o.config) throw new Error('give --task <kind> or --config <experiment config>');
       if (!!o.model === !!o.policy) throw new Error('give exactly one of --model <folder> or --policy <name>');
       const base = o.config ? loadConfig(o.config) : undefined;
       o.task ??= base!.task.kind;
+      // The model's sessions run on this device (checked before anything is opened).
+      const device = o.device ?? base?.device ?? 'cpu';
+      if (o.model) setDefaultProviders(await resolveProviders(device));
       const req = {
         task: o.task,
         model: o.model,

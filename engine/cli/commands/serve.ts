@@ -16,11 +16,17 @@ export function register(program: Command): void {
       '--static <dir>',
       'a renderer build to serve as it is (default: renderer/dist, or $ARBOR_RENDERER_DIR, built on first use and rebuilt when its sources changed)',
     )
-    .action(async (o: { port: string; stdio?: boolean; static?: string }) => {
+    .action(async (o: { port: string; stdio?: boolean; static?: string; yes?: boolean }) => {
       // The workbench page is built before the URL is printed, so the URL always opens it.
       const staticDir = o.stdio ? undefined : (o.static ?? rendererDistDir());
       if (!o.stdio && !o.static) await ensureRendererBuild(staticDir);
       const engine = await createEngine({ home: arborHome() });
+      // Programs a config or stored run would run that the workspace has not approved: a dialog in
+      // the workbench (--yes: approved without asking).
+      const { workbenchAsker } = await import('../../server/consent');
+      const { setConsentAsker, yesFromEnv } = await import('../../env/consent');
+      const ask = workbenchAsker(engine);
+      if (!o.yes && !yesFromEnv()) setConsentAsker(ask);
       if (engine.workspaceError)
         console.error(`arbor serve: ${engine.workspaceError}\n(the engine is up; open another workspace from the UI or set ARBOR_HOME)`);
       if (o.stdio) return attachStdio(engine);

@@ -2,7 +2,7 @@
 // owning one view's data and the actions that load it through the ArborApi. The store is built
 // by a factory so tests drive it against a real engine connection.
 import { createStore, type StoreApi } from 'zustand/vanilla';
-import type { ArborApi } from '../api/types';
+import type { ArborApi, ConsentPrompt } from '../api/types';
 import { createConnectionSlice, type ConnectionSlice } from './connection';
 import { createRunsSlice, type RunsSlice } from './runs';
 import { createRunSlice, type RunSlice } from './run';
@@ -18,7 +18,13 @@ export interface NavSlice {
   go(view: View): void;
 }
 
-export type ArborState = NavSlice & ConnectionSlice & RunsSlice & RunSlice & TrajSlice & EditorSlice & PlaygroundSlice & LiveSlice;
+/** Programs the engine asks the user to approve before it runs them (engine/server/consent.ts). */
+export interface ConsentSlice {
+  consents: ConsentPrompt[];
+  answerConsent(id: string, approve: boolean): Promise<void>;
+}
+
+export type ArborState = NavSlice & ConnectionSlice & RunsSlice & RunSlice & TrajSlice & EditorSlice & PlaygroundSlice & LiveSlice & ConsentSlice;
 export type Set = StoreApi<ArborState>['setState'];
 export type Get = StoreApi<ArborState>['getState'];
 export type ArborStore = StoreApi<ArborState>;
@@ -34,7 +40,15 @@ export function createArborStore(api: ArborApi): ArborStore {
     ...createEditorSlice(api, set, get),
     ...createPlaygroundSlice(api, set, get),
     ...createLiveSlice(api, set, get),
+    consents: [],
+    async answerConsent(id, approve) {
+      set({ consents: get().consents.filter((c) => c.id !== id) });
+      await api.answerConsent?.(id, approve);
+    },
   }));
+  api.onConsent?.((c) =>
+    store.setState((s) => ({ consents: c.done ? s.consents.filter((x) => x.id !== c.id) : [...s.consents.filter((x) => x.id !== c.id), c] })),
+  );
   // Pushed events fan out to the slices that follow them.
   api.onEvent((e) => {
     const s = store.getState();
