@@ -229,6 +229,7 @@ describe('replay: what-if, training signal, verdict, URL', () => {
     }
     expect(await page.getByTestId('fork-edit-ids').innerText()).toBe(`[${forks[0]!.fork!.edit!.ids.join(' ')}]`);
     await page.getByTestId('fork-score').waitFor();
+    await page.getByTestId('fork-children').scrollIntoViewIfNeeded();
     await shot(page, 'view-replay-fork');
     // A continuation opens with where it came from; its parent is one click away.
     await page.getByTestId('fork-child').first().click();
@@ -252,6 +253,89 @@ describe('replay: what-if, training signal, verdict, URL', () => {
     expect(await page.getByTestId('group-col').count()).toBe(4);
     expect(await page.getByTestId('token-diverge').count()).toBeGreaterThan(0);
     await shot(page, 'view-replay-group');
+    expect(errors).toEqual([]);
+  }, 300_000);
+});
+
+describe('playground: a live rollout you can pause', () => {
+  it('by keyboard: start, step a token, see the top-k, force one, finish the turn, edit the tool result, run to the end; the episode is stored and opens in the replay', async () => {
+    const started = await req<{ id: string }>('runs.start', {
+      template: 'multihop',
+      name: 'live-e2e',
+      config: {
+        model: { init: 'tiny' },
+        task: { kind: 'multihop' },
+        steps: 1,
+        rollout: { prompts_per_step: 1, n: 2, max_turns: 3, max_new_tokens: 6 },
+        eval: { every: 0, n_questions: 2 },
+        checkpoint: { every: 1, keep: 1 },
+        logging: { full_trajectories_every: 1 },
+      },
+    });
+    await expect
+      .poll(async () => (await req<{ status: string }>('runs.get', { id: started.id })).status, { timeout: 120_000, interval: 500 })
+      .toBe('completed');
+    const { page, errors } = browser!;
+    await page.goto(engine!.url);
+    await page.getByTestId('engine-status').getByText('connected').waitFor();
+    await page.getByTestId('nav-playground').click();
+    await expect.poll(() => page.getByTestId('checkpoint-select').inputValue()).toBe(`${started.id}:1`);
+    await page.getByTestId('playground-mode-step').click();
+    await page.getByTestId('live-temperature').fill('0');
+    const phase = () => page.getByTestId('live-phase').getAttribute('data-phase');
+    const focusBody = () => page.locator('body').click({ position: { x: 400, y: 600 } });
+    // Until a model turn ends in a tool call (the untrained model may also answer): s starts an episode.
+    let forcedToken = '';
+    for (let attempt = 0; attempt < 5; attempt++) {
+      await focusBody();
+      await page.keyboard.press('s');
+      await expect.poll(phase, { timeout: 60_000 }).toBe('model');
+      await expect.poll(() => page.getByTestId('live-alt').count()).toBe(8);
+      const probs = (await page.getByTestId('live-alt-prob').allInnerTexts()).map(Number);
+      expect(probs.every((p, i) => p > 0 && (i === 0 || p <= probs[i - 1]!))).toBe(true);
+      // n: one token; then 2: force the second alternative.
+      await page.keyboard.press('n');
+      await expect.poll(async () => await page.getByTestId('live-turn').last().locator('span.t').count()).toBe(1);
+      const alt2 = JSON.parse((await page.getByTestId('live-alt').nth(1).locator('td').nth(1).innerText()).trim()) as string;
+      await page.keyboard.press('2');
+      await expect.poll(() => page.getByTestId('live-forced').count()).toBe(1);
+      forcedToken = alt2;
+      expect((await page.getByTestId('live-forced').innerText()).trim()).toBe(alt2.trim());
+      await shot(page, 'view-live-model');
+      await page.keyboard.press('t');
+      await expect.poll(phase, { timeout: 60_000 }).not.toBe('model');
+      if ((await phase()) === 'tool') break;
+    }
+    expect(await phase()).toBe('tool');
+    // e: edit the tool's result before the model sees it; Ctrl+Enter gives it.
+    const pending = await page.getByTestId('live-observation').inputValue();
+    const edited = `${pending.split(/\s+/).slice(0, 3).join(' ')} </information>`;
+    await page.keyboard.press('e');
+    await page.keyboard.press('Control+a');
+    await page.keyboard.type(edited);
+    await shot(page, 'view-live-tool');
+    await page.keyboard.press('Control+Enter');
+    await expect.poll(phase, { timeout: 60_000 }).not.toBe('tool');
+    expect(await page.getByTestId('live-turns').innerText()).toContain('edited by you');
+    // r: to the end.
+    await focusBody();
+    await page.keyboard.press('r');
+    await expect.poll(phase, { timeout: 60_000 }).toBe('done');
+    const result = page.getByTestId('live-result');
+    const id = (await page.getByTestId('live-open').innerText()).trim();
+    const t = await req<Trajectory>('trajectories.get', { id });
+    expect(t.step).toBe(-1);
+    expect((await result.innerText()).replace(/\s+/g, ' ')).toContain(`reward ${t.reward.toFixed(4)}`);
+    const live = t.outcomeData.live as { forced: { turn: number; token: number }[]; edited: number[] };
+    expect(live.forced).toEqual([{ turn: 1, token: 1 }]);
+    expect(t.turnsData[1]!.tokens[1]).toBe(forcedToken);
+    expect(live.edited).toEqual([2]);
+    expect(t.turnsData[2]!.role).toBe('tool');
+    await shot(page, 'view-live-done');
+    // Stored like any other: it opens in the replay (run, step −1).
+    await page.getByTestId('live-open').click();
+    await expect.poll(() => page.getByTestId('traj-header').innerText(), { timeout: 30_000 }).toContain(id);
+    expect(await page.getByTestId('traj-step').inputValue()).toBe('-1');
     expect(errors).toEqual([]);
   }, 300_000);
 });
