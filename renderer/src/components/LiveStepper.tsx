@@ -43,6 +43,8 @@ export function LiveStepper({ checkpoint }: { checkpoint: string }) {
     return () => window.removeEventListener('keydown', onKey);
   }, [store, checkpoint]);
   const a = store.getState();
+  // Whole-word tokenizers (the tiny models) decode tokens without their spaces: draw them apart.
+  const wordLevel = !!live && live.turns.every((u) => u.tokens.every((t) => !/\s/.test(t)));
   const giveObservation = () => {
     const l = store.getState().live;
     if (!l?.pending) return;
@@ -95,7 +97,7 @@ export function LiveStepper({ checkpoint }: { checkpoint: string }) {
                   {u.tokens.map((t, j) => (
                     <span key={j} className={`t${u.forced.includes(j) ? ' forced' : ''}`} data-testid={u.forced.includes(j) ? 'live-forced' : undefined}>
                       {t}
-                      {u.role !== 'model' || /\s$/.test(t) ? '' : ' '}
+                      {wordLevel ? ' ' : ''}
                     </span>
                   ))}
                 </div>
