@@ -53,6 +53,7 @@ const cli = new Command('bench:gpu')
   .option('--train-length <n>', 'tokens per training sequence', int, 64)
   .option('--lora', 'train LoRA adapters (rank 16, all linear layers) instead of every weight')
   .option('--placement', 'count ORT node placements per graph (decode, score, train, LoRA train)')
+  .option('--decode-only', 'skip the training step')
   .option('--placement-only', 'only the placement table (no weights are uploaded: quick at any shape)')
   .option('--placement-child <graph>', '(internal) print the placement log of one graph')
   .option('--json', 'print the results as JSON')
@@ -68,6 +69,7 @@ const o = cli.opts<{
   lora?: boolean;
   placement?: boolean;
   placementOnly?: boolean;
+  decodeOnly?: boolean;
   placementChild?: string;
   json?: boolean;
 }>();
@@ -206,13 +208,18 @@ async function measure(device: string, providers: string[]): Promise<DeviceResul
   const decodeS = (performance.now() - t0) / 1000;
   const c1 = backend.crossing;
   await backend.close();
-  const batch = randomTokenBatch(V, 2, o.trainLength, 3);
-  await m.trainStep(batch, nll, batch.valid); // warm: session creation, weights uploaded
-  const s0 = await m.runnerStats('train');
-  const t1 = performance.now();
-  await m.trainStep(batch, nll, batch.valid);
-  const trainS = (performance.now() - t1) / 1000;
-  const s1 = await m.runnerStats('train');
+  let trainS = NaN;
+  let s0 = await m.runnerStats('train');
+  let s1 = s0;
+  if (!o.decodeOnly) {
+    const batch = randomTokenBatch(V, 2, o.trainLength, 3);
+    await m.trainStep(batch, nll, batch.valid); // warm: session creation, weights uploaded
+    s0 = await m.runnerStats('train');
+    const t1 = performance.now();
+    await m.trainStep(batch, nll, batch.valid);
+    trainS = (performance.now() - t1) / 1000;
+    s1 = await m.runnerStats('train');
+  }
   await m.dispose();
   return {
     device,
