@@ -47,7 +47,8 @@ export interface OnnxOptions {
   /**
    * For ORT's WebGPU provider (1.30), whose kernels lack some ops and int64 tensors (ORT then runs
    * those nodes on the CPU, moving their data off the device and back: docs/BENCHMARKS.md):
-   * LogSoftmax as max, subtract, exp, sum, log; the gather gradient's scatter indices in int32.
+   * LogSoftmax as max, subtract, exp, sum, log; the gather gradient's scatter indices and the
+   * chunk slices' bounds in int32; zeros as a broadcast constant instead of ConstantOfShape.
    */
   webgpu?: boolean;
 }
@@ -97,7 +98,17 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
   const ints = (nm: string, v: number[]): Attr => ({ name: nm, type: ATTR.INTS, ints: v });
   const int = (nm: string, v: number): Attr => ({ name: nm, type: ATTR.INT, i: v });
   const shapeOf = (x: string) => emit('Shape', [x]);
-  const zerosLike = (x: string, dtype: DType) => emit('ConstantOfShape', [shapeOf(x)], [{ name: 'value', type: ATTR.TENSOR, t: scalarTensorAttr(dtype, 0) }]);
+  const zerosLike = (x: string, dtype: DType) => {
+    if (opts.webgpu && dtype === 'float32') {
+      // WebGPU has no ConstantOfShape kernel (ORT made the zeros on the CPU and copied them over): a broadcast zero.
+      const z = fresh('c');
+      constTensor(dtype, [0], [], z);
+      return emit('Expand', [z, shapeOf(x)]);
+    }
+    return emit('ConstantOfShape', [shapeOf(x)], [{ name: 'value', type: ATTR.TENSOR, t: scalarTensorAttr(dtype, 0) }]);
+  };
+  /** Slice bounds for a WebGPU session: int32 (its Slice kernel takes no int64 bounds; ORT ran the slice on the CPU). */
+  const sliceIndex = (t: string) => (opts.webgpu ? emit('Cast', [t], [int('to', 6)]) : t);
 
   // Runtime value of a dim as a 1-element int64 tensor.
   const dimCache = new Map<string, string>();
@@ -318,7 +329,7 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
       case 'chunkGrad': {
         const x = ins[0];
         const { start, end, total } = chunkBounds(x, a.axis, a.index, a.count);
-        if (n.op === 'chunk') emit('Slice', [x, start, end, i64([a.axis])], [], out);
+        if (n.op === 'chunk') emit('Slice', [x, sliceIndex(start), sliceIndex(end), sliceIndex(i64([a.axis]))], [], out);
         else {
           const r = n.inputs[0].shape.length;
           const zero = i64([0]);
@@ -334,7 +345,7 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
         let start = i64([0]);
         for (let j = 0; j < a.index; j++) start = emit('Add', [start, dimScalarOf(parts[j], a.axis)]);
         const end = emit('Add', [start, dimScalarOf(parts[a.index], a.axis)]);
-        emit('Slice', [g, start, end, i64([a.axis])], [], out);
+        emit('Slice', [g, sliceIndex(start), sliceIndex(end), sliceIndex(i64([a.axis]))], [], out);
         break;
       }
       default:
