@@ -5,6 +5,7 @@
  */
 import { openDatabase } from '../store/db';
 import { HEARTBEAT_MS, Store } from '../store/store';
+import { assignRunToGroup } from '../store/groups';
 import type { ExperimentConfig } from '../config/experiment';
 import { existsSync, rmSync } from 'node:fs';
 import { createRunDir } from './run-dir';
@@ -24,7 +25,11 @@ export interface CliStoreRun {
  * Opening the workspace first turns runs whose owner died into `interrupted`. A heartbeat keeps
  * the ownership visible to other processes until `finish`.
  */
-export function openCliStoreRun(id: string, cfg: ExperimentConfig, opts: { resume: boolean; template: string; dir: string }): CliStoreRun {
+export function openCliStoreRun(
+  id: string,
+  cfg: ExperimentConfig,
+  opts: { resume: boolean; template: string; dir: string; group?: { id: string; cell: string } },
+): CliStoreRun {
   const store = new Store(openDatabase());
   let beat: NodeJS.Timeout | undefined;
   try {
@@ -38,6 +43,8 @@ export function openCliStoreRun(id: string, cfg: ExperimentConfig, opts: { resum
     if (!exists) {
       store.createRun({ id, name: cfg.name ?? id, template: opts.template, config: cfg as unknown as Record<string, unknown>, seed: cfg.seed, tags: ['cli'] });
       store.addArtifact(id, 'run-folder', opts.dir);
+      // A run of a seed sweep or grid (`arbor sweep`): its group and configuration cell.
+      if (opts.group) assignRunToGroup(store, id, opts.group.id, opts.group.cell);
     }
     store.claimRun(id);
     store.setStatus(id, 'running');
@@ -78,13 +85,13 @@ export function openCliStoreRun(id: string, cfg: ExperimentConfig, opts: { resum
  */
 export async function claimRunAndOpenTask(
   cfg: ExperimentConfig,
-  o: { store: boolean; template: string; runDir?: string; run?: { id: string; dir: string } },
+  o: { store: boolean; template: string; runDir?: string; run?: { id: string; dir: string }; group?: { id: string; cell: string } },
 ): Promise<{ id: string; dir: string; rec?: CliStoreRun; session: Awaited<ReturnType<typeof openTaskSession>> }> {
   const fresh = !o.run && !(o.runDir && existsSync(o.runDir));
   const { id, dir } = o.run ?? createRunDir(cfg, o.runDir);
   let rec: CliStoreRun | undefined;
   try {
-    rec = o.store ? openCliStoreRun(id, cfg, { resume: !!o.run, template: o.template, dir }) : undefined;
+    rec = o.store ? openCliStoreRun(id, cfg, { resume: !!o.run, template: o.template, dir, group: o.group }) : undefined;
   } catch (e) {
     if (fresh) rmSync(dir, { recursive: true, force: true });
     throw e;

@@ -3,8 +3,9 @@
  * with a live progress bar, Ctrl-C = stop after saving a checkpoint (twice = exit at once), and a
  * final summary table.
  */
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { loadConfig } from '../../config/experiment';
+import { applyOverrides, parseSeeds, runSweep } from './sweep';
 import { runExperiment } from '../../experiment/runner';
 import { progressBar, renderTable } from '../../experiment/report';
 import { openRun } from '../../experiment/run-dir';
@@ -27,14 +28,57 @@ export function register(program: Command): void {
     .option('--print-config', 'print the resolved config (all defaults filled) and exit')
     .option('--json', 'print the final result as one JSON object on stdout')
     .option('--no-store', 'do not record the run in the workspace database (metrics.jsonl only)')
+    .option('--seed <n>', "override the config's seed", (v) => parseSeeds(v, '--seed')[0]!)
+    .option('--set <key=value>', 'override a config key (dotted path, YAML value); repeatable', (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--seeds <list>', 'run the config once per seed (e.g. 0,1,2,3 or 0-3) as one group; `arbor report <group>` summarises it')
+    .option('--parallel <n>', 'with --seeds: runs at a time (default 1: one after another)', (v) => Number(v), 1)
+    .addOption(new Option('--group <id>', 'record the run in this group (set by `arbor sweep`)').hideHelp())
+    .addOption(new Option('--cell <label>', "the run's configuration in its group (set by `arbor sweep`)").hideHelp())
     .action(
       async (
         configFile: string | undefined,
-        o: { resume?: string; runDir?: string; steps?: number; printConfig?: boolean; json?: boolean; store: boolean },
+        o: {
+          resume?: string;
+          runDir?: string;
+          steps?: number;
+          printConfig?: boolean;
+          json?: boolean;
+          store: boolean;
+          seed?: number;
+          set: string[];
+          seeds?: string;
+          parallel: number;
+          group?: string;
+          cell?: string;
+        },
       ) => {
         if (!configFile && !o.resume) throw new Error('give a config file, or --resume <run>');
+        if (o.seeds !== undefined) {
+          if (!configFile) throw new Error('--seeds needs a config file (a group is new runs; --resume continues one run)');
+          if (o.resume || o.runDir || o.seed !== undefined || o.printConfig)
+            throw new Error('--seeds cannot be combined with --resume, --run-dir, --seed or --print-config');
+          await runSweep(configFile, {
+            seeds: parseSeeds(o.seeds, '--seeds'),
+            grid: [],
+            set: o.set,
+            steps: o.steps,
+            parallel: o.parallel,
+            json: o.json,
+            store: o.store,
+          });
+          return;
+        }
+        if (o.parallel !== 1) throw new Error('--parallel applies to --seeds (a group of runs); give --seeds too');
+        if (o.resume && (o.seed !== undefined || o.set.length)) throw new Error("--seed / --set change a new run's config; a resumed run keeps its own");
+        if ((o.group || o.cell) && !o.store) throw new Error('--group: a group lives in the workspace database; drop --no-store');
         const run = o.resume ? openRun(o.resume) : undefined;
-        const cfg = configFile ? loadConfig(configFile, (raw) => o.steps !== undefined && (raw.steps = o.steps)) : run!.cfg;
+        const cfg = configFile
+          ? loadConfig(configFile, (raw) => {
+              applyOverrides(raw, o.set);
+              if (o.seed !== undefined) raw.seed = o.seed;
+              if (o.steps !== undefined) raw.steps = o.steps;
+            })
+          : run!.cfg;
         if (o.steps !== undefined) cfg.steps = o.steps;
         if (o.printConfig) {
           console.log(JSON.stringify(cfg, null, 2));
@@ -49,7 +93,13 @@ export function register(program: Command): void {
             );
           }
         }
-        const { id, dir, rec, session } = await claimRunAndOpenTask(cfg, { store: o.store, template: cfg.task.kind, runDir: o.runDir, run });
+        const { id, dir, rec, session } = await claimRunAndOpenTask(cfg, {
+          store: o.store,
+          template: cfg.task.kind,
+          runDir: o.runDir,
+          run,
+          group: o.group ? { id: o.group, cell: o.cell ?? 'base' } : undefined,
+        });
         for (const w of session.warnings ?? []) process.stderr.write(`warning: ${w}\n`);
         let bar = progressBar('train', cfg.steps, { quiet: true });
         const limits = memoryLimitWatcher((step, hits) =>
