@@ -61,6 +61,10 @@ export function adaptClient(client: EngineClient, transport: Pick<Transport, 'on
     tryMcp: async (req) => normalizeTry(await client.request('mcp.tryTool', req)),
     listCheckpoints: async (runId) => (await client.request('checkpoints.list', { runId })).map(checkpointMs),
     exportRun: async (id) => (await client.request('runs.export', { id })).files,
+    listGroups: async () => (await client.request('groups.list')).map((g) => ({ ...g, createdAt: ms(g.createdAt), endedAt: msOrNull(g.endedAt) })),
+    groupReport: (id, metrics) => client.request('groups.report', { id, metrics }),
+    compareGroups: (a, b) => client.request('groups.compare', { a, b }),
+    groupSeries: (id, maxPoints) => client.request('groups.series', { id, maxPoints }),
     // The client names the chat (chatId); the engine pushes `chat` events for it
     // ({chatId, type: token | turn | tool_call | observation | done | error, ...}) as generation
     // goes, and answers the request with the whole transcript when the episode ends.

@@ -51,6 +51,13 @@ export interface Trajectory extends TrajSummary {
 
 export type EnvFile = wire.Result<'env.files'>[number];
 
+/** A run group (seed sweep or grid); createdAt/endedAt in milliseconds. */
+export type GroupSummary = wire.GroupSummary;
+export type GroupReport = wire.GroupReport;
+export type GroupComparison = wire.GroupComparison;
+/** Per cell, per metric: the mean over the cell's runs per step with its 95% interval. */
+export type GroupSeries = Record<string, Record<string, wire.Band>>;
+
 /** A file `runs.export` wrote: metrics (CSV, `count` steps) or trajectories (JSONL, `count` lines). */
 export type ExportedFile = wire.Result<'runs.export'>['files'][number];
 
@@ -108,6 +115,11 @@ export interface ArborApi {
   /** Start MCP servers (`mcpServers` layout), list their tools with schemas, or run one call (with `tool`), then stop them. */
   tryMcp(req: { servers: Record<string, unknown>; tool?: string; args?: unknown }): Promise<TryResult>;
   listCheckpoints(runId?: string): Promise<Checkpoint[]>;
+  listGroups(): Promise<GroupSummary[]>;
+  groupReport(id: string, metrics?: string[]): Promise<GroupReport>;
+  /** Group b − group a per metric: difference of means with its bootstrap interval. */
+  compareGroups(a: string, b: string): Promise<GroupComparison>;
+  groupSeries(id: string, maxPoints?: number): Promise<GroupSeries>;
   /** Write the run's metrics CSV and trajectories JSONL into the workspace's exports/ folder. */
   exportRun(id: string): Promise<ExportedFile[]>;
   /** Resolves with what the engine reports about the episode (the world or dataset its search tool read, why it ended). */

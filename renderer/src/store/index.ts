@@ -9,6 +9,7 @@ import { createRunSlice, type RunSlice } from './run';
 import { createTrajSlice, type TrajSlice } from './trajectories';
 import { createEditorSlice, type EditorSlice } from './editor';
 import { createPlaygroundSlice, type PlaygroundSlice } from './playground';
+import { createGroupsSlice, type GroupsSlice } from './groups';
 
 export type View = 'start' | 'runs' | 'run' | 'compare' | 'trajectories' | 'editor' | 'playground';
 
@@ -17,7 +18,7 @@ export interface NavSlice {
   go(view: View): void;
 }
 
-export type ArborState = NavSlice & ConnectionSlice & RunsSlice & RunSlice & TrajSlice & EditorSlice & PlaygroundSlice;
+export type ArborState = NavSlice & ConnectionSlice & RunsSlice & RunSlice & TrajSlice & EditorSlice & PlaygroundSlice & GroupsSlice;
 export type Set = StoreApi<ArborState>['setState'];
 export type Get = StoreApi<ArborState>['getState'];
 export type ArborStore = StoreApi<ArborState>;
@@ -32,6 +33,7 @@ export function createArborStore(api: ArborApi): ArborStore {
     ...createTrajSlice(api, set, get),
     ...createEditorSlice(api, set, get),
     ...createPlaygroundSlice(api, set, get),
+    ...createGroupsSlice(api, set, get),
   }));
   // Pushed events fan out to the slices that follow them.
   api.onEvent((e) => {
