@@ -291,6 +291,13 @@ const environmentSchema = z.strictObject({
 const checkpointSchema = z.strictObject({
   every: posInt().default(5),
   keep: posInt().default(2),
+  /**
+   * Keep the checkpoint with the best held-out score (eval/<best_metric>, at every eval.every step)
+   * beside the last `keep` ones: saved when an evaluation beats every earlier one, never pruned,
+   * named in <run>/checkpoints/best.json (engine/train/checkpoints.ts).
+   */
+  keep_best: z.boolean().default(true).describe('keep the best checkpoint by held-out score beside the last ones'),
+  best_metric: z.string().min(1).default('exact_match').describe('held-out metric (higher is better) that picks the best checkpoint'),
 });
 
 export const experimentSchema = z.strictObject({

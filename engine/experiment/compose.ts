@@ -102,6 +102,22 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
     return summarizeEval(trajectories);
   };
 
+  const sampleEval: NonNullable<TaskSession['sampleEval']> = async (o) => {
+    const pool = o.all ? [...new Map([...kit.evalTasks, ...kit.trainTasks].map((t) => [t.id, t])).values()] : kit.evalTasks;
+    const tasks = o.n !== undefined ? pool.slice(0, o.n) : pool;
+    const { trajectories } = await rollout(backend, {
+      tasks,
+      n: o.k,
+      seed: stepSeed(cfg.seed, 0, 5000),
+      sampling: { temperature: o.temperature },
+      limits,
+      stop: kit.stop,
+      tokenizer: kit.tokenizer,
+      ...(o.onProgress ? { onProgress: (p: { done: number; total: number }) => o.onProgress!(p.done, p.total) } : {}),
+    });
+    return trajectories;
+  };
+
   return {
     warnings: await vocabularyWarnings(kit),
     ports: {
@@ -120,6 +136,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
       return trajectories.map(trajectoryToDemo);
     },
     evaluate,
+    sampleEval,
     evaluateNaiveRag: kit.naiveRag ? (n) => kit.naiveRag!(kit.evalTasks.slice(0, n)) : undefined,
     loadPolicy: (dir) => policy.load(dir),
     async setReference(dir) {

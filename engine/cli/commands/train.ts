@@ -12,7 +12,8 @@ import { openRun } from '../../experiment/run-dir';
 import { JsonlSink, memoryLimitWatcher, teeSink } from '../../experiment/sinks';
 import { claimRunAndOpenTask } from '../../experiment/store-run';
 import { interruptSignal, note } from '../lifecycle';
-import { latestCheckpoint } from '../../train/checkpoints';
+import { bestCheckpoint, latestCheckpoint } from '../../train/checkpoints';
+import type { SinkPort } from '../../train/loop';
 
 /** Ctrl-C / SIGTERM / SIGHUP / a closed output pipe stop after the step; see ../lifecycle.ts. */
 export { interruptSignal } from '../lifecycle';
@@ -105,12 +106,23 @@ export function register(program: Command): void {
         const limits = memoryLimitWatcher((step, hits) =>
           note(`\nwarning: step ${step}: ${hits.length} tool call(s) exceeded the sandbox memory limit (${hits[0]!.name}: ${hits[0]!.error})\n`),
         );
+        // "Why didn't it learn" warnings (groups flat for 10 steps, no more tool calls): said at once, and kept in the run's log.
+        const warnings: string[] = [];
+        const warn: SinkPort = {
+          metrics() {},
+          truncateAfter() {},
+          event(kind, p) {
+            if (kind !== 'warning' || typeof p.message !== 'string') return;
+            warnings.push(`step ${String(p.step)}: ${p.message}`);
+            note(`\nwarning: step ${String(p.step)}: ${p.message}\n`);
+          },
+        };
         const stop = interruptSignal((why) => note(`\nstopping after this step (${why}; a checkpoint will be saved); Ctrl-C again to quit now\n`));
         try {
           const res = await runExperiment(cfg, {
             runDir: dir,
             session,
-            sink: rec ? teeSink(new JsonlSink(dir), rec.sink, limits) : teeSink(new JsonlSink(dir), limits),
+            sink: rec ? teeSink(new JsonlSink(dir), rec.sink, limits, warn) : teeSink(new JsonlSink(dir), limits, warn),
             resume: !!run,
             signal: stop.signal,
             onPhase: (phase, total) => {
@@ -131,6 +143,8 @@ export function register(program: Command): void {
             run: id,
             dir,
             toolMemoryLimitHits: limits.count(),
+            warnings,
+            bestCheckpoint: bestCheckpoint(dir)?.dir,
             sft: res.sft,
             firstStep: rl?.firstStep,
             lastStep: rl?.lastStep,
@@ -151,6 +165,9 @@ export function register(program: Command): void {
               console.log(
                 `run ${id} ${rl.stopped ? 'stopped' : 'finished'} at step ${rl.lastStep} (started at ${rl.firstStep}); checkpoint ${rl.lastCheckpoint?.dir ?? '-'}`,
               );
+            const best = bestCheckpoint(dir);
+            if (best && best.dir !== rl?.lastCheckpoint?.dir) console.log(`best checkpoint by held-out ${cfg.checkpoint.best_metric}: ${best.dir}`);
+            for (const w of warnings) console.log(`warning: ${w}`);
             if (limits.count())
               console.log(
                 `warning: ${limits.count()} tool call(s) exceeded the sandbox memory limit during this run (each became an error observation; see the run's log)`,
