@@ -78,4 +78,69 @@ describe('trustworthy results in the workbench', () => {
     await reviewShot(page, 'compare-groups');
     expect(errors).toEqual([]);
   }, 120_000);
+
+  it("the Run view's panel flags steps where nothing was learned, warns about flat groups, and links a step to its zero-variance groups", async () => {
+    const s = new Store(openDatabase(join(engine!.home, 'arbor.db')));
+    const run = s.createRun({ name: 'flat-run', seed: 0, status: 'completed', template: 'tools' });
+    for (let step = 1; step <= 14; step++) {
+      const flat = step <= 11;
+      s.writeMetrics(run, step, {
+        'reward/mean': flat ? 0 : 0.3,
+        'learn/zero_variance_groups': flat ? 1 : 0.25,
+        'learn/gradient_share': flat ? 0 : 0.8,
+        'actor/grad_norm': flat ? 0 : 0.5,
+        'actor/clip_low_fraction': 0.01,
+        'actor/clip_high_fraction': 0.02,
+        'advantage/p05': flat ? 0 : -1.1,
+        'advantage/p50': 0,
+        'advantage/p95': flat ? 0 : 1.2,
+        truncated_rate: 0.1,
+        format_rate: 0.9,
+        tool_calls_per_episode: 2,
+      });
+    }
+    // Step 5: group 0 is flat (reward 0 for both samples), group 1 is not.
+    const turns = [
+      { role: 'prompt', text: 'how old was the founder?' },
+      { role: 'model', text: '<answer>12</answer>' },
+    ];
+    for (const [group, sample, reward] of [
+      [0, 0, 0],
+      [0, 1, 0],
+      [1, 0, 1],
+      [1, 1, 0],
+    ] as const)
+      s.writeTrajectory(run, { step: 5, group, sample, reward, advantage: 0, task: `t${group}`, prompt: 'how old was the founder?', turns });
+    s.db.close();
+    const { page, errors } = browser!;
+    await page.goto(engine!.url);
+    await page.getByTestId('engine-status').getByText('connected').waitFor();
+    await page.getByTestId('nav-runs').click();
+    await page.getByTestId('run-row').getByRole('link', { name: 'flat-run' }).click();
+    const panel = page.getByTestId('learn-panel');
+    await panel.waitFor();
+    expect(await panel.locator('h3').textContent()).toContain('11 of 14 steps flagged');
+    expect(await page.getByTestId('learn-warning').textContent()).toMatch(/step 10:.*flat for 10 steps \(steps 1–10\)/);
+    expect(await page.getByTestId('learn-figures').textContent()).toContain('zero-variance groups 25%');
+    const row = page.getByTestId('learn-flag-5');
+    expect(await row.textContent()).toContain('no signal');
+    await row.getByTestId('learn-flag-open').click();
+    const chips = page.getByTestId('zv-group');
+    await chips.first().waitFor();
+    expect(await chips.allTextContents()).toEqual(['group 0 · reward 0 × 2']);
+    await shot(page, 'trust-run-learn-panel');
+    await reviewShot(page, 'run-learn-panel');
+    await chips.first().click();
+    await page.getByTestId('view-trajectories').waitFor();
+    // Opened at step 5 on group 0, in the group view (its two samples side by side).
+    await expect.poll(() => page.getByTestId('traj-step').inputValue()).toBe('5');
+    const groupView = page.getByTestId('group-view');
+    await groupView.waitFor();
+    expect(await groupView.locator('.group-col').count()).toBe(2);
+    expect(await groupView.locator('.group-col.sel').textContent()).toMatch(/sample 0\s*reward 0\.000/);
+    // The list selects group 0's first sample.
+    expect((await page.locator('[data-testid="traj-row"].sel').innerText()).split(/\s+/).slice(0, 2)).toEqual(['0', '0']);
+    await shot(page, 'trust-run-learn-trajectories');
+    expect(errors).toEqual([]);
+  }, 120_000);
 });

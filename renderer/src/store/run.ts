@@ -1,4 +1,4 @@
-import type { ArborApi, EngineEvent, ExportedFile, LogLine, RunDetail, RunSummary, Series } from '../api/types';
+import type { ArborApi, EngineEvent, ExportedFile, LogLine, RunDetail, RunSummary, Series, TrajSummary } from '../api/types';
 import type { Get, Set } from './index';
 
 export const MAX_POINTS = 1500;
@@ -22,6 +22,8 @@ export interface RunSlice {
   /** Export the open run (metrics CSV + trajectories JSONL into the workspace's exports/); what was written, or null after reporting an error. */
   exportRun(): Promise<ExportedFile[] | null>;
   applyRunDetailEvent(e: EngineEvent): void;
+  /** Every stored trajectory summary of one step (the Run view's "why didn't it learn" links). */
+  fetchTrajectorySummaries(runId: string, step: number): Promise<TrajSummary[]>;
 }
 
 /** Append one live point to a series (replacing a point at the same step). */
@@ -125,6 +127,7 @@ export function createRunSlice(api: ArborApi, set: Set, get: Get): RunSlice {
         return null;
       }
     },
+    fetchTrajectorySummaries: (runId, step) => api.listTrajectories({ runId, step }),
     applyRunDetailEvent(e) {
       const s = get();
       if (e.type === 'metrics') {

@@ -4,6 +4,7 @@ import { MetricChart, PALETTE, fmt } from '../components/MetricChart';
 import { ForkDialog } from './Runs';
 import type { Checkpoint, ExportedFile } from '../api/types';
 import { groupMetricKeys } from '../lib/metricSections';
+import { HarnessPanel, LearnPanel } from '../components/LearnPanel';
 
 export function SmoothingSlider() {
   const smoothing = useArbor((s) => s.smoothing);
@@ -97,6 +98,8 @@ export function RunView() {
       </div>
       {tab === 'charts' ? (
         <>
+          <LearnPanel runId={run.id} series={series} />
+          <HarnessPanel metrics={run.metrics} />
           <div className="toolbar">
             <input placeholder="filter metrics" value={metricFilter} onChange={(e) => setMetricFilter(e.target.value)} />
             <SmoothingSlider />

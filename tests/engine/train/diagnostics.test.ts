@@ -138,3 +138,25 @@ describe('best checkpoint by held-out score', () => {
     );
   });
 });
+
+describe('arbor show', () => {
+  it('prints the flagged steps and the flat-groups warning from the stored series', async () => {
+    const { spawnSync } = await import('node:child_process');
+    const { openDatabase } = await import('../../../engine/store/db');
+    const { Store } = await import('../../../engine/store/store');
+    const home = mkdtempSync(join(tmpdir(), 'arbor-home-'));
+    const s = new Store(openDatabase(join(home, 'arbor.db')));
+    const id = s.createRun({ name: 'flat', status: 'completed' });
+    for (let step = 1; step <= 12; step++)
+      s.writeMetrics(id, step, { 'learn/zero_variance_groups': step <= 11 ? 1 : 0, 'learn/gradient_share': step <= 11 ? 0 : 1, tool_calls_per_episode: 1 });
+    s.db.close();
+    const bin = join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs');
+    const r = spawnSync(process.execPath, [bin, 'show', id], { encoding: 'utf8', env: { ...process.env, ARBOR_HOME: home }, timeout: 120_000 });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain("why didn't it learn: 11 of 12 steps flagged");
+    expect(r.stdout).toMatch(/warning: step 10: groups have been flat for 10 steps/);
+    expect(r.stdout).toMatch(/step {5}5 {2}every group had one reward/);
+    const j = spawnSync(process.execPath, [bin, 'show', id, '--json'], { encoding: 'utf8', env: { ...process.env, ARBOR_HOME: home }, timeout: 120_000 });
+    expect((JSON.parse(j.stdout) as { learning: { flagged: unknown[] } }).learning.flagged.length).toBe(11);
+  }, 200_000);
+});
