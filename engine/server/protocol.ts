@@ -198,6 +198,13 @@ export const exportResultSchema = z.object({
 });
 export const importResultSchema = z.object({ runId: z.string(), trajectories: num, steps: z.array(num) });
 
+export const learningSchema = z.object({
+  /** Steps with the learn/* figures. */
+  steps: num,
+  flagged: z.array(z.object({ step: num, reasons: z.array(z.string()) })),
+  warnings: z.array(z.object({ step: num, message: z.string() })),
+});
+
 // ---- run groups (seed sweeps, grids): engine/store/groups.ts, engine/experiment/group-report.ts ----
 export const groupSummarySchema = z.object({
   id: z.string(),
@@ -301,6 +308,8 @@ export const api = {
     params: z.object({ dir: z.string().min(1), name: z.string().optional(), tokenizer: z.string().min(1).optional() }),
     result: importResultSchema,
   },
+  /** "Why didn't it learn?" (engine/train/diagnostics.ts): the run's flagged steps with their reasons and its warnings. */
+  'runs.learning': { params: id, result: learningSchema },
   'groups.list': { params: none, result: z.array(groupSummarySchema) },
   /** A group's report; `metrics`: keys or prefixes to report (default eval/*, sft/eval/*, lift/*). */
   'groups.report': { params: z.object({ id: z.string().min(1), metrics: z.array(z.string()).optional() }), result: groupReportSchema },
@@ -417,6 +426,7 @@ export type GroupSummary = z.infer<typeof groupSummarySchema>;
 export type GroupReport = z.infer<typeof groupReportSchema>;
 export type GroupComparison = z.infer<typeof groupComparisonSchema>;
 export type Band = z.infer<typeof bandSchema>;
+export type Learning = z.infer<typeof learningSchema>;
 
 export function isMethod(m: string): m is Method {
   return Object.prototype.hasOwnProperty.call(api, m);

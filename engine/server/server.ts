@@ -14,6 +14,7 @@ import { Store } from '../store/store';
 import { getGroup, groupRuns, listGroups } from '../store/groups';
 import { buildGroupReport, compareGroups } from '../experiment/group-report';
 import { bandSeries } from '../experiment/stats';
+import { FLAG_KEYS, flaggedSteps, seriesWarnings } from '../train/diagnostics';
 import { api, describeIssues, isMethod, requestSchema, type EventMessage, type Method, type ProtocolError, type Result, type Trajectory } from './protocol';
 import { RunManager, runSummary, type RunTemplate } from './runs';
 
@@ -221,6 +222,12 @@ export class EngineServer {
       R().writer.flush();
       const keys = p.keys ?? S().metricKeys(p.runId);
       return Object.fromEntries(keys.map((k) => [k, S().metricSeries(p.runId, k, p.maxPoints ?? 1500)]));
+    });
+    this.on('runs.learning', (p) => {
+      R().writer.flush();
+      S().getRun(p.id);
+      const series = Object.fromEntries(FLAG_KEYS.map((k) => [k, S().metricSeries(p.id, k, 20000)]));
+      return { steps: series['learn/zero_variance_groups']!.step.length, flagged: flaggedSteps(series), warnings: seriesWarnings(series) };
     });
     this.on('groups.list', () => listGroups(S()).map(({ plan, runs, ...g }) => ({ ...g, planned: plan.length, runs })));
     const report = (id: string, metrics?: string[]) => {

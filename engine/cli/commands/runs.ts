@@ -8,7 +8,6 @@ import type { Command } from 'commander';
 import { resolve } from 'node:path';
 import { withEngine } from '../engine-client';
 import { progressBar, type Progress } from '../../experiment/report';
-import { FLAG_KEYS, flaggedSteps, seriesWarnings } from '../../train/diagnostics';
 
 const fmt = (v: number | undefined) => (v === undefined ? '' : Math.abs(v) >= 1000 || (Math.abs(v) < 0.01 && v !== 0) ? v.toExponential(2) : v.toFixed(3));
 const when = (seconds: number) => new Date(seconds * 1000).toISOString().slice(0, 16).replace('T', ' ');
@@ -56,8 +55,7 @@ export function register(program: Command): void {
       withEngine(o, async (c) => {
         const r = await c.request('runs.get', { id });
         // "Why didn't it learn?" (engine/train/diagnostics.ts): flagged steps and warnings from the stored series.
-        const series = await c.request('metrics.series', { runId: id, keys: [...FLAG_KEYS], maxPoints: 20000 });
-        const learning = { flagged: flaggedSteps(series), warnings: seriesWarnings(series) };
+        const learning = await c.request('runs.learning', { id });
         if (o.json) return console.log(JSON.stringify({ ...r, learning }, null, 2));
         console.log(
           `${r.project ? `${r.project}/` : ''}${r.name} (${r.id}) — ${r.status}, step ${r.step}${r.parentId ? `, from ${r.parentId}` : ''}${r.tags.length ? `, tags ${r.tags.join(', ')}` : ''}${r.error ? `\nerror: ${r.error}` : ''}`,
@@ -67,9 +65,8 @@ export function register(program: Command): void {
         console.log('latest metrics:');
         for (const [k, v] of Object.entries(r.metrics).sort()) console.log(`  ${k.padEnd(32)} ${fmt(v)}`);
         console.log(`checkpoints: ${r.checkpoints.map((ck) => `step ${ck.step}`).join(', ') || 'none'}; trajectory steps: ${r.trajectorySteps.length}`);
-        if (series['learn/zero_variance_groups']?.step.length) {
-          const steps = series['learn/zero_variance_groups'].step.length;
-          console.log(`why didn't it learn: ${learning.flagged.length} of ${steps} steps flagged`);
+        if (learning.steps) {
+          console.log(`why didn't it learn: ${learning.flagged.length} of ${learning.steps} steps flagged`);
           for (const w of learning.warnings) console.log(`  warning: step ${w.step}: ${w.message}`);
           const shown = learning.flagged.slice(-15);
           if (learning.flagged.length > shown.length) console.log(`  (the last ${shown.length}; \`arbor show ${id} --json\` lists all)`);

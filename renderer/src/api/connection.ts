@@ -61,6 +61,7 @@ export function adaptClient(client: EngineClient, transport: Pick<Transport, 'on
     tryMcp: async (req) => normalizeTry(await client.request('mcp.tryTool', req)),
     listCheckpoints: async (runId) => (await client.request('checkpoints.list', { runId })).map(checkpointMs),
     exportRun: async (id) => (await client.request('runs.export', { id })).files,
+    runLearning: (id) => client.request('runs.learning', { id }),
     listGroups: async () => (await client.request('groups.list')).map((g) => ({ ...g, createdAt: ms(g.createdAt), endedAt: msOrNull(g.endedAt) })),
     groupReport: (id, metrics) => client.request('groups.report', { id, metrics }),
     compareGroups: (a, b) => client.request('groups.compare', { a, b }),

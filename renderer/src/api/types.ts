@@ -53,6 +53,7 @@ export type EnvFile = wire.Result<'env.files'>[number];
 
 /** A run group (seed sweep or grid); createdAt/endedAt in milliseconds. */
 export type GroupSummary = wire.GroupSummary;
+export type Learning = wire.Learning;
 export type GroupReport = wire.GroupReport;
 export type GroupComparison = wire.GroupComparison;
 /** Per cell, per metric: the mean over the cell's runs per step with its 95% interval. */
@@ -115,6 +116,8 @@ export interface ArborApi {
   /** Start MCP servers (`mcpServers` layout), list their tools with schemas, or run one call (with `tool`), then stop them. */
   tryMcp(req: { servers: Record<string, unknown>; tool?: string; args?: unknown }): Promise<TryResult>;
   listCheckpoints(runId?: string): Promise<Checkpoint[]>;
+  /** "Why didn't it learn?": the run's flagged steps (with reasons) and warnings. */
+  runLearning(id: string): Promise<Learning>;
   listGroups(): Promise<GroupSummary[]>;
   groupReport(id: string, metrics?: string[]): Promise<GroupReport>;
   /** Group b − group a per metric: difference of means with its bootstrap interval. */

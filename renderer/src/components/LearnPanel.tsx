@@ -1,11 +1,11 @@
 // "Why didn't it learn?" in the Run view: the warnings a run earned (groups flat for 10 steps, no
 // more tool calls), the steps where little or nothing was learned with the reasons, each linking to
 // the trajectories behind it (the zero-variance groups of that step), and the latest figures.
-// The rules are the engine's (engine/train/diagnostics.ts), so the CLI and this panel agree.
-import { useMemo, useState } from 'react';
-import { useArbor, useArborStore } from '../store/react';
-import { flaggedSteps, seriesWarnings } from '../../../engine/train/diagnostics';
-import type { Series, TrajSummary } from '../api/types';
+// The engine flags the steps (runs.learning, engine/train/diagnostics.ts), so `arbor show` and this
+// panel agree; it is asked again when the run's step moves (at most every few seconds while live).
+import { useEffect, useRef, useState } from 'react';
+import { useArborStore } from '../store/react';
+import type { Learning, Series, TrajSummary } from '../api/types';
 import { fmt } from '../lib/format';
 
 /** Groups of a step whose samples all got the same reward (no signal), from the step's trajectory summaries. */
@@ -30,13 +30,25 @@ const FIGURES: [string, string, (v: number) => string][] = [
   ['advantage/p95', 'p95', fmt],
 ];
 
-export function LearnPanel({ runId, series }: { runId: string; series: Record<string, Series> }) {
-  const flags = useMemo(() => flaggedSteps(series), [series]);
-  const warnings = useMemo(() => seriesWarnings(series), [series]);
-  const steps = series['learn/zero_variance_groups']?.step.length ?? series['reward/mean']?.step.length ?? 0;
+export function LearnPanel({ runId, step, series }: { runId: string; step: number; series: Record<string, Series> }) {
+  const store = useArborStore();
+  const [learning, setLearning] = useState<Learning | null>(null);
+  const asked = useRef(0);
+  useEffect(() => {
+    const wait = Math.max(0, asked.current + 3000 - Date.now());
+    const t = setTimeout(() => {
+      asked.current = Date.now();
+      void store
+        .getState()
+        .fetchLearning(runId)
+        .then((l) => l && setLearning(l));
+    }, wait);
+    return () => clearTimeout(t);
+  }, [runId, step, store]);
   const [open, setOpen] = useState<number | null>(null);
   const [showAll, setShowAll] = useState(false);
-  if (!series['learn/zero_variance_groups'] && !warnings.length) return null;
+  if (!learning || (!learning.steps && !learning.warnings.length)) return null;
+  const { flagged: flags, warnings, steps } = learning;
   const last = (k: string) => {
     const s = series[k];
     if (!s) return undefined;

@@ -1,4 +1,4 @@
-import type { ArborApi, EngineEvent, ExportedFile, LogLine, RunDetail, RunSummary, Series, TrajSummary } from '../api/types';
+import type { ArborApi, EngineEvent, ExportedFile, LogLine, RunDetail, RunSummary, Series, TrajSummary, Learning } from '../api/types';
 import type { Get, Set } from './index';
 
 export const MAX_POINTS = 1500;
@@ -24,6 +24,8 @@ export interface RunSlice {
   applyRunDetailEvent(e: EngineEvent): void;
   /** Every stored trajectory summary of one step (the Run view's "why didn't it learn" links). */
   fetchTrajectorySummaries(runId: string, step: number): Promise<TrajSummary[]>;
+  /** The run's "why didn't it learn" flags and warnings (null after reporting an error). */
+  fetchLearning(runId: string): Promise<Learning | null>;
 }
 
 /** Append one live point to a series (replacing a point at the same step). */
@@ -128,6 +130,14 @@ export function createRunSlice(api: ArborApi, set: Set, get: Get): RunSlice {
       }
     },
     fetchTrajectorySummaries: (runId, step) => api.listTrajectories({ runId, step }),
+    async fetchLearning(runId) {
+      try {
+        return await api.runLearning(runId);
+      } catch (err) {
+        get().reportError(`Loading the learning diagnostics of ${runId}`, err);
+        return null;
+      }
+    },
     applyRunDetailEvent(e) {
       const s = get();
       if (e.type === 'metrics') {

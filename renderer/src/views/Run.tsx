@@ -98,7 +98,7 @@ export function RunView() {
       </div>
       {tab === 'charts' ? (
         <>
-          <LearnPanel runId={run.id} series={series} />
+          <LearnPanel runId={run.id} step={run.step} series={series} />
           <HarnessPanel metrics={run.metrics} />
           <div className="toolbar">
             <input placeholder="filter metrics" value={metricFilter} onChange={(e) => setMetricFilter(e.target.value)} />

@@ -142,6 +142,9 @@ describe('protocol client', () => {
     const band = (await c.request('groups.series', { id: gid, keys: ['loss'] })).base!.loss!;
     expect(band.step.length).toBeGreaterThan(0);
     expect(band.n.every((n) => n === 1)).toBe(true);
+    const learning = await c.request('runs.learning', { id });
+    expect(learning.steps).toBe(0); // the descent job logs no learn/* figures
+    expect(learning.flagged).toEqual([]);
     const ws2 = join(home, 'other.db');
     expect((await c.request('workspace.open', { path: ws2 })).workspaceError).toBeNull();
 
