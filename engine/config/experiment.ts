@@ -474,7 +474,18 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
     if (env.tasks && !existsSync(env.tasks)) issues.push({ field: 'environment.tasks', message: `file not found: ${env.tasks}` });
   }
   if (issues.length) throw new ConfigError(issues, opts.file);
+  const given = (input as { rollout?: Record<string, unknown> } | null)?.rollout ?? {};
+  DEFAULTED_LIMITS.set(cfg, new Set(ROLLOUT_LIMIT_KEYS.filter((k) => given[k] === undefined)));
   return cfg;
+}
+
+/** The rollout limits that may be sized from the task when the config leaves them out (engine/experiment/limits.ts). */
+export const ROLLOUT_LIMIT_KEYS = ['max_new_tokens', 'max_total_length', 'max_turns'] as const;
+const DEFAULTED_LIMITS = new WeakMap<object, Set<string>>();
+
+/** Which of rollout.max_new_tokens / max_total_length / max_turns the config left to their defaults (none for a config that was not validated from its file, e.g. a copy). */
+export function defaultedLimits(cfg: ExperimentConfig): Set<string> {
+  return DEFAULTED_LIMITS.get(cfg) ?? new Set();
 }
 
 /** Whether the config names user files (tools or a reward) that run in the sandbox. */

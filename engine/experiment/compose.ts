@@ -22,6 +22,8 @@ import { pickTasks, engineRolloutPort } from '../train/rollout-port';
 import type { TaskSession } from './run-dir';
 import { evalMetrics, summarizeEval, type EvalSummary, type TaskKit } from '../tasks/kit';
 import { readTokenDemos } from '../train/sft';
+import { checkDemos, demoNeeds, demoWasCut, fitLimits, MEASURE_LIMITS, promptLengths } from './limits';
+import { defaultedLimits } from '../config/experiment';
 import { trajectoryToDemo } from '../train/trajectories';
 
 /**
@@ -55,6 +57,8 @@ export interface SessionExtras {
 }
 
 export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extras: SessionExtras = {}): Promise<TaskSession> {
+  // Limits that fit the task (./limits.ts): measured before the model and the KV cache are sized by them.
+  const sized = await sizeLimits(cfg, kit);
   const providers = cfg.backend === 'ort' ? await resolveProviders(cfg.device) : undefined;
   const lora = cfg.model.lora ? resolveLora(cfg.model.lora) : undefined;
   const modelOpts = {
@@ -119,7 +123,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
   };
 
   return {
-    warnings: await vocabularyWarnings(kit),
+    warnings: [...sized.map((c) => `limits sized from the task: ${c}`), ...(await vocabularyWarnings(kit))],
     ports: {
       rollout: engineRolloutPort(cfg, { backend, tokenizer: kit.tokenizer, tasks: kit.rlTasks ?? kit.trainTasks, stop: kit.stop }),
       policy,
@@ -133,6 +137,18 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
       if (!kit.expert) throw new Error(`task "${cfg.task.kind}" has no scripted expert; give sft.demos_path`);
       const tasks = pickTasks(kit.trainTasks, cfg.sft.demos, stepSeed(cfg.seed, 0, 4000));
       const { trajectories } = await rolloutTextPolicy(kit.expert, { tasks, n: 1, seed: cfg.seed, limits, tokenizer: kit.tokenizer });
+      // A demonstration a limit cut is refused (SFT on it would teach half calls), naming the limits and what the cut ones need.
+      const cut = trajectories.filter(demoWasCut);
+      if (cut.length) {
+        const whole = await rolloutTextPolicy(kit.expert, {
+          tasks: cut.map((t) => tasks.find((x) => x.id === t.taskId)!),
+          n: 1,
+          seed: cfg.seed,
+          limits: MEASURE_LIMITS,
+          tokenizer: kit.tokenizer,
+        });
+        checkDemos(trajectories, cfg, demoNeeds(whole.trajectories, []));
+      }
       return trajectories.map(trajectoryToDemo);
     },
     evaluate,
@@ -150,4 +166,28 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
       await model.dispose();
     },
   };
+}
+
+/**
+ * Before the model is built: the task's prompts and a sample of its SFT demonstrations (rendered
+ * with no practical limit) against the rollout limits. Limits the config left out are raised to fit
+ * (returned, one line each, for the run's warnings); limits it sets too small are refused, naming them.
+ */
+async function sizeLimits(cfg: ExperimentConfig, kit: TaskKit): Promise<string[]> {
+  const prompts = await promptLengths([...kit.trainTasks, ...kit.evalTasks]);
+  let demos: Awaited<ReturnType<typeof rolloutTextPolicy>>['trajectories'] = [];
+  if (cfg.sft.warm_start && !cfg.sft.demos_path && kit.expert) {
+    const sample = pickTasks(kit.trainTasks, Math.min(cfg.sft.demos, 32), stepSeed(cfg.seed, 0, 4000));
+    demos = (await rolloutTextPolicy(kit.expert, { tasks: sample, n: 1, seed: cfg.seed, limits: MEASURE_LIMITS, tokenizer: kit.tokenizer })).trajectories;
+  }
+  if (!demos.length && !defaultedLimits(cfg).size) {
+    // Prompts alone: an explicit limit is only refused when no prompt leaves room for a turn.
+    const longest = Math.max(0, ...prompts);
+    if (longest + 1 > cfg.rollout.max_total_length)
+      throw new Error(
+        `rollout.max_total_length is ${cfg.rollout.max_total_length}, the longest prompt is ${longest} tokens: set rollout.max_total_length ≥ ${longest + cfg.rollout.max_new_tokens}`,
+      );
+    return [];
+  }
+  return fitLimits(cfg, demoNeeds(demos, prompts), 'rollout limits');
 }

@@ -7,7 +7,8 @@ import { openDatabase } from '../store/db';
 import { HEARTBEAT_MS, Store } from '../store/store';
 import { assignRunToGroup } from '../store/groups';
 import type { ExperimentConfig } from '../config/experiment';
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createRunDir } from './run-dir';
 import { decoderFor, openTaskSession } from './open';
 import { storeSink, type StoreSink } from './store-sink';
@@ -97,7 +98,16 @@ export async function claimRunAndOpenTask(
     throw e;
   }
   try {
-    return { id, dir, rec, session: await openTaskSession(cfg) };
+    const before = JSON.stringify(cfg.rollout);
+    const session = await openTaskSession(cfg);
+    // Limits sized from the task (engine/experiment/limits.ts) are the run's: its config.json (what a
+    // resume reads) and its store record say what it trains with.
+    if (JSON.stringify(cfg.rollout) !== before) {
+      if (!o.run) writeFileSync(join(dir, 'config.json'), JSON.stringify(cfg, null, 2));
+      rec?.store.db.prepare('UPDATE runs SET config = ? WHERE id = ?').run(JSON.stringify(cfg), id);
+      for (const w of session.warnings ?? []) if (w.startsWith('limits sized')) rec?.store.log(id, 'info', w);
+    }
+    return { id, dir, rec, session };
   } catch (e) {
     if (rec) rec.finish('failed', e instanceof Error ? e.message : String(e));
     else if (fresh) rmSync(dir, { recursive: true, force: true });
