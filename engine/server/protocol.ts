@@ -56,6 +56,9 @@ export const runSummarySchema = z.object({
   parentId: z.string().optional(),
   /** The project the run belongs to (runs are grouped by project, as in W&B). */
   project: z.string().optional(),
+  /** The run's seed and algorithm (its config's algorithm.adv_estimator), for the runs table. */
+  seed: num.nullable().optional(),
+  algorithm: z.string().optional(),
 });
 
 export const checkpointSchema = z.object({

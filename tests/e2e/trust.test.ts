@@ -97,6 +97,9 @@ describe('trustworthy results in the workbench', () => {
         truncated_rate: 0.1,
         format_rate: 0.9,
         tool_calls_per_episode: 2,
+        // One curve under two keys: drawn once.
+        exact_match: flat ? 0 : 0.25,
+        'reward/exact_match': flat ? 0 : 0.25,
       });
     }
     // Step 5: group 0 is flat (reward 0 for both samples), group 1 is not.
@@ -116,7 +119,14 @@ describe('trustworthy results in the workbench', () => {
     await page.goto(engine!.url);
     await page.getByTestId('engine-status').getByText('connected').waitFor();
     await page.getByTestId('nav-runs').click();
+    // The runs table shows seed, algorithm and duration, and keeps its actions on screen.
+    const rowEl = page.getByTestId('run-row').filter({ hasText: 'flat-run' });
+    expect(await rowEl.getByTestId('run-seed').textContent()).toBe('0');
+    await shot(page, 'trust-runs-table');
     await page.getByTestId('run-row').getByRole('link', { name: 'flat-run' }).click();
+    expect(await page.getByTestId('run-progress').textContent()).toBe('RL · step 14');
+    await page.getByTestId('chart-exact_match = reward/exact_match').waitFor();
+    expect(await page.getByTestId('chart-reward/exact_match').count()).toBe(0);
     const panel = page.getByTestId('learn-panel');
     await panel.waitFor();
     expect(await panel.locator('h3').textContent()).toContain('11 of 14 steps flagged');

@@ -18,6 +18,20 @@ export interface ChartSeries {
   band?: { lo: (number | null)[]; hi: (number | null)[] };
 }
 
+/** The unit a metric's values are in, from its key (for the y axis label); '' when it has none. */
+export function unitOf(key: string): string {
+  const k = key.toLowerCase();
+  if (/tokens_per_s$/.test(k)) return 'tokens/s';
+  if (/^time\/|_s$|seconds/.test(k)) return 's';
+  if (/_ms$/.test(k)) return 'ms';
+  if (/length|_tokens$|tokens\/|model_tokens/.test(k)) return 'tokens';
+  if (/per_episode/.test(k)) return 'per episode';
+  if (/rate|fraction|share|exact_match|pass@|mean@|format|accuracy|zero_variance/.test(k)) return 'fraction';
+  if (/(^|\/)lr$/.test(k)) return 'learning rate';
+  if (/reward|advantage/.test(k)) return 'reward';
+  return '';
+}
+
 export const PALETTE = ['#5aa9ff', '#ff8a5b', '#6dd39a', '#d98cff', '#f5d76e', '#ff6b8b', '#4fd1c5', '#b0b7c3'];
 
 export function MetricChart({ title, series, smoothing, height = 180 }: { title: string; series: ChartSeries[]; smoothing: number; height?: number }) {
@@ -25,6 +39,7 @@ export function MetricChart({ title, series, smoothing, height = 180 }: { title:
   const plot = useRef<uPlot | null>(null);
   const shape = series.map((s) => `${s.label}${s.band ? '+band' : ''}`).join('|') + `|${smoothing > 0}`;
   const bands = series.filter((s) => s.band).length;
+  const unit = unitOf(title);
 
   // Build the plot when the set of series changes; later data updates go through setData.
   useEffect(() => {
@@ -59,6 +74,9 @@ export function MetricChart({ title, series, smoothing, height = 180 }: { title:
       axes: [
         // Steps are integers: no 1.5 ticks.
         {
+          label: 'step',
+          labelSize: 14,
+          labelFont: '11px sans-serif',
           stroke: '#8a93a3',
           grid: { stroke: '#2a2f3a', width: 1 },
           ticks: { stroke: '#2a2f3a' },
@@ -69,6 +87,7 @@ export function MetricChart({ title, series, smoothing, height = 180 }: { title:
           stroke: '#8a93a3',
           grid: { stroke: '#2a2f3a', width: 1 },
           ticks: { stroke: '#2a2f3a' },
+          ...(unit ? { label: unit, labelSize: 14, labelFont: '11px sans-serif' } : {}),
           size: 60,
           values: (_u, vals, _ax, _space, incr) => vals.map((v) => tickLabel(v, incr)),
         },
@@ -96,13 +115,16 @@ export function MetricChart({ title, series, smoothing, height = 180 }: { title:
     plot.current?.setData(buildData(series, smoothing) as uPlot.AlignedData);
   }, [series, smoothing]);
 
-  const last = series.map((s) => lastFinite(s.ys));
+  // The header's last value is the one the legend shows at the last step: the smoothed curve's when smoothing.
+  const last = series.map((s) => lastFinite(smoothing > 0 ? timeWeightedEma(s.xs, s.ys, smoothing) : s.ys));
   return (
     <div className="chart" data-testid={`chart-${title}`} data-bands={bands}>
       <div className="chart-title">
         <span>{title}</span>
         <span className="chart-last" data-testid="chart-points">
-          {series.length === 1 ? `${series[0].xs.length} pts · last ${last[0] == null ? '—' : fmt(last[0])}` : `${series.length} ${bands ? 'lines' : 'runs'}`}
+          {series.length === 1
+            ? `${series[0].xs.length} pts · last ${last[0] == null ? '—' : fmt(last[0])}${smoothing > 0 ? ' (smoothed)' : ''}`
+            : `${series.length} ${bands ? 'lines' : 'runs'}`}
         </span>
       </div>
       <div ref={host} />
