@@ -104,9 +104,12 @@ export class LearningWatch {
 }
 
 /** Replays a run's series through LearningWatch: the warnings it would have given, with their step. */
-export function seriesWarnings(series: Record<string, { step: number[]; value: (number | null)[] }>): { step: number; message: string }[] {
+type SeriesMap = Record<string, { step: number[]; value: (number | null)[] }>;
+
+/** The series of `keys` as one row of values per step. */
+function rowsByStep(series: SeriesMap, keys: readonly string[]): Map<number, Record<string, number | null>> {
   const at = new Map<number, Record<string, number | null>>();
-  for (const key of ['learn/zero_variance_groups', 'tool_calls_per_episode']) {
+  for (const key of keys) {
     const s = series[key];
     if (!s) continue;
     s.step.forEach((st, i) => {
@@ -115,6 +118,11 @@ export function seriesWarnings(series: Record<string, { step: number[]; value: (
       at.set(st, row);
     });
   }
+  return at;
+}
+
+export function seriesWarnings(series: SeriesMap): { step: number; message: string }[] {
+  const at = rowsByStep(series, ['learn/zero_variance_groups', 'tool_calls_per_episode']);
   const w = new LearningWatch();
   const out: { step: number; message: string }[] = [];
   for (const step of [...at.keys()].sort((a, b) => a - b)) for (const message of w.observe(step, at.get(step)!)) out.push({ step, message });
@@ -134,17 +142,8 @@ export const FLAG_KEYS = [
 ] as const;
 
 /** Flagged steps of a run from its series: step → reasons. */
-export function flaggedSteps(series: Record<string, { step: number[]; value: (number | null)[] }>): { step: number; reasons: string[] }[] {
-  const at = new Map<number, Record<string, number | null>>();
-  for (const key of FLAG_KEYS) {
-    const s = series[key];
-    if (!s) continue;
-    s.step.forEach((st, i) => {
-      const row = at.get(st) ?? {};
-      row[key] = s.value[i] ?? null;
-      at.set(st, row);
-    });
-  }
+export function flaggedSteps(series: SeriesMap): { step: number; reasons: string[] }[] {
+  const at = rowsByStep(series, FLAG_KEYS);
   return [...at.keys()]
     .sort((a, b) => a - b)
     .map((step) => ({ step, reasons: stepFlags(at.get(step)!) }))
