@@ -13,13 +13,8 @@ export function normalizeAnswer(s: string): string {
 }
 
 export function exactMatch(pred: string, golds: string[]): number {
-  return exactMatchBy(normalizeAnswer, pred, golds);
-}
-
-/** Exact match after any answer normalisation (the evaluation harness uses SQuAD's own). */
-export function exactMatchBy(normalize: (s: string) => string, pred: string, golds: readonly string[]): number {
-  const p = normalize(pred);
-  return golds.some((g) => normalize(g) === p) ? 1 : 0;
+  const p = normalizeAnswer(pred);
+  return golds.some((g) => normalizeAnswer(g) === p) ? 1 : 0;
 }
 
 export function substringMatch(pred: string, golds: string[]): number {
@@ -33,15 +28,10 @@ export function substringMatch(pred: string, golds: string[]): number {
 }
 
 export function f1Score(pred: string, golds: string[]): number {
-  return f1ScoreBy(normalizeAnswer, pred, golds);
-}
-
-/** Token F1 (bag of normalised tokens) after any answer normalisation, the best over the gold answers. */
-export function f1ScoreBy(normalize: (s: string) => string, pred: string, golds: readonly string[]): number {
-  const p = normalize(pred).split(' ').filter(Boolean);
+  const p = normalizeAnswer(pred).split(' ').filter(Boolean);
   let best = 0;
   for (const g of golds) {
-    const t = normalize(g).split(' ').filter(Boolean);
+    const t = normalizeAnswer(g).split(' ').filter(Boolean);
     const counts = new Map<string, number>();
     for (const w of t) counts.set(w, (counts.get(w) ?? 0) + 1);
     let common = 0;

@@ -22,8 +22,7 @@ import { pickTasks, engineRolloutPort } from '../train/rollout-port';
 import type { TaskSession } from './run-dir';
 import { evalMetrics, summarizeEval, type EvalSummary, type TaskKit } from '../tasks/kit';
 import { readTokenDemos } from '../train/sft';
-import { checkDemos, demoNeeds, demoWasCut, fitLimits, MEASURE_LIMITS, promptLengths } from './limits';
-import { defaultedLimits } from '../config/experiment';
+import { cutDemosWarning, demoNeeds, demoWasCut, fitLimits, MEASURE_LIMITS, promptLengths } from './limits';
 import { trajectoryToDemo } from '../train/trajectories';
 
 /**
@@ -123,7 +122,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
   };
 
   return {
-    warnings: [...sized.map((c) => `limits sized from the task: ${c}`), ...(await vocabularyWarnings(kit))],
+    warnings: [...sized, ...(await vocabularyWarnings(kit))],
     ports: {
       rollout: engineRolloutPort(cfg, { backend, tokenizer: kit.tokenizer, tasks: kit.rlTasks ?? kit.trainTasks, stop: kit.stop }),
       policy,
@@ -137,7 +136,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
       if (!kit.expert) throw new Error(`task "${cfg.task.kind}" has no scripted expert; give sft.demos_path`);
       const tasks = pickTasks(kit.trainTasks, cfg.sft.demos, stepSeed(cfg.seed, 0, 4000));
       const { trajectories } = await rolloutTextPolicy(kit.expert, { tasks, n: 1, seed: cfg.seed, limits, tokenizer: kit.tokenizer });
-      // A demonstration a limit cut is refused (SFT on it would teach half calls), naming the limits and what the cut ones need.
+      // Demonstrations a limit cut are flagged (SFT on them teaches half calls), naming the limits and what the cut ones need.
       const cut = trajectories.filter(demoWasCut);
       if (cut.length) {
         const whole = await rolloutTextPolicy(kit.expert, {
@@ -147,7 +146,8 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
           limits: MEASURE_LIMITS,
           tokenizer: kit.tokenizer,
         });
-        checkDemos(trajectories, cfg, demoNeeds(whole.trajectories, []));
+        // Flagged, not refused: limits the config sets are the researcher's (sized ones fit).
+        process.stderr.write(`warning: ${cutDemosWarning(trajectories, cfg, demoNeeds(whole.trajectories, []))}\n`);
       }
       return trajectories.map(trajectoryToDemo);
     },
@@ -171,7 +171,8 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
 /**
  * Before the model is built: the task's prompts and a sample of its SFT demonstrations (rendered
  * with no practical limit) against the rollout limits. Limits the config left out are raised to fit
- * (returned, one line each, for the run's warnings); limits it sets too small are refused, naming them.
+ * ("limits sized from the task: …"); limits it sets too small are flagged with what they need
+ * ("demonstrations would be cut: …"); a prompt longer than max_total_length is refused.
  */
 async function sizeLimits(cfg: ExperimentConfig, kit: TaskKit): Promise<string[]> {
   const prompts = await promptLengths([...kit.trainTasks, ...kit.evalTasks]);
@@ -180,14 +181,11 @@ async function sizeLimits(cfg: ExperimentConfig, kit: TaskKit): Promise<string[]
     const sample = pickTasks(kit.trainTasks, Math.min(cfg.sft.demos, 32), stepSeed(cfg.seed, 0, 4000));
     demos = (await rolloutTextPolicy(kit.expert, { tasks: sample, n: 1, seed: cfg.seed, limits: MEASURE_LIMITS, tokenizer: kit.tokenizer })).trajectories;
   }
-  if (!demos.length && !defaultedLimits(cfg).size) {
-    // Prompts alone: an explicit limit is only refused when no prompt leaves room for a turn.
-    const longest = Math.max(0, ...prompts);
-    if (longest + 1 > cfg.rollout.max_total_length)
-      throw new Error(
-        `rollout.max_total_length is ${cfg.rollout.max_total_length}, the longest prompt is ${longest} tokens: set rollout.max_total_length ≥ ${longest + cfg.rollout.max_new_tokens}`,
-      );
-    return [];
-  }
-  return fitLimits(cfg, demoNeeds(demos, prompts), 'rollout limits');
+  const { changes, problems } = fitLimits(cfg, demoNeeds(demos, prompts));
+  const longest = Math.max(0, ...prompts);
+  if (longest + 1 > cfg.rollout.max_total_length)
+    throw new Error(
+      `rollout.max_total_length is ${cfg.rollout.max_total_length}, the longest prompt is ${longest} tokens: set rollout.max_total_length ≥ ${longest + cfg.rollout.max_new_tokens} (or leave it out to have it sized from the task)`,
+    );
+  return [...changes.map((c) => `limits sized from the task: ${c}`), ...problems.map((p) => `demonstrations would be cut: ${p}`)];
 }

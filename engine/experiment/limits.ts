@@ -4,8 +4,9 @@
  * cut every SFT demonstration mid-call. Before the model is built, the task's prompts and a
  * sample of its demonstrations are measured (rendered with no practical limit):
  *  - limits the config left out are raised to fit them, with headroom, and said so;
- *  - limits the config sets that are too small are refused, naming the key and the needed number.
- * Every demonstration is checked again when SFT uses it (checkDemos): a truncated one is refused.
+ *  - limits the config sets that are too small are flagged, naming the key and the needed number
+ *    (a prompt longer than max_total_length is refused: nothing could be generated).
+ * Every demonstration is checked again when SFT uses it (cutDemosWarning): cut ones are flagged.
  */
 import type { ExperimentConfig } from '../config/experiment';
 import { defaultedLimits } from '../config/experiment';
@@ -44,13 +45,12 @@ export function demoNeeds(demos: Trajectory[], promptLengths: number[]): LimitNe
 
 /**
  * Raise the limits the config left out so that `needs` fit (headroom: turns +25% rounded to 8,
- * the total + one turn rounded to 32); refuse, naming the keys and the needed numbers, when a limit
- * the config sets is too small. Returns what was changed, one line per key. Mutates cfg.rollout.
+ * the total + one turn rounded to 32). Returns what was changed and, for limits the config sets
+ * too small, what they would need (one line each). Mutates cfg.rollout.
  */
-export function fitLimits(cfg: ExperimentConfig, needs: LimitNeeds, where: string): string[] {
+export function fitLimits(cfg: ExperimentConfig, needs: LimitNeeds): { changes: string[]; problems: string[] } {
   const r = cfg.rollout;
   const auto = defaultedLimits(cfg);
-  const wantTurn = needs.turn;
   const wantTotal = Math.max(needs.total, needs.prompt + 1);
   const problems: string[] = [];
   const changes: string[] = [];
@@ -61,27 +61,20 @@ export function fitLimits(cfg: ExperimentConfig, needs: LimitNeeds, where: strin
       r[key] = sized;
     } else problems.push(`rollout.${key} is ${r[key]}, ${what}: set rollout.${key} ≥ ${need} (or leave it out to have it sized from the task)`);
   };
-  set('max_new_tokens', wantTurn, roundUp(Math.ceil(wantTurn * 1.25), 8), `the longest demonstration turn is ${wantTurn} tokens`);
+  set('max_new_tokens', needs.turn, roundUp(Math.ceil(needs.turn * 1.25), 8), `the longest demonstration turn is ${needs.turn} tokens`);
   set('max_turns', needs.turns, needs.turns, `a demonstration takes ${needs.turns} model turns`);
-  const totalNeed = wantTotal;
   set(
     'max_total_length',
-    totalNeed,
+    wantTotal,
     roundUp(wantTotal + r.max_new_tokens, 32),
     needs.demos ? `the longest demonstration is ${needs.total} tokens (its prompt ${needs.prompt})` : `the longest prompt is ${needs.prompt} tokens`,
   );
-  if (r.max_new_tokens >= r.max_total_length) {
-    if (auto.has('max_total_length')) {
-      const sized = roundUp(r.max_new_tokens + wantTotal, 32);
-      changes.push(`rollout.max_total_length ${r.max_total_length} → ${sized} (more than max_new_tokens ${r.max_new_tokens})`);
-      r.max_total_length = sized;
-    } else problems.push(`rollout.max_total_length (${r.max_total_length}) must exceed rollout.max_new_tokens (${r.max_new_tokens})`);
+  if (r.max_new_tokens >= r.max_total_length && auto.has('max_total_length')) {
+    const sized = roundUp(r.max_new_tokens + wantTotal, 32);
+    changes.push(`rollout.max_total_length ${r.max_total_length} → ${sized} (more than max_new_tokens ${r.max_new_tokens})`);
+    r.max_total_length = sized;
   }
-  if (problems.length)
-    throw new Error(
-      `${where}: the demonstrations would be cut: ${problems.join('; ')}. (Measured on ${needs.demos} demonstrations rendered in the run's format; SFT on cut demonstrations learns half calls.)`,
-    );
-  return changes;
+  return { changes, problems };
 }
 
 /** Whether a limit cut this demonstration: the episode was truncated, or a model turn stopped at max_new_tokens / max_total_length. */
@@ -90,21 +83,21 @@ export function demoWasCut(t: Trajectory): boolean {
 }
 
 /**
- * Refuse demonstrations a limit cut, naming the limits and (from `whole`, the cut ones rendered
- * without limits) the numbers they need.
+ * What to say about demonstrations a limit cut (undefined when none was): the limits and, from
+ * `whole` (the cut ones rendered without limits), the numbers they need.
  */
-export function checkDemos(demos: Trajectory[], cfg: ExperimentConfig, whole: LimitNeeds): void {
+export function cutDemosWarning(demos: Trajectory[], cfg: ExperimentConfig, whole: LimitNeeds): string | undefined {
   const cut = demos.filter(demoWasCut);
-  if (!cut.length) return;
+  if (!cut.length) return undefined;
   const r = cfg.rollout;
   const why = cut[0]!.turns.find((u) => u.stop?.reason === 'max_new_tokens' || u.stop?.reason === 'max_total_length')?.stop?.reason ?? 'max_turns';
   const need: string[] = [];
   if (whole.turn > r.max_new_tokens) need.push(`rollout.max_new_tokens ≥ ${whole.turn} (is ${r.max_new_tokens})`);
   if (whole.total > r.max_total_length) need.push(`rollout.max_total_length ≥ ${whole.total} (is ${r.max_total_length})`);
   if (whole.turns > r.max_turns) need.push(`rollout.max_turns ≥ ${whole.turns} (is ${r.max_turns})`);
-  throw new Error(
-    `sft: ${cut.length} of ${demos.length} demonstrations were cut by the rollout limits (task ${cut[0]!.taskId} stopped at ${why}); SFT on them would learn cut calls. ` +
-      `They need ${need.join(', ') || 'larger limits'}; set them (or leave them out of the config to have them sized from the task)`,
+  return (
+    `sft: ${cut.length} of ${demos.length} demonstrations were cut by the rollout limits (task ${cut[0]!.taskId} stopped at ${why}); SFT on them learns cut calls. ` +
+    `They need ${need.join(', ') || 'larger limits'}; set them (or leave them out of the config to have them sized from the task)`
   );
 }
 

@@ -1,15 +1,15 @@
 // Defaults that fit (#28): a config written from README's "Write your own environment" (Hermes,
 // two tools, meta.demo turns, no rollout limits) whose prompt renders to ~330 tokens gets limits
 // sized from its prompts and demonstrations, so SFT trains on complete demonstrations; with the old
-// defaults written out explicitly it is refused, naming the keys and the numbers; a demonstration
-// a limit cuts is refused.
+// defaults written out explicitly it is flagged, naming the keys and the numbers (a prompt longer
+// than the limit is refused); demonstrations a limit cuts are flagged.
 import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../engine/config/experiment';
 import { openTaskSession } from '../../../engine/experiment/open';
-import { checkDemos, demoNeeds, demoWasCut, fitLimits } from '../../../engine/experiment/limits';
+import { cutDemosWarning, demoNeeds, demoWasCut, fitLimits } from '../../../engine/experiment/limits';
 import type { Trajectory } from '../../../engine/rollout/types';
 
 const FIXTURE = join(__dirname, '..', 'train', 'fixtures', 'open-env');
@@ -65,16 +65,26 @@ describe('rollout limits sized from the task', () => {
     }
   }, 120_000);
 
-  it('the old defaults written out are refused, naming the keys and the needed numbers', async () => {
+  it('the old defaults written out are flagged, naming the keys and the needed numbers; a prompt longer than the limit is refused', async () => {
     const cfg = loadConfig(readmeEnv('{ max_new_tokens: 32, max_total_length: 384 }'));
-    await expect(openTaskSession(cfg)).rejects.toThrow(
-      /rollout.max_total_length is 384, the longest demonstration is \d+ tokens .*set rollout.max_total_length ≥ \d+/,
+    const s = await openTaskSession(cfg);
+    try {
+      expect((s.warnings ?? []).join('\n')).toMatch(
+        /demonstrations would be cut: rollout.max_total_length is 384, the longest demonstration is \d+ tokens .*set rollout.max_total_length ≥ \d+/,
+      );
+      expect(cfg.rollout.max_total_length).toBe(384); // an explicit limit is the researcher's
+    } finally {
+      await s.close();
+    }
+    await expect(openTaskSession(loadConfig(readmeEnv('{ max_new_tokens: 16, max_total_length: 200 }')))).rejects.toThrow(
+      /rollout.max_total_length is 200, the longest prompt is \d+ tokens: set rollout.max_total_length ≥ \d+/,
     );
   }, 120_000);
 
-  it('fitLimits and checkDemos by hand', () => {
+  it('fitLimits and cutDemosWarning by hand', () => {
     const cfg = loadConfig(readmeEnv());
-    const changes = fitLimits(cfg, { prompt: 330, turn: 40, total: 450, turns: 3, demos: 10 }, 'x');
+    const { changes, problems } = fitLimits(cfg, { prompt: 330, turn: 40, total: 450, turns: 3, demos: 10 });
+    expect(problems).toEqual([]);
     expect(changes).toEqual([
       'rollout.max_new_tokens 32 → 56 (the longest demonstration turn is 40 tokens)',
       'rollout.max_total_length 384 → 512 (the longest demonstration is 450 tokens (its prompt 330))',
@@ -93,8 +103,9 @@ describe('rollout limits sized from the task', () => {
     expect(demoWasCut(t('stop_token'))).toBe(false);
     expect(demoWasCut(t('max_new_tokens'))).toBe(true);
     expect(demoNeeds([t('stop_token')], [10])).toMatchObject({ prompt: 330, turn: 32, total: 362, turns: 1 });
-    expect(() => checkDemos([t('max_new_tokens'), t('stop_token')], cfg, { prompt: 330, turn: 60, total: 480, turns: 1, demos: 1 })).toThrow(
+    expect(cutDemosWarning([t('max_new_tokens'), t('stop_token')], cfg, { prompt: 330, turn: 60, total: 480, turns: 1, demos: 1 })).toMatch(
       /1 of 2 demonstrations were cut .*stopped at max_new_tokens.*rollout.max_new_tokens ≥ 60 \(is 56\)/,
     );
+    expect(cutDemosWarning([t('stop_token')], cfg, { prompt: 330, turn: 60, total: 480, turns: 1, demos: 1 })).toBeUndefined();
   });
 });
