@@ -129,7 +129,16 @@ export async function runSweep(configFile: string, o: SweepOptions): Promise<str
     for (const c of live) c.kill('SIGINT');
   };
   process.on('exit', onExit);
-  const inherit = o.parallel === 1 && !o.json;
+  // One run at a time: its own progress bars on this terminal's stderr. Several: their stderr is
+  // kept for failure reasons, and a line per live run says where each is every 30 s.
+  const inherit = o.parallel === 1;
+  const ticker = inherit
+    ? undefined
+    : setInterval(() => {
+        const live = groupRuns(store, groupId).filter((r) => r.status === 'running');
+        if (live.length) note(`  ${live.map((r) => `${r.cell === 'base' ? '' : `${r.cell} `}seed ${r.seed}: step ${r.step}`).join(' · ')}\n`);
+      }, 30_000);
+  ticker?.unref();
   let next = 0;
   let done = 0;
   const failures: string[] = [];
@@ -144,7 +153,10 @@ export async function runSweep(configFile: string, o: SweepOptions): Promise<str
       for (const [k, v] of Object.entries(p.overrides)) args.push('--set', `${k}=${v}`);
       if (o.steps !== undefined) args.push('--steps', String(o.steps));
       // Its own process group: a terminal's Ctrl-C reaches this process, which passes it on once.
-      const child = spawn(process.execPath, args, { stdio: inherit ? ['ignore', 'inherit', 'inherit'] : ['ignore', 'ignore', 'pipe'], detached: true });
+      const child = spawn(process.execPath, args, {
+        stdio: inherit ? ['ignore', o.json ? 'ignore' : 'inherit', 'inherit'] : ['ignore', 'ignore', 'pipe'],
+        detached: true,
+      });
       live.add(child);
       let tail = '';
       child.stderr?.on('data', (d: Buffer) => (tail = (tail + d.toString()).slice(-2000)));
@@ -163,6 +175,7 @@ export async function runSweep(configFile: string, o: SweepOptions): Promise<str
   } finally {
     stop.dispose();
     process.off('exit', onExit);
+    if (ticker) clearInterval(ticker);
   }
   setGroupStatus(store, groupId, stop.signal.aborted ? 'stopped' : failures.length ? 'failed' : 'completed');
   const report = buildGroupReport(getGroup(store, groupId), groupRuns(store, groupId));
