@@ -30,6 +30,8 @@ describe('seed sweeps', () => {
     expect(arbor('train', cfg, '--seeds', '0,x').stderr).toMatch(/--seeds: "x" is not a seed/);
     expect(arbor('train', cfg, '--seeds', '0', '--no-store').stderr).toMatch(/--no-store/);
     expect(arbor('sweep', cfg, '--grid', 'optim.nope=1').stderr).toMatch(/optim/);
+    // `arbor demo --seed N` (the demo over seeds) takes a seed and refuses anything else.
+    expect(arbor('demo', '--seed', '-1').stderr).toMatch(/--seed: "-1" is not a non-negative integer/);
 
     const r = arbor('train', cfg, '--seeds', '0,1', '--json');
     expect(r.status, r.stderr).toBe(0);
