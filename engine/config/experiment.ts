@@ -307,6 +307,13 @@ const environmentSchema = z.strictObject({
 const checkpointSchema = z.strictObject({
   every: posInt().default(5),
   keep: posInt().default(2),
+  /**
+   * Keep the checkpoint with the best held-out score (eval/<best_metric>, at every eval.every step)
+   * beside the last `keep` ones: saved when an evaluation beats every earlier one, never pruned,
+   * named in <run>/checkpoints/best.json (engine/train/checkpoints.ts).
+   */
+  keep_best: z.boolean().default(true).describe('keep the best checkpoint by held-out score beside the last ones'),
+  best_metric: z.string().min(1).default('exact_match').describe('held-out metric (higher is better) that picks the best checkpoint'),
 });
 
 export const experimentSchema = z.strictObject({
@@ -493,7 +500,18 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
     if (env.tasks && !existsSync(env.tasks)) issues.push({ field: 'environment.tasks', message: `file not found: ${env.tasks}` });
   }
   if (issues.length) throw new ConfigError(issues, opts.file);
+  const given = (input as { rollout?: Record<string, unknown> } | null)?.rollout ?? {};
+  DEFAULTED_LIMITS.set(cfg, new Set(ROLLOUT_LIMIT_KEYS.filter((k) => given[k] === undefined)));
   return cfg;
+}
+
+/** The rollout limits that may be sized from the task when the config leaves them out (engine/experiment/limits.ts). */
+export const ROLLOUT_LIMIT_KEYS = ['max_new_tokens', 'max_total_length', 'max_turns'] as const;
+const DEFAULTED_LIMITS = new WeakMap<object, Set<string>>();
+
+/** Which of rollout.max_new_tokens / max_total_length / max_turns the config left to their defaults (none for a config that was not validated from its file, e.g. a copy). */
+export function defaultedLimits(cfg: ExperimentConfig): Set<string> {
+  return DEFAULTED_LIMITS.get(cfg) ?? new Set();
 }
 
 /** Whether the config names user files (tools or a reward) that run in the sandbox. */

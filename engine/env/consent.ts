@@ -56,7 +56,8 @@ export function setConsentAsker(a: ConsentAsker | null): void {
 /** Arbor's own resources/ folder (trusted); resolved on first use. */
 let resources: string | undefined;
 function resourcesDir(): string {
-  return (resources ??= fileURLToPath(new URL('../../resources', import.meta.url)));
+  // (a string, not `new URL(…)`: under jsdom, as the renderer's tests run the engine, URL is jsdom's)
+  return (resources ??= resolve(dirname(fileURLToPath(import.meta.url)), '../../resources'));
 }
 const sha = (s: string | Buffer) => createHash('sha256').update(s).digest('hex');
 

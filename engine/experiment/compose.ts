@@ -22,6 +22,7 @@ import { pickTasks, engineRolloutPort } from '../train/rollout-port';
 import type { TaskSession } from './run-dir';
 import { evalMetrics, summarizeEval, type EvalSummary, type TaskKit } from '../tasks/kit';
 import { readTokenDemos } from '../train/sft';
+import { cutDemosWarning, demoNeeds, demoWasCut, fitLimits, MEASURE_LIMITS, promptLengths } from './limits';
 import { trajectoryToDemo } from '../train/trajectories';
 import type { AgentSession } from '../openai/agent-session';
 
@@ -56,6 +57,8 @@ export interface SessionExtras {
 }
 
 export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extras: SessionExtras = {}): Promise<TaskSession> {
+  // Limits that fit the task (./limits.ts): measured before the model and the KV cache are sized by them.
+  const sized = await sizeLimits(cfg, kit);
   const providers = cfg.backend === 'ort' ? await resolveProviders(cfg.device) : undefined;
   const lora = cfg.model.lora ? resolveLora(cfg.model.lora) : undefined;
   const modelOpts = {
@@ -107,8 +110,24 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
     return summarizeEval(trajectories);
   };
 
+  const sampleEval: NonNullable<TaskSession['sampleEval']> = async (o) => {
+    const pool = o.all ? [...new Map([...kit.evalTasks, ...kit.trainTasks].map((t) => [t.id, t])).values()] : kit.evalTasks;
+    const tasks = o.n !== undefined ? pool.slice(0, o.n) : pool;
+    const { trajectories } = await rollout(backend, {
+      tasks,
+      n: o.k,
+      seed: stepSeed(cfg.seed, 0, 5000),
+      sampling: { temperature: o.temperature },
+      limits,
+      stop: kit.stop,
+      tokenizer: kit.tokenizer,
+      ...(o.onProgress ? { onProgress: (p: { done: number; total: number }) => o.onProgress!(p.done, p.total) } : {}),
+    });
+    return trajectories;
+  };
+
   return {
-    warnings: await vocabularyWarnings(kit),
+    warnings: [...sized, ...(await vocabularyWarnings(kit))],
     ports: {
       rollout: agent?.rollout ?? engineRolloutPort(cfg, { backend, tokenizer: kit.tokenizer, tasks: kit.rlTasks ?? kit.trainTasks, stop: kit.stop }),
       policy,
@@ -122,9 +141,23 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
       if (!kit.expert) throw new Error(`task "${cfg.task.kind}" has no scripted expert; give sft.demos_path`);
       const tasks = pickTasks(kit.trainTasks, cfg.sft.demos, stepSeed(cfg.seed, 0, 4000));
       const { trajectories } = await rolloutTextPolicy(kit.expert, { tasks, n: 1, seed: cfg.seed, limits, tokenizer: kit.tokenizer });
+      // Demonstrations a limit cut are flagged (SFT on them teaches half calls), naming the limits and what the cut ones need.
+      const cut = trajectories.filter(demoWasCut);
+      if (cut.length) {
+        const whole = await rolloutTextPolicy(kit.expert, {
+          tasks: cut.map((t) => tasks.find((x) => x.id === t.taskId)!),
+          n: 1,
+          seed: cfg.seed,
+          limits: MEASURE_LIMITS,
+          tokenizer: kit.tokenizer,
+        });
+        // Flagged, not refused: limits the config sets are the researcher's (sized ones fit).
+        process.stderr.write(`warning: ${cutDemosWarning(trajectories, cfg, demoNeeds(whole.trajectories, []))}\n`);
+      }
       return trajectories.map(trajectoryToDemo);
     },
     evaluate,
+    sampleEval,
     evaluateNaiveRag: kit.naiveRag ? (n) => kit.naiveRag!(kit.evalTasks.slice(0, n)) : undefined,
     loadPolicy: (dir) => policy.load(dir),
     async setReference(dir) {
@@ -140,4 +173,26 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
       await model.dispose();
     },
   };
+}
+
+/**
+ * Before the model is built: the task's prompts and a sample of its SFT demonstrations (rendered
+ * with no practical limit) against the rollout limits. Limits the config left out are raised to fit
+ * ("limits sized from the task: …"); limits it sets too small are flagged with what they need
+ * ("demonstrations would be cut: …"); a prompt longer than max_total_length is refused.
+ */
+async function sizeLimits(cfg: ExperimentConfig, kit: TaskKit): Promise<string[]> {
+  const prompts = await promptLengths([...kit.trainTasks, ...kit.evalTasks]);
+  let demos: Awaited<ReturnType<typeof rolloutTextPolicy>>['trajectories'] = [];
+  if (cfg.sft.warm_start && !cfg.sft.demos_path && kit.expert) {
+    const sample = pickTasks(kit.trainTasks, Math.min(cfg.sft.demos, 32), stepSeed(cfg.seed, 0, 4000));
+    demos = (await rolloutTextPolicy(kit.expert, { tasks: sample, n: 1, seed: cfg.seed, limits: MEASURE_LIMITS, tokenizer: kit.tokenizer })).trajectories;
+  }
+  const { changes, problems } = fitLimits(cfg, demoNeeds(demos, prompts));
+  const longest = Math.max(0, ...prompts);
+  if (longest + 1 > cfg.rollout.max_total_length)
+    throw new Error(
+      `rollout.max_total_length is ${cfg.rollout.max_total_length}, the longest prompt is ${longest} tokens: set rollout.max_total_length ≥ ${longest + cfg.rollout.max_new_tokens} (or leave it out to have it sized from the task)`,
+    );
+  return [...changes.map((c) => `limits sized from the task: ${c}`), ...problems.map((p) => `demonstrations would be cut: ${p}`)];
 }

@@ -65,6 +65,8 @@ export interface DemoOptions {
   onStep?: (phase: 'sft' | 'grpo' | 'ppo', step: number, total: number, m: Record<string, number>) => void;
   signal?: AbortSignal;
   configFile?: string;
+  /** Override the config's seed (`arbor demo --seed N`: the demo over seeds, issue 28). */
+  seed?: number;
   /** Record the GRPO/PPO runs in the workspace store (so they open in the workbench). */
   record?: (
     phase: 'grpo' | 'ppo',
@@ -89,7 +91,7 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
   const elapsed = () => (performance.now() - t0) / 1000;
   const budget = opts.budgetSeconds ?? DEMO_BUDGET_SECONDS;
   const configFile = opts.configFile ?? DEMO_CONFIG;
-  const cfg = loadConfig(configFile);
+  const cfg = loadConfig(configFile, (raw) => opts.seed !== undefined && (raw.seed = opts.seed));
   const { dir } = createRunDir(cfg);
   const rows: DemoRow[] = [];
   const skipped: string[] = [];

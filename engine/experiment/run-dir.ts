@@ -5,6 +5,7 @@
  * checkpoints/ and sft/ (the warm-start checkpoint). The drivers take a `TaskSession` (the model,
  * environment and rollout wiring for the configured task) so they do not care where it came from.
  */
+import type { Trajectory } from '../rollout/types';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, isAbsolute, join, resolve } from 'node:path';
 import { arborHome } from '../store/db';
@@ -54,6 +55,12 @@ export interface TaskSession {
   demos(): Promise<Demo[]>;
   /** Held-out evaluation of the current policy (greedy unless eval.temperature > 0). */
   evaluate(n: number, onProgress?: (done: number, total: number) => void): Promise<EvalSummary>;
+  /**
+   * The evaluation harness's episodes (`arbor eval --k`): `k` samples per question at `temperature`
+   * over the held-out tasks (the first `n`), or with `all` over every task the kit has (the whole task
+   * file or dataset, training rows too).
+   */
+  sampleEval?(o: { k: number; temperature: number; n?: number; all?: boolean; onProgress?: (done: number, total: number) => void }): Promise<Trajectory[]>;
   /** Naive RAG baseline on the same held-out questions: one retrieval with the question, then answer. */
   evaluateNaiveRag?(n: number): Promise<EvalSummary>;
   /** Load an HF checkpoint folder into the policy (weights and optimizer state; not the reference). */

@@ -5,8 +5,10 @@
  */
 import { openDatabase } from '../store/db';
 import { HEARTBEAT_MS, Store } from '../store/store';
+import { assignRunToGroup } from '../store/groups';
 import type { ExperimentConfig } from '../config/experiment';
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createRunDir } from './run-dir';
 import { resolveProviders } from '../tensor/ort';
 import { decoderFor, openTaskSession } from './open';
@@ -25,7 +27,11 @@ export interface CliStoreRun {
  * Opening the workspace first turns runs whose owner died into `interrupted`. A heartbeat keeps
  * the ownership visible to other processes until `finish`.
  */
-export function openCliStoreRun(id: string, cfg: ExperimentConfig, opts: { resume: boolean; template: string; dir: string }): CliStoreRun {
+export function openCliStoreRun(
+  id: string,
+  cfg: ExperimentConfig,
+  opts: { resume: boolean; template: string; dir: string; group?: { id: string; cell: string } },
+): CliStoreRun {
   const store = new Store(openDatabase());
   let beat: NodeJS.Timeout | undefined;
   try {
@@ -39,6 +45,8 @@ export function openCliStoreRun(id: string, cfg: ExperimentConfig, opts: { resum
     if (!exists) {
       store.createRun({ id, name: cfg.name ?? id, template: opts.template, config: cfg as unknown as Record<string, unknown>, seed: cfg.seed, tags: ['cli'] });
       store.addArtifact(id, 'run-folder', opts.dir);
+      // A run of a seed sweep or grid (`arbor sweep`): its group and configuration cell.
+      if (opts.group) assignRunToGroup(store, id, opts.group.id, opts.group.cell);
     }
     store.claimRun(id);
     store.setStatus(id, 'running');
@@ -83,7 +91,7 @@ export function openCliStoreRun(id: string, cfg: ExperimentConfig, opts: { resum
  */
 export async function claimRunAndOpenTask(
   cfg: ExperimentConfig,
-  o: { store: boolean; template: string; runDir?: string; run?: { id: string; dir: string } },
+  o: { store: boolean; template: string; runDir?: string; run?: { id: string; dir: string }; group?: { id: string; cell: string } },
 ): Promise<{ id: string; dir: string; rec?: CliStoreRun; session: Awaited<ReturnType<typeof openTaskSession>> }> {
   // The device is checked before the run exists: `device: webgpu` with no adapter fails here, naming the fix.
   if (cfg.backend === 'ort') await resolveProviders(cfg.device);
@@ -91,13 +99,22 @@ export async function claimRunAndOpenTask(
   const { id, dir } = o.run ?? createRunDir(cfg, o.runDir);
   let rec: CliStoreRun | undefined;
   try {
-    rec = o.store ? openCliStoreRun(id, cfg, { resume: !!o.run, template: o.template, dir }) : undefined;
+    rec = o.store ? openCliStoreRun(id, cfg, { resume: !!o.run, template: o.template, dir, group: o.group }) : undefined;
   } catch (e) {
     if (fresh) rmSync(dir, { recursive: true, force: true });
     throw e;
   }
   try {
-    return { id, dir, rec, session: await openTaskSession(cfg) };
+    const before = JSON.stringify(cfg.rollout);
+    const session = await openTaskSession(cfg);
+    // Limits sized from the task (engine/experiment/limits.ts) are the run's: its config.json (what a
+    // resume reads) and its store record say what it trains with.
+    if (JSON.stringify(cfg.rollout) !== before) {
+      if (!o.run) writeFileSync(join(dir, 'config.json'), JSON.stringify(cfg, null, 2));
+      rec?.store.db.prepare('UPDATE runs SET config = ? WHERE id = ?').run(JSON.stringify(cfg), id);
+      for (const w of session.warnings ?? []) if (w.startsWith('limits sized')) rec?.store.log(id, 'info', w);
+    }
+    return { id, dir, rec, session };
   } catch (e) {
     if (rec) rec.finish('failed', e instanceof Error ? e.message : String(e));
     else if (fresh) rmSync(dir, { recursive: true, force: true });

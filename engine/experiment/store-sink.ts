@@ -179,7 +179,9 @@ export function storeSink(
         // resume records the checkpoint it continues from.
         store.addCheckpoint(runId, payload.fromStep, payload.checkpoint);
         store.log(runId, 'info', `resumed: ${JSON.stringify(payload)}`);
-      } else store.log(runId, kind === 'error' ? 'error' : 'info', `${kind}: ${JSON.stringify(payload)}`);
+      } else if (kind === 'warning' && typeof payload.message === 'string')
+        store.log(runId, 'warn', `step ${String(payload.step)}: ${payload.message}`); // "why didn't it learn" (engine/train/diagnostics.ts)
+      else store.log(runId, kind === 'error' ? 'error' : 'info', `${kind}: ${JSON.stringify(payload)}`);
     },
     flush: () => writer.flush(),
   };

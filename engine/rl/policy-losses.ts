@@ -137,8 +137,16 @@ export function ppoClipLoss(cfg: PolicyLossConfig): LossSpec {
         const capped = o.minimum(pg, o.mul(o.neg(adv), s(a.dual_clip)));
         pg = o.where(o.less(adv, s(0)), capped, pg);
       }
-      const clipFrac = tmean(o.cast(o.greater(pg2, pg1), 'float32'));
-      return finish(o, cfg, x, aggregateLoss(o, pg, mask, a.loss_agg_mode, cfg.rollout.max_total_length), { clip_fraction: clipFrac });
+      const clipped = o.cast(o.greater(pg2, pg1), 'float32');
+      const clipFrac = tmean(clipped);
+      // By side: A < 0 is clipped where ρ < 1 − ε_low, A > 0 where ρ > 1 + ε_high ("why didn't it learn", engine/train/diagnostics.ts).
+      const negAdv = o.cast(o.less(adv, s(0)), 'float32');
+      const clipLow = tmean(o.mul(clipped, negAdv));
+      return finish(o, cfg, x, aggregateLoss(o, pg, mask, a.loss_agg_mode, cfg.rollout.max_total_length), {
+        clip_fraction: clipFrac,
+        clip_low_fraction: clipLow,
+        clip_high_fraction: o.sub(clipFrac, clipLow),
+      });
     },
   };
 }

@@ -49,6 +49,8 @@ export interface OutcomeReward {
   formatOk?: boolean;
   /** The final answer the env extracted, if any. */
   answer?: string;
+  /** The task's gold answers (ToolEnv; absent or empty for tasks scored by a reward file alone). */
+  golds?: string[];
 }
 
 export interface Timings {

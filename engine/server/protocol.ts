@@ -56,6 +56,9 @@ export const runSummarySchema = z.object({
   parentId: z.string().optional(),
   /** The project the run belongs to (runs are grouped by project, as in W&B). */
   project: z.string().optional(),
+  /** The run's seed and algorithm (its config's algorithm.adv_estimator), for the runs table. */
+  seed: num.nullable().optional(),
+  algorithm: z.string().optional(),
 });
 
 export const checkpointSchema = z.object({
@@ -284,6 +287,56 @@ export const exportResultSchema = z.object({
 });
 export const importResultSchema = z.object({ runId: z.string(), trajectories: num, steps: z.array(num) });
 
+export const learningSchema = z.object({
+  /** Steps with the learn/* figures. */
+  steps: num,
+  flagged: z.array(z.object({ step: num, reasons: z.array(z.string()) })),
+  warnings: z.array(z.object({ step: num, message: z.string() })),
+});
+
+// ---- run groups (seed sweeps, grids): engine/store/groups.ts, engine/experiment/group-report.ts ----
+export const groupSummarySchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  kind: z.string(),
+  status: z.string(),
+  configFile: z.string().nullable(),
+  createdAt: num,
+  endedAt: num.nullable(),
+  /** Runs planned (configurations × seeds) and runs that exist. */
+  planned: num,
+  runs: num,
+});
+const statSummary = z.object({ n: num, mean: value, sd: value, min: value, max: value, lo: value, hi: value, values: z.array(value) });
+export const groupReportSchema = z.object({
+  group: z.object({ id: z.string(), name: z.string(), kind: z.string(), status: z.string(), configFile: z.string().nullable(), planned: num }),
+  cells: z.array(
+    z.object({
+      cell: z.string(),
+      overrides: z.record(z.string(), z.string()),
+      runs: z.array(z.object({ id: z.string(), seed: num.nullable(), status: z.string(), metrics: metricValues })),
+      missingSeeds: z.array(num),
+      metrics: z.record(z.string(), statSummary),
+    }),
+  ),
+  partial: z.boolean(),
+  notes: z.array(z.string()),
+});
+export const groupComparisonSchema = z.object({
+  a: z.string(),
+  b: z.string(),
+  cells: z.array(
+    z.object({
+      cellA: z.string(),
+      cellB: z.string(),
+      metrics: z.record(z.string(), z.object({ meanA: value, meanB: value, diff: value, lo: value, hi: value, na: num, nb: num })),
+    }),
+  ),
+});
+/** Per cell, per metric: the mean over the cell's runs at each step and its 95% t-interval (the Compare view's band). */
+export const bandSchema = z.object({ step: z.array(num), mean: z.array(numOrNull), lo: z.array(numOrNull), hi: z.array(numOrNull), n: z.array(num) });
+export const groupSeriesSchema = z.record(z.string(), z.record(z.string(), bandSchema));
+
 // ---- methods: params and result ----------------------------------------------------------
 const id = z.object({ id: z.string().min(1) });
 const runId = z.object({ runId: z.string().min(1) });
@@ -343,6 +396,20 @@ export const api = {
   'runs.importVerl': {
     params: z.object({ dir: z.string().min(1), name: z.string().optional(), tokenizer: z.string().min(1).optional() }),
     result: importResultSchema,
+  },
+  /** "Why didn't it learn?" (engine/train/diagnostics.ts): the run's flagged steps with their reasons and its warnings. */
+  'runs.learning': { params: id, result: learningSchema },
+  'groups.list': { params: none, result: z.array(groupSummarySchema) },
+  /** A group's report; `metrics`: keys or prefixes to report (default eval/*, sft/eval/*, lift/*). */
+  'groups.report': { params: z.object({ id: z.string().min(1), metrics: z.array(z.string()).optional() }), result: groupReportSchema },
+  /** Group b − group a: difference of means per metric with its bootstrap 95% interval. */
+  'groups.compare': {
+    params: z.object({ a: z.string().min(1), b: z.string().min(1), metrics: z.array(z.string()).optional() }),
+    result: groupComparisonSchema,
+  },
+  'groups.series': {
+    params: z.object({ id: z.string().min(1), keys: z.array(z.string()).optional(), maxPoints: z.number().int().positive().max(20000).optional() }),
+    result: groupSeriesSchema,
   },
   'metrics.series': {
     params: z.object({ runId: z.string().min(1), keys: z.array(z.string()).optional(), maxPoints: z.number().int().positive().max(20000).optional() }),
@@ -538,6 +605,11 @@ export type ChatEvent = z.infer<typeof chatEventSchema>;
 export type TranscriptEntry = z.infer<typeof transcriptEntrySchema>;
 export type QueueState = z.infer<typeof queueStateSchema>;
 export type EngineInfo = z.infer<typeof engineInfoSchema>;
+export type GroupSummary = z.infer<typeof groupSummarySchema>;
+export type GroupReport = z.infer<typeof groupReportSchema>;
+export type GroupComparison = z.infer<typeof groupComparisonSchema>;
+export type Band = z.infer<typeof bandSchema>;
+export type Learning = z.infer<typeof learningSchema>;
 
 export function isMethod(m: string): m is Method {
   return Object.prototype.hasOwnProperty.call(api, m);

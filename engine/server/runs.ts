@@ -300,5 +300,11 @@ export function runSummary(r: RunRow): RunSummary {
     error: r.error ?? undefined,
     parentId: r.parentId ?? undefined,
     project: r.project ?? undefined,
+    seed: r.seed ?? undefined,
+    // The advantage estimator names the algorithm (grpo, rloo, gae = PPO, …) for the runs table.
+    algorithm:
+      typeof (r.config.algorithm as { adv_estimator?: unknown } | undefined)?.adv_estimator === 'string'
+        ? String((r.config.algorithm as { adv_estimator: string }).adv_estimator)
+        : undefined,
   };
 }

@@ -12,6 +12,10 @@ import { approveTyped } from '../env/consent';
 import { openDatabase, WorkspaceError, type DB } from '../store/db';
 import { exportMetricsCsv, exportTrajectoriesJsonl, importVerlDump } from '../store/io';
 import { Store } from '../store/store';
+import { getGroup, groupRuns, listGroups } from '../store/groups';
+import { buildGroupReport, compareGroups } from '../experiment/group-report';
+import { bandSeries } from '../experiment/stats';
+import { FLAG_KEYS, flaggedSteps, seriesWarnings } from '../train/diagnostics';
 import { api, describeIssues, isMethod, requestSchema, type EventMessage, type Method, type ProtocolError, type Result, type Trajectory } from './protocol';
 import { RunManager, runSummary, type RunTemplate } from './runs';
 import { workspaceFiles } from './workspace-files';
@@ -225,6 +229,32 @@ export class EngineServer {
       R().writer.flush();
       const keys = p.keys ?? S().metricKeys(p.runId);
       return Object.fromEntries(keys.map((k) => [k, S().metricSeries(p.runId, k, p.maxPoints ?? 1500)]));
+    });
+    this.on('runs.learning', (p) => {
+      R().writer.flush();
+      S().getRun(p.id);
+      const series = Object.fromEntries(FLAG_KEYS.map((k) => [k, S().metricSeries(p.id, k, 20000)]));
+      return { steps: series['learn/zero_variance_groups']!.step.length, flagged: flaggedSteps(series), warnings: seriesWarnings(series) };
+    });
+    this.on('groups.list', () => listGroups(S()).map(({ plan, runs, ...g }) => ({ ...g, planned: plan.length, runs })));
+    const report = (id: string, metrics?: string[]) => {
+      R().writer.flush();
+      const g = getGroup(S(), id);
+      return buildGroupReport(g, groupRuns(S(), g.id), { metrics });
+    };
+    this.on('groups.report', (p) => report(p.id, p.metrics));
+    this.on('groups.compare', (p) => compareGroups(report(p.a, p.metrics), report(p.b, p.metrics)));
+    this.on('groups.series', (p) => {
+      R().writer.flush();
+      const g = getGroup(S(), p.id);
+      const runs = groupRuns(S(), g.id);
+      const out: Record<string, Record<string, ReturnType<typeof bandSeries>>> = {};
+      for (const cell of [...new Set(runs.map((r) => r.cell))]) {
+        const mine = runs.filter((r) => r.cell === cell);
+        const keys = p.keys ?? [...new Set(mine.flatMap((r) => S().metricKeys(r.id)))];
+        out[cell] = Object.fromEntries(keys.map((k) => [k, bandSeries(mine.map((r) => S().metricSeries(r.id, k, p.maxPoints ?? 1500)))]));
+      }
+      return out;
     });
     this.on('trajectories.steps', (p) => S().trajectorySteps(p.runId));
     this.on('trajectories.list', (p) => S().searchTrajectories(p));

@@ -93,6 +93,17 @@ export const MIGRATIONS: { version: number; name: string; sql: string }[] = [
       ALTER TABLE turns ADD COLUMN adv_outcome BLOB;
       ALTER TABLE turns ADD COLUMN adv_process BLOB;`,
   },
+  {
+    version: 7,
+    name: "run groups (seed sweeps and grids): the plan of (configuration, seed) cells, and each run's group and cell",
+    sql: `
+      CREATE TABLE run_groups (
+        id TEXT PRIMARY KEY, name TEXT NOT NULL, kind TEXT NOT NULL, config_file TEXT, plan TEXT NOT NULL DEFAULT '[]',
+        status TEXT NOT NULL DEFAULT 'running', created_at REAL NOT NULL, ended_at REAL);
+      ALTER TABLE runs ADD COLUMN group_id TEXT REFERENCES run_groups(id) ON DELETE SET NULL;
+      ALTER TABLE runs ADD COLUMN group_cell TEXT;
+      CREATE INDEX runs_group ON runs(group_id);`,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;

@@ -94,11 +94,46 @@ export async function saveCheckpoint(
   return { step: state.step, dir: final, state: full };
 }
 
-/** Delete all but the newest `keep` checkpoints, and any leftover partial folders. */
+/** Delete all but the newest `keep` checkpoints (never the best one, see markBest), and any leftover partial folders. */
 export function pruneCheckpoints(runDir: string, keep: number): void {
   const root = join(runDir, 'checkpoints');
   if (!existsSync(root)) return;
   for (const name of readdirSync(root)) if (name.endsWith('.partial')) rmSync(join(root, name), { recursive: true, force: true });
+  const best = readBest(runDir)?.step;
   const all = listCheckpoints(runDir);
-  for (const c of all.slice(0, Math.max(0, all.length - keep))) rmSync(c.dir, { recursive: true, force: true });
+  for (const c of all.slice(0, Math.max(0, all.length - keep))) if (c.step !== best) rmSync(c.dir, { recursive: true, force: true });
+}
+
+const BEST_FILE = 'best.json';
+
+/** The best checkpoint by held-out score: which step, by which metric, with what value. */
+export interface BestMark {
+  step: number;
+  metric: string;
+  value: number;
+}
+
+export function readBest(runDir: string): BestMark | undefined {
+  const f = join(runDir, 'checkpoints', BEST_FILE);
+  if (!existsSync(f)) return undefined;
+  try {
+    return JSON.parse(readFileSync(f, 'utf8')) as BestMark;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Name the checkpoint at `mark.step` the best (it must exist); the one it replaces is pruned like any other. */
+export function markBest(runDir: string, mark: BestMark, keep: number): void {
+  const root = join(runDir, 'checkpoints');
+  if (!existsSync(join(root, checkpointDirName(mark.step), STATE_FILE))) throw new Error(`no checkpoint at step ${mark.step} in ${root} to mark as the best`);
+  writeFileSync(join(root, `${BEST_FILE}.partial`), JSON.stringify(mark, null, 2));
+  renameSync(join(root, `${BEST_FILE}.partial`), join(root, BEST_FILE));
+  pruneCheckpoints(runDir, keep);
+}
+
+/** The best checkpoint by held-out score, when the run kept one and its folder exists. */
+export function bestCheckpoint(runDir: string): CheckpointInfo | undefined {
+  const b = readBest(runDir);
+  return b ? listCheckpoints(runDir).find((c) => c.step === b.step) : undefined;
 }

@@ -10,7 +10,8 @@
  */
 import type { ExperimentConfig } from '../config/experiment';
 import type { TokenSignal } from '../rl/token-signals';
-import { latestCheckpoint, saveCheckpoint, type CheckpointInfo } from './checkpoints';
+import { latestCheckpoint, markBest, readBest, saveCheckpoint, type BestMark, type CheckpointInfo } from './checkpoints';
+import { ADVANTAGE_QUANTILES, LearningWatch, quantiles } from './diagnostics';
 import {
   chunks,
   dropFlatGroups,
@@ -184,6 +185,23 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
   };
 
   const alg = cfg.algorithm;
+  const watch = new LearningWatch();
+  // The best checkpoint by held-out score (checkpoint.keep_best): kept beside the last ones, never pruned.
+  let best: BestMark | undefined = opts.resume ? readBest(opts.runDir) : undefined;
+  const bestImproved = (ev: Record<string, number>): boolean => {
+    if (!cfg.checkpoint.keep_best) return false;
+    const v = ev[cfg.checkpoint.best_metric];
+    if (v === undefined)
+      throw new Error(
+        `checkpoint.best_metric: "${cfg.checkpoint.best_metric}" is not a held-out metric of this task (it reports ${Object.keys(ev).join(', ')})`,
+      );
+    return Number.isFinite(v) && (best === undefined || v > best.value);
+  };
+  const keepBest = (step: number, ev: Record<string, number>) => {
+    best = { step, metric: cfg.checkpoint.best_metric, value: ev[cfg.checkpoint.best_metric]! };
+    markBest(opts.runDir, best, cfg.checkpoint.keep);
+    sink.event?.('best_checkpoint', { ...best });
+  };
   let lastEval: Record<string, number> | undefined;
   let step = start;
   let stopped = false;
@@ -266,17 +284,42 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     let aSum = 0;
     let aAbs = 0;
     let aN = 0;
+    // "Why didn't it learn?" (./diagnostics.ts): the advantage distribution over model tokens, the
+    // share of tokens / episodes that carry a policy gradient, and the groups with no reward variance.
+    const advTokens: number[] = [];
+    let live = 0;
+    let liveEpisodes = 0;
     for (const e of episodes) {
       const a = advantages.get(e)!;
+      let any = false;
       for (let i = 0; i < e.lossMask.length; i++)
         if (e.lossMask[i]) {
           aSum += a[i]!;
           aAbs += Math.abs(a[i]!);
           aN++;
+          advTokens.push(a[i]!);
+          if (Math.abs(a[i]!) > 1e-8) {
+            live++;
+            any = true;
+          }
         }
+      if (any) liveEpisodes++;
     }
     m['advantage/mean'] = aN ? aSum / aN : 0;
     m['advantage/abs_mean'] = aN ? aAbs / aN : 0;
+    const aMean = aN ? aSum / aN : 0;
+    m['advantage/std'] = aN ? Math.sqrt(advTokens.reduce((acc, x) => acc + (x - aMean) ** 2, 0) / aN) : 0;
+    quantiles(
+      advTokens,
+      ADVANTAGE_QUANTILES.map(([, q]) => q),
+    ).forEach((v, i) => (m[`advantage/${ADVANTAGE_QUANTILES[i]![0]}`] = v));
+    m['learn/gradient_share'] = aN ? live / aN : 0;
+    m['learn/episode_share'] = episodes.length ? liveEpisodes / episodes.length : 0;
+    const rewardsByGroup = new Map<number, number[]>();
+    for (const e of episodes) rewardsByGroup.set(e.group, [...(rewardsByGroup.get(e.group) ?? []), e.reward]);
+    m['learn/zero_variance_groups'] = rewardsByGroup.size
+      ? [...rewardsByGroup.values()].filter((g) => g.every((x) => x === g[0])).length / rewardsByGroup.size
+      : 0;
 
     // ---- update: PPO epochs × mini-batches, each accumulating over micro-batches ------------
     const t2 = performance.now();
@@ -337,19 +380,25 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
       ...(signals.size ? { signals } : {}),
       ...(parts ? { advantageParts: parts } : {}),
     });
+    let improved = false;
     if (ports.eval && cfg.eval.every > 0 && step % cfg.eval.every === 0) {
       lastEval = await ports.eval.evaluate({ step, n: cfg.eval.n_questions });
       for (const [key, v] of Object.entries(lastEval)) m[`eval/${key}`] = v;
+      improved = bestImproved(lastEval);
     }
     await sink.metrics(step, m);
+    for (const message of watch.observe(step, m)) sink.event?.('warning', { step, message });
     opts.onStep?.(step, m);
-    if (step % cfg.checkpoint.every === 0 || step === cfg.steps || opts.signal?.aborted) await save(step);
+    if (step % cfg.checkpoint.every === 0 || step === cfg.steps || opts.signal?.aborted || improved) await save(step);
+    if (improved) keepBest(step, lastEval!);
   }
   const lastStep = step - 1;
   if (stopped && lastStep >= start && lastCheckpoint?.step !== lastStep) await save(lastStep);
   if (ports.eval && !stopped && (cfg.eval.every === 0 || cfg.steps % cfg.eval.every !== 0) && lastStep >= start) {
     lastEval = await ports.eval.evaluate({ step: lastStep, n: cfg.eval.n_questions });
     await sink.metrics(lastStep, Object.fromEntries(Object.entries(lastEval).map(([k2, v]) => [`eval/${k2}`, v])));
+    // The last step's checkpoint was saved above (step === cfg.steps).
+    if (bestImproved(lastEval) && lastCheckpoint?.step === lastStep) keepBest(lastStep, lastEval);
   }
   return { firstStep: start, lastStep, stopped, lastCheckpoint, lastEval };
 }

@@ -28,6 +28,13 @@ describe('time-weighted EMA', () => {
     const gapped = timeWeightedEma([0, 1, 100], [0, 0, 1], 0.9) as number[];
     expect(gapped[2]).toBeGreaterThan(dense[2]);
   });
+  it('visibly smooths a short run at the default amount (0.6)', () => {
+    const xs = Array.from({ length: 20 }, (_, i) => i + 1);
+    const ys = xs.map((x) => (x % 2 ? 1 : 0));
+    const s = timeWeightedEma(xs, ys, 0.6) as number[];
+    // The raw curve alternates 0/1; the smoothed one stays well inside.
+    for (const y of s.slice(5)) expect(Math.abs(y - 0.5)).toBeLessThan(0.2);
+  });
   it('skips non-finite values without poisoning the average', () => {
     const s = timeWeightedEma([0, 1, 2], [1, Number.NaN, 1], 0.5);
     expect(s[1]).toBeNull();

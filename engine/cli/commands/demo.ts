@@ -20,66 +20,72 @@ export function register(program: Command): void {
     .option('--budget <seconds>', 'wall-clock budget (PPO runs only if it fits)', (v) => Number(v), DEMO_BUDGET_SECONDS)
     .option('--config <file>', 'use another experiment config instead of resources/configs/demo.yaml')
     .option('--no-store', 'do not record the RL runs in the workspace database')
+    .option('--seed <n>', "override the demo config's seed (SFT and RL draws)", (v) => Number(v))
     .option(
       '--algorithms <list>',
       'instead: the RL algorithms side by side (grpo,gspo,gigpo,arpo,aepo) from one SFT checkpoint, same seed and rollout token budget',
     )
     .option('--token-budget <tokens>', 'with --algorithms: rollout model tokens each algorithm trains on', (v) => Number(v), 100_000)
-    .action(async (o: { json?: boolean; budget: number; config?: string; store: boolean; algorithms?: string; tokenBudget: number }, cmd: Command) => {
-      if (o.algorithms !== undefined) {
-        if (cmd.getOptionValueSource('budget') === 'cli')
-          throw new Error('--budget: applies to the demo’s own GRPO/PPO runs; with --algorithms each algorithm stops at --token-budget');
-        return ablation({ ...o, algorithms: o.algorithms });
-      }
-      if (cmd.getOptionValueSource('tokenBudget') === 'cli') throw new Error('--token-budget: applies only with --algorithms');
-      const stop = interruptSignal(() => process.stderr.write('\nstopping after this step; Ctrl-C again to quit now\n'));
-      const cb = progressCallbacks(o, 'demo', (phase) => phase);
-      try {
-        const res = await runDemo({
-          openSession: openTaskSession,
-          budgetSeconds: o.budget,
-          configFile: o.config,
-          signal: stop.signal,
-          ...cb.callbacks,
-        });
-        cb.stop();
-        if (o.json) {
-          console.log(JSON.stringify(res));
-          return;
+    .action(
+      async (o: { json?: boolean; budget: number; config?: string; store: boolean; seed?: number; algorithms?: string; tokenBudget: number }, cmd: Command) => {
+        if (o.seed !== undefined && (!Number.isInteger(o.seed) || o.seed < 0)) throw new Error(`--seed: "${o.seed}" is not a non-negative integer`);
+        if (o.seed !== undefined && o.algorithms !== undefined) throw new Error('--seed: applies to the demo itself; give the ablation its seed in --config');
+        if (o.algorithms !== undefined) {
+          if (cmd.getOptionValueSource('budget') === 'cli')
+            throw new Error('--budget: applies to the demo’s own GRPO/PPO runs; with --algorithms each algorithm stops at --token-budget');
+          return ablation({ ...o, algorithms: o.algorithms });
         }
-        const pct = (x: number) => (Number.isNaN(x) ? '-' : (100 * x).toFixed(1));
-        console.log(
-          '\n' +
-            renderTable(
-              ['method', 'EM all', 'EM 1-hop', 'EM 2-hop', 'tool calls/ep', 'time (s)'],
-              res.rows.map((r) => [
-                r.method,
-                pct(r.exactMatch),
-                pct(r.exactMatch1Hop),
-                pct(r.exactMatch2Hop),
-                r.toolCallsPerEpisode.toFixed(2),
-                r.seconds.toFixed(0),
-              ]),
-            ),
-        );
-        console.log(
-          `\n2-hop: SFT+GRPO − SFT = ${res.bar.grpoMinusSft2Hop.toFixed(1)} EM points; beats naive RAG: ${res.bar.grpoBeatsNaiveRag2Hop ? 'yes' : 'no'} → bar ${res.bar.passed ? 'met' : 'NOT met'}`,
-        );
-        const sec = res.seconds;
-        console.log(
-          '\n' +
-            renderTable(
-              ['phase', 'SFT', 'rollout', 'scoring', 'update', 'evaluation', 'other', 'total'],
-              [['seconds', ...[sec.sft, sec.rollout, sec.scoring, sec.update, sec.evaluation, sec.other, sec.total].map((x) => x.toFixed(1))]],
-            ),
-        );
-        for (const s of res.skipped) console.log(`skipped: ${s}`);
-        console.log(`total ${res.totalSeconds.toFixed(0)} s; run folder ${res.runDir}`);
-      } finally {
-        cb.stop();
-        stop.dispose();
-      }
-    });
+        if (cmd.getOptionValueSource('tokenBudget') === 'cli') throw new Error('--token-budget: applies only with --algorithms');
+        const stop = interruptSignal(() => process.stderr.write('\nstopping after this step; Ctrl-C again to quit now\n'));
+        const cb = progressCallbacks(o, 'demo', (phase) => phase);
+        try {
+          const res = await runDemo({
+            openSession: openTaskSession,
+            budgetSeconds: o.budget,
+            configFile: o.config,
+            seed: o.seed,
+            signal: stop.signal,
+            ...cb.callbacks,
+          });
+          cb.stop();
+          if (o.json) {
+            console.log(JSON.stringify(res));
+            return;
+          }
+          const pct = (x: number) => (Number.isNaN(x) ? '-' : (100 * x).toFixed(1));
+          console.log(
+            '\n' +
+              renderTable(
+                ['method', 'EM all', 'EM 1-hop', 'EM 2-hop', 'tool calls/ep', 'time (s)'],
+                res.rows.map((r) => [
+                  r.method,
+                  pct(r.exactMatch),
+                  pct(r.exactMatch1Hop),
+                  pct(r.exactMatch2Hop),
+                  r.toolCallsPerEpisode.toFixed(2),
+                  r.seconds.toFixed(0),
+                ]),
+              ),
+          );
+          console.log(
+            `\n2-hop: SFT+GRPO − SFT = ${res.bar.grpoMinusSft2Hop.toFixed(1)} EM points; beats naive RAG: ${res.bar.grpoBeatsNaiveRag2Hop ? 'yes' : 'no'} → bar ${res.bar.passed ? 'met' : 'NOT met'}`,
+          );
+          const sec = res.seconds;
+          console.log(
+            '\n' +
+              renderTable(
+                ['phase', 'SFT', 'rollout', 'scoring', 'update', 'evaluation', 'other', 'total'],
+                [['seconds', ...[sec.sft, sec.rollout, sec.scoring, sec.update, sec.evaluation, sec.other, sec.total].map((x) => x.toFixed(1))]],
+              ),
+          );
+          for (const s of res.skipped) console.log(`skipped: ${s}`);
+          console.log(`total ${res.totalSeconds.toFixed(0)} s; run folder ${res.runDir}`);
+        } finally {
+          cb.stop();
+          stop.dispose();
+        }
+      },
+    );
 }
 
 /** `arbor demo --algorithms …`: the ablation table (engine/experiment/ablation.ts). */

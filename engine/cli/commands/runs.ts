@@ -54,7 +54,9 @@ export function register(program: Command): void {
     .action((id: string, o: { json?: boolean; engine?: string }) =>
       withEngine(o, async (c) => {
         const r = await c.request('runs.get', { id });
-        if (o.json) return console.log(JSON.stringify(r, null, 2));
+        // "Why didn't it learn?" (engine/train/diagnostics.ts): flagged steps and warnings from the stored series.
+        const learning = await c.request('runs.learning', { id });
+        if (o.json) return console.log(JSON.stringify({ ...r, learning }, null, 2));
         console.log(
           `${r.project ? `${r.project}/` : ''}${r.name} (${r.id}) — ${r.status}, step ${r.step}${r.parentId ? `, from ${r.parentId}` : ''}${r.tags.length ? `, tags ${r.tags.join(', ')}` : ''}${r.error ? `\nerror: ${r.error}` : ''}`,
         );
@@ -84,6 +86,13 @@ export function register(program: Command): void {
               `  ${t.id} ← ${f.parent} at turn ${f.turn + 1}${f.token !== null ? ` token ${f.token}` : ''}${f.edit ? ` (${f.edit.kind} edited)` : ''}, checkpoint ${f.checkpoint.id}, T ${f.sampling.temperature}: reward ${fmt(t.reward)}${t.outcome !== undefined ? `, answer ${JSON.stringify(t.outcome)}` : ''}`,
             );
           }
+        }
+        if (learning.steps) {
+          console.log(`why didn't it learn: ${learning.flagged.length} of ${learning.steps} steps flagged`);
+          for (const w of learning.warnings) console.log(`  warning: step ${w.step}: ${w.message}`);
+          const shown = learning.flagged.slice(-15);
+          if (learning.flagged.length > shown.length) console.log(`  (the last ${shown.length}; \`arbor show ${id} --json\` lists all)`);
+          for (const f of shown) console.log(`  step ${String(f.step).padStart(5)}  ${f.reasons.join('; ')}`);
         }
       }),
     );

@@ -3,15 +3,17 @@
  * with a live progress bar, Ctrl-C = stop after saving a checkpoint (twice = exit at once), and a
  * final summary table.
  */
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { loadConfig } from '../../config/experiment';
+import { applyOverrides, parseSeeds, runSweep } from './sweep';
 import { runExperiment } from '../../experiment/runner';
 import { progressBar, renderTable } from '../../experiment/report';
 import { openRun } from '../../experiment/run-dir';
 import { JsonlSink, memoryLimitWatcher, teeSink } from '../../experiment/sinks';
 import { claimRunAndOpenTask } from '../../experiment/store-run';
 import { interruptSignal, note } from '../lifecycle';
-import { latestCheckpoint } from '../../train/checkpoints';
+import { bestCheckpoint, latestCheckpoint } from '../../train/checkpoints';
+import type { SinkPort } from '../../train/loop';
 
 /** Ctrl-C / SIGTERM / SIGHUP / a closed output pipe stop after the step; see ../lifecycle.ts. */
 export { interruptSignal } from '../lifecycle';
@@ -27,14 +29,57 @@ export function register(program: Command): void {
     .option('--print-config', 'print the resolved config (all defaults filled) and exit')
     .option('--json', 'print the final result as one JSON object on stdout')
     .option('--no-store', 'do not record the run in the workspace database (metrics.jsonl only)')
+    .option('--seed <n>', "override the config's seed", (v) => parseSeeds(v, '--seed')[0]!)
+    .option('--set <key=value>', 'override a config key (dotted path, YAML value); repeatable', (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--seeds <list>', 'run the config once per seed (e.g. 0,1,2,3 or 0-3) as one group; `arbor report <group>` summarises it')
+    .option('--parallel <n>', 'with --seeds: runs at a time (default 1: one after another)', (v) => Number(v), 1)
+    .addOption(new Option('--group <id>', 'record the run in this group (set by `arbor sweep`)').hideHelp())
+    .addOption(new Option('--cell <label>', "the run's configuration in its group (set by `arbor sweep`)").hideHelp())
     .action(
       async (
         configFile: string | undefined,
-        o: { resume?: string; runDir?: string; steps?: number; printConfig?: boolean; json?: boolean; store: boolean },
+        o: {
+          resume?: string;
+          runDir?: string;
+          steps?: number;
+          printConfig?: boolean;
+          json?: boolean;
+          store: boolean;
+          seed?: number;
+          set: string[];
+          seeds?: string;
+          parallel: number;
+          group?: string;
+          cell?: string;
+        },
       ) => {
         if (!configFile && !o.resume) throw new Error('give a config file, or --resume <run>');
+        if (o.seeds !== undefined) {
+          if (!configFile) throw new Error('--seeds needs a config file (a group is new runs; --resume continues one run)');
+          if (o.resume || o.runDir || o.seed !== undefined || o.printConfig)
+            throw new Error('--seeds cannot be combined with --resume, --run-dir, --seed or --print-config');
+          await runSweep(configFile, {
+            seeds: parseSeeds(o.seeds, '--seeds'),
+            grid: [],
+            set: o.set,
+            steps: o.steps,
+            parallel: o.parallel,
+            json: o.json,
+            store: o.store,
+          });
+          return;
+        }
+        if (o.parallel !== 1) throw new Error('--parallel applies to --seeds (a group of runs); give --seeds too');
+        if (o.resume && (o.seed !== undefined || o.set.length)) throw new Error("--seed / --set change a new run's config; a resumed run keeps its own");
+        if ((o.group || o.cell) && !o.store) throw new Error('--group: a group lives in the workspace database; drop --no-store');
         const run = o.resume ? openRun(o.resume) : undefined;
-        const cfg = configFile ? loadConfig(configFile, (raw) => o.steps !== undefined && (raw.steps = o.steps)) : run!.cfg;
+        const cfg = configFile
+          ? loadConfig(configFile, (raw) => {
+              applyOverrides(raw, o.set);
+              if (o.seed !== undefined) raw.seed = o.seed;
+              if (o.steps !== undefined) raw.steps = o.steps;
+            })
+          : run!.cfg;
         if (o.steps !== undefined) cfg.steps = o.steps;
         if (o.printConfig) {
           console.log(JSON.stringify(cfg, null, 2));
@@ -49,18 +94,35 @@ export function register(program: Command): void {
             );
           }
         }
-        const { id, dir, rec, session } = await claimRunAndOpenTask(cfg, { store: o.store, template: cfg.task.kind, runDir: o.runDir, run });
+        const { id, dir, rec, session } = await claimRunAndOpenTask(cfg, {
+          store: o.store,
+          template: cfg.task.kind,
+          runDir: o.runDir,
+          run,
+          group: o.group ? { id: o.group, cell: o.cell ?? 'base' } : undefined,
+        });
         for (const w of session.warnings ?? []) process.stderr.write(`warning: ${w}\n`);
         let bar = progressBar('train', cfg.steps, { quiet: true });
         const limits = memoryLimitWatcher((step, hits) =>
           note(`\nwarning: step ${step}: ${hits.length} tool call(s) exceeded the sandbox memory limit (${hits[0]!.name}: ${hits[0]!.error})\n`),
         );
+        // "Why didn't it learn" warnings (groups flat for 10 steps, no more tool calls): said at once, and kept in the run's log.
+        const warnings: string[] = [];
+        const warn: SinkPort = {
+          metrics() {},
+          truncateAfter() {},
+          event(kind, p) {
+            if (kind !== 'warning' || typeof p.message !== 'string') return;
+            warnings.push(`step ${String(p.step)}: ${p.message}`);
+            note(`\nwarning: step ${String(p.step)}: ${p.message}\n`);
+          },
+        };
         const stop = interruptSignal((why) => note(`\nstopping after this step (${why}; a checkpoint will be saved); Ctrl-C again to quit now\n`));
         try {
           const res = await runExperiment(cfg, {
             runDir: dir,
             session,
-            sink: rec ? teeSink(new JsonlSink(dir), rec.sink, limits) : teeSink(new JsonlSink(dir), limits),
+            sink: rec ? teeSink(new JsonlSink(dir), rec.sink, limits, warn) : teeSink(new JsonlSink(dir), limits, warn),
             resume: !!run,
             signal: stop.signal,
             onPhase: (phase, total) => {
@@ -81,6 +143,8 @@ export function register(program: Command): void {
             run: id,
             dir,
             toolMemoryLimitHits: limits.count(),
+            warnings,
+            bestCheckpoint: bestCheckpoint(dir)?.dir,
             sft: res.sft,
             firstStep: rl?.firstStep,
             lastStep: rl?.lastStep,
@@ -101,6 +165,9 @@ export function register(program: Command): void {
               console.log(
                 `run ${id} ${rl.stopped ? 'stopped' : 'finished'} at step ${rl.lastStep} (started at ${rl.firstStep}); checkpoint ${rl.lastCheckpoint?.dir ?? '-'}`,
               );
+            const best = bestCheckpoint(dir);
+            if (best && best.dir !== rl?.lastCheckpoint?.dir) console.log(`best checkpoint by held-out ${cfg.checkpoint.best_metric}: ${best.dir}`);
+            for (const w of warnings) console.log(`warning: ${w}`);
             if (limits.count())
               console.log(
                 `warning: ${limits.count()} tool call(s) exceeded the sandbox memory limit during this run (each became an error observation; see the run's log)`,

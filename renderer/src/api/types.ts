@@ -51,6 +51,14 @@ export interface Trajectory extends TrajSummary {
 
 export type EnvFile = wire.Result<'env.files'>[number];
 
+/** A run group (seed sweep or grid); createdAt/endedAt in milliseconds. */
+export type GroupSummary = wire.GroupSummary;
+export type Learning = wire.Learning;
+export type GroupReport = wire.GroupReport;
+export type GroupComparison = wire.GroupComparison;
+/** Per cell, per metric: the mean over the cell's runs per step with its 95% interval. */
+export type GroupSeries = Record<string, Record<string, wire.Band>>;
+
 /** A file `runs.export` wrote: metrics (CSV, `count` steps) or trajectories (JSONL, `count` lines). */
 export type ExportedFile = wire.Result<'runs.export'>['files'][number];
 
@@ -122,6 +130,13 @@ export interface ArborApi {
   liveClose(sessionId: string): Promise<void>;
   /** The top-k next tokens at a stored position under a checkpoint (default: the one that sampled it). */
   topK(req: wire.Params<'replay.topk'>): Promise<wire.Result<'replay.topk'>>;
+  /** "Why didn't it learn?": the run's flagged steps (with reasons) and warnings. */
+  runLearning(id: string): Promise<Learning>;
+  listGroups(): Promise<GroupSummary[]>;
+  groupReport(id: string, metrics?: string[]): Promise<GroupReport>;
+  /** Group b − group a per metric: difference of means with its bootstrap interval. */
+  compareGroups(a: string, b: string): Promise<GroupComparison>;
+  groupSeries(id: string, maxPoints?: number): Promise<GroupSeries>;
   /** Write the run's metrics CSV and trajectories JSONL into the workspace's exports/ folder. */
   exportRun(id: string): Promise<ExportedFile[]>;
   /** Resolves with what the engine reports about the episode (the world or dataset its search tool read, why it ended). */

@@ -14,6 +14,22 @@ export interface ChartSeries {
   xs: number[];
   ys: (number | null)[];
   color: string;
+  /** An interval around the line (a group's 95% interval of the mean per step), drawn as a shaded band. */
+  band?: { lo: (number | null)[]; hi: (number | null)[] };
+}
+
+/** The unit a metric's values are in, from its key (for the y axis label); '' when it has none. */
+export function unitOf(key: string): string {
+  const k = key.toLowerCase();
+  if (/tokens_per_s$/.test(k)) return 'tokens/s';
+  if (/^time\/|_s$|seconds/.test(k)) return 's';
+  if (/_ms$/.test(k)) return 'ms';
+  if (/length|_tokens$|tokens\/|model_tokens/.test(k)) return 'tokens';
+  if (/per_episode/.test(k)) return 'per episode';
+  if (/rate|fraction|share|exact_match|pass@|mean@|format|accuracy|zero_variance/.test(k)) return 'fraction';
+  if (/(^|\/)lr$/.test(k)) return 'learning rate';
+  if (/reward|advantage/.test(k)) return 'reward';
+  return '';
 }
 
 export const PALETTE = ['#5aa9ff', '#ff8a5b', '#6dd39a', '#d98cff', '#f5d76e', '#ff6b8b', '#4fd1c5', '#b0b7c3'];
@@ -21,27 +37,46 @@ export const PALETTE = ['#5aa9ff', '#ff8a5b', '#6dd39a', '#d98cff', '#f5d76e', '
 export function MetricChart({ title, series, smoothing, height = 180 }: { title: string; series: ChartSeries[]; smoothing: number; height?: number }) {
   const host = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
-  const shape = series.map((s) => s.label).join('|') + `|${smoothing > 0}`;
+  const shape = series.map((s) => `${s.label}${s.band ? '+band' : ''}`).join('|') + `|${smoothing > 0}`;
+  const bands = series.filter((s) => s.band).length;
+  const unit = unitOf(title);
 
   // Build the plot when the set of series changes; later data updates go through setData.
   useEffect(() => {
     const el = host.current;
     if (!el) return;
     const uSeries: uPlot.Series[] = [{ label: 'step' }];
+    const uBands: uPlot.Band[] = [];
+    // Legend rows that are not a run's value: the faint raw curves and the band edges.
+    const hidden = new Set<number>();
     for (const s of series) {
-      if (smoothing > 0) uSeries.push({ label: `${s.label} (raw)`, stroke: s.color + '40', width: 1, spanGaps: true, show: true });
+      if (smoothing > 0) {
+        hidden.add(uSeries.length);
+        uSeries.push({ label: `${s.label} (raw)`, stroke: s.color + '40', width: 1, spanGaps: true, show: true });
+      }
       uSeries.push({ label: s.label, stroke: s.color, width: 1.5, spanGaps: true, value: (_u, v) => (v == null ? '—' : fmt(v)) });
+      if (s.band) {
+        const hi = uSeries.length;
+        hidden.add(hi).add(hi + 1);
+        uSeries.push({ label: `${s.label} (95% hi)`, stroke: s.color + '00', width: 0, spanGaps: true, points: { show: false } });
+        uSeries.push({ label: `${s.label} (95% lo)`, stroke: s.color + '00', width: 0, spanGaps: true, points: { show: false } });
+        uBands.push({ series: [hi, hi + 1], fill: s.color + '33' });
+      }
     }
     const opts: uPlot.Options = {
       width: Math.max(200, el.clientWidth),
       height,
       series: uSeries,
+      bands: uBands,
       legend: { live: true },
       cursor: { drag: { x: true, y: false } },
       scales: { x: { time: false }, y: { range: yRange } },
       axes: [
         // Steps are integers: no 1.5 ticks.
         {
+          label: 'step',
+          labelSize: 14,
+          labelFont: '11px sans-serif',
           stroke: '#8a93a3',
           grid: { stroke: '#2a2f3a', width: 1 },
           ticks: { stroke: '#2a2f3a' },
@@ -52,18 +87,14 @@ export function MetricChart({ title, series, smoothing, height = 180 }: { title:
           stroke: '#8a93a3',
           grid: { stroke: '#2a2f3a', width: 1 },
           ticks: { stroke: '#2a2f3a' },
+          ...(unit ? { label: unit, labelSize: 14, labelFont: '11px sans-serif' } : {}),
           size: 60,
           values: (_u, vals, _ax, _space, incr) => vals.map((v) => tickLabel(v, incr)),
         },
       ],
       hooks: {
-        // The faint raw curves stay out of the legend; it lists the smoothed value per run.
-        init: [
-          (u) =>
-            u.root
-              .querySelectorAll<HTMLElement>('.u-legend .u-series')
-              .forEach((row, i) => i > 0 && smoothing > 0 && i % 2 === 1 && (row.style.display = 'none')),
-        ],
+        // The faint raw curves and band edges stay out of the legend; it lists the smoothed value per run.
+        init: [(u) => u.root.querySelectorAll<HTMLElement>('.u-legend .u-series').forEach((row, i) => hidden.has(i) && (row.style.display = 'none'))],
         // Away from the cursor the legend shows the last step's values instead of dashes.
         setCursor: [(u) => u.cursor.idx == null && showLast(u)],
         setData: [(u) => u.cursor.idx == null && showLast(u)],
@@ -84,13 +115,16 @@ export function MetricChart({ title, series, smoothing, height = 180 }: { title:
     plot.current?.setData(buildData(series, smoothing) as uPlot.AlignedData);
   }, [series, smoothing]);
 
-  const last = series.map((s) => lastFinite(s.ys));
+  // The header's last value is the one the legend shows at the last step: the smoothed curve's when smoothing.
+  const last = series.map((s) => lastFinite(smoothing > 0 ? timeWeightedEma(s.xs, s.ys, smoothing) : s.ys));
   return (
-    <div className="chart" data-testid={`chart-${title}`}>
+    <div className="chart" data-testid={`chart-${title}`} data-bands={bands}>
       <div className="chart-title">
         <span>{title}</span>
         <span className="chart-last" data-testid="chart-points">
-          {series.length === 1 ? `${series[0].xs.length} pts · last ${last[0] == null ? '—' : fmt(last[0])}` : `${series.length} runs`}
+          {series.length === 1
+            ? `${series[0].xs.length} pts · last ${last[0] == null ? '—' : fmt(last[0])}${smoothing > 0 ? ' (smoothed)' : ''}`
+            : `${series.length} ${bands ? 'lines' : 'runs'}`}
         </span>
       </div>
       <div ref={host} />
@@ -127,9 +161,12 @@ export function tickLabel(v: number, incr: number): string {
 
 function buildData(series: ChartSeries[], smoothing: number): uPlot.AlignedData {
   const cols: { xs: number[]; ys: (number | null)[] }[] = [];
+  const smooth = (xs: number[], ys: (number | null)[]) => (smoothing > 0 ? timeWeightedEma(xs, ys, smoothing) : ys);
   for (const s of series) {
     if (smoothing > 0) cols.push({ xs: s.xs, ys: s.ys });
-    cols.push({ xs: s.xs, ys: smoothing > 0 ? timeWeightedEma(s.xs, s.ys, smoothing) : s.ys });
+    cols.push({ xs: s.xs, ys: smooth(s.xs, s.ys) });
+    // The band is smoothed like its line, so the line stays inside it.
+    if (s.band) cols.push({ xs: s.xs, ys: smooth(s.xs, s.band.hi) }, { xs: s.xs, ys: smooth(s.xs, s.band.lo) });
   }
   return alignSeries(cols) as unknown as uPlot.AlignedData;
 }

@@ -7,3 +7,11 @@ export function fmt(v: number): string {
   if (Number.isInteger(v)) return String(v);
   return v.toPrecision(4);
 }
+
+/** A duration in milliseconds as "42 s", "3 min 05 s" or "1 h 07 min". */
+export function formatDuration(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${String(s % 60).padStart(2, '0')} s`;
+  return `${Math.floor(s / 3600)} h ${String(Math.floor((s % 3600) / 60)).padStart(2, '0')} min`;
+}

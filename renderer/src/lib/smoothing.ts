@@ -3,9 +3,6 @@
 // with irregular steps (or one downsampled by the engine) smooths the same as a dense one, and
 // the running average is debiased so the first points are not pulled towards zero.
 
-/** Number of "viewport units" the whole x range is worth; one unit decays by `weight`. */
-const VIEWPORT_SCALE = 1000;
-
 /**
  * @param xs x values, non-decreasing (step or wall time)
  * @param ys y values; non-finite values are passed through as null and do not update the average
@@ -21,8 +18,10 @@ export function timeWeightedEma(xs: ArrayLike<number>, ys: ArrayLike<number | nu
     }
     return out;
   }
+  // One typical point spacing (the x range over the point count) decays by `weight`: a 20-step run
+  // smooths as visibly as a 1500-point one (scaling by the whole range left short runs raw).
   const weight = Math.min(Math.sqrt(amount), 0.999);
-  const range = n > 1 ? xs[n - 1] - xs[0] : 0;
+  const spacing = n > 1 ? (xs[n - 1] - xs[0]) / (n - 1) : 0;
   let acc = 0;
   let debias = 0;
   let prevX = n > 0 ? xs[0] : 0;
@@ -32,7 +31,7 @@ export function timeWeightedEma(xs: ArrayLike<number>, ys: ArrayLike<number | nu
       out[i] = null;
       continue;
     }
-    const dx = range > 0 ? ((xs[i] - prevX) / range) * VIEWPORT_SCALE : 1;
+    const dx = spacing > 0 ? (xs[i] - prevX) / spacing : 1;
     const w = Math.pow(weight, dx);
     acc = acc * w + y;
     debias = debias * w + 1;

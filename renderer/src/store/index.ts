@@ -10,6 +10,7 @@ import { createTrajSlice, type TrajSlice } from './trajectories';
 import { createEditorSlice, type EditorSlice } from './editor';
 import { createPlaygroundSlice, type PlaygroundSlice } from './playground';
 import { createLiveSlice, type LiveSlice } from './live';
+import { createGroupsSlice, type GroupsSlice } from './groups';
 
 export type View = 'start' | 'runs' | 'run' | 'compare' | 'trajectories' | 'editor' | 'playground';
 
@@ -24,7 +25,7 @@ export interface ConsentSlice {
   answerConsent(id: string, approve: boolean): Promise<void>;
 }
 
-export type ArborState = NavSlice & ConnectionSlice & RunsSlice & RunSlice & TrajSlice & EditorSlice & PlaygroundSlice & LiveSlice & ConsentSlice;
+export type ArborState = NavSlice & ConnectionSlice & RunsSlice & RunSlice & TrajSlice & EditorSlice & PlaygroundSlice & LiveSlice & ConsentSlice & GroupsSlice;
 export type Set = StoreApi<ArborState>['setState'];
 export type Get = StoreApi<ArborState>['getState'];
 export type ArborStore = StoreApi<ArborState>;
@@ -45,6 +46,7 @@ export function createArborStore(api: ArborApi): ArborStore {
       set({ consents: get().consents.filter((c) => c.id !== id) });
       await api.answerConsent?.(id, approve);
     },
+    ...createGroupsSlice(api, set, get),
   }));
   api.onConsent?.((c) =>
     store.setState((s) => ({ consents: c.done ? s.consents.filter((x) => x.id !== c.id) : [...s.consents.filter((x) => x.id !== c.id), c] })),

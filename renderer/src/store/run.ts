@@ -1,4 +1,4 @@
-import type { ArborApi, EngineEvent, ExportedFile, LogLine, RunDetail, RunSummary, Series } from '../api/types';
+import type { ArborApi, EngineEvent, ExportedFile, LogLine, RunDetail, RunSummary, Series, TrajSummary, Learning } from '../api/types';
 import type { Get, Set } from './index';
 
 export const MAX_POINTS = 1500;
@@ -22,6 +22,10 @@ export interface RunSlice {
   /** Export the open run (metrics CSV + trajectories JSONL into the workspace's exports/); what was written, or null after reporting an error. */
   exportRun(): Promise<ExportedFile[] | null>;
   applyRunDetailEvent(e: EngineEvent): void;
+  /** Every stored trajectory summary of one step (the Run view's "why didn't it learn" links). */
+  fetchTrajectorySummaries(runId: string, step: number): Promise<TrajSummary[]>;
+  /** The run's "why didn't it learn" flags and warnings (null after reporting an error). */
+  fetchLearning(runId: string): Promise<Learning | null>;
 }
 
 /** Append one live point to a series (replacing a point at the same step). */
@@ -122,6 +126,15 @@ export function createRunSlice(api: ArborApi, set: Set, get: Get): RunSlice {
         return await api.exportRun(run.id);
       } catch (err) {
         get().reportError(`Exporting ${run.id}`, err);
+        return null;
+      }
+    },
+    fetchTrajectorySummaries: (runId, step) => api.listTrajectories({ runId, step }),
+    async fetchLearning(runId) {
+      try {
+        return await api.runLearning(runId);
+      } catch (err) {
+        get().reportError(`Loading the learning diagnostics of ${runId}`, err);
         return null;
       }
     },

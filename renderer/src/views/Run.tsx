@@ -1,9 +1,11 @@
-import { useEffect, useMemo, useState } from 'react';
+import { useEffect, useMemo, useRef, useState } from 'react';
 import { useArbor } from '../store/react';
 import { MetricChart, PALETTE, fmt } from '../components/MetricChart';
 import { ForkDialog } from './Runs';
-import type { Checkpoint, ExportedFile } from '../api/types';
+import type { Checkpoint, ExportedFile, Series } from '../api/types';
 import { groupMetricKeys } from '../lib/metricSections';
+import { formatDuration } from '../lib/format';
+import { HarnessPanel, LearnPanel } from '../components/LearnPanel';
 
 export function SmoothingSlider() {
   const smoothing = useArbor((s) => s.smoothing);
@@ -37,7 +39,8 @@ export function RunView() {
   const [forking, setForking] = useState<{ checkpoint?: Checkpoint } | null>(null);
   const [tab, setTab] = useState<'charts' | 'config' | 'log' | 'checkpoints'>('charts');
   const [metricFilter, setMetricFilter] = useState('');
-  const keys = useMemo(() => Object.keys(series).filter((k) => k.includes(metricFilter)), [series, metricFilter]);
+  // A curve logged under several keys (exact_match and reward/exact_match, …) is drawn once, titled with all of them.
+  const { keys, aliases } = useMemo(() => dedupeSeries(series, metricFilter), [series, metricFilter]);
 
   if (!runId)
     return (
@@ -60,7 +63,7 @@ export function RunView() {
           {run.status}
         </span>
         <span className="muted mono">{run.id}</span>
-        {run.step !== undefined ? <span className="muted">step {run.step}</span> : null}
+        <RunProgress />
         {run.tags.map((t) => (
           <span key={t} className="tag">
             {t}
@@ -97,6 +100,8 @@ export function RunView() {
       </div>
       {tab === 'charts' ? (
         <>
+          <LearnPanel runId={run.id} step={run.step} series={series} />
+          <HarnessPanel metrics={run.metrics} />
           <div className="toolbar">
             <input placeholder="filter metrics" value={metricFilter} onChange={(e) => setMetricFilter(e.target.value)} />
             <SmoothingSlider />
@@ -112,7 +117,7 @@ export function RunView() {
                 {g.keys.map((k) => (
                   <MetricChart
                     key={k}
-                    title={k}
+                    title={aliases[k] ? `${k} = ${aliases[k]!.join(' = ')}` : k}
                     smoothing={smoothing}
                     series={[{ label: run.name, xs: series[k].step, ys: series[k].value, color: PALETTE[0] }]}
                   />
@@ -248,5 +253,52 @@ function RunNotes() {
         </span>
       ) : null}
     </div>
+  );
+}
+
+/** Series keys with identical curves folded into the first key (its aliases listed), filtered by text. */
+export function dedupeSeries(series: Record<string, Series>, filter: string): { keys: string[]; aliases: Record<string, string[]> } {
+  const byCurve = new Map<string, string>();
+  const aliases: Record<string, string[]> = {};
+  const keys: string[] = [];
+  for (const k of Object.keys(series).sort()) {
+    if (!k.includes(filter)) continue;
+    const s = series[k]!;
+    const sig = s.step.length > 1 ? `${s.step.join(',')}|${s.value.join(',')}` : `${k}`;
+    const first = byCurve.get(sig);
+    if (first) (aliases[first] ??= []).push(k);
+    else {
+      byCurve.set(sig, k);
+      keys.push(k);
+    }
+  }
+  return { keys, aliases };
+}
+
+/** The header's progress: phase (SFT warm start or RL), step of its total and, while live, an ETA from the steps seen. */
+function RunProgress() {
+  const run = useArbor((s) => s.run)!;
+  const series = useArbor((s) => s.series);
+  const live = run.status === 'running' || run.status === 'queued';
+  const cfg = run.config as { steps?: number; sft?: { warm_start?: boolean; epochs?: number; demos?: number; batch_size?: number } };
+  const sftSeries = series['sft/loss'];
+  const sftStep = sftSeries?.step.length ? sftSeries.step[sftSeries.step.length - 1]! : 0;
+  const sft = cfg.sft;
+  const sftTotal = sft?.warm_start && sft.demos && sft.batch_size && sft.epochs ? Math.ceil(sft.demos / sft.batch_size) * sft.epochs : undefined;
+  const phase = run.step > 0 ? 'RL' : sftStep > 0 ? 'SFT' : live ? 'starting' : '';
+  const step = phase === 'SFT' ? sftStep : run.step;
+  const total = phase === 'SFT' ? sftTotal : cfg.steps;
+  // ETA from the steps seen while this view is open: (elapsed / steps done) × steps left.
+  const seen = useRef<{ phase: string; step: number; t: number } | null>(null);
+  const now = Date.now();
+  if (!seen.current || seen.current.phase !== phase || step < seen.current.step) seen.current = { phase, step, t: now };
+  const done = step - seen.current.step;
+  const eta = live && total && done > 0 ? ((now - seen.current.t) / done) * (total - step) : undefined;
+  return (
+    <span className="muted" data-testid="run-progress">
+      {phase ? `${phase} · ` : ''}step {step}
+      {total ? `/${total}` : ''}
+      {live ? (eta !== undefined ? ` · ETA ${formatDuration(eta)}` : ' · ETA after the next step') : ''}
+    </span>
   );
 }

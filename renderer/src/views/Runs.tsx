@@ -5,6 +5,7 @@ import { filterRuns, sortRuns, type SortKey } from '../store/runs';
 import { SchemaForm } from '../components/SchemaForm';
 import { defaultsOf } from '../lib/jsonSchema';
 import { fmt } from '../components/MetricChart';
+import { formatDuration } from '../lib/format';
 
 /** Metrics shown as columns when present, in this order (at most MAX_METRIC_COLS); each entry
  * lists alternative names of one quantity, the first present wins. Others can be filtered on. */
@@ -91,9 +92,12 @@ export function RunsView() {
               {th('status', 'status')}
               <th>tags</th>
               <th className="num">step</th>
+              <th className="num">seed</th>
+              <th>algorithm</th>
+              <th className="num">duration</th>
               {metricCols.map((k) => th(`metric:${k}`, k, 'num'))}
               {th('createdAt', 'created')}
-              <th />
+              <th className="sticky-actions" />
             </tr>
           </thead>
           <tbody>
@@ -127,6 +131,15 @@ export function RunsView() {
                   ))}
                 </td>
                 <td className="num">{r.step ?? '—'}</td>
+                <td className="num" data-testid="run-seed">
+                  {r.seed ?? '—'}
+                </td>
+                <td className="mono" data-testid="run-algorithm">
+                  {r.algorithm ?? '—'}
+                </td>
+                <td className="num" data-testid="run-duration" style={{ whiteSpace: 'nowrap' }}>
+                  {r.startedAt ? formatDuration((r.endedAt ?? Date.now()) - r.startedAt) : '—'}
+                </td>
                 {metricCols.map((k) => (
                   <td key={k} className="num">
                     {r.metrics[k] === undefined ? '—' : fmt(r.metrics[k])}
@@ -135,18 +148,20 @@ export function RunsView() {
                 <td className="muted" title={new Date(r.createdAt).toLocaleString()} style={{ whiteSpace: 'nowrap' }}>
                   {shortTime(r.createdAt)}
                 </td>
-                <td style={{ display: 'flex', gap: 4, whiteSpace: 'nowrap' }}>
-                  {r.status === 'running' || r.status === 'queued' ? (
-                    <button onClick={() => void stopRun(r.id)}>Stop</button>
-                  ) : (
-                    <button onClick={() => void resumeRun(r.id)} disabled={r.status === 'completed'}>
-                      Resume
+                <td className="sticky-actions">
+                  <div style={{ display: 'flex', gap: 4, whiteSpace: 'nowrap' }}>
+                    {r.status === 'running' || r.status === 'queued' ? (
+                      <button onClick={() => void stopRun(r.id)}>Stop</button>
+                    ) : (
+                      <button onClick={() => void resumeRun(r.id)} disabled={r.status === 'completed'}>
+                        Resume
+                      </button>
+                    )}
+                    <button onClick={() => setForking(r.id)} title="a new run from this one's config (edit it first)">
+                      Fork…
                     </button>
-                  )}
-                  <button onClick={() => setForking(r.id)} title="a new run from this one's config (edit it first)">
-                    Fork…
-                  </button>
-                  <button onClick={() => void openTrajectories(r.id)}>Trajectories</button>
+                    <button onClick={() => void openTrajectories(r.id)}>Trajectories</button>
+                  </div>
                 </td>
               </tr>
             ))}

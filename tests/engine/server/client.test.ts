@@ -125,6 +125,26 @@ describe('protocol client', () => {
     await c.request('env.write', { path: 'tools/t.ts', text: 'export const x = 1;' });
     expect(await c.request('env.files')).toEqual([{ path: 'tools/t.ts', kind: 'tool' }]);
     expect(await c.request('env.read', { path: 'tools/t.ts' })).toBe('export const x = 1;');
+    // Run groups (seed sweeps): the trained run as a one-run group, through the same client.
+    const { createGroup, assignRunToGroup } = await import('../../../engine/store/groups');
+    const { Store } = await import('../../../engine/store/store');
+    const { openDatabase } = await import('../../../engine/store/db');
+    const gs = new Store(openDatabase(join(home, 'arbor.db')));
+    const gid = createGroup(gs, { name: 'g', kind: 'seeds', plan: [0, 1].map((seed) => ({ cell: 'base', overrides: {}, seed })) });
+    assignRunToGroup(gs, id, gid, 'base');
+    gs.db.prepare('UPDATE runs SET seed = 0 WHERE id = ?').run(id);
+    gs.db.close();
+    expect((await c.request('groups.list')).map((g) => [g.id, g.runs, g.planned])).toEqual([[gid, 1, 2]]);
+    const rep = await c.request('groups.report', { id: gid, metrics: ['loss'] });
+    expect(rep.partial).toBe(true); // seed 1 has no run
+    expect(rep.cells[0]!.metrics.loss!.n).toBe(1);
+    expect((await c.request('groups.compare', { a: gid, b: gid, metrics: ['loss'] })).cells[0]!.metrics.loss!.diff).toBe(0);
+    const band = (await c.request('groups.series', { id: gid, keys: ['loss'] })).base!.loss!;
+    expect(band.step.length).toBeGreaterThan(0);
+    expect(band.n.every((n) => n === 1)).toBe(true);
+    const learning = await c.request('runs.learning', { id });
+    expect(learning.steps).toBe(0); // the descent job logs no learn/* figures
+    expect(learning.flagged).toEqual([]);
     const ws2 = join(home, 'other.db');
     expect((await c.request('workspace.open', { path: ws2 })).workspaceError).toBeNull();
 
