@@ -43,22 +43,8 @@ import {
   type RewardValue,
   type TurnTrace,
 } from './rewards';
+import type { EnvTask } from './task';
 import { DEFAULT_LIMITS, runCall, workspaceReader, type CallLimits, type CallOutcome, type Tool } from './tool';
-
-export interface EnvTask {
-  id: string;
-  /** The user message: a question, an instruction, … (or give `messages`). */
-  prompt?: string;
-  /** QA form: the question (the prompt when `prompt` is not given). */
-  question?: string;
-  /** A whole conversation instead of `prompt` (system / user / assistant messages). */
-  messages?: { role: string; content: string }[];
-  /** Gold answers, for answer rewards (exact match, F1); none for open tasks. */
-  answers?: string[];
-  /** Texts whose retrieval counts as finding a supporting fact (process reward). */
-  supportingFacts?: string[];
-  meta?: Record<string, unknown>;
-}
 
 /** What ToolEnv needs from a tokenizer (HfTokenizer has all of it). */
 export type EnvTokenizer = Pick<TextTokenizer, 'encode'> & Partial<Pick<TextTokenizer, 'decode' | 'renderChat'>> & { readonly unkTokenId?: number };

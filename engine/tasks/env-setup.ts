@@ -9,7 +9,8 @@ import { formatByName, formatToolProblem, type ToolCallFormat } from '../env/for
 import type { RewardValue, EpisodeSummary } from '../env/rewards';
 import type { SandboxHost } from '../env/sandbox-host';
 import { DEFAULT_LIMITS, type CallLimits, type Tool } from '../env/tool';
-import { ToolEnv, taskPrompt, type EnvTask, type EnvTokenizer } from '../env/toolenv';
+import type { EnvTask } from '../env/task';
+import { ToolEnv, taskPrompt, type EnvTokenizer } from '../env/toolenv';
 import type { RolloutTask, TextPolicy } from '../rollout/ports';
 import type { ExperimentConfig } from '../config/experiment';
 
