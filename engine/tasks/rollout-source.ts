@@ -6,6 +6,7 @@
  * (The multi-hop task keeps its own opener in engine/tasks/multihop/rollout.ts, with world/question seeds.)
  */
 import { PolicyModel } from '../model/runtime';
+import { resolveProviders } from '../tensor/ort';
 import { eosTokenIds, policyDecodeBackend } from '../rollout/model-backend';
 import type { RolloutSource, RolloutSourceRequest } from './sources';
 import { validateConfig, type ExperimentConfig } from '../config/experiment';
@@ -21,8 +22,11 @@ export function rolloutConfig(req: RolloutSourceRequest, base?: ExperimentConfig
   if (o.tools) env.tools = o.tools as string[];
   if (o.reward) env.reward = String(o.reward);
   if (o.tasks) env.tasks = String(o.tasks);
-  if (req.model) raw.model = { path: req.model };
-  return validateConfig(raw, { file: base ? '(--config)' : '(command line)' });
+  // --model replaces the config's model folder; --policy replaces the model with a text policy.
+  if (req.model) raw.model = { ...raw.model, path: req.model, init: undefined, hidden_size: undefined, layers: undefined };
+  else if (req.policy) raw.model = { init: 'tiny' };
+  // The config's unused keys were named when it was loaded.
+  return validateConfig(raw, { file: base ? '(--config)' : '(command line)', job: 'rollout', warn: () => undefined });
 }
 
 export async function openKitSource(cfg: ExperimentConfig, req: RolloutSourceRequest): Promise<RolloutSource> {
@@ -32,7 +36,8 @@ export async function openKitSource(cfg: ExperimentConfig, req: RolloutSourceReq
   try {
     if (!cfg.model.path && !kit.expert)
       throw new Error(`task "${cfg.task.kind}" has no scripted expert (give demonstrations in the task file's meta.demo, or --model <folder>)`);
-    model = cfg.model.path ? PolicyModel.load(cfg.model.path) : undefined;
+    // The config's backend, device and threads, as training loads the model.
+    model = cfg.model.path ? PolicyModel.load(cfg.model.path, { threads: cfg.threads, providers: await resolveProviders(cfg.device) }) : undefined;
     const maxLen = model ? Math.min(cfg.rollout.max_total_length, model.config.maxPositionEmbeddings) : cfg.rollout.max_total_length;
     const m = model;
     return {

@@ -9,6 +9,7 @@
  * repetition penalty follow generation_config.json unless overridden by flags.
  */
 import type { Command } from 'commander';
+import { intFlag, numberFlag } from '../flags';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { readGenerationConfig } from '../../model/checkpoint';
@@ -175,16 +176,8 @@ export async function generate(folderArg: string, o: GenerateOptions): Promise<G
   }
 }
 
-const positiveInt = (name: string) => (v: string) => {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer (got "${v}")`);
-  return n;
-};
-const number = (name: string) => (v: string) => {
-  const n = Number(v);
-  if (!Number.isFinite(n)) throw new Error(`--${name} must be a number (got "${v}")`);
-  return n;
-};
+const positiveInt = (name: string) => intFlag(name, 1);
+const number = (name: string) => numberFlag(name);
 
 export function register(program: Command): void {
   program

@@ -4,6 +4,7 @@
  * final summary table.
  */
 import type { Command } from 'commander';
+import { intFlag } from '../flags';
 import { loadConfig } from '../../config/experiment';
 import { runExperiment } from '../../experiment/runner';
 import { progressBar, renderTable } from '../../experiment/report';
@@ -23,7 +24,7 @@ export function register(program: Command): void {
     .argument('[config]', 'experiment config file (optional with --resume)')
     .option('--resume <run>', 'continue a run (id or folder) from its last checkpoint')
     .option('--run-dir <dir>', 'where to keep the run (default: $ARBOR_HOME/runs/<name>-<time>)')
-    .option('--steps <n>', 'override steps', (v) => Number(v))
+    .option('--steps <n>', 'override steps', intFlag('steps', 1))
     .option('--print-config', 'print the resolved config (all defaults filled) and exit')
     .option('--json', 'print the final result as one JSON object on stdout')
     .option('--no-store', 'do not record the run in the workspace database (metrics.jsonl only)')
@@ -34,7 +35,7 @@ export function register(program: Command): void {
       ) => {
         if (!configFile && !o.resume) throw new Error('give a config file, or --resume <run>');
         const run = o.resume ? openRun(o.resume) : undefined;
-        const cfg = configFile ? loadConfig(configFile, (raw) => o.steps !== undefined && (raw.steps = o.steps)) : run!.cfg;
+        const cfg = configFile ? loadConfig(configFile, (raw) => o.steps !== undefined && (raw.steps = o.steps), { job: 'train' }) : run!.cfg;
         if (o.steps !== undefined) cfg.steps = o.steps;
         if (o.printConfig) {
           console.log(JSON.stringify(cfg, null, 2));
