@@ -132,6 +132,7 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
           session,
           resume: ctx.resume,
           signal: ctx.signal,
+          beforeStep: () => ctx.checkpointPause(),
           sink: {
             metrics: (step, values) => {
               // Lines come prefixed by their source (sandbox: / mcp:).

@@ -111,6 +111,8 @@ export interface LoopOptions {
   /** Resume from the last checkpoint in runDir if there is one. */
   resume?: boolean;
   signal?: AbortSignal;
+  /** Awaited before every step (the workbench's Pause: resolves when the run is resumed or stopped). */
+  beforeStep?: () => Promise<void>;
   /** Called after every step with the step's metrics (progress bars, events). */
   onStep?: (step: number, metrics: Record<string, number>) => void;
   /** Extra state saved with each checkpoint (e.g. the optimizer). */
@@ -169,6 +171,7 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
   let step = start;
   let stopped = false;
   for (; step <= cfg.steps; step++) {
+    await opts.beforeStep?.();
     if (opts.signal?.aborted) {
       stopped = true;
       break;

@@ -148,6 +148,8 @@ export async function runSft(
     runDir?: string;
     sink?: SinkPort;
     signal?: AbortSignal;
+    /** Awaited before every step (Pause). */
+    beforeStep?: () => Promise<void>;
     startStep?: number;
     onStep?: (step: number, total: number, m: Record<string, number>) => void;
   },
@@ -169,6 +171,7 @@ export async function runSft(
         step++;
         continue;
       }
+      await opts.beforeStep?.();
       if (opts.signal?.aborted) break run;
       step++;
       const lr = step <= warm ? (cfg.sft.lr * step) / warm : cfg.sft.lr * (0.1 + 0.45 * (1 + Math.cos((Math.PI * (step - warm)) / Math.max(1, total - warm))));
