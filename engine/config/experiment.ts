@@ -266,6 +266,11 @@ const environmentSchema = z.strictObject({
   tools: z.array(z.string().min(1)).default([]),
   /** Reward file: exports `reward(episode)` (or default) → a number or { reward, components?, steps? } (steps: one per tool call, used by algorithm.process_rewards). */
   reward: z.string().min(1).optional(),
+  /** A reward file that throws: fail the run (default, with the file and line), or score the episode 0, log the error and count it (metric reward/reward_error). */
+  reward_errors: z
+    .enum(['fail', 'zero'])
+    .default('fail')
+    .describe('a throwing reward: fail the run, or score the episode 0 (logged, counted as reward/reward_error)'),
   /** task.kind "custom": a JSONL task file, one {id, prompt | messages, answers?, meta?} per line (QA rows {question, answers, context?} too). */
   tasks: z.string().min(1).optional(),
   /** Folder tools may read through ctx.readFile (read-only); default: the config file's folder. */
@@ -550,6 +555,7 @@ const multihopOnly = (k: string) => (cfg: ExperimentConfig) => `with task.kind "
 
 export const INERT_RULES: InertRule[] = [
   { keys: ['task.hops', 'task.rl_hops', 'task.train_seed', 'task.eval_seed'], when: (c) => c.task.kind !== 'multihop', why: multihopOnly('it') },
+  { keys: ['environment.reward_errors'], when: (c) => !c.environment.reward, why: 'without environment.reward (it applies to a reward file that throws)' },
   { keys: ['task.dataset'], when: (c) => c.task.kind !== 'qa', why: (c) => `with task.kind "${c.task.kind}" (the dataset of task.kind "qa")` },
   { keys: ['sft.mistake_rate'], when: (c) => c.task.kind === 'qa', why: 'with task.kind "qa" (only the multihop scripted expert makes deliberate mistakes)' },
   { keys: ['sft.demos', 'sft.mistake_rate'], when: (c) => !!c.sft.demos_path, why: 'with sft.demos_path (the demonstrations come from that file)' },

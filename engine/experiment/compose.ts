@@ -114,7 +114,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
     sft: policy,
     async demos() {
       if (cfg.sft.demos_path) return readTokenDemos(cfg.sft.demos_path, { vocabSize: model.config.vocabSize });
-      if (!kit.expert) throw new Error(`task "${cfg.task.kind}" has no scripted expert; give sft.demos_path`);
+      if (!kit.expert) throw new Error(`task "${cfg.task.kind}" has no scripted expert${kit.noExpert ? `: ${kit.noExpert}` : ''}; give sft.demos_path`);
       const tasks = pickTasks(kit.trainTasks, cfg.sft.demos, stepSeed(cfg.seed, 0, 4000));
       const { trajectories } = await rolloutTextPolicy(kit.expert, { tasks, n: 1, seed: cfg.seed, limits, tokenizer: kit.tokenizer });
       return trajectories.map(trajectoryToDemo);

@@ -21,6 +21,8 @@ export interface TaskKit {
   stop: { strings: string[]; tokenIds: number[] };
   /** The scripted expert, for SFT demonstrations. */
   expert?: TextPolicy;
+  /** Why there is no expert (named in the error of a job that needs one). */
+  noExpert?: string;
   /** Naive RAG baseline on the given held-out tasks. */
   naiveRag?(tasks: RolloutTask[]): Promise<EvalSummary>;
   /** Config of the tiny built-in model for this task (model.init: tiny). */

@@ -35,7 +35,9 @@ export async function openKitSource(cfg: ExperimentConfig, req: RolloutSourceReq
   const { env, kit } = await openEnvironmentKit(cfg);
   try {
     if (!cfg.model.path && !kit.expert)
-      throw new Error(`task "${cfg.task.kind}" has no scripted expert (give demonstrations in the task file's meta.demo, or --model <folder>)`);
+      throw new Error(
+        `task "${cfg.task.kind}" has no scripted expert: ${kit.noExpert ?? 'it writes no demonstrations'} (give every training task a meta.demo, or --model <folder>)`,
+      );
     // The config's backend, device and threads, as training loads the model.
     model = cfg.model.path ? PolicyModel.load(cfg.model.path, { threads: cfg.threads, providers: await resolveProviders(cfg.device) }) : undefined;
     const maxLen = model ? Math.min(cfg.rollout.max_total_length, model.config.maxPositionEmbeddings) : cfg.rollout.max_total_length;
