@@ -10,6 +10,9 @@ export default defineConfig({
           name: 'engine',
           environment: 'node',
           include: ['tests/engine/**/*.test.ts'],
+          // Tests run the CLI on temporary environments: approved as --yes would (engine/env/consent.ts;
+          // tests/engine/env/consent.test.ts clears it to see the questions).
+          env: { ARBOR_YES: '1' },
           testTimeout: 120_000,
           hookTimeout: 120_000,
           pool: 'forks',

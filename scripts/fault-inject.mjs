@@ -152,10 +152,7 @@ for (let k = 0; k < KILLS; k++) {
     throw new Error(`train exited (${e.code}) before its first step:\n${p.stderr()}`);
   }
   // The kill, or the run's own end, whichever comes first.
-  const landed = await Promise.race([
-    new Promise((r) => setTimeout(() => r(true), rand() * 1.5 * stepSeconds * 1000)),
-    p.exited.then(() => false),
-  ]);
+  const landed = await Promise.race([new Promise((r) => setTimeout(() => r(true), rand() * 1.5 * stepSeconds * 1000)), p.exited.then(() => false)]);
   if (!landed) {
     const e = await p.exited;
     if (e.code !== 0) throw new Error(`train exited (${e.code}) before the kill:\n${p.stderr()}`);

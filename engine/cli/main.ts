@@ -7,8 +7,23 @@ import { readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { guardOutput } from './lifecycle';
+import { cliAsker, setConsentAsker } from '../env/consent';
 
 export type RegisterCommand = (program: Command) => void;
+
+/** Commands that may start MCP servers or load tool/reward files. */
+const CONSENT_COMMANDS = [
+  ['train'],
+  ['sft'],
+  ['rollout'],
+  ['eval'],
+  ['verl-reward'],
+  ['serve'],
+  ['demo'],
+  ['init-model'],
+  ['mcp', 'serve'],
+  ['export', 'verl'],
+];
 
 export async function buildProgram(): Promise<Command> {
   const program = new Command('arbor').description('Arbor: a desktop workbench for agentic RL on one machine').showHelpAfterError().enablePositionalOptions();
@@ -25,6 +40,15 @@ export async function buildProgram(): Promise<Command> {
   }
   // `extend(program)` runs after every command exists, to add subcommands to another module's command (`arbor export verl`).
   for (const extend of extensions) extend(program);
+  // Commands that open environments take --yes: approve the MCP server commands and tool/reward
+  // files a config, folder or stored run would run (engine/env/consent.ts); without it a terminal
+  // is asked y/N and no terminal means no.
+  for (const path of CONSENT_COMMANDS) {
+    let c: Command | undefined = program;
+    for (const name of path) c = c?.commands.find((x) => x.name() === name);
+    c?.option('--yes', 'approve the MCP server commands and tool/reward files this would run, after reading them (remembered per content hash)');
+  }
+  program.hook('preAction', (_root, action) => setConsentAsker(cliAsker({ yes: action.opts().yes === true })));
   return program;
 }
 

@@ -14,6 +14,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, extname, isAbsolute, join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { rememberConfigDir } from '../env/consent';
 import { FORMAT_NAMES } from '../env/formats';
 import { mcpServersSchema } from '../env/mcp/config';
 import { LORA_TARGETS } from '../model/lora';
@@ -33,7 +34,7 @@ export const KL_PLACEMENTS = ['loss', 'reward'] as const;
 export const SCHEDULES = ['cosine', 'constant'] as const;
 export const BACKENDS = ['ort', 'tfjs'] as const;
 /** ONNX Runtime devices (engine/tensor/ort.ts resolveProviders). */
-export const DEVICES = ['auto', 'cpu', 'cuda', 'dml', 'coreml'] as const;
+export const DEVICES = ['auto', 'cpu', 'cuda', 'webgpu', 'dml', 'coreml'] as const;
 /** Task kinds (engine/tasks/registry.ts registry): multihop (built-in world), qa (a QA dataset + BM25 search), custom (environment.tasks + your tools), tools (the built-in lookup + calculator task). */
 export const TASK_KINDS = ['multihop', 'qa', 'custom', 'tools'] as const;
 /** The policy loss: PPO-clip (with clip-higher and dual clip) or GSPO's sequence-level ratio (engine/rl/policy-losses.ts). */
@@ -291,6 +292,21 @@ const environmentSchema = z.strictObject({
     .union([z.string().min(1), z.record(z.string(), z.unknown())])
     .optional()
     .describe('MCP servers ({name: {command, args, env, cwd, tools, timeout_ms}}) or a JSON file with {"mcpServers": …}'),
+  /**
+   * An external agent program trained as it is (engine/openai/agent.ts): each episode starts
+   * `command` with OPENAI_BASE_URL (the episode's own base URL of the run's OpenAI-compatible
+   * endpoint), OPENAI_API_KEY and ARBOR_TASK (the task row as JSON); its calls are the episode's
+   * trajectories, its last non-empty stdout line the answer. `cwd` defaults to the config's folder.
+   */
+  agent: z
+    .strictObject({
+      command: z.array(z.string().min(1)).min(1).describe('argv of the agent program, e.g. [node, agent.ts]'),
+      concurrency: posInt().max(64).default(4).describe('episodes (agent processes) running at once'),
+      timeout_ms: posInt().default(120_000).describe('an episode still running after this is killed (reward 0)'),
+      env: z.record(z.string(), z.string()).default({}).describe('extra environment variables for the program'),
+      cwd: z.string().min(1).optional(),
+    })
+    .optional(),
 });
 
 const checkpointSchema = z.strictObject({
@@ -313,7 +329,7 @@ export const experimentSchema = z.strictObject({
   environment: environmentSchema.prefault({}),
   seed: nonNegInt().default(0),
   backend: z.enum(BACKENDS).default('ort'),
-  /** ONNX Runtime device: auto = CUDA (or DirectML/CoreML) when its provider loads, else CPU. */
+  /** ONNX Runtime device: auto = CUDA when its provider loads, else WebGPU on a hardware adapter (DirectML/CoreML when they load), else CPU; webgpu = any WebGPU adapter, SwiftShader included. */
   device: z.enum(DEVICES).default('auto'),
   threads: posInt().max(256).default(2),
 });
@@ -395,6 +411,7 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
   }
   const cfg = res.data;
   const baseDir = opts.baseDir ?? process.cwd();
+  rememberConfigDir(cfg, baseDir);
   const abs = (p: string) => (isAbsolute(p) ? p : resolve(baseDir, p));
   if (cfg.model.path) cfg.model.path = abs(cfg.model.path);
   if (cfg.task.dataset) cfg.task.dataset = abs(cfg.task.dataset);
@@ -431,6 +448,15 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
     if (!r.success)
       for (const i of r.error.issues) issues.push({ field: [field, fieldName(i.path, i)].filter(Boolean).join('.'), message: describeIssue(i, servers) });
     else env.mcp_servers = Object.fromEntries(Object.entries(r.data).map(([n, s]) => [n, { ...s, cwd: abs(s.cwd ?? '.') }]));
+  }
+  if (env.agent) {
+    env.agent.cwd = abs(env.agent.cwd ?? '.');
+    if (cfg.rollout.branching.mode !== 'none')
+      issues.push({
+        field: 'rollout.branching.mode',
+        message: 'branching rollouts fork the engine\'s own episodes; an external agent (environment.agent) runs its own loop: use "none"',
+      });
+    if (opts.checkFiles !== false && !existsSync(env.agent.cwd)) issues.push({ field: 'environment.agent.cwd', message: `folder not found: ${env.agent.cwd}` });
   }
   if (cfg.task.kind === 'custom' && !env.tasks)
     issues.push({ field: 'environment.tasks', message: 'required for task.kind "custom" (a JSONL file of {id, prompt | messages, answers?, meta?})' });
@@ -628,6 +654,11 @@ export const INERT_RULES: InertRule[] = [
     keys: ['optim.lr', 'optim.warmup_steps', 'optim.schedule', 'optim.min_lr_ratio'],
     when: (_c, job) => job === 'sft',
     why: 'in `arbor sft` (SFT uses sft.lr with its own warm-up and cosine decay; optim.* schedules RL)',
+  },
+  {
+    keys: ['environment.max_calls_per_turn', 'environment.tool_timeout_ms', 'environment.max_observation_tokens'],
+    when: (c, job) => !!c.environment.agent && !c.sft.warm_start && job !== 'sft',
+    why: 'with environment.agent and no SFT warm start (the agent program runs its own tools; these limits apply to the episodes Arbor runs, the scripted demonstrations)',
   },
   { keys: ['checkpoint.every'], when: (_c, job) => job === 'sft', why: 'in `arbor sft` (SFT saves one checkpoint when it ends or is stopped)' },
 ];

@@ -1,18 +1,34 @@
 /**
- * Calculator tool: arithmetic through expr-eval's parser with every non-arithmetic feature
- * switched off and no variables allowed, so model text is parsed, never evaluated as code.
+ * Calculator tool: arithmetic through expr-eval-fork's parser (the maintained fork of expr-eval,
+ * whose 2.0.2 has GHSA-8gw3-rxh4-v6jx, prototype pollution, and CVE-2025-12735 /
+ * GHSA-jc85-fpwf-qm7x, code execution through evaluate(); 3.0.1+ fixes both) with every
+ * non-arithmetic feature switched off, no member access, no function definitions and no
+ * variables, behind a character whitelist: model text is parsed, never evaluated as code.
  */
-import exprEval from 'expr-eval';
+import { Parser } from 'expr-eval-fork';
 import type { Tool } from './tool';
 
-const parser = new exprEval.Parser({
-  operators: { logical: false, comparison: false, in: false, assignment: false, conditional: false, factorial: false, concatenate: false },
-} as ConstructorParameters<typeof exprEval.Parser>[0]);
+/** The configured parser (exported for the advisory tests). */
+export const arithmeticParser = new Parser({
+  allowMemberAccess: false,
+  operators: {
+    logical: false,
+    comparison: false,
+    in: false,
+    assignment: false,
+    fndef: false,
+    conditional: false,
+    factorial: false,
+    concatenate: false,
+    length: false,
+    random: false,
+  },
+});
 
 export function calculate(expression: string): number {
   if (expression.length > 200) throw new Error('expression too long (limit 200 characters)');
   if (!/^[0-9+\-*/%^().\s]+$/.test(expression)) throw new Error('only numbers, + - * / % ^ and parentheses are allowed');
-  const expr = parser.parse(expression);
+  const expr = arithmeticParser.parse(expression);
   if (expr.variables().length > 0) throw new Error(`unknown names: ${expr.variables().join(', ')}`);
   const v = expr.evaluate({});
   if (typeof v !== 'number' || !Number.isFinite(v)) throw new Error('the result is not a finite number');

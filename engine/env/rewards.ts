@@ -93,6 +93,20 @@ export interface EpisodeSummary {
   retrieved: string[];
   /** The task's supporting facts (process rewards, retrieval). */
   supporting: string[];
+  /** An external agent's episode (environment.agent, engine/openai/agent.ts): every call it made, its answer and how it ended. */
+  agent?: AgentEpisodeTrace;
+}
+
+/** What an external agent did in an episode, as the reward file sees it. */
+export interface AgentEpisodeTrace {
+  /** Every call through the episode's base URL, in order: the request as sent and each choice's text and message. */
+  calls: { id: string; kind: 'chat' | 'completion'; request: unknown; choices: { text: string; message?: unknown; finish: string }[] }[];
+  /** The program's last non-empty stdout line. */
+  answer?: string;
+  exitCode: number | null;
+  timedOut: boolean;
+  /** The end of its stderr. */
+  stderr: string;
 }
 
 /**

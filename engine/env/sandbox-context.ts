@@ -8,7 +8,7 @@
  */
 import vm from 'node:vm';
 import { exactMatch, f1Score, normalizeAnswer, normalizeRewardValue, substringMatch } from './rewards';
-import { workspaceReader } from './tool';
+import { workspaceReader } from './workspace-read';
 
 const helpers = [normalizeAnswer, exactMatch, substringMatch, f1Score].map((f) => f.toString()).join('\n');
 const PRELUDE = `
@@ -59,8 +59,11 @@ var __endEpisode = function (id) { delete __episodes[id]; };
 var __callTool = function (tool, argsJson, episodeId, callId) {
   var signal = __signals[callId] = __signal();
   var episode = __episodes[episodeId] || (__episodes[episodeId] = {});
-  return Promise.resolve()
-    .then(function () { return tool.execute(JSON.parse(argsJson), { signal: signal, episode: episode, readFile: __readFile }); })
+  // The synchronous part runs now, inside runInContext and so under its time limit.
+  var started;
+  try { started = Promise.resolve(tool.execute(JSON.parse(argsJson), { signal: signal, episode: episode, readFile: __readFile })); }
+  catch (e) { started = Promise.reject(e); }
+  return started
     .then(function (r) {
       delete __signals[callId];
       return JSON.stringify({ content: r && r.content, success: r && r.success, metadata: r && r.metadata });
@@ -106,7 +109,10 @@ function installReader(context: vm.Context, workspace: string | undefined): void
 
 /** Evaluate compiled (CommonJS) user code in a fresh context; `timeoutMs` bounds the module's top level. */
 export function loadSandboxModule(code: string, path: string, timeoutMs: number, workspace?: string): SandboxModule {
-  const context = vm.createContext({});
+  // A context whose global is an ordinary object of its own realm (not a contextified host
+  // object), so constructor chains from it stay inside. This is not the security boundary: the
+  // process around it is (./sandbox-child.ts).
+  const context = vm.createContext(vm.constants.DONT_CONTEXTIFY);
   vm.runInContext(PRELUDE, context, { filename: 'sandbox-prelude.js' });
   installReader(context, workspace);
   let pumping: NodeJS.Timeout | undefined;

@@ -1,19 +1,24 @@
 /**
- * A user environment's tools and reward, loaded once into a sandbox worker for a whole run
- * (the one-shot "try it" path is ./sandbox.ts). The TypeScript files are compiled with esbuild
- * (source maps kept); the worker (./sandbox-host-worker.ts) runs each in its own vm context with
- * a heap cap. The host exposes the tools as ordinary `Tool`s, so a task's `runCall` validates
- * the model's arguments (ajv) and applies its own timeout exactly as for built-in tools; a call
- * that overruns the sandbox limit, or a worker that runs out of memory, gets the worker
- * replaced (the next call starts a fresh one). A throwing tool or reward reports
- * `path:line:column` in the user's TypeScript.
+ * A user environment's tools and reward, loaded once into a sandbox process for a whole run (the
+ * editor's one-shot "try it", ./sandbox.ts, opens one for a single call). The TypeScript files are
+ * compiled with esbuild (source maps kept here); the sandbox (./sandbox-child.ts) is a separate
+ * Node process under Node's permission model (no child processes, workers, addons or file writes;
+ * file reads only under the workspace), with no environment variables, a heap cap, and on Linux a
+ * network namespace of its own (no network) when the system allows unprivileged ones. The host
+ * exposes the tools as ordinary `Tool`s, so a task's `runCall` validates the model's arguments
+ * (ajv) and applies its own timeout exactly as for built-in tools; a call that overruns the
+ * sandbox limit, or a sandbox that runs out of memory or dies, gets the process replaced (the
+ * next call starts a fresh one). A throwing tool or reward reports `path:line:column` in the
+ * user's TypeScript. Everything the sandbox sends back is treated as untrusted data.
  */
-import { Worker } from 'node:worker_threads';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
 import type { RawSourceMap } from 'source-map-js';
 import type { EpisodeSummary } from './rewards';
-import { compile, DEFAULT_SANDBOX_LIMITS, locate, type SandboxLimits } from './sandbox';
-import type { HostFile, HostHello, HostReply, HostRequest, HostStarted, HostToolSpec } from './sandbox-host-worker';
+import { compile, DEFAULT_SANDBOX_LIMITS, locate, mapStack, type SandboxLimits } from './sandbox-compile';
+import type { HostFile, HostHello, HostInit, HostReply, HostRequest, HostStarted, HostToolSpec } from './sandbox-child';
 import type { Tool, ToolResult } from './tool';
 
 /** How long a call may wait in the worker's queue before it starts (its own limit starts then). */
@@ -30,11 +35,55 @@ export interface UserReward {
   components?: Record<string, number>;
 }
 
-const WORKER = fileURLToPath(new URL('./sandbox-host-worker.ts', import.meta.url));
-const BOOTSTRAP = new URL('../worker-bootstrap.mjs', import.meta.url);
+const CHILD = fileURLToPath(new URL('./sandbox-child.ts', import.meta.url));
+
+/** The sandbox's code: ./sandbox-child.ts and what it imports, bundled into one ES module (built once per engine process). */
+let bundle: Promise<string> | undefined;
+function childBundle(): Promise<string> {
+  bundle ??= build({ entryPoints: [CHILD], bundle: true, platform: 'node', format: 'esm', target: 'node22', write: false, logLevel: 'silent' }).then((r) =>
+    Buffer.from(r.outputFiles[0]!.contents).toString('base64'),
+  );
+  return bundle;
+}
+
+/** Started with `-e`: takes the bundle and its init from the first IPC message (nothing to read from disk). */
+const BOOT =
+  "process.once('message', (m) => import('data:text/javascript;base64,' + m.code).then((mod) => mod.main(m.init), (e) => { console.error(String((e && e.stack) || e)); process.exit(3); }));";
+
+/** `unshare -rn` (a user and network namespace: no network at all), when this system allows it; checked once. */
+let unshareBin: string | null | undefined;
+function networkJail(): string | null {
+  if (unshareBin !== undefined) return unshareBin;
+  unshareBin = null;
+  if (process.platform !== 'linux' || process.env.ARBOR_SANDBOX_NO_NETNS === '1') return null;
+  const bin = ['/usr/bin/unshare', '/bin/unshare'].find((b) => existsSync(b));
+  if (bin && spawnSync(bin, ['-rn', '--', process.execPath, '-e', '0'], { stdio: 'ignore', timeout: 10_000 }).status === 0) unshareBin = bin;
+  return unshareBin;
+}
+
+/** How the sandbox process is started: the command, its arguments and its (empty) environment. */
+export function sandboxCommand(
+  limits: SandboxLimits,
+  workspace?: string,
+): { command: string; args: string[]; env: Record<string, string>; network: 'none' | 'host' } {
+  const permission = process.allowedNodeEnvironmentFlags.has('--permission') ? '--permission' : '--experimental-permission';
+  const read: string[] = [];
+  if (workspace && existsSync(workspace)) read.push(`--allow-fs-read=${realpathSync(workspace)}`);
+  const node = [permission, ...read, `--max-old-space-size=${limits.memoryMb}`, '--max-semi-space-size=8', '--disable-warning=ExperimentalWarning', '-e', BOOT];
+  // Electron's binary runs as plain Node with ELECTRON_RUN_AS_NODE.
+  const env: Record<string, string> = process.versions.electron ? { ELECTRON_RUN_AS_NODE: '1' } : {};
+  const jail = networkJail();
+  return jail
+    ? { command: jail, args: ['-rn', '--', process.execPath, ...node], env, network: 'none' }
+    : { command: process.execPath, args: node, env, network: 'host' };
+}
 
 /** An error from user code, located in the user's TypeScript. */
 export class SandboxError extends Error {
+  /** The message as user code threw it (without the location prefix). */
+  readonly detail: string;
+  /** The user code's stack with its frames in TypeScript positions, when there was one. */
+  userStack?: string;
   constructor(
     message: string,
     readonly path: string,
@@ -49,27 +98,39 @@ export class SandboxError extends Error {
           : `${path}: ${message}`,
     );
     this.name = 'SandboxError';
+    this.detail = message;
   }
+}
+
+/** A running sandbox process and its outgoing batch. */
+interface Proc {
+  child: ChildProcess;
+  outbox: HostRequest[];
+  /** The last lines it wrote to stderr (an out-of-memory report, a crash). */
+  stderr: string;
+  dead: boolean;
 }
 
 export class SandboxHost {
   /** The environment's tools, by name, usable with runCall. */
   readonly tools = new Map<string, Tool>();
-  /** Workers replaced after a time-limit overrun or a crash. */
+  /** Sandbox processes replaced after a time-limit overrun or a crash. */
   restarts = 0;
   /** Console output of user code since the last takeLogs(). */
   private logs: string[] = [];
   private toolPaths = new Map<string, string>();
-  private worker?: Worker;
+  /** Tool name → the name it is exported under (the editor's "try it" picks by either). */
+  readonly exportNames = new Map<string, string>();
+  private proc?: Proc;
   private starting?: Promise<HostHello>;
   private pending = new Map<number, { resolve: (r: HostReply) => void; reject: (e: Error) => void; started: () => void }>();
   private nextId = 1;
   private closed = false;
-  /** ctx.episode objects → the id their state has in the worker; freed there when the object is collected. */
+  /** ctx.episode objects → the id their state has in the sandbox; freed there when the object is collected. */
   private episodeIds = new WeakMap<object, number>();
   private nextEpisode = 1;
   private episodeGone = new FinalizationRegistry<number>((episode) => {
-    if (this.worker && !this.closed) this.worker.postMessage({ id: 0, op: 'endEpisode', episode } as HostRequest);
+    if (this.proc && !this.closed) this.send(this.proc, { id: 0, op: 'endEpisode', episode });
   });
 
   private constructor(
@@ -81,7 +142,7 @@ export class SandboxHost {
   ) {}
 
   /** Compile and load the files; throws SandboxError (with the line) if one does not compile or load. */
-  /** `workspace`: the folder the tools may read with ctx.readFile. */
+  /** `workspace`: the folder the tools may read with ctx.readFile (the only folder the sandbox process may read). */
   static async open(
     env: { tools?: SourceFile[]; reward?: SourceFile },
     limits: SandboxLimits = DEFAULT_SANDBOX_LIMITS,
@@ -97,12 +158,23 @@ export class SandboxHost {
       maps.set(f.path, c.map);
     }
     const host = new SandboxHost(files, maps, limits, env.reward?.path, workspace);
-    const hello = await host.start();
+    let hello: HostHello;
+    try {
+      hello = await host.start();
+    } catch (e) {
+      await host.close();
+      throw e;
+    }
+    if (!hello || typeof hello !== 'object' || (!('loadError' in hello) && !Array.isArray(hello.tools))) {
+      await host.close();
+      throw new Error(`the sandbox answered its start with something else (${env.tools?.map((f) => f.path).join(', ') ?? env.reward?.path})`);
+    }
     if ('loadError' in hello) {
       await host.close();
       throw host.located(hello.loadError);
     }
     for (const spec of hello.tools) {
+      host.exportNames.set(String(spec.name), String(spec.exportName));
       host.tools.set(spec.name, host.toolFor(spec));
       host.toolPaths.set(spec.name, spec.path);
     }
@@ -127,9 +199,9 @@ export class SandboxHost {
   async close(): Promise<void> {
     this.closed = true;
     this.fail(new Error('the sandbox was closed'));
-    const w = this.worker;
-    this.worker = undefined;
-    if (w) await w.terminate();
+    const p = this.proc;
+    this.proc = undefined;
+    if (p) await this.kill(p);
   }
 
   private toolFor(spec: HostToolSpec): Tool {
@@ -138,13 +210,13 @@ export class SandboxHost {
       description: spec.description,
       parameters: spec.parameters,
       execute: async (args, ctx): Promise<ToolResult> => {
-        const r = (await this.request({ op: 'tool', name: spec.name, args, episode: this.episodeId(ctx?.episode) }, ctx?.signal)) as ToolResult;
-        return { content: String(r.content ?? ''), success: r.success !== false, metadata: r.metadata };
+        const r = (await this.request({ op: 'tool', name: spec.name, args, episode: this.episodeId(ctx?.episode) }, ctx?.signal)) as ToolResult | null;
+        return { content: String(r?.content ?? ''), success: r?.success !== false, metadata: plainRecord(r?.metadata) };
       },
     };
   }
 
-  /** The worker-side id of an episode's shared state (one per ctx.episode object). */
+  /** The sandbox-side id of an episode's shared state (one per ctx.episode object). */
   private episodeId(episode: object | undefined): number {
     if (!episode) return 0;
     let id = this.episodeIds.get(episode);
@@ -157,61 +229,110 @@ export class SandboxHost {
   }
 
   private located(e: { message: string; stack?: string; path: string }): SandboxError {
-    const map = this.maps.get(e.path);
-    const where = map ? locate(e.stack, e.path, map) : {};
-    return new SandboxError(e.message, e.path, where.line, where.column);
+    const path = String(e?.path ?? '');
+    const map = this.maps.get(path);
+    const stack = typeof e?.stack === 'string' ? e.stack : undefined;
+    const where = map ? locate(stack, path, map) : {};
+    const err = new SandboxError(String(e?.message ?? 'failed'), path, where.line, where.column);
+    if (map && stack) err.userStack = mapStack(stack, path, map);
+    return err;
+  }
+
+  /** Queue a request; the queue goes out as one message at the end of this turn. */
+  private send(p: Proc, req: HostRequest): void {
+    if (p.dead) return;
+    if (p.outbox.length === 0)
+      queueMicrotask(() => {
+        const batch = p.outbox;
+        p.outbox = [];
+        if (!p.dead && p.child.connected) p.child.send(batch);
+      });
+    p.outbox.push(req);
+  }
+
+  private async kill(p: Proc): Promise<void> {
+    p.dead = true;
+    if (p.child.exitCode !== null || p.child.signalCode !== null) return;
+    const gone = new Promise<void>((r) => p.child.once('exit', () => r()));
+    p.child.kill('SIGKILL');
+    await gone;
   }
 
   private start(): Promise<HostHello> {
-    const worker = new Worker(BOOTSTRAP, {
-      workerData: { __module: WORKER, files: this.files, callTimeoutMs: this.limits.timeoutMs, workspace: this.workspace },
-      resourceLimits: { maxOldGenerationSizeMb: this.limits.memoryMb, maxYoungGenerationSizeMb: 16 },
-      stdout: true,
-      stderr: true,
-    });
-    this.worker = worker;
-    this.starting = new Promise<HostHello>((resolve, reject) => {
-      // Loading tsx and the modules may take seconds on a busy machine: a generous start limit.
-      const timer = setTimeout(() => {
-        void worker.terminate();
-        reject(new Error(`the sandbox did not start within 60 s (${this.files.map((f) => f.path).join(', ')})`));
-      }, 60_000);
-      worker.once('message', (m: HostHello) => {
-        clearTimeout(timer);
-        resolve(m);
-        worker.on('message', (r: HostReply | HostStarted) => {
-          if ('started' in r) {
-            this.pending.get(r.id)?.started();
-            return;
-          }
-          this.logs.push(...r.logs);
-          const p = this.pending.get(r.id);
-          if (!p) return;
-          this.pending.delete(r.id);
-          p.resolve(r);
-        });
-      });
-      worker.once('error', (e: Error & { code?: string }) => {
-        clearTimeout(timer);
-        const err = new Error(e.code === 'ERR_WORKER_OUT_OF_MEMORY' ? `exceeded the sandbox memory limit (${this.limits.memoryMb} MB)` : e.message);
-        reject(err);
-        this.drop(worker, err);
-      });
-      worker.once('exit', (code) => {
-        clearTimeout(timer);
-        reject(new Error(`the sandbox exited (code ${code})`));
-        this.drop(worker, new Error(`the sandbox exited (code ${code})`));
-      });
-    });
+    const files = this.files.map((f) => f.path).join(', ');
+    this.starting = childBundle().then(
+      (code) =>
+        new Promise<HostHello>((resolve, reject) => {
+          if (this.closed) return reject(new Error('the sandbox was closed'));
+          const cmd = sandboxCommand(this.limits, this.workspace);
+          const child = spawn(cmd.command, cmd.args, { env: cmd.env, stdio: ['ignore', 'pipe', 'pipe', 'ipc'], serialization: 'json' });
+          const p: Proc = { child, outbox: [], stderr: '', dead: false };
+          this.proc = p;
+          child.stdout?.resume();
+          child.stderr?.on('data', (d: Buffer) => {
+            p.stderr = (p.stderr + String(d)).slice(-4000);
+          });
+          // Starting takes well under a second; a generous limit for a busy machine.
+          const timer = setTimeout(() => {
+            reject(new Error(`the sandbox did not start within 60 s (${files})`));
+            this.drop(p, new Error(`the sandbox did not start within 60 s (${files})`));
+          }, 60_000);
+          let hello = false;
+          child.on('message', (m: unknown) => {
+            if (!hello) {
+              hello = true;
+              clearTimeout(timer);
+              resolve(m as HostHello);
+              return;
+            }
+            if (!Array.isArray(m)) return;
+            for (const r of m as (HostReply | HostStarted)[]) {
+              if (!r || typeof r !== 'object' || typeof r.id !== 'number') continue;
+              if ('started' in r) {
+                this.pending.get(r.id)?.started();
+                continue;
+              }
+              if (Array.isArray(r.logs)) this.logs.push(...r.logs.map(String));
+              const q = this.pending.get(r.id);
+              if (!q) continue;
+              this.pending.delete(r.id);
+              q.resolve(r);
+            }
+          });
+          child.once('error', (e) => {
+            clearTimeout(timer);
+            const err = new Error(`the sandbox could not start: ${e.message}`);
+            reject(err);
+            this.drop(p, err);
+          });
+          child.once('exit', (code, signal) => {
+            clearTimeout(timer);
+            const oom = /heap out of memory|Reached heap limit/i.test(p.stderr);
+            const err = new Error(
+              oom
+                ? `exceeded the sandbox memory limit (${this.limits.memoryMb} MB)`
+                : `the sandbox exited (${signal ?? `code ${code}`})${p.stderr.trim() && !p.dead ? `: ${p.stderr.trim().split('\n').slice(-3).join(' | ')}` : ''}`,
+            );
+            reject(err);
+            this.drop(p, err);
+          });
+          const init: HostInit = {
+            files: this.files,
+            callTimeoutMs: this.limits.timeoutMs,
+            workspace: this.workspace && existsSync(this.workspace) ? realpathSync(this.workspace) : this.workspace,
+          };
+          child.send({ code, init });
+        }),
+    );
     return this.starting;
   }
 
-  /** Forget a dead or stuck worker; pending calls fail with `err`; the next call starts a new one. */
-  private drop(worker: Worker, err: Error): void {
-    if (this.worker !== worker) return;
-    this.worker = undefined;
+  /** Forget a dead or stuck sandbox; pending calls fail with `err`; the next call starts a new one. */
+  private drop(p: Proc, err: Error): void {
+    if (this.proc !== p) return;
+    this.proc = undefined;
     this.starting = undefined;
-    void worker.terminate();
+    void this.kill(p);
     this.fail(err);
     if (!this.closed) this.restarts++;
   }
@@ -227,22 +348,20 @@ export class SandboxHost {
     signal?: AbortSignal,
   ): Promise<unknown> {
     if (this.closed) throw new Error('the sandbox was closed');
-    if (!this.worker) this.start();
+    if (!this.proc || !this.starting) this.start();
     const hello = await this.starting!;
     if ('loadError' in hello) throw this.located(hello.loadError);
-    const worker = this.worker!;
+    const p = this.proc;
+    if (!p) throw new Error('the sandbox stopped before the call');
     const id = this.nextId++;
     const path = req.op === 'tool' ? (this.toolPaths.get(req.name) ?? '') : (this.rewardPath ?? '');
     const reply = await new Promise<HostReply>((resolve, reject) => {
-      // The worker bounds synchronous loops itself (vm timeout); an overrun after an await is
-      // only stopped by replacing the worker. The call's limit runs from when the worker starts
-      // it (many episodes' calls may queue on one busy worker); before that, a generous bound.
+      // The sandbox bounds synchronous loops itself (vm timeout); an overrun after an await is
+      // only stopped by replacing the process. The call's limit runs from when the sandbox starts
+      // it (many episodes' calls may queue on one busy sandbox); before that, a generous bound.
       let timer = setTimeout(
         () =>
-          this.drop(
-            worker,
-            new Error(`${path}: the sandbox did not start this call within ${QUEUE_LIMIT_MS / 1000} s (busy or stuck); the sandbox was restarted`),
-          ),
+          this.drop(p, new Error(`${path}: the sandbox did not start this call within ${QUEUE_LIMIT_MS / 1000} s (busy or stuck); the sandbox was restarted`)),
         QUEUE_LIMIT_MS,
       );
       this.pending.set(id, {
@@ -251,21 +370,25 @@ export class SandboxHost {
         started: () => {
           clearTimeout(timer);
           timer = setTimeout(
-            () => this.drop(worker, new Error(`${path}: timed out after ${this.limits.timeoutMs} ms (an endless loop?); the sandbox was restarted`)),
+            () => this.drop(p, new Error(`${path}: timed out after ${this.limits.timeoutMs} ms (an endless loop?); the sandbox was restarted`)),
             this.limits.timeoutMs + 250,
           );
         },
       });
-      worker.postMessage({ ...req, id } as HostRequest);
+      this.send(p, { ...req, id } as HostRequest);
       // The call's ctx.signal aborts inside the sandbox too (the tool's abort listeners run there).
       signal?.addEventListener(
         'abort',
-        () =>
-          worker.postMessage({ id, op: 'abort', reason: String((signal.reason as Error | undefined)?.message ?? signal.reason ?? 'aborted') } as HostRequest),
+        () => this.send(p, { id, op: 'abort', reason: String((signal.reason as Error | undefined)?.message ?? signal.reason ?? 'aborted') }),
         { once: true },
       );
     });
     if (!reply.ok) throw this.located(reply.error);
     return reply.value;
   }
+}
+
+/** Metadata from the sandbox, kept only when it is a plain object. */
+function plainRecord(x: unknown): Record<string, unknown> | undefined {
+  return x && typeof x === 'object' && !Array.isArray(x) ? (x as Record<string, unknown>) : undefined;
 }

@@ -7,9 +7,8 @@
  * arguments, timeout, a throwing tool) becomes an error observation the model reads, never an
  * exception that ends the episode.
  */
-import { readFileSync, realpathSync, statSync } from 'node:fs';
-import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { Ajv, type ValidateFunction } from 'ajv';
+import { workspaceReader } from './workspace-read';
 
 export interface ToolResult {
   content: string;
@@ -96,30 +95,7 @@ export function toolSchemaProblem(tool: Tool): string | null {
   }
 }
 
-/** Largest file a tool may read through ctx.readFile. */
-export const MAX_READ_BYTES = 64 * 1024 * 1024;
-
-/** ctx.readFile over a workspace folder: relative paths only, no escape (symlinks resolved), size-capped. */
-export function workspaceReader(root: string | undefined): (path: string) => string {
-  return (path: string) => {
-    if (!root) throw new Error(`readFile("${path}"): this environment has no workspace folder`);
-    const p = String(path);
-    if (isAbsolute(p)) throw new Error(`readFile("${p}"): give a path relative to the workspace`);
-    let base: string, full: string;
-    try {
-      base = realpathSync(root);
-      full = realpathSync(resolve(base, p));
-    } catch {
-      throw new Error(`readFile("${p}"): no such file in the workspace`);
-    }
-    const rel = relative(base, full);
-    if (rel === '' || rel.startsWith('..') || isAbsolute(rel) || rel.split(sep)[0] === '..') throw new Error(`readFile("${p}"): outside the workspace`);
-    const st = statSync(full);
-    if (!st.isFile()) throw new Error(`readFile("${p}"): not a file`);
-    if (st.size > MAX_READ_BYTES) throw new Error(`readFile("${p}"): ${st.size} bytes, more than the ${MAX_READ_BYTES} a tool may read`);
-    return readFileSync(full, 'utf8');
-  };
-}
+export { MAX_READ_BYTES, workspaceReader } from './workspace-read';
 
 /** What an episode lends its calls: the shared state, the workspace reader, the episode's cancellation. */
 export interface CallEnv {

@@ -23,6 +23,7 @@ import type { TaskSession } from './run-dir';
 import { evalMetrics, summarizeEval, type EvalSummary, type TaskKit } from '../tasks/kit';
 import { readTokenDemos } from '../train/sft';
 import { trajectoryToDemo } from '../train/trajectories';
+import type { AgentSession } from '../openai/agent-session';
 
 /**
  * Out-of-vocabulary check of the task's prompts (ToolEnv counts <unk> ids): a warning naming the
@@ -87,8 +88,12 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
   let referenceWeights = cfg.algorithm.kl_coef > 0 ? model.cloneWeights() : undefined;
   const reference = referenceWeights ? { score: (eps: Parameters<ModelPolicyPort['score']>[0]) => policy.frozen(referenceWeights!).score(eps) } : undefined;
 
+  // environment.agent: episodes run by the user's agent program through the run's OpenAI-compatible endpoint (engine/openai/).
+  let agent: AgentSession | undefined;
+  if (cfg.environment.agent) agent = (await import('../openai/agent-session')).openAgentSession(cfg, kit, backend, model.config);
   const evaluate = async (n: number, onProgress?: (done: number, total: number) => void): Promise<EvalSummary> => {
     const tasks = kit.evalTasks.slice(0, n);
+    if (agent) return agent.evaluate(tasks, onProgress);
     const { trajectories } = await rollout(backend, {
       tasks,
       n: 1,
@@ -105,7 +110,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
   return {
     warnings: await vocabularyWarnings(kit),
     ports: {
-      rollout: engineRolloutPort(cfg, { backend, tokenizer: kit.tokenizer, tasks: kit.rlTasks ?? kit.trainTasks, stop: kit.stop }),
+      rollout: agent?.rollout ?? engineRolloutPort(cfg, { backend, tokenizer: kit.tokenizer, tasks: kit.rlTasks ?? kit.trainTasks, stop: kit.stop }),
       policy,
       reference,
       advantage,
@@ -128,7 +133,9 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
       if (dir) for (const [k, v] of model.readTrainable(dir)) next.get(k)?.set(v);
       referenceWeights = next;
     },
+    ...(agent ? { takeLogs: () => agent.takeLogs() } : {}),
     close: async () => {
+      await agent?.close();
       await critic?.dispose();
       await model.dispose();
     },

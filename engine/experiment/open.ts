@@ -18,7 +18,7 @@ export async function openTaskSession(cfg: ExperimentConfig): Promise<TaskSessio
   if (!env.host && env.mcpServers.length === 0) return session;
   return {
     ...session,
-    takeLogs: () => env.takeLogs(),
+    takeLogs: () => [...env.takeLogs(), ...(session.takeLogs?.() ?? [])],
     close: async () => {
       await session.close();
       await env.close();

@@ -8,6 +8,7 @@ import { HEARTBEAT_MS, Store } from '../store/store';
 import type { ExperimentConfig } from '../config/experiment';
 import { existsSync, rmSync } from 'node:fs';
 import { createRunDir } from './run-dir';
+import { resolveProviders } from '../tensor/ort';
 import { decoderFor, openTaskSession } from './open';
 import { storeSink, type StoreSink } from './store-sink';
 
@@ -82,6 +83,8 @@ export async function claimRunAndOpenTask(
   cfg: ExperimentConfig,
   o: { store: boolean; template: string; runDir?: string; run?: { id: string; dir: string } },
 ): Promise<{ id: string; dir: string; rec?: CliStoreRun; session: Awaited<ReturnType<typeof openTaskSession>> }> {
+  // The device is checked before the run exists: `device: webgpu` with no adapter fails here, naming the fix.
+  if (cfg.backend === 'ort') await resolveProviders(cfg.device);
   const fresh = !o.run && !(o.runDir && existsSync(o.runDir));
   if (!o.run) {
     const session = await openTaskSession(cfg);

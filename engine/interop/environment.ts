@@ -22,7 +22,10 @@ import { normalizeRewardValue, weightedReward, type EpisodeSummary, type TurnTra
 import { SandboxHost } from '../env/sandbox-host';
 import { Bm25Index, searchTool } from '../env/search';
 import { loadTaskFile } from '../env/taskfile';
-import type { Tool } from '../env/tool';
+import { DEFAULT_LIMITS, runCall, workspaceReader, type CallOutcome, type ParsedCall, type Tool } from '../env/tool';
+import type { EnvTask } from '../env/task';
+import { ToolEnv, type ToolEnvOptions } from '../env/toolenv';
+import type { RolloutTask } from '../rollout/ports';
 import type { ExperimentConfig } from '../config/experiment';
 
 export interface ServedEnvironment {
@@ -65,7 +68,13 @@ export async function openWorkspaceEnvironment(dir: string): Promise<ServedEnvir
   if (tools.length === 0) throw new Error(`--env ${dir}: no tools/*.ts files (a workspace environment keeps its tools in tools/)`);
   const rewards = list('rewards');
   const read = (p: string) => ({ path: p, source: readFileSync(join(dir, p), 'utf8') });
-  const host = await SandboxHost.open({ tools: tools.map(read), reward: rewards.length === 1 ? read(rewards[0]!) : undefined }, undefined, dir);
+  const files = { tools: tools.map(read), reward: rewards.length === 1 ? read(rewards[0]!) : undefined };
+  const { ensureConsent, fileItem } = await import('../env/consent');
+  await ensureConsent(`the environment folder ${dir}`, [
+    ...files.tools.map((f) => fileItem('tool', join(dir, f.path), f.source, join(dir, f.path))),
+    ...(files.reward ? [fileItem('reward', join(dir, files.reward.path), files.reward.source, join(dir, files.reward.path))] : []),
+  ]);
+  const host = await SandboxHost.open(files, undefined, dir);
   const all = [...host.tools.values()];
   return {
     tools: all,
@@ -128,16 +137,49 @@ export async function openConfigEnvironment(cfg: ExperimentConfig): Promise<Serv
   return { ...value, kitExtras: env.extras, close: () => env.close() };
 }
 
+/** A verl sample to score: the decoded response and what the parquet row and verl's agent loop carry with it. */
+export interface VerlSample {
+  solution: string;
+  /** reward_model.ground_truth (used only when the task is not one of the experiment's). */
+  golds: string[];
+  supporting?: string[];
+  /** extra_info.task_id: the Arbor task the row was made from. */
+  taskId?: string;
+  question?: string;
+  /**
+   * Each executed tool call's success, in call order, from verl's `extra_info.tool_rewards`: the
+   * exported ArborMcpTool returns +1 for a call that succeeded and -1 for one that failed; 0
+   * (verl's own failures, an unknown tool or an exception, and other tool classes) is unknown:
+   * the call is then run through the task's tools (toolSuccessFromRewards).
+   */
+  toolSuccess?: (boolean | undefined)[];
+}
+
+/** verl's per-call tool rewards as success flags (+1 success, -1 failure, anything else unknown). */
+export function toolSuccessFromRewards(v: unknown): (boolean | undefined)[] | undefined {
+  if (!Array.isArray(v)) return undefined;
+  return v.map((x) => (typeof x === 'number' && x > 0 ? true : typeof x === 'number' && x < 0 ? false : undefined));
+}
+
+/** How a call that verl did not report is settled: run it as training would (the task's own tools). */
+type CallRunner = (call: ParsedCall) => Promise<CallOutcome>;
+
 /**
- * Score a decoded response (verl's `solution_str`: the model's turns with the tool responses
- * between them) with the environment's reward: the text is split at the format's observation
- * blocks into model turns and observations, each model turn parsed as in training.
+ * Rebuild the episode Arbor's reward sees (EpisodeSummary) from a decoded response: the text is
+ * split at the format's observation blocks into model turns, each turn parsed with the format as
+ * in training. A call's success is verl's flag for it (VerlSample.toolSuccess) and its result the
+ * observation verl showed; a call verl has no flag for (older verl, or the last turn, whose calls
+ * Arbor runs and verl does not) is run through `run` when given (the task's own tools), else
+ * counted by its observation. Calls with a parse error fail as in training (verl's parser drops
+ * them, so they have no observation).
  */
-export async function scoreSolution(
-  env: Pick<ServedEnvironment, 'format' | 'reward'>,
-  s: { solution: string; golds: string[]; supporting?: string[]; taskId?: string; question?: string },
-): Promise<{ reward: number; components: Record<string, number>; answer?: string }> {
-  const obsRe = env.format.name === 'search-r1' ? /<information>([\s\S]*?)<\/information>/g : /<tool_response>([\s\S]*?)<\/tool_response>/g;
+export async function replayEpisode(
+  format: ToolCallFormat,
+  task: EnvTask,
+  s: Pick<VerlSample, 'solution' | 'toolSuccess'>,
+  run?: CallRunner,
+): Promise<{ summary: EpisodeSummary; answer?: string }> {
+  const obsRe = format.name === 'search-r1' ? /<information>([\s\S]*?)<\/information>/g : /<tool_response>([\s\S]*?)<\/tool_response>/g;
   // Model turns, each with the observation blocks that followed it.
   const segments: { text: string; obs: string[] }[] = [];
   let last = 0;
@@ -153,36 +195,145 @@ export async function scoreSolution(
   let formatOk = true;
   let toolCalls = 0;
   let toolErrors = 0;
+  let flag = 0;
   const retrieved: string[] = [];
   const history: TurnTrace[] = [];
   for (const seg of segments) {
-    const p = env.format.parse(seg.text);
+    const p = format.parse(seg.text);
     if (p.errors.length) formatOk = false;
-    const calls = p.calls.map((c, i) => {
-      const result = seg.obs[i] ?? '';
-      const success = !c.parseError && !/^Error:/.test(result);
-      if (success) retrieved.push(result);
-      else toolErrors++;
-      return { name: c.name, args: c.args, result, success, ...(success ? {} : { error: c.parseError ?? result }) };
-    });
-    toolCalls += calls.length;
-    history.push({ text: seg.text, calls, errors: p.errors, ...(p.answer !== undefined ? { answer: p.answer } : {}) });
     if (p.answer !== undefined) {
+      // as ToolEnv.step: an answer ends the episode and no call of that turn runs
+      history.push({ text: seg.text, calls: [], errors: p.errors, answer: p.answer });
       answer = p.answer;
       break;
     }
+    // Which observation block is each call's: Arbor's own rendering has one block per call (format
+    // errors first, as extra blocks), so the calls' are the last ones; verl's has one per call it
+    // ran, and its parser drops the calls Arbor marks as parse errors, so the valid calls take the
+    // blocks in order.
+    const k = p.calls.length;
+    const perCall = seg.obs.length >= k;
+    let v = 0;
+    const blockOf = p.calls.map((c, i) => (perCall ? seg.obs.length - k + i : c.parseError ? -1 : v++));
+    // verl's flags: one per valid call that got a block, in order
+    const flagOf = new Map<number, boolean | undefined>();
+    p.calls.forEach((c, i) => {
+      if (!c.parseError && blockOf[i]! >= 0 && blockOf[i]! < seg.obs.length) flagOf.set(i, s.toolSuccess?.[flag++]);
+    });
+    const calls = await Promise.all(
+      p.calls.map(async (c, i) => {
+        const shown = blockOf[i]! >= 0 ? seg.obs[blockOf[i]!] : undefined;
+        const ok = flagOf.get(i);
+        if (c.parseError || shown === undefined || (ok === undefined && run)) {
+          const o = run ? await run(c) : undefined;
+          if (o) return { name: o.name, args: o.args, result: shown ?? o.result, success: o.success, ...(o.error !== undefined ? { error: o.error } : {}) };
+        }
+        const result = shown ?? '';
+        const success = ok ?? (!c.parseError && !/^Error:/.test(result));
+        return { name: c.name, args: c.args, result, success, ...(success ? {} : { error: c.parseError ?? result.replace(/^Error: /, '') }) };
+      }),
+    );
+    for (const c of calls) {
+      if (c.success) retrieved.push(c.result);
+      else toolErrors++;
+    }
+    toolCalls += calls.length;
+    history.push({ text: seg.text, calls, errors: p.errors });
   }
   const summary: EpisodeSummary = {
-    task: { id: s.taskId ?? 'verl', question: s.question, answers: s.golds, supportingFacts: s.supporting },
+    task,
     history,
     answer,
-    golds: s.golds,
+    golds: task.answers ?? [],
     turns: history.map((h) => h.text),
     formatOk: formatOk && answer !== undefined,
     toolCalls,
     toolErrors,
     retrieved,
-    supporting: s.supporting ?? [],
+    supporting: task.supportingFacts ?? [],
   };
+  return { summary, answer };
+}
+
+/**
+ * Score a decoded response with an environment's outcome reward, without the task's own episode
+ * settings (a row that is not one of the experiment's tasks): the task is rebuilt from the row.
+ */
+export async function scoreSolution(
+  env: Pick<ServedEnvironment, 'format' | 'reward'>,
+  s: VerlSample,
+): Promise<{ reward: number; components: Record<string, number>; answer?: string }> {
+  const task: EnvTask = { id: s.taskId ?? 'verl', question: s.question, answers: s.golds, supportingFacts: s.supporting };
+  const { summary, answer } = await replayEpisode(env.format, task, s);
   return { ...(await env.reward(summary)), answer };
+}
+
+/** A ToolEnv whose episode is given (replayed from verl's text) instead of played: its outcome() is training's. */
+class ReplayedEnv extends ToolEnv {
+  constructor(
+    opts: ToolEnvOptions,
+    private readonly given: EpisodeSummary,
+  ) {
+    super(opts);
+  }
+  override summary(): EpisodeSummary {
+    return this.given;
+  }
+}
+
+export interface VerlScorer {
+  score(s: VerlSample): Promise<{ reward: number; components: Record<string, number>; answer?: string }>;
+  close(): Promise<void>;
+}
+
+/**
+ * The scorer behind `arbor verl-reward`: the experiment's environment and task kit, opened as a
+ * training run opens them. A sample whose `task_id` is one of the experiment's tasks is scored
+ * by that task's own episode environment (the same ToolEnv training builds: the task row with
+ * its `meta` and supporting facts, the reward file or reward weights, the format), so the
+ * reward and its components are the ones Arbor computes for the same episode. Calls verl has no
+ * success flag for are run through the task's own tools, as training would have run them.
+ */
+export async function openVerlScorer(cfg: ExperimentConfig, warn: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): Promise<VerlScorer> {
+  const env = await openConfigEnvironment(cfg);
+  let tasks: Map<string, RolloutTask>;
+  try {
+    const { openTaskKit } = await import('../tasks/registry');
+    const kit = openTaskKit(cfg, env.kitExtras);
+    tasks = new Map([...kit.trainTasks, ...(kit.rlTasks ?? []), ...kit.evalTasks].map((t) => [t.id, t]));
+  } catch (e) {
+    await env.close();
+    throw e;
+  }
+  let warned = false;
+  return {
+    async score(s) {
+      const t = s.taskId !== undefined ? tasks.get(s.taskId) : undefined;
+      const ep = t?.createEnv();
+      if (!(ep instanceof ToolEnv)) {
+        if (!warned) {
+          warned = true;
+          warn(
+            `arbor verl-reward: ${s.taskId === undefined ? 'a sample without extra_info.task_id' : `task "${s.taskId}" is not one of the experiment's tasks`}; scoring it from its ground truth alone (no task meta)`,
+          );
+        }
+        return scoreSolution(env, s);
+      }
+      const o = ep.opts;
+      const byName = new Map(o.tools.map((x) => [x.name, x]));
+      const episode: Record<string, unknown> = {};
+      const readFile = workspaceReader(o.workspace);
+      const run: CallRunner = (c) => runCall(byName, c, o.limits ?? DEFAULT_LIMITS, { episode, readFile });
+      const { summary, answer } = await replayEpisode(o.format, o.task, s, run);
+      const out = await new ReplayedEnv(o, summary).outcome();
+      return { reward: out.reward, components: out.components, ...(answer !== undefined ? { answer } : {}) };
+    },
+    close: () => env.close(),
+  };
+}
+
+/** The prompt a task's episodes start from, as chat messages (the system message, the format's instruction; tools go separately). */
+export function taskPromptMessages(t: RolloutTask): { role: string; content: string }[] | undefined {
+  const ep = t.createEnv();
+  return ep instanceof ToolEnv ? ep.promptMessages() : undefined;
 }

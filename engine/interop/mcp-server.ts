@@ -8,8 +8,9 @@
  * Transports:
  *  - stdio (`serveMcpStdio`): for clients that start the server (Claude Desktop, verl `type: mcp`);
  *  - streamable HTTP on 127.0.0.1 (`serveMcpHttp`), stateless, JSON responses, every request must
- *    carry `Authorization: Bearer <token>` (a random token per launch unless one is given); a
- *    request without it gets 401 and never reaches a tool.
+ *    carry `Authorization: Bearer <token>` (a random token per launch unless one is given, or
+ *    ARBOR_MCP_TOKEN from the environment: never on a command line); a request without it gets
+ *    401 and never reaches a tool, one with a foreign Host or Origin 403.
  *
  * Per-episode state: a call's `_meta["arbor/episode"]` object (e.g. verl's per-sample
  * `create_kwargs`, which the exported tool class sends) becomes the tool's `ctx.episode`, so a
@@ -19,10 +20,11 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEFAULT_LIMITS, runCall, type CallLimits, type Tool } from '../env/tool';
+import { refusal, safeDecode, safeEqual } from '../base/http-guard';
 
 export const EPISODE_META_KEY = 'arbor/episode';
 
@@ -47,7 +49,9 @@ export function createMcpServer(tools: Tool[], opts: McpServeOptions = {}): Serv
     const episode = ep && typeof ep === 'object' && !Array.isArray(ep) ? { ...(ep as Record<string, unknown>) } : {};
     const out = await runCall(byName, { name: req.params.name, args: req.params.arguments ?? {} }, opts.limits ?? DEFAULT_LIMITS, { episode });
     opts.onCall?.({ name: out.name, success: out.success, latencyMs: out.latencyMs });
-    return { content: [{ type: 'text', text: out.success ? out.result : (out.error ?? out.result) }], ...(out.success ? {} : { isError: true }) };
+    // The text is the observation training shows the model (a framework failure reads "Error: …",
+    // a tool's own failure its content), so an exported verl run sees what Arbor's episodes see.
+    return { content: [{ type: 'text', text: out.result }], ...(out.success ? {} : { isError: true }) };
   });
   return server;
 }
@@ -72,32 +76,46 @@ export interface McpHttpHandle {
   close(): Promise<void>;
 }
 
-function sameToken(given: string, token: string): boolean {
-  const a = Buffer.from(given),
-    b = Buffer.from(token);
-  return a.length === b.length && timingSafeEqual(a, b);
-}
-
 /**
  * Streamable HTTP on 127.0.0.1 (`/mcp`), stateless (each POST is a complete exchange, so many
- * rollout workers can call at once), bearer-token protected.
+ * rollout workers can call at once), bearer-token protected (compared in constant time; the
+ * token is accepted in the Authorization header only, never in the URL). Before anything else a
+ * request must name a loopback Host and, when it has an Origin, this server's own (http-guard.ts;
+ * the SDK's DNS-rebinding protection is switched on with the same lists as a second check), so a
+ * web page cannot reach the tools by DNS rebinding. A malformed URL answers 400.
  */
 export async function serveMcpHttp(tools: Tool[], opts: McpServeOptions & { port?: number; token?: string } = {}): Promise<McpHttpHandle> {
   const token = opts.token ?? randomBytes(24).toString('hex');
+  let port = 0;
   const http = createServer((req: IncomingMessage, res: ServerResponse) => {
-    const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     const deny = (code: number, message: string) => {
       res.writeHead(code, { 'content-type': 'application/json', ...(code === 401 ? { 'www-authenticate': 'Bearer' } : {}) });
       res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message }, id: null }));
     };
-    if (url.pathname !== '/mcp') return deny(404, `not found: ${url.pathname} (the MCP endpoint is /mcp)`);
+    const why = refusal(req, port);
+    if (why) return deny(403, `forbidden: ${why}`);
+    let path: string | undefined;
+    try {
+      path = safeDecode(new URL(req.url ?? '/', 'http://127.0.0.1').pathname);
+    } catch {
+      path = undefined;
+    }
+    if (path === undefined) return deny(400, 'bad request: the path is not a valid URL path');
+    if (path !== '/mcp') return deny(404, `not found: ${JSON.stringify(path.slice(0, 200))} (the MCP endpoint is /mcp)`);
     const auth = req.headers.authorization ?? '';
-    const given = auth.startsWith('Bearer ') ? auth.slice(7).trim() : (url.searchParams.get('token') ?? '');
-    if (!given || !sameToken(given, token))
+    const given = auth.startsWith('Bearer ') ? auth.slice(7).trim() : '';
+    if (!given || !safeEqual(given, token))
       return deny(401, 'missing or wrong token (send Authorization: Bearer <token>, printed by `arbor mcp serve --http`)');
     if (req.method !== 'POST') return deny(405, 'stateless server: POST JSON-RPC requests to /mcp');
     const server = createMcpServer(tools, opts);
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    const own = [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`];
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+      enableDnsRebindingProtection: true,
+      allowedHosts: own,
+      allowedOrigins: own.map((h) => `http://${h}`),
+    });
     res.on('close', () => {
       void transport.close();
       void server.close();
@@ -109,11 +127,15 @@ export async function serveMcpHttp(tools: Tool[], opts: McpServeOptions & { port
         if (!res.headersSent) deny(500, e.message);
       });
   });
+  http.on('clientError', (_e, socket) => {
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
+    else socket.destroy();
+  });
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);
     http.listen(opts.port ?? 0, '127.0.0.1', () => resolve());
   });
-  const port = (http.address() as AddressInfo).port;
+  port = (http.address() as AddressInfo).port;
   return {
     url: `http://127.0.0.1:${port}/mcp`,
     token,

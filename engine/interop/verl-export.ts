@@ -25,7 +25,8 @@ import { stringify as yamlStringify } from 'yaml';
 import type { RolloutTask } from '../rollout/ports';
 import type { ExperimentConfig } from '../config/experiment';
 import type { TaskKit } from '../tasks/kit';
-import { openConfigEnvironment } from './environment';
+import { isAdapterFolder, readPeftConfig } from '../model/peft';
+import { openConfigEnvironment, taskPromptMessages } from './environment';
 import { inferStruct, writeParquet, type PqType } from './parquet';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
@@ -64,8 +65,30 @@ function leaves(o: unknown, prefix = ''): string[] {
   return Object.entries(o as Loose).flatMap(([k, v]) => leaves(v, prefix ? `${prefix}.${k}` : k));
 }
 
-const hv = (v: unknown): string =>
-  typeof v === 'string' ? (/^[A-Za-z0-9_./-]+$/.test(v) ? v : JSON.stringify(v)) : Array.isArray(v) ? `[${v.map(hv).join(',')}]` : String(v);
+/** One line: control characters (newlines included) become spaces, for comments and single-line fields. */
+export const oneLine = (s: string): string => s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ');
+
+/**
+ * A value in Hydra's override grammar: plain when it is a simple token, else single-quoted with
+ * Hydra's escapes (\' for a quote, backslashes before a quote doubled, \${ so OmegaConf does not
+ * interpolate), on one line.
+ */
+export const hv = (v: unknown): string => {
+  if (Array.isArray(v)) return `[${v.map(hv).join(',')}]`;
+  if (typeof v !== 'string') return String(v);
+  if (/^[A-Za-z0-9_./-]+$/.test(v)) return v;
+  const q = oneLine(v)
+    .replace(/(\\+)(?='|$)/g, '$1$1')
+    .replace(/'/g, "\\'")
+    .replace(/\$\{/g, '\\${');
+  return `'${q}'`;
+};
+
+/** A word for bash: single-quoted, a quote inside written '\'' (nothing in it expands). */
+export const shq = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
+
+/** A Python string literal (JSON's string syntax is a subset of Python's). */
+const pyStr = (s: string): string => JSON.stringify(s);
 
 /**
  * The Hydra overrides equivalent to an Arbor config, and a row for every Arbor setting.
@@ -73,15 +96,16 @@ const hv = (v: unknown): string =>
  */
 export function verlMapping(
   cfg: ExperimentConfig,
-  ctx: { modelPath: string; promptTokens: number; toolFormat: string },
-): { overrides: string[]; mapping: MappingRow[] } {
+  ctx: { modelPath: string; promptTokens: number; toolFormat: string; adapter?: AdapterExport },
+): { overrides: string[]; mapping: MappingRow[]; batch: BatchPlan } {
   const rows: MappingRow[] = [];
   const overrides: string[] = [];
   const covered = new Set<string>();
   const map = (keys: string | string[], verl: Record<string, unknown> | undefined, note?: string) => {
     const ks = Array.isArray(keys) ? keys : [keys];
     for (const k of ks) covered.add(k);
-    const o = verl ? Object.entries(verl).map(([k, v]) => `${k}=${hv(v)}`) : undefined;
+    // a path under the export folder stays $HERE/… for run_verl.sh to expand (HERE is its own folder)
+    const o = verl ? Object.entries(verl).map(([k, v]) => `${k}=${typeof v === 'string' && v.startsWith('$HERE/') ? v : hv(v)}`) : undefined;
     if (o) overrides.push(...o);
     rows.push({ arbor: ks.join(', '), value: ks.length === 1 ? get(cfg, ks[0]!) : ks.map((k) => get(cfg, k)), verl: o, note });
   };
@@ -90,14 +114,28 @@ export function verlMapping(
   const o = cfg.optim;
 
   // model
-  map(
-    ['model.path', 'model.init'],
-    { 'actor_rollout_ref.model.path': ctx.modelPath },
-    'the last checkpoint of the run (an HF folder; a PEFT adapter folder is passed with its base, see below)',
-  );
+  const ad = ctx.adapter;
+  const basePath = ad ? ad.base : ctx.modelPath;
+  if (ad)
+    map(
+      ['model.path', 'model.init'],
+      { 'actor_rollout_ref.model.path': ad.base, 'actor_rollout_ref.model.lora_adapter_path': ad.path },
+      "the run's last checkpoint is a PEFT LoRA adapter: verl loads its base model and puts the adapter on it (PeftModel.from_pretrained, trainable)",
+    );
+  else map(['model.path', 'model.init'], { 'actor_rollout_ref.model.path': ctx.modelPath }, 'the last checkpoint of the run (an HF folder)');
   map(['model.hidden_size', 'model.layers'], undefined, 'sizes of the built-in tiny model; verl loads the checkpoint folder as it is');
   const lora = get(cfg, 'model.lora') as Loose | undefined;
-  if (lora) {
+  if (ad)
+    map(
+      ['model.lora.rank', 'model.lora.alpha', 'model.lora.target_modules', 'model.lora.dropout'],
+      {
+        'actor_rollout_ref.model.lora_rank': ad.rank,
+        'actor_rollout_ref.model.lora_alpha': ad.alpha,
+        'actor_rollout_ref.model.target_modules': ad.targets,
+      },
+      "the adapter's own adapter_config.json (verl has no LoRA dropout setting)",
+    );
+  else if (lora) {
     const tm = lora.target_modules;
     map(['model.lora.rank', 'model.lora.alpha', 'model.lora.target_modules'], {
       'actor_rollout_ref.model.lora_rank': lora.rank,
@@ -174,18 +212,21 @@ export function verlMapping(
   map(['algorithm.gamma', 'algorithm.lam'], { 'algorithm.gamma': a.gamma, 'algorithm.lam': a.lam });
   if (est === 'gae') {
     map('algorithm.value_clip', { 'critic.cliprange_value': a.value_clip });
-    overrides.push(`critic.model.path=${hv(ctx.modelPath)}`, `critic.optim.lr=${hv(o.lr)}`);
+    overrides.push(`critic.model.path=${hv(basePath)}`, `critic.optim.lr=${hv(o.lr)}`);
   } else map('algorithm.value_clip', undefined, 'no critic without gae');
   map('algorithm.value_coef', undefined, "verl's critic has its own loss and optimizer and no value-loss coefficient");
   map('algorithm.ppo_epochs', { 'actor_rollout_ref.actor.ppo_epochs': a.ppo_epochs });
-  const mini = Math.max(1, Math.floor(r.prompts_per_step / Number(a.mini_batches ?? 1)));
-  map('algorithm.mini_batches', { 'actor_rollout_ref.actor.ppo_mini_batch_size': mini }, 'verl counts a mini-batch in prompts (× rollout.n samples)');
-  map(
-    'algorithm.micro_batches',
-    undefined,
-    `a memory knob; set actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu for your GPUs (the script uses ${Math.max(1, Math.floor((mini * r.n) / Number(a.micro_batches ?? 1)))} samples per GPU micro-batch)`,
-  );
-  overrides.push(`actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=${Math.max(1, Math.floor((mini * r.n) / Number(a.micro_batches ?? 1)))}`);
+  const batch: BatchPlan = {
+    prompts: r.prompts_per_step,
+    n: r.n,
+    miniBatches: Number(a.mini_batches ?? 1),
+    microBatches: Number(a.micro_batches ?? 1),
+    critic: est === 'gae',
+    ref: kc !== 0,
+  };
+  const computed = "computed by run_verl.sh from trainer.n_gpus_per_node × trainer.nnodes on its command line (verl's divisibility checks, see README)";
+  map('algorithm.mini_batches', undefined, `actor_rollout_ref.actor.ppo_mini_batch_size (prompts per mini-batch): ${computed}`);
+  map('algorithm.micro_batches', undefined, `actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu and the log-prob micro-batches: ${computed}`);
   map(
     ['algorithm.dynamic_sampling.enabled', 'algorithm.dynamic_sampling.max_rounds'],
     undefined,
@@ -208,7 +249,7 @@ export function verlMapping(
 
   // rollout
   const response = Math.max(1, Math.min(r.max_turns * r.max_new_tokens, r.max_total_length - ctx.promptTokens));
-  map('rollout.prompts_per_step', { 'data.train_batch_size': r.prompts_per_step });
+  map('rollout.prompts_per_step', undefined, `data.train_batch_size: ${computed} (rounded up to a multiple the GPUs divide, with a notice)`);
   map('rollout.n', { 'actor_rollout_ref.rollout.n': r.n });
   map(['rollout.temperature', 'rollout.top_p'], { 'actor_rollout_ref.rollout.temperature': r.temperature, 'actor_rollout_ref.rollout.top_p': r.top_p });
   map('rollout.max_turns', { 'actor_rollout_ref.rollout.multi_turn.max_assistant_turns': r.max_turns });
@@ -237,7 +278,7 @@ export function verlMapping(
   });
   map(['checkpoint.every', 'checkpoint.keep'], { 'trainer.save_freq': cfg.checkpoint.every, 'trainer.max_actor_ckpt_to_keep': cfg.checkpoint.keep });
   map('seed', { 'data.seed': cfg.seed });
-  map('name', { 'trainer.experiment_name': cfg.name ?? 'arbor-export' });
+  map('name', { 'trainer.experiment_name': oneLine(cfg.name ?? 'arbor-export') });
   // what verl does not have
   for (const k of leaves(cfg.sft, 'sft')) covered.add(k);
   rows.push({
@@ -284,7 +325,110 @@ export function verlMapping(
     if (covered.has(k) || [...covered].some((c) => k.startsWith(`${c}.`))) continue;
     rows.push({ arbor: k, value: get(cfg, k), note: 'not mapped by this exporter' });
   }
-  return { overrides, mapping: rows };
+  return { overrides, mapping: rows, batch };
+}
+
+/** A PEFT LoRA adapter handed to verl: its base model and its settings (adapter_config.json). */
+export interface AdapterExport {
+  path: string;
+  base: string;
+  rank: number;
+  alpha: number;
+  targets: string[];
+}
+
+/** What run_verl.sh needs to size verl's batches for the GPUs it is given (Arbor's settings). */
+export interface BatchPlan {
+  /** rollout.prompts_per_step */
+  prompts: number;
+  /** rollout.n */
+  n: number;
+  /** algorithm.mini_batches (updates per step) */
+  miniBatches: number;
+  /** algorithm.micro_batches (gradient accumulation per update) */
+  microBatches: number;
+  /** a critic (gae): its batch sizes too */
+  critic: boolean;
+  /** a reference policy (KL): its log-prob micro-batch too */
+  ref: boolean;
+}
+
+/**
+ * The batch-size overrides run_verl.sh computes for `gpus` GPUs in all (n_gpus_per_node ×
+ * nnodes): the same arithmetic as the script's bash (batchScript), for tests and the README.
+ * verl (FSDP, no dynamic batch size) requires: train_batch_size × n divisible by the GPU count;
+ * ppo_mini_batch_size ≤ train_batch_size; ppo_mini_batch_size × n ÷ GPUs > 0 and divisible by
+ * ppo_micro_batch_size_per_gpu. So the prompts per step are rounded up to a multiple of
+ * GPUs ÷ gcd(n, GPUs), a mini-batch is a multiple of that too, and the micro-batch per GPU is the
+ * largest divisor of the per-GPU mini-batch not above its share (÷ algorithm.micro_batches).
+ */
+export function batchOverrides(b: BatchPlan, gpus: number): Record<string, number> {
+  const gcd = (x: number, y: number): number => (y === 0 ? x : gcd(y, x % y));
+  const step = gpus / gcd(b.n, gpus);
+  const train = Math.ceil(b.prompts / step) * step;
+  const mini = Math.max(step, Math.floor(Math.floor(b.prompts / b.miniBatches) / step) * step);
+  const perGpu = (mini * b.n) / gpus;
+  let micro = Math.max(1, Math.floor(perGpu / b.microBatches));
+  while (perGpu % micro !== 0) micro--;
+  return {
+    'data.train_batch_size': train,
+    'actor_rollout_ref.actor.ppo_mini_batch_size': mini,
+    'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu': micro,
+    'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu': micro,
+    ...(b.ref ? { 'actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu': micro } : {}),
+    ...(b.critic ? { 'critic.ppo_mini_batch_size': mini, 'critic.ppo_micro_batch_size_per_gpu': micro } : {}),
+  };
+}
+
+/** The bash of run_verl.sh that does batchOverrides for the GPUs on its command line, into the array BATCH. */
+function batchScript(b: BatchPlan): string {
+  const keys = Object.keys(batchOverrides(b, 1));
+  const value: Record<string, string> = {
+    'data.train_batch_size': '$TRAIN_BS',
+    'actor_rollout_ref.actor.ppo_mini_batch_size': '$MINI',
+    'critic.ppo_mini_batch_size': '$MINI',
+  };
+  return `# Batch sizes for the GPUs on the command line (trainer.n_gpus_per_node × trainer.nnodes; verl's
+# defaults 8 × 1), so that verl's checks pass: train_batch_size × n divisible by the GPU count,
+# ppo_mini_batch_size × n ÷ GPUs a positive multiple of ppo_micro_batch_size_per_gpu. A key you give
+# yourself on the command line is left to you.
+NGPUS=8
+NNODES=1
+for a in "$@"; do
+  case "$a" in
+    trainer.n_gpus_per_node=*) NGPUS="\${a#*=}" ;;
+    trainer.nnodes=*) NNODES="\${a#*=}" ;;
+  esac
+done
+case "$NGPUS" in '' | *[!0-9]* | 0) echo "run_verl.sh: trainer.n_gpus_per_node must be a positive whole number, got '$NGPUS'" >&2; exit 2 ;; esac
+case "$NNODES" in '' | *[!0-9]* | 0) echo "run_verl.sh: trainer.nnodes must be a positive whole number, got '$NNODES'" >&2; exit 2 ;; esac
+GPUS=$((NGPUS * NNODES))
+N=${b.n}             # rollout.n
+PROMPTS=${b.prompts}       # rollout.prompts_per_step
+MINI_BATCHES=${b.miniBatches}  # algorithm.mini_batches
+MICRO_BATCHES=${b.microBatches} # algorithm.micro_batches
+x=$N y=$GPUS
+while [ "$y" -ne 0 ]; do t=$((x % y)); x=$y; y=$t; done
+STEP=$((GPUS / x))
+TRAIN_BS=$(((PROMPTS + STEP - 1) / STEP * STEP))
+MINI=$((PROMPTS / MINI_BATCHES / STEP * STEP))
+if [ "$MINI" -lt "$STEP" ]; then MINI=$STEP; fi
+PER_GPU=$((MINI * N / GPUS))
+MICRO=$((PER_GPU / MICRO_BATCHES))
+if [ "$MICRO" -lt 1 ]; then MICRO=1; fi
+while [ $((PER_GPU % MICRO)) -ne 0 ]; do MICRO=$((MICRO - 1)); done
+if [ "$TRAIN_BS" -ne "$PROMPTS" ]; then
+  echo "run_verl.sh: data.train_batch_size $TRAIN_BS (Arbor: $PROMPTS prompts per step), so that $N samples each split evenly over $GPUS GPUs" >&2
+fi
+BATCH=()
+for kv in ${keys.map((k) => `"${k}=${value[k] ?? '$MICRO'}"`).join(' ')}; do
+  given=0
+  for a in "$@"; do
+    if [ "\${a%%=*}" = "\${kv%%=*}" ]; then given=1; fi
+  done
+  if [ "$given" = 0 ]; then BATCH+=("$kv"); fi
+done
+`;
 }
 
 interface TaskRow {
@@ -294,12 +438,13 @@ interface TaskRow {
   hops?: number;
 }
 
-function taskRow(t: RolloutTask): TaskRow {
+function taskRow(t: RolloutTask, messages: { role: string; content: string }[] | undefined): TaskRow {
   const m = t.meta ?? {};
-  if (typeof m.question !== 'string') throw new Error(`task ${t.id}: no prompt in its metadata; cannot export it`);
+  const question = typeof m.question === 'string' ? m.question : messages?.filter((x) => x.role === 'user').at(-1)?.content;
+  if (typeof question !== 'string') throw new Error(`task ${t.id}: no prompt in its metadata; cannot export it`);
   return {
     id: t.id,
-    question: m.question,
+    question,
     answers: Array.isArray(m.answers) ? m.answers.map(String) : [],
     ...(typeof m.hops === 'number' ? { hops: m.hops } : {}),
   };
@@ -315,6 +460,16 @@ export async function exportVerl(
   if (!modelPath)
     throw new Error('the config has model.init: tiny and no checkpoint: export a finished run (`arbor export verl <run> <dir>`) or a config with model.path');
   const progress = opts.onProgress ?? (() => undefined);
+  // A LoRA run's checkpoint is a PEFT adapter folder: verl gets its base model and the adapter.
+  let adapter: AdapterExport | undefined;
+  if (isAdapterFolder(modelPath)) {
+    const { spec, baseModel } = readPeftConfig(modelPath);
+    if (!baseModel)
+      throw new Error(
+        `${join(modelPath, 'adapter_config.json')}: no base_model_name_or_path; merge the adapter onto its base (\`arbor merge\`) and export the merged folder`,
+      );
+    adapter = { path: modelPath, base: baseModel, rank: spec.rank, alpha: spec.alpha, targets: [...spec.targets] };
+  }
   mkdirSync(join(outDir, 'data'), { recursive: true });
   const files: string[] = [];
   const write = (rel: string, content: string | Uint8Array) => {
@@ -336,24 +491,31 @@ export async function exportVerl(
   let promptTokens = 0;
   const trainTasks = kit.rlTasks ?? kit.trainTasks;
   for (const t of [...trainTasks, ...kit.evalTasks]) promptTokens = Math.max(promptTokens, (await t.createEnv().prompt()).ids.length);
+  // The prompt of each row is the conversation the task's episodes start from in Arbor (its
+  // ToolEnv's messages: a system message, the format's instruction and the task's prompt); verl
+  // renders it with the model's chat template and the tool schemas, as Arbor does.
   const rowsOf = (tasks: RolloutTask[], split: 'train' | 'test') =>
-    tasks.map(taskRow).map((q, index) => ({
-      data_source: `arbor/${cfg.task.kind}`,
-      agent_name: 'tool_agent',
-      prompt: [{ role: 'user', content: q.question }],
-      ability: 'tool-use',
-      reward_model: { style: 'rule', ground_truth: { target: q.answers } },
-      extra_info: {
-        split,
-        index,
-        task_id: q.id,
-        question: q.question,
-        ...(q.hops !== undefined ? { hops: q.hops } : {}),
-        need_tools_kwargs: toolNames.length > 0,
-        tools_kwargs: Object.fromEntries(toolNames.map((n) => [n, { create_kwargs: { task: q.id } }])),
-        interaction_kwargs: { query: q.question },
-      },
-    }));
+    tasks.map((t, index) => {
+      const messages = taskPromptMessages(t);
+      const q = taskRow(t, messages);
+      return {
+        data_source: `arbor/${cfg.task.kind}`,
+        agent_name: 'tool_agent',
+        prompt: messages ?? [{ role: 'user', content: q.question }],
+        ability: 'tool-use',
+        reward_model: { style: 'rule', ground_truth: { target: q.answers } },
+        extra_info: {
+          split,
+          index,
+          task_id: q.id,
+          question: q.question,
+          ...(q.hops !== undefined ? { hops: q.hops } : {}),
+          need_tools_kwargs: toolNames.length > 0,
+          tools_kwargs: Object.fromEntries(toolNames.map((n) => [n, { create_kwargs: { task: q.id } }])),
+          interaction_kwargs: { query: q.question },
+        },
+      };
+    });
   const train = rowsOf(trainTasks, 'train');
   const val = rowsOf(kit.evalTasks, 'test');
   const extraType = inferStruct([...train, ...val].map((r) => r.extra_info as Record<string, unknown>));
@@ -415,48 +577,54 @@ export async function exportVerl(
   files.push('arbor_tool.py');
   write(
     'reward.py',
-    `# Generated by \`arbor export verl\` from ${src.source}.\nARBOR_CMD_DEFAULT = ${JSON.stringify(arborCmd)}\n` +
+    `# Generated by \`arbor export verl\` from ${oneLine(src.source)}.\nARBOR_CMD_DEFAULT = [${arborCmd.map(pyStr).join(', ')}]\n` +
       (await import('node:fs')).readFileSync(join(HERE, 'verl/reward.py'), 'utf8'),
   );
 
-  const { overrides, mapping } = verlMapping(cfg, { modelPath, promptTokens, toolFormat: env.format.name });
+  const { overrides, mapping, batch } = verlMapping(cfg, { modelPath, promptTokens, toolFormat: env.format.name, adapter });
+  // Each override one shell word: the $HERE paths in double quotes (only $HERE expands), every
+  // other one single-quoted (nothing in it expands, whatever the config's strings hold).
   const all = [
-    'data.train_files="$HERE/data/train.parquet"',
-    'data.val_files="$HERE/data/val.parquet"',
+    '"data.train_files=$HERE/data/train.parquet"',
+    '"data.val_files=$HERE/data/val.parquet"',
     'data.return_raw_chat=True',
     'actor_rollout_ref.rollout.mode=async',
     'actor_rollout_ref.rollout.multi_turn.enable=True',
-    'actor_rollout_ref.rollout.multi_turn.tool_config_path="$HERE/tool_config.yaml"',
-    'custom_reward_function.path="$HERE/reward.py"',
+    '"actor_rollout_ref.rollout.multi_turn.tool_config_path=$HERE/tool_config.yaml"',
+    '"custom_reward_function.path=$HERE/reward.py"',
     'custom_reward_function.name=compute_score',
-    ...overrides.map((x) =>
-      x.replace(/=(.*)$/, (_, v: string) => `=${v.startsWith('$HERE') ? `"${v}"` : /[\s"'$[\],]/.test(v) && !v.startsWith('"') ? `'${v}'` : v}`),
-    ),
+    ...overrides.map((x) => (x.endsWith('=$HERE/rollouts') ? `"${x}"` : /^[A-Za-z0-9_.=/-]+$/.test(x) ? x : shq(x))),
   ];
-  write('run_verl.sh', launchScript(src, arborCmd, all));
+  write('run_verl.sh', launchScript(src, arborCmd, all, batch));
   chmodSync(join(outDir, 'run_verl.sh'), 0o755);
-  write('README.md', readme(src, modelPath, mapping, { train: train.length, val: val.length, tools: toolNames, format: env.format.name }));
+  write('README.md', readme(src, modelPath, mapping, { train: train.length, val: val.length, tools: toolNames, format: env.format.name, adapter, batch }));
   return { dir: outDir, files, train: train.length, val: val.length, overrides: all, mapping };
 }
 
-function launchScript(src: VerlExportSource, arborCmd: string[], overrides: string[]): string {
+function launchScript(src: VerlExportSource, arborCmd: string[], overrides: string[], batch: BatchPlan): string {
   return `#!/usr/bin/env bash
-# Generated by \`arbor export verl\` from ${src.source}.
+# Generated by \`arbor export verl\` from ${oneLine(src.source)}.
 # Runs verl (python3 -m verl.trainer.main_ppo) on this folder. Extra Hydra overrides go after the
 # script's name, e.g. ./run_verl.sh trainer.n_gpus_per_node=8 trainer.nnodes=1
 set -euo pipefail
 HERE="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
-# How to start arbor on this machine (override with ARBOR_CMD="arbor" once it is installed on the cluster).
-ARBOR_CMD="\${ARBOR_CMD:-${arborCmd.map((a) => a.replace(/(["\\$`])/g, '\\$1')).join(' ')}}"
-export ARBOR_CMD
+# How to start arbor on this machine (set ARBOR_CMD="arbor" once it is installed on the cluster:
+# a command and its arguments separated by spaces).
+if [ -n "\${ARBOR_CMD:-}" ]; then
+  read -r -a ARBOR <<<"$ARBOR_CMD"
+else
+  ARBOR=(${arborCmd.map(shq).join(' ')})
+fi
+# The MCP server's token reaches it through the environment (a command-line flag would show in ps).
 export ARBOR_MCP_TOKEN="\${ARBOR_MCP_TOKEN:-$(od -An -tx1 -N16 /dev/urandom | tr -d ' \\n')}"
 ARBOR_MCP_PORT="\${ARBOR_MCP_PORT:-8765}"
 export ARBOR_MCP_URL="http://127.0.0.1:\${ARBOR_MCP_PORT}/mcp"
 export PYTHONPATH="$HERE\${PYTHONPATH:+:$PYTHONPATH}"
 
+${batchScript(batch)}
 # The environment's tools over MCP (streamable HTTP on 127.0.0.1, bearer token). On several
 # nodes, start one per node (the rollout workers call 127.0.0.1).
-$ARBOR_CMD mcp serve --config "$HERE/arbor-experiment.json" --http --port "$ARBOR_MCP_PORT" --token "$ARBOR_MCP_TOKEN" >"$HERE/mcp-serve.log" 2>&1 &
+"\${ARBOR[@]}" mcp serve --config "$HERE/arbor-experiment.json" --http --port "$ARBOR_MCP_PORT" >"$HERE/mcp-serve.log" 2>&1 &
 MCP_PID=$!
 trap 'kill "$MCP_PID" 2>/dev/null || true' EXIT
 for _ in $(seq 1 120); do
@@ -467,24 +635,36 @@ done
 
 python3 -m verl.trainer.main_ppo \\
 ${overrides.map((x) => `    ${x} \\`).join('\n')}
+    \${BATCH[@]+"\${BATCH[@]}"} \\
     "$@"
 `;
 }
+
+/** Text in a Markdown table cell: one line, pipes escaped, no HTML. */
+const cell = (s: string) => oneLine(s).replace(/\|/g, '\\|').replace(/</g, '&lt;');
+/** A Markdown code span that holds any text (a fence longer than its longest backtick run). */
+const code = (s: string) => {
+  const t = cell(s);
+  const fence = '`'.repeat(Math.max(0, ...[...t.matchAll(/`+/g)].map((m) => m[0].length)) + 1);
+  return `${fence}${/^`|`$/.test(t) ? ` ${t} ` : t}${fence}`;
+};
 
 function readme(
   src: VerlExportSource,
   modelPath: string,
   mapping: MappingRow[],
-  info: { train: number; val: number; tools: string[]; format: string },
+  info: { train: number; val: number; tools: string[]; format: string; adapter?: AdapterExport; batch: BatchPlan },
 ): string {
-  const cell = (s: string) => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
   const table = mapping
-    .map(
-      (m) =>
-        `| \`${m.arbor}\` | ${cell(JSON.stringify(m.value) ?? '')} | ${m.verl ? m.verl.map((v) => `\`${cell(v)}\``).join('<br>') : '—'} | ${cell(m.note ?? '')} |`,
-    )
+    .map((m) => `| ${code(m.arbor)} | ${cell(JSON.stringify(m.value) ?? '')} | ${m.verl ? m.verl.map(code).join('<br>') : '—'} | ${cell(m.note ?? '')} |`)
     .join('\n');
-  return `# verl export of ${src.source}
+  const sizes = [1, 2, 4, 8, 16]
+    .map((g) => {
+      const o = batchOverrides(info.batch, g);
+      return `| ${g} | ${o['data.train_batch_size']} | ${o['actor_rollout_ref.actor.ppo_mini_batch_size']} | ${o['actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu']} |`;
+    })
+    .join('\n');
+  return `# verl export of ${cell(src.source)}
 
 Written by \`arbor export verl\`. Run on a machine with verl installed (and Node ≥ 20 with Arbor, for the
 environment's tools and reward):
@@ -497,14 +677,37 @@ environment's tools and reward):
 |---|---|
 | \`data/train.parquet\` | ${info.train} RL tasks as verl agent-loop rows (\`agent_name: tool_agent\`) |
 | \`data/val.parquet\` | ${info.val} held-out tasks |
-| \`tool_config.yaml\` | tools ${info.tools.map((t) => `\`${t}\``).join(', ') || '(none)'} as \`arbor_tool.ArborMcpTool\`, calling \`arbor mcp serve --http\` (started by run_verl.sh); each sample's \`extra_info.tools_kwargs.<tool>.create_kwargs\` reaches the tool as MCP \`_meta["arbor/episode"]\` |
+| \`tool_config.yaml\` | tools ${info.tools.map(code).join(', ') || '(none)'} as \`arbor_tool.ArborMcpTool\`, calling \`arbor mcp serve --http\` (started by run_verl.sh); each sample's \`extra_info.tools_kwargs.<tool>.create_kwargs\` reaches the tool as MCP \`_meta["arbor/episode"]\` |
 | \`tool_config.mcp.yaml\`, \`mcp_servers.json\` | the same tools through verl's own \`type: mcp\` client (stdio); it sends no per-sample state, so only for tools that do not need the question |
 | \`reward.py\` | \`compute_score(data_source, solution_str, ground_truth, extra_info)\`: the environment's reward, computed by a long-lived \`arbor verl-reward\` process (set \`ARBOR_CMD\` if arbor is installed elsewhere) |
 | \`arbor-experiment.json\` | the Arbor experiment (\`model.path\` = the exported checkpoint) |
 | \`run_verl.sh\` | the launch script with the Hydra overrides below |
 
-Model: \`${modelPath}\` (the run's last checkpoint, an HF folder; for a PEFT adapter folder give
-\`actor_rollout_ref.model.path=<base>\` and merge or load the adapter as your verl version supports).
+${
+  info.adapter
+    ? `Model: the run's last checkpoint is a PEFT LoRA adapter, ${code(info.adapter.path)} (rank ${info.adapter.rank}, alpha ${info.adapter.alpha}, ${info.adapter.targets.join(', ')}), on the base model ${code(info.adapter.base)}: verl loads the base (\`actor_rollout_ref.model.path\`) and the adapter (\`actor_rollout_ref.model.lora_adapter_path\`, verl ≥ 0.5) and trains the adapter with the same rank, alpha and target modules.`
+    : `Model: ${code(modelPath)} (the run's last checkpoint, an HF folder).`
+}
+
+Prompts: each row's \`prompt\` is the conversation the task's episodes start from in Arbor (the
+format's instruction and the task's prompt, a system message when the task has one); verl renders
+it with the model's chat template and the tool schemas of \`tool_config.yaml\`, as Arbor does.
+
+Reward: \`reward.py\` asks \`arbor verl-reward\` for the reward of each sample, computed by the
+sample's own task (\`extra_info.task_id\`, with its \`meta\`) through the same episode environment
+and reward function as Arbor's training. Each tool call's success reaches it as verl's
+\`extra_info.tool_rewards\` (the tool class returns +1 or −1 per call; it adds nothing to the
+score); a call without one (older verl, the last turn's calls) is run through the task's tools.
+
+Batch sizes: \`run_verl.sh\` computes them from \`trainer.n_gpus_per_node\` × \`trainer.nnodes\` on
+its command line (verl's defaults 8 × 1) so verl's checks pass: \`data.train_batch_size\` × n
+divisible by the GPU count (rounded up with a notice when Arbor's ${info.batch.prompts} prompts per step are not),
+\`ppo_mini_batch_size\` × n ÷ GPUs a positive multiple of \`ppo_micro_batch_size_per_gpu\`. With
+n = ${info.batch.n}, ${info.batch.miniBatches} mini-batch(es) and ${info.batch.microBatches} micro-batch(es) per update:
+
+| GPUs in all | train_batch_size | ppo_mini_batch_size | ppo_micro_batch_size_per_gpu |
+|---|---|---|---|
+${sizes}
 
 Tool-call format: the environment uses **${info.format}**; verl's tool agent loop parses Hermes
 \`<tool_call>\` JSON (\`multi_turn.format=hermes\`).${info.format === 'search-r1' ? " A model trained on Search-R1 tags (`<search>`) will not call tools through it until it learns the Hermes form: prefer an environment with `environment.format: hermes`, or use verl's Search-R1 agent loop." : ''}

@@ -10,7 +10,7 @@
  */
 import { traceGraph, type Graph } from '../tensor/graph';
 import { withGradients } from '../tensor/autodiff';
-import { OrtRunner, OrtWorker, emptyRunnerStats, type RunnerStats } from '../tensor/ort';
+import { OrtRunner, OrtWorker, defaultProviders, emptyRunnerStats, type RunnerStats } from '../tensor/ort';
 import type { HostTensor } from '../tensor/host';
 import { initTfjs, runTfjs, type TfProgram } from '../tensor/tfjs';
 import { weightShapes, type ModelConfig } from './config';
@@ -309,7 +309,13 @@ export class PolicyModel {
   }
 
   /** A session of this model: in the model's ORT worker, or in `worker` (a decode shard's own). */
-  private runner(key: string, build: () => Graph, threads = this.opts.threads, worker?: OrtWorker): Promise<OrtRunner> {
+  private runner(
+    key: string,
+    build: () => Graph,
+    threads = this.opts.threads,
+    worker?: OrtWorker,
+    outputLocation?: Record<string, 'cpu' | 'gpu-buffer'>,
+  ): Promise<OrtRunner> {
     if (this.disposed) throw new Error('PolicyModel: used after dispose()');
     let r = this.runners.get(key);
     if (!r) {
@@ -317,7 +323,7 @@ export class PolicyModel {
       const w = worker ?? (this.ortWorker ??= OrtWorker.create());
       // Train and score graphs without ORT's memory pattern: its per-shape block would sit beside the arena's chunks (RunnerOptions.memPattern).
       const memPattern = !(key.startsWith('train') || key.startsWith('score'));
-      r = OrtRunner.create(build(), { threads, providers: this.opts.providers, profilePrefix, worker: w, memPattern });
+      r = OrtRunner.create(build(), { threads, providers: this.opts.providers, profilePrefix, worker: w, memPattern, outputLocation });
       this.runners.set(key, r);
     }
     return r;
@@ -355,6 +361,16 @@ export class PolicyModel {
     if (this.backend !== 'ort') throw new Error('PolicyModel.decodeRunner: only the ORT backend runs decode in a worker');
     const c = this.config;
     const build = () => traceGraph(decodeInputSpecs(c, this.lora), decodeProgram(c, this.lora));
+    if (this.onDevice) {
+      // WebGPU: the KV cache and the logits stay on the device (engine/rollout/worker-kv.ts reads
+      // ids, logprobs and entropies only); a session of its own, as PolicyModel.decode reads presents.
+      if (shard !== 0) throw new Error('PolicyModel.decodeRunner: one decode session on the WebGPU device (runs on it are serialised)');
+      const loc: Record<string, 'gpu-buffer'> = { logits: 'gpu-buffer' };
+      for (let i = 0; i < c.numLayers; i++) loc[`present_k_${i}`] = loc[`present_v_${i}`] = 'gpu-buffer';
+      const r = await this.runner('decode:device', build, this.opts.threads, undefined, loc);
+      this.syncWeights(r);
+      return r;
+    }
     if (shard === 0) {
       // The first decode session lives in the model's worker, next to its weights.
       const r = await this.runner(threads === undefined ? 'decode' : `decode#0:${threads}`, build, threads ?? this.opts.threads);
@@ -376,6 +392,11 @@ export class PolicyModel {
     }
     return r;
   };
+
+  /** Sessions run on the WebGPU provider (weights and the decode KV cache resident on the device). */
+  get onDevice(): boolean {
+    return this.backend === 'ort' && (this.opts.providers ?? defaultProviders())[0] === 'webgpu';
+  }
 
   /** Run a program; `weights` overrides the policy's own weights for this call only. */
   private async run(
@@ -491,12 +512,26 @@ export class PolicyModel {
     // Every decode session (shards of a ShardedKvBackend too: their times are summed).
     const out: RunnerStats & { buildMs: number } = { ...emptyRunnerStats(), buildMs: this.decodeBuildMs };
     for (const [key, r] of this.runners) {
-      if (key !== 'decode' && !key.startsWith('decode#')) continue;
+      if (key !== 'decode' && !key.startsWith('decode#') && key !== 'decode:device') continue;
       const runner = await r;
       for (const k of Object.keys(runner.stats) as (keyof RunnerStats)[]) out[k] += runner.stats[k];
       if (reset) runner.stats = emptyRunnerStats();
     }
     if (reset) this.decodeBuildMs = 0;
+    return out;
+  }
+
+  /**
+   * Summed RunnerStats of this model's sessions whose key starts with `prefix` ('train', 'score',
+   * 'decode'): time split and the bytes that crossed to and from a device. For benchmarks.
+   */
+  async runnerStats(prefix: string): Promise<RunnerStats> {
+    const out = emptyRunnerStats();
+    for (const [key, r] of this.runners) {
+      if (!key.startsWith(prefix)) continue;
+      const runner = await r;
+      for (const k of Object.keys(runner.stats) as (keyof RunnerStats)[]) out[k] += runner.stats[k];
+    }
     return out;
   }
 

@@ -12,6 +12,29 @@
  */
 import type { DecodeBackend } from './ports';
 
+/**
+ * A layer's keys or values: host values, or a tensor resident on the device (WebGPU: the decode
+ * graph's `present` fed back as the next `past` without crossing; engine/rollout/worker-kv.ts).
+ * Only the steady step passes device tensors along; everything that reads values (repacking,
+ * forks, truncation) needs host arrays first (KvSlotBackend.materialize).
+ */
+export type KvTensor = Float32Array | DeviceKv;
+/** An opaque device tensor (an ORT `gpu-buffer` tensor: never read from JS). */
+export interface DeviceKv {
+  readonly location: string;
+  dispose(): void;
+}
+
+/** Host pasts of a decode input (the host-cache path never holds device tensors). */
+export function hostPast(past: { k: KvTensor; v: KvTensor }[]): { k: Float32Array; v: Float32Array }[] {
+  return past.map((l) => ({ k: hostKv(l.k), v: hostKv(l.v) }));
+}
+
+export function hostKv(a: KvTensor): Float32Array {
+  if (a instanceof Float32Array) return a;
+  throw new Error('KvSlotBackend: the batch KV cache is on the device; materialize() it before reading it');
+}
+
 export interface KvDecodeInput {
   batch: number;
   /** New tokens per row (T); rows are left-padded with `padId`. */
@@ -22,7 +45,7 @@ export interface KvDecodeInput {
   attentionMask: Int32Array; // [B, P + T]
   positionIds: Int32Array; // [B, T]
   /** Per layer: keys and values [B, Hkv, P, D]. */
-  past: { k: Float32Array; v: Float32Array }[];
+  past: { k: KvTensor; v: KvTensor }[];
   /** Passed through from `run` (e.g. sampling inputs). */
   extra?: unknown;
 }
@@ -33,7 +56,7 @@ export interface KvDecodeOutput {
   /** Tokens sampled by the decode function, if it samples. */
   sampled?: { ids: Int32Array; logprobs: Float32Array; entropy: Float32Array };
   /** Per layer: keys and values [B, Hkv, P + T, D]. */
-  present: { k: Float32Array; v: Float32Array }[];
+  present: { k: KvTensor; v: KvTensor }[];
 }
 
 export type KvDecodeFn = (x: KvDecodeInput) => Promise<KvDecodeOutput>;
@@ -60,7 +83,7 @@ interface Packed {
   mask: Int32Array;
   /** Tokens in each row's cache. */
   lens: number[];
-  present: { k: Float32Array; v: Float32Array }[];
+  present: { k: KvTensor; v: KvTensor }[];
 }
 
 export class KvSlotBackend implements DecodeBackend {
@@ -85,6 +108,54 @@ export class KvSlotBackend implements DecodeBackend {
   ) {
     this.vocabSize = shape.vocabSize;
     this.slots = new Array(maxBatch).fill(null);
+  }
+
+  /** Called with device tensors no longer referenced (a steady step's past, a materialized cache). */
+  onDrop: ((t: DeviceKv[]) => void) | null = null;
+
+  private drop(present: { k: KvTensor; v: KvTensor }[]): void {
+    const dev = present.flatMap((l) => [l.k, l.v]).filter((t): t is DeviceKv => !(t instanceof Float32Array));
+    if (dev.length) this.onDrop?.(dev);
+  }
+
+  /** Drop the packed batch cache's device tensors (the backend is closing: nothing reads them again). */
+  disposeDevice(): void {
+    const p = this.packed;
+    if (!p || !this.onDevice) return;
+    this.packed = null;
+    this.drop(p.present);
+  }
+
+  /** Whether run(items) takes the steady path (the packed batch cache fed back as it is). */
+  isSteady(items: { slot: number; tokens: number[] }[]): boolean {
+    const p = this.packed;
+    return !!p && this.keepPacked && items.length === p.slots.length && items.every((it, b) => it.slot === p.slots[b] && it.tokens.length === 1);
+  }
+
+  /** The packed batch cache is (partly) on the device. */
+  get onDevice(): boolean {
+    return !!this.packed?.present.some((l) => !(l.k instanceof Float32Array) || !(l.v instanceof Float32Array));
+  }
+
+  /**
+   * Bring a device-resident packed cache to the host (before a repack, fork or truncation reads
+   * it); `fetch` copies one tensor back. Returns the bytes fetched.
+   */
+  async materialize(fetch: (t: DeviceKv) => Promise<Float32Array>): Promise<number> {
+    const p = this.packed;
+    if (!p || !this.onDevice) return 0;
+    let bytes = 0;
+    const old = p.present;
+    const get = async (t: KvTensor) => {
+      const h = t instanceof Float32Array ? t : await fetch(t);
+      bytes += h.byteLength;
+      return h;
+    };
+    const present: { k: KvTensor; v: KvTensor }[] = [];
+    for (const l of old) present.push({ k: await get(l.k), v: await get(l.v) });
+    p.present = present;
+    this.drop(old);
+    return bytes;
   }
 
   private check(items: { slot: number; tokens: number[] }[]): void {
@@ -122,10 +193,7 @@ export class KvSlotBackend implements DecodeBackend {
       if (len > this.maxLength) throw new Error(`KvSlotBackend: slot ${slot} would hold ${len} tokens > maxLength ${this.maxLength}`);
     }
     const p = this.packed;
-    const out =
-      p && this.keepPacked && items.length === p.slots.length && items.every((it, b) => it.slot === p.slots[b] && it.tokens.length === 1)
-        ? await this.step(items, p, extra)
-        : (this.unpack(), await this.general(items, extra));
+    const out = p && this.isSteady(items) ? await this.step(items, p, extra) : (this.unpack(), await this.general(items, extra));
     this.checkOut(out, items.length, logits);
     return out;
   }
@@ -195,6 +263,7 @@ export class KvSlotBackend implements DecodeBackend {
     this.stats.steadyCalls++;
     const out = await this.decode({ batch: B, newLength: 1, pastLength: P, inputIds, attentionMask, positionIds, past: p.present, extra });
     this.checkPresent(out);
+    this.drop(p.present);
     this.packed = { slots: p.slots, S, mask: attentionMask, lens: p.lens.map((l) => l + 1), present: out.present };
     return out;
   }
@@ -264,8 +333,8 @@ export class KvSlotBackend implements DecodeBackend {
       const len = cols.length;
       const c: SlotCache = { len, k: [], v: [] };
       for (let l = 0; l < layers; l++) {
-        const pk = p.present[l]!.k;
-        const pv = p.present[l]!.v;
+        const pk = hostKv(p.present[l]!.k);
+        const pv = hostKv(p.present[l]!.v);
         const nk = new Float32Array(Hk * len * D);
         const nv = new Float32Array(Hk * len * D);
         for (let h = 0; h < Hk; h++) {

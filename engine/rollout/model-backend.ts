@@ -6,7 +6,7 @@ import type { PolicyModel } from '../model/runtime';
 import { availableParallelism, loadavg } from 'node:os';
 import { parameterCount, type ModelConfig } from '../model/config';
 import { defaultThreads } from '../tensor/ort';
-import { KvSlotBackend } from './kv-slots';
+import { hostPast, KvSlotBackend } from './kv-slots';
 import { ShardedKvBackend, WorkerKvBackend } from './worker-kv';
 import type { DecodeBackend } from './ports';
 import { RecomputeBackend } from './recompute';
@@ -54,7 +54,8 @@ export function decodeShards(model: PolicyModel, maxBatch: number, loadPerCore =
   const threads = model.opts.threads ?? defaultThreads();
   const params = parameterCount(model.config);
   // Under LoRA the frozen base lives only in the model's own worker (PolicyModel keepHostBase).
-  if (params > SHARD_MAX_PARAMS || model.lora || loadPerCore < SHARD_MIN_LOAD_PER_CORE) return 1;
+  // On the WebGPU device one session decodes (runs on it are serialised: one queue per process).
+  if (params > SHARD_MAX_PARAMS || model.lora || model.onDevice || loadPerCore < SHARD_MIN_LOAD_PER_CORE) return 1;
   const minRows = params <= SHARD_SMALL_PARAMS ? 8 : 16;
   return Math.max(1, Math.min(threads, 4, Math.floor(maxBatch / minRows)));
 }
@@ -85,7 +86,7 @@ export function policyDecodeBackend(model: PolicyModel, o: ModelBackendOptions =
       `policyDecodeBackend: shards ${o.shards} needs the worker KV cache on the ORT backend (got ${model.backend}, cache '${o.cache ?? 'worker'}')`,
     );
   return new KvSlotBackend(
-    model.decode,
+    (x) => model.decode({ ...x, past: hostPast(x.past) }),
     { layers: c.numLayers, kvHeads: c.numKvHeads, headDim: c.headDim, vocabSize: c.vocabSize },
     o.maxBatch ?? 16,
     o.maxLength ?? c.maxPositionEmbeddings,

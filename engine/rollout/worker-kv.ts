@@ -10,12 +10,14 @@
  * (logits only when asked, e.g. for top-k/top-p, which the engine still samples in JS).
  *
  * Main side: `WorkerKvBackend` (a DecodeBackend with `extendSample` and `fork`).
- * Worker side: `KvHost`, created by engine/tensor/ort-worker.ts on a `kvOpen` message.
+ * Worker side: `KvHost`, created on a `kvOpen` message by this module's attachWorkerHandler,
+ * which the ORT worker loads on the first use (engine/tensor/ort-worker.ts knows no rollout code).
  */
-import { KvSlotBackend, type KvDecodeFn, type KvShape } from './kv-slots';
+import { KvSlotBackend, type DeviceKv, type KvDecodeFn, type KvShape, type KvTensor } from './kv-slots';
 import type { DecodeBackend, SampleRequest } from './ports';
 import type { HostTensor } from '../tensor/host';
 import type { OrtRunner } from '../tensor/ort';
+import type { WorkerApi, WorkerHandler, WorkerValue } from '../tensor/ort-worker';
 import { buildAttentionBias, sampleFeeds } from '../model/graphs';
 
 export interface KvHostSpec extends KvShape {
@@ -35,6 +37,22 @@ export interface KvExtendRequest {
   steps?: number;
 }
 
+/** Bytes that crossed between host and device during a call (WebGPU; zero on the CPU). */
+export interface KvCrossing {
+  /** Host → device in all (token ids, positions, attention bias, sampling inputs, any host KV cache, weights uploaded). */
+  toDevice: number;
+  /** Device → host in all (sampled ids, logprobs, entropies, logits when asked, KV cache brought back). */
+  toHost: number;
+  /** Of which KV cache, each way. */
+  kvToDevice: number;
+  kvToHost: number;
+  /** Decode runs in the call, and of those the steady ones (the device cache fed back as it is). */
+  runs: number;
+  steadyRuns: number;
+}
+
+export const emptyCrossing = (): KvCrossing => ({ toDevice: 0, toHost: 0, kvToDevice: 0, kvToHost: 0, runs: 0, steadyRuns: 0 });
+
 export interface KvExtendResult {
   /** [steps × B], step-major (as logprobs, entropy). */
   ids: Int32Array;
@@ -44,47 +62,85 @@ export interface KvExtendResult {
   /** Worker-side time: packing inputs / the cache and building feeds, and session.run. */
   prepMs: number;
   runMs: number;
+  crossing: KvCrossing;
 }
 
-type SessionRun = (feeds: Record<string, HostTensor>, outputs: string[]) => Promise<Record<string, HostTensor>>;
-
-/** Worker side: slot caches next to the session. */
+/**
+ * Worker side: slot caches next to the session. On the WebGPU provider the decode session's
+ * `present` and `logits` outputs stay on the device: a steady step feeds the previous present
+ * back as its past without a copy, so per step only token ids, positions, the attention bias
+ * and sampling inputs go in and ids, logprobs and entropies come out. The cache comes to the host
+ * only when the batch changes (a row joins or leaves, a fork, a truncation).
+ */
 export class KvHost {
   private readonly backend: KvSlotBackend;
   private runMs = 0;
+  private crossing = emptyCrossing();
+  private readonly device: boolean;
   constructor(
     readonly spec: KvHostSpec,
-    run: SessionRun,
+    private readonly api: WorkerApi,
+    sid: number,
   ) {
     const L = spec.layers;
+    this.device = api.onDevice(sid);
     const decode: KvDecodeFn = async (x) => {
       const { batch: B, newLength: T, pastLength: P } = x;
       const S = P + T;
       const req = x.extra as { sample?: SampleRequest; logits: boolean };
-      const feeds: Record<string, HostTensor> = {
+      const feeds: Record<string, WorkerValue> = {
         input_ids: { dtype: 'int32', shape: [B, T], data: x.inputIds },
         position_ids: { dtype: 'int32', shape: [B, T], data: x.positionIds },
         attn_bias: { dtype: 'float32', shape: [B, 1, T, S], data: buildAttentionBias(x.attentionMask, B, T, S) },
         ...sampleFeeds(B, req.sample),
       };
       const kvShape = [B, spec.kvHeads, P, spec.headDim];
+      // A session with device outputs must fetch the same outputs every run (ORT: "Output count mismatch").
       const outputs = ['token', 'token_logprob', 'token_entropy'];
-      if (req.logits) outputs.push('logits');
+      if (req.logits || this.device) outputs.push('logits');
+      const kvFeed = (t: KvTensor | undefined): WorkerValue => {
+        if (t === undefined) return { dtype: 'float32', shape: kvShape, data: new Float32Array(0) };
+        if (t instanceof Float32Array) {
+          if (this.device) this.crossing.kvToDevice += t.byteLength;
+          return { dtype: 'float32', shape: kvShape, data: t };
+        }
+        return t as unknown as WorkerValue;
+      };
       for (let i = 0; i < L; i++) {
-        feeds[`past_k_${i}`] = { dtype: 'float32', shape: kvShape, data: x.past[i]?.k ?? new Float32Array(0) };
-        feeds[`past_v_${i}`] = { dtype: 'float32', shape: kvShape, data: x.past[i]?.v ?? new Float32Array(0) };
+        feeds[`past_k_${i}`] = kvFeed(x.past[i]?.k);
+        feeds[`past_v_${i}`] = kvFeed(x.past[i]?.v);
         outputs.push(`present_k_${i}`, `present_v_${i}`);
       }
       const t = performance.now();
-      const out = await run(feeds, outputs);
+      const out = await api.run(sid, feeds, outputs, this.crossing);
       this.runMs += performance.now() - t;
+      this.crossing.runs++;
+      if (P > 0 && x.past.every((l) => !(l.k instanceof Float32Array))) this.crossing.steadyRuns++;
+      let logits: Float32Array = new Float32Array(0);
+      const lg = out.logits;
+      if (lg && 'location' in lg && lg.location === 'gpu-buffer') {
+        if (req.logits) logits = (await api.toHost(lg as never, this.crossing)).data as Float32Array;
+        (lg as unknown as DeviceKv).dispose();
+      } else if (lg) logits = (lg as HostTensor).data as Float32Array;
+      const host = (name: string) => (out[name] as HostTensor).data;
+      const kv = (name: string): KvTensor => {
+        const v = out[name]!;
+        return 'location' in v && v.location === 'gpu-buffer' ? (v as unknown as DeviceKv) : ((v as HostTensor).data as Float32Array);
+      };
       return {
-        logits: (out.logits?.data as Float32Array | undefined) ?? new Float32Array(0),
-        sampled: { ids: out.token.data as Int32Array, logprobs: out.token_logprob.data as Float32Array, entropy: out.token_entropy.data as Float32Array },
-        present: Array.from({ length: L }, (_, i) => ({ k: out[`present_k_${i}`].data as Float32Array, v: out[`present_v_${i}`].data as Float32Array })),
+        logits,
+        sampled: { ids: host('token') as Int32Array, logprobs: host('token_logprob') as Float32Array, entropy: host('token_entropy') as Float32Array },
+        present: Array.from({ length: L }, (_, i) => ({ k: kv(`present_k_${i}`), v: kv(`present_v_${i}`) })),
       };
     };
     this.backend = new KvSlotBackend(decode, spec, spec.maxBatch, spec.maxLength, spec.padId);
+    this.backend.onDrop = (ts) => ts.forEach((t) => t.dispose());
+  }
+
+  /** Bring a device-resident batch cache to the host (before a repack, fork or truncation). */
+  private async materialize(): Promise<void> {
+    if (!this.backend.onDevice) return;
+    this.crossing.kvToHost += await this.backend.materialize(async (t) => (await this.api.toHost(t as never, this.crossing)).data as Float32Array);
   }
 
   async extend(req: KvExtendRequest): Promise<KvExtendResult> {
@@ -95,6 +151,7 @@ export class KvHost {
     if (!Number.isInteger(steps) || steps < 1) throw new Error(`KvHost: steps must be an integer ≥ 1 (got ${steps})`);
     if (req.sample && req.sample.u.length !== steps * B)
       throw new Error(`KvHost: ${req.sample.u.length} uniforms for ${steps} step(s) of ${B} rows (want ${steps * B})`);
+    if (!this.backend.isSteady(req.items)) await this.materialize();
     if (steps > 1) {
       if (req.logits || !req.sample) throw new Error('KvHost: several decode steps per call need sampling in the graph (no logits)');
       // Steps 2..K: every row fed its own sampled token, in the same batch (KvSlotBackend's steady path).
@@ -110,7 +167,7 @@ export class KvHost {
         entropy.set(o.entropy, k * B);
         items = req.items.map((it, b) => ({ slot: it.slot, tokens: [o.ids[b]!] }));
       }
-      return { ids, logprobs, entropy, prepMs: performance.now() - t - this.runMs, runMs: this.runMs };
+      return { ids, logprobs, entropy, prepMs: performance.now() - t - this.runMs, runMs: this.runMs, crossing: this.takeCrossing() };
     }
     const out = await this.backend.run(req.items, { sample: req.sample, logits: req.logits }, req.logits);
     const s = out.sampled!;
@@ -121,21 +178,102 @@ export class KvHost {
       ...(req.logits ? { logits: out.logits } : {}),
       prepMs: performance.now() - t - this.runMs,
       runMs: this.runMs,
+      crossing: this.takeCrossing(),
     };
+  }
+
+  /** Bytes crossed since the last call returned (a fork's or truncation's fetch counts with the next call). */
+  private takeCrossing(): KvCrossing {
+    const c = this.crossing;
+    this.crossing = emptyCrossing();
+    return c;
   }
 
   release(slot: number): void {
     this.backend.release(slot);
   }
 
-  fork(from: number, to: number, length?: number): void {
+  async fork(from: number, to: number, length?: number): Promise<void> {
+    await this.materialize();
     this.backend.fork(from, to, length);
   }
 
-  truncate(slot: number, length: number): void {
+  async truncate(slot: number, length: number): Promise<void> {
+    await this.materialize();
     this.backend.truncate(slot, length);
   }
+
+  /**
+   * Dispose the device tensors, without a device run: the model may terminate the worker right
+   * after (kvClose has no reply), and terminating a worker during an ORT run aborts the process.
+   */
+  close(): void {
+    this.backend.disposeDevice();
+  }
 }
+
+/**
+ * The worker side's message handler (loaded into the ORT worker by WorkerKvBackend through
+ * OrtWorker.loadHandler; engine/tensor/ort-worker.ts runs its messages one at a time, in order).
+ */
+export function attachWorkerHandler(api: WorkerApi): WorkerHandler {
+  const hosts = new Map<number, KvHost>();
+  /** Errors of fire-and-forget messages (release, fork, truncate), reported at the next extend. */
+  const errors = new Map<number, Error>();
+  let next = 1;
+  const now = () => performance.timeOrigin + performance.now();
+  return {
+    prefix: 'kv',
+    async handle(m: { type: string; id?: number; session: number } & Record<string, unknown>) {
+      const r0 = now();
+      const handle = m.handle as number | undefined;
+      try {
+        if (m.type === 'kvOpen') {
+          const h = next++;
+          hosts.set(h, new KvHost(m.spec as KvHostSpec, api, m.session));
+          return api.reply(m.id, { handle: h });
+        }
+        const host = hosts.get(handle!);
+        if (!host) throw new Error(`KV host ${handle} is not open in this worker`);
+        if (m.type === 'kvRelease') return host.release(m.slot as number);
+        if (m.type === 'kvFork') return await host.fork(m.from as number, m.to as number, m.length as number | undefined);
+        if (m.type === 'kvTruncate') return await host.truncate(m.slot as number, m.length as number);
+        if (m.type === 'kvClose') {
+          hosts.delete(handle!);
+          return host.close();
+        }
+        if (m.type === 'kvExtend') {
+          const pendingErr = errors.get(handle!);
+          if (pendingErr) {
+            errors.delete(handle!);
+            throw pendingErr;
+          }
+          const res = await host.extend(m.req as KvExtendRequest);
+          const r3 = now();
+          const transfer = [res.ids.buffer, res.logprobs.buffer, res.entropy.buffer, ...(res.logits ? [res.logits.buffer] : [])].filter(
+            (b): b is ArrayBuffer => b instanceof ArrayBuffer,
+          );
+          return api.reply(m.id, res, [...new Set(transfer)], {
+            received: r0,
+            feedsMs: res.prepMs,
+            runMs: res.runMs,
+            outputsMs: r3 - r0 - res.prepMs - res.runMs,
+            sent: r3,
+            toDevice: res.crossing.toDevice,
+            toHost: res.crossing.toHost,
+          });
+        }
+        throw new Error(`unknown worker message ${m.type}`);
+      } catch (e) {
+        const err = e instanceof Error ? e : new Error(String(e));
+        if (m.id !== undefined) api.replyError(m.id, err);
+        else if (handle !== undefined) errors.set(handle, err);
+      }
+    },
+  };
+}
+
+const HANDLER_MODULE = new URL(import.meta.url).href;
 
 /** Main side: a DecodeBackend whose caches live in the decode session's worker. */
 export class WorkerKvBackend implements DecodeBackend {
@@ -149,6 +287,8 @@ export class WorkerKvBackend implements DecodeBackend {
   private deferred: Error | null = null;
   /** extend / extendSample calls so far. */
   calls = 0;
+  /** Bytes that crossed between host and device, summed over calls (WebGPU; see KvCrossing). */
+  crossing: KvCrossing = emptyCrossing();
 
   constructor(
     /** The decode session's runner with the current weights sent (called before every call). */
@@ -164,9 +304,12 @@ export class WorkerKvBackend implements DecodeBackend {
     const r = await this.prepare();
     if (r !== this.runner) {
       this.runner = r;
-      this.opening = r.request<{ handle: number }>({ type: 'kvOpen', spec: this.spec }).then((x) => {
-        this.handle = x.handle;
-      });
+      this.opening = r
+        .loadHandler(HANDLER_MODULE)
+        .then(() => r.request<{ handle: number }>({ type: 'kvOpen', spec: this.spec }))
+        .then((x) => {
+          this.handle = x.handle;
+        });
     }
     await this.opening;
     if (this.deferred) {
@@ -175,6 +318,11 @@ export class WorkerKvBackend implements DecodeBackend {
       throw e;
     }
     return r;
+  }
+
+  private count(res: KvExtendResult): KvExtendResult {
+    for (const k of Object.keys(this.crossing) as (keyof KvCrossing)[]) this.crossing[k] += res.crossing[k];
+    return res;
   }
 
   private check(items: { slot: number; tokens: number[] }[]): void {
@@ -189,7 +337,7 @@ export class WorkerKvBackend implements DecodeBackend {
     this.check(items);
     const r = await this.ready();
     this.calls++;
-    const res = await r.request<KvExtendResult>({ type: 'kvExtend', handle: this.handle, req: { items, logits: true } satisfies KvExtendRequest });
+    const res = this.count(await r.request<KvExtendResult>({ type: 'kvExtend', handle: this.handle, req: { items, logits: true } satisfies KvExtendRequest }));
     const V = this.vocabSize;
     return items.map((_, b) => res.logits!.slice(b * V, (b + 1) * V));
   }
@@ -198,7 +346,9 @@ export class WorkerKvBackend implements DecodeBackend {
     this.check(items);
     const r = await this.ready();
     this.calls++;
-    const res = await r.request<KvExtendResult>({ type: 'kvExtend', handle: this.handle, req: { items, sample, logits: false } satisfies KvExtendRequest });
+    const res = this.count(
+      await r.request<KvExtendResult>({ type: 'kvExtend', handle: this.handle, req: { items, sample, logits: false } satisfies KvExtendRequest }),
+    );
     return items.map((_, b) => ({ id: res.ids[b]!, logprob: res.logprobs[b]!, entropy: res.entropy[b]! }));
   }
 
@@ -210,11 +360,13 @@ export class WorkerKvBackend implements DecodeBackend {
     this.check(items);
     const r = await this.ready();
     this.calls++;
-    const res = await r.request<KvExtendResult>({
-      type: 'kvExtend',
-      handle: this.handle,
-      req: { items, sample, logits: false, steps } satisfies KvExtendRequest,
-    });
+    const res = this.count(
+      await r.request<KvExtendResult>({
+        type: 'kvExtend',
+        handle: this.handle,
+        req: { items, sample, logits: false, steps } satisfies KvExtendRequest,
+      }),
+    );
     const B = items.length;
     return items.map((_, b) =>
       Array.from({ length: steps }, (_, k) => ({ id: res.ids[k * B + b]!, logprob: res.logprobs[k * B + b]!, entropy: res.entropy[k * B + b]! })),

@@ -117,12 +117,51 @@ export function createClient(t: Transport, opts: ClientOptions = {}): EngineClie
   };
 }
 
+/** The WebSocket subprotocol the engine speaks; the access token travels as a second one (never in the URL). */
+export const WS_PROTOCOL = 'arbor';
+const WS_TOKEN_PREFIX = 'arbor.token.';
+
+/**
+ * The Sec-WebSocket-Protocol values that carry `token` (hex of its UTF-8 bytes, so any token is a
+ * valid header token): the server selects `arbor` and checks the other in constant time.
+ */
+export function tokenProtocols(token: string): string[] {
+  const hex = Array.from(new TextEncoder().encode(token), (b) => b.toString(16).padStart(2, '0')).join('');
+  return [WS_PROTOCOL, WS_TOKEN_PREFIX + hex];
+}
+
+/** The token a client offered in its Sec-WebSocket-Protocol header (see tokenProtocols), or undefined. */
+export function tokenFromProtocols(header: string | undefined): string | undefined {
+  const p = (header ?? '')
+    .split(',')
+    .map((x) => x.trim())
+    .find((x) => x.startsWith(WS_TOKEN_PREFIX));
+  const hex = p?.slice(WS_TOKEN_PREFIX.length) ?? '';
+  if (!p || hex.length % 2 || !/^[0-9a-f]*$/.test(hex)) return undefined;
+  const bytes = new Uint8Array(hex.length / 2);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * WebSocket transport that reconnects with backoff when the engine goes away (the workbench
  * shows a banner meanwhile) and queues messages sent while disconnected. Pass `ws`'s WebSocket
  * under Node. `reconnect: false` gives up after the first close (the CLI).
+ *
+ * The access token (`opts.token`, or a `token` query parameter of `url`, which is taken out of
+ * the URL) is sent as a WebSocket subprotocol (tokenProtocols), so it never appears in a URL
+ * that a proxy, a log or the browser's history could keep.
  */
-export function webSocketTransport(url: string, WS: typeof WebSocket = WebSocket, opts: { reconnect?: boolean } = {}): Transport {
+export function webSocketTransport(url: string, WS: typeof WebSocket = WebSocket, opts: { reconnect?: boolean; token?: string } = {}): Transport {
+  const u = new URL(url);
+  const token = opts.token ?? u.searchParams.get('token') ?? undefined;
+  u.searchParams.delete('token');
+  url = u.toString();
+  const protocols = token !== undefined ? tokenProtocols(token) : undefined;
   const messageListeners = new Set<(m: unknown) => void>();
   const stateListeners = new Set<(s: ConnectionState) => void>();
   const queue: string[] = [];
@@ -135,7 +174,7 @@ export function webSocketTransport(url: string, WS: typeof WebSocket = WebSocket
   };
   const connect = () => {
     if (closed) return;
-    const sock = new WS(url);
+    const sock = protocols ? new WS(url, protocols) : new WS(url);
     ws = sock;
     sock.onopen = () => {
       attempt = 0;
@@ -164,7 +203,7 @@ export function webSocketTransport(url: string, WS: typeof WebSocket = WebSocket
           ? 'the engine rejected the access token (open the URL printed by `arbor serve`)'
           : wasOpen
             ? `connection closed (code ${e.code})`
-            : `cannot reach the engine at ${url.replace(/token=[^&]*/, 'token=…')}`;
+            : `cannot reach the engine at ${url}`;
       emit({ state: 'closed', message: reason });
       if (opts.reconnect === false) closed = true;
       else setTimeout(connect, Math.min(5000, 250 * 2 ** Math.min(attempt, 5)));

@@ -257,7 +257,7 @@ export class Playground {
         const home = this.engine.opts.home;
         const baseDir = existsSync(join(home, 'workspace')) ? join(home, 'workspace') : home;
         // A crash mid-call becomes the call's error observation (and one restart), as in a run.
-        mcp = await McpToolSet.open(playgroundMcpServers(s.mcpServers, baseDir), { baseDir });
+        mcp = await McpToolSet.open(playgroundMcpServers(s.mcpServers, baseDir), { baseDir, origin: `the playground (checkpoint ${ck.path})` });
         checkCancelled();
         allTools = new Map([...allTools, ...mcp.tools.map((t): [string, Tool] => [t.name, t])]);
       }

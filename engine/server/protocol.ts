@@ -280,6 +280,8 @@ export const api = {
   'env.files': { params: none, result: z.array(z.object({ path: z.string(), kind: z.enum(['tool', 'reward', 'env']) })) },
   'env.read': { params: z.object({ path: z.string().min(1) }), result: z.string() },
   'env.write': { params: z.object({ path: z.string().min(1), text: z.string() }), result: empty },
+  /** The user's answer to a `consent` event (engine/server/consent.ts): approve (remembered) or cancel. */
+  'consent.answer': { params: z.object({ id: z.string().min(1), approve: z.boolean() }), result: z.object({ answered: z.boolean() }) },
   'env.types': { params: none, result: z.array(z.object({ path: z.string(), content: z.string() })) },
   /** The editor's try-it for MCP servers (the mcpServers layout): no tool → list the tools with schemas; a tool → one call as an episode runs it. */
   'mcp.tryTool': {
@@ -327,6 +329,17 @@ export const events = {
   chat: chatEventSchema,
   /** Progress of runs.importVerl. */
   import: z.object({ dir: z.string(), file: z.string(), samples: num, filesDone: num.optional(), filesTotal: num.optional() }),
+  /**
+   * Programs a config, environment folder or stored run would run that this workspace has not
+   * approved (MCP server commands, tool/reward files, an outside workspace): the workbench asks
+   * and answers with consent.answer. `done`: answered (or given up); close the dialog.
+   */
+  consent: z.object({
+    id: z.string(),
+    origin: z.string(),
+    items: z.array(z.object({ kind: z.enum(['mcp-server', 'tool', 'reward', 'workspace']), label: z.string() })),
+    done: z.boolean().optional(),
+  }),
   /** Progress of runs.export (trajectories written so far of the run's total). */
   export: z.object({ runId: z.string(), done: num, total: num }),
 } as const;

@@ -5,14 +5,16 @@
  * `handle(client, raw)`. A bad message gets an error reply; the server keeps serving.
  * Handlers are typed by the protocol: each returns its method's result type.
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, isAbsolute, join, normalize, relative, sep } from 'node:path';
+import { existsSync, lstatSync, mkdirSync, readdirSync, statSync } from 'node:fs';
+import { dirname, isAbsolute, join } from 'node:path';
 import type { z } from 'zod';
+import { approveTyped } from '../env/consent';
 import { openDatabase, WorkspaceError, type DB } from '../store/db';
 import { exportMetricsCsv, exportTrajectoriesJsonl, importVerlDump } from '../store/io';
 import { Store } from '../store/store';
 import { api, describeIssues, isMethod, requestSchema, type EventMessage, type Method, type ProtocolError, type Result, type Trajectory } from './protocol';
 import { RunManager, runSummary, type RunTemplate } from './runs';
+import { workspaceFiles } from './workspace-files';
 
 export interface Client {
   send(message: unknown): void;
@@ -77,6 +79,11 @@ export class EngineServer {
     client.send({ event: 'engine', data: this.info() });
     if (this.runs) client.send({ event: 'queue', data: this.runs.queueState() });
     return () => this.clients.delete(client);
+  }
+
+  /** How many clients (workbench windows, CLI connections) are connected. */
+  get clientCount(): number {
+    return this.clients.size;
   }
 
   broadcast(e: EventMessage): void {
@@ -225,33 +232,32 @@ export class EngineServer {
     this.on('trajectories.group', (p) => S().group(p.runId, p.step, p.group));
     this.on('checkpoints.list', (p) => S().checkpoints(p.runId));
     const envDir = join(this.opts.home, 'workspace');
-    const safePath = (p: string) => {
-      const full = normalize(join(envDir, p));
-      if (!full.startsWith(envDir + sep) || !/^(tools|rewards|envs)\//.test(relative(envDir, full))) {
-        throw new Error(`path "${p}" must be inside tools/, rewards/ or envs/ of the workspace`);
-      }
-      return full;
-    };
+    const files = workspaceFiles(envDir);
     this.on('env.files', () => {
       const out: Result<'env.files'> = [];
       for (const kind of ['tools', 'rewards', 'envs']) {
         const d = join(envDir, kind);
         if (!existsSync(d)) continue;
-        for (const f of readdirSync(d))
-          if (statSync(join(d, f)).isFile())
-            out.push({ path: `${kind}/${f}`, kind: kind === 'tools' ? ('tool' as const) : kind === 'rewards' ? ('reward' as const) : ('env' as const) });
+        for (const f of readdirSync(d)) {
+          let st;
+          try {
+            st = lstatSync(join(d, f));
+          } catch {
+            continue;
+          }
+          // a symlink is listed only when it stays inside the workspace (env.read refuses the others)
+          if (st.isSymbolicLink() && !files.inside(join(d, f))) continue;
+          if (!statSync(join(d, f), { throwIfNoEntry: false })?.isFile()) continue;
+          out.push({ path: `${kind}/${f}`, kind: kind === 'tools' ? ('tool' as const) : kind === 'rewards' ? ('reward' as const) : ('env' as const) });
+        }
       }
       return out;
     });
-    this.on('env.read', (p) => {
-      const f = safePath(p.path);
-      if (!existsSync(f)) throw new Error(`no file "${p.path}" in the workspace`);
-      return readFileSync(f, 'utf8');
-    });
+    this.on('env.read', (p) => files.read(p.path));
     this.on('env.write', (p) => {
-      const f = safePath(p.path);
-      mkdirSync(dirname(f), { recursive: true });
-      writeFileSync(f, p.text);
+      files.write(p.path, p.text);
+      // Typed (or pasted) in the workbench's editor by the user: approved as theirs (engine/env/consent.ts).
+      approveTyped(join(envDir, p.path), p.text);
       return null;
     });
   }

@@ -14,6 +14,10 @@ import { openTaskKit } from './registry';
 
 /** The config's MCP servers, started (undefined when it names none). */
 export async function openMcpServers(cfg: ExperimentConfig, log: (line: string) => void) {
+  // Everything the config would run (servers, tool and reward files, an outside workspace) is
+  // put to the user once, before anything starts (engine/env/consent.ts).
+  const { configDirOf, configItems, ensureConsent } = await import('../env/consent');
+  await ensureConsent(`experiment "${cfg.name}"`, configItems(cfg.environment, configDirOf(cfg)));
   const servers = cfg.environment.mcp_servers;
   if (!servers || typeof servers === 'string' || Object.keys(servers).length === 0) return undefined;
   const { McpToolSet } = await import('../env/mcp/client');
@@ -21,6 +25,7 @@ export async function openMcpServers(cfg: ExperimentConfig, log: (line: string) 
   return McpToolSet.open(servers as McpServersInput, {
     baseDir: cfg.environment.workspace,
     onEvent: (e) => log(`mcp: server "${e.server}" ${e.kind.replace('mcp_', '')}: ${e.message}`),
+    origin: `experiment "${cfg.name}"`,
   });
 }
 

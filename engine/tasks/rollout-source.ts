@@ -6,7 +6,6 @@
  * (The multi-hop task keeps its own opener in engine/tasks/multihop/rollout.ts, with world/question seeds.)
  */
 import { PolicyModel } from '../model/runtime';
-import { resolveProviders } from '../tensor/ort';
 import { eosTokenIds, policyDecodeBackend } from '../rollout/model-backend';
 import type { RolloutSource, RolloutSourceRequest } from './sources';
 import { validateConfig, type ExperimentConfig } from '../config/experiment';
@@ -38,8 +37,8 @@ export async function openKitSource(cfg: ExperimentConfig, req: RolloutSourceReq
       throw new Error(
         `task "${cfg.task.kind}" has no scripted expert: ${kit.noExpert ?? 'it writes no demonstrations'} (give every training task a meta.demo, or --model <folder>)`,
       );
-    // The config's backend, device and threads, as training loads the model.
-    model = cfg.model.path ? PolicyModel.load(cfg.model.path, { threads: cfg.threads, providers: await resolveProviders(cfg.device) }) : undefined;
+    // The config's threads (its device is the process's default providers: engine/cli/commands/rollout.ts).
+    model = cfg.model.path ? PolicyModel.load(cfg.model.path, { threads: cfg.threads }) : undefined;
     const maxLen = model ? Math.min(cfg.rollout.max_total_length, model.config.maxPositionEmbeddings) : cfg.rollout.max_total_length;
     const m = model;
     return {

@@ -31,7 +31,15 @@ export async function openUserEnvironment(files: UserEnvironmentFiles, workspace
       throw new Error(`environment: cannot read ${p} (${(e as Error).message})`);
     }
   };
-  return SandboxHost.open({ tools: (files.tools ?? []).map(read), reward: files.reward ? read(files.reward) : undefined }, undefined, workspace);
+  const tools = (files.tools ?? []).map(read);
+  const reward = files.reward ? read(files.reward) : undefined;
+  const { ensureConsent, fileItem } = await import('../env/consent');
+  const full = (p: string) => (isAbsolute(p) ? p : join(workspace, p));
+  await ensureConsent(`the environment in ${workspace}`, [
+    ...tools.map((f) => fileItem('tool', full(f.path), f.source, f.path)),
+    ...(reward ? [fileItem('reward', full(reward.path), reward.source, reward.path)] : []),
+  ]);
+  return SandboxHost.open({ tools, reward }, undefined, workspace);
 }
 
 /** The config's task kit with the user's tools and reward (the host stays open for the run; close it after). */

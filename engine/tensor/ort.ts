@@ -13,6 +13,7 @@ import type { InferenceSession, Tensor } from 'onnxruntime-node';
 import type { Graph } from './graph';
 import type { HostTensor } from './host';
 import { toOnnx } from './onnx';
+import { hardwareVulkanPossible, webgpuBundled, webgpuFix, webgpuInfo } from './webgpu';
 
 const require = createRequire(import.meta.url);
 type Ort = typeof import('onnxruntime-node');
@@ -39,6 +40,20 @@ export interface RunnerOptions {
    * at 4 × 512, docs/BENCHMARKS.md); `false` lets every run reuse the arena's chunks instead.
    */
   memPattern?: boolean;
+  /** Per-output location (WebGPU): 'gpu-buffer' outputs stay on the device (read them only in a worker handler). */
+  outputLocation?: Record<string, 'cpu' | 'gpu-buffer'>;
+}
+
+let processProviders: string[] | undefined;
+/**
+ * The execution providers of sessions created without `providers` in this process (a CLI's
+ * `--device`, resolved by resolveProviders). Default ['cpu'].
+ */
+export function setDefaultProviders(providers: string[] | undefined): void {
+  processProviders = providers?.slice();
+}
+export function defaultProviders(): string[] {
+  return processProviders ?? ['cpu'];
 }
 
 export function defaultThreads(): number {
@@ -55,6 +70,7 @@ export function sessionOptions(opts: RunnerOptions): InferenceSession.SessionOpt
     enableProfiling: !!opts.profilePrefix,
     profileFilePrefix: opts.profilePrefix,
     ...(opts.memPattern === false ? { enableMemPattern: false } : {}),
+    ...(opts.outputLocation ? { preferredOutputLocation: opts.outputLocation } : {}),
   };
 }
 
@@ -87,6 +103,9 @@ export interface WorkerTiming {
   /** Collecting outputs for transfer. */
   outputsMs: number;
   sent: number;
+  /** Bytes copied host → device and device → host by the run (WebGPU sessions only). */
+  toDevice?: number;
+  toHost?: number;
 }
 
 /** Cumulative time of a runner's calls (see OrtRunner.stats). */
@@ -103,10 +122,30 @@ export interface RunnerStats {
   outputsMs: number;
   /** From the worker posting the result to the caller resolving (transfer, deserialising). */
   backMs: number;
+  /** Bytes copied host → device (CPU feeds of a WebGPU session, weights uploaded for it) and back (its CPU outputs). */
+  toDeviceBytes: number;
+  toHostBytes: number;
 }
 
-export const emptyRunnerStats = (): RunnerStats => ({ calls: 0, callMs: 0, postMs: 0, toWorkerMs: 0, feedsMs: 0, runMs: 0, outputsMs: 0, backMs: 0 });
+export const emptyRunnerStats = (): RunnerStats => ({
+  calls: 0,
+  callMs: 0,
+  postMs: 0,
+  toWorkerMs: 0,
+  feedsMs: 0,
+  runMs: 0,
+  outputsMs: 0,
+  backMs: 0,
+  toDeviceBytes: 0,
+  toHostBytes: 0,
+});
 const wallNow = () => performance.timeOrigin + performance.now();
+
+/**
+ * One word shared by every ORT worker of the process: a WebGPU run holds it (ORT 1.30 has crashed
+ * on concurrent runs of two WebGPU sessions, so the device gets one queue per process).
+ */
+const DEVICE_LOCK = new SharedArrayBuffer(4);
 
 /** A staged or transferred persistent feed on its way to the worker. */
 type PersistMsg =
@@ -122,6 +161,7 @@ export class OrtWorker {
   private nextId = 1;
   private nextSession = 1;
   private staging = new Map<string, SharedArrayBuffer>();
+  private handlers = new Map<string, Promise<void>>();
   private closed = false;
 
   private constructor(readonly worker: Worker) {
@@ -144,8 +184,23 @@ export class OrtWorker {
 
   static create(): OrtWorker {
     return new OrtWorker(
-      new Worker(new URL('../worker-bootstrap.mjs', import.meta.url), { workerData: { __module: new URL('./ort-worker.ts', import.meta.url).href } }),
+      new Worker(new URL('../worker-bootstrap.mjs', import.meta.url), {
+        workerData: { __module: new URL('./ort-worker.ts', import.meta.url).href, deviceLock: DEVICE_LOCK },
+      }),
     );
+  }
+
+  /**
+   * Load a handler module into the worker (it exports attachWorkerHandler(api), see
+   * ./ort-worker.ts); once per module, before its first message.
+   */
+  loadHandler(moduleUrl: string): Promise<void> {
+    let p = this.handlers.get(moduleUrl);
+    if (!p) {
+      p = this.call<unknown>({ type: 'loadHandler', module: moduleUrl }).then(() => undefined);
+      this.handlers.set(moduleUrl, p);
+    }
+    return p;
   }
 
   /** A message with a reply (outputs of a run, or a handler's result). */
@@ -245,15 +300,17 @@ export class OrtRunner {
     const bytes = model instanceof Uint8Array ? model : toOnnx(model);
     const r = new OrtRunner();
     if (opts.inWorker === false) {
-      const s = await ort().InferenceSession.create(bytes, sessionOptions(opts));
+      const s = await ort().InferenceSession.create(bytes, sessionOptions({ ...opts, providers: opts.providers ?? defaultProviders() }));
       r.session = s;
       r.inputNames = [...s.inputNames];
       r.outputNames = [...s.outputNames];
       return r;
     }
-    const { worker, ...sessionOpts } = opts;
+    const { worker, ...rest } = opts;
+    const sessionOpts: RunnerOptions = { ...rest, providers: rest.providers ?? defaultProviders() };
     r.host = worker ?? OrtWorker.create();
     r.ownsHost = !worker;
+    r.providers = sessionOpts.providers ?? ['cpu'];
     r.sessionId = r.host.newSessionId();
     try {
       const names = await r.host.call<{ inputNames: string[]; outputNames: string[] }>({
@@ -295,6 +352,8 @@ export class OrtRunner {
     st.runMs += t.runMs;
     st.outputsMs += t.outputsMs;
     st.backMs += end - t.sent;
+    st.toDeviceBytes += t.toDevice ?? 0;
+    st.toHostBytes += t.toHost ?? 0;
   };
 
   /**
@@ -306,6 +365,15 @@ export class OrtRunner {
     if (!this.host) throw new Error(`OrtRunner.request(${msg.type}): only sessions in a worker handle requests`);
     return this.host.call<T>({ ...msg, session: this.sessionId }, this.account);
   }
+
+  /** Load a handler module into this runner's worker (OrtWorker.loadHandler). */
+  async loadHandler(moduleUrl: string): Promise<void> {
+    if (!this.host) throw new Error('OrtRunner.loadHandler: only sessions in a worker have handlers');
+    await this.host.loadHandler(moduleUrl);
+  }
+
+  /** The providers this runner's session was created with. */
+  providers: string[] = ['cpu'];
 
   /** A message to the worker with no reply (its errors surface at the next request that depends on it). */
   post(msg: { type: string } & Record<string, unknown>): void {
@@ -401,13 +469,27 @@ async function probeOrt(): Promise<OrtInfo> {
 }
 
 /**
- * Execution providers for a device ('auto', 'cpu', 'cuda', 'dml', 'coreml'), checked by creating a session on it: `auto` falls back to
- * the CPU; an explicit device that does not load is an error naming the command that adds it.
+ * Execution providers for a device ('auto', 'cpu', 'cuda', 'webgpu', 'dml', 'coreml'), checked
+ * before any run is created: `auto` is CUDA when its provider loads, else WebGPU on a hardware
+ * adapter, else DirectML/CoreML when they load, else the CPU (a software WebGPU adapter such as
+ * SwiftShader only when asked for by name). An explicit device that is not there is an error
+ * naming what to install.
  */
 export async function resolveProviders(device: string): Promise<string[]> {
   if (device === 'cpu') return ['cpu'];
+  if (device === 'webgpu') {
+    const w = await webgpuInfo();
+    if (!w.available) throw new Error(`device: "webgpu": no WebGPU adapter here (${w.error ?? 'unknown'}). To get one: ${w.fix ?? webgpuFix()}`);
+    return ['webgpu', 'cpu'];
+  }
   const info = await ortInfo();
   if (device === 'auto') {
+    if (info.providers.find((p) => p.name === 'cuda' && p.loads)) return ['cuda', 'cpu'];
+    // Probing WebGPU spawns a process: skip it where only software Vulkan drivers are installed.
+    if (webgpuBundled() && (process.platform !== 'linux' || hardwareVulkanPossible())) {
+      const w = await webgpuInfo();
+      if (w.available && w.adapter && !w.adapter.software) return ['webgpu', 'cpu'];
+    }
     const acc = info.providers.find((p) => p.name !== 'cpu' && p.loads);
     return acc ? [acc.name, 'cpu'] : ['cpu'];
   }

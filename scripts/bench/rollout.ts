@@ -12,6 +12,8 @@
  *  - tools: 3 model turns of 16 tokens; after each of the first two, the environment answers
  *    asynchronously with a 24-token observation (loss mask 0) that is prefilled when the
  *    sequence rejoins the batch.
+ * `endpoint` rows: the no-tools workload as 8 or 64 concurrent HTTP requests to the OpenAI-compatible
+ * endpoint (engine/openai, `arbor serve-model`), next to the in-process engine's row at that batch.
  * `kv-repack` rows decode with the batch cache unpacked into per-slot caches and repacked at every
  * step (KvSlotBackend keepPacked=false), to measure what keeping it packed saves.
  *
@@ -52,6 +54,9 @@ import { rollout } from '../../engine/rollout/engine';
 import { policyDecodeBackend, policyRecomputeBackend } from '../../engine/rollout/model-backend';
 import type { DecodeBackend, EpisodeEnv, RolloutTask, TokenizerPort } from '../../engine/rollout/ports';
 import { Rng } from '../../engine/base/rng';
+import { DecodeScheduler } from '../../engine/openai/scheduler';
+import { ModelServer } from '../../engine/openai/server';
+import { measureToolCalls, printToolCallRows } from './tool-calls';
 
 const args = process.argv.slice(2);
 const json = args.includes('--json');
@@ -134,7 +139,7 @@ interface Row {
   params: number;
   tools: boolean;
   batch: number;
-  cache: 'kv' | 'kv-one' | 'kv-host' | 'kv-step1' | 'kv-repack' | 'recompute';
+  cache: 'kv' | 'kv-one' | 'kv-host' | 'kv-step1' | 'kv-repack' | 'recompute' | 'endpoint';
   sequences: number;
   generatedTokens: number;
   seconds: number;
@@ -254,6 +259,63 @@ async function measure(
     discardedTokens: st.discardedTokens,
     breakdown,
   };
+}
+
+/**
+ * The same no-tools workload as concurrent HTTP requests to the OpenAI-compatible endpoint
+ * (engine/openai: `arbor serve-model`, external agents in training): `sequences` POST
+ * /v1/completions calls at once (the 24-token prompt as token ids, 32 new tokens, T = 1), decoded
+ * by its request scheduler on the same worker KV-cache backend. Tokens/s over the wall time of all
+ * requests, HTTP and JSON included.
+ */
+async function measureEndpoint(model: PolicyModel, name: string, batch: number, sequences: number): Promise<Row> {
+  const backend = policyDecodeBackend(model, { maxBatch: batch });
+  const scheduler = new DecodeScheduler(backend, idTokenizer.decode);
+  const server = new ModelServer({
+    modelId: 'bench',
+    tokenizer: { ...idTokenizer, renderChat: () => '', tokenId: () => undefined },
+    scheduler,
+    stopTokenIds: [],
+  });
+  const url = await server.listen();
+  const prompts = makeTasks(sequences, model.config.vocabSize, false, batch).map((t) => t.createEnv().prompt());
+  const call = async (prompt: number[], seed: number) => {
+    const r = await fetch(`${url}/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'bench', prompt, max_tokens: NEW, temperature: 1, seed }),
+    });
+    if (!r.ok) throw new Error(`endpoint: ${r.status} ${await r.text()}`);
+    return ((await r.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens;
+  };
+  try {
+    const ids = await Promise.all(prompts);
+    await call(ids[0]!.ids, 0); // warm-up
+    const before = { ...scheduler.stats };
+    const t0 = performance.now();
+    const tokens = (await Promise.all(ids.map((p, i) => call(p.ids, i + 1)))).reduce((a, b) => a + b, 0);
+    const seconds = (performance.now() - t0) / 1000;
+    const calls = scheduler.stats.calls - before.calls;
+    return {
+      model: name,
+      params: parameterCount(model.config),
+      tools: false,
+      batch,
+      cache: 'endpoint',
+      sequences,
+      generatedTokens: tokens,
+      seconds,
+      tokensPerSecond: tokens / seconds,
+      meanBatch: (scheduler.stats.rowSum - before.rowSum) / Math.max(1, calls),
+      modelCalls: calls,
+      modelSteps: calls,
+      discardedTokens: 0,
+    };
+  } finally {
+    await server.close();
+    await scheduler.close();
+    await backend.close?.();
+  }
 }
 
 const PYTHON = '/usr/bin/python3';
@@ -477,6 +539,14 @@ for (const m of MODELS) {
           `  kv-repack tools=n batch=${String(batch).padStart(2)}: ${r.tokensPerSecond.toFixed(0).padStart(7)} tok/s  (batch cache unpacked and repacked every step)`,
         );
       }
+      for (const batch of [8, 64]) {
+        const r = await measureEndpoint(model, m.name, batch, batch);
+        rows.push(r);
+        const inProcess = rows.find((x) => x.model === m.name && x.cache === 'kv' && !x.tools && x.batch === batch);
+        log(
+          `  endpoint  tools=n batch=${String(batch).padStart(2)}: ${r.tokensPerSecond.toFixed(0).padStart(7)} tok/s  (${batch} concurrent /v1/completions requests, mean batch ${r.meanBatch.toFixed(1)}${inProcess ? `; in-process engine ${inProcess.tokensPerSecond.toFixed(0)} tok/s, endpoint/engine ${(r.tokensPerSecond / inProcess.tokensPerSecond).toFixed(2)}` : ''})`,
+        );
+      }
       for (const batch of [1, 8]) {
         const r = await measure(model, m.name, batch, false, 'recompute', batch);
         rows.push(r);
@@ -508,6 +578,9 @@ const speedups = peerOnly
       }),
     );
 
+// Per-call cost of a user tool's isolation (in-process, worker+vm before #25, sandbox process now).
+const toolCallRows = await measureToolCalls({ calls: quick ? 300 : 1000, reps: REPS });
+
 const f = (x: number) => x.toFixed(2).padStart(6);
 if (json)
   console.log(
@@ -520,6 +593,7 @@ if (json)
       kvSpeedup: speedups,
       ...(shortTurnsArg ? { shortTurns: shortRows } : {}),
       ...(SWEEP.length ? { stepsSweep: sweepRows } : {}),
+      toolCalls: toolCallRows,
     }),
   );
 else {
@@ -572,6 +646,7 @@ else {
     console.log(
       `${r.model.padEnd(6)} ${(r.params / 1e6).toFixed(1).padStart(5)}M  ${(r.tools ? 'yes' : 'no').padEnd(5)}  ${String(r.batch).padStart(5)}  ${r.cache.padEnd(10)} ${r.tokensPerSecond.toFixed(0).padStart(6)}`,
     );
+  printToolCallRows(toolCallRows);
   if (speedups.length) console.log('\nKV cache vs full recompute (32 new tokens after a 24-token prompt):');
   for (const s of speedups)
     console.log(

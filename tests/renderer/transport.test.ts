@@ -5,8 +5,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer, WebSocket as NodeWebSocket } from 'ws';
 import type { AddressInfo } from 'node:net';
-import { engineWsUrl, webSocketTransport, type Transport } from '../../renderer/src/api/transports';
-import { createClient, type ConnectionState } from '../../engine/server/client';
+import { engineWsUrl, pageToken, webSocketTransport, type Transport } from '../../renderer/src/api/transports';
+import { createClient, tokenFromProtocols, tokenProtocols, type ConnectionState } from '../../engine/server/client';
 
 const cleanups: (() => void | Promise<void>)[] = [];
 afterEach(async () => {
@@ -41,9 +41,37 @@ function states(t: Transport): ConnectionState[] {
   return out;
 }
 
-describe('engine WebSocket URL', () => {
-  it('uses the page host and the token from the query string', () => {
-    expect(engineWsUrl({ protocol: 'http:', host: '127.0.0.1:5123', search: '?token=abc%2B1' })).toBe('ws://127.0.0.1:5123/ws?token=abc%2B1');
+describe('engine WebSocket URL and token', () => {
+  it('uses the page host, with no token in the URL', () => {
+    expect(engineWsUrl({ protocol: 'http:', host: '127.0.0.1:5123' })).toBe('ws://127.0.0.1:5123/ws');
+  });
+  it('moves the first load’s ?token= out of the URL and history at once, and keeps it for reloads of this tab', () => {
+    const store = new Map<string, string>();
+    const replaced: string[] = [];
+    const win = (search: string) => ({
+      location: { pathname: '/', search, hash: '#/runs' },
+      history: { state: null, replaceState: (_d: unknown, _u: string, url?: string) => void replaced.push(url ?? '') },
+      sessionStorage: { getItem: (k: string) => store.get(k) ?? null, setItem: (k: string, v: string) => void store.set(k, v) },
+    });
+    expect(pageToken(win('?token=abc%2B1&x=2'))).toBe('abc+1');
+    expect(replaced).toEqual(['/?x=2#/runs']);
+    // a reload: the URL has no token any more; the tab's sessionStorage has it
+    expect(pageToken(win(''))).toBe('abc+1');
+    expect(replaced).toHaveLength(1);
+  });
+  it('sends the token as a WebSocket subprotocol, not in the URL', async () => {
+    const seen: { url: string; protocol: string | undefined }[] = [];
+    const wss: WebSocketServer = await new Promise((resolve) => {
+      const w: WebSocketServer = new WebSocketServer({ host: '127.0.0.1', port: 0, handleProtocols: () => 'arbor' }, () => resolve(w));
+    });
+    wss.on('connection', (_s, req) => seen.push({ url: req.url ?? '', protocol: req.headers['sec-websocket-protocol'] }));
+    cleanups.push(() => closeServer(wss));
+    const t = webSocketTransport(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}/ws?token=s3cret`, NodeWebSocket as unknown as typeof WebSocket);
+    cleanups.push(() => t.close());
+    await expect.poll(() => seen.length, { timeout: 5000 }).toBe(1);
+    expect(seen[0]!.url).toBe('/ws');
+    expect(tokenFromProtocols(seen[0]!.protocol)).toBe('s3cret');
+    expect(tokenProtocols('s3cret')).toEqual(['arbor', `arbor.token.${Buffer.from('s3cret').toString('hex')}`]);
   });
 });
 

@@ -2,7 +2,8 @@
  * `arbor doctor [--json]`: what this machine gives Arbor. Node version; ONNX Runtime's version
  * and the execution providers that actually create and run a session here (a tiny graph per
  * provider via ortInfo(), not a list of what the package claims; a provider whose shared
- * library is absent is reported without trying); the tfjs backends that initialise and the
+ * library is absent is reported without trying); the WebGPU adapter (name, vendor, graphics API,
+ * hardware or software, from a probe session in a child process) or why there is none; the tfjs backends that initialise and the
  * one chosen; whether Electron is installed; thread counts; the workspace database path.
  * Every missing optional part is reported with the command that adds it.
  */
@@ -13,6 +14,7 @@ import { dirname, join } from 'node:path';
 import { availableParallelism, cpus, totalmem } from 'node:os';
 import semver from 'semver';
 import { arborHome, defaultDbPath } from '../../store/db';
+import type { WebgpuInfo } from '../../tensor/webgpu';
 
 const require = createRequire(import.meta.url);
 /** The Node versions Arbor supports: package.json's `engines.node`. */
@@ -33,6 +35,8 @@ export interface DoctorReport {
   node: { version: string; platform: string; arch: string; abi: string; supported: boolean; engines: string };
   cpu: { model: string; cores: number; memoryGiB: number };
   ort: { version: string; providers: { name: string; loads: boolean; error?: string; fix?: string }[] };
+  /** The WebGPU execution provider's adapter (engine/tensor/webgpu.ts): which device, hardware or software, or why there is none. */
+  webgpu: WebgpuInfo;
   tfjs: { backends: { name: string; package: string; available: boolean; error?: string; fix?: string }[]; chosen: string };
   electron: { installed: boolean; version?: string; fix?: string };
   threads: { available: number; ortIntraOp: number; ortInterOp: number; tfjsWasm: number; uvThreadpool: number };
@@ -81,6 +85,8 @@ export function electronBinary(): string | null {
 /** Collect the report. Loads ONNX Runtime and tfjs (a few seconds on first use). */
 export async function doctorReport(): Promise<DoctorReport> {
   const { ortInfo, defaultThreads } = await import('../../tensor/ort');
+  const { webgpuInfo } = await import('../../tensor/webgpu');
+  const webgpu = await webgpuInfo();
   const { tfjsInfo } = await import('../../tensor/tfjs');
   const ortI = await ortInfo();
   const tfI = await tfjsInfo();
@@ -105,6 +111,7 @@ export async function doctorReport(): Promise<DoctorReport> {
       version: ortI.version,
       providers: ortI.providers.map((p) => ({ ...p, ...(p.loads || !ORT_FIX[p.name] ? {} : { fix: ORT_FIX[p.name] }) })),
     },
+    webgpu,
     tfjs: {
       backends: tfI.backends.map((b) => ({
         name: b.name,
@@ -155,6 +162,14 @@ export async function doctorReport(): Promise<DoctorReport> {
       detail: p.loads ? 'session created and ran' : `does not load: ${p.error ?? 'unknown error'}`,
       fix: p.fix,
     })),
+    {
+      name: '  ORT provider webgpu',
+      ok: webgpu.available,
+      detail: webgpu.adapter
+        ? `${webgpu.adapter.name} (${webgpu.adapter.vendor}; ${webgpu.adapter.backend}; ${webgpu.adapter.software ? 'software emulation: correctness only, device: auto will not pick it' : 'hardware'})`
+        : `no adapter: ${webgpu.error ?? 'unknown'}`,
+      ...(webgpu.available ? {} : { fix: webgpu.fix }),
+    },
     { name: 'tfjs', ok: true, detail: `@tensorflow/tfjs ${packageVersion('@tensorflow/tfjs') ?? '?'}, chosen backend: ${report.tfjs.chosen}` },
     ...report.tfjs.backends.map((b) => ({
       name: `  tfjs backend ${b.name}`,

@@ -8,6 +8,7 @@ import { loadConfig, TASK_KINDS, validateConfig } from '../../config/experiment'
 import { progressBar, renderTable } from '../../experiment/report';
 import { evalMetrics } from '../../tasks/kit';
 import { openTaskSession } from '../../experiment/open';
+import { DEVICES, deviceOption } from '../device-option';
 
 export function register(program: Command): void {
   program
@@ -26,6 +27,7 @@ export function register(program: Command): void {
     .option('--dataset <file>', 'task qa: the JSONL dataset (its held-out fifth is evaluated)')
     .option('--naive-rag', 'also run the naive RAG baseline on the same questions')
     .option('--json', 'print the result as one JSON object on stdout')
+    .option('--device <device>', `ONNX Runtime device: ${DEVICES.join(', ')} (default: the config's device)`, deviceOption)
     .action(
       async (
         checkpoint: string,
@@ -42,6 +44,7 @@ export function register(program: Command): void {
           format?: string;
           naiveRag?: boolean;
           json?: boolean;
+          device?: string;
         },
         cmd: Command,
       ) => {
@@ -74,6 +77,7 @@ export function register(program: Command): void {
         const cfg = validateConfig(
           {
             ...(base ?? {}),
+            ...(o.device ? { device: o.device } : {}),
             model: { ...(base?.model ?? {}), path: checkpoint, init: undefined, hidden_size: undefined, layers: undefined },
             task,
             environment,

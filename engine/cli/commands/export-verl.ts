@@ -2,7 +2,8 @@
  * `arbor export verl <run | config> <out-dir>`: an experiment as a verl run (engine/interop/verl-export.ts),
  * added under the existing `arbor export <run>`; and `arbor verl-reward <experiment.json>`, the
  * long-lived scorer the exported reward.py talks to (JSON lines: {solution_str, ground_truth,
- * extra_info} in, {reward, components, answer} or {error} out).
+ * extra_info} in, {reward, components, answer} or {error} out), scoring each sample with its task's
+ * own episode environment (engine/interop/environment.ts openVerlScorer).
  */
 import type { Command } from 'commander';
 import { existsSync, readFileSync, statSync } from 'node:fs';
@@ -36,8 +37,8 @@ export function register(program: Command): void {
       "score verl samples with an experiment's reward: JSON lines on stdin ({solution_str, ground_truth, extra_info}) → {reward, components} on stdout (used by an exported reward.py)",
     )
     .action(async (file: string) => {
-      const { openConfigEnvironment, scoreSolution } = await import('../../interop/environment');
-      const env = await openConfigEnvironment(loadEnvironmentConfig(file));
+      const { openVerlScorer, toolSuccessFromRewards } = await import('../../interop/environment');
+      const scorer = await openVerlScorer(loadEnvironmentConfig(file));
       try {
         const rl = createInterface({ input: process.stdin, crlfDelay: Infinity });
         let n = 0;
@@ -48,20 +49,21 @@ export function register(program: Command): void {
             const req = JSON.parse(line) as {
               solution_str?: unknown;
               ground_truth?: unknown;
-              extra_info?: { supporting?: unknown; task_id?: unknown; question?: unknown };
+              extra_info?: { supporting?: unknown; task_id?: unknown; question?: unknown; tool_rewards?: unknown };
             };
             if (typeof req.solution_str !== 'string') throw new Error('field "solution_str" must be a string');
             const gt = req.ground_truth;
             const golds = typeof gt === 'string' ? [gt] : Array.isArray(gt) ? gt.map(String) : null;
             if (!golds) throw new Error('field "ground_truth" must be a string or a list of strings');
-            const supporting = Array.isArray(req.extra_info?.supporting) ? req.extra_info.supporting.map(String) : undefined;
             const info = req.extra_info ?? {};
-            const r = await scoreSolution(env, {
+            const supporting = Array.isArray(info.supporting) ? info.supporting.map(String) : undefined;
+            const r = await scorer.score({
               solution: req.solution_str,
               golds,
               supporting,
               taskId: typeof info.task_id === 'string' ? info.task_id : undefined,
               question: typeof info.question === 'string' ? info.question : undefined,
+              toolSuccess: toolSuccessFromRewards(info.tool_rewards),
             });
             process.stdout.write(JSON.stringify(r) + '\n');
           } catch (e) {
@@ -69,7 +71,7 @@ export function register(program: Command): void {
           }
         }
       } finally {
-        await env.close();
+        await scorer.close();
       }
     });
 }

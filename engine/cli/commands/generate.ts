@@ -14,6 +14,8 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { readGenerationConfig } from '../../model/checkpoint';
 import { PolicyModel } from '../../model/runtime';
+import { resolveProviders } from '../../tensor/ort';
+import { DEVICES, deviceOption } from '../device-option';
 import { HfTokenizer } from '../../model/tokenizer';
 
 export interface GenerateOptions {
@@ -28,6 +30,8 @@ export interface GenerateOptions {
   seed?: number;
   top?: number;
   threads?: number;
+  /** ONNX Runtime device (engine/tensor/ort.ts resolveProviders): cpu (default), webgpu, cuda, auto. */
+  device?: string;
 }
 
 export interface GenerateResult {
@@ -100,7 +104,8 @@ function topLogits(logits: Float32Array, n: number, tok: HfTokenizer): GenerateR
 export async function generate(folderArg: string, o: GenerateOptions): Promise<GenerateResult> {
   const folder = resolve(folderArg);
   if (!existsSync(folder)) throw new Error(`model folder ${folder} does not exist`);
-  const model = PolicyModel.load(folder, { threads: o.threads });
+  const providers = await resolveProviders(o.device ?? 'cpu');
+  const model = PolicyModel.load(folder, { threads: o.threads, providers });
   try {
     const tok = HfTokenizer.load(folder);
     const c = model.config;
@@ -195,6 +200,7 @@ export function register(program: Command): void {
     .option('--seed <seed>', 'sampling seed', number('seed'), 0)
     .option('--top <n>', 'how many top logits --json lists', positiveInt('top'), 10)
     .option('--threads <n>', 'ONNX Runtime intra-op threads', positiveInt('threads'))
+    .option('--device <device>', `ONNX Runtime device: ${DEVICES.join(', ')} (default cpu)`, deviceOption)
     .option('--json', 'print prompt ids, generated ids and the top logits as JSON')
     .action(async (folder: string, o: GenerateOptions & { json?: boolean }) => {
       const r = await generate(folder, o);

@@ -29,7 +29,7 @@ export function register(program: Command): void {
     .option('--config <file>', "serve the tools of an experiment config's environment instead")
     .option('--http', 'streamable HTTP on 127.0.0.1 instead of stdio')
     .option('--port <n>', 'HTTP port (0 = any free port)', '0')
-    .option('--token <token>', 'HTTP bearer token (default: $ARBOR_MCP_TOKEN, else a random one, printed)')
+    .option('--token <token>', 'HTTP bearer token (prefer $ARBOR_MCP_TOKEN: a flag is visible to other users in `ps`; default a random one, printed)')
     .option('--timeout-ms <ms>', "per-call time limit (default: the config's environment.tool_timeout_ms, else 30000)", '30000')
     .action(async (o: ServeOptions, cmd: Command) => {
       if (o.env && o.config) throw new Error('give --env or --config, not both');
@@ -60,7 +60,8 @@ export function register(program: Command): void {
       }
       const h = await serveMcpHttp(env.tools, { limits, port, token: o.token ?? process.env.ARBOR_MCP_TOKEN });
       console.log(h.url);
-      console.log(`token ${h.token}`);
+      // A token handed in (flag or environment) is known to the caller: it is not echoed into logs.
+      console.log(o.token || process.env.ARBOR_MCP_TOKEN ? `token (the one given${o.token ? ' with --token' : ' in $ARBOR_MCP_TOKEN'})` : `token ${h.token}`);
       process.on('SIGINT', () => void h.close().then(stop));
       process.on('SIGTERM', () => void h.close().then(stop));
     });

@@ -18,6 +18,8 @@ import '../../tasks/multihop/rollout';
 import { loadConfig, TASK_KINDS } from '../../config/experiment';
 import { branchingOptions } from '../../train/rollout-port';
 import { openKitSource, rolloutConfig } from '../../tasks/rollout-source';
+import { resolveProviders, setDefaultProviders } from '../../tensor/ort';
+import { DEVICES, deviceOption } from '../device-option';
 
 /** Where trajectories go without --out: the workspace's rollouts folder, named by task, source and time. */
 function defaultOutFile(o: RolloutCliOptions): string {
@@ -32,6 +34,7 @@ function defaultOutFile(o: RolloutCliOptions): string {
 }
 
 interface RolloutCliOptions {
+  device?: string;
   task?: string;
   config?: string;
   dataset?: string;
@@ -88,6 +91,7 @@ export function register(program: Command): void {
     .option('--naive-rag', 'baseline: retrieve once with the question, then answer directly')
     .option('--out <file>', 'JSONL file for the trajectories (default: $ARBOR_HOME/rollouts/<task>-<source>-<time>.jsonl)')
     .option('--json', 'print the summary as one JSON object on stdout (no progress bar)')
+    .option('--device <device>', `ONNX Runtime device of --model: ${DEVICES.join(', ')} (default: the config's, else cpu)`, deviceOption)
     .action(async (o: RolloutCliOptions, cmd: Command) => {
       if (!o.task && !o.config) throw new Error('give --task <kind> or --config <experiment config>');
       if (o.model && o.policy) throw new Error('give one of --model <folder> or --policy <name>, not both');
@@ -106,6 +110,9 @@ export function register(program: Command): void {
         if (!given(cmd, 'temperature')) o.temperature = base.rollout.temperature;
         if (!given(cmd, 'topP')) o.topP = base.rollout.top_p;
       }
+      // The model's sessions run on this device (checked before anything is opened).
+      const device = o.device ?? base?.device ?? 'cpu';
+      if (o.model || (base?.model.path && !o.policy)) setDefaultProviders(await resolveProviders(device));
       const req = {
         task: o.task,
         model: o.model,

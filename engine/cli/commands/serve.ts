@@ -17,12 +17,18 @@ export function register(program: Command): void {
       '--static <dir>',
       'a renderer build to serve as it is (default: renderer/dist, or $ARBOR_RENDERER_DIR, built on first use and rebuilt when its sources changed)',
     )
-    .action(async (o: { port: number; stdio?: boolean; static?: string }) => {
+    .action(async (o: { port: number; stdio?: boolean; static?: string; yes?: boolean }) => {
       if (o.port > 65535) throw new Error(`--port must be ≤ 65535 (got ${o.port})`);
       // The workbench page is built before the URL is printed, so the URL always opens it.
       const staticDir = o.stdio ? undefined : (o.static ?? rendererDistDir());
       if (!o.stdio && !o.static) await ensureRendererBuild(staticDir);
       const engine = await createEngine({ home: arborHome() });
+      // Programs a config or stored run would run that the workspace has not approved: a dialog in
+      // the workbench (--yes: approved without asking).
+      const { workbenchAsker } = await import('../../server/consent');
+      const { setConsentAsker, yesFromEnv } = await import('../../env/consent');
+      const ask = workbenchAsker(engine);
+      if (!o.yes && !yesFromEnv()) setConsentAsker(ask);
       if (engine.workspaceError)
         console.error(`arbor serve: ${engine.workspaceError}\n(the engine is up; open another workspace from the UI or set ARBOR_HOME)`);
       if (o.stdio) return attachStdio(engine);

@@ -42,6 +42,10 @@ export interface McpOpenOptions {
   onEvent?: (e: McpEvent) => void;
   /** Time allowed for a server to start and list its tools (default 30 s). */
   startTimeoutMs?: number;
+  /** Who starts them, for the consent question (engine/env/consent.ts). */
+  origin?: string;
+  /** false: the user typed these servers just now (the editor's try-it); nothing to approve. */
+  consent?: boolean;
 }
 
 const STDERR_TAIL = 2000;
@@ -203,6 +207,13 @@ export class McpToolSet {
    */
   static async open(config: McpServersInput, opts: McpOpenOptions = {}): Promise<McpToolSet> {
     const parsed = mcpServersSchema.parse(config);
+    if (opts.consent !== false) {
+      const { ensureConsent, serverItem } = await import('../consent');
+      await ensureConsent(
+        opts.origin ?? 'MCP servers',
+        Object.entries(parsed).map(([name, s]) => serverItem(name, s, opts.baseDir)),
+      );
+    }
     const handles = Object.entries(parsed).map(([name, cfg]) => new ServerHandle(name, cfg, opts));
     const set = new McpToolSet(handles);
     try {

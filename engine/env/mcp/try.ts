@@ -28,7 +28,11 @@ export async function tryMcp(p: { servers: unknown; tool?: string; args?: unknow
   }
   let set: McpToolSet;
   try {
-    set = await McpToolSet.open(parsed.data, { baseDir: opts.baseDir, onEvent: (e) => logs.push(`${e.server}: ${e.kind.replace('mcp_', '')}: ${e.message}`) });
+    set = await McpToolSet.open(parsed.data, {
+      baseDir: opts.baseDir,
+      consent: false,
+      onEvent: (e) => logs.push(`${e.server}: ${e.kind.replace('mcp_', '')}: ${e.message}`),
+    });
   } catch (e) {
     return done({ ok: false, error: { message: (e as Error).message, path: 'mcp_servers' } });
   }

@@ -2,7 +2,8 @@
 # Arbor environment served by `arbor mcp serve --http` (URL in ARBOR_MCP_URL, bearer token in
 # ARBOR_MCP_TOKEN; run_verl.sh sets both). The sample's tools_kwargs.<tool>.create_kwargs are sent
 # as MCP _meta["arbor/episode"], so a tool can serve the sample's own task. Errors (isError results,
-# timeouts, an unreachable server) come back as the observation text, as in Arbor.
+# timeouts, an unreachable server) come back as the observation text, as in Arbor, and each call's
+# success as its tool reward (+1 / -1), which reward.py hands to `arbor verl-reward`.
 import asyncio
 import json
 import os
@@ -73,7 +74,10 @@ class ArborMcpTool(BaseTool):
         episode = self._episodes.get(instance_id, {})
         text, is_error = await asyncio.to_thread(call_arbor_tool, self.name, parameters, episode, self.timeout)
         metrics = {"is_error": is_error}
-        return (ToolResponse(text=text) if ToolResponse is not None else text), 0.0, metrics
+        # The tool reward carries the call's success to the reward (verl passes the list to the
+        # reward function as extra_info["tool_rewards"]; it adds nothing to the score itself):
+        # +1 the call succeeded, -1 it failed, as Arbor's reward sees it (ToolCallTrace.success).
+        return (ToolResponse(text=text) if ToolResponse is not None else text), (-1.0 if is_error else 1.0), metrics
 
     async def calc_reward(self, instance_id, **kwargs):
         return 0.0

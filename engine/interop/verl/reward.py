@@ -1,9 +1,11 @@
 # The Arbor environment's outcome reward for verl (custom_reward_function.path=reward.py,
 # custom_reward_function.name=compute_score). Each call sends the decoded response to one
 # long-lived `arbor verl-reward arbor-experiment.json` process (JSON lines over its stdin/stdout),
-# which scores it with the same reward function Arbor trains with. Set ARBOR_CMD (e.g. "arbor")
+# which scores it with the same episode environment Arbor trains with (the task of
+# extra_info["task_id"], with its meta; each tool call's success from extra_info["tool_rewards"],
+# which verl's agent loop fills from the exported ArborMcpTool). Set ARBOR_CMD (e.g. "arbor")
 # when arbor lives elsewhere than at export time. Copied into the export folder by
-# `arbor export verl`, which prepends ARBOR_CMD_DEFAULT.
+# `arbor export verl`, which prepends ARBOR_CMD_DEFAULT (a Python list literal).
 import atexit
 import json
 import os

@@ -15,13 +15,13 @@ import type {
   Trajectory,
   TryResult,
 } from './types';
-import { engineWsUrl, preloadTransport, webSocketTransport } from './transports';
+import { engineWsUrl, pageToken, preloadTransport, webSocketTransport } from './transports';
 
 /** A fresh id naming one playground chat (its events and its cancel request carry it). */
 export const newChatId = (): string => `chat-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
 
 export function connectEngine(): ArborApi {
-  const transport = window.arbor ? preloadTransport(window.arbor) : webSocketTransport(engineWsUrl(window.location));
+  const transport = window.arbor ? preloadTransport(window.arbor) : webSocketTransport(engineWsUrl(window.location), WebSocket, { token: pageToken(window) });
   return adaptClient(createClient(transport), transport);
 }
 
@@ -112,6 +112,8 @@ export function adaptClient(client: EngineClient, transport: Pick<Transport, 'on
       });
     },
     onEngineInfo: (cb) => client.on('engine', cb),
+    onConsent: (cb) => client.on('consent', cb),
+    answerConsent: async (id, approve) => void (await client.request('consent.answer', { id, approve })),
     openWorkspace: (path) => client.request('workspace.open', { path }),
     onConnection(cb: (s: ConnectionState) => void) {
       return transport.onState(cb);

@@ -82,6 +82,8 @@ export type EngineEvent =
   | ({ type: 'checkpoint' } & wire.EventData<'checkpoint'>)
   | ({ type: 'queue' } & wire.EventData<'queue'>);
 
+export type ConsentPrompt = wire.EventData<'consent'>;
+
 export interface ArborApi {
   listTemplates(): Promise<Template[]>;
   listRuns(): Promise<RunSummary[]>;
@@ -122,6 +124,9 @@ export interface ArborApi {
   onEvent(cb: (e: EngineEvent) => void): () => void;
   /** The engine's state: sent on every (re)connect and when the workspace changes. */
   onEngineInfo(cb: (info: wire.EngineInfo) => void): () => void;
+  /** Programs waiting for the user's approval (a config's MCP servers, tool/reward files); `done` closes the dialog. */
+  onConsent?(cb: (req: ConsentPrompt) => void): () => void;
+  answerConsent?(id: string, approve: boolean): Promise<void>;
   /** Open (or create) another workspace database; rejects with the reason when it cannot. */
   openWorkspace(path: string): Promise<wire.EngineInfo>;
   onConnection(cb: (s: ConnectionState) => void): () => void;

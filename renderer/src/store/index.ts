@@ -11,7 +11,7 @@ import { createTrajSlice } from './trajectories';
 import { createEditorSlice } from './editor';
 import { createPlaygroundSlice } from './playground';
 
-export type { ArborState, ArborStore, Get, NavSlice, Set, View } from './state';
+export type { ArborState, ArborStore, ConsentSlice, Get, NavSlice, Set, View } from './state';
 
 export function createArborStore(api: ArborApi): ArborStore {
   const store = createStore<ArborState>()((set, get) => ({
@@ -23,7 +23,15 @@ export function createArborStore(api: ArborApi): ArborStore {
     ...createTrajSlice(api, set, get),
     ...createEditorSlice(api, set, get),
     ...createPlaygroundSlice(api, set, get),
+    consents: [],
+    async answerConsent(id, approve) {
+      set({ consents: get().consents.filter((c) => c.id !== id) });
+      await api.answerConsent?.(id, approve);
+    },
   }));
+  api.onConsent?.((c) =>
+    store.setState((s) => ({ consents: c.done ? s.consents.filter((x) => x.id !== c.id) : [...s.consents.filter((x) => x.id !== c.id), c] })),
+  );
   // Pushed events fan out to the slices that follow them.
   api.onEvent((e) => {
     const s = store.getState();

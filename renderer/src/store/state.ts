@@ -2,6 +2,7 @@
 // adds its own part by augmenting ArborState (TypeScript declaration merging). So the slices
 // import only this file and this file imports no slice: no import circle (eslint arbor/no-cycle).
 import type { StoreApi } from 'zustand/vanilla';
+import type { ConsentPrompt } from '../api/types';
 
 export type View = 'start' | 'runs' | 'run' | 'compare' | 'trajectories' | 'editor' | 'playground';
 
@@ -10,9 +11,14 @@ export interface NavSlice {
   go(view: View): void;
 }
 
+/** Programs the engine asks the user to approve before it runs them (engine/server/consent.ts). */
+export interface ConsentSlice {
+  consents: ConsentPrompt[];
+  answerConsent(id: string, approve: boolean): Promise<void>;
+}
+
 /** Every slice's fields and actions (the slice files extend it). */
-// eslint-disable-next-line @typescript-eslint/no-empty-object-type
-export interface ArborState extends NavSlice {}
+export interface ArborState extends NavSlice, ConsentSlice {}
 export type Set = StoreApi<ArborState>['setState'];
 export type Get = StoreApi<ArborState>['getState'];
 export type ArborStore = StoreApi<ArborState>;

@@ -84,8 +84,9 @@ describe('arbor mcp serve', () => {
     let url: string;
     const token = 'test-token-0123456789';
     beforeAll(async () => {
-      proc = spawn(process.execPath, [ARBOR, 'mcp', 'serve', '--env', dir, '--http', '--token', token], {
-        env: { ...process.env, ARBOR_HOME: home },
+      // the token through the environment (as run_verl.sh passes it), not argv where `ps` shows it
+      proc = spawn(process.execPath, [ARBOR, 'mcp', 'serve', '--env', dir, '--http'], {
+        env: { ...process.env, ARBOR_HOME: home, ARBOR_MCP_TOKEN: token },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       url = await new Promise<string>((resolve, reject) => {
@@ -95,7 +96,10 @@ describe('arbor mcp serve', () => {
         proc.stdout!.on('data', (d) => {
           out += d;
           const m = /http:\/\/127\.0\.0\.1:\d+\/mcp/.exec(out);
-          if (m) resolve(m[0]);
+          if (m && out.includes('\ntoken')) {
+            expect(out).not.toContain(token);
+            resolve(m[0]);
+          }
         });
         proc.once('exit', (code) => reject(new Error(`arbor mcp serve exited ${code}: ${err}`)));
       });

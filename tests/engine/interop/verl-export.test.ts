@@ -118,7 +118,6 @@ describe('arbor export verl', () => {
       `actor_rollout_ref.model.path=${ck}`,
       'algorithm.adv_estimator=grpo',
       'actor_rollout_ref.rollout.n=2',
-      'data.train_batch_size=2',
       'actor_rollout_ref.actor.clip_ratio_high=0.3',
       'actor_rollout_ref.actor.use_kl_loss=true',
       'actor_rollout_ref.actor.kl_loss_coef=0.01',
@@ -129,7 +128,9 @@ describe('arbor export verl', () => {
       'custom_reward_function.name=compute_score',
       'data.return_raw_chat=True',
     ])
-      expect(sh).toContain(`    ${o} \\`);
+      expect(sh).toContain(`    ${/^[\w.=/-]+$/.test(o) ? o : `'${o}'`} \\`);
+    // batch sizes are computed by the script from the GPUs on its command line
+    expect(sh).toContain('"data.train_batch_size=$TRAIN_BS"');
     const readme = readFileSync(join(out, 'README.md'), 'utf8');
     expect(readme).toContain('| `algorithm.value_coef` |');
     expect(readme).toMatch(/\| `sft\.\*` \|.*SFT warm start already happened/);
@@ -201,9 +202,14 @@ describe('arbor export verl', () => {
       expect(c.status, c.stderr).toBe(0);
       // stored trajectories of the run, plus scripted-expert episodes (some with a wrong answer) written by `arbor rollout`
       const store = new Store(openDatabase(join(home, 'arbor.db')));
-      const samples: { solution: string; golds: string[]; reward: number }[] = [];
+      const samples: { solution: string; golds: string[]; reward: number; task?: string }[] = [];
       for (const t of store.searchTrajectories({ runId, limit: 100 })) {
-        const full = store.getTrajectory(t.id) as unknown as { reward: number; outcomeData: { golds: string[] }; turnsData: { role: string; text: string }[] };
+        const full = store.getTrajectory(t.id) as unknown as {
+          task: string;
+          reward: number;
+          outcomeData: { golds: string[] };
+          turnsData: { role: string; text: string }[];
+        };
         if (!full.turnsData.length) continue;
         samples.push({
           solution: full.turnsData
@@ -212,6 +218,7 @@ describe('arbor export verl', () => {
             .join(' '),
           golds: full.outcomeData.golds,
           reward: full.reward,
+          task: full.task,
         });
       }
       store.db.close();
@@ -238,12 +245,13 @@ describe('arbor export verl', () => {
         const t = JSON.parse(line) as { turns: { text: string }[]; outcome: { reward: number }; meta: { answers: string[] } };
         samples.push({ solution: t.turns.map((u) => u.text).join(' '), golds: t.meta.answers, reward: t.outcome.reward });
       }
-      // one correct answer turned wrong, so both rewards are checked
+      // one correct answer turned wrong, so both rewards are checked (a row that is not one of the
+      // experiment's tasks: scored from its ground truth)
       const right = samples.find((x) => x.reward === 1)!;
       expect(right).toBeDefined();
-      samples.push({ ...right, golds: ['nobody at all'], reward: 0 });
+      samples.push({ ...right, task: undefined, golds: ['nobody at all'], reward: 0 });
       writeFileSync(join(out, 'samples.json'), JSON.stringify(samples));
-      const script = `import json, sys\nsys.path.insert(0, ${JSON.stringify(out)})\nimport reward\nsamples = json.load(open(${JSON.stringify(join(out, 'samples.json'))}))\nprint(json.dumps([reward.compute_score("arbor/multihop", s["solution"], {"target": s["golds"]}, {"split": "train"}) for s in samples]))\n`;
+      const script = `import json, sys\nsys.path.insert(0, ${JSON.stringify(out)})\nimport reward\nsamples = json.load(open(${JSON.stringify(join(out, 'samples.json'))}))\nprint(json.dumps([reward.compute_score("arbor/multihop", s["solution"], {"target": s["golds"]}, {"split": "train", **({"task_id": s["task"]} if s.get("task") else {})}) for s in samples]))\n`;
       const py = spawnSync('python3', ['-c', script], { encoding: 'utf8', env: { ...process.env, ARBOR_HOME: home }, timeout: 120_000 });
       expect(py.status, py.stderr).toBe(0);
       const scores = JSON.parse(py.stdout.trim().split('\n').pop()!) as { score: number; exact_match: number }[];

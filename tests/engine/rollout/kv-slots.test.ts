@@ -29,8 +29,8 @@ function attentionLm(V = 11, H = 2, D = 4, seed = 3): KvDecodeFn {
       for (let h = 0; h < H; h++)
         for (let s = 0; s < P; s++)
           for (let d = 0; d < D; d++) {
-            pk[((b * H + h) * S + s) * D + d] = x.past[0]!.k[((b * H + h) * P + s) * D + d]!;
-            pv[((b * H + h) * S + s) * D + d] = x.past[0]!.v[((b * H + h) * P + s) * D + d]!;
+            pk[((b * H + h) * S + s) * D + d] = (x.past[0]!.k as Float32Array)[((b * H + h) * P + s) * D + d]!;
+            pv[((b * H + h) * S + s) * D + d] = (x.past[0]!.v as Float32Array)[((b * H + h) * P + s) * D + d]!;
           }
       let last = new Float32Array(C);
       for (let t = 0; t < T; t++) {

@@ -7,6 +7,7 @@ import { MessageChannel } from 'node:worker_threads';
 import WebSocket from 'ws';
 import { EngineServer } from '../../../engine/server/server';
 import { attachPort, serveWebSocket, type WebServer } from '../../../engine/server/transports';
+import { tokenProtocols } from '../../../engine/server/client';
 import { descentTemplate } from './fixtures/descent-job';
 import type { RunTemplate } from '../../../engine/server/runs';
 
@@ -32,8 +33,8 @@ class WsClient {
   pending = new Map<number, (m: any) => void>();
   events: any[] = [];
   closed: Promise<number>;
-  constructor(url: string) {
-    this.ws = new WebSocket(url);
+  constructor(url: string, token?: string) {
+    this.ws = token === undefined ? new WebSocket(url) : new WebSocket(url, tokenProtocols(token));
     this.ws.on('message', (d) => {
       const m = JSON.parse(d.toString());
       if (m.event) this.events.push(m);
@@ -71,22 +72,25 @@ class WsClient {
   }
 }
 
-const wsUrl = (s: WebServer, token = s.token) => `ws://127.0.0.1:${s.port}/ws?token=${token}`;
+const wsUrl = (s: WebServer) => `ws://127.0.0.1:${s.port}/ws`;
 
 describe('protocol', () => {
   it('refuses a wrong or missing token and keeps serving other clients', async () => {
     const { s } = await boot();
-    const good = new WsClient(wsUrl(s));
+    const good = new WsClient(wsUrl(s), s.token);
     await good.open();
-    const bad = new WsClient(wsUrl(s, 'nope'));
+    const bad = new WsClient(wsUrl(s), 'nope');
     expect(await bad.closed).toBe(4401);
     const none = new WsClient(`ws://127.0.0.1:${s.port}/ws`);
     expect(await none.closed).toBe(4401);
+    // the token in the URL is no longer accepted (it would sit in logs and history)
+    const inUrl = new WsClient(`ws://127.0.0.1:${s.port}/ws?token=${s.token}`);
+    expect(await inUrl.closed).toBe(4401);
     expect((await good.call('engine.info')).result).toMatchObject({ workspaceError: null });
   });
   it('answers malformed messages, unknown methods and bad params with errors', async () => {
     const { s } = await boot();
-    const c = new WsClient(wsUrl(s));
+    const c = new WsClient(wsUrl(s), s.token);
     await c.open();
     c.raw('{not json');
     expect((await c.waitFor((m) => m.error && m.id === null)).error).toMatchObject({ code: 'bad_request', message: 'malformed message: not JSON' });
@@ -114,7 +118,7 @@ describe('protocol', () => {
 describe('run manager', () => {
   it('runs a real job with live events, queues a second run with its position, pauses, stops and resumes', async () => {
     const { s } = await boot();
-    const c = new WsClient(wsUrl(s));
+    const c = new WsClient(wsUrl(s), s.token);
     await c.open();
     const a = (await c.call('runs.start', { template: 'descent', config: { steps: 40, delayMs: 10 } })).result.id;
     const b = (await c.call('runs.start', { template: 'descent', config: { steps: 10, delayMs: 1 } })).result.id;
@@ -134,7 +138,7 @@ describe('run manager', () => {
     expect((await c.call('trajectories.steps', { runId: b })).result).toEqual([5, 10]);
     expect((await c.call('runs.log', { runId: b })).result.length).toBe(10);
     // A client that reconnects gets the current state.
-    const c2 = new WsClient(wsUrl(s));
+    const c2 = new WsClient(wsUrl(s), s.token);
     await c2.open();
     await c2.waitFor((m) => m.event === 'engine');
     await c2.waitFor((m) => m.event === 'queue');

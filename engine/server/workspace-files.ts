@@ -1,0 +1,94 @@
+/**
+ * The workbench's file API over the workspace folder (`env.read` / `env.write`): paths are
+ * relative and must stay under tools/, rewards/ or envs/ of the workspace, and so must whatever
+ * they resolve to. A symlink (of the file or of any folder on the way) that leads outside the
+ * workspace is refused for reading and for writing: reads open the resolved path with O_NOFOLLOW
+ * after checking it (so a link swapped in afterwards is not followed), writes resolve the parent
+ * folder, check it, and open the file with O_NOFOLLOW (a symlink there, even one pointing
+ * inside, is refused rather than written through; so is a hard link).
+ */
+import { closeSync, constants, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { basename, dirname, isAbsolute, join, normalize, relative, sep } from 'node:path';
+
+const NOFOLLOW = constants.O_NOFOLLOW ?? 0;
+
+export interface WorkspaceFiles {
+  read(path: string): string;
+  write(path: string, text: string): void;
+  /** Whether a path (after resolving every symlink on it) is inside the workspace folder. */
+  inside(full: string): boolean;
+}
+
+export function workspaceFiles(root: string): WorkspaceFiles {
+  const realRoot = () => (existsSync(root) ? realpathSync(root) : normalize(root));
+  const within = (p: string, r: string) => p === r || p.startsWith(r.endsWith(sep) ? r : r + sep);
+  /** The normalised full path of a relative workspace path, or an error naming it. */
+  const lexical = (p: string) => {
+    const full = normalize(join(root, p));
+    if (isAbsolute(p) || !within(full, normalize(root)) || !/^(tools|rewards|envs)[\\/]/.test(relative(root, full)))
+      throw new Error(`path "${p}" must be inside tools/, rewards/ or envs/ of the workspace`);
+    return full;
+  };
+  /** The nearest existing folder at or above `dir`, resolved. */
+  const resolvedAncestor = (dir: string): string => {
+    let d = dir;
+    while (!existsSync(d) && dirname(d) !== d) d = dirname(d);
+    return realpathSync(d);
+  };
+  const outside = (p: string) => new Error(`path "${p}" leads outside the workspace (through a symlink); refused`);
+  const inside = (full: string) => {
+    try {
+      return within(realpathSync(full), realRoot());
+    } catch {
+      return false;
+    }
+  };
+  return {
+    inside,
+    read(p) {
+      const full = lexical(p);
+      if (!existsSync(full)) throw new Error(`no file "${p}" in the workspace`);
+      const real = realpathSync(full);
+      if (!within(real, realRoot())) throw outside(p);
+      let fd: number;
+      try {
+        fd = openSync(real, constants.O_RDONLY | NOFOLLOW);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'ELOOP') throw outside(p);
+        throw e;
+      }
+      try {
+        if (!fstatSync(fd).isFile()) throw new Error(`"${p}" is not a file`);
+        return readFileSync(fd, 'utf8');
+      } finally {
+        closeSync(fd);
+      }
+    },
+    write(p, text) {
+      const full = lexical(p);
+      const r = realRoot();
+      // the folders on the way: the part that exists must resolve inside before anything is created
+      if (!within(resolvedAncestor(dirname(full)), r)) throw outside(p);
+      mkdirSync(dirname(full), { recursive: true });
+      const parent = realpathSync(dirname(full));
+      if (!within(parent, r)) throw outside(p);
+      let fd: number;
+      try {
+        fd = openSync(join(parent, basename(full)), constants.O_WRONLY | constants.O_CREAT | NOFOLLOW, 0o644);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'ELOOP') throw new Error(`path "${p}" is a symlink; the workspace API does not write through symlinks`);
+        throw e;
+      }
+      try {
+        const st = fstatSync(fd);
+        if (!st.isFile()) throw new Error(`"${p}" is not a file`);
+        // a hard link shares its content with a file elsewhere (perhaps outside the workspace)
+        if (st.nlink > 1) throw new Error(`path "${p}" is a hard link to another file; the workspace API does not write through links`);
+        ftruncateSync(fd, 0);
+        writeFileSync(fd, text);
+      } finally {
+        closeSync(fd);
+      }
+    },
+  };
+}

@@ -1,0 +1,111 @@
+"""An agent program in Python with only the standard library (urllib): the same two tools and loop
+as agent.ts. Arbor starts it once per episode with OPENAI_BASE_URL, OPENAI_API_KEY and ARBOR_TASK in
+its environment; the last line it prints is its answer. Train it by setting
+environment.agent.command: [python3, agent.py] in train.yaml."""
+import json
+import os
+import re
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(HERE, "..", "tools-task", "world.json"), encoding="utf-8") as f:
+    FACTS = json.load(f)["facts"]
+
+BASE = os.environ["OPENAI_BASE_URL"].rstrip("/")
+KEY = os.environ.get("OPENAI_API_KEY", "")
+
+
+def api(path, body=None):
+    req = urllib.request.Request(
+        BASE + path,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": "Bearer " + KEY, "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.load(r)
+
+
+def lookup(entity):
+    key = re.sub(r"^the ", "", str(entity).strip().lower())
+    return FACTS.get(key, "no entry for " + key)
+
+
+def calculator(expression):
+    toks = re.findall(r"\d+(?:\.\d+)?|[-+*/()]|\S", str(expression))
+    pos = [0]
+
+    def take():
+        pos[0] += 1
+        return toks[pos[0] - 1] if pos[0] - 1 < len(toks) else None
+
+    def peek():
+        return toks[pos[0]] if pos[0] < len(toks) else None
+
+    def primary():
+        t = take()
+        if t == "-":
+            return -primary()
+        if t == "(":
+            v = total()
+            if take() != ")":
+                raise ValueError("missing )")
+            return v
+        if t is not None and t[0].isdigit():
+            return float(t)
+        raise ValueError("unexpected " + str(t))
+
+    def product():
+        v = primary()
+        while peek() in ("*", "/"):
+            v = v * primary() if take() == "*" else v / primary()
+        return v
+
+    def total():
+        v = product()
+        while peek() in ("+", "-"):
+            v = v + product() if take() == "+" else v - product()
+        return v
+
+    try:
+        v = total()
+        if pos[0] < len(toks):
+            raise ValueError("unexpected " + toks[pos[0]])
+        v = round(v, 6)
+        return str(int(v)) if v == int(v) else str(v)
+    except (ValueError, ZeroDivisionError) as e:
+        return "error: " + str(e)
+
+
+TOOLS = [
+    {"type": "function", "function": {"name": "lookup", "description": "the fact about an organisation or a person",
+     "parameters": {"type": "object", "properties": {"entity": {"type": "string"}}, "required": ["entity"]}}},
+    {"type": "function", "function": {"name": "calculator", "description": "evaluate arithmetic",
+     "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}}},
+]
+
+task = json.loads(os.environ.get("ARBOR_TASK", "{}"))
+model = os.environ.get("OPENAI_MODEL") or api("/models")["data"][0]["id"]
+messages = [{"role": "user", "content": task.get("prompt") or task.get("question") or ""}]
+answer = ""
+for _ in range(6):
+    r = api("/chat/completions", {"model": model, "messages": messages, "tools": TOOLS, "max_tokens": 48})
+    msg = r["choices"][0]["message"]
+    # Sent back verbatim: the server continues from the ids it sampled.
+    turn = {"role": "assistant", "content": msg.get("content")}
+    if msg.get("tool_calls"):
+        turn["tool_calls"] = msg["tool_calls"]
+    messages.append(turn)
+    if not msg.get("tool_calls"):
+        text = msg.get("content") or ""
+        m = re.search(r"<answer>([\s\S]*?)(</answer>|$)", text)
+        answer = (m.group(1) if m else text).strip()
+        break
+    for call in msg["tool_calls"]:
+        try:
+            args = json.loads(call["function"]["arguments"])
+        except ValueError:
+            args = {}
+        name = call["function"]["name"]
+        result = lookup(args.get("entity", "")) if name == "lookup" else calculator(args.get("expression", "")) if name == "calculator" else "error: unknown tool " + name
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+print(answer)

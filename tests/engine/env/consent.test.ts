@@ -1,0 +1,93 @@
+// Consent for programs from elsewhere: the CLI refuses to load an environment's tool/reward files
+// or start its MCP servers that the workspace has not approved (no terminal: a message naming
+// --yes), proceeds with --yes and remembers the approval per content hash; a changed file asks
+// again. The unit part checks what is listed and hashed.
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { approve, configItems, ensureConsent, serverItem, setConsentAsker, unapproved, type ConsentRequest } from '../../../engine/env/consent';
+
+const BIN = resolve(import.meta.dirname, '../../../bin/arbor.mjs');
+let dir: string;
+let home: string;
+const saved = { home: process.env.ARBOR_HOME, yes: process.env.ARBOR_YES };
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'arbor-consent-'));
+  home = join(dir, 'home');
+  mkdirSync(join(dir, 'env', 'tools'), { recursive: true });
+  mkdirSync(join(dir, 'env', 'rewards'), { recursive: true });
+  writeFileSync(
+    join(dir, 'env', 'tools', 'echo.ts'),
+    `export const echo = { name: 'echo', description: 'echoes', parameters: { type: 'object', properties: { text: { type: 'string' } } }, execute: (a: { text: string }) => ({ content: a.text, success: true }) };\n`,
+  );
+  writeFileSync(join(dir, 'env', 'rewards', 'r.ts'), 'export const reward = () => 1;\n');
+  process.env.ARBOR_HOME = join(dir, 'unit-home');
+  delete process.env.ARBOR_YES;
+});
+afterAll(() => {
+  setConsentAsker(null);
+  process.env.ARBOR_HOME = saved.home;
+  if (saved.yes !== undefined) process.env.ARBOR_YES = saved.yes;
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** `arbor mcp serve --env <dir>` with stdin closed: loads the folder, then ends when its stdio input does. */
+function serve(extra: string[] = []) {
+  const env: Record<string, string | undefined> = { ...process.env, ARBOR_HOME: home };
+  delete env.ARBOR_YES;
+  return spawnSync(process.execPath, [BIN, 'mcp', 'serve', '--env', join(dir, 'env'), ...extra], { encoding: 'utf8', env, input: '', timeout: 120_000 });
+}
+
+describe('consent: the CLI', () => {
+  it('refuses without a terminal naming --yes; --yes approves and is remembered; a changed file asks again', () => {
+    const refused = serve();
+    expect(refused.status).not.toBe(0);
+    expect(refused.stderr).toMatch(/has not approved/);
+    expect(refused.stderr).toContain('tools/echo.ts');
+    expect(refused.stderr).toContain('rewards/r.ts');
+    expect(refused.stderr).toContain('--yes');
+    const yes = serve(['--yes']);
+    expect(yes.stderr).toMatch(/approved with --yes/);
+    expect(yes.stderr).not.toMatch(/has not approved/);
+    expect(Object.keys(JSON.parse(readFileSync(join(home, 'approvals.json'), 'utf8')).approved)).toHaveLength(2);
+    // Remembered: no question the second time.
+    const again = serve();
+    expect(again.stderr).not.toMatch(/has not approved|approved with/);
+    // A changed file is a new program.
+    writeFileSync(join(dir, 'env', 'rewards', 'r.ts'), 'export const reward = () => 0.5;\n');
+    const changed = serve();
+    expect(changed.status).not.toBe(0);
+    expect(changed.stderr).toContain('rewards/r.ts');
+    expect(changed.stderr).not.toContain('tools/echo.ts');
+  }, 240_000);
+});
+
+describe('consent: what is asked', () => {
+  it('lists MCP servers (command, arguments, variable names), files and an outside workspace; hashes by content', async () => {
+    const ws = join(dir, 'env');
+    const items = configItems(
+      { mcp_servers: { calc: { command: 'node', args: ['calc.js', '--x'], env: { API_KEY: 'secret' } } }, tools: ['tools/echo.ts'], workspace: ws },
+      join(dir, 'elsewhere'),
+    );
+    expect(items.map((i) => i.kind)).toEqual(['mcp-server', 'tool', 'workspace']);
+    expect(items[0]!.label).toBe('calc: node calc.js --x (sets API_KEY)');
+    expect(items[0]!.label).not.toContain('secret');
+    // The same command with another secret value is the same program; another argument is not.
+    expect(serverItem('calc', { command: 'node', args: ['calc.js', '--x'], env: { API_KEY: 'other' } }, ws).hash).toBe(items[0]!.hash);
+    expect(serverItem('calc', { command: 'node', args: ['calc.js', '--y'], env: { API_KEY: 'x' } }, ws).hash).not.toBe(items[0]!.hash);
+    // A workspace inside the config's folder needs no approval of its own.
+    expect(configItems({ tools: ['tools/echo.ts'], workspace: ws }, dir).map((i) => i.kind)).toEqual(['tool']);
+
+    const asked: ConsentRequest[] = [];
+    setConsentAsker(async (req) => (asked.push(req), req.origin !== 'no'));
+    await expect(ensureConsent('no', items)).rejects.toThrow(/no: not approved, nothing was started/);
+    await ensureConsent('yes', items);
+    expect(unapproved(items)).toEqual([]);
+    await ensureConsent('again', items);
+    expect(asked.map((r) => r.origin)).toEqual(['no', 'yes']);
+    approve([]);
+  });
+});

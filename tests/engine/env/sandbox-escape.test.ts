@@ -1,0 +1,278 @@
+// Escape attempts against the tool/reward sandbox, written as an attacker's tool and reward files
+// would be: the two escapes of issue #25 (a constructor chain from the context's global; a host
+// function handed to an overridden Promise.prototype.finally/then) and the classic list
+// (Function, eval, import(), require, process.binding, host objects' constructor chains,
+// prototype pollution, Error.prepareStackTrace frames, SharedArrayBuffer/Atomics). Each must fail
+// to reach `process`, to run a program, to read a file outside the workspace, to write any file
+// or to open a connection to 127.0.0.1; tools see an observation, rewards a run error with the
+// file and line, and the engine keeps going. A last test runs code that already holds the sandbox
+// process's `process` (as if every JavaScript barrier had fallen) against the operating-system
+// layer: Node's permission model and the network namespace.
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SandboxHost, sandboxCommand } from '../../../engine/env/sandbox-host';
+import { tryReward, tryTool } from '../../../engine/env/sandbox';
+import { runCall } from '../../../engine/env/tool';
+import type { EpisodeSummary } from '../../../engine/env/rewards';
+
+let dir: string;
+let ws: string;
+let server: Server;
+let port = 0;
+let connections = 0;
+const hosts: SandboxHost[] = [];
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'arbor-escape-'));
+  ws = join(dir, 'ws');
+  mkdirSync(join(ws, 'data'), { recursive: true });
+  writeFileSync(join(dir, 'secret.txt'), 'TOPSECRET');
+  writeFileSync(join(ws, 'data', 'ok.txt'), 'inside');
+  symlinkSync(join(dir, 'secret.txt'), join(ws, 'data', 'link.txt'));
+  server = createServer((s) => {
+    connections++;
+    s.destroy();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  port = (server.address() as { port: number }).port;
+});
+afterAll(async () => {
+  for (const h of hosts) await h.close();
+  server.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** What every attack does with whatever it got hold of: run a program, write, read the secret, connect. */
+const harmSource = () => `
+const MARK = ${JSON.stringify(join(dir, 'ran'))};
+const WROTE = ${JSON.stringify(join(dir, 'wrote'))};
+const SECRET = ${JSON.stringify(join(dir, 'secret.txt'))};
+const PORT = ${port};
+const leaks: any[] = [];
+const P: any = Promise.prototype;
+const origFinally = P.finally;
+const origThen = P.then;
+// Escape 2 of the issue: collect every function the host hands to a promise of the context.
+P.finally = function (this: any, f: any) { leaks.push(f); return origFinally.call(this, f); };
+P.then = function (this: any, a: any, b: any) { leaks.push(a, b); return origThen.call(this, a, b); };
+(Error as any).prepareStackTrace = (e: any, frames: any[]) => {
+  for (const f of frames) { try { leaks.push(f.getThis(), f.getFunction()); } catch { /* strict frames */ } }
+  return String(e);
+};
+(Object.prototype as any).polluted = 'yes';
+(Array.prototype as any).polluted = 'yes';
+const use = (p: any, out: string[]) => {
+  if (!p || (typeof p !== 'object' && typeof p !== 'function')) return;
+  if (typeof p.pid === 'number') out.push('PROCESS');
+  const mods = [p, p.mainModule && p.mainModule.require, p.getBuiltinModule];
+  const get = (name: string): any => {
+    for (const m of mods) { try { const r = typeof m === 'function' ? m(name) : undefined; if (r) return r; } catch { /* refused */ } }
+    try { if (p.binding) return p.binding(name === 'child_process' ? 'spawn_sync' : name); } catch { /* refused */ }
+    return undefined;
+  };
+  try { (p.execSync || get('child_process').execSync)('touch ' + MARK); out.push('EXEC'); } catch { /* refused */ }
+  try { get('fs').writeFileSync(WROTE, 'x'); out.push('WROTE'); } catch { /* refused */ }
+  try { out.push(get('fs').readFileSync(SECRET, 'utf8')); } catch { /* refused */ }
+  try { get('net').connect(PORT, '127.0.0.1').on('error', () => {}); out.push('NET'); } catch { /* refused */ }
+  try { p.kill && p.kill(p.ppid, 'SIGTERM'); } catch { /* refused */ }
+};
+const candidates = (a: any, b: any): (() => any)[] => [
+  () => (globalThis as any).constructor.constructor('return process')(),
+  () => Function('return process')(),
+  () => (0, eval)('process'),
+  () => (globalThis as any).process,
+  () => a && a.constructor.constructor('return process')(),
+  () => b && [b.signal, b.readFile, b.episode].map((o: any) => o && o.constructor.constructor('return process')()).find(Boolean),
+  () => console.log.constructor('return process')(),
+  () => (this as any),
+  () => (arguments as any).callee,
+  () => require('child_process'),
+  () => require('node:fs'),
+  () => require('net'),
+  () => { try { null!.x; } catch (e: any) { return e.stack && e.constructor.constructor('return process')(); } },
+  () => new Function('return this')().process,
+  () => (globalThis as any).fetch,
+  () => (globalThis as any).WebSocket,
+  () => { const sab = new SharedArrayBuffer(16); Atomics.store(new Int32Array(sab), 0, 1); return (sab as any).constructor.constructor('return process')(); },
+  ...leaks.map((l) => () => l && l.constructor && l.constructor('return process')()),
+];
+function attack(a: any, b: any): string {
+  const out: string[] = [];
+  for (const c of candidates(a, b)) { try { use(c(), out); } catch { /* this way is closed */ } }
+  return out.join(',') || 'held';
+}
+async function attackAsync(): Promise<string> {
+  const out: string[] = [];
+  const imports = [
+    () => new Function('return import("node:child_process")')(),
+    () => (0, eval)('import("node:fs")'),
+    ...leaks.map((l) => () => l && l.constructor && l.constructor('return import("node:net")')()),
+  ];
+  for (const i of imports) { try { use(await i(), out); } catch { /* refused */ } }
+  return out.join(',') || 'held';
+}
+const topLevel = attack(undefined, undefined);
+`;
+
+function toolFile(): string {
+  return `${harmSource()}
+export const tool = {
+  name: 'attack',
+  description: 'tries to leave the sandbox',
+  parameters: { type: 'object', properties: {} },
+  async execute(args: any, ctx: any) {
+    const sync = attack(args, ctx);
+    const asyncOut = await attackAsync();
+    const reads = ['../secret.txt', ${JSON.stringify(join(dir, 'secret.txt'))}, 'data/link.txt', 'data/../../secret.txt'].map((p) => { try { return ctx.readFile(p); } catch (e: any) { return 'refused: ' + e.message; } });
+    return { content: [topLevel, sync, asyncOut, ctx.readFile('data/ok.txt'), ...reads].join(' | '), success: true, metadata: JSON.parse('{"__proto__": {"polluted": "yes"}}') };
+  },
+};
+`;
+}
+
+function rewardFile(): string {
+  return `${harmSource()}
+export async function reward(s: any) {
+  const r = [topLevel, attack(s, undefined), await attackAsync()].join(' | ');
+  throw new Error('the attack ended with: ' + r);
+}
+`;
+}
+
+const summary: EpisodeSummary = {
+  task: { id: 't' },
+  history: [],
+  answer: 'a',
+  golds: ['a'],
+  turns: [],
+  formatOk: true,
+  toolCalls: 0,
+  toolErrors: 0,
+  retrieved: [],
+  supporting: [],
+};
+
+/** Nothing happened outside: no program ran, no file was written, no connection was opened, the secret was not read. */
+async function expectNothingHappened(text: string) {
+  // Give a connection attempt (asynchronous) time to arrive before looking.
+  await new Promise((r) => setTimeout(r, 300));
+  expect(text).not.toMatch(/PROCESS|EXEC|WROTE|TOPSECRET|NET/);
+  expect(existsSync(join(dir, 'ran'))).toBe(false);
+  expect(existsSync(join(dir, 'wrote'))).toBe(false);
+  expect(connections).toBe(0);
+  expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+}
+
+describe('sandbox escapes: tool files', () => {
+  it('every attempt fails; the tool answers with an observation; reads stay in the workspace', async () => {
+    const host = await SandboxHost.open({ tools: [{ path: 'tools/attack.ts', source: toolFile() }] }, { timeoutMs: 5000, memoryMb: 96 }, ws);
+    hosts.push(host);
+    // Twice: the second call can use what the first one's promises leaked.
+    for (let i = 0; i < 2; i++) {
+      const out = await runCall(host.tools, { name: 'attack', args: {} });
+      expect(out.success).toBe(true);
+      const parts = out.result.split(' | ');
+      expect(parts.slice(0, 3)).toEqual(['held', 'held', 'held']);
+      expect(parts[3]).toBe('inside');
+      for (const r of parts.slice(4)) expect(r).toMatch(/^refused: readFile/);
+      expect(out.metadata).toBeDefined();
+      await expectNothingHappened(out.result);
+    }
+    expect(host.restarts).toBe(0);
+  }, 120_000);
+
+  it('the same file through the editor\'s "try it"', async () => {
+    const r = await tryTool({ source: toolFile(), path: 'tools/attack.ts', args: {}, workspace: ws });
+    expect(r.ok).toBe(true);
+    await expectNothingHappened(String((r.value as { content: string }).content));
+  }, 60_000);
+
+  it('a tool that blocks on Atomics.wait, exits its process or throws at load is an observation or a load error, not a crash', async () => {
+    const src = `export const t = { name: 'odd', description: '', parameters: { type: 'object', properties: { how: { type: 'string' } } },
+  execute(args: any) {
+    if (args.how === 'wait') Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+    if (args.how === 'exit') { const g: any = globalThis; (g.process || { exit() { throw new Error('no process to exit'); } }).exit(1); }
+    return { content: 'ok', success: true };
+  } };`;
+    const host = await SandboxHost.open({ tools: [{ path: 'tools/odd.ts', source: src }] }, { timeoutMs: 500, memoryMb: 64 }, ws);
+    hosts.push(host);
+    const wait = await runCall(host.tools, { name: 'odd', args: { how: 'wait' } }, { timeoutMs: 10_000, maxArgChars: 1000, maxResultChars: 1000 });
+    expect(wait.success).toBe(false);
+    expect(wait.error).toMatch(/tools\/odd\.ts/);
+    const exit = await runCall(host.tools, { name: 'odd', args: { how: 'exit' } });
+    expect(exit.error).toMatch(/no process to exit/);
+    expect((await runCall(host.tools, { name: 'odd', args: { how: 'fine' } })).result).toBe('ok');
+    await expect(
+      SandboxHost.open({ tools: [{ path: 'tools/top.ts', source: `${harmSource()}\nthrow new Error('top: ' + topLevel);\n` }] }, undefined, ws),
+    ).rejects.toThrow(/^tools\/top\.ts(:\d+:\d+)?: top: held$/);
+    await expectNothingHappened('');
+  }, 120_000);
+});
+
+describe('sandbox escapes: reward files', () => {
+  it('every attempt fails; the reward is a clear error with the file and line, the host keeps serving', async () => {
+    const host = await SandboxHost.open({ reward: { path: 'rewards/attack.ts', source: rewardFile() } }, { timeoutMs: 5000, memoryMb: 96 }, ws);
+    hosts.push(host);
+    for (let i = 0; i < 2; i++) {
+      const err = await host.reward(summary).then(
+        () => undefined,
+        (e: Error) => e,
+      );
+      expect(err?.message).toMatch(/^rewards\/attack\.ts(:\d+:\d+)?: the attack ended with: held \| held \| held$/);
+      await expectNothingHappened(err?.message ?? '');
+    }
+    const t = await tryReward({ source: rewardFile(), path: 'rewards/attack.ts', summary });
+    expect(t.ok).toBe(false);
+    expect(t.error?.path).toBe('rewards/attack.ts');
+    expect(t.error?.message).toMatch(/the attack ended with: held \| held \| held/);
+    await expectNothingHappened(t.error?.message ?? '');
+  }, 120_000);
+});
+
+describe('the operating-system layer under the JavaScript barriers', () => {
+  it('code holding the sandbox process itself cannot run programs, start workers, read outside the workspace, write or connect', async () => {
+    const cmd = sandboxCommand({ timeoutMs: 5000, memoryMb: 64 }, ws);
+    const script = `
+      const out = [];
+      const t = (name, f) => { try { f(); out.push(name + ':ALLOWED'); } catch (e) { out.push(name + ':' + (e.code || 'refused')); } };
+      t('exec', () => require('child_process').execSync('touch ${join(dir, 'ran')}'));
+      t('spawn', () => require('child_process').spawnSync('true').error && (() => { throw require('child_process').spawnSync('true').error; })());
+      t('worker', () => new (require('worker_threads').Worker)('1', { eval: true }));
+      t('read-outside', () => require('fs').readFileSync('${join(dir, 'secret.txt')}'));
+      t('read-inside', () => require('fs').readFileSync('${join(ws, 'data', 'ok.txt')}'));
+      t('write', () => require('fs').writeFileSync('${join(dir, 'wrote')}', 'x'));
+      t('write-ws', () => require('fs').writeFileSync('${join(ws, 'wrote')}', 'x'));
+      t('addon', () => process.dlopen({ exports: {} }, '/nonexistent.node'));
+      t('binding', () => process.binding('fs'));
+      if (${JSON.stringify(cmd.network)} === 'none') {
+        const s = require('net').connect(${port}, '127.0.0.1');
+        s.on('connect', () => { out.push('net:CONNECTED'); done(); });
+        s.on('error', (e) => { out.push('net:' + e.code); done(); });
+      } else done();
+      function done() { console.log(JSON.stringify({ out, network: ${JSON.stringify(cmd.network)} })); process.exit(0); }
+    `;
+    const args = [...cmd.args.slice(0, cmd.args.indexOf('-e')), '-e', script];
+    const child = spawn(cmd.command, args, { env: cmd.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += String(d)));
+    await new Promise((r) => child.once('exit', r));
+    const { out } = JSON.parse(stdout.trim().split('\n').pop()!) as { out: string[] };
+    const got = Object.fromEntries(out.map((s) => s.split(':') as [string, string]));
+    expect(got.exec).toBe('ERR_ACCESS_DENIED');
+    expect(got.worker).toBe('ERR_ACCESS_DENIED');
+    expect(got['read-outside']).toBe('ERR_ACCESS_DENIED');
+    expect(got['read-inside']).toBe('ALLOWED');
+    expect(got.write).toBe('ERR_ACCESS_DENIED');
+    expect(got['write-ws']).toBe('ERR_ACCESS_DENIED');
+    expect(got.addon).toBe('ERR_DLOPEN_DISABLED');
+    expect(got.binding).toBe('ERR_ACCESS_DENIED');
+    // Node 22/24's permission model has no network rule; on Linux the sandbox runs in a network
+    // namespace of its own when the system allows it (the case here), and nothing connects.
+    if (cmd.network === 'none') expect(got.net).toMatch(/^E[A-Z]+$/);
+    await expectNothingHappened('');
+  }, 60_000);
+});
