@@ -8,6 +8,7 @@
  * step > S is deleted from the store, and training restarts at S + 1. Each step derives its seeds
  * from (run seed, step), so a resumed step samples exactly what the original would have.
  */
+import { mulberry32, shuffled } from '../base/rng';
 import type { ExperimentConfig } from '../config/experiment';
 import { latestCheckpoint, saveCheckpoint, type CheckpointInfo } from './checkpoints';
 import {
@@ -18,10 +19,8 @@ import {
   generatedTokenCount,
   logprobMismatch,
   modelTokenCount,
-  mulberry32,
   overlongPenalty,
   responseBudget,
-  shuffled,
   stepSeed,
   type Episode,
 } from './episode';

@@ -15,7 +15,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import type { ExperimentConfig } from '../config/experiment';
 import { saveCheckpoint, type CheckpointInfo } from './checkpoints';
-import { chunks, mulberry32, shuffled, stepSeed } from './episode';
+import { mulberry32, shuffled } from '../base/rng';
+import { chunks, stepSeed } from './episode';
 import type { SinkPort } from './loop';
 
 export interface Demo {

@@ -8,6 +8,7 @@
  * transformers' model(ids).logits[0, -1], before any repetition penalty). Sampling and the
  * repetition penalty follow generation_config.json unless overridden by flags.
  */
+import { mulberry32 } from '../../base/rng';
 import type { Command } from 'commander';
 import { intFlag, numberFlag } from '../flags';
 import { existsSync } from 'node:fs';
@@ -44,17 +45,6 @@ export interface GenerateResult {
   stop: 'eos' | 'max_new' | 'max_length';
   sampling: { greedy: boolean; temperature?: number; topK?: number; topP?: number; seed?: number; repetitionPenalty: number };
   topLogits: { id: number; token: string; logit: number; logprob: number }[];
-}
-
-function mulberry32(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 function argmax(x: Float32Array): number {
