@@ -13,8 +13,6 @@ import type { Demo, SftPort } from '../train/sft';
 import type { LoopPorts } from '../train/loop';
 import type { EvalSummary } from '../tasks/kit';
 
-export { arborHome } from '../store/db';
-
 export function runsRoot(): string {
   return join(arborHome(), 'runs');
 }

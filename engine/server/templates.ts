@@ -13,8 +13,6 @@ import { memoryLimitHits } from '../experiment/sinks';
 import type { RunTemplate } from './runs';
 import type { EngineServer } from './server';
 
-export { episodeToRecord } from '../experiment/store-sink';
-
 interface TemplateSpec {
   id: string;
   name: string;

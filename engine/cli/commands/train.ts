@@ -14,9 +14,6 @@ import { claimRunAndOpenTask } from '../../experiment/store-run';
 import { interruptSignal, note } from '../lifecycle';
 import { latestCheckpoint } from '../../train/checkpoints';
 
-/** Ctrl-C / SIGTERM / SIGHUP / a closed output pipe stop after the step; see ../lifecycle.ts. */
-export { interruptSignal } from '../lifecycle';
-
 export function register(program: Command): void {
   program
     .command('train')
