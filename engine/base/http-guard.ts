@@ -62,3 +62,7 @@ export function safeDecode(s: string): string | undefined {
     return undefined;
   }
 }
+
+/** Raw answers for a socket the HTTP parser gave up on (the servers' `clientError` handlers). */
+export const BAD_REQUEST = 'HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n';
+export const HEADERS_TOO_LARGE = 'HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\nconnection: close\r\n\r\n';

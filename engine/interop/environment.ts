@@ -282,6 +282,8 @@ class ReplayedEnv extends ToolEnv {
 }
 
 export interface VerlScorer {
+  /** Where the tools come from (ServedEnvironment.describe). */
+  describe: string;
   score(s: VerlSample): Promise<{ reward: number; components: Record<string, number>; answer?: string }>;
   close(): Promise<void>;
 }
@@ -307,6 +309,7 @@ export async function openVerlScorer(cfg: ExperimentConfig, warn: (line: string)
   }
   let warned = false;
   return {
+    describe: env.describe || 'no tools',
     async score(s) {
       const t = s.taskId !== undefined ? tasks.get(s.taskId) : undefined;
       const ep = t?.createEnv();

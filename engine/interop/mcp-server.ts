@@ -24,7 +24,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEFAULT_LIMITS, runCall, type CallLimits, type Tool } from '../env/tool';
-import { refusal, safeDecode, safeEqual } from '../base/http-guard';
+import { BAD_REQUEST, HEADERS_TOO_LARGE, refusal, safeDecode, safeEqual } from '../base/http-guard';
 
 export const EPISODE_META_KEY = 'arbor/episode';
 
@@ -127,8 +127,9 @@ export async function serveMcpHttp(tools: Tool[], opts: McpServeOptions & { port
         if (!res.headersSent) deny(500, e.message);
       });
   });
-  http.on('clientError', (_e, socket) => {
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
+  http.on('clientError', (e: NodeJS.ErrnoException, socket) => {
+    // what the HTTP parser refuses (a null byte, a huge header, not HTTP at all): 431 or 400, never a crash
+    if (socket.writable) socket.end(e.code === 'HPE_HEADER_OVERFLOW' ? HEADERS_TOO_LARGE : BAD_REQUEST);
     else socket.destroy();
   });
   await new Promise<void>((resolve, reject) => {

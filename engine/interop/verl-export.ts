@@ -622,6 +622,15 @@ export ARBOR_MCP_URL="http://127.0.0.1:\${ARBOR_MCP_PORT}/mcp"
 export PYTHONPATH="$HERE\${PYTHONPATH:+:$PYTHONPATH}"
 
 ${batchScript(batch)}
+# The environment's programs (tool and reward files, MCP servers) run only once approved: arbor
+# lists them and asks on this terminal (remembered per content hash), or set ARBOR_YES=1 after
+# reading them. The processes started below (arbor mcp serve, and reward.py's arbor verl-reward on
+# every node) then run with that approval.
+if [ "\${ARBOR_YES:-}" != 1 ]; then
+  "\${ARBOR[@]}" verl-reward "$HERE/arbor-experiment.json" --check
+  export ARBOR_YES=1
+fi
+
 # The environment's tools over MCP (streamable HTTP on 127.0.0.1, bearer token). On several
 # nodes, start one per node (the rollout workers call 127.0.0.1).
 "\${ARBOR[@]}" mcp serve --config "$HERE/arbor-experiment.json" --http --port "$ARBOR_MCP_PORT" >"$HERE/mcp-serve.log" 2>&1 &
@@ -681,11 +690,11 @@ environment's tools and reward):
 | \`tool_config.mcp.yaml\`, \`mcp_servers.json\` | the same tools through verl's own \`type: mcp\` client (stdio); it sends no per-sample state, so only for tools that do not need the question |
 | \`reward.py\` | \`compute_score(data_source, solution_str, ground_truth, extra_info)\`: the environment's reward, computed by a long-lived \`arbor verl-reward\` process (set \`ARBOR_CMD\` if arbor is installed elsewhere) |
 | \`arbor-experiment.json\` | the Arbor experiment (\`model.path\` = the exported checkpoint) |
-| \`run_verl.sh\` | the launch script with the Hydra overrides below |
+| \`run_verl.sh\` | the launch script with the Hydra overrides below; it first asks you to approve the environment's tool/reward files and MCP servers on its terminal (\`arbor verl-reward … --check\`; or set \`ARBOR_YES=1\` after reading them) |
 
 ${
   info.adapter
-    ? `Model: the run's last checkpoint is a PEFT LoRA adapter, ${code(info.adapter.path)} (rank ${info.adapter.rank}, alpha ${info.adapter.alpha}, ${info.adapter.targets.join(', ')}), on the base model ${code(info.adapter.base)}: verl loads the base (\`actor_rollout_ref.model.path\`) and the adapter (\`actor_rollout_ref.model.lora_adapter_path\`, verl ≥ 0.5) and trains the adapter with the same rank, alpha and target modules.`
+    ? `Model: the run's last checkpoint is a PEFT LoRA adapter, ${code(info.adapter.path)} (rank ${info.adapter.rank}, alpha ${info.adapter.alpha}, ${info.adapter.targets.join(', ')}), on the base model ${code(info.adapter.base)}: verl loads the base (\`actor_rollout_ref.model.path\`) and the adapter (\`actor_rollout_ref.model.lora_adapter_path\`, verl ≥ 0.6.1) and trains the adapter with the same rank, alpha and target modules.`
     : `Model: ${code(modelPath)} (the run's last checkpoint, an HF folder).`
 }
 
@@ -697,7 +706,8 @@ Reward: \`reward.py\` asks \`arbor verl-reward\` for the reward of each sample, 
 sample's own task (\`extra_info.task_id\`, with its \`meta\`) through the same episode environment
 and reward function as Arbor's training. Each tool call's success reaches it as verl's
 \`extra_info.tool_rewards\` (the tool class returns +1 or −1 per call; it adds nothing to the
-score); a call without one (older verl, the last turn's calls) is run through the task's tools.
+score; verl ≥ 0.6.1 with its reward loop, the default, passes them); a call without one (older
+verl, the legacy reward manager, the last turn's calls) is run through the task's tools.
 
 Batch sizes: \`run_verl.sh\` computes them from \`trainer.n_gpus_per_node\` × \`trainer.nnodes\` on
 its command line (verl's defaults 8 × 1) so verl's checks pass: \`data.train_batch_size\` × n

@@ -11,7 +11,7 @@ import { createInterface } from 'node:readline';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
 import { tokenFromProtocols, WS_PROTOCOL } from './client';
-import { guardRequest, refusal, safeDecode, safeEqual } from '../base/http-guard';
+import { BAD_REQUEST, guardRequest, HEADERS_TOO_LARGE, refusal, safeDecode, safeEqual } from '../base/http-guard';
 import type { EngineServer } from './server';
 
 const MIME: Record<string, string> = {
@@ -54,8 +54,9 @@ export async function serveWebSocket(engine: EngineServer, opts: { port?: number
       res.end(`internal error: ${e instanceof Error ? e.message : String(e)}\n`);
     }
   });
-  http.on('clientError', (_e, socket) => {
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
+  http.on('clientError', (e: NodeJS.ErrnoException, socket) => {
+    // what the HTTP parser refuses (a null byte, a huge header, not HTTP at all): 431 or 400, never a crash
+    if (socket.writable) socket.end(e.code === 'HPE_HEADER_OVERFLOW' ? HEADERS_TOO_LARGE : BAD_REQUEST);
     else socket.destroy();
   });
   const wss = new WebSocketServer({

@@ -66,6 +66,8 @@ export function workspaceFiles(root: string): WorkspaceFiles {
     },
     write(p, text) {
       const full = lexical(p);
+      // the workspace folder itself is the engine's own (created on first write); what is below it is checked
+      mkdirSync(root, { recursive: true });
       const r = realRoot();
       // the folders on the way: the part that exists must resolve inside before anything is created
       if (!within(resolvedAncestor(dirname(full)), r)) throw outside(p);

@@ -44,6 +44,13 @@ const SIMPLE: Record<string, string> = {
 export interface OnnxOptions {
   /** Export float32 tensors as float64 (for numerical reference runs). */
   float64?: boolean;
+  /**
+   * For ORT's WebGPU provider (1.30), whose kernels lack some ops and int64 tensors (ORT then runs
+   * those nodes on the CPU, moving their data off the device and back: docs/BENCHMARKS.md):
+   * LogSoftmax as max, subtract, exp, sum, log; the gather gradient's scatter indices and the
+   * chunk slices' bounds in int32; zeros as a broadcast constant instead of ConstantOfShape.
+   */
+  webgpu?: boolean;
 }
 
 export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
@@ -91,7 +98,17 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
   const ints = (nm: string, v: number[]): Attr => ({ name: nm, type: ATTR.INTS, ints: v });
   const int = (nm: string, v: number): Attr => ({ name: nm, type: ATTR.INT, i: v });
   const shapeOf = (x: string) => emit('Shape', [x]);
-  const zerosLike = (x: string, dtype: DType) => emit('ConstantOfShape', [shapeOf(x)], [{ name: 'value', type: ATTR.TENSOR, t: scalarTensorAttr(dtype, 0) }]);
+  const zerosLike = (x: string, dtype: DType) => {
+    if (opts.webgpu && dtype === 'float32') {
+      // WebGPU has no ConstantOfShape kernel (ORT made the zeros on the CPU and copied them over): a broadcast zero.
+      const z = fresh('c');
+      constTensor(dtype, [0], [], z);
+      return emit('Expand', [z, shapeOf(x)]);
+    }
+    return emit('ConstantOfShape', [shapeOf(x)], [{ name: 'value', type: ATTR.TENSOR, t: scalarTensorAttr(dtype, 0) }]);
+  };
+  /** Slice bounds for a WebGPU session: int32 (its Slice kernel takes no int64 bounds; ORT ran the slice on the CPU). */
+  const sliceIndex = (t: string) => (opts.webgpu ? emit('Cast', [t], [int('to', 6)]) : t);
 
   // Runtime value of a dim as a 1-element int64 tensor.
   const dimCache = new Map<string, string>();
@@ -190,7 +207,11 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
         emit('Softmax', ins, [int('axis', a.axis)], out);
         break;
       case 'logSoftmax':
-        emit('LogSoftmax', ins, [int('axis', a.axis)], out);
+        if (opts.webgpu) {
+          const ax = i64([a.axis]);
+          const shifted = emit('Sub', [ins[0], emit('ReduceMax', [ins[0], ax], [int('keepdims', 1)])]);
+          emit('Sub', [shifted, emit('Log', [emit('ReduceSum', [emit('Exp', [shifted]), ax], [int('keepdims', 1)])])], [], out);
+        } else emit('LogSoftmax', ins, [int('axis', a.axis)], out);
         break;
       case 'reshape':
         emit('Reshape', [ins[0], shapeTensor(a.shape, n.inputs[0])], [], out);
@@ -241,7 +262,7 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
         const flatShape = emit('Concat', [i64([-1]), rowSize], [int('axis', 0)]);
         const g2 = emit('Reshape', [g, flatShape]);
         const i2 = emit('Reshape', [idx, i64([-1, 1])]);
-        const ie = emit('Expand', [emit('Cast', [i2], [int('to', 7)]), shapeOf(g2)]);
+        const ie = emit('Expand', [emit('Cast', [i2], [int('to', opts.webgpu ? 6 : 7)]), shapeOf(g2)]);
         const z = emit('Reshape', [zerosLike(table, n.dtype), flatShape]);
         const sc = emit('ScatterElements', [z, ie, g2], [int('axis', 0), { name: 'reduction', type: ATTR.STRING, s: new TextEncoder().encode('add') }]);
         emit('Reshape', [sc, shapeOf(table)], [], out);
@@ -308,7 +329,7 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
       case 'chunkGrad': {
         const x = ins[0];
         const { start, end, total } = chunkBounds(x, a.axis, a.index, a.count);
-        if (n.op === 'chunk') emit('Slice', [x, start, end, i64([a.axis])], [], out);
+        if (n.op === 'chunk') emit('Slice', [x, sliceIndex(start), sliceIndex(end), sliceIndex(i64([a.axis]))], [], out);
         else {
           const r = n.inputs[0].shape.length;
           const zero = i64([0]);
@@ -324,7 +345,7 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
         let start = i64([0]);
         for (let j = 0; j < a.index; j++) start = emit('Add', [start, dimScalarOf(parts[j], a.axis)]);
         const end = emit('Add', [start, dimScalarOf(parts[a.index], a.axis)]);
-        emit('Slice', [g, start, end, i64([a.axis])], [], out);
+        emit('Slice', [g, sliceIndex(start), sliceIndex(end), sliceIndex(i64([a.axis]))], [], out);
         break;
       }
       default:

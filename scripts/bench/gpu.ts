@@ -30,7 +30,7 @@ import { randomTokenBatch } from '../../engine/model/lora-step';
 import { policyDecodeBackend } from '../../engine/rollout/model-backend';
 import type { WorkerKvBackend } from '../../engine/rollout/worker-kv';
 import { renderTable } from '../../engine/experiment/report';
-import { resolveProviders } from '../../engine/tensor/ort';
+import { ort, resolveProviders } from '../../engine/tensor/ort';
 import { webgpuInfo } from '../../engine/tensor/webgpu';
 import { traceGraph } from '../../engine/tensor/graph';
 import { withGradients } from '../../engine/tensor/autodiff';
@@ -53,6 +53,8 @@ const cli = new Command('bench:gpu')
   .option('--train-length <n>', 'tokens per training sequence', int, 64)
   .option('--lora', 'train LoRA adapters (rank 16, all linear layers) instead of every weight')
   .option('--placement', 'count ORT node placements per graph (decode, score, train, LoRA train)')
+  .option('--decode-only', 'skip the training step')
+  .option('--placement-only', 'only the placement table (no weights are uploaded: quick at any shape)')
   .option('--placement-child <graph>', '(internal) print the placement log of one graph')
   .option('--json', 'print the results as JSON')
   .parse();
@@ -66,6 +68,8 @@ const o = cli.opts<{
   trainLength: number;
   lora?: boolean;
   placement?: boolean;
+  placementOnly?: boolean;
+  decodeOnly?: boolean;
   placementChild?: string;
   json?: boolean;
 }>();
@@ -89,7 +93,7 @@ const nll: LossSpec = {
 
 /** The placement log of one graph on the device (child process: ORT's verbose log goes to stderr). */
 async function placementChild(graph: string): Promise<void> {
-  const O = (await import('onnxruntime-node')).default;
+  const O = ort();
   const c = shapeConfig();
   const lora = graph === 'lora-train' ? LORA : undefined;
   const g =
@@ -104,7 +108,11 @@ async function placementChild(graph: string): Promise<void> {
             return withGradients(gr, 'loss', wrt);
           })();
   O.env.logLevel = 'verbose';
-  await O.InferenceSession.create(toOnnx(g), { executionProviders: [o.device as 'webgpu'], logSeverityLevel: 0, graphOptimizationLevel: 'all' });
+  await O.InferenceSession.create(toOnnx(g, { webgpu: o.device === 'webgpu' }), {
+    executionProviders: [o.device as 'webgpu'],
+    logSeverityLevel: 0,
+    graphOptimizationLevel: 'all',
+  });
 }
 
 interface Placement {
@@ -200,13 +208,18 @@ async function measure(device: string, providers: string[]): Promise<DeviceResul
   const decodeS = (performance.now() - t0) / 1000;
   const c1 = backend.crossing;
   await backend.close();
-  const batch = randomTokenBatch(V, 2, o.trainLength, 3);
-  await m.trainStep(batch, nll, batch.valid); // warm: session creation, weights uploaded
-  const s0 = await m.runnerStats('train');
-  const t1 = performance.now();
-  await m.trainStep(batch, nll, batch.valid);
-  const trainS = (performance.now() - t1) / 1000;
-  const s1 = await m.runnerStats('train');
+  let trainS = NaN;
+  let s0 = await m.runnerStats('train');
+  let s1 = s0;
+  if (!o.decodeOnly) {
+    const batch = randomTokenBatch(V, 2, o.trainLength, 3);
+    await m.trainStep(batch, nll, batch.valid); // warm: session creation, weights uploaded
+    s0 = await m.runnerStats('train');
+    const t1 = performance.now();
+    await m.trainStep(batch, nll, batch.valid);
+    trainS = (performance.now() - t1) / 1000;
+    s1 = await m.runnerStats('train');
+  }
   await m.dispose();
   return {
     device,
@@ -229,11 +242,11 @@ async function main(): Promise<void> {
   const c = shapeConfig();
   const providers = await resolveProviders(o.device);
   const w = providers[0] === 'webgpu' ? await webgpuInfo() : undefined;
-  const results = [await measure('cpu', ['cpu']), await measure(o.device, providers)];
+  const results = o.placementOnly ? [] : [await measure('cpu', ['cpu']), await measure(o.device, providers)];
   // The design's figure for a KV cache that crosses each step (CUDA EP in Node; ARCHITECTURE §3): in and out.
   const S = o.prefill + 1 + o.steps / 2;
   const kvCrossingDesign = 2 * 2 * c.numLayers * c.numKvHeads * c.headDim * S * o.batch * 4;
-  const placement = o.placement ? placements() : undefined;
+  const placement = o.placement || o.placementOnly ? placements() : undefined;
   const report = {
     shape: o.shape,
     layers: c.numLayers,
@@ -250,35 +263,36 @@ async function main(): Promise<void> {
     console.log(
       `WebGPU adapter: ${w.adapter.name} (${w.adapter.vendor}, ${w.adapter.software ? 'software: times are an emulation, not a GPU figure' : 'hardware'})`,
     );
-  console.log(
-    renderTable(
-      [
-        'device',
-        'decode tok/s',
-        'per step → device',
-        'per step → host',
-        'of which KV',
-        'design KV if it crossed',
-        'train step s',
-        'train → device',
-        'train → host',
-        'peak RSS MiB',
-      ],
-      results.map((r) => [
-        r.device,
-        r.decodeTokensPerS.toFixed(1),
-        fmtBytes(r.decodeToDevice),
-        fmtBytes(r.decodeToHost),
-        fmtBytes(r.decodeKvBytes),
-        fmtBytes(kvCrossingDesign),
-        r.trainStepS.toFixed(3),
-        fmtBytes(r.trainToDevice),
-        fmtBytes(r.trainToHost),
-        r.peakRssMiB.toFixed(0),
-      ]),
-    ),
-  );
-  console.log('(device memory: not reported by onnxruntime-node; on the CPU nothing crosses, so its byte columns are 0)');
+  if (results.length)
+    console.log(
+      renderTable(
+        [
+          'device',
+          'decode tok/s',
+          'per step → device',
+          'per step → host',
+          'of which KV',
+          'design KV if it crossed',
+          'train step s',
+          'train → device',
+          'train → host',
+          'peak RSS MiB',
+        ],
+        results.map((r) => [
+          r.device,
+          r.decodeTokensPerS.toFixed(1),
+          fmtBytes(r.decodeToDevice),
+          fmtBytes(r.decodeToHost),
+          fmtBytes(r.decodeKvBytes),
+          fmtBytes(kvCrossingDesign),
+          r.trainStepS.toFixed(3),
+          fmtBytes(r.trainToDevice),
+          fmtBytes(r.trainToHost),
+          r.peakRssMiB.toFixed(0),
+        ]),
+      ),
+    );
+  if (results.length) console.log('(device memory: not reported by onnxruntime-node; on the CPU nothing crosses, so its byte columns are 0)');
   if (placement)
     console.log(
       renderTable(

@@ -28,6 +28,9 @@ describe('workspace files and engine errors', () => {
     const { page } = browser;
     await page.goto(engine.url);
     await page.getByTestId('engine-status').getByText('connected').waitFor();
+    // the access token was for the first load only: replaced out of the address bar (and its history entry)
+    expect(engine.url).toContain('token=');
+    expect(page.url()).not.toContain('token=');
     await page.getByTestId('nav-editor').click();
     await page.waitForFunction(() => !!(window as unknown as { __arborEditor?: unknown }).__arborEditor);
 

@@ -36,9 +36,17 @@ export function register(program: Command): void {
     .description(
       "score verl samples with an experiment's reward: JSON lines on stdin ({solution_str, ground_truth, extra_info}) → {reward, components} on stdout (used by an exported reward.py)",
     )
-    .action(async (file: string) => {
+    .option(
+      '--check',
+      "open the experiment's environment (asking to approve the programs it runs, as any command does), say what it serves, and exit: run_verl.sh does this on its terminal before it starts anything in the background",
+    )
+    .action(async (file: string, o: { check?: boolean }) => {
       const { openVerlScorer, toolSuccessFromRewards } = await import('../../interop/environment');
       const scorer = await openVerlScorer(loadEnvironmentConfig(file));
+      if (o.check) {
+        console.log(`arbor verl-reward: ${file}: the environment opens (${scorer.describe})`);
+        return scorer.close();
+      }
       try {
         const rl = createInterface({ input: process.stdin, crlfDelay: Infinity });
         let n = 0;

@@ -1,4 +1,4 @@
-/** `arbor serve [--port] [--stdio]`: the engine for a browser (WebSocket + the built renderer) or over stdio. */
+/** `arbor serve [--port] [--stdio] [--device]`: the engine for a browser (WebSocket + the built renderer) or over stdio. */
 import type { Command } from 'commander';
 import { intFlag } from '../flags';
 import { join } from 'node:path';
@@ -6,6 +6,8 @@ import { arborHome } from '../../store/db';
 import { createEngine } from '../../server/engine';
 import { attachStdio, serveWebSocket } from '../../server/transports';
 import { ensureRendererBuild, rendererDistDir } from '../renderer-build';
+import { resolveProviders, setDefaultProviders } from '../../tensor/ort';
+import { DEVICES, deviceOption } from '../device-option';
 
 export function register(program: Command): void {
   program
@@ -17,7 +19,14 @@ export function register(program: Command): void {
       '--static <dir>',
       'a renderer build to serve as it is (default: renderer/dist, or $ARBOR_RENDERER_DIR, built on first use and rebuilt when its sources changed)',
     )
-    .action(async (o: { port: number; stdio?: boolean; static?: string; yes?: boolean }) => {
+    .option(
+      '--device <device>',
+      `ONNX Runtime device of the playground's models: ${DEVICES.join(', ')} (default cpu; runs use their config's device)`,
+      deviceOption,
+    )
+    .action(async (o: { port: number; stdio?: boolean; static?: string; device?: string; yes?: boolean }) => {
+      // Sessions created without a device (the playground, the OpenAI-compatible endpoint) run on this one.
+      if (o.device) setDefaultProviders(await resolveProviders(o.device));
       if (o.port > 65535) throw new Error(`--port must be ≤ 65535 (got ${o.port})`);
       // The workbench page is built before the URL is printed, so the URL always opens it.
       const staticDir = o.stdio ? undefined : (o.static ?? rendererDistDir());

@@ -10,6 +10,7 @@ import { createRunSlice } from './run';
 import { createTrajSlice } from './trajectories';
 import { createEditorSlice } from './editor';
 import { createPlaygroundSlice } from './playground';
+import { createLiveSlice } from './live';
 
 export type { ArborState, ArborStore, ConsentSlice, Get, NavSlice, Set, View } from './state';
 
@@ -23,6 +24,7 @@ export function createArborStore(api: ArborApi): ArborStore {
     ...createTrajSlice(api, set, get),
     ...createEditorSlice(api, set, get),
     ...createPlaygroundSlice(api, set, get),
+    ...createLiveSlice(api, set, get),
     consents: [],
     async answerConsent(id, approve) {
       set({ consents: get().consents.filter((c) => c.id !== id) });

@@ -6,6 +6,8 @@
  * take the test runner down. Without the SwiftShader file the tests are skipped, saying what to install.
  */
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SWIFTSHADER_ICD, swiftshaderEnv } from '../../../engine/tensor/webgpu';
 
@@ -19,7 +21,7 @@ const ROOT = join(__dirname, '..', '..', '..');
 export function runCase<T>(script: string, args: string[] = [], timeoutMs = 600_000): T {
   const r = spawnSync(process.execPath, ['--import', 'tsx', join(__dirname, 'cases', script), ...args], {
     cwd: ROOT,
-    env: { ...gpuEnv!, ARBOR_HOME: process.env.ARBOR_HOME ?? join(ROOT, '.scratch-gpu-home') },
+    env: { ...gpuEnv!, ARBOR_HOME: mkdtempSync(join(tmpdir(), 'arbor-gpu-case-')) },
     encoding: 'utf8',
     timeout: timeoutMs,
     maxBuffer: 64 * 2 ** 20,

@@ -67,7 +67,7 @@ describe('arbor mcp serve', () => {
     const client = new Client({ name: 'test', version: '1' });
     const transport = new StdioClientTransport({
       command: process.execPath,
-      args: [ARBOR, 'mcp', 'serve', '--env', dir],
+      args: [ARBOR, 'mcp', 'serve', '--env', dir, '--yes'],
       env: { PATH: process.env.PATH ?? '', ARBOR_HOME: home },
       stderr: 'pipe',
     });

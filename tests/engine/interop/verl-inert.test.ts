@@ -35,7 +35,16 @@ function stubs(root: string) {
   const arbor = join(arborDir, 'arbor');
   writeFileSync(
     arbor,
-    `#!/bin/bash\nprintf '%s\\0' "$@" > "$STUB_OUT/arbor-argv"\nprintf '%s' "\${ARBOR_MCP_TOKEN:-}" > "$STUB_OUT/arbor-token"\necho http://127.0.0.1:1/mcp\nexec sleep 30\n`,
+    [
+      '#!/bin/bash',
+      // the approval step run_verl.sh runs first on its terminal (when ARBOR_YES is not 1)
+      `if [ "$1" = verl-reward ]; then printf '%s\\0' "$@" > "$STUB_OUT/arbor-check-argv"; exit "\${STUB_CHECK_EXIT:-0}"; fi`,
+      `printf '%s\\0' "$@" > "$STUB_OUT/arbor-argv"`,
+      `printf '%s|%s' "\${ARBOR_MCP_TOKEN:-}" "\${ARBOR_YES:-}" > "$STUB_OUT/arbor-token"`,
+      'echo http://127.0.0.1:1/mcp',
+      'exec sleep 30',
+      '',
+    ].join('\n'),
   );
   chmodSync(join(bin, 'python3'), 0o755);
   chmodSync(arbor, 0o755);
@@ -184,7 +193,43 @@ describe('exported verl files are inert', () => {
     const argv = readFileSync(join(out, 'arbor-argv'), 'utf8').split('\0').slice(0, -1);
     expect(argv).toEqual(['mcp', 'serve', '--config', join(dir, 'arbor-experiment.json'), '--http', '--port', '1']);
     expect(argv.join(' ')).not.toContain('sekrit');
-    expect(readFileSync(join(out, 'arbor-token'), 'utf8')).toBe('sekrit-token-123');
+    // ARBOR_YES=1 (the test runner's): no approval step; the server got the approval and the token
+    expect(existsSync(join(out, 'arbor-check-argv'))).toBe(false);
+    expect(readFileSync(join(out, 'arbor-token'), 'utf8')).toBe('sekrit-token-123|1');
+  }, 60_000);
+
+  it('asks for approval on its terminal first (arbor verl-reward --check) and stops when it is refused', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'arbor-inert-yes-'));
+    const { bin, arbor } = stubs(root);
+    const dir = join(root, 'out');
+    await exportVerl(
+      { cfg: config({ rollout: { prompts_per_step: 2, n: 2, max_turns: 2, max_new_tokens: 12 } }), modelPath: '/m', source: 'config c.yaml' },
+      dir,
+      {
+        arborCmd: [arbor],
+      },
+    );
+    const run = (extra: Record<string, string>) => {
+      const out = mkdtempSync(join(tmpdir(), 'arbor-stub-out-'));
+      const r = spawnSync('bash', [join(dir, 'run_verl.sh'), 'trainer.n_gpus_per_node=1'], {
+        cwd: out,
+        encoding: 'utf8',
+        env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, STUB_OUT: out, ARBOR_MCP_PORT: '1', ARBOR_YES: '', ...extra },
+      });
+      return { r, out };
+    };
+    const ok = run({});
+    expect(ok.r.status, ok.r.stderr).toBe(0);
+    expect(readFileSync(join(ok.out, 'arbor-check-argv'), 'utf8').split('\0').slice(0, -1)).toEqual([
+      'verl-reward',
+      join(dir, 'arbor-experiment.json'),
+      '--check',
+    ]);
+    expect(readFileSync(join(ok.out, 'arbor-token'), 'utf8')).toMatch(/\|1$/);
+    const refused = run({ STUB_CHECK_EXIT: '1' });
+    expect(refused.r.status).not.toBe(0);
+    expect(existsSync(join(refused.out, 'arbor-argv'))).toBe(false);
+    expect(existsSync(join(refused.out, 'python-argv'))).toBe(false);
   }, 60_000);
 });
 

@@ -128,7 +128,7 @@ function modelFor(home: string, config: string): string {
 }
 
 describe('reward.py gives verl the reward Arbor computes for the same episode', () => {
-  it('the two-tool task: task meta and real success flags (a correct episode scores 1.3, not 1.0)', async () => {
+  it('the two-tool task: task meta and real success flags (a right episode scores above 1, with its call bonus, as in Arbor)', async () => {
     const home = mkdtempSync(join(tmpdir(), 'arbor-vr-tools-'));
     const env = [
       'environment:',
@@ -260,6 +260,22 @@ describe('reward.py gives verl the reward Arbor computes for the same episode', 
     // the stored rewards themselves: meta read, the failing call counted as failed (success: false, no "Error:" prefix)
     expect(byTask.get('c2')).toMatchObject({ reward: 1 + 0.25 - 0.125, components: { right: 1, found: 1, failed: 1 } });
     expect(byTask.get('c3')).toMatchObject({ reward: -0.125, components: { right: 0, found: 0, failed: 1 } });
-    await replay(home, config, episodes, 'hermes', 3);
+    const { out } = await replay(home, config, episodes, 'hermes', 3);
+    // run_verl.sh's approval step on a machine that has not approved these files: no terminal and
+    // no ARBOR_YES refuses, naming what would run; ARBOR_YES=1 (after reading them) opens it
+    const fresh = mkdtempSync(join(tmpdir(), 'arbor-vr-fresh-'));
+    const check = (yes: string) =>
+      spawnSync(process.execPath, [BIN, 'verl-reward', join(out, 'arbor-experiment.json'), '--check'], {
+        encoding: 'utf8',
+        env: { ...process.env, ARBOR_HOME: fresh, ARBOR_YES: yes },
+        stdio: ['ignore', 'pipe', 'pipe'],
+        timeout: 120_000,
+      });
+    const refused = check('');
+    expect(refused.status).not.toBe(0);
+    expect(refused.stderr).toMatch(/check\.ts[\s\S]*--yes/);
+    const ok = check('1');
+    expect(ok.status, ok.stderr).toBe(0);
+    expect(ok.stdout).toMatch(/the environment opens/);
   }, 300_000);
 });

@@ -31,6 +31,18 @@ function setup() {
 }
 
 describe('env.read / env.write and symlinks', () => {
+  it('writes into a workspace folder that does not exist yet', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'arbor-wsf-fresh-'));
+    const engine = new EngineServer({ home });
+    try {
+      const client = createClient(inProcessTransport(engine));
+      await client.request('env.write', { path: 'tools/first.ts', text: 'export {};' });
+      expect(readFileSync(join(home, 'workspace', 'tools', 'first.ts'), 'utf8')).toBe('export {};');
+      expect((await client.request('env.files')).map((f) => f.path)).toEqual(['tools/first.ts']);
+    } finally {
+      engine.close();
+    }
+  });
   it('refuses to read through a symlink that leaves the workspace (file or folder)', async () => {
     const { engine, client } = setup();
     try {

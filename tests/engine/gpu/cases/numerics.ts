@@ -24,7 +24,8 @@ const nll: LossSpec = {
 type Make = (providers: string[]) => PolicyModel;
 const tiny = tinyConfig({ vocabSize: 40, hiddenSize: 32, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 64, padTokenId: 0 });
 const cases: [string, Make, number][] = [
-  ['tiny', (p) => PolicyModel.init(tiny, 3, { threads: 1, providers: p }), 40],
+  // Three LM-head chunks: the chunked head's slices and zeros run on the device too (engine/tensor/onnx.ts webgpu).
+  ['tiny', (p) => PolicyModel.init(tiny, 3, { threads: 1, providers: p, headChunks: 3 }), 40],
   [
     'tiny LoRA',
     (p) =>
