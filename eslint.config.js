@@ -4,10 +4,13 @@
 //   - renderer code talks to the engine only through its protocol and client
 //     (engine/server/protocol.ts, engine/server/client.ts), never engine internals;
 //   - the engine never imports the renderer or Electron (it runs as a plain Node process too);
-//   - test files live under tests/ only.
+//   - test files live under tests/ only;
+//   - the engine's layers (docs/ARCHITECTURE.md §2): no upward import, no import circle
+//     (scripts/eslint-layers.mjs: arbor/layers, arbor/no-cycle).
 import js from '@eslint/js';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
+import arborLayers from './scripts/eslint-layers.mjs';
 
 export default tseslint.config(
   { ignores: ['node_modules/', 'renderer/dist/', 'dist/', 'release/', 'test-results/', '**/*.d.ts'] },
@@ -65,6 +68,16 @@ export default tseslint.config(
         },
       ],
     },
+  },
+  {
+    files: ['engine/**/*.{ts,tsx,mts,mjs,js}'],
+    plugins: { arbor: arborLayers },
+    rules: { 'arbor/layers': 'error' },
+  },
+  {
+    files: ['engine/**/*.{ts,tsx,mts,mjs,js}', 'renderer/src/**/*.{ts,tsx}', 'electron/**/*.{ts,mjs,cjs,js}', 'scripts/**/*.{ts,mjs}'],
+    plugins: { arbor: arborLayers },
+    rules: { 'arbor/no-cycle': 'error' },
   },
   {
     files: ['engine/**/*.test.*', 'renderer/**/*.test.*', 'electron/**/*.test.*', 'scripts/**/*.test.*', 'resources/**/*.test.*'],

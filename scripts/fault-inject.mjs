@@ -5,9 +5,10 @@
 //
 // One uninterrupted reference run, then the same config (same seed) trained in a second
 // workspace that is killed with SIGKILL `--kills` times at random instants after training has
-// started (uniform in 0–1.5 s after the first progress line, which lands in rollout, update,
-// checkpoint write or the store commit) and resumed each time with `arbor train --resume`, then
-// run to the end. After every kill it checks, in the workspace database:
+// started (uniform in 0–1.5 step times after the first progress line, the step time measured on
+// the reference run, so a kill lands in rollout, update, checkpoint write or the store commit on
+// a machine of any speed) and resumed each time with `arbor train --resume`, then run to the end.
+// A resumed run that finishes before its kill lands ends the kills (counted as such, not failed). After every kill it checks, in the workspace database:
 //   - integrity: PRAGMA integrity_check is "ok";
 //   - the killed run shows `interrupted` (not `running`) once `arbor runs` opens the workspace;
 //   - at most the in-flight step is lost: committed metric steps exceed the last complete
@@ -124,6 +125,13 @@ const ref = arbor(refHome, 'train', cfg, '--run-dir', join(work, 'ref-run'), '--
 if (ref.status !== 0) throw new Error(`reference run failed:\n${ref.stderr}`);
 const refRows = metrics(refHome, 'ref-run');
 const refSeconds = (Date.now() - t0) / 1000;
+// One step's time on this machine: the median of the reference run's rollout + scoring + update.
+const stepSeconds = (() => {
+  const per = new Map();
+  for (const r of refRows) if (/^time\/(rollout|score|update)_s$/.test(r.key)) per.set(r.step, (per.get(r.step) ?? 0) + r.value);
+  const xs = [...per.values()].sort((a, b) => a - b);
+  return xs.length ? xs[Math.floor(xs.length / 2)] : 1;
+})();
 
 // ---- faulted run ------------------------------------------------------------------------------
 const home = join(work, 'faulted');
@@ -131,15 +139,27 @@ const runDir = join(work, 'run');
 const results = [];
 let failures = 0;
 let first = true;
+let completedEarly = false;
 for (let k = 0; k < KILLS; k++) {
   const p = start(home, first ? [cfg, '--run-dir', runDir] : ['--resume', runDir]);
   first = false;
   if (!(await p.started)) {
     const e = await p.exited;
-    if (e.code === 0) break; // finished before this kill: nothing left to interrupt
+    if (e.code === 0) {
+      completedEarly = true; // finished before this kill: nothing left to interrupt
+      break;
+    }
     throw new Error(`train exited (${e.code}) before its first step:\n${p.stderr()}`);
   }
-  await new Promise((r) => setTimeout(r, rand() * 1500));
+  // The kill, or the run's own end, whichever comes first.
+  const landed = await Promise.race([new Promise((r) => setTimeout(() => r(true), rand() * 1.5 * stepSeconds * 1000)), p.exited.then(() => false)]);
+  if (!landed) {
+    const e = await p.exited;
+    if (e.code !== 0) throw new Error(`train exited (${e.code}) before the kill:\n${p.stderr()}`);
+    completedEarly = true;
+    process.stderr.write(`kill ${k + 1}: the run completed before it landed; no more kills\n`);
+    break;
+  }
   p.child.kill('SIGKILL');
   const { sig } = await p.exited;
   const db = open(home);
@@ -169,8 +189,11 @@ for (let k = 0; k < KILLS; k++) {
     `kill ${k + 1}: ${where}, committed step ${committed}, checkpoint ${lastCk}, ${listed?.status}, integrity ${integrity}${ok ? '' : '  <-- FAILED'}\n`,
   );
 }
-const fin = arbor(home, 'train', '--resume', runDir, '--json');
-if (fin.status !== 0) throw new Error(`final resume failed:\n${fin.stderr}`);
+// Run to the end, unless a resumed run already reached it.
+if ((checkpointSteps(runDir).complete.at(-1) ?? 0) < STEPS) {
+  const fin = arbor(home, 'train', '--resume', runDir, '--json');
+  if (fin.status !== 0) throw new Error(`final resume failed:\n${fin.stderr}`);
+}
 const end = checkRows(home, 'run', STEPS);
 if (end.duplicates || end.missing) failures++;
 
@@ -191,7 +214,7 @@ const lastRef = Object.fromEntries(refRows.filter((r) => r.step === STEPS && DET
 
 const count = (w) => results.filter((r) => r.where === w).length;
 console.log(
-  `\nfault injection: ${results.length} kills (SIGKILL) of \`arbor train\` over ${STEPS} steps, seed ${args.seed}; ${((Date.now() - t0) / 1000).toFixed(0)} s (reference run ${refSeconds.toFixed(0)} s)\n`,
+  `\nfault injection: ${results.length} kills (SIGKILL) of \`arbor train\` over ${STEPS} steps, seed ${args.seed}; ${((Date.now() - t0) / 1000).toFixed(0)} s (reference run ${refSeconds.toFixed(0)} s, step ${stepSeconds.toFixed(2)} s)${completedEarly ? `; the run completed before kill ${results.length + 1} of ${KILLS}` : ''}\n`,
 );
 console.log('| check | result |');
 console.log('|---|---|');

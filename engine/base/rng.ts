@@ -1,5 +1,7 @@
 /**
- * Seeded pseudo-random numbers for sampling. Every sequence owns its own stream derived from
+ * Arbor's seeded random numbers, all of them: `Rng` (sfc32) and `mixSeed` for sampling, and
+ * `mulberry32` + `shuffled` for everything else (world generation, demonstrations, shuffles in
+ * the trainer, weight and adapter initialisation). Seeded pseudo-random numbers for sampling. Every sequence owns its own stream derived from
  * (seed, group, sample), so what a sequence samples does not depend on which other sequences
  * share its batch or on the order tools finish in: batched and one-at-a-time rollouts agree.
  */
@@ -53,3 +55,25 @@ export class Rng {
 }
 
 export type RngState = readonly [number, number, number, number];
+
+/** mulberry32: a small seeded uniform [0, 1) generator (32-bit state). */
+export function mulberry32(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** A shuffled copy (Fisher–Yates from the last element down). */
+export function shuffled<T>(xs: readonly T[], rand: () => number): T[] {
+  const a = xs.slice();
+  for (let i = a.length - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    [a[i], a[j]] = [a[j]!, a[i]!];
+  }
+  return a;
+}

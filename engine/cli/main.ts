@@ -60,6 +60,8 @@ export async function main(argv: string[]): Promise<void> {
     await program.parseAsync(argv, { from: 'user' });
   } catch (err) {
     console.error(`arbor: ${err instanceof Error ? err.message : String(err)}`);
+    // ARBOR_DEBUG=1: the stack too (for reporting an internal error).
+    if (process.env.ARBOR_DEBUG && process.env.ARBOR_DEBUG !== '0' && err instanceof Error && err.stack) console.error(err.stack);
     process.exitCode = 1;
   }
 }

@@ -99,9 +99,9 @@ const taskSchema = z.strictObject({
   /** Seed of the held-out world used for evaluation (different entities and facts). */
   eval_seed: nonNegInt().default(1001),
   /** Question hop counts for training, demonstrations and evaluation. */
-  hops: z.array(z.number().int().min(1).max(4)).min(1).default([1, 2]),
+  hops: z.array(z.number().int().min(1).max(3)).min(1).default([1, 2]),
   /** Hop counts of the RL training questions, if different from `hops` (e.g. RL on the harder 2-hop questions only). */
-  rl_hops: z.array(z.number().int().min(1).max(4)).min(1).optional(),
+  rl_hops: z.array(z.number().int().min(1).max(3)).min(1).optional(),
   /** task.kind "qa": a JSONL file of questions ({question, answers | answer, context?, supporting_facts?}; HotpotQA style). */
   dataset: z.string().min(1).optional(),
 });
@@ -267,6 +267,11 @@ const environmentSchema = z.strictObject({
   tools: z.array(z.string().min(1)).default([]),
   /** Reward file: exports `reward(episode)` (or default) → a number or { reward, components?, steps? } (steps: one per tool call, used by algorithm.process_rewards). */
   reward: z.string().min(1).optional(),
+  /** A reward file that throws: fail the run (default, with the file and line), or score the episode 0, log the error and count it (metric reward/reward_error). */
+  reward_errors: z
+    .enum(['fail', 'zero'])
+    .default('fail')
+    .describe('a throwing reward: fail the run, or score the episode 0 (logged, counted as reward/reward_error)'),
   /** task.kind "custom": a JSONL task file, one {id, prompt | messages, answers?, meta?} per line (QA rows {question, answers, context?} too). */
   tasks: z.string().min(1).optional(),
   /** Folder tools may read through ctx.readFile (read-only); default: the config file's folder. */
@@ -393,7 +398,17 @@ function fieldName(path: PropertyKey[], issue: z.core.$ZodIssue): string {
  * against `baseDir`; folders and files named by the config must exist (checked here, so a missing
  * model folder fails before any work starts).
  */
-export function validateConfig(input: unknown, opts: { baseDir?: string; file?: string; checkFiles?: boolean; job?: 'sft' } = {}): ExperimentConfig {
+export interface ValidateOptions {
+  baseDir?: string;
+  file?: string;
+  checkFiles?: boolean;
+  /** What reads the config: decides which keys are refused or named as unused (none: a library caller; only the job-independent rules apply). */
+  job?: ConfigJob;
+  /** Where the one "not used by this command" line goes (default: stderr). */
+  warn?: (line: string) => void;
+}
+
+export function validateConfig(input: unknown, opts: ValidateOptions = {}): ExperimentConfig {
   const res = experimentSchema.safeParse(input);
   if (!res.success) {
     throw new ConfigError(
@@ -413,7 +428,13 @@ export function validateConfig(input: unknown, opts: { baseDir?: string; file?: 
   if (env.reward) env.reward = abs(env.reward);
   if (env.tasks) env.tasks = abs(env.tasks);
   env.workspace = abs(env.workspace ?? '.');
-  const issues: { field: string; message: string }[] = inertKeys(input, cfg, opts.job);
+  const job = opts.job;
+  const issues: { field: string; message: string }[] = inertKeys(input, cfg, job);
+  const unused = job ? keysOutsideScope(input, job) : [];
+  if (unused.length)
+    (opts.warn ?? ((l: string) => process.stderr.write(`${l}\n`)))(
+      `warning: ${opts.file ?? 'config'}: not used by this command (it reads ${JOB_SCOPE[job!]!.join(', ')}): ${unused.join(', ')}`,
+    );
   if (env.mcp_servers !== undefined) {
     // A file in the mcpServers layout is read here, so the rest of Arbor sees one shape; a
     // server's cwd resolves against the config file's folder (its default too).
@@ -528,57 +549,184 @@ export function parseConfigText(text: string, file = '<config>'): unknown {
   }
 }
 
-/** Load, parse and validate a config file; relative paths inside resolve against its folder. */
 /**
- * Keys set (to other than their default) that would do nothing in this configuration: refused,
- * naming the key, instead of silently ignored. `job: 'sft'` is `arbor sft` (SFT only, no RL).
+ * What reads a config: `train` (arbor train, the workbench's runs: every key), `sft` (arbor sft:
+ * SFT only), `demo` (arbor demo: SFT warm start always, then RL), and the commands that use part
+ * of one (`eval`, `rollout`, `init-model`, `environment`: arbor mcp serve). A config file is shared
+ * between them, so keys a command does not read are named in one warning (JOB_SCOPE), while keys
+ * a command reads but whose feature is switched off are refused (INERT_RULES). `stored`: a run's
+ * own config.json, checked when the run started (only its shape is checked again).
  */
-function inertKeys(raw: unknown, cfg: ExperimentConfig, job?: 'sft'): { field: string; message: string }[] {
-  const at = (o: unknown, path: string) =>
-    path.split('.').reduce<unknown>((x, k) => (x && typeof x === 'object' ? (x as Record<string, unknown>)[k] : undefined), o);
-  const defaults = experimentSchema.parse({ model: { init: 'tiny' } });
-  const set = (path: string) => at(raw, path) !== undefined && JSON.stringify(at(raw, path)) !== JSON.stringify(at(defaults, path));
-  const out: { field: string; message: string }[] = [];
-  const refuse = (path: string, why: string) => set(path) && out.push({ field: path, message: `has no effect ${why}; remove it` });
-  if (cfg.task.kind === 'qa') {
-    refuse('task.hops', 'with task.kind "qa" (the dataset\'s questions are used as they are; hop counts belong to the built-in multihop world)');
-    refuse('task.rl_hops', 'with task.kind "qa" (hop counts belong to the built-in multihop world)');
-    refuse('sft.mistake_rate', 'with task.kind "qa" (only the multihop scripted expert makes deliberate mistakes)');
-  }
-  if (cfg.sft.demos_path) {
-    refuse('sft.demos', 'with sft.demos_path (the demonstrations come from that file)');
-    refuse('sft.mistake_rate', 'with sft.demos_path (the demonstrations come from that file)');
-  }
-  if (cfg.backend === 'tfjs')
-    refuse('model.recompute_layers', 'with backend "tfjs" (tfjs runs eagerly with its own autodiff; recompute is an ORT train-graph feature)');
-  if (cfg.model.path)
-    for (const k of ['hidden_size', 'layers']) refuse(`model.${k}`, 'with model.path (it sizes the tiny built-in model; a loaded model keeps its own size)');
-  if (cfg.algorithm.policy_loss !== 'aepo') refuse('algorithm.aepo', 'unless algorithm.policy_loss is "aepo" (entropy-balanced clipping)');
-  if (cfg.rollout.branching.mode === 'none')
-    for (const k of ['initial_samples', 'beam_size', 'alpha', 'beta', 'entropy_window', 'attribution', 'aepo'])
-      refuse(`rollout.branching.${k}`, 'with rollout.branching.mode "none" (no branching rollouts)');
-  if (cfg.rollout.branching.mode === 'arpo') refuse('rollout.branching.aepo', 'with rollout.branching.mode "arpo" (AEPO\'s budget split and penalty)');
-  if (cfg.rollout.branching.mode === 'aepo')
-    refuse('rollout.branching.initial_samples', 'with rollout.branching.mode "aepo" (pre-monitoring sets the global samples)');
-  if (cfg.environment.agent && !cfg.sft.warm_start && job !== 'sft')
-    for (const k of ['max_calls_per_turn', 'tool_timeout_ms', 'max_observation_tokens'])
-      refuse(
-        `environment.${k}`,
-        'with environment.agent and no SFT warm start (the agent program runs its own tools; these limits apply to the episodes Arbor runs, the scripted demonstrations)',
-      );
-  if (job === 'sft') {
-    for (const k of ['lr', 'warmup_steps', 'schedule', 'min_lr_ratio'])
-      refuse(`optim.${k}`, 'in `arbor sft` (SFT uses sft.lr with its own warm-up and cosine decay; optim.* schedules RL)');
-    refuse('checkpoint.every', 'in `arbor sft` (SFT saves one checkpoint when it ends or is stopped)');
-  }
-  return [...new Map(out.map((o) => [o.field, o])).values()];
+export type ConfigJob = 'train' | 'sft' | 'demo' | 'eval' | 'rollout' | 'init-model' | 'environment' | 'stored';
+
+/** The keys (dotted prefixes) each partial command reads; the rest of a config is not used by it. */
+export const JOB_SCOPE: Partial<Record<ConfigJob, string[]>> = {
+  eval: [
+    'name',
+    'model',
+    'task',
+    'environment',
+    'eval.n_questions',
+    'eval.temperature',
+    'rollout.max_turns',
+    'rollout.max_new_tokens',
+    'rollout.max_total_length',
+    'seed',
+    'backend',
+    'device',
+    'threads',
+  ],
+  rollout: ['name', 'model', 'task', 'environment', 'rollout', 'seed', 'backend', 'device', 'threads'],
+  'init-model': ['name', 'model.init', 'model.hidden_size', 'model.layers', 'task', 'environment', 'seed', 'rollout.max_total_length'],
+  environment: ['name', 'model', 'task', 'environment'],
+};
+
+/**
+ * A key that does nothing in some configurations: refused there, naming the key and why (one
+ * mechanism for every switched-off feature). `keys` are dotted paths (a section name covers its
+ * fields); a key counts as set when the file gives it a value other than its default. Add a
+ * rule here with the feature that reads the key (other modules: push onto INERT_RULES).
+ */
+export interface InertRule {
+  keys: string[];
+  /** When the keys have no effect. */
+  when: (cfg: ExperimentConfig, job: ConfigJob | undefined) => boolean;
+  /** Completes "has no effect …". */
+  why: string | ((cfg: ExperimentConfig) => string);
 }
 
-export function loadConfig(file: string, overrides?: (raw: Record<string, unknown>) => void, opts: { job?: 'sft' } = {}): ExperimentConfig {
+const multihopOnly = (k: string) => (cfg: ExperimentConfig) => `with task.kind "${cfg.task.kind}" (${k} belongs to the built-in multihop world)`;
+
+export const INERT_RULES: InertRule[] = [
+  { keys: ['task.hops', 'task.rl_hops', 'task.train_seed', 'task.eval_seed'], when: (c) => c.task.kind !== 'multihop', why: multihopOnly('it') },
+  { keys: ['environment.reward_errors'], when: (c) => !c.environment.reward, why: 'without environment.reward (it applies to a reward file that throws)' },
+  { keys: ['task.dataset'], when: (c) => c.task.kind !== 'qa', why: (c) => `with task.kind "${c.task.kind}" (the dataset of task.kind "qa")` },
+  { keys: ['sft.mistake_rate'], when: (c) => c.task.kind === 'qa', why: 'with task.kind "qa" (only the multihop scripted expert makes deliberate mistakes)' },
+  { keys: ['sft.demos', 'sft.mistake_rate'], when: (c) => !!c.sft.demos_path, why: 'with sft.demos_path (the demonstrations come from that file)' },
+  {
+    keys: ['sft.epochs', 'sft.lr', 'sft.batch_size', 'sft.demos', 'sft.mistake_rate', 'sft.demos_path'],
+    when: (c, job) => job === 'train' && !c.sft.warm_start,
+    why: 'with sft.warm_start false (`arbor train` runs SFT before RL only with sft.warm_start: true; `arbor demo` always does)',
+  },
+  { keys: ['sft.warm_start'], when: (_c, job) => job === 'sft', why: 'in `arbor sft` (SFT only)' },
+  {
+    keys: ['model.recompute_layers'],
+    when: (c) => c.backend === 'tfjs',
+    why: 'with backend "tfjs" (tfjs runs eagerly with its own autodiff; recompute is an ORT train-graph feature)',
+  },
+  {
+    keys: ['model.hidden_size', 'model.layers'],
+    when: (c) => !!c.model.path,
+    why: 'with model.path (it sizes the tiny built-in model; a loaded model keeps its own size)',
+  },
+  { keys: ['algorithm.aepo'], when: (c) => c.algorithm.policy_loss !== 'aepo', why: 'unless algorithm.policy_loss is "aepo" (entropy-balanced clipping)' },
+  { keys: ['algorithm.gspo'], when: (c) => c.algorithm.policy_loss !== 'gspo', why: 'unless algorithm.policy_loss is "gspo" (the sequence-ratio clip range)' },
+  { keys: ['algorithm.gigpo'], when: (c) => c.algorithm.adv_estimator !== 'gigpo', why: 'unless algorithm.adv_estimator is "gigpo" (step-level groups)' },
+  {
+    keys: ['algorithm.lam', 'algorithm.value_clip', 'algorithm.value_coef'],
+    when: (c) => c.algorithm.adv_estimator !== 'gae',
+    why: 'unless algorithm.adv_estimator is "gae" (the critic and its value targets)',
+  },
+  {
+    keys: ['algorithm.gamma'],
+    when: (c) => c.algorithm.adv_estimator !== 'gae' && c.algorithm.adv_estimator !== 'reinforce_pp',
+    why: (c) => `with algorithm.adv_estimator "${c.algorithm.adv_estimator}" (discounted returns: gae and reinforce_pp; gigpo has algorithm.gigpo.gamma)`,
+  },
+  {
+    keys: ['algorithm.norm_adv_by_std'],
+    when: (c) => c.algorithm.adv_estimator !== 'grpo',
+    why: 'unless algorithm.adv_estimator is "grpo" (its group-std division)',
+  },
+  { keys: ['algorithm.kl_type', 'algorithm.kl_in'], when: (c) => c.algorithm.kl_coef === 0, why: 'at algorithm.kl_coef 0 (no KL term)' },
+  { keys: ['algorithm.dynamic_sampling.max_rounds'], when: (c) => !c.algorithm.dynamic_sampling.enabled, why: 'with algorithm.dynamic_sampling.enabled false' },
+  {
+    keys: ['algorithm.overlong.buffer', 'algorithm.overlong.penalty'],
+    when: (c) => !c.algorithm.overlong.enabled,
+    why: 'with algorithm.overlong.enabled false',
+  },
+  { keys: ['optim.min_lr_ratio'], when: (c) => c.optim.schedule === 'constant', why: 'with optim.schedule "constant" (the floor of the cosine decay)' },
+  {
+    keys: [
+      'rollout.branching.initial_samples',
+      'rollout.branching.beam_size',
+      'rollout.branching.alpha',
+      'rollout.branching.beta',
+      'rollout.branching.entropy_window',
+      'rollout.branching.attribution',
+      'rollout.branching.aepo',
+    ],
+    when: (c) => c.rollout.branching.mode === 'none',
+    why: 'with rollout.branching.mode "none" (no branching rollouts)',
+  },
+  {
+    keys: ['rollout.branching.aepo'],
+    when: (c) => c.rollout.branching.mode === 'arpo',
+    why: 'with rollout.branching.mode "arpo" (AEPO\'s budget split and penalty)',
+  },
+  {
+    keys: ['rollout.branching.initial_samples'],
+    when: (c) => c.rollout.branching.mode === 'aepo',
+    why: 'with rollout.branching.mode "aepo" (pre-monitoring sets the global samples)',
+  },
+  {
+    keys: ['optim.lr', 'optim.warmup_steps', 'optim.schedule', 'optim.min_lr_ratio'],
+    when: (_c, job) => job === 'sft',
+    why: 'in `arbor sft` (SFT uses sft.lr with its own warm-up and cosine decay; optim.* schedules RL)',
+  },
+  {
+    keys: ['environment.max_calls_per_turn', 'environment.tool_timeout_ms', 'environment.max_observation_tokens'],
+    when: (c, job) => !!c.environment.agent && !c.sft.warm_start && job !== 'sft',
+    why: 'with environment.agent and no SFT warm start (the agent program runs its own tools; these limits apply to the episodes Arbor runs, the scripted demonstrations)',
+  },
+  { keys: ['checkpoint.every'], when: (_c, job) => job === 'sft', why: 'in `arbor sft` (SFT saves one checkpoint when it ends or is stopped)' },
+];
+
+const valueAtPath = (o: unknown, path: string) =>
+  path.split('.').reduce<unknown>((x, k) => (x && typeof x === 'object' ? (x as Record<string, unknown>)[k] : undefined), o);
+let defaultsCache: ExperimentConfig | undefined;
+/** Whether the raw config gives `path` a value other than its default. */
+function isSet(raw: unknown, path: string): boolean {
+  defaultsCache ??= experimentSchema.parse({ model: { init: 'tiny' } });
+  const v = valueAtPath(raw, path);
+  return v !== undefined && JSON.stringify(v) !== JSON.stringify(valueAtPath(defaultsCache, path));
+}
+
+/** Keys set that would do nothing in this configuration (INERT_RULES): refused, naming the key. */
+function inertKeys(raw: unknown, cfg: ExperimentConfig, job: ConfigJob | undefined): { field: string; message: string }[] {
+  const out: { field: string; message: string }[] = [];
+  if (job === 'stored') return out;
+  for (const r of INERT_RULES)
+    if (r.when(cfg, job))
+      for (const k of r.keys)
+        if (isSet(raw, k) && !out.some((o) => o.field === k))
+          out.push({ field: k, message: `has no effect ${typeof r.why === 'string' ? r.why : r.why(cfg)}; remove it` });
+  return out;
+}
+
+/** Leaf keys the raw config sets (to other than the default) that `job` does not read (JOB_SCOPE). */
+export function keysOutsideScope(raw: unknown, job: ConfigJob): string[] {
+  const scope = JOB_SCOPE[job];
+  if (!scope || !raw || typeof raw !== 'object') return [];
+  const leaves: string[] = [];
+  const walk = (o: unknown, prefix: string) => {
+    if (o && typeof o === 'object' && !Array.isArray(o) && prefix !== 'environment.mcp_servers')
+      for (const [k, v] of Object.entries(o)) walk(v, prefix ? `${prefix}.${k}` : k);
+    else leaves.push(prefix);
+  };
+  walk(raw, '');
+  return leaves.filter((k) => !scope.some((s) => k === s || k.startsWith(`${s}.`)) && isSet(raw, k));
+}
+
+/** Load, parse and validate a config file; relative paths inside resolve against its folder. */
+export function loadConfig(
+  file: string,
+  overrides?: (raw: Record<string, unknown>) => void,
+  opts: Pick<ValidateOptions, 'job' | 'warn'> = {},
+): ExperimentConfig {
   if (!existsSync(file)) throw new ConfigError([{ field: '', message: `config file not found: ${file}` }], file);
   const raw = parseConfigText(readFileSync(file, 'utf8'), file);
   if (overrides && raw && typeof raw === 'object') overrides(raw as Record<string, unknown>);
-  return validateConfig(raw, { baseDir: dirname(resolve(file)), file, job: opts.job });
+  return validateConfig(raw, { baseDir: dirname(resolve(file)), file, ...opts });
 }
 
 /** JSON Schema (draft 2020-12) of the experiment config, for the run templates registry and UI form. */

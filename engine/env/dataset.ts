@@ -10,7 +10,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import type { Passage } from './search';
-import type { EnvTask } from './toolenv';
+import type { EnvTask } from './task';
 
 const hotpotList = z.array(z.tuple([z.string(), z.array(z.string())]));
 const hotpotColumns = z.object({ title: z.array(z.string()), sentences: z.array(z.array(z.string())) });

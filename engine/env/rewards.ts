@@ -2,7 +2,7 @@
  * Rewards: answer matching after SQuAD normalisation (exact match, substring match, token F1),
  * a format reward, process (step) rewards, and weighted sums that keep every component.
  */
-import type { EnvTask } from './toolenv';
+import type { EnvTask } from './task';
 export function normalizeAnswer(s: string): string {
   return s
     .toLowerCase()

@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import type { RawSourceMap } from 'source-map-js';
 import type { EpisodeSummary } from './rewards';
-import { compile, DEFAULT_SANDBOX_LIMITS, locate, mapStack, type SandboxLimits } from './sandbox';
+import { compile, DEFAULT_SANDBOX_LIMITS, locate, mapStack, type SandboxLimits } from './sandbox-compile';
 import type { HostFile, HostHello, HostInit, HostReply, HostRequest, HostStarted, HostToolSpec } from './sandbox-child';
 import type { Tool, ToolResult } from './tool';
 

@@ -13,7 +13,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DatasetError, loadQaDataset, parseJsonlRow, qaEnvTask } from './dataset';
 import type { Passage } from './search';
-import type { EnvTask } from './toolenv';
+import type { EnvTask } from './task';
 
 const message = z.strictObject({ role: z.enum(['system', 'user', 'assistant']), content: z.string() });
 const rowSchema = z

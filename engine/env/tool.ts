@@ -75,10 +75,24 @@ const validators = new WeakMap<Tool, ValidateFunction>();
 function validatorFor(tool: Tool): ValidateFunction {
   let v = validators.get(tool);
   if (!v) {
-    v = ajv.compile(tool.parameters);
+    try {
+      v = ajv.compile(tool.parameters);
+    } catch (e) {
+      throw new Error(`tool "${tool.name}": invalid parameters schema (${(e as Error).message})`);
+    }
     validators.set(tool, v);
   }
   return v;
+}
+
+/** Why a tool's `parameters` is not a JSON Schema the arguments can be checked against (null: it is). */
+export function toolSchemaProblem(tool: Tool): string | null {
+  try {
+    validatorFor(tool);
+    return null;
+  } catch (e) {
+    return (e as Error).message;
+  }
 }
 
 export { MAX_READ_BYTES, workspaceReader } from './workspace-read';

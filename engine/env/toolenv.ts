@@ -43,22 +43,8 @@ import {
   type RewardValue,
   type TurnTrace,
 } from './rewards';
+import type { EnvTask } from './task';
 import { DEFAULT_LIMITS, runCall, workspaceReader, type CallLimits, type CallOutcome, type Tool } from './tool';
-
-export interface EnvTask {
-  id: string;
-  /** The user message: a question, an instruction, … (or give `messages`). */
-  prompt?: string;
-  /** QA form: the question (the prompt when `prompt` is not given). */
-  question?: string;
-  /** A whole conversation instead of `prompt` (system / user / assistant messages). */
-  messages?: { role: string; content: string }[];
-  /** Gold answers, for answer rewards (exact match, F1); none for open tasks. */
-  answers?: string[];
-  /** Texts whose retrieval counts as finding a supporting fact (process reward). */
-  supportingFacts?: string[];
-  meta?: Record<string, unknown>;
-}
 
 /** What ToolEnv needs from a tokenizer (HfTokenizer has all of it). */
 export type EnvTokenizer = Pick<TextTokenizer, 'encode'> & Partial<Pick<TextTokenizer, 'decode' | 'renderChat'>> & { readonly unkTokenId?: number };
@@ -75,6 +61,13 @@ export interface ToolEnvOptions {
   userReward?: (e: EpisodeSummary) => Promise<RewardValue> | RewardValue;
   /** Name of the user reward (its file), for error messages. */
   userRewardName?: string;
+  /**
+   * A user reward that throws: 'fail' (default) fails the episode's job with the file and line;
+   * 'zero' scores the episode 0 with component `reward_error` 1 and reports the error through
+   * `onRewardError` (default: a line on stderr).
+   */
+  rewardErrors?: 'fail' | 'zero';
+  onRewardError?: (message: string) => void;
   /** Model turns before the episode is cut (default 4). */
   maxTurns?: number;
   limits?: CallLimits;
@@ -294,12 +287,22 @@ export class ToolEnv {
     const base = { exactMatch: em === 1, formatOk: s.formatOk, answer: s.answer, golds: s.golds, oovTokens: this.oov.prompt + this.oov.observation };
     const counts = { tool_calls: s.toolCalls, tool_errors: s.toolErrors };
     if (this.opts.userReward) {
-      const u = normalizeRewardValue(await this.opts.userReward(s), this.opts.userRewardName ?? 'reward', s.toolCalls);
+      let value: RewardValue;
+      try {
+        value = await this.opts.userReward(s);
+      } catch (e) {
+        if (this.opts.rewardErrors !== 'zero') throw e;
+        const message = `${e instanceof Error ? e.message : String(e)} (task ${s.task.id}: scored 0, environment.reward_errors: zero)`;
+        (this.opts.onRewardError ?? ((m: string) => process.stderr.write(`warning: reward: ${m}\n`)))(message);
+        const builtin: Record<string, number> = s.golds.length ? { exact_match: em } : {};
+        return { ...base, reward: 0, components: { ...builtin, user_reward: 0, reward_error: 1, ...counts } };
+      }
+      const u = normalizeRewardValue(value, this.opts.userRewardName ?? 'reward', s.toolCalls);
       const builtin: Record<string, number> = s.golds.length ? { exact_match: em } : {};
       return {
         ...base,
         reward: u.reward,
-        components: { ...builtin, ...u.components, user_reward: u.reward, ...counts },
+        components: { ...builtin, ...u.components, user_reward: u.reward, ...(this.opts.rewardErrors === 'zero' ? { reward_error: 0 } : {}), ...counts },
         ...(u.steps ? { stepRewards: this.stepsPerTurn(u.steps) } : {}),
       };
     }

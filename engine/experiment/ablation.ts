@@ -91,7 +91,7 @@ export function parseAlgorithms(list: string): string[] {
 export async function runAblation(opts: AblationOptions): Promise<AblationResult> {
   const t0 = performance.now();
   const configFile = opts.configFile ?? DEMO_CONFIG;
-  const cfg = loadConfig(configFile);
+  const cfg = loadConfig(configFile, undefined, { job: 'demo' });
   const algorithms = opts.algorithms.map((a) => parseAlgorithms(a)[0]!);
   const tokenBudget = opts.tokenBudget ?? 100_000;
   if (!(tokenBudget > 0)) throw new Error(`--token-budget: must be a positive number of tokens, got ${tokenBudget}`);
@@ -101,6 +101,7 @@ export async function runAblation(opts: AblationOptions): Promise<AblationResult
     validateConfig(
       {
         ...structuredClone(cfg),
+        sft: undefined, // the shared SFT phase ran already; the RL runs' configs do not carry it
         model,
         steps: 1_000_000,
         algorithm: { ...cfg.algorithm, mini_batches: miniBatches, ...ABLATION_ALGORITHMS[name]!.algorithm },
@@ -145,7 +146,11 @@ export async function runAblation(opts: AblationOptions): Promise<AblationResult
   for (const name of algorithms) {
     if (opts.signal?.aborted) break;
     stage(`${name} from the SFT weights, until ${tokenBudget} rollout tokens`);
-    const rlCfg = cfgFor(name, { path: sftCheckpoint });
+    const rlCfg = cfgFor(name, {
+      path: sftCheckpoint,
+      ...(cfg.model.lora ? { lora: cfg.model.lora } : {}),
+      ...(cfg.model.recompute_layers !== undefined ? { recompute_layers: cfg.model.recompute_layers } : {}),
+    });
     const session = await opts.openSession(rlCfg);
     const runDir = join(dir, name);
     mkdirSync(runDir, { recursive: true });

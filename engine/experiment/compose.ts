@@ -17,7 +17,8 @@ import { advantagePort } from '../train/advantage';
 import type { ExperimentConfig } from '../config/experiment';
 import { stepSeed } from '../train/episode';
 import type { AdvantagePort } from '../train/loop';
-import { AdamW, ModelPolicyPort } from '../train/model-port';
+import { AdamW } from '../rl/optimizer';
+import { ModelPolicyPort } from '../train/model-port';
 import { pickTasks, engineRolloutPort } from '../train/rollout-port';
 import type { TaskSession } from './run-dir';
 import { evalMetrics, summarizeEval, type EvalSummary, type TaskKit } from '../tasks/kit';
@@ -138,7 +139,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
     sft: policy,
     async demos() {
       if (cfg.sft.demos_path) return readTokenDemos(cfg.sft.demos_path, { vocabSize: model.config.vocabSize });
-      if (!kit.expert) throw new Error(`task "${cfg.task.kind}" has no scripted expert; give sft.demos_path`);
+      if (!kit.expert) throw new Error(`task "${cfg.task.kind}" has no scripted expert${kit.noExpert ? `: ${kit.noExpert}` : ''}; give sft.demos_path`);
       const tasks = pickTasks(kit.trainTasks, cfg.sft.demos, stepSeed(cfg.seed, 0, 4000));
       const { trajectories } = await rolloutTextPolicy(kit.expert, { tasks, n: 1, seed: cfg.seed, limits, tokenizer: kit.tokenizer });
       // Demonstrations a limit cut are flagged (SFT on them teaches half calls), naming the limits and what the cut ones need.

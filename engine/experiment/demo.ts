@@ -86,12 +86,36 @@ function row(method: string, e: EvalSummary, seconds: number): DemoRow {
   };
 }
 
+/**
+ * The config of an RL phase that starts from the SFT checkpoint: the SFT weights with the config's
+ * model options (LoRA, recompute_layers) and every other key, less the SFT section (it ran
+ * already; the RL run's stored config does not carry it).
+ */
+export function rlPhaseConfig(
+  cfg: ExperimentConfig,
+  sftCheckpoint: string,
+  algorithm: Record<string, unknown> = {},
+  extra: Record<string, unknown> = {},
+): ExperimentConfig {
+  const { lora, recompute_layers } = cfg.model;
+  return validateConfig(
+    {
+      ...structuredClone(cfg),
+      sft: undefined,
+      model: { path: sftCheckpoint, ...(lora ? { lora } : {}), ...(recompute_layers !== undefined ? { recompute_layers } : {}) },
+      ...extra,
+      algorithm: { ...cfg.algorithm, ...algorithm },
+    },
+    { checkFiles: false },
+  );
+}
+
 export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
   const t0 = performance.now();
   const elapsed = () => (performance.now() - t0) / 1000;
   const budget = opts.budgetSeconds ?? DEMO_BUDGET_SECONDS;
   const configFile = opts.configFile ?? DEMO_CONFIG;
-  const cfg = loadConfig(configFile, (raw) => opts.seed !== undefined && (raw.seed = opts.seed));
+  const cfg = loadConfig(configFile, (raw) => opts.seed !== undefined && (raw.seed = opts.seed), { job: 'demo' });
   const { dir } = createRunDir(cfg);
   const rows: DemoRow[] = [];
   const skipped: string[] = [];
@@ -116,38 +140,54 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
   t = performance.now();
   rows.push(row('base tool calling', await timedEval(base.evaluate(cfg.eval.n_questions)), (performance.now() - t) / 1000));
 
+  // What a final held-out evaluation takes, measured on the untrained model (plus a margin for
+  // saving): every training phase (SFT, GRPO, PPO) stops when only that much of the budget is
+  // left, so --budget bounds the whole demo.
+  const evalReserve = (rows.find((r) => r.method === 'base tool calling')?.seconds ?? 10) * 2 + 15;
+  const deadlineSignal = () => {
+    const c = new AbortController();
+    const timer = setTimeout(() => c.abort(), Math.max(0, (budget - evalReserve - elapsed()) * 1000));
+    const onUser = () => c.abort();
+    opts.signal?.addEventListener('abort', onUser);
+    if (opts.signal?.aborted) c.abort();
+    return {
+      signal: c.signal,
+      dispose: () => {
+        clearTimeout(timer);
+        opts.signal?.removeEventListener('abort', onUser);
+      },
+    };
+  };
+
   stage('SFT warm start on scripted-expert demonstrations');
   t = performance.now();
   const demos = await base.demos();
   const sftDir = join(dir, 'sft');
   mkdirSync(sftDir, { recursive: true });
   const tSft = performance.now();
+  const sftStop = deadlineSignal();
   const sft = await runSft(cfg, demos, base.sft, {
     runDir: sftDir,
     sink: new JsonlSink(sftDir),
-    signal: opts.signal,
+    signal: sftStop.signal,
     onStep: (s, total, m) => opts.onStep?.('sft', s, total, m),
-  });
+  }).finally(() => sftStop.dispose());
+  if (sftStop.signal.aborted && !opts.signal?.aborted) skipped.push('SFT: stopped by the time budget');
   spent.sft = (performance.now() - tSft) / 1000;
   const sftCheckpoint = sft.checkpoint!.dir;
   rows.push(row('SFT only', await timedEval(base.evaluate(cfg.eval.n_questions)), (performance.now() - t) / 1000));
   await base.close();
 
   const curves: DemoResult['curves'] = [];
-  // What a final held-out evaluation takes, measured on the SFT model (plus a margin for saving).
-  const evalReserve = (rows.find((r) => r.method === 'base tool calling')?.seconds ?? 10) * 2 + 15;
   const rl = async (method: string, phase: 'grpo' | 'ppo', algorithm: Record<string, unknown>) => {
-    const rlCfg = validateConfig({ ...structuredClone(cfg), model: { path: sftCheckpoint }, algorithm: { ...cfg.algorithm, ...algorithm } });
+    const rlCfg = rlPhaseConfig(cfg, sftCheckpoint, algorithm);
     const session = await opts.openSession(rlCfg);
     const runDir = join(dir, phase);
     mkdirSync(runDir, { recursive: true });
     const start = performance.now();
     // The time budget: stop training (after the current step, with a checkpoint) when only the
     // final evaluation's time is left, so the whole demo stays within budgetSeconds.
-    const stopAt = new AbortController();
-    const timer = setTimeout(() => stopAt.abort(), Math.max(0, (budget - evalReserve - elapsed()) * 1000));
-    const onUser = () => stopAt.abort();
-    opts.signal?.addEventListener('abort', onUser);
+    const stopAt = deadlineSignal();
     const rec = opts.record?.(phase, rlCfg, runDir);
     let lastStep = 0;
     try {
@@ -175,8 +215,7 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
       rec?.finish('failed', e instanceof Error ? e.message : String(e));
       throw e;
     } finally {
-      clearTimeout(timer);
-      opts.signal?.removeEventListener('abort', onUser);
+      stopAt.dispose();
       await session.close();
     }
     return (performance.now() - start) / 1000;

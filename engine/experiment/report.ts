@@ -10,6 +10,8 @@ import cliProgress from 'cli-progress';
 export interface Progress {
   update(done: number, fields?: Record<string, string | number>): void;
   stop(): void;
+  /** The job turned out to have this many items (e.g. fewer held-out questions than asked for). */
+  setTotal(total: number): void;
 }
 
 export interface ProgressOptions {
@@ -37,7 +39,7 @@ export function formatDuration(seconds: number): string {
 
 export function progressBar(label: string, total: number, opts: ProgressOptions = {}): Progress {
   const fields = opts.fields ?? [];
-  if (opts.quiet) return { update() {}, stop() {} };
+  if (opts.quiet) return { update() {}, stop() {}, setTotal() {} };
   const stream = opts.stream ?? process.stderr;
   const write = (text: string) => {
     if (!(stream as { destroyed?: boolean }).destroyed) stream.write(text);
@@ -78,6 +80,9 @@ export function progressBar(label: string, total: number, opts: ProgressOptions 
         // The final position is always shown once (a stopped job's last step).
         if (pending) line(pending.done, pending.f);
       },
+      setTotal(n) {
+        total = n;
+      },
     };
   }
   const bar = new cliProgress.SingleBar(
@@ -97,6 +102,9 @@ export function progressBar(label: string, total: number, opts: ProgressOptions 
     },
     stop() {
       bar.stop();
+    },
+    setTotal(n) {
+      bar.setTotal(n);
     },
   };
 }

@@ -14,8 +14,6 @@ import type { Demo, SftPort } from '../train/sft';
 import type { LoopPorts } from '../train/loop';
 import type { EvalSummary } from '../tasks/kit';
 
-export { arborHome } from '../store/db';
-
 export function runsRoot(): string {
   return join(arborHome(), 'runs');
 }
@@ -43,7 +41,14 @@ export function openRun(idOrPath: string): { id: string; dir: string; cfg: Exper
   const candidates = isAbsolute(idOrPath) || idOrPath.includes('/') ? [resolve(idOrPath)] : [join(runsRoot(), idOrPath), resolve(idOrPath)];
   const dir = candidates.find((d) => existsSync(join(d, 'config.json')));
   if (!dir) throw new Error(`run not found: ${idOrPath} (looked in ${candidates.join(', ')}; a run folder holds config.json)`);
-  const cfg = validateConfig(JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')), { file: join(dir, 'config.json') });
+  const file = join(dir, 'config.json');
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new Error(`run ${basename(dir)}: cannot read its config ${file} (${(e as Error).message})`);
+  }
+  const cfg = validateConfig(raw, { file, job: 'stored' });
   return { id: basename(dir), dir, cfg };
 }
 

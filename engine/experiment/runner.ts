@@ -22,6 +22,8 @@ export interface ExperimentContext {
   sink: SinkPort;
   resume?: boolean;
   signal?: AbortSignal;
+  /** Awaited before every SFT and RL step (the workbench's Pause). */
+  beforeStep?: () => Promise<void>;
   onPhase?: (phase: 'sft' | 'rl' | 'eval', total: number) => void;
   onStep?: (phase: 'sft' | 'rl', step: number, m: Record<string, number>) => void;
 }
@@ -61,6 +63,7 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
       const r = await runSft(cfg, demos, ctx.session.sft, {
         runDir: sftDir,
         signal: ctx.signal,
+        beforeStep: ctx.beforeStep,
         startStep: saved?.step,
         // The SFT curve goes to the run's metrics under sft/* (its own step axis: the store keeps
         // sft/* out of the run's RL step and out of an RL resume's truncation). Metrics only:
@@ -103,6 +106,7 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
       runDir: ctx.runDir,
       resume: ctx.resume,
       signal: ctx.signal,
+      beforeStep: ctx.beforeStep,
       onStep: (s, m) => ctx.onStep?.('rl', s, m),
     },
   );

@@ -84,10 +84,12 @@ export function openCliStoreRun(
 }
 
 /**
- * Claim a run and open its task, as `arbor train` and `arbor sft` do: the run is claimed first
- * (a second writer is refused here, naming the owner), so a failure from then on (a bad dataset,
- * a tool the format cannot call) is recorded on it as failed; without a store record, a folder
- * this call created is removed again (never a --run-dir that existed).
+ * Open a run's task and claim the run, as `arbor train` and `arbor sft` do. A new run's input is
+ * validated first (the task opened: its dataset, task file, tools and reward load), so a bad
+ * input leaves no run row and no folder; only then are the folder and the row created. A resumed
+ * run is claimed first (a second writer is refused, naming the owner) and a failure to open its
+ * task is recorded on it as failed. Without a store record, a folder this call created is removed
+ * again (never a --run-dir that existed).
  */
 export async function claimRunAndOpenTask(
   cfg: ExperimentConfig,
@@ -96,14 +98,20 @@ export async function claimRunAndOpenTask(
   // The device is checked before the run exists: `device: webgpu` with no adapter fails here, naming the fix.
   if (cfg.backend === 'ort') await resolveProviders(cfg.device);
   const fresh = !o.run && !(o.runDir && existsSync(o.runDir));
-  const { id, dir } = o.run ?? createRunDir(cfg, o.runDir);
-  let rec: CliStoreRun | undefined;
-  try {
-    rec = o.store ? openCliStoreRun(id, cfg, { resume: !!o.run, template: o.template, dir, group: o.group }) : undefined;
-  } catch (e) {
-    if (fresh) rmSync(dir, { recursive: true, force: true });
-    throw e;
+  if (!o.run) {
+    const session = await openTaskSession(cfg);
+    const { id, dir } = createRunDir(cfg, o.runDir);
+    try {
+      const rec = o.store ? openCliStoreRun(id, cfg, { resume: false, template: o.template, dir, group: o.group }) : undefined;
+      return { id, dir, rec, session };
+    } catch (e) {
+      await session.close();
+      if (fresh) rmSync(dir, { recursive: true, force: true });
+      throw e;
+    }
   }
+  const { id, dir } = o.run;
+  const rec = o.store ? openCliStoreRun(id, cfg, { resume: true, template: o.template, dir }) : undefined;
   try {
     const before = JSON.stringify(cfg.rollout);
     const session = await openTaskSession(cfg);
@@ -116,8 +124,7 @@ export async function claimRunAndOpenTask(
     }
     return { id, dir, rec, session };
   } catch (e) {
-    if (rec) rec.finish('failed', e instanceof Error ? e.message : String(e));
-    else if (fresh) rmSync(dir, { recursive: true, force: true });
+    rec?.finish('failed', e instanceof Error ? e.message : String(e));
     throw e;
   }
 }

@@ -23,9 +23,10 @@ import { SandboxHost } from '../env/sandbox-host';
 import { Bm25Index, searchTool } from '../env/search';
 import { loadTaskFile } from '../env/taskfile';
 import { DEFAULT_LIMITS, runCall, workspaceReader, type CallOutcome, type ParsedCall, type Tool } from '../env/tool';
-import { ToolEnv, type EnvTask, type ToolEnvOptions } from '../env/toolenv';
+import type { EnvTask } from '../env/task';
+import { ToolEnv, type ToolEnvOptions } from '../env/toolenv';
 import type { RolloutTask } from '../rollout/ports';
-import { hasUserFiles, type ExperimentConfig } from '../config/experiment';
+import type { ExperimentConfig } from '../config/experiment';
 
 export interface ServedEnvironment {
   tools: Tool[];
@@ -113,18 +114,9 @@ export function routedMultihopSearch(): Tool {
 /** An experiment config's environment (validated config: absolute paths): the tools and format its kit builds, its reward. */
 export async function openConfigEnvironment(cfg: ExperimentConfig): Promise<ServedEnvironment> {
   const { envSetup, taskTools } = await import('../tasks/env-setup');
-  const { openMcpServers } = await import('../experiment/open');
-  const closers: (() => Promise<void>)[] = [];
-  try {
-    const mcp = await openMcpServers(cfg, (line) => process.stderr.write(`${line}\n`));
-    if (mcp) closers.push(() => mcp.close());
-    let host: SandboxHost | undefined;
-    if (hasUserFiles(cfg)) {
-      const { openUserEnvironment } = await import('../tasks/user-kit');
-      const h = await openUserEnvironment(cfg.environment, cfg.environment.workspace ?? process.cwd());
-      closers.push(() => h.close());
-      host = h;
-    }
+  const { withEnvironment } = await import('../tasks/open');
+  const { env, value } = await withEnvironment(cfg, (opened) => {
+    const host = opened.host;
     const builtin: Tool[] = [];
     const from: string[] = [];
     if (cfg.task.kind === 'multihop') {
@@ -138,20 +130,11 @@ export async function openConfigEnvironment(cfg: ExperimentConfig): Promise<Serv
       if (tf.passages.length >= 3) builtin.push(searchTool(new Bm25Index(tf.passages), { topK: 2 }));
     }
     if (host) from.push(`sandboxed ${cfg.environment.tools.join(', ') || 'reward only'}`);
-    if (mcp) from.push(`mcp servers ${Object.keys(cfg.environment.mcp_servers ?? {}).join(', ')}`);
-    const { tools, format } = taskTools(builtin, envSetup(cfg, host, mcp?.tools));
-    return {
-      tools,
-      format,
-      reward: rewardOf(host),
-      describe: from.join('; '),
-      kitExtras: { host, mcpTools: mcp?.tools },
-      close: async () => void (await Promise.all(closers.map((c) => c()))),
-    };
-  } catch (e) {
-    await Promise.all(closers.map((c) => c().catch(() => undefined)));
-    throw e;
-  }
+    if (opened.mcpServers.length) from.push(`mcp servers ${opened.mcpServers.join(', ')}`);
+    const { tools, format } = taskTools(builtin, envSetup(cfg, host, opened.extras.mcpTools));
+    return { tools, format, reward: rewardOf(host), describe: from.join('; ') };
+  });
+  return { ...value, kitExtras: env.extras, close: () => env.close() };
 }
 
 /** A verl sample to score: the decoded response and what the parquet row and verl's agent loop carry with it. */

@@ -24,7 +24,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEFAULT_LIMITS, runCall, type CallLimits, type Tool } from '../env/tool';
-import { BAD_REQUEST, HEADERS_TOO_LARGE, refusal, safeDecode, safeEqual } from '../server/http-guard';
+import { BAD_REQUEST, HEADERS_TOO_LARGE, refusal, safeDecode, safeEqual } from '../base/http-guard';
 
 export const EPISODE_META_KEY = 'arbor/episode';
 

@@ -8,6 +8,7 @@
  * Saving streams tensors in the dtype the model came in (F32/F16/BF16), shards above a size
  * limit, and writes into a temporary folder that is moved into place only when complete.
  */
+import { mulberry32 } from '../base/rng';
 import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { parseHfConfig, toHfConfig, weightShapes, type ModelConfig, type WeightDType } from './config';
@@ -304,14 +305,7 @@ export function saveCheckpoint(folder: string, config: ModelConfig, weights: Wei
 
 /** Seeded initialisation: N(0, 0.02) for matrices (mulberry32 + Box-Muller), ones for norms, zeros for biases. */
 export function initWeights(config: ModelConfig, seed: number): Weights {
-  let s = seed >>> 0;
-  const rand = () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const rand = mulberry32(seed);
   const normal = () => Math.sqrt(-2 * Math.log(1 - rand())) * Math.cos(2 * Math.PI * rand());
   const weights: Weights = new Map();
   for (const [name, shape] of Object.entries(weightShapes(config))) {

@@ -16,6 +16,7 @@
  * input that changes on every training call. It is not torch's random stream: masks differ from
  * PEFT's, with the same keep probability and 1/(1−p) scaling.
  */
+import { mulberry32 } from '../base/rng';
 import type { Ops } from '../tensor/ops';
 import type { ModelConfig } from './config';
 import type { Weights } from './checkpoint';
@@ -112,14 +113,7 @@ export const isAdapterName = (name: string): boolean => /\.lora_[AB]\.weight$/.t
 
 /** Fresh adapters: A ~ U(−1/√in, 1/√in) (kaiming_uniform_ with a = √5, PEFT's default), B = 0. Seeded (mulberry32). */
 export function initAdapters(c: ModelConfig, s: LoraSpec, seed: number): Weights {
-  let st = (seed ^ 0x10a4) >>> 0;
-  const rand = () => {
-    st = (st + 0x6d2b79f5) >>> 0;
-    let t = st;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const rand = mulberry32(seed ^ 0x10a4);
   const w: Weights = new Map();
   for (const m of adaptedModules(c, s)) {
     const a = new Float32Array(s.rank * m.in);

@@ -16,8 +16,7 @@ import type { RolloutPort } from '../train/loop';
 import { pickTasks } from '../train/rollout-port';
 import { trajectoryToEpisode } from '../train/trajectories';
 import { AgentRollouts, type AgentEpisodeResult } from './agent';
-import type { ChatTokenizer } from './chat';
-import { turnStopIds } from './open';
+import { turnStopIds, type ChatTokenizer } from './chat';
 
 export interface AgentSession {
   rollout: RolloutPort;

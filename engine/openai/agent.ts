@@ -19,7 +19,8 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mixSeed } from '../base/rng';
-import { ToolEnv, type EnvTask } from '../env/toolenv';
+import type { EnvTask } from '../env/task';
+import { ToolEnv } from '../env/toolenv';
 import { normalizeRewardValue, weightedReward, type EpisodeSummary, type TurnTrace } from '../env/rewards';
 import type { ExperimentConfig } from '../config/experiment';
 import type { DecodeBackend, RolloutTask } from '../rollout/ports';

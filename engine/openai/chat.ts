@@ -165,3 +165,14 @@ export class ChatRenderer {
     };
   }
 }
+
+/** The ids that end an assistant turn: the config's EOS and the chat markers the tokenizer knows. */
+export function turnStopIds(tok: { tokenId(t: string): number | undefined; eosTokenId?: number }, configEos: number[]): number[] {
+  const ids = new Set(configEos);
+  if (tok.eosTokenId !== undefined) ids.add(tok.eosTokenId);
+  for (const t of ['<|im_end|>', '<|endoftext|>', '<|eot_id|>']) {
+    const id = tok.tokenId(t);
+    if (id !== undefined) ids.add(id);
+  }
+  return [...ids];
+}

@@ -6,14 +6,14 @@
  * Episodes: /episodes/<id>/v1/… is the same API scoped to one training episode (its base URL is
  * given to one agent process); its calls are recorded (./episodes.ts) and become its trajectories.
  *
- * Security (engine/server/http-guard.ts): a Host that is not a loopback name or a foreign Origin is
+ * Security (engine/base/http-guard.ts): a Host that is not a loopback name or a foreign Origin is
  * refused before routing; the API key is compared in constant time; keys are never logged.
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mixSeed } from '../base/rng';
-import { guardRequest, safeDecode, safeEqual } from '../server/http-guard';
+import { guardRequest, safeDecode, safeEqual } from '../base/http-guard';
 import { ChatRenderer, toTemplateMessages, type AssistantOut, type ChatTokenizer } from './chat';
 import { ConversationMemory, type Drift } from './memory';
 import type { DecodeScheduler, GenResult, GenToken } from './scheduler';

@@ -11,7 +11,7 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { validateConfig, hasUserFiles, type ExperimentConfig } from '../config/experiment';
+import { validateConfig, type ExperimentConfig } from '../config/experiment';
 import type { Store, TrajectoryRecord, TurnRecord, ForkRecord } from '../store/store';
 import type { EpisodeEnv, RolloutTask, TokenizerPort } from '../rollout/ports';
 import type { Trajectory } from '../rollout/types';
@@ -58,28 +58,9 @@ export function runConfig(store: Store, runId: string, home: string): Experiment
 
 /** The run's task kit with its user tools / reward (sandbox) and MCP servers; close when done. */
 export async function openRunEnvironment(cfg: ExperimentConfig) {
-  const { openMcpServers } = await import('../experiment/open');
-  const { openTaskKit } = await import('../tasks/registry');
-  const mcp = await openMcpServers(cfg, (line) => process.stderr.write(`${line}\n`));
-  let host: Awaited<ReturnType<typeof import('../tasks/user-kit').openUserEnvironment>> | undefined;
-  try {
-    if (hasUserFiles(cfg)) {
-      const { openUserEnvironment } = await import('../tasks/user-kit');
-      host = await openUserEnvironment(cfg.environment, cfg.environment.workspace ?? process.cwd());
-    }
-    const kit = openTaskKit(cfg, { host, mcpTools: mcp?.tools });
-    return {
-      kit,
-      close: async () => {
-        await host?.close();
-        await mcp?.close();
-      },
-    };
-  } catch (e) {
-    await host?.close();
-    await mcp?.close();
-    throw e;
-  }
+  const { openEnvironmentKit } = await import('../tasks/open');
+  const { env, kit } = await openEnvironmentKit(cfg);
+  return { kit, close: () => env.close() };
 }
 
 /** The task a stored trajectory ran, among the kit's training, RL and held-out tasks. */

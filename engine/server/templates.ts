@@ -13,8 +13,6 @@ import { memoryLimitHits } from '../experiment/sinks';
 import type { RunTemplate } from './runs';
 import type { EngineServer } from './server';
 
-export { episodeToRecord } from '../experiment/store-sink';
-
 interface TemplateSpec {
   id: string;
   name: string;
@@ -74,7 +72,7 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
     if (!workspace && e && (e.tools?.length || e.reward || e.tasks))
       throw new Error('environment: user tools, rewards and task files run from the "Your environment" template (its files live in the workspace)');
     // Relative paths (task.dataset: envs/qa.jsonl, environment files) are the workspace's.
-    return { cfg: validateConfig(resolveEnvironment(config, envSchema, workspace), { checkFiles: true, baseDir: workspace }) };
+    return { cfg: validateConfig(resolveEnvironment(config, envSchema, workspace), { checkFiles: true, baseDir: workspace, job: 'train' }) };
   };
   const envJson = z.toJSONSchema(envSchema, { io: 'input' }) as { properties?: Record<string, Record<string, unknown>> };
   // The user template's form lists the workspace's tool, reward and task files as they are now.
@@ -132,6 +130,7 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
           session,
           resume: ctx.resume,
           signal: ctx.signal,
+          beforeStep: () => ctx.checkpointPause(),
           sink: {
             metrics: (step, values) => {
               // Lines come prefixed by their source (sandbox: / mcp:).

@@ -11,7 +11,7 @@ import { createInterface } from 'node:readline';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
 import { tokenFromProtocols, WS_PROTOCOL } from './client';
-import { BAD_REQUEST, guardRequest, HEADERS_TOO_LARGE, refusal, safeDecode, safeEqual } from './http-guard';
+import { BAD_REQUEST, guardRequest, HEADERS_TOO_LARGE, refusal, safeDecode, safeEqual } from '../base/http-guard';
 import type { EngineServer } from './server';
 
 const MIME: Record<string, string> = {

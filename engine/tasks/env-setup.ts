@@ -8,8 +8,9 @@
 import { formatByName, formatToolProblem, type ToolCallFormat } from '../env/formats';
 import type { RewardValue, EpisodeSummary } from '../env/rewards';
 import type { SandboxHost } from '../env/sandbox-host';
-import { DEFAULT_LIMITS, type CallLimits, type Tool } from '../env/tool';
-import { ToolEnv, taskPrompt, type EnvTask, type EnvTokenizer } from '../env/toolenv';
+import { DEFAULT_LIMITS, toolSchemaProblem, type CallLimits, type Tool } from '../env/tool';
+import type { EnvTask } from '../env/task';
+import { ToolEnv, taskPrompt, type EnvTokenizer } from '../env/toolenv';
 import type { RolloutTask, TextPolicy } from '../rollout/ports';
 import type { ExperimentConfig } from '../config/experiment';
 
@@ -26,6 +27,8 @@ export interface EnvSetup {
   toolFiles: Map<string, string>;
   userReward?: (e: EpisodeSummary) => Promise<RewardValue>;
   userRewardName?: string;
+  /** environment.reward_errors (default fail). */
+  rewardErrors?: 'fail' | 'zero';
 }
 
 /** `mcpTools`: the tools of environment.mcp_servers (engine/env/mcp/client.ts), joining the user's. */
@@ -38,6 +41,7 @@ export function envSetup(cfg: ExperimentConfig, host?: SandboxHost, mcpTools: To
     maxObservationTokens: e.max_observation_tokens,
     maxTurns: cfg.rollout.max_turns,
     workspace: e.workspace,
+    rewardErrors: e.reward_errors,
     userTools: [...(host ? host.tools.values() : []), ...mcpTools],
     toolFiles: new Map([
       ...(host ? [...host.tools.keys()].map((n): [string, string] => [n, host.toolPath(n) ?? '']) : []),
@@ -52,6 +56,11 @@ export function taskTools(builtin: Tool[], setup: EnvSetup): { tools: Tool[]; fo
   const byName = new Map(builtin.map((t) => [t.name, t]));
   for (const t of setup.userTools) byName.set(t.name, t);
   const tools = [...byName.values()];
+  // A tool whose parameters schema does not compile is named with its file now, not at its first call.
+  for (const t of setup.userTools) {
+    const bad = toolSchemaProblem(t);
+    if (bad) throw new Error(`environment.tools: ${setup.toolFiles.get(t.name) || 'a tool file'}: ${bad}`);
+  }
   const problem = formatToolProblem(setup.format, tools);
   if (problem) {
     const file = [...setup.toolFiles].find(([n]) => problem.includes(`"${n}"`))?.[1];
@@ -88,6 +97,7 @@ export function toolEnvTask(task: EnvTask, o: EnvTaskOptions): RolloutTask {
         rewardWeights: o.rewardWeights,
         userReward: o.setup.userReward,
         userRewardName: o.setup.userRewardName,
+        rewardErrors: o.setup.rewardErrors,
         maxTurns: o.setup.maxTurns,
         limits: o.setup.limits,
         instruction: o.instruction,

@@ -4,6 +4,8 @@
  * evaluation summary every task reports. The registry (./registry.ts) maps task.kind to a kit;
  * engine/experiment/compose.ts builds a run's model side around one.
  */
+import type { SandboxHost } from '../env/sandbox-host';
+import type { Tool } from '../env/tool';
 import type { ModelConfig } from '../model/config';
 import type { RolloutTask, TextPolicy, TokenizerPort } from '../rollout/ports';
 import { toolCallCount, type Trajectory } from '../rollout/types';
@@ -19,6 +21,8 @@ export interface TaskKit {
   stop: { strings: string[]; tokenIds: number[] };
   /** The scripted expert, for SFT demonstrations. */
   expert?: TextPolicy;
+  /** Why there is no expert (named in the error of a job that needs one). */
+  noExpert?: string;
   /** Naive RAG baseline on the given held-out tasks. */
   naiveRag?(tasks: RolloutTask[]): Promise<EvalSummary>;
   /** Config of the tiny built-in model for this task (model.init: tiny). */
@@ -26,6 +30,15 @@ export interface TaskKit {
   /** Folder with tokenizer files, copied into every saved checkpoint. */
   tokenizerFolder?: string;
 }
+
+export interface KitExtras {
+  /** The user's tool and reward files, loaded in the sandbox. */
+  host?: SandboxHost;
+  /** The tools of environment.mcp_servers, started once for the run (engine/env/mcp/client.ts). */
+  mcpTools?: Tool[];
+}
+
+export type KitFactory = (cfg: ExperimentConfig, extras: KitExtras) => TaskKit;
 
 /** Held-out evaluation result: exact match overall and per hop count, tool use. */
 export interface EvalSummary {

@@ -1,31 +1,20 @@
 /**
- * The task registry: task.kind → the task kit (engine/experiment/compose.ts TaskKit). One registry
+ * The task registry: task.kind → the task kit (./kit.ts TaskKit). One registry
  * serves training (`arbor train`, the run templates), `arbor eval`, `arbor rollout` and
  * `arbor init-model`, so every command accepts every kind.
  *
- *  multihop  the built-in synthetic multi-hop world with BM25 search (./multihop-kit.ts)
- *  qa        a QA dataset (HotpotQA style) whose contexts are the search corpus (./qa-kit.ts)
- *  custom    a task file of {id, prompt | messages, answers?, meta?} and your own tools (./custom-kit.ts)
- *  tools     the built-in two-tool task (lookup + calculator in Hermes JSON) over resources/examples/tools-task (./tools-kit.ts)
+ *  multihop  the built-in synthetic multi-hop world with BM25 search (./multihop/)
+ *  qa        a QA dataset (HotpotQA style) whose contexts are the search corpus (./qa/)
+ *  custom    a task file of {id, prompt | messages, answers?, meta?} and your own tools (./custom/)
+ *  tools     the built-in two-tool task (lookup + calculator in Hermes JSON) over resources/examples/tools-task (./tools/)
  */
-import type { SandboxHost } from '../env/sandbox-host';
-import type { Tool } from '../env/tool';
 import type { ExperimentConfig } from '../config/experiment';
 import { customKit } from './custom/kit';
 import { multihopKit, multihopTokenizer } from './multihop/kit';
 import type { TokenizerPort } from '../rollout/ports';
 import { qaKit } from './qa/kit';
 import { toolsKit, toolsTokenizer } from './tools/kit';
-import type { TaskKit } from './kit';
-
-export interface KitExtras {
-  /** The user's tool and reward files, loaded in the sandbox. */
-  host?: SandboxHost;
-  /** The tools of environment.mcp_servers, started once for the run (engine/env/mcp/client.ts). */
-  mcpTools?: Tool[];
-}
-
-export type KitFactory = (cfg: ExperimentConfig, extras: KitExtras) => TaskKit;
+import type { KitExtras, KitFactory, TaskKit } from './kit';
 
 const kits = new Map<string, KitFactory>([
   ['multihop', multihopKit],

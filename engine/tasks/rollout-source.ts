@@ -1,5 +1,5 @@
 /**
- * `arbor rollout` for every task kind of the task registry (./tasks.ts): a task kit built from an
+ * `arbor rollout` for every task kind of the task registry (./registry.ts): a task kit built from an
  * experiment config (task, environment: format, tools, reward, task file) becomes a rollout
  * source, sampled from a model folder or written by the kit's scripted expert. The episodes are
  * the same ToolEnv episodes training runs (same format, query limits, observation budget).
@@ -8,8 +8,8 @@
 import { PolicyModel } from '../model/runtime';
 import { eosTokenIds, policyDecodeBackend } from '../rollout/model-backend';
 import type { RolloutSource, RolloutSourceRequest } from './sources';
-import { hasUserFiles, validateConfig, type ExperimentConfig } from '../config/experiment';
-import { openTaskKit } from './registry';
+import { validateConfig, type ExperimentConfig } from '../config/experiment';
+import { openEnvironmentKit } from './open';
 
 /** The experiment config `arbor rollout` options describe (validated; paths relative to the working folder). */
 export function rolloutConfig(req: RolloutSourceRequest, base?: ExperimentConfig): ExperimentConfig {
@@ -21,28 +21,24 @@ export function rolloutConfig(req: RolloutSourceRequest, base?: ExperimentConfig
   if (o.tools) env.tools = o.tools as string[];
   if (o.reward) env.reward = String(o.reward);
   if (o.tasks) env.tasks = String(o.tasks);
-  if (req.model) raw.model = { path: req.model };
-  return validateConfig(raw, { file: base ? '(--config)' : '(command line)' });
+  // --model replaces the config's model folder; --policy replaces the model with a text policy.
+  if (req.model) raw.model = { ...raw.model, path: req.model, init: undefined, hidden_size: undefined, layers: undefined };
+  else if (req.policy) raw.model = { init: 'tiny' };
+  // The config's unused keys were named when it was loaded.
+  return validateConfig(raw, { file: base ? '(--config)' : '(command line)', job: 'rollout', warn: () => undefined });
 }
 
 export async function openKitSource(cfg: ExperimentConfig, req: RolloutSourceRequest): Promise<RolloutSource> {
-  let host: { close(): Promise<void> } | undefined;
+  if (!cfg.model.path && req.policy !== 'expert') throw new Error(`--policy: unknown policy "${req.policy}" (available: expert)`);
   let model: PolicyModel | undefined;
-  // environment.mcp_servers: started once for the rollout, their tools joining the environment.
-  const { openMcpServers } = await import('../experiment/open');
-  const mcp = await openMcpServers(cfg, (line) => process.stderr.write(`${line}\n`));
+  const { env, kit } = await openEnvironmentKit(cfg);
   try {
-    let kitHost;
-    if (hasUserFiles(cfg)) {
-      const { openUserEnvironment } = await import('./user-kit');
-      kitHost = await openUserEnvironment(cfg.environment, cfg.environment.workspace ?? process.cwd());
-      host = kitHost;
-    }
-    const kit = openTaskKit(cfg, { host: kitHost, mcpTools: mcp?.tools });
-    if (!cfg.model.path && req.policy !== 'expert') throw new Error(`--policy: unknown policy "${req.policy}" (available: expert)`);
     if (!cfg.model.path && !kit.expert)
-      throw new Error(`task "${cfg.task.kind}" has no scripted expert (give demonstrations in the task file's meta.demo, or --model <folder>)`);
-    model = cfg.model.path ? PolicyModel.load(cfg.model.path) : undefined;
+      throw new Error(
+        `task "${cfg.task.kind}" has no scripted expert: ${kit.noExpert ?? 'it writes no demonstrations'} (give every training task a meta.demo, or --model <folder>)`,
+      );
+    // The config's threads (its device is the process's default providers: engine/cli/commands/rollout.ts).
+    model = cfg.model.path ? PolicyModel.load(cfg.model.path, { threads: cfg.threads }) : undefined;
     const maxLen = model ? Math.min(cfg.rollout.max_total_length, model.config.maxPositionEmbeddings) : cfg.rollout.max_total_length;
     const m = model;
     return {
@@ -54,14 +50,12 @@ export async function openKitSource(cfg: ExperimentConfig, req: RolloutSourceReq
       policy: m ? undefined : kit.expert,
       close: async () => {
         await m?.dispose();
-        await host?.close();
-        await mcp?.close();
+        await env.close();
       },
     };
   } catch (e) {
     await model?.dispose();
-    await host?.close();
-    await mcp?.close();
+    await env.close();
     throw e;
   }
 }

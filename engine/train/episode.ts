@@ -208,27 +208,6 @@ export function stepSeed(seed: number, step: number, stream = 0): number {
   return (z ^ (z >>> 16)) >>> 0;
 }
 
-/** Deterministic PRNG (mulberry32) for shuffles and sampling inside the trainer. */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-export function shuffled<T>(xs: T[], rand: () => number): T[] {
-  const a = xs.slice();
-  for (let i = a.length - 1; i > 0; i--) {
-    const j = Math.floor(rand() * (i + 1));
-    [a[i], a[j]] = [a[j]!, a[i]!];
-  }
-  return a;
-}
-
 /** Split into `k` nearly equal consecutive chunks (no empty chunk when k ≤ length). */
 export function chunks<T>(xs: T[], k: number): T[][] {
   const n = Math.min(k, xs.length);

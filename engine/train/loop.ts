@@ -8,6 +8,7 @@
  * step > S is deleted from the store, and training restarts at S + 1. Each step derives its seeds
  * from (run seed, step), so a resumed step samples exactly what the original would have.
  */
+import { mulberry32, shuffled } from '../base/rng';
 import type { ExperimentConfig } from '../config/experiment';
 import type { TokenSignal } from '../rl/token-signals';
 import { latestCheckpoint, markBest, readBest, saveCheckpoint, type BestMark, type CheckpointInfo } from './checkpoints';
@@ -20,10 +21,8 @@ import {
   generatedTokenCount,
   logprobMismatch,
   modelTokenCount,
-  mulberry32,
   overlongPenalty,
   responseBudget,
-  shuffled,
   stepSeed,
   type Episode,
 } from './episode';
@@ -131,6 +130,8 @@ export interface LoopOptions {
   /** Resume from the last checkpoint in runDir if there is one. */
   resume?: boolean;
   signal?: AbortSignal;
+  /** Awaited before every step (the workbench's Pause: resolves when the run is resumed or stopped). */
+  beforeStep?: () => Promise<void>;
   /** Called after every step with the step's metrics (progress bars, events). */
   onStep?: (step: number, metrics: Record<string, number>) => void;
   /** Extra state saved with each checkpoint (e.g. the optimizer). */
@@ -206,6 +207,7 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
   let step = start;
   let stopped = false;
   for (; step <= cfg.steps; step++) {
+    await opts.beforeStep?.();
     if (opts.signal?.aborted) {
       stopped = true;
       break;

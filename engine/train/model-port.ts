@@ -32,10 +32,6 @@ import type { PolicyPort, UpdateStats } from './loop';
 import type { Demo, SftPort } from './sft';
 import { maskedNllLoss } from './sft-loss';
 
-// Where these lived before engine/rl had registries (scripts and tests import them from here).
-export { aggregateLoss, aggregationUnits, ppoClipLoss, gspoLoss } from '../rl/policy-losses';
-export { AdamW, type OptimizerPort } from '../rl/optimizer';
-
 /** The masked-NLL SFT loss as a LossSpec for PolicyModel.trainStep. */
 export const sftLossSpec: LossSpec = {
   key: 'sft-nll',

@@ -8,7 +8,7 @@ import { rollout } from '../rollout/engine';
 import type { DecodeBackend, RolloutTask, TokenizerPort } from '../rollout/ports';
 import type { Trajectory } from '../rollout/types';
 import type { ExperimentConfig } from '../config/experiment';
-import { mulberry32 } from './episode';
+import { mulberry32 } from '../base/rng';
 import type { RolloutPort } from './loop';
 import { trajectoryToEpisode } from './trajectories';
 

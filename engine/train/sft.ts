@@ -15,7 +15,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import type { ExperimentConfig } from '../config/experiment';
 import { saveCheckpoint, type CheckpointInfo } from './checkpoints';
-import { chunks, mulberry32, shuffled, stepSeed } from './episode';
+import { mulberry32, shuffled } from '../base/rng';
+import { chunks, stepSeed } from './episode';
 import type { SinkPort } from './loop';
 
 export interface Demo {
@@ -148,6 +149,8 @@ export async function runSft(
     runDir?: string;
     sink?: SinkPort;
     signal?: AbortSignal;
+    /** Awaited before every step (Pause). */
+    beforeStep?: () => Promise<void>;
     startStep?: number;
     onStep?: (step: number, total: number, m: Record<string, number>) => void;
   },
@@ -169,6 +172,7 @@ export async function runSft(
         step++;
         continue;
       }
+      await opts.beforeStep?.();
       if (opts.signal?.aborted) break run;
       step++;
       const lr = step <= warm ? (cfg.sft.lr * step) / warm : cfg.sft.lr * (0.1 + 0.45 * (1 + Math.cos((Math.PI * (step - warm)) / Math.max(1, total - warm))));

@@ -17,6 +17,7 @@
  * The last-position logits of the 128-token prefill are compared (relative error), and the table
  * gives Arbor/PyTorch ratios. Times are single runs after a warm-up, on a shared machine.
  */
+import { mulberry32 } from '../../engine/base/rng';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -409,14 +410,7 @@ async function child(folder: string): Promise<void> {
 
 /** N(0, 0.02) matrices (Box-Muller, both values of each pair: half the work of initWeights), ones for norms, zeros for biases. */
 function randomWeights(c: ModelConfig, seed: number): Weights {
-  let s = seed >>> 0;
-  const rand = () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const rand = mulberry32(seed);
   const w: Weights = new Map();
   for (const [name, shape] of Object.entries(weightShapes(c))) {
     const a = allocWeight(shape.reduce((p, q) => p * q, 1));

@@ -12,7 +12,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
-import { compile } from '../../engine/env/sandbox';
+import { compile } from '../../engine/env/sandbox-compile';
 import { SandboxHost } from '../../engine/env/sandbox-host';
 import { runCall, type Tool } from '../../engine/env/tool';
 

@@ -44,7 +44,7 @@ import { PolicyModel, type Backend } from '../../engine/model/runtime';
 import { parameterCount, tinyConfig, type ModelConfig } from '../../engine/model/config';
 import { initWeights, saveCheckpoint } from '../../engine/model/checkpoint';
 import { packSequences, type LossSpec } from '../../engine/model/graphs';
-import { AdamW } from '../../engine/train/model-port';
+import { AdamW } from '../../engine/rl/optimizer';
 import { initTfjs } from '../../engine/tensor/tfjs';
 import { OrtRunner } from '../../engine/tensor/ort';
 import { traceGraph } from '../../engine/tensor/graph';

@@ -32,6 +32,11 @@ describe('first-run page', () => {
     expect(runs[0]).toMatchObject({ name: 'demo', template: 'demo' });
     // Live: the SFT warm start's first logged step reaches the page while the run goes on.
     await page.locator('[data-testid^="chart-"]').first().waitFor({ timeout: 120_000 });
+    // Pause holds the trainer before its next step; Resume lets it go on.
+    await view.getByRole('button', { name: 'Pause' }).click();
+    await view.getByTestId('run-status').getByText('paused').waitFor({ timeout: 60_000 });
+    await view.getByRole('button', { name: 'Resume' }).click();
+    await view.getByTestId('run-status').getByText('running').waitFor({ timeout: 60_000 });
     await view.getByRole('button', { name: 'Stop' }).click();
     await view.getByTestId('run-status').getByText('stopped').waitFor({ timeout: 120_000 });
 

@@ -3,6 +3,7 @@
  * multi-hop search task, evaluated on a held-out world; prints an Agent-R1-shaped table.
  */
 import type { Command } from 'commander';
+import { intFlag, numberFlag } from '../flags';
 import { DEMO_BUDGET_SECONDS, runDemo } from '../../experiment/demo';
 import { parseAlgorithms, runAblation, type AblationResult } from '../../experiment/ablation';
 import { progressBar, renderTable, type Progress } from '../../experiment/report';
@@ -17,7 +18,12 @@ export function register(program: Command): void {
     .command('demo')
     .description('train a tiny search agent end to end (SFT warm start, then GRPO) and compare it with baselines')
     .option('--json', 'print the results as one JSON object on stdout')
-    .option('--budget <seconds>', 'wall-clock budget (PPO runs only if it fits)', (v) => Number(v), DEMO_BUDGET_SECONDS)
+    .option(
+      '--budget <seconds>',
+      'wall-clock budget in seconds for the whole demo (its training phases stop in time for the final evaluations; PPO runs only if it fits)',
+      numberFlag('budget', 0),
+      DEMO_BUDGET_SECONDS,
+    )
     .option('--config <file>', 'use another experiment config instead of resources/configs/demo.yaml')
     .option('--no-store', 'do not record the RL runs in the workspace database')
     .option('--seed <n>', "override the demo config's seed (SFT and RL draws)", (v) => Number(v))
@@ -25,7 +31,7 @@ export function register(program: Command): void {
       '--algorithms <list>',
       'instead: the RL algorithms side by side (grpo,gspo,gigpo,arpo,aepo) from one SFT checkpoint, same seed and rollout token budget',
     )
-    .option('--token-budget <tokens>', 'with --algorithms: rollout model tokens each algorithm trains on', (v) => Number(v), 100_000)
+    .option('--token-budget <tokens>', 'with --algorithms: rollout model tokens each algorithm trains on', intFlag('token-budget', 1), 100_000)
     .action(
       async (o: { json?: boolean; budget: number; config?: string; store: boolean; seed?: number; algorithms?: string; tokenBudget: number }, cmd: Command) => {
         if (o.seed !== undefined && (!Number.isInteger(o.seed) || o.seed < 0)) throw new Error(`--seed: "${o.seed}" is not a non-negative integer`);

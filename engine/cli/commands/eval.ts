@@ -16,6 +16,7 @@ import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { bestCheckpoint, latestCheckpoint, listCheckpoints } from '../../train/checkpoints';
 import { loadConfig, TASK_KINDS, validateConfig, type ExperimentConfig } from '../../config/experiment';
+import { given, intFlag } from '../flags';
 import { progressBar, renderTable } from '../../experiment/report';
 import { evalMetrics } from '../../tasks/kit';
 import { openTaskSession } from '../../experiment/open';
@@ -47,6 +48,8 @@ interface EvalOptions {
   passReward: number;
   store: boolean;
   device?: string;
+  /** Which of --seed / --hops the user typed (a flag overrides the config's key only when given). */
+  givenFlags?: { seed: boolean; hops: boolean };
 }
 
 /** One checkpoint to evaluate: its folder, the run it belongs to (if any) and the config its task comes from. */
@@ -113,14 +116,21 @@ function resolveTargets(target: string): { targets: Target[]; group?: string } {
 
 function configFor(t: Target, o: EvalOptions): ExperimentConfig {
   const base = o.config
-    ? (JSON.parse(JSON.stringify(loadConfig(o.config))) as Record<string, Record<string, unknown>>)
+    ? (JSON.parse(JSON.stringify(loadConfig(o.config, undefined, { job: 'eval' }))) as Record<string, Record<string, unknown>>)
     : t.runCfg && !o.task
       ? (JSON.parse(JSON.stringify(t.runCfg)) as Record<string, Record<string, unknown>>)
       : undefined;
   if (!base && !o.task) throw new Error('give --task <kind> or --config <experiment config> (a run or group brings its own)');
+  const hops = o.hops.split(',').map(Number);
+  if (hops.some((h) => !Number.isInteger(h) || h < 1)) throw new Error(`--hops must be hop counts, comma-separated (got "${o.hops}")`);
   const task: Record<string, unknown> = base
-    ? { ...base.task, ...(o.task ? { kind: o.task } : {}) }
-    : { kind: o.task, eval_seed: o.seed, hops: o.hops.split(',').map(Number) };
+    ? {
+        ...base.task,
+        ...(o.task ? { kind: o.task } : {}),
+        ...(o.givenFlags?.seed ? { eval_seed: o.seed } : {}),
+        ...(o.givenFlags?.hops ? { hops } : {}),
+      }
+    : { kind: o.task, eval_seed: o.seed, hops };
   if (o.dataset) task.dataset = o.dataset;
   const environment: Record<string, unknown> = { ...(base?.environment ?? {}) };
   if (o.tasks) environment.tasks = o.tasks;
@@ -230,9 +240,9 @@ export function register(program: Command): void {
     .option('--tools <files>', 'your tool files, comma-separated')
     .option('--reward <file>', 'your reward file')
     .option('--format <name>', 'tool-call format: search-r1, hermes or tags')
-    .option('--n <questions>', "number of held-out questions (default: the config's eval.n_questions, else 64)", (v) => Number(v))
-    .option('--seed <seed>', 'held-out world seed', (v) => Number(v), 1001)
-    .option('--hops <list>', 'hop counts, comma-separated', '1,2')
+    .option('--n <questions>', "number of held-out questions (default: the config's eval.n_questions, else 64)", intFlag('n', 1))
+    .option('--seed <seed>', "held-out world seed (default: the config's task.eval_seed, else 1001)", intFlag('seed'), 1001)
+    .option('--hops <list>', "hop counts, comma-separated (default: the config's task.hops, else 1,2)", '1,2')
     .option('--dataset <file>', 'task qa: the JSONL dataset (its held-out fifth is evaluated; all of it with --all)')
     .option('--k <n>', 'sample n episodes per question: pass@1..pass@n, mean@n, EM and F1 (greedy), format and tool-error rates', (v) => Number(v))
     .option('--by <field>', 'with --k: split the results by this task meta field (default: hops, when the tasks have it)')
@@ -243,7 +253,8 @@ export function register(program: Command): void {
     .option('--naive-rag', 'also run the naive RAG baseline on the same questions (without --k)')
     .option('--json', 'print the result as one JSON object on stdout')
     .option('--device <device>', `ONNX Runtime device: ${DEVICES.join(', ')} (default: the config's device)`, deviceOption)
-    .action(async (target: string, o: EvalOptions) => {
+    .action(async (target: string, o: EvalOptions, cmd: Command) => {
+      o.givenFlags = { seed: given(cmd, 'seed'), hops: given(cmd, 'hops') };
       const harness = o.k !== undefined || o.by !== undefined || o.all;
       if (harness) {
         if (o.k === undefined) throw new Error('--by / --all belong to the harness: give --k <n> too (e.g. --k 8)');

@@ -18,10 +18,16 @@ import { parseConfigText, validateConfig, type ExperimentConfig } from '../../co
  * validated like any config, but the model folder is not checked (an exported config's model may
  * be a PEFT adapter folder, or live only on the cluster).
  */
-export function loadEnvironmentConfig(file: string): ExperimentConfig {
+export function loadEnvironmentConfig(file: string, opts: { warn?: (line: string) => void } = {}): ExperimentConfig {
   const full = resolve(file);
   if (!existsSync(full)) throw new Error(`config file not found: ${full}`);
-  return validateConfig(parseConfigText(readFileSync(full, 'utf8'), full), { baseDir: dirname(full), file: full, checkFiles: false });
+  return validateConfig(parseConfigText(readFileSync(full, 'utf8'), full), {
+    baseDir: dirname(full),
+    file: full,
+    checkFiles: false,
+    job: 'environment',
+    warn: opts.warn ?? (() => undefined),
+  });
 }
 
 export function register(program: Command): void {

@@ -1,6 +1,6 @@
 /**
  * `arbor generate <model folder | checkpoint> --prompt <text> [--chat] [--max-new N] [--greedy]
- *  [--json]`: a one-line check of a folder before training it. Loads the HF folder (refusing what
+ *  [--config <experiment>] [--json]`: a one-line check of a folder before training it. Loads the HF folder (refusing what
  * Arbor cannot run), encodes the prompt (as transformers' tokenizer(text) does, or through the
  * chat template with --chat), decodes with the KV cache until an EOS id (config.json ∪
  * generation_config.json) or N new tokens, and prints the continuation; --json adds the prompt
@@ -8,7 +8,9 @@
  * transformers' model(ids).logits[0, -1], before any repetition penalty). Sampling and the
  * repetition penalty follow generation_config.json unless overridden by flags.
  */
+import { mulberry32 } from '../../base/rng';
 import type { Command } from 'commander';
+import { intFlag, numberFlag } from '../flags';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { readGenerationConfig } from '../../model/checkpoint';
@@ -20,6 +22,12 @@ import { HfTokenizer } from '../../model/tokenizer';
 export interface GenerateOptions {
   prompt: string;
   chat?: boolean;
+  /**
+   * An experiment config: the prompt is rendered as its episodes are (the environment's system
+   * prompt and instruction, its tools in its tool-call format, the chat template), the prompt
+   * text being the user message.
+   */
+  config?: string;
   maxNew?: number;
   greedy?: boolean;
   temperature?: number;
@@ -41,19 +49,10 @@ export interface GenerateResult {
   generatedIds: number[];
   text: string;
   stop: 'eos' | 'max_new' | 'max_length';
+  /** With --config: the environment's tools and tool-call format the prompt shows. */
+  environment?: { format: string; tools: string[] };
   sampling: { greedy: boolean; temperature?: number; topK?: number; topP?: number; seed?: number; repetitionPenalty: number };
   topLogits: { id: number; token: string; logit: number; logprob: number }[];
-}
-
-function mulberry32(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 function argmax(x: Float32Array): number {
@@ -100,16 +99,38 @@ function topLogits(logits: Float32Array, n: number, tok: HfTokenizer): GenerateR
     .map((id) => ({ id, token: tok.decode([id]), logit: logits[id], logprob: logits[id] - lse }));
 }
 
+/** The prompt as a config's episodes render it (ToolEnv with the config's task kit, tools and format). */
+async function environmentPrompt(folder: string, file: string, prompt: string): Promise<{ text: string; ids: number[]; format: string; tools: string[] }> {
+  const { loadConfig, validateConfig } = await import('../../config/experiment');
+  const { openEnvironmentKit } = await import('../../tasks/open');
+  const { ToolEnv } = await import('../../env/toolenv');
+  const base = loadConfig(file, undefined, { job: 'environment', warn: (l) => process.stderr.write(`${l}\n`) });
+  const cfg = validateConfig({ ...structuredClone(base), model: { path: folder } }, { file, job: 'environment', warn: () => undefined });
+  const { env, kit } = await openEnvironmentKit(cfg);
+  try {
+    const sample = kit.trainTasks[0]?.createEnv();
+    if (!(sample instanceof ToolEnv)) throw new Error(`--config: task "${cfg.task.kind}" has no tool environment to render`);
+    const ep = new ToolEnv({ ...sample.opts, task: { id: 'generate', prompt } });
+    const r = await ep.prompt();
+    return { text: r.text, ids: r.ids, format: ep.opts.format.name, tools: ep.opts.tools.map((t) => t.name) };
+  } finally {
+    await env.close();
+  }
+}
+
 export async function generate(folderArg: string, o: GenerateOptions): Promise<GenerateResult> {
   const folder = resolve(folderArg);
   if (!existsSync(folder)) throw new Error(`model folder ${folder} does not exist`);
+  if (o.config && o.chat)
+    throw new Error("--chat: with --config the prompt is rendered as the config's episodes are (chat template included); give one of them");
+  const rendered = o.config ? await environmentPrompt(folder, o.config, o.prompt) : undefined;
   const providers = await resolveProviders(o.device ?? 'cpu');
   const model = PolicyModel.load(folder, { threads: o.threads, providers });
   try {
     const tok = HfTokenizer.load(folder);
     const c = model.config;
-    const promptText = o.chat ? tok.renderChat([{ role: 'user', content: o.prompt }], { addGenerationPrompt: true }) : o.prompt;
-    const promptIds = o.chat ? tok.encode(promptText) : tok.encodeWithSpecialTokens(promptText);
+    const promptText = rendered ? rendered.text : o.chat ? tok.renderChat([{ role: 'user', content: o.prompt }], { addGenerationPrompt: true }) : o.prompt;
+    const promptIds = rendered ? rendered.ids : o.chat ? tok.encode(promptText) : tok.encodeWithSpecialTokens(promptText);
     if (promptIds.length === 0) throw new Error('--prompt: the prompt encodes to no tokens');
     for (const id of promptIds)
       if (id >= c.vocabSize) throw new Error(`--prompt: token id ${id} is outside the model's vocabulary (${c.vocabSize}); tokenizer and model do not match`);
@@ -174,22 +195,15 @@ export async function generate(folderArg: string, o: GenerateOptions): Promise<G
       stop,
       sampling: greedy ? { greedy, repetitionPenalty } : { greedy, temperature, topK, topP, seed, repetitionPenalty },
       topLogits: first ? topLogits(first, o.top ?? 10, tok) : [],
+      ...(rendered ? { environment: { format: rendered.format, tools: rendered.tools } } : {}),
     };
   } finally {
     await model.dispose();
   }
 }
 
-const positiveInt = (name: string) => (v: string) => {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer (got "${v}")`);
-  return n;
-};
-const number = (name: string) => (v: string) => {
-  const n = Number(v);
-  if (!Number.isFinite(n)) throw new Error(`--${name} must be a number (got "${v}")`);
-  return n;
-};
+const positiveInt = (name: string) => intFlag(name, 1);
+const number = (name: string) => numberFlag(name);
 
 export function register(program: Command): void {
   program
@@ -198,6 +212,10 @@ export function register(program: Command): void {
     .argument('<folder>', 'HF model folder or Arbor checkpoint (e.g. <run>/checkpoints/step-000040)')
     .requiredOption('--prompt <text>', 'prompt text')
     .option('--chat', "wrap the prompt as a user message with the model's chat template")
+    .option(
+      '--config <file>',
+      "render the prompt as an experiment config's episodes do: its system prompt, tools and tool-call format (the prompt is the user message)",
+    )
     .option('--max-new <n>', 'largest number of new tokens', positiveInt('max-new'), 64)
     .option('--greedy', 'argmax decoding (default: sampling with generation_config.json temperature / top_k / top_p)')
     .option('--temperature <t>', 'sampling temperature (overrides generation_config.json)', number('temperature'))

@@ -5,6 +5,7 @@
  * vocabulary, tokenizer_config.json with the chat template, generation_config.json).
  */
 import type { Command } from 'commander';
+import { given, intFlag } from '../flags';
 import { copyFileSync, existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { initWeights, saveCheckpoint } from '../../model/checkpoint';
@@ -18,12 +19,6 @@ import { openUserEnvironment } from '../../tasks/user-kit';
 /** Vocabulary of each built-in task (every word its prompts, observations and answers use). */
 export const TASK_VOCABULARIES: Record<string, () => string[]> = {
   multihop: multihopVocabulary,
-};
-
-const int = (name: string) => (v: string) => {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer (got "${v}")`);
-  return n;
 };
 
 export interface InitModelOptions {
@@ -47,14 +42,19 @@ export interface InitModelOptions {
  */
 async function initKitModel(folder: string, o: InitModelOptions): Promise<{ parameters: number; vocabSize: number }> {
   const raw: Record<string, Record<string, unknown>> = o.config
-    ? (JSON.parse(JSON.stringify(loadConfig(o.config))) as Record<string, Record<string, unknown>>)
+    ? (JSON.parse(JSON.stringify(loadConfig(o.config, undefined, { job: 'init-model' }))) as Record<string, Record<string, unknown>>)
     : { model: { init: 'tiny' }, task: { kind: o.task } };
-  raw.model = { init: 'tiny', ...(o.hidden ? { hidden_size: o.hidden } : {}), ...(o.layers ? { layers: o.layers } : {}) };
+  if (o.config && o.task && o.task !== raw.task!.kind)
+    throw new Error(`--task: ${o.task} differs from the config's task.kind "${String(raw.task!.kind)}"; give one of them`);
+  // The flags given override the config's model.hidden_size / model.layers (a flag's default never does).
+  const hidden = o.hidden ?? (raw.model!.path ? undefined : (raw.model!.hidden_size as number | undefined));
+  const layers = o.layers ?? (raw.model!.path ? undefined : (raw.model!.layers as number | undefined));
+  raw.model = { init: 'tiny', ...(hidden ? { hidden_size: hidden } : {}), ...(layers ? { layers } : {}) };
   if (o.dataset) raw.task!.dataset = o.dataset;
   const env = (raw.environment ??= {});
   if (o.tasks) env.tasks = o.tasks;
   if (o.format) env.format = o.format;
-  const cfg: ExperimentConfig = validateConfig(raw, { file: o.config ?? '(command line)' });
+  const cfg: ExperimentConfig = validateConfig(raw, { file: o.config ?? '(command line)', job: 'init-model', warn: () => undefined });
   if (cfg.rollout.max_total_length < (o.maxLength ?? 1024)) cfg.rollout.max_total_length = o.maxLength ?? 1024;
   // The user's tools take part (a byte-level tokenizer's merges cover their names and schemas).
   const host = cfg.environment.tools.length
@@ -78,7 +78,7 @@ async function initKitModel(folder: string, o: InitModelOptions): Promise<{ para
     headDim: base.hiddenSize / (o.heads ?? base.numHeads),
     maxPositionEmbeddings: o.maxLength ?? 1024,
   };
-  saveCheckpoint(folder, config, initWeights(config, o.seed ?? 0));
+  saveCheckpoint(folder, config, initWeights(config, o.seed ?? cfg.seed));
   return { parameters: parameterCount(config), vocabSize: tok.vocabSize };
 }
 
@@ -124,16 +124,18 @@ export function register(program: Command): void {
     .option('--dataset <file>', 'task qa: the JSONL dataset')
     .option('--tasks <file>', 'task custom: the JSONL task file')
     .option('--format <name>', 'tool-call format the tokenizer must write (search-r1, hermes, tags)')
-    .option('--seed <seed>', 'weight initialisation seed', (v) => Number(v), 0)
-    .option('--hidden <n>', 'hidden size', int('hidden'), 64)
-    .option('--layers <n>', 'layers', int('layers'), 2)
-    .option('--heads <n>', 'attention heads', int('heads'), 4)
-    .option('--kv-heads <n>', 'key/value heads (default heads / 2)', int('kv-heads'))
-    .option('--max-length <n>', 'max_position_embeddings', int('max-length'), 1024)
+    .option('--seed <seed>', "weight initialisation seed (default: the config's seed, else 0)", intFlag('seed'), 0)
+    .option('--hidden <n>', "hidden size (default: the config's model.hidden_size, else the task's)", intFlag('hidden', 1), 64)
+    .option('--layers <n>', "layers (default: the config's model.layers, else the task's)", intFlag('layers', 1), 2)
+    .option('--heads <n>', 'attention heads', intFlag('heads', 1), 4)
+    .option('--kv-heads <n>', 'key/value heads (default heads / 2)', intFlag('kv-heads', 1))
+    .option('--max-length <n>', 'max_position_embeddings', intFlag('max-length', 1), 1024)
     .option('--force', 'write into a non-empty folder')
     .option('--json', 'print the result as JSON')
-    .action(async (folder: string, o: InitModelOptions & { force?: boolean; json?: boolean; tiny: boolean }) => {
+    .action(async (folder: string, o: InitModelOptions & { force?: boolean; json?: boolean; tiny: boolean }, cmd: Command) => {
       if (!o.task && !o.config) throw new Error('give --task <kind> or --config <experiment config>');
+      // Defaults of flags not given stay unset, so a config's keys apply (initTinyModel has the same defaults).
+      for (const k of ['seed', 'hidden', 'layers', 'heads', 'maxLength'] as const) if (!given(cmd, k)) delete o[k];
       const dir = resolve(folder);
       if (existsSync(dir) && readdirSync(dir).length > 0 && !o.force) throw new Error(`${dir} is not empty (use --force to overwrite)`);
       const r = await initModelFolder(dir, o);

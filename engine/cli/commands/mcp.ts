@@ -7,6 +7,7 @@
  * on 127.0.0.1 and prints the URL and the bearer token (or uses --token / $ARBOR_MCP_TOKEN).
  */
 import type { Command } from 'commander';
+import { given } from '../flags';
 import { join, resolve } from 'node:path';
 import { arborHome } from '../../store/db';
 
@@ -29,10 +30,10 @@ export function register(program: Command): void {
     .option('--http', 'streamable HTTP on 127.0.0.1 instead of stdio')
     .option('--port <n>', 'HTTP port (0 = any free port)', '0')
     .option('--token <token>', 'HTTP bearer token (prefer $ARBOR_MCP_TOKEN: a flag is visible to other users in `ps`; default a random one, printed)')
-    .option('--timeout-ms <ms>', 'per-call time limit', '30000')
-    .action(async (o: ServeOptions) => {
+    .option('--timeout-ms <ms>', "per-call time limit (default: the config's environment.tool_timeout_ms, else 30000)", '30000')
+    .action(async (o: ServeOptions, cmd: Command) => {
       if (o.env && o.config) throw new Error('give --env or --config, not both');
-      const timeoutMs = Number(o.timeoutMs);
+      let timeoutMs = Number(o.timeoutMs);
       if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) throw new Error(`--timeout-ms must be a positive integer (got "${o.timeoutMs}")`);
       const port = Number(o.port);
       if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be 0–65535 (got "${o.port}")`);
@@ -40,7 +41,9 @@ export function register(program: Command): void {
       let env;
       if (o.config) {
         const { loadEnvironmentConfig } = await import('./export-verl');
-        env = await openConfigEnvironment(loadEnvironmentConfig(o.config));
+        const cfg = loadEnvironmentConfig(o.config, { warn: (l) => process.stderr.write(`${l}\n`) });
+        if (!given(cmd, 'timeoutMs')) timeoutMs = cfg.environment.tool_timeout_ms;
+        env = await openConfigEnvironment(cfg);
       } else env = await openWorkspaceEnvironment(resolve(o.env ?? join(arborHome(), 'workspace')));
       const limits = { timeoutMs, maxArgChars: 100_000, maxResultChars: 100_000 };
       const { serveMcpHttp, serveMcpStdio } = await import('../../interop/mcp-server');

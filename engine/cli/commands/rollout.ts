@@ -5,6 +5,8 @@
  * calls and errors per episode, tokens/s).
  */
 import type { Command } from 'commander';
+import { existsSync, statSync } from 'node:fs';
+import { given, intFlag, numberFlag } from '../flags';
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { arborHome } from '../../store/db';
@@ -18,12 +20,6 @@ import { branchingOptions } from '../../train/rollout-port';
 import { openKitSource, rolloutConfig } from '../../tasks/rollout-source';
 import { resolveProviders, setDefaultProviders } from '../../tensor/ort';
 import { DEVICES, deviceOption } from '../device-option';
-
-const int = (name: string) => (v: string) => {
-  const n = Number(v);
-  if (!Number.isInteger(n)) throw new Error(`--${name} must be an integer (got "${v}")`);
-  return n;
-};
 
 /** Where trajectories go without --out: the workspace's rollouts folder, named by task, source and time. */
 function defaultOutFile(o: RolloutCliOptions): string {
@@ -77,33 +73,46 @@ export function register(program: Command): void {
     .option('--tools <files>', 'your tool files, comma-separated (any tool names)')
     .option('--reward <file>', 'your reward file')
     .option('--format <name>', 'tool-call format: search-r1, hermes or tags')
-    .option('--model <folder>', 'HF model folder to sample from')
-    .option('--policy <name>', 'built-in text policy instead of a model (expert)')
-    .option('--n <samples>', 'samples per question (GRPO group size)', int('n'), 4)
-    .option('--questions <count>', 'number of questions', int('questions'), 8)
-    .option('--seed <seed>', 'sampling seed (and question draw)', int('seed'), 1)
-    .option('--temperature <t>', 'sampling temperature (0 = greedy)', Number, 1)
-    .option('--top-p <p>', 'nucleus sampling mass', Number, 1)
-    .option('--top-k <k>', 'top-k sampling (0 = off)', int('top-k'), 0)
-    .option('--max-new-tokens <n>', "max tokens per model turn (default: the task's)", int('max-new-tokens'))
-    .option('--max-turns <n>', "max model turns (default: the task's)", int('max-turns'))
-    .option('--max-total-length <n>', "max prompt + turns tokens (default: the task's)", int('max-total-length'))
-    .option('--batch <n>', 'max sequences decoded together', int('batch'), 16)
+    .option('--model <folder>', "HF model folder to sample from (default: the config's model.path)")
+    .option('--policy <name>', "built-in text policy instead of a model (expert; replaces the config's model)")
+    .option('--n <samples>', "samples per question (GRPO group size; default: the config's rollout.n, else 4)", intFlag('n', 1), 4)
+    .option('--questions <count>', 'number of questions', intFlag('questions', 1), 8)
+    .option('--seed <seed>', "sampling seed (and question draw; default: the config's seed, else 1)", intFlag('seed'), 1)
+    .option('--temperature <t>', "sampling temperature (0 = greedy; default: the config's rollout.temperature, else 1)", numberFlag('temperature', 0), 1)
+    .option('--top-p <p>', "nucleus sampling mass (default: the config's rollout.top_p, else 1)", numberFlag('top-p', 0), 1)
+    .option('--top-k <k>', 'top-k sampling (0 = off)', intFlag('top-k'), 0)
+    .option('--max-new-tokens <n>', "max tokens per model turn (default: the task's)", intFlag('max-new-tokens', 1))
+    .option('--max-turns <n>', "max model turns (default: the task's)", intFlag('max-turns', 1))
+    .option('--max-total-length <n>', "max prompt + turns tokens (default: the task's)", intFlag('max-total-length', 1))
+    .option('--batch <n>', 'max sequences decoded together', intFlag('batch', 1), 16)
     .option('--hops <list>', 'question hop counts, comma-separated', '1,2')
-    .option('--world-seed <seed>', 'seed of the synthetic world (questions come from --seed)', int('world-seed'), 1001)
-    .option('--mistake-rate <p>', 'expert policy: probability of one mistake per episode', Number, 0)
+    .option('--world-seed <seed>', 'seed of the synthetic world (questions come from --seed)', intFlag('world-seed'), 1001)
+    .option('--mistake-rate <p>', 'expert policy: probability of one mistake per episode', numberFlag('mistake-rate', 0), 0)
     .option('--naive-rag', 'baseline: retrieve once with the question, then answer directly')
     .option('--out <file>', 'JSONL file for the trajectories (default: $ARBOR_HOME/rollouts/<task>-<source>-<time>.jsonl)')
     .option('--json', 'print the summary as one JSON object on stdout (no progress bar)')
     .option('--device <device>', `ONNX Runtime device of --model: ${DEVICES.join(', ')} (default: the config's, else cpu)`, deviceOption)
-    .action(async (o: RolloutCliOptions) => {
+    .action(async (o: RolloutCliOptions, cmd: Command) => {
       if (!o.task && !o.config) throw new Error('give --task <kind> or --config <experiment config>');
-      if (!!o.model === !!o.policy) throw new Error('give exactly one of --model <folder> or --policy <name>');
-      const base = o.config ? loadConfig(o.config) : undefined;
+      if (o.model && o.policy) throw new Error('give one of --model <folder> or --policy <name>, not both');
+      if (o.out && existsSync(o.out) && statSync(o.out).isDirectory()) throw new Error(`--out: ${o.out} is a folder; give the JSONL file to write`);
+      const base = o.config ? loadConfig(o.config, undefined, { job: 'rollout' }) : undefined;
+      if (!o.model && !o.policy && !base?.model.path) throw new Error('give --model <folder> or --policy <name> (or a --config with model.path)');
+      if (base && o.task && o.task !== base.task.kind)
+        throw new Error(`--task: ${o.task} differs from the config's task.kind "${base.task.kind}"; give one of them`);
+      if (base?.backend === 'tfjs')
+        throw new Error('backend: "tfjs" does not apply to `arbor rollout` (it samples with ONNX Runtime\'s KV-cache decode graph); remove it');
       o.task ??= base!.task.kind;
+      // The config's keys, unless the user gave the flag (a flag's default never overrides a config).
+      if (base) {
+        if (!given(cmd, 'n')) o.n = base.rollout.n;
+        if (!given(cmd, 'seed')) o.seed = base.seed;
+        if (!given(cmd, 'temperature')) o.temperature = base.rollout.temperature;
+        if (!given(cmd, 'topP')) o.topP = base.rollout.top_p;
+      }
       // The model's sessions run on this device (checked before anything is opened).
       const device = o.device ?? base?.device ?? 'cpu';
-      if (o.model) setDefaultProviders(await resolveProviders(device));
+      if (o.model || (base?.model.path && !o.policy)) setDefaultProviders(await resolveProviders(device));
       const req = {
         task: o.task,
         model: o.model,

@@ -6,7 +6,7 @@
  */
 import type { Command } from 'commander';
 import { DEVICES } from '../../config/experiment';
-import { serveModel } from '../../openai/open';
+import { serveModel } from '../../experiment/serve-model';
 
 const int = (name: string, min: number) => (v: string) => {
   const n = Number(v);

@@ -1,5 +1,6 @@
 /** `arbor serve [--port] [--stdio] [--device]`: the engine for a browser (WebSocket + the built renderer) or over stdio. */
 import type { Command } from 'commander';
+import { intFlag } from '../flags';
 import { join } from 'node:path';
 import { arborHome } from '../../store/db';
 import { createEngine } from '../../server/engine';
@@ -12,7 +13,7 @@ export function register(program: Command): void {
   program
     .command('serve')
     .description('serve the engine on 127.0.0.1 (prints the URL with its access token)')
-    .option('--port <n>', 'port (0 = any free port)', '0')
+    .option('--port <n>', 'port (0 = any free port)', intFlag('port'), 0)
     .option('--stdio', 'speak the protocol as JSON lines on stdin/stdout instead')
     .option(
       '--static <dir>',
@@ -23,9 +24,10 @@ export function register(program: Command): void {
       `ONNX Runtime device of the playground's models: ${DEVICES.join(', ')} (default cpu; runs use their config's device)`,
       deviceOption,
     )
-    .action(async (o: { port: string; stdio?: boolean; static?: string; device?: string; yes?: boolean }) => {
+    .action(async (o: { port: number; stdio?: boolean; static?: string; device?: string; yes?: boolean }) => {
       // Sessions created without a device (the playground, the OpenAI-compatible endpoint) run on this one.
       if (o.device) setDefaultProviders(await resolveProviders(o.device));
+      if (o.port > 65535) throw new Error(`--port must be ≤ 65535 (got ${o.port})`);
       // The workbench page is built before the URL is printed, so the URL always opens it.
       const staticDir = o.stdio ? undefined : (o.static ?? rendererDistDir());
       if (!o.stdio && !o.static) await ensureRendererBuild(staticDir);
@@ -39,7 +41,7 @@ export function register(program: Command): void {
       if (engine.workspaceError)
         console.error(`arbor serve: ${engine.workspaceError}\n(the engine is up; open another workspace from the UI or set ARBOR_HOME)`);
       if (o.stdio) return attachStdio(engine);
-      const s = await serveWebSocket(engine, { port: Number(o.port), staticDir });
+      const s = await serveWebSocket(engine, { port: o.port, staticDir });
       console.log(`Arbor engine serving ${join(arborHome(), 'arbor.db')}`);
       console.log(s.url);
       const stop = async () => {

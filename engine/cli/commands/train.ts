@@ -4,6 +4,7 @@
  * final summary table.
  */
 import { Option, type Command } from 'commander';
+import { intFlag } from '../flags';
 import { loadConfig } from '../../config/experiment';
 import { applyOverrides, parseSeeds, runSweep } from './sweep';
 import { runExperiment } from '../../experiment/runner';
@@ -15,9 +16,6 @@ import { interruptSignal, note } from '../lifecycle';
 import { bestCheckpoint, latestCheckpoint } from '../../train/checkpoints';
 import type { SinkPort } from '../../train/loop';
 
-/** Ctrl-C / SIGTERM / SIGHUP / a closed output pipe stop after the step; see ../lifecycle.ts. */
-export { interruptSignal } from '../lifecycle';
-
 export function register(program: Command): void {
   program
     .command('train')
@@ -25,7 +23,7 @@ export function register(program: Command): void {
     .argument('[config]', 'experiment config file (optional with --resume)')
     .option('--resume <run>', 'continue a run (id or folder) from its last checkpoint')
     .option('--run-dir <dir>', 'where to keep the run (default: $ARBOR_HOME/runs/<name>-<time>)')
-    .option('--steps <n>', 'override steps', (v) => Number(v))
+    .option('--steps <n>', 'override steps', intFlag('steps', 1))
     .option('--print-config', 'print the resolved config (all defaults filled) and exit')
     .option('--json', 'print the final result as one JSON object on stdout')
     .option('--no-store', 'do not record the run in the workspace database (metrics.jsonl only)')
@@ -74,11 +72,15 @@ export function register(program: Command): void {
         if ((o.group || o.cell) && !o.store) throw new Error('--group: a group lives in the workspace database; drop --no-store');
         const run = o.resume ? openRun(o.resume) : undefined;
         const cfg = configFile
-          ? loadConfig(configFile, (raw) => {
-              applyOverrides(raw, o.set);
-              if (o.seed !== undefined) raw.seed = o.seed;
-              if (o.steps !== undefined) raw.steps = o.steps;
-            })
+          ? loadConfig(
+              configFile,
+              (raw) => {
+                applyOverrides(raw, o.set);
+                if (o.seed !== undefined) raw.seed = o.seed;
+                if (o.steps !== undefined) raw.steps = o.steps;
+              },
+              { job: 'train' },
+            )
           : run!.cfg;
         if (o.steps !== undefined) cfg.steps = o.steps;
         if (o.printConfig) {

@@ -20,7 +20,8 @@ import { Bm25Index, searchTool } from '../../env/search';
 import type { SandboxHost } from '../../env/sandbox-host';
 import { loadTaskFile } from '../../env/taskfile';
 import type { Tool } from '../../env/tool';
-import { taskPrompt, type EnvTask } from '../../env/toolenv';
+import type { EnvTask } from '../../env/task';
+import { taskPrompt } from '../../env/toolenv';
 import { buildByteBpeTokenizer, HfTokenizer } from '../../model/tokenizer';
 import { arborHome } from '../../store/db';
 import type { ExperimentConfig } from '../../config/experiment';
@@ -91,7 +92,11 @@ export function customKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; m
   const endText = tok.decode([eos]);
   const task = (t: EnvTask) => toolEnvTask(t, { tools, format, tokenizer: tok, setup, endTokenIds: [eos] });
   const demos = new Map(train.map((t) => [t.id, demoOf(t)]));
+  const undemonstrated = [...demos].filter(([, d]) => !d).map(([id]) => id);
   return {
+    noExpert: undemonstrated.length
+      ? `${undemonstrated.length} of ${train.length} training tasks in ${file} have no meta.demo (${undemonstrated.slice(0, 5).join(', ')}${undemonstrated.length > 5 ? ', …' : ''}; README, "Demonstrations in the task file")`
+      : undefined,
     tokenizer: tok,
     tokenizerFolder: folder,
     trainTasks: train.map(task),

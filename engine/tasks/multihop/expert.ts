@@ -4,7 +4,8 @@
  * for the supervised warm start. With `mistakeRate` > 0 some episodes contain a mistake: a
  * wrong first query (then a recovery) or a wrong final answer.
  */
-import { WORDS, mulberry32 } from './world';
+import { mulberry32 } from '../../base/rng';
+import { WORDS } from './world';
 
 interface Hop {
   query: (e: string) => string;

@@ -6,6 +6,7 @@
  * but who was born where, works for whom and wrote what is drawn from the seed: train and
  * evaluation worlds from different seeds share no facts, so answers cannot be memorised.
  */
+import { mulberry32, shuffled } from '../../base/rng';
 import type { Passage } from '../../env/search';
 
 export const WORDS = {
@@ -193,26 +194,6 @@ export interface Question {
   supportingFacts: string[];
 }
 
-export function mulberry32(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-function shuffle<T>(xs: T[], r: () => number): T[] {
-  const a = xs.slice();
-  for (let i = a.length - 1; i > 0; i--) {
-    const j = Math.floor(r() * (i + 1));
-    [a[i], a[j]] = [a[j], a[i]];
-  }
-  return a;
-}
-
 export interface WorldSize {
   people: number;
   cities: number;
@@ -224,18 +205,18 @@ export const DEFAULT_WORLD: WorldSize = { people: 40, cities: 16, orgs: 12, work
 export function generateWorld(seed: number, size: WorldSize = DEFAULT_WORLD): World {
   const r = mulberry32(seed);
   const pick = <T>(xs: T[]) => xs[Math.floor(r() * xs.length)];
-  const cityNames = shuffle(WORDS.city, r).slice(0, size.cities);
+  const cityNames = shuffled(WORDS.city, r).slice(0, size.cities);
   const cities = cityNames.map((name) => ({ name, country: pick(WORDS.country) }));
-  const orgNames = shuffle(WORDS.org, r)
+  const orgNames = shuffled(WORDS.org, r)
     .slice(0, size.orgs)
     .map((o) => `${o} ${pick(WORDS.orgKind)}`);
   const orgs = orgNames.map((name) => ({ name, city: pick(cityNames) }));
-  const allNames = shuffle(
+  const allNames = shuffled(
     WORDS.first.flatMap((f) => WORDS.last.map((l) => `${f} ${l}`)),
     r,
   );
   const people = allNames.slice(0, size.people).map((name) => ({ name, city: pick(cityNames), org: pick(orgNames) }));
-  const titles = shuffle(
+  const titles = shuffled(
     WORDS.adj.flatMap((a) => WORDS.noun.map((n) => `${a} ${n}`)),
     r,
   ).slice(0, size.works);

@@ -18,7 +18,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadTaskFile } from '../../env/taskfile';
-import type { EnvTask } from '../../env/toolenv';
+import type { EnvTask } from '../../env/task';
 import { TOOLS_CHAT_TEMPLATE } from './template';
 import { toolsExpertTurn, toolsVocabulary } from './world';
 import { HfTokenizer } from '../../model/tokenizer';
@@ -28,8 +28,7 @@ import type { TextPolicy, TokenizerPort } from '../../rollout/ports';
 import type { ExperimentConfig } from '../../config/experiment';
 import { envSetup, taskTools, toolEnvTask } from '../env-setup';
 import { tinyTaskModel } from '../multihop/kit';
-import type { TaskKit } from '../kit';
-import type { KitExtras } from '../registry';
+import type { KitExtras, TaskKit } from '../kit';
 
 /** The example environment the built-in task runs on. */
 export const TOOLS_EXAMPLE_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'resources', 'examples', 'tools-task');

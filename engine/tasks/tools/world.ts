@@ -15,7 +15,8 @@
  * and the held-out world use disjoint organisations and founders, so held-out facts can only be
  * read from the lookup tool. Everything derives from a seed.
  */
-import { WORDS, mulberry32 } from '../multihop/world';
+import { mulberry32, shuffled } from '../../base/rng';
+import { WORDS } from '../multihop/world';
 
 /**
  * Name parts of the two-tool world: the multi-hop world's word lists, extended so that there are
@@ -167,15 +168,6 @@ export function toolsVocabulary(): string[] {
   return [...new Set([...w.first, ...w.last, ...w.adj, ...w.noun, ...w.orgKind, ...TOOLS_TEMPLATE_WORDS, ...toolsNumbers().map(String)])];
 }
 
-function shuffle<T>(xs: T[], r: () => number): T[] {
-  const a = xs.slice();
-  for (let i = a.length - 1; i > 0; i--) {
-    const j = Math.floor(r() * (i + 1));
-    [a[i], a[j]] = [a[j], a[i]];
-  }
-  return a;
-}
-
 /**
  * The training and held-out worlds of one seed: organisation names (adjective noun kind) and
  * founder names (first last) are shuffled once and split, so the two worlds share no entity.
@@ -185,11 +177,11 @@ export function generateToolsWorlds(
   sizes: { train: number; heldout: number } = { train: 2000, heldout: 200 },
 ): { train: ToolsWorld; heldout: ToolsWorld } {
   const r = mulberry32(seed ^ 0x7001);
-  const orgNames = shuffle(
+  const orgNames = shuffled(
     TOOLS_WORDS.adj.flatMap((a) => TOOLS_WORDS.noun.flatMap((n) => TOOLS_WORDS.orgKind.map((k) => `${a} ${n} ${k}`))),
     r,
   );
-  const personNames = shuffle(
+  const personNames = shuffled(
     TOOLS_WORDS.first.flatMap((f) => TOOLS_WORDS.last.map((l) => `${f} ${l}`)),
     r,
   );
@@ -232,7 +224,7 @@ export function generateToolsQuestions(world: ToolsWorld, n: number, seed: numbe
   const born = new Map(world.people.map((p) => [p.name, p.born]));
   // Each organisation has one founder-age question: they are dealt from a shuffled deck, one
   // question in two, so both kinds stay equally frequent while the deck lasts.
-  const deck = shuffle(world.orgs, r);
+  const deck = shuffled(world.orgs, r);
   const out: ToolsQuestion[] = [];
   const seen = new Set<string>();
   for (let guard = 0; out.length < n && guard < n * 50; guard++) {

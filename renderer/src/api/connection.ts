@@ -45,6 +45,7 @@ export function adaptClient(client: EngineClient, transport: Pick<Transport, 'on
     startRun: (req) => client.request('runs.start', req),
     stopRun: async (id) => void (await client.request('runs.stop', { id })),
     resumeRun: async (id) => void (await client.request('runs.resume', { id })),
+    pauseRun: async (id) => void (await client.request('runs.pause', { id })),
     forkRun: (id, opts) => client.request('runs.fork', { id, ...opts }),
     metricSeries: (runId, keys, maxPoints) => client.request('metrics.series', { runId, keys, maxPoints }),
     runLog: async (runId, afterSeq) => (await client.request('runs.log', { runId, afterSeq })).map(lineMs),

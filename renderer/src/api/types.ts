@@ -101,6 +101,8 @@ export interface ArborApi {
   startRun(req: { template: string; config: Record<string, unknown>; name?: string; tags?: string[]; project?: string }): Promise<{ id: string }>;
   stopRun(id: string): Promise<void>;
   resumeRun(id: string): Promise<void>;
+  /** Holds a running run before its next step (resumeRun continues it, stopRun ends it). */
+  pauseRun(id: string): Promise<void>;
   forkRun(id: string, opts: { checkpoint?: string; config?: Record<string, unknown>; name?: string }): Promise<{ id: string }>;
   metricSeries(runId: string, keys?: string[], maxPoints?: number): Promise<Record<string, Series>>;
   runLog(runId: string, afterSeq?: number): Promise<LogLine[]>;

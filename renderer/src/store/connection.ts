@@ -1,7 +1,12 @@
 import type { ArborApi, ConnectionState } from '../api/types';
 import type { EngineInfo } from '../../../engine/server/protocol';
 import { readableError } from '../lib/errors';
-import type { Get, Set } from './index';
+import type { Get, Set } from './state';
+
+declare module './state' {
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type
+  interface ArborState extends ConnectionSlice {}
+}
 
 export interface UiError {
   id: number;

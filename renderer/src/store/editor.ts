@@ -1,5 +1,10 @@
 import type { ArborApi, EnvFile, TrajSummary, TryResult } from '../api/types';
-import type { Get, Set } from './index';
+import type { Get, Set } from './state';
+
+declare module './state' {
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type
+  interface ArborState extends EditorSlice {}
+}
 
 export interface EditorSlice {
   envFiles: EnvFile[];

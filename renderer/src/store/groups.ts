@@ -1,8 +1,13 @@
 // Run groups (seed sweeps, grids) for the Compare view: the workspace's groups, and the ones
 // added to the comparison with their report (per-metric statistics, runs) and per-step bands.
 import type { ArborApi, GroupComparison, GroupReport, GroupSeries, GroupSummary } from '../api/types';
-import type { Get, Set } from './index';
+import type { Get, Set } from './state';
 import { MAX_POINTS } from './run';
+
+declare module './state' {
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type
+  interface ArborState extends GroupsSlice {}
+}
 
 export interface GroupsSlice {
   groups: GroupSummary[];

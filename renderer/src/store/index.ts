@@ -1,34 +1,19 @@
 // The workbench state: one zustand store made of slices (as Inspect's log viewer does), each
 // owning one view's data and the actions that load it through the ArborApi. The store is built
 // by a factory so tests drive it against a real engine connection.
-import { createStore, type StoreApi } from 'zustand/vanilla';
-import type { ArborApi, ConsentPrompt } from '../api/types';
-import { createConnectionSlice, type ConnectionSlice } from './connection';
-import { createRunsSlice, type RunsSlice } from './runs';
-import { createRunSlice, type RunSlice } from './run';
-import { createTrajSlice, type TrajSlice } from './trajectories';
-import { createEditorSlice, type EditorSlice } from './editor';
-import { createPlaygroundSlice, type PlaygroundSlice } from './playground';
-import { createLiveSlice, type LiveSlice } from './live';
-import { createGroupsSlice, type GroupsSlice } from './groups';
+import { createStore } from 'zustand/vanilla';
+import type { ArborState, ArborStore } from './state';
+import type { ArborApi } from '../api/types';
+import { createConnectionSlice } from './connection';
+import { createRunsSlice } from './runs';
+import { createRunSlice } from './run';
+import { createTrajSlice } from './trajectories';
+import { createEditorSlice } from './editor';
+import { createPlaygroundSlice } from './playground';
+import { createLiveSlice } from './live';
+import { createGroupsSlice } from './groups';
 
-export type View = 'start' | 'runs' | 'run' | 'compare' | 'trajectories' | 'editor' | 'playground';
-
-export interface NavSlice {
-  view: View;
-  go(view: View): void;
-}
-
-/** Programs the engine asks the user to approve before it runs them (engine/server/consent.ts). */
-export interface ConsentSlice {
-  consents: ConsentPrompt[];
-  answerConsent(id: string, approve: boolean): Promise<void>;
-}
-
-export type ArborState = NavSlice & ConnectionSlice & RunsSlice & RunSlice & TrajSlice & EditorSlice & PlaygroundSlice & LiveSlice & ConsentSlice & GroupsSlice;
-export type Set = StoreApi<ArborState>['setState'];
-export type Get = StoreApi<ArborState>['getState'];
-export type ArborStore = StoreApi<ArborState>;
+export type { ArborState, ArborStore, ConsentSlice, Get, NavSlice, Set, View } from './state';
 
 export function createArborStore(api: ArborApi): ArborStore {
   const store = createStore<ArborState>()((set, get) => ({

@@ -2,7 +2,12 @@
 // the session's state as the engine returns it after each action.
 import type { ArborApi } from '../api/types';
 import type { LiveState } from '../../../engine/server/protocol';
-import type { Get, Set } from './index';
+import type { Get, Set } from './state';
+
+declare module './state' {
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type
+  interface ArborState extends LiveSlice {}
+}
 
 export type LiveAction = 'token' | 'force' | 'turn' | 'observation' | 'finish';
 

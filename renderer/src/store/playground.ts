@@ -1,6 +1,11 @@
 import type { ArborApi, ChatMessage, Checkpoint } from '../api/types';
 import { newChatId } from '../api/connection';
-import type { Get, Set } from './index';
+import type { Get, Set } from './state';
+
+declare module './state' {
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type
+  interface ArborState extends PlaygroundSlice {}
+}
 
 /** One entry of the transcript as shown: messages plus tool calls/observations as they happen. */
 export type TranscriptItem =

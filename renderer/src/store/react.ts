@@ -1,6 +1,6 @@
 import { createContext, useContext } from 'react';
 import { useStore } from 'zustand';
-import type { ArborState, ArborStore } from './index';
+import type { ArborState, ArborStore } from './state';
 
 export const StoreContext = createContext<ArborStore | null>(null);
 

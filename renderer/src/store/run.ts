@@ -1,5 +1,10 @@
 import type { ArborApi, EngineEvent, ExportedFile, LogLine, RunDetail, RunSummary, Series, TrajSummary, Learning } from '../api/types';
-import type { Get, Set } from './index';
+import type { Get, Set } from './state';
+
+declare module './state' {
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type
+  interface ArborState extends RunSlice {}
+}
 
 export const MAX_POINTS = 1500;
 

@@ -1,5 +1,10 @@
 import type { ArborApi, EngineEvent, RunSummary, Template } from '../api/types';
-import type { Get, Set } from './index';
+import type { Get, Set } from './state';
+
+declare module './state' {
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type
+  interface ArborState extends RunsSlice {}
+}
 
 export type SortKey = 'createdAt' | 'name' | 'status' | `metric:${string}`;
 
@@ -17,6 +22,7 @@ export interface RunsSlice {
   toggleCompare(id: string): void;
   startRun(template: string, config: Record<string, unknown>, name?: string, tags?: string[], project?: string): Promise<string | null>;
   stopRun(id: string): Promise<void>;
+  pauseRun(id: string): Promise<void>;
   resumeRun(id: string): Promise<void>;
   forkRun(id: string, opts: { checkpoint?: string; config?: Record<string, unknown>; name?: string }): Promise<string | null>;
   applyRunEvent(e: EngineEvent): void;
@@ -99,6 +105,14 @@ export function createRunsSlice(api: ArborApi, set: Set, get: Get): RunsSlice {
         await get().refreshRuns();
       } catch (err) {
         get().reportError(`Stopping run ${id}`, err);
+      }
+    },
+    async pauseRun(id) {
+      try {
+        await api.pauseRun(id);
+        await get().refreshRuns();
+      } catch (err) {
+        get().reportError(`Pausing run ${id}`, err);
       }
     },
     async resumeRun(id) {

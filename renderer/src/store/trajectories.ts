@@ -2,7 +2,12 @@ import type { ArborApi, Checkpoint, EngineEvent, Trajectory, TrajSummary } from 
 import type { DriftReport, ForkResult, Params, Result, EventData } from '../../../engine/server/protocol';
 import { nextChannel, type Channel } from '../lib/heat';
 import { buildBranchTree, firstOwnTurn, treeMove, type TreeKey } from '../lib/branchTree';
-import type { Get, Set } from './index';
+import type { Get, Set } from './state';
+
+declare module './state' {
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type
+  interface ArborState extends TrajSlice {}
+}
 
 export interface TrajFilter {
   minReward?: number;

@@ -34,6 +34,7 @@ export function RunView() {
   const log = useArbor((s) => s.log);
   const smoothing = useArbor((s) => s.smoothing);
   const stopRun = useArbor((s) => s.stopRun);
+  const pauseRun = useArbor((s) => s.pauseRun);
   const resumeRun = useArbor((s) => s.resumeRun);
   const openTrajectories = useArbor((s) => s.openTrajectories);
   const [forking, setForking] = useState<{ checkpoint?: Checkpoint } | null>(null);
@@ -54,7 +55,7 @@ export function RunView() {
         <div className="empty">Loading run {runId}…</div>
       </div>
     );
-  const live = run.status === 'running' || run.status === 'queued';
+  const live = run.status === 'running' || run.status === 'queued' || run.status === 'paused';
   return (
     <div className="view" data-testid="view-run">
       <div className="toolbar">
@@ -70,6 +71,12 @@ export function RunView() {
           </span>
         ))}
         <span className="grow" />
+        {run.status === 'running' ? (
+          <button onClick={() => void pauseRun(run.id)} title="hold the run before its next step">
+            Pause
+          </button>
+        ) : null}
+        {run.status === 'paused' ? <button onClick={() => void resumeRun(run.id)}>Resume</button> : null}
         {live ? (
           <button onClick={() => void stopRun(run.id)}>Stop</button>
         ) : (

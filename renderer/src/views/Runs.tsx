@@ -31,6 +31,7 @@ export function RunsView() {
   const setSort = useArbor((s) => s.setRunSort);
   const openRun = useArbor((s) => s.openRun);
   const stopRun = useArbor((s) => s.stopRun);
+  const pauseRun = useArbor((s) => s.pauseRun);
   const resumeRun = useArbor((s) => s.resumeRun);
   const compareIds = useArbor((s) => s.compareIds);
   const toggleCompare = useArbor((s) => s.toggleCompare);
@@ -150,7 +151,9 @@ export function RunsView() {
                 </td>
                 <td className="sticky-actions">
                   <div style={{ display: 'flex', gap: 4, whiteSpace: 'nowrap' }}>
-                    {r.status === 'running' || r.status === 'queued' ? (
+                    {r.status === 'running' ? <button onClick={() => void pauseRun(r.id)}>Pause</button> : null}
+                    {r.status === 'paused' ? <button onClick={() => void resumeRun(r.id)}>Resume</button> : null}
+                    {r.status === 'running' || r.status === 'queued' || r.status === 'paused' ? (
                       <button onClick={() => void stopRun(r.id)}>Stop</button>
                     ) : (
                       <button onClick={() => void resumeRun(r.id)} disabled={r.status === 'completed'}>

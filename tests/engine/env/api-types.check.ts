@@ -5,6 +5,7 @@ import type * as D from 'arbor/env';
 import type * as T from '../../../engine/env/tool';
 import type * as R from '../../../engine/env/rewards';
 import type * as E from '../../../engine/env/toolenv';
+import type * as K from '../../../engine/env/task';
 
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 type Check<X extends true> = X;
@@ -17,7 +18,7 @@ export type ApiTypesInStep = [
   Check<Same<D.RewardFn, R.RewardFn>>,
   Check<Same<D.RewardValue, R.RewardValue>>,
   Check<Same<D.TurnTrace, R.TurnTrace>>,
-  Check<Same<D.EnvTask, E.EnvTask>>,
+  Check<Same<D.EnvTask, K.EnvTask>>,
   Check<Same<D.StepRecord, E.StepRecord>>,
   Check<Same<typeof D.normalizeAnswer, typeof R.normalizeAnswer>>,
   Check<Same<typeof D.exactMatch, typeof R.exactMatch>>,

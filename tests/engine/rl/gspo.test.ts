@@ -12,7 +12,8 @@ import { withGradients } from '../../../engine/tensor/autodiff';
 import { traceGraph } from '../../../engine/tensor/graph';
 import { evaluate } from '../../../engine/tensor/refeval';
 import { validateConfig } from '../../../engine/config/experiment';
-import { mulberry32, type Episode } from '../../../engine/train/episode';
+import { mulberry32 } from '../../../engine/base/rng';
+import type { Episode } from '../../../engine/train/episode';
 import { ModelPolicyPort } from '../../../engine/train/model-port';
 
 const cfgWith = (algorithm: Record<string, unknown>) =>

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isLoopbackHost, isOwnOrigin, safeDecode, safeEqual } from '../../../engine/server/http-guard';
+import { isLoopbackHost, isOwnOrigin, safeDecode, safeEqual } from '../../../engine/base/http-guard';
 
 describe('http-guard', () => {
   it('accepts loopback Host names only', () => {

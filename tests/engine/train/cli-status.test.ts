@@ -154,7 +154,7 @@ describe('run status from any process', () => {
     expect(piped.stderr).not.toMatch(/EPIPE|Error/);
   }, 300_000);
 
-  it('a run failing before its first step is recorded failed, and --no-store leaves no orphan folder', () => {
+  it('a run whose input fails to load leaves no run row and no folder (store or --no-store)', () => {
     // The dataset exists (the config is valid) but its first line is not JSON: the task cannot be set up.
     const data = join(mkdtempSync(join(tmpdir(), 'arbor-data-')), 'bad.jsonl');
     writeFileSync(data, '{"question": "a"\n');
@@ -162,9 +162,8 @@ describe('run status from any process', () => {
     const r = w.arbor('train', w.cfg, '--run-dir', w.runDir);
     expect(r.status).not.toBe(0);
     expect(r.stderr).toMatch(/bad\.jsonl:1: not valid JSON/);
-    const row = w.runs().find((x) => x.id === 'run')!;
-    expect(row.status).toBe('failed');
-    expect(row.error).toMatch(/bad\.jsonl:1/);
+    expect(w.runs().find((x) => x.id === 'run')).toBeUndefined();
+    expect(existsSync(w.runDir)).toBe(false);
     const other = join(w.home, 'never');
     const n = w.arbor('train', w.cfg, '--run-dir', other, '--no-store');
     expect(n.status).not.toBe(0);

@@ -19,10 +19,16 @@ describe('inert config keys', () => {
   });
   it('accepts them where they act, and at their defaults', () => {
     expect(
-      check({ model: { init: 'tiny' }, task: { hops: [2] }, sft: { mistake_rate: 0.5 }, optim: { schedule: 'cosine' }, checkpoint: { every: 3 } }),
+      check({
+        model: { init: 'tiny' },
+        task: { hops: [2] },
+        sft: { warm_start: true, mistake_rate: 0.5 },
+        optim: { schedule: 'cosine' },
+        checkpoint: { every: 3 },
+      }),
     ).not.toThrow();
     expect(check({ model: { init: 'tiny', hidden_size: 32 } })).not.toThrow();
-    expect(check({ ...qa, task: { ...qa.task, hops: [1, 2] }, sft: { mistake_rate: 0.25 } })).not.toThrow();
+    expect(check({ ...qa, task: { ...qa.task, hops: [1, 2] }, sft: { warm_start: true, mistake_rate: 0.25 } })).not.toThrow();
     expect(check({ model: { init: 'tiny' }, checkpoint: { keep: 1 }, sft: { lr: 0.01 } }, 'sft')).not.toThrow();
   });
 });

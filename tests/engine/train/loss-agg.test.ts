@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { traceGraph } from '../../../engine/tensor/graph';
 import { evaluate } from '../../../engine/tensor/refeval';
-import { aggregateLoss, aggregationUnits, ppoClipLoss } from '../../../engine/train/model-port';
+import { aggregateLoss, aggregationUnits, ppoClipLoss } from '../../../engine/rl/policy-losses';
 import { validateConfig } from '../../../engine/config/experiment';
 import type { ExperimentConfig } from '../../../engine/config/experiment';
 

@@ -11,7 +11,8 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ExperimentConfig } from '../../../engine/config/experiment';
-import { mulberry32, type Episode } from '../../../engine/train/episode';
+import { mulberry32 } from '../../../engine/base/rng';
+import type { Episode } from '../../../engine/train/episode';
 import type { PolicyPort, RolloutPort, UpdateStats } from '../../../engine/train/loop';
 import type { Demo, SftPort } from '../../../engine/train/sft';
 import type { DecodeBackend, EpisodeEnv, RolloutTask, TokenizerPort } from '../../../engine/rollout/ports';

@@ -7,8 +7,10 @@ import type { Weights } from '../../../engine/model/checkpoint';
 import { tinyConfig } from '../../../engine/model/config';
 import { PolicyModel } from '../../../engine/model/runtime';
 import { LOSS_AGG_MODES, validateConfig } from '../../../engine/config/experiment';
-import { mulberry32, type Episode } from '../../../engine/train/episode';
-import { ModelPolicyPort, type OptimizerPort } from '../../../engine/train/model-port';
+import { mulberry32 } from '../../../engine/base/rng';
+import type { Episode } from '../../../engine/train/episode';
+import type { OptimizerPort } from '../../../engine/rl/optimizer';
+import { ModelPolicyPort } from '../../../engine/train/model-port';
 
 /** An optimizer that keeps the gradient it is given (after clipping) and leaves the weights alone. */
 class RecordingOptimizer implements OptimizerPort {

@@ -12,9 +12,10 @@ import { eosTokenIds, policyDecodeBackend } from '../rollout/model-backend';
 import type { DecodeBackend } from '../rollout/ports';
 import { resolveProviders } from '../tensor/ort';
 import { latestCheckpoint } from '../train/checkpoints';
-import { episodeTrajectories, EpisodeRecorder } from './episodes';
-import { DecodeScheduler } from './scheduler';
-import { ModelServer, type ModelServerOptions } from './server';
+import { episodeTrajectories, EpisodeRecorder } from '../openai/episodes';
+import { turnStopIds } from '../openai/chat';
+import { DecodeScheduler } from '../openai/scheduler';
+import { ModelServer, type ModelServerOptions } from '../openai/server';
 
 export interface ServeModelOptions {
   port?: number;
@@ -44,7 +45,7 @@ export async function resolveModelFolder(arg: string): Promise<string> {
     if (ck) return ck.dir;
     throw new Error(`${arg}: not a model folder (no config.json or adapter_config.json) and not a run folder with checkpoints`);
   }
-  const { openRun } = await import('../experiment/run-dir');
+  const { openRun } = await import('./run-dir');
   let run: { id: string; dir: string };
   try {
     run = openRun(arg);
@@ -54,17 +55,6 @@ export async function resolveModelFolder(arg: string): Promise<string> {
   const ck = latestCheckpoint(run.dir) ?? latestCheckpoint(join(run.dir, 'sft'));
   if (!ck) throw new Error(`run ${run.id} (${run.dir}) has no checkpoint yet`);
   return ck.dir;
-}
-
-/** The ids that end an assistant turn: the config's EOS and the chat markers the tokenizer knows. */
-export function turnStopIds(tok: Pick<HfTokenizer, 'tokenId' | 'eosTokenId'>, configEos: number[]): number[] {
-  const ids = new Set(configEos);
-  if (tok.eosTokenId !== undefined) ids.add(tok.eosTokenId);
-  for (const t of ['<|im_end|>', '<|endoftext|>', '<|eot_id|>']) {
-    const id = tok.tokenId(t);
-    if (id !== undefined) ids.add(id);
-  }
-  return [...ids];
 }
 
 export interface ServedModel {
