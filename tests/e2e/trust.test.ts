@@ -125,7 +125,7 @@ describe('trustworthy results in the workbench', () => {
     await shot(page, 'trust-runs-table');
     await page.getByTestId('run-row').getByRole('link', { name: 'flat-run' }).click();
     expect(await page.getByTestId('run-progress').textContent()).toBe('RL · step 14');
-    await page.getByTestId('chart-exact_match = reward/exact_match').waitFor();
+    expect(await page.getByTestId('chart-exact_match').getByTestId('chart-aliases').textContent()).toBe(' = reward/exact_match');
     expect(await page.getByTestId('chart-reward/exact_match').count()).toBe(0);
     const panel = page.getByTestId('learn-panel');
     await panel.waitFor();

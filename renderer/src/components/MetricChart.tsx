@@ -34,7 +34,20 @@ export function unitOf(key: string): string {
 
 export const PALETTE = ['#5aa9ff', '#ff8a5b', '#6dd39a', '#d98cff', '#f5d76e', '#ff6b8b', '#4fd1c5', '#b0b7c3'];
 
-export function MetricChart({ title, series, smoothing, height = 180 }: { title: string; series: ChartSeries[]; smoothing: number; height?: number }) {
+export function MetricChart({
+  title,
+  series,
+  smoothing,
+  height = 180,
+  aliases,
+}: {
+  title: string;
+  series: ChartSeries[];
+  smoothing: number;
+  height?: number;
+  /** Other metric keys with the same curve, drawn here once. */
+  aliases?: string[];
+}) {
   const host = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
   const shape = series.map((s) => `${s.label}${s.band ? '+band' : ''}`).join('|') + `|${smoothing > 0}`;
@@ -120,7 +133,10 @@ export function MetricChart({ title, series, smoothing, height = 180 }: { title:
   return (
     <div className="chart" data-testid={`chart-${title}`} data-bands={bands}>
       <div className="chart-title">
-        <span>{title}</span>
+        <span>
+          {title}
+          {aliases?.length ? <span className="muted" data-testid="chart-aliases">{` = ${aliases.join(' = ')}`}</span> : null}
+        </span>
         <span className="chart-last" data-testid="chart-points">
           {series.length === 1
             ? `${series[0].xs.length} pts · last ${last[0] == null ? '—' : fmt(last[0])}${smoothing > 0 ? ' (smoothed)' : ''}`

@@ -124,7 +124,8 @@ export function RunView() {
                 {g.keys.map((k) => (
                   <MetricChart
                     key={k}
-                    title={aliases[k] ? `${k} = ${aliases[k]!.join(' = ')}` : k}
+                    title={k}
+                    aliases={aliases[k]}
                     smoothing={smoothing}
                     series={[{ label: run.name, xs: series[k].step, ys: series[k].value, color: PALETTE[0] }]}
                   />
@@ -268,7 +269,9 @@ export function dedupeSeries(series: Record<string, Series>, filter: string): { 
   const byCurve = new Map<string, string>();
   const aliases: Record<string, string[]> = {};
   const keys: string[] = [];
-  for (const k of Object.keys(series).sort()) {
+  // The headline key of a set of identical curves comes first (reward/mean over exact_match, …).
+  const rank = (k: string) => (k === 'reward/mean' ? 0 : 1);
+  for (const k of Object.keys(series).sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0))) {
     if (!k.includes(filter)) continue;
     const s = series[k]!;
     const sig = s.step.length > 1 ? `${s.step.join(',')}|${s.value.join(',')}` : `${k}`;
