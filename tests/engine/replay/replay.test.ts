@@ -22,6 +22,8 @@ import { trajectoryToEpisode } from '../../../engine/train/trajectories';
 import { findTask, openRunEnvironment, runConfig } from '../../../engine/replay/replay';
 import { planFork } from '../../../engine/replay/fork';
 import { detectDrift, firstDifference } from '../../../engine/replay/drift';
+import { stepRollout } from '../../../engine/cli/step';
+import { Readable, Writable } from 'node:stream';
 import { bigramModel } from '../server/fixtures/bigram-model';
 
 const home = mkdtempSync(join(tmpdir(), 'arbor-replay-'));
@@ -276,6 +278,43 @@ describe('live rollout you can pause', () => {
       c.close();
     }
   }, 60_000);
+});
+
+describe('arbor rollout --step', () => {
+  it('steps an episode from the terminal: a token, a forced token, the turn, an edited result, to the end; stored', async () => {
+    const out: string[] = [];
+    const sink = new Writable({
+      write(chunk, _enc, cb) {
+        out.push(String(chunk));
+        cb();
+      },
+    });
+    const prev = process.env.ARBOR_HOME;
+    process.env.ARBOR_HOME = home;
+    try {
+      const st = await stepRollout(
+        { checkpoint: checkpointId, temperature: 0 },
+        Readable.from(['\n', `f ${city}\n`, 't\n', 'e <information> nothing </information>\n', 'r\n']),
+        sink,
+      );
+      const text = out.join('');
+      expect(text).toContain('next: 1 "<search>"');
+      expect(text).toContain(`model turn 1: "<search> ${city}" (1 forced)`);
+      expect(text).toMatch(/result \(the model has not seen it\): " ?<information> /);
+      expect(st.phase).toBe('done');
+      expect(text).toContain(`stored as trajectory ${st.result!.trajectoryId}`);
+      const t = engine.store!.getTrajectory(st.result!.trajectoryId);
+      expect(t.turnsData[2]!.tokenIds).toEqual(encode('<information> nothing </information>'));
+      expect((t.outcomeData.live as { forced: unknown[] }).forced).toEqual([{ turn: 1, token: 1 }]);
+    } finally {
+      if (prev === undefined) delete process.env.ARBOR_HOME;
+      else process.env.ARBOR_HOME = prev;
+    }
+  }, 60_000);
+  it('refuses flags it would ignore, and needs a checkpoint', async () => {
+    await expect(cli(['rollout', '--step', '--checkpoint', checkpointId, '--model', modelDir])).rejects.toThrow(/--model: not with --step/);
+    await expect(cli(['rollout', '--step'])).rejects.toThrow(/--step: give --checkpoint/);
+  });
 });
 
 describe('detectDrift', () => {
