@@ -227,6 +227,23 @@ describe('arbor replay', () => {
     }
   });
 
+  it('top-k at a stored position under the checkpoint that sampled the step', async () => {
+    const c = createClient(inProcessTransport(engine));
+    try {
+      const r = await c.request('replay.topk', { trajectoryId: parentId, turn: 1, token: 0, k: 3 });
+      // The parent is of step 3; the run's checkpoint at step 2 sampled it.
+      expect(r.checkpoint).toEqual({ id: checkpointId, step: 2, exact: true });
+      expect(r.alternatives).toHaveLength(3);
+      expect(r.alternatives[0]!.token).toBe('<search>');
+      expect(r.sampled).toMatchObject({ token: '<search>', rank: 1 });
+      expect(r.alternatives[0]!.prob).toBeGreaterThan(r.alternatives[1]!.prob);
+      expect((await c.request('replay.forks', { trajectoryId: parentId })).length).toBeGreaterThan(0);
+      await expect(c.request('replay.topk', { trajectoryId: parentId, turn: 1, token: 99 })).rejects.toThrow(/token: turn 1 has tokens 0\.\./);
+    } finally {
+      c.close();
+    }
+  });
+
   it('refuses what does not fit, naming the option', async () => {
     await expect(cli(['replay', parentId, '--at-turn', '2', '--observation', 'x', '--model', checkpointId, '--n', '1'])).rejects.toThrow(
       /observation: turn 1 is a model turn/,
