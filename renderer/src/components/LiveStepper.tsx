@@ -143,7 +143,9 @@ export function LiveStepper({ checkpoint }: { checkpoint: string }) {
           </div>
           {live.phase === 'model' && live.next ? (
             <div className="inspector" data-testid="live-next">
-              <div className="muted">next token (T {live.temperature}):</div>
+              <div className="muted">
+                next token ({live.temperature === 0 ? 'greedy: the first; probabilities at T 1' : `probabilities at T ${live.temperature}`}):
+              </div>
               <table>
                 <tbody>
                   {live.next.map((c, i) => (
