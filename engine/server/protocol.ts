@@ -275,7 +275,7 @@ export const liveStateSchema = z.object({
       edited: z.boolean().optional(),
     }),
   ),
-  /** phase model: the next token's most likely alternatives (at the session's temperature). */
+  /** phase model: the next token's most likely alternatives (probabilities at the session's temperature; at 0, greedy, at temperature 1). */
   next: z.array(z.object({ id: num, token: z.string(), prob: value, logprob: value })).optional(),
   /** phase tool: what the tools returned, not yet seen by the model. */
   pending: z.object({ text: z.string(), calls: z.array(toolCallSchema) }).optional(),

@@ -95,7 +95,13 @@ function useTrajectoryUrl() {
     };
     window.addEventListener('popstate', onPop);
     const off = store.subscribe((s, prev) => {
-      if (s.view !== 'trajectories' || !s.trajRunId) return;
+      // Leaving the Trajectories view: the URL no longer names a trajectory (a reload opens where the user is).
+      if (s.view !== 'trajectories') {
+        if (s.view !== prev.view && parseTrajHash(window.location.hash))
+          window.history.replaceState(null, '', `${window.location.pathname}${window.location.search}`);
+        return;
+      }
+      if (!s.trajRunId) return;
       if (s.trajRunId === prev.trajRunId && s.step === prev.step && s.traj?.id === prev.traj?.id && s.channel === prev.channel && s.view === prev.view) return;
       // While a trajectory loads, wait for it (the URL names a trajectory, not "loading").
       if (!s.traj && s.trajList.length) return;

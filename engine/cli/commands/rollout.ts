@@ -34,6 +34,9 @@ function defaultOutFile(o: RolloutCliOptions): string {
 }
 
 interface RolloutCliOptions {
+  /** --step: a live rollout you can pause, of a stored checkpoint's task (engine/cli/step.ts). */
+  step?: boolean;
+  checkpoint?: string;
   device?: string;
   task?: string;
   config?: string;
@@ -92,7 +95,24 @@ export function register(program: Command): void {
     .option('--out <file>', 'JSONL file for the trajectories (default: $ARBOR_HOME/rollouts/<task>-<source>-<time>.jsonl)')
     .option('--json', 'print the summary as one JSON object on stdout (no progress bar)')
     .option('--device <device>', `ONNX Runtime device of --model: ${DEVICES.join(', ')} (default: the config's, else cpu)`, deviceOption)
+    .option('--step', 'one episode a step at a time: top-k at each token, force a token, edit a tool result (needs --checkpoint)')
+    .option('--checkpoint <id>', 'with --step: a checkpoint of a run (its task and tools); `arbor show <run>` lists them')
     .action(async (o: RolloutCliOptions, cmd: Command) => {
+      if (o.step) {
+        const other = Object.entries({
+          '--model': o.model,
+          '--policy': o.policy,
+          '--task': o.task,
+          '--config': o.config,
+          '--out': o.out,
+          '--json': o.json,
+        }).find(([, v]) => v);
+        if (other) throw new Error(`${other[0]}: not with --step (the checkpoint's run gives the model, task and tools; the episode is stored in that run)`);
+        const { stepRollout } = await import('../step');
+        await stepRollout({ checkpoint: o.checkpoint, temperature: o.temperature, seed: o.seed });
+        return;
+      }
+      if (o.checkpoint) throw new Error('--checkpoint: only with --step (sample a model folder with --model)');
       if (!o.task && !o.config) throw new Error('give --task <kind> or --config <experiment config>');
       if (o.model && o.policy) throw new Error('give one of --model <folder> or --policy <name>, not both');
       if (o.out && existsSync(o.out) && statSync(o.out).isDirectory()) throw new Error(`--out: ${o.out} is a folder; give the JSONL file to write`);

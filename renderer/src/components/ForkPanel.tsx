@@ -4,6 +4,7 @@
 // stored linked to the trajectory and shown here beside it with their rewards and answers, with
 // the shared prefix's per-token logprob under the checkpoint against the stored one.
 import { useEffect, useMemo, useState } from 'react';
+import { TemperatureField } from './TemperatureField';
 import type { Checkpoint, Trajectory, TrajSummary } from '../api/types';
 import type { ForkResult } from '../../../engine/server/protocol';
 import { useArbor, useArborStore } from '../store/react';
@@ -105,18 +106,7 @@ export function ForkPanel({ traj }: { traj: Trajectory }) {
             data-testid="fork-n"
           />
         </label>
-        <label>
-          temperature{' '}
-          <input
-            type="number"
-            min={0}
-            step={0.1}
-            style={{ width: 56 }}
-            value={temperature}
-            onChange={(e) => setTemperature(Math.max(0, Number(e.target.value) || 0))}
-            data-testid="fork-temperature"
-          />
-        </label>
+        <TemperatureField value={temperature} onChange={(t) => setTemperature(t ?? 0)} testId="fork-temperature" />
         <button className="primary" disabled={forking || !checkpoint || !u} onClick={go} data-testid="fork-run">
           {forking ? `sampling ${progress ? `${progress.done}/${progress.total}` : '…'}` : 'Re-sample'}
         </button>

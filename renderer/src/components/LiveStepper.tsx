@@ -5,6 +5,7 @@
 // tool result · o give the result to the model as it is · r run to the end. The finished episode
 // is stored in the checkpoint's run (step −1, "playground") and opens in the replay.
 import { useEffect, useRef, useState } from 'react';
+import { TemperatureField } from './TemperatureField';
 import { useArbor, useArborStore } from '../store/react';
 
 export function LiveStepper({ checkpoint }: { checkpoint: string }) {
@@ -54,18 +55,7 @@ export function LiveStepper({ checkpoint }: { checkpoint: string }) {
     <div className="panel live" data-testid="live">
       <div className="toolbar">
         <b>Step through an episode</b>
-        <label className="muted">
-          temperature{' '}
-          <input
-            type="number"
-            min={0}
-            step={0.1}
-            style={{ width: 56 }}
-            value={temperature}
-            onChange={(e) => a.setLiveTemperature(Math.max(0, Number(e.target.value) || 0))}
-            data-testid="live-temperature"
-          />
-        </label>
+        <TemperatureField className="muted" value={temperature} onChange={(t) => a.setLiveTemperature(t ?? 0)} testId="live-temperature" />
         <button className="primary" disabled={!checkpoint || busy} onClick={() => void a.startLive(checkpoint)} data-testid="live-start">
           Start (s)
         </button>
@@ -153,7 +143,9 @@ export function LiveStepper({ checkpoint }: { checkpoint: string }) {
           </div>
           {live.phase === 'model' && live.next ? (
             <div className="inspector" data-testid="live-next">
-              <div className="muted">next token (T {live.temperature}):</div>
+              <div className="muted">
+                next token ({live.temperature === 0 ? 'greedy: the first; probabilities at T 1' : `probabilities at T ${live.temperature}`}):
+              </div>
               <table>
                 <tbody>
                   {live.next.map((c, i) => (

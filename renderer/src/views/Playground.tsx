@@ -1,4 +1,5 @@
 import { useEffect, useRef, useState } from 'react';
+import { TemperatureField } from '../components/TemperatureField';
 import { useArbor, useArborStore } from '../store/react';
 import { LiveStepper } from '../components/LiveStepper';
 
@@ -51,19 +52,7 @@ export function PlaygroundView() {
           <option value="hermes">hermes (&lt;tool_call&gt; JSON)</option>
           <option value="tags">tags (&lt;toolname&gt;)</option>
         </select>
-        <label className="muted" title="sampling temperature (0 = greedy); empty: the run's eval.temperature">
-          temperature{' '}
-          <input
-            type="number"
-            min={0}
-            step={0.1}
-            style={{ width: 56 }}
-            value={chatTemperature ?? ''}
-            placeholder="run's"
-            onChange={(e) => a.setChatTemperature(e.target.value === '' ? null : Math.max(0, Number(e.target.value)))}
-            data-testid="chat-temperature"
-          />
-        </label>
+        <TemperatureField className="muted" optional value={chatTemperature} onChange={(t) => a.setChatTemperature(t)} testId="chat-temperature" />
         <button className={mode === 'chat' ? 'primary' : ''} onClick={() => setMode('chat')} data-testid="playground-mode-chat">
           Chat
         </button>

@@ -22,6 +22,8 @@ import { trajectoryToEpisode } from '../../../engine/train/trajectories';
 import { findTask, openRunEnvironment, runConfig } from '../../../engine/replay/replay';
 import { planFork } from '../../../engine/replay/fork';
 import { detectDrift, firstDifference } from '../../../engine/replay/drift';
+import { stepRollout } from '../../../engine/cli/step';
+import { Readable, Writable } from 'node:stream';
 import { bigramModel } from '../server/fixtures/bigram-model';
 
 const home = mkdtempSync(join(tmpdir(), 'arbor-replay-'));
@@ -225,6 +227,23 @@ describe('arbor replay', () => {
     }
   });
 
+  it('top-k at a stored position under the checkpoint that sampled the step', async () => {
+    const c = createClient(inProcessTransport(engine));
+    try {
+      const r = await c.request('replay.topk', { trajectoryId: parentId, turn: 1, token: 0, k: 3 });
+      // The parent is of step 3; the run's checkpoint at step 2 sampled it.
+      expect(r.checkpoint).toEqual({ id: checkpointId, step: 2, exact: true });
+      expect(r.alternatives).toHaveLength(3);
+      expect(r.alternatives[0]!.token).toBe('<search>');
+      expect(r.sampled).toMatchObject({ token: '<search>', rank: 1 });
+      expect(r.alternatives[0]!.prob).toBeGreaterThan(r.alternatives[1]!.prob);
+      expect((await c.request('replay.forks', { trajectoryId: parentId })).length).toBeGreaterThan(0);
+      await expect(c.request('replay.topk', { trajectoryId: parentId, turn: 1, token: 99 })).rejects.toThrow(/token: turn 1 has tokens 0\.\./);
+    } finally {
+      c.close();
+    }
+  });
+
   it('refuses what does not fit, naming the option', async () => {
     await expect(cli(['replay', parentId, '--at-turn', '2', '--observation', 'x', '--model', checkpointId, '--n', '1'])).rejects.toThrow(
       /observation: turn 1 is a model turn/,
@@ -276,6 +295,43 @@ describe('live rollout you can pause', () => {
       c.close();
     }
   }, 60_000);
+});
+
+describe('arbor rollout --step', () => {
+  it('steps an episode from the terminal: a token, a forced token, the turn, an edited result, to the end; stored', async () => {
+    const out: string[] = [];
+    const sink = new Writable({
+      write(chunk, _enc, cb) {
+        out.push(String(chunk));
+        cb();
+      },
+    });
+    const prev = process.env.ARBOR_HOME;
+    process.env.ARBOR_HOME = home;
+    try {
+      const st = await stepRollout(
+        { checkpoint: checkpointId, temperature: 0 },
+        Readable.from(['\n', `f ${city}\n`, 't\n', 'e <information> nothing </information>\n', 'r\n']),
+        sink,
+      );
+      const text = out.join('');
+      expect(text).toContain('next: 1 "<search>"');
+      expect(text).toContain(`model turn 1: "<search> ${city}" (1 forced)`);
+      expect(text).toMatch(/result \(the model has not seen it\): " ?<information> /);
+      expect(st.phase).toBe('done');
+      expect(text).toContain(`stored as trajectory ${st.result!.trajectoryId}`);
+      const t = engine.store!.getTrajectory(st.result!.trajectoryId);
+      expect(t.turnsData[2]!.tokenIds).toEqual(encode('<information> nothing </information>'));
+      expect((t.outcomeData.live as { forced: unknown[] }).forced).toEqual([{ turn: 1, token: 1 }]);
+    } finally {
+      if (prev === undefined) delete process.env.ARBOR_HOME;
+      else process.env.ARBOR_HOME = prev;
+    }
+  }, 60_000);
+  it('refuses flags it would ignore, and needs a checkpoint', async () => {
+    await expect(cli(['rollout', '--step', '--checkpoint', checkpointId, '--model', modelDir])).rejects.toThrow(/--model: not with --step/);
+    await expect(cli(['rollout', '--step'])).rejects.toThrow(/--step: give --checkpoint/);
+  });
 });
 
 describe('detectDrift', () => {

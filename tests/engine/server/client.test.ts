@@ -150,8 +150,24 @@ describe('protocol client', () => {
 
     // The methods the area handlers provide go through this client in sandbox.test.ts
     // (env.types, sandbox.*), playground.test.ts (playground.*), interop/mcp-try.test.ts (mcp.tryTool)
-    // and the workbench's consent dialog in tests/e2e/consent.test.ts (consent.answer).
-    const areas = ['env.types', 'sandbox.tryTool', 'sandbox.tryReward', 'playground.chat', 'playground.cancel', 'mcp.tryTool', 'consent.answer'];
+    // and the workbench's consent dialog in tests/e2e/consent.test.ts (consent.answer); replay.* and
+    // live.* in tests/engine/replay/replay.test.ts (a real checkpoint and environment).
+    const areas = [
+      'env.types',
+      'sandbox.tryTool',
+      'sandbox.tryReward',
+      'playground.chat',
+      'playground.cancel',
+      'mcp.tryTool',
+      'consent.answer',
+      'replay.fork',
+      'replay.forks',
+      'replay.drift',
+      'replay.topk',
+      'live.start',
+      'live.step',
+      'live.close',
+    ];
     expect(Object.keys(api).filter((m) => !called.has(m) && !areas.includes(m))).toEqual([]);
     expect(new Set(events)).toEqual(new Set(['engine', 'queue', 'run', 'metrics', 'log', 'trajectories', 'checkpoint', 'import', 'export']));
   });
