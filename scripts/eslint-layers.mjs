@@ -25,6 +25,7 @@ export const LAYERS = [
   'tasks',
   'openai',
   'experiment',
+  'replay',
   'interop',
   'server',
   'cli',
