@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // `npm run setup:gpu`: fetch ONNX Runtime's CUDA 12 execution provider for onnxruntime-node on
-// Linux x64 (`ONNXRUNTIME_NODE_INSTALL=skip npm ci`, as README and .ci/run install, skips it so
+// Linux x64 (the project's .npmrc, `onnxruntime-node-install=skip`, skips it at install time so
 // the install works offline).
 // Needs internet, an NVIDIA driver, CUDA 12 and cuDNN 9. Afterwards `npx arbor doctor` lists
 // the CUDA provider as loadable.
