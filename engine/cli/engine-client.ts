@@ -10,6 +10,7 @@ import WebSocket from 'ws';
 import { arborHome } from '../store/db';
 import { createClient, inProcessTransport, webSocketTransport, type ConnectionState, type EngineClient, type Transport } from '../server/client';
 import { EngineServer } from '../server/server';
+import { registerReplay } from '../server/replay';
 
 export interface CliEngine {
   client: EngineClient;
@@ -37,6 +38,8 @@ export function connectCliEngine(opts: { engine?: string } = {}): CliEngine {
     return { client: createClient(transport), close: () => transport.close() };
   }
   const engine = new EngineServer({ home: arborHome() });
+  // What-if replays (arbor replay, and the forks `arbor show` lists) run in this engine too.
+  if (!engine.workspaceError) registerReplay(engine);
   const transport = inProcessTransport(engine);
   return {
     client: createClient(transport),

@@ -53,7 +53,11 @@ export function setConsentAsker(a: ConsentAsker | null): void {
   asker = a;
 }
 
-const RESOURCES = fileURLToPath(new URL('../../resources', import.meta.url));
+/** Arbor's own resources/ folder (trusted); resolved on first use. */
+let resources: string | undefined;
+function resourcesDir(): string {
+  return (resources ??= fileURLToPath(new URL('../../resources', import.meta.url)));
+}
 const sha = (s: string | Buffer) => createHash('sha256').update(s).digest('hex');
 
 function real(p: string): string {
@@ -71,7 +75,7 @@ function inside(child: string, parent: string): boolean {
 
 /** A tool or reward file (its content decides the hash). */
 export function fileItem(kind: 'tool' | 'reward', path: string, source: string, shownAs = path): ConsentItem {
-  return { kind, label: shownAs, hash: `file:${sha(source)}`, trusted: isAbsolute(path) && inside(path, RESOURCES) };
+  return { kind, label: shownAs, hash: `file:${sha(source)}`, trusted: isAbsolute(path) && inside(path, resourcesDir()) };
 }
 
 /** An MCP server: its command, arguments, working folder and the names of the variables it sets. */
@@ -84,14 +88,14 @@ export function serverItem(name: string, s: { command: string; args?: string[]; 
     kind: 'mcp-server',
     label: `${name}: ${shown}${envKeys.length ? ` (sets ${envKeys.join(', ')})` : ''}${cwd ? ` in ${cwd}` : ''}`,
     hash: `mcp:${sha(JSON.stringify({ argv, envKeys, cwd: cwd ?? null }))}`,
-    trusted: !!baseDir && inside(baseDir, RESOURCES),
+    trusted: !!baseDir && inside(baseDir, resourcesDir()),
   };
 }
 
 /** A workspace folder outside the config's folder (ctx.readFile may read anything in it). */
 export function workspaceItem(workspace: string): ConsentItem {
   const p = real(workspace);
-  return { kind: 'workspace', label: `tools may read every file under ${p}`, hash: `workspace:${sha(p)}`, trusted: inside(p, RESOURCES) };
+  return { kind: 'workspace', label: `tools may read every file under ${p}`, hash: `workspace:${sha(p)}`, trusted: inside(p, resourcesDir()) };
 }
 
 /** What an experiment config would run: its MCP servers, tool and reward files, and a workspace outside its folder. */
@@ -106,7 +110,7 @@ export function configItems(env: { mcp_servers?: unknown; tools?: string[]; rewa
     // A file of servers (the mcpServers layout): its content is what runs.
     const file = isAbsolute(servers) ? servers : resolve(ws, servers);
     if (existsSync(file))
-      items.push({ kind: 'mcp-server', label: `servers listed in ${file}`, hash: `file:${sha(readFileSync(file))}`, trusted: inside(file, RESOURCES) });
+      items.push({ kind: 'mcp-server', label: `servers listed in ${file}`, hash: `file:${sha(readFileSync(file))}`, trusted: inside(file, resourcesDir()) });
   }
   const files: ['tool' | 'reward', string][] = [
     ...(env.tools ?? []).map((t): ['tool', string] => ['tool', t]),

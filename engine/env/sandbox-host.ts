@@ -348,8 +348,10 @@ export class SandboxHost {
     signal?: AbortSignal,
   ): Promise<unknown> {
     if (this.closed) throw new Error('the sandbox was closed');
-    if (!this.proc || !this.starting) this.start();
+    // One start at a time: concurrent calls after a restart wait for the same process.
+    if (!this.starting) this.start();
     const hello = await this.starting!;
+    if (!hello || typeof hello !== 'object') throw new Error('the sandbox answered its start with something else');
     if ('loadError' in hello) throw this.located(hello.loadError);
     const p = this.proc;
     if (!p) throw new Error('the sandbox stopped before the call');

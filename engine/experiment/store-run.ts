@@ -10,7 +10,7 @@ import { existsSync, rmSync } from 'node:fs';
 import { createRunDir } from './run-dir';
 import { resolveProviders } from '../tensor/ort';
 import { decoderFor, openTaskSession } from './open';
-import { storeSink, type StoreSink } from './store-sink';
+import { signalSettings, storeSink, type StoreSink } from './store-sink';
 
 export interface CliStoreRun {
   store: Store;
@@ -52,7 +52,11 @@ export function openCliStoreRun(id: string, cfg: ExperimentConfig, opts: { resum
   // The decoder (tokenizer, dataset) is built on first use: a task that cannot be set up fails in
   // openTaskSession, which the caller records on this run as failed.
   let decode: ((ids: number[]) => string) | undefined;
-  const sink = storeSink(store, id, { decode: (ids) => (decode ??= decoderFor(cfg))(ids), fullTrajectoriesEvery: cfg.logging.full_trajectories_every });
+  const sink = storeSink(store, id, {
+    decode: (ids) => (decode ??= decoderFor(cfg))(ids),
+    fullTrajectoriesEvery: cfg.logging.full_trajectories_every,
+    signal: signalSettings(cfg),
+  });
   let done = false;
   return {
     store,

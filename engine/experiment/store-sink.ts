@@ -4,10 +4,12 @@
  * summaries for all), checkpoints and events. Used by the run manager's training template and by
  * `arbor train` / `arbor sft`, so runs started from the CLI appear in `arbor runs` and the workbench.
  */
-import type { Store, TrajectoryRecord, TurnRecord } from '../store/store';
+import type { SignalRecord, Store, TrajectoryRecord, TurnRecord } from '../store/store';
+import type { TokenSignal } from '../rl/token-signals';
 import { BatchWriter } from '../store/store';
 import type { Episode } from '../train/episode';
-import type { SinkPort } from '../train/loop';
+import type { SinkPort, TrajectoryExtras } from '../train/loop';
+import type { ExperimentConfig } from '../config/experiment';
 import { memoryLimitHits } from './sinks';
 
 /** Split a flat episode into turns by loss mask (prompt, then model / observation runs). */
@@ -16,7 +18,14 @@ export function episodeToRecord(
   e: Episode,
   advantages: Float32Array | undefined,
   decode: (ids: number[]) => string,
-  extra: { refLogprobs?: Float32Array; values?: Float32Array } = {},
+  extra: {
+    refLogprobs?: Float32Array;
+    values?: Float32Array;
+    signal?: TokenSignal;
+    advOutcome?: Float32Array;
+    advProcess?: Float32Array;
+    meta?: SignalRecord;
+  } = {},
 ): TrajectoryRecord {
   const slice = (a: Float32Array | undefined, i: number, j: number) => (a ? Array.from(a.subarray(i, j)) : undefined);
   const turns: TurnRecord[] = [];
@@ -40,6 +49,11 @@ export function episodeToRecord(
       advantage: slice(advantages, i, j),
       refLogprob: slice(extra.refLogprobs, i, j),
       value: slice(extra.values, i, j),
+      ratio: slice(extra.signal?.ratio, i, j),
+      clipped: slice(extra.signal?.clipped, i, j),
+      lossWeight: slice(extra.signal?.weight, i, j),
+      advOutcome: slice(extra.advOutcome, i, j),
+      advProcess: slice(extra.advProcess, i, j),
       lossMask: Array.from(e.lossMask.subarray(i, j)),
       stepReward: m && stepReward ? stepReward : null,
       ...(calls.length ? { toolCalls: calls } : {}),
@@ -64,6 +78,7 @@ export function episodeToRecord(
   const branch = e.branch ? { ...e.branch, turn: ends.filter((x) => x <= e.branch!.tokens).length } : undefined;
   return {
     ...(branch ? { branch } : {}),
+    ...(extra.meta ? { signal: extra.meta } : {}),
     step,
     group: e.group,
     sample: e.sample,
@@ -91,13 +106,46 @@ export function episodeToRecord(
   };
 }
 
+/** The loss settings a run's trajectories keep (the replay's per-token channels read them). */
+export function signalSettings(cfg: ExperimentConfig): SignalRecord {
+  const a = cfg.algorithm;
+  const gspo = a.policy_loss === 'gspo';
+  return {
+    estimator: a.adv_estimator,
+    normByStd: a.norm_adv_by_std,
+    policyLoss: a.policy_loss,
+    lossAggMode: a.loss_agg_mode,
+    clipLow: gspo ? a.gspo.clip_ratio_low : a.clip_ratio_low,
+    clipHigh: gspo ? a.gspo.clip_ratio_high : a.clip_ratio_high,
+    dualClip: a.dual_clip,
+  };
+}
+
+/** One episode's per-token extras of a step (episodeToRecord's `extra`), with the run's loss settings and the episode's group statistics. */
+export function recordExtras(e: Episode, extra: TrajectoryExtras | undefined, settings?: SignalRecord): Parameters<typeof episodeToRecord>[4] {
+  const group = extra?.advantageParts?.group.get(e);
+  return {
+    refLogprobs: extra?.refLogprobs?.get(e),
+    values: extra?.values?.get(e),
+    signal: extra?.signals?.get(e),
+    advOutcome: extra?.advantageParts?.outcome.get(e),
+    advProcess: extra?.advantageParts?.process.get(e),
+    ...(settings || group ? { meta: { ...settings, ...(group ? { group } : {}) } } : {}),
+  };
+}
+
 export interface StoreSink extends SinkPort {
   /** Commit everything queued. */
   flush(): void;
 }
 
 /** A SinkPort writing one run's metrics, trajectories, checkpoints and events through a BatchWriter. */
-export function storeSink(store: Store, runId: string, opts: { decode: (ids: number[]) => string; fullTrajectoriesEvery?: number }): StoreSink {
+/** `signal`: the run's loss settings, kept with every trajectory (the per-token channels read them). */
+export function storeSink(
+  store: Store,
+  runId: string,
+  opts: { decode: (ids: number[]) => string; fullTrajectoriesEvery?: number; signal?: SignalRecord },
+): StoreSink {
   const writer = new BatchWriter(store, { intervalMs: 250, keepEvery: opts.fullTrajectoriesEvery ?? 1 });
   return {
     metrics(step, values) {
@@ -109,11 +157,7 @@ export function storeSink(store: Store, runId: string, opts: { decode: (ids: num
       writer.flush();
     },
     trajectories(step, episodes, advantages, extra) {
-      for (const e of episodes)
-        writer.trajectory(
-          runId,
-          episodeToRecord(step, e, advantages.get(e), opts.decode, { refLogprobs: extra?.refLogprobs?.get(e), values: extra?.values?.get(e) }),
-        );
+      for (const e of episodes) writer.trajectory(runId, episodeToRecord(step, e, advantages.get(e), opts.decode, recordExtras(e, extra, opts.signal)));
       // Tool calls the sandbox cut off at its memory limit: the run's log says so.
       const hits = memoryLimitHits(episodes);
       if (hits.length)

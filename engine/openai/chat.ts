@@ -150,7 +150,7 @@ export class ChatRenderer {
     let valid = parsed.calls.filter((c) => !c.parseError);
     if (valid.length === 0) return { message: { role: 'assistant', content: text }, calls };
     if (!parallel) valid = valid.slice(0, 1);
-    const before = text.slice(0, text.indexOf('<tool_call>')).trim();
+    const before = text.slice(0, text.indexOf('<tool_call>')).trimEnd();
     return {
       message: {
         role: 'assistant',

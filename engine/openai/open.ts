@@ -39,7 +39,8 @@ export async function resolveModelFolder(arg: string): Promise<string> {
   const p = resolve(arg);
   if (existsSync(p) && statSync(p).isDirectory()) {
     if (existsSync(join(p, 'config.json')) || existsSync(join(p, 'adapter_config.json'))) return p;
-    const ck = latestCheckpoint(p);
+    // A run folder: its latest RL checkpoint, else its SFT warm start's.
+    const ck = latestCheckpoint(p) ?? latestCheckpoint(join(p, 'sft'));
     if (ck) return ck.dir;
     throw new Error(`${arg}: not a model folder (no config.json or adapter_config.json) and not a run folder with checkpoints`);
   }
@@ -50,7 +51,7 @@ export async function resolveModelFolder(arg: string): Promise<string> {
   } catch {
     throw new Error(`${arg}: no such model folder, checkpoint or run`);
   }
-  const ck = latestCheckpoint(run.dir);
+  const ck = latestCheckpoint(run.dir) ?? latestCheckpoint(join(run.dir, 'sft'));
   if (!ck) throw new Error(`run ${run.id} (${run.dir}) has no checkpoint yet`);
   return ck.dir;
 }

@@ -146,16 +146,6 @@ export class ModelServer {
         status = 403;
         return;
       }
-      let scope = '';
-      let sink: EpisodeSink | undefined = this.o.recorder;
-      let route = path;
-      const ep = /^\/episodes\/([^/]+)(\/.*)$/.exec(path);
-      if (ep) {
-        sink = this.episodes.get(ep[1]!);
-        if (!sink) throw new ApiError(404, `episode ${ep[1]} is not open`, 'not_found_error');
-        scope = `episode:${ep[1]}`;
-        route = ep[2]!;
-      }
       if (this.o.apiKey !== undefined) {
         const auth = req.headers.authorization ?? '';
         const given = /^Bearer\s+(.+)$/i.exec(auth)?.[1] ?? '';
@@ -168,6 +158,21 @@ export class ModelServer {
             'invalid_api_key',
           );
       }
+      let scope = '';
+      let sink: EpisodeSink | undefined = this.o.recorder;
+      let route = path;
+      const ep = /^\/episodes\/([^/]+)(\/.*)$/.exec(path);
+      if (ep) {
+        sink = this.episodes.get(ep[1]!);
+        if (!sink) throw new ApiError(404, `episode ${ep[1]} is not open`, 'not_found_error');
+        scope = `episode:${ep[1]}`;
+        route = ep[2]!;
+      }
+      // A client that goes away stops its requests' decoding (their slots go to others).
+      const gone = new AbortController();
+      res.on('close', () => {
+        if (!res.writableFinished) gone.abort();
+      });
       if (req.method === 'GET' && (route === '/v1/models' || route === '/models')) return this.json(res, 200, { object: 'list', data: [this.modelCard()] });
       const one = /^\/v1\/models\/(.+)$/.exec(route);
       if (req.method === 'GET' && one) {
@@ -177,8 +182,8 @@ export class ModelServer {
       if (route === '/v1/chat/completions' || route === '/v1/completions') {
         if (req.method !== 'POST') throw new ApiError(405, `${route} takes POST`);
         const body = await readJson(req);
-        if (route === '/v1/chat/completions') info = await this.chat(parseBody(chatRequestSchema, body), body, res, scope, sink);
-        else info = await this.completion(parseBody(completionRequestSchema, body), body, res, sink);
+        if (route === '/v1/chat/completions') info = await this.chat(parseBody(chatRequestSchema, body), body, res, scope, gone.signal, sink);
+        else info = await this.completion(parseBody(completionRequestSchema, body), body, res, gone.signal, sink);
         return;
       }
       throw new ApiError(404, `no route ${req.method} ${route}`, 'not_found_error');
@@ -246,7 +251,7 @@ export class ModelServer {
     return text.slice(0, cut);
   }
 
-  private async chat(b: ChatRequest, raw: unknown, res: ServerResponse, scope: string, sink?: EpisodeSink): Promise<string> {
+  private async chat(b: ChatRequest, raw: unknown, res: ServerResponse, scope: string, signal: AbortSignal, sink?: EpisodeSink): Promise<string> {
     this.checkModel(b.model);
     const refused = sink?.admit?.();
     if (refused) throw new ApiError(400, refused, 'invalid_request_error', null, 'episode_limit');
@@ -286,6 +291,7 @@ export class ModelServer {
           stopTokenIds: this.o.stopTokenIds,
           stopStrings: [...stopStrings, ...(pol?.endStrings ?? [])],
           topLogprobs: topK,
+          signal,
           onToken: stream
             ? (t) => {
                 toks.push(t);
@@ -383,7 +389,7 @@ export class ModelServer {
     return `prompt ${usage.prompt_tokens} completion ${usage.completion_tokens}${prompt.parent ? ' (continued)' : ''}${prompt.drift.length ? ` drift ${prompt.drift.length}` : ''}`;
   }
 
-  private async completion(b: CompletionRequest, raw: unknown, res: ServerResponse, sink?: EpisodeSink): Promise<string> {
+  private async completion(b: CompletionRequest, raw: unknown, res: ServerResponse, signal: AbortSignal, sink?: EpisodeSink): Promise<string> {
     this.checkModel(b.model);
     const refused = sink?.admit?.();
     if (refused) throw new ApiError(400, refused, 'invalid_request_error', null, 'episode_limit');
@@ -430,6 +436,7 @@ export class ModelServer {
           stopTokenIds: this.o.stopTokenIds,
           stopStrings: [...stopStrings, ...(pol?.endStrings ?? [])],
           topLogprobs: topK,
+          signal,
           onToken: stream
             ? (t) => {
                 toks.push(t);

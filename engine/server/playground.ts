@@ -18,7 +18,7 @@
  * and the transcript keeps what was generated so far. Cancelling an unknown or ended chat
  * answers { cancelled: false } and changes nothing.
  */
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, join, resolve as resolvePath } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { formatByName, FORMAT_NAMES } from '../env/formats';
@@ -35,6 +35,7 @@ import { rollout } from '../rollout/engine';
 import { eosTokenIds, policyDecodeBackend } from '../rollout/model-backend';
 import type { DecodeBackend, EpisodeEnv } from '../rollout/ports';
 import type { Client, EngineServer } from './server';
+import { resolveCheckpoint } from '../replay/checkpoint';
 
 export interface ChatRequest {
   checkpoint: string;
@@ -43,6 +44,8 @@ export interface ChatRequest {
   chatId?: string;
   /** Tool-call format; default: the run's environment.format, else search-r1. */
   format?: string;
+  /** Sampling temperature; default: the run's eval.temperature (else 0, greedy). */
+  temperature?: number;
 }
 
 export type TranscriptEntry =
@@ -163,26 +166,8 @@ export class Playground {
 
   /** Resolve a checkpoint id from the store, or a folder path holding an HF model. */
   resolve(checkpoint: string): { id: string; path: string; step?: number; runId?: string; settings: ChatSettings } {
-    const store = this.engine.store!;
-    const ck = store.checkpoints().find((c) => c.id === checkpoint);
-    if (ck) {
-      if (!existsSync(join(ck.path, 'config.json')) && !existsSync(join(ck.path, 'adapter_config.json')))
-        throw new Error(`checkpoint "${checkpoint}": its folder ${ck.path} has no config.json (was it deleted?)`);
-      let config: Record<string, unknown> | undefined;
-      try {
-        config = store.getRun(ck.runId).config;
-      } catch {
-        config = undefined;
-      }
-      return { id: ck.id, path: ck.path, step: ck.step, runId: ck.runId, settings: chatSettings(config) };
-    }
-    if (existsSync(checkpoint) && statSync(checkpoint).isDirectory()) {
-      // An HF model folder, or a LoRA run's PEFT adapter folder (PolicyModel.load puts it on its base).
-      if (!existsSync(join(checkpoint, 'config.json')) && !existsSync(join(checkpoint, 'adapter_config.json')))
-        throw new Error(`checkpoint folder ${checkpoint} has no config.json (nor adapter_config.json)`);
-      return { id: checkpoint, path: checkpoint, settings: chatSettings(undefined) };
-    }
-    throw new Error(`no checkpoint "${checkpoint}" in this workspace (checkpoints.list shows the stored ones; a model folder path also works)`);
+    const ck = resolveCheckpoint(this.engine.store!, checkpoint);
+    return { id: ck.id, path: ck.path, step: ck.step, runId: ck.runId, settings: chatSettings(ck.config) };
   }
 
   private async load(path: string): Promise<Loaded> {
@@ -347,7 +332,7 @@ export class Playground {
         n: 1,
         signal,
         seed: Date.now() % 2 ** 31,
-        sampling: { temperature: s.temperature },
+        sampling: { temperature: req.temperature ?? s.temperature },
         tokenizer: { encode: (t) => tok.encode(t), decode: (ids) => tok.decode(ids) },
         limits: { maxNewTokens: s.maxNewTokens, maxTurns: s.maxTurns, maxTotalLength },
         stop: { strings: format.stopStrings, tokenIds: eosTokenIds(model.config) },

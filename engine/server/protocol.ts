@@ -93,6 +93,23 @@ export const toolCallSchema = z.object({
  */
 export const branchPointSchema = z.object({ parent: num, turn: num, tokens: num, entropy: value, deltaH: value, probability: value });
 
+/**
+ * What-if replays: how a forked trajectory left its parent (engine/store ForkRecord): the stored turn
+ * (0 = the prompt) and token where the parent's ids stop, the edit appended (its text and ids; an
+ * observation's tool result, or the whole turn, or text appended to a model turn), the checkpoint,
+ * the sampling settings, the shared prefix's length and its per-token logprob under the checkpoint.
+ */
+export const forkSchema = z.object({
+  parent: z.string(),
+  turn: num,
+  token: num.nullable(),
+  edit: z.object({ kind: z.enum(['observation', 'text']), text: z.string(), ids: z.array(num), replaced: z.enum(['result', 'turn', 'append']) }).nullable(),
+  checkpoint: z.object({ id: z.string(), path: z.string(), step: num.optional(), runId: z.string().optional() }),
+  sampling: z.object({ temperature: num, n: num, seed: num, index: num }),
+  prefixTokens: num,
+  prefixLogprob: z.array(value),
+});
+
 export const trajSummarySchema = z.object({
   id: z.string(),
   runId: z.string(),
@@ -114,6 +131,25 @@ export const trajSummarySchema = z.object({
   timings: z.record(z.string(), value),
   /** Null for root samples; set on samples branched from another sample of the group. */
   branch: branchPointSchema.nullable().optional(),
+  /** Null for stored rollouts; set on what-if replays (replay.fork). */
+  fork: forkSchema.nullable().optional(),
+  /** Share of the model tokens whose gradient the clip cut, and mean log π − log π_ref over them (null when not stored). */
+  clipShare: numOrNull.optional(),
+  klMean: numOrNull.optional(),
+  /** How training treated it: the group's reward mean/std/size (what normalised the advantage) and the loss settings. */
+  signal: z
+    .object({
+      group: z.object({ mean: value, std: value, n: num }).optional(),
+      estimator: z.string().optional(),
+      normByStd: z.boolean().optional(),
+      policyLoss: z.string().optional(),
+      lossAggMode: z.string().optional(),
+      clipLow: num.optional(),
+      clipHigh: num.optional(),
+      dualClip: num.nullable().optional(),
+    })
+    .nullable()
+    .optional(),
 });
 
 const perToken = z.array(value).nullable();
@@ -131,6 +167,12 @@ export const turnSchema = z.object({
   lossMask: perToken,
   toolCalls: z.array(toolCallSchema),
   stepReward: numOrNull,
+  /** What training applied per token (null when not stored): importance ratio, clip side (0; +1 upper; −1 lower; 2 dual), loss weight (aggregation), advantage's outcome and process parts. */
+  ratio: perToken.optional(),
+  clipped: perToken.optional(),
+  lossWeight: perToken.optional(),
+  advOutcome: perToken.optional(),
+  advProcess: perToken.optional(),
 });
 
 export const trajectorySchema = trajSummarySchema.extend({ turnsData: z.array(turnSchema) });
@@ -192,6 +234,50 @@ export const chatEventSchema = z.discriminatedUnion('type', [
   z.object({ chatId: z.string(), type: z.literal('done'), text: z.string(), reason: z.string(), stopped: z.boolean().optional() }),
   z.object({ chatId: z.string(), type: z.literal('error'), message: z.string() }),
 ]);
+
+export const forkResultSchema = z.object({
+  parent: z.string(),
+  fork: forkSchema.omit({ prefixLogprob: true, sampling: true }).extend({ sampling: z.object({ temperature: num, n: num, seed: num }) }),
+  /** The prefix the model saw (the parent's ids, then the edit's): tokens, the parent's stored logprob (null where it has none) and the checkpoint's. */
+  prefix: z.object({ ids: z.array(num), tokens: z.array(z.string()), original: z.array(numOrNull), checkpoint: z.array(value) }),
+  children: z.array(z.object({ id: z.string(), reward: value, answer: z.string().optional(), truncated: z.boolean(), tokenIds: z.array(num), forkAt: num })),
+});
+
+/** Retokenisation drift of one trajectory: each turn whose stored ids differ from its text re-rendered, with both sequences. */
+export const driftReportSchema = z.object({
+  drifted: z.boolean(),
+  checked: num,
+  turns: z.array(z.object({ turn: num, role: z.string(), stored: z.array(num), rendered: z.array(num), firstDiff: num })),
+});
+
+/** A live rollout's state after each action (engine/replay/live.ts). */
+export const liveStateSchema = z.object({
+  sessionId: z.string(),
+  phase: z.enum(['model', 'tool', 'done']),
+  checkpoint: z.object({ id: z.string(), step: num.optional(), runId: z.string().optional() }),
+  task: z.string(),
+  temperature: num,
+  turns: z.array(
+    z.object({
+      role: z.enum(['env', 'model', 'tool']),
+      text: z.string(),
+      ids: z.array(num),
+      tokens: z.array(z.string()),
+      logprob: z.array(value),
+      entropy: z.array(value),
+      /** Positions of the tokens the user forced. */
+      forced: z.array(num),
+      toolCalls: z.array(toolCallSchema).optional(),
+      /** A tool turn whose result the user edited. */
+      edited: z.boolean().optional(),
+    }),
+  ),
+  /** phase model: the next token's most likely alternatives (at the session's temperature). */
+  next: z.array(z.object({ id: num, token: z.string(), prob: value, logprob: value })).optional(),
+  /** phase tool: what the tools returned, not yet seen by the model. */
+  pending: z.object({ text: z.string(), calls: z.array(toolCallSchema) }).optional(),
+  result: z.object({ reward: value, answer: z.string().optional(), truncated: z.boolean(), reason: z.string(), trajectoryId: z.string() }).optional(),
+});
 
 export const exportResultSchema = z.object({
   files: z.array(z.object({ kind: z.enum(['metrics', 'trajectories']), path: z.string(), count: num })),
@@ -301,9 +387,84 @@ export const api = {
       chatId: z.string().optional(),
       /** Tool-call format (search-r1, hermes, tags); default: the run's environment.format, else search-r1. */
       format: z.string().optional(),
+      /** Sampling temperature (0 = greedy); default: the run's eval.temperature. */
+      temperature: z.number().min(0).optional(),
     }),
     result: chatResultSchema,
   },
+  /**
+   * What-if replay: fork a stored trajectory at `turn` (stored index, 0 = the prompt) — at `token` of
+   * a model turn, with `text` appended there, or a tool turn with its `observation` edited — and
+   * sample the rest `n` times with `checkpoint` (an id or a model folder) in the run's environment.
+   * The continuations are stored linked to the parent; progress as `replay` events.
+   */
+  'replay.fork': {
+    params: z.object({
+      trajectoryId: z.string().min(1),
+      turn: z.number().int().min(0),
+      token: z.number().int().min(0).optional(),
+      observation: z.string().optional(),
+      text: z.string().optional(),
+      checkpoint: z.string().min(1),
+      n: z.number().int().min(1).max(64),
+      temperature: z.number().min(0).optional(),
+      seed: z.number().int().optional(),
+    }),
+    result: forkResultSchema,
+  },
+  /** Stored what-if replays: the forks of one trajectory, or of every trajectory of a run. */
+  'replay.forks': {
+    params: z.object({ trajectoryId: z.string().min(1).optional(), runId: z.string().min(1).optional() }),
+    result: z.array(trajSummarySchema),
+  },
+  /** Retokenisation drift: one trajectory turn by turn, or the count of drifted trajectories of a run (its task's tokenizer re-renders the text). */
+  'replay.drift': {
+    params: z.object({ trajectoryId: z.string().min(1).optional(), runId: z.string().min(1).optional() }),
+    result: z.object({
+      trajectory: driftReportSchema.optional(),
+      run: z.object({ runId: z.string(), checked: num, drifted: num, ids: z.array(z.string()) }).optional(),
+    }),
+  },
+  /** The top-k next tokens at a stored position (turn, token) under a checkpoint (default: the run's checkpoint that sampled the step). */
+  'replay.topk': {
+    params: z.object({
+      trajectoryId: z.string().min(1),
+      turn: z.number().int().min(0),
+      token: z.number().int().min(0),
+      k: z.number().int().min(1).max(50).optional(),
+      checkpoint: z.string().min(1).optional(),
+    }),
+    result: z.object({
+      checkpoint: z.object({ id: z.string(), step: num.optional(), exact: z.boolean() }),
+      sampled: z.object({ id: num, token: z.string(), prob: value, logprob: value, rank: num }),
+      alternatives: z.array(z.object({ id: num, token: z.string(), prob: value, logprob: value })),
+    }),
+  },
+  /** A live rollout you can pause: one episode of the checkpoint's run's task (default: its first held-out question), paused before the first model token. */
+  'live.start': {
+    params: z.object({
+      checkpoint: z.string().min(1),
+      task: z.string().min(1).optional(),
+      k: z.number().int().min(1).max(50).optional(),
+      temperature: z.number().min(0).optional(),
+      seed: z.number().int().optional(),
+    }),
+    result: liveStateSchema,
+  },
+  /**
+   * One action: token (sample one), force (tokenId, or a text of one token), turn (to the end of the model turn),
+   * observation (give the pending tool result to the model; text: edited), finish (to the end). A finished episode is stored (step −1).
+   */
+  'live.step': {
+    params: z.object({
+      sessionId: z.string().min(1),
+      action: z.enum(['token', 'force', 'turn', 'observation', 'finish']),
+      tokenId: z.number().int().min(0).optional(),
+      text: z.string().optional(),
+    }),
+    result: liveStateSchema,
+  },
+  'live.close': { params: z.object({ sessionId: z.string().min(1) }), result: empty },
   'playground.cancel': { params: z.object({ chatId: z.string().min(1) }), result: z.object({ cancelled: z.boolean() }) },
 } as const;
 
@@ -329,6 +490,8 @@ export const events = {
   chat: chatEventSchema,
   /** Progress of runs.importVerl. */
   import: z.object({ dir: z.string(), file: z.string(), samples: num, filesDone: num.optional(), filesTotal: num.optional() }),
+  /** Progress of replay.fork (continuations sampled so far of n). */
+  replay: z.object({ trajectoryId: z.string(), done: num, total: num, phase: z.enum(['loading', 'sampling', 'scoring', 'done']) }),
   /**
    * Programs a config, environment folder or stored run would run that this workspace has not
    * approved (MCP server commands, tool/reward files, an outside workspace): the workbench asks
@@ -361,6 +524,10 @@ export type Checkpoint = z.infer<typeof checkpointSchema>;
 export type LogLine = z.infer<typeof logLineSchema>;
 export type Series = z.infer<typeof seriesSchema>;
 export type TrajSummary = z.infer<typeof trajSummarySchema>;
+export type Fork = z.infer<typeof forkSchema>;
+export type ForkResult = z.infer<typeof forkResultSchema>;
+export type DriftReport = z.infer<typeof driftReportSchema>;
+export type LiveState = z.infer<typeof liveStateSchema>;
 export type Trajectory = z.infer<typeof trajectorySchema>;
 export type Turn = z.infer<typeof turnSchema>;
 export type ToolCall = z.infer<typeof toolCallSchema>;

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { episodeToRecord } from '../experiment/store-sink';
+import { episodeToRecord, recordExtras, signalSettings } from '../experiment/store-sink';
 import { memoryLimitHits } from '../experiment/sinks';
 import type { RunTemplate } from './runs';
 import type { EngineServer } from './server';
@@ -149,9 +149,7 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
                 );
               ctx.trajectories(
                 step,
-                episodes.map((e) =>
-                  episodeToRecord(step, e, advantages.get(e), decode, { refLogprobs: extra?.refLogprobs?.get(e), values: extra?.values?.get(e) }),
-                ),
+                episodes.map((e) => episodeToRecord(step, e, advantages.get(e), decode, recordExtras(e, extra, signalSettings(cfg)))),
                 { full: step % cfg.logging.full_trajectories_every === 0 },
               );
             },

@@ -77,6 +77,22 @@ export const MIGRATIONS: { version: number; name: string; sql: string }[] = [
     name: 'branching rollouts: where a branched sample left its parent (JSON, null for root samples)',
     sql: `ALTER TABLE trajectories ADD COLUMN branch TEXT;`,
   },
+  {
+    version: 6,
+    name: 'what-if replays (a fork names its parent, turn, token, edit, checkpoint, sampling) and the training signal per token (ratio, clip side, loss weight, advantage parts; group statistics per trajectory)',
+    sql: `
+      ALTER TABLE trajectories ADD COLUMN parent_traj INTEGER REFERENCES trajectories(id) ON DELETE CASCADE;
+      ALTER TABLE trajectories ADD COLUMN fork TEXT;
+      CREATE INDEX trajectories_parent ON trajectories(parent_traj);
+      ALTER TABLE trajectories ADD COLUMN signal TEXT;
+      ALTER TABLE trajectories ADD COLUMN clip_share REAL;
+      ALTER TABLE trajectories ADD COLUMN kl_mean REAL;
+      ALTER TABLE turns ADD COLUMN ratio BLOB;
+      ALTER TABLE turns ADD COLUMN clipped BLOB;
+      ALTER TABLE turns ADD COLUMN loss_weight BLOB;
+      ALTER TABLE turns ADD COLUMN adv_outcome BLOB;
+      ALTER TABLE turns ADD COLUMN adv_process BLOB;`,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;

@@ -110,6 +110,25 @@ export interface TurnRecord {
   stepReward?: number | null;
   /** Decoded text of each token (same length as tokenIds). */
   tokens?: string[];
+  /** What training applied per token (engine/rl/token-signals.ts): importance ratio, clip side (0, +1 upper, −1 lower, 2 dual), loss weight. */
+  ratio?: ArrayLike<number>;
+  clipped?: ArrayLike<number>;
+  lossWeight?: ArrayLike<number>;
+  /** The advantage's outcome part and process part (they add up to `advantage`). */
+  advOutcome?: ArrayLike<number>;
+  advProcess?: ArrayLike<number>;
+}
+
+/** How training treated a trajectory as a whole: its group's reward statistics and the loss settings (for the per-token channels). */
+export interface SignalRecord {
+  group?: { mean: number; std: number; n: number };
+  estimator?: string;
+  normByStd?: boolean;
+  policyLoss?: string;
+  lossAggMode?: string;
+  clipLow?: number;
+  clipHigh?: number;
+  dualClip?: number | null;
 }
 
 export interface TrajectoryRecord {
@@ -125,6 +144,27 @@ export interface TrajectoryRecord {
   turns: TurnRecord[];
   /** Branching rollouts: where this sample left its parent (engine/rollout/types.ts BranchPoint); absent for root samples. */
   branch?: { parent: number; turn: number; tokens: number; entropy: number; deltaH: number; probability: number };
+  /** What-if replays (engine/replay): the trajectory this one was forked from, and how (see ForkRecord). */
+  fork?: ForkRecord;
+  signal?: SignalRecord;
+}
+
+/**
+ * How a replayed trajectory left its parent: the turn (stored index, the prompt is 0) and token
+ * where the stored ids stop, the edit appended there (its text and token ids), the checkpoint that
+ * sampled the rest and the sampling settings. `prefixTokens` is the length of the shared prefix
+ * (the parent's ids, exactly); `prefixLogprob` the per-token logprob of the prefix (plus the edit)
+ * under the chosen checkpoint (index 0 has none: NaN).
+ */
+export interface ForkRecord {
+  parent: string;
+  turn: number;
+  token: number | null;
+  edit: { kind: 'observation' | 'text'; text: string; ids: number[]; replaced: 'result' | 'turn' | 'append' } | null;
+  checkpoint: { id: string; path: string; step?: number; runId?: string };
+  sampling: { temperature: number; n: number; seed: number; index: number };
+  prefixTokens: number;
+  prefixLogprob: number[];
 }
 
 export interface TrajectoryQuery {
@@ -135,6 +175,34 @@ export interface TrajectoryQuery {
   errorsOnly?: boolean;
   task?: string;
   limit?: number;
+}
+
+/** Over the model tokens (loss mask 1): the share whose gradient the clip cut, and the mean log π − log π_ref (null when not stored). */
+function tokenShares(turns: TurnRecord[]): [number | null, number | null] {
+  let n = 0;
+  let clipped = 0;
+  let hasClip = false;
+  let kl = 0;
+  let nKl = 0;
+  for (const u of turns) {
+    const m = u.lossMask;
+    if (!m) continue;
+    for (let i = 0; i < m.length; i++) {
+      if (!m[i]) continue;
+      n++;
+      if (u.clipped) {
+        hasClip = true;
+        if (u.clipped[i]) clipped++;
+      }
+      const lp = u.logprob?.[i];
+      const ref = u.refLogprob?.[i];
+      if (lp !== undefined && ref !== undefined && Number.isFinite(lp) && Number.isFinite(ref)) {
+        kl += lp - ref;
+        nKl++;
+      }
+    }
+  }
+  return [hasClip && n ? clipped / n : null, nKl ? kl / nKl : null];
 }
 
 const f32 = (a?: ArrayLike<number>) => (a ? Buffer.from(Float32Array.from(a).buffer) : null);
@@ -442,8 +510,8 @@ export class Store {
     const hasError = t.turns.some((u) => (u.toolCalls ?? []).some((c) => (c as { error?: unknown }).error));
     const info = this.db
       .prepare(
-        `INSERT INTO trajectories (run_id, step, grp, sample, task, prompt, reward, advantage, outcome, timings, has_error, turn_count, full, branch)
-      VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+        `INSERT INTO trajectories (run_id, step, grp, sample, task, prompt, reward, advantage, outcome, timings, has_error, turn_count, full, branch, parent_traj, fork, signal, clip_share, kl_mean)
+      VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
       )
       .run(
         runId,
@@ -460,12 +528,16 @@ export class Store {
         t.turns.length,
         full ? 1 : 0,
         t.branch ? JSON.stringify(t.branch) : null,
+        t.fork ? Number(t.fork.parent) : null,
+        t.fork ? JSON.stringify(t.fork) : null,
+        t.signal ? JSON.stringify(t.signal) : null,
+        ...tokenShares(t.turns),
       );
     const id = Number(info.lastInsertRowid);
     if (full) {
       const ins = this.db
-        .prepare(`INSERT INTO turns (traj_id, idx, role, text, token_ids, logprob, ref_logprob, entropy, advantage, value, loss_mask, tool_calls, step_reward, tokens)
-        VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`);
+        .prepare(`INSERT INTO turns (traj_id, idx, role, text, token_ids, logprob, ref_logprob, entropy, advantage, value, loss_mask, tool_calls, step_reward, tokens, ratio, clipped, loss_weight, adv_outcome, adv_process)
+        VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`);
       t.turns.forEach((u, i) =>
         ins.run(
           id,
@@ -482,6 +554,11 @@ export class Store {
           JSON.stringify(u.toolCalls ?? []),
           u.stepReward ?? null,
           u.tokens ? JSON.stringify(u.tokens) : null,
+          f32(u.ratio),
+          f32(u.clipped),
+          f32(u.lossWeight),
+          f32(u.advOutcome),
+          f32(u.advProcess),
         ),
       );
     }
@@ -492,8 +569,9 @@ export class Store {
     return (this.db.prepare('SELECT DISTINCT step FROM trajectories WHERE run_id = ? ORDER BY step').all(runId) as { step: number }[]).map((r) => r.step);
   }
 
+  /** A run's trajectories as the rollouts stored them; what-if replays (forks) are listed by `forks`. */
   searchTrajectories(q: TrajectoryQuery) {
-    const where = ['run_id = ?'];
+    const where = ['run_id = ?', 'parent_traj IS NULL'];
     const args: unknown[] = [q.runId];
     if (q.step !== undefined) {
       where.push('step = ?');
@@ -537,7 +615,22 @@ export class Store {
       outcomeData: outcome,
       timings: JSON.parse(r.timings as string) as Record<string, number>,
       branch: r.branch ? (JSON.parse(r.branch as string) as NonNullable<TrajectoryRecord['branch']>) : null,
+      fork: r.fork ? (JSON.parse(r.fork as string) as ForkRecord) : null,
+      signal: r.signal ? (JSON.parse(r.signal as string) as SignalRecord) : null,
+      clipShare: (r.clip_share as number | null) ?? null,
+      klMean: (r.kl_mean as number | null) ?? null,
     };
+  }
+
+  /** What-if replays: the forks of one trajectory, or of every trajectory of a run (oldest first). */
+  forks(q: { trajectoryId?: string; runId?: string }) {
+    if (q.trajectoryId === undefined && q.runId === undefined) throw new Error('forks: give trajectoryId or runId');
+    const rows = (
+      q.trajectoryId !== undefined
+        ? this.db.prepare('SELECT * FROM trajectories WHERE parent_traj = ? ORDER BY id').all(Number(q.trajectoryId))
+        : this.db.prepare('SELECT * FROM trajectories WHERE run_id = ? AND parent_traj IS NOT NULL ORDER BY id').all(q.runId)
+    ) as Record<string, unknown>[];
+    return rows.map((r) => this.trajSummary(r));
   }
 
   getTrajectory(id: string) {
@@ -559,6 +652,11 @@ export class Store {
       toolCalls: JSON.parse(u.tool_calls as string) as unknown[],
       stepReward: u.step_reward as number | null,
       tokens: u.tokens ? (JSON.parse(u.tokens as string) as string[]) : [],
+      ratio: fromF32(u.ratio as Buffer | null),
+      clipped: fromF32(u.clipped as Buffer | null),
+      lossWeight: fromF32(u.loss_weight as Buffer | null),
+      advOutcome: fromF32(u.adv_outcome as Buffer | null),
+      advProcess: fromF32(u.adv_process as Buffer | null),
     }));
     return { ...s, turnsData: turns };
   }
@@ -566,10 +664,9 @@ export class Store {
   /** Every sample of one prompt (a GRPO group) at a step. */
   group(runId: string, step: number, group: number) {
     return (
-      this.db.prepare('SELECT * FROM trajectories WHERE run_id = ? AND step = ? AND grp = ? ORDER BY sample').all(runId, step, group) as Record<
-        string,
-        unknown
-      >[]
+      this.db
+        .prepare('SELECT * FROM trajectories WHERE run_id = ? AND step = ? AND grp = ? AND parent_traj IS NULL ORDER BY sample')
+        .all(runId, step, group) as Record<string, unknown>[]
     ).map((r) => this.trajSummary(r));
   }
 

@@ -44,6 +44,12 @@ const SIMPLE: Record<string, string> = {
 export interface OnnxOptions {
   /** Export float32 tensors as float64 (for numerical reference runs). */
   float64?: boolean;
+  /**
+   * For ORT's WebGPU provider (1.30), whose kernels lack some ops and int64 tensors (ORT then runs
+   * those nodes on the CPU, moving their data off the device and back: docs/BENCHMARKS.md):
+   * LogSoftmax as max, subtract, exp, sum, log; the gather gradient's scatter indices in int32.
+   */
+  webgpu?: boolean;
 }
 
 export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
@@ -190,7 +196,11 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
         emit('Softmax', ins, [int('axis', a.axis)], out);
         break;
       case 'logSoftmax':
-        emit('LogSoftmax', ins, [int('axis', a.axis)], out);
+        if (opts.webgpu) {
+          const ax = i64([a.axis]);
+          const shifted = emit('Sub', [ins[0], emit('ReduceMax', [ins[0], ax], [int('keepdims', 1)])]);
+          emit('Sub', [shifted, emit('Log', [emit('ReduceSum', [emit('Exp', [shifted]), ax], [int('keepdims', 1)])])], [], out);
+        } else emit('LogSoftmax', ins, [int('axis', a.axis)], out);
         break;
       case 'reshape':
         emit('Reshape', [ins[0], shapeTensor(a.shape, n.inputs[0])], [], out);
@@ -241,7 +251,7 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
         const flatShape = emit('Concat', [i64([-1]), rowSize], [int('axis', 0)]);
         const g2 = emit('Reshape', [g, flatShape]);
         const i2 = emit('Reshape', [idx, i64([-1, 1])]);
-        const ie = emit('Expand', [emit('Cast', [i2], [int('to', 7)]), shapeOf(g2)]);
+        const ie = emit('Expand', [emit('Cast', [i2], [int('to', opts.webgpu ? 6 : 7)]), shapeOf(g2)]);
         const z = emit('Reshape', [zerosLike(table, n.dtype), flatShape]);
         const sc = emit('ScatterElements', [z, ie, g2], [int('axis', 0), { name: 'reduction', type: ATTR.STRING, s: new TextEncoder().encode('add') }]);
         emit('Reshape', [sc, shapeOf(table)], [], out);

@@ -297,7 +297,9 @@ export class OrtRunner {
    * that worker's other sessions and its persistent feeds), or in a worker of its own.
    */
   static async create(model: Graph | Uint8Array, opts: RunnerOptions & { worker?: OrtWorker } = {}): Promise<OrtRunner> {
-    const bytes = model instanceof Uint8Array ? model : toOnnx(model);
+    // WebGPU: ops its provider lacks are written with ops it has (engine/tensor/onnx.ts).
+    const onDevice = (opts.providers ?? defaultProviders())[0] === 'webgpu';
+    const bytes = model instanceof Uint8Array ? model : toOnnx(model, { webgpu: onDevice });
     const r = new OrtRunner();
     if (opts.inWorker === false) {
       const s = await ort().InferenceSession.create(bytes, sessionOptions({ ...opts, providers: opts.providers ?? defaultProviders() }));

@@ -75,6 +75,19 @@ export function hardAttribution(episodes: Episode[], advantages: Float32Array[])
   });
 }
 
+/** Each episode's group reward statistics: mean, unbiased std (torch.std, as GRPO normalises) and size. */
+export function groupStats(episodes: Episode[]): Map<Episode, { mean: number; std: number; n: number }> {
+  const by = new Map<number, number[]>();
+  for (const e of episodes) by.set(e.group, [...(by.get(e.group) ?? []), e.reward]);
+  const stats = new Map<number, { mean: number; std: number; n: number }>();
+  for (const [g, rs] of by) {
+    const mean = rs.reduce((x, y) => x + y, 0) / rs.length;
+    const std = rs.length > 1 ? Math.sqrt(rs.reduce((x, y) => x + (y - mean) ** 2, 0) / (rs.length - 1)) : 0;
+    stats.set(g, { mean, std, n: rs.length });
+  }
+  return new Map(episodes.map((e) => [e, stats.get(e.group)!] as const));
+}
+
 /**
  * @param critic for estimators that need one (GAE): the critic's per-token values.
  */
@@ -97,7 +110,7 @@ export function advantagePort(cfg: ExperimentConfig, critic?: { values(episodes:
               return kl;
             })
           : undefined;
-      const res = computeAdvantages(a.adv_estimator, episodes.map(asEstimatorEpisode), {
+      const estOpts = {
         normByStd: a.norm_adv_by_std,
         gamma: a.gamma,
         lam: a.lam,
@@ -111,9 +124,25 @@ export function advantagePort(cfg: ExperimentConfig, critic?: { values(episodes:
           normByStd: a.gigpo.mode === 'mean_std_norm',
           similarity: a.gigpo.similarity_threshold === null ? undefined : { threshold: a.gigpo.similarity_threshold, ratio: sequenceMatcherRatio },
         },
-      });
+      };
+      const res = computeAdvantages(a.adv_estimator, episodes.map(asEstimatorEpisode), estOpts);
       const adv = cfg.rollout.branching.attribution === 'hard' ? hardAttribution(episodes, res.advantages) : res.advantages;
+      // The outcome's part: the estimator without process rewards (and GiGPO without its step term); the process part is the rest.
+      const outcomeOnly =
+        a.process_rewards || (a.adv_estimator === 'gigpo' && a.gigpo.step_weight !== 0)
+          ? computeAdvantages(a.adv_estimator, episodes.map(asEstimatorEpisode), {
+              ...estOpts,
+              processRewards: false,
+              gigpo: { ...estOpts.gigpo, stepWeight: 0 },
+            }).advantages
+          : adv;
+      const outcome = cfg.rollout.branching.attribution === 'hard' && outcomeOnly !== adv ? hardAttribution(episodes, outcomeOnly) : outcomeOnly;
       return {
+        parts: {
+          outcome: new Map(episodes.map((e, i) => [e, outcome[i]!] as const)),
+          process: new Map(episodes.map((e, i) => [e, adv[i]!.map((x, k) => x - outcome[i]![k]!)] as const)),
+          group: groupStats(episodes),
+        },
         advantages: new Map(episodes.map((e, i) => [e, adv[i]!] as const)),
         returns: res.returns ? new Map(episodes.map((e, i) => [e, res.returns![i]!] as const)) : undefined,
         metrics: res.metrics,

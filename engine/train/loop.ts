@@ -9,6 +9,7 @@
  * from (run seed, step), so a resumed step samples exactly what the original would have.
  */
 import type { ExperimentConfig } from '../config/experiment';
+import type { TokenSignal } from '../rl/token-signals';
 import { latestCheckpoint, saveCheckpoint, type CheckpointInfo } from './checkpoints';
 import {
   chunks,
@@ -48,6 +49,8 @@ export interface UpdateStats {
   tokens: number;
   /** The policy loss's other metrics (e.g. GSPO's seq_clip_fraction), logged as actor/<name>. */
   metrics?: Record<string, number>;
+  /** Per episode, what the update applied to each token: ratio, clip side, loss weight (engine/rl/token-signals.ts). */
+  signals?: Map<Episode, TokenSignal>;
 }
 
 /** One optimizer step over a mini-batch, accumulating gradients over its micro-batches. */
@@ -60,6 +63,11 @@ export interface PolicyPort extends ScorePort {
     refLogprobs?: Map<Episode, Float32Array>;
     oldValues?: Map<Episode, Float32Array>;
     lr: number;
+    /**
+     * The policy's weights are the ones that scored oldLogprobs (the first mini-batch of the first epoch): the ratio is 1 without a
+     * forward; false: one forward per micro-batch gives the ratio; absent: no per-token signals.
+     */
+    fresh?: boolean;
   }): Promise<UpdateStats>;
   save(dir: string): Promise<void>;
   load(dir: string): Promise<void>;
@@ -72,7 +80,7 @@ export interface AdvantagePort {
     refLogprobs?: Map<Episode, Float32Array>;
     oldLogprobs: Map<Episode, Float32Array>;
     values?: Map<Episode, Float32Array>;
-  }): { advantages: Map<Episode, Float32Array>; returns?: Map<Episode, Float32Array>; metrics?: Record<string, number> };
+  }): { advantages: Map<Episode, Float32Array>; returns?: Map<Episode, Float32Array>; metrics?: Record<string, number>; parts?: AdvantageParts };
   /** Critic values (PPO + GAE only). */
   values?(episodes: Episode[]): Promise<Float32Array[]>;
 }
@@ -81,10 +89,21 @@ export interface EvalPort {
   evaluate(args: { step: number; n: number }): Promise<Record<string, number>>;
 }
 
+/** The advantage split into the outcome's part and the process rewards' part, and each episode's group statistics (what normalised it). */
+export interface AdvantageParts {
+  outcome: Map<Episode, Float32Array>;
+  process: Map<Episode, Float32Array>;
+  group: Map<Episode, { mean: number; std: number; n: number }>;
+}
+
 /** Per-episode arrays a step computed besides advantages, aligned with the episode's tokens. */
 export interface TrajectoryExtras {
   refLogprobs?: Map<Episode, Float32Array>;
   values?: Map<Episode, Float32Array>;
+  /** What the update applied per token (the last epoch that saw the episode). */
+  signals?: Map<Episode, TokenSignal>;
+  /** The advantage's parts: the outcome's (the estimator alone) and the process rewards' (the rest), and the group's reward statistics. */
+  advantageParts?: AdvantageParts;
 }
 
 /** Where metrics and trajectories go (the store in the app; anything in tests). */
@@ -242,7 +261,7 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     const scoreMs = performance.now() - t1;
 
     // ---- advantages -------------------------------------------------------------------------
-    const { advantages, returns, metrics: estimatorMetrics } = advantage.compute({ episodes, refLogprobs, oldLogprobs, values });
+    const { advantages, returns, metrics: estimatorMetrics, parts } = advantage.compute({ episodes, refLogprobs, oldLogprobs, values });
     Object.assign(m, estimatorMetrics);
     let aSum = 0;
     let aAbs = 0;
@@ -265,9 +284,12 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     const rand = mulberry32(stepSeed(cfg.seed, step, 1000));
     const agg = { loss: 0, gradNorm: 0, clipFraction: 0, kl: 0, entropy: 0, valueLoss: 0, n: 0, tokens: 0 };
     const lossMetrics: Record<string, number> = {};
+    const signals = new Map<Episode, TokenSignal>();
+    let fresh = alg.old_logprobs !== 'rollout';
     for (let epoch = 0; epoch < alg.ppo_epochs; epoch++) {
       for (const mb of chunks(shuffled(episodes, rand), alg.mini_batches)) {
         const s = await policy.update({
+          fresh,
           microBatches: chunks(mb, alg.micro_batches),
           advantages,
           returns,
@@ -284,6 +306,8 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
         agg.valueLoss += s.valueLoss ?? 0;
         agg.tokens += s.tokens;
         agg.n++;
+        fresh = false;
+        for (const [e, sig] of s.signals ?? []) signals.set(e, sig);
         for (const [key, v] of Object.entries(s.metrics ?? {})) lossMetrics[key] = (lossMetrics[key] ?? 0) + v;
       }
     }
@@ -307,7 +331,12 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     m['perf/update_tokens_per_s'] = agg.tokens / Math.max(1e-9, updateMs / 1000);
     m['perf/tokens_per_s'] = (stepTokens + agg.tokens) / Math.max(1e-9, (rolloutMs + scoreMs + updateMs) / 1000);
 
-    await sink.trajectories?.(step, episodes, advantages, { refLogprobs, values });
+    await sink.trajectories?.(step, episodes, advantages, {
+      refLogprobs,
+      values,
+      ...(signals.size ? { signals } : {}),
+      ...(parts ? { advantageParts: parts } : {}),
+    });
     if (ports.eval && cfg.eval.every > 0 && step % cfg.eval.every === 0) {
       lastEval = await ports.eval.evaluate({ step, n: cfg.eval.n_questions });
       for (const [key, v] of Object.entries(lastEval)) m[`eval/${key}`] = v;

@@ -22,6 +22,7 @@ import { packSequences, type LossSpec } from '../model/graphs';
 import type { PolicyModel } from '../model/runtime';
 import type { CriticModel } from '../model/critic';
 import { aggregationUnits, policyLoss } from '../rl/policy-losses';
+import { tokenSignals } from '../rl/token-signals';
 import type { OptimizerPort } from '../rl/optimizer';
 import type { ExperimentConfig } from '../config/experiment';
 import { CriticPort } from './critic-port';
@@ -119,9 +120,16 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
     const acc: Weights = new Map();
     const st = { loss: 0, clip: 0, kl: 0, ent: 0 };
     const extra: Record<string, number> = {};
+    // What the update applies per token (ratio, clip side, loss weight), when the caller says whether
+    // the weights are fresh: the current log π is then the old one, else one forward of the micro-batch before its gradient.
+    const signalInputs: { e: Episode; logprobs: Float32Array | null }[] = [];
     for (const mb of args.microBatches) {
       const w = count(mb) / total;
       if (w === 0) continue;
+      if (args.fresh !== undefined) {
+        const current = args.fresh ? null : (await this.score(mb)).logprobs;
+        mb.forEach((e, k) => signalInputs.push({ e, logprobs: current ? current[k]! : null }));
+      }
       const batch = packSequences(
         mb.map((e) => Array.from(e.tokens)),
         this.model.config.padTokenId ?? 0,
@@ -156,6 +164,11 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
       this.critic && args.returns && args.oldValues ? await this.critic.update(args.microBatches, args.returns, args.oldValues, args.lr) : undefined;
     const stats: UpdateStats = { loss: st.loss, gradNorm, clipFraction: st.clip, kl: st.kl, entropy: st.ent, tokens: totalTokens, valueLoss };
     if (Object.keys(extra).length) stats.metrics = extra;
+    const sig = tokenSignals(
+      signalInputs.map(({ e, logprobs }) => ({ mask: e.lossMask, advantages: args.advantages.get(e)!, oldLogprobs: args.oldLogprobs.get(e)!, logprobs })),
+      this.cfg,
+    );
+    if (signalInputs.length) stats.signals = new Map(signalInputs.map(({ e }, i) => [e, sig[i]!] as const));
     return stats;
   }
 

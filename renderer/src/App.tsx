@@ -8,6 +8,7 @@ import { TrajectoriesView } from './views/Trajectories';
 import { EditorView } from './views/Editor';
 import { PlaygroundView } from './views/Playground';
 import { StartView } from './views/Start';
+import { formatTrajHash, parseTrajHash } from './lib/urlState';
 
 const NAV: [View, string][] = [
   ['start', 'Start'],
@@ -40,6 +41,8 @@ export function App() {
     }
   }, [connection.state, refreshRuns, loadTemplates, store]);
 
+  useTrajectoryUrl();
+
   return (
     <div className="app">
       <Banner />
@@ -68,6 +71,51 @@ export function App() {
       </main>
     </div>
   );
+}
+
+/**
+ * The Trajectories view's run, step, trajectory and channel in the URL's hash (lib/urlState.ts):
+ * opened from it once the engine is connected and on back/forward; written as they change (a new
+ * history entry per trajectory opened, the channel in place).
+ */
+function useTrajectoryUrl() {
+  const store = useArborStore();
+  const connection = useArbor((s) => s.connection);
+  const applied = useRef(false);
+  useEffect(() => {
+    if (connection.state !== 'open' || applied.current) return;
+    applied.current = true;
+    const u = parseTrajHash(window.location.hash);
+    if (u) void store.getState().openFromUrl(u);
+  }, [connection.state, store]);
+  useEffect(() => {
+    const onPop = () => {
+      const u = parseTrajHash(window.location.hash);
+      if (u) void store.getState().openFromUrl(u);
+    };
+    window.addEventListener('popstate', onPop);
+    const off = store.subscribe((s, prev) => {
+      if (s.view !== 'trajectories' || !s.trajRunId) return;
+      if (s.trajRunId === prev.trajRunId && s.step === prev.step && s.traj?.id === prev.traj?.id && s.channel === prev.channel && s.view === prev.view) return;
+      // While a trajectory loads, wait for it (the URL names a trajectory, not "loading").
+      if (!s.traj && s.trajList.length) return;
+      const hash = formatTrajHash({
+        run: s.trajRunId,
+        ...(s.step != null ? { step: s.step } : {}),
+        ...(s.traj ? { sample: s.traj.id } : {}),
+        channel: s.channel,
+      });
+      if (hash === window.location.hash) return;
+      const cur = parseTrajHash(window.location.hash);
+      const url = `${window.location.pathname}${window.location.search}${hash}`;
+      if (cur && cur.run === s.trajRunId && cur.sample === s.traj?.id && cur.step === (s.step ?? undefined)) window.history.replaceState(null, '', url);
+      else window.history.pushState(null, '', url);
+    });
+    return () => {
+      window.removeEventListener('popstate', onPop);
+      off();
+    };
+  }, [store]);
 }
 
 /** The engine is up but its workspace database could not be opened: say why and offer another. */

@@ -30,7 +30,7 @@ import { randomTokenBatch } from '../../engine/model/lora-step';
 import { policyDecodeBackend } from '../../engine/rollout/model-backend';
 import type { WorkerKvBackend } from '../../engine/rollout/worker-kv';
 import { renderTable } from '../../engine/experiment/report';
-import { resolveProviders } from '../../engine/tensor/ort';
+import { ort, resolveProviders } from '../../engine/tensor/ort';
 import { webgpuInfo } from '../../engine/tensor/webgpu';
 import { traceGraph } from '../../engine/tensor/graph';
 import { withGradients } from '../../engine/tensor/autodiff';
@@ -89,7 +89,7 @@ const nll: LossSpec = {
 
 /** The placement log of one graph on the device (child process: ORT's verbose log goes to stderr). */
 async function placementChild(graph: string): Promise<void> {
-  const O = (await import('onnxruntime-node')).default;
+  const O = ort();
   const c = shapeConfig();
   const lora = graph === 'lora-train' ? LORA : undefined;
   const g =
@@ -104,7 +104,11 @@ async function placementChild(graph: string): Promise<void> {
             return withGradients(gr, 'loss', wrt);
           })();
   O.env.logLevel = 'verbose';
-  await O.InferenceSession.create(toOnnx(g), { executionProviders: [o.device as 'webgpu'], logSeverityLevel: 0, graphOptimizationLevel: 'all' });
+  await O.InferenceSession.create(toOnnx(g, { webgpu: o.device === 'webgpu' }), {
+    executionProviders: [o.device as 'webgpu'],
+    logSeverityLevel: 0,
+    graphOptimizationLevel: 'all',
+  });
 }
 
 interface Placement {

@@ -63,6 +63,28 @@ export function register(program: Command): void {
         console.log('latest metrics:');
         for (const [k, v] of Object.entries(r.metrics).sort()) console.log(`  ${k.padEnd(32)} ${fmt(v)}`);
         console.log(`checkpoints: ${r.checkpoints.map((ck) => `step ${ck.step}`).join(', ') || 'none'}; trajectory steps: ${r.trajectorySteps.length}`);
+        // Retokenisation drift: stored ids that differ from their text re-rendered by the task's tokenizer.
+        if (r.trajectorySteps.length) {
+          try {
+            const d = (await c.request('replay.drift', { runId: r.id })).run!;
+            console.log(
+              `drift: ${d.drifted} of ${d.checked} stored trajectories have turns whose ids differ from their re-rendered text${d.drifted ? ` (${d.ids.slice(0, 10).join(', ')}${d.ids.length > 10 ? ', …' : ''})` : ''}`,
+            );
+          } catch (e) {
+            console.log(`drift: not checked (${(e as Error).message})`);
+          }
+        }
+        // What-if replays (arbor replay): each continuation with its parent and fork.
+        const forks = await c.request('replay.forks', { runId: r.id });
+        if (forks.length) {
+          console.log(`replays: ${forks.length} continuation(s) of ${new Set(forks.map((f) => f.fork?.parent)).size} trajectory(ies)`);
+          for (const t of forks) {
+            const f = t.fork!;
+            console.log(
+              `  ${t.id} ← ${f.parent} at turn ${f.turn + 1}${f.token !== null ? ` token ${f.token}` : ''}${f.edit ? ` (${f.edit.kind} edited)` : ''}, checkpoint ${f.checkpoint.id}, T ${f.sampling.temperature}: reward ${fmt(t.reward)}${t.outcome !== undefined ? `, answer ${JSON.stringify(t.outcome)}` : ''}`,
+            );
+          }
+        }
       }),
     );
   program

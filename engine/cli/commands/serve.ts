@@ -1,10 +1,12 @@
-/** `arbor serve [--port] [--stdio]`: the engine for a browser (WebSocket + the built renderer) or over stdio. */
+/** `arbor serve [--port] [--stdio] [--device]`: the engine for a browser (WebSocket + the built renderer) or over stdio. */
 import type { Command } from 'commander';
 import { join } from 'node:path';
 import { arborHome } from '../../store/db';
 import { createEngine } from '../../server/engine';
 import { attachStdio, serveWebSocket } from '../../server/transports';
 import { ensureRendererBuild, rendererDistDir } from '../renderer-build';
+import { resolveProviders, setDefaultProviders } from '../../tensor/ort';
+import { DEVICES, deviceOption } from '../device-option';
 
 export function register(program: Command): void {
   program
@@ -16,7 +18,14 @@ export function register(program: Command): void {
       '--static <dir>',
       'a renderer build to serve as it is (default: renderer/dist, or $ARBOR_RENDERER_DIR, built on first use and rebuilt when its sources changed)',
     )
-    .action(async (o: { port: string; stdio?: boolean; static?: string; yes?: boolean }) => {
+    .option(
+      '--device <device>',
+      `ONNX Runtime device of the playground's models: ${DEVICES.join(', ')} (default cpu; runs use their config's device)`,
+      deviceOption,
+    )
+    .action(async (o: { port: string; stdio?: boolean; static?: string; device?: string; yes?: boolean }) => {
+      // Sessions created without a device (the playground, the OpenAI-compatible endpoint) run on this one.
+      if (o.device) setDefaultProviders(await resolveProviders(o.device));
       // The workbench page is built before the URL is printed, so the URL always opens it.
       const staticDir = o.stdio ? undefined : (o.static ?? rendererDistDir());
       if (!o.stdio && !o.static) await ensureRendererBuild(staticDir);

@@ -61,6 +61,16 @@ export function adaptClient(client: EngineClient, transport: Pick<Transport, 'on
     tryMcp: async (req) => normalizeTry(await client.request('mcp.tryTool', req)),
     listCheckpoints: async (runId) => (await client.request('checkpoints.list', { runId })).map(checkpointMs),
     exportRun: async (id) => (await client.request('runs.export', { id })).files,
+    forkTrajectory(req, onProgress) {
+      const off = onProgress ? client.on('replay', (e) => e.trajectoryId === req.trajectoryId && onProgress(e)) : () => undefined;
+      return client.request('replay.fork', req).finally(off);
+    },
+    listForks: (trajectoryId) => client.request('replay.forks', { trajectoryId }),
+    trajectoryDrift: async (trajectoryId) => (await client.request('replay.drift', { trajectoryId })).trajectory!,
+    topK: (req) => client.request('replay.topk', req),
+    liveStart: (req) => client.request('live.start', req),
+    liveStep: (req) => client.request('live.step', req),
+    liveClose: async (sessionId) => void (await client.request('live.close', { sessionId })),
     // The client names the chat (chatId); the engine pushes `chat` events for it
     // ({chatId, type: token | turn | tool_call | observation | done | error, ...}) as generation
     // goes, and answers the request with the whole transcript when the episode ends.

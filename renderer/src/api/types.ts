@@ -110,11 +110,23 @@ export interface ArborApi {
   /** Start MCP servers (`mcpServers` layout), list their tools with schemas, or run one call (with `tool`), then stop them. */
   tryMcp(req: { servers: Record<string, unknown>; tool?: string; args?: unknown }): Promise<TryResult>;
   listCheckpoints(runId?: string): Promise<Checkpoint[]>;
+  /** What-if replay: fork a stored trajectory and sample continuations (stored, linked to it); progress through `onProgress`. */
+  forkTrajectory(req: wire.Params<'replay.fork'>, onProgress?: (e: wire.EventData<'replay'>) => void): Promise<wire.ForkResult>;
+  /** The stored what-if replays of a trajectory. */
+  listForks(trajectoryId: string): Promise<TrajSummary[]>;
+  /** Retokenisation drift of a stored trajectory, turn by turn. */
+  trajectoryDrift(trajectoryId: string): Promise<wire.DriftReport>;
+  /** A live rollout you can pause (live.start / live.step / live.close). */
+  liveStart(req: wire.Params<'live.start'>): Promise<wire.LiveState>;
+  liveStep(req: wire.Params<'live.step'>): Promise<wire.LiveState>;
+  liveClose(sessionId: string): Promise<void>;
+  /** The top-k next tokens at a stored position under a checkpoint (default: the one that sampled it). */
+  topK(req: wire.Params<'replay.topk'>): Promise<wire.Result<'replay.topk'>>;
   /** Write the run's metrics CSV and trajectories JSONL into the workspace's exports/ folder. */
   exportRun(id: string): Promise<ExportedFile[]>;
   /** Resolves with what the engine reports about the episode (the world or dataset its search tool read, why it ended). */
   chat(
-    req: { checkpoint: string; messages: ChatMessage[]; tools?: string[]; chatId?: string; format?: string },
+    req: { checkpoint: string; messages: ChatMessage[]; tools?: string[]; chatId?: string; format?: string; temperature?: number },
     onEvent: (e: ChatEvent) => void,
   ): Promise<{ world?: number; dataset?: string; format?: string; reason?: string; stopped?: boolean }>;
   /** Stop a running chat (it ends with what was generated so far); false if it had already ended. */

@@ -39,7 +39,36 @@ export function ForkIcon({ size = 11 }: { size?: number }) {
   );
 }
 
-export function TurnHead({ turn, index, origin }: { turn: TurnView; index: number; origin?: TurnOrigin }) {
+/** A turn whose stored ids differ from its text re-rendered by the tokenizer (retokenisation drift): both sequences. */
+export interface TurnDrift {
+  stored: number[];
+  rendered: number[];
+  firstDiff: number;
+}
+
+export function DriftNote({ drift }: { drift: TurnDrift }) {
+  const seq = (ids: number[]) =>
+    ids.map((id, i) => (
+      <span key={i} className={i === drift.firstDiff ? 'diff' : undefined}>
+        {id}{' '}
+      </span>
+    ));
+  return (
+    <details className="drift-ids" data-testid="turn-drift">
+      <summary>
+        <span className="flag">drift</span> the stored ids differ from this turn's text re-rendered by the tokenizer, from token {drift.firstDiff}
+      </summary>
+      <div data-testid="drift-stored">
+        stored ({drift.stored.length}): {seq(drift.stored)}
+      </div>
+      <div data-testid="drift-rendered">
+        re-rendered ({drift.rendered.length}): {seq(drift.rendered)}
+      </div>
+    </details>
+  );
+}
+
+export function TurnHead({ turn, index, origin, drift }: { turn: TurnView; index: number; origin?: TurnOrigin; drift?: TurnDrift }) {
   const masked = turn.lossMask ? turn.lossMask.filter((m) => m === 0).length : 0;
   const point = origin?.branchPoint;
   return (
@@ -55,6 +84,7 @@ export function TurnHead({ turn, index, origin }: { turn: TurnView; index: numbe
         </div>
       ) : null}
       <TurnHeadLine turn={turn} index={index} masked={masked} origin={origin} />
+      {drift ? <DriftNote drift={drift} /> : null}
     </>
   );
 }
@@ -112,6 +142,8 @@ export const TokenSpan = memo(function TokenSpan({
   channel,
   scale,
   words = false,
+  cursor = -1,
+  diverge = -1,
 }: {
   turn: TurnView;
   turnIndex: number;
@@ -120,13 +152,26 @@ export const TokenSpan = memo(function TokenSpan({
   channel: Channel;
   scale: number;
   words?: boolean;
+  /** Index of the token under the keyboard cursor (-1: none in this slice). */
+  cursor?: number;
+  /** Group view: the first token where this sample leaves the others. */
+  diverge?: number;
 }) {
   const spans = [];
   for (let i = from; i < to; i++) {
     const v = channelValue(turn, channel, i);
     const masked = turn.lossMask ? turn.lossMask[i] === 0 : false;
+    const cls = `t${masked ? ' masked' : ''}${i === cursor ? ' cursor' : ''}${i === diverge ? ' diverge' : ''}`;
     spans.push(
-      <span key={i} className={masked ? 't masked' : 't'} data-turn={turnIndex} data-tok={i} style={{ background: heatColor(channel, v, scale) || undefined }}>
+      <span
+        key={i}
+        className={cls}
+        data-turn={turnIndex}
+        data-tok={i}
+        data-value={v ?? undefined}
+        data-testid={i === cursor ? 'token-cursor' : i === diverge ? 'token-diverge' : undefined}
+        style={{ background: heatColor(channel, v, scale) || undefined }}
+      >
         {turn.tokens[i]}
       </span>,
     );

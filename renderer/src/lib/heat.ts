@@ -1,10 +1,18 @@
-// Colour scales of the token heat map. Each channel maps a per-token value to a background:
-//  logprob   sequential, confident (≈0) transparent → unlikely (≤ -6) red
-//  entropy   sequential, 0 transparent → high (≥ 3 nats) amber
-//  advantage diverging around 0: negative red, positive green, scaled by the largest |A| in view
-//  kl        per-token log(π/π_ref) = logprob - ref_logprob, diverging, scaled by max |value|
+// Colour scales of the token heat map. Each channel maps a per-token value to a background on
+// an absolute scale (the same for every trajectory, numbered in the legend), so a uniform 0.54
+// advantage looks weaker than a 2.47 one:
+//  logprob      sequential, confident (0) transparent → unlikely (≤ −6) red
+//  entropy      sequential, 0 transparent → high (≥ 3 nats) amber
+//  advantage    diverging around 0 (±2): negative red, positive green; adv-outcome and
+//  adv-process  its outcome and process parts (same scale)
+//  kl           per-token log(π/π_ref) = logprob − ref_logprob, diverging (±1)
+//  ratio        importance ratio π/π_old at the update, diverging around 1 (0.5 … 1.5)
+//  clipped      which bound cut the token's gradient: upper (violet), lower (blue), dual clip (orange)
+//  weight       the token's weight in the aggregated loss (loss_agg_mode), sequential from 0 to the
+//               largest weight of the trajectory (numbered: the legend says which)
+//  value        the critic's value (PPO), diverging (±1)
 
-export const CHANNELS = ['logprob', 'entropy', 'advantage', 'kl'] as const;
+export const CHANNELS = ['logprob', 'entropy', 'advantage', 'kl', 'ratio', 'clipped', 'weight', 'value', 'adv-outcome', 'adv-process'] as const;
 export type Channel = (typeof CHANNELS)[number];
 
 export function nextChannel(c: Channel): Channel {
@@ -17,10 +25,21 @@ export interface TokenValues {
   refLogprob?: ArrayLike<number> | null;
   entropy?: ArrayLike<number> | null;
   advantage?: ArrayLike<number> | null;
+  ratio?: ArrayLike<number> | null;
+  clipped?: ArrayLike<number> | null;
+  lossWeight?: ArrayLike<number> | null;
+  value?: ArrayLike<number> | null;
+  advOutcome?: ArrayLike<number> | null;
+  advProcess?: ArrayLike<number> | null;
+  lossMask?: ArrayLike<number> | null;
 }
+
+/** Channels that only exist on tokens the model generated (loss mask 1). */
+const TRAINED: ReadonlySet<Channel> = new Set(['ratio', 'clipped', 'weight', 'adv-outcome', 'adv-process']);
 
 export function channelValue(v: TokenValues, c: Channel, i: number): number | null {
   const pick = (a?: ArrayLike<number> | null) => (a && i < a.length && Number.isFinite(a[i]) ? a[i] : null);
+  if (TRAINED.has(c) && v.lossMask && v.lossMask[i] === 0) return null;
   switch (c) {
     case 'logprob':
       return pick(v.logprob);
@@ -33,13 +52,38 @@ export function channelValue(v: TokenValues, c: Channel, i: number): number | nu
       const ref = pick(v.refLogprob);
       return lp == null || ref == null ? null : lp - ref;
     }
+    case 'ratio':
+      return pick(v.ratio);
+    case 'clipped':
+      return pick(v.clipped);
+    case 'weight':
+      return pick(v.lossWeight);
+    case 'value':
+      return pick(v.value);
+    case 'adv-outcome':
+      return pick(v.advOutcome);
+    case 'adv-process':
+      return pick(v.advProcess);
   }
 }
 
-/** The scale used to normalise diverging channels: max |value| across the given turns. */
+/** Fixed scales: the value at which the colour saturates. */
+const FIXED: Partial<Record<Channel, number>> = {
+  logprob: 6,
+  entropy: 3,
+  advantage: 2,
+  'adv-outcome': 2,
+  'adv-process': 2,
+  kl: 1,
+  ratio: 0.5,
+  clipped: 1,
+  value: 1,
+};
+
+/** The scale of a channel: fixed (absolute) for all but `weight`, whose scale is its largest value in the given turns. */
 export function channelScale(turns: TokenValues[], c: Channel, count: (t: TokenValues) => number): number {
-  if (c === 'logprob') return 6;
-  if (c === 'entropy') return 3;
+  const fixed = FIXED[c];
+  if (fixed !== undefined) return fixed;
   let m = 0;
   for (const t of turns) {
     const n = count(t);
@@ -49,6 +93,17 @@ export function channelScale(turns: TokenValues[], c: Channel, count: (t: TokenV
     }
   }
   return m > 0 ? m : 1;
+}
+
+/** The numbers written under the legend's ramp: low end, middle, high end. */
+export function scaleTicks(c: Channel, scale: number): [string, string, string] {
+  const f = (x: number) => (Math.abs(x) >= 0.01 || x === 0 ? String(+x.toFixed(2)) : x.toExponential(1));
+  if (c === 'logprob') return [`≤ −${scale}`, `−${scale / 2}`, '0'];
+  if (c === 'entropy') return ['0', f(scale / 2), `≥ ${scale}`];
+  if (c === 'ratio') return [`≤ ${f(1 - scale)}`, '1', `≥ ${f(1 + scale)}`];
+  if (c === 'clipped') return ['lower', 'none', 'upper · dual'];
+  if (c === 'weight') return ['0', f(scale / 2), f(scale)];
+  return [`≤ −${f(scale)}`, '0', `≥ ${f(scale)}`];
 }
 
 /** CSS background for a value, or '' when there is none. */
@@ -62,13 +117,26 @@ export function heatColor(c: Channel, value: number | null, scale: number): stri
     const a = Math.min(1, Math.max(0, value / scale));
     return a < 0.02 ? '' : `rgba(245, 180, 60, ${(0.75 * a).toFixed(3)})`;
   }
-  const a = Math.min(1, Math.abs(value) / scale);
+  if (c === 'clipped') {
+    if (value === 1) return 'rgba(170, 110, 255, 0.7)';
+    if (value === -1) return 'rgba(80, 150, 255, 0.7)';
+    if (value === 2) return 'rgba(255, 150, 40, 0.75)';
+    return '';
+  }
+  if (c === 'weight') {
+    const a = Math.min(1, Math.max(0, value / scale));
+    return a < 0.02 ? '' : `rgba(120, 170, 255, ${(0.7 * a).toFixed(3)})`;
+  }
+  const d = c === 'ratio' ? value - 1 : value;
+  const a = Math.min(1, Math.abs(d) / scale);
   if (a < 0.02) return '';
-  return value > 0 ? `rgba(80, 210, 130, ${(0.7 * a).toFixed(3)})` : `rgba(255, 80, 80, ${(0.7 * a).toFixed(3)})`;
+  return d > 0 ? `rgba(80, 210, 130, ${(0.7 * a).toFixed(3)})` : `rgba(255, 80, 80, ${(0.7 * a).toFixed(3)})`;
 }
 
 export function rampCss(c: Channel): string {
   if (c === 'logprob') return 'linear-gradient(90deg, rgba(255,80,80,.75), transparent)';
   if (c === 'entropy') return 'linear-gradient(90deg, transparent, rgba(245,180,60,.75))';
+  if (c === 'clipped') return 'linear-gradient(90deg, rgba(80,150,255,.7) 33%, transparent 33% 66%, rgba(170,110,255,.7) 66% 83%, rgba(255,150,40,.75) 83%)';
+  if (c === 'weight') return 'linear-gradient(90deg, transparent, rgba(120,170,255,.7))';
   return 'linear-gradient(90deg, rgba(255,80,80,.7), transparent, rgba(80,210,130,.7))';
 }

@@ -9,6 +9,7 @@ import { createRunSlice, type RunSlice } from './run';
 import { createTrajSlice, type TrajSlice } from './trajectories';
 import { createEditorSlice, type EditorSlice } from './editor';
 import { createPlaygroundSlice, type PlaygroundSlice } from './playground';
+import { createLiveSlice, type LiveSlice } from './live';
 
 export type View = 'start' | 'runs' | 'run' | 'compare' | 'trajectories' | 'editor' | 'playground';
 
@@ -23,7 +24,7 @@ export interface ConsentSlice {
   answerConsent(id: string, approve: boolean): Promise<void>;
 }
 
-export type ArborState = NavSlice & ConnectionSlice & RunsSlice & RunSlice & TrajSlice & EditorSlice & PlaygroundSlice & ConsentSlice;
+export type ArborState = NavSlice & ConnectionSlice & RunsSlice & RunSlice & TrajSlice & EditorSlice & PlaygroundSlice & LiveSlice & ConsentSlice;
 export type Set = StoreApi<ArborState>['setState'];
 export type Get = StoreApi<ArborState>['getState'];
 export type ArborStore = StoreApi<ArborState>;
@@ -38,6 +39,7 @@ export function createArborStore(api: ArborApi): ArborStore {
     ...createTrajSlice(api, set, get),
     ...createEditorSlice(api, set, get),
     ...createPlaygroundSlice(api, set, get),
+    ...createLiveSlice(api, set, get),
     consents: [],
     async answerConsent(id, approve) {
       set({ consents: get().consents.filter((c) => c.id !== id) });

@@ -22,6 +22,9 @@ export interface PlaygroundSlice {
   chatCorpus: string | null;
   /** Tool-call format for the next chat ('' = the run's environment.format). */
   chatFormat: string;
+  /** Sampling temperature of the chat (null: the run's eval.temperature). */
+  chatTemperature: number | null;
+  setChatTemperature(t: number | null): void;
   setChatFormat(format: string): void;
   loadCheckpoints(): Promise<void>;
   setCheckpoint(id: string): void;
@@ -52,6 +55,8 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
     chatCorpus: null,
     chatFormat: '',
     setChatFormat: (chatFormat) => set({ chatFormat }),
+    chatTemperature: null,
+    setChatTemperature: (chatTemperature) => set({ chatTemperature }),
     async loadCheckpoints() {
       try {
         const checkpoints = await api.listCheckpoints();
@@ -60,7 +65,12 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
         get().reportError('Loading checkpoints', err);
       }
     },
-    setCheckpoint: (checkpointId) => set({ checkpointId }),
+    // Another checkpoint is another model: the conversation (and any live episode) starts over.
+    setCheckpoint(checkpointId) {
+      if (checkpointId === get().checkpointId) return;
+      set({ checkpointId, transcript: [], chatCorpus: null });
+      void get().closeLive();
+    },
     clearChat: () => set({ transcript: [] }),
     async send(text) {
       const s = get();
@@ -71,7 +81,13 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
       const push = (it: TranscriptItem) => set({ transcript: [...get().transcript, it] });
       try {
         const r = await api.chat(
-          { checkpoint: s.checkpointId, messages: transcriptToMessages(transcript), chatId, ...(s.chatFormat ? { format: s.chatFormat } : {}) },
+          {
+            checkpoint: s.checkpointId,
+            messages: transcriptToMessages(transcript),
+            chatId,
+            ...(s.chatFormat ? { format: s.chatFormat } : {}),
+            ...(s.chatTemperature !== null ? { temperature: s.chatTemperature } : {}),
+          },
           (e) => {
             const items = get().transcript;
             const last = items[items.length - 1];

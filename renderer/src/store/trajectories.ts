@@ -1,4 +1,5 @@
-import type { ArborApi, EngineEvent, Trajectory, TrajSummary } from '../api/types';
+import type { ArborApi, Checkpoint, EngineEvent, Trajectory, TrajSummary } from '../api/types';
+import type { DriftReport, ForkResult, Params, Result, EventData } from '../../../engine/server/protocol';
 import { nextChannel, type Channel } from '../lib/heat';
 import { buildBranchTree, firstOwnTurn, treeMove, type TreeKey } from '../lib/branchTree';
 import type { Get, Set } from './index';
@@ -10,7 +11,37 @@ export interface TrajFilter {
   task: string;
 }
 
+/** How the step's list is ordered: as stored (group, sample), or by |advantage|, clipped share or KL, largest first. */
+export type TrajSort = 'order' | 'abs-advantage' | 'clip-share' | 'kl';
+
+/** A position of the keyboard token cursor: turn index and token index in it. */
+export interface TokenCursor {
+  turn: number;
+  tok: number;
+}
+
 export interface TrajSlice {
+  trajSort: TrajSort;
+  setTrajSort(s: TrajSort): void;
+  /** The token cursor (h / l) and the top-k alternatives at it (loaded on demand). */
+  cursor: TokenCursor | null;
+  moveCursor(delta: number): void;
+  setCursor(c: TokenCursor | null): void;
+  topk: { key: string; result?: Result<'replay.topk'>; error?: string } | null;
+  loadTopK(checkpoint?: string): Promise<void>;
+  /** Retokenisation drift of the open trajectory (null while loading or when it could not be checked). */
+  drift: DriftReport | null;
+  driftError: string | null;
+  /** The stored what-if replays of the open trajectory, the last fork's answer and its progress. */
+  forks: TrajSummary[];
+  forkResult: ForkResult | null;
+  forkProgress: EventData<'replay'> | null;
+  forking: boolean;
+  fork(req: Omit<Params<'replay.fork'>, 'trajectoryId'>): Promise<void>;
+  /** Open what a URL names (run, step, trajectory, channel): a reload or back/forward. */
+  openFromUrl(u: { run: string; step?: number; sample?: string; channel?: Channel }): Promise<void>;
+  /** Every stored checkpoint (the fork panel's choices). */
+  listAllCheckpoints(): Promise<Checkpoint[]>;
   trajRunId: string | null;
   steps: number[];
   step: number | null;
@@ -54,6 +85,14 @@ export interface TrajSlice {
   openFirstBranch(): Promise<void>;
 }
 
+/** The list in the chosen order (a stable sort: ties keep group, sample order). */
+export function sortTrajectories(list: TrajSummary[], by: TrajSort): TrajSummary[] {
+  const base = [...list].sort((a, b) => a.group - b.group || a.sample - b.sample);
+  const key = (t: TrajSummary): number =>
+    by === 'abs-advantage' ? Math.abs(t.advantage ?? 0) : by === 'clip-share' ? (t.clipShare ?? -1) : by === 'kl' ? Math.abs(t.klMean ?? 0) : 0;
+  return by === 'order' ? base : base.sort((a, b) => key(b) - key(a));
+}
+
 /** The samples of the same prompt (GRPO group) as `t`, in sample order. */
 export function siblingsOf(list: TrajSummary[], t: { step: number; group: number }): TrajSummary[] {
   return list.filter((x) => x.step === t.step && x.group === t.group).sort((a, b) => a.sample - b.sample);
@@ -73,10 +112,10 @@ export function createTrajSlice(api: ArborApi, set: Set, get: Get): TrajSlice {
       errorsOnly: f.errorsOnly || undefined,
       task: f.task || undefined,
     });
-    list.sort((a, b) => a.group - b.group || a.sample - b.sample);
+    const sorted = sortTrajectories(list, s.trajSort);
     // A newer step (follow live) or run may have been chosen while this list was loading.
     if (get().trajRunId !== runId || get().step !== step || get().trajFilter !== f) return false;
-    set({ trajList: list });
+    set({ trajList: sorted });
     return true;
   };
   // Opening is async: a later open makes an earlier one's answer stale.
@@ -100,12 +139,23 @@ export function createTrajSlice(api: ArborApi, set: Set, get: Get): TrajSlice {
       // Stale if another sample, step or list was opened meanwhile.
       if (seq !== openSeq || get().sampleIndex !== index) return;
       // A branch opens at its branch point (its first own turn); the shared turns are above it.
-      set({ traj, turnIndex: firstOwnTurn(traj), treeFocus: traj.id });
+      set({ traj, turnIndex: firstOwnTurn(traj), treeFocus: traj.id, cursor: null, topk: null, drift: null, driftError: null, forkResult: null, forks: [] });
+      void loadSide(traj);
       await loadTree();
       await loadGroup();
     } catch (err) {
       get().reportError(`Loading trajectory ${id}`, err);
     }
+  };
+  /** What the replay shows beside a trajectory: its drift and its stored forks. */
+  const loadSide = async (traj: Trajectory) => {
+    const [drift, forks] = await Promise.allSettled([api.trajectoryDrift(traj.id), api.listForks(traj.id)]);
+    if (get().traj?.id !== traj.id) return;
+    set({
+      drift: drift.status === 'fulfilled' ? drift.value : null,
+      driftError: drift.status === 'rejected' ? String((drift.reason as Error)?.message ?? drift.reason) : null,
+      forks: forks.status === 'fulfilled' ? forks.value : [],
+    });
   };
   const loadGroup = async () => {
     const s = get();
@@ -115,6 +165,82 @@ export function createTrajSlice(api: ArborApi, set: Set, get: Get): TrajSlice {
     set({ group });
   };
   return {
+    trajSort: 'order',
+    setTrajSort(by) {
+      const s = get();
+      const list = sortTrajectories(s.trajList, by);
+      set({ trajSort: by, trajList: list, sampleIndex: s.traj ? list.findIndex((t) => t.id === s.traj!.id) : -1 });
+    },
+    cursor: null,
+    moveCursor(delta) {
+      const s = get();
+      const t = s.traj;
+      if (!t) return;
+      // Flattened positions of every token; the cursor starts at the active turn.
+      const flat: TokenCursor[] = [];
+      t.turnsData.forEach((u, turn) => u.tokenIds.forEach((_, tok) => flat.push({ turn, tok })));
+      if (!flat.length) return;
+      let i = s.cursor ? flat.findIndex((c) => c.turn === s.cursor!.turn && c.tok === s.cursor!.tok) : -1;
+      if (i < 0)
+        i =
+          Math.max(
+            0,
+            flat.findIndex((c) => c.turn === s.turnIndex),
+          ) - (delta > 0 ? 1 : 0);
+      const next = flat[Math.max(0, Math.min(flat.length - 1, i + delta))]!;
+      set({ cursor: next, turnIndex: next.turn, topk: null });
+    },
+    setCursor: (cursor) => set({ cursor, topk: null, ...(cursor ? { turnIndex: cursor.turn } : {}) }),
+    topk: null,
+    async loadTopK(checkpoint) {
+      const s = get();
+      if (!s.traj || !s.cursor) return;
+      const key = `${s.traj.id}:${s.cursor.turn}:${s.cursor.tok}:${checkpoint ?? ''}`;
+      set({ topk: { key } });
+      try {
+        const result = await api.topK({ trajectoryId: s.traj.id, turn: s.cursor.turn, token: s.cursor.tok, k: 8, ...(checkpoint ? { checkpoint } : {}) });
+        if (get().topk?.key === key) set({ topk: { key, result } });
+      } catch (err) {
+        if (get().topk?.key === key) set({ topk: { key, error: (err as Error).message } });
+      }
+    },
+    drift: null,
+    driftError: null,
+    forks: [],
+    forkResult: null,
+    forkProgress: null,
+    forking: false,
+    async fork(req) {
+      const t = get().traj;
+      if (!t || get().forking) return;
+      set({ forking: true, forkProgress: null, forkResult: null });
+      try {
+        const forkResult = await api.forkTrajectory({ ...req, trajectoryId: t.id }, (e) => set({ forkProgress: e }));
+        const forks = await api.listForks(t.id);
+        if (get().traj?.id === t.id) set({ forkResult, forks });
+      } catch (err) {
+        get().reportError(`Forking trajectory ${t.id}`, err);
+      } finally {
+        set({ forking: false });
+      }
+    },
+    async openFromUrl(u) {
+      const s = get();
+      if (u.channel) set({ channel: u.channel });
+      if (s.trajRunId !== u.run || (u.step !== undefined && s.step !== u.step)) {
+        if (s.trajRunId !== u.run) await get().openTrajectories(u.run, u.step);
+        else await get().setStep(u.step!);
+      } else set({ view: 'trajectories' });
+      if (u.sample && get().traj?.id !== u.sample) await get().openTrajectoryById(u.sample);
+    },
+    async listAllCheckpoints() {
+      try {
+        return await api.listCheckpoints();
+      } catch (err) {
+        get().reportError('Loading checkpoints', err);
+        return [];
+      }
+    },
     trajRunId: null,
     steps: [],
     step: null,

@@ -1,5 +1,11 @@
 import { useEffect, useRef, useState } from 'react';
 import { useArbor, useArborStore } from '../store/react';
+import { LiveStepper } from '../components/LiveStepper';
+
+/** The model's text without chat-template markup (<|im_start|>, <|im_end|>, <|endoftext|>, …): what it said, not how it was framed. */
+export function withoutTemplateTokens(text: string): string {
+  return text.replace(/<\|[^|<>\s]{1,40}\|>/g, '').replace(/^\s*assistant\s*\n/, '');
+}
 
 export function PlaygroundView() {
   const store = useArborStore();
@@ -10,6 +16,8 @@ export function PlaygroundView() {
   const runs = useArbor((s) => s.runs);
   const corpus = useArbor((s) => s.chatCorpus);
   const chatFormat = useArbor((s) => s.chatFormat);
+  const chatTemperature = useArbor((s) => s.chatTemperature);
+  const [mode, setMode] = useState<'chat' | 'step'>('chat');
   const [text, setText] = useState('');
   const bottom = useRef<HTMLDivElement>(null);
   useEffect(() => {
@@ -43,6 +51,25 @@ export function PlaygroundView() {
           <option value="hermes">hermes (&lt;tool_call&gt; JSON)</option>
           <option value="tags">tags (&lt;toolname&gt;)</option>
         </select>
+        <label className="muted" title="sampling temperature (0 = greedy); empty: the run's eval.temperature">
+          temperature{' '}
+          <input
+            type="number"
+            min={0}
+            step={0.1}
+            style={{ width: 56 }}
+            value={chatTemperature ?? ''}
+            placeholder="run's"
+            onChange={(e) => a.setChatTemperature(e.target.value === '' ? null : Math.max(0, Number(e.target.value)))}
+            data-testid="chat-temperature"
+          />
+        </label>
+        <button className={mode === 'chat' ? 'primary' : ''} onClick={() => setMode('chat')} data-testid="playground-mode-chat">
+          Chat
+        </button>
+        <button className={mode === 'step' ? 'primary' : ''} onClick={() => setMode('step')} data-testid="playground-mode-step">
+          Step through
+        </button>
         <span className="muted" data-testid="chat-world">
           the model answers with its tools: search over the corpus of the run that trained it
           {corpus ? ` (${corpus})` : ' (its held-out world, or its qa dataset)'}, plus the tools of its environment.mcp_servers
@@ -54,7 +81,8 @@ export function PlaygroundView() {
         </button>
       </div>
       {checkpoints.length === 0 ? <div className="empty">No checkpoints yet: train a run first.</div> : null}
-      <div className="chat" data-testid="chat">
+      {mode === 'step' ? <LiveStepper checkpoint={checkpointId} /> : null}
+      <div className="chat" data-testid="chat" style={mode === 'step' ? { display: 'none' } : undefined}>
         {transcript.map((it, i) => {
           if (it.kind === 'user')
             return (
@@ -65,7 +93,7 @@ export function PlaygroundView() {
           if (it.kind === 'assistant')
             return (
               <div key={i} className="msg" data-testid="chat-assistant">
-                {it.text}
+                {withoutTemplateTokens(it.text)}
                 {it.done ? '' : ' ▍'}
               </div>
             );
@@ -100,7 +128,7 @@ export function PlaygroundView() {
         ) : null}
         <div ref={bottom} />
       </div>
-      <div className="toolbar">
+      <div className="toolbar" style={mode === 'step' ? { display: 'none' } : undefined}>
         <textarea
           rows={3}
           style={{ flex: 1 }}

@@ -2,10 +2,13 @@ import { useEffect, useMemo, useRef, useState } from 'react';
 import { useVirtualizer } from '@tanstack/react-virtual';
 import { useShallow } from 'zustand/react/shallow';
 import { useArbor, useArborStore } from '../store/react';
-import type { Trajectory } from '../api/types';
-import { CHANNELS, channelScale, channelValue, rampCss, type Channel } from '../lib/heat';
-import { buildRows, ForkIcon, isWordLevel, TokenHoverCard, TokenSpan, ToolCalls, TurnHead } from '../components/Turns';
-import { siblingsOf } from '../store/trajectories';
+import type { Trajectory, TrajSummary } from '../api/types';
+import { CHANNELS, channelScale, channelValue, rampCss, scaleTicks, type Channel } from '../lib/heat';
+import { buildRows, ForkIcon, isWordLevel, TokenHoverCard, TokenSpan, ToolCalls, TurnHead, type TurnDrift } from '../components/Turns';
+import { siblingsOf, type TokenCursor, type TrajSort } from '../store/trajectories';
+import { taskMessage, VerdictStrip } from '../components/Verdict';
+import { ForkPanel } from '../components/ForkPanel';
+import { TokenInspector } from '../components/TokenInspector';
 import { buildBranchTree, turnOrigins, type BranchTree, type TurnOrigin } from '../lib/branchTree';
 import { BranchPointBadge, BranchTreePanel } from '../components/BranchTree';
 
@@ -64,6 +67,21 @@ export function useReplayKeys(enabled: boolean) {
         case 'ArrowRight':
           void s.openFirstBranch();
           break;
+        // The token cursor and its inspector.
+        case 'l':
+          s.moveCursor(1);
+          break;
+        case 'h':
+          s.moveCursor(-1);
+          break;
+        case 'a':
+          if (s.cursor) void s.loadTopK();
+          else handled = false;
+          break;
+        case 'Escape':
+          if (s.cursor) s.setCursor(null);
+          else handled = false;
+          break;
         case 't': {
           const item = document.querySelector<HTMLElement>('[role="tree"] [role="treeitem"][tabindex="0"]');
           if (item) item.focus();
@@ -92,6 +110,15 @@ export function TrajectoriesView() {
   const channel = useArbor((s) => s.channel);
   const groupView = useArbor((s) => s.groupView);
   const follow = useArbor((s) => s.follow);
+  const trajSort = useArbor((s) => s.trajSort);
+  // Flat groups: every sample has the same reward and no advantage (zero variance: no learning signal).
+  const flatGroups = useMemo(() => {
+    const by = new Map<string, TrajSummary[]>();
+    for (const t of list) by.set(`${t.step}:${t.group}`, [...(by.get(`${t.step}:${t.group}`) ?? []), t]);
+    return new Set(
+      [...by].filter(([, ts]) => ts.length > 1 && ts.every((t) => t.reward === ts[0]!.reward && Math.abs(t.advantage ?? 0) < 1e-9)).map(([k]) => k),
+    );
+  }, [list]);
   const a = useArbor(
     useShallow((s) => ({
       open: s.openTrajectories,
@@ -101,6 +128,7 @@ export function TrajectoriesView() {
       setChannel: s.setChannel,
       setGroupView: s.setGroupView,
       setFollow: s.setFollow,
+      setSort: s.setTrajSort,
     })),
   );
   useReplayKeys(true);
@@ -155,10 +183,20 @@ export function TrajectoriesView() {
         <label className="muted">
           <input type="checkbox" checked={follow} onChange={(e) => void a.setFollow(e.target.checked)} data-testid="follow" /> follow live
         </label>
+        <label className="muted">
+          sort{' '}
+          <select value={trajSort} onChange={(e) => a.setSort(e.target.value as TrajSort)} data-testid="traj-sort">
+            <option value="order">group, sample</option>
+            <option value="abs-advantage">|advantage|</option>
+            <option value="clip-share">clipped share</option>
+            <option value="kl">|KL|</option>
+          </select>
+        </label>
         <span className="grow" />
         <span className="muted" style={{ fontSize: 11 }}>
           <span className="kbd">j</span>/<span className="kbd">k</span> turns · <span className="kbd">↑</span>/<span className="kbd">↓</span> samples ·{' '}
           <span className="kbd">[</span>/<span className="kbd">]</span> siblings · <span className="kbd">c</span> colour · <span className="kbd">g</span> group
+          · <span className="kbd">h</span>/<span className="kbd">l</span> token cursor
           {tree ? (
             <>
               {' '}
@@ -198,9 +236,23 @@ export function TrajectoriesView() {
                         </span>
                       ) : null}
                     </span>
-                    <span className="q" title={t.prompt}>
+                    <span className="q" title={t.prompt} data-testid="traj-row-text">
                       {t.hasError ? <span style={{ color: 'var(--err)' }}>⚠ </span> : null}
-                      {t.prompt ?? t.task ?? t.id}
+                      {flatGroups.has(`${t.step}:${t.group}`) ? (
+                        <span
+                          className="flag"
+                          title="every sample of this group has the same reward and no advantage: zero variance, no learning signal"
+                          data-testid="flat-flag"
+                        >
+                          flat
+                        </span>
+                      ) : null}
+                      {(t.outcomeData as { truncated?: boolean }).truncated ? (
+                        <span className="flag" title="a limit (turns, tokens) ended this episode" data-testid="truncated-flag">
+                          truncated
+                        </span>
+                      ) : null}{' '}
+                      {taskMessage(t)}
                     </span>
                     <span className="mono" style={{ textAlign: 'right', color: t.reward > 0 ? 'var(--ok)' : undefined }}>
                       {t.reward.toFixed(3)}
@@ -222,14 +274,14 @@ export function TrajectoriesView() {
                   {c}
                 </button>
               ))}
-              <span className="legend-bar">
-                <span className="ramp" style={{ background: rampCss(channel) }} /> <span data-testid="channel-active">{channel}</span>
-              </span>
+              <ChannelLegend traj={traj} channel={channel} />
               {traj && !hasChannel(traj, channel) ? (
                 <span className="muted" style={{ fontSize: 11 }} data-testid="channel-missing">
                   {channel === 'kl'
                     ? 'no reference logprobs stored for this trajectory (the run had no KL term)'
-                    : `no ${channel} values stored for this trajectory`}
+                    : channel === 'value'
+                      ? 'no critic values stored (the run did not use PPO with a critic)'
+                      : `no ${channel} values stored for this trajectory`}
                 </span>
               ) : null}
               <span className="grow" />
@@ -251,6 +303,115 @@ export function TrajectoriesView() {
           </div>
         </div>
       ) : null}
+    </div>
+  );
+}
+
+/** The active channel with its ramp and the numbers of its scale (absolute: the same for every trajectory). */
+function ChannelLegend({ traj, channel }: { traj: Trajectory | null; channel: Channel }) {
+  const scale = useMemo(() => channelScale(traj?.turnsData ?? [], channel, (t) => (t as { tokens: string[] }).tokens.length), [traj, channel]);
+  const [lo, mid, hi] = scaleTicks(channel, scale);
+  return (
+    <span className="legend-bar" data-testid="channel-legend">
+      <span style={{ display: 'inline-flex', flexDirection: 'column' }}>
+        <span className="ramp" style={{ background: rampCss(channel) }} />
+        <span className="legend-ticks" data-testid="channel-ticks">
+          <span>{lo}</span>
+          <span>{mid}</span>
+          <span>{hi}</span>
+        </span>
+      </span>{' '}
+      <span data-testid="channel-active">{channel}</span>
+    </span>
+  );
+}
+
+/**
+ * The trajectory's advantage as its tokens carry it: the mean over the model's tokens (what the
+ * stored summary holds), the range of the per-token values, the outcome and process parts, and the
+ * group's reward mean and std that normalised it.
+ */
+function AdvantageSummary({ traj }: { traj: Trajectory }) {
+  const st = useMemo(() => {
+    let n = 0;
+    let sum = 0;
+    let lo = Infinity;
+    let hi = -Infinity;
+    let out = 0;
+    let proc = 0;
+    let parts = false;
+    for (const u of traj.turnsData)
+      u.tokenIds.forEach((_, i) => {
+        if (u.lossMask && u.lossMask[i] === 0) return;
+        const a = u.advantage?.[i];
+        if (a == null || !Number.isFinite(a)) return;
+        n++;
+        sum += a;
+        lo = Math.min(lo, a);
+        hi = Math.max(hi, a);
+        if (u.advOutcome && u.advProcess) {
+          parts = true;
+          out += u.advOutcome[i] ?? 0;
+          proc += u.advProcess[i] ?? 0;
+        }
+      });
+    return n ? { n, mean: sum / n, lo, hi, out: out / n, proc: proc / n, parts } : null;
+  }, [traj]);
+  const g = traj.signal?.group;
+  if (!st) return traj.advantage != null ? <span>advantage {traj.advantage.toFixed(3)}</span> : null;
+  return (
+    <span data-testid="traj-advantage">
+      advantage{' '}
+      <b className="mono" title={`mean over the ${st.n} model tokens`} data-testid="traj-advantage-mean">
+        {st.mean.toFixed(3)}
+      </b>
+      <span className="muted">
+        {' '}
+        (mean of {st.n} tokens{st.hi - st.lo > 1e-6 ? `, per token ${st.lo.toFixed(3)} … ${st.hi.toFixed(3)}` : ''}
+        {st.parts ? ` = outcome ${st.out.toFixed(3)} + process ${st.proc.toFixed(3)}` : ''})
+      </span>
+      {g ? (
+        <span className="muted" data-testid="traj-group-stats">
+          {' '}
+          · group reward mean {g.mean.toFixed(3)}, std {g.std.toFixed(3)} (n {g.n})
+        </span>
+      ) : null}
+    </span>
+  );
+}
+
+/** A what-if replay: where it left its parent, with which edit and checkpoint; the parent one click away. */
+function ForkOrigin({ traj }: { traj: Trajectory }) {
+  const open = useArbor((s) => s.openTrajectoryById);
+  const f = traj.fork!;
+  return (
+    <span data-testid="traj-fork-origin">
+      <span className="branch-mark fork">
+        <ForkIcon />
+      </span>{' '}
+      what-if replay of{' '}
+      <a href="#" onClick={(e) => (e.preventDefault(), void open(f.parent))} data-testid="traj-fork-parent">
+        trajectory {f.parent}
+      </a>{' '}
+      at turn {f.turn + 1}
+      {f.token !== null ? `, token ${f.token}` : ''}
+      {f.edit ? `, ${f.edit.kind} edited` : ''} · checkpoint {f.checkpoint.step !== undefined ? `step ${f.checkpoint.step}` : f.checkpoint.id} · T{' '}
+      {f.sampling.temperature}
+    </span>
+  );
+}
+
+/** Retokenisation drift of the open trajectory, in a line (the drifted turns are marked in place). */
+function DriftSummary({ traj }: { traj: Trajectory }) {
+  const drift = useArbor((s) => s.drift);
+  const err = useArbor((s) => s.driftError);
+  if (err) return null;
+  if (!drift) return null;
+  return (
+    <div className="muted" style={{ fontSize: 11 }} data-testid="drift-summary" data-drifted={drift.drifted ? 'true' : 'false'}>
+      {drift.drifted
+        ? `⚠ retokenisation drift in ${drift.turns.length} of ${drift.checked} turns (turn ${drift.turns.map((d) => d.turn + 1).join(', ')}): their ids differ from their text re-rendered by the run's tokenizer`
+        : `no retokenisation drift: the ids of all ${drift.checked} turns of trajectory ${traj.id} equal their text re-rendered`}
     </div>
   );
 }
@@ -282,11 +443,7 @@ function TrajectoryHeader({ traj, tree }: { traj: Trajectory; tree: BranchTree |
           {k} <span className="mono">{Number(v).toFixed(3)}</span>
         </span>
       ))}
-      {traj.advantage != null ? (
-        <span>
-          advantage <b className="mono">{traj.advantage.toFixed(3)}</b>
-        </span>
-      ) : null}
+      <AdvantageSummary traj={traj} />
       {traj.outcome ? <span className="tag">{traj.outcome}</span> : null}
       {traj.branch ? (
         <span data-testid="traj-branch">
@@ -300,6 +457,7 @@ function TrajectoryHeader({ traj, tree }: { traj: Trajectory; tree: BranchTree |
           root sample · {tree.byId.get(traj.id)?.children.length ?? 0} branch(es) taken from it
         </span>
       ) : null}
+      {traj.fork ? <ForkOrigin traj={traj} /> : null}
       {traj.task ? <span className="muted">task {traj.task}</span> : null}
       <span className="muted mono" style={{ fontSize: 11 }}>
         {traj.id}
@@ -310,11 +468,36 @@ function TrajectoryHeader({ traj, tree }: { traj: Trajectory; tree: BranchTree |
 
 function TrajectoryPane({ traj, channel, tree }: { traj: Trajectory; channel: Channel; tree: BranchTree | null }) {
   const turnIndex = useArbor((s) => s.turnIndex);
+  const driftReport = useArbor((s) => s.drift);
+  const cursor = useArbor((s) => s.cursor);
+  const setCursor = useArbor((s) => s.setCursor);
+  const drift = useMemo(() => {
+    const m = new Map<number, TurnDrift>();
+    if (driftReport) for (const d of driftReport.turns) m.set(d.turn, d);
+    return m;
+  }, [driftReport]);
   const origins = useMemo(() => (tree && traj.branch ? turnOrigins(traj, tree) : undefined), [traj, tree]);
   return (
     <>
       <TrajectoryHeader traj={traj} tree={tree} />
-      <TurnList traj={traj} channel={channel} turnIndex={turnIndex} height="calc(100vh - 230px)" origins={origins} />
+      <VerdictStrip traj={traj} />
+      <DriftSummary traj={traj} />
+      <div className="replay-body">
+        <div className="turns-col">
+          <TurnList
+            traj={traj}
+            channel={channel}
+            turnIndex={turnIndex}
+            height="max(300px, calc(100vh - 420px))"
+            origins={origins}
+            drift={drift}
+            cursor={cursor}
+            setCursor={setCursor}
+          />
+        </div>
+        <TokenInspector traj={traj} />
+      </div>
+      <ForkPanel key={traj.id} traj={traj} />
     </>
   );
 }
@@ -326,11 +509,19 @@ export function TurnList({
   turnIndex,
   height,
   origins,
+  drift,
+  cursor = null,
+  setCursor,
 }: {
+  /** The keyboard token cursor, and what a click on a token does (moves it). */
+  cursor?: TokenCursor | null;
+  setCursor?: (c: TokenCursor) => void;
   traj: Trajectory;
   channel: Channel;
   turnIndex: number;
   height: string | number;
+  /** Turns whose ids differ from their re-rendered text. */
+  drift?: Map<number, TurnDrift>;
   /** Branch samples: which turns are shared with (and were generated by) an ancestor, and where the branch point is. */
   origins?: TurnOrigin[];
 }) {
@@ -362,6 +553,10 @@ export function TurnList({
           if (el.dataset.tok) setHover({ turn: Number(el.dataset.turn), tok: Number(el.dataset.tok), x: e.clientX, y: e.clientY });
         }}
         onMouseLeave={() => setHover(null)}
+        onClick={(e) => {
+          const el = e.target as HTMLElement;
+          if (el.dataset.tok && setCursor) setCursor({ turn: Number(el.dataset.turn), tok: Number(el.dataset.tok) });
+        }}
       >
         <div style={{ height: virt.getTotalSize(), position: 'relative' }}>
           {virt.getVirtualItems().map((v) => {
@@ -388,9 +583,18 @@ export function TurnList({
                   paddingTop: row.kind === 'head' ? 6 : 0,
                 }}
               >
-                {row.kind === 'head' ? <TurnHead turn={turn} index={row.turn} origin={origins?.[row.turn]} /> : null}
+                {row.kind === 'head' ? <TurnHead turn={turn} index={row.turn} origin={origins?.[row.turn]} drift={drift?.get(row.turn)} /> : null}
                 {row.kind === 'tokens' ? (
-                  <TokenSpan turn={turn} turnIndex={row.turn} from={row.from} to={row.to} channel={channel} scale={scale} words={words} />
+                  <TokenSpan
+                    turn={turn}
+                    turnIndex={row.turn}
+                    from={row.from}
+                    to={row.to}
+                    channel={channel}
+                    scale={scale}
+                    words={words}
+                    cursor={cursor && cursor.turn === row.turn && cursor.tok >= row.from && cursor.tok < row.to ? cursor.tok : -1}
+                  />
                 ) : null}
                 {row.kind === 'text' ? <div className="tokens">{turn.text}</div> : null}
                 {row.kind === 'calls' ? <ToolCalls calls={turn.toolCalls} /> : null}
@@ -404,6 +608,24 @@ export function TurnList({
   );
 }
 
+/** Length of the token prefix every sample of the group shares (the prompt, at least). */
+export function sharedPrefix(group: Trajectory[]): number {
+  if (!group.length) return 0;
+  const flat = group.map((g) => g.turnsData.flatMap((u) => u.tokenIds));
+  const n = Math.min(...flat.map((f) => f.length));
+  let p = 0;
+  while (p < n && flat.every((f) => f[p] === flat[0]![p])) p++;
+  return p;
+}
+
+const COLUMN = 320;
+
+/**
+ * All samples of the prompt side by side, aligned: the prefix they share is collapsed into one
+ * line (the prompt and any common opening), each column starts where its sample leaves the
+ * others, with that first divergent token marked. The header has the group's reward mean and
+ * std. Columns are virtualised (only the visible ones exist in the DOM).
+ */
 function GroupPane() {
   const group = useArbor((s) => s.group);
   const traj = useArbor((s) => s.traj);
@@ -419,47 +641,101 @@ function GroupPane() {
     [group, channel],
   );
   const words = useMemo(() => group.some(isWordLevel), [group]);
+  const prefix = useMemo(() => sharedPrefix(group), [group]);
   const mean = group.length ? group.reduce((a, g) => a + g.reward, 0) / group.length : 0;
+  const std = group.length > 1 ? Math.sqrt(group.reduce((a, g) => a + (g.reward - mean) ** 2, 0) / (group.length - 1)) : 0;
+  const host = useRef<HTMLDivElement>(null);
+  const virt = useVirtualizer({ horizontal: true, count: group.length, getScrollElement: () => host.current, estimateSize: () => COLUMN, overscan: 3 });
+  const prefixText = useMemo(() => {
+    const g = group[0];
+    if (!g) return '';
+    const toks = g.turnsData.flatMap((u) => u.tokens).slice(0, prefix);
+    const tail = toks.slice(-12).join(words ? ' ' : '');
+    return tail.length < toks.join('').length ? `… ${tail}` : tail;
+  }, [group, prefix, words]);
   return (
-    <div className="group-grid" data-testid="group-view">
-      {group.map((g) => (
-        <div key={g.id} className={`group-col ${g.id === traj?.id ? 'sel' : ''}`} onClick={() => void openById(g.id)}>
-          <div className="turn-head">
-            <b>sample {g.sample}</b>
-            <span>
-              reward <b className="mono">{g.reward.toFixed(3)}</b>
-            </span>
-            <span>
-              adv{' '}
-              <b className="mono" style={{ color: (g.advantage ?? g.reward - mean) >= 0 ? 'var(--ok)' : 'var(--err)' }}>
-                {(g.advantage ?? g.reward - mean).toFixed(3)}
-              </b>
-            </span>
-            {g.outcome ? <span className="tag">{g.outcome}</span> : null}
-            {g.branch ? (
-              <span
-                title={`branched from sample ${g.branch.parent} after turn ${g.branch.turn} (entropy ${g.branch.entropy.toFixed(3)}, ΔH ${g.branch.deltaH.toFixed(3)})`}
+    <div style={{ display: 'flex', flexDirection: 'column', gap: 6, minWidth: 0 }}>
+      <div className="panel" data-testid="group-stats" style={{ fontSize: 12 }}>
+        {group.length} samples · reward mean <b className="mono">{mean.toFixed(3)}</b> · std <b className="mono">{std.toFixed(3)}</b>
+        {std === 0 && group.length > 1 ? <span className="flag">flat: no GRPO signal</span> : null} · shared prefix{' '}
+        <b className="mono" data-testid="group-prefix-tokens">
+          {prefix}
+        </b>{' '}
+        tokens, collapsed: <span className="mono muted">{prefixText}</span>
+      </div>
+      <div
+        ref={host}
+        className="group-grid"
+        data-testid="group-view"
+        style={{ overflowX: 'auto', position: 'relative', height: 'calc(100vh - 260px)', display: 'block' }}
+      >
+        <div style={{ width: virt.getTotalSize(), height: '100%', position: 'relative' }}>
+          {virt.getVirtualItems().map((v) => {
+            const g = group[v.index]!;
+            let offset = 0;
+            return (
+              <div
+                key={g.id}
+                className={`group-col ${g.id === traj?.id ? 'sel' : ''}`}
+                onClick={() => void openById(g.id)}
+                data-testid="group-col"
+                style={{ position: 'absolute', top: 0, left: v.start, width: COLUMN - 8, height: '100%', overflowY: 'auto' }}
               >
-                <span className="branch-mark fork">
-                  <ForkIcon />
-                </span>{' '}
-                from {g.branch.parent}
-              </span>
-            ) : null}
-          </div>
-          {g.turnsData.map((t, i) => (
-            <div key={i} className="turn">
-              <TurnHead turn={t} index={i} />
-              {t.tokens.length ? (
-                <TokenSpan turn={t} turnIndex={i} from={0} to={Math.min(t.tokens.length, 2048)} channel={channel} scale={scale} words={words} />
-              ) : (
-                <div className="tokens">{t.text}</div>
-              )}
-              {t.toolCalls.length ? <ToolCalls calls={t.toolCalls} /> : null}
-            </div>
-          ))}
+                <div className="turn-head">
+                  <b>sample {g.sample}</b>
+                  <span>
+                    reward <b className="mono">{g.reward.toFixed(3)}</b>
+                  </span>
+                  <span>
+                    adv{' '}
+                    <b className="mono" style={{ color: (g.advantage ?? g.reward - mean) >= 0 ? 'var(--ok)' : 'var(--err)' }}>
+                      {(g.advantage ?? g.reward - mean).toFixed(3)}
+                    </b>
+                  </span>
+                  {g.outcome ? <span className="tag">{g.outcome}</span> : null}
+                  {g.branch ? (
+                    <span
+                      title={`branched from sample ${g.branch.parent} after turn ${g.branch.turn} (entropy ${g.branch.entropy.toFixed(3)}, ΔH ${g.branch.deltaH.toFixed(3)})`}
+                    >
+                      <span className="branch-mark fork">
+                        <ForkIcon />
+                      </span>{' '}
+                      from {g.branch.parent}
+                    </span>
+                  ) : null}
+                </div>
+                <div className="group-prefix">⋯ {prefix} shared tokens</div>
+                {g.turnsData.map((t, i) => {
+                  const start = offset;
+                  offset += t.tokenIds.length;
+                  if (offset <= prefix && t.tokenIds.length > 0) return null;
+                  const from = Math.max(0, prefix - start);
+                  return (
+                    <div key={i} className="turn">
+                      <TurnHead turn={t} index={i} />
+                      {t.tokens.length ? (
+                        <TokenSpan
+                          turn={t}
+                          turnIndex={i}
+                          from={from}
+                          to={Math.min(t.tokens.length, from + 2048)}
+                          channel={channel}
+                          scale={scale}
+                          words={words}
+                          diverge={start <= prefix && prefix < offset ? prefix - start : -1}
+                        />
+                      ) : (
+                        <div className="tokens">{t.text}</div>
+                      )}
+                      {t.toolCalls.length ? <ToolCalls calls={t.toolCalls} /> : null}
+                    </div>
+                  );
+                })}
+              </div>
+            );
+          })}
         </div>
-      ))}
+      </div>
     </div>
   );
 }

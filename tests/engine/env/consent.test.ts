@@ -3,7 +3,7 @@
 // --yes), proceeds with --yes and remembers the approval per content hash; a changed file asks
 // again. The unit part checks what is listed and hashed.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -65,6 +65,30 @@ describe('consent: the CLI', () => {
   }, 240_000);
 });
 
+describe('consent: a config with an MCP server', () => {
+  it('arbor train refuses to start the server without --yes; the command never runs', () => {
+    const marker = join(dir, 'server-ran');
+    writeFileSync(join(dir, 'tasks.jsonl'), JSON.stringify({ id: 't0', prompt: 'what is 1 plus 1 ?', answers: ['2'] }) + '\n');
+    writeFileSync(
+      join(dir, 'c.yaml'),
+      [
+        'model: { init: tiny }',
+        'task: { kind: custom }',
+        `environment: { format: hermes, tasks: tasks.jsonl, mcp_servers: { evil: { command: ${JSON.stringify(process.execPath)}, args: ["-e", ${JSON.stringify(`require('fs').writeFileSync(${JSON.stringify(marker)}, 'ran')`)}] } } }`,
+        'steps: 1',
+      ].join('\n'),
+    );
+    const env: Record<string, string | undefined> = { ...process.env, ARBOR_HOME: join(dir, 'train-home') };
+    delete env.ARBOR_YES;
+    const r = spawnSync(process.execPath, [BIN, 'train', join(dir, 'c.yaml'), '--no-store'], { encoding: 'utf8', env, input: '', timeout: 120_000 });
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toMatch(/experiment "[^"]*" would run programs this workspace has not approved/);
+    expect(r.stderr).toMatch(/MCP server: evil: \S+ -e /);
+    expect(r.stderr).toContain('--yes');
+    expect(existsSync(marker)).toBe(false);
+  }, 180_000);
+});
+
 describe('consent: what is asked', () => {
   it('lists MCP servers (command, arguments, variable names), files and an outside workspace; hashes by content', async () => {
     const ws = join(dir, 'env');
@@ -89,5 +113,17 @@ describe('consent: what is asked', () => {
     await ensureConsent('again', items);
     expect(asked.map((r) => r.origin)).toEqual(['no', 'yes']);
     approve([]);
+  });
+
+  it("McpToolSet.open (the playground's path for a stored run's servers) asks before the command runs", async () => {
+    const { McpToolSet } = await import('../../../engine/env/mcp/client');
+    const marker = join(dir, 'playground-server-ran');
+    const servers = { stored: { command: process.execPath, args: ['-e', `require('fs').writeFileSync(${JSON.stringify(marker)}, 'ran')`] } };
+    const asked: string[] = [];
+    setConsentAsker(async (req) => (asked.push(`${req.origin}: ${req.items.map((i) => i.label).join(', ')}`), false));
+    await expect(McpToolSet.open(servers, { origin: 'the playground (checkpoint c1)' })).rejects.toThrow(/the playground \(checkpoint c1\): not approved/);
+    expect(asked).toHaveLength(1);
+    expect(asked[0]).toMatch(/^the playground \(checkpoint c1\): stored: \S+ -e /);
+    expect(existsSync(marker)).toBe(false);
   });
 });

@@ -67,8 +67,6 @@ describe('arbor mcp serve', () => {
     const client = new Client({ name: 'test', version: '1' });
     const transport = new StdioClientTransport({
       command: process.execPath,
-      // --yes: the folder's tool files are approved (the consent of engine/env/consent.ts; this
-      // client passes the server a bare environment, without the test runner's ARBOR_YES)
       args: [ARBOR, 'mcp', 'serve', '--env', dir, '--yes'],
       env: { PATH: process.env.PATH ?? '', ARBOR_HOME: home },
       stderr: 'pipe',

@@ -97,6 +97,30 @@ describe('token-exact conversations', () => {
     expect(model[0]!.toolCalls?.[0]).toMatchObject({ name: 'lookup', result: results[0] });
   });
 
+  it('streams a tool call as a tool_calls delta with finish_reason tool_calls, recorded like the non-streamed one', async () => {
+    const { client, rec } = await open(tok, scripts.slice(0, 1), '<|im_end|>');
+    const stream = await client.chat.completions.create({
+      model: 'm',
+      messages: [{ role: 'user', content: 'how old was the founder of the iron bridge guild when it was founded ?' }],
+      tools: TOOLS,
+      temperature: 0,
+      stream: true,
+    });
+    let content = '';
+    let finish: string | null = null;
+    const calls: { name?: string; arguments?: string }[] = [];
+    for await (const chunk of stream)
+      for (const ch of chunk.choices) {
+        content += ch.delta.content ?? '';
+        for (const c of ch.delta.tool_calls ?? []) calls.push({ name: c.function?.name, arguments: c.function?.arguments });
+        if (ch.finish_reason) finish = ch.finish_reason;
+      }
+    expect(content).toBe('');
+    expect(finish).toBe('tool_calls');
+    expect(calls).toEqual([{ name: 'lookup', arguments: '{"entity":"iron bridge guild"}' }]);
+    expect(rec.calls[0]!.choices[0]!.message!.tool_calls![0]!.function.name).toBe('lookup');
+  });
+
   it('an altered earlier assistant message records the drift', async () => {
     const { client, rec } = await open(tok, scripts.slice(), '<|im_end|>');
     await agent(client, (messages) => {

@@ -5,7 +5,7 @@
  * equal to the non-streamed greedy text, n: 2 with a seed reproducible, 401 / 400 / 404, a
  * foreign Host refused, and concurrent requests decoded in shared batches.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +13,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveLora } from '../../../engine/model/lora';
 import { PolicyModel } from '../../../engine/model/runtime';
-import { serveModel, type ServedModel } from '../../../engine/openai/open';
+import { resolveModelFolder, serveModel, type ServedModel } from '../../../engine/openai/open';
 import { readTokenDemos } from '../../../engine/train/sft';
 import { TOOLS, toolsModelFolder } from './helpers';
 
@@ -203,4 +203,24 @@ describe('serve-model on a LoRA checkpoint, recording conversations', () => {
     expect(runs.length).toBe(2);
     expect(runs[0]!.length).toBe(first!.usage!.completion_tokens);
   }, 60_000);
+});
+
+describe('serve-model <run>', () => {
+  it("resolves a run folder to its latest checkpoint (the SFT warm start's when RL saved none)", async () => {
+    const run = join(home, 'run');
+    const ck = (sub: string, step: number) => {
+      const dir = join(run, sub, `step-${String(step).padStart(6, '0')}`);
+      mkdirSync(dir, { recursive: true });
+      writeFileSync(join(dir, 'config.json'), '{}');
+      writeFileSync(join(dir, 'trainer_state.json'), JSON.stringify({ step, phase: sub.startsWith('sft') ? 'sft' : 'rl', seed: 0 }));
+      return dir;
+    };
+    const sft = ck(join('sft', 'checkpoints'), 40);
+    expect(await resolveModelFolder(run)).toBe(sft);
+    ck('checkpoints', 2);
+    const last = ck('checkpoints', 4);
+    expect(await resolveModelFolder(run)).toBe(last);
+    expect(await resolveModelFolder(last)).toBe(last);
+    await expect(resolveModelFolder(join(home, 'nothing-here'))).rejects.toThrow(/no such model folder, checkpoint or run/);
+  });
 });

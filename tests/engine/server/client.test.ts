@@ -129,8 +129,9 @@ describe('protocol client', () => {
     expect((await c.request('workspace.open', { path: ws2 })).workspaceError).toBeNull();
 
     // The methods the area handlers provide go through this client in sandbox.test.ts
-    // (env.types, sandbox.*), playground.test.ts (playground.*) and interop/mcp-try.test.ts (mcp.tryTool).
-    const areas = ['env.types', 'sandbox.tryTool', 'sandbox.tryReward', 'playground.chat', 'playground.cancel', 'mcp.tryTool'];
+    // (env.types, sandbox.*), playground.test.ts (playground.*), interop/mcp-try.test.ts (mcp.tryTool)
+    // and the workbench's consent dialog in tests/e2e/consent.test.ts (consent.answer).
+    const areas = ['env.types', 'sandbox.tryTool', 'sandbox.tryReward', 'playground.chat', 'playground.cancel', 'mcp.tryTool', 'consent.answer'];
     expect(Object.keys(api).filter((m) => !called.has(m) && !areas.includes(m))).toEqual([]);
     expect(new Set(events)).toEqual(new Set(['engine', 'queue', 'run', 'metrics', 'log', 'trajectories', 'checkpoint', 'import', 'export']));
   });

@@ -8,32 +8,45 @@ import { tinyConfig } from '../../../../engine/model/config';
 import { rollout, type RolloutOptions } from '../../../../engine/rollout/engine';
 import { policyDecodeBackend } from '../../../../engine/rollout/model-backend';
 import type { WorkerKvBackend } from '../../../../engine/rollout/worker-kv';
-import { EOS, VOCAB, WordTokenizer, searchTasks } from '../../rollout/helpers';
+import type { EpisodeEnv, RolloutTask, TokenizerPort } from '../../../../engine/rollout/ports';
+import { Rng } from '../../../../engine/base/rng';
 
-const wordTok = new WordTokenizer();
-const cfg = tinyConfig({
-  vocabSize: VOCAB.length,
-  hiddenSize: 32,
-  layers: 2,
-  heads: 4,
-  kvHeads: 2,
-  maxPositionEmbeddings: 256,
-  eosTokenId: EOS,
-  padTokenId: 0,
-});
+// As golden.test.ts's "ids" cases: random prompts, and a tool observation after each of the first two turns.
+const V = 300;
+const cfg = tinyConfig({ vocabSize: V, hiddenSize: 32, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 256, padTokenId: 0 });
+const idTok: TokenizerPort = { encode: (t) => t.split(' ').filter(Boolean).map(Number), decode: (ids) => ids.join(' ') };
+function idTasks(count: number, seed: number): RolloutTask[] {
+  return Array.from({ length: count }, (_, i) => ({
+    id: `t${i}`,
+    createEnv(): EpisodeEnv {
+      const r = new Rng(seed * 100 + i);
+      const rand = (n: number) => Array.from({ length: n }, () => 1 + Math.floor(r.next() * (V - 1)));
+      let turns = 0;
+      return {
+        prompt: async () => ({ ids: rand(5 + i) }),
+        step: async () => {
+          turns++;
+          if (turns >= 3) return { done: true };
+          return { done: false, observation: { ids: rand(3 + turns), role: 'tool' } };
+        },
+        outcome: async () => ({ reward: 0, components: {} }),
+      };
+    },
+  }));
+}
 const opts = (sampling: RolloutOptions['sampling'], decodeSteps?: number): RolloutOptions => ({
-  tasks: searchTasks(wordTok, 2),
-  n: 3,
-  seed: 9,
+  tasks: idTasks(3, 4),
+  n: 2,
+  seed: 21,
   sampling,
-  tokenizer: wordTok,
-  maxBatch: 9,
-  limits: { maxNewTokens: 12, maxTurns: 3, maxTotalLength: 96 },
-  stop: { strings: ['</search>', '</answer>'], tokenIds: [EOS] },
+  tokenizer: idTok,
+  maxBatch: 8,
+  limits: { maxNewTokens: 9, maxTurns: 3, maxTotalLength: 80 },
+  stop: { strings: [], tokenIds: [] },
   ...(decodeSteps ? { decodeSteps } : {}),
 });
 const cases: [string, RolloutOptions][] = [
-  ['T=1', opts({ temperature: 1 })],
+  ['T=1.3', opts({ temperature: 1.3 })],
   ['greedy, 1 step per call', opts({ temperature: 0 }, 1)],
   ['T=0.7 top-k 6 top-p 0.9', opts({ temperature: 0.7, topK: 6, topP: 0.9 })],
 ];
@@ -42,7 +55,7 @@ async function run(providers: string[]) {
   const m = PolicyModel.init(cfg, 11, { threads: 1, providers });
   const out: Record<string, unknown> = {};
   for (const [name, o] of cases) {
-    const backend = policyDecodeBackend(m, { maxBatch: 9 });
+    const backend = policyDecodeBackend(m, { maxBatch: 8 });
     const res = await rollout(backend, o);
     const crossing = (backend as WorkerKvBackend).crossing;
     await backend.close?.();
@@ -50,14 +63,14 @@ async function run(providers: string[]) {
       tokens: res.trajectories.map((t) => t.turns.flatMap((u) => u.tokenIds)),
       logprobs: res.trajectories.map((t) => t.turns.flatMap((u) => u.logprobs)),
       entropy: res.trajectories.map((t) => t.turns.flatMap((u) => u.entropy)),
-      toolCalls: res.trajectories.map((t) => t.turns.filter((u) => u.role !== 'model').length),
+      observations: res.trajectories.map((t) => t.turns.filter((u) => u.role !== 'model').length),
       crossing,
     };
   }
   // A branching fork on the device cache: decode a prompt, fork it twice (one shorter), continue all three.
   const backend = policyDecodeBackend(m, { maxBatch: 4 }) as WorkerKvBackend;
   const greedy = (B: number) => ({ u: new Float32Array(B), invTemp: new Float32Array(B).fill(1), greedy: new Float32Array(B).fill(1) });
-  const first = await backend.extendSample([{ slot: 0, tokens: [8, 14, 15, 9, 2] }], greedy(1));
+  const first = await backend.extendSample([{ slot: 0, tokens: [8, 140, 15, 99, 2] }], greedy(1));
   let ids = [first[0]!.id];
   for (let k = 0; k < 3; k++) ids = [(await backend.extendSample([{ slot: 0, tokens: [ids[ids.length - 1]!] }], greedy(1)))[0]!.id, ...ids];
   backend.fork(0, 1);

@@ -1,0 +1,47 @@
+/**
+ * The engine's what-if replay methods (engine/replay): replay.fork samples continuations of a
+ * stored trajectory (progress as `replay` events to the asking client), replay.forks lists them,
+ * replay.drift checks stored ids against their re-rendered text.
+ * Forks run one at a time (each loads its checkpoint).
+ */
+import type { Client, EngineServer } from './server';
+
+export function registerReplay(engine: EngineServer): void {
+  // The top-k look-ups keep one model loaded; released with the engine.
+  // Live rollouts (engine/replay/live.ts) keep their model and environment until they end or close.
+  let live: import('../replay/live').LiveRollouts | undefined;
+  const lives = async () => (live ??= new (await import('../replay/live')).LiveRollouts(() => engine.store!, engine.opts.home));
+  const close = engine.close.bind(engine);
+  engine.close = () => {
+    void import('../replay/replay').then((m) => m.closeTopkModel());
+    void live?.close();
+    close();
+  };
+  engine.on('live.start', async (p) => (await lives()).start(p));
+  engine.on('live.step', async (p) => (await lives()).step(p));
+  engine.on('live.close', async (p) => {
+    await (await lives()).close(p.sessionId);
+    return null;
+  });
+  let chain: Promise<unknown> = Promise.resolve();
+  engine.on('replay.fork', (p, client: Client) => {
+    const run = chain.then(async () => {
+      const { replayFork } = await import('../replay/replay');
+      return replayFork(engine.store!, engine.opts.home, p, (e) => client.send({ event: 'replay', data: e }));
+    });
+    chain = run.catch(() => undefined);
+    return run;
+  });
+  engine.on('replay.forks', (p) => engine.store!.forks(p));
+  engine.on('replay.topk', async (p) => {
+    const { topkAt } = await import('../replay/replay');
+    return topkAt(engine.store!, engine.opts.home, p);
+  });
+  engine.on('replay.drift', async (p) => {
+    if (!p.trajectoryId === !p.runId) throw new Error('replay.drift: give trajectoryId or runId (one of them)');
+    const { trajectoryDrift, runDrift } = await import('../replay/replay');
+    return p.trajectoryId
+      ? { trajectory: await trajectoryDrift(engine.store!, engine.opts.home, p.trajectoryId) }
+      : { run: await runDrift(engine.store!, engine.opts.home, p.runId!) };
+  });
+}

@@ -1,0 +1,105 @@
+// The pinned inspector of the keyboard token cursor (h / l): every value stored for the token
+// (sampling, reference, what training applied) and, on demand, the top-k alternatives at that
+// position under the checkpoint that sampled it (replay.topk, computed through the model).
+import type { Trajectory } from '../api/types';
+import { useArbor, useArborStore } from '../store/react';
+
+const num = (v: number | null | undefined, d = 4) => (v == null || !Number.isFinite(v) ? '—' : v.toFixed(d));
+const CLIP: Record<number, string> = {
+  0: 'no',
+  1: 'upper bound (A > 0, ratio > 1 + ε_high)',
+  [-1]: 'lower bound (A < 0, ratio < 1 − ε_low)',
+  2: 'dual clip (A < 0, ratio > c)',
+};
+
+export function TokenInspector({ traj }: { traj: Trajectory }) {
+  const store = useArborStore();
+  const cursor = useArbor((s) => s.cursor);
+  const topk = useArbor((s) => s.topk);
+  if (!cursor) return null;
+  const u = traj.turnsData[cursor.turn];
+  if (!u) return null;
+  const i = cursor.tok;
+  const generated = !u.lossMask || u.lossMask[i] !== 0;
+  const at = (a: ArrayLike<number> | null | undefined) => (a && i < a.length ? a[i] : undefined);
+  const lp = generated ? at(u.logprob) : undefined;
+  const ref = generated ? at(u.refLogprob) : undefined;
+  const clipped = at(u.clipped);
+  const g = traj.signal?.group;
+  const rows: [string, string, string][] = [
+    ['token', JSON.stringify(u.tokens[i] ?? ''), 'token'],
+    ['id', String(u.tokenIds[i] ?? '—'), 'id'],
+    ['turn · position', `${cursor.turn + 1} · ${i}`, 'pos'],
+    ['logprob', num(lp), 'logprob'],
+    ['prob', lp == null ? '—' : Math.exp(lp).toFixed(4), 'prob'],
+    ['entropy', num(generated ? at(u.entropy) : undefined), 'entropy'],
+    ['advantage', num(generated ? at(u.advantage) : undefined), 'advantage'],
+    ['· outcome part', num(generated ? at(u.advOutcome) : undefined), 'adv-outcome'],
+    ['· process part', num(generated ? at(u.advProcess) : undefined), 'adv-process'],
+    ['ratio π/π_old', num(generated ? at(u.ratio) : undefined), 'ratio'],
+    ['clipped', generated && clipped !== undefined ? (CLIP[clipped] ?? String(clipped)) : '—', 'clipped'],
+    [`loss weight (${traj.signal?.lossAggMode ?? '—'})`, generated && at(u.lossWeight) !== undefined ? at(u.lossWeight)!.toExponential(3) : '—', 'weight'],
+    ['critic value', num(at(u.value)), 'value'],
+    ['ref logprob', num(ref), 'ref'],
+    ['kl (lp−ref)', lp == null || ref == null ? '—' : (lp - ref).toFixed(4), 'kl'],
+    ['loss mask', u.lossMask ? `${u.lossMask[i]}${generated ? '' : ' (not generated)'}` : '—', 'mask'],
+  ];
+  return (
+    <div className="panel inspector" data-testid="token-inspector">
+      <div className="muted" style={{ marginBottom: 4 }}>
+        token cursor · <span className="kbd">h</span>/<span className="kbd">l</span> move · <span className="kbd">a</span> alternatives ·{' '}
+        <span className="kbd">Esc</span> close
+        {g ? (
+          <span data-testid="inspector-group">
+            {' '}
+            · group reward mean {num(g.mean, 3)} std {num(g.std, 3)} (n {g.n})
+          </span>
+        ) : null}
+      </div>
+      <table>
+        <tbody>
+          {rows.map(([k, v, id]) => (
+            <tr key={k}>
+              <td className="muted">{k}</td>
+              <td className="mono" data-testid={`inspector-${id}`}>
+                {v}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <div style={{ marginTop: 6 }}>
+        {!topk ? (
+          <button onClick={() => void store.getState().loadTopK()} data-testid="inspector-topk-load" disabled={i === 0 && cursor.turn === 0}>
+            Top-k alternatives here
+          </button>
+        ) : topk.error ? (
+          <span className="err" data-testid="inspector-topk-error">
+            {topk.error}
+          </span>
+        ) : !topk.result ? (
+          <span className="muted">computing the alternatives…</span>
+        ) : (
+          <div data-testid="inspector-topk">
+            <div className="muted">
+              under checkpoint {topk.result.checkpoint.id}
+              {topk.result.checkpoint.exact ? ' (the weights that sampled this step)' : ''}; the sampled token is rank {topk.result.sampled.rank} with p{' '}
+              {topk.result.sampled.prob.toFixed(4)}
+            </div>
+            <table>
+              <tbody>
+                {topk.result.alternatives.map((a) => (
+                  <tr key={a.id} className={`alt ${a.id === topk.result!.sampled.id ? 'sampled' : ''}`} data-testid="inspector-alt">
+                    <td className="mono">{JSON.stringify(a.token)}</td>
+                    <td className="mono">{a.prob.toFixed(4)}</td>
+                    <td className="mono muted">{a.logprob.toFixed(3)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </div>
+    </div>
+  );
+}
