@@ -81,7 +81,8 @@ function targetOfRun(idOrDir: string): Target {
 /** checkpoint folder | run id or folder | group id or name → the checkpoints to evaluate. */
 function resolveTargets(target: string): { targets: Target[]; group?: string } {
   if (existsSync(target) && statSync(target).isDirectory()) {
-    if (existsSync(join(target, 'config.json')) && !existsSync(join(target, 'checkpoints'))) {
+    // A model folder: an HF checkpoint (config.json) or a PEFT adapter (adapter_config.json), not a run folder.
+    if ((existsSync(join(target, 'config.json')) || existsSync(join(target, 'adapter_config.json'))) && !existsSync(join(target, 'checkpoints'))) {
       const r = runOfCheckpoint(target);
       if (!r) return { targets: [{ checkpoint: target }] };
       return { targets: [{ checkpoint: target, runId: basename(r.runDir), runDir: r.runDir, step: r.step, runCfg: openRun(r.runDir).cfg }] };

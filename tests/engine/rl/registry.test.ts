@@ -50,7 +50,7 @@ describe('registries ↔ config', () => {
   });
 
   it('every KL name maps to a formula', () => {
-    for (const name of KL_TYPES) expect(Number.isFinite(klValue(cfg({ kl_type: name }).algorithm.kl_type, -1, -2))).toBe(true);
+    for (const name of KL_TYPES) expect(Number.isFinite(klValue(cfg({ kl_type: name, kl_coef: 0.01 }).algorithm.kl_type, -1, -2))).toBe(true);
   });
 
   it('a name with no registered function is refused by the schema, naming the field and the allowed values', () => {

@@ -70,13 +70,14 @@ describe('arbor train with a user environment', () => {
       `export const calculator = { name: 'calculator', description: 'arithmetic', parameters: { type: 'object', properties: { expression: { type: 'string' } } }, execute: () => ({ content: '1', success: true }) };`,
     );
     writeFileSync(file, config('{ tools: [tools/calc.ts] }'));
-    // Recorded in the workspace as a failed run naming the file (not an orphan folder the
-    // database does not know); with --no-store nothing is left at all.
+    // The input is validated before a run row or folder exists (issue 27): nothing is left behind,
+    // with the store or without it.
     const m = arbor(['train', file, '--run-dir', join(home, 'refused')]);
     expect(m.status).not.toBe(0);
     expect(m.stderr).toMatch(/environment\.format "search-r1": \S*tools\/calc\.ts: tool "calculator" cannot be called by the search-r1 format/);
     const runs = JSON.parse(arbor(['runs', '--json']).stdout) as { id: string; status: string; error?: string }[];
-    expect(runs.find((x) => x.id === 'refused')).toMatchObject({ status: 'failed', error: expect.stringContaining('calc.ts') });
+    expect(runs.find((x) => x.id === 'refused')).toBeUndefined();
+    expect(existsSync(join(home, 'refused'))).toBe(false);
     const n = arbor(['train', file, '--run-dir', join(home, 'refused-no-store'), '--no-store']);
     expect(n.status).not.toBe(0);
     expect(n.stderr).toContain('calc.ts');
