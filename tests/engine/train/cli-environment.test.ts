@@ -58,7 +58,7 @@ describe('arbor train with a user environment', () => {
     expect(rl.values).toHaveProperty('reward/searched');
   }, 240_000);
 
-  it('names the missing file; a tool the format cannot call names its file and is recorded failed (no orphan folder)', () => {
+  it('names the missing file; a tool the format cannot call names its file and leaves no run row or folder', () => {
     const file = join(ws, 'bad.yaml');
     writeFileSync(file, config('{ tools: [tools/nope.ts] }'));
     const r = arbor(['train', file]);
