@@ -165,7 +165,9 @@ export function trainProgram(
     for (const s of loss.inputs) extra[s.name] = x[s.name];
     const out = loss.program(o, { ...extra, logprobs: r.logprobs, entropy: r.entropy as T, mask: x.loss_mask });
     if (!out.loss) throw new Error(`loss program '${loss.key}' returned no 'loss'`);
-    return out;
+    // The current policy's log π of every target [B, T]: already computed for the loss, so the
+    // update reads each token's ratio from it without a scoring forward (engine/train/model-port.ts).
+    return { ...out, token_logprobs: r.logprobs };
   };
 }
 

@@ -110,6 +110,8 @@ export interface TrainStepResult {
   loss: number;
   metrics: Record<string, number>;
   grads: Weights;
+  /** log π of every target under the weights the step ran with, [B, T] as the packed batch (train graph output `token_logprobs`). */
+  logprobs?: Float32Array;
 }
 
 function saveCheckpointTokenizer(from: string, to: string): void {
@@ -469,7 +471,7 @@ export class PolicyModel {
       if (k.startsWith('grad.')) grads.set(k.slice(5), v.data as Float32Array);
       else if (v.shape.length === 0) metrics[k] = Number(v.data[0]);
     }
-    return { loss: metrics.loss, metrics, grads };
+    return { loss: metrics.loss, metrics, grads, logprobs: out.token_logprobs?.data as Float32Array | undefined };
   }
 
   /** One call of the KV-cache decode program (the rollout engine's KvDecodeFn). */

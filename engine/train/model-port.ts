@@ -117,15 +117,12 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
     const st = { loss: 0, clip: 0, kl: 0, ent: 0 };
     const extra: Record<string, number> = {};
     // What the update applies per token (ratio, clip side, loss weight), when the caller says whether
-    // the weights are fresh: the current log π is then the old one, else one forward of the micro-batch before its gradient.
+    // the weights are fresh: the current log π is then the old one, else the train step's own forward
+    // (its token_logprobs output: the weights before this mini-batch's gradient, no extra forward).
     const signalInputs: { e: Episode; logprobs: Float32Array | null }[] = [];
     for (const mb of args.microBatches) {
       const w = count(mb) / total;
       if (w === 0) continue;
-      if (args.fresh !== undefined) {
-        const current = args.fresh ? null : (await this.score(mb)).logprobs;
-        mb.forEach((e, k) => signalInputs.push({ e, logprobs: current ? current[k]! : null }));
-      }
       const batch = packSequences(
         mb.map((e) => Array.from(e.tokens)),
         this.model.config.padTokenId ?? 0,
@@ -148,6 +145,16 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
         mb.map((e) => e.lossMask),
       );
       const r = await this.model.trainStep(batch, this.loss, mask, feeds);
+      if (args.fresh !== undefined) {
+        if (!args.fresh && !r.logprobs) throw new Error('ModelPolicyPort.update: the train step returned no token_logprobs for the per-token signals');
+        const T = batch.length;
+        mb.forEach((e, b) => {
+          if (args.fresh) return signalInputs.push({ e, logprobs: null });
+          const lp = new Float32Array(e.tokens.length);
+          for (let t = 1; t < e.tokens.length; t++) lp[t] = r.logprobs![b * T + t - 1]!;
+          signalInputs.push({ e, logprobs: lp });
+        });
+      }
       accumulate(acc, r.grads, w);
       st.loss += w * r.loss;
       st.clip += w * (r.metrics.clip_fraction ?? 0);

@@ -182,6 +182,28 @@ describe('micro-batch gradient accumulation on the tiny transformer', () => {
       }
     });
 
+  it('fresh: false gives each token the ratio π/π_old of the weights it updated, from the train step itself (no scoring forward)', async () => {
+    const port = new ModelPolicyPort(model, cfgWith({ clip_ratio_low: 0.2, clip_ratio_high: 0.28 }, { grad_clip: 0 }), new RecordingOptimizer());
+    const cur = await port.score(episodes);
+    const oldLogprobs = new Map(episodes.map((e, i) => [e, cur.logprobs[i]!.map((x) => x + (r() * 0.8 - 0.4))] as const));
+    // Micro-batches of different lengths (different padding) in one update.
+    const s = await port.update({ microBatches: [episodes.slice(0, 2), episodes.slice(2)], advantages, oldLogprobs, lr: 0, fresh: false });
+    expect(s.signals?.size).toBe(episodes.length);
+    let checked = 0;
+    episodes.forEach((e, i) => {
+      const sig = s.signals!.get(e)!;
+      for (let t = 0; t < e.tokens.length; t++) {
+        if (!e.lossMask[t]) continue;
+        expect(sig.ratio[t]).toBeCloseTo(Math.exp(cur.logprobs[i]![t]! - oldLogprobs.get(e)![t]!), 4);
+        checked++;
+      }
+    });
+    expect(checked).toBeGreaterThan(10);
+    // fresh: true → the ratio is 1 on every model token.
+    const f = await port.update({ microBatches: [episodes], advantages, oldLogprobs, lr: 0, fresh: true });
+    for (const e of episodes) e.lossMask.forEach((m, t) => m && expect(f.signals!.get(e)!.ratio[t]).toBe(1));
+  });
+
   it('SFT: algorithm.micro_batches 1 and 3 give the same gradient', async () => {
     const demos = episodes.map((e) => ({ tokens: e.tokens, lossMask: e.lossMask }));
     const sft = async (micro: number) => {
