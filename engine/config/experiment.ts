@@ -185,6 +185,12 @@ const algorithmSchema = z.strictObject({
       enabled: z.boolean().default(false),
       /** Extra rollout rounds allowed to refill the batch. */
       max_rounds: posInt().default(3),
+      /**
+       * Prompts sampled per rollout round (verl DAPO's data.gen_batch_size), ≥ rollout.prompts_per_step:
+       * oversampling in one round costs little next to another round; the groups kept beyond
+       * prompts_per_step are not trained on. Default: rollout.prompts_per_step.
+       */
+      gen_prompts: posInt().optional(),
     })
     .prefault({}),
   overlong: z
@@ -480,6 +486,12 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
       message: `"rollout" needs rollout.temperature 1 (the rollout records logprobs at temperature ${cfg.rollout.temperature}, the ratio's policy is at 1); use "recompute"`,
     });
   if (cfg.task.kind === 'qa' && !cfg.task.dataset) issues.push({ field: 'task.dataset', message: 'required for task.kind "qa" (a JSONL file of questions)' });
+  const gen = cfg.algorithm.dynamic_sampling.gen_prompts;
+  if (gen !== undefined && gen < cfg.rollout.prompts_per_step)
+    issues.push({
+      field: 'algorithm.dynamic_sampling.gen_prompts',
+      message: `${gen} is below rollout.prompts_per_step (${cfg.rollout.prompts_per_step}): a round samples at least the prompts a step trains on`,
+    });
   for (const h of cfg.task.rl_hops ?? [])
     if (!cfg.task.hops.includes(h))
       issues.push({
@@ -638,7 +650,11 @@ export const INERT_RULES: InertRule[] = [
     why: 'unless algorithm.adv_estimator is "grpo" (its group-std division)',
   },
   { keys: ['algorithm.kl_type', 'algorithm.kl_in'], when: (c) => c.algorithm.kl_coef === 0, why: 'at algorithm.kl_coef 0 (no KL term)' },
-  { keys: ['algorithm.dynamic_sampling.max_rounds'], when: (c) => !c.algorithm.dynamic_sampling.enabled, why: 'with algorithm.dynamic_sampling.enabled false' },
+  {
+    keys: ['algorithm.dynamic_sampling.max_rounds', 'algorithm.dynamic_sampling.gen_prompts'],
+    when: (c) => !c.algorithm.dynamic_sampling.enabled,
+    why: 'with algorithm.dynamic_sampling.enabled false',
+  },
   {
     keys: ['algorithm.overlong.buffer', 'algorithm.overlong.penalty'],
     when: (c) => !c.algorithm.overlong.enabled,

@@ -228,10 +228,10 @@ export function verlMapping(
   map('algorithm.mini_batches', undefined, `actor_rollout_ref.actor.ppo_mini_batch_size (prompts per mini-batch): ${computed}`);
   map('algorithm.micro_batches', undefined, `actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu and the log-prob micro-batches: ${computed}`);
   map(
-    ['algorithm.dynamic_sampling.enabled', 'algorithm.dynamic_sampling.max_rounds'],
+    ['algorithm.dynamic_sampling.enabled', 'algorithm.dynamic_sampling.max_rounds', 'algorithm.dynamic_sampling.gen_prompts'],
     undefined,
     (a.dynamic_sampling as Loose | undefined)?.enabled
-      ? "ENABLED in Arbor but not in verl.trainer.main_ppo: use verl's DAPO recipe (algorithm.filter_groups) to keep it"
+      ? "ENABLED in Arbor but not in verl.trainer.main_ppo: use verl's DAPO recipe (algorithm.filter_groups; gen_prompts is its data.gen_batch_size) to keep it"
       : "off; verl's equivalent lives in the DAPO recipe (algorithm.filter_groups)",
   );
   map(

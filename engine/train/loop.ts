@@ -217,7 +217,9 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
 
     // ---- rollout (with dynamic sampling refill) -------------------------------------------
     const t0 = performance.now();
-    let episodes = await rollout.sample({ step, seed, prompts: cfg.rollout.prompts_per_step, n: cfg.rollout.n, round: 0 });
+    // Prompts per rollout round: with dynamic sampling, gen_prompts may oversample so that one round usually fills the batch.
+    const roundPrompts = alg.dynamic_sampling.enabled ? (alg.dynamic_sampling.gen_prompts ?? cfg.rollout.prompts_per_step) : cfg.rollout.prompts_per_step;
+    let episodes = await rollout.sample({ step, seed, prompts: roundPrompts, n: cfg.rollout.n, round: 0 });
     const all = episodes.slice();
     if (alg.dynamic_sampling.enabled) {
       const first = dropFlatGroups(episodes);
@@ -225,7 +227,7 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
       let droppedTotal = first.dropped;
       const want = cfg.rollout.prompts_per_step * cfg.rollout.n;
       for (let round = 1; kept.length < want && round <= alg.dynamic_sampling.max_rounds; round++) {
-        const more = await rollout.sample({ step, seed: stepSeed(cfg.seed, step, round), prompts: cfg.rollout.prompts_per_step, n: cfg.rollout.n, round });
+        const more = await rollout.sample({ step, seed: stepSeed(cfg.seed, step, round), prompts: roundPrompts, n: cfg.rollout.n, round });
         all.push(...more);
         const offset = Math.max(-1, ...kept.map((e) => e.group)) + 1;
         for (const e of more) e.group += offset;

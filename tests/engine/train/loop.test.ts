@@ -80,6 +80,36 @@ describe('training loop (GRPO on the tabular task)', () => {
     expect(rows.some((r) => r.values['dynamic_sampling/dropped_groups']! > 0)).toBe(true);
   });
 
+  it('dynamic sampling with gen_prompts samples that many prompts per round and trains on at most prompts_per_step groups', async () => {
+    const { cfg, ports, policy, runDir } = setup({
+      steps: 20,
+      algorithm: { dynamic_sampling: { enabled: true, max_rounds: 2, gen_prompts: 7 } },
+    });
+    const asked: number[] = [];
+    const trained: number[] = [];
+    const sample = policy.sample.bind(policy);
+    const update = policy.update.bind(policy);
+    const rollout = { sample: (a: Parameters<typeof sample>[0]) => (asked.push(a.prompts), sample(a)) };
+    const spy = Object.assign(Object.create(policy) as typeof policy, {
+      update: (a: Parameters<typeof update>[0]) => {
+        trained.push(new Set(a.microBatches.flat().map((e) => e.group)).size);
+        return update(a);
+      },
+    });
+    await runTrainingLoop(cfg, { ...ports, rollout, policy: spy }, { runDir });
+    expect(asked.length).toBeGreaterThanOrEqual(20);
+    expect(asked.every((p) => p === 7)).toBe(true);
+    // mini_batches 2: each update sees half the kept groups, and a step keeps at most 4.
+    expect(Math.max(...trained)).toBeLessThanOrEqual(4);
+    const rows = readMetricsJsonl(join(runDir, 'metrics.jsonl'));
+    expect(rows).toHaveLength(20);
+  });
+
+  it('refuses gen_prompts below prompts_per_step, and gen_prompts with dynamic sampling off', () => {
+    expect(() => setup({ algorithm: { dynamic_sampling: { enabled: true, gen_prompts: 3 } } })).toThrow(/gen_prompts.*prompts_per_step/s);
+    expect(() => setup({ algorithm: { dynamic_sampling: { enabled: false, gen_prompts: 8 } } })).toThrow(/gen_prompts/);
+  });
+
   describe('overlong shaping (DAPO soft penalty) against the response budget', () => {
     // Tabular episodes: 1 prompt token, then 3 model tokens, never truncated.
     const firstStep = async (rollout: Record<string, number>, buffer: number) => {
