@@ -245,6 +245,13 @@ const sftSchema = z.strictObject({
   demos: posInt().default(300),
   /** Fraction of expert demos that contain a recovered mistake. */
   mistake_rate: prob().default(0.25),
+  /**
+   * Whether SFT imitates the expert's deliberate mistakes too. true (default, as before): every expert
+   * turn is a target. false: a mistake turn stays in its demonstration as context (the recovery after
+   * it is learned) with loss mask 0, so SFT does not teach the wrong call or the uncalculated answer
+   * itself (measured on the demo: docs/areas/train.md, "Levers measured").
+   */
+  imitate_mistakes: z.boolean().default(true),
   /** JSONL file of demonstrations as token ids: `arbor rollout` trajectories or {tokens, loss_mask} (engine/train/sft.ts). */
   demos_path: z.string().min(1).optional(),
 });
@@ -613,10 +620,19 @@ export const INERT_RULES: InertRule[] = [
   { keys: ['task.hops', 'task.rl_hops', 'task.train_seed', 'task.eval_seed'], when: (c) => c.task.kind !== 'multihop', why: multihopOnly('it') },
   { keys: ['environment.reward_errors'], when: (c) => !c.environment.reward, why: 'without environment.reward (it applies to a reward file that throws)' },
   { keys: ['task.dataset'], when: (c) => c.task.kind !== 'qa', why: (c) => `with task.kind "${c.task.kind}" (the dataset of task.kind "qa")` },
-  { keys: ['sft.mistake_rate'], when: (c) => c.task.kind === 'qa', why: 'with task.kind "qa" (only the multihop scripted expert makes deliberate mistakes)' },
-  { keys: ['sft.demos', 'sft.mistake_rate'], when: (c) => !!c.sft.demos_path, why: 'with sft.demos_path (the demonstrations come from that file)' },
   {
-    keys: ['sft.epochs', 'sft.lr', 'sft.batch_size', 'sft.demos', 'sft.mistake_rate', 'sft.demos_path'],
+    keys: ['sft.mistake_rate', 'sft.imitate_mistakes'],
+    when: (c) => c.task.kind !== 'multihop' && c.task.kind !== 'tools',
+    why: (c) => `with task.kind "${c.task.kind}" (only the multihop and tools scripted experts make deliberate mistakes)`,
+  },
+  { keys: ['sft.imitate_mistakes'], when: (c) => c.sft.mistake_rate === 0, why: 'with sft.mistake_rate 0 (the expert makes no mistakes)' },
+  {
+    keys: ['sft.demos', 'sft.mistake_rate', 'sft.imitate_mistakes'],
+    when: (c) => !!c.sft.demos_path,
+    why: 'with sft.demos_path (the demonstrations come from that file)',
+  },
+  {
+    keys: ['sft.epochs', 'sft.lr', 'sft.batch_size', 'sft.demos', 'sft.mistake_rate', 'sft.imitate_mistakes', 'sft.demos_path'],
     when: (c, job) => job === 'train' && !c.sft.warm_start,
     why: 'with sft.warm_start false (`arbor train` runs SFT before RL only with sft.warm_start: true; `arbor demo` always does)',
   },

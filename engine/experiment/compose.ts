@@ -141,7 +141,14 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
       if (cfg.sft.demos_path) return readTokenDemos(cfg.sft.demos_path, { vocabSize: model.config.vocabSize });
       if (!kit.expert) throw new Error(`task "${cfg.task.kind}" has no scripted expert${kit.noExpert ? `: ${kit.noExpert}` : ''}; give sft.demos_path`);
       const tasks = pickTasks(kit.trainTasks, cfg.sft.demos, stepSeed(cfg.seed, 0, 4000));
-      const { trajectories } = await rolloutTextPolicy(kit.expert, { tasks, n: 1, seed: cfg.seed, limits, tokenizer: kit.tokenizer });
+      const { trajectories } = await rolloutTextPolicy(kit.expert, {
+        tasks,
+        n: 1,
+        seed: cfg.seed,
+        limits,
+        tokenizer: kit.tokenizer,
+        imitateMistakes: cfg.sft.imitate_mistakes,
+      });
       // Demonstrations a limit cut are flagged (SFT on them teaches half calls), naming the limits and what the cut ones need.
       const cut = trajectories.filter(demoWasCut);
       if (cut.length) {

@@ -846,12 +846,13 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
 
 /**
  * Roll out a text policy (the scripted expert): its turns are tokenised once (they are
- * demonstrations, not samples), carry loss mask 1 and logprob/entropy 0; everything else
+ * demonstrations, not samples), carry loss mask 1 and logprob/entropy 0 — except a turn the policy
+ * marks as a deliberate mistake, which carries loss mask 0 unless `imitateMistakes`; everything else
  * (env steps, observations, limits) goes through the same rules as the model path.
  */
 export async function rolloutTextPolicy(
   policy: TextPolicy,
-  opts: Omit<RolloutOptions, 'sampling' | 'maxBatch' | 'stop'> & { concurrency?: number },
+  opts: Omit<RolloutOptions, 'sampling' | 'maxBatch' | 'stop'> & { concurrency?: number; imitateMistakes?: boolean },
 ): Promise<RolloutResult> {
   validateRolloutOptions(opts);
   const { tokenizer, limits } = opts;
@@ -874,7 +875,9 @@ export async function rolloutTextPolicy(
     let modelTurns = 0;
     for (;;) {
       if (opts.signal?.aborted) throw new Error('rollout aborted');
-      const text = await policy.act({ task: j.task, sample: j.sample, promptText, history: turns.map((u) => ({ role: u.role, text: u.text })), seed });
+      const acted = await policy.act({ task: j.task, sample: j.sample, promptText, history: turns.map((u) => ({ role: u.role, text: u.text })), seed });
+      const text = typeof acted === 'string' ? acted : acted.text;
+      const learn = typeof acted === 'string' || !acted.mistake || !!opts.imitateMistakes;
       let ids = tokenizer.encode(text);
       let reason: NonNullable<Turn['stop']> = { reason: 'policy' };
       const room = Math.min(limits.maxNewTokens, limits.maxTotalLength - length);
@@ -883,7 +886,15 @@ export async function rolloutTextPolicy(
         reason = { reason: room === limits.maxNewTokens ? 'max_new_tokens' : 'max_total_length' };
       }
       const z = new Array<number>(ids.length).fill(0);
-      const turn: Turn = { role: 'model', tokenIds: ids, text: tokenizer.decode(ids), logprobs: z, entropy: z.slice(), lossMask: z.map(() => 1), stop: reason };
+      const turn: Turn = {
+        role: 'model',
+        tokenIds: ids,
+        text: tokenizer.decode(ids),
+        logprobs: z,
+        entropy: z.slice(),
+        lossMask: z.map(() => (learn ? 1 : 0)),
+        stop: reason,
+      };
       turns.push(turn);
       generated += ids.length;
       length += ids.length;

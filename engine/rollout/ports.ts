@@ -94,7 +94,17 @@ export interface RolloutTask {
   meta?: Record<string, unknown>;
 }
 
+/**
+ * A turn of a text policy with a flag: `mistake` marks a deliberate error of the scripted expert (a
+ * wrong lookup, a wrong expression): kept in the demonstration as context the model learns to
+ * recover from, but not imitated unless the rollout asks for it (RolloutTextOptions.imitateMistakes).
+ */
+export interface TextTurn {
+  text: string;
+  mistake?: boolean;
+}
+
 /** A policy that writes turns as text (the scripted expert, a human): no logits, no sampling. */
 export interface TextPolicy {
-  act(ctx: { task: RolloutTask; sample: number; promptText: string; history: { role: TurnRole; text: string }[]; seed: number }): Promise<string>;
+  act(ctx: { task: RolloutTask; sample: number; promptText: string; history: { role: TurnRole; text: string }[]; seed: number }): Promise<string | TextTurn>;
 }

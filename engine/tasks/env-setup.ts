@@ -116,13 +116,13 @@ export function toolEnvTask(task: EnvTask, o: EnvTaskOptions): RolloutTask {
 export function formatExpert(
   format: ToolCallFormat,
   endText: string,
-  plan: (taskId: string, turn: number, seed: number) => { calls?: { name: string; args: Record<string, unknown> }[]; answer?: string },
+  plan: (taskId: string, turn: number, seed: number) => { calls?: { name: string; args: Record<string, unknown> }[]; answer?: string; mistake?: boolean },
 ): TextPolicy {
   return {
     async act({ task, history, seed }) {
       const p = plan(task.id, history.filter((h) => h.role === 'model').length, seed);
-      if (p.calls?.length) return format.writeCalls(p.calls) + (format.observationMode === 'template' ? endText : '');
-      return format.writeAnswer(p.answer ?? '');
+      const text = p.calls?.length ? format.writeCalls(p.calls) + (format.observationMode === 'template' ? endText : '') : format.writeAnswer(p.answer ?? '');
+      return p.mistake ? { text, mistake: true } : text;
     },
   };
 }

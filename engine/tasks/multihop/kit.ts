@@ -152,13 +152,13 @@ export function multihopExpert(
     const q = questions.get(id)!;
     const r = mulberry32(seed);
     const mistake = r() < mistakeRate;
-    const plan: { calls?: { name: string; args: Record<string, unknown> }[]; answer?: string }[] = [];
+    const plan: { calls?: { name: string; args: Record<string, unknown> }[]; answer?: string; mistake?: boolean }[] = [];
     const search = (query: string) => ({ calls: [{ name: 'search', args: { query } }] });
     if (mistake) {
-      if (r() < 0.5) plan.push(search(q.question.replace(/ \?$/, '')));
+      if (r() < 0.5) plan.push({ ...search(q.question.replace(/ \?$/, '')), mistake: true });
       else {
         const world = worldOf(id);
-        plan.push(search(world.people[Math.floor(r() * world.people.length)]!.name));
+        plan.push({ ...search(world.people[Math.floor(r() * world.people.length)]!.name), mistake: true });
       }
     }
     for (const s of q.supporting) plan.push(search(queryFor(s)));

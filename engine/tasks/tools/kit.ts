@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { loadTaskFile } from '../../env/taskfile';
 import type { EnvTask } from '../../env/task';
 import { TOOLS_CHAT_TEMPLATE } from './template';
-import { toolsExpertTurn, toolsVocabulary } from './world';
+import { toolsExpertStep, toolsVocabulary } from './world';
 import { HfTokenizer } from '../../model/tokenizer';
 import { buildByteWordTokenizer, JSON_PUNCTUATION } from '../../model/tiny-tokenizer';
 import { arborHome } from '../../store/db';
@@ -98,8 +98,9 @@ export function toolsExpert(mistakeRate: number, decoys: string[], endText: stri
       const question = String(task.meta?.question ?? '');
       const observations = history.filter((h) => h.role !== 'model').map((h) => h.text);
       const modelTurns = history.filter((h) => h.role === 'model').map((h) => h.text);
-      const turn = toolsExpertTurn(question, observations, modelTurns, seed, { mistakeRate, decoys });
-      return turn.startsWith('<tool_call>') ? turn + endText : turn;
+      const turn = toolsExpertStep(question, observations, modelTurns, seed, { mistakeRate, decoys });
+      const text = turn.text.startsWith('<tool_call>') ? turn.text + endText : turn.text;
+      return turn.mistake ? { text, mistake: true } : text;
     },
   };
 }

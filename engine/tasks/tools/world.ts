@@ -293,6 +293,19 @@ const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
  * do: exact match's SQuAD normalisation drops the minus sign.)
  */
 export function toolsExpertTurn(question: string, observations: string[], modelTurns: string[], seed: number, opts: ToolsExpertOptions = {}): string {
+  return toolsExpertStep(question, observations, modelTurns, seed, opts).text;
+}
+
+/** toolsExpertTurn's turn, with `mistake` set on the turn that is the episode's deliberate error (the wrong call or the uncalculated answer). */
+export function toolsExpertStep(
+  question: string,
+  observations: string[],
+  modelTurns: string[],
+  seed: number,
+  opts: ToolsExpertOptions = {},
+): { text: string; mistake: boolean } {
+  const ok = (text: string) => ({ text, mistake: false });
+  const wrong = (text: string) => ({ text, mistake: true });
   const r = mulberry32(seed ^ 0xbadc0de);
   const mistake = expertMistake(seed, opts.mistakeRate ?? 0);
   const seen = observations.join(' ');
@@ -301,32 +314,34 @@ export function toolsExpertTurn(question: string, observations: string[], modelT
     const decoys = opts.decoys?.length
       ? opts.decoys
       : [`${TOOLS_WORDS.first[Math.floor(r() * TOOLS_WORDS.first.length)]} ${TOOLS_WORDS.last[Math.floor(r() * TOOLS_WORDS.last.length)]}`];
-    return hermesCall('lookup', { entity: decoys[Math.floor(r() * decoys.length)]! });
+    return wrong(hermesCall('lookup', { entity: decoys[Math.floor(r() * decoys.length)]! }));
   }
   const founderAge = /^how old was the founder of the (.+) when it was founded \?$/.exec(question.trim());
   const personAge = /^how old was (\w+ \w+) when the (.+) was founded \?$/.exec(question.trim());
-  if (!founderAge && !personAge) return '<answer> unknown </answer>';
+  if (!founderAge && !personAge) return ok('<answer> unknown </answer>');
   const org = founderAge ? founderAge[1]! : personAge![2]!;
   const orgFact = new RegExp(`the ${esc(org)} was founded in (\\d+) by (\\w+ \\w+)`).exec(seen);
   if (!orgFact) {
     if (mistake === 'bad-arguments' && !modelTurns.some((t) => t.includes('"name": "lookup", "arguments": {"name"')))
-      return hermesCall('lookup', { name: org });
-    return hermesCall('lookup', { entity: org });
+      return wrong(hermesCall('lookup', { name: org }));
+    return ok(hermesCall('lookup', { entity: org }));
   }
   const person = founderAge ? orgFact[2]! : personAge![1]!;
   const personFact = new RegExp(`${esc(person)} was born in (\\d+)`).exec(seen);
-  if (!personFact) return hermesCall('lookup', { entity: person });
+  if (!personFact) return ok(hermesCall('lookup', { entity: person }));
   const [big, small] = [orgFact[1]!, personFact[1]!];
   const calculated = modelTurns.some((t) => t.includes('"name": "calculator"'));
   if (!calculated) {
     if (mistake === 'no-calculator') {
       const off = (1 + Math.floor(r() * 5)) * (r() < 0.5 ? -1 : 1);
-      return `<answer> ${Number(big) - Number(small) + off} </answer>`;
+      return wrong(`<answer> ${Number(big) - Number(small) + off} </answer>`);
     }
-    return hermesCall('calculator', { expression: mistake === 'added' ? `${big} + ${small}` : `${big} - ${small}` });
+    return mistake === 'added'
+      ? wrong(hermesCall('calculator', { expression: `${big} + ${small}` }))
+      : ok(hermesCall('calculator', { expression: `${big} - ${small}` }));
   }
   const result = /(-?\d+(?:\.\d+)?)\s*(?:<\/tool_response>)?\s*[^\d]*$/.exec(observations[observations.length - 1] ?? '');
-  return `<answer> ${result ? result[1] : Number(big) - Number(small)} </answer>`;
+  return ok(`<answer> ${result ? result[1] : Number(big) - Number(small)} </answer>`);
 }
 
 /** Seed, sizes and question counts of the shipped example (resources/examples/tools-task). */
