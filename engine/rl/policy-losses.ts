@@ -87,6 +87,12 @@ export function lossInputs(cfg: PolicyLossConfig): LossSpec['inputs'] {
 
 export const klInLoss = (cfg: PolicyLossConfig) => cfg.algorithm.kl_coef > 0 && cfg.algorithm.kl_in === 'loss';
 
+/** The part of a LossSpec's `key` that every loss shares: what finish() and the aggregation read (a registered loss adds its own options before it). */
+export const lossKey = (cfg: PolicyLossConfig) => {
+  const a = cfg.algorithm;
+  return `${klInLoss(cfg) ? a.kl_type + a.kl_coef : 'nokl'}:${a.entropy_coef}:${a.loss_agg_mode}:${cfg.rollout.max_total_length}`;
+};
+
 /**
  * The terms shared by every policy loss: the KL to the reference in the loss (or, without a
  * reference, the k1 estimate of KL(old‖new) as a metric), the entropy bonus, and the metrics.
