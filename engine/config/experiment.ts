@@ -354,7 +354,10 @@ const checkpointSchema = z.strictObject({
 export const experimentSchema = z.strictObject({
   name: z.string().min(1).optional(),
   /** Module files loaded before the config is validated, adding estimators, policy losses, tool-call formats or task kinds (engine/config/plugins.ts; asked for like an MCP server). */
-  plugins: z.array(z.string().min(1)).default([]).describe("module files that register estimators, policy losses, tool-call formats or task kinds (run in Arbor's process)"),
+  plugins: z
+    .array(z.string().min(1))
+    .default([])
+    .describe("module files that register estimators, policy losses, tool-call formats or task kinds (run in Arbor's process)"),
   model: modelSchema,
   task: taskSchema.prefault({}),
   steps: posInt().default(40).describe('training steps (one rollout batch each)'),
@@ -420,7 +423,8 @@ export function configSchema(): typeof experimentSchema {
     return shape;
   };
   const clash = sections.find((s) => s.section === 'algorithm' && s.name in algorithmSchema.shape && !['gspo', 'aepo', 'gigpo'].includes(s.name));
-  if (clash) throw new Error(`algorithm.${clash.name}: a registered ${clash.selector} named "${clash.name}" would shadow the config key of that name; rename it`);
+  if (clash)
+    throw new Error(`algorithm.${clash.name}: a registered ${clash.selector} named "${clash.name}" would shadow the config key of that name; rename it`);
   const choice = (values: string[], dflt: string) => z.enum(values as [string, ...string[]]).default(dflt);
   const schema = experimentSchema.extend({
     algorithm: algorithmSchema
@@ -501,7 +505,10 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
   const notLoaded = pluginPaths(input, baseDir).filter((p) => !pluginLoaded(p.path));
   if (notLoaded.length)
     throw new ConfigError(
-      notLoaded.map((p) => ({ field: p.field, message: `${p.path} is not loaded (read the config with loadConfig, which loads its plugins after asking)` })),
+      notLoaded.map((p) => ({
+        field: p.field,
+        message: `${p.path} is not loaded in this process (\`arbor train\`, \`sft\`, \`eval\`, \`rollout\`, … load a config's plugins after asking; the workbench does not load plugins yet)`,
+      })),
       opts.file,
     );
   const res = configSchema().safeParse(input);
@@ -562,7 +569,10 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
   }
   const kind = TASK_KIND_SPECS.get(cfg.task.kind)!;
   if (kind.taskFile === 'required' && !env.tasks)
-    issues.push({ field: 'environment.tasks', message: `required for task.kind "${cfg.task.kind}" (a JSONL file of {id, prompt | messages, answers?, meta?})` });
+    issues.push({
+      field: 'environment.tasks',
+      message: `required for task.kind "${cfg.task.kind}" (a JSONL file of {id, prompt | messages, answers?, meta?})`,
+    });
   if (!kind.taskFile && env.tasks) {
     const readers = [...TASK_KIND_SPECS].filter(([, k]) => k.taskFile).map(([n]) => `"${n}"`);
     issues.push({ field: 'environment.tasks', message: `a task file is read by task.kind ${readers.join(' or ')} (got task.kind "${cfg.task.kind}")` });

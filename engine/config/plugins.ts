@@ -39,7 +39,11 @@ export async function loadPlugins(raw: unknown, baseDir: string, origin: string,
   const todo = pluginPaths(raw, baseDir).filter((p) => !loaded.has(p.path));
   if (todo.length === 0) return;
   const missing = todo.filter((p) => !existsSync(p.path));
-  if (missing.length) throw new ConfigError(missing.map((p) => ({ field: p.field, message: `file not found: ${p.path}` })), file);
+  if (missing.length)
+    throw new ConfigError(
+      missing.map((p) => ({ field: p.field, message: `file not found: ${p.path}` })),
+      file,
+    );
   await ensureConsent(
     origin,
     todo.map((p) => fileItem('plugin', p.path, readFileSync(p.path, 'utf8'))),

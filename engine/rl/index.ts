@@ -56,7 +56,6 @@ export interface Estimator<O = unknown> {
 }
 
 /** An estimator whatever its options' type (the registry's entries). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyEstimator = Estimator<any>;
 
 /** Outcome rewards with the KL penalty of the whole response subtracted (KL in the reward, as verl's use_kl_in_reward). */

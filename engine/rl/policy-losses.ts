@@ -245,7 +245,6 @@ export interface PolicyLoss<O = unknown> {
 }
 
 /** A policy loss whatever its options' type (the registry's entries). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyPolicyLoss = PolicyLoss<any>;
 
 export const POLICY_LOSSES = {

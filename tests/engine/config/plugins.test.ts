@@ -10,9 +10,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, validateConfig } from '../../../engine/config/experiment';
 import { setConsentAsker, type ConsentRequest } from '../../../engine/env/consent';
 import { formatByName } from '../../../engine/env/formats';
-import { openTaskSession } from '../../../engine/experiment/open';
+import { decoderFor, openTaskSession } from '../../../engine/experiment/open';
 import { runExperiment } from '../../../engine/experiment/runner';
-import { JsonlSink, readMetricsJsonl } from '../../../engine/experiment/sinks';
+import { JsonlSink, readMetricsJsonl, teeSink } from '../../../engine/experiment/sinks';
+import type { SinkPort } from '../../../engine/train/loop';
 import { policyLoss } from '../../../engine/rl/policy-losses';
 import { advantagePort } from '../../../engine/train/advantage';
 import type { Episode } from '../../../engine/train/episode';
@@ -107,7 +108,10 @@ describe('plugins: one file adds an estimator, a policy loss, a format, a task k
   it('policy loss: algorithm.capped_pg.max_ratio is in the loss (its key) and refused under another loss', async () => {
     const cfg = await loadConfig(configFile({ algorithm: { policy_loss: 'capped_pg', capped_pg: { max_ratio: 3 } } }));
     expect(policyLoss(cfg).key).toMatch(/^capped_pg:3:/);
-    expect((await refusal({ algorithm: { capped_pg: { max_ratio: 3 } } }))[0]).toMatchObject({ field: 'algorithm.capped_pg', message: expect.stringMatching(/has no effect/) });
+    expect((await refusal({ algorithm: { capped_pg: { max_ratio: 3 } } }))[0]).toMatchObject({
+      field: 'algorithm.capped_pg',
+      message: expect.stringMatching(/has no effect/),
+    });
     expect((await refusal({ algorithm: { policy_loss: 'capped_pg', capped_pg: { max_ratio: 1 } } }))[0]!.field).toBe('algorithm.capped_pg.max_ratio');
   });
 
@@ -124,7 +128,10 @@ describe('plugins: one file adds an estimator, a policy loss, a format, a task k
   it('task kind: task.kind "arith" with its own task.arith options, refused with another kind', async () => {
     const cfg = await loadConfig(configFile({ task: { kind: 'arith', arith: { count: 10 } }, environment: { format: 'call' } }));
     expect(cfg.task).toMatchObject({ kind: 'arith', arith: { count: 10, max: 20 } });
-    expect((await refusal({ task: { arith: { count: 10 } } }))[0]).toMatchObject({ field: 'task.arith', message: expect.stringMatching(/has no effect unless task\.kind is "arith"/) });
+    expect((await refusal({ task: { arith: { count: 10 } } }))[0]).toMatchObject({
+      field: 'task.arith',
+      message: expect.stringMatching(/has no effect unless task\.kind is "arith"/),
+    });
     expect((await refusal({ task: { kind: 'arith', arith: { count: 2 } } }))[0]!.field).toBe('task.arith.count');
   });
 
@@ -144,15 +151,29 @@ describe('plugins: one file adds an estimator, a policy loss, a format, a task k
     );
     const runDir = mkdtempSync(join(tmpdir(), 'arbor-plugins-run-'));
     const session = await openTaskSession(cfg);
+    const texts: string[] = [];
+    const decode = decoderFor(cfg);
+    const episodes: SinkPort = {
+      metrics: () => undefined,
+      truncateAfter: () => undefined,
+      trajectories: (_step, eps) => void texts.push(...eps.map((e) => decode(Array.from(e.tokens)))),
+    };
     try {
-      const r = await runExperiment(cfg, { runDir, session, sink: new JsonlSink(runDir) });
+      const r = await runExperiment(cfg, { runDir, session, sink: teeSink(new JsonlSink(runDir), episodes) });
       expect(r.rl!.lastCheckpoint!.step).toBe(1);
     } finally {
       await session.close();
     }
     const row = readMetricsJsonl(join(runDir, 'metrics.jsonl')).find((m) => m.step === 1)!;
     expect(row.values).toHaveProperty('actor/capped_fraction'); // the plugin loss's own metric
-    const trajs = readFileSync(join(runDir, 'trajectories.jsonl'), 'utf8');
-    expect(trajs).toMatch(/what is \d plus \d \?/);
+    expect(texts).toHaveLength(4); // 2 prompts × 2 samples of the arith kit, in the call format's instruction
+    for (const t of texts) expect(t).toMatch(/call a tool with <call>name \{"arg": value\}<\/call> \(calculator\)[\s\S]*what is \d plus \d \?/);
   }, 240_000);
+});
+
+describe('README "Write your own estimator, policy loss, tool-call format or task kind"', () => {
+  const readme = readFileSync(join(__dirname, '..', '..', '..', 'README.md'), 'utf8');
+  it.each(['median-estimator.ts', 'capped-loss.ts', 'call-format.ts', 'arith-task.ts'])('shows %s as it is', (f) => {
+    expect(readme).toContain('```ts\n' + readFileSync(join(fixtures, f), 'utf8') + '```\n');
+  });
 });
