@@ -18,15 +18,25 @@ import { rememberConfigDir } from '../env/consent';
 import { FORMAT_NAMES } from '../env/formats';
 import { mcpServersSchema } from '../env/mcp/config';
 import { LORA_TARGETS } from '../model/lora';
-import { ESTIMATORS } from '../rl/index';
+import { ESTIMATORS, estimatorNames, getEstimator } from '../rl/index';
 import { KL_ESTIMATORS } from '../rl/kl';
-import { AGGREGATION_MODES, POLICY_LOSSES as POLICY_LOSS_REGISTRY } from '../rl/policy-losses';
+import { AGGREGATION_MODES, getPolicyLoss, POLICY_LOSSES as POLICY_LOSS_REGISTRY, policyLossNames } from '../rl/policy-losses';
 import { BRANCHING_MODES } from '../rollout/branching';
+import { ConfigError } from './errors';
+import { loadPlugins, pluginLoaded, pluginPaths } from './plugins';
+
+export { ConfigError } from './errors';
+/** Load the plugins a parsed config (or a run's stored config.json) names, so validateConfig can read it (asked for, as loadConfig does). */
+export { loadPlugins } from './plugins';
 
 /** A registry's names as a zod enum's values (the config accepts exactly what is registered). */
 const keysOf = <K extends string>(registry: Record<K, unknown>) => Object.keys(registry) as [K, ...K[]];
 
-/** engine/rl's registries name the choices: advantage estimators, KL estimators, policy losses. */
+/**
+ * engine/rl's registries name the choices: advantage estimators, KL estimators, policy losses
+ * (these constants are the built-in names; validation uses the registries as they are then, so a
+ * config's `plugins:` add to them: see configSchema below).
+ */
 export const ADV_ESTIMATORS = keysOf(ESTIMATORS);
 export const LOSS_AGG_MODES = AGGREGATION_MODES;
 export const KL_TYPES = keysOf(KL_ESTIMATORS);
@@ -35,8 +45,48 @@ export const SCHEDULES = ['cosine', 'constant'] as const;
 export const BACKENDS = ['ort', 'tfjs'] as const;
 /** ONNX Runtime devices (engine/tensor/ort.ts resolveProviders). */
 export const DEVICES = ['auto', 'cpu', 'cuda', 'webgpu', 'dml', 'coreml'] as const;
-/** Task kinds (engine/tasks/registry.ts registry): multihop (built-in world), qa (a QA dataset + BM25 search), custom (environment.tasks + your tools), tools (the built-in lookup + calculator task). */
+/**
+ * What the config knows of a task kind (engine/tasks/registry.ts holds its kit; registerTaskKit
+ * there declares both): its own keys, `task.<kind>` (a zod object whose fields all have
+ * defaults; refused with another kind), whether it reads environment.tasks, and its own checks.
+ */
+export interface TaskKindSpec {
+  description: string;
+  options?: z.ZodType<unknown, Record<string, unknown>>;
+  /** environment.tasks: needed, allowed, or (default) refused with this kind. */
+  taskFile?: 'required' | 'optional';
+  /** Problems with a config of this kind (the schema has passed), each naming its field. */
+  check?: (cfg: ExperimentConfig) => { field: string; message: string }[];
+}
+
+/** The built-in task kinds; their keys are task.* fields of their own (hops, dataset, …) and INERT_RULES refuses them with another kind. */
+const TASK_KIND_SPECS = new Map<string, TaskKindSpec>([
+  ['multihop', { description: 'the built-in synthetic multi-hop world with BM25 search' }],
+  [
+    'qa',
+    {
+      description: 'a QA dataset (HotpotQA style) whose contexts are the search corpus',
+      check: (c) => (c.task.dataset ? [] : [{ field: 'task.dataset', message: 'required for task.kind "qa" (a JSONL file of questions)' }]),
+    },
+  ],
+  ['custom', { description: 'a task file of {id, prompt | messages, answers?, meta?} and your own tools', taskFile: 'required' }],
+  ['tools', { description: 'the built-in two-tool task (lookup + calculator in Hermes JSON)', taskFile: 'optional' }],
+]);
+
+/** Task kinds (the built-in ones): multihop (built-in world), qa (a QA dataset + BM25 search), custom (environment.tasks + your tools), tools (the built-in lookup + calculator task). */
 export const TASK_KINDS = ['multihop', 'qa', 'custom', 'tools'] as const;
+
+/** Declare a task kind to the config (engine/tasks/registry.ts registerTaskKit calls this with the kit). A name already taken is refused. */
+export function registerTaskKind(kind: string, spec: TaskKindSpec): void {
+  if (!/^[a-z][a-z0-9_]*$/.test(kind)) throw new Error(`registerTaskKit: "${kind}" is not a config name (lowercase letters, digits, _)`);
+  if (TASK_KIND_SPECS.has(kind)) throw new Error(`registerTaskKit: a task kind "${kind}" is already registered`);
+  TASK_KIND_SPECS.set(kind, spec);
+}
+
+/** Every task kind the config accepts now (built in and registered). */
+export function taskKindNames(): string[] {
+  return [...TASK_KIND_SPECS.keys()];
+}
 /** The policy loss: PPO-clip (with clip-higher and dual clip) or GSPO's sequence-level ratio (engine/rl/policy-losses.ts). */
 export const POLICY_LOSSES = keysOf(POLICY_LOSS_REGISTRY);
 
@@ -93,7 +143,7 @@ const modelSchema = z
   });
 
 const taskSchema = z.strictObject({
-  kind: z.enum(TASK_KINDS).default('multihop'),
+  kind: z.string().default('multihop'),
   /** Seed of the world the agent trains on. */
   train_seed: nonNegInt().default(1),
   /** Seed of the held-out world used for evaluation (different entities and facts). */
@@ -146,23 +196,15 @@ const rolloutSchema = z.strictObject({
 });
 
 const algorithmSchema = z.strictObject({
-  adv_estimator: z.enum(ADV_ESTIMATORS).default('grpo'),
+  adv_estimator: z.string().default('grpo'),
   /** GRPO: divide by the group std (false = Dr.GRPO behaviour). */
   norm_adv_by_std: z.boolean().default(true),
-  policy_loss: z.enum(POLICY_LOSSES).default('ppo'),
-  /** GSPO's own clip range on the sequence ratio (policy_loss: gspo; the paper's 3e-4 / 4e-4). */
-  gspo: z
-    .strictObject({
-      clip_ratio_low: nonNeg().max(1).default(3e-4),
-      clip_ratio_high: nonNeg().default(4e-4),
-    })
-    .prefault({}),
-  /** AEPO's entropy-balanced clipping (policy_loss: aepo): a token is high-entropy at ≥ entropy_threshold × the micro-batch's mean entropy (Arbor's choice: 1, above average). */
-  aepo: z
-    .strictObject({
-      entropy_threshold: nonNeg().default(1),
-    })
-    .prefault({}),
+  policy_loss: z.string().default('ppo'),
+  // The built-in estimators' and losses' own sections, with the schemas their registry entries
+  // own (engine/rl): algorithm.gspo, algorithm.aepo, algorithm.gigpo. Registered ones join in configSchema().
+  gspo: POLICY_LOSS_REGISTRY.gspo.options.prefault({}),
+  aepo: POLICY_LOSS_REGISTRY.aepo.options.prefault({}),
+  gigpo: ESTIMATORS.gigpo.options.prefault({}),
   loss_agg_mode: z.enum(LOSS_AGG_MODES).default('token-mean'),
   clip_ratio_low: nonNeg().max(1).default(0.2),
   clip_ratio_high: nonNeg().default(0.28),
@@ -202,19 +244,6 @@ const algorithmSchema = z.strictObject({
     })
     .prefault({}),
   process_rewards: z.boolean().default(false),
-  /** GiGPO (adv_estimator: gigpo): A = episode advantage + step_weight × step advantage. */
-  gigpo: z
-    .strictObject({
-      /** ω, the weight of the step-level advantage. */
-      step_weight: nonNeg().default(1),
-      /** Discount of the step returns R_k = r_k + γ·R_{k+1} (0.95 in the paper's runs). */
-      gamma: prob().default(0.95),
-      /** mean_norm: subtract the group / step-group mean (default); mean_std_norm: also divide by the std (verl-agent's modes). */
-      mode: z.enum(['mean_norm', 'mean_std_norm']).default('mean_norm'),
-      /** Also group steps whose observations are this similar (difflib ratio, as verl-agent's enable_similarity; 0.95 there); null = exact match only. */
-      similarity_threshold: z.number().gt(0).lt(1).nullable().default(null),
-    })
-    .prefault({}),
   /**
    * Old-policy logprobs of the PPO ratio: 'recompute' scores the batch with the policy after the
    * rollout (one extra forward pass); 'rollout' reuses the logprobs the rollout recorded, which
@@ -273,9 +302,10 @@ const loggingSchema = z.strictObject({
  * a task file, and the limits every path (training, rollout, eval, playground) applies. Paths
  * are relative to the config file.
  */
+const FORMAT_DESCRIPTION = 'tool-call format: search-r1, hermes (Qwen <tool_call> JSON) or tags (<toolname>)';
 const environmentSchema = z.strictObject({
   /** Tool-call format (engine/env/formats.ts registry): search-r1 (<search>), hermes (<tool_call> JSON, chat template), tags (<toolname>). */
-  format: z.enum(FORMAT_NAMES).default('search-r1').describe('tool-call format: search-r1, hermes (Qwen <tool_call> JSON) or tags (<toolname>)'),
+  format: z.string().default('search-r1').describe(FORMAT_DESCRIPTION),
   /** Tool files, any number, any tool names (each exports Tool objects); they join the task's built-in tools (a same-named one replaces it). */
   tools: z.array(z.string().min(1)).default([]),
   /** Reward file: exports `reward(episode)` (or default) → a number or { reward, components?, steps? } (steps: one per tool call, used by algorithm.process_rewards). */
@@ -336,6 +366,11 @@ const checkpointSchema = z.strictObject({
 
 export const experimentSchema = z.strictObject({
   name: z.string().min(1).optional(),
+  /** Module files loaded before the config is validated, adding estimators, policy losses, tool-call formats or task kinds (engine/config/plugins.ts; asked for like an MCP server). */
+  plugins: z
+    .array(z.string().min(1))
+    .default([])
+    .describe("module files that register estimators, policy losses, tool-call formats or task kinds (run in Arbor's process)"),
   model: modelSchema,
   task: taskSchema.prefault({}),
   steps: posInt().default(40).describe('training steps (one rollout batch each)'),
@@ -357,15 +392,71 @@ export const experimentSchema = z.strictObject({
 export type ExperimentConfig = z.infer<typeof experimentSchema>;
 export type ExperimentInput = z.input<typeof experimentSchema>;
 
-/** A config error: `field` is the dotted path, `message` says what is wrong and what is allowed. */
-export class ConfigError extends Error {
-  constructor(
-    readonly issues: { field: string; message: string }[],
-    readonly file?: string,
-  ) {
-    super((file ? `invalid config ${file}:\n` : 'invalid config:\n') + issues.map((i) => `  ${i.field || '(root)'}: ${i.message}`).join('\n'));
-    this.name = 'ConfigError';
+/** A registry entry's own section: `<section>.<name>` with the entry's option schema, refused unless `<section>.<selector>` is `name`. */
+interface OptionSection {
+  section: 'algorithm' | 'task';
+  name: string;
+  selector: string;
+  schema: z.ZodType<unknown, Record<string, unknown>>;
+}
+
+/** The option sections of every registered estimator, policy loss and task kind (the built-in ones are in the static schema too). */
+function optionSections(): OptionSection[] {
+  const out: OptionSection[] = [];
+  for (const name of estimatorNames()) {
+    const o = getEstimator(name).options;
+    if (o) out.push({ section: 'algorithm', name, selector: 'adv_estimator', schema: o });
   }
+  for (const name of policyLossNames()) {
+    const o = getPolicyLoss(name).options;
+    if (o) out.push({ section: 'algorithm', name, selector: 'policy_loss', schema: o });
+  }
+  for (const [name, spec] of TASK_KIND_SPECS) if (spec.options) out.push({ section: 'task', name, selector: 'kind', schema: spec.options });
+  return out;
+}
+
+let composed: { key: string; schema: typeof experimentSchema } | undefined;
+
+/**
+ * The schema a config is validated with: the static one, its choices (estimators, policy losses,
+ * tool-call formats, task kinds) the registries' names as they are now, and every registered
+ * entry's own option section composed in (`algorithm.<estimator or loss>`, `task.<kind>`).
+ */
+export function configSchema(): typeof experimentSchema {
+  const sections = optionSections();
+  const names = { est: estimatorNames(), loss: policyLossNames(), fmt: [...FORMAT_NAMES], kind: taskKindNames() };
+  const key = JSON.stringify(names);
+  if (composed?.key === key) return composed.schema;
+  const extra = (section: 'algorithm' | 'task', base: Record<string, unknown>) => {
+    const shape: Record<string, z.ZodType> = {};
+    for (const s of sections.filter((x) => x.section === section && !(x.name in base))) {
+      if (shape[s.name]) throw new Error(`${section}.${s.name}: two registered entries named "${s.name}" have options; rename one`);
+      shape[s.name] = s.schema.prefault({});
+    }
+    return shape;
+  };
+  const clash = sections.find((s) => s.section === 'algorithm' && s.name in algorithmSchema.shape && !['gspo', 'aepo', 'gigpo'].includes(s.name));
+  if (clash)
+    throw new Error(`algorithm.${clash.name}: a registered ${clash.selector} named "${clash.name}" would shadow the config key of that name; rename it`);
+  const choice = (values: string[], dflt: string) => z.enum(values as [string, ...string[]]).default(dflt);
+  const schema = experimentSchema.extend({
+    algorithm: algorithmSchema
+      .extend({ adv_estimator: choice(names.est, 'grpo'), policy_loss: choice(names.loss, 'ppo'), ...extra('algorithm', algorithmSchema.shape) })
+      .prefault({}),
+    task: taskSchema.extend({ kind: choice(names.kind, 'multihop'), ...extra('task', taskSchema.shape) }).prefault({}),
+    environment: environmentSchema.extend({ format: choice(names.fmt, 'search-r1').describe(FORMAT_DESCRIPTION) }).prefault({}),
+  }) as unknown as typeof experimentSchema;
+  composed = { key, schema };
+  return schema;
+}
+
+/** The generated INERT rules of the option sections: `algorithm.gspo` without policy_loss gspo, `task.<kind>` with another kind, … */
+function sectionRules(): InertRule[] {
+  return optionSections().map((s) => ({
+    keys: [`${s.section}.${s.name}`],
+    when: (c: ExperimentConfig) => (c[s.section] as Record<string, unknown>)[s.selector] !== s.name,
+    why: `unless ${s.section}.${s.selector} is "${s.name}" (its own options)`,
+  }));
 }
 
 function describeIssue(issue: z.core.$ZodIssue, input: unknown): string {
@@ -422,7 +513,18 @@ export interface ValidateOptions {
 }
 
 export function validateConfig(input: unknown, opts: ValidateOptions = {}): ExperimentConfig {
-  const res = experimentSchema.safeParse(input);
+  const baseDir = opts.baseDir ?? process.cwd();
+  // Plugins first: the names they register are choices of the schema.
+  const notLoaded = pluginPaths(input, baseDir).filter((p) => !pluginLoaded(p.path));
+  if (notLoaded.length)
+    throw new ConfigError(
+      notLoaded.map((p) => ({
+        field: p.field,
+        message: `${p.path} is not loaded in this process (\`arbor train\`, \`sft\`, \`eval\`, \`rollout\`, … load a config's plugins after asking; the workbench does not load plugins yet)`,
+      })),
+      opts.file,
+    );
+  const res = configSchema().safeParse(input);
   if (!res.success) {
     throw new ConfigError(
       res.error.issues.map((i) => ({ field: fieldName(i.path, i), message: describeIssue(i, input) })),
@@ -430,9 +532,9 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
     );
   }
   const cfg = res.data;
-  const baseDir = opts.baseDir ?? process.cwd();
   rememberConfigDir(cfg, baseDir);
   const abs = (p: string) => (isAbsolute(p) ? p : resolve(baseDir, p));
+  cfg.plugins = cfg.plugins.map(abs);
   if (cfg.model.path) cfg.model.path = abs(cfg.model.path);
   if (cfg.task.dataset) cfg.task.dataset = abs(cfg.task.dataset);
   if (cfg.sft.demos_path) cfg.sft.demos_path = abs(cfg.sft.demos_path);
@@ -478,10 +580,17 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
       });
     if (opts.checkFiles !== false && !existsSync(env.agent.cwd)) issues.push({ field: 'environment.agent.cwd', message: `folder not found: ${env.agent.cwd}` });
   }
-  if (cfg.task.kind === 'custom' && !env.tasks)
-    issues.push({ field: 'environment.tasks', message: 'required for task.kind "custom" (a JSONL file of {id, prompt | messages, answers?, meta?})' });
-  if (cfg.task.kind !== 'custom' && cfg.task.kind !== 'tools' && env.tasks)
-    issues.push({ field: 'environment.tasks', message: `a task file is read by task.kind "custom" or "tools" (got task.kind "${cfg.task.kind}")` });
+  const kind = TASK_KIND_SPECS.get(cfg.task.kind)!;
+  if (kind.taskFile === 'required' && !env.tasks)
+    issues.push({
+      field: 'environment.tasks',
+      message: `required for task.kind "${cfg.task.kind}" (a JSONL file of {id, prompt | messages, answers?, meta?})`,
+    });
+  if (!kind.taskFile && env.tasks) {
+    const readers = [...TASK_KIND_SPECS].filter(([, k]) => k.taskFile).map(([n]) => `"${n}"`);
+    issues.push({ field: 'environment.tasks', message: `a task file is read by task.kind ${readers.join(' or ')} (got task.kind "${cfg.task.kind}")` });
+  }
+  issues.push(...(kind.check?.(cfg) ?? []));
   if (cfg.algorithm.mini_batches > cfg.rollout.prompts_per_step * cfg.rollout.n)
     issues.push({
       field: 'algorithm.mini_batches',
@@ -492,7 +601,6 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
       field: 'algorithm.old_logprobs',
       message: `"rollout" needs rollout.temperature 1 (the rollout records logprobs at temperature ${cfg.rollout.temperature}, the ratio's policy is at 1); use "recompute"`,
     });
-  if (cfg.task.kind === 'qa' && !cfg.task.dataset) issues.push({ field: 'task.dataset', message: 'required for task.kind "qa" (a JSONL file of questions)' });
   const gen = cfg.algorithm.dynamic_sampling.gen_prompts;
   if (gen !== undefined && gen < cfg.rollout.prompts_per_step)
     issues.push({
@@ -582,6 +690,7 @@ export type ConfigJob = 'train' | 'sft' | 'demo' | 'eval' | 'rollout' | 'init-mo
 export const JOB_SCOPE: Partial<Record<ConfigJob, string[]>> = {
   eval: [
     'name',
+    'plugins',
     'model',
     'task',
     'environment',
@@ -595,9 +704,9 @@ export const JOB_SCOPE: Partial<Record<ConfigJob, string[]>> = {
     'device',
     'threads',
   ],
-  rollout: ['name', 'model', 'task', 'environment', 'rollout', 'seed', 'backend', 'device', 'threads'],
-  'init-model': ['name', 'model.init', 'model.hidden_size', 'model.layers', 'task', 'environment', 'seed', 'rollout.max_total_length'],
-  environment: ['name', 'model', 'task', 'environment'],
+  rollout: ['name', 'plugins', 'model', 'task', 'environment', 'rollout', 'seed', 'backend', 'device', 'threads'],
+  'init-model': ['name', 'plugins', 'model.init', 'model.hidden_size', 'model.layers', 'task', 'environment', 'seed', 'rollout.max_total_length'],
+  environment: ['name', 'plugins', 'model', 'task', 'environment'],
 };
 
 /**
@@ -647,9 +756,7 @@ export const INERT_RULES: InertRule[] = [
     when: (c) => !!c.model.path,
     why: 'with model.path (it sizes the tiny built-in model; a loaded model keeps its own size)',
   },
-  { keys: ['algorithm.aepo'], when: (c) => c.algorithm.policy_loss !== 'aepo', why: 'unless algorithm.policy_loss is "aepo" (entropy-balanced clipping)' },
-  { keys: ['algorithm.gspo'], when: (c) => c.algorithm.policy_loss !== 'gspo', why: 'unless algorithm.policy_loss is "gspo" (the sequence-ratio clip range)' },
-  { keys: ['algorithm.gigpo'], when: (c) => c.algorithm.adv_estimator !== 'gigpo', why: 'unless algorithm.adv_estimator is "gigpo" (step-level groups)' },
+  // algorithm.gspo, algorithm.aepo, algorithm.gigpo and every registered entry's section: sectionRules().
   {
     keys: ['algorithm.lam', 'algorithm.value_clip', 'algorithm.value_coef'],
     when: (c) => c.algorithm.adv_estimator !== 'gae',
@@ -715,19 +822,20 @@ export const INERT_RULES: InertRule[] = [
 
 const valueAtPath = (o: unknown, path: string) =>
   path.split('.').reduce<unknown>((x, k) => (x && typeof x === 'object' ? (x as Record<string, unknown>)[k] : undefined), o);
-let defaultsCache: ExperimentConfig | undefined;
+let defaultsCache: { schema: unknown; cfg: ExperimentConfig } | undefined;
 /** Whether the raw config gives `path` a value other than its default. */
 function isSet(raw: unknown, path: string): boolean {
-  defaultsCache ??= experimentSchema.parse({ model: { init: 'tiny' } });
+  const schema = configSchema();
+  if (defaultsCache?.schema !== schema) defaultsCache = { schema, cfg: schema.parse({ model: { init: 'tiny' } }) };
   const v = valueAtPath(raw, path);
-  return v !== undefined && JSON.stringify(v) !== JSON.stringify(valueAtPath(defaultsCache, path));
+  return v !== undefined && JSON.stringify(v) !== JSON.stringify(valueAtPath(defaultsCache.cfg, path));
 }
 
 /** Keys set that would do nothing in this configuration (INERT_RULES): refused, naming the key. */
 function inertKeys(raw: unknown, cfg: ExperimentConfig, job: ConfigJob | undefined): { field: string; message: string }[] {
   const out: { field: string; message: string }[] = [];
   if (job === 'stored') return out;
-  for (const r of INERT_RULES)
+  for (const r of [...INERT_RULES, ...sectionRules()])
     if (r.when(cfg, job))
       for (const k of r.keys)
         if (isSet(raw, k) && !out.some((o) => o.field === k))
@@ -749,19 +857,24 @@ export function keysOutsideScope(raw: unknown, job: ConfigJob): string[] {
   return leaves.filter((k) => !scope.some((s) => k === s || k.startsWith(`${s}.`)) && isSet(raw, k));
 }
 
-/** Load, parse and validate a config file; relative paths inside resolve against its folder. */
-export function loadConfig(
+/**
+ * Load, parse and validate a config file; relative paths inside resolve against its folder. Its
+ * `plugins:` are loaded first (asked for, engine/config/plugins.ts).
+ */
+export async function loadConfig(
   file: string,
   overrides?: (raw: Record<string, unknown>) => void,
   opts: Pick<ValidateOptions, 'job' | 'warn'> = {},
-): ExperimentConfig {
+): Promise<ExperimentConfig> {
   if (!existsSync(file)) throw new ConfigError([{ field: '', message: `config file not found: ${file}` }], file);
   const raw = parseConfigText(readFileSync(file, 'utf8'), file);
   if (overrides && raw && typeof raw === 'object') overrides(raw as Record<string, unknown>);
-  return validateConfig(raw, { baseDir: dirname(resolve(file)), file, ...opts });
+  const baseDir = dirname(resolve(file));
+  await loadPlugins(raw, baseDir, `the config ${file}`, file);
+  return validateConfig(raw, { baseDir, file, ...opts });
 }
 
 /** JSON Schema (draft 2020-12) of the experiment config, for the run templates registry and UI form. */
 export function experimentJsonSchema(): Record<string, unknown> {
-  return z.toJSONSchema(experimentSchema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+  return z.toJSONSchema(configSchema(), { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
 }

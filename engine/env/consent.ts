@@ -1,6 +1,6 @@
 /**
  * Consent for programs from elsewhere. Before a config, an environment folder or a stored run
- * starts an MCP server command or loads tool/reward files, the things it would run are listed
+ * starts an MCP server command or loads tool/reward files or plugins (engine/config/plugins.ts), the things it would run are listed
  * (a server: its command, arguments and the names of the environment variables it sets; a file:
  * its path and content hash; a workspace folder outside the config's folder) and any this
  * workspace has not approved are put to the user: the CLI asks y/N on a terminal, or needs
@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { homedir } from 'node:os';
 
 export interface ConsentItem {
-  kind: 'mcp-server' | 'tool' | 'reward' | 'workspace';
+  kind: 'mcp-server' | 'tool' | 'reward' | 'workspace' | 'plugin';
   /** What the user sees: the server's name and command line, the file's path, the folder. */
   label: string;
   /** The content hash the approval is remembered under. */
@@ -74,8 +74,8 @@ function inside(child: string, parent: string): boolean {
   return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel) && rel.split(sep)[0] !== '..');
 }
 
-/** A tool or reward file (its content decides the hash). */
-export function fileItem(kind: 'tool' | 'reward', path: string, source: string, shownAs = path): ConsentItem {
+/** A tool, reward or plugin file (its content decides the hash). */
+export function fileItem(kind: 'tool' | 'reward' | 'plugin', path: string, source: string, shownAs = path): ConsentItem {
   return { kind, label: shownAs, hash: `file:${sha(source)}`, trusted: isAbsolute(path) && inside(path, resourcesDir()) };
 }
 
@@ -188,7 +188,13 @@ export async function ensureConsent(origin: string, items: ConsentItem[]): Promi
 }
 
 export function describeItems(items: ConsentItem[]): string {
-  const head: Record<ConsentItem['kind'], string> = { 'mcp-server': 'MCP server', tool: 'tool file', reward: 'reward file', workspace: 'workspace' };
+  const head: Record<ConsentItem['kind'], string> = {
+    'mcp-server': 'MCP server',
+    tool: 'tool file',
+    reward: 'reward file',
+    workspace: 'workspace',
+    plugin: "plugin (runs in Arbor's process, not sandboxed)",
+  };
   return items.map((i) => `  - ${head[i.kind]}: ${i.label}`).join('\n');
 }
 

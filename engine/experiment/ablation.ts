@@ -91,7 +91,7 @@ export function parseAlgorithms(list: string): string[] {
 export async function runAblation(opts: AblationOptions): Promise<AblationResult> {
   const t0 = performance.now();
   const configFile = opts.configFile ?? DEMO_CONFIG;
-  const cfg = loadConfig(configFile, undefined, { job: 'demo' });
+  const cfg = await loadConfig(configFile, undefined, { job: 'demo' });
   const algorithms = opts.algorithms.map((a) => parseAlgorithms(a)[0]!);
   const tokenBudget = opts.tokenBudget ?? 100_000;
   if (!(tokenBudget > 0)) throw new Error(`--token-budget: must be a positive number of tokens, got ${tokenBudget}`);

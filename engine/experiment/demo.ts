@@ -115,7 +115,7 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
   const elapsed = () => (performance.now() - t0) / 1000;
   const budget = opts.budgetSeconds ?? DEMO_BUDGET_SECONDS;
   const configFile = opts.configFile ?? DEMO_CONFIG;
-  const cfg = loadConfig(configFile, (raw) => opts.seed !== undefined && (raw.seed = opts.seed), { job: 'demo' });
+  const cfg = await loadConfig(configFile, (raw) => opts.seed !== undefined && (raw.seed = opts.seed), { job: 'demo' });
   const { dir } = createRunDir(cfg);
   const rows: DemoRow[] = [];
   const skipped: string[] = [];

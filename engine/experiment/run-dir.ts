@@ -9,7 +9,7 @@ import type { Trajectory } from '../rollout/types';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, isAbsolute, join, resolve } from 'node:path';
 import { arborHome } from '../store/db';
-import { validateConfig, type ExperimentConfig } from '../config/experiment';
+import { loadPlugins, validateConfig, type ExperimentConfig } from '../config/experiment';
 import type { Demo, SftPort } from '../train/sft';
 import type { LoopPorts } from '../train/loop';
 import type { EvalSummary } from '../tasks/kit';
@@ -50,6 +50,22 @@ export function openRun(idOrPath: string): { id: string; dir: string; cfg: Exper
   }
   const cfg = validateConfig(raw, { file, job: 'stored' });
   return { id: basename(dir), dir, cfg };
+}
+
+/** openRun for a run whose config names `plugins:` (loaded first, asked for as a config's are). */
+export async function openRunWithPlugins(idOrPath: string): Promise<{ id: string; dir: string; cfg: ExperimentConfig }> {
+  const candidates = isAbsolute(idOrPath) || idOrPath.includes('/') ? [resolve(idOrPath)] : [join(runsRoot(), idOrPath), resolve(idOrPath)];
+  const dir = candidates.find((d) => existsSync(join(d, 'config.json')));
+  if (dir) {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'));
+    } catch {
+      raw = undefined; // openRun names the unreadable file
+    }
+    await loadPlugins(raw, dir, `run ${basename(dir)}`);
+  }
+  return openRun(idOrPath);
 }
 
 /** The model + task wiring a run needs; built by ./wiring.ts for the configured task. */

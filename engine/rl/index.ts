@@ -1,9 +1,14 @@
 /**
  * The advantage-estimator registry, keyed by the experiment config's `algorithm.adv_estimator`.
- * Each entry says whether it needs a critic and computes per-token advantages (and, for GAE,
- * the critic's return targets) for a batch. Process rewards (Agent-R1) add a normalised
- * return-to-go of the step rewards on top of any estimator.
+ * Each entry says whether it needs a critic, owns the schema of its own knobs (`options`: a zod
+ * object the config composes in as `algorithm.<name>`, e.g. algorithm.gigpo) and computes
+ * per-token advantages (and, for GAE, the critic's return targets) for a batch. Process rewards
+ * (Agent-R1) add a normalised return-to-go of the step rewards on top of any estimator.
+ * `registerEstimator` adds one (a config's `plugins:` file calls it; README "Write your own
+ * estimator").
  */
+import { z } from 'zod';
+import { sequenceMatcherRatio } from './similarity';
 import {
   broadcast,
   gae,
@@ -30,8 +35,6 @@ export interface EstimatorOptions {
   values?: ArrayLike<number>[];
   /** Add Agent-R1 process-reward returns to the advantages. */
   processRewards: boolean;
-  /** GiGPO's knobs (algorithm.gigpo). */
-  gigpo?: { stepWeight: number; gamma: number; normByStd: boolean; similarity?: { threshold: number; ratio: (a: string, b: string) => number } };
 }
 
 export interface EstimatorResult {
@@ -42,13 +45,21 @@ export interface EstimatorResult {
   metrics?: Record<string, number>;
 }
 
-export interface Estimator {
+export interface Estimator<O = unknown> {
   needsCritic: boolean;
-  compute(episodes: EstimatorEpisode[], o: EstimatorOptions): EstimatorResult;
+  /** The estimator's own knobs, `algorithm.<name>` in the config (a zod object whose fields all have defaults; refused unless this estimator is chosen). */
+  options?: z.ZodType<O, Record<string, unknown>>;
+  /** The options without the estimator's step-level term, for the outcome part of the advantages reported beside them (GiGPO: step_weight 0). */
+  outcomeOnly?: (options: O) => O;
+  /** `options`: the parsed `algorithm.<name>` section (undefined without an options schema). */
+  compute(episodes: EstimatorEpisode[], o: EstimatorOptions, options: O): EstimatorResult;
 }
 
+/** An estimator whatever its options' type (the registry's entries). */
+type AnyEstimator = Estimator<any>;
+
 /** Outcome rewards with the KL penalty of the whole response subtracted (KL in the reward, as verl's use_kl_in_reward). */
-function klPenalised(eps: EstimatorEpisode[], o: EstimatorOptions): EstimatorEpisode[] {
+export function klPenalised(eps: EstimatorEpisode[], o: EstimatorOptions): EstimatorEpisode[] {
   if (!o.klRewardCoef || !o.klPerToken) return eps;
   return eps.map((e, b) => {
     let kl = 0;
@@ -87,15 +98,44 @@ export const ESTIMATORS = {
   },
   gigpo: {
     needsCritic: false,
-    compute: (eps, o) => {
-      const g = o.gigpo ?? { stepWeight: 1, gamma: 0.95, normByStd: false };
-      const r = gigpo(klPenalised(eps, o), g);
+    /** GiGPO: A = episode advantage + step_weight × step advantage. */
+    options: z.strictObject({
+      /** ω, the weight of the step-level advantage. */
+      step_weight: z.number().nonnegative().default(1),
+      /** Discount of the step returns R_k = r_k + γ·R_{k+1} (0.95 in the paper's runs). */
+      gamma: z.number().min(0).max(1).default(0.95),
+      /** mean_norm: subtract the group / step-group mean (default); mean_std_norm: also divide by the std (verl-agent's modes). */
+      mode: z.enum(['mean_norm', 'mean_std_norm']).default('mean_norm'),
+      /** Also group steps whose observations are this similar (difflib ratio, as verl-agent's enable_similarity; 0.95 there); null = exact match only. */
+      similarity_threshold: z.number().gt(0).lt(1).nullable().default(null),
+    }),
+    outcomeOnly: (g) => ({ ...g, step_weight: 0 }),
+    compute: (eps, o, g) => {
+      const r = gigpo(klPenalised(eps, o), {
+        stepWeight: g.step_weight,
+        gamma: g.gamma,
+        normByStd: g.mode === 'mean_std_norm',
+        similarity: g.similarity_threshold === null ? undefined : { threshold: g.similarity_threshold, ratio: sequenceMatcherRatio },
+      });
       return { advantages: r.advantages, metrics: stepGroupMetrics(r.stepGroupSizes) };
     },
-  },
-} as const satisfies Record<string, Estimator>;
+  } satisfies Estimator<{ step_weight: number; gamma: number; mode: 'mean_norm' | 'mean_std_norm'; similarity_threshold: number | null }>,
+} as const satisfies Record<string, AnyEstimator>;
 
 export type EstimatorName = keyof typeof ESTIMATORS;
+
+/** Every estimator: the built-in ones and those registered since. */
+const registry = new Map<string, AnyEstimator>(Object.entries(ESTIMATORS));
+
+/**
+ * Add an advantage estimator under `name` (the config's `algorithm.adv_estimator`); its `options`
+ * become `algorithm.<name>`. A name already taken is refused.
+ */
+export function registerEstimator<O>(name: string, estimator: Estimator<O>): void {
+  if (!/^[a-z][a-z0-9_]*$/.test(name)) throw new Error(`registerEstimator: "${name}" is not a config name (lowercase letters, digits, _)`);
+  if (registry.has(name)) throw new Error(`registerEstimator: an advantage estimator "${name}" is already registered`);
+  registry.set(name, estimator);
+}
 
 /** GiGPO's step groups as metrics: how many, their mean and largest size, and the share of steps alone in theirs (advantage 0). */
 export function stepGroupMetrics(sizes: number[]): Record<string, number> {
@@ -109,18 +149,18 @@ export function stepGroupMetrics(sizes: number[]): Record<string, number> {
 }
 
 export function estimatorNames(): string[] {
-  return Object.keys(ESTIMATORS);
+  return [...registry.keys()];
 }
 
-export function getEstimator(name: string): Estimator {
-  const e = (ESTIMATORS as Record<string, Estimator>)[name];
+export function getEstimator(name: string): Estimator<unknown> {
+  const e = registry.get(name);
   if (!e) throw new Error(`algorithm.adv_estimator: unknown estimator "${name}"; available: ${estimatorNames().join(', ')}`);
   return e;
 }
 
-/** Advantages for a batch under the named estimator, plus process-reward returns when enabled. */
-export function computeAdvantages(name: string, episodes: EstimatorEpisode[], o: EstimatorOptions): EstimatorResult {
-  const res = getEstimator(name).compute(episodes, o);
+/** Advantages for a batch under the named estimator (with its `algorithm.<name>` options), plus process-reward returns when enabled. */
+export function computeAdvantages(name: string, episodes: EstimatorEpisode[], o: EstimatorOptions, options?: unknown): EstimatorResult {
+  const res = getEstimator(name).compute(episodes, o, options);
   if (o.processRewards)
     episodes.forEach((e, b) => {
       const p = processRewardReturns(e);

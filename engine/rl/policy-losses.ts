@@ -15,8 +15,11 @@
  *         value with the gradient −A·clip(ρ)·∇log π (rescaled to the clip bound, not dropped)
  *
  * Both add the KL to the reference in the loss (./kl.ts) and the entropy bonus, and aggregate
- * per `algorithm.loss_agg_mode`.
+ * per `algorithm.loss_agg_mode`. An entry owns the schema of its own knobs (`options`, composed
+ * into the config as `algorithm.<name>`, e.g. algorithm.gspo); `registerPolicyLoss` adds one (a
+ * config's `plugins:` file calls it; README "Write your own policy loss").
  */
+import { z } from 'zod';
 import type { Ops } from '../tensor/ops';
 import type { LossSpec } from '../model/graphs';
 import { klProgram } from './kl';
@@ -74,21 +77,27 @@ export function aggregationUnits(lossMasks: ArrayLike<number>[], mode: LossAggMo
   return n;
 }
 
-type LossInputs<T> = { logprobs: T; entropy?: T; mask: T } & Record<string, T>;
+export type LossInputs<T> = { logprobs: T; entropy?: T; mask: T } & Record<string, T>;
 
 /** The inputs every policy loss reads, plus the reference logprobs when the KL is in the loss. */
-function lossInputs(cfg: PolicyLossConfig): LossSpec['inputs'] {
+export function lossInputs(cfg: PolicyLossConfig): LossSpec['inputs'] {
   const seq = { dtype: 'float32' as const, shape: ['batch', 'seq'] };
   return [{ name: 'advantages', ...seq }, { name: 'old_logprobs', ...seq }, ...(klInLoss(cfg) ? [{ name: 'ref_logprobs', ...seq }] : [])];
 }
 
-const klInLoss = (cfg: PolicyLossConfig) => cfg.algorithm.kl_coef > 0 && cfg.algorithm.kl_in === 'loss';
+export const klInLoss = (cfg: PolicyLossConfig) => cfg.algorithm.kl_coef > 0 && cfg.algorithm.kl_in === 'loss';
+
+/** The part of a LossSpec's `key` that every loss shares: what finish() and the aggregation read (a registered loss adds its own options before it). */
+export const lossKey = (cfg: PolicyLossConfig) => {
+  const a = cfg.algorithm;
+  return `${klInLoss(cfg) ? a.kl_type + a.kl_coef : 'nokl'}:${a.entropy_coef}:${a.loss_agg_mode}:${cfg.rollout.max_total_length}`;
+};
 
 /**
  * The terms shared by every policy loss: the KL to the reference in the loss (or, without a
  * reference, the k1 estimate of KL(old‖new) as a metric), the entropy bonus, and the metrics.
  */
-function finish<T>(o: Ops<T>, cfg: PolicyLossConfig, x: LossInputs<T>, pgLoss: T, metrics: Record<string, T>) {
+export function finish<T>(o: Ops<T>, cfg: PolicyLossConfig, x: LossInputs<T>, pgLoss: T, metrics: Record<string, T>) {
   const a = cfg.algorithm;
   const s = (v: number) => o.scalar(v);
   const mask = x.mask;
@@ -111,7 +120,7 @@ function finish<T>(o: Ops<T>, cfg: PolicyLossConfig, x: LossInputs<T>, pgLoss: T
  * PPO-clip's per-token terms, shared by the PPO and AEPO losses: ρ = exp(log π − log π_old),
  * pg1 = −A·ρ, pg2 = −A·clip(ρ, 1 − lo, 1 + hi), and the masked token mean.
  */
-function clipTerms<T>(o: Ops<T>, x: LossInputs<T>, lo: number, hi: number) {
+export function clipTerms<T>(o: Ops<T>, x: LossInputs<T>, lo: number, hi: number) {
   const s = (v: number) => o.scalar(v);
   const mask = x.mask;
   const tokens = o.maximum(o.sum(mask, [0, 1]), s(1));
@@ -228,17 +237,58 @@ export function aepoLoss(cfg: PolicyLossConfig): LossSpec {
   };
 }
 
+/** A policy loss: its own knobs (`algorithm.<name>`, a zod object whose fields all have defaults) and the loss program built from the config and them. */
+export interface PolicyLoss<O = unknown> {
+  options?: z.ZodType<O, Record<string, unknown>>;
+  /** `options`: the parsed `algorithm.<name>` section (undefined without an options schema). The LossSpec's `key` must change with every value it depends on. */
+  build(cfg: PolicyLossConfig, options: O): LossSpec;
+}
+
+/** A policy loss whatever its options' type (the registry's entries). */
+type AnyPolicyLoss = PolicyLoss<any>;
+
 export const POLICY_LOSSES = {
-  ppo: ppoClipLoss,
-  gspo: gspoLoss,
-  aepo: aepoLoss,
-} as const satisfies Record<string, (cfg: PolicyLossConfig) => LossSpec>;
+  ppo: { build: ppoClipLoss },
+  gspo: {
+    /** GSPO's own clip range on the sequence ratio (the paper's 3e-4 / 4e-4). */
+    options: z.strictObject({
+      clip_ratio_low: z.number().nonnegative().max(1).default(3e-4),
+      clip_ratio_high: z.number().nonnegative().default(4e-4),
+    }),
+    build: gspoLoss,
+  },
+  aepo: {
+    /** A token is high-entropy at ≥ entropy_threshold × the micro-batch's mean entropy (Arbor's choice: 1, above average). */
+    options: z.strictObject({ entropy_threshold: z.number().nonnegative().default(1) }),
+    build: aepoLoss,
+  },
+} as const satisfies Record<string, AnyPolicyLoss>;
 
 export type PolicyLossName = keyof typeof POLICY_LOSSES;
 
-/** The loss named by `algorithm.policy_loss`. */
+/** Every policy loss: the built-in ones and those registered since. */
+const registry = new Map<string, AnyPolicyLoss>(Object.entries(POLICY_LOSSES));
+
+/** Add a policy loss under `name` (the config's `algorithm.policy_loss`); its `options` become `algorithm.<name>`. A name already taken is refused. */
+export function registerPolicyLoss<O>(name: string, loss: PolicyLoss<O>): void {
+  if (!/^[a-z][a-z0-9_]*$/.test(name)) throw new Error(`registerPolicyLoss: "${name}" is not a config name (lowercase letters, digits, _)`);
+  if (registry.has(name)) throw new Error(`registerPolicyLoss: a policy loss "${name}" is already registered`);
+  registry.set(name, loss);
+}
+
+export function policyLossNames(): string[] {
+  return [...registry.keys()];
+}
+
+export function getPolicyLoss(name: string): PolicyLoss<unknown> {
+  const f = registry.get(name);
+  if (!f) throw new Error(`algorithm.policy_loss: unknown policy loss "${name}"; available: ${policyLossNames().join(', ')}`);
+  return f;
+}
+
+/** The loss named by `algorithm.policy_loss`, with its `algorithm.<name>` options. */
 export function policyLoss(cfg: PolicyLossConfig): LossSpec {
-  const f = (POLICY_LOSSES as Record<string, (c: PolicyLossConfig) => LossSpec>)[cfg.algorithm.policy_loss];
-  if (!f) throw new Error(`algorithm.policy_loss: unknown policy loss "${cfg.algorithm.policy_loss}"; available: ${Object.keys(POLICY_LOSSES).join(', ')}`);
-  return f(cfg);
+  const name = cfg.algorithm.policy_loss;
+  const f = getPolicyLoss(name);
+  return f.build(cfg, f.options ? (cfg.algorithm as unknown as Record<string, unknown>)[name] : undefined);
 }

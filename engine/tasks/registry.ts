@@ -8,7 +8,7 @@
  *  custom    a task file of {id, prompt | messages, answers?, meta?} and your own tools (./custom/)
  *  tools     the built-in two-tool task (lookup + calculator in Hermes JSON) over resources/examples/tools-task (./tools/)
  */
-import type { ExperimentConfig } from '../config/experiment';
+import { registerTaskKind, TASK_KINDS, type ExperimentConfig, type TaskKindSpec } from '../config/experiment';
 import { customKit } from './custom/kit';
 import { multihopKit, multihopTokenizer } from './multihop/kit';
 import type { TokenizerPort } from '../rollout/ports';
@@ -23,10 +23,19 @@ const kits = new Map<string, KitFactory>([
   ['tools', toolsKit],
 ]);
 
-/** Add a task kind (its name must also be in config.ts TASK_KINDS). */
-export function registerTaskKit(kind: string, factory: KitFactory): void {
+/**
+ * Add a task kind: its kit, and what the config knows of it (engine/config/experiment.ts
+ * TaskKindSpec: its own `task.<kind>` options, whether it reads environment.tasks, its checks).
+ * One call, in one file (a config's `plugins:`; README "Write your own task kind").
+ */
+export function registerTaskKit(kind: string, factory: KitFactory, spec: TaskKindSpec): void {
+  if (kits.has(kind)) throw new Error(`registerTaskKit: a task kind "${kind}" is already registered`);
+  registerTaskKind(kind, spec);
   kits.set(kind, factory);
 }
+
+// The built-in kinds are declared to the config there (it cannot import this layer); they must be these.
+if (TASK_KINDS.join() !== [...kits.keys()].join()) throw new Error(`task kits ${[...kits.keys()].join(', ')} ≠ config TASK_KINDS ${TASK_KINDS.join(', ')}`);
 
 export function taskKinds(): string[] {
   return [...kits.keys()];

@@ -4,7 +4,6 @@
  */
 import { computeAdvantages, getEstimator, stepsFromMask, type EstimatorEpisode } from '../rl';
 import { klValue } from '../rl/kl';
-import { sequenceMatcherRatio } from '../rl/similarity';
 import type { ExperimentConfig } from '../config/experiment';
 import type { Episode } from './episode';
 import type { AdvantagePort } from './loop';
@@ -94,6 +93,8 @@ export function groupStats(episodes: Episode[]): Map<Episode, { mean: number; st
 export function advantagePort(cfg: ExperimentConfig, critic?: { values(episodes: Episode[]): Promise<Float32Array[]> }): AdvantagePort {
   const a = cfg.algorithm;
   const est = getEstimator(a.adv_estimator);
+  /** The estimator's own section (algorithm.<name>, e.g. algorithm.gigpo), when it has options. */
+  const options = est.options ? (a as Record<string, unknown>)[a.adv_estimator] : undefined;
   if (est.needsCritic && !critic)
     throw new Error(`algorithm.adv_estimator: "${a.adv_estimator}" needs a critic (value model), which this task session does not provide`);
   const klInReward = a.kl_in === 'reward' && a.kl_coef > 0;
@@ -118,23 +119,14 @@ export function advantagePort(cfg: ExperimentConfig, critic?: { values(episodes:
         klPerToken,
         values: values ? episodes.map((e) => values.get(e)!) : undefined,
         processRewards: a.process_rewards,
-        gigpo: {
-          stepWeight: a.gigpo.step_weight,
-          gamma: a.gigpo.gamma,
-          normByStd: a.gigpo.mode === 'mean_std_norm',
-          similarity: a.gigpo.similarity_threshold === null ? undefined : { threshold: a.gigpo.similarity_threshold, ratio: sequenceMatcherRatio },
-        },
       };
-      const res = computeAdvantages(a.adv_estimator, episodes.map(asEstimatorEpisode), estOpts);
+      const res = computeAdvantages(a.adv_estimator, episodes.map(asEstimatorEpisode), estOpts, options);
       const adv = cfg.rollout.branching.attribution === 'hard' ? hardAttribution(episodes, res.advantages) : res.advantages;
-      // The outcome's part: the estimator without process rewards (and GiGPO without its step term); the process part is the rest.
+      // The outcome's part: the estimator without process rewards (and without its own step term, e.g. GiGPO's); the process part is the rest.
+      const outcomeOptions = est.outcomeOnly ? est.outcomeOnly(options) : options;
       const outcomeOnly =
-        a.process_rewards || (a.adv_estimator === 'gigpo' && a.gigpo.step_weight !== 0)
-          ? computeAdvantages(a.adv_estimator, episodes.map(asEstimatorEpisode), {
-              ...estOpts,
-              processRewards: false,
-              gigpo: { ...estOpts.gigpo, stepWeight: 0 },
-            }).advantages
+        a.process_rewards || JSON.stringify(outcomeOptions) !== JSON.stringify(options)
+          ? computeAdvantages(a.adv_estimator, episodes.map(asEstimatorEpisode), { ...estOpts, processRewards: false }, outcomeOptions).advantages
           : adv;
       const outcome = cfg.rollout.branching.attribution === 'hard' && outcomeOnly !== adv ? hardAttribution(episodes, outcomeOnly) : outcomeOnly;
       return {

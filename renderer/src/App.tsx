@@ -204,7 +204,13 @@ function ConsentDialog() {
   const answer = useArbor((s) => s.answerConsent);
   const c = consents[0];
   if (!c) return null;
-  const head = { 'mcp-server': 'MCP server command', tool: 'tool file', reward: 'reward file', workspace: 'workspace folder' } as const;
+  const head = {
+    'mcp-server': 'MCP server command',
+    tool: 'tool file',
+    reward: 'reward file',
+    workspace: 'workspace folder',
+    plugin: 'plugin (runs in the engine, not sandboxed)',
+  } as const;
   return (
     <div className="modal-back">
       <div className="modal" role="dialog" aria-modal="true" aria-labelledby="consent-title" data-testid="consent-dialog">

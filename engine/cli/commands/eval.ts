@@ -115,9 +115,9 @@ function resolveTargets(target: string): { targets: Target[]; group?: string } {
   }
 }
 
-function configFor(t: Target, o: EvalOptions): ExperimentConfig {
+async function configFor(t: Target, o: EvalOptions): Promise<ExperimentConfig> {
   const base = o.config
-    ? (JSON.parse(JSON.stringify(loadConfig(o.config, undefined, { job: 'eval' }))) as Record<string, Record<string, unknown>>)
+    ? (JSON.parse(JSON.stringify(await loadConfig(o.config, undefined, { job: 'eval' }))) as Record<string, Record<string, unknown>>)
     : t.runCfg && !o.task
       ? (JSON.parse(JSON.stringify(t.runCfg)) as Record<string, Record<string, unknown>>)
       : undefined;
@@ -186,7 +186,7 @@ function storeWithRun(t: Target, r: HarnessResult, meta: Record<string, unknown>
 }
 
 async function evalHarness(t: Target, o: EvalOptions & { k: number }): Promise<{ result: HarnessResult; file?: string; cfg: ExperimentConfig }> {
-  const cfg = configFor(t, o);
+  const cfg = await configFor(t, o);
   const session = await openTaskSession(cfg);
   try {
     if (!session.sampleEval) throw new Error(`task "${cfg.task.kind}": this session cannot sample evaluation episodes`);
@@ -268,7 +268,7 @@ export function register(program: Command): void {
       if (!harness) {
         if (targets.length !== 1) throw new Error('a group is evaluated with the harness: give --k <n>');
         const t = targets[0]!;
-        const cfg = configFor(t, o);
+        const cfg = await configFor(t, o);
         const n = cfg.eval.n_questions;
         const session = await openTaskSession(cfg);
         try {

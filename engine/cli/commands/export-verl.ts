@@ -100,7 +100,7 @@ export function extend(program: Command): void {
       let what: string;
       if (existsSync(source) && statSync(source).isFile()) {
         const { loadConfig } = await import('../../config/experiment');
-        cfg = loadConfig(resolve(source));
+        cfg = await loadConfig(resolve(source));
         what = `config ${resolve(source)}`;
       } else {
         const db = join(arborHome(), 'arbor.db');

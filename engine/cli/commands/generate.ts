@@ -104,7 +104,7 @@ async function environmentPrompt(folder: string, file: string, prompt: string): 
   const { loadConfig, validateConfig } = await import('../../config/experiment');
   const { openEnvironmentKit } = await import('../../tasks/open');
   const { ToolEnv } = await import('../../env/toolenv');
-  const base = loadConfig(file, undefined, { job: 'environment', warn: (l) => process.stderr.write(`${l}\n`) });
+  const base = await loadConfig(file, undefined, { job: 'environment', warn: (l) => process.stderr.write(`${l}\n`) });
   const cfg = validateConfig({ ...structuredClone(base), model: { path: folder } }, { file, job: 'environment', warn: () => undefined });
   const { env, kit } = await openEnvironmentKit(cfg);
   try {

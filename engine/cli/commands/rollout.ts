@@ -116,7 +116,7 @@ export function register(program: Command): void {
       if (!o.task && !o.config) throw new Error('give --task <kind> or --config <experiment config>');
       if (o.model && o.policy) throw new Error('give one of --model <folder> or --policy <name>, not both');
       if (o.out && existsSync(o.out) && statSync(o.out).isDirectory()) throw new Error(`--out: ${o.out} is a folder; give the JSONL file to write`);
-      const base = o.config ? loadConfig(o.config, undefined, { job: 'rollout' }) : undefined;
+      const base = o.config ? await loadConfig(o.config, undefined, { job: 'rollout' }) : undefined;
       if (!o.model && !o.policy && !base?.model.path) throw new Error('give --model <folder> or --policy <name> (or a --config with model.path)');
       if (base && o.task && o.task !== base.task.kind)
         throw new Error(`--task: ${o.task} differs from the config's task.kind "${base.task.kind}"; give one of them`);

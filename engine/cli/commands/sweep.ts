@@ -100,7 +100,7 @@ export async function runSweep(configFile: string, o: SweepOptions): Promise<str
   // Every configuration is checked before the first run starts: a bad grid value fails now, naming it.
   let name = o.name;
   for (const c of cells) {
-    const cfg = loadConfig(file, (raw) => {
+    const cfg = await loadConfig(file, (raw) => {
       applyOverrides(raw, o.set);
       applyOverrides(
         raw,

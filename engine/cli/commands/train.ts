@@ -9,7 +9,7 @@ import { loadConfig } from '../../config/experiment';
 import { applyOverrides, parseSeeds, runSweep } from './sweep';
 import { runExperiment } from '../../experiment/runner';
 import { progressBar, renderTable } from '../../experiment/report';
-import { openRun } from '../../experiment/run-dir';
+import { openRunWithPlugins } from '../../experiment/run-dir';
 import { JsonlSink, memoryLimitWatcher, teeSink } from '../../experiment/sinks';
 import { claimRunAndOpenTask } from '../../experiment/store-run';
 import { interruptSignal, note } from '../lifecycle';
@@ -70,9 +70,9 @@ export function register(program: Command): void {
         if (o.parallel !== 1) throw new Error('--parallel applies to --seeds (a group of runs); give --seeds too');
         if (o.resume && (o.seed !== undefined || o.set.length)) throw new Error("--seed / --set change a new run's config; a resumed run keeps its own");
         if ((o.group || o.cell) && !o.store) throw new Error('--group: a group lives in the workspace database; drop --no-store');
-        const run = o.resume ? openRun(o.resume) : undefined;
+        const run = o.resume ? await openRunWithPlugins(o.resume) : undefined;
         const cfg = configFile
-          ? loadConfig(
+          ? await loadConfig(
               configFile,
               (raw) => {
                 applyOverrides(raw, o.set);

@@ -46,7 +46,7 @@ function readmeEnv(rollout?: string): string {
 
 describe('rollout limits sized from the task', () => {
   it('a README config with a ~330-token Hermes prompt gets limits that hold its demonstrations whole', async () => {
-    const cfg = loadConfig(readmeEnv());
+    const cfg = await loadConfig(readmeEnv());
     expect([cfg.rollout.max_new_tokens, cfg.rollout.max_total_length]).toEqual([32, 384]); // the schema defaults
     const s = await openTaskSession(cfg);
     try {
@@ -66,7 +66,7 @@ describe('rollout limits sized from the task', () => {
   }, 120_000);
 
   it('the old defaults written out are flagged, naming the keys and the needed numbers; a prompt longer than the limit is refused', async () => {
-    const cfg = loadConfig(readmeEnv('{ max_new_tokens: 32, max_total_length: 384 }'));
+    const cfg = await loadConfig(readmeEnv('{ max_new_tokens: 32, max_total_length: 384 }'));
     const s = await openTaskSession(cfg);
     try {
       expect((s.warnings ?? []).join('\n')).toMatch(
@@ -76,13 +76,13 @@ describe('rollout limits sized from the task', () => {
     } finally {
       await s.close();
     }
-    await expect(openTaskSession(loadConfig(readmeEnv('{ max_new_tokens: 16, max_total_length: 200 }')))).rejects.toThrow(
+    await expect(openTaskSession(await loadConfig(readmeEnv('{ max_new_tokens: 16, max_total_length: 200 }')))).rejects.toThrow(
       /rollout.max_total_length is 200, the longest prompt is \d+ tokens: set rollout.max_total_length ≥ \d+/,
     );
   }, 120_000);
 
-  it('fitLimits and cutDemosWarning by hand', () => {
-    const cfg = loadConfig(readmeEnv());
+  it('fitLimits and cutDemosWarning by hand', async () => {
+    const cfg = await loadConfig(readmeEnv());
     const { changes, problems } = fitLimits(cfg, { prompt: 330, turn: 40, total: 450, turns: 3, demos: 10 });
     expect(problems).toEqual([]);
     expect(changes).toEqual([

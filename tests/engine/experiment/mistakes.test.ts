@@ -13,7 +13,7 @@ const CONFIGS = join(__dirname, '..', '..', '..', 'resources', 'configs');
 
 /** Per demonstration: the loss-mask value of each model turn's tokens (taken from the demo's mask), in order. */
 async function turnMasks(file: string, sft: Record<string, unknown>) {
-  const cfg = loadConfig(file, (raw) => {
+  const cfg = await loadConfig(file, (raw) => {
     raw.sft = { ...(raw.sft as object), ...sft };
   });
   const s = await openTaskSession(cfg);

@@ -60,18 +60,18 @@ describe('experiment config', () => {
     expect(errorOf({}).issues[0]).toEqual({ field: 'model', message: 'required (object)' });
   });
 
-  it('loads YAML and JSON files, resolving paths against the file, and names the file in errors', () => {
+  it('loads YAML and JSON files, resolving paths against the file, and names the file in errors', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'arbor-cfg-'));
     mkdirSync(join(dir, 'm'));
     writeFileSync(join(dir, 'm', 'config.json'), '{}');
     writeFileSync(join(dir, 'a.yaml'), 'model:\n  path: m\nalgorithm:\n  adv_estimator: rloo\n');
-    const cfg = loadConfig(join(dir, 'a.yaml'));
+    const cfg = await loadConfig(join(dir, 'a.yaml'));
     expect(cfg.model.path).toBe(join(dir, 'm'));
     expect(cfg.algorithm.adv_estimator).toBe('rloo');
     writeFileSync(join(dir, 'b.json'), JSON.stringify({ model: { init: 'tiny' }, steps: 0 }));
-    expect(() => loadConfig(join(dir, 'b.json'))).toThrow(/b\.json[\s\S]*steps: must be positive, got 0/);
+    await expect(loadConfig(join(dir, 'b.json'))).rejects.toThrow(/b\.json[\s\S]*steps: must be positive, got 0/);
     writeFileSync(join(dir, 'c.yaml'), 'model: [unclosed');
-    expect(() => loadConfig(join(dir, 'c.yaml'))).toThrow(/cannot parse YAML/);
+    await expect(loadConfig(join(dir, 'c.yaml'))).rejects.toThrow(/cannot parse YAML/);
   });
 
   it('checks cross-field limits', () => {
@@ -99,8 +99,8 @@ describe('experiment config', () => {
 describe('example configs in resources/configs', () => {
   const dir = join(__dirname, '..', '..', '..', 'resources', 'configs');
   for (const f of readdirSync(dir).filter((x) => /\.(ya?ml|json)$/.test(x)))
-    it(`${f} is valid`, () => {
-      expect(loadConfig(join(dir, f)).model).toBeDefined();
+    it(`${f} is valid`, async () => {
+      expect((await loadConfig(join(dir, f))).model).toBeDefined();
     });
 });
 

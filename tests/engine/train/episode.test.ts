@@ -43,8 +43,8 @@ describe('episode helpers', () => {
     expect(overlongPenalty(256, 256, 64, true, 1)).toBeCloseTo(-2);
   });
 
-  it('overlong shaping uses the response budget: with the shipped DAPO config a long answer is penalised', () => {
-    const cfg = loadConfig(join(__dirname, '..', '..', '..', 'resources', 'configs', 'dapo.yaml'));
+  it('overlong shaping uses the response budget: with the shipped DAPO config a long answer is penalised', async () => {
+    const cfg = await loadConfig(join(__dirname, '..', '..', '..', 'resources', 'configs', 'dapo.yaml'));
     // 40 prompt tokens, 100 model tokens in two turns with a 20-token observation between them.
     const mask = [...Array(40).fill(0), ...Array(50).fill(1), ...Array(20).fill(0), ...Array(50).fill(1)];
     const e = ep(0, 1, mask);
