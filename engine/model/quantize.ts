@@ -66,13 +66,22 @@ export function quantizeBlockwise(w: Float32Array, N: number, K: number, bits: 4
       scales[n * kb + b] = s;
       const inv = s > 0 ? 1 / s : 0;
       const off = (n * kb + b) * blob;
-      for (let j = 0; j < blockSize; j++) {
-        const k = k0 + j;
-        // Padding past K is code `mid` (value 0).
-        const q = k < k1 ? Math.max(-qmax, Math.min(qmax, Math.round(w[row + k]! * inv))) + mid : mid;
-        if (bits === 8) codes[off + j] = q;
-        else codes[off + (j >> 1)] |= q << ((j & 1) * 4);
-      }
+      const len = k1 - k0;
+      // |w · inv| ≤ qmax up to rounding, so the clamp only catches the rounding; padding past K is code `mid` (value 0).
+      if (bits === 8) {
+        for (let j = 0; j < len; j++) {
+          const r = Math.round(w[row + k0 + j]! * inv);
+          codes[off + j] = (r > qmax ? qmax : r < -qmax ? -qmax : r) + mid;
+        }
+        for (let j = len; j < blockSize; j++) codes[off + j] = mid;
+      } else
+        for (let j = 0; j < blockSize; j += 2) {
+          let lo = j < len ? Math.round(w[row + k0 + j]! * inv) : 0;
+          let hi = j + 1 < len ? Math.round(w[row + k0 + j + 1]! * inv) : 0;
+          lo = lo > qmax ? qmax : lo < -qmax ? -qmax : lo;
+          hi = hi > qmax ? qmax : hi < -qmax ? -qmax : hi;
+          codes[off + (j >> 1)] = (lo + mid) | ((hi + mid) << 4);
+        }
     }
   }
   return { bits, blockSize, N, K, codes, scales };
