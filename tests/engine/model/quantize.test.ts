@@ -109,6 +109,33 @@ describe('quantized decode session', () => {
     expect(maxDiff(after, d)).toBeLessThan(0.02 * maxAbs(d));
   });
 
+  it('under LoRA the base is quantized and the adapters stay float32 inputs: an adapter update needs no rebuild', async () => {
+    const lora = { rank: 4, alpha: 8, dropout: 0, targets: ['q_proj', 'v_proj', 'down_proj'] as never };
+    const m = PolicyModel.init(cfg, 5, { threads: 1, quantize: 'int8', lora });
+    models.push(m);
+    // Non-zero B so the adapters change the output.
+    for (const name of m.trainableNames()) m.weights.get(name)!.forEach((_, i, a) => (a[i] = Math.sin(i * 0.37 + name.length) * 0.05));
+    m.markWeightsUpdated();
+    const ids = [3, 1, 4, 1, 5, 9];
+    const q = (await m.decode(prefill(ids), true)).logits;
+    const w = new Map(m.weights);
+    for (const [name, qm] of m.quantizedWeights()) w.set(name, dequantizeBlockwise(qm));
+    const twin = new PolicyModel(cfg, w, { threads: 1, lora });
+    models.push(twin);
+    const d = (await twin.decode(prefill(ids))).logits;
+    expect(maxDiff(q, d)).toBeLessThan(0.02 * maxAbs(d));
+    const built = m.quantizedWeights();
+    for (const name of m.trainableNames().filter((n) => n.includes('lora_B'))) m.weights.get(name)!.forEach((v, i, a) => (a[i] = -v)); // ΔW = B·A flips
+    m.markWeightsUpdated();
+    const q2 = (await m.decode(prefill(ids), true)).logits;
+    expect(m.quantizedWeights()).toBe(built); // the same quantized base
+    for (const name of twin.trainableNames()) twin.weights.get(name)!.set(m.weights.get(name)!);
+    twin.markWeightsUpdated();
+    const d2 = (await twin.decode(prefill(ids))).logits;
+    expect(maxDiff(q2, q)).toBeGreaterThan(0.01 * maxAbs(q));
+    expect(maxDiff(q2, d2)).toBeLessThan(0.02 * maxAbs(d2));
+  });
+
   it('is refused on the tfjs backend, naming rollout.quantize', () => {
     expect(() => PolicyModel.init(cfg, 1, { backend: 'tfjs', quantize: 'int8' })).toThrow(/rollout\.quantize.*backend "ort"/);
   });
