@@ -18,7 +18,7 @@
  * (PolicyModel: once per weight version). accuracy_level 4: activations are quantized to int8
  * per block too and the products accumulate in int32 (the fast CPU path: the float-compute path
  * for 8 bits is not available on AVX2 and falls back to dequantizing per call).
- * Measured (scripts/bench/quant-matmul.ts, docs/areas/train.md).
+ * Measured: `npm run bench:quant-matmul` (operators) and `npm run bench:quant` (rollouts); docs/areas/train.md.
  */
 import type { DType, Ops, Shape } from '../tensor/ops';
 import type { GNode, GraphOps } from '../tensor/graph';
