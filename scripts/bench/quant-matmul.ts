@@ -52,7 +52,10 @@ function quantZp(w: Float32Array, N: number, K: number, bits: number) {
     for (let b = 0; b < kb; b++) {
       let mn = 0,
         mx = 0;
-      for (let k = b * BS; k < Math.min(K, b * BS + BS); k++) ((mn = Math.min(mn, w[n * K + k]!)), (mx = Math.max(mx, w[n * K + k]!)));
+      for (let k = b * BS; k < Math.min(K, b * BS + BS); k++) {
+        mn = Math.min(mn, w[n * K + k]!);
+        mx = Math.max(mx, w[n * K + k]!);
+      }
       const s = (mx - mn) / qmax || 1,
         z = Math.round(-mn / s);
       sc[n * kb + b] = s;
@@ -169,7 +172,10 @@ for (const mode of MODES) {
     if (ref[M]) {
       let num = 0,
         den = 0;
-      for (let i = 0; i < y.length; i++) ((num += (y[i]! - ref[M][i]!) ** 2), (den += ref[M][i]! ** 2));
+      for (let i = 0; i < y.length; i++) {
+        num += (y[i]! - ref[M][i]!) ** 2;
+        den += ref[M][i]! ** 2;
+      }
       err = ` (rel. err ${Math.sqrt(num / den).toExponential(1)})`;
     } else ref[M] = y;
     row.push(`M=${M} ${ms.toFixed(2)} ms${err}`);
