@@ -162,7 +162,7 @@ for (const mode of MODES) {
   const row = [mode.padEnd(16), `create ${(performance.now() - t0).toFixed(0).padStart(5)} ms`];
   for (const M of [1, 8, 64]) {
     const x = new ort.Tensor('float32', rand(M * D, 3), [M, D]);
-    let y = new Float32Array(0);
+    let y: Float32Array = new Float32Array(0);
     for (let i = 0; i < 3; i++) y = (await s.run({ x, ...feeds })).y!.data as Float32Array;
     const n = M === 64 ? 20 : 60;
     const t1 = performance.now();
