@@ -15,7 +15,8 @@
  *         value with the gradient −A·clip(ρ)·∇log π (rescaled to the clip bound, not dropped)
  *
  * Both add the KL to the reference in the loss (./kl.ts) and the entropy bonus, and aggregate
- * per `algorithm.loss_agg_mode`.
+ * per `algorithm.loss_agg_mode`. With `algorithm.tis` every per-token policy-gradient term is
+ * weighted by the truncated importance weight min(π_old / π_sampler, cap) (tisWeights).
  */
 import type { Ops } from '../tensor/ops';
 import type { LossSpec } from '../model/graphs';
