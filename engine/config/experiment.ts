@@ -18,6 +18,7 @@ import { rememberConfigDir } from '../env/consent';
 import { FORMAT_NAMES } from '../env/formats';
 import { mcpServersSchema } from '../env/mcp/config';
 import { LORA_TARGETS } from '../model/lora';
+import { QUANT_MODES } from '../model/quantize';
 import { ESTIMATORS, estimatorNames, getEstimator } from '../rl/index';
 import { KL_ESTIMATORS } from '../rl/kl';
 import { AGGREGATION_MODES, getPolicyLoss, POLICY_LOSSES as POLICY_LOSS_REGISTRY, policyLossNames } from '../rl/policy-losses';
@@ -165,6 +166,15 @@ const rolloutSchema = z.strictObject({
   max_new_tokens: posInt().default(32).describe('per model turn'),
   max_total_length: posInt().default(384).describe('prompt + all turns, in tokens'),
   /**
+   * Sample the training rollouts with an int8 / int4 block-quantized copy of the policy's linear
+   * weights (ONNX Runtime MatMulNBits, refreshed after every update; engine/model/quantize.ts).
+   * Scoring, training and evaluation stay float32; algorithm.tis corrects the sampler/learner mismatch.
+   */
+  quantize: z
+    .enum(QUANT_MODES)
+    .default('none')
+    .describe('sample training rollouts with int8/int4 quantized weights (ORT MatMulNBits; CPU); scoring and training stay float32'),
+  /**
    * Branching rollouts (ARPO / AEPO; engine/rollout/branching.ts): `n` becomes the per-prompt
    * budget M; samples branch after tool responses where the entropy rises. Defaults: the ARPO
    * release's (N = M/2, beam 2, α 0.5, β 0.2, k 20); AEPO's constants are Arbor's choices.
@@ -251,6 +261,18 @@ const algorithmSchema = z.strictObject({
    * rollout.temperature 1 (the recomputed policy is at temperature 1).
    */
   old_logprobs: z.enum(['recompute', 'rollout']).default('recompute'),
+  /**
+   * Truncated importance sampling (FlashRL; "Your efficient RL framework secretly brings you
+   * off-policy RL training"): each token's policy-gradient term is weighted by
+   * min(π_old / π_sampler, cap), detached, from the recomputed old logprobs and the rollout's own
+   * (the sampler's: a quantized decode session, or float32 decoding that differs from the
+   * scoring graph's numerics). null: no correction.
+   */
+  tis: z
+    .strictObject({ cap: z.number().gt(0).describe('upper bound C of the importance weight min(π_old/π_sampler, C) (FlashRL: 2)') })
+    .nullable()
+    .default(null)
+    .describe('truncated importance sampling on the sampler/learner ratio (needs old_logprobs: recompute)'),
 });
 
 const optimSchema = z.strictObject({
@@ -607,6 +629,11 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
       field: 'algorithm.dynamic_sampling.gen_prompts',
       message: `${gen} is below rollout.prompts_per_step (${cfg.rollout.prompts_per_step}): a round samples at least the prompts a step trains on`,
     });
+  if (cfg.algorithm.tis && cfg.rollout.temperature !== 1)
+    issues.push({
+      field: 'algorithm.tis',
+      message: `needs rollout.temperature 1 (the rollout records the sampler's logprobs at temperature ${cfg.rollout.temperature}, the learner's old logprobs are at 1)`,
+    });
   for (const h of cfg.task.rl_hops ?? [])
     if (!cfg.task.hops.includes(h))
       issues.push({
@@ -773,6 +800,23 @@ export const INERT_RULES: InertRule[] = [
     why: 'unless algorithm.adv_estimator is "grpo" (its group-std division)',
   },
   { keys: ['algorithm.kl_type', 'algorithm.kl_in'], when: (c) => c.algorithm.kl_coef === 0, why: 'at algorithm.kl_coef 0 (no KL term)' },
+  {
+    keys: ['rollout.quantize'],
+    when: (c, job) => c.backend === 'tfjs' || c.device === 'webgpu' || !!c.environment.agent || job === 'rollout',
+    why: (c) =>
+      c.backend === 'tfjs'
+        ? 'with backend "tfjs" (quantized decoding is an ONNX Runtime session: MatMulNBits)'
+        : c.device === 'webgpu'
+          ? 'with device "webgpu" (the quantized decode session runs on the CPU provider)'
+          : c.environment.agent
+            ? "with environment.agent (the agent program's calls are served by the float32 model)"
+            : 'in `arbor rollout` (it samples with the float32 model; quantized sampling is for training rollouts)',
+  },
+  {
+    keys: ['algorithm.tis'],
+    when: (c) => c.algorithm.old_logprobs === 'rollout',
+    why: 'with algorithm.old_logprobs "rollout" (the old logprobs are then the sampler\'s own, so π_old / π_sampler is 1 on every token; use "recompute")',
+  },
   {
     keys: ['algorithm.dynamic_sampling.max_rounds', 'algorithm.dynamic_sampling.gen_prompts'],
     when: (c) => !c.algorithm.dynamic_sampling.enabled,

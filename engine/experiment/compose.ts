@@ -70,11 +70,15 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
     lora,
     loraSeed: cfg.seed,
     recomputeLayers: cfg.model.recompute_layers ?? false,
+    quantize: cfg.rollout.quantize,
   };
   const model = cfg.model.path ? PolicyModel.load(cfg.model.path, modelOpts) : PolicyModel.init(kit.tinyModel(cfg), cfg.seed, modelOpts);
   const policy = new ModelPolicyPort(model, cfg, new AdamW({ ...cfg.optim }));
   const limits = { maxNewTokens: cfg.rollout.max_new_tokens, maxTurns: cfg.rollout.max_turns, maxTotalLength: cfg.rollout.max_total_length };
-  const backend = policyDecodeBackend(model, { maxBatch: Math.min(64, cfg.rollout.prompts_per_step * cfg.rollout.n), maxLength: cfg.rollout.max_total_length });
+  const backendOpts = { maxBatch: Math.min(64, cfg.rollout.prompts_per_step * cfg.rollout.n), maxLength: cfg.rollout.max_total_length };
+  const backend = policyDecodeBackend(model, backendOpts);
+  // rollout.quantize: the training rollouts sample with the quantized copy of the weights; evaluation keeps float32.
+  const rolloutBackend = cfg.rollout.quantize !== 'none' ? policyDecodeBackend(model, { ...backendOpts, quantized: true }) : backend;
   // engine/rl's registry; GAE gets a critic: the policy's transformer with a value head, from the same weights.
   let critic: CriticModel | undefined;
   if (getEstimator(cfg.algorithm.adv_estimator).needsCritic) {
@@ -130,7 +134,8 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
   return {
     warnings: [...sized, ...(await vocabularyWarnings(kit))],
     ports: {
-      rollout: agent?.rollout ?? engineRolloutPort(cfg, { backend, tokenizer: kit.tokenizer, tasks: kit.rlTasks ?? kit.trainTasks, stop: kit.stop }),
+      rollout:
+        agent?.rollout ?? engineRolloutPort(cfg, { backend: rolloutBackend, tokenizer: kit.tokenizer, tasks: kit.rlTasks ?? kit.trainTasks, stop: kit.stop }),
       policy,
       reference,
       advantage,

@@ -35,6 +35,17 @@ import {
 } from './graphs';
 import { adapterShapes, initAdapters, type LoraSpec } from './lora';
 import { recomputedBlocks } from './transformer';
+import { toOnnx } from '../tensor/onnx';
+import {
+  QUANT_BITS,
+  QUANT_BLOCK,
+  quantizeBlockwise,
+  quantizedInitializers,
+  quantizedOps,
+  quantizedWeightNames,
+  type QuantMode,
+  type QuantizedMatrix,
+} from './quantize';
 import { isAdapterFolder, readPeftAdapter, readPeftConfig, savePeftAdapter } from './peft';
 
 export type Backend = 'ort' | 'tfjs';
@@ -82,6 +93,13 @@ export interface PolicyModelOptions {
    * cost no extra compute); an integer in [0, numLayers].
    */
   recomputeLayers?: boolean | number;
+  /**
+   * Quantized decoding (`rollout.quantize`, ./quantize.ts): decode sessions asked for it
+   * (decodeRunner / decode with `quantized`) sample with an int8 or int4 block-quantized copy of
+   * the linear weights (ORT MatMulNBits), rebuilt when the weights change; scoring, training and
+   * the other decode sessions stay float32. ORT backend on the CPU provider only. Default 'none'.
+   */
+  quantize?: QuantMode;
 }
 
 /** Arbor's own state saved next to a PEFT adapter (the dropout mask counter, so a resume draws the same masks). */
@@ -149,6 +167,8 @@ export class PolicyModel {
     this.backend = opts.backend ?? 'ort';
     this.lora = opts.lora;
     recomputedBlocks(config, opts.recomputeLayers); // refuses a budget outside [0, numLayers] here, not at the first step
+    if ((opts.quantize ?? 'none') !== 'none' && this.backend !== 'ort')
+      throw new Error(`rollout.quantize "${opts.quantize}": quantized decoding runs on backend "ort" (ONNX Runtime's MatMulNBits), not "${this.backend}"`);
     if (this.lora) {
       const fresh = initAdapters(config, this.lora, opts.loraSeed ?? 0);
       for (const [k, v] of fresh) if (!weights.has(k)) weights.set(k, v);
@@ -313,7 +333,7 @@ export class PolicyModel {
   /** A session of this model: in the model's ORT worker, or in `worker` (a decode shard's own). */
   private runner(
     key: string,
-    build: () => Graph,
+    build: () => Graph | Uint8Array,
     threads = this.opts.threads,
     worker?: OrtWorker,
     outputLocation?: Record<string, 'cpu' | 'gpu-buffer'>,
@@ -359,9 +379,15 @@ export class PolicyModel {
    * session, in a worker of its own, for data-parallel decoding (engine/rollout/worker-kv.ts
    * ShardedKvBackend; shard 0 runs in the model's worker).
    */
-  decodeRunner = async (shard = 0, threads?: number): Promise<OrtRunner> => {
+  decodeRunner = async (shard = 0, threads?: number, quantized = false): Promise<OrtRunner> => {
     if (this.backend !== 'ort') throw new Error('PolicyModel.decodeRunner: only the ORT backend runs decode in a worker');
     const c = this.config;
+    const q = quantized && this.quantizeMode !== 'none';
+    if (q && this.onDevice)
+      throw new Error(
+        `rollout.quantize "${this.quantizeMode}": quantized decoding runs on the CPU provider (MatMulNBits pre-packed for the CPU), not on WebGPU`,
+      );
+    if (q) return this.quantizedRunner(shard, threads);
     const build = () => traceGraph(decodeInputSpecs(c, this.lora), decodeProgram(c, this.lora));
     if (this.onDevice) {
       // WebGPU: the KV cache and the logits stay on the device (engine/rollout/worker-kv.ts reads
@@ -394,6 +420,85 @@ export class PolicyModel {
     }
     return r;
   };
+
+  /** The model's `quantize` option ('none' when not given). */
+  get quantizeMode(): QuantMode {
+    return this.opts.quantize ?? 'none';
+  }
+
+  /** Weight version a quantized session is built for: the adapters never enter it (they stay float32 inputs), so under LoRA only a new base counts. */
+  private quantVersion(): number {
+    return this.lora ? this.fullVersion : this.weightsVersion;
+  }
+  private quantCache: { version: number; mats: Map<string, QuantizedMatrix> } | null = null;
+  /** Per quantized runner key: the weight version its session holds, and its pending rebuild. */
+  private quantBuilt = new Map<string, { version: number; pending: Promise<void> }>();
+
+  /** The quantized copy of the current weights (./quantize.ts), computed once per weight version. */
+  quantizedWeights(): Map<string, QuantizedMatrix> {
+    const v = this.quantVersion();
+    if (this.quantCache?.version === v) return this.quantCache.mats;
+    const bits = QUANT_BITS[this.quantizeMode as Exclude<QuantMode, 'none'>];
+    if (!bits) throw new Error('PolicyModel.quantizedWeights: the model has no quantize mode');
+    const src = this.lora ? this.baseWeights() : this.weights;
+    const shapes = weightShapes(this.config);
+    const mats = new Map<string, QuantizedMatrix>();
+    for (const name of quantizedWeightNames(this.config)) {
+      const [N, K] = shapes[name]!;
+      mats.set(name, quantizeBlockwise(src.get(name)!, N!, K!, bits, QUANT_BLOCK));
+    }
+    this.quantCache = { version: v, mats };
+    return mats;
+  }
+
+  /** The quantized decode program as an ONNX model: MatMulNBits nodes over initializers holding the current weights' codes. */
+  quantizedDecodeModel(): Uint8Array {
+    const c = this.config;
+    const mats = this.quantizedWeights();
+    const plan = new Map([...mats].map(([n, m]) => [n, { bits: m.bits, blockSize: m.blockSize }] as const));
+    const program = decodeProgram(c, this.lora);
+    const g = traceGraph(decodeInputSpecs(c, this.lora), (o, x) => program(quantizedOps(o, plan), x));
+    return toOnnx(g, { initializers: quantizedInitializers(mats) });
+  }
+
+  /**
+   * A quantized decode session (shard 0 in the model's worker, others in their own), rebuilt in
+   * place (OrtRunner.reload: the KV cache host bound to it keeps its slots) when the weights
+   * changed since it was built. Its float32 inputs (embeddings, norms, adapters) are the worker's
+   * persistent feeds, as for the float32 session.
+   */
+  private async quantizedRunner(shard: number, threads?: number): Promise<OrtRunner> {
+    const key = `decode#q${shard}:${threads ?? ''}`;
+    const build = () => {
+      this.quantBuilt.set(key, { version: this.quantVersion(), pending: Promise.resolve() });
+      return this.quantizedDecodeModel();
+    };
+    let r: OrtRunner;
+    if (shard === 0) {
+      r = await this.runner(key, build, threads ?? this.opts.threads);
+      this.syncWeights(r);
+    } else {
+      if (this.lora) throw new Error('PolicyModel.decodeRunner: extra decode sessions are not supported under LoRA (the frozen base lives in one worker)');
+      let sw = this.shardWorkers.get(shard);
+      if (!sw) {
+        sw = { worker: OrtWorker.create(), sent: -1 };
+        this.shardWorkers.set(shard, sw);
+      }
+      r = await this.runner(key, build, threads ?? this.opts.threads, sw.worker);
+      if (sw.sent !== this.weightsVersion) {
+        r.setPersistentFeeds(this.weightFeeds());
+        sw.sent = this.weightsVersion;
+      }
+    }
+    const b = this.quantBuilt.get(key)!;
+    const v = this.quantVersion();
+    if (b.version !== v) {
+      b.version = v;
+      b.pending = b.pending.then(() => r.reload(this.quantizedDecodeModel()));
+    }
+    await b.pending;
+    return r;
+  }
 
   /** Sessions run on the WebGPU provider (weights and the decode KV cache resident on the device). */
   get onDevice(): boolean {
@@ -474,8 +579,8 @@ export class PolicyModel {
     return { loss: metrics.loss, metrics, grads, logprobs: out.token_logprobs?.data as Float32Array | undefined };
   }
 
-  /** One call of the KV-cache decode program (the rollout engine's KvDecodeFn). */
-  decode = async (x: DecodeInput): Promise<DecodeOutput> => {
+  /** One call of the KV-cache decode program (the rollout engine's KvDecodeFn); `quantized`: on the quantized session (quantize option). */
+  decode = async (x: DecodeInput, quantized = false): Promise<DecodeOutput> => {
     const c = this.config;
     const t0 = performance.now();
     const B = x.batch,
@@ -495,7 +600,10 @@ export class PolicyModel {
     }
     const program = decodeProgram(c, this.lora);
     this.decodeBuildMs += performance.now() - t0;
-    const out = await this.run('decode', () => traceGraph(decodeInputSpecs(c, this.lora), program), program as TfProgram, feeds);
+    const out =
+      quantized && this.quantizeMode !== 'none'
+        ? await (await this.decodeRunner(0, undefined, true)).run(feeds)
+        : await this.run('decode', () => traceGraph(decodeInputSpecs(c, this.lora), program), program as TfProgram, feeds);
     return {
       logits: out.logits.data as Float32Array,
       sampled: { ids: out.token.data as Int32Array, logprobs: out.token_logprob.data as Float32Array, entropy: out.token_entropy.data as Float32Array },

@@ -17,7 +17,9 @@
  * Both add the KL to the reference in the loss (./kl.ts) and the entropy bonus, and aggregate
  * per `algorithm.loss_agg_mode`. An entry owns the schema of its own knobs (`options`, composed
  * into the config as `algorithm.<name>`, e.g. algorithm.gspo); `registerPolicyLoss` adds one (a
- * config's `plugins:` file calls it; README "Write your own policy loss").
+ * config's `plugins:` file calls it; README "Write your own policy loss"). With `algorithm.tis` every
+ * per-token policy-gradient term is weighted by the truncated importance weight min(π_old / π_sampler,
+ * cap) (tisWeights; a registered loss applies it with withTis).
  */
 import { z } from 'zod';
 import type { Ops } from '../tensor/ops';
@@ -42,6 +44,8 @@ export interface PolicyLossConfig {
     kl_type: string;
     kl_in: string;
     entropy_coef: number;
+    /** Truncated importance sampling (see tisWeights); null/absent: none. */
+    tis?: { cap: number } | null;
   };
   rollout: { max_total_length: number };
 }
@@ -82,15 +86,47 @@ export type LossInputs<T> = { logprobs: T; entropy?: T; mask: T } & Record<strin
 /** The inputs every policy loss reads, plus the reference logprobs when the KL is in the loss. */
 export function lossInputs(cfg: PolicyLossConfig): LossSpec['inputs'] {
   const seq = { dtype: 'float32' as const, shape: ['batch', 'seq'] };
-  return [{ name: 'advantages', ...seq }, { name: 'old_logprobs', ...seq }, ...(klInLoss(cfg) ? [{ name: 'ref_logprobs', ...seq }] : [])];
+  return [
+    { name: 'advantages', ...seq },
+    { name: 'old_logprobs', ...seq },
+    ...(klInLoss(cfg) ? [{ name: 'ref_logprobs', ...seq }] : []),
+    ...(cfg.algorithm.tis ? [{ name: 'rollout_logprobs', ...seq }] : []),
+  ];
 }
+
+/**
+ * Truncated importance sampling (FlashRL; Yao et al. 2025, "Your efficient RL framework secretly
+ * brings you off-policy RL training"): the rollout was sampled by π_sampler (a quantized or
+ * otherwise numerically different decode session), the ratio's old policy is the learner's own
+ * π_old (recomputed), so each token's policy-gradient term is weighted by
+ * w = min(π_old / π_sampler, cap) = min(exp(old_logprobs − rollout_logprobs), cap), with no
+ * gradient (both are inputs of the loss). Returns the weights [B, T].
+ */
+export function tisWeights<T>(o: Ops<T>, oldLogprobs: T, rolloutLogprobs: T, cap: number): T {
+  return o.stopGradient(o.minimum(o.exp(o.sub(oldLogprobs, rolloutLogprobs)), o.scalar(cap)));
+}
+
+/** The per-token policy-gradient terms `pg` weighted by the TIS weights when algorithm.tis is set, and its metrics (mean weight, capped fraction over model tokens). */
+export function withTis<T>(o: Ops<T>, cfg: PolicyLossConfig, x: LossInputs<T>, pg: T): { pg: T; metrics: Record<string, T> } {
+  const tis = cfg.algorithm.tis;
+  if (!tis) return { pg, metrics: {} };
+  const w = tisWeights(o, x.old_logprobs!, x.rollout_logprobs!, tis.cap);
+  const mask = x.mask;
+  const tokens = o.maximum(o.sum(mask, [0, 1]), o.scalar(1));
+  const tmean = (v: T) => o.div(o.sum(o.mul(v, mask), [0, 1]), tokens);
+  const capped = o.cast(o.greater(o.sub(x.old_logprobs!, x.rollout_logprobs!), o.scalar(Math.log(tis.cap))), 'float32');
+  return { pg: o.mul(pg, w), metrics: { tis_weight: tmean(w), tis_capped_fraction: tmean(capped) } };
+}
+
+export const tisKey = (cfg: PolicyLossConfig) => (cfg.algorithm.tis ? `:tis${cfg.algorithm.tis.cap}` : '');
+
 
 export const klInLoss = (cfg: PolicyLossConfig) => cfg.algorithm.kl_coef > 0 && cfg.algorithm.kl_in === 'loss';
 
 /** The part of a LossSpec's `key` that every loss shares: what finish() and the aggregation read (a registered loss adds its own options before it). */
 export const lossKey = (cfg: PolicyLossConfig) => {
   const a = cfg.algorithm;
-  return `${klInLoss(cfg) ? a.kl_type + a.kl_coef : 'nokl'}:${a.entropy_coef}:${a.loss_agg_mode}:${cfg.rollout.max_total_length}`;
+  return `${klInLoss(cfg) ? a.kl_type + a.kl_coef : 'nokl'}:${a.entropy_coef}:${a.loss_agg_mode}:${cfg.rollout.max_total_length}${tisKey(cfg)}`;
 };
 
 /**
@@ -136,7 +172,7 @@ export function clipTerms<T>(o: Ops<T>, x: LossInputs<T>, lo: number, hi: number
 export function ppoClipLoss(cfg: PolicyLossConfig): LossSpec {
   const a = cfg.algorithm;
   return {
-    key: `ppo:${a.clip_ratio_low}:${a.clip_ratio_high}:${a.dual_clip}:${klInLoss(cfg) ? a.kl_type + a.kl_coef : 'nokl'}:${a.entropy_coef}:${a.loss_agg_mode}:${cfg.rollout.max_total_length}`,
+    key: `ppo:${a.clip_ratio_low}:${a.clip_ratio_high}:${a.dual_clip}:${klInLoss(cfg) ? a.kl_type + a.kl_coef : 'nokl'}:${a.entropy_coef}:${a.loss_agg_mode}:${cfg.rollout.max_total_length}${tisKey(cfg)}`,
     inputs: lossInputs(cfg),
     entropy: true,
     program: <T>(o: Ops<T>, x: LossInputs<T>) => {
@@ -151,10 +187,12 @@ export function ppoClipLoss(cfg: PolicyLossConfig): LossSpec {
       // By side: A < 0 is clipped where ρ < 1 − ε_low, A > 0 where ρ > 1 + ε_high ("why didn't it learn", engine/train/diagnostics.ts).
       const negAdv = o.cast(o.less(adv, s(0)), 'float32');
       const clipLow = tmean(o.mul(clipped, negAdv));
-      return finish(o, cfg, x, aggregateLoss(o, pg, mask, a.loss_agg_mode, cfg.rollout.max_total_length), {
+      const t = withTis(o, cfg, x, pg);
+      return finish(o, cfg, x, aggregateLoss(o, t.pg, mask, a.loss_agg_mode, cfg.rollout.max_total_length), {
         clip_fraction: clipFrac,
         clip_low_fraction: clipLow,
         clip_high_fraction: o.sub(clipFrac, clipLow),
+        ...t.metrics,
       });
     },
   };
@@ -170,7 +208,7 @@ export function gspoLoss(cfg: PolicyLossConfig): LossSpec {
   const a = cfg.algorithm;
   const { clip_ratio_low: lo, clip_ratio_high: hi } = a.gspo;
   return {
-    key: `gspo:${lo}:${hi}:${klInLoss(cfg) ? a.kl_type + a.kl_coef : 'nokl'}:${a.entropy_coef}:${a.loss_agg_mode}:${cfg.rollout.max_total_length}`,
+    key: `gspo:${lo}:${hi}:${klInLoss(cfg) ? a.kl_type + a.kl_coef : 'nokl'}:${a.entropy_coef}:${a.loss_agg_mode}:${cfg.rollout.max_total_length}${tisKey(cfg)}`,
     inputs: lossInputs(cfg),
     entropy: true,
     program: <T>(o: Ops<T>, x: LossInputs<T>) => {
@@ -191,9 +229,11 @@ export function gspoLoss(cfg: PolicyLossConfig): LossSpec {
       const pg = o.maximum(pg1, pg2);
       const clippedTok = o.cast(o.greater(pg2, pg1), 'float32');
       const seqClip = aggregateLoss(o, clippedTok, mask, 'seq-mean-token-mean', 1);
-      return finish(o, cfg, x, aggregateLoss(o, pg, mask, a.loss_agg_mode, cfg.rollout.max_total_length), {
+      const t = withTis(o, cfg, x, pg);
+      return finish(o, cfg, x, aggregateLoss(o, t.pg, mask, a.loss_agg_mode, cfg.rollout.max_total_length), {
         clip_fraction: tmean(clippedTok),
         seq_clip_fraction: seqClip,
+        ...t.metrics,
       });
     },
   };
@@ -216,7 +256,7 @@ export function aepoLoss(cfg: PolicyLossConfig): LossSpec {
   const a = cfg.algorithm;
   const thr = a.aepo.entropy_threshold;
   return {
-    key: `aepo:${a.clip_ratio_low}:${a.clip_ratio_high}:${thr}:${klInLoss(cfg) ? a.kl_type + a.kl_coef : 'nokl'}:${a.entropy_coef}:${a.loss_agg_mode}:${cfg.rollout.max_total_length}`,
+    key: `aepo:${a.clip_ratio_low}:${a.clip_ratio_high}:${thr}:${klInLoss(cfg) ? a.kl_type + a.kl_coef : 'nokl'}:${a.entropy_coef}:${a.loss_agg_mode}:${cfg.rollout.max_total_length}${tisKey(cfg)}`,
     inputs: lossInputs(cfg),
     entropy: true,
     program: <T>(o: Ops<T>, x: LossInputs<T>) => {
@@ -228,10 +268,12 @@ export function aepoLoss(cfg: PolicyLossConfig): LossSpec {
       // −A·c with the gradient −A·c·∇log π: exp(log π − sg(log π)) is 1 with gradient ∇log π.
       const keptTerm = o.mul(pg2, o.exp(o.sub(x.logprobs, o.stopGradient(x.logprobs))));
       const pg = o.where(o.greater(kept, s(0.5)), keptTerm, o.maximum(pg1, pg2));
-      return finish(o, cfg, x, aggregateLoss(o, pg, mask, a.loss_agg_mode, cfg.rollout.max_total_length), {
+      const t = withTis(o, cfg, x, pg);
+      return finish(o, cfg, x, aggregateLoss(o, t.pg, mask, a.loss_agg_mode, cfg.rollout.max_total_length), {
         clip_fraction: tmean(isClipped),
         high_entropy_fraction: tmean(high),
         clip_kept_fraction: tmean(kept),
+        ...t.metrics,
       });
     },
   };

@@ -30,6 +30,11 @@ export interface ModelBackendOptions {
    * (several only on a busy machine).
    */
   shards?: number;
+  /**
+   * Sample with the model's quantized decode session (PolicyModel option `quantize`,
+   * `rollout.quantize`): the training rollouts; evaluation and serving keep float32. Default false.
+   */
+  quantized?: boolean;
 }
 
 /** Models up to this many parameters decode data-parallel by default (see decodeShards). */
@@ -77,16 +82,17 @@ export function policyDecodeBackend(model: PolicyModel, o: ModelBackendOptions =
       padId: c.padTokenId ?? 0,
     };
     const shards = o.shards ?? decodeShards(model, spec.maxBatch);
-    if (shards === 1) return new WorkerKvBackend(() => model.decodeRunner(), spec);
+    const q = !!o.quantized;
+    if (shards === 1) return new WorkerKvBackend(() => model.decodeRunner(0, undefined, q), spec);
     const threads = Math.max(1, Math.floor((model.opts.threads ?? defaultThreads()) / shards));
-    return new ShardedKvBackend(Array.from({ length: shards }, (_, k) => new WorkerKvBackend(() => model.decodeRunner(k, threads), spec)));
+    return new ShardedKvBackend(Array.from({ length: shards }, (_, k) => new WorkerKvBackend(() => model.decodeRunner(k, threads, q), spec)));
   }
   if (o.shards !== undefined && o.shards !== 1)
     throw new Error(
       `policyDecodeBackend: shards ${o.shards} needs the worker KV cache on the ORT backend (got ${model.backend}, cache '${o.cache ?? 'worker'}')`,
     );
   return new KvSlotBackend(
-    (x) => model.decode({ ...x, past: hostPast(x.past) }),
+    (x) => model.decode({ ...x, past: hostPast(x.past) }, !!o.quantized),
     { layers: c.numLayers, kvHeads: c.numKvHeads, headDim: c.headDim, vocabSize: c.vocabSize },
     o.maxBatch ?? 16,
     o.maxLength ?? c.maxPositionEmbeddings,

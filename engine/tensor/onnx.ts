@@ -51,6 +51,20 @@ export interface OnnxOptions {
    * chunk slices' bounds in int32; zeros as a broadcast constant instead of ConstantOfShape.
    */
   webgpu?: boolean;
+  /**
+   * Constant tensors of the model by name (raw little-endian bytes; ONNX TensorProto data types):
+   * what `matmulNBits` nodes read (engine/model/quantize.ts: quantized decode weights). ORT
+   * pre-packs constant weights, so these are not graph inputs.
+   */
+  initializers?: Record<string, OnnxInitializer>;
+}
+
+/** A constant tensor of an exported model (OnnxOptions.initializers). */
+export interface OnnxInitializer {
+  /** ONNX TensorProto data type (1 float, 2 uint8, …). */
+  dataType: number;
+  dims: number[];
+  raw: Uint8Array;
 }
 
 export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
@@ -58,6 +72,7 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
   const nodes: onnxProto.onnx.INodeProto[] = [];
   const inits: onnxProto.onnx.ITensorProto[] = [];
   let tmp = 0;
+  let contrib = false;
   const fresh = (p: string) => `${p}_${tmp++}`;
   const name = (n: GNode) => (n.op === 'input' ? (n.attrs.name as string) : `n${n.id}`);
 
@@ -314,6 +329,21 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
         emit('Pad', [g, pads], [], out);
         break;
       }
+      case 'matmulNBits': {
+        // com.microsoft.MatMulNBits: A [..., K] times dequantized B [N, K]ᵀ; B and its scales are initializers.
+        for (const t of [a.codes, a.scales] as string[])
+          if (!opts.initializers?.[t]) throw new Error(`onnx: matmulNBits reads initializer '${t}', which OnnxOptions.initializers does not hold`);
+        nodes.push({
+          opType: 'MatMulNBits',
+          domain: 'com.microsoft',
+          input: [ins[0], a.codes, a.scales],
+          output: [out],
+          attribute: [int('K', a.K), int('N', a.N), int('bits', a.bits), int('block_size', a.blockSize), int('accuracy_level', a.accuracyLevel)],
+          name: fresh('MatMulNBits_node'),
+        });
+        contrib = true;
+        break;
+      }
       case 'recomputeEntry':
         emit('Identity', [ins[0]], [], out);
         break;
@@ -362,10 +392,11 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
     emit('Identity', [name(node)], [], nm);
     outputs.push(valueInfo(nm, node.dtype, node.shape));
   }
+  for (const [nm, t] of Object.entries(opts.initializers ?? {})) inits.push({ name: nm, dataType: t.dataType, dims: t.dims, rawData: t.raw });
   const model = onnx.ModelProto.create({
     irVersion: 8,
     producerName: 'arbor',
-    opsetImport: [{ domain: '', version: OPSET }],
+    opsetImport: [{ domain: '', version: OPSET }, ...(contrib ? [{ domain: 'com.microsoft', version: 1 }] : [])],
     graph: {
       name: 'arbor',
       node: nodes,

@@ -57,6 +57,8 @@ const persistent: Record<string, HostTensor> = {};
 const deviceCopies = new Map<string, Tensor>();
 /** Device tensors to dispose once no run is in flight. */
 const retired: Tensor[] = [];
+/** Sessions replaced while a run was in flight (released when none is). */
+const retiredSessions: InferenceSession[] = [];
 let inFlight = 0;
 const sessions = new Map<number, { s: InferenceSession; device: boolean }>();
 let nextLocalSession = 1e6;
@@ -160,7 +162,10 @@ async function runRaw(
       res = await s.run(f, outputs);
     } finally {
       inFlight--;
-      if (inFlight === 0) for (const t of retired.splice(0)) t.dispose();
+      if (inFlight === 0) {
+        for (const t of retired.splice(0)) t.dispose();
+        for (const r of retiredSessions.splice(0)) void r.release();
+      }
       if (timing) {
         timing.feedsMs = t1 - t0;
         timing.runMs = now() - t1;
@@ -198,7 +203,14 @@ async function runSession(
 async function createSession(id: number, model: Uint8Array, opts: RunnerOptions): Promise<InferenceSession> {
   const device = (opts.providers ?? ['cpu'])[0] === 'webgpu';
   const s = await withDevice(device, () => ort().InferenceSession.create(model, sessionOptions(opts)));
+  // A 'create' for an open id replaces its session (OrtRunner.reload): the old one is released
+  // when no run is in flight.
+  const old = sessions.get(id);
   sessions.set(id, { s, device });
+  if (old) {
+    if (inFlight > 0) retiredSessions.push(old.s);
+    else await old.s.release();
+  }
   return s;
 }
 

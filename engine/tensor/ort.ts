@@ -302,6 +302,8 @@ export class OrtRunner {
     const bytes = model instanceof Uint8Array ? model : toOnnx(model, { webgpu: onDevice });
     const r = new OrtRunner();
     if (opts.inWorker === false) {
+      r.createOpts = { ...opts, worker: undefined } as RunnerOptions;
+      r.providers = opts.providers ?? defaultProviders();
       const s = await ort().InferenceSession.create(bytes, sessionOptions({ ...opts, providers: opts.providers ?? defaultProviders() }));
       r.session = s;
       r.inputNames = [...s.inputNames];
@@ -314,6 +316,7 @@ export class OrtRunner {
     r.ownsHost = !worker;
     r.providers = sessionOpts.providers ?? ['cpu'];
     r.sessionId = r.host.newSessionId();
+    r.createOpts = sessionOpts;
     try {
       const names = await r.host.call<{ inputNames: string[]; outputNames: string[] }>({
         type: 'create',
@@ -329,6 +332,23 @@ export class OrtRunner {
     }
     return r;
   }
+
+  /**
+   * Replace this runner's session by a session of `model` with the same options (a quantized
+   * decode session rebuilt for new weights, engine/model/runtime.ts). The session id stays, so
+   * worker handlers bound to it (a KV cache host) keep their state; the old session is released
+   * once no run is in flight.
+   */
+  async reload(model: Uint8Array): Promise<void> {
+    if (this.session) {
+      const old = this.session;
+      this.session = await ort().InferenceSession.create(model, sessionOptions({ ...this.createOpts, providers: this.providers }));
+      await old.release();
+      return;
+    }
+    await this.host!.call({ type: 'create', session: this.sessionId, model, opts: this.createOpts });
+  }
+  private createOpts: RunnerOptions = {};
 
   /**
    * Feeds that stay the same across calls (weights), sent once. In a shared worker they are the

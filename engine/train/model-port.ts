@@ -112,6 +112,8 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
       advantages: args.advantages,
       old_logprobs: args.oldLogprobs,
       ref_logprobs: args.refLogprobs,
+      // algorithm.tis: the sampler's own logprobs, recorded by the rollout (engine/rl/policy-losses.ts tisWeights).
+      rollout_logprobs: new Map(args.microBatches.flat().map((e) => [e, e.rolloutLogprobs] as const)),
     };
     const acc: Weights = new Map();
     const st = { loss: 0, clip: 0, kl: 0, ent: 0 };

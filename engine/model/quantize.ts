@@ -1,0 +1,178 @@
+/**
+ * Quantized rollouts (`rollout.quantize`): the decode session samples with a block-quantized copy
+ * of the policy's linear weights while scoring and training stay float32.
+ *
+ * Numerics (hand-written, host side): each weight W [N, K] (HF Linear layout, out × in) is cut
+ * along K into blocks of QUANT_BLOCK values; a block gets one float scale s = max|w| / (2^(b−1) − 1)
+ * and codes q = round(w / s) + 2^(b−1), clamped to [1, 2^b − 1] (symmetric: no zero-point tensor,
+ * the implicit zero point 2^(b−1) of ONNX Runtime's MatMulNBits), so w ≈ (q − 2^(b−1)) · s.
+ * Codes are laid out as MatMulNBits reads them: B [N, ⌈K / block⌉, block · b / 8] uint8, packed
+ * low bits first along K (int4: element 2j in the low nibble of byte j, 2j+1 in the high one);
+ * scales [N · ⌈K / block⌉] float.
+ *
+ * Graph side: the decode program is traced unchanged through a proxy of the op set
+ * (quantizedOps) that turns `matmul(x, transpose(W, [1, 0]))` of a planned weight input W into one
+ * `com.microsoft.MatMulNBits` node whose codes and scales are initializers of the session (ORT
+ * pre-packs only constant B; with B as a graph input its CPU kernel dequantizes B on every call,
+ * 14× slower than float32). So the quantized session is rebuilt when the weights change
+ * (PolicyModel: once per weight version). accuracy_level 4: activations are quantized to int8
+ * per block too and the products accumulate in int32 (the fast CPU path: the float-compute path
+ * for 8 bits is not available on AVX2 and falls back to dequantizing per call).
+ * Measured: `npm run bench:quant-matmul` (operators) and `npm run bench:quant` (rollouts); docs/areas/train.md.
+ */
+import type { DType, Ops, Shape } from '../tensor/ops';
+import type { GNode, GraphOps } from '../tensor/graph';
+import type { OnnxInitializer } from '../tensor/onnx';
+import type { ModelConfig } from './config';
+
+export const QUANT_MODES = ['none', 'int8', 'int4'] as const;
+export type QuantMode = (typeof QUANT_MODES)[number];
+export const QUANT_BITS: Record<Exclude<QuantMode, 'none'>, 4 | 8> = { int8: 8, int4: 4 };
+/** Values of K per scale (MatMulNBits block_size: a power of two ≥ 16). */
+export const QUANT_BLOCK = 32;
+/** MatMulNBits accuracy_level: 4 = int8 activations, int32 accumulation (see the file comment). */
+export const QUANT_ACCURACY_LEVEL = 4;
+
+export interface QuantizedMatrix {
+  bits: 4 | 8;
+  blockSize: number;
+  /** Rows (output features) and columns (input features) of W. */
+  N: number;
+  K: number;
+  /** [N, ⌈K / blockSize⌉, blockSize · bits / 8] codes. */
+  codes: Uint8Array;
+  /** [N · ⌈K / blockSize⌉] scales. */
+  scales: Float32Array;
+}
+
+/** Block-wise symmetric quantization of W [N, K] (row-major, HF Linear layout) for MatMulNBits. */
+export function quantizeBlockwise(w: Float32Array, N: number, K: number, bits: 4 | 8, blockSize = QUANT_BLOCK): QuantizedMatrix {
+  if (w.length !== N * K) throw new Error(`quantizeBlockwise: ${w.length} values for [${N}, ${K}]`);
+  if (blockSize < 16 || (blockSize & (blockSize - 1)) !== 0) throw new Error(`quantizeBlockwise: block size ${blockSize} is not a power of two ≥ 16`);
+  const kb = Math.ceil(K / blockSize);
+  const blob = (blockSize * bits) / 8;
+  const codes = new Uint8Array(N * kb * blob);
+  const scales = new Float32Array(N * kb);
+  const mid = 1 << (bits - 1);
+  const qmax = mid - 1;
+  for (let n = 0; n < N; n++) {
+    const row = n * K;
+    for (let b = 0; b < kb; b++) {
+      const k0 = b * blockSize,
+        k1 = Math.min(K, k0 + blockSize);
+      let amax = 0;
+      for (let k = k0; k < k1; k++) amax = Math.max(amax, Math.abs(w[row + k]!));
+      const s = Math.fround(amax / qmax);
+      scales[n * kb + b] = s;
+      const inv = s > 0 ? 1 / s : 0;
+      const off = (n * kb + b) * blob;
+      const len = k1 - k0;
+      // |w · inv| ≤ qmax up to rounding, so the clamp only catches the rounding; padding past K is code `mid` (value 0).
+      if (bits === 8) {
+        for (let j = 0; j < len; j++) {
+          const r = Math.round(w[row + k0 + j]! * inv);
+          codes[off + j] = (r > qmax ? qmax : r < -qmax ? -qmax : r) + mid;
+        }
+        for (let j = len; j < blockSize; j++) codes[off + j] = mid;
+      } else
+        for (let j = 0; j < blockSize; j += 2) {
+          let lo = j < len ? Math.round(w[row + k0 + j]! * inv) : 0;
+          let hi = j + 1 < len ? Math.round(w[row + k0 + j + 1]! * inv) : 0;
+          lo = lo > qmax ? qmax : lo < -qmax ? -qmax : lo;
+          hi = hi > qmax ? qmax : hi < -qmax ? -qmax : hi;
+          codes[off + (j >> 1)] = (lo + mid) | ((hi + mid) << 4);
+        }
+    }
+  }
+  return { bits, blockSize, N, K, codes, scales };
+}
+
+/** W [N, K] back from its codes: (q − 2^(b−1)) · s (the reference MatMulNBits computes with). */
+export function dequantizeBlockwise(m: QuantizedMatrix): Float32Array {
+  const { bits, blockSize, N, K, codes, scales } = m;
+  const kb = Math.ceil(K / blockSize);
+  const blob = (blockSize * bits) / 8;
+  const mid = 1 << (bits - 1);
+  const out = new Float32Array(N * K);
+  for (let n = 0; n < N; n++)
+    for (let b = 0; b < kb; b++) {
+      const s = scales[n * kb + b]!;
+      const off = (n * kb + b) * blob;
+      for (let j = 0; j < blockSize && b * blockSize + j < K; j++) {
+        const q = bits === 8 ? codes[off + j]! : (codes[off + (j >> 1)]! >> ((j & 1) * 4)) & 15;
+        out[n * K + b * blockSize + j] = Math.fround((q - mid) * s);
+      }
+    }
+  return out;
+}
+
+/**
+ * The weights the quantized decode session reads as codes: every layer's attention and MLP
+ * projections and the LM head (the embedding matrix when tied: the lookup keeps the float32
+ * table). Norms, biases, embeddings and LoRA adapters stay float32.
+ */
+export function quantizedWeightNames(c: ModelConfig): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < c.numLayers; i++) {
+    const p = `model.layers.${i}`;
+    for (const m of ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj'])
+      out.push(`${p}.${m}.weight`);
+  }
+  out.push(c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
+  return out;
+}
+
+/** Names of a quantized weight's two initializers in the ONNX model. */
+export const codesName = (weight: string) => `${weight}::qcodes`;
+export const scalesName = (weight: string) => `${weight}::qscales`;
+
+/** The ONNX initializers of quantized weights (codes uint8, scales float), by the names the MatMulNBits nodes read. */
+export function quantizedInitializers(mats: Map<string, QuantizedMatrix>): Record<string, OnnxInitializer> {
+  const out: Record<string, OnnxInitializer> = {};
+  for (const [name, m] of mats) {
+    const kb = Math.ceil(m.K / m.blockSize);
+    out[codesName(name)] = { dataType: 2, dims: [m.N, kb, (m.blockSize * m.bits) / 8], raw: m.codes };
+    out[scalesName(name)] = { dataType: 1, dims: [m.N * kb], raw: new Uint8Array(m.scales.buffer, m.scales.byteOffset, m.scales.byteLength) };
+  }
+  return out;
+}
+
+/**
+ * The op set of the graph recorder with every `matmul(x, transpose(W, [1, 0]))` of a weight input
+ * named in `plan` recorded as a MatMulNBits node (engine/tensor/onnx.ts lowers it; its codes and
+ * scales are the session's initializers, see quantizedInitializers). Any other use of such a
+ * transpose has no lowering and fails the export, naming the op.
+ */
+export function quantizedOps(o: Ops<GNode>, plan: Map<string, { bits: 4 | 8; blockSize: number }>): Ops<GNode> {
+  const g = o as GraphOps;
+  const planned = (x: GNode) => x.op === 'input' && plan.has(x.attrs.name as string);
+  return new Proxy(o, {
+    get(target, key) {
+      if (key === 'transpose')
+        return (x: GNode, perm: number[]) => {
+          if (!planned(x) || perm.length !== 2 || perm[0] !== 1) return target.transpose(x, perm);
+          const [N, K] = x.shape;
+          return g.record('quantWeightT', [x], { weight: x.attrs.name }, x.dtype, [K!, N!]);
+        };
+      if (key === 'matmul')
+        return (a: GNode, b: GNode) => {
+          if (b.op !== 'quantWeightT') return target.matmul(a, b);
+          const name = b.attrs.weight as string;
+          const { bits, blockSize } = plan.get(name)!;
+          const [K, N] = b.shape as number[];
+          const k = a.shape[a.shape.length - 1];
+          if (typeof k === 'number' && k !== K) throw new Error(`matmul: inner dims differ: [${a.shape}] x quantized ${name} [${K}, ${N}]`);
+          const shape: Shape = [...a.shape.slice(0, -1), N!];
+          return g.record(
+            'matmulNBits',
+            [a],
+            { codes: codesName(name), scales: scalesName(name), K, N, bits, blockSize, accuracyLevel: QUANT_ACCURACY_LEVEL },
+            'float32' as DType,
+            shape,
+          );
+        };
+      const v = (target as unknown as Record<string | symbol, unknown>)[key];
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+}
