@@ -50,6 +50,7 @@ const pick = (r: Record<string, GNode>, keep: (k: string) => boolean) => Object.
 const now = decodeProgram(c);
 const variants: Record<string, Program> = {
   now: now as Program,
+  'matmul attn': decodeProgram(c, undefined, { fusedAttention: false }) as Program,
   'x·x norm': decodeProgram(c, undefined, { fuseNorm: false }) as Program,
   'block 128': decodeProgram(c, undefined, { sampleBlock: 128 }) as Program,
   'no sampling': (o, x) => pick(now(o, x), (k) => k === 'logits' || k.startsWith('present')),
