@@ -291,6 +291,8 @@ export interface DecodeVariant {
   fuseNorm?: boolean;
   /** Prefix-sum block of the sampling head (default sampleBlock(V)). */
   sampleBlock?: number;
+  /** false: attention as MatMul/Softmax with a Concat of the cache per layer (no fused Attention op). */
+  fusedAttention?: boolean;
 }
 
 /**
@@ -306,7 +308,7 @@ export function decodeProgram(c: ModelConfig, lora?: LoraSpec, variant: DecodeVa
       o,
       c,
       w,
-      { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, past },
+      { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, past, fusedAttention: variant.fusedAttention !== false },
       lora && { spec: lora },
     );
     const last = o.squeeze(o.slice(hidden, [-1], [2 ** 31 - 1], [1]), [1]); // [B, D]

@@ -35,6 +35,12 @@ export interface TransformerInputs<T> {
    * blocks keep their activations and are not computed twice); `false`/0: none.
    */
   recomputeLayers?: boolean | number;
+  /**
+   * With `past`: attention over the cache as one fused kernel (Ops.attention: ONNX Attention on
+   * ORT's CPU provider) where the interpreter has it; the other interpreters (tfjs) take the
+   * MatMul/Softmax form. Same numbers either way (tests/engine/rollout/golden.test.ts).
+   */
+  fusedAttention?: boolean;
 }
 
 export interface TransformerOutputs<T> {
@@ -93,12 +99,40 @@ function applyRotary<T>(o: Ops<T>, x: T, cos: T, sin: T, headDim: number): T {
   return o.add(o.mul(x, cos), o.mul(rotated, sin));
 }
 
-function attention<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, p: string, x: T, rope: Rope<T>, bias: T, past?: { k: T; v: T }, lora?: LoraContext<T>) {
+function attention<T>(
+  o: Ops<T>,
+  c: ModelConfig,
+  w: Record<string, T>,
+  p: string,
+  x: T,
+  rope: Rope<T>,
+  bias: T,
+  past?: { k: T; v: T },
+  lora?: LoraContext<T>,
+  fused = false,
+) {
   const [B, T] = o.shape(x);
   const H = c.numHeads,
     Hkv = c.numKvHeads,
     hd = c.headDim,
     rep = H / Hkv;
+  if (fused && past && o.attention) {
+    // Token-major [B, T, n, hd] throughout: no head transposes, the cache appended inside the kernel.
+    const split = (y: T, n: number) => o.reshape(y, [B, T, n, hd]);
+    let q = split(linear(o, x, w[`${p}.q_proj.weight`], w[`${p}.q_proj.bias`], loraFor(lora, w, `${p}.q_proj`)), H);
+    let k = split(linear(o, x, w[`${p}.k_proj.weight`], w[`${p}.k_proj.bias`], loraFor(lora, w, `${p}.k_proj`)), Hkv);
+    const v = linear(o, x, w[`${p}.v_proj.weight`], w[`${p}.v_proj.bias`], loraFor(lora, w, `${p}.v_proj`));
+    if (c.qkNorm) {
+      q = rmsNorm(o, q, w[`${p}.q_norm.weight`], c.rmsNormEps);
+      k = rmsNorm(o, k, w[`${p}.k_norm.weight`], c.rmsNormEps);
+    }
+    const tokenMajor = (r: T) => o.reshape(r, [B, T, 1, hd]); // [B, 1, T, hd] → [B, T, 1, hd]: a unit axis moved, no copy
+    q = applyRotary(o, q, tokenMajor(rope.cosQ), tokenMajor(rope.sinQ), hd); // rotated and scaled by 1/√hd
+    k = applyRotary(o, k, tokenMajor(rope.cos), tokenMajor(rope.sin), hd);
+    const flat = (y: T, n: number) => o.reshape(y, [B, T, n * hd]);
+    const r = o.attention(flat(q, H), flat(k, Hkv), v, past.k, past.v, bias, { heads: H, kvHeads: Hkv, scale: 1 });
+    return { out: linear(o, r.out, w[`${p}.o_proj.weight`], undefined, loraFor(lora, w, `${p}.o_proj`)), present: { k: r.presentK, v: r.presentV } };
+  }
   const heads = (y: T, n: number) => o.transpose(o.reshape(y, [B, T, n, hd]), [0, 2, 1, 3]); // [B, n, T, hd]
   let q = heads(linear(o, x, w[`${p}.q_proj.weight`], w[`${p}.q_proj.bias`], loraFor(lora, w, `${p}.q_proj`)), H);
   let k = heads(linear(o, x, w[`${p}.k_proj.weight`], w[`${p}.k_proj.bias`], loraFor(lora, w, `${p}.k_proj`)), Hkv);
@@ -150,7 +184,18 @@ export function transformer<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, 
   for (let i = 0; i < c.numLayers; i++) {
     const p = `model.layers.${i}`;
     const block = (hin: T) => {
-      const a = attention(o, c, w, `${p}.self_attn`, rmsNorm(o, hin, w[`${p}.input_layernorm.weight`], c.rmsNormEps), rope, x.attnBias, x.past?.[i], lora);
+      const a = attention(
+        o,
+        c,
+        w,
+        `${p}.self_attn`,
+        rmsNorm(o, hin, w[`${p}.input_layernorm.weight`], c.rmsNormEps),
+        rope,
+        x.attnBias,
+        x.past?.[i],
+        lora,
+        x.fusedAttention,
+      );
       const h1 = o.add(hin, a.out);
       return { h: o.add(h1, mlp(o, w, `${p}.mlp`, rmsNorm(o, h1, w[`${p}.post_attention_layernorm.weight`], c.rmsNormEps), lora)), present: a.present };
     };

@@ -444,6 +444,38 @@ export class GraphOps implements Ops<GNode> {
     return r;
   }
 
+  attention(
+    q: GNode,
+    k: GNode,
+    v: GNode,
+    pastK: GNode,
+    pastV: GNode,
+    bias: GNode,
+    a: { heads: number; kvHeads: number; scale: number },
+  ): { out: GNode; presentK: GNode; presentV: GNode } {
+    const { heads: H, kvHeads: Hkv } = a;
+    if (!Number.isInteger(H) || !Number.isInteger(Hkv) || H < 1 || Hkv < 1 || H % Hkv !== 0)
+      throw new Error(`attention: heads ${H} must be a positive multiple of kvHeads ${Hkv}`);
+    const ranks = [q, k, v].map((t) => t.shape.length).concat([pastK, pastV, bias].map((t) => t.shape.length - 1));
+    if (ranks.some((r) => r !== 3))
+      throw new Error(
+        `attention: q/k/v must be [B, T, n·hd] and pastK/pastV/bias rank 4, got ${[q, k, v, pastK, pastV, bias].map((t) => fmtShape(t.shape)).join(', ')}`,
+      );
+    if ([q, k, v, pastK, pastV, bias].some((t) => t.dtype !== 'float32')) throw new Error('attention: every input must be float32');
+    const [B, T, qw] = q.shape;
+    const hd = pastK.shape[3];
+    if (typeof hd !== 'number' || !dimsCompatible(qw, H * hd) || !dimsCompatible(k.shape[2], Hkv * hd) || !dimsCompatible(v.shape[2], Hkv * hd))
+      throw new Error(`attention: q ${fmtShape(q.shape)}, k ${fmtShape(k.shape)}, v ${fmtShape(v.shape)} do not fit ${H} heads, ${Hkv} KV heads of size ${hd}`);
+    if (!dimsCompatible(pastK.shape[1], Hkv) || !dimsCompatible(pastV.shape[1], Hkv) || pastV.shape[3] !== hd)
+      throw new Error(`attention: pastK ${fmtShape(pastK.shape)} / pastV ${fmtShape(pastV.shape)} must be [B, ${Hkv}, P, ${hd}]`);
+    if (!dimsCompatible(bias.shape[1], 1) || !dimsCompatible(bias.shape[2], T))
+      throw new Error(`attention: bias ${fmtShape(bias.shape)} must be [B, 1, T, P+T]`);
+    const S = bias.shape[3];
+    const out = this.record('attention', [q, k, v, pastK, pastV, bias], { heads: H, kvHeads: Hkv, scale: a.scale, headDim: hd }, 'float32', [B, T, H * hd]);
+    const present = (index: number) => this.record('attentionPresent', [out], { index }, 'float32', [B, Hkv, S, hd]);
+    return { out, presentK: present(1), presentV: present(2) };
+  }
+
   // ---- internal ops used by autodiff (not part of the public op set) ------------------
   /** Gradient of chunk: g padded with zeros back to x's shape. */
   chunkGrad(x: GNode, g: GNode, attrs: Record<string, unknown>): GNode {

@@ -172,6 +172,37 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
     return { start, end, total };
   };
 
+  // The fused Attention op (opset 23) on ORT's CPU provider; for WebGPU (no kernel in ORT 1.30)
+  // and float64 reference runs, the same attention as MatMul/Softmax nodes.
+  const fusedAttention = !opts.webgpu && !opts.float64;
+  const presentOf = new Map<number, Record<number, string>>();
+  for (const n of graph.nodes)
+    if (n.op === 'attentionPresent') presentOf.set(n.inputs[0].id, { ...presentOf.get(n.inputs[0].id), [n.attrs.index as number]: name(n) });
+  const attentionByMatMul = (ins: string[], out: string, presents: string[], a: Record<string, any>) => {
+    const H = a.heads as number,
+      Hkv = a.kvHeads as number,
+      hd = a.headDim as number,
+      rep = H / Hkv;
+    const heads = (x: string, h: number) => emit('Transpose', [emit('Reshape', [x, i64([0, 0, h, hd])])], [ints('perm', [0, 2, 1, 3])]); // [B, h, T, hd]
+    const [q, k, v, pastK, pastV, bias] = ins;
+    const pk = emit('Concat', [pastK, heads(k, Hkv)], [int('axis', 2)], presents[0]);
+    const pv = emit('Concat', [pastV, heads(v, Hkv)], [int('axis', 2)], presents[1]);
+    const scaled = (x: string) => (a.scale === 1 ? x : emit('Mul', [x, scalarConst('float32', a.scale)]));
+    let ctx: string;
+    if (rep === 1) {
+      const scores = emit('MatMul', [heads(q, H), emit('Transpose', [pk], [ints('perm', [0, 1, 3, 2])])]);
+      ctx = emit('MatMul', [emit('Softmax', [emit('Add', [scaled(scores), bias])], [int('axis', -1)]), pv]);
+    } else {
+      // [B, Hkv, rep, T, hd] queries against keys broadcast over the group (as transformer.ts).
+      const qg = emit('Reshape', [heads(q, H), i64([0, Hkv, rep, -1, hd])]);
+      const kT = emit('Reshape', [emit('Transpose', [pk], [ints('perm', [0, 1, 3, 2])]), i64([0, Hkv, 1, hd, -1])]);
+      const scores = emit('Add', [scaled(emit('MatMul', [qg, kT])), emit('Unsqueeze', [bias, i64([1])])]);
+      const probs = emit('Softmax', [scores], [int('axis', -1)]);
+      ctx = emit('Reshape', [emit('MatMul', [probs, emit('Reshape', [pv, i64([0, Hkv, 1, -1, hd])])]), i64([0, H, -1, hd])]);
+    }
+    emit('Reshape', [emit('Transpose', [ctx], [ints('perm', [0, 2, 1, 3])]), i64([0, 0, H * hd])], [], out);
+  };
+
   // Only nodes some output depends on are exported (autodiff can leave unused nodes behind,
   // e.g. a gradient a later rule folded into another op).
   const live = new Set<number>();
@@ -378,6 +409,22 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
         emit('Slice', [g, sliceIndex(start), sliceIndex(end), sliceIndex(i64([a.axis]))], [], out);
         break;
       }
+      case 'attention': {
+        // Its present outputs carry the names of the attentionPresent nodes that read them.
+        const presents = [1, 2].map((i) => presentOf.get(n.id)?.[i] ?? fresh('present'));
+        if (fusedAttention) {
+          nodes.push({
+            opType: 'Attention',
+            input: [ins[0], ins[1], ins[2], ins[5], ins[3], ins[4]],
+            output: [out, ...presents],
+            attribute: [int('q_num_heads', a.heads), int('kv_num_heads', a.kvHeads), { name: 'scale', type: ATTR.FLOAT, f: a.scale }, int('is_causal', 0)],
+            name: fresh('Attention_node'),
+          });
+        } else attentionByMatMul(ins, out, presents, a);
+        break;
+      }
+      case 'attentionPresent':
+        break; // written by its attention node
       default:
         throw new Error(`onnx: op '${n.op}' has no ONNX lowering`);
     }
@@ -396,7 +443,11 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
   const model = onnx.ModelProto.create({
     irVersion: 8,
     producerName: 'arbor',
-    opsetImport: [{ domain: '', version: OPSET }, ...(contrib ? [{ domain: 'com.microsoft', version: 1 }] : [])],
+    // Opset 23 only where the fused Attention op is used (the decode graph on the CPU); com.microsoft for MatMulNBits.
+    opsetImport: [
+      { domain: '', version: fusedAttention && graph.nodes.some((n) => n.op === 'attention' && live.has(n.id)) ? 23 : OPSET },
+      ...(contrib ? [{ domain: 'com.microsoft', version: 1 }] : []),
+    ],
     graph: {
       name: 'arbor',
       node: nodes,

@@ -107,6 +107,18 @@ export interface Ops<T> {
    * checkpointing), each group after the previous group's backward.
    */
   recompute?<R>(entries: T[], fn: (entries: T[]) => R): R;
+
+  // ---- fused kernels (graph interpreter only; callers keep the unfused form for the others) --
+  /**
+   * Attention of new tokens over a KV cache in one kernel (ONNX Attention, opset 23, on ORT's
+   * CPU provider; engine/tensor/onnx.ts lowers it to MatMul/Softmax for WebGPU). Shapes:
+   * q [B, T, H·hd], k and v [B, T, Hkv·hd] (the new tokens' projections, already rotated),
+   * pastK/pastV [B, Hkv, P, hd], bias [B, 1, T, P+T] (additive: 0 or −1e9; causality and padding
+   * are both in it, query i sitting at key P+i). probs = softmax(scale·q·kᵀ + bias) over the P+T
+   * keys, head h reading KV head ⌊h·Hkv/H⌋ (grouped-query attention). Returns out [B, T, H·hd]
+   * and the cache with the new tokens appended, presentK/presentV [B, Hkv, P+T, hd]. No gradient.
+   */
+  attention?(q: T, k: T, v: T, pastK: T, pastV: T, bias: T, a: { heads: number; kvHeads: number; scale: number }): { out: T; presentK: T; presentV: T };
 }
 
 /** Helpers written once over the op set (no interpreter-specific code). */

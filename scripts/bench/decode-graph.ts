@@ -1,5 +1,5 @@
 /**
- * `npm run bench:decode-graph -- [--model tiny|25M] [--batch 64] [--past 40] [--threads 1,2] [--runs 200] [--json]`
+ * `npm run bench:decode-graph -- [--model tiny|25M] [--batch 64] [--past 40] [--threads 1,2] [--runs 200] [--json] [--profile]`
  *
  * ONNX Runtime's own time for one steady decode step (one new token per row after `--past`
  * cached tokens) of the rollout's decode graph, in this thread (no worker, no KV bookkeeping):
@@ -9,9 +9,13 @@
  * which ORT does not fuse: the graph before the SimplifiedLayerNormalization change), `block 128`
  * (the sampling head's prefix sums in blocks of 128 ids, before sampleBlock(V)), `no sampling`
  * (logits and present only), `trunk` (the transformer only: no LM head, no sampling).
- * For each thread count in `--threads` (intra-op threads of every session).
+ * For each thread count in `--threads` (intra-op threads of every session). `--profile`: the
+ * `now` and `matmul attn` graphs again under ORT's profiler (`--runs` runs each, after 3 warm-up
+ * runs): kernel ms per run by op type, and the node count of ORT's optimised graph.
  */
-import { availableParallelism } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { traceGraph, type Program } from '../../engine/tensor/graph';
 import { toOnnx } from '../../engine/tensor/onnx';
 import { ort } from '../../engine/tensor/ort';
@@ -50,6 +54,7 @@ const pick = (r: Record<string, GNode>, keep: (k: string) => boolean) => Object.
 const now = decodeProgram(c);
 const variants: Record<string, Program> = {
   now: now as Program,
+  'matmul attn': decodeProgram(c, undefined, { fusedAttention: false }) as Program,
   'x·x norm': decodeProgram(c, undefined, { fuseNorm: false }) as Program,
   'block 128': decodeProgram(c, undefined, { sampleBlock: 128 }) as Program,
   'no sampling': (o, x) => pick(now(o, x), (k) => k === 'logits' || k.startsWith('present')),
@@ -115,7 +120,36 @@ for (const threads of threadList) {
     results.push({ threads, variant: v.name, minMs: t[0]!, p25Ms: t[Math.floor(t.length / 4)]!, medianMs: t[Math.floor(t.length / 2)]! });
   }
 }
-if (json) console.log(JSON.stringify({ model: modelName, batch: B, past: P, runs: RUNS, results }));
+/** Kernel ms per run by op type under ORT's profiler, for the first thread count. */
+const profiles: { variant: string; runMs: number; kernelMs: number; nodes: number; byOp: Record<string, number> }[] = [];
+if (args.includes('--profile'))
+  for (const variant of ['now', 'matmul attn']) {
+    const dir = mkdtempSync(join(tmpdir(), 'arbor-decode-profile-'));
+    const s = await O.InferenceSession.create(toOnnx(traceGraph(decodeInputSpecs(c), variants[variant]!)), {
+      intraOpNumThreads: threadList[0],
+      interOpNumThreads: 1,
+      graphOptimizationLevel: 'all',
+      executionMode: 'sequential',
+      enableProfiling: true,
+      profileFilePrefix: join(dir, 'p'),
+    });
+    const f: Record<string, Tensor> = {};
+    for (const n of s.inputNames) f[n] = feeds[n]!;
+    for (let i = 0; i < 3; i++) await s.run(f);
+    const t = performance.now();
+    for (let i = 0; i < RUNS; i++) await s.run(f);
+    const runMs = (performance.now() - t) / RUNS;
+    await s.endProfiling();
+    type Ev = { cat: string; name: string; dur: number; args: { op_name: string } };
+    const ev = JSON.parse(readFileSync(join(dir, readdirSync(dir)[0]!), 'utf8')) as Ev[];
+    rmSync(dir, { recursive: true, force: true });
+    const kernels = ev.filter((e) => e.cat === 'Node' && e.name.endsWith('_kernel_time'));
+    const byOp: Record<string, number> = {};
+    for (const e of kernels) byOp[e.args.op_name] = (byOp[e.args.op_name] ?? 0) + e.dur / 1000 / (RUNS + 3);
+    const kernelMs = Object.values(byOp).reduce((a, b) => a + b, 0);
+    profiles.push({ variant, runMs, kernelMs, nodes: new Set(kernels.map((e) => e.name)).size, byOp });
+  }
+if (json) console.log(JSON.stringify({ model: modelName, batch: B, past: P, runs: RUNS, results, profiles }));
 else {
   console.log(`\nDecode step of the ${modelName} model, batch ${B}, past ${P}: session.run ms (${RUNS} interleaved runs per variant)`);
   console.log('threads  variant        min     p25  median');
@@ -123,5 +157,14 @@ else {
     console.log(
       `${String(r.threads).padStart(7)}  ${r.variant.padEnd(12)} ${r.minMs.toFixed(3).padStart(7)} ${r.p25Ms.toFixed(3).padStart(7)} ${r.medianMs.toFixed(3).padStart(7)}`,
     );
+  for (const p of profiles) {
+    console.log(
+      `\nORT profile, ${p.variant} (${threadList[0]} thread(s)): ${p.runMs.toFixed(3)} ms per run, kernels ${p.kernelMs.toFixed(3)} ms, ${p.nodes} nodes`,
+    );
+    for (const [op, ms] of Object.entries(p.byOp)
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 12))
+      console.log(`  ${op.padEnd(30)} ${ms.toFixed(3).padStart(8)} ms  ${((100 * ms) / p.kernelMs).toFixed(1).padStart(5)}%`);
+  }
 }
 process.exit(0);
