@@ -1,6 +1,6 @@
 /**
  * `npm run bench:gpu -- [--device webgpu|cuda|auto] [--shape tiny|qwen2.5-0.5b|qwen3-0.6b|llama3.2-1b]
- *   [--layers n] [--batch 8] [--prefill 32] [--steps 16] [--train-length 64] [--lora] [--placement] [--json]`
+ *   [--layers n] [--batch 8] [--prefill 32] [--steps 16] [--train-length 64] [--lora] [--placement] [--device-only] [--json]`
  *
  * For a person with a GPU: the same model (random weights at the shape; --layers keeps only the
  * first n blocks) on the CPU and on the chosen device, side by side:
@@ -54,6 +54,7 @@ const cli = new Command('bench:gpu')
   .option('--lora', 'train LoRA adapters (rank 16, all linear layers) instead of every weight')
   .option('--placement', 'count ORT node placements per graph (decode, score, train, LoRA train)')
   .option('--decode-only', 'skip the training step')
+  .option('--device-only', 'measure on the device only (no CPU run beside it: the byte counts need only the device)')
   .option('--placement-only', 'only the placement table (no weights are uploaded: quick at any shape)')
   .option('--placement-child <graph>', '(internal) print the placement log of one graph')
   .option('--json', 'print the results as JSON')
@@ -70,6 +71,7 @@ const o = cli.opts<{
   placement?: boolean;
   placementOnly?: boolean;
   decodeOnly?: boolean;
+  deviceOnly?: boolean;
   placementChild?: string;
   json?: boolean;
 }>();
@@ -242,7 +244,7 @@ async function main(): Promise<void> {
   const c = shapeConfig();
   const providers = await resolveProviders(o.device);
   const w = providers[0] === 'webgpu' ? await webgpuInfo() : undefined;
-  const results = o.placementOnly ? [] : [await measure('cpu', ['cpu']), await measure(o.device, providers)];
+  const results = o.placementOnly ? [] : [...(o.deviceOnly ? [] : [await measure('cpu', ['cpu'])]), await measure(o.device, providers)];
   // The design's figure for a KV cache that crosses each step (CUDA EP in Node; ARCHITECTURE §3): in and out.
   const S = o.prefill + 1 + o.steps / 2;
   const kvCrossingDesign = 2 * 2 * c.numLayers * c.numKvHeads * c.headDim * S * o.batch * 4;
