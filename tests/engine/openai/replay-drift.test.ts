@@ -77,7 +77,8 @@ async function agentStep(step: number, command: string[]) {
   const env = await openRunEnvironment(cfg);
   const { kit } = env;
   const tok = kit.tokenizer;
-  const end = (tok as unknown as { hf: { tokenId(t: string): number | undefined } }).hf.tokenId('<|im_end|>')!;
+  const hf = (tok as unknown as { hf: { tokenId(t: string): number | undefined; vocabSize: number } }).hf;
+  const end = hf.tokenId('<|im_end|>')!;
   const scripted = SCRIPTS.map((s) => [...tok.encode(s), end]);
   const backend = new ScriptedBackend(
     kit.tokenizer.vocab.length,
@@ -86,7 +87,7 @@ async function agentStep(step: number, command: string[]) {
   let made: Trajectory[] = [];
   const session = openAgentSession(cfg, kit, backend, kit.tinyModel(cfg), (_, t) => (made = t));
   try {
-    const episodes = await session.rollout.sample({ step, seed: 7, prompts: 1, n: 1 });
+    const episodes = await session.rollout.sample({ step, seed: 7, prompts: 1, n: 1, round: 0 });
     expect(session.takeLogs()).toEqual([]);
     const ids = episodes.map((e) =>
       String(
