@@ -81,7 +81,7 @@ async function agentStep(step: number, command: string[]) {
   const end = hf.tokenId('<|im_end|>')!;
   const scripted = SCRIPTS.map((s) => [...tok.encode(s), end]);
   const backend = new ScriptedBackend(
-    kit.tokenizer.vocab.length,
+    hf.vocabSize,
     scripted.map((s) => s.slice()),
   );
   let made: Trajectory[] = [];
