@@ -16,7 +16,7 @@ import type { Store, TrajectoryRecord, TurnRecord, ForkRecord } from '../store/s
 import type { EpisodeEnv, RolloutTask, TokenizerPort } from '../rollout/ports';
 import type { Trajectory } from '../rollout/types';
 import { planFork, type ForkPlan, type StoredTurnLike } from './fork';
-import { detectDrift } from './drift';
+import { detectDrift, recordedDrift, recordedDriftOf, type DriftReport } from './drift';
 import { resolveCheckpoint } from './checkpoint';
 
 export interface ForkParams {
@@ -317,11 +317,23 @@ export interface DriftSummary {
   ids: string[];
 }
 
+/**
+ * A stored trajectory's drift: its turns re-rendered by the run's tokenizer, and the drift the
+ * OpenAI-compatible endpoint recorded while an external agent's calls made it (outcome.meta.drift).
+ */
+function storedDrift(t: ReturnType<Store['getTrajectory']>, encode: (text: string) => number[]): DriftReport {
+  const r = detectDrift(t.turnsData, (text) => encode(text));
+  const meta = (t.outcomeData as { meta?: unknown } | undefined)?.meta;
+  const rec = recordedDrift(t.turnsData, recordedDriftOf(meta));
+  if (rec.length === 0) return r;
+  return { drifted: true, checked: r.checked, turns: [...r.turns, ...rec].sort((a, b) => a.turn - b.turn) };
+}
+
 /** Drift of one stored trajectory (turn by turn), or the count over a run's stored trajectories. */
 export async function trajectoryDrift(store: Store, home: string, trajectoryId: string) {
   const t = store.getTrajectory(trajectoryId);
   const encode = await runEncoder(store, t.runId, home);
-  return detectDrift(t.turnsData, (text) => encode(text));
+  return storedDrift(t, encode);
 }
 
 export async function runDrift(store: Store, home: string, runId: string): Promise<DriftSummary> {
@@ -330,8 +342,7 @@ export async function runDrift(store: Store, home: string, runId: string): Promi
   let checked = 0;
   for (const s of [...store.searchTrajectories({ runId, limit: 1e9 }), ...store.forks({ runId })]) {
     if (!s.full) continue;
-    const t = store.getTrajectory(s.id);
-    const r = detectDrift(t.turnsData, (text) => encode(text));
+    const r = storedDrift(store.getTrajectory(s.id), encode);
     if (r.checked === 0) continue;
     checked++;
     if (r.drifted) ids.push(s.id);

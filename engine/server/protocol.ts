@@ -246,11 +246,21 @@ export const forkResultSchema = z.object({
   children: z.array(z.object({ id: z.string(), reward: value, answer: z.string().optional(), truncated: z.boolean(), tokenIds: z.array(num), forkAt: num })),
 });
 
-/** Retokenisation drift of one trajectory: each turn whose stored ids differ from its text re-rendered, with both sequences. */
+/** Retokenisation drift of one trajectory: each turn whose stored ids differ from its text re-rendered, with both sequences, and the drift the agent endpoint recorded. */
 export const driftReportSchema = z.object({
   drifted: z.boolean(),
   checked: num,
-  turns: z.array(z.object({ turn: num, role: z.string(), stored: z.array(num), rendered: z.array(num), firstDiff: num })),
+  turns: z.array(
+    z.object({
+      turn: num,
+      role: z.string(),
+      stored: z.array(num),
+      rendered: z.array(num),
+      firstDiff: num,
+      /** Drift the OpenAI-compatible endpoint recorded (an external agent's trajectory): stored = the turn as sampled, rendered = as the request rendered it. */
+      endpoint: z.object({ kind: z.enum(['template', 'altered']), message: num, position: num }).optional(),
+    }),
+  ),
 });
 
 /** A live rollout's state after each action (engine/replay/live.ts). */

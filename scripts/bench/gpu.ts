@@ -1,6 +1,6 @@
 /**
  * `npm run bench:gpu -- [--device webgpu|cuda|auto] [--shape tiny|qwen2.5-0.5b|qwen3-0.6b|llama3.2-1b]
- *   [--layers n] [--batch 8] [--prefill 32] [--steps 16] [--train-length 64] [--lora] [--placement] [--json]`
+ *   [--layers n] [--vocab n] [--batch 8] [--prefill 32] [--steps 16] [--train-length 64] [--lora] [--placement] [--device-only] [--json]`
  *
  * For a person with a GPU: the same model (random weights at the shape; --layers keeps only the
  * first n blocks) on the CPU and on the chosen device, side by side:
@@ -47,6 +47,7 @@ const cli = new Command('bench:gpu')
   .option('--device <device>', 'the accelerator: webgpu, cuda or auto', 'webgpu')
   .option('--shape <shape>', `tiny or ${Object.keys(SHAPES).join(', ')}`, 'tiny')
   .option('--layers <n>', 'keep only the first n transformer blocks', int)
+  .option('--vocab <n>', 'a smaller vocabulary at the same widths (the KV cache does not depend on it; the embedding and head shrink)', int)
   .option('--batch <n>', 'decode rows', int, 8)
   .option('--prefill <n>', 'prompt tokens per row', int, 32)
   .option('--steps <n>', 'steady decode steps timed', int, 16)
@@ -54,6 +55,7 @@ const cli = new Command('bench:gpu')
   .option('--lora', 'train LoRA adapters (rank 16, all linear layers) instead of every weight')
   .option('--placement', 'count ORT node placements per graph (decode, score, train, LoRA train)')
   .option('--decode-only', 'skip the training step')
+  .option('--device-only', 'measure on the device only (no CPU run beside it: the byte counts need only the device)')
   .option('--placement-only', 'only the placement table (no weights are uploaded: quick at any shape)')
   .option('--placement-child <graph>', '(internal) print the placement log of one graph')
   .option('--json', 'print the results as JSON')
@@ -62,6 +64,7 @@ const o = cli.opts<{
   device: string;
   shape: string;
   layers?: number;
+  vocab?: number;
   batch: number;
   prefill: number;
   steps: number;
@@ -70,6 +73,7 @@ const o = cli.opts<{
   placement?: boolean;
   placementOnly?: boolean;
   decodeOnly?: boolean;
+  deviceOnly?: boolean;
   placementChild?: string;
   json?: boolean;
 }>();
@@ -80,7 +84,7 @@ function shapeConfig(): ModelConfig {
       ? tinyConfig({ vocabSize: 512, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 1024, padTokenId: 0 })
       : SHAPES[o.shape];
   if (!base) throw new Error(`--shape: unknown shape "${o.shape}" (tiny, ${Object.keys(SHAPES).join(', ')})`);
-  return { ...base, numLayers: o.layers ?? base.numLayers, padTokenId: base.padTokenId ?? 0 };
+  return { ...base, numLayers: o.layers ?? base.numLayers, vocabSize: o.vocab ?? base.vocabSize, padTokenId: base.padTokenId ?? 0 };
 }
 const LORA: LoraSpec = { rank: 16, alpha: 32, dropout: 0, targets: [...LORA_TARGETS] };
 
@@ -138,6 +142,7 @@ function placements(): Placement[] {
         '--device',
         o.device,
         ...(o.layers ? ['--layers', String(o.layers)] : []),
+        ...(o.vocab ? ['--vocab', String(o.vocab)] : []),
       ],
       { encoding: 'utf8', maxBuffer: 512 * 2 ** 20, timeout: 1_800_000 },
     );
@@ -242,7 +247,7 @@ async function main(): Promise<void> {
   const c = shapeConfig();
   const providers = await resolveProviders(o.device);
   const w = providers[0] === 'webgpu' ? await webgpuInfo() : undefined;
-  const results = o.placementOnly ? [] : [await measure('cpu', ['cpu']), await measure(o.device, providers)];
+  const results = o.placementOnly ? [] : [...(o.deviceOnly ? [] : [await measure('cpu', ['cpu'])]), await measure(o.device, providers)];
   // The design's figure for a KV cache that crosses each step (CUDA EP in Node; ARCHITECTURE §3): in and out.
   const S = o.prefill + 1 + o.steps / 2;
   const kvCrossingDesign = 2 * 2 * c.numLayers * c.numKvHeads * c.headDim * S * o.batch * 4;
@@ -250,6 +255,7 @@ async function main(): Promise<void> {
   const report = {
     shape: o.shape,
     layers: c.numLayers,
+    vocab: c.vocabSize,
     parameters: parameterCount(c),
     adapter: w?.adapter ?? null,
     software: w?.adapter?.software ?? false,

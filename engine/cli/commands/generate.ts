@@ -15,6 +15,8 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { readGenerationConfig } from '../../model/checkpoint';
 import { PolicyModel } from '../../model/runtime';
+import { policyDecodeBackend } from '../../rollout/model-backend';
+import type { WorkerKvBackend } from '../../rollout/worker-kv';
 import { resolveProviders } from '../../tensor/ort';
 import { DEVICES, deviceOption } from '../device-option';
 import { HfTokenizer } from '../../model/tokenizer';
@@ -53,6 +55,8 @@ export interface GenerateResult {
   environment?: { format: string; tools: string[] };
   sampling: { greedy: boolean; temperature?: number; topK?: number; topP?: number; seed?: number; repetitionPenalty: number };
   topLogits: { id: number; token: string; logit: number; logprob: number }[];
+  /** On the WebGPU device: bytes that crossed host ↔ device while decoding, and of those the KV cache (0: it stayed on the device). */
+  deviceBytes?: { toDevice: number; toHost: number; kvCache: number };
 }
 
 function argmax(x: Float32Array): number {
@@ -150,40 +154,59 @@ export async function generate(folderArg: string, o: GenerateOptions): Promise<G
     const maxNew = o.maxNew ?? 64;
     const generatedIds: number[] = [];
     let past: { k: Float32Array; v: Float32Array }[] = Array.from({ length: c.numLayers }, () => ({ k: new Float32Array(0), v: new Float32Array(0) }));
+    // On the WebGPU device the KV cache stays there between steps (the rollout engine's worker
+    // cache, engine/rollout/worker-kv.ts): only the ids go in and the logits row comes out. On
+    // the CPU the host cache as before.
+    const device = model.onDevice
+      ? (policyDecodeBackend(model, {
+          maxBatch: 1,
+          maxLength: Math.min(c.maxPositionEmbeddings, promptIds.length + maxNew),
+          shards: 1,
+        }) as WorkerKvBackend)
+      : undefined;
     let P = 0;
     let input = promptIds;
     let first: Float32Array | undefined;
     let stop: GenerateResult['stop'] = 'max_new';
-    while (generatedIds.length < maxNew) {
-      if (P + input.length > c.maxPositionEmbeddings) {
-        stop = 'max_length';
-        break;
+    try {
+      while (generatedIds.length < maxNew) {
+        if (P + input.length > c.maxPositionEmbeddings) {
+          stop = 'max_length';
+          break;
+        }
+        const T = input.length;
+        let row: Float32Array;
+        if (device) row = (await device.extend([{ slot: 0, tokens: input }]))[0]!;
+        else {
+          const out = await model.decode({
+            batch: 1,
+            newLength: T,
+            pastLength: P,
+            inputIds: Int32Array.from(input),
+            attentionMask: new Int32Array(P + T).fill(1),
+            positionIds: Int32Array.from({ length: T }, (_, i) => P + i),
+            past,
+          });
+          past = out.present;
+          row = out.logits;
+        }
+        P += T;
+        first ??= row.slice();
+        const logits = row.slice();
+        if (repetitionPenalty !== 1) {
+          for (const id of new Set([...promptIds, ...generatedIds]))
+            logits[id] = logits[id] > 0 ? logits[id] / repetitionPenalty : logits[id] * repetitionPenalty;
+        }
+        const next = greedy ? argmax(logits) : sample(logits, temperature, topK, topP, rand);
+        generatedIds.push(next);
+        if (eos.has(next)) {
+          stop = 'eos';
+          break;
+        }
+        input = [next];
       }
-      const T = input.length;
-      const out = await model.decode({
-        batch: 1,
-        newLength: T,
-        pastLength: P,
-        inputIds: Int32Array.from(input),
-        attentionMask: new Int32Array(P + T).fill(1),
-        positionIds: Int32Array.from({ length: T }, (_, i) => P + i),
-        past,
-      });
-      past = out.present;
-      P += T;
-      first ??= out.logits.slice();
-      const logits = out.logits.slice();
-      if (repetitionPenalty !== 1) {
-        for (const id of new Set([...promptIds, ...generatedIds]))
-          logits[id] = logits[id] > 0 ? logits[id] / repetitionPenalty : logits[id] * repetitionPenalty;
-      }
-      const next = greedy ? argmax(logits) : sample(logits, temperature, topK, topP, rand);
-      generatedIds.push(next);
-      if (eos.has(next)) {
-        stop = 'eos';
-        break;
-      }
-      input = [next];
+    } finally {
+      await device?.close();
     }
     return {
       folder,
@@ -196,6 +219,11 @@ export async function generate(folderArg: string, o: GenerateOptions): Promise<G
       sampling: greedy ? { greedy, repetitionPenalty } : { greedy, temperature, topK, topP, seed, repetitionPenalty },
       topLogits: first ? topLogits(first, o.top ?? 10, tok) : [],
       ...(rendered ? { environment: { format: rendered.format, tools: rendered.tools } } : {}),
+      ...(device
+        ? {
+            deviceBytes: { toDevice: device.crossing.toDevice, toHost: device.crossing.toHost, kvCache: device.crossing.kvToDevice + device.crossing.kvToHost },
+          }
+        : {}),
     };
   } finally {
     await model.dispose();

@@ -11,6 +11,10 @@
 //    repeat, another entity). Process rewards are not relative to the group, so a step penalty on
 //    calls that worked makes not calling the cheapest way out: with -1 there, a weaker SFT model
 //    learned to stop looking things up (docs/areas/train.md, "Two-tool task", run 10).
+// A call failed when its tool said so (success false) or when its result is one of the tools'
+// failure texts ("no entry for …", "error: …"): an external agent (environment.agent) runs its own
+// copies of the tools, and a tool message in the OpenAI API carries no error flag, so there the
+// result text is all the episode shows (in-process the two agree).
 // The components are stored with each trajectory and charted.
 import { exactMatch, type RewardFn } from 'arbor/env';
 
@@ -27,7 +31,9 @@ export const reward: RewardFn = (episode) => {
     ...(meta.entities ?? []).map((e) => `lookup:${e}`),
     ...(meta.expression ? [`calculator:${meta.expression.replace(/\s+/g, '')}`] : []),
   ]);
-  const calls = episode.history.flatMap((turn) => turn.calls);
+  const calls = episode.history
+    .flatMap((turn) => turn.calls)
+    .map((c) => ({ ...c, success: c.success && !/^(no entry for |error: )/.test(String(c.result ?? '')) }));
   const done = new Set<string>();
   const steps = calls.map((c) => {
     const key = c.name === 'lookup' ? `lookup:${entityOf(c.args)}` : c.name === 'calculator' ? `calculator:${expressionOf(c.args)}` : '';

@@ -200,6 +200,16 @@ describe("the example's reward file (resources/examples/tools-task/reward.ts, in
       const wrong = await host.reward(episode([call('calculator', { expression: '1804 + 1764' })], '3568'));
       expect(wrong.reward).toBe(0);
       expect(wrong.steps).toEqual([0]);
+      // An external agent's calls: success only says a result came back; the result text says the call failed.
+      const agent = await host.reward(
+        episode([
+          { ...call('lookup', { entity: 'iron bridge guild' }), result: 'no entry for iron bridge guid' },
+          { ...call('calculator', { expression: '1804 - 1764' }), result: 'error: unexpected x' },
+          { ...call('lookup', { entity: 'iron bridge guild' }), result: 'the iron bridge guild was founded in 1804 by alvin knox .' },
+        ]),
+      );
+      expect(agent.steps).toEqual([-1, -1, 1]);
+      expect(agent.components).toEqual({ answer_right: 0, right_calls: 1, failed_calls: 2 });
     } finally {
       await host.close();
     }

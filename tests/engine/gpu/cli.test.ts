@@ -1,7 +1,7 @@
 /**
  * The CLI on WebGPU (SwiftShader; see ./harness.ts), against the same commands on the CPU:
  * `arbor generate --device webgpu --greedy --json` gives the same ids for the tiny model and the
- * parity fixtures (rope scaling, sharded safetensors, Qwen3 BF16); `arbor train` with
+ * parity fixtures (rope scaling, sharded safetensors, Qwen3 BF16), its KV cache kept on the device; `arbor train` with
  * `device: webgpu` runs two GRPO steps, full and LoRA, sampling the same tokens as `device: cpu`
  * with the same seed and metrics within 1e-3; `arbor doctor --json` names the adapter.
  */
@@ -53,10 +53,14 @@ describe.skipIf(!gpuEnv)(`the CLI on WebGPU${gpuEnv ? '' : ` (${SKIP_REASON})`}`
       const cpu = await generate(folder, { prompt, greedy: true, maxNew: 6, threads: 1 });
       const r = arbor('generate', folder, '--prompt', prompt, '--greedy', '--json', '--max-new', '6', '--threads', '1', '--device', 'webgpu');
       expect(r.status, r.stderr).toBe(0);
-      const gpu = lastJson(r.stdout) as { promptIds: number[]; generatedIds: number[] };
+      const gpu = lastJson(r.stdout) as { promptIds: number[]; generatedIds: number[]; deviceBytes?: { toDevice: number; toHost: number; kvCache: number } };
       expect(cpu.generatedIds.length).toBeGreaterThan(0);
       expect(gpu.promptIds).toEqual(cpu.promptIds);
       expect(gpu.generatedIds).toEqual(cpu.generatedIds);
+      // The device-resident decode path: the logits rows came back, the KV cache never crossed.
+      expect(cpu.deviceBytes).toBeUndefined();
+      expect(gpu.deviceBytes!.toHost).toBeGreaterThan(0);
+      expect(gpu.deviceBytes!.kvCache).toBe(0);
     });
 
   for (const lora of [false, true])

@@ -21,7 +21,7 @@ import { episodeToRecord } from '../../../engine/experiment/store-sink';
 import { trajectoryToEpisode } from '../../../engine/train/trajectories';
 import { findTask, openRunEnvironment, runConfig } from '../../../engine/replay/replay';
 import { planFork } from '../../../engine/replay/fork';
-import { detectDrift, firstDifference } from '../../../engine/replay/drift';
+import { detectDrift, firstDifference, recordedDrift, recordedDriftOf } from '../../../engine/replay/drift';
 import { stepRollout } from '../../../engine/cli/step';
 import { Readable, Writable } from 'node:stream';
 import { bigramModel } from '../server/fixtures/bigram-model';
@@ -348,5 +348,28 @@ describe('detectDrift', () => {
     expect(r).toEqual({ drifted: true, checked: 2, turns: [{ turn: 1, role: 'model', stored: [3, 1, 1], rendered: [3, 2], firstDiff: 1 }] });
     expect(firstDifference([1, 2], [1, 2, 3])).toBe(2);
     expect(firstDifference([1, 2], [1, 2])).toBe(-1);
+  });
+
+  it("places the agent endpoint's recorded drift on the stored turn holding its position; malformed records are skipped", () => {
+    const turns = [
+      { role: 'env', tokenIds: [9, 9, 9] },
+      { role: 'model', tokenIds: [4, 5, 6] },
+      { role: 'tool', tokenIds: [7] },
+      { role: 'model', tokenIds: [8, 1] },
+    ];
+    const meta = {
+      drift: [
+        { kind: 'template', turn: 1, position: 4, sampled: [4, 5, 6], rendered: [4, 3, 6] },
+        { kind: 'altered', turn: 3, position: 99, sampled: [8, 1], rendered: [8] },
+        { kind: 'other', turn: 1, position: 0, sampled: [], rendered: [] },
+        { kind: 'template', turn: 1, position: 0, sampled: ['x'], rendered: [] },
+      ],
+    };
+    expect(recordedDrift(turns, recordedDriftOf(meta))).toEqual([
+      { turn: 1, role: 'model', stored: [4, 5, 6], rendered: [4, 3, 6], firstDiff: 1, endpoint: { kind: 'template', message: 1, position: 4 } },
+      { turn: 3, role: 'model', stored: [8, 1], rendered: [8], firstDiff: 1, endpoint: { kind: 'altered', message: 3, position: 99 } },
+    ]);
+    expect(recordedDriftOf(undefined)).toEqual([]);
+    expect(recordedDriftOf({ drift: 'no' })).toEqual([]);
   });
 });
