@@ -30,7 +30,7 @@ const o = new Command('agent-parity')
 const [file] = o.args as [string];
 const opts = o.opts<{ n: number; threads: number }>();
 
-const cfg = loadConfig(file);
+const cfg = await loadConfig(file);
 if (!cfg.environment.agent) throw new Error(`${file}: environment.agent is not set (nothing to compare)`);
 if (!cfg.model.path) throw new Error(`${file}: model.path is not set (compare a trained checkpoint)`);
 const { env, kit } = await openEnvironmentKit(cfg);
