@@ -120,7 +120,6 @@ export function withTis<T>(o: Ops<T>, cfg: PolicyLossConfig, x: LossInputs<T>, p
 
 export const tisKey = (cfg: PolicyLossConfig) => (cfg.algorithm.tis ? `:tis${cfg.algorithm.tis.cap}` : '');
 
-
 export const klInLoss = (cfg: PolicyLossConfig) => cfg.algorithm.kl_coef > 0 && cfg.algorithm.kl_in === 'loss';
 
 /** The part of a LossSpec's `key` that every loss shares: what finish() and the aggregation read (a registered loss adds its own options before it). */
