@@ -256,7 +256,11 @@ export class Playground {
       let allTools = this.tools(s);
       const sources = new Map([...allTools.keys()].map((n): [string, string] => [n, 'built-in']));
       const raw = ck.config as { environment?: { tools?: unknown[]; reward?: unknown; mcp_servers?: unknown } } | undefined;
-      if (ck.runId && raw?.environment && (raw.environment.tools?.length || raw.environment.reward !== undefined || raw.environment.mcp_servers !== undefined)) {
+      if (
+        ck.runId &&
+        raw?.environment &&
+        (raw.environment.tools?.length || raw.environment.reward !== undefined || raw.environment.mcp_servers !== undefined)
+      ) {
         // The run's environment opened as training opens it (engine/tasks/open.ts): its tool and
         // reward files in the sandbox, its MCP servers, its workspace, limits and tool timeout.
         const cfg = runConfig(this.engine.store!, ck.runId, this.engine.opts.home);

@@ -48,9 +48,9 @@ describe('playground: the run environment of a two-tool task checkpoint', () => 
       '--steps',
       '1',
       '--set',
-      'sft.epochs=6',
+      'sft.epochs=12',
       '--set',
-      'sft.demos=96',
+      'sft.demos=128',
       '--set',
       'eval.n_questions=4',
       '--set',
@@ -76,10 +76,7 @@ describe('playground: the run environment of a two-tool task checkpoint', () => 
     await expect.poll(() => tools.count(), { timeout: 90_000 }).toBe(2);
     expect(await tools.locator('b').allTextContents()).toEqual(['lookup', 'calculator']);
     const sources = await tools.evaluateAll((els) => els.map((e) => e.getAttribute('title')));
-    expect(sources).toEqual([
-      join(ROOT, 'resources/examples/tools-task/tools/lookup.ts'),
-      join(ROOT, 'resources/examples/tools-task/tools/calculator.ts'),
-    ]);
+    expect(sources).toEqual([join(ROOT, 'resources/examples/tools-task/tools/lookup.ts'), join(ROOT, 'resources/examples/tools-task/tools/calculator.ts')]);
     // One turn called one of them, and the sandboxed tool answered.
     const calls = page.getByTestId('chat-tool-call');
     await expect.poll(() => calls.count()).toBeGreaterThan(0);
