@@ -256,13 +256,11 @@ export class Playground {
       let allTools = this.tools(s);
       const sources = new Map([...allTools.keys()].map((n): [string, string] => [n, 'built-in']));
       const raw = ck.config as { environment?: { tools?: unknown[]; reward?: unknown; mcp_servers?: unknown } } | undefined;
-      if (
-        ck.runId &&
-        raw?.environment &&
-        (raw.environment.tools?.length || raw.environment.reward !== undefined || raw.environment.mcp_servers !== undefined)
-      ) {
-        // The run's environment opened as training opens it (engine/tasks/open.ts): its tool and
-        // reward files in the sandbox, its MCP servers, its workspace, limits and tool timeout.
+      if (ck.runId && raw?.environment && (raw.environment.tools?.length || raw.environment.reward !== undefined)) {
+        // A run with tool/reward files: its environment opened as training opens it
+        // (engine/tasks/open.ts): the files in the sandbox, its MCP servers, its workspace, limits
+        // and tool timeout. (A run with MCP servers only keeps the lighter path below, which also
+        // serves stored configs that are not whole experiment configs.)
         const cfg = runConfig(this.engine.store!, ck.runId, this.engine.opts.home);
         opened = await openEnvironment(cfg, { log: () => undefined });
         checkCancelled();
@@ -417,7 +415,9 @@ export class Playground {
 
 /** The checkpoint a chat ran and the corpus its search tool read (a world seed or a dataset), as the result reports them. */
 function chatSource(ck: ReturnType<Playground['resolve']>): Pick<ChatResult, 'checkpoint' | 'world' | 'dataset'> {
-  const corpus = ck.settings.dataset ? { dataset: ck.settings.dataset } : { world: ck.settings.world };
+  // A task with its own tool files (tools, custom) searches no world.
+  const kind = (ck.config?.task as { kind?: unknown } | undefined)?.kind;
+  const corpus = ck.settings.dataset ? { dataset: ck.settings.dataset } : kind === undefined || kind === 'multihop' ? { world: ck.settings.world } : {};
   return { checkpoint: { id: ck.id, path: ck.path, step: ck.step, runId: ck.runId }, ...corpus };
 }
 

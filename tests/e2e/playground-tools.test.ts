@@ -19,7 +19,7 @@ afterEach(async (ctx) => {
 });
 
 /** `arbor <args>` in the engine's workspace; resolves with its output, rejects on a non-zero exit. */
-export function arbor(home: string, args: string[], timeoutMs = 150_000): Promise<string> {
+function arbor(home: string, args: string[], timeoutMs = 150_000): Promise<string> {
   return new Promise((res, rej) => {
     const p = spawn(process.execPath, [join(ROOT, 'bin/arbor.mjs'), ...args], {
       cwd: ROOT,
