@@ -36,6 +36,9 @@ import { eosTokenIds, policyDecodeBackend } from '../rollout/model-backend';
 import type { DecodeBackend, EpisodeEnv } from '../rollout/ports';
 import type { Client, EngineServer } from './server';
 import { resolveCheckpoint } from '../replay/checkpoint';
+import { runConfig } from '../replay/replay';
+import { openEnvironment, type OpenedEnvironment } from '../tasks/open';
+import { envSetup, taskTools, type EnvSetup } from '../tasks/env-setup';
 
 export interface ChatRequest {
   checkpoint: string;
@@ -62,6 +65,8 @@ export interface ChatResult {
   dataset?: string;
   /** The tool-call format the chat ran in. */
   format?: string;
+  /** The tools the chat offered the model, each with where it comes from (a built-in, the run's tool file, or environment.mcp_servers). */
+  tools?: { name: string; source: string }[];
   /** The prompt the model saw (the conversation through the checkpoint's chat template, tools rendered) and its token count. */
   prompt?: { text: string; tokens: number };
   transcript: TranscriptEntry[];
@@ -165,9 +170,16 @@ export class Playground {
   constructor(private readonly engine: EngineServer) {}
 
   /** Resolve a checkpoint id from the store, or a folder path holding an HF model. */
-  resolve(checkpoint: string): { id: string; path: string; step?: number; runId?: string; settings: ChatSettings } {
+  resolve(checkpoint: string): {
+    id: string;
+    path: string;
+    step?: number;
+    runId?: string;
+    settings: ChatSettings;
+    config?: Record<string, unknown>;
+  } {
     const ck = resolveCheckpoint(this.engine.store!, checkpoint);
-    return { id: ck.id, path: ck.path, step: ck.step, runId: ck.runId, settings: chatSettings(ck.config) };
+    return { id: ck.id, path: ck.path, step: ck.step, runId: ck.runId, settings: chatSettings(ck.config), config: ck.config };
   }
 
   private async load(path: string): Promise<Loaded> {
@@ -229,6 +241,10 @@ export class Playground {
     let chatFormat: string | undefined;
     // The run's MCP servers: started once for this chat, closed when it ends (no process per call).
     let mcp: McpToolSet | undefined;
+    // Or the run's whole environment (tool/reward files, MCP servers), opened as training opens it.
+    let opened: OpenedEnvironment | undefined;
+    let setup: EnvSetup | undefined;
+    let chatTools: ChatResult['tools'];
     try {
       if (!req.messages.some((m) => m.role === 'user')) throw new Error('playground.chat: messages has no user message');
       const ck = (resolved = this.resolve(req.checkpoint));
@@ -238,20 +254,36 @@ export class Playground {
       const s = ck.settings;
       const maxTotalLength = Math.min(s.maxTotalLength, model.config.maxPositionEmbeddings);
       let allTools = this.tools(s);
-      if (s.mcpServers !== undefined) {
+      const sources = new Map([...allTools.keys()].map((n): [string, string] => [n, 'built-in']));
+      const raw = ck.config as { environment?: { tools?: unknown[]; reward?: unknown; mcp_servers?: unknown } } | undefined;
+      if (ck.runId && raw?.environment && (raw.environment.tools?.length || raw.environment.reward !== undefined)) {
+        // A run with tool/reward files: its environment opened as training opens it
+        // (engine/tasks/open.ts): the files in the sandbox, its MCP servers, its workspace, limits
+        // and tool timeout. (A run with MCP servers only keeps the lighter path below, which also
+        // serves stored configs that are not whole experiment configs.)
+        const cfg = runConfig(this.engine.store!, ck.runId, this.engine.opts.home);
+        opened = await openEnvironment(cfg, { log: () => undefined });
+        checkCancelled();
+        setup = envSetup(cfg, opened.host, opened.extras.mcpTools);
+        const builtin = cfg.task.kind === 'multihop' || cfg.task.kind === 'qa' ? [...allTools.values()] : [];
+        allTools = new Map(taskTools(builtin, setup).tools.map((t): [string, Tool] => [t.name, t]));
+        for (const [name, file] of setup.toolFiles) sources.set(name, file);
+      } else if (s.mcpServers !== undefined) {
         const home = this.engine.opts.home;
         const baseDir = existsSync(join(home, 'workspace')) ? join(home, 'workspace') : home;
         // A crash mid-call becomes the call's error observation (and one restart), as in a run.
         mcp = await McpToolSet.open(playgroundMcpServers(s.mcpServers, baseDir), { baseDir, origin: `the playground (checkpoint ${ck.path})` });
         checkCancelled();
         allTools = new Map([...allTools, ...mcp.tools.map((t): [string, Tool] => [t.name, t])]);
+        for (const t of mcp.tools) sources.set(t.name, 'environment.mcp_servers');
       }
       const enabled = req.tools ? new Map([...allTools].filter(([name]) => req.tools!.includes(name))) : allTools;
       const formatName = req.format ?? s.format ?? 'search-r1';
       if (!FORMAT_NAMES.includes(formatName))
         throw new Error(`playground.chat: format: unknown tool-call format "${formatName}" (available: ${FORMAT_NAMES.join(', ')})`);
       const toolList = [...enabled.values()];
-      const format = formatByName(formatName, { tools: toolList, maxCalls: s.maxCalls ?? 2 });
+      const format = formatByName(formatName, { tools: toolList, maxCalls: setup?.maxCalls ?? s.maxCalls ?? 2 });
+      chatTools = toolList.map((t) => ({ name: t.name, source: sources.get(t.name) ?? 'built-in' }));
       // The same episode environment as training: the conversation as the task, the tools rendered
       // by the checkpoint's chat template, observations as token ids (hermes: tool messages).
       const toolEnv = new ToolEnv({
@@ -263,6 +295,7 @@ export class Playground {
         maxTurns: s.maxTurns,
         maxObservationTokens: s.maxObservationTokens,
         endTokenIds: eosTokenIds(model.config),
+        ...(setup ? { limits: setup.limits, workspace: setup.workspace } : {}),
       });
       const { ids: promptIds, text: promptText } = await toolEnv.prompt();
       if (promptIds.length >= maxTotalLength)
@@ -348,6 +381,7 @@ export class Playground {
         chatId,
         ...chatSource(ck),
         format: chatFormat,
+        tools: chatTools,
         prompt: { text: promptText ?? tok.decode(promptIds), tokens: promptIds.length },
         transcript,
         reason,
@@ -369,6 +403,7 @@ export class Playground {
       throw e;
     } finally {
       await mcp?.close();
+      await opened?.close();
     }
   }
 
@@ -380,7 +415,9 @@ export class Playground {
 
 /** The checkpoint a chat ran and the corpus its search tool read (a world seed or a dataset), as the result reports them. */
 function chatSource(ck: ReturnType<Playground['resolve']>): Pick<ChatResult, 'checkpoint' | 'world' | 'dataset'> {
-  const corpus = ck.settings.dataset ? { dataset: ck.settings.dataset } : { world: ck.settings.world };
+  // A task with its own tool files (tools, custom) searches no world.
+  const kind = (ck.config?.task as { kind?: unknown } | undefined)?.kind;
+  const corpus = ck.settings.dataset ? { dataset: ck.settings.dataset } : kind === undefined || kind === 'multihop' ? { world: ck.settings.world } : {};
   return { checkpoint: { id: ck.id, path: ck.path, step: ck.step, runId: ck.runId }, ...corpus };
 }
 

@@ -218,6 +218,8 @@ export const chatResultSchema = z.object({
   dataset: z.string().optional(),
   /** The tool-call format the chat ran in. */
   format: z.string().optional(),
+  /** The tools the chat offered, each with its source: built-in, the run's tool file, or environment.mcp_servers. */
+  tools: z.array(z.object({ name: z.string(), source: z.string() })).optional(),
   /** The prompt the model saw: the conversation rendered by the checkpoint's chat template (with the tools), and its length in tokens. */
   prompt: z.object({ text: z.string(), tokens: num }).optional(),
   transcript: z.array(transcriptEntrySchema),

@@ -43,6 +43,8 @@ export interface RunTemplate {
    * while it ran counts as stopped (even if it landed after the last step).
    */
   run(ctx: JobContext): Promise<void | { stopped: boolean }>;
+  /** The job that resumes runs the CLI recorded (tag "cli"), in their own run folder; not offered by the launch form. */
+  resumesCliRuns?: boolean;
 }
 
 /** What the run manager pushes (protocol events; the server broadcasts them). */
@@ -58,6 +60,7 @@ interface Active {
 
 export class RunManager {
   private templates = new Map<string, RunTemplate>();
+  private cliJob: RunTemplate | undefined;
   private queue: { runId: string; resume: boolean }[] = [];
   private active: Active | null = null;
   private listeners = new Set<(e: RunEvent) => void>();
@@ -74,6 +77,9 @@ export class RunManager {
     this.beat = setInterval(() => {
       try {
         store.heartbeat();
+        // A run whose owner died while this engine runs (a CLI training killed with -9) becomes
+        // interrupted, resumable, and the workbench hears of it.
+        for (const id of store.recoverOrphans()) this.emitRun(id);
       } catch {
         // the database was closed under us (workspace switch); the next open starts a new manager
       }
@@ -90,7 +96,8 @@ export class RunManager {
   }
 
   register(t: RunTemplate): void {
-    this.templates.set(t.id, t);
+    if (t.resumesCliRuns) this.cliJob = t;
+    else this.templates.set(t.id, t);
   }
 
   listTemplates() {
@@ -171,6 +178,7 @@ export class RunManager {
       this.emitRun(id);
       return;
     }
+    this.store.recoverOrphans();
     const r = this.store.getRun(id);
     const owner = this.store.runOwner(id);
     if (['running', 'queued', 'paused'].includes(r.status) && owner?.alive && owner.pid !== process.pid) this.store.claimRun(id); // throws, naming the owner
@@ -213,11 +221,13 @@ export class RunManager {
     const next = this.queue.shift()!;
     this.emitQueue();
     const run = this.store.getRun(next.runId);
-    const t = this.templates.get(run.template ?? '');
+    // A run `arbor train` recorded continues in its own folder, through the CLI resume job.
+    const cliFolder = next.resume && run.tags.includes('cli') && this.cliJob ? this.store.runFolder(run.id) : undefined;
+    const t = cliFolder ? this.cliJob : this.templates.get(run.template ?? '');
     const abort = new AbortController();
     const active: Active = { runId: run.id, abort, paused: false, resumeWaiters: [], done: Promise.resolve() };
     this.active = active;
-    const runDir = join(this.home, 'runs', run.id);
+    const runDir = cliFolder ?? join(this.home, 'runs', run.id);
     mkdirSync(runDir, { recursive: true });
     const store = this.store,
       writer = this.writer;

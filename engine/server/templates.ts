@@ -9,8 +9,9 @@ import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { episodeToRecord, recordExtras, signalSettings } from '../experiment/store-sink';
-import { memoryLimitHits } from '../experiment/sinks';
-import type { RunTemplate } from './runs';
+import { JsonlSink, memoryLimitHits } from '../experiment/sinks';
+import type { JobContext, RunTemplate } from './runs';
+import type { ExperimentConfig } from '../config/experiment';
 import type { EngineServer } from './server';
 
 interface TemplateSpec {
@@ -110,63 +111,98 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
       check(config);
     },
     async run(ctx) {
-      const { runExperiment } = await import('../experiment/runner');
-      const { openTaskSession, decoderFor } = await import('../experiment/open');
       const { hasUserFiles } = await import('../config/experiment');
       const { cfg } = check(ctx.config);
-      const decode = decoderFor(cfg);
-      const session = await openTaskSession(cfg);
-      if (hasUserFiles(cfg))
-        ctx.log(
-          `environment: format ${cfg.environment.format}; tools ${cfg.environment.tools.map((f) => f.slice((workspace ?? '').length + 1)).join(', ') || '(built-in)'}; reward ${cfg.environment.reward ? cfg.environment.reward.slice((workspace ?? '').length + 1) : '(built-in exact match)'}`,
-        );
-      for (const w of session.warnings ?? []) ctx.log(`warning: ${w}`);
-      const host = session.takeLogs ? { takeLogs: () => session.takeLogs!() } : undefined;
-      ctx.log(`training ${cfg.task.kind} for ${cfg.steps} steps (${cfg.algorithm.adv_estimator}, backend ${cfg.backend})`);
-      try {
-        // Completed when every step ran, even if a stop arrived during the last one.
-        return await runExperiment(cfg, {
-          runDir: ctx.runDir,
-          session,
-          resume: ctx.resume,
-          signal: ctx.signal,
-          beforeStep: () => ctx.checkpointPause(),
-          sink: {
-            metrics: (step, values) => {
-              // Lines come prefixed by their source (sandbox: / mcp:).
-              for (const line of host?.takeLogs() ?? []) ctx.log(line);
-              ctx.metric(step, values);
-            },
-            truncateAfter: (step) => ctx.truncateAfter(step),
-            trajectories: (step, episodes, advantages, extra) => {
-              // Tool calls the sandbox cut off at its memory limit: the run's log says so.
-              const hits = memoryLimitHits(episodes);
-              if (hits.length)
-                ctx.log(
-                  `step ${step}: ${hits.length} tool call(s) exceeded the sandbox memory limit (${[...new Set(hits.map((h) => h.name))].join(', ')}): ${hits[0]!.error}`,
-                  'warn',
-                );
-              ctx.trajectories(
-                step,
-                episodes.map((e) => episodeToRecord(step, e, advantages.get(e), decode, recordExtras(e, extra, signalSettings(cfg)))),
-                { full: step % cfg.logging.full_trajectories_every === 0 },
-              );
-            },
-            event: (kind, payload) => {
-              if (kind === 'checkpoint' && typeof payload.step === 'number' && typeof payload.dir === 'string') ctx.checkpoint(payload.step, payload.dir);
-              else {
-                // The checkpoint a resume continues from gets its row even if a kill came between its folder and its row.
-                if (kind === 'resumed' && typeof payload.fromStep === 'number' && typeof payload.checkpoint === 'string')
-                  ctx.checkpoint(payload.fromStep, payload.checkpoint);
-                ctx.log(`${kind}: ${JSON.stringify(payload)}`);
-              }
-            },
-          },
-          onPhase: (phase, total) => ctx.log(`phase ${phase} (${total})`),
-        });
-      } finally {
-        await session.close();
-      }
+      const intro = hasUserFiles(cfg)
+        ? `environment: format ${cfg.environment.format}; tools ${cfg.environment.tools.map((f) => f.slice((workspace ?? '').length + 1)).join(', ') || '(built-in)'}; reward ${cfg.environment.reward ? cfg.environment.reward.slice((workspace ?? '').length + 1) : '(built-in exact match)'}`
+        : undefined;
+      return trainingJob(ctx, cfg, { intro });
+    },
+  };
+}
+
+/**
+ * Train (or resume) a validated config as a run manager job: the task session opened as training
+ * opens it, metrics, trajectories, logs and checkpoints to the store; `metricsFile` also appends
+ * to the run folder's metrics.jsonl (as the CLI does for its runs).
+ */
+async function trainingJob(ctx: JobContext, cfg: ExperimentConfig, o: { intro?: string; metricsFile?: boolean } = {}): Promise<{ stopped: boolean }> {
+  const { runExperiment } = await import('../experiment/runner');
+  const { openTaskSession, decoderFor } = await import('../experiment/open');
+  const decode = decoderFor(cfg);
+  const session = await openTaskSession(cfg);
+  if (o.intro) ctx.log(o.intro);
+  for (const w of session.warnings ?? []) ctx.log(`warning: ${w}`);
+  const host = session.takeLogs ? { takeLogs: () => session.takeLogs!() } : undefined;
+  const jsonl = o.metricsFile ? new JsonlSink(ctx.runDir) : undefined;
+  ctx.log(`training ${cfg.task.kind} for ${cfg.steps} steps (${cfg.algorithm.adv_estimator}, backend ${cfg.backend})`);
+  try {
+    // Completed when every step ran, even if a stop arrived during the last one.
+    return await runExperiment(cfg, {
+      runDir: ctx.runDir,
+      session,
+      resume: ctx.resume,
+      signal: ctx.signal,
+      beforeStep: () => ctx.checkpointPause(),
+      sink: {
+        metrics: async (step, values) => {
+          // Lines come prefixed by their source (sandbox: / mcp:).
+          for (const line of host?.takeLogs() ?? []) ctx.log(line);
+          ctx.metric(step, values);
+          await jsonl?.metrics(step, values);
+        },
+        truncateAfter: async (step) => {
+          ctx.truncateAfter(step);
+          await jsonl?.truncateAfter(step);
+        },
+        trajectories: (step, episodes, advantages, extra) => {
+          // Tool calls the sandbox cut off at its memory limit: the run's log says so.
+          const hits = memoryLimitHits(episodes);
+          if (hits.length)
+            ctx.log(
+              `step ${step}: ${hits.length} tool call(s) exceeded the sandbox memory limit (${[...new Set(hits.map((h) => h.name))].join(', ')}): ${hits[0]!.error}`,
+              'warn',
+            );
+          ctx.trajectories(
+            step,
+            episodes.map((e) => episodeToRecord(step, e, advantages.get(e), decode, recordExtras(e, extra, signalSettings(cfg)))),
+            { full: step % cfg.logging.full_trajectories_every === 0 },
+          );
+        },
+        event: (kind, payload) => {
+          if (kind === 'checkpoint' && typeof payload.step === 'number' && typeof payload.dir === 'string') ctx.checkpoint(payload.step, payload.dir);
+          else {
+            // The checkpoint a resume continues from gets its row even if a kill came between its folder and its row.
+            if (kind === 'resumed' && typeof payload.fromStep === 'number' && typeof payload.checkpoint === 'string')
+              ctx.checkpoint(payload.fromStep, payload.checkpoint);
+            ctx.log(`${kind}: ${JSON.stringify(payload)}`);
+          }
+        },
+      },
+      onPhase: (phase, total) => ctx.log(`phase ${phase} (${total})`),
+    });
+  } finally {
+    await session.close();
+  }
+}
+
+/**
+ * The job that resumes a run `arbor train` / `arbor sft` recorded (tag "cli"): its stored config
+ * (validated as `arbor train --resume` reads a run's config.json, plugins loaded first) trained on
+ * from its run folder's last checkpoint. Not a launch-form template: it only continues CLI runs.
+ */
+export function cliResumeJob(): RunTemplate {
+  return {
+    id: 'cli-resume',
+    name: 'Resume a CLI run',
+    schema: {},
+    resumesCliRuns: true,
+    async run(ctx) {
+      const { loadPlugins, validateConfig } = await import('../config/experiment');
+      await loadPlugins(ctx.config, ctx.runDir, `run ${ctx.runId}`);
+      const cfg = validateConfig(ctx.config, { file: `run ${ctx.runId} config`, job: 'stored' });
+      ctx.log(`resumed from the workbench (${ctx.runDir})`);
+      return trainingJob(ctx, cfg, { metricsFile: true });
     },
   };
 }
@@ -221,6 +257,7 @@ export async function builtinTemplates(home?: string): Promise<RunTemplate[]> {
         "`arbor demo`'s experiment (resources/configs/demo.yaml): the built-in multi-hop world, a tiny model, SFT on scripted expert demonstrations, then GRPO with dynamic sampling.",
       example: { ...demoConfig, sft: { ...(demoConfig.sft as object), warm_start: true } },
     }),
+    cliResumeJob(),
   ];
 }
 

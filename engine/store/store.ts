@@ -731,6 +731,13 @@ export class Store {
     }[];
   }
 
+  /** The run folder a CLI run recorded (its 'run-folder' artifact), if any. */
+  runFolder(runId: string): string | undefined {
+    const r = this.db.prepare("SELECT path FROM artifacts WHERE run_id = ? AND kind = 'run-folder' ORDER BY created_at DESC LIMIT 1").get(runId) as
+      { path: string } | undefined;
+    return r?.path;
+  }
+
   addArtifact(runId: string, kind: string, path: string): void {
     this.db.prepare('INSERT INTO artifacts (run_id, kind, path, created_at) VALUES (?,?,?,?)').run(runId, kind, path, Date.now() / 1000);
   }

@@ -89,7 +89,7 @@ export function adaptClient(client: EngineClient, transport: Pick<Transport, 'on
       return client.request('playground.chat', { ...req, chatId }).then(
         (r) => {
           off();
-          return { world: r.world, dataset: r.dataset, reason: r.reason, stopped: r.stopped };
+          return { world: r.world, dataset: r.dataset, format: r.format, tools: r.tools, reason: r.reason, stopped: r.stopped };
         },
         (err: unknown) => {
           off();

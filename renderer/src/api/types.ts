@@ -145,7 +145,15 @@ export interface ArborApi {
   chat(
     req: { checkpoint: string; messages: ChatMessage[]; tools?: string[]; chatId?: string; format?: string; temperature?: number },
     onEvent: (e: ChatEvent) => void,
-  ): Promise<{ world?: number; dataset?: string; format?: string; reason?: string; stopped?: boolean }>;
+  ): Promise<{
+    world?: number;
+    dataset?: string;
+    format?: string;
+    /** The tools the chat offered, each with its source (built-in, the run's tool file, environment.mcp_servers). */
+    tools?: { name: string; source: string }[];
+    reason?: string;
+    stopped?: boolean;
+  }>;
   /** Stop a running chat (it ends with what was generated so far); false if it had already ended. */
   cancelChat(chatId: string): Promise<{ cancelled: boolean }>;
   onEvent(cb: (e: EngineEvent) => void): () => void;

@@ -25,6 +25,8 @@ export interface PlaygroundSlice {
   chatId: string | null;
   /** what the checkpoint's search tool read in the last chat: a world seed or a dataset file */
   chatCorpus: string | null;
+  /** The tools the last chat offered (name and source file), from the run's environment. */
+  chatTools: { name: string; source: string }[];
   /** Tool-call format for the next chat ('' = the run's environment.format). */
   chatFormat: string;
   /** Sampling temperature of the chat (null: the run's eval.temperature). */
@@ -58,6 +60,7 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
     chatting: false,
     chatId: null,
     chatCorpus: null,
+    chatTools: [],
     chatFormat: '',
     setChatFormat: (chatFormat) => set({ chatFormat }),
     chatTemperature: null,
@@ -73,7 +76,7 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
     // Another checkpoint is another model: the conversation (and any live episode) starts over.
     setCheckpoint(checkpointId) {
       if (checkpointId === get().checkpointId) return;
-      set({ checkpointId, transcript: [], chatCorpus: null });
+      set({ checkpointId, transcript: [], chatCorpus: null, chatTools: [] });
       void get().closeLive();
     },
     clearChat: () => set({ transcript: [] }),
@@ -117,6 +120,7 @@ export function createPlaygroundSlice(api: ArborApi, set: Set, get: Get): Playgr
           },
         );
         set({
+          chatTools: r.tools ?? [],
           chatCorpus:
             [r.dataset ? `dataset ${r.dataset}` : r.world !== undefined ? `world seed ${r.world}` : null, r.format ? `format ${r.format}` : null]
               .filter(Boolean)

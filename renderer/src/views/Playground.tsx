@@ -17,6 +17,7 @@ export function PlaygroundView() {
   const runs = useArbor((s) => s.runs);
   const corpus = useArbor((s) => s.chatCorpus);
   const chatFormat = useArbor((s) => s.chatFormat);
+  const chatTools = useArbor((s) => s.chatTools);
   const chatTemperature = useArbor((s) => s.chatTemperature);
   const [mode, setMode] = useState<'chat' | 'step'>('chat');
   const [text, setText] = useState('');
@@ -60,8 +61,23 @@ export function PlaygroundView() {
           Step through
         </button>
         <span className="muted" data-testid="chat-world">
-          the model answers with its tools: search over the corpus of the run that trained it
-          {corpus ? ` (${corpus})` : ' (its held-out world, or its qa dataset)'}, plus the tools of its environment.mcp_servers
+          {chatTools.length ? (
+            <>
+              tools of the run's environment:{' '}
+              {chatTools.map((t, i) => (
+                <span key={t.name} data-testid="chat-tool" title={t.source}>
+                  {i ? ', ' : ''}
+                  <b>{t.name}</b> ({t.source.split('/').pop()})
+                </span>
+              ))}
+              {corpus ? ` · ${corpus}` : ''}
+            </>
+          ) : (
+            <>
+              the model answers with the tools of the run that trained it: search over its corpus
+              {corpus ? ` (${corpus})` : ' (its held-out world, or its qa dataset)'}, or its environment's tool files, plus its environment.mcp_servers
+            </>
+          )}
         </span>
         <span className="grow" />
         <button onClick={() => void a.loadCheckpoints()}>Refresh</button>
