@@ -17,7 +17,8 @@
  */
 import { availableParallelism, loadavg } from 'node:os';
 import { PolicyModel } from '../../engine/model/runtime';
-import { parameterCount, tinyConfig, type ModelConfig } from '../../engine/model/config';
+import { parameterCount } from '../../engine/model/config';
+import { DECODE_MODELS } from './shapes';
 import type { QuantMode } from '../../engine/model/quantize';
 import { rollout } from '../../engine/rollout/engine';
 import { policyDecodeBackend } from '../../engine/rollout/model-backend';
@@ -40,23 +41,6 @@ if (BATCHES.some((b) => !Number.isInteger(b) || b < 1)) throw new Error(`--batch
 const PROMPT = 24,
   NEW = 32;
 const VARIANTS: QuantMode[] = ['none', 'int8', 'int4'];
-
-const MODELS: { name: string; config: ModelConfig }[] = [
-  { name: 'tiny', config: tinyConfig({ vocabSize: 512, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 512, padTokenId: 0 }) },
-  {
-    name: '25M',
-    config: tinyConfig({
-      vocabSize: 8192,
-      hiddenSize: 512,
-      layers: 7,
-      heads: 8,
-      kvHeads: 4,
-      intermediateSize: 1408,
-      maxPositionEmbeddings: 512,
-      padTokenId: 0,
-    }),
-  },
-];
 
 const idTokenizer: TokenizerPort = { encode: (t) => t.split(' ').filter(Boolean).map(Number), decode: (ids) => ids.join(' ') };
 
@@ -106,7 +90,7 @@ const rows: Row[] = [];
 const updates: { model: string; quantize: QuantMode; rebuildMs: number }[] = [];
 const mismatch: { model: string; quantize: QuantMode; meanAbs: number; max: number }[] = [];
 const load0 = loadavg()[0]!;
-for (const { name, config } of MODELS) {
+for (const { name, config } of DECODE_MODELS) {
   if (onlyModels && !onlyModels.includes(name)) continue;
   // One model per variant, the same weights (seed 1).
   const models = new Map(VARIANTS.map((q) => [q, PolicyModel.init(config, 1, { threads, quantize: q })] as const));

@@ -49,7 +49,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PolicyModel } from '../../engine/model/runtime';
-import { parameterCount, tinyConfig, type ModelConfig } from '../../engine/model/config';
+import { parameterCount } from '../../engine/model/config';
+import { DECODE_MODELS } from './shapes';
 import { rollout } from '../../engine/rollout/engine';
 import { policyDecodeBackend, policyRecomputeBackend } from '../../engine/rollout/model-backend';
 import type { DecodeBackend, EpisodeEnv, RolloutTask, TokenizerPort } from '../../engine/rollout/ports';
@@ -89,23 +90,6 @@ const modelsArg = args.indexOf('--models');
 const onlyModels = modelsArg >= 0 ? args[modelsArg + 1]!.split(',') : undefined;
 const PROMPT = 24,
   NEW = 32;
-
-const MODELS: { name: string; config: ModelConfig }[] = [
-  { name: 'tiny', config: tinyConfig({ vocabSize: 512, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 512, padTokenId: 0 }) },
-  {
-    name: '25M',
-    config: tinyConfig({
-      vocabSize: 8192,
-      hiddenSize: 512,
-      layers: 7,
-      heads: 8,
-      kvHeads: 4,
-      intermediateSize: 1408,
-      maxPositionEmbeddings: 512,
-      padTokenId: 0,
-    }),
-  },
-];
 
 /** Token ids as text (the benchmark has no tokenizer; decode is only for display). */
 const idTokenizer: TokenizerPort = {
@@ -430,7 +414,7 @@ const sweepRows: SweepRow[] = [];
 const log = (s: string) => process.stderr.write(s + '\n');
 const torchNote = torchMissing();
 let torchVersion: string | undefined;
-for (const m of MODELS) {
+for (const m of DECODE_MODELS) {
   if (onlyModels && !onlyModels.includes(m.name)) continue;
   const model = PolicyModel.init(m.config, 1, { threads });
   log(`${m.name}: ${(parameterCount(m.config) / 1e6).toFixed(1)}M parameters, ${threads} threads`);
@@ -564,7 +548,7 @@ for (const m of MODELS) {
 
 const speedups = peerOnly
   ? []
-  : MODELS.filter((m) => !onlyModels || onlyModels.includes(m.name)).flatMap((m) =>
+  : DECODE_MODELS.filter((m) => !onlyModels || onlyModels.includes(m.name)).flatMap((m) =>
       [1, 8].map((batch) => {
         const kv = rows.find((r) => r.model === m.name && r.cache === 'kv' && !r.tools && r.batch === batch)!;
         const re = rows.find((r) => r.model === m.name && r.cache === 'recompute' && r.batch === batch)!;

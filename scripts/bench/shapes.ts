@@ -1,5 +1,5 @@
 /** Released models' shapes for the benchmarks (scripts/bench), as their config.json gives them. */
-import type { ModelConfig } from '../../engine/model/config';
+import { tinyConfig, type ModelConfig } from '../../engine/model/config';
 
 /** Published shapes (config.json of the released models; random weights). */
 export const SHAPES: Record<string, ModelConfig> = {
@@ -62,3 +62,21 @@ export const SHAPES: Record<string, ModelConfig> = {
     ropeScaling: { rope_type: 'llama3', factor: 32, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 8192 },
   },
 };
+
+/** The decode benchmarks' two model sizes (bench:rollout, bench:quant): the tiny task model and the 25M shape of issue #29. */
+export const DECODE_MODELS: { name: string; config: ModelConfig }[] = [
+  { name: 'tiny', config: tinyConfig({ vocabSize: 512, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 512, padTokenId: 0 }) },
+  {
+    name: '25M',
+    config: tinyConfig({
+      vocabSize: 8192,
+      hiddenSize: 512,
+      layers: 7,
+      heads: 8,
+      kvHeads: 4,
+      intermediateSize: 1408,
+      maxPositionEmbeddings: 512,
+      padTokenId: 0,
+    }),
+  },
+];
