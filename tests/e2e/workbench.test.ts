@@ -335,7 +335,7 @@ describe('a short real run through every view', () => {
     await page.getByTestId('chat-send').click();
     await page.getByTestId('chat-assistant').first().waitFor({ timeout: 60_000 });
     await expect.poll(() => page.getByTestId('chat-send').innerText(), { timeout: 60_000 }).toBe('Send');
-    expect(await page.getByTestId('chat-world').innerText()).toContain('(world seed 1001)'); // task.eval_seed default
+    expect(await page.getByTestId('chat-world').innerText()).toMatch(/search \(built-in\).*world seed 1001/); // the run's tool; task.eval_seed default
     await reviewShot(page, 'playground');
 
     await page.getByTestId('nav-editor').click();
