@@ -32,6 +32,15 @@ import type { PolicyPort, UpdateStats } from './loop';
 import type { Demo, SftPort } from './sft';
 import { maskedNllLoss } from './sft-loss';
 
+/** A packed [B, T] per-target array as one array per episode aligned with its tokens (position t holds the value for token t; 0 at t = 0). */
+function perEpisode(packed: Float32Array, T: number, episodes: Episode[]): Float32Array[] {
+  return episodes.map((e, b) => {
+    const out = new Float32Array(e.tokens.length);
+    for (let t = 1; t < e.tokens.length; t++) out[t] = packed[b * T + t - 1]!;
+    return out;
+  });
+}
+
 /** The masked-NLL SFT loss as a LossSpec for PolicyModel.trainStep. */
 export const sftLossSpec: LossSpec = {
   key: 'sft-nll',
@@ -70,20 +79,7 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
   async score(episodes: Episode[], weights?: Weights): Promise<{ logprobs: Float32Array[]; entropy: Float32Array[] }> {
     const seqs = episodes.map((e) => Array.from(e.tokens));
     const r = await this.model.score(seqs, { entropy: true, weights });
-    const T = r.batch.length;
-    const logprobs: Float32Array[] = [];
-    const entropy: Float32Array[] = [];
-    episodes.forEach((e, b) => {
-      const lp = new Float32Array(e.tokens.length);
-      const en = new Float32Array(e.tokens.length);
-      for (let t = 1; t < e.tokens.length; t++) {
-        lp[t] = r.logprobs[b * T + t - 1]!;
-        en[t] = r.entropy![b * T + t - 1]!;
-      }
-      logprobs.push(lp);
-      entropy.push(en);
-    });
-    return { logprobs, entropy };
+    return { logprobs: perEpisode(r.logprobs, r.batch.length, episodes), entropy: perEpisode(r.entropy!, r.batch.length, episodes) };
   }
 
   /** A ScorePort on frozen weights (the reference policy for KL). */
@@ -149,13 +145,8 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
       const r = await this.model.trainStep(batch, this.loss, mask, feeds);
       if (args.fresh !== undefined) {
         if (!args.fresh && !r.logprobs) throw new Error('ModelPolicyPort.update: the train step returned no token_logprobs for the per-token signals');
-        const T = batch.length;
-        mb.forEach((e, b) => {
-          if (args.fresh) return signalInputs.push({ e, logprobs: null });
-          const lp = new Float32Array(e.tokens.length);
-          for (let t = 1; t < e.tokens.length; t++) lp[t] = r.logprobs![b * T + t - 1]!;
-          signalInputs.push({ e, logprobs: lp });
-        });
+        const current = args.fresh ? null : perEpisode(r.logprobs!, batch.length, mb);
+        mb.forEach((e, b) => signalInputs.push({ e, logprobs: current ? current[b]! : null }));
       }
       accumulate(acc, r.grads, w);
       st.loss += w * r.loss;
