@@ -65,7 +65,7 @@ export interface PolicyPort extends ScorePort {
     lr: number;
     /**
      * The policy's weights are the ones that scored oldLogprobs (the first mini-batch of the first epoch): the ratio is 1 without a
-     * forward; false: one forward per micro-batch gives the ratio; absent: no per-token signals.
+     * forward; false: the train step's own forward gives the ratio (its token_logprobs output); absent: no per-token signals.
      */
     fresh?: boolean;
   }): Promise<UpdateStats>;
