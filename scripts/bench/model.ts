@@ -13,7 +13,7 @@
  *     forward + backward of the mean NLL, gradients for every weight; no optimizer update), with
  *     the peak RSS after each phase;
  *  3. PyTorch (scripts/bench/model_torch.py, transformers' eager forward in plain torch, same
- *     folder, same ids, OPENBLAS_CORETYPE=SkylakeX): the same phases.
+ *     folder, same ids, OPENBLAS_CORETYPE=SkylakeX where the CPU has AVX-512): the same phases.
  * The last-position logits of the 128-token prefill are compared (relative error), and the table
  * gives Arbor/PyTorch ratios. Times are single runs after a warm-up, on a shared machine.
  */
@@ -39,10 +39,10 @@ import { AdamW } from '../../engine/rl/optimizer';
 import { renderTable } from '../../engine/experiment/report';
 import type { Ops } from '../../engine/tensor/ops';
 import { SHAPES } from './shapes';
+import { hasAvx512, PYTHON } from './torch-peer';
 
 export { SHAPES };
 
-const PYTHON = '/usr/bin/python3';
 const HERE = dirname(fileURLToPath(import.meta.url));
 
 const positive = (flag: string) => (v: string) => {
@@ -530,7 +530,12 @@ async function main(): Promise<void> {
   if (o.torch) {
     log('  PyTorch …');
     const lf = join(dirname(folder), 'torch-logits.f32');
-    const env = { ...process.env, OMP_NUM_THREADS: String(o.threads), OPENBLAS_NUM_THREADS: String(o.threads), OPENBLAS_CORETYPE: 'SkylakeX' };
+    const env = {
+      ...process.env,
+      OMP_NUM_THREADS: String(o.threads),
+      OPENBLAS_NUM_THREADS: String(o.threads),
+      ...(hasAvx512() ? { OPENBLAS_CORETYPE: 'SkylakeX' } : {}),
+    };
     const t = spawnSync(
       PYTHON,
       [join(HERE, 'model_torch.py'), folder, '--threads', String(o.threads), '--steps', String(o.steps), '--logits', lf, ...(o.train ? [] : ['--no-train'])],
@@ -577,7 +582,12 @@ async function main(): Promise<void> {
     if (o.profile) log(al.stderr.trim());
     if (o.torch) {
       log('  PyTorch LoRA step …');
-      const env = { ...process.env, OMP_NUM_THREADS: String(o.threads), OPENBLAS_NUM_THREADS: String(o.threads), OPENBLAS_CORETYPE: 'SkylakeX' };
+      const env = {
+        ...process.env,
+        OMP_NUM_THREADS: String(o.threads),
+        OPENBLAS_NUM_THREADS: String(o.threads),
+        ...(hasAvx512() ? { OPENBLAS_CORETYPE: 'SkylakeX' } : {}),
+      };
       const tl = spawnSync(
         PYTHON,
         [join(HERE, 'model_torch.py'), folder, '--threads', String(o.threads), '--lora-only', '--lora-batch', `${o.loraBatch}x512`],

@@ -21,7 +21,7 @@
  * is missing): the same weights (written once as an HF folder) decoded with plain Llama-form
  * KV-cache decoding (torch.cat cache, multinomial sampling, logprob and entropy recorded) on the
  * no-tools workload, at each thread setting bench:train uses (its threads, OPENBLAS_CORETYPE=
- * SkylakeX, torch 1 + BLAS N threads, OMP_WAIT_POLICY=PASSIVE); the best setting is the ratio's
+ * SkylakeX where the CPU has AVX-512, torch 1 + BLAS N threads, OMP_WAIT_POLICY=PASSIVE: ./torch-peer.ts); the best setting is the ratio's
  * denominator. Arbor and every peer setting alternate, `--reps` times (default 3), so they share
  * the machine's background load; each takes its best repetition.
  *
@@ -43,8 +43,6 @@
  * way back.
  */
 import { availableParallelism, tmpdir } from 'node:os';
-import { spawn, spawnSync } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -58,6 +56,7 @@ import { Rng } from '../../engine/base/rng';
 import { DecodeScheduler } from '../../engine/openai/scheduler';
 import { ModelServer } from '../../engine/openai/server';
 import { measureToolCalls, printToolCallRows } from './tool-calls';
+import { servePeer, torchEnv, torchLabel, torchMissing, torchSettings, type TorchSetting } from './torch-peer';
 
 const args = process.argv.slice(2);
 const json = args.includes('--json');
@@ -302,30 +301,7 @@ async function measureEndpoint(model: PolicyModel, name: string, batch: number, 
   }
 }
 
-const PYTHON = '/usr/bin/python3';
 const TORCH_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'rollout_torch.py');
-
-/** A PyTorch setting, as in bench:train: its intra-op pool, OpenBLAS's pool and core type, OpenMP's wait policy. */
-interface TorchSetting {
-  torchThreads: number;
-  coretype?: string;
-  passive?: boolean;
-}
-const torchLabel = (t: TorchSetting) =>
-  `${t.torchThreads === threads ? `${threads} threads` : `torch ${t.torchThreads} + BLAS ${threads} threads`}, ${t.coretype ? `OPENBLAS_CORETYPE=${t.coretype}` : `OPENBLAS_CORETYPE=${process.env.OPENBLAS_CORETYPE ?? 'unset'}`}${t.passive ? ', OMP_WAIT_POLICY=PASSIVE' : ''}`;
-function torchSettings(): TorchSetting[] {
-  const out: TorchSetting[] = [{ torchThreads: threads }];
-  if (process.env.OPENBLAS_CORETYPE !== 'SkylakeX') out.push({ torchThreads: threads, coretype: 'SkylakeX' });
-  if (threads > 1) out.push({ torchThreads: 1, coretype: 'SkylakeX' }, { torchThreads: threads, coretype: 'SkylakeX', passive: true });
-  return out;
-}
-function torchMissing(): string | undefined {
-  if (noTorch) return 'skipped (--no-torch)';
-  const r = spawnSync(PYTHON, ['-c', 'import torch'], { encoding: 'utf8' });
-  if (r.error) return `${PYTHON} not found (apt-get install -y python3-torch libopenblas0-pthread)`;
-  if (r.status !== 0) return `${PYTHON} has no torch: ${r.stderr.trim().split('\n').pop()}`;
-  return undefined;
-}
 
 interface TorchPeer {
   label: string;
@@ -336,35 +312,21 @@ interface TorchPeer {
 
 /** One rollout_torch.py process in --serve mode: each gen(B) generates NEW tokens for B rows after a PROMPT-token prompt; returns tok/s. */
 async function torchPeer(folder: string, t: TorchSetting, params: number): Promise<TorchPeer> {
-  const env: NodeJS.ProcessEnv = { ...process.env, OMP_NUM_THREADS: String(t.torchThreads), OPENBLAS_NUM_THREADS: String(threads) };
-  if (t.coretype) env.OPENBLAS_CORETYPE = t.coretype;
-  if (t.passive) env.OMP_WAIT_POLICY = 'PASSIVE';
-  const p = spawn(PYTHON, [TORCH_SCRIPT, folder, '--serve', '--threads', String(t.torchThreads), '--prompt', String(PROMPT), '--new', String(NEW)], {
-    env,
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  p.stderr.on('data', (d) => (stderr += d));
-  const lines = createInterface({ input: p.stdout })[Symbol.asyncIterator]();
-  const next = async () => {
-    const r = await lines.next();
-    if (r.done) throw new Error(`rollout_torch.py exited (code ${p.exitCode}): ${stderr}`);
-    return JSON.parse(r.value) as Record<string, unknown>;
-  };
-  const info = (await next()) as { torch: string; params: number };
+  const p = await servePeer(
+    TORCH_SCRIPT,
+    [folder, '--serve', '--threads', String(t.torchThreads), '--prompt', String(PROMPT), '--new', String(NEW)],
+    torchEnv(t, threads),
+  );
+  const info = p.ready as { torch: string; params: number };
   if (info.params !== params) throw new Error(`rollout_torch.py built ${info.params} parameters, Arbor's config has ${params}`);
   return {
-    label: torchLabel(t),
+    label: torchLabel(t, threads),
     version: info.torch,
     async gen(batch) {
-      p.stdin.write(`${batch}\n`);
-      const r = (await next()) as { seconds: number; tokens: number };
+      const r = (await p.request(String(batch))) as { seconds: number; tokens: number };
       return r.tokens / r.seconds;
     },
-    async close() {
-      p.stdin.end();
-      await new Promise((res) => (p.exitCode !== null ? res(null) : p.once('exit', res)));
-    },
+    close: () => p.close(),
   };
 }
 
@@ -412,7 +374,7 @@ interface SweepRow {
 const sweepRows: SweepRow[] = [];
 // Progress goes to stderr in both modes (stdout holds the table or the JSON).
 const log = (s: string) => process.stderr.write(s + '\n');
-const torchNote = torchMissing();
+const torchNote = noTorch ? 'skipped (--no-torch)' : torchMissing();
 let torchVersion: string | undefined;
 for (const m of DECODE_MODELS) {
   if (onlyModels && !onlyModels.includes(m.name)) continue;
@@ -423,7 +385,7 @@ for (const m of DECODE_MODELS) {
   try {
     if (!torchNote) {
       model.save(folder);
-      for (const t of torchSettings()) peers.push(await torchPeer(folder, t, parameterCount(m.config)));
+      for (const t of torchSettings(threads)) peers.push(await torchPeer(folder, t, parameterCount(m.config)));
       torchVersion = peers[0]?.version;
       for (const p of peers) await p.gen(2); // warm-up
     }

@@ -14,8 +14,8 @@
  * unset ones from the first). `--kv-heads` defaults to `--heads`, `--ffn` to 8D/3 rounded up to
  * a multiple of 32.
  *
- * PyTorch is always shown at its best settings: this machine's environment sets
- * OPENBLAS_CORETYPE=Haswell while SkylakeX runs its GEMM ~2× faster, and its 2-thread intra-op
+ * PyTorch is always shown at its best settings (./torch-peer.ts): on an AVX-512 machine OpenBLAS's
+ * SkylakeX kernels run its GEMM ~2× faster than the core type it detects, and its 2-thread intra-op
  * pool stalls unless OMP_NUM_THREADS=1 (with an N-thread OpenBLAS) or OMP_WAIT_POLICY=PASSIVE.
  * So it runs in each of those settings and the ratio is taken against the fastest.
  *
@@ -33,8 +33,7 @@
  * `--profile [dir]` runs the ORT step again under ONNX Runtime's profiler and prints where the
  * time goes per op type (kernel time per step), plus the ten costliest nodes.
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { createInterface } from 'node:readline';
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
@@ -50,6 +49,7 @@ import { OrtRunner } from '../../engine/tensor/ort';
 import { traceGraph } from '../../engine/tensor/graph';
 import { Rng } from '../../engine/base/rng';
 import type { Ops } from '../../engine/tensor/ops';
+import { servePeer, torchEnv, torchLabel, torchMissing, torchSettings, type TorchSetting, PYTHON } from './torch-peer';
 
 const positive = (flag: string) => (v: string) => {
   const n = Number(v);
@@ -227,67 +227,25 @@ async function arborImpl(
 }
 
 const TORCH_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'train_torch.py');
-const PYTHON = '/usr/bin/python3';
-
-/** A PyTorch setting: its intra-op pool, OpenBLAS's pool and core type, and OpenMP's wait policy. */
-interface TorchSetting {
-  torchThreads: number;
-  coretype?: string;
-  passive?: boolean;
-}
-const torchLabel = (t: TorchSetting) =>
-  `${t.torchThreads === THREADS ? `${THREADS} threads` : `torch ${t.torchThreads} + BLAS ${THREADS} threads`}, ${t.coretype ?? `OPENBLAS_CORETYPE=${process.env.OPENBLAS_CORETYPE ?? 'unset'}`}${t.passive ? ', OMP_WAIT_POLICY=PASSIVE' : ''}`;
-const torchEnv = (t: TorchSetting): NodeJS.ProcessEnv => {
-  const env: NodeJS.ProcessEnv = { ...process.env, OMP_NUM_THREADS: String(t.torchThreads), OPENBLAS_NUM_THREADS: String(THREADS) };
-  if (t.coretype) env.OPENBLAS_CORETYPE = t.coretype;
-  if (t.passive) env.OMP_WAIT_POLICY = 'PASSIVE';
-  return env;
-};
-function torchSettings(): TorchSetting[] {
-  const out: TorchSetting[] = [{ torchThreads: THREADS }];
-  if (process.env.OPENBLAS_CORETYPE !== 'SkylakeX') out.push({ torchThreads: THREADS, coretype: 'SkylakeX' });
-  if (THREADS > 1) out.push({ torchThreads: 1, coretype: 'SkylakeX' }, { torchThreads: THREADS, coretype: 'SkylakeX', passive: true });
-  return out;
-}
-
-/** Whether /usr/bin/python3 can import torch (the peer is skipped with this note otherwise). */
-function torchMissing(): string | undefined {
-  const r = spawnSync(PYTHON, ['-c', 'import torch'], { encoding: 'utf8' });
-  if (r.error) return `${PYTHON} not found (apt-get install -y python3-torch libopenblas0-pthread)`;
-  if (r.status !== 0) return `${PYTHON} has no torch (apt-get install -y python3-torch libopenblas0-pthread): ${r.stderr.trim().split('\n').pop()}`;
-  return undefined;
-}
-
 async function torchImpl(cfg: ModelConfig, s: Size, folder: string, t: TorchSetting): Promise<Impl> {
-  const p = spawn(PYTHON, [TORCH_SCRIPT, folder, '--serve', '--threads', String(t.torchThreads), '--lr', String(LR), '--weight-decay', String(WD)], {
-    env: torchEnv(t),
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  p.stderr.on('data', (d) => (stderr += d));
-  const lines = createInterface({ input: p.stdout })[Symbol.asyncIterator]();
-  const next = async () => {
-    const r = await lines.next();
-    if (r.done) throw new Error(`train_torch.py exited (code ${p.exitCode}): ${stderr}`);
-    return JSON.parse(r.value) as Record<string, unknown>;
-  };
-  const info = (await next()) as { torch: string; params: number; tokens_per_step: number };
+  const p = await servePeer(
+    TORCH_SCRIPT,
+    [folder, '--serve', '--threads', String(t.torchThreads), '--lr', String(LR), '--weight-decay', String(WD)],
+    torchEnv(t, THREADS),
+  );
+  const info = p.ready as { torch: string; params: number; tokens_per_step: number };
   if (info.params !== parameterCount(cfg)) throw new Error(`train_torch.py built ${info.params} parameters, Arbor's config has ${parameterCount(cfg)}`);
   if (info.tokens_per_step !== s.B * s.T) throw new Error(`train_torch.py sees ${info.tokens_per_step} tokens per step, expected ${s.B * s.T}`);
   return {
-    impl: `pytorch ${info.torch} (${torchLabel(t)})`,
+    impl: `pytorch ${info.torch} (${torchLabel(t, THREADS)})`,
     kind: 'torch',
     maxSteps: STEPS,
     warmup: WARMUP,
     async step() {
-      p.stdin.write('step\n');
-      const r = (await next()) as { loss: number; seconds: number };
+      const r = (await p.request('step')) as { loss: number; seconds: number };
       return { loss: r.loss, ms: r.seconds * 1000 };
     },
-    async close() {
-      p.stdin.end();
-      await new Promise((res) => (p.exitCode !== null ? res(null) : p.once('exit', res)));
-    },
+    close: () => p.close(),
   };
 }
 
@@ -328,15 +286,15 @@ async function ortGemm(n: number): Promise<GemmRow> {
 
 /** PyTorch's fp32 GEMM ceiling at each setting; the fastest is reported. */
 function torchGemm(n: number): GemmRow[] {
-  return torchSettings().map((t) => {
+  return torchSettings(THREADS).map((t) => {
     const r = spawnSync(PYTHON, [TORCH_SCRIPT, '--gemm', String(n), '--steps', '10', '--threads', String(t.torchThreads)], {
-      env: torchEnv(t),
+      env: torchEnv(t, THREADS),
       encoding: 'utf8',
     });
     if (r.status !== 0) throw new Error(`train_torch.py --gemm failed (code ${r.status}): ${r.stderr}`);
     const o = JSON.parse(r.stdout) as { torch: string; seconds: number[] };
     const med = median(o.seconds) * 1000;
-    return { impl: `pytorch ${o.torch} (${torchLabel(t)})`, n, medianMs: med, gflops: (2 * n ** 3) / (med * 1e6) };
+    return { impl: `pytorch ${o.torch} (${torchLabel(t, THREADS)})`, n, medianMs: med, gflops: (2 * n ** 3) / (med * 1e6) };
   });
 }
 
@@ -430,7 +388,7 @@ for (const s of sizes()) {
     );
     const factories: (() => Promise<Impl>)[] = [() => arborImpl(cfg, seqs, 'ort', STEPS)];
     if (flags.tfjs) factories.push(() => arborImpl(cfg, seqs, 'tfjs', TFJS_STEPS));
-    if (!torchNote) for (const t of torchSettings()) factories.push(() => torchImpl(cfg, s, folder, t));
+    if (!torchNote) for (const t of torchSettings(THREADS)) factories.push(() => torchImpl(cfg, s, folder, t));
     const rec = factories.map(() => ({ impl: '', kind: 'ort' as Impl['kind'], losses: [] as number[], ms: [] as number[], optMs: [] as number[] }));
     const runStep = async (im: Impl, i: number, step: number) => {
       const r = await im.step();
