@@ -19,6 +19,11 @@
  * per block too and the products accumulate in int32 (the fast CPU path: the float-compute path
  * for 8 bits is not available on AVX2 and falls back to dequantizing per call).
  * Measured: `npm run bench:quant-matmul` (operators) and `npm run bench:quant` (rollouts); docs/areas/train.md.
+ *
+ * The same proxy with `bits: 32` bakes float32 weights into the decode session (PolicyModel
+ * option `bakeDecodeWeights`): each planned W becomes an initializer holding Wᵀ [K, N] read by a
+ * plain MatMul, which ORT pre-packs once for its GEMM instead of packing the weight operand on
+ * every call (`npm run bench:rollout -- --baseline inputs` measures the two side by side).
  */
 import type { DType, Ops, Shape } from '../tensor/ops';
 import type { GNode, GraphOps } from '../tensor/graph';
@@ -122,6 +127,23 @@ export function quantizedWeightNames(c: ModelConfig): string[] {
   return out;
 }
 
+/** Name of a baked float32 weight's initializer (Wᵀ, [K, N]). */
+export const bakedName = (weight: string) => `${weight}::wT`;
+
+/** Wᵀ [K, N] of W [N, K] (row-major). */
+export function transposeWeight(w: Float32Array, N: number, K: number): Float32Array {
+  const out = new Float32Array(N * K);
+  for (let n = 0; n < N; n++) for (let k = 0; k < K; k++) out[k * N + n] = w[n * K + k]!;
+  return out;
+}
+
+/** The ONNX initializers of baked float32 weights (each Wᵀ [K, N]), by the names the MatMul nodes read. */
+export function bakedInitializers(mats: Map<string, { N: number; K: number; wT: Float32Array }>): Record<string, OnnxInitializer> {
+  const out: Record<string, OnnxInitializer> = {};
+  for (const [name, m] of mats) out[bakedName(name)] = { dataType: 1, dims: [m.K, m.N], raw: new Uint8Array(m.wT.buffer, m.wT.byteOffset, m.wT.byteLength) };
+  return out;
+}
+
 /** Names of a quantized weight's two initializers in the ONNX model. */
 export const codesName = (weight: string) => `${weight}::qcodes`;
 export const scalesName = (weight: string) => `${weight}::qscales`;
@@ -141,9 +163,10 @@ export function quantizedInitializers(mats: Map<string, QuantizedMatrix>): Recor
  * The op set of the graph recorder with every `matmul(x, transpose(W, [1, 0]))` of a weight input
  * named in `plan` recorded as a MatMulNBits node (engine/tensor/onnx.ts lowers it; its codes and
  * scales are the session's initializers, see quantizedInitializers). Any other use of such a
- * transpose has no lowering and fails the export, naming the op.
+ * transpose has no lowering and fails the export, naming the op. A weight planned with `bits: 32`
+ * instead reads its float32 Wᵀ initializer (bakedInitializers) through an ordinary matmul.
  */
-export function quantizedOps(o: Ops<GNode>, plan: Map<string, { bits: 4 | 8; blockSize: number }>): Ops<GNode> {
+export function quantizedOps(o: Ops<GNode>, plan: Map<string, { bits: 4 | 8 | 32; blockSize: number }>): Ops<GNode> {
   const g = o as GraphOps;
   const planned = (x: GNode) => x.op === 'input' && plan.has(x.attrs.name as string);
   return new Proxy(o, {
@@ -152,13 +175,14 @@ export function quantizedOps(o: Ops<GNode>, plan: Map<string, { bits: 4 | 8; blo
         return (x: GNode, perm: number[]) => {
           if (!planned(x) || perm.length !== 2 || perm[0] !== 1) return target.transpose(x, perm);
           const [N, K] = x.shape;
+          if (plan.get(x.attrs.name as string)!.bits === 32) return g.record('initializer', [], { name: bakedName(x.attrs.name as string) }, x.dtype, [K!, N!]);
           return g.record('quantWeightT', [x], { weight: x.attrs.name }, x.dtype, [K!, N!]);
         };
       if (key === 'matmul')
         return (a: GNode, b: GNode) => {
           if (b.op !== 'quantWeightT') return target.matmul(a, b);
           const name = b.attrs.weight as string;
-          const { bits, blockSize } = plan.get(name)!;
+          const { bits, blockSize } = plan.get(name)! as { bits: 4 | 8; blockSize: number };
           const [K, N] = b.shape as number[];
           const k = a.shape[a.shape.length - 1];
           if (typeof k === 'number' && k !== K) throw new Error(`matmul: inner dims differ: [${a.shape}] x quantized ${name} [${K}, ${N}]`);

@@ -35,7 +35,7 @@ import {
 } from './graphs';
 import { adapterShapes, initAdapters, type LoraSpec } from './lora';
 import { recomputedBlocks } from './transformer';
-import { toOnnx } from '../tensor/onnx';
+import { toOnnx, type OnnxInitializer } from '../tensor/onnx';
 import {
   QUANT_BITS,
   QUANT_BLOCK,
@@ -43,6 +43,8 @@ import {
   quantizedInitializers,
   quantizedOps,
   quantizedWeightNames,
+  bakedInitializers,
+  transposeWeight,
   type QuantMode,
   type QuantizedMatrix,
 } from './quantize';
@@ -100,6 +102,14 @@ export interface PolicyModelOptions {
    * the other decode sessions stay float32. ORT backend on the CPU provider only. Default 'none'.
    */
   quantize?: QuantMode;
+  /**
+   * Float32 decode sessions on the CPU provider hold the linear weights as initializers (Wᵀ, which
+   * ORT pre-packs once) instead of taking them as inputs on every call; the session is rebuilt in
+   * place when the weights change (as the quantized one is). Default: on for ORT on the CPU
+   * (measured faster per decode step at every batch: docs/BENCHMARKS.md, "Baked decode weights");
+   * WebGPU sessions keep their device-resident weight inputs.
+   */
+  bakeDecodeWeights?: boolean;
 }
 
 /** Arbor's own state saved next to a PEFT adapter (the dropout mask counter, so a resume draws the same masks). */
@@ -345,7 +355,9 @@ export class PolicyModel {
       const w = worker ?? (this.ortWorker ??= OrtWorker.create());
       // Train and score graphs without ORT's memory pattern: its per-shape block would sit beside the arena's chunks (RunnerOptions.memPattern).
       const memPattern = !(key.startsWith('train') || key.startsWith('score'));
-      r = OrtRunner.create(build(), { threads, providers: this.opts.providers, profilePrefix, worker: w, memPattern, outputLocation });
+      // Decode sessions' pool threads sleep between ops (RunnerOptions.spin): the engine's thread needs a core after every call.
+      const spin = key.startsWith('decode') ? false : undefined;
+      r = OrtRunner.create(build(), { threads, providers: this.opts.providers, profilePrefix, worker: w, memPattern, outputLocation, spin });
       this.runners.set(key, r);
     }
     return r;
@@ -387,7 +399,8 @@ export class PolicyModel {
       throw new Error(
         `rollout.quantize "${this.quantizeMode}": quantized decoding runs on the CPU provider (MatMulNBits pre-packed for the CPU), not on WebGPU`,
       );
-    if (q) return this.quantizedRunner(shard, threads);
+    if (q) return this.bakedRunner(QUANT_BITS[this.quantizeMode as Exclude<QuantMode, 'none'>], shard, threads);
+    if (this.bakesDecode) return this.bakedRunner(32, shard, threads);
     const build = () => traceGraph(decodeInputSpecs(c, this.lora), decodeProgram(c, this.lora));
     if (this.onDevice) {
       // WebGPU: the KV cache and the logits stay on the device (engine/rollout/worker-kv.ts reads
@@ -421,6 +434,11 @@ export class PolicyModel {
     return r;
   };
 
+  /** Whether float32 decode sessions bake the linear weights in (option bakeDecodeWeights; CPU provider only). */
+  get bakesDecode(): boolean {
+    return this.backend === 'ort' && !this.onDevice && (this.opts.bakeDecodeWeights ?? true);
+  }
+
   /** The model's `quantize` option ('none' when not given). */
   get quantizeMode(): QuantMode {
     return this.opts.quantize ?? 'none';
@@ -431,8 +449,8 @@ export class PolicyModel {
     return this.lora ? this.fullVersion : this.weightsVersion;
   }
   private quantCache: { version: number; mats: Map<string, QuantizedMatrix> } | null = null;
-  /** Per quantized runner key: the weight version its session holds, and its pending rebuild. */
-  private quantBuilt = new Map<string, { version: number; pending: Promise<void> }>();
+  /** Per baked runner key: the weight version its session holds, and its pending rebuild. */
+  private bakedBuilt = new Map<string, { version: number; pending: Promise<void> }>();
 
   /** The quantized copy of the current weights (./quantize.ts), computed once per weight version. */
   quantizedWeights(): Map<string, QuantizedMatrix> {
@@ -451,27 +469,54 @@ export class PolicyModel {
     return mats;
   }
 
+  /** The linear weights transposed for a baked float32 decode session (not kept: ORT holds the baked copy). */
+  private bakedWeights(): Map<string, { N: number; K: number; wT: Float32Array }> {
+    const src = this.lora ? this.baseWeights() : this.weights;
+    const shapes = weightShapes(this.config);
+    const mats = new Map<string, { N: number; K: number; wT: Float32Array }>();
+    for (const name of quantizedWeightNames(this.config)) {
+      const [N, K] = shapes[name]!;
+      mats.set(name, { N: N!, K: K!, wT: transposeWeight(src.get(name)!, N!, K!) });
+    }
+    return mats;
+  }
+
   /** The quantized decode program as an ONNX model: MatMulNBits nodes over initializers holding the current weights' codes. */
   quantizedDecodeModel(): Uint8Array {
+    return this.bakedDecodeModel(QUANT_BITS[this.quantizeMode as Exclude<QuantMode, 'none'>]);
+  }
+
+  /** The decode program with the linear weights baked in: quantized codes (bits 8 / 4) or float32 Wᵀ (bits 32). */
+  private bakedDecodeModel(bits: 4 | 8 | 32): Uint8Array {
     const c = this.config;
-    const mats = this.quantizedWeights();
-    const plan = new Map([...mats].map(([n, m]) => [n, { bits: m.bits, blockSize: m.blockSize }] as const));
+    let plan: Map<string, { bits: 4 | 8 | 32; blockSize: number }>;
+    let initializers: Record<string, OnnxInitializer>;
+    if (bits === 32) {
+      const mats = this.bakedWeights();
+      plan = new Map([...mats.keys()].map((n) => [n, { bits: 32, blockSize: 0 }] as const));
+      initializers = bakedInitializers(mats);
+    } else {
+      const mats = this.quantizedWeights();
+      plan = new Map([...mats].map(([n, m]) => [n, { bits: m.bits, blockSize: m.blockSize }] as const));
+      initializers = quantizedInitializers(mats);
+    }
     const program = decodeProgram(c, this.lora);
     const g = traceGraph(decodeInputSpecs(c, this.lora), (o, x) => program(quantizedOps(o, plan), x));
-    return toOnnx(g, { initializers: quantizedInitializers(mats) });
+    return toOnnx(g, { initializers });
   }
 
   /**
-   * A quantized decode session (shard 0 in the model's worker, others in their own), rebuilt in
-   * place (OrtRunner.reload: the KV cache host bound to it keeps its slots) when the weights
-   * changed since it was built. Its float32 inputs (embeddings, norms, adapters) are the worker's
-   * persistent feeds, as for the float32 session.
+   * A decode session with the linear weights baked in (quantized: rollout.quantize; float32:
+   * bakeDecodeWeights), shard 0 in the model's worker, others in their own, rebuilt in place
+   * (OrtRunner.reload: the KV cache host bound to it keeps its slots) when the weights changed
+   * since it was built. Its other inputs (embeddings, norms, adapters) are the worker's persistent
+   * feeds, as for the session with weight inputs.
    */
-  private async quantizedRunner(shard: number, threads?: number): Promise<OrtRunner> {
-    const key = `decode#q${shard}:${threads ?? ''}`;
+  private async bakedRunner(bits: 4 | 8 | 32, shard: number, threads?: number): Promise<OrtRunner> {
+    const key = bits === 32 ? `decode#w${shard}:${threads ?? ''}` : `decode#q${shard}:${threads ?? ''}`;
     const build = () => {
-      this.quantBuilt.set(key, { version: this.quantVersion(), pending: Promise.resolve() });
-      return this.quantizedDecodeModel();
+      this.bakedBuilt.set(key, { version: this.quantVersion(), pending: Promise.resolve() });
+      return this.bakedDecodeModel(bits);
     };
     let r: OrtRunner;
     if (shard === 0) {
@@ -490,11 +535,11 @@ export class PolicyModel {
         sw.sent = this.weightsVersion;
       }
     }
-    const b = this.quantBuilt.get(key)!;
+    const b = this.bakedBuilt.get(key)!;
     const v = this.quantVersion();
     if (b.version !== v) {
       b.version = v;
-      b.pending = b.pending.then(() => r.reload(this.quantizedDecodeModel()));
+      b.pending = b.pending.then(() => r.reload(this.bakedDecodeModel(bits)));
     }
     await b.pending;
     return r;
@@ -601,8 +646,8 @@ export class PolicyModel {
     const program = decodeProgram(c, this.lora);
     this.decodeBuildMs += performance.now() - t0;
     const out =
-      quantized && this.quantizeMode !== 'none'
-        ? await (await this.decodeRunner(0, undefined, true)).run(feeds)
+      (quantized && this.quantizeMode !== 'none') || this.bakesDecode
+        ? await (await this.decodeRunner(0, undefined, quantized)).run(feeds)
         : await this.run('decode', () => traceGraph(decodeInputSpecs(c, this.lora), program), program as TfProgram, feeds);
     return {
       logits: out.logits.data as Float32Array,

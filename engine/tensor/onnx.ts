@@ -53,8 +53,8 @@ export interface OnnxOptions {
   webgpu?: boolean;
   /**
    * Constant tensors of the model by name (raw little-endian bytes; ONNX TensorProto data types):
-   * what `matmulNBits` nodes read (engine/model/quantize.ts: quantized decode weights). ORT
-   * pre-packs constant weights, so these are not graph inputs.
+   * what `matmulNBits` and `initializer` nodes read (engine/model/quantize.ts: quantized or baked
+   * decode weights). ORT pre-packs constant weights, so these are not graph inputs.
    */
   initializers?: Record<string, OnnxInitializer>;
 }
@@ -74,7 +74,7 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
   let tmp = 0;
   let contrib = false;
   const fresh = (p: string) => `${p}_${tmp++}`;
-  const name = (n: GNode) => (n.op === 'input' ? (n.attrs.name as string) : `n${n.id}`);
+  const name = (n: GNode) => (n.op === 'input' || n.op === 'initializer' ? (n.attrs.name as string) : `n${n.id}`);
 
   const emit = (op: string, inputs: string[], attrs: Attr[] = [], out?: string): string => {
     const o = out ?? fresh(op);
@@ -360,6 +360,10 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
         emit('Pad', [g, pads], [], out);
         break;
       }
+      case 'initializer':
+        // A constant of OnnxOptions.initializers, read by name (engine/model/quantize.ts: baked float32 weights).
+        if (!opts.initializers?.[a.name as string]) throw new Error(`onnx: initializer '${a.name}' is read but OnnxOptions.initializers does not hold it`);
+        break;
       case 'matmulNBits': {
         // com.microsoft.MatMulNBits: A [..., K] times dequantized B [N, K]ᵀ; B and its scales are initializers.
         for (const t of [a.codes, a.scales] as string[])

@@ -40,6 +40,13 @@ export interface RunnerOptions {
    * at 4 × 512, docs/BENCHMARKS.md); `false` lets every run reuse the arena's chunks instead.
    */
   memPattern?: boolean;
+  /**
+   * ORT's intra-op threads spin-wait for the next op after each one (default true). `false` lets
+   * them sleep: for decode sessions, whose worker hands each call's result back to the engine's
+   * thread, spinning pool threads held the cores that thread needed (bench:rollout at 25M batch 8,
+   * 2 threads: 400 → 518 tok/s with spinning off; docs/BENCHMARKS.md "Baked decode weights").
+   */
+  spin?: boolean;
   /** Per-output location (WebGPU): 'gpu-buffer' outputs stay on the device (read them only in a worker handler). */
   outputLocation?: Record<string, 'cpu' | 'gpu-buffer'>;
 }
@@ -71,6 +78,7 @@ export function sessionOptions(opts: RunnerOptions): InferenceSession.SessionOpt
     profileFilePrefix: opts.profilePrefix,
     ...(opts.memPattern === false ? { enableMemPattern: false } : {}),
     ...(opts.outputLocation ? { preferredOutputLocation: opts.outputLocation } : {}),
+    ...(opts.spin === false ? { extra: { session: { intra_op: { allow_spinning: '0' } } } } : {}),
   };
 }
 

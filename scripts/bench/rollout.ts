@@ -1,5 +1,5 @@
 /**
- * `npm run bench:rollout -- [--json] [--quick] [--threads N] [--reps N] [--no-torch] [--peer-only] [--models tiny,25M] [--baseline one|host|step1] [--decode-steps N] [--short-turns] [--sweep-steps 1,4,8,16]`
+ * `npm run bench:rollout -- [--json] [--quick] [--threads N] [--reps N] [--no-torch] [--peer-only] [--models tiny,25M] [--baseline one|host|step1|inputs] [--decode-steps N] [--short-turns] [--sweep-steps 1,4,8,16]`
  *
  * Generated tokens/s of the rollout engine on the ORT KV-cache decode graph (PolicyModel.decode
  * behind KvSlotBackend), at batch 1, 8 and 64, for a tiny model and a ~25M-parameter model,
@@ -29,7 +29,9 @@
  * decode session using every thread (the default before data-parallel decode sessions, see
  * engine/rollout/model-backend.ts decodeShards); `host` = the KV cache on the engine's thread;
  * `step1` = the default path with one decode step per worker message (RolloutOptions.decodeSteps
- * 1; the default runs up to DECODE_STEPS, or `--decode-steps N`, per message). `--short-turns`
+ * 1; the default runs up to DECODE_STEPS, or `--decode-steps N`, per message); `inputs` = the
+ * linear weights as session inputs on every call (PolicyModel bakeDecodeWeights false) instead of
+ * baked into the session for ORT to pre-pack. `--short-turns`
  * adds a demo-like workload (three tool turns that stop tokens, every fifth id, end after ~5
  * tokens) measured with several steps per call and with one, alternating. `--sweep-steps 1,4,8,16`
  * compares caps of steps per call on the no-tools workload with 4 batches' worth of sequences per
@@ -76,10 +78,21 @@ const SWEEP = sweepArg >= 0 ? args[sweepArg + 1]!.split(',').map(Number) : [];
 if (SWEEP.some((k) => !Number.isInteger(k) || k < 1)) throw new Error(`--sweep-steps must be integers ≥ 1 (got ${args[sweepArg + 1]})`);
 const peerOnly = args.includes('--peer-only');
 const baselineArg = args.indexOf('--baseline');
-/** The previous decode path measured next to the current one: 'one' = one decode session using every thread (before data-parallel shards), 'host' = the KV cache on the engine's thread, 'step1' = one decode step per worker message. */
-const BASELINE = (baselineArg >= 0 ? args[baselineArg + 1] : 'one') as 'one' | 'host' | 'step1';
-if (BASELINE !== 'one' && BASELINE !== 'host' && BASELINE !== 'step1')
-  throw new Error(`--baseline must be 'one', 'host' or 'step1' (got ${args[baselineArg + 1]})`);
+/**
+ * The previous decode paths that can be measured next to the current one: 'one' = one decode
+ * session using every thread (before data-parallel shards), 'host' = the KV cache on the engine's
+ * thread, 'step1' = one decode step per worker message, 'inputs' = the linear weights fed as
+ * session inputs on every call instead of baked in (PolicyModel bakeDecodeWeights false).
+ */
+const BASELINES = {
+  one: { label: 'arbor one session', column: 'one-session', cache: 'kv-one' },
+  host: { label: 'arbor host cache', column: 'host-cache', cache: 'kv-host' },
+  step1: { label: 'arbor one step per call', column: 'one-step', cache: 'kv-step1' },
+  inputs: { label: 'arbor weight inputs', column: 'weight-inputs', cache: 'kv' },
+} as const;
+type Baseline = keyof typeof BASELINES;
+const BASELINE = (baselineArg >= 0 ? args[baselineArg + 1] : 'one') as Baseline;
+if (!(BASELINE in BASELINES)) throw new Error(`--baseline must be one of ${Object.keys(BASELINES).join(', ')} (got ${args[baselineArg + 1]})`);
 const stepsArg = args.indexOf('--decode-steps');
 /** Most decode steps per worker message on the measured path (undefined: the engine's default, DECODE_STEPS). */
 const DECODE_STEPS_ARG = stepsArg >= 0 ? Number(args[stepsArg + 1]) : undefined;
@@ -335,7 +348,7 @@ interface PeerRow {
   batch: number;
   arborTokensPerSecond: number;
   /** The previous decode path (--baseline: 'one' = one decode session with every thread; 'host' = KV cache on the engine's thread, JS sampling; 'step1' = one decode step per worker message). */
-  baseline: 'one' | 'host' | 'step1';
+  baseline: Baseline;
   baselineTokensPerSecond?: number;
   torchTokensPerSecond?: number;
   torchSetting?: string;
@@ -379,6 +392,8 @@ let torchVersion: string | undefined;
 for (const m of DECODE_MODELS) {
   if (onlyModels && !onlyModels.includes(m.name)) continue;
   const model = PolicyModel.init(m.config, 1, { threads });
+  /** The same weights with the decode session taking them as inputs (`--baseline inputs`). */
+  const inputsModel = BASELINE === 'inputs' ? PolicyModel.init(m.config, 1, { threads, bakeDecodeWeights: false }) : undefined;
   log(`${m.name}: ${(parameterCount(m.config) / 1e6).toFixed(1)}M parameters, ${threads} threads`);
   const folder = mkdtempSync(join(tmpdir(), 'arbor-bench-rollout-'));
   const peers: TorchPeer[] = [];
@@ -391,7 +406,7 @@ for (const m of DECODE_MODELS) {
     }
     for (const batch of [1, 8, 64]) {
       const seqs = batch === 1 ? 4 : batch;
-      const baseName = BASELINE === 'one' ? 'arbor one session' : BASELINE === 'step1' ? 'arbor one step per call' : 'arbor host cache';
+      const baseName = BASELINES[BASELINE].label;
       const reps: Record<string, number[]> = { arbor: [], [baseName]: [] };
       let best: Row | undefined;
       let bestHost: Row | undefined;
@@ -399,7 +414,7 @@ for (const m of DECODE_MODELS) {
         const a = await measure(model, m.name, batch, false, 'kv', seqs);
         reps.arbor!.push(a.tokensPerSecond);
         if (!best || a.tokensPerSecond > best.tokensPerSecond) best = a;
-        const h = await measure(model, m.name, batch, false, BASELINE === 'one' ? 'kv-one' : BASELINE === 'step1' ? 'kv-step1' : 'kv-host', seqs);
+        const h = await measure(BASELINE === 'inputs' ? inputsModel! : model, m.name, batch, false, BASELINES[BASELINE].cache, seqs);
         reps[baseName]!.push(h.tokensPerSecond);
         if (!bestHost || h.tokensPerSecond > bestHost.tokensPerSecond) bestHost = h;
         for (const p of peers) (reps[p.label] ??= []).push(await p.gen(batch));
@@ -505,6 +520,7 @@ for (const m of DECODE_MODELS) {
     for (const p of peers) await p.close();
     rmSync(folder, { recursive: true, force: true });
     await model.dispose();
+    await inputsModel?.dispose();
   }
 }
 
@@ -547,7 +563,7 @@ else {
     `\nArbor vs PyTorch KV-cache decoding (${PROMPT}-token prompt, ${NEW} new tokens, T=1, no stops; ${threads} threads; best of ${REPS} alternating repetitions)`,
   );
   if (torchNote) console.log(`PyTorch peer: ${torchNote}`);
-  const bl = BASELINE === 'one' ? 'one-session' : BASELINE === 'step1' ? 'one-step' : 'host-cache';
+  const bl = BASELINES[BASELINE].column;
   console.log(`model  batch  arbor tok/s  ${bl.padStart(11)} tok/s  pytorch tok/s  arbor/pytorch  ${bl.padStart(11)}/pytorch  arbor/${bl}  pytorch setting`);
   for (const r of peerRows)
     console.log(
@@ -559,7 +575,7 @@ else {
   console.log('(worker cache: kv pack/unpack happen in the worker and are inside "wrap"; "outs" = worker bookkeeping after the run)');
   console.log('path    model  batch  calls  steps    wall  sample  envwait kvpack kvunpk  rows  build   post  toWkr   wrap ortRun   outs   back  other');
   for (const [path, key] of [
-    [BASELINE === 'one' ? 'one' : BASELINE === 'step1' ? 'step1' : 'host', 'baselineBreakdown'],
+    [BASELINE, 'baselineBreakdown'],
     ['worker', 'breakdown'],
   ] as const)
     for (const r of peerRows) {
