@@ -293,6 +293,14 @@ export interface DecodeVariant {
   sampleBlock?: number;
   /** false: attention as MatMul/Softmax with a Concat of the cache per layer (no fused Attention op). */
   fusedAttention?: boolean;
+  /**
+   * What the graph gives back of the cache: 'present' (default) the extended cache per layer,
+   * present_k_i / present_v_i [B, Hkv, P+T, hd]; 'new' only the new tokens' keys and values,
+   * new_k_i / new_v_i [B, Hkv, T, hd], for a caller that extends its own cache (the worker KV
+   * host on the CPU: fetching the whole present from ORT costs an allocation and a copy of the
+   * cache per step, see engine/rollout/worker-kv.ts).
+   */
+  kvOut?: 'present' | 'new';
 }
 
 /**
@@ -304,7 +312,7 @@ export function decodeProgram(c: ModelConfig, lora?: LoraSpec, variant: DecodeVa
     const o = variant.fuseNorm === false ? ops : fusableOps(ops);
     const w = pickWeights(c, x, lora);
     const past = Array.from({ length: c.numLayers }, (_, i) => ({ k: x[`past_k_${i}`], v: x[`past_v_${i}`] }));
-    const { hidden, present } = transformer(
+    const { hidden, present, fresh } = transformer(
       o,
       c,
       w,
@@ -315,9 +323,9 @@ export function decodeProgram(c: ModelConfig, lora?: LoraSpec, variant: DecodeVa
     const logits = lmHead(o, c, w, last);
     const sampled = sampleHead(o, logits, c.vocabSize, x.sample_u, x.inv_temp, x.greedy, variant.sampleBlock ?? sampleBlock(c.vocabSize));
     const out: Record<string, T> = { logits, token: sampled.token, token_logprob: sampled.logprob, token_entropy: sampled.entropy };
-    present.forEach((p, i) => {
-      out[`present_k_${i}`] = p.k;
-      out[`present_v_${i}`] = p.v;
+    (variant.kvOut === 'new' ? fresh : present).forEach((p, i) => {
+      out[`${variant.kvOut === 'new' ? 'new' : 'present'}_k_${i}`] = p.k;
+      out[`${variant.kvOut === 'new' ? 'new' : 'present'}_v_${i}`] = p.v;
     });
     return out;
   };

@@ -13,7 +13,7 @@ import { withGradients } from '../tensor/autodiff';
 import { OrtRunner, OrtWorker, defaultProviders, emptyRunnerStats, type RunnerStats } from '../tensor/ort';
 import type { HostTensor } from '../tensor/host';
 import { initTfjs, runTfjs, type TfProgram } from '../tensor/tfjs';
-import { weightShapes, type ModelConfig } from './config';
+import { parameterCount, weightShapes, type ModelConfig } from './config';
 import { copyFileSync, mkdirSync, writeFileSync, existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { initWeights, loadCheckpoint, saveCheckpoint, allocWeight, TOKENIZER_FILES, type Weights } from './checkpoint';
@@ -105,12 +105,18 @@ export interface PolicyModelOptions {
   /**
    * Float32 decode sessions on the CPU provider hold the linear weights as initializers (Wᵀ, which
    * ORT pre-packs once) instead of taking them as inputs on every call; the session is rebuilt in
-   * place when the weights change (as the quantized one is). Default: on for ORT on the CPU
-   * (measured faster per decode step at every batch: docs/BENCHMARKS.md, "Baked decode weights");
-   * WebGPU sessions keep their device-resident weight inputs.
+   * place when the weights change (as the quantized one is). Default: on for ORT on the CPU under
+   * LoRA (the baked base never changes) or from BAKE_MIN_PARAMS parameters; below that the
+   * weights sit in the core's caches, packing them per call is cheap, and a rebuild (~45 ms for the
+   * 0.1M tiny model, mostly ORT's graph optimisation) costs as much as a training step's decoding
+   * gains. Measured: docs/BENCHMARKS.md, "Baked decode weights". WebGPU sessions keep their
+   * device-resident weight inputs.
    */
   bakeDecodeWeights?: boolean;
 }
+
+/** From this many parameters float32 decode sessions bake the weights in by default (PolicyModelOptions.bakeDecodeWeights). */
+export const BAKE_MIN_PARAMS = 4e6;
 
 /** Arbor's own state saved next to a PEFT adapter (the dropout mask counter, so a resume draws the same masks). */
 const LORA_STATE = 'arbor_lora_state.json';
@@ -399,9 +405,11 @@ export class PolicyModel {
       throw new Error(
         `rollout.quantize "${this.quantizeMode}": quantized decoding runs on the CPU provider (MatMulNBits pre-packed for the CPU), not on WebGPU`,
       );
-    if (q) return this.bakedRunner(QUANT_BITS[this.quantizeMode as Exclude<QuantMode, 'none'>], shard, threads);
-    if (this.bakesDecode) return this.bakedRunner(32, shard, threads);
-    const build = () => traceGraph(decodeInputSpecs(c, this.lora), decodeProgram(c, this.lora));
+    // On the CPU the worker's KV host extends its cache itself from the new tokens' keys and values (DecodeVariant.kvOut).
+    const kvOut = this.onDevice ? 'present' : 'new';
+    if (q) return this.bakedRunner(QUANT_BITS[this.quantizeMode as Exclude<QuantMode, 'none'>], shard, threads, kvOut);
+    if (this.bakesDecode) return this.bakedRunner(32, shard, threads, kvOut);
+    const build = () => traceGraph(decodeInputSpecs(c, this.lora), decodeProgram(c, this.lora, { kvOut }));
     if (this.onDevice) {
       // WebGPU: the KV cache and the logits stay on the device (engine/rollout/worker-kv.ts reads
       // ids, logprobs and entropies only); a session of its own, as PolicyModel.decode reads presents.
@@ -414,7 +422,7 @@ export class PolicyModel {
     }
     if (shard === 0) {
       // The first decode session lives in the model's worker, next to its weights.
-      const r = await this.runner(threads === undefined ? 'decode' : `decode#0:${threads}`, build, threads ?? this.opts.threads);
+      const r = await this.runner(`decode#kv0:${threads ?? ''}`, build, threads ?? this.opts.threads);
       this.syncWeights(r);
       return r;
     }
@@ -426,7 +434,7 @@ export class PolicyModel {
       sw = { worker: OrtWorker.create(), sent: -1 };
       this.shardWorkers.set(shard, sw);
     }
-    const r = await this.runner(`decode#${shard}:${threads ?? ''}`, build, threads ?? this.opts.threads, sw.worker);
+    const r = await this.runner(`decode#kv${shard}:${threads ?? ''}`, build, threads ?? this.opts.threads, sw.worker);
     if (sw.sent !== this.weightsVersion) {
       r.setPersistentFeeds(this.weightFeeds());
       sw.sent = this.weightsVersion;
@@ -436,7 +444,7 @@ export class PolicyModel {
 
   /** Whether float32 decode sessions bake the linear weights in (option bakeDecodeWeights; CPU provider only). */
   get bakesDecode(): boolean {
-    return this.backend === 'ort' && !this.onDevice && (this.opts.bakeDecodeWeights ?? true);
+    return this.backend === 'ort' && !this.onDevice && (this.opts.bakeDecodeWeights ?? (!!this.lora || parameterCount(this.config) >= BAKE_MIN_PARAMS));
   }
 
   /** The model's `quantize` option ('none' when not given). */
@@ -483,11 +491,11 @@ export class PolicyModel {
 
   /** The quantized decode program as an ONNX model: MatMulNBits nodes over initializers holding the current weights' codes. */
   quantizedDecodeModel(): Uint8Array {
-    return this.bakedDecodeModel(QUANT_BITS[this.quantizeMode as Exclude<QuantMode, 'none'>]);
+    return this.bakedDecodeModel(QUANT_BITS[this.quantizeMode as Exclude<QuantMode, 'none'>], 'present');
   }
 
   /** The decode program with the linear weights baked in: quantized codes (bits 8 / 4) or float32 Wᵀ (bits 32). */
-  private bakedDecodeModel(bits: 4 | 8 | 32): Uint8Array {
+  private bakedDecodeModel(bits: 4 | 8 | 32, kvOut: 'present' | 'new'): Uint8Array {
     const c = this.config;
     let plan: Map<string, { bits: 4 | 8 | 32; blockSize: number }>;
     let initializers: Record<string, OnnxInitializer>;
@@ -500,7 +508,7 @@ export class PolicyModel {
       plan = new Map([...mats].map(([n, m]) => [n, { bits: m.bits, blockSize: m.blockSize }] as const));
       initializers = quantizedInitializers(mats);
     }
-    const program = decodeProgram(c, this.lora);
+    const program = decodeProgram(c, this.lora, { kvOut });
     const g = traceGraph(decodeInputSpecs(c, this.lora), (o, x) => program(quantizedOps(o, plan), x));
     return toOnnx(g, { initializers });
   }
@@ -512,11 +520,11 @@ export class PolicyModel {
    * since it was built. Its other inputs (embeddings, norms, adapters) are the worker's persistent
    * feeds, as for the session with weight inputs.
    */
-  private async bakedRunner(bits: 4 | 8 | 32, shard: number, threads?: number): Promise<OrtRunner> {
-    const key = bits === 32 ? `decode#w${shard}:${threads ?? ''}` : `decode#q${shard}:${threads ?? ''}`;
+  private async bakedRunner(bits: 4 | 8 | 32, shard: number, threads: number | undefined, kvOut: 'present' | 'new'): Promise<OrtRunner> {
+    const key = `decode#${bits === 32 ? 'w' : 'q'}${kvOut === 'new' ? 'kv' : ''}${shard}:${threads ?? ''}`;
     const build = () => {
       this.bakedBuilt.set(key, { version: this.quantVersion(), pending: Promise.resolve() });
-      return this.bakedDecodeModel(bits);
+      return this.bakedDecodeModel(bits, kvOut);
     };
     let r: OrtRunner;
     if (shard === 0) {
@@ -539,7 +547,7 @@ export class PolicyModel {
     const v = this.quantVersion();
     if (b.version !== v) {
       b.version = v;
-      b.pending = b.pending.then(() => r.reload(this.bakedDecodeModel(bits)));
+      b.pending = b.pending.then(() => r.reload(this.bakedDecodeModel(bits, kvOut)));
     }
     await b.pending;
     return r;
@@ -647,7 +655,14 @@ export class PolicyModel {
     this.decodeBuildMs += performance.now() - t0;
     const out =
       (quantized && this.quantizeMode !== 'none') || this.bakesDecode
-        ? await (await this.decodeRunner(0, undefined, quantized)).run(feeds)
+        ? await (
+            await this.bakedRunner(
+              quantized && this.quantizeMode !== 'none' ? QUANT_BITS[this.quantizeMode as Exclude<QuantMode, 'none'>] : 32,
+              0,
+              undefined,
+              'present',
+            )
+          ).run(feeds)
         : await this.run('decode', () => traceGraph(decodeInputSpecs(c, this.lora), program), program as TfProgram, feeds);
     return {
       logits: out.logits.data as Float32Array,

@@ -48,6 +48,8 @@ export interface TransformerOutputs<T> {
   hidden: T;
   /** Keys/values including the new tokens, per layer [B, Hkv, P+T, hd]. */
   present: { k: T; v: T }[];
+  /** The new tokens' keys (rotated) and values alone, per layer [B, Hkv, T, hd]. */
+  fresh: { k: T; v: T }[];
 }
 
 /**
@@ -131,7 +133,12 @@ function attention<T>(
     k = applyRotary(o, k, tokenMajor(rope.cos), tokenMajor(rope.sin), hd);
     const flat = (y: T, n: number) => o.reshape(y, [B, T, n * hd]);
     const r = o.attention(flat(q, H), flat(k, Hkv), v, past.k, past.v, bias, { heads: H, kvHeads: Hkv, scale: 1 });
-    return { out: linear(o, r.out, w[`${p}.o_proj.weight`], undefined, loraFor(lora, w, `${p}.o_proj`)), present: { k: r.presentK, v: r.presentV } };
+    const headMajor = (y: T) => o.transpose(o.reshape(y, [B, T, Hkv, hd]), [0, 2, 1, 3]);
+    return {
+      out: linear(o, r.out, w[`${p}.o_proj.weight`], undefined, loraFor(lora, w, `${p}.o_proj`)),
+      present: { k: r.presentK, v: r.presentV },
+      fresh: { k: headMajor(k), v: headMajor(v) },
+    };
   }
   const heads = (y: T, n: number) => o.transpose(o.reshape(y, [B, T, n, hd]), [0, 2, 1, 3]); // [B, n, T, hd]
   let q = heads(linear(o, x, w[`${p}.q_proj.weight`], w[`${p}.q_proj.bias`], loraFor(lora, w, `${p}.q_proj`)), H);
@@ -143,6 +150,7 @@ function attention<T>(
   }
   q = applyRotary(o, q, rope.cosQ, rope.sinQ, hd); // rotated and scaled by 1/√hd
   k = applyRotary(o, k, rope.cos, rope.sin, hd);
+  const fresh = { k, v };
   if (past) {
     k = o.concat([past.k, k], 2);
     v = o.concat([past.v, v], 2);
@@ -166,7 +174,7 @@ function attention<T>(
     ctx = o.reshape(o.matmul(probs, o.reshape(v, [B, Hkv, 1, S, hd])), [B, H, T, hd]);
   }
   const merged = o.reshape(o.transpose(ctx, [0, 2, 1, 3]), [B, T, H * hd]);
-  return { out: linear(o, merged, w[`${p}.o_proj.weight`], undefined, loraFor(lora, w, `${p}.o_proj`)), present };
+  return { out: linear(o, merged, w[`${p}.o_proj.weight`], undefined, loraFor(lora, w, `${p}.o_proj`)), present, fresh };
 }
 
 function mlp<T>(o: Ops<T>, w: Record<string, T>, p: string, x: T, lora?: LoraContext<T>): T {
@@ -180,6 +188,7 @@ export function transformer<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, 
   let h = o.gather(w['model.embed_tokens.weight'], x.inputIds);
   const rope = rotary(o, c, x.positionIds, x.ropeLengthOffset);
   const present: { k: T; v: T }[] = [];
+  const fresh: { k: T; v: T }[] = [];
   const recomputed = recomputedBlocks(c, x.recomputeLayers);
   for (let i = 0; i < c.numLayers; i++) {
     const p = `model.layers.${i}`;
@@ -197,13 +206,18 @@ export function transformer<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, 
         x.fusedAttention,
       );
       const h1 = o.add(hin, a.out);
-      return { h: o.add(h1, mlp(o, w, `${p}.mlp`, rmsNorm(o, h1, w[`${p}.post_attention_layernorm.weight`], c.rmsNormEps), lora)), present: a.present };
+      return {
+        h: o.add(h1, mlp(o, w, `${p}.mlp`, rmsNorm(o, h1, w[`${p}.post_attention_layernorm.weight`], c.rmsNormEps), lora)),
+        present: a.present,
+        fresh: a.fresh,
+      };
     };
     const r = i < recomputed && o.recompute ? o.recompute([h], ([hc]) => block(hc)) : block(h);
     present.push(r.present);
+    fresh.push(r.fresh);
     h = r.h;
   }
-  return { hidden: rmsNorm(o, h, w['model.norm.weight'], c.rmsNormEps), present };
+  return { hidden: rmsNorm(o, h, w['model.norm.weight'], c.rmsNormEps), present, fresh };
 }
 
 /**

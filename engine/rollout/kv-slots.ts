@@ -113,9 +113,14 @@ export class KvSlotBackend implements DecodeBackend {
   /** Called with device tensors no longer referenced (a steady step's past, a materialized cache). */
   onDrop: ((t: DeviceKv[]) => void) | null = null;
 
+  /** Called with host cache arrays no longer referenced (their memory may be reused for a later present). */
+  onDropHost: ((t: Float32Array[]) => void) | null = null;
+
   private drop(present: { k: KvTensor; v: KvTensor }[]): void {
-    const dev = present.flatMap((l) => [l.k, l.v]).filter((t): t is DeviceKv => !(t instanceof Float32Array));
+    const all = present.flatMap((l) => [l.k, l.v]);
+    const dev = all.filter((t): t is DeviceKv => !(t instanceof Float32Array));
     if (dev.length) this.onDrop?.(dev);
+    if (this.onDropHost && dev.length < all.length) this.onDropHost(all.filter((t): t is Float32Array => t instanceof Float32Array));
   }
 
   /** Drop the packed batch cache's device tensors (the backend is closing: nothing reads them again). */
@@ -356,6 +361,7 @@ export class KvSlotBackend implements DecodeBackend {
       }
       this.slots[slot] = c;
     });
+    this.drop(p.present); // every live row was copied out
     this.stats.unpackMs += performance.now() - t0;
   }
 

@@ -66,6 +66,60 @@ export interface KvExtendResult {
 }
 
 /**
+ * The cache extended by T new positions: past [R, P, hd] and fresh [R, T, hd] (R = batch × KV
+ * heads) → [R, P + T, hd], each row's past followed by its new keys or values.
+ */
+export function appendKv(
+  past: Float32Array | undefined,
+  fresh: Float32Array,
+  rows: number,
+  P: number,
+  T: number,
+  hd: number,
+  alloc: (n: number) => Float32Array = (n) => new Float32Array(n),
+): Float32Array {
+  if (!P || !past) return fresh;
+  const out = alloc(rows * (P + T) * hd);
+  const p = P * hd,
+    t = T * hd;
+  for (let r = 0; r < rows; r++) {
+    out.set(past.subarray(r * p, (r + 1) * p), r * (p + t));
+    out.set(fresh.subarray(r * t, (r + 1) * t), r * (p + t) + p);
+  }
+  return out;
+}
+
+/**
+ * Cache arrays to reuse: a present grows by one position per step and the previous one is dropped
+ * right after (KvSlotBackend.onDropHost), so two buffers per layer's keys and values alternate
+ * instead of a fresh allocation per step, whose page faults cost more than the copy. Buffers are
+ * made with a quarter of headroom so a few steps' growth fits; a request takes the smallest free
+ * buffer that holds it and is at most twice its size.
+ */
+export class KvBufferPool {
+  private free: ArrayBuffer[] = [];
+  constructor(private readonly max = 64) {}
+  take(n: number): Float32Array {
+    const need = n * 4;
+    let best = -1;
+    for (let i = 0; i < this.free.length; i++) {
+      const b = this.free[i]!.byteLength;
+      if (b >= need && b <= 2 * need && (best < 0 || b < this.free[best]!.byteLength)) best = i;
+    }
+    if (best >= 0) return new Float32Array(this.free.splice(best, 1)[0]!, 0, n);
+    return new Float32Array(new ArrayBuffer(Math.ceil(n * 1.25) * 4), 0, n);
+  }
+  give(arrays: Float32Array[]): void {
+    for (const a of arrays) {
+      // Only whole buffers this pool can vouch for: a view at offset 0 (ours, or an output array of its own).
+      if (a.byteOffset !== 0 || a.buffer instanceof SharedArrayBuffer || a.byteLength < 4096 || this.free.includes(a.buffer)) continue;
+      this.free.push(a.buffer);
+      if (this.free.length > this.max) this.free.shift();
+    }
+  }
+}
+
+/**
  * Worker side: slot caches next to the session. On the WebGPU provider the decode session's
  * `present` and `logits` outputs stay on the device: a steady step feeds the previous present
  * back as its past without a copy, so per step only token ids, positions, the attention bias
@@ -77,6 +131,7 @@ export class KvHost {
   private runMs = 0;
   private crossing = emptyCrossing();
   private readonly device: boolean;
+  private readonly pool = new KvBufferPool();
   constructor(
     readonly spec: KvHostSpec,
     private readonly api: WorkerApi,
@@ -106,10 +161,14 @@ export class KvHost {
         }
         return t as unknown as WorkerValue;
       };
+      // On the CPU the session gives back only the new tokens' keys and values (DecodeVariant.kvOut
+      // 'new') and the present is assembled here: fetching the whole present from ORT cost an
+      // allocation and a copy of the cache per step in the binding, on top of the kernel's own.
+      const kvOut = this.device ? 'present' : 'new';
       for (let i = 0; i < L; i++) {
         feeds[`past_k_${i}`] = kvFeed(x.past[i]?.k);
         feeds[`past_v_${i}`] = kvFeed(x.past[i]?.v);
-        outputs.push(`present_k_${i}`, `present_v_${i}`);
+        outputs.push(`${kvOut}_k_${i}`, `${kvOut}_v_${i}`);
       }
       const t = performance.now();
       const out = await api.run(sid, feeds, outputs, this.crossing);
@@ -124,6 +183,11 @@ export class KvHost {
       } else if (lg) logits = (lg as HostTensor).data as Float32Array;
       const host = (name: string) => (out[name] as HostTensor).data;
       const kv = (name: string): KvTensor => {
+        if (kvOut === 'new') {
+          const layer = name.slice('present_'.length);
+          const past = x.past[Number(layer.slice(2))]?.[layer[0] as 'k' | 'v'] as Float32Array | undefined;
+          return appendKv(past, host(`new_${layer}`) as Float32Array, B * spec.kvHeads, P, T, spec.headDim, (n) => this.pool.take(n));
+        }
         const v = out[name]!;
         return 'location' in v && v.location === 'gpu-buffer' ? (v as unknown as DeviceKv) : ((v as HostTensor).data as Float32Array);
       };
@@ -135,6 +199,7 @@ export class KvHost {
     };
     this.backend = new KvSlotBackend(decode, spec, spec.maxBatch, spec.maxLength, spec.padId);
     this.backend.onDrop = (ts) => ts.forEach((t) => t.dispose());
+    if (!this.device) this.backend.onDropHost = (ts) => this.pool.give(ts);
   }
 
   /** Bring a device-resident batch cache to the host (before a repack, fork or truncation). */
