@@ -1,8 +1,9 @@
 /**
  * ONNX export of the graph IR (opset 18). Symbolic dims become dim_params; shapes that depend
  * on symbolic dims are computed at run time from Shape() of a node that carries the dim
- * (graph.dimSources). Weights are graph inputs, never initializers, so one session serves
- * every training step.
+ * (graph.dimSources). Weights are graph inputs, so one session serves every training step;
+ * only a decode session built with OnnxOptions.initializers reads baked (or quantized) weights
+ * as constants (engine/model/quantize.ts).
  */
 import onnxProto from 'onnx-proto';
 import type { Dim, DType } from './ops';

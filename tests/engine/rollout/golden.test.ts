@@ -32,9 +32,15 @@ const V2 = 300;
 const wide = PolicyModel.init(tinyConfig({ vocabSize: V2, hiddenSize: 32, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 256, padTokenId: 0 }), 5, {
   threads: 1,
 });
+// The same weights with the decode session's linear weights baked in (PolicyModel bakeDecodeWeights; on by default from 4M parameters).
+const baked = new Map<PolicyModel, PolicyModel>([
+  [small, new PolicyModel(small.config, small.weights, { threads: 1, bakeDecodeWeights: true })],
+  [wide, new PolicyModel(wide.config, wide.weights, { threads: 1, bakeDecodeWeights: true })],
+]);
 afterAll(async () => {
   await small.dispose();
   await wide.dispose();
+  for (const m of baked.values()) await m.dispose();
 });
 
 const idTok: TokenizerPort = { encode: (t) => t.split(' ').filter(Boolean).map(Number), decode: (ids) => ids.join(' ') };
@@ -121,11 +127,16 @@ describe('rollouts reproduce the recorded pre-optimisation results', () => {
   const recorded: Golden = {};
   // shards 2: two decode sessions side by side (ShardedKvBackend), slots split between them.
   // steps 1: one decode step per backend call (the default runs up to DECODE_STEPS per call).
-  const base: ((typeof cases)[number] & { shards?: number; steps?: number })[] = [...cases, ...(record ? [] : cases.map((x) => ({ ...x, shards: 2 })))];
-  const runs = record ? base : [...base, ...base.map((x) => ({ ...x, steps: 1 }))];
+  // baked: the decode sessions hold the linear weights as initializers.
+  const base: ((typeof cases)[number] & { shards?: number; steps?: number; baked?: boolean })[] = [
+    ...cases,
+    ...(record ? [] : cases.map((x) => ({ ...x, shards: 2 }))),
+  ];
+  const runs = record ? base : [...base, ...base.map((x) => ({ ...x, steps: 1 })), ...cases.map((x) => ({ ...x, baked: true }))];
   for (const c of runs)
-    it(`${c.name}${c.shards ? `, ${c.shards} decode sessions` : ''}${c.steps ? `, ${c.steps} decode step per call` : ''}`, async () => {
-      const m = c.model();
+    it(`${c.name}${c.shards ? `, ${c.shards} decode sessions` : ''}${c.steps ? `, ${c.steps} decode step per call` : ''}${c.baked ? ', baked weights' : ''}`, async () => {
+      const m = c.baked ? baked.get(c.model())! : c.model();
+      expect(m.bakesDecode).toBe(!!c.baked);
       const backend = policyDecodeBackend(m, { maxBatch: c.maxBatch, shards: c.shards });
       const res = await rollout(backend, { ...c.opts(), ...(c.steps ? { decodeSteps: c.steps } : {}) });
       await backend.close?.();
