@@ -128,11 +128,9 @@ describe('rollouts reproduce the recorded pre-optimisation results', () => {
   // shards 2: two decode sessions side by side (ShardedKvBackend), slots split between them.
   // steps 1: one decode step per backend call (the default runs up to DECODE_STEPS per call).
   // baked: the decode sessions hold the linear weights as initializers.
-  const base: ((typeof cases)[number] & { shards?: number; steps?: number; baked?: boolean })[] = [
-    ...cases,
-    ...(record ? [] : cases.map((x) => ({ ...x, shards: 2 }))),
-  ];
-  const runs = record ? base : [...base, ...base.map((x) => ({ ...x, steps: 1 })), ...cases.map((x) => ({ ...x, baked: true }))];
+  type Run = (typeof cases)[number] & { shards?: number; steps?: number; baked?: boolean };
+  const base: Run[] = [...cases, ...(record ? [] : cases.map((x) => ({ ...x, shards: 2 })))];
+  const runs: Run[] = record ? base : [...base, ...base.map((x) => ({ ...x, steps: 1 })), ...cases.map((x) => ({ ...x, baked: true }))];
   for (const c of runs)
     it(`${c.name}${c.shards ? `, ${c.shards} decode sessions` : ''}${c.steps ? `, ${c.steps} decode step per call` : ''}${c.baked ? ', baked weights' : ''}`, async () => {
       const m = c.baked ? baked.get(c.model())! : c.model();
