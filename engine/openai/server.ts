@@ -86,6 +86,16 @@ type Sampling = Pick<ChatRequest, 'temperature' | 'top_p' | 'stop' | 'stream_opt
 type Policy = NonNullable<EpisodeSink['sampling']>;
 type Usage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
 
+/** A streamed choice's text so far → the part not sent yet (nothing when the text no longer extends what was sent). */
+function unsentPart(): (text: string) => string {
+  let sent = '';
+  return (text) => {
+    const part = text.startsWith(sent) ? text.slice(sent.length) : '';
+    sent += part;
+    return part;
+  };
+}
+
 /** A request's `stop` as a list. */
 const stopList = (stop: ChatRequest['stop']): string[] => (stop === null || stop === undefined ? [] : typeof stop === 'string' ? [stop] : stop);
 const bytes = (s: string) => Array.from(Buffer.from(s, 'utf8'));
@@ -265,18 +275,27 @@ export class ModelServer {
     return text.slice(0, cut);
   }
 
-  /** One choice's generation under the request's sampling, or in an episode the rollout's (engine/openai/server.ts EpisodeSink.sampling). */
+  /**
+   * One choice's generation under the request's sampling, or in an episode the rollout's
+   * (EpisodeSink.sampling). On a stream, `onToken` sees each token with all of them so far.
+   */
   private generate(
-    b: Sampling,
-    pol: Policy | undefined,
-    g: { promptIds: number[]; maxTokens: number; seed: number; topLogprobs: number; signal: AbortSignal; onToken?: (t: GenToken) => void },
+    { b, pol, ...g }: { b: Sampling; pol: Policy | undefined; promptIds: number[]; maxTokens: number; seed: number; topLogprobs: number; signal: AbortSignal },
+    onToken?: (t: GenToken, toks: GenToken[]) => void,
   ): Promise<GenResult> {
+    const toks: GenToken[] = [];
     return this.o.scheduler.generate({
       ...g,
       temperature: pol ? pol.temperature : (b.temperature ?? 1),
       topP: pol ? pol.topP : (b.top_p ?? 1),
       stopTokenIds: this.o.stopTokenIds,
       stopStrings: [...stopList(b.stop), ...(pol?.endStrings ?? [])],
+      onToken: onToken
+        ? (t) => {
+            toks.push(t);
+            onToken(t, toks);
+          }
+        : undefined,
     });
   }
 
@@ -287,8 +306,8 @@ export class ModelServer {
    */
   private finish(
     b: Sampling,
-    out: { res: ServerResponse; stream: Sse | null; head: Record<string, unknown>; object: string; body: () => Record<string, unknown> },
     sink: EpisodeSink | undefined,
+    out: { res: ServerResponse; stream: Sse | null; head: Record<string, unknown>; object: string; body: () => Record<string, unknown> },
     call: Omit<RecordedCall, 'choices' | 'endedMs'>,
     results: { r: GenResult; finish: RecordedChoice['finish']; message?: AssistantOut; calls?: RecordedChoice['calls'] }[],
   ): Usage {
@@ -337,31 +356,24 @@ export class ModelServer {
     const stream = b.stream === true ? new Sse(res) : null;
     const head = { id, object: 'chat.completion.chunk', created: now(), model: this.o.modelId };
     const holdFor = [...stopStrings, ...(plan.parseCalls ? ['<tool_call>'] : [])];
-    const seeds = this.seeds(b.seed, n, pol);
+    const gen = { b, pol, promptIds: prompt.ids, maxTokens, topLogprobs: topK, signal };
     const results = await Promise.all(
-      seeds.map(async (seed, index) => {
-        let sent = '';
-        const toks: GenToken[] = [];
+      this.seeds(b.seed, n, pol).map(async (seed, index) => {
         if (stream)
           stream.send({
             ...head,
             ...(ids && index === 0 ? { prompt_token_ids: prompt.ids } : {}),
             choices: [{ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }],
           });
-        const r = await this.generate(b, pol, {
-          promptIds: prompt.ids,
-          maxTokens,
-          seed,
-          topLogprobs: topK,
-          signal,
-          onToken: stream
-            ? (t) => {
-                toks.push(t);
+        const unsent = unsentPart();
+        const r = await this.generate(
+          { ...gen, seed },
+          stream
+            ? (t, toks) => {
                 let text = plan.forced + this.visible({ tokens: toks }, stopStrings);
                 if (plan.parseCalls && text.includes('<tool_call>')) text = text.slice(0, text.indexOf('<tool_call>'));
                 const safe = holdBack(text, holdFor, plan.parseCalls);
-                const delta = safe.startsWith(sent) ? safe.slice(sent.length) : '';
-                sent += delta;
+                const delta = unsent(safe);
                 stream.send({
                   ...head,
                   choices: [
@@ -376,7 +388,7 @@ export class ModelServer {
                 });
               }
             : undefined,
-        });
+        );
         const text = plan.forced + this.visible(r, stopStrings);
         const { message, calls } = plan.parseCalls
           ? this.renderer.assistant(text, true, parallel)
@@ -384,7 +396,7 @@ export class ModelServer {
         const finish: RecordedChoice['finish'] = message.tool_calls?.length ? 'tool_calls' : r.finish;
         if (stream) {
           const content = message.content ?? '';
-          const rest = content.startsWith(sent) ? content.slice(sent.length) : '';
+          const rest = unsent(content);
           const delta: Record<string, unknown> = {};
           if (rest) delta.content = rest;
           if (message.tool_calls?.length) delta.tool_calls = message.tool_calls.map((c, k) => ({ index: k, ...c }));
@@ -407,25 +419,20 @@ export class ModelServer {
         endedWithToken: x.r.stop.kind === 'token',
       }),
     );
+    const body = () => ({
+      ...(ids ? { prompt_token_ids: prompt.ids } : {}),
+      choices: results.map((x, index) => ({
+        index,
+        message: x.message,
+        logprobs: b.logprobs ? { content: x.r.tokens.map((t) => this.entry(t)) } : null,
+        finish_reason: x.finish,
+        ...(ids ? { token_ids: x.r.tokens.map((t) => t.id) } : {}),
+      })),
+    });
     const usage = this.finish(
       b,
-      {
-        res,
-        stream,
-        head,
-        object: 'chat.completion',
-        body: () => ({
-          ...(ids ? { prompt_token_ids: prompt.ids } : {}),
-          choices: results.map((x, index) => ({
-            index,
-            message: x.message,
-            logprobs: b.logprobs ? { content: x.r.tokens.map((t) => this.entry(t)) } : null,
-            finish_reason: x.finish,
-            ...(ids ? { token_ids: x.r.tokens.map((t) => t.id) } : {}),
-          })),
-        }),
-      },
       sink,
+      { res, stream, head, object: 'chat.completion', body },
       {
         id,
         kind: 'chat',
@@ -472,56 +479,44 @@ export class ModelServer {
       token_logprobs: toks.map((t) => t.logprob),
       top_logprobs: toks.map((t) => Object.fromEntries((t.top ?? []).map((x) => [tok.decode([x.id]), x.logprob]))),
     });
-    const seeds = this.seeds(b.seed, n, pol);
+    const gen = { b, pol, promptIds, maxTokens, topLogprobs: topK, signal };
     const results = await Promise.all(
-      seeds.map(async (seed, index) => {
-        let sent = '';
-        const toks: GenToken[] = [];
-        const r = await this.generate(b, pol, {
-          promptIds,
-          maxTokens,
-          seed,
-          topLogprobs: topK,
-          signal,
-          onToken: stream
-            ? (t) => {
-                toks.push(t);
+      this.seeds(b.seed, n, pol).map(async (seed, index) => {
+        const unsent = unsentPart();
+        const r = await this.generate(
+          { ...gen, seed },
+          stream
+            ? (t, toks) => {
                 const safe = holdBack(this.visible({ tokens: toks }, stopStrings), stopStrings, false);
-                const delta = safe.startsWith(sent) ? safe.slice(sent.length) : '';
-                sent += delta;
+                const delta = unsent(safe);
                 stream.send({
                   ...head,
                   choices: [{ index, text: delta, logprobs: wantLogprobs ? legacy([t]) : null, finish_reason: null, ...(ids ? { token_ids: [t.id] } : {}) }],
                 });
               }
             : undefined,
-        });
+        );
         const text = this.visible(r, stopStrings);
         if (stream) {
-          const rest = text.startsWith(sent) ? text.slice(sent.length) : '';
+          const rest = unsent(text);
           stream.send({ ...head, choices: [{ index, text: rest, logprobs: null, finish_reason: r.finish }] });
         }
         return { r, text };
       }),
     );
+    const body = () => ({
+      choices: results.map((x, index) => ({
+        index,
+        text: x.text,
+        logprobs: wantLogprobs ? legacy(x.r.tokens) : null,
+        finish_reason: x.r.finish,
+        ...(ids ? { prompt_token_ids: promptIds, token_ids: x.r.tokens.map((t) => t.id) } : {}),
+      })),
+    });
     const usage = this.finish(
       b,
-      {
-        res,
-        stream,
-        head,
-        object: 'text_completion',
-        body: () => ({
-          choices: results.map((x, index) => ({
-            index,
-            text: x.text,
-            logprobs: wantLogprobs ? legacy(x.r.tokens) : null,
-            finish_reason: x.r.finish,
-            ...(ids ? { prompt_token_ids: promptIds, token_ids: x.r.tokens.map((t) => t.id) } : {}),
-          })),
-        }),
-      },
       sink,
+      { res, stream, head, object: 'text_completion', body },
       { id, kind: 'completion', request: raw, promptIds, promptText: tok.decode(promptIds), drift: [], startedMs },
       results.map((x) => ({ r: x.r, finish: x.r.finish })),
     );
