@@ -9,7 +9,7 @@
  * its reward reaches `passReward`, and EM/F1 are not reported.
  */
 import { bestTokenF1 } from '../env/rewards';
-import { toolCallCount, type Trajectory } from '../rollout/types';
+import { toolCallTotals, type Trajectory } from '../rollout/types';
 
 /** 1 − C(n−c, k)/C(n, k), as the numerically stable product 1 − Π_{i=n−c+1..n} (1 − k/i). */
 export function passAtK(n: number, c: number, k: number): number {
@@ -85,15 +85,7 @@ function metricsOf(sampled: Trajectory[], greedy: Trajectory[], k: number, passR
     meanK += c / n;
   }
   const q = Math.max(1, byTask.size);
-  let calls = 0;
-  let errors = 0;
-  let withError = 0;
-  for (const t of sampled) {
-    const c = toolCallCount(t);
-    calls += c.calls;
-    errors += c.errors;
-    if (c.errors > 0) withError++;
-  }
+  const { calls, errors, withError } = toolCallTotals(sampled);
   const s = Math.max(1, sampled.length);
   const m: HarnessMetrics = { questions: byTask.size, samples: sampled.length };
   for (const x of ks) m[`pass@${x}`] = pass.get(x)! / q;
