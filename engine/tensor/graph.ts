@@ -37,6 +37,19 @@ export interface Graph {
 
 export type Program = (o: Ops<GNode>, x: Record<string, GNode>) => Record<string, GNode>;
 
+/** The ids of the nodes `roots` depend on, themselves included: what evaluating or exporting them needs. */
+export function reachable(roots: GNode[]): Set<number> {
+  const seen = new Set<number>();
+  const stack = roots.slice();
+  while (stack.length) {
+    const n = stack.pop()!;
+    if (seen.has(n.id)) continue;
+    seen.add(n.id);
+    stack.push(...n.inputs);
+  }
+  return seen;
+}
+
 export function traceGraph(inputs: InputSpec[], program: Program): Graph {
   const g: Graph = { inputs: [], nodes: [], outputs: {}, dimSources: new Map() };
   const o = new GraphOps(g);
