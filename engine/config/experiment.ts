@@ -16,7 +16,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { rememberConfigDir } from '../env/consent';
 import { FORMAT_NAMES } from '../env/formats';
-import { mcpServersSchema } from '../env/mcp/config';
+import { mcpServersSchema, mcpServersSource, withServerCwds } from '../env/mcp/config';
 import { LORA_TARGETS } from '../model/lora';
 import { QUANT_MODES } from '../model/quantize';
 import { ESTIMATORS, estimatorNames, getEstimator } from '../rl/index';
@@ -575,23 +575,18 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
   if (env.mcp_servers !== undefined) {
     // A file in the mcpServers layout is read here, so the rest of Arbor sees one shape; a
     // server's cwd resolves against the config file's folder (its default too).
-    let servers: unknown = env.mcp_servers;
-    let field = 'environment.mcp_servers';
-    if (typeof servers === 'string') {
-      const file = abs(servers);
-      try {
-        const j = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
-        servers = j.mcpServers ?? j;
-        field = `${file}: mcpServers`;
-      } catch (e) {
-        issues.push({ field: 'environment.mcp_servers', message: `cannot read ${file} (${(e as Error).message})` });
-        servers = {};
-      }
+    let source: { servers: unknown; field: string };
+    try {
+      source = mcpServersSource(env.mcp_servers, abs);
+    } catch (e) {
+      issues.push({ field: 'environment.mcp_servers', message: (e as Error).message });
+      source = { servers: {}, field: 'environment.mcp_servers' };
     }
+    const { servers, field } = source;
     const r = mcpServersSchema.safeParse(servers);
     if (!r.success)
       for (const i of r.error.issues) issues.push({ field: [field, fieldName(i.path, i)].filter(Boolean).join('.'), message: describeIssue(i, servers) });
-    else env.mcp_servers = Object.fromEntries(Object.entries(r.data).map(([n, s]) => [n, { ...s, cwd: abs(s.cwd ?? '.') }]));
+    else env.mcp_servers = withServerCwds(r.data, abs);
   }
   if (env.agent) {
     env.agent.cwd = abs(env.agent.cwd ?? '.');

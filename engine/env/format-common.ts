@@ -89,6 +89,47 @@ export function settle(calls: ParsedCall[], answer: string | undefined, errors: 
   return { calls, errors };
 }
 
+/**
+ * The parse every format shares. The turn is walked from one call's opening tag to the next
+ * (`next(pos)`: the next opening at or after `pos`, or null); `call` reads the call that starts
+ * there, pushing to `calls` / `errors`, and returns where the walk goes on, or -1 when the rest of
+ * the turn cannot be read. Then the answer, which counts only outside the calls (argument text is
+ * data), the cap on calls per turn (`what` names them in its error), and the shared precedence.
+ */
+export function parseTurn<M extends { index: number }>(
+  text: string,
+  o: { next(pos: number): M | null; call(m: M, calls: ParsedCall[], errors: string[]): number; max: number; what?: string; hint: string },
+): ParsedTurn {
+  const errors: string[] = [];
+  const calls: ParsedCall[] = [];
+  let outside = '';
+  let pos = 0;
+  for (;;) {
+    const m = o.next(pos);
+    if (!m) {
+      outside += text.slice(pos);
+      break;
+    }
+    outside += text.slice(pos, m.index);
+    const after = o.call(m, calls, errors);
+    if (after < 0) break;
+    pos = after;
+  }
+  const ans = lastTag(outside, 'answer');
+  if (ans.unclosed) errors.push('missing closing tag </answer>');
+  return settle(capCalls(calls, o.max, errors, o.what), ans.content, errors, o.hint);
+}
+
+/** One message per error (first) and per call result: what the model reads back after a turn. */
+export function resultMessages(outcomes: CallOutcome[], errors: string[]): string[] {
+  return [...errors.map((e) => `Error: ${e}`), ...outcomes.map((o) => o.result)];
+}
+
+/** An 'inline' format's observation: every message in one `<tag> … </tag>` block. */
+export function inlineObservation(tag: string, outcomes: CallOutcome[], errors: string[]): string {
+  return ` <${tag}> ${resultMessages(outcomes, errors).join(' ')} </${tag}> `;
+}
+
 export function safeJson(s: string): unknown {
   try {
     return JSON.parse(s);

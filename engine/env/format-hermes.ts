@@ -10,8 +10,7 @@
  * <tool_call> nested in another, a missing </tool_call>, more calls than `maxCalls`, a call and
  * an answer in one turn (format-common.ts), a turn with neither.
  */
-import { capCalls, DEFAULT_MAX_CALLS, lastTag, safeJson, settle, type FormatOptions, type ToolCallFormat } from './format-common';
-import type { ParsedCall } from './tool';
+import { DEFAULT_MAX_CALLS, parseTurn, resultMessages, safeJson, type FormatOptions, type ToolCallFormat } from './format-common';
 
 const OPEN = '<tool_call>',
   CLOSE = '</tool_call>';
@@ -23,79 +22,69 @@ export function hermesFormat(opts: Partial<FormatOptions> = {}): ToolCallFormat 
     stopStrings: ['</answer>'],
     observationMode: 'template',
     parse(text) {
-      const errors: string[] = [];
-      const calls: ParsedCall[] = [];
-      let outside = '';
-      let pos = 0;
-      for (;;) {
-        const i = text.indexOf(OPEN, pos);
-        if (i < 0) {
-          outside += text.slice(pos);
-          break;
-        }
-        outside += text.slice(pos, i);
-        // The body ends at the first closing tag after which it is valid JSON, so a closing tag
-        // inside an argument string does not cut the call short.
-        const from = i + OPEN.length;
-        let j = text.indexOf(CLOSE, from);
-        if (j < 0) {
-          errors.push(`missing closing tag ${CLOSE}`);
-          break;
-        }
-        let end = j,
-          obj: unknown,
-          err: string | undefined;
-        for (; j >= 0; j = text.indexOf(CLOSE, j + 1)) {
-          try {
-            obj = JSON.parse(text.slice(from, j));
-            end = j;
-            err = undefined;
-            break;
-          } catch (e) {
-            err ??= (e as Error).message;
+      return parseTurn(text, {
+        next: (pos) => {
+          const i = text.indexOf(OPEN, pos);
+          return i < 0 ? null : { index: i };
+        },
+        call: ({ index: i }, calls, errors) => {
+          // The body ends at the first closing tag after which it is valid JSON, so a closing tag
+          // inside an argument string does not cut the call short.
+          const from = i + OPEN.length;
+          let j = text.indexOf(CLOSE, from);
+          if (j < 0) {
+            errors.push(`missing closing tag ${CLOSE}`);
+            return -1;
           }
-        }
-        const body = text.slice(from, end).trim();
-        pos = end + CLOSE.length;
-        if (err !== undefined) {
-          const nested = body.includes(OPEN);
-          calls.push({
-            name: '?',
-            args: body,
-            parseError: nested ? `nested ${OPEN} tags; close one call before opening the next` : `invalid JSON in tool call: ${err}`,
-          });
-          if (nested) {
-            // Skip the rest of the nest: everything up to the last closing tag belongs to it.
+          let end = j,
+            obj: unknown,
+            err: string | undefined;
+          for (; j >= 0; j = text.indexOf(CLOSE, j + 1)) {
+            try {
+              obj = JSON.parse(text.slice(from, j));
+              end = j;
+              err = undefined;
+              break;
+            } catch (e) {
+              err ??= (e as Error).message;
+            }
+          }
+          const body = text.slice(from, end).trim();
+          const pos = end + CLOSE.length;
+          if (err !== undefined) {
+            const nested = body.includes(OPEN);
+            calls.push({
+              name: '?',
+              args: body,
+              parseError: nested ? `nested ${OPEN} tags; close one call before opening the next` : `invalid JSON in tool call: ${err}`,
+            });
+            // Skip the rest of a nest: everything up to the last closing tag belongs to it.
             const k = text.lastIndexOf(CLOSE);
-            if (k >= pos) pos = k + CLOSE.length;
+            return nested && k >= pos ? k + CLOSE.length : pos;
           }
-          continue;
-        }
-        const o = obj as { name?: unknown; arguments?: unknown };
-        if (!o || typeof o !== 'object' || Array.isArray(o) || typeof o.name !== 'string') {
-          calls.push({ name: '?', args: body, parseError: 'tool call needs a string "name" and an "arguments" object' });
-          continue;
-        }
-        const args = typeof o.arguments === 'string' ? safeJson(o.arguments) : (o.arguments ?? {});
-        if (!args || typeof args !== 'object' || Array.isArray(args)) {
-          calls.push({ name: o.name, args: body, parseError: `"arguments" of "${o.name}" must be a JSON object` });
-          continue;
-        }
-        calls.push({ name: o.name, args: args as Record<string, unknown> });
-      }
-      // An answer counts only outside tool calls: argument text is data.
-      const ans = lastTag(outside, 'answer');
-      if (ans.unclosed) errors.push('missing closing tag </answer>');
-      return settle(capCalls(calls, max, errors), ans.content, errors, 'use <tool_call>{"name": …, "arguments": {…}}</tool_call> or <answer> … </answer>');
+          const o = obj as { name?: unknown; arguments?: unknown };
+          if (!o || typeof o !== 'object' || Array.isArray(o) || typeof o.name !== 'string') {
+            calls.push({ name: '?', args: body, parseError: 'tool call needs a string "name" and an "arguments" object' });
+            return pos;
+          }
+          const args = typeof o.arguments === 'string' ? safeJson(o.arguments) : (o.arguments ?? {});
+          if (!args || typeof args !== 'object' || Array.isArray(args)) {
+            calls.push({ name: o.name, args: body, parseError: `"arguments" of "${o.name}" must be a JSON object` });
+            return pos;
+          }
+          calls.push({ name: o.name, args: args as Record<string, unknown> });
+          return pos;
+        },
+        max,
+        hint: 'use <tool_call>{"name": …, "arguments": {…}}</tool_call> or <answer> … </answer>',
+      });
     },
     observation(outcomes, errors) {
       return ` ${this.toolMessages(outcomes, errors)
         .map((m) => `<tool_response> ${m} </tool_response>`)
         .join(' ')} `;
     },
-    toolMessages(outcomes, errors) {
-      return [...errors.map((e) => `Error: ${e}`), ...outcomes.map((o) => o.result)];
-    },
+    toolMessages: resultMessages,
     writeCalls(calls) {
       return calls.map((c) => `${OPEN}${JSON.stringify({ name: c.name, arguments: c.args })}${CLOSE}`).join('\n');
     },

@@ -8,8 +8,16 @@
  * with several parameters, more calls than `maxCalls`, a call and an answer in one turn
  * (format-common.ts), a turn with neither.
  */
-import { capCalls, DEFAULT_MAX_CALLS, lastTag, safeJson, schemaProperties, settle, type FormatOptions, type ToolCallFormat } from './format-common';
-import type { ParsedCall } from './tool';
+import {
+  DEFAULT_MAX_CALLS,
+  inlineObservation,
+  parseTurn,
+  resultMessages,
+  safeJson,
+  schemaProperties,
+  type FormatOptions,
+  type ToolCallFormat,
+} from './format-common';
 
 const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
@@ -24,65 +32,49 @@ export function tagsFormat(opts: FormatOptions): ToolCallFormat {
     stopStrings: [...names.map((n) => `</${n}>`), '</answer>'],
     observationMode: 'inline',
     parse(text) {
-      const errors: string[] = [];
-      const calls: ParsedCall[] = [];
-      let outside = '';
-      let pos = 0;
-      while (opener) {
-        opener.lastIndex = pos;
-        const m = opener.exec(text);
-        if (!m) {
-          outside += text.slice(pos);
-          break;
-        }
-        outside += text.slice(pos, m.index);
-        const name = m[1]!;
-        const from = m.index + m[0].length;
-        const close = `</${name}>`;
-        const j = text.indexOf(close, from);
-        if (j < 0) {
-          errors.push(`missing closing tag ${close}`);
-          break;
-        }
-        const body = text.slice(from, j);
-        pos = j + close.length;
-        opener.lastIndex = 0;
-        const inner = opener.exec(body);
-        if (inner) {
-          errors.push(`nested tags: <${inner[1]}> inside <${name}>; close one call before opening the next`);
-          continue;
-        }
-        const prop = single.get(name);
-        if (prop !== undefined) calls.push({ name, args: { [prop]: body.trim() } });
-        else if (!body.trim() && schemaProperties(tools.find((t) => t.name === name)!).length === 0) calls.push({ name, args: {} });
-        else {
-          const args = safeJson(body.trim());
-          if (args && typeof args === 'object' && !Array.isArray(args)) calls.push({ name, args: args as Record<string, unknown> });
-          else
-            calls.push({
-              name,
-              args: body.trim(),
-              parseError: `<${name}> takes a JSON object of its arguments (${schemaPropertiesText(tools.find((t) => t.name === name)!)})`,
-            });
-        }
-      }
-      if (!opener) outside = text;
-      const ans = lastTag(outside, 'answer');
-      if (ans.unclosed) errors.push('missing closing tag </answer>');
-      return settle(
-        capCalls(calls, max, errors),
-        ans.content,
-        errors,
-        `use ${names.map((n) => `<${n}> … </${n}>`).join(', ') || 'a tool tag'} or <answer> … </answer>`,
-      );
+      return parseTurn(text, {
+        next: (pos) => {
+          if (!opener) return null;
+          opener.lastIndex = pos;
+          return opener.exec(text);
+        },
+        call: (m, calls, errors) => {
+          const name = m[1]!;
+          const from = m.index + m[0].length;
+          const close = `</${name}>`;
+          const j = text.indexOf(close, from);
+          if (j < 0) {
+            errors.push(`missing closing tag ${close}`);
+            return -1;
+          }
+          const body = text.slice(from, j);
+          opener!.lastIndex = 0;
+          const inner = opener!.exec(body);
+          if (inner) {
+            errors.push(`nested tags: <${inner[1]}> inside <${name}>; close one call before opening the next`);
+            return j + close.length;
+          }
+          const prop = single.get(name);
+          if (prop !== undefined) calls.push({ name, args: { [prop]: body.trim() } });
+          else if (!body.trim() && schemaProperties(tools.find((t) => t.name === name)!).length === 0) calls.push({ name, args: {} });
+          else {
+            const args = safeJson(body.trim());
+            if (args && typeof args === 'object' && !Array.isArray(args)) calls.push({ name, args: args as Record<string, unknown> });
+            else
+              calls.push({
+                name,
+                args: body.trim(),
+                parseError: `<${name}> takes a JSON object of its arguments (${schemaPropertiesText(tools.find((t) => t.name === name)!)})`,
+              });
+          }
+          return j + close.length;
+        },
+        max,
+        hint: `use ${names.map((n) => `<${n}> … </${n}>`).join(', ') || 'a tool tag'} or <answer> … </answer>`,
+      });
     },
-    observation(outcomes, errors) {
-      const parts = [...errors.map((e) => `Error: ${e}`), ...outcomes.map((o) => o.result)];
-      return ` <result> ${parts.join(' ')} </result> `;
-    },
-    toolMessages(outcomes, errors) {
-      return [...errors.map((e) => `Error: ${e}`), ...outcomes.map((o) => o.result)];
-    },
+    observation: (outcomes, errors) => inlineObservation('result', outcomes, errors),
+    toolMessages: resultMessages,
     writeCalls(calls) {
       return calls
         .map((c) => {

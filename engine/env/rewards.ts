@@ -28,10 +28,20 @@ export function substringMatch(pred: string, golds: string[]): number {
 }
 
 export function f1Score(pred: string, golds: string[]): number {
-  const p = normalizeAnswer(pred).split(' ').filter(Boolean);
+  return bestTokenF1(pred, golds, normalizeAnswer);
+}
+
+/**
+ * Token F1 (bag of normalised tokens), the best over the gold answers, under the normalisation
+ * `norm`: f1Score's, and the evaluation harness's SQuAD one (engine/experiment/eval-harness.ts
+ * squadF1). Self-contained like the helpers above: the sandbox re-evaluates them from their
+ * source (./sandbox-context.ts), this one with them.
+ */
+export function bestTokenF1(pred: string, golds: readonly string[], norm: (s: string) => string): number {
+  const p = norm(pred).split(' ').filter(Boolean);
   let best = 0;
   for (const g of golds) {
-    const t = normalizeAnswer(g).split(' ').filter(Boolean);
+    const t = norm(g).split(' ').filter(Boolean);
     const counts = new Map<string, number>();
     for (const w of t) counts.set(w, (counts.get(w) ?? 0) + 1);
     let common = 0;

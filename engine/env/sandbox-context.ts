@@ -7,10 +7,10 @@
  * arguments and summaries cross as JSON strings; results are read back as plain data.
  */
 import vm from 'node:vm';
-import { exactMatch, f1Score, normalizeAnswer, normalizeRewardValue, substringMatch } from './rewards';
+import { bestTokenF1, exactMatch, f1Score, normalizeAnswer, normalizeRewardValue, substringMatch } from './rewards';
 import { workspaceReader } from './workspace-read';
 
-const helpers = [normalizeAnswer, exactMatch, substringMatch, f1Score].map((f) => f.toString()).join('\n');
+const helpers = [normalizeAnswer, exactMatch, substringMatch, f1Score, bestTokenF1].map((f) => f.toString()).join('\n');
 const PRELUDE = `
 var __logs = [];
 var __fmt = function (xs) { return xs.map(function (x) { return typeof x === 'string' ? x : JSON.stringify(x); }).join(' '); };

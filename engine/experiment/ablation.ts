@@ -12,11 +12,10 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig, validateConfig, type ExperimentConfig } from '../config/experiment';
-import { DEMO_CONFIG } from './demo';
-import { runTrainingLoop, type SinkPort } from '../train/loop';
+import { DEMO_CONFIG, runRlPhase, sftModel, type PhaseRecorder } from './demo';
 import { createRunDir, type TaskSession } from './run-dir';
 import { runSft } from '../train/sft';
-import { JsonlSink, teeSink } from './sinks';
+import { JsonlSink } from './sinks';
 
 /**
  * What each algorithm name sets in `algorithm` and `rollout` (on top of the config's). ARPO and
@@ -68,11 +67,7 @@ export interface AblationOptions {
   signal?: AbortSignal;
   onStage?: (stage: string) => void;
   onStep?: (phase: string, tokens: number, budget: number, m: Record<string, number>) => void;
-  record?: (
-    phase: string,
-    cfg: ExperimentConfig,
-    runDir: string,
-  ) => { sink: SinkPort; finish(status: 'completed' | 'stopped' | 'failed', error?: string): void };
+  record?: PhaseRecorder;
 }
 
 /** Check `--algorithms` names before any work starts. */
@@ -114,7 +109,7 @@ export async function runAblation(opts: AblationOptions): Promise<AblationResult
   const stage = (s: string) => opts.onStage?.(s);
 
   stage('SFT warm start on scripted-expert demonstrations (shared by every algorithm)');
-  let t = performance.now();
+  const t = performance.now();
   const base = await opts.openSession(cfg);
   const sftDir = join(dir, 'sft');
   mkdirSync(sftDir, { recursive: true });
@@ -146,55 +141,37 @@ export async function runAblation(opts: AblationOptions): Promise<AblationResult
   for (const name of algorithms) {
     if (opts.signal?.aborted) break;
     stage(`${name} from the SFT weights, until ${tokenBudget} rollout tokens`);
-    const rlCfg = cfgFor(name, {
-      path: sftCheckpoint,
-      ...(cfg.model.lora ? { lora: cfg.model.lora } : {}),
-      ...(cfg.model.recompute_layers !== undefined ? { recompute_layers: cfg.model.recompute_layers } : {}),
-    });
-    const session = await opts.openSession(rlCfg);
-    const runDir = join(dir, name);
-    mkdirSync(runDir, { recursive: true });
+    const rlCfg = cfgFor(name, sftModel(cfg, sftCheckpoint));
     const stop = new AbortController();
     const onUser = () => stop.abort();
     opts.signal?.addEventListener('abort', onUser);
-    const rec = opts.record?.(name, rlCfg, runDir);
     let tokens = 0;
     let steps = 0;
-    t = performance.now();
+    const onStep = (s: number, m: Record<string, number>) => {
+      steps = s;
+      tokens += m['rollout/model_tokens'] ?? 0;
+      opts.onStep?.(name, Math.min(tokens, tokenBudget), tokenBudget, m);
+      if (tokens >= tokenBudget) stop.abort();
+    };
+    const runDir = join(dir, name);
     try {
-      await runTrainingLoop(
-        rlCfg,
-        { ...session.ports, sink: rec ? teeSink(new JsonlSink(runDir), rec.sink) : new JsonlSink(runDir) },
-        {
+      await runRlPhase(opts, name, rlCfg, runDir, { signal: stop.signal, onStep }, async (session, started) => {
+        const seconds = (performance.now() - started) / 1000;
+        const e = await session.evaluate(cfg.eval.n_questions);
+        result.rows.push({
+          algorithm: name,
+          exactMatch: e.exactMatch,
+          exactMatchByHops: e.exactMatchByHops,
+          toolCallsPerEpisode: e.toolCallsPerEpisode,
+          tokens,
+          steps,
+          seconds,
           runDir,
-          signal: stop.signal,
-          onStep: (s, m) => {
-            steps = s;
-            tokens += m['rollout/model_tokens'] ?? 0;
-            opts.onStep?.(name, Math.min(tokens, tokenBudget), tokenBudget, m);
-            if (tokens >= tokenBudget) stop.abort();
-          },
-        },
-      );
-      const seconds = (performance.now() - t) / 1000;
-      const e = await session.evaluate(cfg.eval.n_questions);
-      result.rows.push({
-        algorithm: name,
-        exactMatch: e.exactMatch,
-        exactMatchByHops: e.exactMatchByHops,
-        toolCallsPerEpisode: e.toolCallsPerEpisode,
-        tokens,
-        steps,
-        seconds,
-        runDir,
+        });
+        return opts.signal?.aborted ? 'stopped' : 'completed';
       });
-      rec?.finish(opts.signal?.aborted ? 'stopped' : 'completed');
-    } catch (err) {
-      rec?.finish('failed', err instanceof Error ? err.message : String(err));
-      throw err;
     } finally {
       opts.signal?.removeEventListener('abort', onUser);
-      await session.close();
     }
   }
   result.totalSeconds = (performance.now() - t0) / 1000;

@@ -14,11 +14,10 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig, validateConfig, type ExperimentConfig } from '../config/experiment';
 import { runTrainingLoop, type SinkPort } from '../train/loop';
-import { teeSink } from './sinks';
 import { createRunDir, type TaskSession } from './run-dir';
 import type { EvalSummary } from '../tasks/kit';
 import { runSft } from '../train/sft';
-import { JsonlSink } from './sinks';
+import { JsonlSink, recordedRun, runSink, type RunRecord } from './sinks';
 
 export const DEMO_CONFIG = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'resources', 'configs', 'demo.yaml');
 
@@ -68,11 +67,40 @@ export interface DemoOptions {
   /** Override the config's seed (`arbor demo --seed N`: the demo over seeds, issue 28). */
   seed?: number;
   /** Record the GRPO/PPO runs in the workspace store (so they open in the workbench). */
-  record?: (
-    phase: 'grpo' | 'ppo',
-    cfg: ExperimentConfig,
-    runDir: string,
-  ) => { sink: SinkPort; finish(status: 'completed' | 'stopped' | 'failed', error?: string): void };
+  record?: PhaseRecorder<'grpo' | 'ppo'>;
+}
+
+/** Opens the workspace record of an RL phase (the demo's, the ablation's). */
+export type PhaseRecorder<P extends string = string> = (phase: P, cfg: ExperimentConfig, runDir: string) => RunRecord & { sink: SinkPort };
+
+/**
+ * One RL phase from the SFT checkpoint, as the demo and the ablation run theirs: the session
+ * opened on `rlCfg`, the loop run in `runDir` (recorded in the workspace when `record` is given),
+ * then `after` (the held-out evaluation) says how the record ends; a throw ends it as failed.
+ * The session is closed in every case. Returns when the training began (performance.now()).
+ */
+export async function runRlPhase<P extends string>(
+  o: { openSession: (cfg: ExperimentConfig) => Promise<TaskSession>; record?: PhaseRecorder<P> },
+  phase: P,
+  rlCfg: ExperimentConfig,
+  runDir: string,
+  loop: { signal: AbortSignal; onStep: (step: number, m: Record<string, number>) => void },
+  after: (session: TaskSession, started: number) => Promise<'completed' | 'stopped'>,
+): Promise<number> {
+  const session = await o.openSession(rlCfg);
+  mkdirSync(runDir, { recursive: true });
+  const rec = o.record?.(phase, rlCfg, runDir);
+  const started = performance.now();
+  await recordedRun(
+    rec,
+    async () => {
+      await runTrainingLoop(rlCfg, { ...session.ports, sink: runSink(runDir, rec) }, { runDir, ...loop });
+      const status = await after(session, started);
+      rec?.finish(status);
+    },
+    () => session.close(),
+  );
+  return started;
 }
 
 function row(method: string, e: EvalSummary, seconds: number): DemoRow {
@@ -86,6 +114,12 @@ function row(method: string, e: EvalSummary, seconds: number): DemoRow {
   };
 }
 
+/** The SFT checkpoint as an RL phase's model, with the config's model options (LoRA, recompute_layers). */
+export function sftModel(cfg: ExperimentConfig, sftCheckpoint: string): ExperimentConfig['model'] {
+  const { lora, recompute_layers } = cfg.model;
+  return { path: sftCheckpoint, ...(lora ? { lora } : {}), ...(recompute_layers !== undefined ? { recompute_layers } : {}) };
+}
+
 /**
  * The config of an RL phase that starts from the SFT checkpoint: the SFT weights with the config's
  * model options (LoRA, recompute_layers) and every other key, less the SFT section (it ran
@@ -97,12 +131,11 @@ export function rlPhaseConfig(
   algorithm: Record<string, unknown> = {},
   extra: Record<string, unknown> = {},
 ): ExperimentConfig {
-  const { lora, recompute_layers } = cfg.model;
   return validateConfig(
     {
       ...structuredClone(cfg),
       sft: undefined,
-      model: { path: sftCheckpoint, ...(lora ? { lora } : {}), ...(recompute_layers !== undefined ? { recompute_layers } : {}) },
+      model: sftModel(cfg, sftCheckpoint),
       ...extra,
       algorithm: { ...cfg.algorithm, ...algorithm },
     },
@@ -181,44 +214,29 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
   const curves: DemoResult['curves'] = [];
   const rl = async (method: string, phase: 'grpo' | 'ppo', algorithm: Record<string, unknown>) => {
     const rlCfg = rlPhaseConfig(cfg, sftCheckpoint, algorithm);
-    const session = await opts.openSession(rlCfg);
-    const runDir = join(dir, phase);
-    mkdirSync(runDir, { recursive: true });
-    const start = performance.now();
     // The time budget: stop training (after the current step, with a checkpoint) when only the
     // final evaluation's time is left, so the whole demo stays within budgetSeconds.
     const stopAt = deadlineSignal();
-    const rec = opts.record?.(phase, rlCfg, runDir);
     let lastStep = 0;
     try {
-      await runTrainingLoop(
-        rlCfg,
-        { ...session.ports, sink: rec ? teeSink(new JsonlSink(runDir), rec.sink) : new JsonlSink(runDir) },
-        {
-          runDir,
-          signal: stopAt.signal,
-          onStep: (s, m) => {
-            lastStep = s;
-            spent.rollout += m['time/rollout_s'] ?? 0;
-            spent.scoring += m['time/score_s'] ?? 0;
-            spent.update += m['time/update_s'] ?? 0;
-            if (phase === 'grpo') curves.push({ step: s, reward: m['reward/mean']!, exactMatch: m['exact_match']! });
-            opts.onStep?.(phase, s, rlCfg.steps, m);
-          },
-        },
-      );
-      if (stopAt.signal.aborted && !opts.signal?.aborted && lastStep < rlCfg.steps)
-        skipped.push(`${phase}: stopped by the time budget after ${lastStep} of ${rlCfg.steps} steps`);
-      rows.push(row(method, await timedEval(session.evaluate(cfg.eval.n_questions)), (performance.now() - start) / 1000));
-      rec?.finish(stopAt.signal.aborted && lastStep < rlCfg.steps ? 'stopped' : 'completed');
-    } catch (e) {
-      rec?.finish('failed', e instanceof Error ? e.message : String(e));
-      throw e;
+      const onStep = (s: number, m: Record<string, number>) => {
+        lastStep = s;
+        spent.rollout += m['time/rollout_s'] ?? 0;
+        spent.scoring += m['time/score_s'] ?? 0;
+        spent.update += m['time/update_s'] ?? 0;
+        if (phase === 'grpo') curves.push({ step: s, reward: m['reward/mean']!, exactMatch: m['exact_match']! });
+        opts.onStep?.(phase, s, rlCfg.steps, m);
+      };
+      const start = await runRlPhase(opts, phase, rlCfg, join(dir, phase), { signal: stopAt.signal, onStep }, async (session, started) => {
+        if (stopAt.signal.aborted && !opts.signal?.aborted && lastStep < rlCfg.steps)
+          skipped.push(`${phase}: stopped by the time budget after ${lastStep} of ${rlCfg.steps} steps`);
+        rows.push(row(method, await timedEval(session.evaluate(cfg.eval.n_questions)), (performance.now() - started) / 1000));
+        return stopAt.signal.aborted && lastStep < rlCfg.steps ? 'stopped' : 'completed';
+      });
+      return (performance.now() - start) / 1000;
     } finally {
       stopAt.dispose();
-      await session.close();
     }
-    return (performance.now() - start) / 1000;
   };
   stage('GRPO from the SFT weights against the search tool');
   const grpoSeconds = await rl('SFT + GRPO', 'grpo', { adv_estimator: 'grpo' });

@@ -8,7 +8,8 @@
  * (hops by default). A task without gold answers is scored by its reward: a sample is correct when
  * its reward reaches `passReward`, and EM/F1 are not reported.
  */
-import { toolCallCount, type Trajectory } from '../rollout/types';
+import { bestTokenF1 } from '../env/rewards';
+import { toolCallTotals, type Trajectory } from '../rollout/types';
 
 /** 1 − C(n−c, k)/C(n, k), as the numerically stable product 1 − Π_{i=n−c+1..n} (1 − k/i). */
 export function passAtK(n: number, c: number, k: number): number {
@@ -40,32 +41,9 @@ export function squadExactMatch(pred: string, golds: readonly string[]): number 
   return golds.some((g) => squadNormalize(g) === p) ? 1 : 0;
 }
 
-/**
- * SQuAD's token F1 (bag of normalised tokens), the best over the gold answers. (engine/env/rewards.ts
- * has the same loop with its own normalisation; its functions run inside the sandbox as they are
- * written, self-contained, so they cannot call a shared helper.)
- */
+/** SQuAD's token F1 (bag of normalised tokens), the best over the gold answers: the reward helpers' F1 under SQuAD's normalisation. */
 export function squadF1(pred: string, golds: readonly string[]): number {
-  const p = squadNormalize(pred).split(' ').filter(Boolean);
-  let best = 0;
-  for (const g of golds) {
-    const t = squadNormalize(g).split(' ').filter(Boolean);
-    const counts = new Map<string, number>();
-    for (const w of t) counts.set(w, (counts.get(w) ?? 0) + 1);
-    let common = 0;
-    for (const w of p) {
-      const c = counts.get(w) ?? 0;
-      if (c > 0) {
-        common++;
-        counts.set(w, c - 1);
-      }
-    }
-    if (common === 0) continue;
-    const prec = common / p.length;
-    const rec = common / t.length;
-    best = Math.max(best, (2 * prec * rec) / (prec + rec));
-  }
-  return best;
+  return bestTokenF1(pred, golds, squadNormalize);
 }
 
 export interface HarnessMetrics {
@@ -107,15 +85,7 @@ function metricsOf(sampled: Trajectory[], greedy: Trajectory[], k: number, passR
     meanK += c / n;
   }
   const q = Math.max(1, byTask.size);
-  let calls = 0;
-  let errors = 0;
-  let withError = 0;
-  for (const t of sampled) {
-    const c = toolCallCount(t);
-    calls += c.calls;
-    errors += c.errors;
-    if (c.errors > 0) withError++;
-  }
+  const { calls, errors, withError } = toolCallTotals(sampled);
   const s = Math.max(1, sampled.length);
   const m: HarnessMetrics = { questions: byTask.size, samples: sampled.length };
   for (const x of ks) m[`pass@${x}`] = pass.get(x)! / q;

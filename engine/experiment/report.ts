@@ -115,6 +115,17 @@ function fmt(v: unknown): string {
 }
 
 /** A plain-text table with a header rule; numbers right-aligned. */
+/** A run's held-out metrics as a table: one value column, or the SFT warm start's beside them. */
+export function evalTable(metrics: Record<string, number>, sftAlone?: Record<string, number>): string {
+  const rows = Object.entries(metrics);
+  return sftAlone
+    ? renderTable(
+        ['held-out metric', 'SFT alone', 'after RL'],
+        rows.map(([k, v]) => [k, sftAlone[k] ?? '-', v]),
+      )
+    : renderTable(['held-out metric', 'value'], rows);
+}
+
 export function renderTable(headers: string[], rows: (string | number)[][]): string {
   const cells = rows.map((r) => r.map((c) => (typeof c === 'number' ? (Number.isInteger(c) ? String(c) : c.toFixed(3)) : c)));
   const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => (r[i] ?? '').length)));

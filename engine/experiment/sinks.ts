@@ -61,6 +61,32 @@ export function teeSink(...sinks: SinkPort[]): SinkPort {
   };
 }
 
+/** A run folder's metrics.jsonl, teed into the run's workspace record when it has one. */
+export function runSink(dir: string, rec?: { sink: SinkPort }): SinkPort {
+  return rec ? teeSink(new JsonlSink(dir), rec.sink) : new JsonlSink(dir);
+}
+
+/** A run's record in the workspace store, as the code that runs it ends it. */
+export interface RunRecord {
+  finish(status: 'completed' | 'stopped' | 'failed', error?: string): void;
+}
+
+/**
+ * Run `body` for a recorded run (CLI jobs, the demo's and the ablation's phases): when it throws,
+ * the record (if any) is finished as failed with the error's message before the error goes on;
+ * `cleanup` (interrupt handlers, the task session) runs either way.
+ */
+export async function recordedRun<T>(rec: RunRecord | undefined, body: () => Promise<T>, cleanup?: () => unknown): Promise<T> {
+  try {
+    return await body();
+  } catch (e) {
+    rec?.finish('failed', e instanceof Error ? e.message : String(e));
+    throw e;
+  } finally {
+    await cleanup?.();
+  }
+}
+
 /** Tool calls of these episodes that the sandbox cut off at its memory limit: [tool name, error]. */
 export function memoryLimitHits(episodes: { toolCallRecords?: { calls: unknown[] }[] }[]): { name: string; error: string }[] {
   const out: { name: string; error: string }[] = [];

@@ -13,6 +13,7 @@ import { createRunDir } from './run-dir';
 import { resolveProviders } from '../tensor/ort';
 import { decoderFor, openTaskSession } from './open';
 import { signalSettings, storeSink, type StoreSink } from './store-sink';
+import { recordedRun } from './sinks';
 
 export interface CliStoreRun {
   store: Store;
@@ -112,7 +113,7 @@ export async function claimRunAndOpenTask(
   }
   const { id, dir } = o.run;
   const rec = o.store ? openCliStoreRun(id, cfg, { resume: true, template: o.template, dir }) : undefined;
-  try {
+  return recordedRun(rec, async () => {
     const before = JSON.stringify(cfg.rollout);
     const session = await openTaskSession(cfg);
     // Limits sized from the task (engine/experiment/limits.ts) are the run's: its config.json (what a
@@ -123,8 +124,5 @@ export async function claimRunAndOpenTask(
       for (const w of session.warnings ?? []) if (w.startsWith('limits sized')) rec?.store.log(id, 'info', w);
     }
     return { id, dir, rec, session };
-  } catch (e) {
-    rec?.finish('failed', e instanceof Error ? e.message : String(e));
-    throw e;
-  }
+  });
 }

@@ -227,20 +227,28 @@ export function verlMapping(
   const computed = "computed by run_verl.sh from trainer.n_gpus_per_node × trainer.nnodes on its command line (verl's divisibility checks, see README)";
   map('algorithm.mini_batches', undefined, `actor_rollout_ref.actor.ppo_mini_batch_size (prompts per mini-batch): ${computed}`);
   map('algorithm.micro_batches', undefined, `actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu and the log-prob micro-batches: ${computed}`);
-  map(
-    ['algorithm.dynamic_sampling.enabled', 'algorithm.dynamic_sampling.max_rounds', 'algorithm.dynamic_sampling.gen_prompts'],
-    undefined,
-    (a.dynamic_sampling as Loose | undefined)?.enabled
-      ? "ENABLED in Arbor but not in verl.trainer.main_ppo: use verl's DAPO recipe (algorithm.filter_groups; gen_prompts is its data.gen_batch_size) to keep it"
-      : "off; verl's equivalent lives in the DAPO recipe (algorithm.filter_groups)",
-  );
-  map(
-    ['algorithm.overlong.enabled', 'algorithm.overlong.buffer', 'algorithm.overlong.penalty'],
-    undefined,
-    (a.overlong as Loose | undefined)?.enabled
-      ? "ENABLED in Arbor but not in verl.trainer.main_ppo: use the DAPO recipe's reward_model.overlong_buffer.{enable,len,penalty_factor}"
-      : "off; verl's equivalent is the DAPO recipe's overlong_buffer",
-  );
+  // Arbor blocks that only verl's DAPO recipe has (not verl.trainer.main_ppo): the note says
+  // whether this run uses the block and where the recipe keeps it.
+  const dapoOnly: [block: string, keys: string[], ifOn: string, ifOff: string][] = [
+    [
+      'dynamic_sampling',
+      ['enabled', 'max_rounds', 'gen_prompts'],
+      "use verl's DAPO recipe (algorithm.filter_groups; gen_prompts is its data.gen_batch_size) to keep it",
+      "verl's equivalent lives in the DAPO recipe (algorithm.filter_groups)",
+    ],
+    [
+      'overlong',
+      ['enabled', 'buffer', 'penalty'],
+      "use the DAPO recipe's reward_model.overlong_buffer.{enable,len,penalty_factor}",
+      "verl's equivalent is the DAPO recipe's overlong_buffer",
+    ],
+  ];
+  for (const [block, keys, ifOn, ifOff] of dapoOnly)
+    map(
+      keys.map((k) => `algorithm.${block}.${k}`),
+      undefined,
+      (a[block] as Loose | undefined)?.enabled ? `ENABLED in Arbor but not in verl.trainer.main_ppo: ${ifOn}` : `off; ${ifOff}`,
+    );
   map(
     'algorithm.process_rewards',
     undefined,

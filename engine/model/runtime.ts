@@ -121,14 +121,23 @@ export const BAKE_MIN_PARAMS = 4e6;
 /** Arbor's own state saved next to a PEFT adapter (the dropout mask counter, so a resume draws the same masks). */
 const LORA_STATE = 'arbor_lora_state.json';
 
-export interface DecodeInput {
+/**
+ * The rows of one decode-graph call, also the continuous batcher's (engine/rollout/kv-slots.ts
+ * KvDecodeInput, whose pasts `Kv` may be device tensors).
+ */
+export interface DecodeRows<Kv = Float32Array> {
   batch: number;
+  /** New tokens per row (T); rows are left-padded. */
   newLength: number;
+  /** Past length per row (P); pasts are left-padded. */
   pastLength: number;
   inputIds: Int32Array; // [B, T]
   attentionMask: Int32Array; // [B, P + T]
   positionIds: Int32Array; // [B, T]
-  past: { k: Float32Array; v: Float32Array }[]; // per layer [B, Hkv, P, hd]
+  past: { k: Kv; v: Kv }[]; // per layer [B, Hkv, P, hd]
+}
+
+export interface DecodeInput extends DecodeRows {
   /** Sampling-head inputs per row (default: u 0, 1/T 1, not greedy). */
   sample?: { u: Float32Array; invTemp: Float32Array; greedy: Float32Array };
 }

@@ -15,29 +15,7 @@
  * JSON puts words right after a quote. The file loads in Python `tokenizers` ≥ 0.19 too
  * (`ignore_merges` is the Llama-3 option).
  */
-import { HfTokenizer } from './tokenizer';
-
-/** GPT-2's byte → printable character table (the ByteLevel pre-tokeniser's alphabet). */
-export function byteLevelAlphabet(): string[] {
-  const bs: number[] = [];
-  for (let b = 33; b <= 126; b++) bs.push(b);
-  for (let b = 161; b <= 172; b++) bs.push(b);
-  for (let b = 174; b <= 255; b++) bs.push(b);
-  const cs = bs.slice();
-  let n = 0;
-  for (let b = 0; b < 256; b++) {
-    if (!bs.includes(b)) {
-      bs.push(b);
-      cs.push(256 + n++);
-    }
-  }
-  const table: string[] = new Array(256);
-  bs.forEach((b, i) => (table[b] = String.fromCharCode(cs[i]!)));
-  return table;
-}
-
-const ALPHABET = byteLevelAlphabet();
-const encodeBytes = (s: string) => Array.from(new TextEncoder().encode(s), (b) => ALPHABET[b]!).join('');
+import { addedToken, bpeModel, byteLevel, byteLevelAlphabet, byteLevelText, HfTokenizer, tokenizerConfig, tokenizerJson } from './tokenizer';
 
 /** JSON punctuation runs as the ByteLevel pre-tokeniser cuts them, kept as single tokens. */
 export const JSON_PUNCTUATION = [
@@ -98,65 +76,24 @@ export function buildByteWordTokenizer(
     }
   };
   o.added.forEach(add);
-  ALPHABET.forEach(add);
+  byteLevelAlphabet().forEach(add);
   for (const w of words) {
-    add(encodeBytes(` ${w}`));
-    add(encodeBytes(w));
+    add(byteLevelText(` ${w}`));
+    add(byteLevelText(w));
   }
-  (o.pieces ?? []).forEach((p) => add(encodeBytes(p)));
+  (o.pieces ?? []).forEach((p) => add(byteLevelText(p)));
   const model: Record<string, number> = {};
   vocab.forEach((t, i) => {
     if (i >= o.added.length) model[t] = i;
   });
-  const tokenizer = {
-    version: '1.0',
-    truncation: null,
-    padding: null,
-    added_tokens: o.added.map((content, id) => ({
-      id,
-      content,
-      single_word: false,
-      lstrip: false,
-      rstrip: false,
-      normalized: false,
-      special: o.special.includes(content),
-    })),
-    // A word right after a double quote gets the space form (`"golden` → `" golden`), so a word
-    // copied from running text into a JSON string is the same token (`Ġgolden`) in both places;
-    // the decoder takes that space out again.
-    normalizer: { type: 'Replace', pattern: { Regex: '"(?=[A-Za-z0-9])' }, content: '" ' },
-    pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true },
-    post_processor: null,
-    decoder: {
-      type: 'Sequence',
-      decoders: [
-        { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true },
-        { type: 'Replace', pattern: { String: '" ' }, content: '"' },
-      ],
-    },
-    model: {
-      type: 'BPE',
-      dropout: null,
-      unk_token: null,
-      continuing_subword_prefix: null,
-      end_of_word_suffix: null,
-      fuse_unk: false,
-      byte_fallback: false,
-      ignore_merges: true,
-      vocab: model,
-      merges: [],
-    },
-  };
-  const config: Record<string, unknown> = {
-    tokenizer_class: 'PreTrainedTokenizerFast',
-    clean_up_tokenization_spaces: false,
-    bos_token: null,
-    eos_token: o.eos,
-    pad_token: o.pad,
-    unk_token: null,
-    model_max_length: 4096,
-  };
-  if (o.chatTemplate) config.chat_template = o.chatTemplate;
+  const added = o.added.map((content, id) => addedToken(id, content, o.special.includes(content)));
+  // A word right after a double quote gets the space form (`"golden` → `" golden`), so a word
+  // copied from running text into a JSON string is the same token (`Ġgolden`) in both places;
+  // the decoder takes that space out again.
+  const normalizer = { type: 'Replace', pattern: { Regex: '"(?=[A-Za-z0-9])' }, content: '" ' };
+  const decoder = { type: 'Sequence', decoders: [byteLevel(), { type: 'Replace', pattern: { String: '" ' }, content: '"' }] };
+  const tokenizer = tokenizerJson(added, normalizer, byteLevel(), decoder, bpeModel(model, [], true));
+  const config = tokenizerConfig({ cleanUpSpaces: false, eos: o.eos, pad: o.pad, unk: null, maxLength: 4096, chatTemplate: o.chatTemplate || undefined });
   return { tokenizer, config, vocab };
 }
 

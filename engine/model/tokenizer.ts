@@ -125,6 +125,86 @@ function tokenString(t: unknown): string {
   return '';
 }
 
+/*
+ * The pieces of tokenizer.json and tokenizer_config.json that Arbor's built tokenizers (below and
+ * ./tiny-tokenizer.ts) share; each builder chooses only its normaliser, pre-tokeniser, decoder and
+ * model. Keys stay in the order the files always had: the task kits name their tokenizer cache
+ * folders by a hash of the files.
+ */
+
+/** An added_tokens entry: matched whole before normalisation; `special` ones are skipped by skip_special_tokens. */
+export function addedToken(id: number, content: string, special: boolean): Record<string, unknown> {
+  return { id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special };
+}
+
+/** tokenizer.json around the parts a builder chooses (no truncation, padding or post-processor). */
+export function tokenizerJson(added: unknown[], normalizer: unknown, preTokenizer: unknown, decoder: unknown, model: unknown): Record<string, unknown> {
+  return {
+    version: '1.0',
+    truncation: null,
+    padding: null,
+    added_tokens: added,
+    normalizer,
+    pre_tokenizer: preTokenizer,
+    post_processor: null,
+    decoder,
+    model,
+  };
+}
+
+/** GPT-2's ByteLevel step (pre-tokeniser and decoder alike), without a prefix space. */
+export const byteLevel = () => ({ type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true });
+
+/** A BPE model over byte-level pieces, never <unk>; with `ignoreMerges` any piece in the vocabulary is one token (the Llama-3 option). */
+export function bpeModel(vocab: Record<string, number>, merges: string[], ignoreMerges = false): Record<string, unknown> {
+  return {
+    type: 'BPE',
+    dropout: null,
+    unk_token: null,
+    continuing_subword_prefix: null,
+    end_of_word_suffix: null,
+    fuse_unk: false,
+    byte_fallback: false,
+    ...(ignoreMerges ? { ignore_merges: true } : {}),
+    vocab,
+    merges,
+  };
+}
+
+/** Whole words as WordPiece tokens: no word is split (no `##` pieces are in the vocabulary). */
+const wordPieceModel = (unk: string, vocab: Record<string, number>) => ({
+  type: 'WordPiece',
+  unk_token: unk,
+  continuing_subword_prefix: '##',
+  max_input_chars_per_word: 100,
+  vocab,
+});
+const WORDPIECE_DECODER = { type: 'WordPiece', prefix: '##', cleanup: false };
+
+/**
+ * tokenizer_config.json: no BOS; `cleanUpSpaces` is written only when given (the first word-level
+ * tokenizer never wrote it, and its files keep that), the chat template only when there is one.
+ */
+export function tokenizerConfig(o: {
+  cleanUpSpaces?: boolean;
+  eos: string;
+  pad: string;
+  unk: string | null;
+  maxLength: number;
+  chatTemplate?: string;
+}): Record<string, unknown> {
+  return {
+    tokenizer_class: 'PreTrainedTokenizerFast',
+    ...(o.cleanUpSpaces !== undefined ? { clean_up_tokenization_spaces: o.cleanUpSpaces } : {}),
+    bos_token: null,
+    eos_token: o.eos,
+    pad_token: o.pad,
+    unk_token: o.unk,
+    model_max_length: o.maxLength,
+    ...(o.chatTemplate !== undefined ? { chat_template: o.chatTemplate } : {}),
+  };
+}
+
 export const TINY_SPECIAL = ['<pad>', '<unk>', '<|endoftext|>', '<|im_start|>', '<|im_end|>'];
 export const TINY_TAGS = [
   '<search>',
@@ -155,32 +235,14 @@ export function buildWordTokenizer(words: string[]): { tokenizer: Record<string,
   let id = 0;
   for (const t of [...TINY_SPECIAL, ...TINY_TAGS]) {
     vocab[t] = id;
-    added.push({ id, content: t, single_word: false, lstrip: false, rstrip: false, normalized: false, special: TINY_SPECIAL.includes(t) });
+    added.push(addedToken(id, t, TINY_SPECIAL.includes(t)));
     id++;
   }
   for (const w of [...new Set([...TINY_ROLES, ...words.map((x) => x.toLowerCase())])]) {
     if (vocab[w] === undefined) vocab[w] = id++;
   }
-  const tokenizer = {
-    version: '1.0',
-    truncation: null,
-    padding: null,
-    added_tokens: added,
-    normalizer: { type: 'Lowercase' },
-    pre_tokenizer: { type: 'Whitespace' },
-    post_processor: null,
-    decoder: { type: 'WordPiece', prefix: '##', cleanup: false },
-    model: { type: 'WordPiece', unk_token: '<unk>', continuing_subword_prefix: '##', max_input_chars_per_word: 100, vocab },
-  };
-  const config = {
-    tokenizer_class: 'PreTrainedTokenizerFast',
-    bos_token: null,
-    eos_token: '<|im_end|>',
-    pad_token: '<pad>',
-    unk_token: '<unk>',
-    model_max_length: 1024,
-    chat_template: TINY_CHAT_TEMPLATE,
-  };
+  const tokenizer = tokenizerJson(added, { type: 'Lowercase' }, { type: 'Whitespace' }, WORDPIECE_DECODER, wordPieceModel('<unk>', vocab));
+  const config = tokenizerConfig({ eos: '<|im_end|>', pad: '<pad>', unk: '<unk>', maxLength: 1024, chatTemplate: TINY_CHAT_TEMPLATE });
   return { tokenizer, config };
 }
 
@@ -197,34 +259,27 @@ export function buildExactWordTokenizer(
   const model: Record<string, number> = {};
   const added: Record<string, unknown>[] = [];
   vocab.forEach((w, id) => {
-    if (opts.verbatim(w))
-      added.push({ id, content: w, single_word: false, lstrip: false, rstrip: false, normalized: false, special: opts.special.includes(w) });
+    if (opts.verbatim(w)) added.push(addedToken(id, w, opts.special.includes(w)));
     else model[w.toLowerCase()] ??= id;
   });
-  const tokenizer = {
-    version: '1.0',
-    truncation: null,
-    padding: null,
-    added_tokens: added,
-    normalizer: { type: 'Sequence', normalizers: [{ type: 'Replace', pattern: { Regex: '[^A-Za-z0-9?.,:;…<>/_\\s]' }, content: ' ' }, { type: 'Lowercase' }] },
-    pre_tokenizer: {
+  const tokenizer = tokenizerJson(
+    added,
+    { type: 'Sequence', normalizers: [{ type: 'Replace', pattern: { Regex: '[^A-Za-z0-9?.,:;…<>/_\\s]' }, content: ' ' }, { type: 'Lowercase' }] },
+    {
       type: 'Sequence',
       pretokenizers: [{ type: 'WhitespaceSplit' }, { type: 'Split', pattern: { Regex: '[a-z0-9]+|[?.,:;…]' }, behavior: 'Isolated', invert: false }],
     },
-    post_processor: null,
-    decoder: { type: 'WordPiece', prefix: '##', cleanup: false },
-    model: { type: 'WordPiece', unk_token: opts.unk, continuing_subword_prefix: '##', max_input_chars_per_word: 100, vocab: model },
-  };
-  const config: Record<string, unknown> = {
-    tokenizer_class: 'PreTrainedTokenizerFast',
-    clean_up_tokenization_spaces: false,
-    bos_token: null,
-    eos_token: opts.eos,
-    pad_token: opts.pad,
-    unk_token: opts.unk,
-    model_max_length: 1024,
-  };
-  if (opts.chatTemplate) config.chat_template = opts.chatTemplate;
+    WORDPIECE_DECODER,
+    wordPieceModel(opts.unk, model),
+  );
+  const config = tokenizerConfig({
+    cleanUpSpaces: false,
+    eos: opts.eos,
+    pad: opts.pad,
+    unk: opts.unk,
+    maxLength: 1024,
+    chatTemplate: opts.chatTemplate || undefined,
+  });
   return { tokenizer, config };
 }
 
@@ -248,22 +303,30 @@ export const TINY_TOOLS_CHAT_TEMPLATE =
 
 const BYTE_SPECIAL = ['<pad>', '<|endoftext|>', '<|im_start|>', '<|im_end|>'];
 
-/** GPT-2's byte → printable character table (what ByteLevel pre-tokenisers map bytes to). */
-function byteChars(): string[] {
+/** GPT-2's byte → printable character table (the ByteLevel pre-tokeniser's alphabet). */
+export function byteLevelAlphabet(): string[] {
   const bs: number[] = [];
-  for (let i = 33; i <= 126; i++) bs.push(i);
-  for (let i = 161; i <= 172; i++) bs.push(i);
-  for (let i = 174; i <= 255; i++) bs.push(i);
+  for (let b = 33; b <= 126; b++) bs.push(b);
+  for (let b = 161; b <= 172; b++) bs.push(b);
+  for (let b = 174; b <= 255; b++) bs.push(b);
   const cs = bs.slice();
   let n = 0;
-  for (let b = 0; b < 256; b++)
+  for (let b = 0; b < 256; b++) {
     if (!bs.includes(b)) {
       bs.push(b);
       cs.push(256 + n++);
     }
-  const out = new Array<string>(256);
-  bs.forEach((b, i) => (out[b] = String.fromCharCode(cs[i]!)));
-  return out;
+  }
+  const table: string[] = new Array(256);
+  bs.forEach((b, i) => (table[b] = String.fromCharCode(cs[i]!)));
+  return table;
+}
+
+const BYTE_ALPHABET = byteLevelAlphabet();
+
+/** Text as the ByteLevel pre-tokeniser sees it: its UTF-8 bytes as alphabet characters (vocabulary entries are written so). */
+export function byteLevelText(s: string): string {
+  return Array.from(new TextEncoder().encode(s), (b) => BYTE_ALPHABET[b]!).join('');
 }
 
 /**
@@ -276,13 +339,10 @@ export function buildByteBpeTokenizer(
   texts: string[],
   opts: { maxMerges?: number; chatTemplate?: string } = {},
 ): { tokenizer: Record<string, unknown>; config: Record<string, unknown> } {
-  const table = byteChars();
-  const enc = new TextEncoder();
-  const toChars = (s: string) => [...enc.encode(s)].map((b) => table[b]!).join('');
   const vocab: Record<string, number> = {};
   let id = 0;
   for (const t of BYTE_SPECIAL) vocab[t] = id++;
-  for (const c of table) vocab[c] ??= id++;
+  for (const c of BYTE_ALPHABET) vocab[c] ??= id++;
   const freq = new Map<string, number>();
   const pre = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
   for (const t of texts) for (const m of t.match(pre) ?? []) if (m.length > 1) freq.set(m, (freq.get(m) ?? 0) + 1);
@@ -291,7 +351,7 @@ export function buildByteBpeTokenizer(
   const words = [...freq].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).map(([w]) => w);
   const maxMerges = opts.maxMerges ?? 2000;
   for (const w of words) {
-    const chars = [...toChars(w)];
+    const chars = [...byteLevelText(w)];
     let cur = chars[0]!;
     for (const ch of chars.slice(1)) {
       if (merges.length >= maxMerges) break;
@@ -304,36 +364,15 @@ export function buildByteBpeTokenizer(
       vocab[cur] ??= id++;
     }
   }
-  const tokenizer = {
-    version: '1.0',
-    truncation: null,
-    padding: null,
-    added_tokens: BYTE_SPECIAL.map((content, i) => ({ id: i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true })),
-    normalizer: null,
-    pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true },
-    post_processor: null,
-    decoder: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true },
-    model: {
-      type: 'BPE',
-      dropout: null,
-      unk_token: null,
-      continuing_subword_prefix: null,
-      end_of_word_suffix: null,
-      fuse_unk: false,
-      byte_fallback: false,
-      vocab,
-      merges,
-    },
-  };
-  const config: Record<string, unknown> = {
-    tokenizer_class: 'PreTrainedTokenizerFast',
-    clean_up_tokenization_spaces: false,
-    bos_token: null,
-    eos_token: '<|im_end|>',
-    pad_token: '<pad>',
-    unk_token: null,
-    model_max_length: 1024,
-    chat_template: opts.chatTemplate ?? TINY_TOOLS_CHAT_TEMPLATE,
-  };
+  const added = BYTE_SPECIAL.map((content, i) => addedToken(i, content, true));
+  const tokenizer = tokenizerJson(added, null, byteLevel(), byteLevel(), bpeModel(vocab, merges));
+  const config = tokenizerConfig({
+    cleanUpSpaces: false,
+    eos: '<|im_end|>',
+    pad: '<pad>',
+    unk: null,
+    maxLength: 1024,
+    chatTemplate: opts.chatTemplate ?? TINY_TOOLS_CHAT_TEMPLATE,
+  });
   return { tokenizer, config };
 }

@@ -79,6 +79,25 @@ export interface ModelServerOptions {
 }
 
 const now = () => Math.floor(Date.now() / 1000);
+
+/** The sampling fields both endpoints read the same way. */
+type Sampling = Pick<ChatRequest, 'temperature' | 'top_p' | 'stop' | 'stream_options'>;
+/** An episode's sampling (training), which overrides the request's. */
+type Policy = NonNullable<EpisodeSink['sampling']>;
+type Usage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+
+/** A streamed choice's text so far → the part not sent yet (nothing when the text no longer extends what was sent). */
+function unsentPart(): (text: string) => string {
+  let sent = '';
+  return (text) => {
+    const part = text.startsWith(sent) ? text.slice(sent.length) : '';
+    sent += part;
+    return part;
+  };
+}
+
+/** A request's `stop` as a list. */
+const stopList = (stop: ChatRequest['stop']): string[] => (stop === null || stop === undefined ? [] : typeof stop === 'string' ? [stop] : stop);
 const bytes = (s: string) => Array.from(Buffer.from(s, 'utf8'));
 
 export class ModelServer {
@@ -206,9 +225,12 @@ export class ModelServer {
     res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
   }
 
-  private checkModel(model: string): void {
+  /** What both endpoints check first: the model's name, and that the episode (if any) may make another call. */
+  private admit(model: string, sink: EpisodeSink | undefined): void {
     if (model !== this.o.modelId)
       throw new ApiError(404, `The model '${model}' does not exist (this server serves '${this.o.modelId}')`, 'not_found_error', 'model', 'model_not_found');
+    const refused = sink?.admit?.();
+    if (refused) throw new ApiError(400, refused, 'invalid_request_error', null, 'episode_limit');
   }
 
   private maxTokens(prompt: number, asked: number | null | undefined, field: string): number {
@@ -219,7 +241,9 @@ export class ModelServer {
     return Math.min(asked ?? this.o.defaultMaxTokens ?? room, room);
   }
 
-  private seeds(seed: number | null | undefined, n: number): number[] {
+  /** One seed per choice: the episode's stream in training, else the request's (or a random one). */
+  private seeds(seed: number | null | undefined, n: number, pol: Policy | undefined): number[] {
+    if (pol) return Array.from({ length: n }, () => pol.nextSeed());
     const base = seed ?? randomBytes(4).readUInt32LE(0);
     return Array.from({ length: n }, (_, i) => (n === 1 && seed !== null && seed !== undefined ? seed >>> 0 : mixSeed(base, i)));
   }
@@ -251,10 +275,71 @@ export class ModelServer {
     return text.slice(0, cut);
   }
 
+  /**
+   * One choice's generation under the request's sampling, or in an episode the rollout's
+   * (EpisodeSink.sampling). On a stream, `onToken` sees each token with all of them so far.
+   */
+  private generate(
+    { b, pol, ...g }: { b: Sampling; pol: Policy | undefined; promptIds: number[]; maxTokens: number; seed: number; topLogprobs: number; signal: AbortSignal },
+    onToken?: (t: GenToken, toks: GenToken[]) => void,
+  ): Promise<GenResult> {
+    const toks: GenToken[] = [];
+    return this.o.scheduler.generate({
+      ...g,
+      temperature: pol ? pol.temperature : (b.temperature ?? 1),
+      topP: pol ? pol.topP : (b.top_p ?? 1),
+      stopTokenIds: this.o.stopTokenIds,
+      stopStrings: [...stopList(b.stop), ...(pol?.endStrings ?? [])],
+      onToken: onToken
+        ? (t) => {
+            toks.push(t);
+            onToken(t, toks);
+          }
+        : undefined,
+    });
+  }
+
+  /**
+   * What both endpoints do once every choice is generated: the call goes to the sink (when there
+   * is one), then the response ends: on a stream the usage chunk (when asked) and [DONE], else the
+   * whole body (`body()`: its fields between `model` and `usage`). Returns the usage.
+   */
+  private finish(
+    b: Sampling,
+    sink: EpisodeSink | undefined,
+    out: { res: ServerResponse; stream: Sse | null; head: Record<string, unknown>; object: string; body: () => Record<string, unknown> },
+    call: Omit<RecordedCall, 'choices' | 'endedMs'>,
+    results: { r: GenResult; finish: RecordedChoice['finish']; message?: AssistantOut; calls?: RecordedChoice['calls'] }[],
+  ): Usage {
+    const completionTokens = results.reduce((a, x) => a + x.r.tokens.length, 0);
+    const promptTokens = call.promptIds.length;
+    const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+    const { parent, drift, startedMs, ...head } = call;
+    sink?.record({
+      ...head,
+      choices: results.map((x) => ({
+        ids: x.r.tokens.map((t) => t.id),
+        logprobs: x.r.tokens.map((t) => t.logprob),
+        entropy: x.r.tokens.map((t) => t.entropy),
+        text: this.o.tokenizer.decode(x.r.tokens.map((t) => t.id)),
+        finish: x.finish,
+        ...(x.message ? { message: x.message } : {}),
+        calls: x.calls ?? [],
+      })),
+      ...(parent ? { parent } : {}),
+      drift,
+      startedMs,
+      endedMs: Date.now(),
+    });
+    if (out.stream) {
+      if (b.stream_options?.include_usage) out.stream.send({ ...out.head, choices: [], usage });
+      out.stream.done();
+    } else this.json(out.res, 200, { id: call.id, object: out.object, created: now(), model: this.o.modelId, ...out.body(), usage });
+    return usage;
+  }
+
   private async chat(b: ChatRequest, raw: unknown, res: ServerResponse, scope: string, signal: AbortSignal, sink?: EpisodeSink): Promise<string> {
-    this.checkModel(b.model);
-    const refused = sink?.admit?.();
-    if (refused) throw new ApiError(400, refused, 'invalid_request_error', null, 'episode_limit');
+    this.admit(b.model, sink);
     const pol = sink?.sampling;
     const startedMs = Date.now();
     const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
@@ -263,7 +348,7 @@ export class ModelServer {
     const plan = this.renderer.plan(b.tools ?? undefined, b.tool_choice);
     const prompt = this.memory.plan(scope, this.renderer, this.o.stopTokenIds, messages, plan.tools, plan.forced);
     const maxTokens = Math.min(this.maxTokens(prompt.ids.length, b.max_completion_tokens ?? b.max_tokens, 'messages'), pol?.maxTokens ?? Infinity);
-    const stopStrings = b.stop === null || b.stop === undefined ? [] : typeof b.stop === 'string' ? [b.stop] : b.stop;
+    const stopStrings = stopList(b.stop);
     const topK = b.logprobs ? (b.top_logprobs ?? 0) : 0;
     if (!b.logprobs && b.top_logprobs) throw new ApiError(400, 'top_logprobs: needs logprobs: true', undefined, 'top_logprobs');
     const ids = b.return_token_ids === true;
@@ -271,35 +356,24 @@ export class ModelServer {
     const stream = b.stream === true ? new Sse(res) : null;
     const head = { id, object: 'chat.completion.chunk', created: now(), model: this.o.modelId };
     const holdFor = [...stopStrings, ...(plan.parseCalls ? ['<tool_call>'] : [])];
-    const seeds = pol ? Array.from({ length: n }, () => pol.nextSeed()) : this.seeds(b.seed, n);
+    const gen = { b, pol, promptIds: prompt.ids, maxTokens, topLogprobs: topK, signal };
     const results = await Promise.all(
-      seeds.map(async (seed, index) => {
-        let sent = '';
-        const toks: GenToken[] = [];
+      this.seeds(b.seed, n, pol).map(async (seed, index) => {
         if (stream)
           stream.send({
             ...head,
             ...(ids && index === 0 ? { prompt_token_ids: prompt.ids } : {}),
             choices: [{ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }],
           });
-        const r = await this.o.scheduler.generate({
-          promptIds: prompt.ids,
-          maxTokens,
-          temperature: pol ? pol.temperature : (b.temperature ?? 1),
-          topP: pol ? pol.topP : (b.top_p ?? 1),
-          seed,
-          stopTokenIds: this.o.stopTokenIds,
-          stopStrings: [...stopStrings, ...(pol?.endStrings ?? [])],
-          topLogprobs: topK,
-          signal,
-          onToken: stream
-            ? (t) => {
-                toks.push(t);
+        const unsent = unsentPart();
+        const r = await this.generate(
+          { ...gen, seed },
+          stream
+            ? (t, toks) => {
                 let text = plan.forced + this.visible({ tokens: toks }, stopStrings);
                 if (plan.parseCalls && text.includes('<tool_call>')) text = text.slice(0, text.indexOf('<tool_call>'));
                 const safe = holdBack(text, holdFor, plan.parseCalls);
-                const delta = safe.startsWith(sent) ? safe.slice(sent.length) : '';
-                sent += delta;
+                const delta = unsent(safe);
                 stream.send({
                   ...head,
                   choices: [
@@ -314,7 +388,7 @@ export class ModelServer {
                 });
               }
             : undefined,
-        });
+        );
         const text = plan.forced + this.visible(r, stopStrings);
         const { message, calls } = plan.parseCalls
           ? this.renderer.assistant(text, true, parallel)
@@ -322,7 +396,7 @@ export class ModelServer {
         const finish: RecordedChoice['finish'] = message.tool_calls?.length ? 'tool_calls' : r.finish;
         if (stream) {
           const content = message.content ?? '';
-          const rest = content.startsWith(sent) ? content.slice(sent.length) : '';
+          const rest = unsent(content);
           const delta: Record<string, unknown> = {};
           if (rest) delta.content = rest;
           if (message.tool_calls?.length) delta.tool_calls = message.tool_calls.map((c, k) => ({ index: k, ...c }));
@@ -332,8 +406,6 @@ export class ModelServer {
         return { r, message, calls, finish };
       }),
     );
-    const completionTokens = results.reduce((a, x) => a + x.r.tokens.length, 0);
-    const usage = { prompt_tokens: prompt.ids.length, completion_tokens: completionTokens, total_tokens: prompt.ids.length + completionTokens };
     // Remember every choice: a later request that sends one back verbatim continues from its ids.
     results.forEach((x, choice) =>
       this.memory.remember(scope, messages, plan.tools, {
@@ -347,52 +419,37 @@ export class ModelServer {
         endedWithToken: x.r.stop.kind === 'token',
       }),
     );
-    sink?.record({
-      id,
-      kind: 'chat',
-      request: raw,
-      promptIds: prompt.ids,
-      promptText: prompt.text,
-      choices: results.map((x) => ({
-        ids: x.r.tokens.map((t) => t.id),
-        logprobs: x.r.tokens.map((t) => t.logprob),
-        entropy: x.r.tokens.map((t) => t.entropy),
-        text: this.o.tokenizer.decode(x.r.tokens.map((t) => t.id)),
-        finish: x.finish,
+    const body = () => ({
+      ...(ids ? { prompt_token_ids: prompt.ids } : {}),
+      choices: results.map((x, index) => ({
+        index,
         message: x.message,
-        calls: x.calls,
+        logprobs: b.logprobs ? { content: x.r.tokens.map((t) => this.entry(t)) } : null,
+        finish_reason: x.finish,
+        ...(ids ? { token_ids: x.r.tokens.map((t) => t.id) } : {}),
       })),
-      ...(prompt.parent ? { parent: { call: prompt.parent.callId, choice: prompt.parent.choice } } : {}),
-      drift: prompt.drift,
-      startedMs,
-      endedMs: Date.now(),
     });
-    if (stream) {
-      if (b.stream_options?.include_usage) stream.send({ ...head, choices: [], usage });
-      stream.done();
-    } else
-      this.json(res, 200, {
+    const usage = this.finish(
+      b,
+      sink,
+      { res, stream, head, object: 'chat.completion', body },
+      {
         id,
-        object: 'chat.completion',
-        created: now(),
-        model: this.o.modelId,
-        ...(ids ? { prompt_token_ids: prompt.ids } : {}),
-        choices: results.map((x, index) => ({
-          index,
-          message: x.message,
-          logprobs: b.logprobs ? { content: x.r.tokens.map((t) => this.entry(t)) } : null,
-          finish_reason: x.finish,
-          ...(ids ? { token_ids: x.r.tokens.map((t) => t.id) } : {}),
-        })),
-        usage,
-      });
+        kind: 'chat',
+        request: raw,
+        promptIds: prompt.ids,
+        promptText: prompt.text,
+        ...(prompt.parent ? { parent: { call: prompt.parent.callId, choice: prompt.parent.choice } } : {}),
+        drift: prompt.drift,
+        startedMs,
+      },
+      results,
+    );
     return `prompt ${usage.prompt_tokens} completion ${usage.completion_tokens}${prompt.parent ? ' (continued)' : ''}${prompt.drift.length ? ` drift ${prompt.drift.length}` : ''}`;
   }
 
   private async completion(b: CompletionRequest, raw: unknown, res: ServerResponse, signal: AbortSignal, sink?: EpisodeSink): Promise<string> {
-    this.checkModel(b.model);
-    const refused = sink?.admit?.();
-    if (refused) throw new ApiError(400, refused, 'invalid_request_error', null, 'episode_limit');
+    this.admit(b.model, sink);
     const pol = sink?.sampling;
     const startedMs = Date.now();
     const id = `cmpl-${randomBytes(12).toString('hex')}`;
@@ -410,7 +467,7 @@ export class ModelServer {
       this.maxTokens(promptIds.length, b.max_tokens ?? (this.o.defaultMaxTokens ? undefined : 16), 'prompt'),
       pol?.maxTokens ?? Infinity,
     );
-    const stopStrings = b.stop === null || b.stop === undefined ? [] : typeof b.stop === 'string' ? [b.stop] : b.stop;
+    const stopStrings = stopList(b.stop);
     const topK = b.logprobs ?? 0;
     const wantLogprobs = b.logprobs !== null && b.logprobs !== undefined;
     const ids = b.return_token_ids === true;
@@ -422,80 +479,47 @@ export class ModelServer {
       token_logprobs: toks.map((t) => t.logprob),
       top_logprobs: toks.map((t) => Object.fromEntries((t.top ?? []).map((x) => [tok.decode([x.id]), x.logprob]))),
     });
-    const seeds = pol ? Array.from({ length: n }, () => pol.nextSeed()) : this.seeds(b.seed, n);
+    const gen = { b, pol, promptIds, maxTokens, topLogprobs: topK, signal };
     const results = await Promise.all(
-      seeds.map(async (seed, index) => {
-        let sent = '';
-        const toks: GenToken[] = [];
-        const r = await this.o.scheduler.generate({
-          promptIds,
-          maxTokens,
-          temperature: pol ? pol.temperature : (b.temperature ?? 1),
-          topP: pol ? pol.topP : (b.top_p ?? 1),
-          seed,
-          stopTokenIds: this.o.stopTokenIds,
-          stopStrings: [...stopStrings, ...(pol?.endStrings ?? [])],
-          topLogprobs: topK,
-          signal,
-          onToken: stream
-            ? (t) => {
-                toks.push(t);
+      this.seeds(b.seed, n, pol).map(async (seed, index) => {
+        const unsent = unsentPart();
+        const r = await this.generate(
+          { ...gen, seed },
+          stream
+            ? (t, toks) => {
                 const safe = holdBack(this.visible({ tokens: toks }, stopStrings), stopStrings, false);
-                const delta = safe.startsWith(sent) ? safe.slice(sent.length) : '';
-                sent += delta;
+                const delta = unsent(safe);
                 stream.send({
                   ...head,
                   choices: [{ index, text: delta, logprobs: wantLogprobs ? legacy([t]) : null, finish_reason: null, ...(ids ? { token_ids: [t.id] } : {}) }],
                 });
               }
             : undefined,
-        });
+        );
         const text = this.visible(r, stopStrings);
         if (stream) {
-          const rest = text.startsWith(sent) ? text.slice(sent.length) : '';
+          const rest = unsent(text);
           stream.send({ ...head, choices: [{ index, text: rest, logprobs: null, finish_reason: r.finish }] });
         }
         return { r, text };
       }),
     );
-    const completionTokens = results.reduce((a, x) => a + x.r.tokens.length, 0);
-    const usage = { prompt_tokens: promptIds.length, completion_tokens: completionTokens, total_tokens: promptIds.length + completionTokens };
-    sink?.record({
-      id,
-      kind: 'completion',
-      request: raw,
-      promptIds,
-      promptText: tok.decode(promptIds),
-      choices: results.map((x) => ({
-        ids: x.r.tokens.map((t) => t.id),
-        logprobs: x.r.tokens.map((t) => t.logprob),
-        entropy: x.r.tokens.map((t) => t.entropy),
-        text: tok.decode(x.r.tokens.map((t) => t.id)),
-        finish: x.r.finish,
-        calls: [],
+    const body = () => ({
+      choices: results.map((x, index) => ({
+        index,
+        text: x.text,
+        logprobs: wantLogprobs ? legacy(x.r.tokens) : null,
+        finish_reason: x.r.finish,
+        ...(ids ? { prompt_token_ids: promptIds, token_ids: x.r.tokens.map((t) => t.id) } : {}),
       })),
-      drift: [],
-      startedMs,
-      endedMs: Date.now(),
     });
-    if (stream) {
-      if (b.stream_options?.include_usage) stream.send({ ...head, choices: [], usage });
-      stream.done();
-    } else
-      this.json(res, 200, {
-        id,
-        object: 'text_completion',
-        created: now(),
-        model: this.o.modelId,
-        choices: results.map((x, index) => ({
-          index,
-          text: x.text,
-          logprobs: wantLogprobs ? legacy(x.r.tokens) : null,
-          finish_reason: x.r.finish,
-          ...(ids ? { prompt_token_ids: promptIds, token_ids: x.r.tokens.map((t) => t.id) } : {}),
-        })),
-        usage,
-      });
+    const usage = this.finish(
+      b,
+      sink,
+      { res, stream, head, object: 'text_completion', body },
+      { id, kind: 'completion', request: raw, promptIds, promptText: tok.decode(promptIds), drift: [], startedMs },
+      results.map((x) => ({ r: x.r, finish: x.r.finish })),
+    );
     return `prompt ${usage.prompt_tokens} completion ${usage.completion_tokens}`;
   }
 }

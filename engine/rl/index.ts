@@ -8,6 +8,7 @@
  * estimator").
  */
 import { z } from 'zod';
+import { NamedRegistry } from '../base/registry';
 import { sequenceMatcherRatio } from './similarity';
 import {
   broadcast,
@@ -125,16 +126,14 @@ export const ESTIMATORS = {
 export type EstimatorName = keyof typeof ESTIMATORS;
 
 /** Every estimator: the built-in ones and those registered since. */
-const registry = new Map<string, AnyEstimator>(Object.entries(ESTIMATORS));
+const registry = new NamedRegistry<AnyEstimator>(ESTIMATORS, ['registerEstimator', 'an advantage estimator', 'algorithm.adv_estimator', 'estimator']);
 
 /**
  * Add an advantage estimator under `name` (the config's `algorithm.adv_estimator`); its `options`
  * become `algorithm.<name>`. A name already taken is refused.
  */
 export function registerEstimator<O>(name: string, estimator: Estimator<O>): void {
-  if (!/^[a-z][a-z0-9_]*$/.test(name)) throw new Error(`registerEstimator: "${name}" is not a config name (lowercase letters, digits, _)`);
-  if (registry.has(name)) throw new Error(`registerEstimator: an advantage estimator "${name}" is already registered`);
-  registry.set(name, estimator);
+  registry.register(name, estimator);
 }
 
 /** GiGPO's step groups as metrics: how many, their mean and largest size, and the share of steps alone in theirs (advantage 0). */
@@ -149,13 +148,11 @@ export function stepGroupMetrics(sizes: number[]): Record<string, number> {
 }
 
 export function estimatorNames(): string[] {
-  return [...registry.keys()];
+  return registry.names();
 }
 
 export function getEstimator(name: string): Estimator<unknown> {
-  const e = registry.get(name);
-  if (!e) throw new Error(`algorithm.adv_estimator: unknown estimator "${name}"; available: ${estimatorNames().join(', ')}`);
-  return e;
+  return registry.get(name);
 }
 
 /** Advantages for a batch under the named estimator (with its `algorithm.<name>` options), plus process-reward returns when enabled. */

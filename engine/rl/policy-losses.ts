@@ -22,6 +22,7 @@
  * cap) (tisWeights; a registered loss applies it with withTis).
  */
 import { z } from 'zod';
+import { NamedRegistry } from '../base/registry';
 import type { Ops } from '../tensor/ops';
 import type { LossSpec } from '../model/graphs';
 import { klProgram } from './kl';
@@ -308,23 +309,19 @@ export const POLICY_LOSSES = {
 export type PolicyLossName = keyof typeof POLICY_LOSSES;
 
 /** Every policy loss: the built-in ones and those registered since. */
-const registry = new Map<string, AnyPolicyLoss>(Object.entries(POLICY_LOSSES));
+const registry = new NamedRegistry<AnyPolicyLoss>(POLICY_LOSSES, ['registerPolicyLoss', 'a policy loss', 'algorithm.policy_loss', 'policy loss']);
 
 /** Add a policy loss under `name` (the config's `algorithm.policy_loss`); its `options` become `algorithm.<name>`. A name already taken is refused. */
 export function registerPolicyLoss<O>(name: string, loss: PolicyLoss<O>): void {
-  if (!/^[a-z][a-z0-9_]*$/.test(name)) throw new Error(`registerPolicyLoss: "${name}" is not a config name (lowercase letters, digits, _)`);
-  if (registry.has(name)) throw new Error(`registerPolicyLoss: a policy loss "${name}" is already registered`);
-  registry.set(name, loss);
+  registry.register(name, loss);
 }
 
 export function policyLossNames(): string[] {
-  return [...registry.keys()];
+  return registry.names();
 }
 
 export function getPolicyLoss(name: string): PolicyLoss<unknown> {
-  const f = registry.get(name);
-  if (!f) throw new Error(`algorithm.policy_loss: unknown policy loss "${name}"; available: ${policyLossNames().join(', ')}`);
-  return f;
+  return registry.get(name);
 }
 
 /** The loss named by `algorithm.policy_loss`, with its `algorithm.<name>` options. */

@@ -10,6 +10,7 @@
  * common T (mask 0 on padding), runs the function once, and keeps each row's unpadded present.
  * Sequences can therefore join and leave the batch at any step.
  */
+import type { DecodeRows } from '../model/runtime';
 import type { DecodeBackend } from './ports';
 
 /**
@@ -35,17 +36,8 @@ export function hostKv(a: KvTensor): Float32Array {
   throw new Error('KvSlotBackend: the batch KV cache is on the device; materialize() it before reading it');
 }
 
-export interface KvDecodeInput {
-  batch: number;
-  /** New tokens per row (T); rows are left-padded with `padId`. */
-  newLength: number;
-  /** Past length per row (P); pasts are left-padded. */
-  pastLength: number;
-  inputIds: Int32Array; // [B, T]
-  attentionMask: Int32Array; // [B, P + T]
-  positionIds: Int32Array; // [B, T]
-  /** Per layer: keys and values [B, Hkv, P, D]. */
-  past: { k: KvTensor; v: KvTensor }[];
+/** A decode call's rows (input ids left-padded with `padId`), their pasts host or device tensors. */
+export interface KvDecodeInput extends DecodeRows<KvTensor> {
   /** Passed through from `run` (e.g. sampling inputs). */
   extra?: unknown;
 }

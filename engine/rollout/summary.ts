@@ -1,5 +1,5 @@
 /** Batch summary of trajectories (CLI, benchmarks, evaluation) and JSONL serialisation. */
-import { toolCallCount, type Trajectory } from './types';
+import { toolCallTotals, type Trajectory } from './types';
 import type { RolloutStats } from './engine';
 
 export interface RolloutSummary {
@@ -23,13 +23,7 @@ export function summarize(ts: Trajectory[], stats: RolloutStats): RolloutSummary
   const n = Math.max(1, ts.length);
   const comps: Record<string, number> = {};
   for (const t of ts) for (const [k, v] of Object.entries(t.outcome.components)) comps[k] = (comps[k] ?? 0) + v / n;
-  let calls = 0;
-  let errors = 0;
-  for (const t of ts) {
-    const c = toolCallCount(t);
-    calls += c.calls;
-    errors += c.errors;
-  }
+  const { calls, errors } = toolCallTotals(ts);
   return {
     trajectories: ts.length,
     groups: new Set(ts.map((t) => t.group)).size,

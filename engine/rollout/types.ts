@@ -152,3 +152,15 @@ export function toolCallCount(t: Trajectory): { calls: number; errors: number } 
     }
   return { calls, errors };
 }
+
+/** toolCallCount summed over trajectories, with how many of them had at least one failed call. */
+export function toolCallTotals(ts: readonly Trajectory[]): { calls: number; errors: number; withError: number } {
+  const sum = { calls: 0, errors: 0, withError: 0 };
+  for (const t of ts) {
+    const c = toolCallCount(t);
+    sum.calls += c.calls;
+    sum.errors += c.errors;
+    if (c.errors > 0) sum.withError++;
+  }
+  return sum;
+}

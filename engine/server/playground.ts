@@ -18,7 +18,7 @@
  * and the transcript keeps what was generated so far. Cancelling an unknown or ended chat
  * answers { cancelled: false } and changes nothing.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { isAbsolute, join, resolve as resolvePath } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { formatByName, FORMAT_NAMES } from '../env/formats';
@@ -28,7 +28,7 @@ import { loadQaDataset } from '../env/dataset';
 import { Bm25Index, searchTool } from '../env/search';
 import type { Tool } from '../env/tool';
 import { McpToolSet } from '../env/mcp/client';
-import { mcpServersSchema, type McpServersConfig } from '../env/mcp/config';
+import { mcpServersSchema, mcpServersSource, withServerCwds, type McpServersConfig } from '../env/mcp/config';
 import { PolicyModel } from '../model/runtime';
 import { HfTokenizer } from '../model/tokenizer';
 import { rollout } from '../rollout/engine';
@@ -130,24 +130,19 @@ export function chatSettings(config: Record<string, unknown> | undefined): ChatS
  */
 export function playgroundMcpServers(value: unknown, baseDir: string): McpServersConfig {
   const abs = (p: string) => (isAbsolute(p) ? p : resolvePath(baseDir, p));
-  let servers = value;
-  let field = 'environment.mcp_servers';
-  if (typeof value === 'string') {
-    const file = abs(value);
-    try {
-      const j = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
-      servers = j.mcpServers ?? j;
-      field = `${file}: mcpServers`;
-    } catch (e) {
-      throw new Error(`playground.chat: environment.mcp_servers: cannot read ${file} (${(e as Error).message})`);
-    }
+  let source: { servers: unknown; field: string };
+  try {
+    source = mcpServersSource(value, abs);
+  } catch (e) {
+    throw new Error(`playground.chat: environment.mcp_servers: ${(e as Error).message}`);
   }
+  const { servers, field } = source;
   const r = mcpServersSchema.safeParse(servers);
   if (!r.success) {
     const i = r.error.issues[0]!;
     throw new Error(`playground.chat: ${[field, ...i.path.map(String)].join('.')}: ${i.message}`);
   }
-  return Object.fromEntries(Object.entries(r.data).map(([n, s]) => [n, { ...s, cwd: abs(s.cwd ?? '.') }]));
+  return withServerCwds(r.data, abs);
 }
 
 interface Loaded {

@@ -8,7 +8,7 @@ import type { SandboxHost } from '../env/sandbox-host';
 import type { Tool } from '../env/tool';
 import type { ModelConfig } from '../model/config';
 import type { RolloutTask, TextPolicy, TokenizerPort } from '../rollout/ports';
-import { toolCallCount, type Trajectory } from '../rollout/types';
+import { toolCallTotals, type Trajectory } from '../rollout/types';
 import type { ExperimentConfig } from '../config/experiment';
 
 export interface TaskKit {
@@ -68,15 +68,10 @@ export function summarizeEval(trajs: Trajectory[]): EvalSummary {
   const byHops = new Map<number, { right: number; n: number }>();
   let em = 0;
   let fmt = 0;
-  let calls = 0;
-  let errors = 0;
   for (const t of trajs) {
     const ok = t.outcome.exactMatch ?? (t.outcome.components.exact_match ?? 0) > 0;
     em += ok ? 1 : 0;
     fmt += (t.outcome.formatOk ?? (t.outcome.components.format ?? 0) > 0) ? 1 : 0;
-    const c = toolCallCount(t);
-    calls += c.calls;
-    errors += c.errors;
     const hops = Number(t.meta?.hops);
     if (Number.isFinite(hops)) {
       const h = byHops.get(hops) ?? { right: 0, n: 0 };
@@ -86,6 +81,7 @@ export function summarizeEval(trajs: Trajectory[]): EvalSummary {
     }
   }
   const d = Math.max(1, n);
+  const { calls, errors } = toolCallTotals(trajs);
   return {
     n,
     exactMatch: em / d,

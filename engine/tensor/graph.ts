@@ -37,6 +37,19 @@ export interface Graph {
 
 export type Program = (o: Ops<GNode>, x: Record<string, GNode>) => Record<string, GNode>;
 
+/** The ids of the nodes `roots` depend on, themselves included: what evaluating or exporting them needs. */
+export function reachable(roots: GNode[]): Set<number> {
+  const seen = new Set<number>();
+  const stack = roots.slice();
+  while (stack.length) {
+    const n = stack.pop()!;
+    if (seen.has(n.id)) continue;
+    seen.add(n.id);
+    stack.push(...n.inputs);
+  }
+  return seen;
+}
+
 export function traceGraph(inputs: InputSpec[], program: Program): Graph {
   const g: Graph = { inputs: [], nodes: [], outputs: {}, dimSources: new Map() };
   const o = new GraphOps(g);
@@ -151,9 +164,53 @@ const isFloat = (t: DType): boolean => FLOAT.includes(t);
 let freshCounter = 0;
 let groupCounter = 0;
 
-export class GraphOps implements Ops<GNode> {
+/**
+ * The ops that record one node of their own name through the recorder's shared helpers (binary
+ * with broadcasting, unary, reduce): lists instead of a method each, installed by GraphOps'
+ * static block.
+ */
+const BINARY = ['add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum'] as const;
+/** Comparisons: binary, with a bool result. */
+const COMPARE = ['greater', 'less', 'equal'] as const;
+const UNARY_FLOAT = ['exp', 'log', 'sqrt', 'tanh', 'sigmoid', 'sin', 'cos'] as const;
+/** Unary ops that also take integer tensors. */
+const UNARY_ANY = ['neg', 'abs', 'stopGradient'] as const;
+const REDUCE = ['sum', 'mean', 'max'] as const;
+type TableOp = (typeof BINARY | typeof COMPARE | typeof UNARY_FLOAT | typeof UNARY_ANY | typeof REDUCE)[number];
+
+/** The type side of the installed ops (GraphOps extends it to implement Ops). */
+const TableOps = class {} as new () => Pick<Ops<GNode>, TableOp>;
+
+export class GraphOps extends TableOps implements Ops<GNode> {
   readonly kind = 'graph';
-  constructor(readonly graph: Graph) {}
+  constructor(readonly graph: Graph) {
+    super();
+  }
+
+  static {
+    const install = (op: TableOp, method: (this: GraphOps, ...args: any[]) => GNode) =>
+      Object.defineProperty(GraphOps.prototype, op, { value: method, writable: true, configurable: true });
+    for (const op of BINARY)
+      install(op, function (a: GNode, b: GNode) {
+        return this.binary(op, a, b);
+      });
+    for (const op of COMPARE)
+      install(op, function (a: GNode, b: GNode) {
+        return this.binary(op, a, b, 'bool');
+      });
+    for (const op of UNARY_FLOAT)
+      install(op, function (x: GNode) {
+        return this.unary(op, x);
+      });
+    for (const op of UNARY_ANY)
+      install(op, function (x: GNode) {
+        return this.unary(op, x, false);
+      });
+    for (const op of REDUCE)
+      install(op, function (x: GNode, axes: number[], keepDims = false) {
+        return this.reduce(op, x, axes, keepDims);
+      });
+  }
 
   record(op: string, inputs: GNode[], attrs: Record<string, unknown>, dtype: DType, shape: Shape): GNode {
     const node: GNode = { id: this.graph.nodes.length, op, inputs, attrs, dtype, shape };
@@ -196,76 +253,16 @@ export class GraphOps implements Ops<GNode> {
     if (a.dtype !== b.dtype) throw new Error(`${op}: dtypes differ: ${a.dtype}${fmtShape(a.shape)} vs ${b.dtype}${fmtShape(b.shape)}`);
     return this.record(op, [a, b], {}, outType ?? a.dtype, broadcastShapes(op, a.shape, b.shape));
   }
-  add(a: GNode, b: GNode): GNode {
-    return this.binary('add', a, b);
-  }
-  sub(a: GNode, b: GNode): GNode {
-    return this.binary('sub', a, b);
-  }
-  mul(a: GNode, b: GNode): GNode {
-    return this.binary('mul', a, b);
-  }
-  div(a: GNode, b: GNode): GNode {
-    return this.binary('div', a, b);
-  }
-  pow(a: GNode, b: GNode): GNode {
-    return this.binary('pow', a, b);
-  }
-  maximum(a: GNode, b: GNode): GNode {
-    return this.binary('maximum', a, b);
-  }
-  minimum(a: GNode, b: GNode): GNode {
-    return this.binary('minimum', a, b);
-  }
 
   private unary(op: string, x: GNode, floatOnly = true): GNode {
     if (floatOnly && !isFloat(x.dtype)) throw new Error(`${op}: expects a float tensor, got ${x.dtype}${fmtShape(x.shape)}`);
     return this.record(op, [x], {}, x.dtype, x.shape);
-  }
-  neg(x: GNode): GNode {
-    return this.unary('neg', x, false);
-  }
-  exp(x: GNode): GNode {
-    return this.unary('exp', x);
-  }
-  log(x: GNode): GNode {
-    return this.unary('log', x);
-  }
-  sqrt(x: GNode): GNode {
-    return this.unary('sqrt', x);
-  }
-  abs(x: GNode): GNode {
-    return this.unary('abs', x, false);
-  }
-  tanh(x: GNode): GNode {
-    return this.unary('tanh', x);
-  }
-  sigmoid(x: GNode): GNode {
-    return this.unary('sigmoid', x);
-  }
-  sin(x: GNode): GNode {
-    return this.unary('sin', x);
-  }
-  cos(x: GNode): GNode {
-    return this.unary('cos', x);
-  }
-  stopGradient(x: GNode): GNode {
-    return this.unary('stopGradient', x, false);
   }
   cast(x: GNode, dtype: DType): GNode {
     if (x.dtype === dtype) return x;
     return this.record('cast', [x], { to: dtype }, dtype, x.shape);
   }
 
-  greater(a: GNode, b: GNode): GNode {
-    return this.binary('greater', a, b, 'bool');
-  }
-  less(a: GNode, b: GNode): GNode {
-    return this.binary('less', a, b, 'bool');
-  }
-  equal(a: GNode, b: GNode): GNode {
-    return this.binary('equal', a, b, 'bool');
-  }
   where(cond: GNode, a: GNode, b: GNode): GNode {
     if (cond.dtype !== 'bool') throw new Error(`where: condition must be bool, got ${cond.dtype}`);
     if (a.dtype !== b.dtype) throw new Error(`where: branch dtypes differ: ${a.dtype} vs ${b.dtype}`);
@@ -289,15 +286,6 @@ export class GraphOps implements Ops<GNode> {
     const ax = [...new Set(axes.map((a) => normAxis(op, a, r)))].sort((p, q) => p - q);
     const shape = keepDims ? x.shape.map((d, i) => (ax.includes(i) ? 1 : d)) : x.shape.filter((_, i) => !ax.includes(i));
     return this.record(op, [x], { axes: ax, keepDims }, x.dtype, shape);
-  }
-  sum(x: GNode, axes: number[], keepDims = false): GNode {
-    return this.reduce('sum', x, axes, keepDims);
-  }
-  mean(x: GNode, axes: number[], keepDims = false): GNode {
-    return this.reduce('mean', x, axes, keepDims);
-  }
-  max(x: GNode, axes: number[], keepDims = false): GNode {
-    return this.reduce('max', x, axes, keepDims);
   }
   softmax(x: GNode, axis = -1): GNode {
     return this.record('softmax', [x], { axis: normAxis('softmax', axis, x.shape.length) }, x.dtype, x.shape);

@@ -7,7 +7,7 @@
  */
 import onnxProto from 'onnx-proto';
 import type { Dim, DType } from './ops';
-import { toMonomial, type GNode, type Graph } from './graph';
+import { reachable, toMonomial, type GNode, type Graph } from './graph';
 
 const { onnx } = onnxProto;
 const OPSET = 18;
@@ -206,14 +206,7 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
 
   // Only nodes some output depends on are exported (autodiff can leave unused nodes behind,
   // e.g. a gradient a later rule folded into another op).
-  const live = new Set<number>();
-  const stack = Object.values(graph.outputs);
-  while (stack.length) {
-    const n = stack.pop()!;
-    if (live.has(n.id)) continue;
-    live.add(n.id);
-    stack.push(...n.inputs);
-  }
+  const live = reachable(Object.values(graph.outputs));
   for (const n of graph.nodes) {
     if (!live.has(n.id)) continue;
     const ins = n.inputs.map(name);

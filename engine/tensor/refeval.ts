@@ -3,7 +3,7 @@
  * (finite-difference gradient checks, ONNX Runtime agreement). Not fast; exact.
  */
 import type { Dim, DType } from './ops';
-import { toMonomial, type GNode, type Graph } from './graph';
+import { reachable, toMonomial, type GNode, type Graph } from './graph';
 import { allocData, numel, type HostTensor } from './host';
 
 interface Arr {
@@ -161,6 +161,30 @@ function normSlice(d: number, s: number, e: number): [number, number] {
   return [cl(s), Math.max(cl(s), cl(e))];
 }
 
+/** The elementwise ops as functions of one element of each input (bool results as 1/0); `map` broadcasts them. */
+const ELEMENTWISE: Record<string, (...v: number[]) => number> = {
+  add: (p, q) => p + q,
+  sub: (p, q) => p - q,
+  mul: (p, q) => p * q,
+  div: (p, q) => p / q,
+  pow: (p, q) => Math.pow(p, q),
+  maximum: Math.max,
+  minimum: Math.min,
+  neg: (p) => -p,
+  exp: Math.exp,
+  log: Math.log,
+  sqrt: Math.sqrt,
+  abs: Math.abs,
+  tanh: Math.tanh,
+  sigmoid: (p) => 1 / (1 + Math.exp(-p)),
+  sin: Math.sin,
+  cos: Math.cos,
+  greater: (p, q) => (p > q ? 1 : 0),
+  less: (p, q) => (p < q ? 1 : 0),
+  equal: (p, q) => (p === q ? 1 : 0),
+  where: (c, p, q) => (c ? p : q),
+};
+
 export function evaluate(graph: Graph, feeds: Record<string, HostTensor>, wanted?: string[]): Record<string, HostTensor> {
   const env = new Map<string, number>();
   const vals = new Map<number, Arr>();
@@ -182,276 +206,213 @@ export function evaluate(graph: Graph, feeds: Record<string, HostTensor>, wanted
       if (typeof d === 'string' && !env.has(d)) env.set(d, a.shape[i]);
     });
   };
-  const need = new Set<number>();
-  const outs = (wanted ?? Object.keys(graph.outputs)).map((k) => {
-    const n = graph.outputs[k];
-    if (!n) throw new Error(`refeval: no output '${k}'`);
-    return n;
-  });
-  const stack = outs.slice();
-  while (stack.length) {
-    const n = stack.pop()!;
-    if (need.has(n.id)) continue;
-    need.add(n.id);
-    stack.push(...n.inputs);
-  }
+  const need = reachable(
+    (wanted ?? Object.keys(graph.outputs)).map((k) => {
+      const n = graph.outputs[k];
+      if (!n) throw new Error(`refeval: no output '${k}'`);
+      return n;
+    }),
+  );
   for (const n of graph.nodes) {
     if (!need.has(n.id)) continue;
     const x = n.inputs.map((i) => vals.get(i.id)!);
     const a = n.attrs as Record<string, any>;
     let r: Arr;
-    switch (n.op) {
-      case 'input': {
-        const f = feeds[a.name];
-        if (!f) throw new Error(`refeval: missing feed '${a.name}'`);
-        if (f.shape.length !== n.shape.length) throw new Error(`refeval: feed '${a.name}' has rank ${f.shape.length}, expected ${n.shape.length}`);
-        n.shape.forEach((d, i) => {
-          if (typeof d === 'number' && d !== f.shape[i]) throw new Error(`refeval: feed '${a.name}' dim ${i} is ${f.shape[i]}, expected ${d}`);
-        });
-        r = { shape: f.shape.slice(), data: Float64Array.from(f.data as ArrayLike<number>, Number) };
-        break;
-      }
-      case 'const':
-        r = { shape: (n.shape as number[]).slice(), data: Float64Array.from(a.values) };
-        break;
-      case 'range': {
-        const len = x.length ? x[0].data[0] : resolve(a.n);
-        r = { shape: [len], data: Float64Array.from({ length: len }, (_, i) => i) };
-        break;
-      }
-      case 'add':
-        r = map(x, (p, q) => p + q);
-        break;
-      case 'sub':
-        r = map(x, (p, q) => p - q);
-        break;
-      case 'mul':
-        r = map(x, (p, q) => p * q);
-        break;
-      case 'div':
-        r = map(x, (p, q) => p / q);
-        break;
-      case 'pow':
-        r = map(x, (p, q) => Math.pow(p, q));
-        break;
-      case 'maximum':
-        r = map(x, Math.max);
-        break;
-      case 'minimum':
-        r = map(x, Math.min);
-        break;
-      case 'neg':
-        r = map(x, (p) => -p);
-        break;
-      case 'exp':
-        r = map(x, Math.exp);
-        break;
-      case 'log':
-        r = map(x, Math.log);
-        break;
-      case 'sqrt':
-        r = map(x, Math.sqrt);
-        break;
-      case 'abs':
-        r = map(x, Math.abs);
-        break;
-      case 'tanh':
-        r = map(x, Math.tanh);
-        break;
-      case 'sigmoid':
-        r = map(x, (p) => 1 / (1 + Math.exp(-p)));
-        break;
-      case 'sin':
-        r = map(x, Math.sin);
-        break;
-      case 'cos':
-        r = map(x, Math.cos);
-        break;
-      case 'cast':
-        r = map(x, n.dtype === 'bool' ? (p) => (p !== 0 ? 1 : 0) : n.dtype.startsWith('int') ? Math.trunc : (p) => p);
-        break;
-      case 'stopGradient':
-        r = x[0];
-        break;
-      case 'greater':
-        r = map(x, (p, q) => (p > q ? 1 : 0));
-        break;
-      case 'less':
-        r = map(x, (p, q) => (p < q ? 1 : 0));
-        break;
-      case 'equal':
-        r = map(x, (p, q) => (p === q ? 1 : 0));
-        break;
-      case 'where':
-        r = map(x, (c, p, q) => (c ? p : q));
-        break;
-      case 'matmul':
-        r = matmul(x[0], x[1]);
-        break;
-      case 'sum':
-        r = reduce(x[0], a.axes, a.keepDims, 0, (p, q) => p + q);
-        break;
-      case 'mean': {
-        const s = reduce(x[0], a.axes, a.keepDims, 0, (p, q) => p + q);
-        const cnt = (a.axes as number[]).reduce((p, ax) => p * x[0].shape[ax], 1);
-        r = { shape: s.shape, data: s.data.map((v) => v / cnt) };
-        break;
-      }
-      case 'max':
-        r = reduce(x[0], a.axes, a.keepDims, -Infinity, Math.max);
-        break;
-      case 'softmax':
-        r = softmax(x[0], a.axis, false);
-        break;
-      case 'logSoftmax':
-        r = softmax(x[0], a.axis, true);
-        break;
-      case 'reshape': {
-        const tgt = (a.shape as Dim[]).map((d) => (d === -1 ? -1 : resolve(d)));
-        const known = tgt.filter((d) => d !== -1).reduce((p, q) => p * q, 1);
-        const shape = tgt.map((d) => (d === -1 ? x[0].data.length / known : d));
-        if (numel(shape) !== x[0].data.length) throw new Error(`refeval: reshape [${x[0].shape}] to [${shape}]`);
-        r = { shape, data: x[0].data };
-        break;
-      }
-      case 'reshapeLike':
-        r = { shape: x[1].shape.slice(), data: x[0].data };
-        break;
-      case 'transpose':
-        r = transpose(x[0], a.perm);
-        break;
-      case 'concat': {
-        const ax = a.axis as number;
-        const shape = x[0].shape.slice();
-        shape[ax] = x.reduce((p, t) => p + t.shape[ax], 0);
-        const out = new Float64Array(numel(shape));
-        const os = strides(shape);
-        let off = 0;
-        for (const t of x) {
-          forEachIndex(t.shape, (flat, c) => {
-            const cc = c.slice();
-            cc[ax] += off;
-            out[flatOf(cc, os)] = t.data[flat];
+    const elementwise = Object.hasOwn(ELEMENTWISE, n.op) ? ELEMENTWISE[n.op] : undefined;
+    if (elementwise) r = map(x, elementwise);
+    else
+      switch (n.op) {
+        case 'input': {
+          const f = feeds[a.name];
+          if (!f) throw new Error(`refeval: missing feed '${a.name}'`);
+          if (f.shape.length !== n.shape.length) throw new Error(`refeval: feed '${a.name}' has rank ${f.shape.length}, expected ${n.shape.length}`);
+          n.shape.forEach((d, i) => {
+            if (typeof d === 'number' && d !== f.shape[i]) throw new Error(`refeval: feed '${a.name}' dim ${i} is ${f.shape[i]}, expected ${d}`);
           });
-          off += t.shape[ax];
+          r = { shape: f.shape.slice(), data: Float64Array.from(f.data as ArrayLike<number>, Number) };
+          break;
         }
-        r = { shape, data: out };
-        break;
+        case 'const':
+          r = { shape: (n.shape as number[]).slice(), data: Float64Array.from(a.values) };
+          break;
+        case 'range': {
+          const len = x.length ? x[0].data[0] : resolve(a.n);
+          r = { shape: [len], data: Float64Array.from({ length: len }, (_, i) => i) };
+          break;
+        }
+        case 'cast':
+          r = map(x, n.dtype === 'bool' ? (p) => (p !== 0 ? 1 : 0) : n.dtype.startsWith('int') ? Math.trunc : (p) => p);
+          break;
+        case 'stopGradient':
+          r = x[0];
+          break;
+        case 'matmul':
+          r = matmul(x[0], x[1]);
+          break;
+        case 'sum':
+          r = reduce(x[0], a.axes, a.keepDims, 0, (p, q) => p + q);
+          break;
+        case 'mean': {
+          const s = reduce(x[0], a.axes, a.keepDims, 0, (p, q) => p + q);
+          const cnt = (a.axes as number[]).reduce((p, ax) => p * x[0].shape[ax], 1);
+          r = { shape: s.shape, data: s.data.map((v) => v / cnt) };
+          break;
+        }
+        case 'max':
+          r = reduce(x[0], a.axes, a.keepDims, -Infinity, Math.max);
+          break;
+        case 'softmax':
+          r = softmax(x[0], a.axis, false);
+          break;
+        case 'logSoftmax':
+          r = softmax(x[0], a.axis, true);
+          break;
+        case 'reshape': {
+          const tgt = (a.shape as Dim[]).map((d) => (d === -1 ? -1 : resolve(d)));
+          const known = tgt.filter((d) => d !== -1).reduce((p, q) => p * q, 1);
+          const shape = tgt.map((d) => (d === -1 ? x[0].data.length / known : d));
+          if (numel(shape) !== x[0].data.length) throw new Error(`refeval: reshape [${x[0].shape}] to [${shape}]`);
+          r = { shape, data: x[0].data };
+          break;
+        }
+        case 'reshapeLike':
+          r = { shape: x[1].shape.slice(), data: x[0].data };
+          break;
+        case 'transpose':
+          r = transpose(x[0], a.perm);
+          break;
+        case 'concat': {
+          const ax = a.axis as number;
+          const shape = x[0].shape.slice();
+          shape[ax] = x.reduce((p, t) => p + t.shape[ax], 0);
+          const out = new Float64Array(numel(shape));
+          const os = strides(shape);
+          let off = 0;
+          for (const t of x) {
+            forEachIndex(t.shape, (flat, c) => {
+              const cc = c.slice();
+              cc[ax] += off;
+              out[flatOf(cc, os)] = t.data[flat];
+            });
+            off += t.shape[ax];
+          }
+          r = { shape, data: out };
+          break;
+        }
+        case 'concatGrad': {
+          const ax = a.axis as number;
+          const g = x[0];
+          let off = 0;
+          for (let i = 0; i < a.index; i++) off += x[1 + i].shape[ax];
+          r = sliceArr(g, [off], [off + x[1 + a.index].shape[ax]], [ax]);
+          break;
+        }
+        case 'slice':
+          r = sliceArr(x[0], a.starts, a.ends, a.axes);
+          break;
+        case 'recomputeEntry':
+        case 'after':
+          r = x[0];
+          break;
+        case 'chunk': {
+          const n0 = x[0].shape[a.axis],
+            size = Math.ceil(n0 / a.count);
+          r = sliceArr(x[0], [Math.min(n0, a.index * size)], [Math.min(n0, (a.index + 1) * size)], [a.axis]);
+          break;
+        }
+        case 'chunkGrad': {
+          const [src, g] = x;
+          const size = Math.ceil(src.shape[a.axis] / a.count);
+          const out = new Float64Array(src.data.length);
+          const os = strides(src.shape);
+          forEachIndex(g.shape, (flat, c) => {
+            out[
+              flatOf(
+                c.map((v, k) => (k === a.axis ? v + a.index * size : v)),
+                os,
+              )
+            ] = g.data[flat];
+          });
+          r = { shape: src.shape.slice(), data: out };
+          break;
+        }
+        case 'sliceGrad': {
+          const [src, g] = x;
+          const out = new Float64Array(src.data.length);
+          const os = strides(src.shape);
+          const begin = src.shape.map(() => 0);
+          (a.axes as number[]).forEach((ax, i) => {
+            begin[ax] = normSlice(src.shape[ax], a.starts[i], a.ends[i])[0];
+          });
+          forEachIndex(g.shape, (flat, c) => {
+            out[
+              flatOf(
+                c.map((v, k) => v + begin[k]),
+                os,
+              )
+            ] = g.data[flat];
+          });
+          r = { shape: src.shape.slice(), data: out };
+          break;
+        }
+        case 'unsqueeze':
+        case 'squeeze': {
+          const shape = n.op === 'unsqueeze' ? insertOnes(x[0].shape, a.axes) : x[0].shape.filter((_, i) => !a.axes.includes(i));
+          r = { shape, data: x[0].data };
+          break;
+        }
+        case 'expandAs':
+          r = map([x[0], { shape: x[1].shape, data: new Float64Array(x[1].data.length) }], (p) => p);
+          break;
+        case 'zerosLike':
+          r = { shape: x[0].shape.slice(), data: new Float64Array(x[0].data.length) };
+          break;
+        case 'dimProduct':
+          r = { shape: [], data: Float64Array.of((a.axes as number[]).reduce((p, ax) => p * x[0].shape[ax], 1)) };
+          break;
+        case 'gather': {
+          const [t, idx] = x;
+          const row = numel(t.shape.slice(1));
+          const out = new Float64Array(idx.data.length * row);
+          idx.data.forEach((v, i) => {
+            const j = v < 0 ? v + t.shape[0] : v;
+            if (j < 0 || j >= t.shape[0]) throw new Error(`refeval: gather index ${v} out of range [0, ${t.shape[0]})`);
+            out.set(t.data.subarray(j * row, (j + 1) * row), i * row);
+          });
+          r = { shape: [...idx.shape, ...t.shape.slice(1)], data: out };
+          break;
+        }
+        case 'gatherGrad': {
+          const [t, idx, g] = x;
+          const row = numel(t.shape.slice(1));
+          const out = new Float64Array(t.data.length);
+          idx.data.forEach((v, i) => {
+            const j = v < 0 ? v + t.shape[0] : v;
+            for (let k = 0; k < row; k++) out[j * row + k] += g.data[i * row + k];
+          });
+          r = { shape: t.shape.slice(), data: out };
+          break;
+        }
+        case 'gatherElements':
+        case 'scatterAddLike':
+        case 'scatterAddInto': {
+          const [src, idx] = x;
+          const ax = a.axis as number;
+          const ss = strides(src.shape);
+          const out = n.op === 'scatterAddInto' ? Float64Array.from(src.data) : new Float64Array(n.op === 'gatherElements' ? idx.data.length : src.data.length);
+          forEachIndex(idx.shape, (flat, c) => {
+            const cc = c.slice();
+            const v = idx.data[flat];
+            cc[ax] = v < 0 ? v + src.shape[ax] : v;
+            if (n.op === 'gatherElements') out[flat] = src.data[flatOf(cc, ss)];
+            else out[flatOf(cc, ss)] += x[2].data[flat];
+          });
+          r = { shape: n.op === 'gatherElements' ? idx.shape.slice() : src.shape.slice(), data: out };
+          break;
+        }
+        default:
+          throw new Error(`refeval: op '${n.op}' is not implemented`);
       }
-      case 'concatGrad': {
-        const ax = a.axis as number;
-        const g = x[0];
-        let off = 0;
-        for (let i = 0; i < a.index; i++) off += x[1 + i].shape[ax];
-        r = sliceArr(g, [off], [off + x[1 + a.index].shape[ax]], [ax]);
-        break;
-      }
-      case 'slice':
-        r = sliceArr(x[0], a.starts, a.ends, a.axes);
-        break;
-      case 'recomputeEntry':
-      case 'after':
-        r = x[0];
-        break;
-      case 'chunk': {
-        const n0 = x[0].shape[a.axis],
-          size = Math.ceil(n0 / a.count);
-        r = sliceArr(x[0], [Math.min(n0, a.index * size)], [Math.min(n0, (a.index + 1) * size)], [a.axis]);
-        break;
-      }
-      case 'chunkGrad': {
-        const [src, g] = x;
-        const size = Math.ceil(src.shape[a.axis] / a.count);
-        const out = new Float64Array(src.data.length);
-        const os = strides(src.shape);
-        forEachIndex(g.shape, (flat, c) => {
-          out[
-            flatOf(
-              c.map((v, k) => (k === a.axis ? v + a.index * size : v)),
-              os,
-            )
-          ] = g.data[flat];
-        });
-        r = { shape: src.shape.slice(), data: out };
-        break;
-      }
-      case 'sliceGrad': {
-        const [src, g] = x;
-        const out = new Float64Array(src.data.length);
-        const os = strides(src.shape);
-        const begin = src.shape.map(() => 0);
-        (a.axes as number[]).forEach((ax, i) => {
-          begin[ax] = normSlice(src.shape[ax], a.starts[i], a.ends[i])[0];
-        });
-        forEachIndex(g.shape, (flat, c) => {
-          out[
-            flatOf(
-              c.map((v, k) => v + begin[k]),
-              os,
-            )
-          ] = g.data[flat];
-        });
-        r = { shape: src.shape.slice(), data: out };
-        break;
-      }
-      case 'unsqueeze':
-      case 'squeeze': {
-        const shape = n.op === 'unsqueeze' ? insertOnes(x[0].shape, a.axes) : x[0].shape.filter((_, i) => !a.axes.includes(i));
-        r = { shape, data: x[0].data };
-        break;
-      }
-      case 'expandAs':
-        r = map([x[0], { shape: x[1].shape, data: new Float64Array(x[1].data.length) }], (p) => p);
-        break;
-      case 'zerosLike':
-        r = { shape: x[0].shape.slice(), data: new Float64Array(x[0].data.length) };
-        break;
-      case 'dimProduct':
-        r = { shape: [], data: Float64Array.of((a.axes as number[]).reduce((p, ax) => p * x[0].shape[ax], 1)) };
-        break;
-      case 'gather': {
-        const [t, idx] = x;
-        const row = numel(t.shape.slice(1));
-        const out = new Float64Array(idx.data.length * row);
-        idx.data.forEach((v, i) => {
-          const j = v < 0 ? v + t.shape[0] : v;
-          if (j < 0 || j >= t.shape[0]) throw new Error(`refeval: gather index ${v} out of range [0, ${t.shape[0]})`);
-          out.set(t.data.subarray(j * row, (j + 1) * row), i * row);
-        });
-        r = { shape: [...idx.shape, ...t.shape.slice(1)], data: out };
-        break;
-      }
-      case 'gatherGrad': {
-        const [t, idx, g] = x;
-        const row = numel(t.shape.slice(1));
-        const out = new Float64Array(t.data.length);
-        idx.data.forEach((v, i) => {
-          const j = v < 0 ? v + t.shape[0] : v;
-          for (let k = 0; k < row; k++) out[j * row + k] += g.data[i * row + k];
-        });
-        r = { shape: t.shape.slice(), data: out };
-        break;
-      }
-      case 'gatherElements':
-      case 'scatterAddLike':
-      case 'scatterAddInto': {
-        const [src, idx] = x;
-        const ax = a.axis as number;
-        const ss = strides(src.shape);
-        const out = n.op === 'scatterAddInto' ? Float64Array.from(src.data) : new Float64Array(n.op === 'gatherElements' ? idx.data.length : src.data.length);
-        forEachIndex(idx.shape, (flat, c) => {
-          const cc = c.slice();
-          const v = idx.data[flat];
-          cc[ax] = v < 0 ? v + src.shape[ax] : v;
-          if (n.op === 'gatherElements') out[flat] = src.data[flatOf(cc, ss)];
-          else out[flatOf(cc, ss)] += x[2].data[flat];
-        });
-        r = { shape: n.op === 'gatherElements' ? idx.shape.slice() : src.shape.slice(), data: out };
-        break;
-      }
-      default:
-        throw new Error(`refeval: op '${n.op}' is not implemented`);
-    }
     bind(n, r);
     vals.set(n.id, r);
   }

@@ -98,13 +98,30 @@ const identityNoGrad = tf.customGrad(((x: Tensor) => ({ value: tf.clone(x), grad
   typeof tf.customGrad
 >[0]) as unknown as (x: Tensor) => Tensor;
 
-export class TfjsOps implements Ops<Tensor> {
+/** The op set's dtype of a tfjs tensor (tfjs has bool, int32 and float32 only). */
+const ourType = (x: Tensor): DType => (x.dtype === 'bool' ? 'bool' : x.dtype === 'int32' ? 'int32' : 'float32');
+
+/**
+ * The ops that are tfjs's function of the same name with the same arguments: two lists (the
+ * elementwise math; comparisons, reductions and shape ops) instead of a method each. The
+ * annotation of `sameAsTf` type-checks every one of them against the op set.
+ */
+const TF_MATH = ['add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'neg', 'exp', 'log', 'sqrt', 'abs', 'tanh', 'sigmoid', 'sin', 'cos'] as const;
+const TF_OTHER = ['greater', 'less', 'equal', 'sum', 'mean', 'max', 'transpose', 'concat'] as const;
+type SameAsTf = (typeof TF_MATH)[number] | (typeof TF_OTHER)[number];
+const sameAsTf: Pick<Ops<Tensor>, SameAsTf> = tf;
+
+/** The base class whose prototype holds those functions as they are (TfjsOps writes the other ops). */
+const TfFunctions = class {} as new () => Pick<Ops<Tensor>, SameAsTf>;
+for (const name of [...TF_MATH, ...TF_OTHER]) Object.defineProperty(TfFunctions.prototype, name, { value: sameAsTf[name], writable: true, configurable: true });
+
+export class TfjsOps extends TfFunctions implements Ops<Tensor> {
   readonly kind = 'tfjs';
   shape(x: Tensor): Shape {
     return x.shape;
   }
   dtype(x: Tensor): DType {
-    return x.dtype === 'bool' ? 'bool' : x.dtype === 'int32' ? 'int32' : 'float32';
+    return ourType(x);
   }
   scalar(value: number, dtype: DType = 'float32'): Tensor {
     return tf.scalar(value, tfType(dtype));
@@ -116,68 +133,11 @@ export class TfjsOps implements Ops<Tensor> {
     const len = typeof n === 'object' ? Number((n as Tensor).dataSync()[0]) : num(n as Dim, 'range');
     return tf.range(0, len, 1, 'int32');
   }
-  add(a: Tensor, b: Tensor): Tensor {
-    return tf.add(a, b);
-  }
-  sub(a: Tensor, b: Tensor): Tensor {
-    return tf.sub(a, b);
-  }
-  mul(a: Tensor, b: Tensor): Tensor {
-    return tf.mul(a, b);
-  }
-  div(a: Tensor, b: Tensor): Tensor {
-    return tf.div(a, b);
-  }
-  pow(a: Tensor, b: Tensor): Tensor {
-    return tf.pow(a, b);
-  }
-  maximum(a: Tensor, b: Tensor): Tensor {
-    return tf.maximum(a, b);
-  }
-  minimum(a: Tensor, b: Tensor): Tensor {
-    return tf.minimum(a, b);
-  }
-  neg(x: Tensor): Tensor {
-    return tf.neg(x);
-  }
-  exp(x: Tensor): Tensor {
-    return tf.exp(x);
-  }
-  log(x: Tensor): Tensor {
-    return tf.log(x);
-  }
-  sqrt(x: Tensor): Tensor {
-    return tf.sqrt(x);
-  }
-  abs(x: Tensor): Tensor {
-    return tf.abs(x);
-  }
-  tanh(x: Tensor): Tensor {
-    return tf.tanh(x);
-  }
-  sigmoid(x: Tensor): Tensor {
-    return tf.sigmoid(x);
-  }
-  sin(x: Tensor): Tensor {
-    return tf.sin(x);
-  }
-  cos(x: Tensor): Tensor {
-    return tf.cos(x);
-  }
   cast(x: Tensor, dtype: DType): Tensor {
     return x.dtype === tfType(dtype) ? x : tf.cast(x, tfType(dtype));
   }
   stopGradient(x: Tensor): Tensor {
     return identityNoGrad(x);
-  }
-  greater(a: Tensor, b: Tensor): Tensor {
-    return tf.greater(a, b);
-  }
-  less(a: Tensor, b: Tensor): Tensor {
-    return tf.less(a, b);
-  }
-  equal(a: Tensor, b: Tensor): Tensor {
-    return tf.equal(a, b);
   }
   where(cond: Tensor, a: Tensor, b: Tensor): Tensor {
     const shape = tf
@@ -204,15 +164,6 @@ export class TfjsOps implements Ops<Tensor> {
     };
     return tf.matMul(fit(a, ba), fit(b, bb));
   }
-  sum(x: Tensor, axes: number[], keepDims = false): Tensor {
-    return tf.sum(x, axes, keepDims);
-  }
-  mean(x: Tensor, axes: number[], keepDims = false): Tensor {
-    return tf.mean(x, axes, keepDims);
-  }
-  max(x: Tensor, axes: number[], keepDims = false): Tensor {
-    return tf.max(x, axes, keepDims);
-  }
   softmax(x: Tensor, axis = -1): Tensor {
     return tf.exp(this.logSoftmax(x, axis));
   }
@@ -224,12 +175,6 @@ export class TfjsOps implements Ops<Tensor> {
       x,
       shape.map((d) => num(d, 'reshape')),
     );
-  }
-  transpose(x: Tensor, perm: number[]): Tensor {
-    return tf.transpose(x, perm);
-  }
-  concat(xs: Tensor[], axis: number): Tensor {
-    return tf.concat(xs, axis);
   }
   slice(x: Tensor, starts: number[], ends: number[], axes: number[]): Tensor {
     const begin = x.shape.map(() => 0);
@@ -287,7 +232,7 @@ export function toTf(t: HostTensor): Tensor {
 
 export function fromTf(x: Tensor): HostTensor {
   const data = x.dataSync();
-  const dtype: DType = x.dtype === 'bool' ? 'bool' : x.dtype === 'int32' ? 'int32' : 'float32';
+  const dtype = ourType(x);
   return { dtype, shape: x.shape.slice(), data: dtype === 'bool' ? Uint8Array.from(data) : (data as Float32Array | Int32Array) };
 }
 

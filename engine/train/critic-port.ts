@@ -13,7 +13,7 @@ import { clippedValueLoss } from '../rl/losses';
 import type { OptimizerPort } from '../rl/optimizer';
 import type { ExperimentConfig } from '../config/experiment';
 import type { Episode } from './episode';
-import { accumulate, clipAndStep, maskedTokens, shifted } from './grad-accum';
+import { accumulate, clipAndStep, maskedTokens, packMicroBatch, shifted } from './grad-accum';
 
 export class CriticPort {
   constructor(
@@ -65,28 +65,17 @@ export class CriticPort {
     for (const mb of microBatches) {
       const w = maskedTokens(mb) / total;
       if (w === 0) continue;
-      const batch = packSequences(
-        mb.map((e) => Array.from(e.tokens)),
-        this.padTokenId,
-      );
-      const r = await this.model.trainStep(
-        batch,
-        loss,
-        shifted(
+      const { batch, mask } = packMicroBatch(mb, this.padTokenId);
+      const r = await this.model.trainStep(batch, loss, mask, {
+        returns: shifted(
           batch,
-          mb.map((e) => e.lossMask),
+          mb.map((e) => returns.get(e)!),
         ),
-        {
-          returns: shifted(
-            batch,
-            mb.map((e) => returns.get(e)!),
-          ),
-          old_values: shifted(
-            batch,
-            mb.map((e) => oldValues.get(e)!),
-          ),
-        },
-      );
+        old_values: shifted(
+          batch,
+          mb.map((e) => oldValues.get(e)!),
+        ),
+      });
       accumulate(acc, r.grads, w * coef);
       valueLoss += w * r.loss;
     }

@@ -4,8 +4,26 @@
  * accumulation over micro-batches, global-norm clipping, and the optimizer step.
  */
 import type { Weights } from '../model/checkpoint';
-import type { PackedBatch } from '../model/graphs';
+import { packSequences, type PackedBatch } from '../model/graphs';
 import type { OptimizerPort } from '../rl/optimizer';
+
+/** A micro-batch packed for a train step, with its loss mask shifted like every per-token feed. */
+export function packMicroBatch(
+  rows: { tokens: ArrayLike<number>; lossMask: ArrayLike<number> }[],
+  padTokenId: number,
+): { batch: PackedBatch; mask: Float32Array } {
+  const batch = packSequences(
+    rows.map((r) => Array.from(r.tokens)),
+    padTokenId,
+  );
+  return {
+    batch,
+    mask: shifted(
+      batch,
+      rows.map((r) => r.lossMask),
+    ),
+  };
+}
 
 /** Per-episode arrays (indexed by token) → [B, T] feed aligned to "position t predicts token t+1". */
 export function shifted(batch: PackedBatch, rows: ArrayLike<number>[]): Float32Array {

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import type { HostTensor } from '../tensor/host';
 import type { Ops } from '../tensor/ops';
 import type { Weights } from '../model/checkpoint';
-import { packSequences, type LossSpec } from '../model/graphs';
+import type { LossSpec } from '../model/graphs';
 import type { PolicyModel } from '../model/runtime';
 import type { CriticModel } from '../model/critic';
 import { aggregationUnits, policyLoss } from '../rl/policy-losses';
@@ -27,7 +27,7 @@ import type { OptimizerPort } from '../rl/optimizer';
 import type { ExperimentConfig } from '../config/experiment';
 import { CriticPort } from './critic-port';
 import type { Episode } from './episode';
-import { accumulate, clipAndStep, maskedTokens, shifted } from './grad-accum';
+import { accumulate, clipAndStep, maskedTokens, packMicroBatch, shifted } from './grad-accum';
 import type { PolicyPort, UpdateStats } from './loop';
 import type { Demo, SftPort } from './sft';
 import { maskedNllLoss } from './sft-loss';
@@ -121,10 +121,7 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
     for (const mb of args.microBatches) {
       const w = count(mb) / total;
       if (w === 0) continue;
-      const batch = packSequences(
-        mb.map((e) => Array.from(e.tokens)),
-        this.model.config.padTokenId ?? 0,
-      );
+      const { batch, mask } = packMicroBatch(mb, this.model.config.padTokenId ?? 0);
       const feeds: Record<string, HostTensor> = {};
       for (const { name } of this.loss.inputs) {
         const src = sources[name];
@@ -138,10 +135,6 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
           ),
         };
       }
-      const mask = shifted(
-        batch,
-        mb.map((e) => e.lossMask),
-      );
       const r = await this.model.trainStep(batch, this.loss, mask, feeds);
       if (args.fresh !== undefined) {
         if (!args.fresh && !r.logprobs) throw new Error('ModelPolicyPort.update: the train step returned no token_logprobs for the per-token signals');
@@ -178,18 +171,8 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
       const mb = batch.slice(i, i + size);
       const n = maskedTokens(mb);
       if (n === 0) continue;
-      const packed = packSequences(
-        mb.map((d) => Array.from(d.tokens)),
-        this.model.config.padTokenId ?? 0,
-      );
-      const r = await this.model.trainStep(
-        packed,
-        sftLossSpec,
-        shifted(
-          packed,
-          mb.map((d) => d.lossMask),
-        ),
-      );
+      const { batch: packed, mask } = packMicroBatch(mb, this.model.config.padTokenId ?? 0);
+      const r = await this.model.trainStep(packed, sftLossSpec, mask);
       accumulate(acc, r.grads, n / total);
       loss += (n / total) * r.loss;
     }

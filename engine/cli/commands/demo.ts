@@ -42,54 +42,42 @@ export function register(program: Command): void {
           return ablation({ ...o, algorithms: o.algorithms });
         }
         if (cmd.getOptionValueSource('tokenBudget') === 'cli') throw new Error('--token-budget: applies only with --algorithms');
-        const stop = interruptSignal(() => process.stderr.write('\nstopping after this step; Ctrl-C again to quit now\n'));
-        const cb = progressCallbacks(o, 'demo', (phase) => phase);
-        try {
-          const res = await runDemo({
-            openSession: openTaskSession,
-            budgetSeconds: o.budget,
-            configFile: o.config,
-            seed: o.seed,
-            signal: stop.signal,
-            ...cb.callbacks,
-          });
-          cb.stop();
-          if (o.json) {
-            console.log(JSON.stringify(res));
-            return;
-          }
-          const pct = (x: number) => (Number.isNaN(x) ? '-' : (100 * x).toFixed(1));
-          console.log(
-            '\n' +
-              renderTable(
-                ['method', 'EM all', 'EM 1-hop', 'EM 2-hop', 'tool calls/ep', 'time (s)'],
-                res.rows.map((r) => [
-                  r.method,
-                  pct(r.exactMatch),
-                  pct(r.exactMatch1Hop),
-                  pct(r.exactMatch2Hop),
-                  r.toolCallsPerEpisode.toFixed(2),
-                  r.seconds.toFixed(0),
-                ]),
-              ),
-          );
-          console.log(
-            `\n2-hop: SFT+GRPO − SFT = ${res.bar.grpoMinusSft2Hop.toFixed(1)} EM points; beats naive RAG: ${res.bar.grpoBeatsNaiveRag2Hop ? 'yes' : 'no'} → bar ${res.bar.passed ? 'met' : 'NOT met'}`,
-          );
-          const sec = res.seconds;
-          console.log(
-            '\n' +
-              renderTable(
-                ['phase', 'SFT', 'rollout', 'scoring', 'update', 'evaluation', 'other', 'total'],
-                [['seconds', ...[sec.sft, sec.rollout, sec.scoring, sec.update, sec.evaluation, sec.other, sec.total].map((x) => x.toFixed(1))]],
-              ),
-          );
-          for (const s of res.skipped) console.log(`skipped: ${s}`);
-          console.log(`total ${res.totalSeconds.toFixed(0)} s; run folder ${res.runDir}`);
-        } finally {
-          cb.stop();
-          stop.dispose();
-        }
+        await withProgress(
+          o,
+          'demo',
+          (phase) => phase,
+          (common) => runDemo({ ...common, budgetSeconds: o.budget, seed: o.seed }),
+          (res) => {
+            const pct = (x: number) => (Number.isNaN(x) ? '-' : (100 * x).toFixed(1));
+            console.log(
+              '\n' +
+                renderTable(
+                  ['method', 'EM all', 'EM 1-hop', 'EM 2-hop', 'tool calls/ep', 'time (s)'],
+                  res.rows.map((r) => [
+                    r.method,
+                    pct(r.exactMatch),
+                    pct(r.exactMatch1Hop),
+                    pct(r.exactMatch2Hop),
+                    r.toolCallsPerEpisode.toFixed(2),
+                    r.seconds.toFixed(0),
+                  ]),
+                ),
+            );
+            console.log(
+              `\n2-hop: SFT+GRPO − SFT = ${res.bar.grpoMinusSft2Hop.toFixed(1)} EM points; beats naive RAG: ${res.bar.grpoBeatsNaiveRag2Hop ? 'yes' : 'no'} → bar ${res.bar.passed ? 'met' : 'NOT met'}`,
+            );
+            const sec = res.seconds;
+            console.log(
+              '\n' +
+                renderTable(
+                  ['phase', 'SFT', 'rollout', 'scoring', 'update', 'evaluation', 'other', 'total'],
+                  [['seconds', ...[sec.sft, sec.rollout, sec.scoring, sec.update, sec.evaluation, sec.other, sec.total].map((x) => x.toFixed(1))]],
+                ),
+            );
+            for (const s of res.skipped) console.log(`skipped: ${s}`);
+            console.log(`total ${res.totalSeconds.toFixed(0)} s; run folder ${res.runDir}`);
+          },
+        );
       },
     );
 }
@@ -97,56 +85,68 @@ export function register(program: Command): void {
 /** `arbor demo --algorithms …`: the ablation table (engine/experiment/ablation.ts). */
 async function ablation(o: { json?: boolean; config?: string; store: boolean; algorithms: string; tokenBudget: number }): Promise<void> {
   const algorithms = parseAlgorithms(o.algorithms);
+  await withProgress(
+    o,
+    'ablation',
+    (phase) => (phase === 'sft' ? 'sft' : `${phase} tokens`),
+    (common) => runAblation({ ...common, algorithms, tokenBudget: o.tokenBudget }),
+    (res: AblationResult) => {
+      const hops = [...new Set([res.sft, ...res.rows].flatMap((r) => Object.keys(r.exactMatchByHops).map(Number)))].sort((a, b) => a - b);
+      const pct = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? '-' : (100 * x).toFixed(1));
+      console.log(
+        '\n' +
+          renderTable(
+            ['algorithm', 'EM all', ...hops.map((h) => `EM ${h}-hop`), 'tool calls/ep', 'tokens', 'steps', 'time (s)'],
+            [
+              ['SFT (start)', pct(res.sft.exactMatch), ...hops.map((h) => pct(res.sft.exactMatchByHops[h])), '', '', '', res.sft.seconds.toFixed(0)],
+              ...res.rows.map((r) => [
+                r.algorithm,
+                pct(r.exactMatch),
+                ...hops.map((h) => pct(r.exactMatchByHops[h])),
+                r.toolCallsPerEpisode.toFixed(2),
+                String(r.tokens),
+                String(r.steps),
+                r.seconds.toFixed(0),
+              ]),
+            ],
+          ),
+      );
+      console.log(
+        `\nseed ${res.seed}; rollout token budget ${res.tokenBudget} per algorithm; ${res.miniBatches} mini-batches per step; total ${res.totalSeconds.toFixed(0)} s; run folder ${res.runDir}`,
+      );
+    },
+  );
+}
+
+/**
+ * What the demo and the ablation share: Ctrl-C stops after the current step; each phase's runs
+ * are recorded in the workspace (unless --no-store), with a stage line per stage and a progress
+ * bar per phase (loss for SFT; reward, exact match and tool calls for RL); the result is printed
+ * as one JSON object under --json, else by `print`.
+ */
+async function withProgress<R>(
+  o: { json?: boolean; store: boolean; config?: string },
+  runName: string,
+  barLabel: (phase: string) => string,
+  run: (common: { openSession: typeof openTaskSession; configFile?: string; signal: AbortSignal } & ProgressCallbacks) => Promise<R>,
+  print: (res: R) => void,
+): Promise<void> {
   const stop = interruptSignal(() => process.stderr.write('\nstopping after this step; Ctrl-C again to quit now\n'));
-  const cb = progressCallbacks(o, 'ablation', (phase) => (phase === 'sft' ? 'sft' : `${phase} tokens`));
+  const cb = progressCallbacks(o, runName, barLabel);
   try {
-    const res: AblationResult = await runAblation({
-      openSession: openTaskSession,
-      algorithms,
-      tokenBudget: o.tokenBudget,
-      configFile: o.config,
-      signal: stop.signal,
-      ...cb.callbacks,
-    });
+    const res = await run({ openSession: openTaskSession, configFile: o.config, signal: stop.signal, ...cb.callbacks });
     cb.stop();
-    if (o.json) {
-      console.log(JSON.stringify(res));
-      return;
-    }
-    const hops = [...new Set([res.sft, ...res.rows].flatMap((r) => Object.keys(r.exactMatchByHops).map(Number)))].sort((a, b) => a - b);
-    const pct = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? '-' : (100 * x).toFixed(1));
-    console.log(
-      '\n' +
-        renderTable(
-          ['algorithm', 'EM all', ...hops.map((h) => `EM ${h}-hop`), 'tool calls/ep', 'tokens', 'steps', 'time (s)'],
-          [
-            ['SFT (start)', pct(res.sft.exactMatch), ...hops.map((h) => pct(res.sft.exactMatchByHops[h])), '', '', '', res.sft.seconds.toFixed(0)],
-            ...res.rows.map((r) => [
-              r.algorithm,
-              pct(r.exactMatch),
-              ...hops.map((h) => pct(r.exactMatchByHops[h])),
-              r.toolCallsPerEpisode.toFixed(2),
-              String(r.tokens),
-              String(r.steps),
-              r.seconds.toFixed(0),
-            ]),
-          ],
-        ),
-    );
-    console.log(
-      `\nseed ${res.seed}; rollout token budget ${res.tokenBudget} per algorithm; ${res.miniBatches} mini-batches per step; total ${res.totalSeconds.toFixed(0)} s; run folder ${res.runDir}`,
-    );
+    if (o.json) console.log(JSON.stringify(res));
+    else print(res);
   } finally {
     cb.stop();
     stop.dispose();
   }
 }
 
-/**
- * What the demo and the ablation share: each phase's runs recorded in the workspace (unless
- * --no-store), a stage line per stage, and a progress bar per phase (loss for SFT; reward, exact
- * match and tool calls for RL).
- */
+type ProgressCallbacks = ReturnType<typeof progressCallbacks>['callbacks'];
+
+/** The record, stage and step callbacks behind withProgress. */
 function progressCallbacks(o: { json?: boolean; store: boolean }, runName: string, barLabel: (phase: string) => string) {
   let bar: Progress | undefined;
   let barPhase = '';

@@ -8,10 +8,10 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig } from '../../config/experiment';
-import { progressBar, renderTable } from '../../experiment/report';
+import { evalTable, progressBar } from '../../experiment/report';
 import { evalMetrics } from '../../tasks/kit';
 import { runSft } from '../../train/sft';
-import { JsonlSink, teeSink } from '../../experiment/sinks';
+import { recordedRun, runSink } from '../../experiment/sinks';
 import { claimRunAndOpenTask } from '../../experiment/store-run';
 import { interruptSignal, note } from '../lifecycle';
 
@@ -28,54 +28,49 @@ export function register(program: Command): void {
       const cfg = await loadConfig(configFile, undefined, { job: 'sft' });
       const { id, dir, rec, session } = await claimRunAndOpenTask(cfg, { store: o.store, template: 'sft', runDir: o.runDir });
       const stop = interruptSignal((why) => note(`\nstopping after this batch (${why}; the model will be saved); Ctrl-C again to quit now\n`));
-      try {
-        const demos = await session.demos();
-        const sftDir = join(dir, 'sft');
-        mkdirSync(sftDir, { recursive: true });
-        const sink = rec ? teeSink(new JsonlSink(sftDir), rec.sink) : new JsonlSink(sftDir);
-        let bar: ReturnType<typeof progressBar> | undefined;
-        const res = await runSft(cfg, demos, session.sft, {
-          runDir: sftDir,
-          sink,
-          signal: stop.signal,
-          onStep: (s, total, m) => {
-            bar ??= progressBar('sft', total, { quiet: o.json, fields: ['loss'] });
-            bar.update(s, { loss: m['sft/loss']! });
-          },
-        });
-        bar?.stop();
-        const ev = o.eval && res.complete ? evalMetrics(await session.evaluate(cfg.eval.n_questions)) : undefined;
-        if (ev) await sink.metrics(res.steps, Object.fromEntries(Object.entries(ev).map(([k, v]) => [`eval/${k}`, v])));
-        rec?.finish(res.complete ? 'completed' : 'stopped');
-        const out = {
-          run: id,
-          demos: demos.length,
-          steps: res.steps,
-          total: res.total,
-          complete: res.complete,
-          finalLoss: res.finalLoss,
-          checkpoint: res.checkpoint?.dir,
-          eval: ev,
-        };
-        if (o.json) console.log(JSON.stringify(out));
-        else {
-          console.log(
-            `SFT on ${demos.length} demonstrations: ${res.steps}/${res.total} steps${res.complete ? '' : ' (stopped)'}, final loss ${res.finalLoss.toFixed(4)}; model saved to ${res.checkpoint?.dir}`,
-          );
-          if (ev)
+      await recordedRun(
+        rec,
+        async () => {
+          const demos = await session.demos();
+          const sftDir = join(dir, 'sft');
+          mkdirSync(sftDir, { recursive: true });
+          const sink = runSink(sftDir, rec);
+          let bar: ReturnType<typeof progressBar> | undefined;
+          const res = await runSft(cfg, demos, session.sft, {
+            runDir: sftDir,
+            sink,
+            signal: stop.signal,
+            onStep: (s, total, m) => {
+              bar ??= progressBar('sft', total, { quiet: o.json, fields: ['loss'] });
+              bar.update(s, { loss: m['sft/loss']! });
+            },
+          });
+          bar?.stop();
+          const ev = o.eval && res.complete ? evalMetrics(await session.evaluate(cfg.eval.n_questions)) : undefined;
+          if (ev) await sink.metrics(res.steps, Object.fromEntries(Object.entries(ev).map(([k, v]) => [`eval/${k}`, v])));
+          rec?.finish(res.complete ? 'completed' : 'stopped');
+          const out = {
+            run: id,
+            demos: demos.length,
+            steps: res.steps,
+            total: res.total,
+            complete: res.complete,
+            finalLoss: res.finalLoss,
+            checkpoint: res.checkpoint?.dir,
+            eval: ev,
+          };
+          if (o.json) console.log(JSON.stringify(out));
+          else {
             console.log(
-              renderTable(
-                ['held-out metric', 'value'],
-                Object.entries(ev).map(([k, v]) => [k, v]),
-              ),
+              `SFT on ${demos.length} demonstrations: ${res.steps}/${res.total} steps${res.complete ? '' : ' (stopped)'}, final loss ${res.finalLoss.toFixed(4)}; model saved to ${res.checkpoint?.dir}`,
             );
-        }
-      } catch (e) {
-        rec?.finish('failed', e instanceof Error ? e.message : String(e));
-        throw e;
-      } finally {
-        stop.dispose();
-        await session.close();
-      }
+            if (ev) console.log(evalTable(ev));
+          }
+        },
+        () => {
+          stop.dispose();
+          return session.close();
+        },
+      );
     });
 }

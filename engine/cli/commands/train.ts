@@ -8,9 +8,9 @@ import { intFlag } from '../flags';
 import { loadConfig } from '../../config/experiment';
 import { applyOverrides, parseSeeds, runSweep } from './sweep';
 import { runExperiment } from '../../experiment/runner';
-import { progressBar, renderTable } from '../../experiment/report';
+import { evalTable, progressBar } from '../../experiment/report';
 import { openRunWithPlugins } from '../../experiment/run-dir';
-import { JsonlSink, memoryLimitWatcher, teeSink } from '../../experiment/sinks';
+import { JsonlSink, memoryLimitWatcher, recordedRun, teeSink } from '../../experiment/sinks';
 import { claimRunAndOpenTask } from '../../experiment/store-run';
 import { interruptSignal, note } from '../lifecycle';
 import { bestCheckpoint, latestCheckpoint } from '../../train/checkpoints';
@@ -120,82 +120,70 @@ export function register(program: Command): void {
           },
         };
         const stop = interruptSignal((why) => note(`\nstopping after this step (${why}; a checkpoint will be saved); Ctrl-C again to quit now\n`));
-        try {
-          const res = await runExperiment(cfg, {
-            runDir: dir,
-            session,
-            sink: rec ? teeSink(new JsonlSink(dir), rec.sink, limits, warn) : teeSink(new JsonlSink(dir), limits, warn),
-            resume: !!run,
-            signal: stop.signal,
-            onPhase: (phase, total) => {
-              bar.stop();
-              bar = progressBar(phase, total, { quiet: o.json, fields: phase === 'sft' ? ['loss'] : phase === 'rl' ? ['reward', 'em', 'tools'] : [] });
-            },
-            onStep: (phase, step, m) =>
-              bar.update(
-                step,
-                phase === 'sft' ? { loss: m['sft/loss']! } : { reward: m['reward/mean']!, em: m['exact_match']!, tools: m['tool_calls_per_episode']! },
-              ),
-          });
-          bar.stop();
-          const rl = res.rl;
-          // A stop during the SFT warm start ends the job with no RL result: still 'stopped'.
-          rec?.finish(res.stopped ? 'stopped' : 'completed');
-          const summary = {
-            run: id,
-            dir,
-            toolMemoryLimitHits: limits.count(),
-            warnings,
-            bestCheckpoint: bestCheckpoint(dir)?.dir,
-            sft: res.sft,
-            firstStep: rl?.firstStep,
-            lastStep: rl?.lastStep,
-            stopped: res.stopped,
-            lastCheckpoint: rl?.lastCheckpoint?.dir,
-            sftEval: res.sftEval,
-            eval: res.eval,
-          };
-          if (o.json) console.log(JSON.stringify(summary));
-          else {
-            const s = res.sft;
-            if (s)
-              console.log(
-                `SFT warm start: ${s.skipped ? 'loaded from ' + s.checkpoint : `${s.resumedFrom !== undefined ? `continued from step ${s.resumedFrom}, ` : ''}${s.steps}${s.total ? '/' + s.total : ''} steps, final loss ${s.finalLoss.toFixed(4)}`}` +
-                  (s.complete ? '' : ` (stopped; \`arbor train --resume ${id}\` continues it)`),
-              );
-            if (rl)
-              console.log(
-                `run ${id} ${rl.stopped ? 'stopped' : 'finished'} at step ${rl.lastStep} (started at ${rl.firstStep}); checkpoint ${rl.lastCheckpoint?.dir ?? '-'}`,
-              );
-            const best = bestCheckpoint(dir);
-            if (best && best.dir !== rl?.lastCheckpoint?.dir) console.log(`best checkpoint by held-out ${cfg.checkpoint.best_metric}: ${best.dir}`);
-            for (const w of warnings) console.log(`warning: ${w}`);
-            if (limits.count())
-              console.log(
-                `warning: ${limits.count()} tool call(s) exceeded the sandbox memory limit during this run (each became an error observation; see the run's log)`,
-              );
-            if (res.eval && res.sftEval)
-              console.log(
-                renderTable(
-                  ['held-out metric', 'SFT alone', 'after RL'],
-                  Object.entries(res.eval).map(([k, v]) => [k, res.sftEval![k] ?? '-', v]),
+        await recordedRun(
+          rec,
+          async () => {
+            const res = await runExperiment(cfg, {
+              runDir: dir,
+              session,
+              sink: rec ? teeSink(new JsonlSink(dir), rec.sink, limits, warn) : teeSink(new JsonlSink(dir), limits, warn),
+              resume: !!run,
+              signal: stop.signal,
+              onPhase: (phase, total) => {
+                bar.stop();
+                bar = progressBar(phase, total, { quiet: o.json, fields: phase === 'sft' ? ['loss'] : phase === 'rl' ? ['reward', 'em', 'tools'] : [] });
+              },
+              onStep: (phase, step, m) =>
+                bar.update(
+                  step,
+                  phase === 'sft' ? { loss: m['sft/loss']! } : { reward: m['reward/mean']!, em: m['exact_match']!, tools: m['tool_calls_per_episode']! },
                 ),
-              );
-            else if (res.eval)
-              console.log(
-                renderTable(
-                  ['held-out metric', 'value'],
-                  Object.entries(res.eval).map(([k, v]) => [k, v]),
-                ),
-              );
-          }
-        } catch (e) {
-          rec?.finish('failed', e instanceof Error ? e.message : String(e));
-          throw e;
-        } finally {
-          stop.dispose();
-          await session.close();
-        }
+            });
+            bar.stop();
+            const rl = res.rl;
+            // A stop during the SFT warm start ends the job with no RL result: still 'stopped'.
+            rec?.finish(res.stopped ? 'stopped' : 'completed');
+            const summary = {
+              run: id,
+              dir,
+              toolMemoryLimitHits: limits.count(),
+              warnings,
+              bestCheckpoint: bestCheckpoint(dir)?.dir,
+              sft: res.sft,
+              firstStep: rl?.firstStep,
+              lastStep: rl?.lastStep,
+              stopped: res.stopped,
+              lastCheckpoint: rl?.lastCheckpoint?.dir,
+              sftEval: res.sftEval,
+              eval: res.eval,
+            };
+            if (o.json) console.log(JSON.stringify(summary));
+            else {
+              const s = res.sft;
+              if (s)
+                console.log(
+                  `SFT warm start: ${s.skipped ? 'loaded from ' + s.checkpoint : `${s.resumedFrom !== undefined ? `continued from step ${s.resumedFrom}, ` : ''}${s.steps}${s.total ? '/' + s.total : ''} steps, final loss ${s.finalLoss.toFixed(4)}`}` +
+                    (s.complete ? '' : ` (stopped; \`arbor train --resume ${id}\` continues it)`),
+                );
+              if (rl)
+                console.log(
+                  `run ${id} ${rl.stopped ? 'stopped' : 'finished'} at step ${rl.lastStep} (started at ${rl.firstStep}); checkpoint ${rl.lastCheckpoint?.dir ?? '-'}`,
+                );
+              const best = bestCheckpoint(dir);
+              if (best && best.dir !== rl?.lastCheckpoint?.dir) console.log(`best checkpoint by held-out ${cfg.checkpoint.best_metric}: ${best.dir}`);
+              for (const w of warnings) console.log(`warning: ${w}`);
+              if (limits.count())
+                console.log(
+                  `warning: ${limits.count()} tool call(s) exceeded the sandbox memory limit during this run (each became an error observation; see the run's log)`,
+                );
+              if (res.eval) console.log(evalTable(res.eval, res.sftEval));
+            }
+          },
+          () => {
+            stop.dispose();
+            return session.close();
+          },
+        );
       },
     );
 }

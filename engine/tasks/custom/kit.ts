@@ -13,9 +13,6 @@
  * or `{ "answer": "…" }`, is demonstrated by writing those turns in the run's format (the SFT warm
  * start's scripted expert); without demos on every training task, give sft.demos_path.
  */
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { Bm25Index, searchTool } from '../../env/search';
 import type { SandboxHost } from '../../env/sandbox-host';
 import { loadTaskFile } from '../../env/taskfile';
@@ -23,10 +20,9 @@ import type { Tool } from '../../env/tool';
 import type { EnvTask } from '../../env/task';
 import { taskPrompt } from '../../env/toolenv';
 import { buildByteBpeTokenizer, HfTokenizer } from '../../model/tokenizer';
-import { arborHome } from '../../store/db';
 import type { ExperimentConfig } from '../../config/experiment';
 import { envSetup, formatExpert, taskTools, toolEnvTask } from '../env-setup';
-import { tinyTaskModel } from '../multihop/kit';
+import { tinyTaskModel, tokenizerCacheFolder } from '../multihop/kit';
 import type { TaskKit } from '../kit';
 
 type DemoTurn = { calls?: { name: string; args: Record<string, unknown> }[]; answer?: string };
@@ -49,15 +45,7 @@ function demoOf(t: EnvTask): DemoTurn[] | undefined {
 /** A byte-level tokenizer for the tiny model, its files cached by content under ARBOR_HOME (copied into checkpoints). */
 function byteTokenizer(texts: string[]): { hf: HfTokenizer; folder: string } {
   const { tokenizer, config } = buildByteBpeTokenizer(texts);
-  const tj = JSON.stringify(tokenizer);
-  const tc = JSON.stringify(config, null, 2);
-  const dir = join(arborHome(), 'cache', `custom-tokenizer-${createHash('sha256').update(tj).update(tc).digest('hex').slice(0, 12)}`);
-  if (!existsSync(join(dir, 'tokenizer_config.json'))) {
-    mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'tokenizer.json'), tj);
-    writeFileSync(join(dir, 'tokenizer_config.json'), tc);
-  }
-  return { hf: new HfTokenizer(tokenizer, config), folder: dir };
+  return { hf: new HfTokenizer(tokenizer, config), folder: tokenizerCacheFolder('custom', tokenizer, config) };
 }
 
 export function customKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; mcpTools?: import('../../env/tool').Tool[] } = {}): TaskKit {

@@ -60,18 +60,24 @@ export function taskTokenizer(name: string, words: string[]): TaskTokenizer {
     hf,
     encode: (text) => hf.encode(text),
     decode: (ids) => hf.decode(ids),
-    folder() {
-      const tj = JSON.stringify(tokenizer);
-      const tc = JSON.stringify(config, null, 2);
-      const dir = join(arborHome(), 'cache', `${name}-tokenizer-${createHash('sha256').update(tj).update(tc).digest('hex').slice(0, 12)}`);
-      if (!existsSync(join(dir, 'tokenizer_config.json'))) {
-        mkdirSync(dir, { recursive: true });
-        writeFileSync(join(dir, 'tokenizer.json'), tj);
-        writeFileSync(join(dir, 'tokenizer_config.json'), tc);
-      }
-      return dir;
-    },
+    folder: () => tokenizerCacheFolder(name, tokenizer, config),
   };
+}
+
+/**
+ * A built tokenizer's files in ARBOR_HOME/cache/<name>-tokenizer-<hash of their content>, written
+ * once (every task kit's tokenizer; checkpoints copy them from there).
+ */
+export function tokenizerCacheFolder(name: string, tokenizer: Record<string, unknown>, config: Record<string, unknown>): string {
+  const tj = JSON.stringify(tokenizer);
+  const tc = JSON.stringify(config, null, 2);
+  const dir = join(arborHome(), 'cache', `${name}-tokenizer-${createHash('sha256').update(tj).update(tc).digest('hex').slice(0, 12)}`);
+  if (!existsSync(join(dir, 'tokenizer_config.json'))) {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'tokenizer.json'), tj);
+    writeFileSync(join(dir, 'tokenizer_config.json'), tc);
+  }
+  return dir;
 }
 
 let cachedTokenizer: TaskTokenizer | undefined;

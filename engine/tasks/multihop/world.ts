@@ -194,6 +194,35 @@ export interface Question {
   supportingFacts: string[];
 }
 
+/** A key fact of the world and the passage that states it. */
+interface Fact {
+  passage: string;
+  text: string;
+}
+
+/**
+ * The world's key facts, written once: the passages state them and the questions' supporting
+ * facts quote them, so the two always agree.
+ */
+const FACT = {
+  bornIn: (p: World['people'][number]): Fact => ({ passage: `person:${p.name}`, text: `${p.name} was born in ${p.city}` }),
+  worksFor: (p: World['people'][number]): Fact => ({ passage: `person:${p.name}`, text: `${p.name} works for the ${p.org}` }),
+  cityIn: (c: World['cities'][number]): Fact => ({ passage: `city:${c.name}`, text: `${c.name} is a city in ${c.country}` }),
+  locatedIn: (o: World['orgs'][number]): Fact => ({ passage: `org:${o.name}`, text: `the ${o.name} is located in ${o.city}` }),
+  writtenBy: (w: World['works'][number]): Fact => ({ passage: `work:${w.title}`, text: `the ${w.title} was written by ${w.author}` }),
+};
+
+/** A question answered by following `facts`, one hop each. */
+function ask(question: string, answer: string, ...facts: Fact[]): Omit<Question, 'id'> {
+  return {
+    question,
+    answers: [answer],
+    hops: facts.length as Question['hops'],
+    supporting: facts.map((f) => f.passage),
+    supportingFacts: facts.map((f) => f.text),
+  };
+}
+
 export interface WorldSize {
   people: number;
   cities: number;
@@ -222,14 +251,10 @@ export function generateWorld(seed: number, size: WorldSize = DEFAULT_WORLD): Wo
   ).slice(0, size.works);
   const works = titles.map((title) => ({ title, author: pick(people).name }));
   const passages: Passage[] = [
-    ...people.map((p) => ({
-      id: `person:${p.name}`,
-      title: p.name,
-      text: `${p.name} is a person . ${p.name} was born in ${p.city} . ${p.name} works for the ${p.org} .`,
-    })),
-    ...cities.map((c) => ({ id: `city:${c.name}`, title: c.name, text: `${c.name} is a city in ${c.country} .` })),
-    ...orgs.map((o) => ({ id: `org:${o.name}`, title: o.name, text: `the ${o.name} is an organisation . the ${o.name} is located in ${o.city} .` })),
-    ...works.map((w) => ({ id: `work:${w.title}`, title: w.title, text: `the ${w.title} is a book . the ${w.title} was written by ${w.author} .` })),
+    ...people.map((p) => ({ id: FACT.bornIn(p).passage, title: p.name, text: `${p.name} is a person . ${FACT.bornIn(p).text} . ${FACT.worksFor(p).text} .` })),
+    ...cities.map((c) => ({ id: FACT.cityIn(c).passage, title: c.name, text: `${FACT.cityIn(c).text} .` })),
+    ...orgs.map((o) => ({ id: FACT.locatedIn(o).passage, title: o.name, text: `the ${o.name} is an organisation . ${FACT.locatedIn(o).text} .` })),
+    ...works.map((w) => ({ id: FACT.writtenBy(w).passage, title: w.title, text: `the ${w.title} is a book . ${FACT.writtenBy(w).text} .` })),
   ];
   return { seed, people, cities, orgs, works, passages };
 }
@@ -251,87 +276,39 @@ export function generateQuestions(world: World, n: number, hops: (1 | 2 | 3)[], 
     if (h === 1) {
       if (kind === 0) {
         const p = pick(world.people);
-        q = {
-          question: `where was ${p.name} born ?`,
-          answers: [p.city],
-          hops: 1,
-          supporting: [`person:${p.name}`],
-          supportingFacts: [`${p.name} was born in ${p.city}`],
-        };
+        q = ask(`where was ${p.name} born ?`, p.city, FACT.bornIn(p));
       } else if (kind === 1) {
         const w = pick(world.works);
-        q = {
-          question: `who wrote the ${w.title} ?`,
-          answers: [w.author],
-          hops: 1,
-          supporting: [`work:${w.title}`],
-          supportingFacts: [`the ${w.title} was written by ${w.author}`],
-        };
+        q = ask(`who wrote the ${w.title} ?`, w.author, FACT.writtenBy(w));
       } else {
         const c = pick(world.cities);
-        q = {
-          question: `in which country is ${c.name} ?`,
-          answers: [c.country],
-          hops: 1,
-          supporting: [`city:${c.name}`],
-          supportingFacts: [`${c.name} is a city in ${c.country}`],
-        };
+        q = ask(`in which country is ${c.name} ?`, c.country, FACT.cityIn(c));
       }
     } else if (h === 2) {
       if (kind === 0) {
         const w = pick(world.works);
         const p = person(w.author);
-        q = {
-          question: `where was the author of the ${w.title} born ?`,
-          answers: [p.city],
-          hops: 2,
-          supporting: [`work:${w.title}`, `person:${p.name}`],
-          supportingFacts: [`the ${w.title} was written by ${p.name}`, `${p.name} was born in ${p.city}`],
-        };
+        q = ask(`where was the author of the ${w.title} born ?`, p.city, FACT.writtenBy(w), FACT.bornIn(p));
       } else if (kind === 1) {
         const p = pick(world.people);
         const o = org(p.org);
-        q = {
-          question: `in which city is the employer of ${p.name} located ?`,
-          answers: [o.city],
-          hops: 2,
-          supporting: [`person:${p.name}`, `org:${o.name}`],
-          supportingFacts: [`${p.name} works for the ${o.name}`, `the ${o.name} is located in ${o.city}`],
-        };
+        q = ask(`in which city is the employer of ${p.name} located ?`, o.city, FACT.worksFor(p), FACT.locatedIn(o));
       } else {
         const p = pick(world.people);
         const c = city(p.city);
-        q = {
-          question: `in which country was ${p.name} born ?`,
-          answers: [c.country],
-          hops: 2,
-          supporting: [`person:${p.name}`, `city:${c.name}`],
-          supportingFacts: [`${p.name} was born in ${c.name}`, `${c.name} is a city in ${c.country}`],
-        };
+        q = ask(`in which country was ${p.name} born ?`, c.country, FACT.bornIn(p), FACT.cityIn(c));
       }
     } else {
       if (kind === 1) {
         const p = pick(world.people);
         const o = org(p.org);
         const c = city(o.city);
-        q = {
-          question: `in which country is the employer of ${p.name} located ?`,
-          answers: [c.country],
-          hops: 3,
-          supporting: [`person:${p.name}`, `org:${o.name}`, `city:${c.name}`],
-          supportingFacts: [`${p.name} works for the ${o.name}`, `the ${o.name} is located in ${c.name}`, `${c.name} is a city in ${c.country}`],
-        };
+        q = ask(`in which country is the employer of ${p.name} located ?`, c.country, FACT.worksFor(p), FACT.locatedIn(o), FACT.cityIn(c));
       } else {
         const w = pick(world.works);
         const p = person(w.author);
         const c = city(p.city);
-        q = {
-          question: `in which country was the author of the ${w.title} born ?`,
-          answers: [c.country],
-          hops: 3,
-          supporting: [`work:${w.title}`, `person:${p.name}`, `city:${c.name}`],
-          supportingFacts: [`the ${w.title} was written by ${p.name}`, `${p.name} was born in ${c.name}`, `${c.name} is a city in ${c.country}`],
-        };
+        q = ask(`in which country was the author of the ${w.title} born ?`, c.country, FACT.writtenBy(w), FACT.bornIn(p), FACT.cityIn(c));
       }
     }
     if (seen.has(q.question)) continue;

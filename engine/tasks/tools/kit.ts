@@ -12,8 +12,7 @@
  * (engine/model/tiny-tokenizer.ts, engine/tasks/tools/template.ts), the scripted expert with
  * mistakes for the SFT warm start, and the tiny model's config.
  */
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,11 +22,10 @@ import { TOOLS_CHAT_TEMPLATE } from './template';
 import { toolsExpertStep, toolsVocabulary } from './world';
 import { HfTokenizer } from '../../model/tokenizer';
 import { buildByteWordTokenizer, JSON_PUNCTUATION } from '../../model/tiny-tokenizer';
-import { arborHome } from '../../store/db';
 import type { TextPolicy, TokenizerPort } from '../../rollout/ports';
 import type { ExperimentConfig } from '../../config/experiment';
 import { envSetup, taskTools, toolEnvTask } from '../env-setup';
-import { tinyTaskModel } from '../multihop/kit';
+import { tinyTaskModel, tokenizerCacheFolder } from '../multihop/kit';
 import type { KitExtras, TaskKit } from '../kit';
 
 /** The example environment the built-in task runs on. */
@@ -72,17 +70,7 @@ export function toolsTokenizer(): ToolsTokenizer {
     json: tokenizer,
     encode: (t) => hf.encode(t),
     decode: (ids) => hf.decode(ids),
-    folder() {
-      const tj = JSON.stringify(tokenizer);
-      const tc = JSON.stringify(config, null, 2);
-      const dir = join(arborHome(), 'cache', `tools-tokenizer-${createHash('sha256').update(tj).update(tc).digest('hex').slice(0, 12)}`);
-      if (!existsSync(join(dir, 'tokenizer_config.json'))) {
-        mkdirSync(dir, { recursive: true });
-        writeFileSync(join(dir, 'tokenizer.json'), tj);
-        writeFileSync(join(dir, 'tokenizer_config.json'), tc);
-      }
-      return dir;
-    },
+    folder: () => tokenizerCacheFolder('tools', tokenizer, config),
   };
   return cached;
 }
