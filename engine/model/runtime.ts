@@ -8,6 +8,7 @@
  * update (call markWeightsUpdated() after changing them in place); other weights (a frozen
  * reference) travel with the call. backend 'tfjs': the same programs run eagerly in tfjs.
  */
+import { availableParallelism, loadavg } from 'node:os';
 import { traceGraph, type Graph } from '../tensor/graph';
 import { withGradients } from '../tensor/autodiff';
 import { OrtRunner, OrtWorker, defaultProviders, emptyRunnerStats, type RunnerStats } from '../tensor/ort';
@@ -113,6 +114,20 @@ export interface PolicyModelOptions {
    * device-resident weight inputs.
    */
   bakeDecodeWeights?: boolean;
+}
+
+/** Load average per core from which decode sessions are made with sleeping pool threads (decodeSpins). */
+export const DECODE_SPIN_MAX_LOAD_PER_CORE = 2;
+
+/**
+ * Whether a decode session made now lets ORT's pool threads spin between ops (its default).
+ * Measured (bench:rollout, 25M, 2 threads, docs/BENCHMARKS.md "Baked decode weights"): on a quiet
+ * machine spinning decoded 1.2–1.5× as fast (batch 1: 154–171 vs 107–110 tok/s); at load 5–9 on
+ * 2 cores sleeping threads did (batch 8: 518 vs 400), because the spinning pool kept the engine's
+ * thread off the cores between calls. Decided when the session is made, like decodeShards.
+ */
+export function decodeSpins(loadPerCore = loadavg()[0]! / availableParallelism()): boolean {
+  return loadPerCore < DECODE_SPIN_MAX_LOAD_PER_CORE;
 }
 
 /** From this many parameters float32 decode sessions bake the weights in by default (PolicyModelOptions.bakeDecodeWeights). */
@@ -370,8 +385,9 @@ export class PolicyModel {
       const w = worker ?? (this.ortWorker ??= OrtWorker.create());
       // Train and score graphs without ORT's memory pattern: its per-shape block would sit beside the arena's chunks (RunnerOptions.memPattern).
       const memPattern = !(key.startsWith('train') || key.startsWith('score'));
-      // Decode sessions' pool threads sleep between ops (RunnerOptions.spin): the engine's thread needs a core after every call.
-      const spin = key.startsWith('decode') ? false : undefined;
+      // On a busy machine decode sessions' pool threads sleep between ops (RunnerOptions.spin): the
+      // engine's thread needs a core after every call. On a quiet one spinning is faster.
+      const spin = key.startsWith('decode') ? decodeSpins() : undefined;
       r = OrtRunner.create(build(), { threads, providers: this.opts.providers, profilePrefix, worker: w, memPattern, outputLocation, spin });
       this.runners.set(key, r);
     }

@@ -42,9 +42,9 @@ export interface RunnerOptions {
   memPattern?: boolean;
   /**
    * ORT's intra-op threads spin-wait for the next op after each one (default true). `false` lets
-   * them sleep: for decode sessions, whose worker hands each call's result back to the engine's
-   * thread, spinning pool threads held the cores that thread needed (bench:rollout at 25M batch 8,
-   * 2 threads: 400 → 518 tok/s with spinning off; docs/BENCHMARKS.md "Baked decode weights").
+   * them sleep: for decode sessions on a busy machine, whose worker hands each call's result back
+   * to the engine's thread, spinning pool threads held the cores that thread needed (see
+   * engine/model/runtime.ts decodeSpins).
    */
   spin?: boolean;
   /** Per-output location (WebGPU): 'gpu-buffer' outputs stay on the device (read them only in a worker handler). */
