@@ -120,14 +120,17 @@ export interface PolicyModelOptions {
 export const DECODE_SPIN_MAX_LOAD_PER_CORE = 2;
 
 /**
- * Whether a decode session made now lets ORT's pool threads spin between ops (its default).
- * Measured (bench:rollout, 25M, 2 threads, docs/BENCHMARKS.md "Baked decode weights"): on a quiet
- * machine spinning decoded 1.2–1.5× as fast (batch 1: 154–171 vs 107–110 tok/s); at load 5–9 on
- * 2 cores sleeping threads did (batch 8: 518 vs 400), because the spinning pool kept the engine's
- * thread off the cores between calls. Decided when the session is made, like decodeShards.
+ * Whether a decode session made now lets ORT's pool threads spin between ops (its default): for
+ * models from BAKE_MIN_PARAMS parameters on a quiet machine. Measured (bench:rollout, 2 threads,
+ * docs/BENCHMARKS.md "Baked decode weights"): 25M on a quiet machine decoded 1.2–1.5× as fast
+ * spinning (batch 1: 154–171 vs 107–110 tok/s); at load 5–9 on 2 cores sleeping threads did
+ * (batch 8: 518 vs 400), as the spinning pool kept the engine's thread off the cores between
+ * calls; the 0.1M tiny model, whose steps are mostly the worker's own work between short runs,
+ * decoded slower spinning even on a quiet machine (batch 1: 1397 vs 1839). Decided when the
+ * session is made, like decodeShards.
  */
-export function decodeSpins(loadPerCore = loadavg()[0]! / availableParallelism()): boolean {
-  return loadPerCore < DECODE_SPIN_MAX_LOAD_PER_CORE;
+export function decodeSpins(params: number, loadPerCore = loadavg()[0]! / availableParallelism()): boolean {
+  return params >= BAKE_MIN_PARAMS && loadPerCore < DECODE_SPIN_MAX_LOAD_PER_CORE;
 }
 
 /** From this many parameters float32 decode sessions bake the weights in by default (PolicyModelOptions.bakeDecodeWeights). */
@@ -387,7 +390,7 @@ export class PolicyModel {
       const memPattern = !(key.startsWith('train') || key.startsWith('score'));
       // On a busy machine decode sessions' pool threads sleep between ops (RunnerOptions.spin): the
       // engine's thread needs a core after every call. On a quiet one spinning is faster.
-      const spin = key.startsWith('decode') ? decodeSpins() : undefined;
+      const spin = key.startsWith('decode') ? decodeSpins(parameterCount(this.config)) : undefined;
       r = OrtRunner.create(build(), { threads, providers: this.opts.providers, profilePrefix, worker: w, memPattern, outputLocation, spin });
       this.runners.set(key, r);
     }
