@@ -106,12 +106,13 @@ export interface PolicyModelOptions {
   /**
    * Float32 decode sessions on the CPU provider hold the linear weights as initializers (Wᵀ, which
    * ORT pre-packs once) instead of taking them as inputs on every call; the session is rebuilt in
-   * place when the weights change (as the quantized one is). Default: on for ORT on the CPU under
-   * LoRA (the baked base never changes) or from BAKE_MIN_PARAMS parameters; below that the
-   * weights sit in the core's caches, packing them per call is cheap, and a rebuild (~45 ms for the
-   * 0.1M tiny model, mostly ORT's graph optimisation) costs as much as a training step's decoding
-   * gains. Measured: docs/BENCHMARKS.md, "Baked decode weights". WebGPU sessions keep their
-   * device-resident weight inputs.
+   * place when the weights change (as the quantized one is). Default: on for ORT on the CPU from
+   * BAKE_MIN_PARAMS to BAKE_MAX_PARAMS parameters. Below, the weights sit in the core's caches,
+   * packing them per call is cheap, and a rebuild (~45 ms for the 0.1M tiny model, mostly ORT's
+   * graph optimisation) costs as much as a training step's decoding gains; above, the baked copy
+   * would be a second copy of the weights in memory (the score and train sessions keep theirs as
+   * inputs), which HF-sized models cannot spare. Measured: docs/BENCHMARKS.md, "Baked decode
+   * weights". WebGPU sessions keep their device-resident weight inputs.
    */
   bakeDecodeWeights?: boolean;
 }
@@ -135,6 +136,8 @@ export function decodeSpins(params: number, loadPerCore = loadavg()[0]! / availa
 
 /** From this many parameters float32 decode sessions bake the weights in by default (PolicyModelOptions.bakeDecodeWeights). */
 export const BAKE_MIN_PARAMS = 4e6;
+/** Up to this many parameters by default: above, a baked copy would double the weights' memory (PolicyModelOptions.bakeDecodeWeights). */
+export const BAKE_MAX_PARAMS = 200e6;
 
 /** Arbor's own state saved next to a PEFT adapter (the dropout mask counter, so a resume draws the same masks). */
 const LORA_STATE = 'arbor_lora_state.json';
@@ -472,7 +475,8 @@ export class PolicyModel {
 
   /** Whether float32 decode sessions bake the linear weights in (option bakeDecodeWeights; CPU provider only). */
   get bakesDecode(): boolean {
-    return this.backend === 'ort' && !this.onDevice && (this.opts.bakeDecodeWeights ?? (!!this.lora || parameterCount(this.config) >= BAKE_MIN_PARAMS));
+    const params = parameterCount(this.config);
+    return this.backend === 'ort' && !this.onDevice && (this.opts.bakeDecodeWeights ?? (params >= BAKE_MIN_PARAMS && params <= BAKE_MAX_PARAMS));
   }
 
   /** The model's `quantize` option ('none' when not given). */
