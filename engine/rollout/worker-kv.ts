@@ -98,6 +98,8 @@ export function appendKv(
  */
 export class KvBufferPool {
   private free: ArrayBuffer[] = [];
+  /** Buffers this pool made: only those come back (an output array of ORT's may share its buffer with others). */
+  private readonly own = new WeakSet<ArrayBuffer>();
   constructor(private readonly max = 64) {}
   take(n: number): Float32Array {
     const need = n * 4;
@@ -107,13 +109,15 @@ export class KvBufferPool {
       if (b >= need && b <= 2 * need && (best < 0 || b < this.free[best]!.byteLength)) best = i;
     }
     if (best >= 0) return new Float32Array(this.free.splice(best, 1)[0]!, 0, n);
-    return new Float32Array(new ArrayBuffer(Math.ceil(n * 1.25) * 4), 0, n);
+    const buf = new ArrayBuffer(Math.ceil(n * 1.25) * 4);
+    this.own.add(buf);
+    return new Float32Array(buf, 0, n);
   }
   give(arrays: Float32Array[]): void {
     for (const a of arrays) {
-      // Only whole buffers this pool can vouch for: a view at offset 0 (ours, or an output array of its own).
-      if (a.byteOffset !== 0 || a.buffer instanceof SharedArrayBuffer || a.byteLength < 4096 || this.free.includes(a.buffer)) continue;
-      this.free.push(a.buffer);
+      const buf = a.buffer as ArrayBuffer;
+      if (!this.own.has(buf) || this.free.includes(buf)) continue;
+      this.free.push(buf);
       if (this.free.length > this.max) this.free.shift();
     }
   }
