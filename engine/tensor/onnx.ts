@@ -414,7 +414,7 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
           nodes.push({
             opType: 'Attention',
             input: [ins[0], ins[1], ins[2], ins[5], ins[3], ins[4]],
-            // A present nothing reads is left out (an optional output: the kernel then writes no copy of the cache).
+            // A present nothing reads is left out (an optional output of the op: no graph output to copy it to).
             output: [out, ...[1, 2].map((i, j) => (presentOf.get(n.id)?.[i] ? presents[j]! : ''))],
             attribute: [int('q_num_heads', a.heads), int('kv_num_heads', a.kvHeads), { name: 'scale', type: ATTR.FLOAT, f: a.scale }, int('is_causal', 0)],
             name: fresh('Attention_node'),
