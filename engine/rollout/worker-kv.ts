@@ -186,19 +186,18 @@ export class KvHost {
         (lg as unknown as DeviceKv).dispose();
       } else if (lg) logits = (lg as HostTensor).data as Float32Array;
       const host = (name: string) => (out[name] as HostTensor).data;
-      const kv = (name: string): KvTensor => {
+      const kv = (i: number, kind: 'k' | 'v'): KvTensor => {
         if (kvOut === 'new') {
-          const layer = name.slice('present_'.length);
-          const past = x.past[Number(layer.slice(2))]?.[layer[0] as 'k' | 'v'] as Float32Array | undefined;
-          return appendKv(past, host(`new_${layer}`) as Float32Array, B * spec.kvHeads, P, T, spec.headDim, (n) => this.pool.take(n));
+          const past = x.past[i]?.[kind] as Float32Array | undefined;
+          return appendKv(past, host(`new_${kind}_${i}`) as Float32Array, B * spec.kvHeads, P, T, spec.headDim, (n) => this.pool.take(n));
         }
-        const v = out[name]!;
+        const v = out[`present_${kind}_${i}`]!;
         return 'location' in v && v.location === 'gpu-buffer' ? (v as unknown as DeviceKv) : ((v as HostTensor).data as Float32Array);
       };
       return {
         logits,
         sampled: { ids: host('token') as Int32Array, logprobs: host('token_logprob') as Float32Array, entropy: host('token_entropy') as Float32Array },
-        present: Array.from({ length: L }, (_, i) => ({ k: kv(`present_k_${i}`), v: kv(`present_v_${i}`) })),
+        present: Array.from({ length: L }, (_, i) => ({ k: kv(i, 'k'), v: kv(i, 'v') })),
       };
     };
     this.backend = new KvSlotBackend(decode, spec, spec.maxBatch, spec.maxLength, spec.padId);

@@ -14,9 +14,8 @@ import { tinyConfig } from '../../../engine/model/config';
 import type { QuantMode } from '../../../engine/model/quantize';
 import { rollout, type RolloutOptions } from '../../../engine/rollout/engine';
 import { policyDecodeBackend } from '../../../engine/rollout/model-backend';
-import type { EpisodeEnv, RolloutTask, TokenizerPort } from '../../../engine/rollout/ports';
-import { Rng } from '../../../engine/base/rng';
 import type { Trajectory } from '../../../engine/rollout/types';
+import { idTasks, idTok } from './helpers';
 
 const FIXTURE = join(__dirname, 'fixtures', 'golden-quant-rollouts.json');
 const record = process.env.ARBOR_RECORD_GOLDEN === '1';
@@ -35,31 +34,8 @@ afterAll(async () => {
   for (const m of models.values()) await m.dispose();
 });
 
-const idTok: TokenizerPort = { encode: (t) => t.split(' ').filter(Boolean).map(Number), decode: (ids) => ids.join(' ') };
-
-/** Random prompts; after each of the first two turns an observation (random ids) arrives. */
-function idTasks(count: number, seed: number): RolloutTask[] {
-  return Array.from({ length: count }, (_, i) => ({
-    id: `t${i}`,
-    createEnv(): EpisodeEnv {
-      const r = new Rng(seed * 100 + i);
-      const rand = (n: number) => Array.from({ length: n }, () => 1 + Math.floor(r.next() * (V - 1)));
-      let turns = 0;
-      return {
-        prompt: async () => ({ ids: rand(5 + i) }),
-        step: async () => {
-          turns++;
-          if (turns >= 3) return { done: true };
-          return { done: false, observation: { ids: rand(3 + turns), role: 'tool' } };
-        },
-        outcome: async () => ({ reward: 0, components: {} }),
-      };
-    },
-  }));
-}
-
 const opts = (temperature: number, maxBatch: number): RolloutOptions => ({
-  tasks: idTasks(3, 4),
+  tasks: idTasks(3, 4, V),
   n: 2,
   seed: 21,
   sampling: { temperature },

@@ -13,10 +13,8 @@ import { tinyConfig } from '../../../engine/model/config';
 import { rollout, type RolloutOptions } from '../../../engine/rollout/engine';
 import { policyDecodeBackend } from '../../../engine/rollout/model-backend';
 import type { ShardedKvBackend } from '../../../engine/rollout/worker-kv';
-import type { EpisodeEnv, RolloutTask, TokenizerPort } from '../../../engine/rollout/ports';
-import { Rng } from '../../../engine/base/rng';
 import type { Trajectory } from '../../../engine/rollout/types';
-import { EOS, VOCAB, WordTokenizer, searchTasks } from './helpers';
+import { EOS, VOCAB, WordTokenizer, idTasks, idTok, searchTasks } from './helpers';
 
 const FIXTURE = join(__dirname, 'fixtures', 'golden-rollouts.json');
 const record = process.env.ARBOR_RECORD_GOLDEN === '1';
@@ -42,30 +40,6 @@ afterAll(async () => {
   await wide.dispose();
   for (const m of baked.values()) await m.dispose();
 });
-
-const idTok: TokenizerPort = { encode: (t) => t.split(' ').filter(Boolean).map(Number), decode: (ids) => ids.join(' ') };
-
-/** Random prompts; after each of the first two turns an observation arrives after a real delay. */
-function idTasks(count: number, seed: number): RolloutTask[] {
-  return Array.from({ length: count }, (_, i) => ({
-    id: `t${i}`,
-    createEnv(): EpisodeEnv {
-      const r = new Rng(seed * 100 + i);
-      const rand = (n: number) => Array.from({ length: n }, () => 1 + Math.floor(r.next() * (V2 - 1)));
-      let turns = 0;
-      return {
-        prompt: async () => ({ ids: rand(5 + i) }),
-        step: async () => {
-          turns++;
-          if (turns >= 3) return { done: true };
-          await new Promise((res) => setTimeout(res, 1 + ((i * 3 + turns) % 4)));
-          return { done: false, observation: { ids: rand(3 + turns), role: 'tool' } };
-        },
-        outcome: async () => ({ reward: 0, components: {} }),
-      };
-    },
-  }));
-}
 
 const cases: { name: string; model: () => PolicyModel; maxBatch: number; opts: () => RolloutOptions }[] = [
   ...[9, 2].flatMap((maxBatch) =>
@@ -98,7 +72,7 @@ const cases: { name: string; model: () => PolicyModel; maxBatch: number; opts: (
       model: () => wide,
       maxBatch,
       opts: (): RolloutOptions => ({
-        tasks: idTasks(3, 4),
+        tasks: idTasks(3, 4, V2, true),
         n: 2,
         seed: 21,
         sampling: c.sampling,

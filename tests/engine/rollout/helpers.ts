@@ -178,3 +178,32 @@ export class SearchEnv implements EpisodeEnv {
 export function searchTasks(tok: WordTokenizer, delayMs = 0): RolloutTask[] {
   return Object.entries(FACTS).map(([q, a]) => ({ id: `capital-${q}`, createEnv: () => new SearchEnv(tok, q, a, delayMs) }));
 }
+
+/** Token ids as space-separated numbers (the "ids" rollout cases). */
+export const idTok: TokenizerPort = { encode: (t) => t.split(' ').filter(Boolean).map(Number), decode: (ids) => ids.join(' ') };
+
+/**
+ * Random prompts of ids below `vocab`; after each of the first two turns a tool observation of
+ * random ids arrives (after a short real delay when `delayed`, so episodes rejoin the batch at
+ * different steps).
+ */
+export function idTasks(count: number, seed: number, vocab: number, delayed = false): RolloutTask[] {
+  return Array.from({ length: count }, (_, i) => ({
+    id: `t${i}`,
+    createEnv(): EpisodeEnv {
+      const r = new Rng(seed * 100 + i);
+      const rand = (n: number) => Array.from({ length: n }, () => 1 + Math.floor(r.next() * (vocab - 1)));
+      let turns = 0;
+      return {
+        prompt: async () => ({ ids: rand(5 + i) }),
+        step: async () => {
+          turns++;
+          if (turns >= 3) return { done: true };
+          if (delayed) await new Promise((res) => setTimeout(res, 1 + ((i * 3 + turns) % 4)));
+          return { done: false, observation: { ids: rand(3 + turns), role: 'tool' } };
+        },
+        outcome: async () => ({ reward: 0, components: {} }),
+      };
+    },
+  }));
+}

@@ -8,34 +8,13 @@ import { tinyConfig } from '../../../../engine/model/config';
 import { rollout, type RolloutOptions } from '../../../../engine/rollout/engine';
 import { policyDecodeBackend } from '../../../../engine/rollout/model-backend';
 import type { WorkerKvBackend } from '../../../../engine/rollout/worker-kv';
-import type { EpisodeEnv, RolloutTask, TokenizerPort } from '../../../../engine/rollout/ports';
-import { Rng } from '../../../../engine/base/rng';
+import { idTasks, idTok } from '../../rollout/helpers';
 
 // As golden.test.ts's "ids" cases: random prompts, and a tool observation after each of the first two turns.
 const V = 300;
 const cfg = tinyConfig({ vocabSize: V, hiddenSize: 32, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 256, padTokenId: 0 });
-const idTok: TokenizerPort = { encode: (t) => t.split(' ').filter(Boolean).map(Number), decode: (ids) => ids.join(' ') };
-function idTasks(count: number, seed: number): RolloutTask[] {
-  return Array.from({ length: count }, (_, i) => ({
-    id: `t${i}`,
-    createEnv(): EpisodeEnv {
-      const r = new Rng(seed * 100 + i);
-      const rand = (n: number) => Array.from({ length: n }, () => 1 + Math.floor(r.next() * (V - 1)));
-      let turns = 0;
-      return {
-        prompt: async () => ({ ids: rand(5 + i) }),
-        step: async () => {
-          turns++;
-          if (turns >= 3) return { done: true };
-          return { done: false, observation: { ids: rand(3 + turns), role: 'tool' } };
-        },
-        outcome: async () => ({ reward: 0, components: {} }),
-      };
-    },
-  }));
-}
 const opts = (sampling: RolloutOptions['sampling'], decodeSteps?: number): RolloutOptions => ({
-  tasks: idTasks(3, 4),
+  tasks: idTasks(3, 4, V),
   n: 2,
   seed: 21,
   sampling,
