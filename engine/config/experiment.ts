@@ -105,6 +105,8 @@ const modelSchema = z
     /** Size overrides for the tiny model. */
     hidden_size: posInt().optional(),
     layers: posInt().optional(),
+    /** Attention heads of the tiny model (default 4; key/value heads half of them). */
+    heads: posInt().optional().describe('attention heads of the tiny built-in model (default 4; key/value heads: half)'),
     /**
      * LoRA adapters (PEFT's format): only the adapters train, the base stays frozen. Starting
      * point: rank 16–32, alpha 32, all-linear, optim.lr about 10× the full-fine-tune rate.
@@ -141,6 +143,10 @@ const modelSchema = z
   })
   .refine((m) => (m.path === undefined) !== (m.init === undefined), {
     message: 'give exactly one of model.path (an HF folder) or model.init: tiny',
+  })
+  .refine((m) => m.heads === undefined || ((m.hidden_size ?? 64) % m.heads === 0 && ((m.hidden_size ?? 64) / m.heads) % 2 === 0), {
+    path: ['heads'],
+    message: 'model.hidden_size must be model.heads × an even head size (rotary embeddings rotate pairs)',
   });
 
 const taskSchema = z.strictObject({
@@ -727,7 +733,7 @@ export const JOB_SCOPE: Partial<Record<ConfigJob, string[]>> = {
     'threads',
   ],
   rollout: ['name', 'plugins', 'model', 'task', 'environment', 'rollout', 'seed', 'backend', 'device', 'threads'],
-  'init-model': ['name', 'plugins', 'model.init', 'model.hidden_size', 'model.layers', 'task', 'environment', 'seed', 'rollout.max_total_length'],
+  'init-model': ['name', 'plugins', 'model.init', 'model.hidden_size', 'model.layers', 'model.heads', 'task', 'environment', 'seed', 'rollout.max_total_length'],
   environment: ['name', 'plugins', 'model', 'task', 'environment'],
 };
 
@@ -774,7 +780,7 @@ export const INERT_RULES: InertRule[] = [
     why: 'with backend "tfjs" (tfjs runs eagerly with its own autodiff; recompute is an ORT train-graph feature)',
   },
   {
-    keys: ['model.hidden_size', 'model.layers'],
+    keys: ['model.hidden_size', 'model.layers', 'model.heads'],
     when: (c) => !!c.model.path,
     why: 'with model.path (it sizes the tiny built-in model; a loaded model keeps its own size)',
   },

@@ -123,7 +123,7 @@ export function verlMapping(
       "the run's last checkpoint is a PEFT LoRA adapter: verl loads its base model and puts the adapter on it (PeftModel.from_pretrained, trainable)",
     );
   else map(['model.path', 'model.init'], { 'actor_rollout_ref.model.path': ctx.modelPath }, 'the last checkpoint of the run (an HF folder)');
-  map(['model.hidden_size', 'model.layers'], undefined, 'sizes of the built-in tiny model; verl loads the checkpoint folder as it is');
+  map(['model.hidden_size', 'model.layers', 'model.heads'], undefined, 'sizes of the built-in tiny model; verl loads the checkpoint folder as it is');
   const lora = get(cfg, 'model.lora') as Loose | undefined;
   if (ad)
     map(

@@ -46,10 +46,11 @@ async function initKitModel(folder: string, o: InitModelOptions): Promise<{ para
     : { model: { init: 'tiny' }, task: { kind: o.task } };
   if (o.config && o.task && o.task !== raw.task!.kind)
     throw new Error(`--task: ${o.task} differs from the config's task.kind "${String(raw.task!.kind)}"; give one of them`);
-  // The flags given override the config's model.hidden_size / model.layers (a flag's default never does).
+  // The flags given override the config's model.hidden_size / model.layers / model.heads (a flag's default never does).
   const hidden = o.hidden ?? (raw.model!.path ? undefined : (raw.model!.hidden_size as number | undefined));
   const layers = o.layers ?? (raw.model!.path ? undefined : (raw.model!.layers as number | undefined));
-  raw.model = { init: 'tiny', ...(hidden ? { hidden_size: hidden } : {}), ...(layers ? { layers } : {}) };
+  const heads = raw.model!.path ? undefined : (raw.model!.heads as number | undefined);
+  raw.model = { init: 'tiny', ...(hidden ? { hidden_size: hidden } : {}), ...(layers ? { layers } : {}), ...(heads && !o.heads ? { heads } : {}) };
   if (o.dataset) raw.task!.dataset = o.dataset;
   const env = (raw.environment ??= {});
   if (o.tasks) env.tasks = o.tasks;

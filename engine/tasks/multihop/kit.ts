@@ -212,13 +212,13 @@ export function naiveRag(index: Bm25Index, questions: Map<string, Question>, top
   };
 }
 
-/** The tiny built-in model for a word-level task vocabulary (model.hidden_size / model.layers override). */
+/** The tiny built-in model for a word-level task vocabulary (model.hidden_size / model.layers / model.heads override). */
 export function tinyTaskModel(c: ExperimentConfig, vocabSize: number, eosTokenId: number) {
   return tinyConfig({
     vocabSize,
     hiddenSize: c.model.hidden_size ?? 64,
     layers: c.model.layers ?? 2,
-    heads: 4,
+    heads: c.model.heads ?? 4,
     maxPositionEmbeddings: c.rollout.max_total_length,
     padTokenId: 0,
     eosTokenId,

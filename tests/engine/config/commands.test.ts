@@ -120,8 +120,13 @@ describe('the README commands with --config (real CLI)', () => {
     expect(o.stderr).toMatch(/--out: .*folder is a folder/);
   }, 240_000);
 
-  it('arbor init-model: model.hidden_size / layers from the config; arbor eval: eval.n_questions from the config', () => {
+  it('arbor init-model: model.hidden_size / layers / heads from the config; arbor eval: eval.n_questions from the config', () => {
     const sized = config('sized.yaml', 'model: { init: tiny, hidden_size: 32, layers: 1 }\ntask: { kind: multihop }\neval: { n_questions: 3 }\n');
+    const headed = config('headed.yaml', 'model: { init: tiny, heads: 8 }\ntask: { kind: multihop }\n');
+    const h = arbor('init-model', '--tiny', '--config', headed, join(work, 'headed'), '--json');
+    expect(h.status, h.stderr).toBe(0);
+    const hh = JSON.parse(readFileSync(join(work, 'headed', 'config.json'), 'utf8')) as { num_attention_heads: number; num_key_value_heads: number; head_dim?: number };
+    expect([hh.num_attention_heads, hh.num_key_value_heads]).toEqual([8, 4]);
     const dir = join(work, 'tiny');
     const r = arbor('init-model', '--tiny', '--config', sized, dir, '--json');
     expect(r.status, r.stderr).toBe(0);

@@ -11,6 +11,9 @@ describe('inert config keys', () => {
     expect(check({ ...qa, task: { ...qa.task, hops: [2] } })).toThrow(/task\.hops: has no effect with task\.kind "qa"/);
     expect(check({ ...qa, sft: { mistake_rate: 0.5 } })).toThrow(/sft\.mistake_rate: has no effect with task\.kind "qa"/);
     expect(check({ model: { path: '/m', hidden_size: 128 } })).toThrow(/model\.hidden_size: has no effect with model\.path/);
+    expect(check({ model: { path: '/m', heads: 8 } })).toThrow(/model\.heads: has no effect with model\.path/);
+    expect(check({ model: { init: 'tiny', heads: 3 } })).toThrow(/model\.heads: model\.hidden_size must be model\.heads × an even head size/);
+    expect(check({ model: { init: 'tiny', hidden_size: 24, heads: 8 } })).toThrow(/model\.heads: .*even head size/);
     expect(check({ model: { init: 'tiny' }, sft: { demos_path: 'x.jsonl', demos: 50 } })).toThrow(/sft\.demos: has no effect with sft\.demos_path/);
     expect(check({ model: { init: 'tiny' }, optim: { schedule: 'cosine', warmup_steps: 9 } }, 'sft')).toThrow(
       /optim\.warmup_steps: has no effect in `arbor sft`[\s\S]*optim\.schedule/,
@@ -28,6 +31,7 @@ describe('inert config keys', () => {
       }),
     ).not.toThrow();
     expect(check({ model: { init: 'tiny', hidden_size: 32 } })).not.toThrow();
+    expect(check({ model: { init: 'tiny', heads: 8 } })).not.toThrow();
     expect(check({ ...qa, task: { ...qa.task, hops: [1, 2] }, sft: { warm_start: true, mistake_rate: 0.25 } })).not.toThrow();
     expect(check({ model: { init: 'tiny' }, checkpoint: { keep: 1 }, sft: { lr: 0.01 } }, 'sft')).not.toThrow();
   });
