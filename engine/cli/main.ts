@@ -14,6 +14,7 @@ export type RegisterCommand = (program: Command) => void;
 /** Commands that may start MCP servers or load tool/reward files. */
 const CONSENT_COMMANDS = [
   ['train'],
+  ['sweep'],
   ['sft'],
   ['rollout'],
   ['eval'],

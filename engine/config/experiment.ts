@@ -733,7 +733,18 @@ export const JOB_SCOPE: Partial<Record<ConfigJob, string[]>> = {
     'threads',
   ],
   rollout: ['name', 'plugins', 'model', 'task', 'environment', 'rollout', 'seed', 'backend', 'device', 'threads'],
-  'init-model': ['name', 'plugins', 'model.init', 'model.hidden_size', 'model.layers', 'model.heads', 'task', 'environment', 'seed', 'rollout.max_total_length'],
+  'init-model': [
+    'name',
+    'plugins',
+    'model.init',
+    'model.hidden_size',
+    'model.layers',
+    'model.heads',
+    'task',
+    'environment',
+    'seed',
+    'rollout.max_total_length',
+  ],
   environment: ['name', 'plugins', 'model', 'task', 'environment'],
 };
 

@@ -1,6 +1,6 @@
 /**
  * Consent for programs from elsewhere. Before a config, an environment folder or a stored run
- * starts an MCP server command or loads tool/reward files or plugins (engine/config/plugins.ts), the things it would run are listed
+ * starts an MCP server command or an external agent program (environment.agent) or loads tool/reward files or plugins (engine/config/plugins.ts), the things it would run are listed
  * (a server: its command, arguments and the names of the environment variables it sets; a file:
  * its path and content hash; a workspace folder outside the config's folder) and any this
  * workspace has not approved are put to the user: the CLI asks y/N on a terminal, or needs
@@ -12,13 +12,13 @@
  * server); with none set (library use, tests that call the engine directly) nothing is asked.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { homedir } from 'node:os';
 
 export interface ConsentItem {
-  kind: 'mcp-server' | 'tool' | 'reward' | 'workspace' | 'plugin';
+  kind: 'mcp-server' | 'agent' | 'tool' | 'reward' | 'workspace' | 'plugin';
   /** What the user sees: the server's name and command line, the file's path, the folder. */
   label: string;
   /** The content hash the approval is remembered under. */
@@ -93,6 +93,28 @@ export function serverItem(name: string, s: { command: string; args?: string[]; 
   };
 }
 
+/**
+ * An external agent program (environment.agent): its argv, working folder and the names of the
+ * variables it sets, and the content of every argument that is a file in that folder (its
+ * script: a changed agent.ts or agent.py asks again).
+ */
+export function agentItem(a: { command: string[]; env?: Record<string, string>; cwd?: string }): ConsentItem {
+  const envKeys = Object.keys(a.env ?? {}).sort();
+  const cwd = a.cwd ?? process.cwd();
+  const files = a.command
+    .slice(1)
+    .map((x) => (isAbsolute(x) ? x : join(cwd, x)))
+    .filter((f) => existsSync(f) && statSync(f).isFile())
+    .map((f) => sha(readFileSync(f)));
+  const shown = a.command.map((x) => (/^[\w@%+=:,./-]+$/.test(x) ? x : JSON.stringify(x))).join(' ');
+  return {
+    kind: 'agent',
+    label: `${shown}${envKeys.length ? ` (sets ${envKeys.join(', ')})` : ''} in ${cwd}`,
+    hash: `agent:${sha(JSON.stringify({ argv: a.command, envKeys, cwd: real(cwd), files }))}`,
+    trusted: inside(cwd, resourcesDir()),
+  };
+}
+
 /** A workspace folder outside the config's folder (ctx.readFile may read anything in it). */
 export function workspaceItem(workspace: string): ConsentItem {
   const p = real(workspace);
@@ -100,8 +122,18 @@ export function workspaceItem(workspace: string): ConsentItem {
 }
 
 /** What an experiment config would run: its MCP servers, tool and reward files, and a workspace outside its folder. */
-export function configItems(env: { mcp_servers?: unknown; tools?: string[]; reward?: string; workspace?: string }, configDir?: string): ConsentItem[] {
+export function configItems(
+  env: {
+    mcp_servers?: unknown;
+    tools?: string[];
+    reward?: string;
+    workspace?: string;
+    agent?: { command: string[]; env?: Record<string, string>; cwd?: string };
+  },
+  configDir?: string,
+): ConsentItem[] {
   const items: ConsentItem[] = [];
+  if (env.agent) items.push(agentItem(env.agent));
   const ws = env.workspace ?? process.cwd();
   const servers = env.mcp_servers;
   if (servers && typeof servers === 'object')
@@ -190,6 +222,7 @@ export async function ensureConsent(origin: string, items: ConsentItem[]): Promi
 export function describeItems(items: ConsentItem[]): string {
   const head: Record<ConsentItem['kind'], string> = {
     'mcp-server': 'MCP server',
+    agent: 'agent program (runs as you, not sandboxed)',
     tool: 'tool file',
     reward: 'reward file',
     workspace: 'workspace',

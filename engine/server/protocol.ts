@@ -579,7 +579,7 @@ export const events = {
   consent: z.object({
     id: z.string(),
     origin: z.string(),
-    items: z.array(z.object({ kind: z.enum(['mcp-server', 'tool', 'reward', 'workspace', 'plugin']), label: z.string() })),
+    items: z.array(z.object({ kind: z.enum(['mcp-server', 'agent', 'tool', 'reward', 'workspace', 'plugin']), label: z.string() })),
     done: z.boolean().optional(),
   }),
   /** Progress of runs.export (trajectories written so far of the run's total). */

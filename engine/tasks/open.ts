@@ -12,12 +12,19 @@ import type { SandboxHost } from '../env/sandbox-host';
 import type { KitExtras, TaskKit } from './kit';
 import { openTaskKit } from './registry';
 
+/**
+ * Everything the config would run (servers, tool and reward files, an outside workspace) put to
+ * the user once, before anything starts (engine/env/consent.ts); approvals are remembered, so a
+ * group's runs (`arbor train --seeds`, `arbor sweep`) are asked about once, by the group.
+ */
+export async function askConfigConsent(cfg: ExperimentConfig, origin = `experiment "${cfg.name}"`): Promise<void> {
+  const { configDirOf, configItems, ensureConsent } = await import('../env/consent');
+  await ensureConsent(origin, configItems(cfg.environment, configDirOf(cfg)));
+}
+
 /** The config's MCP servers, started (undefined when it names none). */
 export async function openMcpServers(cfg: ExperimentConfig, log: (line: string) => void) {
-  // Everything the config would run (servers, tool and reward files, an outside workspace) is
-  // put to the user once, before anything starts (engine/env/consent.ts).
-  const { configDirOf, configItems, ensureConsent } = await import('../env/consent');
-  await ensureConsent(`experiment "${cfg.name}"`, configItems(cfg.environment, configDirOf(cfg)));
+  await askConfigConsent(cfg);
   const servers = cfg.environment.mcp_servers;
   if (!servers || typeof servers === 'string' || Object.keys(servers).length === 0) return undefined;
   const { McpToolSet } = await import('../env/mcp/client');

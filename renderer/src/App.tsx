@@ -206,6 +206,7 @@ function ConsentDialog() {
   if (!c) return null;
   const head = {
     'mcp-server': 'MCP server command',
+    agent: 'agent program (runs as you, not sandboxed)',
     tool: 'tool file',
     reward: 'reward file',
     workspace: 'workspace folder',

@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import { loadConfig } from '../../config/experiment';
+import { askConfigConsent } from '../../tasks/open';
 import { openDatabase } from '../../store/db';
 import { Store } from '../../store/store';
 import { createGroup, groupRuns, getGroup, setGroupStatus, type GroupPlanEntry } from '../../store/groups';
@@ -98,6 +99,8 @@ export async function runSweep(configFile: string, o: SweepOptions): Promise<str
   const file = resolve(configFile);
   const cells = gridCells(o.grid);
   // Every configuration is checked before the first run starts: a bad grid value fails now, naming it.
+  // What the configurations would run is approved here, once (--yes or the terminal): the runs
+  // are child processes without a terminal, and find the approvals remembered.
   let name = o.name;
   for (const c of cells) {
     const cfg = await loadConfig(file, (raw) => {
@@ -107,6 +110,7 @@ export async function runSweep(configFile: string, o: SweepOptions): Promise<str
         Object.entries(c.overrides).map(([k, v]) => `${k}=${v}`),
       );
     });
+    await askConfigConsent(cfg, `the runs of ${configFile}`);
     name ??= cfg.name ?? 'sweep';
   }
   const plan: GroupPlanEntry[] = cells.flatMap((c) => o.seeds.map((seed) => ({ cell: c.cell, overrides: c.overrides, seed })));

@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { approve, configItems, ensureConsent, serverItem, setConsentAsker, unapproved, type ConsentRequest } from '../../../engine/env/consent';
+import { agentItem, approve, configItems, ensureConsent, serverItem, setConsentAsker, unapproved, type ConsentRequest } from '../../../engine/env/consent';
 
 const BIN = resolve(import.meta.dirname, '../../../bin/arbor.mjs');
 let dir: string;
@@ -89,7 +89,58 @@ describe('consent: a config with an MCP server', () => {
   }, 180_000);
 });
 
+describe('consent: a config with an agent program, and a group of runs', () => {
+  const custom = (name: string, env: string) => {
+    const rows = [1, 2, 3, 4, 5].map((n) => JSON.stringify({ id: `t${n}`, prompt: `what is ${n} plus 1 ?`, answers: [String(n + 1)] }));
+    writeFileSync(join(dir, 'tasks5.jsonl'), rows.join('\n') + '\n');
+    writeFileSync(join(dir, name), ['model: { init: tiny }', 'task: { kind: custom }', `environment: ${env}`, 'steps: 1'].join('\n'));
+    return join(dir, name);
+  };
+  const run = (home: string, ...args: string[]) => {
+    const env: Record<string, string | undefined> = { ...process.env, ARBOR_HOME: join(dir, home) };
+    delete env.ARBOR_YES;
+    return spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env, input: '', timeout: 240_000 });
+  };
+
+  it('arbor train refuses to start environment.agent without --yes; the program never runs', () => {
+    const marker = join(dir, 'agent-ran');
+    writeFileSync(join(dir, 'agent.js'), `require('fs').writeFileSync(${JSON.stringify(marker)}, 'ran');\n`);
+    const cfg = custom('agent.yaml', `{ format: hermes, tasks: tasks5.jsonl, agent: { command: [${JSON.stringify(process.execPath)}, agent.js] } }`);
+    const r = run('agent-home', 'train', cfg, '--no-store');
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toMatch(/would run programs this workspace has not approved/);
+    expect(r.stderr).toMatch(/agent program \(runs as you, not sandboxed\): \S+ agent\.js in /);
+    expect(existsSync(marker)).toBe(false);
+  }, 120_000);
+
+  it('arbor train --seeds asks once, before any run starts; with --yes its runs find the approval', () => {
+    const cfg = custom('group.yaml', '{ format: hermes, tasks: tasks5.jsonl, tools: [env/tools/echo.ts] }');
+    const refused = run('group-home', 'train', cfg, '--seeds', '0,1');
+    expect(refused.status).not.toBe(0);
+    expect(refused.stderr).toMatch(/has not approved[\s\S]*tools\/echo\.ts/);
+    expect(refused.stderr).not.toMatch(/seed 0: started/);
+    const yes = run('group-home', 'train', cfg, '--seeds', '0', '--yes', '--json');
+    expect(yes.status, yes.stderr).toBe(0);
+    expect(yes.stderr.match(/approved with --yes/g)).toHaveLength(1);
+    expect(yes.stderr).toMatch(/seed 0: finished/);
+  }, 240_000);
+});
+
 describe('consent: what is asked', () => {
+  it('lists an agent program: its argv, variable names and folder; its script by content', () => {
+    const cwd = join(dir, 'agent-dir');
+    mkdirSync(cwd, { recursive: true });
+    writeFileSync(join(cwd, 'agent.py'), 'print(1)\n');
+    const a = { command: ['python3', 'agent.py'], env: { TOKEN: 'secret' }, cwd };
+    const [item] = configItems({ agent: a });
+    expect(item!.kind).toBe('agent');
+    expect(item!.label).toBe(`python3 agent.py (sets TOKEN) in ${cwd}`);
+    expect(item!.trusted).toBe(false);
+    expect(agentItem({ ...a, env: { TOKEN: 'other' } }).hash).toBe(item!.hash);
+    writeFileSync(join(cwd, 'agent.py'), 'print(2)\n');
+    expect(agentItem(a).hash).not.toBe(item!.hash);
+  });
+
   it('lists MCP servers (command, arguments, variable names), files and an outside workspace; hashes by content', async () => {
     const ws = join(dir, 'env');
     const items = configItems(
