@@ -393,7 +393,7 @@ export class PolicyModel {
       const memPattern = !(key.startsWith('train') || key.startsWith('score'));
       // On a busy machine decode sessions' pool threads sleep between ops (RunnerOptions.spin): the
       // engine's thread needs a core after every call. On a quiet one spinning is faster.
-      const spin = key.startsWith('decode') ? decodeSpins(parameterCount(this.config)) : undefined;
+      const spin = key.startsWith('decode') ? decodeSpins(this.parameters) : undefined;
       r = OrtRunner.create(build(), { threads, providers: this.opts.providers, profilePrefix, worker: w, memPattern, outputLocation, spin });
       this.runners.set(key, r);
     }
@@ -475,9 +475,15 @@ export class PolicyModel {
 
   /** Whether float32 decode sessions bake the linear weights in (option bakeDecodeWeights; CPU provider only). */
   get bakesDecode(): boolean {
-    const params = parameterCount(this.config);
-    return this.backend === 'ort' && !this.onDevice && (this.opts.bakeDecodeWeights ?? (params >= BAKE_MIN_PARAMS && params <= BAKE_MAX_PARAMS));
+    const p = this.parameters;
+    return this.backend === 'ort' && !this.onDevice && (this.opts.bakeDecodeWeights ?? (p >= BAKE_MIN_PARAMS && p <= BAKE_MAX_PARAMS));
   }
+
+  /** The model's parameter count (its config is fixed; decodeRunner asks on every call). */
+  private get parameters(): number {
+    return (this.paramCount ??= parameterCount(this.config));
+  }
+  private paramCount?: number;
 
   /** The model's `quantize` option ('none' when not given). */
   get quantizeMode(): QuantMode {

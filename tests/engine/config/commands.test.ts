@@ -125,11 +125,7 @@ describe('the README commands with --config (real CLI)', () => {
     const headed = config('headed.yaml', 'model: { init: tiny, heads: 8 }\ntask: { kind: multihop }\n');
     const h = arbor('init-model', '--tiny', '--config', headed, join(work, 'headed'), '--json');
     expect(h.status, h.stderr).toBe(0);
-    const hh = JSON.parse(readFileSync(join(work, 'headed', 'config.json'), 'utf8')) as {
-      num_attention_heads: number;
-      num_key_value_heads: number;
-      head_dim?: number;
-    };
+    const hh = JSON.parse(readFileSync(join(work, 'headed', 'config.json'), 'utf8')) as { num_attention_heads: number; num_key_value_heads: number };
     expect([hh.num_attention_heads, hh.num_key_value_heads]).toEqual([8, 4]);
     const dir = join(work, 'tiny');
     const r = arbor('init-model', '--tiny', '--config', sized, dir, '--json');
