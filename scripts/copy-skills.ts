@@ -52,10 +52,11 @@ for (const t of trajectories) {
   const answer = texts.flatMap((x) => /<answer>\s*(.*?)\s*<\/answer>/.exec(x)?.[1] ?? []).pop() ?? '';
   const [org, person] = meta.entities;
   const [founded, born] = meta.expression.split(' - ');
-  const got = [...lookup1.split(' ').slice(0, 3), ...lookup2.split(' ').slice(0, 2)];
-  const want = [...org.split(' '), ...person.split(' ')];
+  // Word by word, each name padded to its length (a shorter lookup does not shift the next name's words).
+  const words = (got: string, want: string) => want.split(' ').map((w, i) => got.split(' ')[i] === w);
+  const names = [...words(lookup1, org), ...words(lookup2, person)];
   const [year1, year2] = expression.split(' - ');
-  const ok = [...want.map((w, i) => got[i] === w), year1 === founded, year2 === born, answer === String(Number(founded) - Number(born))];
+  const ok = [...names, year1 === founded, year2 === born, answer === String(Number(founded) - Number(born))];
   const row = tally.get(meta.kind) ?? { n: 0, right: {} };
   row.n++;
   PIECES.forEach((p, i) => (row.right[p] = (row.right[p] ?? 0) + (ok[i] ? 1 : 0)));
