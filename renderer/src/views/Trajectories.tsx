@@ -653,6 +653,8 @@ function GroupPane() {
     const tail = toks.slice(-12).join(words ? ' ' : '');
     return tail.length < toks.join('').length ? `… ${tail}` : tail;
   }, [group, prefix, words]);
+  // A trajectory is always in its own group: an empty one is still loading (not "0 samples, prefix 0").
+  if (!group.length) return <div className="panel muted">loading the group's samples…</div>;
   return (
     <div style={{ display: 'flex', flexDirection: 'column', gap: 6, minWidth: 0 }}>
       <div className="panel" data-testid="group-stats" style={{ fontSize: 12 }}>
