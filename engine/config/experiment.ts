@@ -311,12 +311,26 @@ const sftSchema = z.strictObject({
   imitate_mistakes: z.boolean().default(true),
   /** JSONL file of demonstrations as token ids: `arbor rollout` trajectories or {tokens, loss_mask} (engine/train/sft.ts). */
   demos_path: z.string().min(1).optional(),
+  /** Score the validation split (eval.validation) every N SFT steps and at the last one, logged as sft/val/*; 0 = never. */
+  eval_every: nonNegInt().default(0).describe('score the validation split (eval.validation) every N SFT steps; 0 = never'),
+  /**
+   * End SFT on its checkpoint with the best validation exact match (of the sft.eval_every scores)
+   * instead of the last step: the tiny models form their copying skills suddenly and can lose one
+   * again (docs/areas/train.md, "Two-tool task"). The held-out questions are not looked at.
+   */
+  keep_best: z.boolean().default(false).describe('continue from the SFT checkpoint with the best validation exact match, not the last one'),
 });
 
 const evalSchema = z.strictObject({
   every: nonNegInt().default(10).describe('evaluate every N steps; 0 = only at the end'),
   n_questions: posInt().default(64),
   temperature: nonNeg().default(0).describe('0 = greedy'),
+  /**
+   * Training questions held back as a validation split: drawn once (the same ones for every seed),
+   * never a demonstration or an RL prompt; sft.eval_every scores them so that sft.keep_best can
+   * choose a checkpoint without looking at the held-out questions.
+   */
+  validation: nonNegInt().default(0).describe('training questions held back from demonstrations and RL prompts as a validation split'),
 });
 
 const loggingSchema = z.strictObject({
@@ -785,6 +799,18 @@ export const INERT_RULES: InertRule[] = [
     why: 'with sft.warm_start false (`arbor train` runs SFT before RL only with sft.warm_start: true; `arbor demo` always does)',
   },
   { keys: ['sft.warm_start'], when: (_c, job) => job === 'sft', why: 'in `arbor sft` (SFT only)' },
+  {
+    keys: ['sft.eval_every', 'sft.keep_best'],
+    when: (c, job) => job === 'train' && !c.sft.warm_start,
+    why: 'with sft.warm_start false (`arbor train` runs SFT before RL only with sft.warm_start: true)',
+  },
+  { keys: ['sft.eval_every'], when: (c) => c.eval.validation === 0, why: 'with eval.validation 0 (there is no validation split to score)' },
+  { keys: ['sft.keep_best'], when: (c) => c.sft.eval_every === 0, why: 'with sft.eval_every 0 (no validation scores to choose by)' },
+  {
+    keys: ['eval.validation'],
+    when: (c) => c.sft.eval_every === 0,
+    why: 'unless sft.eval_every scores it (a held-back split nothing reads would only shrink the training questions)',
+  },
   {
     keys: ['model.recompute_layers'],
     when: (c) => c.backend === 'tfjs',

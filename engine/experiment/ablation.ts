@@ -121,8 +121,10 @@ export async function runAblation(opts: AblationOptions): Promise<AblationResult
       sink: new JsonlSink(sftDir),
       signal: opts.signal,
       onStep: (s, total, m) => opts.onStep?.('sft', s, total, m),
+      validate: base.validate,
+      loadPolicy: (d) => base.loadPolicy(d),
     });
-    sftCheckpoint = sft.checkpoint!.dir;
+    sftCheckpoint = (sft.best ?? sft.checkpoint!).dir;
     sftEval = await base.evaluate(cfg.eval.n_questions);
   } finally {
     await base.close();

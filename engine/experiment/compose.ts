@@ -57,7 +57,23 @@ export interface SessionExtras {
   advantage?: (cfg: ExperimentConfig, model: ModelPolicyPort) => AdvantagePort;
 }
 
-export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extras: SessionExtras = {}): Promise<TaskSession> {
+/**
+ * eval.validation: that many training questions, drawn once (the same for every seed), taken out
+ * of the kit's training and RL questions (so never a demonstration or an RL prompt).
+ */
+export function splitValidation(cfg: ExperimentConfig, kit: TaskKit): { kit: TaskKit; validation: RolloutTask[] } {
+  const n = cfg.eval.validation;
+  if (n === 0) return { kit, validation: [] };
+  if (n >= kit.trainTasks.length)
+    throw new Error(`eval.validation: ${n} is not fewer than the task's ${kit.trainTasks.length} training questions (some must be left to train on)`);
+  const validation = pickTasks(kit.trainTasks, n, stepSeed(0, 0, 7000));
+  const held = new Set(validation);
+  const rest = (ts: RolloutTask[]) => ts.filter((t) => !held.has(t));
+  return { kit: { ...kit, trainTasks: rest(kit.trainTasks), ...(kit.rlTasks ? { rlTasks: rest(kit.rlTasks) } : {}) }, validation };
+}
+
+export async function buildTaskSession(cfg: ExperimentConfig, taskKit: TaskKit, extras: SessionExtras = {}): Promise<TaskSession> {
+  const { kit, validation } = splitValidation(cfg, taskKit);
   // Limits that fit the task (./limits.ts): measured before the model and the KV cache are sized by them.
   const sized = await sizeLimits(cfg, kit);
   const providers = cfg.backend === 'ort' ? await resolveProviders(cfg.device) : undefined;
@@ -99,8 +115,8 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
   // environment.agent: episodes run by the user's agent program through the run's OpenAI-compatible endpoint (engine/openai/).
   let agent: AgentSession | undefined;
   if (cfg.environment.agent) agent = (await import('../openai/agent-session')).openAgentSession(cfg, kit, backend, model.config);
-  const evaluate = async (n: number, onProgress?: (done: number, total: number) => void): Promise<EvalSummary> => {
-    const tasks = kit.evalTasks.slice(0, n);
+  const evaluate = (n: number, onProgress?: (done: number, total: number) => void): Promise<EvalSummary> => evaluateOn(kit.evalTasks.slice(0, n), onProgress);
+  const evaluateOn = async (tasks: RolloutTask[], onProgress?: (done: number, total: number) => void): Promise<EvalSummary> => {
     if (agent) return agent.evaluate(tasks, onProgress);
     const { trajectories } = await rollout(backend, {
       tasks,
@@ -116,7 +132,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
   };
 
   const sampleEval: NonNullable<TaskSession['sampleEval']> = async (o) => {
-    const pool = o.all ? [...new Map([...kit.evalTasks, ...kit.trainTasks].map((t) => [t.id, t])).values()] : kit.evalTasks;
+    const pool = o.all ? [...new Map([...taskKit.evalTasks, ...taskKit.trainTasks].map((t) => [t.id, t])).values()] : kit.evalTasks;
     const tasks = o.n !== undefined ? pool.slice(0, o.n) : pool;
     const { trajectories } = await rollout(backend, {
       tasks,
@@ -170,6 +186,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, kit: TaskKit, extr
       return trajectories.map(trajectoryToDemo);
     },
     evaluate,
+    ...(validation.length ? { validate: async () => evalMetrics(await evaluateOn(validation)) } : {}),
     sampleEval,
     evaluateNaiveRag: kit.naiveRag ? (n) => kit.naiveRag!(kit.evalTasks.slice(0, n)) : undefined,
     loadPolicy: (dir) => policy.load(dir),

@@ -204,10 +204,12 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
     sink: new JsonlSink(sftDir),
     signal: sftStop.signal,
     onStep: (s, total, m) => opts.onStep?.('sft', s, total, m),
+    validate: base.validate,
+    loadPolicy: (d) => base.loadPolicy(d),
   }).finally(() => sftStop.dispose());
   if (sftStop.signal.aborted && !opts.signal?.aborted) skipped.push('SFT: stopped by the time budget');
   spent.sft = (performance.now() - tSft) / 1000;
-  const sftCheckpoint = sft.checkpoint!.dir;
+  const sftCheckpoint = (sft.best ?? sft.checkpoint!).dir;
   rows.push(row('SFT only', await timedEval(base.evaluate(cfg.eval.n_questions)), (performance.now() - t) / 1000));
   await base.close();
 

@@ -76,6 +76,8 @@ export interface TaskSession {
   demos(): Promise<Demo[]>;
   /** Held-out evaluation of the current policy (greedy unless eval.temperature > 0). */
   evaluate(n: number, onProgress?: (done: number, total: number) => void): Promise<EvalSummary>;
+  /** The validation split's metrics (eval.validation training questions held back), when the config holds one back. */
+  validate?(): Promise<Record<string, number>>;
   /**
    * The evaluation harness's episodes (`arbor eval --k`): `k` samples per question at `temperature`
    * over the held-out tasks (the first `n`), or with `all` over every task the kit has (the whole task

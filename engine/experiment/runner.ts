@@ -9,7 +9,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { latestCheckpoint } from '../train/checkpoints';
+import { bestCheckpoint, latestCheckpoint } from '../train/checkpoints';
 import type { ExperimentConfig } from '../config/experiment';
 import { runTrainingLoop, type LoopResult, type SinkPort } from '../train/loop';
 import type { TaskSession } from './run-dir';
@@ -33,7 +33,18 @@ export interface ExperimentResult {
    * `complete`: SFT ran all its steps; `resumedFrom`: the step a stopped SFT continued from;
    * `skipped: 'resumed'`: a finished SFT checkpoint was loaded instead of training.
    */
-  sft?: { steps: number; total?: number; complete: boolean; finalLoss: number; checkpoint?: string; skipped?: 'resumed'; resumedFrom?: number };
+  sft?: {
+    steps: number;
+    total?: number;
+    complete: boolean;
+    finalLoss: number;
+    /** The checkpoint RL started from: the last step's, or with sft.keep_best the best validation step's. */
+    checkpoint?: string;
+    /** sft.keep_best: the step chosen and its validation exact match. */
+    best?: { step: number; exactMatch: number };
+    skipped?: 'resumed';
+    resumedFrom?: number;
+  };
   rl?: LoopResult;
   /** Held-out metrics of the SFT model, right after a finished warm start (the "SFT alone" row). */
   sftEval?: Record<string, number>;
@@ -52,8 +63,10 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
     // Checkpoints from before the `complete` flag: finished when they reached the last step.
     const finished = saved && (saved.state.complete ?? saved.step >= sftTotalSteps(cfg, (demos ??= await ctx.session.demos()).length));
     if (saved && finished) {
-      await ctx.session.loadPolicy(saved.dir);
-      out.sft = { steps: saved.step, total: saved.state.total, complete: true, finalLoss: NaN, checkpoint: saved.dir, skipped: 'resumed' };
+      // sft.keep_best: the run went on from the best validation step, not the last.
+      const chosen = (cfg.sft.keep_best && bestCheckpoint(sftDir)) || saved;
+      await ctx.session.loadPolicy(chosen.dir);
+      out.sft = { steps: saved.step, total: saved.state.total, complete: true, finalLoss: NaN, checkpoint: chosen.dir, skipped: 'resumed' };
     } else {
       mkdirSync(sftDir, { recursive: true });
       demos ??= await ctx.session.demos();
@@ -70,16 +83,24 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
         // the SFT checkpoint stays in the run folder, not in the run's (RL) checkpoint list.
         sink: { metrics: (s, m) => ctx.sink.metrics(s, sftKeys(m)), truncateAfter: () => {} },
         onStep: (s, _t, m) => ctx.onStep?.('sft', s, m),
+        validate: ctx.session.validate,
+        loadPolicy: (dir) => ctx.session.loadPolicy(dir),
       });
       out.sft = {
         steps: r.steps,
         total: r.total,
         complete: r.complete,
         finalLoss: r.finalLoss,
-        checkpoint: r.checkpoint?.dir,
+        checkpoint: (r.best ?? r.checkpoint)?.dir,
+        ...(r.best ? { best: { step: r.best.step, exactMatch: r.best.value } } : {}),
         ...(saved ? { resumedFrom: saved.step } : {}),
       };
-      ctx.sink.event?.(r.complete ? 'sft_done' : 'sft_stopped', { steps: r.steps, total: r.total, finalLoss: r.finalLoss });
+      ctx.sink.event?.(r.complete ? 'sft_done' : 'sft_stopped', {
+        steps: r.steps,
+        total: r.total,
+        finalLoss: r.finalLoss,
+        ...(r.best ? { bestStep: r.best.step, bestValidationExactMatch: r.best.value } : {}),
+      });
       // SFT alone on the held-out tasks, so one run shows what RL added (logged on SFT's step axis).
       if (r.complete && !ctx.signal?.aborted) {
         ctx.onPhase?.('eval', 1);
@@ -95,7 +116,7 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
   if (cfg.sft.warm_start && ctx.session.setReference) {
     // KL is measured against the SFT model: the policy's weights now, or, on an RL resume (the
     // policy will be the RL checkpoint's), SFT's final checkpoint.
-    const sft = hasRl ? latestCheckpoint(sftDir) : undefined;
+    const sft = hasRl ? (cfg.sft.keep_best && bestCheckpoint(sftDir)) || latestCheckpoint(sftDir) : undefined;
     if (!hasRl || sft) await ctx.session.setReference(sft?.dir);
   }
   ctx.onPhase?.('rl', cfg.steps);

@@ -13,8 +13,9 @@
  * template that may not match the task's prompts and observations); the error says what to give.
  */
 import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { ExperimentConfig } from '../config/experiment';
-import { saveCheckpoint, type CheckpointInfo } from './checkpoints';
+import { checkpointDirName, listCheckpoints, markBest, readBest, saveCheckpoint, type BestMark, type CheckpointInfo } from './checkpoints';
 import { mulberry32, shuffled } from '../base/rng';
 import { chunks, stepSeed } from './episode';
 import type { SinkPort } from './loop';
@@ -126,7 +127,13 @@ export interface SftResult {
   /** Whether every step ran (false when the signal stopped SFT early). */
   complete: boolean;
   finalLoss: number;
+  /** The checkpoint of the last step (or of the stop). */
   checkpoint?: CheckpointInfo;
+  /**
+   * With sft.keep_best: the step with the best validation exact match, whose checkpoint the policy
+   * was loaded from at the end (when it is not the last step).
+   */
+  best?: BestMark & { dir: string };
 }
 
 /** Number of SFT steps for a demo set: epochs × ceil(demos / batch_size). */
@@ -153,8 +160,22 @@ export async function runSft(
     beforeStep?: () => Promise<void>;
     startStep?: number;
     onStep?: (step: number, total: number, m: Record<string, number>) => void;
+    /**
+     * The validation split's metrics for the current policy (sft.eval_every; the session's
+     * `validate`). Required when sft.eval_every > 0; with sft.keep_best, `loadPolicy` and `runDir` too.
+     */
+    validate?: () => Promise<Record<string, number>>;
+    loadPolicy?: (dir: string) => Promise<void>;
   },
 ): Promise<SftResult> {
+  const every = cfg.sft.eval_every;
+  if (every > 0 && !opts.validate) throw new Error('sft.eval_every: this job has no validation split to score (set eval.validation)');
+  const keepBest = every > 0 && cfg.sft.keep_best;
+  if (keepBest && (!opts.runDir || !opts.loadPolicy)) throw new Error('sft.keep_best: this job keeps no SFT checkpoints to choose from');
+  // On a resume the best so far is the one the stopped SFT marked.
+  let best: (BestMark & { dir: string }) | undefined;
+  const marked = keepBest && opts.runDir ? readBest(opts.runDir) : undefined;
+  if (marked) best = { ...marked, dir: join(opts.runDir!, 'checkpoints', checkpointDirName(marked.step)) };
   const perEpoch = Math.ceil(demos.length / cfg.sft.batch_size);
   const total = perEpoch * cfg.sft.epochs;
   const warm = Math.max(1, Math.round(total * 0.1));
@@ -188,6 +209,18 @@ export async function runSft(
         'perf/tokens_per_s': r.tokens / Math.max(1e-9, secs),
       };
       if (r.accuracy !== undefined) m['sft/token_accuracy'] = r.accuracy;
+      if (every > 0 && (step % every === 0 || step === total)) {
+        const v = await opts.validate!();
+        for (const [k, x] of Object.entries(v)) m[`sft/val/${k}`] = x;
+        if (keepBest && Number.isFinite(v.exact_match) && (best === undefined || v.exact_match! > best.value)) {
+          // Saved now (an SFT checkpoint that is not complete: a resume from it continues SFT), marked, never pruned.
+          const c = await saveCheckpoint(opts.runDir!, { step, phase: 'sft', seed: cfg.seed, complete: step === total, total }, (dir) => port.save(dir), cfg.checkpoint.keep);
+          const mark: BestMark = { step, metric: 'exact_match', value: v.exact_match! };
+          markBest(opts.runDir!, mark, cfg.checkpoint.keep);
+          best = { ...mark, dir: c.dir };
+          opts.sink?.event?.('sft_best', { step, value: best.value, dir: c.dir });
+        }
+      }
       await opts.sink?.metrics(step, m);
       opts.onStep?.(step, total, m);
     }
@@ -195,8 +228,14 @@ export async function runSft(
   const complete = step === total;
   let checkpoint: CheckpointInfo | undefined;
   if (opts.runDir) {
-    checkpoint = await saveCheckpoint(opts.runDir, { step, phase: 'sft', seed: cfg.seed, complete, total }, (dir) => port.save(dir), cfg.checkpoint.keep);
-    opts.sink?.event?.('checkpoint', { step, dir: checkpoint.dir });
+    // The best step's checkpoint, when it is this step, is already saved.
+    checkpoint =
+      best?.step === step
+        ? listCheckpoints(opts.runDir).find((c) => c.step === step)
+        : await saveCheckpoint(opts.runDir, { step, phase: 'sft', seed: cfg.seed, complete, total }, (dir) => port.save(dir), cfg.checkpoint.keep);
+    if (checkpoint) opts.sink?.event?.('checkpoint', { step, dir: checkpoint.dir });
   }
-  return { steps: step, total, complete, finalLoss, checkpoint };
+  // The run goes on from the best validation step (RL, the "SFT alone" evaluation).
+  if (complete && best && best.step !== step) await opts.loadPolicy!(best.dir);
+  return { steps: step, total, complete, finalLoss, checkpoint, ...(complete && best ? { best } : {}) };
 }

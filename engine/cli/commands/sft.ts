@@ -44,6 +44,8 @@ export function register(program: Command): void {
               bar ??= progressBar('sft', total, { quiet: o.json, fields: ['loss'] });
               bar.update(s, { loss: m['sft/loss']! });
             },
+            validate: session.validate,
+            loadPolicy: (d) => session.loadPolicy(d),
           });
           bar?.stop();
           const ev = o.eval && res.complete ? evalMetrics(await session.evaluate(cfg.eval.n_questions)) : undefined;
@@ -56,7 +58,8 @@ export function register(program: Command): void {
             total: res.total,
             complete: res.complete,
             finalLoss: res.finalLoss,
-            checkpoint: res.checkpoint?.dir,
+            checkpoint: (res.best ?? res.checkpoint)?.dir,
+            ...(res.best ? { best: { step: res.best.step, validationExactMatch: res.best.value } } : {}),
             eval: ev,
           };
           if (o.json) console.log(JSON.stringify(out));
@@ -64,6 +67,7 @@ export function register(program: Command): void {
             console.log(
               `SFT on ${demos.length} demonstrations: ${res.steps}/${res.total} steps${res.complete ? '' : ' (stopped)'}, final loss ${res.finalLoss.toFixed(4)}; model saved to ${res.checkpoint?.dir}`,
             );
+            if (res.best) console.log(`best validation exact match ${res.best.value.toFixed(3)} at step ${res.best.step} (sft.keep_best): ${res.best.dir}`);
             if (ev) console.log(evalTable(ev));
           }
         },

@@ -163,7 +163,8 @@ export function register(program: Command): void {
               if (s)
                 console.log(
                   `SFT warm start: ${s.skipped ? 'loaded from ' + s.checkpoint : `${s.resumedFrom !== undefined ? `continued from step ${s.resumedFrom}, ` : ''}${s.steps}${s.total ? '/' + s.total : ''} steps, final loss ${s.finalLoss.toFixed(4)}`}` +
-                    (s.complete ? '' : ` (stopped; \`arbor train --resume ${id}\` continues it)`),
+                    (s.complete ? '' : ` (stopped; \`arbor train --resume ${id}\` continues it)`) +
+                    (s.best ? `; RL starts from step ${s.best.step}, the best validation exact match (${s.best.exactMatch.toFixed(3)}; sft.keep_best)` : ''),
                 );
               if (rl)
                 console.log(

@@ -1,9 +1,9 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { latestCheckpoint } from '../../../engine/train/checkpoints';
+import { latestCheckpoint, listCheckpoints, readBest } from '../../../engine/train/checkpoints';
 import { validateConfig } from '../../../engine/config/experiment';
 import { readTokenDemos, runSft } from '../../../engine/train/sft';
 import { trajectoryToDemo } from '../../../engine/train/trajectories';
@@ -26,6 +26,59 @@ describe('SFT warm start', () => {
     expect(losses[losses.length - 1]!).toBeLessThan(losses[0]! * 0.5);
     expect(await em()).toBeGreaterThan(before + 0.3);
     expect(latestCheckpoint(runDir)?.state.phase).toBe('sft');
+  });
+
+  it('sft.keep_best: scores the validation split every eval_every steps and continues from the best step, kept past pruning', async () => {
+    const cfg = validateConfig({
+      model: { init: 'tiny' },
+      sft: { epochs: 2, lr: 0.1, batch_size: 16, eval_every: 5, keep_best: true },
+      eval: { validation: 10 },
+      checkpoint: { keep: 1 },
+    });
+    const policy = new TabularPolicy({ prompts: 5, length: 3, vocab: 6, seed: 2 }, cfg);
+    const demos = policy.demos(96, 0.25, 9); // 6 steps an epoch, 12 in all: scored at 5, 10 and 12
+    const runDir = mkdtempSync(join(tmpdir(), 'arbor-sft-'));
+    const scores = [0.2, 0.7, 0.4];
+    const scoredAt: number[] = [];
+    const snapshots = new Map<number, string>();
+    let step = 0;
+    const loaded: string[] = [];
+    const metrics: Record<number, Record<string, number>> = {};
+    const res = await runSft(cfg, demos, policy, {
+      runDir,
+      onStep: (s) => (step = s),
+      sink: { metrics: async (s, m) => void (metrics[s] = m), truncateAfter: () => {} },
+      validate: async () => {
+        scoredAt.push(step + 1); // runs before onStep of its step
+        const d = mkdtempSync(join(tmpdir(), 'arbor-sft-snap-'));
+        await policy.save(d);
+        snapshots.set(step + 1, readFileSync(join(d, readdirSync(d)[0]!), 'utf8'));
+        return { exact_match: scores[scoredAt.length - 1]! };
+      },
+      loadPolicy: async (dir) => {
+        loaded.push(dir);
+        await policy.load(dir);
+      },
+    });
+    expect(scoredAt).toEqual([5, 10, 12]);
+    expect(metrics[10]!['sft/val/exact_match']).toBe(0.7);
+    expect(res.best).toMatchObject({ step: 10, value: 0.7 });
+    expect(loaded).toEqual([res.best!.dir]);
+    // The best step's weights are what the policy holds now, and both checkpoints survive keep: 1.
+    const now = mkdtempSync(join(tmpdir(), 'arbor-sft-snap-'));
+    await policy.save(now);
+    expect(readFileSync(join(now, readdirSync(now)[0]!), 'utf8')).toBe(snapshots.get(10));
+    expect(listCheckpoints(runDir).map((c) => c.step)).toEqual([10, 12]);
+    expect(readBest(runDir)).toMatchObject({ step: 10, metric: 'exact_match', value: 0.7 });
+  });
+
+  it('sft.eval_every without a validation split, and sft.keep_best without scores, are refused', async () => {
+    expect(() => validateConfig({ model: { init: 'tiny' }, sft: { warm_start: true, eval_every: 100 } }, { job: 'train' })).toThrow(/sft\.eval_every.*eval\.validation 0/);
+    expect(() => validateConfig({ model: { init: 'tiny' }, sft: { warm_start: true, keep_best: true } }, { job: 'train' })).toThrow(/sft\.keep_best.*sft\.eval_every 0/);
+    expect(() => validateConfig({ model: { init: 'tiny' }, sft: { warm_start: true }, eval: { validation: 50 } }, { job: 'train' })).toThrow(/eval\.validation.*sft\.eval_every/);
+    const cfg = validateConfig({ model: { init: 'tiny' }, sft: { eval_every: 5 }, eval: { validation: 10 } });
+    const policy = new TabularPolicy({ prompts: 5, length: 3, vocab: 6, seed: 2 }, cfg);
+    await expect(runSft(cfg, policy.demos(32, 0, 1), policy, {})).rejects.toThrow(/sft\.eval_every: this job has no validation split/);
   });
 
   it('reads token demos and names the line of a bad one', () => {
