@@ -319,6 +319,14 @@ const sftSchema = z.strictObject({
    * again (docs/areas/train.md, "Two-tool task"). The held-out questions are not looked at.
    */
   keep_best: z.boolean().default(false).describe('continue from the SFT checkpoint with the best validation exact match, not the last one'),
+  /**
+   * A cold start: end SFT at the first sft.eval_every score whose validation exact match reaches
+   * this (RL takes it from there); a run that never reaches it trains every epoch (and with
+   * sft.keep_best continues from its best step).
+   */
+  stop_at: z.number().gt(0).max(1).optional().describe('end SFT at the first validation exact match ≥ this (a cold start for RL)'),
+  /** Learning rate after the 10% warm-up: cosine decay to 0.1× (default), or constant. */
+  schedule: z.enum(['cosine', 'constant']).default('cosine').describe('SFT learning rate after its warm-up: cosine to 0.1×, or constant'),
 });
 
 const evalSchema = z.strictObject({
@@ -800,12 +808,12 @@ export const INERT_RULES: InertRule[] = [
   },
   { keys: ['sft.warm_start'], when: (_c, job) => job === 'sft', why: 'in `arbor sft` (SFT only)' },
   {
-    keys: ['sft.eval_every', 'sft.keep_best'],
+    keys: ['sft.eval_every', 'sft.keep_best', 'sft.stop_at', 'sft.schedule'],
     when: (c, job) => job === 'train' && !c.sft.warm_start,
     why: 'with sft.warm_start false (`arbor train` runs SFT before RL only with sft.warm_start: true)',
   },
   { keys: ['sft.eval_every'], when: (c) => c.eval.validation === 0, why: 'with eval.validation 0 (there is no validation split to score)' },
-  { keys: ['sft.keep_best'], when: (c) => c.sft.eval_every === 0, why: 'with sft.eval_every 0 (no validation scores to choose by)' },
+  { keys: ['sft.keep_best', 'sft.stop_at'], when: (c) => c.sft.eval_every === 0, why: 'with sft.eval_every 0 (no validation scores to choose by)' },
   {
     keys: ['eval.validation'],
     when: (c) => c.sft.eval_every === 0,

@@ -171,6 +171,8 @@ export async function runSft(
   const every = cfg.sft.eval_every;
   if (every > 0 && !opts.validate) throw new Error('sft.eval_every: this job has no validation split to score (set eval.validation)');
   const keepBest = every > 0 && cfg.sft.keep_best;
+  const stopAt = every > 0 ? cfg.sft.stop_at : undefined;
+  let reached = false;
   if (keepBest && (!opts.runDir || !opts.loadPolicy)) throw new Error('sft.keep_best: this job keeps no SFT checkpoints to choose from');
   // On a resume the best so far is the one the stopped SFT marked.
   let best: (BestMark & { dir: string }) | undefined;
@@ -196,7 +198,12 @@ export async function runSft(
       await opts.beforeStep?.();
       if (opts.signal?.aborted) break run;
       step++;
-      const lr = step <= warm ? (cfg.sft.lr * step) / warm : cfg.sft.lr * (0.1 + 0.45 * (1 + Math.cos((Math.PI * (step - warm)) / Math.max(1, total - warm))));
+      const lr =
+        step <= warm
+          ? (cfg.sft.lr * step) / warm
+          : cfg.sft.schedule === 'constant'
+            ? cfg.sft.lr
+            : cfg.sft.lr * (0.1 + 0.45 * (1 + Math.cos((Math.PI * (step - warm)) / Math.max(1, total - warm))));
       const t0 = performance.now();
       const r = await port.sftUpdate(batch, lr);
       const secs = (performance.now() - t0) / 1000;
@@ -212,9 +219,12 @@ export async function runSft(
       if (every > 0 && (step % every === 0 || step === total)) {
         const v = await opts.validate!();
         for (const [k, x] of Object.entries(v)) m[`sft/val/${k}`] = x;
+        // sft.stop_at: the warm start ends here (its checkpoint below is a finished SFT).
+        reached = stopAt !== undefined && (v.exact_match ?? -Infinity) >= stopAt;
         if (keepBest && Number.isFinite(v.exact_match) && (best === undefined || v.exact_match! > best.value)) {
           // Saved now (an SFT checkpoint that is not complete: a resume from it continues SFT), marked, never pruned.
-          const c = await saveCheckpoint(opts.runDir!, { step, phase: 'sft', seed: cfg.seed, complete: step === total, total }, (dir) => port.save(dir), cfg.checkpoint.keep);
+          const done = step === total || reached;
+          const c = await saveCheckpoint(opts.runDir!, { step, phase: 'sft', seed: cfg.seed, complete: done, total }, (dir) => port.save(dir), cfg.checkpoint.keep);
           const mark: BestMark = { step, metric: 'exact_match', value: v.exact_match! };
           markBest(opts.runDir!, mark, cfg.checkpoint.keep);
           best = { ...mark, dir: c.dir };
@@ -223,9 +233,13 @@ export async function runSft(
       }
       await opts.sink?.metrics(step, m);
       opts.onStep?.(step, total, m);
+      if (reached) {
+        opts.sink?.event?.('sft_stop_at', { step, value: m['sft/val/exact_match'], stopAt });
+        break run;
+      }
     }
   }
-  const complete = step === total;
+  const complete = step === total || reached;
   let checkpoint: CheckpointInfo | undefined;
   if (opts.runDir) {
     // The best step's checkpoint, when it is this step, is already saved.

@@ -72,9 +72,38 @@ describe('SFT warm start', () => {
     expect(readBest(runDir)).toMatchObject({ step: 10, metric: 'exact_match', value: 0.7 });
   });
 
+  it('sft.stop_at ends SFT at the first validation score that reaches it, as a finished warm start; sft.schedule constant keeps the lr', async () => {
+    const cfg = validateConfig({
+      model: { init: 'tiny' },
+      sft: { epochs: 4, lr: 0.1, batch_size: 16, eval_every: 5, stop_at: 0.5, schedule: 'constant' },
+      eval: { validation: 10 },
+    });
+    const policy = new TabularPolicy({ prompts: 5, length: 3, vocab: 6, seed: 2 }, cfg);
+    const runDir = mkdtempSync(join(tmpdir(), 'arbor-sft-'));
+    const scores = [0.1, 0.3, 0.55, 0.9];
+    let calls = 0;
+    const lrs: number[] = [];
+    const events: string[] = [];
+    const res = await runSft(cfg, policy.demos(96, 0.25, 9), policy, {
+      runDir,
+      sink: { metrics: async () => {}, truncateAfter: () => {}, event: (k) => void events.push(k) },
+      onStep: (_s, _t, m) => lrs.push(m['sft/lr']!),
+      validate: async () => ({ exact_match: scores[calls++]! }),
+    });
+    expect(res).toMatchObject({ steps: 15, total: 24, complete: true });
+    expect(calls).toBe(3);
+    expect(events).toContain('sft_stop_at');
+    expect(latestCheckpoint(runDir)?.state).toMatchObject({ step: 15, complete: true });
+    // 10% warm-up (2 of 24 steps), then the configured lr throughout.
+    expect(lrs.slice(2)).toEqual(lrs.slice(2).map(() => 0.1));
+    expect(lrs[0]).toBeLessThan(0.1);
+  });
+
   it('sft.eval_every without a validation split, and sft.keep_best without scores, are refused', async () => {
     expect(() => validateConfig({ model: { init: 'tiny' }, sft: { warm_start: true, eval_every: 100 } }, { job: 'train' })).toThrow(/sft\.eval_every.*eval\.validation 0/);
     expect(() => validateConfig({ model: { init: 'tiny' }, sft: { warm_start: true, keep_best: true } }, { job: 'train' })).toThrow(/sft\.keep_best.*sft\.eval_every 0/);
+    expect(() => validateConfig({ model: { init: 'tiny' }, sft: { warm_start: true, stop_at: 0.5 } }, { job: 'train' })).toThrow(/sft\.stop_at.*sft\.eval_every 0/);
+    expect(() => validateConfig({ model: { init: 'tiny' }, sft: { schedule: 'constant' } }, { job: 'train' })).toThrow(/sft\.schedule.*sft\.warm_start false/);
     expect(() => validateConfig({ model: { init: 'tiny' }, sft: { warm_start: true }, eval: { validation: 50 } }, { job: 'train' })).toThrow(/eval\.validation.*sft\.eval_every/);
     const cfg = validateConfig({ model: { init: 'tiny' }, sft: { eval_every: 5 }, eval: { validation: 10 } });
     const policy = new TabularPolicy({ prompts: 5, length: 3, vocab: 6, seed: 2 }, cfg);
