@@ -221,7 +221,8 @@ export async function runSft(
         for (const [k, x] of Object.entries(v)) m[`sft/val/${k}`] = x;
         // sft.stop_at: the warm start ends here (its checkpoint below is a finished SFT).
         reached = stopAt !== undefined && (v.exact_match ?? -Infinity) >= stopAt;
-        if (keepBest && Number.isFinite(v.exact_match) && (best === undefined || v.exact_match! > best.value)) {
+        // Ties go to the later step (more trained), so a run whose scores are all 0 goes on from its last.
+        if (keepBest && Number.isFinite(v.exact_match) && (best === undefined || v.exact_match! >= best.value)) {
           // Saved now (an SFT checkpoint that is not complete: a resume from it continues SFT), marked, never pruned.
           const done = step === total || reached;
           const c = await saveCheckpoint(opts.runDir!, { step, phase: 'sft', seed: cfg.seed, complete: done, total }, (dir) => port.save(dir), cfg.checkpoint.keep);

@@ -20,7 +20,7 @@ const arbor = (args: string[]) =>
 afterAll(() => rmSync(home, { recursive: true, force: true }));
 
 /** The shipped config with small sizes; the environment's paths made absolute (the copy lives elsewhere). */
-function smallConfig(): string {
+function smallConfig(over: Record<string, unknown> = {}, name = 'tools.yaml'): string {
   const cfg = parse(readFileSync(join(root, 'resources', 'configs', 'tools.yaml'), 'utf8')) as Record<string, Record<string, unknown>>;
   const abs = (p: string) => join(root, 'resources', 'configs', p);
   const env = cfg.environment!;
@@ -30,12 +30,15 @@ function smallConfig(): string {
     model: { init: 'tiny', hidden_size: 64 },
     steps: 2,
     rollout: { ...cfg.rollout, prompts_per_step: 2, n: 4 },
-    sft: { ...cfg.sft, demos: 48, epochs: 10, batch_size: 8, lr: 0.02 },
+    // The SFT of the earlier shipped config (cosine, no weight decay, no validation split): small, it still calls both tools.
+    sft: { warm_start: true, mistake_rate: cfg.sft.mistake_rate, demos: 48, epochs: 10, batch_size: 8, lr: 0.02 },
     eval: { every: 0, n_questions: 4 },
+    optim: { ...cfg.optim, weight_decay: 0 },
+    ...over,
     algorithm: { ...cfg.algorithm, dynamic_sampling: { enabled: false } },
     checkpoint: { every: 2, keep: 1 },
   });
-  const file = join(home, 'tools.yaml');
+  const file = join(home, name);
   writeFileSync(file, stringify(cfg));
   return file;
 }
@@ -77,6 +80,27 @@ describe('arbor train resources/configs/tools.yaml', () => {
     const ev = arbor(['eval', ck, '--config', smallConfig(), '--json']);
     expect(ev.status, ev.stderr).toBe(0);
     expect((JSON.parse(ev.stdout.trim().split('\n').pop()!) as { policy: Record<string, number> }).policy).toHaveProperty('exact_match');
+  }, 300_000);
+
+  it("the shipped config's cold start: a validation split scored during SFT, RL from its best step", () => {
+    const cfg = parse(readFileSync(join(root, 'resources', 'configs', 'tools.yaml'), 'utf8')) as Record<string, Record<string, unknown>>;
+    const file = smallConfig(
+      { steps: 1, sft: { ...cfg.sft, demos: 16, epochs: 5, batch_size: 8, eval_every: 5 }, eval: { ...cfg.eval, n_questions: 2, validation: 4 }, optim: cfg.optim },
+      'cold.yaml',
+    );
+    const c = parse(readFileSync(file, 'utf8')) as { sft: Record<string, unknown> };
+    expect(c.sft).toMatchObject({ keep_best: true, schedule: 'constant' });
+    const r = arbor(['train', file, '--json']);
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as { run: string; dir: string; sft: { checkpoint: string; steps: number } };
+    const best = JSON.parse(readFileSync(join(out.dir, 'sft', 'checkpoints', 'best.json'), 'utf8')) as { step: number };
+    expect(out.sft.checkpoint).toBe(join(out.dir, 'sft', 'checkpoints', `step-${String(best.step).padStart(6, '0')}`));
+    const store = new Store(openDatabase(join(home, 'arbor.db')));
+    try {
+      expect(store.metricKeys(out.run)).toEqual(expect.arrayContaining(['sft/val/exact_match', 'sft/val/format_rate', 'sft/eval/exact_match']));
+    } finally {
+      store.db.close();
+    }
   }, 300_000);
 
   it('refuses another format or a missing tool, naming the field', () => {
