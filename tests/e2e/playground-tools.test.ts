@@ -54,6 +54,8 @@ describe('playground: the run environment of a two-tool task checkpoint', () => 
       '--set',
       'eval.n_questions=4',
       '--set',
+      'eval.validation=8',
+      '--set',
       'rollout.prompts_per_step=2',
       '--set',
       'rollout.n=2',
