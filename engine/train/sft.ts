@@ -225,7 +225,12 @@ export async function runSft(
         if (keepBest && Number.isFinite(v.exact_match) && (best === undefined || v.exact_match! >= best.value)) {
           // Saved now (an SFT checkpoint that is not complete: a resume from it continues SFT), marked, never pruned.
           const done = step === total || reached;
-          const c = await saveCheckpoint(opts.runDir!, { step, phase: 'sft', seed: cfg.seed, complete: done, total }, (dir) => port.save(dir), cfg.checkpoint.keep);
+          const c = await saveCheckpoint(
+            opts.runDir!,
+            { step, phase: 'sft', seed: cfg.seed, complete: done, total },
+            (dir) => port.save(dir),
+            cfg.checkpoint.keep,
+          );
           const mark: BestMark = { step, metric: 'exact_match', value: v.exact_match! };
           markBest(opts.runDir!, mark, cfg.checkpoint.keep);
           best = { ...mark, dir: c.dir };

@@ -100,11 +100,19 @@ describe('SFT warm start', () => {
   });
 
   it('sft.eval_every without a validation split, and sft.keep_best without scores, are refused', async () => {
-    expect(() => validateConfig({ model: { init: 'tiny' }, sft: { warm_start: true, eval_every: 100 } }, { job: 'train' })).toThrow(/sft\.eval_every.*eval\.validation 0/);
-    expect(() => validateConfig({ model: { init: 'tiny' }, sft: { warm_start: true, keep_best: true } }, { job: 'train' })).toThrow(/sft\.keep_best.*sft\.eval_every 0/);
-    expect(() => validateConfig({ model: { init: 'tiny' }, sft: { warm_start: true, stop_at: 0.5 } }, { job: 'train' })).toThrow(/sft\.stop_at.*sft\.eval_every 0/);
+    expect(() => validateConfig({ model: { init: 'tiny' }, sft: { warm_start: true, eval_every: 100 } }, { job: 'train' })).toThrow(
+      /sft\.eval_every.*eval\.validation 0/,
+    );
+    expect(() => validateConfig({ model: { init: 'tiny' }, sft: { warm_start: true, keep_best: true } }, { job: 'train' })).toThrow(
+      /sft\.keep_best.*sft\.eval_every 0/,
+    );
+    expect(() => validateConfig({ model: { init: 'tiny' }, sft: { warm_start: true, stop_at: 0.5 } }, { job: 'train' })).toThrow(
+      /sft\.stop_at.*sft\.eval_every 0/,
+    );
     expect(() => validateConfig({ model: { init: 'tiny' }, sft: { schedule: 'constant' } }, { job: 'train' })).toThrow(/sft\.schedule.*sft\.warm_start false/);
-    expect(() => validateConfig({ model: { init: 'tiny' }, sft: { warm_start: true }, eval: { validation: 50 } }, { job: 'train' })).toThrow(/eval\.validation.*sft\.eval_every/);
+    expect(() => validateConfig({ model: { init: 'tiny' }, sft: { warm_start: true }, eval: { validation: 50 } }, { job: 'train' })).toThrow(
+      /eval\.validation.*sft\.eval_every/,
+    );
     const cfg = validateConfig({ model: { init: 'tiny' }, sft: { eval_every: 5 }, eval: { validation: 10 } });
     const policy = new TabularPolicy({ prompts: 5, length: 3, vocab: 6, seed: 2 }, cfg);
     await expect(runSft(cfg, policy.demos(32, 0, 1), policy, {})).rejects.toThrow(/sft\.eval_every: this job has no validation split/);

@@ -85,7 +85,12 @@ describe('arbor train resources/configs/tools.yaml', () => {
   it("the shipped config's cold start: a validation split scored during SFT, RL from its best step", () => {
     const cfg = parse(readFileSync(join(root, 'resources', 'configs', 'tools.yaml'), 'utf8')) as Record<string, Record<string, unknown>>;
     const file = smallConfig(
-      { steps: 1, sft: { ...cfg.sft, demos: 16, epochs: 5, batch_size: 8, eval_every: 5 }, eval: { ...cfg.eval, n_questions: 2, validation: 4 }, optim: cfg.optim },
+      {
+        steps: 1,
+        sft: { ...cfg.sft, demos: 16, epochs: 5, batch_size: 8, eval_every: 5 },
+        eval: { ...cfg.eval, n_questions: 2, validation: 4 },
+        optim: cfg.optim,
+      },
       'cold.yaml',
     );
     const c = parse(readFileSync(file, 'utf8')) as { sft: Record<string, unknown> };

@@ -6,7 +6,8 @@ import type { TaskKit } from '../../../engine/tasks/kit';
 import type { RolloutTask } from '../../../engine/rollout/ports';
 
 const tasks = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => ({ id: `${prefix}${i}` }) as unknown as RolloutTask);
-const kitOf = (train: RolloutTask[], rl?: RolloutTask[]) => ({ trainTasks: train, ...(rl ? { rlTasks: rl } : {}), evalTasks: tasks('held-', 5) }) as unknown as TaskKit;
+const kitOf = (train: RolloutTask[], rl?: RolloutTask[]) =>
+  ({ trainTasks: train, ...(rl ? { rlTasks: rl } : {}), evalTasks: tasks('held-', 5) }) as unknown as TaskKit;
 const cfgWith = (validation: number, seed = 0) =>
   validateConfig({ model: { init: 'tiny' }, seed, eval: { validation }, sft: { warm_start: true, eval_every: 10 } }, { job: 'train' });
 
