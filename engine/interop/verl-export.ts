@@ -280,6 +280,11 @@ export function verlMapping(
   map('steps', { 'trainer.total_training_steps': cfg.steps });
   map('eval.every', { 'trainer.test_freq': cfg.eval.every === 0 ? -1 : cfg.eval.every });
   map(['eval.n_questions'], undefined, 'the held-out parquet holds that many questions (data/val.parquet)');
+  map(
+    ['eval.validation'],
+    undefined,
+    "the SFT warm start's validation split (sft.eval_every), already used; data/train.parquet holds every training row, those too",
+  );
   map('eval.temperature', {
     'actor_rollout_ref.rollout.val_kwargs.temperature': cfg.eval.temperature,
     'actor_rollout_ref.rollout.val_kwargs.do_sample': cfg.eval.temperature > 0,

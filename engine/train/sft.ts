@@ -13,9 +13,8 @@
  * template that may not match the task's prompts and observations); the error says what to give.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { ExperimentConfig } from '../config/experiment';
-import { checkpointDirName, listCheckpoints, markBest, readBest, saveCheckpoint, type BestMark, type CheckpointInfo } from './checkpoints';
+import { bestCheckpoint, listCheckpoints, markBest, readBest, saveCheckpoint, type BestMark, type CheckpointInfo } from './checkpoints';
 import { mulberry32, shuffled } from '../base/rng';
 import { chunks, stepSeed } from './episode';
 import type { SinkPort } from './loop';
@@ -177,7 +176,8 @@ export async function runSft(
   // On a resume the best so far is the one the stopped SFT marked.
   let best: (BestMark & { dir: string }) | undefined;
   const marked = keepBest && opts.runDir ? readBest(opts.runDir) : undefined;
-  if (marked) best = { ...marked, dir: join(opts.runDir!, 'checkpoints', checkpointDirName(marked.step)) };
+  const markedDir = marked && bestCheckpoint(opts.runDir!)?.dir;
+  if (marked && markedDir) best = { ...marked, dir: markedDir };
   const perEpoch = Math.ceil(demos.length / cfg.sft.batch_size);
   const total = perEpoch * cfg.sft.epochs;
   const warm = Math.max(1, Math.round(total * 0.1));

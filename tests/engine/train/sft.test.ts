@@ -72,6 +72,37 @@ describe('SFT warm start', () => {
     expect(readBest(runDir)).toMatchObject({ step: 10, metric: 'exact_match', value: 0.7 });
   });
 
+  it('sft.keep_best across a stop: the resumed SFT remembers the best step the stopped one marked', async () => {
+    const cfg = validateConfig({
+      model: { init: 'tiny' },
+      sft: { epochs: 2, lr: 0.1, batch_size: 16, eval_every: 5, keep_best: true },
+      eval: { validation: 10 },
+      checkpoint: { keep: 1 },
+    });
+    const policy = new TabularPolicy({ prompts: 5, length: 3, vocab: 6, seed: 2 }, cfg);
+    const demos = policy.demos(96, 0.25, 9); // 12 steps, scored at 5, 10 and 12
+    const runDir = mkdtempSync(join(tmpdir(), 'arbor-sft-'));
+    const scores = [0.6, 0.5, 0.4];
+    let calls = 0;
+    const loaded: string[] = [];
+    const stop = new AbortController();
+    const common = {
+      runDir,
+      validate: async () => ({ exact_match: scores[calls++]! }),
+      loadPolicy: async (dir: string) => {
+        loaded.push(dir);
+        await policy.load(dir);
+      },
+    };
+    const first = await runSft(cfg, demos, policy, { ...common, signal: stop.signal, onStep: (s) => s === 7 && stop.abort() });
+    expect(first).toMatchObject({ steps: 7, complete: false });
+    expect(first.best).toBeUndefined();
+    const second = await runSft(cfg, demos, policy, { ...common, startStep: 7 });
+    expect(calls).toBe(3);
+    expect(second).toMatchObject({ steps: 12, complete: true, best: { step: 5, value: 0.6 } });
+    expect(loaded).toEqual([join(runDir, 'checkpoints', 'step-000005')]);
+  });
+
   it('sft.stop_at ends SFT at the first validation score that reaches it, as a finished warm start; sft.schedule constant keeps the lr', async () => {
     const cfg = validateConfig({
       model: { init: 'tiny' },
