@@ -18,7 +18,7 @@ import { rememberConfigDir } from '../env/consent';
 import { FORMAT_NAMES } from '../env/formats';
 import { mcpServersSchema, mcpServersSource, withServerCwds } from '../env/mcp/config';
 import { LORA_TARGETS } from '../model/lora';
-import { QUANT_MODES } from '../model/quantize';
+import { QUANT_BLOCK, QUANT_MODES } from '../model/quantize';
 import { ESTIMATORS, estimatorNames, getEstimator } from '../rl/index';
 import { KL_ESTIMATORS } from '../rl/kl';
 import { AGGREGATION_MODES, getPolicyLoss, POLICY_LOSSES as POLICY_LOSS_REGISTRY, policyLossNames } from '../rl/policy-losses';
@@ -140,6 +140,26 @@ const modelSchema = z
       .describe(
         "recompute blocks' activations in the backward pass: true = all, a number k = the first k blocks (default false: less memory, ~1/3 more compute per recomputed block)",
       ),
+    /**
+     * The frozen base of a LoRA run stored block-quantized (QLoRA-style; engine/model/quantize.ts):
+     * every layer's linear weights are int8 / int4 codes with one float scale per
+     * `quantize_block` values, quantized once at load, in every phase (rollouts, scoring, the
+     * training step's forward and backward, evaluation, generate, serve-model). Adapters, norms,
+     * embeddings and the LM head stay float32. Only with model.lora.
+     */
+    quantize_base: z
+      .enum(QUANT_MODES)
+      .default('none')
+      .describe(
+        'LoRA only: keep the frozen base linear weights block-quantized (int8 / int4) in every phase; adapters, norms, embeddings, LM head stay float32',
+      ),
+    quantize_block: z
+      .number()
+      .int()
+      .min(16)
+      .refine((b) => (b & (b - 1)) === 0, { message: 'must be a power of two ≥ 16 (MatMulNBits block_size)' })
+      .default(QUANT_BLOCK)
+      .describe('values per scale of model.quantize_base (a power of two ≥ 16; default 32)'),
   })
   .refine((m) => (m.path === undefined) !== (m.init === undefined), {
     message: 'give exactly one of model.path (an HF folder) or model.init: tiny',
@@ -853,6 +873,22 @@ export const INERT_RULES: InertRule[] = [
     why: 'unless algorithm.adv_estimator is "grpo" (its group-std division)',
   },
   { keys: ['algorithm.kl_type', 'algorithm.kl_in'], when: (c) => c.algorithm.kl_coef === 0, why: 'at algorithm.kl_coef 0 (no KL term)' },
+  {
+    keys: ['model.quantize_base', 'model.quantize_block'],
+    when: (c) => !c.model.lora,
+    why: 'without model.lora (the frozen base of a LoRA run is what is quantized)',
+  },
+  { keys: ['model.quantize_block'], when: (c) => c.model.quantize_base === 'none', why: 'with model.quantize_base "none"' },
+  {
+    keys: ['model.quantize_base'],
+    when: (c) => c.backend === 'tfjs',
+    why: 'with backend "tfjs" (the quantized base runs on ONNX Runtime: MatMulNBits)',
+  },
+  {
+    keys: ['rollout.quantize'],
+    when: (c) => !!c.model.lora,
+    why: 'with model.lora: use model.quantize_base (the frozen base quantized in every phase, so sampler and learner are one model); rollout.quantize quantizes the sampler of a full fine-tune',
+  },
   {
     keys: ['rollout.quantize'],
     when: (c, job) => c.backend === 'tfjs' || c.device === 'webgpu' || !!c.environment.agent || job === 'rollout',

@@ -50,6 +50,16 @@ export interface QuantizedMatrix {
   scales: Float32Array;
 }
 
+/**
+ * Bytes of one quantized linear weight W [N, K] (out × in; a [K, N] operand of x·Wᵀ has the same
+ * count) at `bits` and `blockSize`: codes N · ⌈K / block⌉ · block · bits / 8 plus one float32
+ * scale per block (the padding of a last partial block counts). The memory plan reads this.
+ */
+export function quantizedBytes(N: number, K: number, bits: 4 | 8, blockSize = QUANT_BLOCK): number {
+  const kb = Math.ceil(K / blockSize);
+  return N * kb * ((blockSize * bits) / 8) + N * kb * 4;
+}
+
 /** Block-wise symmetric quantization of W [N, K] (row-major, HF Linear layout) for MatMulNBits. */
 export function quantizeBlockwise(w: Float32Array, N: number, K: number, bits: 4 | 8, blockSize = QUANT_BLOCK): QuantizedMatrix {
   if (w.length !== N * K) throw new Error(`quantizeBlockwise: ${w.length} values for [${N}, ${K}]`);
