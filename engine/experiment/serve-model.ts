@@ -15,7 +15,7 @@ import { latestCheckpoint } from '../train/checkpoints';
 import { episodeTrajectories, EpisodeRecorder } from '../openai/episodes';
 import { turnStopIds } from '../openai/chat';
 import { DecodeScheduler } from '../openai/scheduler';
-import { ModelServer, type ModelServerOptions } from '../openai/server';
+import { emptySafe, ModelServer, type ModelServerOptions } from '../openai/server';
 
 export interface ServeModelOptions {
   port?: number;
@@ -72,8 +72,10 @@ export async function serveModel(arg: string, o: ServeModelOptions = {}): Promis
   const model = PolicyModel.load(folder, { threads: o.threads, providers });
   try {
     const tokFolder = model.opts.tokenizerFolder ?? folder;
-    const tok = HfTokenizer.load(tokFolder);
-    if (!tok.chatTemplate) throw new Error(`${tokFolder}: tokenizer_config.json has no chat_template (the endpoint renders chats with it)`);
+    const hf = HfTokenizer.load(tokFolder);
+    if (!hf.chatTemplate) throw new Error(`${tokFolder}: tokenizer_config.json has no chat_template (the endpoint renders chats with it)`);
+    // decode([]) = '' (a completion that is only its stop token has no visible ids).
+    const tok = emptySafe(hf);
     const maxBatch = o.maxBatch ?? 64;
     const backend = policyDecodeBackend(model, { maxBatch });
     const scheduler = new DecodeScheduler(backend, (ids) => tok.decode(ids), maxBatch);
@@ -83,7 +85,7 @@ export async function serveModel(arg: string, o: ServeModelOptions = {}): Promis
       modelId: o.name ?? basename(folder),
       tokenizer: tok,
       scheduler,
-      stopTokenIds: turnStopIds(tok, eosTokenIds(model.config)),
+      stopTokenIds: turnStopIds(hf, eosTokenIds(model.config)),
       apiKey: o.apiKey,
       port: o.port,
       log: o.log,

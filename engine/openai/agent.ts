@@ -28,7 +28,7 @@ import type { OutcomeReward, Trajectory } from '../rollout/types';
 import type { ChatTokenizer } from './chat';
 import { episodeTrajectories, EpisodeRecorder, toolResults, turnToolCalls } from './episodes';
 import { DecodeScheduler } from './scheduler';
-import { ModelServer, type RecordedChoice } from './server';
+import { emptySafe, ModelServer, type RecordedChoice } from './server';
 
 export type AgentSpec = NonNullable<ExperimentConfig['environment']['agent']>;
 
@@ -130,10 +130,12 @@ export class AgentRollouts {
   private scheduler: DecodeScheduler;
   private opened = false;
   private next = 0;
+  private readonly tok: ChatTokenizer;
 
   constructor(private readonly o: AgentRolloutOptions) {
-    this.scheduler = new DecodeScheduler(o.backend, (ids) => o.tokenizer.decode(ids));
-    this.server = new ModelServer({ modelId: 'policy', tokenizer: o.tokenizer, scheduler: this.scheduler, stopTokenIds: o.stopTokenIds, apiKey: this.key });
+    this.tok = emptySafe(o.tokenizer);
+    this.scheduler = new DecodeScheduler(o.backend, (ids) => this.tok.decode(ids));
+    this.server = new ModelServer({ modelId: 'policy', tokenizer: this.tok, scheduler: this.scheduler, stopTokenIds: o.stopTokenIds, apiKey: this.key });
   }
 
   private async ensureOpen(): Promise<void> {
@@ -230,7 +232,7 @@ export class AgentRollouts {
       seed,
       outcome,
       ...(steps ? { turnStepRewards: steps } : {}),
-      decode: (ids) => this.o.tokenizer.decode(ids),
+      decode: (ids) => this.tok.decode(ids),
       meta: { ...(task.meta ?? {}), agent_exit: run.exitCode ?? -1, ...(failure ? { agent_failure: failure } : {}) },
       maxTotalLength: cfg.rollout.max_total_length,
     });

@@ -108,7 +108,13 @@ export class ModelServer {
   private episodes = new Map<string, EpisodeSink>();
   private readonly created = now();
 
-  constructor(readonly o: ModelServerOptions) {}
+  readonly o: ModelServerOptions;
+
+  constructor(o: ModelServerOptions) {
+    // A completion whose first sampled token is its stop token has no visible ids: HF-style
+    // tokenizers refuse to decode an empty list, and that must be an empty message, not a 500.
+    this.o = { ...o, tokenizer: emptySafe(o.tokenizer) };
+  }
 
   /** The model's chat template side (made at the first chat request: /v1/completions needs no template). */
   get renderer(): ChatRenderer {
@@ -522,6 +528,16 @@ export class ModelServer {
     );
     return `prompt ${usage.prompt_tokens} completion ${usage.completion_tokens}`;
   }
+}
+
+/** The tokenizer with `decode([])` = '' (some tokenizers throw on an empty id list). */
+export function emptySafe(tok: ChatTokenizer): ChatTokenizer {
+  return {
+    encode: (text) => tok.encode(text),
+    decode: (ids) => (ids.length === 0 ? '' : tok.decode(ids)),
+    renderChat: (messages, opts) => tok.renderChat(messages, opts),
+    tokenId: (t) => tok.tokenId(t),
+  };
 }
 
 /** Text safe to stream: without a trailing partial stop string / call opening, a partial UTF-8 character, or (calls) trailing whitespace. */
