@@ -67,12 +67,33 @@ export function defaultThreads(): number {
   return Math.max(1, Math.min(8, availableParallelism()));
 }
 
+const GRAPH_OPT_LEVELS = ['disabled', 'basic', 'extended', 'all'] as const;
+type GraphOptLevel = (typeof GRAPH_OPT_LEVELS)[number];
+
+/**
+ * The numerics variant every session of the process runs under, for checking that results do not
+ * hinge on one accumulation order (ORT's CPU provider picks AVX-512 or AVX2 kernels by CPU and has
+ * no switch to avoid AVX-512; other thread counts and graph optimisations change the order the way
+ * another kernel does): ARBOR_ORT_THREADS (intra-op threads, overriding each session's own) and
+ * ARBOR_ORT_GRAPH_OPT (disabled | basic | extended | all; default all). `npm run test:variants`
+ * runs the numerics tests under each (docs/areas/tooling.md).
+ */
+export function ortVariant(env: NodeJS.ProcessEnv = process.env): { threads?: number; graphOpt: GraphOptLevel } {
+  const t = env.ARBOR_ORT_THREADS;
+  const g = env.ARBOR_ORT_GRAPH_OPT;
+  if (t !== undefined && t !== '' && !/^[1-9]\d*$/.test(t)) throw new Error(`ARBOR_ORT_THREADS must be a whole number ≥ 1 (got "${t}")`);
+  if (g !== undefined && g !== '' && !(GRAPH_OPT_LEVELS as readonly string[]).includes(g))
+    throw new Error(`ARBOR_ORT_GRAPH_OPT must be one of ${GRAPH_OPT_LEVELS.join(', ')} (got "${g}")`);
+  return { ...(t ? { threads: Number(t) } : {}), graphOpt: (g || 'all') as GraphOptLevel };
+}
+
 export function sessionOptions(opts: RunnerOptions): InferenceSession.SessionOptions {
+  const variant = ortVariant();
   return {
     executionProviders: (opts.providers ?? ['cpu']) as InferenceSession.SessionOptions['executionProviders'],
-    intraOpNumThreads: opts.threads ?? defaultThreads(),
+    intraOpNumThreads: variant.threads ?? opts.threads ?? defaultThreads(),
     interOpNumThreads: 1,
-    graphOptimizationLevel: 'all',
+    graphOptimizationLevel: variant.graphOpt,
     executionMode: 'sequential',
     enableProfiling: !!opts.profilePrefix,
     profileFilePrefix: opts.profilePrefix,
