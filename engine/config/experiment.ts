@@ -149,7 +149,7 @@ const modelSchema = z
      */
     quantize_base: z
       .enum(QUANT_MODES)
-      .default('none')
+      .optional()
       .describe(
         'LoRA only: keep the frozen base linear weights block-quantized (int8 / int4) in every phase; adapters, norms, embeddings, LM head stay float32',
       ),
@@ -158,8 +158,8 @@ const modelSchema = z
       .int()
       .min(16)
       .refine((b) => (b & (b - 1)) === 0, { message: 'must be a power of two ≥ 16 (MatMulNBits block_size)' })
-      .default(QUANT_BLOCK)
-      .describe('values per scale of model.quantize_base (a power of two ≥ 16; default 32)'),
+      .optional()
+      .describe(`values per scale of model.quantize_base (a power of two ≥ 16; default ${QUANT_BLOCK})`),
   })
   .refine((m) => (m.path === undefined) !== (m.init === undefined), {
     message: 'give exactly one of model.path (an HF folder) or model.init: tiny',
@@ -406,15 +406,23 @@ const environmentSchema = z.strictObject({
     .optional()
     .describe('MCP servers ({name: {command, args, env, cwd, tools, timeout_ms}}) or a JSON file with {"mcpServers": …}'),
   /**
-   * An external agent program trained as it is (engine/openai/agent.ts): each episode starts
-   * `command` with OPENAI_BASE_URL (the episode's own base URL of the run's OpenAI-compatible
-   * endpoint), OPENAI_API_KEY and ARBOR_TASK (the task row as JSON); its calls are the episode's
-   * trajectories, its last non-empty stdout line the answer. `cwd` defaults to the config's folder.
+   * An external agent program trained as it is (engine/openai/agent.ts). mode "process": each
+   * episode starts `command` with OPENAI_BASE_URL (the episode's own base URL of the run's
+   * OpenAI-compatible endpoint), OPENAI_API_KEY and ARBOR_TASK (the task row as JSON); its last
+   * non-empty stdout line is the answer. mode "serve": `command` runs once (`workers` times) for
+   * the run and is handed episodes as JSON lines on stdin ({id, task, base_url, api_key}), answering
+   * each with a JSON line {id, answer} on stdout (engine/openai/agent-serve.ts). Either way the
+   * episode's calls are its trajectories. `cwd` defaults to the config's folder.
    */
   agent: z
     .strictObject({
       command: z.array(z.string().min(1)).min(1).describe('argv of the agent program, e.g. [node, agent.ts]'),
-      concurrency: posInt().max(64).default(4).describe('episodes (agent processes) running at once'),
+      mode: z
+        .enum(['process', 'serve'])
+        .default('process')
+        .describe('process: one program run per episode; serve: long-lived program(s) handed episodes as JSON lines on stdin'),
+      workers: posInt().max(16).optional().describe('mode serve: how many copies of the program run (default 1); episodes go to the least busy'),
+      concurrency: posInt().max(256).default(4).describe('episodes running at once (mode process: agent processes)'),
       timeout_ms: posInt().default(120_000).describe('an episode still running after this is killed (reward 0)'),
       env: z.record(z.string(), z.string()).default({}).describe('extra environment variables for the program'),
       cwd: z.string().min(1).optional(),
@@ -644,6 +652,13 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
         message: 'branching rollouts fork the engine\'s own episodes; an external agent (environment.agent) runs its own loop: use "none"',
       });
     if (opts.checkFiles !== false && !existsSync(env.agent.cwd)) issues.push({ field: 'environment.agent.cwd', message: `folder not found: ${env.agent.cwd}` });
+    if (env.agent.mode === 'process' && env.agent.workers !== undefined)
+      issues.push({ field: 'environment.agent.workers', message: 'is for mode "serve" (mode "process" starts one program per episode: use concurrency)' });
+    if (env.agent.mode === 'process' && env.agent.concurrency > 64)
+      issues.push({
+        field: 'environment.agent.concurrency',
+        message: `${env.agent.concurrency} agent processes at once: at most 64 in mode "process" (mode "serve" takes up to 256)`,
+      });
   }
   const kind = TASK_KIND_SPECS.get(cfg.task.kind)!;
   if (kind.taskFile === 'required' && !env.tasks)
@@ -878,7 +893,7 @@ export const INERT_RULES: InertRule[] = [
     when: (c) => !c.model.lora,
     why: 'without model.lora (the frozen base of a LoRA run is what is quantized)',
   },
-  { keys: ['model.quantize_block'], when: (c) => c.model.quantize_base === 'none', why: 'with model.quantize_base "none"' },
+  { keys: ['model.quantize_block'], when: (c) => (c.model.quantize_base ?? 'none') === 'none', why: 'with model.quantize_base "none"' },
   {
     keys: ['model.quantize_base'],
     when: (c) => c.backend === 'tfjs',

@@ -27,36 +27,20 @@ import type { DecodeBackend, RolloutTask } from '../rollout/ports';
 import type { OutcomeReward, Trajectory } from '../rollout/types';
 import type { ChatTokenizer } from './chat';
 import { episodeTrajectories, EpisodeRecorder, toolResults, turnToolCalls } from './episodes';
+import { agentEnv, AgentWorkers, type AgentRun, type AgentSpec } from './agent-serve';
+
+export type { AgentRun, AgentSpec } from './agent-serve';
 import { DecodeScheduler } from './scheduler';
 import { emptySafe, ModelServer, type RecordedChoice } from './server';
-
-export type AgentSpec = NonNullable<ExperimentConfig['environment']['agent']>;
 
 /** Most bytes of an agent's stdout / stderr kept (the end of it). */
 const KEEP = 64 * 1024;
 
-export interface AgentRun {
-  exitCode: number | null;
-  signal: NodeJS.Signals | null;
-  timedOut: boolean;
-  /** Last non-empty stdout line. */
-  answer?: string;
-  stdout: string;
-  stderr: string;
-  /** Set when the command could not start. */
-  error?: string;
-}
-
 const tail = (s: string) => (s.length > KEEP ? s.slice(s.length - KEEP) : s);
-
-/** Environment variables an agent never inherits from Arbor's own (keys and the engine's settings). */
-const PRIVATE = /^(ARBOR_API_KEY|ARBOR_ENGINE|ARBOR_TOKEN|OPENAI_.*)$/;
 
 /** Start the agent command once, wait for it (at most timeout_ms), kill its process group at the end. */
 export function runAgentProcess(spec: AgentSpec, vars: Record<string, string>, signal?: AbortSignal): Promise<AgentRun> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !PRIVATE.test(k)) env[k] = v;
-  Object.assign(env, spec.env, vars);
+  const env = agentEnv(spec, vars);
   return new Promise<AgentRun>((resolve) => {
     let stdout = '';
     let stderr = '';
@@ -131,11 +115,14 @@ export class AgentRollouts {
   private opened = false;
   private next = 0;
   private readonly tok: ChatTokenizer;
+  /** mode serve: the long-lived programs episodes are handed to. */
+  private workers?: AgentWorkers;
 
   constructor(private readonly o: AgentRolloutOptions) {
     this.tok = emptySafe(o.tokenizer);
     this.scheduler = new DecodeScheduler(o.backend, (ids) => this.tok.decode(ids));
     this.server = new ModelServer({ modelId: 'policy', tokenizer: this.tok, scheduler: this.scheduler, stopTokenIds: o.stopTokenIds, apiKey: this.key });
+    if (o.spec.mode === 'serve') this.workers = new AgentWorkers(o.spec, this.key, o.log);
   }
 
   private async ensureOpen(): Promise<void> {
@@ -145,6 +132,7 @@ export class AgentRollouts {
   }
 
   async close(): Promise<void> {
+    await this.workers?.close();
     if (!this.opened) return;
     await this.server.close();
     await this.scheduler.close();
@@ -207,14 +195,16 @@ export class AgentRollouts {
     });
     let run: AgentRun;
     try {
-      run = await runAgentProcess(this.o.spec, { OPENAI_BASE_URL: url, OPENAI_API_KEY: this.key, ARBOR_TASK: JSON.stringify(row) }, signal);
+      run = this.workers
+        ? await this.workers.run({ id, task: row, baseUrl: url, apiKey: this.key }, signal)
+        : await runAgentProcess(this.o.spec, { OPENAI_BASE_URL: url, OPENAI_API_KEY: this.key, ARBOR_TASK: JSON.stringify(row) }, signal);
     } finally {
       this.server.closeEpisode(id);
     }
     const failure = run.error
       ? run.error
       : run.timedOut
-        ? `ran past environment.agent.timeout_ms = ${this.o.spec.timeout_ms} ms (killed)`
+        ? `ran past environment.agent.timeout_ms = ${this.o.spec.timeout_ms} ms (${this.workers ? 'its base URL closed' : 'killed'})`
         : run.exitCode !== 0
           ? `exited with ${run.exitCode === null ? `signal ${run.signal}` : `code ${run.exitCode}`}`
           : rec.calls.length === 0

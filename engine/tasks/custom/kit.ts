@@ -55,7 +55,9 @@ export function customKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; m
   const setup = envSetup(cfg, extras.host, extras.mcpTools);
   const builtin: Tool[] = tf.passages.length >= 3 ? [searchTool(new Bm25Index(tf.passages), { topK: 2 })] : [];
   const { tools, format } = taskTools(builtin, setup);
-  if (tools.length === 0) throw new Error(`environment.tools: task.kind "custom" needs tools (none given, and ${file} has no QA contexts to search)`);
+  // An external agent program brings its own tools (its requests name them); Arbor's are optional then.
+  if (tools.length === 0 && !cfg.environment.agent)
+    throw new Error(`environment.tools: task.kind "custom" needs tools (none given, and ${file} has no QA contexts to search)`);
   const train = tf.tasks.filter((_, i) => i % 5 !== 4);
   const held = tf.tasks.filter((_, i) => i % 5 === 4);
   if (train.length === 0 || held.length === 0) throw new Error(`environment.tasks: ${file} needs at least 5 tasks (every fifth is held out for evaluation)`);

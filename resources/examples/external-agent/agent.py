@@ -1,25 +1,27 @@
 """An agent program in Python with only the standard library (urllib): the same two tools and loop
-as agent.ts. Arbor starts it once per episode with OPENAI_BASE_URL, OPENAI_API_KEY and ARBOR_TASK in
-its environment; the last line it prints is its answer. Train it by setting
-environment.agent.command: [python3, agent.py] in train.yaml."""
+as agent.ts. Train it by setting environment.agent.command: [python3, agent.py] in train.yaml.
+- One process per episode (environment.agent.mode: process): Arbor starts it with OPENAI_BASE_URL,
+  OPENAI_API_KEY and ARBOR_TASK in its environment; the last line it prints is its answer.
+- Long-lived (environment.agent.mode: serve, ARBOR_AGENT_MODE=serve): started once, it is handed
+  episodes by `serve` below (a JSON line on stdin each: {id, task, base_url, api_key}), runs each on
+  a thread and answers with a JSON line {id, answer} on stdout."""
 import json
 import os
 import re
+import sys
+import threading
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 with open(os.path.join(HERE, "..", "tools-task", "world.json"), encoding="utf-8") as f:
     FACTS = json.load(f)["facts"]
 
-BASE = os.environ["OPENAI_BASE_URL"].rstrip("/")
-KEY = os.environ.get("OPENAI_API_KEY", "")
 
-
-def api(path, body=None):
+def api(base, key, path, body=None):
     req = urllib.request.Request(
-        BASE + path,
+        base.rstrip("/") + path,
         data=None if body is None else json.dumps(body).encode(),
-        headers={"Authorization": "Bearer " + KEY, "Content-Type": "application/json"},
+        headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"},
     )
     with urllib.request.urlopen(req, timeout=120) as r:
         return json.load(r)
@@ -83,29 +85,46 @@ TOOLS = [
      "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}}},
 ]
 
-task = json.loads(os.environ.get("ARBOR_TASK", "{}"))
-model = os.environ.get("OPENAI_MODEL") or api("/models")["data"][0]["id"]
-messages = [{"role": "user", "content": task.get("prompt") or task.get("question") or ""}]
-answer = ""
-for _ in range(6):
-    r = api("/chat/completions", {"model": model, "messages": messages, "tools": TOOLS, "max_tokens": 48})
-    msg = r["choices"][0]["message"]
-    # Sent back verbatim: the server continues from the ids it sampled.
-    turn = {"role": "assistant", "content": msg.get("content")}
-    if msg.get("tool_calls"):
-        turn["tool_calls"] = msg["tool_calls"]
-    messages.append(turn)
-    if not msg.get("tool_calls"):
-        text = msg.get("content") or ""
-        m = re.search(r"<answer>([\s\S]*?)(</answer>|$)", text)
-        answer = (m.group(1) if m else text).strip()
-        break
-    for call in msg["tool_calls"]:
-        try:
-            args = json.loads(call["function"]["arguments"])
-        except ValueError:
-            args = {}
-        name = call["function"]["name"]
-        result = lookup(args.get("entity", "")) if name == "lookup" else calculator(args.get("expression", "")) if name == "calculator" else "error: unknown tool " + name
-        messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
-print(answer)
+MODEL = [os.environ.get("OPENAI_MODEL")]
+
+
+def solve(task, base, key):
+    if not MODEL[0]:
+        MODEL[0] = api(base, key, "/models")["data"][0]["id"]
+    messages = [{"role": "user", "content": task.get("prompt") or task.get("question") or ""}]
+    for _ in range(6):
+        r = api(base, key, "/chat/completions", {"model": MODEL[0], "messages": messages, "tools": TOOLS, "max_tokens": 48})
+        msg = r["choices"][0]["message"]
+        # Sent back verbatim: the server continues from the ids it sampled.
+        turn = {"role": "assistant", "content": msg.get("content")}
+        if msg.get("tool_calls"):
+            turn["tool_calls"] = msg["tool_calls"]
+        messages.append(turn)
+        if not msg.get("tool_calls"):
+            text = msg.get("content") or ""
+            m = re.search(r"<answer>([\s\S]*?)(</answer>|$)", text)
+            return (m.group(1) if m else text).strip()
+        for call in msg["tool_calls"]:
+            try:
+                args = json.loads(call["function"]["arguments"])
+            except ValueError:
+                args = {}
+            name = call["function"]["name"]
+            result = lookup(args.get("entity", "")) if name == "lookup" else calculator(args.get("expression", "")) if name == "calculator" else "error: unknown tool " + name
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+    return ""
+
+
+# The whole long-lived mode: episodes in as JSON lines, each on a thread, answers out as JSON lines.
+def serve(handle, out=threading.Lock()):
+    def run(ep):
+        try: reply = {"id": ep["id"], "answer": handle(ep)}
+        except Exception as e: reply = {"id": ep["id"], "error": repr(e)}
+        with out: print(json.dumps(reply), flush=True)
+    for line in sys.stdin: threading.Thread(target=run, args=(json.loads(line),), daemon=True).start()
+
+
+if os.environ.get("ARBOR_AGENT_MODE") == "serve":
+    serve(lambda ep: solve(ep["task"], ep["base_url"], ep["api_key"]))
+else:
+    print(solve(json.loads(os.environ.get("ARBOR_TASK", "{}")), os.environ["OPENAI_BASE_URL"], os.environ.get("OPENAI_API_KEY", "")))
