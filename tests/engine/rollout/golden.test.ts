@@ -4,6 +4,13 @@
  * were recorded from the engine before the decode path was optimised (fixtures/golden-rollouts.json,
  * rewritten with ARBOR_RECORD_GOLDEN=1). Any change to the decode path must reproduce them:
  * the same tokens, logprobs and entropy within float tolerance.
+ *
+ * The fixture was recorded on one CPU; other CPUs (AVX-512 or AVX2 kernels) and the numerics
+ * variants (ARBOR_ORT_THREADS, ARBOR_ORT_GRAPH_OPT: other accumulation orders) must pass it too.
+ * The tolerance comes from float32 rounding, not from one machine: a sum of n terms reordered moves
+ * by at most n·u·Σ|terms| (u = 2⁻²⁴ ≈ 6e-8); the widest sum here is a softmax over 300 logits of
+ * magnitude ≲ 10, so ≤ 300 · 6e-8 · 10 ≈ 2e-4 (seen across the variants: ≤ 6e-7). A sampled token
+ * changes only if its draw falls within that error of a cumulative-probability boundary.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
