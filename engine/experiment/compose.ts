@@ -7,6 +7,7 @@
  */
 import { resolveProviders } from '../tensor/ort';
 import { resolveLora } from '../model/lora';
+import { baseQuantSpec } from '../model/quantize';
 import { CriticModel } from '../model/critic';
 import { getEstimator } from '../rl';
 import { PolicyModel } from '../model/runtime';
@@ -87,6 +88,8 @@ export async function buildTaskSession(cfg: ExperimentConfig, taskKit: TaskKit, 
     loraSeed: cfg.seed,
     recomputeLayers: cfg.model.recompute_layers ?? false,
     quantize: cfg.rollout.quantize,
+    // model.quantize_base: the frozen LoRA base block-quantized in every phase (engine/model/quantize.ts).
+    quantizeBase: baseQuantSpec(cfg.model.quantize_base, cfg.model.quantize_block),
   };
   const model = cfg.model.path ? PolicyModel.load(cfg.model.path, modelOpts) : PolicyModel.init(kit.tinyModel(cfg), cfg.seed, modelOpts);
   const policy = new ModelPolicyPort(model, cfg, new AdamW({ ...cfg.optim }));

@@ -26,7 +26,8 @@
  * every call (`npm run bench:rollout -- --baseline inputs` measures the two side by side).
  */
 import type { DType, Ops, Shape } from '../tensor/ops';
-import type { GNode, GraphOps } from '../tensor/graph';
+import type { GNode, GraphOps, InputSpec } from '../tensor/graph';
+import type { HostTensor } from '../tensor/host';
 import type { OnnxInitializer } from '../tensor/onnx';
 import type { ModelConfig } from './config';
 
@@ -204,6 +205,118 @@ export function quantizedOps(o: Ops<GNode>, plan: Map<string, { bits: 4 | 8 | 32
             'float32' as DType,
             shape,
           );
+        };
+      const v = (target as unknown as Record<string | symbol, unknown>)[key];
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+}
+
+// ---- The quantized frozen base (`model.quantize_base`) -------------------------------------
+//
+// Under LoRA the base's linear weights never change, so they are quantized once at load and the
+// float32 arrays are dropped: every program (score, train, decode) reads each projection W [N, K]
+// as codes + scales. In the graph W is a `dequantNBits` node over the two (a graph input each, or
+// an initializer of a baked CPU decode session); quantizedBaseOps turns `x · transpose(W)` into one
+// MatMulNBits node (`qmatmul`), whose gradient dequantizes W in the backward pass one layer at a
+// time (engine/tensor/autodiff.ts), so no float32 copy of the base exists at any point. The
+// embedding table, the LM head, the norms and the adapters stay float32 inputs.
+
+/** `model.quantize_base`: bits and values per scale of the frozen base's linear weights. */
+export interface BaseQuantSpec {
+  bits: 4 | 8;
+  blockSize: number;
+}
+
+/** The spec of a config's `model.quantize_base` / `model.quantize_block` (undefined for 'none'). */
+export function baseQuantSpec(mode: QuantMode | undefined, blockSize = QUANT_BLOCK): BaseQuantSpec | undefined {
+  if (!mode || mode === 'none') return undefined;
+  return { bits: QUANT_BITS[mode], blockSize };
+}
+
+/** The weights a quantized base stores as codes: every layer's q/k/v/o and MLP projections (not the embeddings nor the LM head). */
+export function baseQuantNames(c: ModelConfig): string[] {
+  const head = c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
+  return quantizedWeightNames(c).filter((n) => n !== head);
+}
+
+/** The program inputs with each quantized weight W [N, K] replaced by its codes (uint8) and scales (float32) inputs. */
+export function quantizedBaseSpecs(specs: InputSpec[], spec: BaseQuantSpec, names: Set<string>): InputSpec[] {
+  const out: InputSpec[] = [];
+  for (const s of specs) {
+    if (!names.has(s.name)) {
+      out.push(s);
+      continue;
+    }
+    const [N, K] = s.shape as number[];
+    const kb = Math.ceil(K! / spec.blockSize);
+    out.push({ name: codesName(s.name), dtype: 'uint8', shape: [N!, kb, (spec.blockSize * spec.bits) / 8] });
+    out.push({ name: scalesName(s.name), dtype: 'float32', shape: [N! * kb] });
+  }
+  return out;
+}
+
+/** Feeds of a quantized weight's two inputs (quantizedBaseSpecs). */
+export function quantizedFeeds(name: string, m: QuantizedMatrix): Record<string, HostTensor> {
+  const kb = Math.ceil(m.K / m.blockSize);
+  return {
+    [codesName(name)]: { dtype: 'uint8', shape: [m.N, kb, (m.blockSize * m.bits) / 8], data: m.codes },
+    [scalesName(name)]: { dtype: 'float32', shape: [m.N * kb], data: m.scales },
+  };
+}
+
+/**
+ * Trace `program` with the quantized weights of `names` read as codes + scales: from the graph's
+ * inputs (`source: 'input'`, specs from quantizedBaseSpecs) or from initializers of the session
+ * (`'initializer'`, quantizedInitializers; a baked CPU decode session). Each x · Wᵀ of such a
+ * weight becomes one MatMulNBits at `accuracyLevel` (0: float32 products of the dequantized
+ * weight, as the float reference computes; 4: int8 activations, the CPU's fast decode path).
+ */
+export function withQuantizedBase(
+  program: (o: Ops<GNode>, x: Record<string, GNode>) => Record<string, GNode>,
+  spec: BaseQuantSpec,
+  shapes: Record<string, number[]>,
+  names: Set<string>,
+  source: 'input' | 'initializer',
+  accuracyLevel: 0 | 4,
+): (o: Ops<GNode>, x: Record<string, GNode>) => Record<string, GNode> {
+  return (o, x) => {
+    const g = o as GraphOps;
+    const xs: Record<string, GNode> = { ...x };
+    for (const name of names) {
+      const [N, K] = shapes[name]!;
+      const kb = Math.ceil(K! / spec.blockSize);
+      const codes =
+        source === 'input' ? x[codesName(name)]! : g.record('initializer', [], { name: codesName(name) }, 'uint8', [N!, kb, (spec.blockSize * spec.bits) / 8]);
+      const scales = source === 'input' ? x[scalesName(name)]! : g.record('initializer', [], { name: scalesName(name) }, 'float32', [N! * kb]);
+      if (!codes || !scales) throw new Error(`withQuantizedBase: no codes/scales input for ${name}`);
+      xs[name] = g.record('dequantNBits', [codes, scales], { N, K, bits: spec.bits, blockSize: spec.blockSize, weight: name }, 'float32', [N!, K!]);
+    }
+    return program(quantizedBaseOps(o, accuracyLevel), xs);
+  };
+}
+
+/**
+ * The op set with `matmul(x, transpose(W, [1, 0]))` of a dequantNBits weight W recorded as one
+ * `qmatmul` (MatMulNBits) node. Any other use of W reads the dequantized float32 matrix.
+ */
+export function quantizedBaseOps(o: Ops<GNode>, accuracyLevel: 0 | 4): Ops<GNode> {
+  const g = o as GraphOps;
+  return new Proxy(o, {
+    get(target, key) {
+      if (key === 'transpose')
+        return (x: GNode, perm: number[]) => {
+          if (x.op !== 'dequantNBits' || perm.length !== 2 || perm[0] !== 1) return target.transpose(x, perm);
+          return g.record('quantWeightT', [x], {}, x.dtype, [x.shape[1]!, x.shape[0]!]);
+        };
+      if (key === 'matmul')
+        return (a: GNode, b: GNode) => {
+          if (b.op !== 'quantWeightT' || a.shape.length !== 2) return target.matmul(a, b);
+          const w = b.inputs[0]!;
+          const { N, K, bits, blockSize } = w.attrs as { N: number; K: number; bits: number; blockSize: number };
+          const k = a.shape[1];
+          if (typeof k === 'number' && k !== K) throw new Error(`matmul: inner dims differ: [${a.shape}] x quantized ${w.attrs.weight} [${K}, ${N}]`);
+          return g.record('qmatmul', [a, w.inputs[0]!, w.inputs[1]!], { K, N, bits, blockSize, accuracyLevel }, 'float32', [a.shape[0]!, N]);
         };
       const v = (target as unknown as Record<string | symbol, unknown>)[key];
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;

@@ -9,7 +9,7 @@
  * reference) travel with the call. backend 'tfjs': the same programs run eagerly in tfjs.
  */
 import { availableParallelism, loadavg } from 'node:os';
-import { traceGraph, type Graph } from '../tensor/graph';
+import { traceGraph, type Graph, type InputSpec, type Program } from '../tensor/graph';
 import { withGradients } from '../tensor/autodiff';
 import { OrtRunner, OrtWorker, defaultProviders, emptyRunnerStats, type RunnerStats } from '../tensor/ort';
 import type { HostTensor } from '../tensor/host';
@@ -38,6 +38,7 @@ import { adapterShapes, initAdapters, type LoraSpec } from './lora';
 import { recomputedBlocks } from './transformer';
 import { toOnnx, type OnnxInitializer } from '../tensor/onnx';
 import {
+  QUANT_ACCURACY_LEVEL,
   QUANT_BITS,
   QUANT_BLOCK,
   quantizeBlockwise,
@@ -46,6 +47,11 @@ import {
   quantizedWeightNames,
   bakedInitializers,
   transposeWeight,
+  baseQuantNames,
+  quantizedBaseSpecs,
+  quantizedFeeds,
+  withQuantizedBase,
+  type BaseQuantSpec,
   type QuantMode,
   type QuantizedMatrix,
 } from './quantize';
@@ -103,6 +109,15 @@ export interface PolicyModelOptions {
    * the other decode sessions stay float32. ORT backend on the CPU provider only. Default 'none'.
    */
   quantize?: QuantMode;
+  /**
+   * The frozen base of a LoRA model block-quantized (`model.quantize_base`, ./quantize.ts): every
+   * layer's linear weights are quantized once here, their float32 arrays dropped, and every
+   * program (score, train forward and backward, decode) reads them as codes + scales through
+   * MatMulNBits. Embeddings, LM head, norms and adapters stay float32. Needs `lora` and backend
+   * 'ort'. An adapter folder saved by such a model records it (PolicyModel.load applies it unless
+   * this option is given; null: the float32 base).
+   */
+  quantizeBase?: BaseQuantSpec | null;
   /**
    * Float32 decode sessions on the CPU provider hold the linear weights as initializers (Wᵀ, which
    * ORT pre-packs once) instead of taking them as inputs on every call; the session is rebuilt in
@@ -178,6 +193,15 @@ export interface TrainStepResult {
   logprobs?: Float32Array;
 }
 
+/** The quantized base an adapter folder was trained on (arbor_lora_state.json: quantize_base, quantize_block), or null. */
+export function savedBaseQuant(folder: string): BaseQuantSpec | null {
+  const f = join(folder, LORA_STATE);
+  if (!existsSync(f)) return null;
+  const st = JSON.parse(readFileSync(f, 'utf8')) as { quantize_base?: string; quantize_block?: number };
+  if (st.quantize_base !== 'int4' && st.quantize_base !== 'int8') return null;
+  return { bits: st.quantize_base === 'int4' ? 4 : 8, blockSize: st.quantize_block ?? QUANT_BLOCK };
+}
+
 function saveCheckpointTokenizer(from: string, to: string): void {
   for (const f of TOKENIZER_FILES) if (existsSync(join(from, f)) && resolve(from) !== resolve(to)) copyFileSync(join(from, f), join(to, f));
 }
@@ -215,6 +239,12 @@ export class PolicyModel {
     recomputedBlocks(config, opts.recomputeLayers); // refuses a budget outside [0, numLayers] here, not at the first step
     if ((opts.quantize ?? 'none') !== 'none' && this.backend !== 'ort')
       throw new Error(`rollout.quantize "${opts.quantize}": quantized decoding runs on backend "ort" (ONNX Runtime's MatMulNBits), not "${this.backend}"`);
+    if (opts.quantizeBase) {
+      if (!this.lora) throw new Error('model.quantize_base: quantizes the frozen base of a LoRA model; set model.lora (PolicyModel option lora)');
+      if (this.backend !== 'ort') throw new Error(`model.quantize_base: the quantized base runs on backend "ort" (MatMulNBits), not "${this.backend}"`);
+      if ((opts.quantize ?? 'none') !== 'none')
+        throw new Error('rollout.quantize: with model.quantize_base the base is already quantized in every phase; remove rollout.quantize');
+    }
     if (this.lora) {
       const fresh = initAdapters(config, this.lora, opts.loraSeed ?? 0);
       for (const [k, v] of fresh) if (!weights.has(k)) weights.set(k, v);
@@ -225,6 +255,47 @@ export class PolicyModel {
       if (!w) throw new Error(`PolicyModel: missing weight '${name}'`);
       if (w.length !== n) throw new Error(`PolicyModel: weight '${name}' has ${w.length} values, shape [${shape}] needs ${n}`);
     }
+    if (opts.quantizeBase) this.quantizeBaseNow();
+  }
+
+  /** The quantized base's spec (model.quantize_base), or undefined for a float32 base. */
+  get baseQuant(): BaseQuantSpec | undefined {
+    return this.opts.quantizeBase ?? undefined;
+  }
+  /** The quantized base linear weights (model.quantize_base), by weight name. */
+  private baseMats: Map<string, QuantizedMatrix> | null = null;
+  /** The float32 arrays of the quantized weights were dropped (read from the base folder when needed). */
+  private baseDropped = false;
+
+  /** The quantized base's codes and scales by weight name (model.quantize_base; empty for a float32 base). */
+  quantizedBase(): Map<string, QuantizedMatrix> {
+    return this.baseMats ?? new Map();
+  }
+
+  /**
+   * Quantize the base's linear weights (once at load, again after setWeights) and drop their
+   * float32 arrays when the base folder can give them back (a built-in model keeps them: save()
+   * writes its base next to the adapters).
+   */
+  private quantizeBaseNow(): void {
+    const spec = this.opts.quantizeBase!;
+    const shapes = weightShapes(this.config);
+    const mats = new Map<string, QuantizedMatrix>();
+    for (const name of baseQuantNames(this.config)) {
+      const [N, K] = shapes[name]!;
+      mats.set(name, quantizeBlockwise(this.weights.get(name)!, N!, K!, spec.bits, spec.blockSize));
+      if (this.opts.baseFolder) this.weights.delete(name);
+    }
+    this.baseMats = mats;
+    this.baseDropped = !!this.opts.baseFolder;
+  }
+
+  /** Trace a program (score, train, decode with weight inputs) with the quantized base read from its codes and scales inputs. */
+  private trace(specs: InputSpec[], program: Program): Graph {
+    const q = this.baseQuant;
+    if (!q) return traceGraph(specs, program);
+    const names = new Set(this.baseMats!.keys());
+    return traceGraph(quantizedBaseSpecs(specs, q, names), withQuantizedBase(program, q, weightShapes(this.config), names, 'input', 0));
   }
 
   /**
@@ -252,6 +323,7 @@ export class PolicyModel {
       const m = new PolicyModel(ck.config, ck.weights, {
         tokenizerFolder: tok,
         baseFolder: resolve(baseModel),
+        quantizeBase: savedBaseQuant(folder),
         ...opts,
         lora: { ...ad.spec, dropout: want?.dropout ?? ad.spec.dropout },
       });
@@ -280,7 +352,11 @@ export class PolicyModel {
     }
     savePeftAdapter(folder, this.config, this.lora, this.weights, base);
     if (this.opts.tokenizerFolder) saveCheckpointTokenizer(this.opts.tokenizerFolder, folder);
-    writeFileSync(join(folder, LORA_STATE), JSON.stringify({ dropout_calls: this.dropoutCalls }) + '\n');
+    const q = this.baseQuant;
+    writeFileSync(
+      join(folder, LORA_STATE),
+      JSON.stringify({ dropout_calls: this.dropoutCalls, ...(q ? { quantize_base: q.bits === 4 ? 'int4' : 'int8', quantize_block: q.blockSize } : {}) }) + '\n',
+    );
   }
 
   /**
@@ -288,7 +364,7 @@ export class PolicyModel {
    * when the frozen base lives only in the ORT worker (keepHostBase).
    */
   baseWeights(): Weights {
-    const source = this.baseMoved ? loadCheckpoint(this.opts.baseFolder!).weights : this.weights;
+    const source = this.baseMoved || this.baseDropped ? loadCheckpoint(this.opts.baseFolder!).weights : this.weights;
     const out: Weights = new Map();
     for (const name of Object.keys(weightShapes(this.config))) out.set(name, source.get(name)!);
     return out;
@@ -342,6 +418,7 @@ export class PolicyModel {
   setWeights(weights: Weights): void {
     this.weights = weights;
     this.baseMoved = false;
+    if (this.baseQuant) this.quantizeBaseNow();
     this.fullVersion += 1;
     this.markWeightsUpdated();
   }
@@ -367,8 +444,10 @@ export class PolicyModel {
   private weightFeeds(override?: Weights, only?: Set<string>): Record<string, HostTensor> {
     const shapes = programWeightShapes(this.config, this.lora);
     const f: Record<string, HostTensor> = {};
+    for (const [name, m] of this.baseMats ?? []) if (!only || only.has(name)) Object.assign(f, quantizedFeeds(name, m));
     for (const [name, shape] of Object.entries(shapes)) {
       if (only && !only.has(name)) continue;
+      if (this.baseMats?.has(name)) continue;
       const data = override?.get(name) ?? this.weights.get(name);
       if (!data) throw new Error(`PolicyModel: weight '${name}' is not on this thread (the frozen base lives in the ORT worker; keepHostBase keeps it here)`);
       f[name] = { dtype: 'float32', shape, data };
@@ -408,7 +487,7 @@ export class PolicyModel {
     const full = this.sentFull !== this.fullVersion || !this.lora;
     const move =
       full && this.lora && this.backend === 'ort' && this.opts.baseFolder && !this.opts.keepHostBase
-        ? new Set(Object.keys(weightShapes(this.config)))
+        ? new Set(Object.keys(weightShapes(this.config)).filter((n) => !this.baseMats?.has(n)))
         : undefined;
     // A staging buffer is kept only for tensors sent again (updates), not after the first send.
     r.setPersistentFeeds(this.weightFeeds(undefined, full ? undefined : trainable), { move, keepStaging: this.sentVersion < 0 ? new Set() : trainable });
@@ -438,9 +517,9 @@ export class PolicyModel {
       );
     // On the CPU the worker's KV host extends its cache itself from the new tokens' keys and values (DecodeVariant.kvOut).
     const kvOut = this.onDevice ? 'present' : 'new';
-    if (q) return this.bakedRunner(QUANT_BITS[this.quantizeMode as Exclude<QuantMode, 'none'>], shard, threads, kvOut);
-    if (this.bakesDecode) return this.bakedRunner(32, shard, threads, kvOut);
-    const build = () => traceGraph(decodeInputSpecs(c, this.lora), decodeProgram(c, this.lora, { kvOut }));
+    const baked = this.bakedBits(q);
+    if (baked !== null) return this.bakedRunner(baked, shard, threads, kvOut);
+    const build = () => this.trace(decodeInputSpecs(c, this.lora), decodeProgram(c, this.lora, { kvOut }));
     if (this.onDevice) {
       // WebGPU: the KV cache and the logits stay on the device (engine/rollout/worker-kv.ts reads
       // ids, logprobs and entropies only); a session of its own, as PolicyModel.decode reads presents.
@@ -473,10 +552,22 @@ export class PolicyModel {
     return r;
   };
 
-  /** Whether float32 decode sessions bake the linear weights in (option bakeDecodeWeights; CPU provider only). */
+  /** Whether float32 decode sessions bake the linear weights in (option bakeDecodeWeights; CPU provider only; never with a quantized base). */
   get bakesDecode(): boolean {
     const p = this.parameters;
-    return this.backend === 'ort' && !this.onDevice && (this.opts.bakeDecodeWeights ?? (p >= BAKE_MIN_PARAMS && p <= BAKE_MAX_PARAMS));
+    return this.backend === 'ort' && !this.onDevice && !this.baseQuant && (this.opts.bakeDecodeWeights ?? (p >= BAKE_MIN_PARAMS && p <= BAKE_MAX_PARAMS));
+  }
+
+  /**
+   * The weights a decode session bakes in: 4 / 8 the quantized codes (rollout.quantize when
+   * `quantized`; a quantized base on the CPU, always: MatMulNBits pre-packs constant codes and
+   * runs with int8 activations, the fast CPU path), 32 float32 Wᵀ (bakesDecode), null none (the
+   * weights are inputs: WebGPU, or small models on the CPU).
+   */
+  private bakedBits(quantized: boolean): 4 | 8 | 32 | null {
+    if (this.baseQuant) return this.onDevice ? null : this.baseQuant.bits;
+    if (quantized && this.quantizeMode !== 'none') return QUANT_BITS[this.quantizeMode as Exclude<QuantMode, 'none'>];
+    return this.bakesDecode ? 32 : null;
   }
 
   /** The model's parameter count (its config is fixed; decodeRunner asks on every call). */
@@ -535,6 +626,13 @@ export class PolicyModel {
   /** The decode program with the linear weights baked in: quantized codes (bits 8 / 4) or float32 Wᵀ (bits 32). */
   private bakedDecodeModel(bits: 4 | 8 | 32, kvOut: 'present' | 'new'): Uint8Array {
     const c = this.config;
+    if (this.baseQuant) {
+      // The quantized base: codes and scales as initializers, the other weights (embeddings, norms, head, adapters) persistent feeds.
+      const names = new Set(this.baseMats!.keys());
+      const specs = decodeInputSpecs(c, this.lora).filter((s) => !names.has(s.name));
+      const program = withQuantizedBase(decodeProgram(c, this.lora, { kvOut }), this.baseQuant, weightShapes(c), names, 'initializer', QUANT_ACCURACY_LEVEL);
+      return toOnnx(traceGraph(specs, program), { initializers: quantizedInitializers(this.baseMats!) });
+    }
     let plan: Map<string, { bits: 4 | 8 | 32; blockSize: number }>;
     let initializers: Record<string, OnnxInitializer>;
     if (bits === 32) {
@@ -624,7 +722,7 @@ export class PolicyModel {
     const program = scoreProgram(this.config, withEntropy, this.lora, this.opts.headChunks);
     const out = await this.run(
       `score:${withEntropy}`,
-      () => traceGraph(scoreInputSpecs(this.config, this.lora), program),
+      () => this.trace(scoreInputSpecs(this.config, this.lora), program),
       program as TfProgram,
       batchFeeds(batch),
       opts.weights,
@@ -649,7 +747,7 @@ export class PolicyModel {
     const frozenHead = this.backend === 'ort' && !names.includes(this.config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
     const program = trainProgram(this.config, loss, this.lora, this.opts.headChunks, this.opts.recomputeLayers, frozenHead);
     const key = `train:${loss.key}:${wrt ? names.join(',') : 'trainable'}`;
-    const build = () => withGradients(traceGraph(trainInputSpecs(this.config, loss, this.lora), program), 'loss', names);
+    const build = () => withGradients(this.trace(trainInputSpecs(this.config, loss, this.lora), program), 'loss', names);
     const feeds: Record<string, HostTensor> = {
       ...batchFeeds(batch),
       loss_mask: { dtype: 'float32', shape: [batch.batch, batch.length], data: lossMask },
@@ -691,17 +789,11 @@ export class PolicyModel {
     }
     const program = decodeProgram(c, this.lora);
     this.decodeBuildMs += performance.now() - t0;
+    const baked = this.bakedBits(quantized);
     const out =
-      (quantized && this.quantizeMode !== 'none') || this.bakesDecode
-        ? await (
-            await this.bakedRunner(
-              quantized && this.quantizeMode !== 'none' ? QUANT_BITS[this.quantizeMode as Exclude<QuantMode, 'none'>] : 32,
-              0,
-              undefined,
-              'present',
-            )
-          ).run(feeds)
-        : await this.run('decode', () => traceGraph(decodeInputSpecs(c, this.lora), program), program as TfProgram, feeds);
+      baked !== null
+        ? await (await this.bakedRunner(baked, 0, undefined, 'present')).run(feeds)
+        : await this.run('decode', () => this.trace(decodeInputSpecs(c, this.lora), program), program as TfProgram, feeds);
     return {
       logits: out.logits.data as Float32Array,
       sampled: { ids: out.token.data as Int32Array, logprobs: out.token_logprob.data as Float32Array, entropy: out.token_entropy.data as Float32Array },

@@ -122,6 +122,20 @@ export const gradientRules: Record<string, Rule> = {
   chunk: (o, n, g) => [o.chunkGrad(n.inputs[0], g, n.attrs)],
   after: (_o, _n, g) => [g, null],
   recomputeEntry: (_o, _n, g) => [g],
+  // x · Wᵀ with W block-quantized (engine/model/quantize.ts): dx = g · W, W dequantized here, in the
+  // backward pass, one layer at a time (made to wait for g, so no dequantized W is computed early
+  // and kept alive); the codes and scales are frozen (no gradient).
+  qmatmul: (o, n, g) => {
+    const [, codes, scales] = n.inputs;
+    const a = n.attrs;
+    const w = o.record('dequantNBits', [codes, o.after(scales, g)], { N: a.N, K: a.K, bits: a.bits, blockSize: a.blockSize }, 'float32', [
+      a.N,
+      a.K,
+    ] as number[]);
+    return [o.matmul(g, w), null, null];
+  },
+  dequantNBits: () => [null, null],
+  quantWeightT: () => [null],
   // Ops with no gradient (integer/boolean results or constants).
   const: () => [],
   input: () => [],

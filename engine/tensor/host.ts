@@ -31,6 +31,7 @@ export function allocData(dtype: DType, n: number): HostTensor['data'] {
     case 'int64':
       return new BigInt64Array(n);
     case 'bool':
+    case 'uint8':
       return new Uint8Array(n);
   }
 }

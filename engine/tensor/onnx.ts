@@ -12,7 +12,7 @@ import { reachable, toMonomial, type GNode, type Graph } from './graph';
 const { onnx } = onnxProto;
 const OPSET = 18;
 
-const ONNX_DTYPE: Record<DType, number> = { float32: 1, int32: 6, int64: 7, bool: 9, float64: 11 };
+const ONNX_DTYPE: Record<DType, number> = { float32: 1, uint8: 2, int32: 6, int64: 7, bool: 9, float64: 11 };
 const ATTR = { FLOAT: 1, INT: 2, STRING: 3, TENSOR: 4, INTS: 7 } as const;
 
 type Attr = { name: string; type: number; i?: number; f?: number; ints?: number[]; s?: Uint8Array; t?: onnxProto.onnx.ITensorProto };
@@ -371,6 +371,41 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
           name: fresh('MatMulNBits_node'),
         });
         contrib = true;
+        break;
+      }
+      case 'qmatmul':
+        // com.microsoft.MatMulNBits over codes and scales that are graph inputs or initializers
+        // (engine/model/quantize.ts quantizedBaseOps): x [..., K] · Wᵀ with W [N, K] block-quantized.
+        nodes.push({
+          opType: 'MatMulNBits',
+          domain: 'com.microsoft',
+          input: ins,
+          output: [out],
+          attribute: [int('K', a.K), int('N', a.N), int('bits', a.bits), int('block_size', a.blockSize), int('accuracy_level', a.accuracyLevel)],
+          name: fresh('MatMulNBits_node'),
+        });
+        contrib = true;
+        break;
+      case 'dequantNBits':
+      case 'quantWeightT': {
+        // W [N, K] from its codes [N, ⌈K/b⌉, b·bits/8] (uint8) and scales [N·⌈K/b⌉]: (q − 2^(bits−1)) · s,
+        // with elementwise float ops every provider has (int4: high nibble ⌊c/16⌋, low c − 16·⌊c/16⌋).
+        const src = n.op === 'dequantNBits' ? n : n.inputs[0];
+        const [codes, scales] = n.op === 'dequantNBits' ? ins : src.inputs.map(name);
+        const { N, K, bits, blockSize } = src.attrs as { N: number; K: number; bits: number; blockSize: number };
+        const kb = Math.ceil(K / blockSize);
+        let c = emit('Cast', [codes], [int('to', ft('float32'))]);
+        if (bits === 4) {
+          const hi = emit('Floor', [emit('Div', [c, scalarConst('float32', 16)])]);
+          const lo = emit('Sub', [c, emit('Mul', [hi, scalarConst('float32', 16)])]);
+          const pair = emit('Concat', [emit('Unsqueeze', [lo, i64([3])]), emit('Unsqueeze', [hi, i64([3])])], [int('axis', 3)]);
+          c = emit('Reshape', [pair, i64([N, kb, blockSize])]);
+        }
+        const w = emit('Mul', [emit('Sub', [c, scalarConst('float32', 2 ** (bits - 1))]), emit('Reshape', [scales, i64([N, kb, 1])])]);
+        let full = emit('Reshape', [w, i64([N, kb * blockSize])]);
+        if (kb * blockSize !== K) full = emit('Slice', [full, i64([0]), i64([K]), i64([1])]);
+        if (n.op === 'dequantNBits') emit('Identity', [full], [], out);
+        else emit('Transpose', [full], [ints('perm', [1, 0])], out);
         break;
       }
       case 'recomputeEntry':

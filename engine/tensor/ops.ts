@@ -19,7 +19,8 @@
  *  - Dims are numbers or symbolic names (e.g. 'batch', 'seq'); reshape accepts at most one -1.
  */
 
-export type DType = 'float32' | 'float64' | 'int32' | 'int64' | 'bool';
+/** uint8: only the packed codes of a block-quantized weight (engine/model/quantize.ts) are uint8; no op computes on them but the quantized-weight ops of the graph recorder. */
+export type DType = 'float32' | 'float64' | 'int32' | 'int64' | 'bool' | 'uint8';
 export type Dim = number | string;
 export type Shape = Dim[];
 

@@ -100,7 +100,10 @@ function identitySession(rank: number, dtype: HostTensor['dtype'], dir: 'up' | '
   let s = identity.get(key);
   if (!s) {
     const shape = Array.from({ length: rank }, (_, i) => `d${i}`);
-    const g = traceGraph([{ name: 'x', dtype, shape }], (o, x) => ({ y: dtype === 'float32' ? o.mul(x.x, o.scalar(1)) : o.add(x.x, o.scalar(0, dtype)) }));
+    // uint8 (quantized weights' codes): an Identity node (WebGPU has no uint8 arithmetic kernels; Identity runs on the device).
+    const g = traceGraph([{ name: 'x', dtype, shape }], (o, x) => ({
+      y: dtype === 'float32' ? o.mul(x.x, o.scalar(1)) : dtype === 'uint8' ? o.stopGradient(x.x) : o.add(x.x, o.scalar(0, dtype)),
+    }));
     s = ort().InferenceSession.create(toOnnx(g), {
       ...sessionOptions({ providers: ['webgpu'], threads: 1 }),
       preferredOutputLocation: dir === 'up' ? 'gpu-buffer' : 'cpu',

@@ -105,12 +105,34 @@ export function sessionOptions(opts: RunnerOptions): InferenceSession.SessionOpt
 
 export function toOrtTensor(t: HostTensor): Tensor {
   const O = ort();
-  const type = t.dtype === 'float32' ? 'float32' : t.dtype === 'float64' ? 'float64' : t.dtype === 'int32' ? 'int32' : t.dtype === 'int64' ? 'int64' : 'bool';
+  const type =
+    t.dtype === 'float32'
+      ? 'float32'
+      : t.dtype === 'float64'
+        ? 'float64'
+        : t.dtype === 'int32'
+          ? 'int32'
+          : t.dtype === 'int64'
+            ? 'int64'
+            : t.dtype === 'uint8'
+              ? 'uint8'
+              : 'bool';
   return new O.Tensor(type, t.data as never, t.shape);
 }
 
 export function fromOrtTensor(t: Tensor): HostTensor {
-  const dtype = t.type === 'float32' ? 'float32' : t.type === 'float64' ? 'float64' : t.type === 'int32' ? 'int32' : t.type === 'int64' ? 'int64' : 'bool';
+  const dtype =
+    t.type === 'float32'
+      ? 'float32'
+      : t.type === 'float64'
+        ? 'float64'
+        : t.type === 'int32'
+          ? 'int32'
+          : t.type === 'int64'
+            ? 'int64'
+            : t.type === 'uint8'
+              ? 'uint8'
+              : 'bool';
   return { dtype, shape: t.dims.slice(), data: t.data as HostTensor['data'] };
 }
 

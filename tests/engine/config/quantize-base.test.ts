@@ -14,10 +14,10 @@ const issues = (model: Record<string, unknown>, extra: Record<string, unknown> =
 };
 
 describe('model.quantize_base', () => {
-  it('defaults to none with block 32; int4 / int8 with model.lora', () => {
+  it('is off by default; int4 / int8 with model.lora', () => {
     const c = validateConfig({ model: { init: 'tiny' } }, { checkFiles: false });
-    expect(c.model.quantize_base).toBe('none');
-    expect(c.model.quantize_block).toBe(32);
+    expect(c.model.quantize_base).toBeUndefined();
+    expect(c.model.quantize_block).toBeUndefined();
     expect(issues({ lora: {}, quantize_base: 'int4' })).toEqual([]);
     expect(issues({ lora: {}, quantize_base: 'int8', quantize_block: 64 })).toEqual([]);
   });

@@ -1,0 +1,167 @@
+/**
+ * The quantized frozen base (model.quantize_base, engine/model/quantize.ts) on the CPU: every
+ * program reads the base's linear weights as codes + scales. Against a float32 twin holding the
+ * dequantized weights (the reference the quantized programs compute): scoring and the LoRA
+ * training step's adapter gradients agree to float32 rounding (MatMulNBits at accuracy level 0
+ * computes with exactly those weights; the backward pass dequantizes them per layer); decoding on
+ * the CPU (int8 activations, accuracy level 4) within its pinned bound. A checkpoint holds only
+ * the adapters (and the quantization it was trained with) and reloads to the same logits.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import onnxProto from 'onnx-proto';
+import { PolicyModel, type DecodeInput } from '../../../engine/model/runtime';
+import { tinyConfig } from '../../../engine/model/config';
+import { saveCheckpoint, type Weights } from '../../../engine/model/checkpoint';
+import { baseQuantNames, dequantizeBlockwise } from '../../../engine/model/quantize';
+import { resolveLora } from '../../../engine/model/lora';
+import { nllLoss, randomTokenBatch } from '../../../engine/model/lora-step';
+
+const models: PolicyModel[] = [];
+const keep = (m: PolicyModel) => (models.push(m), m);
+afterAll(async () => {
+  for (const m of models) await m.dispose();
+});
+
+const cfg = tinyConfig({ vocabSize: 300, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 128, padTokenId: 0 });
+const lora = resolveLora({ rank: 4, alpha: 8, dropout: 0, target_modules: 'all-linear' });
+
+function prefill(ids: number[]): DecodeInput {
+  const T = ids.length;
+  return {
+    batch: 1,
+    newLength: T,
+    pastLength: 0,
+    inputIds: Int32Array.from(ids),
+    attentionMask: new Int32Array(T).fill(1),
+    positionIds: Int32Array.from({ length: T }, (_, i) => i),
+    past: [],
+  };
+}
+
+/** Non-zero adapters (B = 0 at init would hide the adapters' path through the base). */
+function perturbAdapters(m: PolicyModel): void {
+  for (const [k, v] of m.weights) if (k.includes('lora_B')) v.forEach((_, i, a) => (a[i] = Math.sin(i * 0.7 + k.length) * 0.05));
+  m.markWeightsUpdated();
+}
+
+/** A float32 LoRA model whose base holds `m`'s dequantized weights and whose adapters are `m`'s. */
+function dequantizedTwin(m: PolicyModel, base: Weights): PolicyModel {
+  const w: Weights = new Map();
+  for (const [k, v] of base) w.set(k, v);
+  for (const [name, q] of m.quantizedBase()) w.set(name, dequantizeBlockwise(q));
+  for (const k of m.trainableNames()) w.set(k, Float32Array.from(m.weights.get(k)!));
+  return keep(new PolicyModel(m.config, w, { threads: 1, lora: m.lora }));
+}
+
+const maxDiff = (a: Float32Array, b: Float32Array) => a.reduce((p, v, i) => Math.max(p, Math.abs(v - b[i]!)), 0);
+const maxAbs = (a: Float32Array) => a.reduce((p, v) => Math.max(p, Math.abs(v)), 0);
+const seqs = [
+  [1, 5, 9, 33, 7, 250, 12, 4],
+  [1, 77, 3, 18, 91, 6],
+];
+
+describe('quantized base on the CPU', () => {
+  for (const mode of ['int4', 'int8'] as const) {
+    const bits = mode === 'int4' ? 4 : 8;
+    it(`${mode}: score and the LoRA step's adapter gradients equal the float32 model of the dequantized weights (rel ≤ 1e-4)`, async () => {
+      const init = PolicyModel.init(cfg, 3, { threads: 1, lora });
+      const base = init.baseWeights();
+      const m = keep(new PolicyModel(cfg, new Map(init.weights), { threads: 1, lora, quantizeBase: { bits, blockSize: 32 } }));
+      await init.dispose();
+      perturbAdapters(m);
+      const ref = dequantizedTwin(m, base);
+      const [a, b] = [await m.score(seqs), await ref.score(seqs)];
+      expect(maxDiff(a.logprobs, b.logprobs)).toBeLessThan(1e-4 * maxAbs(b.logprobs));
+      const batch = randomTokenBatch(cfg.vocabSize, 3, 12, 5);
+      const [ga, gb] = [await m.trainStep(batch, nllLoss, batch.valid), await ref.trainStep(batch, nllLoss, batch.valid)];
+      expect(Math.abs(ga.loss - gb.loss)).toBeLessThan(1e-5 * Math.abs(gb.loss));
+      let num = 0,
+        den = 0;
+      for (const [k, g] of gb.grads) {
+        const q = ga.grads.get(k)!;
+        for (let i = 0; i < g.length; i++) {
+          num = Math.max(num, Math.abs(q[i]! - g[i]!));
+          den = Math.max(den, Math.abs(g[i]!));
+        }
+      }
+      expect(den).toBeGreaterThan(0);
+      expect(num / den).toBeLessThanOrEqual(1e-4);
+      // Nothing float32 of the quantized weights is kept or fed: the train graph reads codes (uint8) and scales.
+      for (const name of baseQuantNames(cfg)) expect(m.quantizedBase().get(name)!.bits).toBe(bits);
+    });
+  }
+
+  it('int4: the CPU decode session (MatMulNBits over baked codes, int8 activations) stays within its pinned bound of the dequantized float32 decode', async () => {
+    const init = PolicyModel.init(cfg, 4, { threads: 1, lora });
+    const base = init.baseWeights();
+    const m = keep(new PolicyModel(cfg, new Map(init.weights), { threads: 1, lora, quantizeBase: { bits: 4, blockSize: 32 } }));
+    await init.dispose();
+    perturbAdapters(m);
+    const ref = dequantizedTwin(m, base);
+    const ids = [1, 5, 9, 33, 7, 250, 12, 4, 8, 100];
+    const [q, d] = [(await m.decode(prefill(ids))).logits, (await ref.decode(prefill(ids))).logits];
+    expect(maxDiff(q, d)).toBeLessThan(0.02 * maxAbs(d));
+  });
+});
+
+describe('quantized base: graphs and checkpoints', () => {
+  it('the train graph reads codes (uint8) and scales, one MatMulNBits per base weight forward, a per-layer dequantization backward; no float32 base input', async () => {
+    const { traceGraph } = await import('../../../engine/tensor/graph');
+    const { withGradients } = await import('../../../engine/tensor/autodiff');
+    const { toOnnx } = await import('../../../engine/tensor/onnx');
+    const { trainInputSpecs, trainProgram } = await import('../../../engine/model/graphs');
+    const { quantizedBaseSpecs, withQuantizedBase } = await import('../../../engine/model/quantize');
+    const { weightShapes } = await import('../../../engine/model/config');
+    const { adapterShapes } = await import('../../../engine/model/lora');
+    const spec = { bits: 4 as const, blockSize: 32 };
+    const names = new Set(baseQuantNames(cfg));
+    const g = traceGraph(
+      quantizedBaseSpecs(trainInputSpecs(cfg, nllLoss, lora), spec, names),
+      withQuantizedBase(trainProgram(cfg, nllLoss, lora, 1, false, true), spec, weightShapes(cfg), names, 'input', 0),
+    );
+    const model = onnxProto.onnx.ModelProto.decode(toOnnx(withGradients(g, 'loss', Object.keys(adapterShapes(cfg, lora)))));
+    const inputs = model.graph!.input!.map((i) => i.name!);
+    for (const n of names) {
+      expect(inputs).not.toContain(n);
+      expect(inputs).toContain(`${n}::qcodes`);
+    }
+    const ops = model.graph!.node!.map((n) => n.opType!);
+    expect(ops.filter((o) => o === 'MatMulNBits').length).toBe(names.size);
+    // The backward pass dequantizes each base weight once (int4: one Floor per weight) for dX = dY · W, except the first
+    // layer's q/k/v projections, whose input (the normed embeddings) needs no gradient.
+    expect(ops.filter((o) => o === 'Floor').length).toBe(names.size - 3);
+  });
+
+  it('a checkpoint holds only the adapters (and the quantization) and reloads to the same logits', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'arbor-qbase-'));
+    const init = PolicyModel.init(cfg, 6, { threads: 1 });
+    saveCheckpoint(join(dir, 'base'), cfg, init.weights);
+    await init.dispose();
+    const m = keep(PolicyModel.load(join(dir, 'base'), { threads: 1, lora, quantizeBase: { bits: 4, blockSize: 32 } }));
+    // Loaded from a folder: the float32 arrays of the quantized weights are dropped.
+    for (const n of baseQuantNames(cfg)) expect(m.weights.has(n)).toBe(false);
+    perturbAdapters(m);
+    const batch = randomTokenBatch(cfg.vocabSize, 2, 8, 9);
+    const step = await m.trainStep(batch, nllLoss, batch.valid);
+    for (const [k, g] of step.grads) m.weights.get(k)!.forEach((v, i, a) => (a[i] = v - 0.1 * g[i]!));
+    m.markWeightsUpdated();
+    const before = await m.score(seqs);
+    m.save(join(dir, 'ck'));
+    const files = readdirSync(join(dir, 'ck')).sort();
+    expect(files).toEqual(['adapter_config.json', 'adapter_model.safetensors', 'arbor_lora_state.json']);
+    expect(JSON.parse(readFileSync(join(dir, 'ck', 'arbor_lora_state.json'), 'utf8'))).toMatchObject({ quantize_base: 'int4', quantize_block: 32 });
+    const back = keep(PolicyModel.load(join(dir, 'ck'), { threads: 1 }));
+    expect(back.baseQuant).toEqual({ bits: 4, blockSize: 32 });
+    const after = await back.score(seqs);
+    expect(maxDiff(after.logprobs, before.logprobs)).toBe(0);
+    const [d1, d2] = [(await m.decode(prefill(seqs[0]!))).logits, (await back.decode(prefill(seqs[0]!))).logits];
+    expect(maxDiff(d1, d2)).toBe(0);
+    // The float32 base on request (quantizeBase: null) is another model.
+    const float = keep(PolicyModel.load(join(dir, 'ck'), { threads: 1, quantizeBase: null }));
+    expect(float.baseQuant).toBeUndefined();
+    expect(maxDiff((await float.score(seqs)).logprobs, before.logprobs)).toBeGreaterThan(0);
+  });
+});
