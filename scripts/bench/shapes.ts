@@ -1,82 +1,11 @@
-/** Released models' shapes for the benchmarks (scripts/bench), as their config.json gives them. */
-import { tinyConfig, type ModelConfig } from '../../engine/model/config';
+/** Released models' shapes for the benchmarks (scripts/bench): the one list is engine/model/shapes.ts (also `arbor plan --shape`). */
+import type { ModelConfig } from '../../engine/model/config';
+import { SMALL_SHAPES } from '../../engine/model/shapes';
 
-/** Published shapes (config.json of the released models; random weights). */
-export const SHAPES: Record<string, ModelConfig> = {
-  'qwen2.5-0.5b': {
-    architecture: 'Qwen2ForCausalLM',
-    vocabSize: 151936,
-    hiddenSize: 896,
-    intermediateSize: 4864,
-    numLayers: 24,
-    numHeads: 14,
-    numKvHeads: 2,
-    headDim: 64,
-    rmsNormEps: 1e-6,
-    ropeTheta: 1000000,
-    tieWordEmbeddings: true,
-    attentionBias: true,
-    qkNorm: false,
-    maxPositionEmbeddings: 32768,
-    bosTokenId: 151643,
-    eosTokenId: 151643,
-    padTokenId: null,
-  },
-  'qwen3-0.6b': {
-    architecture: 'Qwen3ForCausalLM',
-    vocabSize: 151936,
-    hiddenSize: 1024,
-    intermediateSize: 3072,
-    numLayers: 28,
-    numHeads: 16,
-    numKvHeads: 8,
-    headDim: 128,
-    rmsNormEps: 1e-6,
-    ropeTheta: 1000000,
-    tieWordEmbeddings: true,
-    attentionBias: false,
-    qkNorm: true,
-    maxPositionEmbeddings: 40960,
-    bosTokenId: 151643,
-    eosTokenId: 151645,
-    padTokenId: null,
-  },
-  'llama3.2-1b': {
-    architecture: 'LlamaForCausalLM',
-    vocabSize: 128256,
-    hiddenSize: 2048,
-    intermediateSize: 8192,
-    numLayers: 16,
-    numHeads: 32,
-    numKvHeads: 8,
-    headDim: 64,
-    rmsNormEps: 1e-5,
-    ropeTheta: 500000,
-    tieWordEmbeddings: true,
-    attentionBias: false,
-    qkNorm: false,
-    maxPositionEmbeddings: 131072,
-    bosTokenId: 128000,
-    eosTokenId: 128001,
-    padTokenId: null,
-    ropeScaling: { rope_type: 'llama3', factor: 32, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 8192 },
-  },
-};
+export { SHAPES, SMALL_SHAPES, ALL_SHAPES, shapeByName } from '../../engine/model/shapes';
 
 /** The decode benchmarks' two model sizes (bench:rollout, bench:quant): the tiny task model and the 25M shape of issue #29. */
 export const DECODE_MODELS: { name: string; config: ModelConfig }[] = [
-  { name: 'tiny', config: tinyConfig({ vocabSize: 512, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 512, padTokenId: 0 }) },
-  {
-    name: '25M',
-    config: tinyConfig({
-      vocabSize: 8192,
-      hiddenSize: 512,
-      layers: 7,
-      heads: 8,
-      kvHeads: 4,
-      intermediateSize: 1408,
-      maxPositionEmbeddings: 512,
-      padTokenId: 0,
-    }),
-  },
+  { name: 'tiny', config: SMALL_SHAPES.tiny },
+  { name: '25M', config: SMALL_SHAPES['25m'] },
 ];

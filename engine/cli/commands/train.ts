@@ -15,6 +15,8 @@ import { claimRunAndOpenTask } from '../../experiment/store-run';
 import { interruptSignal, note } from '../lifecycle';
 import { bestCheckpoint, latestCheckpoint } from '../../train/checkpoints';
 import type { SinkPort } from '../../train/loop';
+import { fmtBytes, parseBytes } from '../../model/memory-plan';
+import { checkRunMemory } from './plan';
 
 export function register(program: Command): void {
   program
@@ -31,6 +33,10 @@ export function register(program: Command): void {
     .option('--set <key=value>', 'override a config key (dotted path, YAML value); repeatable', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--seeds <list>', 'run the config once per seed (e.g. 0,1,2,3 or 0-3) as one group; `arbor report <group>` summarises it')
     .option('--parallel <n>', 'with --seeds: runs at a time (default 1: one after another)', (v) => Number(v), 1)
+    .option(
+      '--memory <bytes>',
+      "the memory the run must fit (e.g. 24GiB; default: the machine's RAM on the CPU); a run whose memory plan exceeds it is refused",
+    )
     .addOption(new Option('--group <id>', 'record the run in this group (set by `arbor sweep`)').hideHelp())
     .addOption(new Option('--cell <label>', "the run's configuration in its group (set by `arbor sweep`)").hideHelp())
     .action(
@@ -49,13 +55,17 @@ export function register(program: Command): void {
           parallel: number;
           group?: string;
           cell?: string;
+          memory?: string;
         },
       ) => {
         if (!configFile && !o.resume) throw new Error('give a config file, or --resume <run>');
+        const memory = o.memory !== undefined ? parseBytes(o.memory) : undefined;
         if (o.seeds !== undefined) {
           if (!configFile) throw new Error('--seeds needs a config file (a group is new runs; --resume continues one run)');
-          if (o.resume || o.runDir || o.seed !== undefined || o.printConfig)
-            throw new Error('--seeds cannot be combined with --resume, --run-dir, --seed or --print-config');
+          if (o.resume || o.runDir || o.seed !== undefined || o.printConfig || memory !== undefined)
+            throw new Error(
+              '--seeds cannot be combined with --resume, --run-dir, --seed, --print-config or --memory (each run of a group checks its plan against the RAM)',
+            );
           await runSweep(configFile, {
             seeds: parseSeeds(o.seeds, '--seeds'),
             grid: [],
@@ -87,6 +97,8 @@ export function register(program: Command): void {
           console.log(JSON.stringify(cfg, null, 2));
           return;
         }
+        // The memory plan (engine/model/memory-plan.ts): its one-line total, and a run that cannot fit is refused before it exists.
+        const plan = checkRunMemory(cfg, { memory });
         if (run) {
           // A run that already reached its steps: training on needs a larger --steps, said plainly.
           const ck = latestCheckpoint(run.dir);
@@ -156,6 +168,8 @@ export function register(program: Command): void {
               lastCheckpoint: rl?.lastCheckpoint?.dir,
               sftEval: res.sftEval,
               eval: res.eval,
+              // The memory plan's total beside what the process peaked at (engine/model/memory-plan.ts).
+              memory: { plan: plan?.total ?? null, peakRss: process.resourceUsage().maxRSS * 1024 },
             };
             if (o.json) console.log(JSON.stringify(summary));
             else {
@@ -178,6 +192,7 @@ export function register(program: Command): void {
                   `warning: ${limits.count()} tool call(s) exceeded the sandbox memory limit during this run (each became an error observation; see the run's log)`,
                 );
               if (res.eval) console.log(evalTable(res.eval, res.sftEval));
+              console.log(`memory: peak ${fmtBytes(summary.memory.peakRss)}${plan ? ` (plan ${fmtBytes(plan.total)})` : ''}`);
             }
           },
           () => {

@@ -1,0 +1,347 @@
+/**
+ * `arbor plan <config | model folder | --shape NAME> [--lora r] [--quantize-base int4] [--device D]
+ * [--seq T] [--batch B] [--rollout-batch N] [--memory 24GiB] [--json] [--measure]`: the memory plan
+ * of a run before it starts (engine/model/memory-plan.ts): weights, optimizer state, training
+ * activations, the rollout KV cache and the total, what fits the device (or --memory) and which
+ * key to change when it does not. `--measure` runs one training step at the planned size on
+ * random weights in this process and prints its peak RSS beside the plan's figure for a step.
+ * `arbor train` prints the same plan's one-line total and refuses a run that cannot fit
+ * (checkRunMemory).
+ */
+import { Option, type Command } from 'commander';
+import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { totalmem } from 'node:os';
+import { intFlag } from '../flags';
+import { DEVICES, deviceOption } from '../device-option';
+import { loadConfig, type ExperimentConfig } from '../../config/experiment';
+import { applyOverrides } from './sweep';
+import { readModelConfig } from '../../model/checkpoint';
+import { weightShapes, type ModelConfig } from '../../model/config';
+import { resolveLora, type LoraSpec } from '../../model/lora';
+import { adviseFit, BASE_QUANT_BITS, fmtBytes, memoryPlan, parseBytes, type BaseQuant, type MemoryPlan, type MemoryPlanInput } from '../../model/memory-plan';
+import { ALL_SHAPES, shapeByName } from '../../model/shapes';
+import { tinyTaskModel } from '../../tasks/multihop/kit';
+import { openTaskKit, taskTokenizerFor } from '../../tasks/registry';
+import { policyLoss } from '../../rl/policy-losses';
+import { getEstimator } from '../../rl';
+import { AdamW } from '../../rl/optimizer';
+import { randomTokenBatch, nllLoss } from '../../model/lora-step';
+import { accumulate, clipAndStep } from '../../train/grad-accum';
+
+const QUANT_CHOICES = Object.keys(BASE_QUANT_BITS) as BaseQuant[];
+
+/** The config's frozen-base quantization, once the config has the key (model.quantize_base). */
+function configQuantizeBase(cfg: ExperimentConfig): BaseQuant | undefined {
+  const q = (cfg.model as { quantize_base?: unknown }).quantize_base;
+  return q === 'int4' || q === 'int8' ? q : undefined;
+}
+function configQuantBlock(cfg: ExperimentConfig): number | undefined {
+  const m = cfg.model as { quantize_block?: unknown; quantize_block_size?: unknown };
+  const b = m.quantize_block ?? m.quantize_block_size;
+  return typeof b === 'number' ? b : undefined;
+}
+
+/** The model a config trains: its folder's config.json, or the task's tiny built-in model. */
+export function configModel(cfg: ExperimentConfig): ModelConfig {
+  if (cfg.model.path) return readModelConfig(cfg.model.path);
+  // The task's tokenizer sizes the tiny model (its kit's tinyModel); a tokenizer that does not say its size: the kit itself.
+  const tok = taskTokenizerFor(cfg) as { vocabSize?: number; vocab?: readonly unknown[] };
+  const vocab = tok.vocabSize ?? tok.vocab?.length;
+  return vocab ? tinyTaskModel(cfg, vocab, 0) : openTaskKit(cfg).tinyModel(cfg);
+}
+
+/**
+ * A run's plan input from its config: the training micro-batch is the larger of an RL update's
+ * (rollout.prompts_per_step × rollout.n sequences over algorithm.mini_batches × micro_batches)
+ * and, with sft.warm_start, an SFT step's (sft.batch_size over micro_batches), at
+ * rollout.max_total_length tokens; the rollouts decode min(64, prompts × n) sequences at once (the
+ * decode backend's cap) up to max_total_length.
+ */
+export function planInputFromConfig(cfg: ExperimentConfig, baseline?: number): { input: MemoryPlanInput; microBatches: number } {
+  const alg = cfg.algorithm;
+  const prompts = alg.dynamic_sampling.enabled ? (alg.dynamic_sampling.gen_prompts ?? cfg.rollout.prompts_per_step) : cfg.rollout.prompts_per_step;
+  const episodes = cfg.rollout.prompts_per_step * cfg.rollout.n;
+  let batch = Math.ceil(episodes / (alg.mini_batches * alg.micro_batches));
+  if (cfg.sft.warm_start) batch = Math.max(batch, Math.ceil(cfg.sft.batch_size / alg.micro_batches));
+  const device = cfg.device === 'auto' ? 'cpu' : cfg.device;
+  const input: MemoryPlanInput = {
+    config: configModel(cfg),
+    lora: cfg.model.lora ? resolveLora(cfg.model.lora) : undefined,
+    quantizeBase: configQuantizeBase(cfg),
+    quantBlock: configQuantBlock(cfg),
+    train: { batch, seq: cfg.rollout.max_total_length },
+    recomputeLayers: cfg.model.recompute_layers ?? false,
+    loss: policyLoss(cfg),
+    rollout: { batch: Math.min(64, prompts * cfg.rollout.n), maxLength: cfg.rollout.max_total_length },
+    hostBaseCopy: !cfg.model.path,
+    klReference: alg.kl_coef > 0,
+    critic: getEstimator(alg.adv_estimator).needsCritic,
+    rolloutQuantize: cfg.rollout.quantize,
+    device,
+    baseline,
+  };
+  return { input, microBatches: alg.micro_batches };
+}
+
+/** The memory the plan is checked against: --memory, else the machine's RAM on the CPU; unknown for a GPU without --memory. */
+export function availableMemory(device: string, memory?: number): { bytes: number; what: string } | null {
+  if (memory !== undefined) return { bytes: memory, what: '--memory' };
+  if (device === 'cpu') return { bytes: totalmem(), what: 'RAM' };
+  return null;
+}
+
+/** "memory plan: 1.21 GiB (base 0.99 GiB, activations …) of 23.4 GiB RAM". */
+export function planLine(plan: MemoryPlan, avail: { bytes: number; what: string } | null): string {
+  const big = [...plan.items].sort((a, b) => b.bytes - a.bytes).slice(0, 3);
+  return (
+    `memory plan: ${fmtBytes(plan.total)} (${big.map((i) => `${i.label} ${fmtBytes(i.bytes)}`).join(', ')})` +
+    (avail ? ` of ${fmtBytes(avail.bytes)} ${avail.what}` : ' (device memory unknown: give --memory to check it)')
+  );
+}
+
+/** The refusal's text: the plan's total, the memory, and the key(s) to change. */
+export function refusal(plan: MemoryPlan, input: MemoryPlanInput, avail: { bytes: number; what: string }, microBatches: number): string {
+  const { advice, tried } = adviseFit(input, avail.bytes, microBatches);
+  const biggest = [...plan.items].sort((a, b) => b.bytes - a.bytes)[0]!;
+  const fix = advice.length
+    ? `change ${advice
+        .slice(0, 3)
+        .map((a) => `${a.key}: ${a.change} (plan ${fmtBytes(a.total)})`)
+        .join(', or ')}`
+    : `no single change fits; the largest part is ${biggest.label} (${fmtBytes(biggest.bytes)}${biggest.key ? `, ${biggest.key}` : ''})` +
+      (tried[0] ? `; ${tried[0].key}: ${tried[0].change} brings it to ${fmtBytes(tried[0].total)}` : '');
+  return `the memory plan (${fmtBytes(plan.total)}) exceeds the ${avail.what} (${fmtBytes(avail.bytes)}): ${fix}. \`arbor plan <config>\` shows the plan`;
+}
+
+/**
+ * `arbor train`'s check: prints the plan's one-line total (stderr) and throws, naming the key to
+ * change, when it exceeds the device's memory (CPU: RAM, or `memory`). A GPU's memory is checked
+ * only when `memory` is given. A plan that cannot be made (a task whose tiny model needs its
+ * environment opened, a folder the run itself will refuse) is said in one line and the run goes on.
+ */
+export function checkRunMemory(cfg: ExperimentConfig, o: { memory?: number; print?: (line: string) => void }): MemoryPlan | undefined {
+  const print = o.print ?? ((l: string) => process.stderr.write(l + '\n'));
+  let planned: { plan: MemoryPlan; input: MemoryPlanInput; microBatches: number };
+  try {
+    const { input, microBatches } = planInputFromConfig(cfg, process.memoryUsage().rss);
+    planned = { plan: memoryPlan(input), input, microBatches };
+  } catch (e) {
+    print(`memory plan: not made (${e instanceof Error ? e.message : String(e)})`);
+    return undefined;
+  }
+  const { plan, input, microBatches } = planned;
+  const avail = availableMemory(input.device ?? 'cpu', o.memory);
+  print(planLine(plan, avail));
+  if (avail && plan.total > avail.bytes) throw new Error(refusal(plan, input, avail, microBatches));
+  return plan;
+}
+
+interface PlanOpts {
+  shape?: string;
+  lora?: number;
+  quantizeBase?: BaseQuant;
+  device?: (typeof DEVICES)[number];
+  seq?: number;
+  batch?: number;
+  rolloutBatch?: number;
+  recomputeLayers?: boolean | number;
+  memory?: string;
+  json?: boolean;
+  measure?: boolean;
+  steps: number;
+  set: string[];
+}
+
+const allLinear = (rank: number): LoraSpec => resolveLora({ rank, alpha: 32, dropout: 0, target_modules: 'all-linear' });
+
+async function planInput(target: string | undefined, o: PlanOpts): Promise<{ input: MemoryPlanInput; microBatches: number; source: string }> {
+  if ((target === undefined) === (o.shape === undefined)) throw new Error('give a config file, a model folder, or --shape NAME (one of them)');
+  let r: { input: MemoryPlanInput; microBatches: number; source: string };
+  if (target && existsSync(target) && statSync(target).isFile()) {
+    const cfg = await loadConfig(target, (raw) => applyOverrides(raw, o.set), { job: 'train' });
+    r = { ...planInputFromConfig(cfg, process.memoryUsage().rss), source: `config ${target}` };
+  } else {
+    if (o.set.length) throw new Error('--set changes a config; give a config file');
+    let config: ModelConfig;
+    let source: string;
+    if (target) {
+      if (!existsSync(join(target, 'config.json'))) throw new Error(`${target}: not a config file or a model folder (no config.json)`);
+      config = readModelConfig(target);
+      source = `model folder ${target}`;
+    } else {
+      config = shapeByName(o.shape!);
+      source = `shape ${o.shape}`;
+    }
+    const seq = o.seq ?? 512;
+    r = {
+      input: {
+        config,
+        lora: o.lora !== undefined ? allLinear(o.lora) : undefined,
+        train: { batch: o.batch ?? 1, seq },
+        recomputeLayers: o.recomputeLayers ?? false,
+        rollout: o.rolloutBatch ? { batch: o.rolloutBatch, maxLength: seq } : undefined,
+        // --measure builds the weights in this process with no folder, and the plan says so (PolicyModel keepHostBase).
+        hostBaseCopy: false,
+        device: o.device === undefined || o.device === 'auto' ? 'cpu' : o.device,
+        baseline: process.memoryUsage().rss,
+      },
+      microBatches: 1,
+      source,
+    };
+  }
+  const i = r.input;
+  if (o.lora !== undefined) i.lora = allLinear(o.lora);
+  if (o.quantizeBase) i.quantizeBase = o.quantizeBase;
+  if (o.device && o.device !== 'auto') i.device = o.device;
+  if (o.seq !== undefined) i.train = { ...i.train, seq: o.seq };
+  if (o.batch !== undefined) i.train = { ...i.train, batch: o.batch };
+  if (o.recomputeLayers !== undefined) i.recomputeLayers = o.recomputeLayers;
+  if (i.quantizeBase && !i.lora)
+    throw new Error('--quantize-base: the quantized base is frozen and trains LoRA adapters; give --lora <rank> (or model.lora in the config)');
+  return r;
+}
+
+export function register(program: Command): void {
+  program
+    .command('plan')
+    .description('the memory plan of a run before it starts: weights, optimizer state, activations, rollout KV cache, the total, and what fits')
+    .argument('[target]', 'an experiment config (YAML/JSON) or an HF model folder')
+    .option('--shape <name>', `a released model's shape instead (${Object.keys(ALL_SHAPES).join(', ')})`)
+    .option('--lora <rank>', 'LoRA adapters of this rank on all linear layers (overrides model.lora.rank)', intFlag('lora', 1))
+    .addOption(new Option('--quantize-base <bits>', 'the frozen base block-quantized').choices(QUANT_CHOICES))
+    .option('--device <device>', `where the run's sessions live (${DEVICES.join(', ')})`, deviceOption)
+    .option('--seq <n>', "tokens per training sequence (default: the config's rollout.max_total_length, else 512)", intFlag('seq', 1))
+    .option('--batch <n>', "sequences per training micro-batch (default: the config's, else 1)", intFlag('batch', 1))
+    .option('--rollout-batch <n>', 'without a config: sequences decoded at once, each up to --seq tokens (the KV cache)', intFlag('rollout-batch', 1))
+    .option('--recompute-layers [k]', 'recompute block activations in the backward pass: all, or the first k blocks', (v: string) =>
+      intFlag('recompute-layers', 0)(v),
+    )
+    .option('--memory <bytes>', 'the memory to fit (e.g. 24GiB; default: RAM on the CPU)')
+    .option('--set <key=value>', 'override a config key (dotted path, YAML value); repeatable', (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--measure', 'run one training step at the planned size on random weights here and print its peak RSS beside the plan')
+    .option('--steps <n>', 'with --measure: steps to take (the first builds the session; the last is timed)', intFlag('steps', 1), 2)
+    .option('--json', 'print JSON')
+    .action(async (target: string | undefined, o: PlanOpts) => {
+      const memory = o.memory !== undefined ? parseBytes(o.memory) : undefined;
+      const { input, microBatches, source } = await planInput(target, o);
+      const plan = memoryPlan(input);
+      const avail = availableMemory(input.device ?? 'cpu', memory);
+      const verdict = avail ? adviseFit(input, avail.bytes, microBatches) : null;
+      const measured = o.measure ? await measureStep(input, o.steps) : undefined;
+      if (o.json) {
+        console.log(
+          JSON.stringify({
+            source,
+            parameters: plan.parameters,
+            trainable: plan.trainable,
+            items: plan.items,
+            total: plan.total,
+            step: plan.step,
+            available: avail,
+            fits: verdict?.fits ?? null,
+            advice: verdict?.advice ?? [],
+            measured,
+          }),
+        );
+        return;
+      }
+      const c = input.config;
+      console.log(
+        `${source}: ${(plan.parameters / 1e9).toFixed(3)}B parameters (${c.numLayers} layers, hidden ${c.hiddenSize}, vocabulary ${c.vocabSize}), ` +
+          `${input.lora ? `LoRA r${input.lora.rank} (${(plan.trainable / 1e6).toFixed(2)}M trainable)` : 'full fine-tuning'}` +
+          `${input.quantizeBase ? `, ${input.quantizeBase} base` : ''}; micro-batch ${input.train.batch} × ${input.train.seq} tokens` +
+          `${input.rollout ? `; rollouts ${input.rollout.batch} × ${input.rollout.maxLength}` : ''}; device ${input.device ?? 'cpu'}`,
+      );
+      const w = Math.max(...plan.items.map((i) => i.label.length));
+      for (const i of plan.items) console.log(`  ${i.label.padEnd(w)}  ${fmtBytes(i.bytes).padStart(10)}  ${i.detail}${i.key ? ` [${i.key}]` : ''}`);
+      console.log(`  ${'total'.padEnd(w)}  ${fmtBytes(plan.total).padStart(10)}  (a training step alone: ${fmtBytes(plan.step)})`);
+      if (!avail) console.log(`device ${input.device}: its memory is not known here; give --memory (e.g. --memory 24GiB) to check the plan against it`);
+      else if (verdict!.fits)
+        console.log(`fits: ${fmtBytes(plan.total)} of ${fmtBytes(avail.bytes)} ${avail.what} (${fmtBytes(avail.bytes - plan.total)} to spare)`);
+      else console.log(`does not fit: ${refusal(plan, input, avail, microBatches)}`);
+      if (measured)
+        console.log(
+          `measured: one training step ${measured.stepSeconds.toFixed(2)} s (${measured.tokensPerSecond.toFixed(1)} tokens/s), peak RSS ${fmtBytes(measured.peakRss)}; the plan's step ${fmtBytes(plan.step)} (${((plan.step / measured.peakRss - 1) * 100).toFixed(1)}%)`,
+        );
+    });
+}
+
+/** Weights for a measurement: uniform values of N(0, 0.02)'s spread (norms 1), from a fast generator; the numbers do not matter, their bytes do. */
+function randomWeights(c: ModelConfig): Map<string, Float32Array> {
+  let s = 0x9e3779b9;
+  const w = new Map<string, Float32Array>();
+  const a = 0.02 * Math.sqrt(3);
+  for (const [name, shape] of Object.entries(weightShapes(c))) {
+    const x = new Float32Array(shape.reduce((p, q) => p * q, 1));
+    if (/norm\.weight$/.test(name)) x.fill(1);
+    else
+      for (let i = 0; i < x.length; i++) {
+        s ^= s << 13;
+        s ^= s >>> 17;
+        s ^= s << 5;
+        x[i] = ((s >>> 0) / 4294967296 - 0.5) * 2 * a;
+      }
+    w.set(name, x);
+  }
+  return w;
+}
+
+export interface MeasuredStep {
+  /** The process's peak RSS after the steps (bytes). */
+  peakRss: number;
+  /** RSS when the plan was made (the plan's baseline). */
+  baselineRss: number;
+  /** The last step: forward + backward + AdamW (seconds). */
+  stepSeconds: number;
+  tokensPerSecond: number;
+  loss: number;
+  steps: number;
+}
+
+/**
+ * Training steps at the plan's micro-batch on random weights, in this process, as a run takes
+ * them: the train graph (LoRA adapters or every weight), gradients accumulated, clipped, AdamW;
+ * the weights built here have no folder, so under LoRA the frozen base is moved to the ORT worker
+ * as a loaded model's is (the plan's "held once"). The first step builds the session; the last is timed.
+ */
+export async function measureStep(input: MemoryPlanInput, steps = 2): Promise<MeasuredStep> {
+  if (input.quantizeBase) throw new Error('--measure with --quantize-base: this build has no quantized base in the train graph yet (model.quantize_base)');
+  const baselineRss = input.baseline ?? process.memoryUsage().rss;
+  const { PolicyModel } = await import('../../model/runtime');
+  const c = input.config;
+  const model = new PolicyModel(c, randomWeights(c), {
+    lora: input.lora,
+    loraSeed: 1,
+    recomputeLayers: input.recomputeLayers ?? false,
+    headChunks: input.headChunks,
+    providers: input.device && input.device !== 'cpu' ? [input.device, 'cpu'] : undefined,
+    // The plan's "held once": the base moves to the worker as a folder's would (nothing reads it back in a step).
+    ...(input.lora && !input.hostBaseCopy ? { baseFolder: '(random weights, not on disk)' } : {}),
+  });
+  const opt = new AdamW({ beta1: 0.9, beta2: 0.999, weight_decay: 0 });
+  const batch = randomTokenBatch(c.vocabSize, input.train.batch, input.train.seq, 7);
+  let seconds = 0,
+    loss = 0;
+  try {
+    for (let i = 0; i < steps; i++) {
+      const t0 = performance.now();
+      const r = await model.trainStep(batch, input.loss ?? nllLoss, batch.valid);
+      const acc = new Map<string, Float32Array>();
+      accumulate(acc, r.grads, 1);
+      clipAndStep(model, opt, acc, 1, 1e-4);
+      seconds = (performance.now() - t0) / 1000;
+      loss = r.loss;
+    }
+  } finally {
+    await model.dispose();
+  }
+  return {
+    peakRss: process.resourceUsage().maxRSS * 1024,
+    baselineRss,
+    stepSeconds: seconds,
+    tokensPerSecond: (input.train.batch * input.train.seq) / seconds,
+    loss,
+    steps,
+  };
+}

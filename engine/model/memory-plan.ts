@@ -1,0 +1,467 @@
+/**
+ * The memory plan of a training run, before it starts (`arbor plan`, and the one-line total that
+ * `arbor train` prints and checks): the bytes of the weights (the frozen base in float32 or block-
+ * quantized, the LoRA adapters), the optimizer state, the activations of one training micro-batch,
+ * the rollout KV cache and the process's own baseline, with what fits a memory budget and which
+ * config key to change when it does not.
+ *
+ * It follows how Arbor holds memory (docs/areas/model.md, "Where the weights live"):
+ * - a full model is held twice (the main thread's arrays, which AdamW updates in place, and the ORT
+ *   worker's copy), plus a staging copy of every tensor re-sent after an update; under LoRA with a
+ *   base folder the frozen base lives only in the worker (moved, not copied), a built-in model
+ *   without a folder keeps the host copy too; the adapters are held like a full model's weights;
+ * - AdamW keeps two moments per trainable value; a step's gradients arrive from the worker and are
+ *   accumulated over micro-batches into a second buffer;
+ * - the train graph's activations are not estimated from a formula: the program itself (the same
+ *   `trainProgram` the run executes: block recompute, LM-head chunks, the frozen head's closed
+ *   form, LoRA, the config's loss) is traced at the micro-batch's size and the tensors alive at
+ *   once are counted in execution order (`graphPeakBytes`; views share their input's buffer),
+ *   times ORT_ARENA_FACTOR for what ONNX Runtime's arena and kernels add (measured, below);
+ * - the score graph (old and reference logprobs) likewise, forward only, at the same size;
+ * - the rollouts' KV cache is batch × max length × layers × KV heads × head dim × 2 (K, V) × 4 bytes,
+ *   held by the decode worker; float32 decode sessions of 4M–200M parameters on the CPU bake a
+ *   transposed copy of the linear weights in (PolicyModel bakeDecodeWeights);
+ * - ONNX Runtime's arenas keep what a session allocated for the life of the session, so the train,
+ *   score and decode workspaces add up rather than take turns.
+ */
+import { traceGraph, type GNode, type Graph } from '../tensor/graph';
+import { withGradients } from '../tensor/autodiff';
+import { parameterCount, weightShapes, type ModelConfig } from './config';
+import { decodeInputSpecs, decodeProgram, scoreInputSpecs, scoreProgram, trainInputSpecs, trainProgram, type LossSpec } from './graphs';
+import { adapterShapes, type LoraSpec } from './lora';
+import { nllLoss } from './lora-step';
+import { QUANT_BLOCK, quantizedWeightNames } from './quantize';
+import { recomputedBlocks } from './transformer';
+
+/** A frozen base stored block-quantized (`model.quantize_base`). */
+export type BaseQuant = 'int4' | 'int8';
+export const BASE_QUANT_BITS: Record<BaseQuant, number> = { int4: 4, int8: 8 };
+
+/**
+ * Bytes of the Node process before the model exists: V8, the engine's modules, the CLI. Measured
+ * at plan time where the plan is made in the process that will train (process.memoryUsage().rss);
+ * this default is what `node bin/arbor.mjs` holds after loading its commands on Linux x64 (Node 22:
+ * 185–200 MB, docs/BENCHMARKS.md "Memory plan").
+ */
+export const PROCESS_BASELINE_BYTES = 190e6;
+/**
+ * ONNX Runtime in the process: the native library, the model's worker thread and its sessions'
+ * fixed buffers (measured with `arbor plan --shape tiny --measure`: the step's peak RSS less the
+ * baseline, the weights and the counted activations).
+ */
+export const ORT_RUNTIME_BYTES = 50e6;
+/**
+ * ONNX Runtime's arena and kernels against the tensors the traced graph holds at once: rounding
+ * to the arena's bins, kernels' scratch (GEMM packing, fused ops' temporaries), and tensors
+ * kept by its own execution order. Measured at the 25M and Qwen2.5-0.5B shapes (docs/BENCHMARKS.md
+ * "Memory plan").
+ */
+export const ORT_ARENA_FACTOR = 1.2;
+/** Tensor bytes of a dtype. */
+const DTYPE_BYTES: Record<string, number> = { float32: 4, int32: 4, float64: 8, int64: 8, bool: 1, uint8: 1, float16: 2 };
+/** Ops whose output is a view of their first input (no buffer of their own in ONNX Runtime). */
+const VIEW_OPS = new Set(['reshape', 'squeeze', 'unsqueeze', 'stopGradient', 'identity']);
+
+const numel = (shape: readonly (number | string)[]): number => {
+  let n = 1;
+  for (const d of shape) {
+    if (typeof d !== 'number') throw new Error(`memory plan: symbolic dim '${d}' left in a traced graph (trace it at concrete sizes)`);
+    n *= d;
+  }
+  return n;
+};
+
+/**
+ * The order ONNX Runtime runs a graph's nodes in (its default: a depth-first post-order from the
+ * graph's outputs, each node's inputs first, in order): a recompute group's clones run only when
+ * the backward pass reaches them, where the recording order would put them.
+ */
+function executionOrder(g: Graph): GNode[] {
+  const seen = new Set<number>();
+  const out: GNode[] = [];
+  for (const root of Object.values(g.outputs)) {
+    const stack: [GNode, number][] = [[root, 0]];
+    while (stack.length) {
+      const top = stack[stack.length - 1]!;
+      const [n, i] = top;
+      if (i === 0) {
+        if (seen.has(n.id)) {
+          stack.pop();
+          continue;
+        }
+        seen.add(n.id);
+      }
+      if (i < n.inputs.length) {
+        top[1]++;
+        const x = n.inputs[i]!;
+        if (!seen.has(x.id)) stack.push([x, 0]);
+      } else {
+        stack.pop();
+        out.push(n);
+      }
+    }
+  }
+  return out;
+}
+
+/**
+ * The most bytes of intermediate tensors alive at once when `g` runs (executionOrder; inputs are
+ * not counted: the caller counts the weights and feeds it owns). A tensor lives from its node to
+ * its last reader (outputs: to the end); views (reshape, squeeze, …) extend their source's life
+ * instead of holding a buffer.
+ */
+export function graphPeakBytes(g: Graph): number {
+  const nodes = executionOrder(g);
+  const source = new Map<number, number>(); // view id → id of the buffer it reads
+  const bufferOf = (n: GNode): number => source.get(n.id) ?? n.id;
+  const lastUse = new Map<number, number>();
+  nodes.forEach((n, i) => {
+    if (VIEW_OPS.has(n.op) && n.inputs[0]) source.set(n.id, bufferOf(n.inputs[0]));
+    for (const x of n.inputs) lastUse.set(bufferOf(x), i);
+  });
+  const end = nodes.length;
+  for (const o of Object.values(g.outputs)) lastUse.set(bufferOf(o), end);
+  const frees: number[] = new Array(end).fill(0);
+  let live = 0,
+    peak = 0;
+  nodes.forEach((n, i) => {
+    if (n.op !== 'input' && !source.has(n.id)) {
+      const bytes = numel(n.shape) * (DTYPE_BYTES[n.dtype] ?? 4);
+      live += bytes;
+      const last = lastUse.get(n.id) ?? i;
+      if (last < end) frees[last] += bytes;
+      if (live > peak) peak = live;
+    }
+    live -= frees[i];
+  });
+  return peak;
+}
+
+const concrete = <S extends { shape: (number | string)[] }>(specs: S[], dims: Record<string, number>): S[] =>
+  specs.map((s) => ({ ...s, shape: s.shape.map((d) => (typeof d === 'string' && d in dims ? dims[d]! : d)) }));
+
+/** The plan's loss when the caller gives none: the masked NLL of a bare LoRA step (lora-step.ts; the SFT loss has the same tensors). */
+export const PLAN_NLL: LossSpec = nllLoss;
+
+/** Intermediate bytes of one training micro-batch [batch, seq] (forward + backward), as traced; before ORT_ARENA_FACTOR. */
+export function trainGraphBytes(
+  c: ModelConfig,
+  o: { batch: number; seq: number; lora?: LoraSpec; loss?: LossSpec; recomputeLayers?: boolean | number; headChunks?: number },
+): number {
+  const loss = o.loss ?? PLAN_NLL;
+  const wrt = o.lora ? Object.keys(adapterShapes(c, o.lora)) : Object.keys(weightShapes(c));
+  const frozenHead = !!o.lora; // LoRA never differentiates the head (PolicyModel.trainStep)
+  const specs = concrete(trainInputSpecs(c, loss, o.lora), { batch: o.batch, seq: o.seq });
+  const g = withGradients(traceGraph(specs, trainProgram(c, loss, o.lora, o.headChunks, o.recomputeLayers ?? false, frozenHead)), 'loss', wrt);
+  return graphPeakBytes(g);
+}
+
+/** Intermediate bytes of a scoring call [batch, seq] (logprobs and entropy; forward only). */
+export function scoreGraphBytes(c: ModelConfig, o: { batch: number; seq: number; lora?: LoraSpec; headChunks?: number }): number {
+  const specs = concrete(scoreInputSpecs(c, o.lora), { batch: o.batch, seq: o.seq });
+  return graphPeakBytes(traceGraph(specs, scoreProgram(c, true, o.lora, o.headChunks)));
+}
+
+/** Intermediate bytes of one decode step of `batch` rows over a past of `past` tokens (the cache itself not counted). */
+export function decodeGraphBytes(c: ModelConfig, o: { batch: number; past: number; newTokens?: number; lora?: LoraSpec }): number {
+  const n = o.newTokens ?? 1;
+  const specs = concrete(decodeInputSpecs(c, o.lora), { batch: o.batch, past: o.past, new: n, total: o.past + n });
+  return graphPeakBytes(traceGraph(specs, decodeProgram(c, o.lora, { kvOut: 'new' })));
+}
+
+/** Bytes of one linear weight [N, K] block-quantized (MatMulNBits: codes [N, ⌈K/block⌉, block·bits/8] uint8, one float32 scale per block). */
+export function quantizedMatrixBytes(N: number, K: number, bits: number, block = QUANT_BLOCK): number {
+  const kb = Math.ceil(K / block);
+  return N * kb * ((block * bits) / 8) + N * kb * 4;
+}
+
+export interface MemoryPlanInput {
+  config: ModelConfig;
+  /** LoRA adapters (absent: full fine-tuning). */
+  lora?: LoraSpec;
+  /** The frozen base stored block-quantized (LoRA only). */
+  quantizeBase?: BaseQuant;
+  /** Values per quantization scale (default QUANT_BLOCK). */
+  quantBlock?: number;
+  /** Whether the quantized base also quantizes the LM head (default false: the head and embeddings stay float32). */
+  quantizeHead?: boolean;
+  /** One training micro-batch: sequences × tokens. */
+  train: { batch: number; seq: number };
+  /** `model.recompute_layers`. */
+  recomputeLayers?: boolean | number;
+  /** LM-head row chunks (default defaultHeadChunks). */
+  headChunks?: number;
+  /** The training loss (default: masked NLL; a run passes its policy loss, which reads the entropy). */
+  loss?: LossSpec;
+  /** Rollouts: sequences decoded at once and their longest length (prompt + every turn). Absent: no rollouts (SFT, a bare step). */
+  rollout?: { batch: number; maxLength: number };
+  /** Whether the old/reference logprobs are scored (a score session at the micro-batch's size). Default: with rollouts. */
+  score?: boolean;
+  /** The main thread keeps a host copy of the frozen base (a built-in model without a folder; PolicyModel keepHostBase). Default false. */
+  hostBaseCopy?: boolean;
+  /** The KL reference: a copy of the trainable weights (algorithm.kl_coef > 0). */
+  klReference?: boolean;
+  /** A PPO critic (GAE): a full float32 copy of the transformer, trained in full. */
+  critic?: boolean;
+  /** `rollout.quantize`: a quantized copy of the linear weights for sampling (held by the main thread and the decode session). */
+  rolloutQuantize?: BaseQuant | 'none';
+  /** Device the sessions run on ('cpu' unless said: decode weights are baked only there). */
+  device?: string;
+  /** The process's bytes before the model exists (default PROCESS_BASELINE_BYTES). */
+  baseline?: number;
+}
+
+/** One line of the plan. `key`: the config key (or flag) that changes it. */
+export interface PlanItem {
+  id:
+    'baseline' | 'runtime' | 'base' | 'adapters' | 'optimizer' | 'gradients' | 'reference' | 'critic' | 'decode_weights' | 'activations' | 'score' | 'kv_cache';
+  label: string;
+  bytes: number;
+  detail: string;
+  key?: string;
+}
+
+export interface MemoryPlan {
+  items: PlanItem[];
+  /** Everything at once: the process's peak during a run. */
+  total: number;
+  /** A training step alone (no rollouts or scoring): baseline, runtime, weights, optimizer, gradients and the train activations. */
+  step: number;
+  parameters: number;
+  trainable: number;
+}
+
+const sumShapes = (shapes: Record<string, number[]>, only?: (name: string) => boolean) =>
+  Object.entries(shapes).reduce((a, [name, s]) => (only && !only(name) ? a : a + s.reduce((p, q) => p * q, 1)), 0);
+
+/** The memory plan of a run (see the file comment). */
+export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
+  const c = input.config;
+  const lora = input.lora;
+  if (input.quantizeBase && !lora)
+    throw new Error('model.quantize_base: the quantized base is frozen, so it needs model.lora (full fine-tuning trains every weight in float32)');
+  recomputedBlocks(c, input.recomputeLayers); // refuses a budget the model does not have, naming the key
+  const shapes = weightShapes(c);
+  const params = parameterCount(c);
+  const trainable = lora ? sumShapes(adapterShapes(c, lora)) : params;
+  const items: PlanItem[] = [];
+  const baseline = input.baseline ?? PROCESS_BASELINE_BYTES;
+  items.push({ id: 'baseline', label: 'process', bytes: baseline, detail: 'Node, the engine and the CLI before the model exists' });
+  items.push({ id: 'runtime', label: 'ONNX Runtime', bytes: ORT_RUNTIME_BYTES, detail: 'native library, the model worker and its sessions (measured)' });
+
+  // The frozen (or full) weights.
+  let baseBytes: number;
+  let baseDetail: string;
+  if (input.quantizeBase) {
+    const bits = BASE_QUANT_BITS[input.quantizeBase];
+    const block = input.quantBlock ?? QUANT_BLOCK;
+    const quantized = new Set(quantizedWeightNames(c).filter((n) => input.quantizeHead || !(n === 'lm_head.weight' || n === 'model.embed_tokens.weight')));
+    let q = 0;
+    for (const n of quantized) q += quantizedMatrixBytes(shapes[n]![0]!, shapes[n]![1]!, bits, block);
+    const rest = sumShapes(shapes, (n) => !quantized.has(n)) * 4;
+    baseBytes = q + rest;
+    baseDetail = `${input.quantizeBase} linear layers (block ${block}) ${fmtBytes(q)} + float32 embeddings, head and norms ${fmtBytes(rest)}`;
+  } else {
+    baseBytes = params * 4;
+    baseDetail = `${(params / 1e6).toFixed(1)}M float32 values`;
+  }
+  // Copies: LoRA with a folder → the worker's only; a built-in model keeps its host copy; a full model is held twice plus a staging copy for updates.
+  const baseCopies = lora ? (input.hostBaseCopy && !input.quantizeBase ? 2 : 1) : 3;
+  items.push({
+    id: 'base',
+    label: lora ? 'frozen base' : 'weights (trained in full)',
+    bytes: baseBytes * baseCopies,
+    detail: `${baseDetail} × ${baseCopies} (${lora ? (baseCopies === 2 ? 'host copy and worker copy: a built-in model without a folder' : 'held once, in the ORT worker') : 'main thread, ORT worker, staging for updates'})`,
+    key: lora ? 'model.quantize_base' : 'model.lora',
+  });
+  if (lora)
+    items.push({
+      id: 'adapters',
+      label: 'LoRA adapters',
+      bytes: trainable * 4 * 3,
+      detail: `r${lora.rank} on ${lora.targets.length} module kind(s): ${(trainable / 1e6).toFixed(2)}M float32 × 3 (main thread, worker, staging)`,
+      key: 'model.lora.rank',
+    });
+  items.push({
+    id: 'optimizer',
+    label: 'AdamW moments',
+    bytes: trainable * 8,
+    detail: `2 × ${(trainable / 1e6).toFixed(2)}M float32`,
+    key: lora ? 'model.lora.rank' : 'model.lora',
+  });
+  items.push({
+    id: 'gradients',
+    label: 'gradients',
+    bytes: trainable * 8,
+    detail: "the step's gradients and their accumulation over micro-batches",
+    key: lora ? 'model.lora.rank' : 'model.lora',
+  });
+  if (input.klReference)
+    items.push({ id: 'reference', label: 'KL reference', bytes: trainable * 4, detail: 'a copy of the trainable weights', key: 'algorithm.kl_coef' });
+  if (input.critic) {
+    const critic = params * 4 * 5; // host + worker + staging + AdamW's two moments
+    items.push({
+      id: 'critic',
+      label: 'PPO critic',
+      bytes: critic + params * 8,
+      detail: 'a float32 transformer trained in full: 3 copies, AdamW, gradients',
+      key: 'algorithm.adv_estimator',
+    });
+  }
+  // Decode weights: rollout.quantize's copy, or the baked float32 copy of 4M–200M models on the CPU.
+  const onCpu = (input.device ?? 'cpu') === 'cpu';
+  const linear = sumShapes(shapes, (n) => /_proj\.weight$/.test(n) || n === (c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'));
+  if (input.rollout && input.rolloutQuantize && input.rolloutQuantize !== 'none') {
+    const bits = BASE_QUANT_BITS[input.rolloutQuantize];
+    let q = 0;
+    for (const n of quantizedWeightNames(c)) q += quantizedMatrixBytes(shapes[n]![0]!, shapes[n]![1]!, bits);
+    items.push({
+      id: 'decode_weights',
+      label: 'quantized rollout copy',
+      bytes: q * 2,
+      detail: `${input.rolloutQuantize} codes and scales × 2 (main thread, decode session)`,
+      key: 'rollout.quantize',
+    });
+  } else if (input.rollout && onCpu && !input.quantizeBase && params >= 4e6 && params <= 200e6) {
+    items.push({
+      id: 'decode_weights',
+      label: 'baked decode weights',
+      bytes: linear * 4,
+      detail: 'the float32 decode session holds Wᵀ of the linear layers (models of 4M–200M parameters on the CPU)',
+    });
+  }
+
+  const actOpts = { lora, loss: input.loss, recomputeLayers: input.recomputeLayers, headChunks: input.headChunks };
+  let act = trainGraphBytes(c, { ...actOpts, ...input.train });
+  let actDetail = `${input.train.batch} × ${input.train.seq} tokens, ${describeRecompute(c, input.recomputeLayers)}`;
+  if (input.quantizeBase) {
+    // The backward pass through a quantized layer dequantizes one weight at a time.
+    let largest = 0;
+    for (const n of quantizedWeightNames(c)) largest = Math.max(largest, shapes[n]![0]! * shapes[n]![1]!);
+    act += largest * 4;
+    actDetail += '; + one dequantized weight at a time in the backward pass';
+  }
+  items.push({
+    id: 'activations',
+    label: 'train activations',
+    bytes: act * ORT_ARENA_FACTOR,
+    detail: actDetail,
+    key: input.recomputeLayers === true || recomputedBlocks(c, input.recomputeLayers) === c.numLayers ? 'algorithm.micro_batches' : 'model.recompute_layers',
+  });
+  const scoring = input.score ?? !!input.rollout;
+  if (scoring)
+    items.push({
+      id: 'score',
+      label: 'scoring activations',
+      bytes: scoreGraphBytes(c, { lora, headChunks: input.headChunks, ...input.train }) * ORT_ARENA_FACTOR,
+      detail: `old/reference logprobs of ${input.train.batch} × ${input.train.seq} tokens (forward only)`,
+      key: 'algorithm.micro_batches',
+    });
+  if (input.rollout) {
+    const { batch, maxLength } = input.rollout;
+    const kv = batch * maxLength * c.numLayers * c.numKvHeads * c.headDim * 2 * 4;
+    const step = decodeGraphBytes(c, { batch, past: maxLength - 1, lora }) * ORT_ARENA_FACTOR;
+    items.push({
+      id: 'kv_cache',
+      label: 'rollout KV cache',
+      bytes: kv + step,
+      detail: `${batch} sequences × ${maxLength} tokens × ${c.numLayers} layers × ${c.numKvHeads} KV heads × ${c.headDim} × 2 × 4 B = ${fmtBytes(kv)}, + ${fmtBytes(step)} per decode step`,
+      key: 'rollout.max_total_length',
+    });
+  }
+  const total = items.reduce((a, i) => a + i.bytes, 0);
+  const stepIds = new Set<PlanItem['id']>(['baseline', 'runtime', 'base', 'adapters', 'optimizer', 'gradients', 'activations']);
+  const step = items.filter((i) => stepIds.has(i.id)).reduce((a, i) => a + i.bytes, 0);
+  return { items, total, step, parameters: params, trainable };
+}
+
+function describeRecompute(c: ModelConfig, r: boolean | number | undefined): string {
+  const k = recomputedBlocks(c, r);
+  return k === 0 ? 'no block recomputed' : k === c.numLayers ? 'every block recomputed' : `${k} of ${c.numLayers} blocks recomputed`;
+}
+
+/** What to change when a plan does not fit: a config key, what to set it to, and the plan's total after. */
+export interface PlanAdvice {
+  key: string;
+  change: string;
+  total: number;
+}
+
+/**
+ * Changes that bring the plan under `available` bytes, cheapest first (each tried alone on the
+ * input): recompute every block, more micro-batches, a quantized base, LoRA instead of full
+ * fine-tuning, fewer rollout sequences, shorter rollouts. Empty when it fits, or when no single
+ * change does (then the first of `tried` is the largest saving).
+ */
+export function adviseFit(input: MemoryPlanInput, available: number, microBatches = 1): { fits: boolean; advice: PlanAdvice[]; tried: PlanAdvice[] } {
+  const plan = memoryPlan(input);
+  if (plan.total <= available) return { fits: true, advice: [], tried: [] };
+  const c = input.config;
+  const tries: { key: string; change: string; input: MemoryPlanInput }[] = [];
+  if (recomputedBlocks(c, input.recomputeLayers) < c.numLayers)
+    tries.push({ key: 'model.recompute_layers', change: 'true', input: { ...input, recomputeLayers: true } });
+  for (const m of [2, 4, 8, 16]) {
+    const b = Math.ceil((input.train.batch * microBatches) / (microBatches * m));
+    if (b < input.train.batch)
+      tries.push({ key: 'algorithm.micro_batches', change: String(microBatches * m), input: { ...input, train: { ...input.train, batch: b } } });
+  }
+  if (input.lora && !input.quantizeBase) tries.push({ key: 'model.quantize_base', change: 'int4', input: { ...input, quantizeBase: 'int4' } });
+  if (!input.lora)
+    tries.push({
+      key: 'model.lora',
+      change: '{ rank: 16 }',
+      input: { ...input, lora: { rank: 16, alpha: 32, dropout: 0, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] } },
+    });
+  if (input.rollout) {
+    const r = input.rollout;
+    if (r.batch > 1)
+      tries.push({
+        key: 'rollout.prompts_per_step',
+        change: `fewer (decoding ${Math.ceil(r.batch / 2)} sequences at once)`,
+        input: { ...input, rollout: { ...r, batch: Math.ceil(r.batch / 2) } },
+      });
+  }
+  const tried = tries.map((t) => ({ key: t.key, change: t.change, total: memoryPlan(t.input).total })).sort((a, b) => a.total - b.total);
+  const advice: PlanAdvice[] = [];
+  const seen = new Set<string>();
+  for (const t of tries) {
+    if (seen.has(t.key)) continue;
+    const total = tried.find((x) => x.key === t.key && x.change === t.change)!.total;
+    if (total <= available) {
+      advice.push({ key: t.key, change: t.change, total });
+      seen.add(t.key);
+    }
+  }
+  return { fits: false, advice, tried };
+}
+
+const UNITS: Record<string, number> = {
+  b: 1,
+  k: 1e3,
+  kb: 1e3,
+  m: 1e6,
+  mb: 1e6,
+  g: 1e9,
+  gb: 1e9,
+  t: 1e12,
+  tb: 1e12,
+  kib: 2 ** 10,
+  mib: 2 ** 20,
+  gib: 2 ** 30,
+  tib: 2 ** 40,
+};
+
+/** "24GiB", "16 GB", "512MiB", "8e9" → bytes; an error naming `flag` otherwise. */
+export function parseBytes(s: string, flag = '--memory'): number {
+  const m = /^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*$/i.exec(s);
+  const unit = m ? (m[2] || 'b').toLowerCase() : '';
+  if (!m || !(unit in UNITS) || !(Number(m[1]) > 0)) throw new Error(`${flag}: '${s}' is not an amount of memory (e.g. 24GiB, 16GB, 512MiB)`);
+  return Number(m[1]) * UNITS[unit]!;
+}
+
+/** Bytes for people: 1.23 GiB, 456 MiB. */
+export function fmtBytes(n: number): string {
+  if (n >= 2 ** 30) return `${(n / 2 ** 30).toFixed(2)} GiB`;
+  if (n >= 2 ** 20) return `${(n / 2 ** 20).toFixed(0)} MiB`;
+  return `${(n / 2 ** 10).toFixed(0)} KiB`;
+}
