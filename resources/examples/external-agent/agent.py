@@ -6,6 +6,7 @@ as agent.ts. Train it by setting environment.agent.command: [python3, agent.py] 
   episodes by `serve` below (a JSON line on stdin each: {id, task, base_url, api_key}), runs each on
   a thread and answers with a JSON line {id, answer} on stdout."""
 import json
+import math
 import os
 import re
 import sys
@@ -27,13 +28,32 @@ def api(base, key, path, body=None):
         return json.load(r)
 
 
+def as_text(v):
+    """An argument as agent.ts's String(…) writes it (so both agents send the model the same results)."""
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v == int(v):
+        return str(int(v))
+    return str(v)
+
+
 def lookup(entity):
-    key = re.sub(r"^the ", "", str(entity).strip().lower())
+    key = re.sub(r"^the ", "", entity.strip().lower())
     return FACTS.get(key, "no entry for " + key)
 
 
+def number(v):
+    """A number as JavaScript's String(…) writes it (agent.ts)."""
+    if v == int(v):
+        return str(int(v))
+    return ("%.6f" % v).rstrip("0").rstrip(".")
+
+
 def calculator(expression):
-    toks = re.findall(r"\d+(?:\.\d+)?|[-+*/()]|\S", str(expression))
+    # + - * / and parentheses, parsed (never evaluated as code); the same results as agent.ts's.
+    toks = re.findall(r"\d+(?:\.\d+)?|[-+*/()]|\S", expression, re.ASCII)
     pos = [0]
 
     def take():
@@ -52,14 +72,19 @@ def calculator(expression):
             if take() != ")":
                 raise ValueError("missing )")
             return v
-        if t is not None and t[0].isdigit():
+        if t is not None and t[0] in "0123456789":
             return float(t)
-        raise ValueError("unexpected " + str(t))
+        raise ValueError("unexpected " + ("end" if t is None else t))
+
+    def divide(a, b):
+        if b:
+            return a / b
+        return math.nan if a == 0 or a != a else math.copysign(math.inf, a)
 
     def product():
         v = primary()
         while peek() in ("*", "/"):
-            v = v * primary() if take() == "*" else v / primary()
+            v = v * primary() if take() == "*" else divide(v, primary())
         return v
 
     def total():
@@ -70,11 +95,10 @@ def calculator(expression):
 
     try:
         v = total()
-        if pos[0] < len(toks):
-            raise ValueError("unexpected " + toks[pos[0]])
-        v = round(v, 6)
-        return str(int(v)) if v == int(v) else str(v)
-    except (ValueError, ZeroDivisionError) as e:
+        if pos[0] < len(toks) or not math.isfinite(v):
+            raise ValueError("not an arithmetic expression")
+        return number(math.floor(v * 1e6 + 0.5) / 1e6)
+    except (ValueError, OverflowError) as e:
         return "error: " + str(e)
 
 
@@ -109,8 +133,10 @@ def solve(task, base, key):
                 args = json.loads(call["function"]["arguments"])
             except ValueError:
                 args = {}
+            if not isinstance(args, dict):
+                args = {}
             name = call["function"]["name"]
-            result = lookup(args.get("entity", "")) if name == "lookup" else calculator(args.get("expression", "")) if name == "calculator" else "error: unknown tool " + name
+            result = lookup(as_text(args.get("entity"))) if name == "lookup" else calculator(as_text(args.get("expression"))) if name == "calculator" else "error: unknown tool " + name
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
     return ""
 
