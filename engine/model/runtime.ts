@@ -113,8 +113,8 @@ export interface PolicyModelOptions {
    * The frozen base of a LoRA model block-quantized (`model.quantize_base`, ./quantize.ts): every
    * layer's linear weights are quantized once here, their float32 arrays dropped, and every
    * program (score, train forward and backward, decode) reads them as codes + scales through
-   * MatMulNBits. Embeddings, LM head, norms and adapters stay float32. Needs `lora` and backend
-   * 'ort'. An adapter folder saved by such a model records it (PolicyModel.load applies it unless
+   * MatMulNBits. Embeddings, LM head, norms and adapters stay float32. Backend 'ort'; without
+   * `lora` the model only runs inference (`arbor generate --quantize-base`: trainStep and save refuse). An adapter folder saved by such a model records it (PolicyModel.load applies it unless
    * this option is given; null: the float32 base).
    */
   quantizeBase?: BaseQuantSpec | null;
@@ -240,7 +240,6 @@ export class PolicyModel {
     if ((opts.quantize ?? 'none') !== 'none' && this.backend !== 'ort')
       throw new Error(`rollout.quantize "${opts.quantize}": quantized decoding runs on backend "ort" (ONNX Runtime's MatMulNBits), not "${this.backend}"`);
     if (opts.quantizeBase) {
-      if (!this.lora) throw new Error('model.quantize_base: quantizes the frozen base of a LoRA model; set model.lora (PolicyModel option lora)');
       if (this.backend !== 'ort') throw new Error(`model.quantize_base: the quantized base runs on backend "ort" (MatMulNBits), not "${this.backend}"`);
       if ((opts.quantize ?? 'none') !== 'none')
         throw new Error('rollout.quantize: with model.quantize_base the base is already quantized in every phase; remove rollout.quantize');
@@ -340,6 +339,8 @@ export class PolicyModel {
 
   /** Full model: an HF folder. LoRA: a PEFT adapter folder naming the base (plus the tokenizer files, and the base itself under base/ when it has no folder). */
   save(folder: string): void {
+    if (!this.lora && this.baseQuant)
+      throw new Error('PolicyModel.save: a full model with a quantized base (quantizeBase without lora) has no float32 weights to save; its folder holds them');
     if (!this.lora) {
       saveCheckpoint(folder, this.config, this.weights, { tokenizerFrom: this.opts.tokenizerFolder });
       return;
@@ -742,6 +743,7 @@ export class PolicyModel {
     lossFeeds: Record<string, HostTensor> = {},
     wrt?: string[],
   ): Promise<TrainStepResult> {
+    if (this.baseQuant && !this.lora) throw new Error('model.quantize_base: the quantized weights are frozen codes; train LoRA adapters on them (model.lora)');
     const names = wrt ?? this.trainableNames();
     // A head nobody differentiates (LoRA) takes the closed-form head gradient (transformer.ts frozenHeadLogprobs).
     const frozenHead = this.backend === 'ort' && !names.includes(this.config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');

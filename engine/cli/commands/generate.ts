@@ -7,6 +7,11 @@
  * ids, the generated ids and the top logits at the last prompt position (comparable with
  * transformers' model(ids).logits[0, -1], before any repetition penalty). Sampling and the
  * repetition penalty follow generation_config.json unless overridden by flags.
+ *
+ * `--quantize-base int4|int8` (default: what an adapter folder was trained with, else none) runs
+ * the model with its base's linear weights block-quantized (model.quantize_base); --json then
+ * adds `quantization`: its next-token logits against the float32 base's over a fixed prompt set
+ * (engine/model/quant-quality.ts) plus this prompt.
  */
 import { mulberry32 } from '../../base/rng';
 import type { Command } from 'commander';
@@ -14,7 +19,9 @@ import { intFlag, numberFlag } from '../flags';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { readGenerationConfig } from '../../model/checkpoint';
-import { PolicyModel } from '../../model/runtime';
+import { PolicyModel, savedBaseQuant } from '../../model/runtime';
+import { QUALITY_PROMPTS, quantizationQuality, type QuantQuality } from '../../model/quant-quality';
+import { baseQuantSpec, QUANT_BLOCK, QUANT_MODES, type QuantMode } from '../../model/quantize';
 import { policyDecodeBackend } from '../../rollout/model-backend';
 import type { WorkerKvBackend } from '../../rollout/worker-kv';
 import { resolveProviders } from '../../tensor/ort';
@@ -41,6 +48,12 @@ export interface GenerateOptions {
   threads?: number;
   /** ONNX Runtime device (engine/tensor/ort.ts resolveProviders): cpu (default), webgpu, cuda, auto. */
   device?: string;
+  /** The base's linear weights block-quantized (model.quantize_base); default: what the adapter folder records, else none. */
+  quantizeBase?: QuantMode;
+  /** Values per scale with quantizeBase (default: the folder's, else 32). */
+  quantizeBlock?: number;
+  /** With a quantized base: compare its next-token logits with the float32 base's (QUALITY_PROMPTS and this prompt). */
+  quality?: boolean;
 }
 
 export interface GenerateResult {
@@ -55,6 +68,8 @@ export interface GenerateResult {
   environment?: { format: string; tools: string[] };
   sampling: { greedy: boolean; temperature?: number; topK?: number; topP?: number; seed?: number; repetitionPenalty: number };
   topLogits: { id: number; token: string; logit: number; logprob: number }[];
+  /** The quantized base (model.quantize_base) the model ran with, and its logits against the float32 base's (with `quality`). */
+  quantization?: { mode: QuantMode; block: number; quality?: QuantQuality };
   /** On the WebGPU device: bytes that crossed host ↔ device while decoding, and of those the KV cache (0: it stayed on the device). */
   deviceBytes?: { toDevice: number; toHost: number; kvCache: number };
 }
@@ -129,7 +144,14 @@ export async function generate(folderArg: string, o: GenerateOptions): Promise<G
     throw new Error("--chat: with --config the prompt is rendered as the config's episodes are (chat template included); give one of them");
   const rendered = o.config ? await environmentPrompt(folder, o.config, o.prompt) : undefined;
   const providers = await resolveProviders(o.device ?? 'cpu');
-  const model = PolicyModel.load(folder, { threads: o.threads, providers });
+  const saved = savedBaseQuant(folder);
+  if (o.quantizeBlock !== undefined && (o.quantizeBase ?? (saved ? 'x' : 'none')) === 'none')
+    throw new Error('--quantize-block: applies with a quantized base; give --quantize-base int4 or int8');
+  const quantizeBase =
+    o.quantizeBase !== undefined
+      ? (baseQuantSpec(o.quantizeBase, o.quantizeBlock ?? saved?.blockSize ?? QUANT_BLOCK) ?? null)
+      : saved && { ...saved, blockSize: o.quantizeBlock ?? saved.blockSize };
+  const model = PolicyModel.load(folder, { threads: o.threads, providers, quantizeBase });
   try {
     const tok = HfTokenizer.load(folder);
     const c = model.config;
@@ -219,6 +241,15 @@ export async function generate(folderArg: string, o: GenerateOptions): Promise<G
       sampling: greedy ? { greedy, repetitionPenalty } : { greedy, temperature, topK, topP, seed, repetitionPenalty },
       topLogits: first ? topLogits(first, o.top ?? 10, tok) : [],
       ...(rendered ? { environment: { format: rendered.format, tools: rendered.tools } } : {}),
+      ...(model.baseQuant
+        ? {
+            quantization: {
+              mode: model.baseQuant.bits === 4 ? ('int4' as const) : ('int8' as const),
+              block: model.baseQuant.blockSize,
+              ...(o.quality ? { quality: await baseQuality(folder, model, tok, promptIds, { threads: o.threads, providers }) } : {}),
+            },
+          }
+        : {}),
       ...(device
         ? {
             deviceBytes: { toDevice: device.crossing.toDevice, toHost: device.crossing.toHost, kvCache: device.crossing.kvToDevice + device.crossing.kvToHost },
@@ -227,6 +258,25 @@ export async function generate(folderArg: string, o: GenerateOptions): Promise<G
     };
   } finally {
     await model.dispose();
+  }
+}
+
+/** The quantized model's next-token logits against the same folder with the float32 base, over QUALITY_PROMPTS and the prompt. */
+async function baseQuality(
+  folder: string,
+  model: PolicyModel,
+  tok: HfTokenizer,
+  promptIds: number[],
+  opts: { threads?: number; providers: string[] },
+): Promise<QuantQuality> {
+  const float = PolicyModel.load(folder, { ...opts, quantizeBase: null });
+  try {
+    const seqs = [...QUALITY_PROMPTS.map((p) => tok.encodeWithSpecialTokens(p)), promptIds].filter(
+      (s) => s.length > 0 && s.every((id) => id < model.config.vocabSize),
+    );
+    return await quantizationQuality(model, float, seqs);
+  } finally {
+    await float.dispose();
   }
 }
 
@@ -254,9 +304,22 @@ export function register(program: Command): void {
     .option('--top <n>', 'how many top logits --json lists', positiveInt('top'), 10)
     .option('--threads <n>', 'ONNX Runtime intra-op threads', positiveInt('threads'))
     .option('--device <device>', `ONNX Runtime device: ${DEVICES.join(', ')} (default cpu)`, deviceOption)
-    .option('--json', 'print prompt ids, generated ids and the top logits as JSON')
+    .option(
+      '--quantize-base <mode>',
+      `the base's linear weights block-quantized: ${QUANT_MODES.join(', ')} (default: what an adapter folder was trained with, else none)`,
+      (v: string) => {
+        if (!(QUANT_MODES as readonly string[]).includes(v)) throw new Error(`--quantize-base: got "${v}"; allowed: ${QUANT_MODES.join(', ')}`);
+        return v as QuantMode;
+      },
+    )
+    .option('--quantize-block <n>', 'values per scale of --quantize-base (a power of two ≥ 16; default 32)', (v: string) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 16 || (n & (n - 1)) !== 0) throw new Error(`--quantize-block: got "${v}"; give a power of two ≥ 16`);
+      return n;
+    })
+    .option('--json', "print prompt ids, generated ids and the top logits as JSON (with a quantized base: its logits against the float32 base's)")
     .action(async (folder: string, o: GenerateOptions & { json?: boolean }) => {
-      const r = await generate(folder, o);
+      const r = await generate(folder, { ...o, quality: o.quality ?? !!o.json });
       if (o.json) console.log(JSON.stringify(r));
       else console.log(r.text);
     });
