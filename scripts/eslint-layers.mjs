@@ -17,6 +17,7 @@ export const LAYERS = [
   'store',
   'tensor',
   'model',
+  'hub',
   'env',
   'rl',
   'rollout',

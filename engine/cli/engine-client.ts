@@ -10,6 +10,7 @@ import WebSocket from 'ws';
 import { arborHome } from '../store/db';
 import { createClient, inProcessTransport, webSocketTransport, type ConnectionState, type EngineClient, type Transport } from '../server/client';
 import { EngineServer } from '../server/server';
+import { registerModels } from '../server/models';
 import { registerReplay } from '../server/replay';
 
 export interface CliEngine {
@@ -40,6 +41,8 @@ export function connectCliEngine(opts: { engine?: string } = {}): CliEngine {
   const engine = new EngineServer({ home: arborHome() });
   // What-if replays (arbor replay, and the forks `arbor show` lists) run in this engine too.
   if (!engine.workspaceError) registerReplay(engine);
+  // The model list and pulls (arbor models, the picker) need no workspace.
+  registerModels(engine);
   const transport = inProcessTransport(engine);
   return {
     client: createClient(transport),

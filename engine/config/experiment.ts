@@ -17,6 +17,7 @@ import { z } from 'zod';
 import { rememberConfigDir } from '../env/consent';
 import { FORMAT_NAMES } from '../env/formats';
 import { mcpServersSchema, mcpServersSource, withServerCwds } from '../env/mcp/config';
+import { ModelNotCachedError, resolveModelRef } from '../hub/cache';
 import { LORA_TARGETS } from '../model/lora';
 import { QUANT_BLOCK, QUANT_MODES } from '../model/quantize';
 import { ESTIMATORS, estimatorNames, getEstimator } from '../rl/index';
@@ -99,7 +100,13 @@ const prob = () => z.number().min(0).max(1);
 const modelSchema = z
   .strictObject({
     /** An HF model folder (config.json, model.safetensors, tokenizer.json). */
-    path: z.string().min(1).optional().describe('HF model folder (config.json + model.safetensors + tokenizer.json)'),
+    path: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        'HF model folder (config.json + model.safetensors + tokenizer.json), or org/name[@revision] from the Hugging Face cache (`arbor pull org/name`)',
+      ),
     /** Build the tiny built-in model for the task instead of loading a folder. */
     init: z.enum(['tiny']).optional().describe('build the tiny built-in model for the task'),
     /** Size overrides for the tiny model. */
@@ -428,6 +435,37 @@ const environmentSchema = z.strictObject({
       cwd: z.string().min(1).optional(),
     })
     .optional(),
+  /**
+   * Rewards from a model (engine/env/judge.ts, engine/train/judge-rollout.ts): an LLM judge over any
+   * OpenAI-compatible base URL scores each training trajectory against `rubric` (mode score) or
+   * ranks a whole group in one request (mode rank, RULER's shape). The key is read from the
+   * environment variable `api_key_env` names, never from the config.
+   */
+  judge: z
+    .strictObject({
+      base_url: z.url({ protocol: /^https?$/ }).describe('OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (arbor serve-model) or https://api.openai.com/v1'),
+      model: z.string().min(1).describe('the model name sent with each request'),
+      api_key_env: z
+        .string()
+        .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name')
+        .optional()
+        .describe('name of the environment variable holding the API key (the key itself is never in the config)'),
+      rubric: z.string().min(1).describe('what a good trajectory is: the system prompt of every request'),
+      mode: z.enum(['score', 'rank']).default('rank').describe('score: one request per trajectory; rank: the whole group in one request'),
+      references: z.boolean().default(false).describe("show the task's gold answers to the judge"),
+      mix: prob().default(1).describe('reward = (1 − mix) · task reward + mix · judge score'),
+      retries: nonNegInt().max(10).default(2).describe('retries of a malformed answer, an HTTP error, a 429 or a timeout before the judgement is a named failure'),
+      timeout_ms: posInt().default(60_000).describe('per request'),
+      agreement: z.boolean().default(false).describe('rank mode: a second request in reversed order; judge/agreement and the mean of the two scores'),
+      max_tokens: posInt().default(1024).describe("the judge's answer budget"),
+      temperature: z.number().min(0).max(2).default(0),
+      concurrency: posInt().max(64).default(4).describe('requests in flight at once'),
+      price: z
+        .strictObject({ input_per_mtok: z.number().min(0), output_per_mtok: z.number().min(0) })
+        .optional()
+        .describe('USD per million prompt / completion tokens: judge/cost per step'),
+    })
+    .optional(),
 });
 
 const checkpointSchema = z.strictObject({
@@ -613,7 +651,17 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
   rememberConfigDir(cfg, baseDir);
   const abs = (p: string) => (isAbsolute(p) ? p : resolve(baseDir, p));
   cfg.plugins = cfg.plugins.map(abs);
-  if (cfg.model.path) cfg.model.path = abs(cfg.model.path);
+  // model.path: a folder, or `org/name[@revision]` from the Hugging Face cache (an existing folder wins; no network).
+  let modelRefError: string | undefined;
+  if (cfg.model.path) {
+    try {
+      cfg.model.path = resolveModelRef(cfg.model.path, baseDir);
+    } catch (e) {
+      if (!(e instanceof ModelNotCachedError)) throw e;
+      modelRefError = e.message;
+      cfg.model.path = abs(cfg.model.path);
+    }
+  }
   if (cfg.task.dataset) cfg.task.dataset = abs(cfg.task.dataset);
   if (cfg.sft.demos_path) cfg.sft.demos_path = abs(cfg.sft.demos_path);
   const env = cfg.environment;
@@ -660,6 +708,8 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
         message: `${env.agent.concurrency} agent processes at once: at most 64 in mode "process" (mode "serve" takes up to 256)`,
       });
   }
+  if (env.judge?.agreement && env.judge.mode === 'score')
+    issues.push({ field: 'environment.judge.agreement', message: 'is for mode "rank" (mode "score" shows one trajectory per request: there is no order to reverse)' });
   const kind = TASK_KIND_SPECS.get(cfg.task.kind)!;
   if (kind.taskFile === 'required' && !env.tasks)
     issues.push({
@@ -717,7 +767,8 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
       message: `must be < the response budget min(rollout.max_turns × rollout.max_new_tokens, rollout.max_total_length) = ${responseMax}`,
     });
   if (opts.checkFiles !== false) {
-    if (cfg.model.path) {
+    if (modelRefError) issues.push({ field: 'model.path', message: modelRefError });
+    else if (cfg.model.path) {
       if (!existsSync(cfg.model.path) || !statSync(cfg.model.path).isDirectory())
         issues.push({ field: 'model.path', message: `model folder not found: ${cfg.model.path}` });
       else if (!existsSync(join(cfg.model.path, 'config.json')) && !existsSync(join(cfg.model.path, 'adapter_config.json')))
@@ -803,6 +854,14 @@ export const JOB_SCOPE: Partial<Record<ConfigJob, string[]>> = {
     'rollout.max_total_length',
   ],
   environment: ['name', 'plugins', 'model', 'task', 'environment'],
+};
+
+/** Keys under a JOB_SCOPE prefix that the job still does not read (the judge scores training rollouts only). */
+const JOB_UNREAD: Partial<Record<ConfigJob, string[]>> = {
+  eval: ['environment.judge'],
+  rollout: ['environment.judge'],
+  'init-model': ['environment.judge'],
+  environment: ['environment.judge'],
 };
 
 /**
@@ -1002,7 +1061,8 @@ export function keysOutsideScope(raw: unknown, job: ConfigJob): string[] {
     else leaves.push(prefix);
   };
   walk(raw, '');
-  return leaves.filter((k) => !scope.some((s) => k === s || k.startsWith(`${s}.`)) && isSet(raw, k));
+  const out = (k: string) => (JOB_UNREAD[job] ?? []).some((s) => k === s || k.startsWith(`${s}.`));
+  return leaves.filter((k) => (out(k) || !scope.some((s) => k === s || k.startsWith(`${s}.`))) && isSet(raw, k));
 }
 
 /**

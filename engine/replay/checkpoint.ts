@@ -1,6 +1,7 @@
 /** Which model a replay or a playground chat runs: a stored checkpoint or a model folder. */
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { modelArg, parseRepoRef } from '../hub/cache';
 import type { Store } from '../store/store';
 
 /**
@@ -28,5 +29,7 @@ export function resolveCheckpoint(
       throw new Error(`checkpoint folder ${checkpoint} has no config.json (nor adapter_config.json)`);
     return { id: checkpoint, path: checkpoint };
   }
+  // A model of the Hugging Face cache (org/name[@revision]; the workbench's model picker), read without the network.
+  if (parseRepoRef(checkpoint)) return { id: checkpoint, path: modelArg(checkpoint, 'checkpoint') };
   throw new Error(`no checkpoint "${checkpoint}" in this workspace (checkpoints.list shows the stored ones; a model folder path also works)`);
 }

@@ -70,6 +70,38 @@ export const checkpointSchema = z.object({
   metrics: metricValues,
 });
 
+/** A model of the Hugging Face cache or a run's latest checkpoint (engine/hub/models.ts), for the model picker. */
+export const modelEntrySchema = z.object({
+  name: z.string(),
+  label: z.string(),
+  source: z.enum(['hub', 'run']),
+  path: z.string(),
+  revision: z.string(),
+  commit: z.string().optional(),
+  runId: z.string().optional(),
+  checkpointId: z.string().optional(),
+  step: num.optional(),
+  sizeBytes: num,
+  architecture: z.string().optional(),
+  parameters: num.optional(),
+  loadable: z.boolean(),
+  refusal: z.string().optional(),
+});
+
+export const pullProgressSchema = z.object({
+  repo: z.string(),
+  phase: z.enum(['metadata', 'download', 'verify', 'done', 'failed', 'cancelled']),
+  file: z.string().optional(),
+  filesDone: num,
+  files: num,
+  bytes: num,
+  totalBytes: num,
+  transferred: num,
+  /** Bytes per second over the last seconds. */
+  rate: num,
+  error: z.string().optional(),
+});
+
 export const runDetailSchema = runSummarySchema.extend({
   config: json,
   seed: num.nullable(),
@@ -544,6 +576,15 @@ export const api = {
     result: liveStateSchema,
   },
   'live.close': { params: z.object({ sessionId: z.string().min(1) }), result: empty },
+  /** The models Arbor can pick: the Hugging Face cache ($HF_HUB_CACHE) and each run's latest checkpoint. */
+  'models.list': { params: none, result: z.array(modelEntrySchema) },
+  /** `arbor pull` in the engine: progress as `pull` events; resolves when the model is in the cache. */
+  'models.pull': {
+    params: z.object({ repo: z.string().min(1), revision: z.string().min(1).optional(), include: z.array(z.string().min(1)).optional() }),
+    result: z.object({ repo: z.string(), revision: z.string(), commit: z.string(), folder: z.string(), files: num, transferred: num }),
+  },
+  /** Stop a pull; its partial file stays, and the next models.pull of the repo continues from it. */
+  'models.cancelPull': { params: z.object({ repo: z.string().min(1) }), result: z.object({ cancelled: z.boolean() }) },
   'playground.cancel': { params: z.object({ chatId: z.string().min(1) }), result: z.object({ cancelled: z.boolean() }) },
 } as const;
 
@@ -582,6 +623,8 @@ export const events = {
     items: z.array(z.object({ kind: z.enum(['mcp-server', 'agent', 'tool', 'reward', 'workspace', 'plugin']), label: z.string() })),
     done: z.boolean().optional(),
   }),
+  /** Progress of models.pull. */
+  pull: pullProgressSchema,
   /** Progress of runs.export (trajectories written so far of the run's total). */
   export: z.object({ runId: z.string(), done: num, total: num }),
 } as const;
@@ -622,6 +665,8 @@ export type GroupReport = z.infer<typeof groupReportSchema>;
 export type GroupComparison = z.infer<typeof groupComparisonSchema>;
 export type Band = z.infer<typeof bandSchema>;
 export type Learning = z.infer<typeof learningSchema>;
+export type ModelEntry = z.infer<typeof modelEntrySchema>;
+export type PullProgressEvent = z.infer<typeof pullProgressSchema>;
 
 export function isMethod(m: string): m is Method {
   return Object.prototype.hasOwnProperty.call(api, m);

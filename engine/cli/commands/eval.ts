@@ -11,6 +11,7 @@
  * are stored with the run (`harness/*` metrics at the checkpoint's step, and a JSON file in
  * <run>/eval/), where the Run view shows them.
  */
+import { modelArg } from '../../hub/cache';
 import type { Command } from 'commander';
 import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
@@ -79,7 +80,8 @@ function targetOfRun(idOrDir: string): Target {
 }
 
 /** checkpoint folder | run id or folder | group id or name → the checkpoints to evaluate. */
-function resolveTargets(target: string): { targets: Target[]; group?: string } {
+function resolveTargets(arg: string): { targets: Target[]; group?: string } {
+  const target = modelArg(arg, '<target>');
   if (existsSync(target) && statSync(target).isDirectory()) {
     // A model folder: an HF checkpoint (config.json) or a PEFT adapter (adapter_config.json), not a run folder.
     if ((existsSync(join(target, 'config.json')) || existsSync(join(target, 'adapter_config.json'))) && !existsSync(join(target, 'checkpoints'))) {

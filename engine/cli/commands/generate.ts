@@ -13,6 +13,7 @@
  * adds `quantization`: its next-token logits against the float32 base's over a fixed prompt set
  * (engine/model/quant-quality.ts) plus this prompt.
  */
+import { modelArg } from '../../hub/cache';
 import { mulberry32 } from '../../base/rng';
 import type { Command } from 'commander';
 import { intFlag, numberFlag } from '../flags';
@@ -138,7 +139,7 @@ async function environmentPrompt(folder: string, file: string, prompt: string): 
 }
 
 export async function generate(folderArg: string, o: GenerateOptions): Promise<GenerateResult> {
-  const folder = resolve(folderArg);
+  const folder = resolve(modelArg(folderArg, '<folder>'));
   if (!existsSync(folder)) throw new Error(`model folder ${folder} does not exist`);
   if (o.config && o.chat)
     throw new Error("--chat: with --config the prompt is rendered as the config's episodes are (chat template included); give one of them");

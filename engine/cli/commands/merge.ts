@@ -5,6 +5,7 @@
  * linear layer), loadable by Arbor and transformers without PEFT. Tokenizer files come from the
  * adapter folder when it has them, else from the base.
  */
+import { modelArg } from '../../hub/cache';
 import type { Command } from 'commander';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -20,8 +21,8 @@ export interface MergeResult {
 }
 
 export function mergeAdapterFolder(base: string, adapter: string, out: string, opts: { force?: boolean } = {}): MergeResult {
-  const b = resolve(base),
-    a = resolve(adapter),
+  const b = resolve(modelArg(base, '<base>')),
+    a = resolve(modelArg(adapter, '<adapter>')),
     o = resolve(out);
   if (!existsSync(join(b, 'config.json'))) throw new Error(`<base>: not an HF model folder (no config.json): ${b}`);
   if (!existsSync(join(a, 'adapter_config.json'))) throw new Error(`<adapter>: not a PEFT adapter folder (no adapter_config.json): ${a}`);

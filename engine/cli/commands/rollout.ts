@@ -4,6 +4,7 @@
  * (one trajectory per line) with a progress bar and a summary (mean reward, exact match, tool
  * calls and errors per episode, tokens/s).
  */
+import { modelArg } from '../../hub/cache';
 import type { Command } from 'commander';
 import { existsSync, statSync } from 'node:fs';
 import { given, intFlag, numberFlag } from '../flags';
@@ -115,6 +116,7 @@ export function register(program: Command): void {
       if (o.checkpoint) throw new Error('--checkpoint: only with --step (sample a model folder with --model)');
       if (!o.task && !o.config) throw new Error('give --task <kind> or --config <experiment config>');
       if (o.model && o.policy) throw new Error('give one of --model <folder> or --policy <name>, not both');
+      if (o.model) o.model = modelArg(o.model, '--model');
       if (o.out && existsSync(o.out) && statSync(o.out).isDirectory()) throw new Error(`--out: ${o.out} is a folder; give the JSONL file to write`);
       const base = o.config ? await loadConfig(o.config, undefined, { job: 'rollout' }) : undefined;
       if (!o.model && !o.policy && !base?.model.path) throw new Error('give --model <folder> or --policy <name> (or a --config with model.path)');

@@ -4,6 +4,7 @@
  * with `--engine <url>` (or ARBOR_ENGINE), else to an engine in this process over the
  * workspace database (engine/cli/engine-client.ts).
  */
+import { modelArg } from '../../hub/cache';
 import type { Command } from 'commander';
 import { resolve } from 'node:path';
 import { withEngine } from '../engine-client';
@@ -134,7 +135,11 @@ export function register(program: Command): void {
           bar.update(p.filesDone ?? 0, { samples: p.samples });
         });
         try {
-          const r = await c.request('runs.importVerl', { dir: full, name: o.name, tokenizer: o.tokenizer ? resolve(o.tokenizer) : undefined });
+          const r = await c.request('runs.importVerl', {
+            dir: full,
+            name: o.name,
+            tokenizer: o.tokenizer ? resolve(modelArg(o.tokenizer, '--tokenizer')) : undefined,
+          });
           bar?.stop();
           console.log(`run ${r.runId}: ${r.trajectories} trajectories over ${r.steps.length} steps`);
         } finally {

@@ -4,6 +4,7 @@
  * `openai` npm package, LangGraph, smolagents, curl) can chat with the model; every completion's
  * token ids are remembered so a conversation sent back is continued token for token.
  */
+import { modelArg } from '../../hub/cache';
 import type { Command } from 'commander';
 import { DEVICES } from '../../config/experiment';
 import { serveModel } from '../../experiment/serve-model';
@@ -34,7 +35,7 @@ export function register(program: Command): void {
       ) => {
         if (!(DEVICES as readonly string[]).includes(o.device)) throw new Error(`--device must be one of ${DEVICES.join(', ')} (got "${o.device}")`);
         const apiKey = o.apiKey ?? (process.env.ARBOR_API_KEY || undefined);
-        const s = await serveModel(arg, {
+        const s = await serveModel(modelArg(arg, '<model>'), {
           port: o.port,
           apiKey,
           device: o.device,
