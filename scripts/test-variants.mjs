@@ -13,6 +13,7 @@ const NUMERICS = [
   'tests/engine/rollout/golden-quant.test.ts',
   'tests/engine/model/parity.test.ts',
   'tests/engine/model/lora-peft.test.ts',
+  'tests/engine/model/quantize-quality.test.ts',
   'tests/engine/model/model.test.ts',
   'tests/engine/rollout/model.test.ts',
   'tests/engine/rollout/branch-rollout.test.ts',
