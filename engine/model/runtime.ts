@@ -561,8 +561,8 @@ export class PolicyModel {
 
   /**
    * The weights a decode session bakes in: 4 / 8 the quantized codes (rollout.quantize when
-   * `quantized`; a quantized base on the CPU, always: MatMulNBits pre-packs constant codes and
-   * runs with int8 activations, the fast CPU path), 32 float32 Wᵀ (bakesDecode), null none (the
+   * `quantized`; a quantized base on the CPU, always: MatMulNBits pre-packs constant codes, where
+   * codes as inputs are dequantized on every call), 32 float32 Wᵀ (bakesDecode), null none (the
    * weights are inputs: WebGPU, or small models on the CPU).
    */
   private bakedBits(quantized: boolean): 4 | 8 | 32 | null {
@@ -631,7 +631,11 @@ export class PolicyModel {
       // The quantized base: codes and scales as initializers, the other weights (embeddings, norms, head, adapters) persistent feeds.
       const names = new Set(this.baseMats!.keys());
       const specs = decodeInputSpecs(c, this.lora).filter((s) => !names.has(s.name));
-      const program = withQuantizedBase(decodeProgram(c, this.lora, { kvOut }), this.baseQuant, weightShapes(c), names, 'initializer', QUANT_ACCURACY_LEVEL);
+      // int4: float32 products of the dequantized weights (accuracy level 0; MLAS's pre-packed 4-bit kernel is as fast as
+      // float32 there), so decoding computes what scoring, training and WebGPU compute; int8: int8 activations (level 4),
+      // the only 8-bit path that is not a dequantization per call on AVX2 (measured: docs/areas/model.md).
+      const accuracy = this.baseQuant.bits === 4 ? 0 : QUANT_ACCURACY_LEVEL;
+      const program = withQuantizedBase(decodeProgram(c, this.lora, { kvOut }), this.baseQuant, weightShapes(c), names, 'initializer', accuracy);
       return toOnnx(traceGraph(specs, program), { initializers: quantizedInitializers(this.baseMats!) });
     }
     let plan: Map<string, { bits: 4 | 8 | 32; blockSize: number }>;

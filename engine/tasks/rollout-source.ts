@@ -6,6 +6,7 @@
  * (The multi-hop task keeps its own opener in engine/tasks/multihop/rollout.ts, with world/question seeds.)
  */
 import { PolicyModel } from '../model/runtime';
+import { baseQuantSpec } from '../model/quantize';
 import { eosTokenIds, policyDecodeBackend } from '../rollout/model-backend';
 import type { RolloutSource, RolloutSourceRequest } from './sources';
 import { validateConfig, type ExperimentConfig } from '../config/experiment';
@@ -38,7 +39,9 @@ export async function openKitSource(cfg: ExperimentConfig, req: RolloutSourceReq
         `task "${cfg.task.kind}" has no scripted expert: ${kit.noExpert ?? 'it writes no demonstrations'} (give every training task a meta.demo, or --model <folder>)`,
       );
     // The config's threads (its device is the process's default providers: engine/cli/commands/rollout.ts).
-    model = cfg.model.path ? PolicyModel.load(cfg.model.path, { threads: cfg.threads }) : undefined;
+    // model.quantize_base: the base's linear weights quantized as in a training run's rollouts (engine/model/quantize.ts).
+    const quantizeBase = baseQuantSpec(cfg.model.quantize_base, cfg.model.quantize_block);
+    model = cfg.model.path ? PolicyModel.load(cfg.model.path, { threads: cfg.threads, ...(quantizeBase ? { quantizeBase } : {}) }) : undefined;
     const maxLen = model ? Math.min(cfg.rollout.max_total_length, model.config.maxPositionEmbeddings) : cfg.rollout.max_total_length;
     const m = model;
     return {

@@ -4,7 +4,7 @@
  * dequantized weights (the reference the quantized programs compute): scoring and the LoRA
  * training step's adapter gradients agree to float32 rounding (MatMulNBits at accuracy level 0
  * computes with exactly those weights; the backward pass dequantizes them per layer); decoding on
- * the CPU (int8 activations, accuracy level 4) within its pinned bound. A checkpoint holds only
+ * the CPU too for int4 (accuracy level 0), within its pinned bound for int8 (int8 activations). A checkpoint holds only
  * the adapters (and the quantization it was trained with) and reloads to the same logits.
  */
 import { afterAll, describe, expect, it } from 'vitest';
@@ -94,17 +94,21 @@ describe('quantized base on the CPU', () => {
     });
   }
 
-  it('int4: the CPU decode session (MatMulNBits over baked codes, int8 activations) stays within its pinned bound of the dequantized float32 decode', async () => {
-    const init = PolicyModel.init(cfg, 4, { threads: 1, lora });
-    const base = init.baseWeights();
-    const m = keep(new PolicyModel(cfg, new Map(init.weights), { threads: 1, lora, quantizeBase: { bits: 4, blockSize: 32 } }));
-    await init.dispose();
-    perturbAdapters(m);
-    const ref = dequantizedTwin(m, base);
-    const ids = [1, 5, 9, 33, 7, 250, 12, 4, 8, 100];
-    const [q, d] = [(await m.decode(prefill(ids))).logits, (await ref.decode(prefill(ids))).logits];
-    expect(maxDiff(q, d)).toBeLessThan(0.02 * maxAbs(d));
-  });
+  for (const [mode, bound] of [
+    ['int4', 1e-5],
+    ['int8', 0.02],
+  ] as const)
+    it(`${mode}: the CPU decode session (MatMulNBits over baked codes${mode === 'int4' ? ', float32 products' : ', int8 activations'}) against the dequantized float32 decode: within ${bound} of the largest logit`, async () => {
+      const init = PolicyModel.init(cfg, 4, { threads: 1, lora });
+      const base = init.baseWeights();
+      const m = keep(new PolicyModel(cfg, new Map(init.weights), { threads: 1, lora, quantizeBase: { bits: mode === 'int4' ? 4 : 8, blockSize: 32 } }));
+      await init.dispose();
+      perturbAdapters(m);
+      const ref = dequantizedTwin(m, base);
+      const ids = [1, 5, 9, 33, 7, 250, 12, 4, 8, 100];
+      const [q, d] = [(await m.decode(prefill(ids))).logits, (await ref.decode(prefill(ids))).logits];
+      expect(maxDiff(q, d)).toBeLessThan(bound * maxAbs(d));
+    });
 });
 
 describe('quantized base: graphs and checkpoints', () => {
