@@ -443,7 +443,9 @@ const environmentSchema = z.strictObject({
    */
   judge: z
     .strictObject({
-      base_url: z.url({ protocol: /^https?$/ }).describe('OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (arbor serve-model) or https://api.openai.com/v1'),
+      base_url: z
+        .url({ protocol: /^https?$/ })
+        .describe('OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (arbor serve-model) or https://api.openai.com/v1'),
       model: z.string().min(1).describe('the model name sent with each request'),
       api_key_env: z
         .string()
@@ -454,7 +456,10 @@ const environmentSchema = z.strictObject({
       mode: z.enum(['score', 'rank']).default('rank').describe('score: one request per trajectory; rank: the whole group in one request'),
       references: z.boolean().default(false).describe("show the task's gold answers to the judge"),
       mix: prob().default(1).describe('reward = (1 − mix) · task reward + mix · judge score'),
-      retries: nonNegInt().max(10).default(2).describe('retries of a malformed answer, an HTTP error, a 429 or a timeout before the judgement is a named failure'),
+      retries: nonNegInt()
+        .max(10)
+        .default(2)
+        .describe('retries of a malformed answer, an HTTP error, a 429 or a timeout before the judgement is a named failure'),
       timeout_ms: posInt().default(60_000).describe('per request'),
       agreement: z.boolean().default(false).describe('rank mode: a second request in reversed order; judge/agreement and the mean of the two scores'),
       max_tokens: posInt().default(1024).describe("the judge's answer budget"),
@@ -709,7 +714,10 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
       });
   }
   if (env.judge?.agreement && env.judge.mode === 'score')
-    issues.push({ field: 'environment.judge.agreement', message: 'is for mode "rank" (mode "score" shows one trajectory per request: there is no order to reverse)' });
+    issues.push({
+      field: 'environment.judge.agreement',
+      message: 'is for mode "rank" (mode "score" shows one trajectory per request: there is no order to reverse)',
+    });
   const kind = TASK_KIND_SPECS.get(cfg.task.kind)!;
   if (kind.taskFile === 'required' && !env.tasks)
     issues.push({

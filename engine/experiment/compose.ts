@@ -21,6 +21,7 @@ import type { AdvantagePort } from '../train/loop';
 import { AdamW } from '../rl/optimizer';
 import { ModelPolicyPort } from '../train/model-port';
 import { pickTasks, engineRolloutPort } from '../train/rollout-port';
+import { withJudge } from '../train/judge-rollout';
 import type { TaskSession } from './run-dir';
 import { evalMetrics, summarizeEval, type EvalSummary, type TaskKit } from '../tasks/kit';
 import { readTokenDemos } from '../train/sft';
@@ -153,8 +154,12 @@ export async function buildTaskSession(cfg: ExperimentConfig, taskKit: TaskKit, 
   return {
     warnings: [...sized, ...(await vocabularyWarnings(kit))],
     ports: {
-      rollout:
+      // environment.judge: the judge scores each sampled group before the loop sees it (engine/train/judge-rollout.ts).
+      rollout: withJudge(
+        cfg,
         agent?.rollout ?? engineRolloutPort(cfg, { backend: rolloutBackend, tokenizer: kit.tokenizer, tasks: kit.rlTasks ?? kit.trainTasks, stop: kit.stop }),
+        (ids) => kit.tokenizer.decode(ids),
+      ),
       policy,
       reference,
       advantage,

@@ -100,6 +100,9 @@ export function episodeToRecord(
       ...(typeof e.meta?.question === 'string' ? { question: e.meta.question } : {}),
       // The task's metadata, as a reward tried in the editor receives it (episode.task.meta).
       ...(e.meta ? { meta: e.meta } : {}),
+      // environment.judge: its score, rank and requests (prompt, raw answer), and why an episode was left out of the update.
+      ...(e.judge ? { judge: e.judge } : {}),
+      ...(e.unscored !== undefined ? { unscored: e.unscored } : {}),
     },
     turns,
     ...(e.timings ? { timings: e.timings } : {}),

@@ -6,6 +6,7 @@
  * Token ids are the source of truth: `tokens` is prompt + every turn, exactly as sampled and
  * as the tool observations were tokenised; `lossMask` is 1 on tokens the model generated.
  */
+import type { JudgeRecord } from '../env/judge';
 import type { BranchPoint } from '../rollout/types';
 
 export interface Episode {
@@ -49,6 +50,10 @@ export interface Episode {
   oovTokens?: number;
   /** Branching rollouts: where this sample left its parent (sample index in the same group); its first `branch.tokens` tokens are the parent's. */
   branch?: BranchPoint;
+  /** What a judge (environment.judge) said about it: score, rank, the requests (stored with the trajectory). */
+  judge?: JudgeRecord;
+  /** Why its reward is incomplete (a judge's named failure): stored, but left out of the update. */
+  unscored?: string;
 }
 
 /** Model tokens the rollout generated for this episode: a branch's copy of its parent's prefix is not counted. */

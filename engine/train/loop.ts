@@ -30,6 +30,8 @@ import {
 /** Samples one step's episodes (prompts chosen from the step seed). */
 export interface RolloutPort {
   sample(args: { step: number; seed: number; prompts: number; n: number; round: number }): Promise<Episode[]>;
+  /** Metrics of the samples since the last call (a judge's judge/*), logged with the step. */
+  takeMetrics?(): Record<string, number>;
 }
 
 /** Token-level scores of episodes under some weights (old policy or reference). */
@@ -219,8 +221,10 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     const t0 = performance.now();
     // Prompts per rollout round: with dynamic sampling, gen_prompts may oversample so that one round usually fills the batch.
     const roundPrompts = alg.dynamic_sampling.enabled ? (alg.dynamic_sampling.gen_prompts ?? cfg.rollout.prompts_per_step) : cfg.rollout.prompts_per_step;
-    let episodes = await rollout.sample({ step, seed, prompts: roundPrompts, n: cfg.rollout.n, round: 0 });
-    const all = episodes.slice();
+    const all = await rollout.sample({ step, seed, prompts: roundPrompts, n: cfg.rollout.n, round: 0 });
+    // Episodes whose reward is incomplete (a judge's named failure, engine/train/judge-rollout.ts): stored, never trained on.
+    const scored = (eps: Episode[]) => eps.filter((e) => e.unscored === undefined);
+    let episodes = scored(all);
     if (alg.dynamic_sampling.enabled) {
       const first = dropFlatGroups(episodes);
       let kept = first.kept;
@@ -228,10 +232,10 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
       const want = cfg.rollout.prompts_per_step * cfg.rollout.n;
       for (let round = 1; kept.length < want && round <= alg.dynamic_sampling.max_rounds; round++) {
         const more = await rollout.sample({ step, seed: stepSeed(cfg.seed, step, round), prompts: roundPrompts, n: cfg.rollout.n, round });
+        const offset = Math.max(-1, ...kept.map((e) => e.group), ...all.filter((e) => e.unscored !== undefined).map((e) => e.group)) + 1;
         all.push(...more);
-        const offset = Math.max(-1, ...kept.map((e) => e.group)) + 1;
         for (const e of more) e.group += offset;
-        const r = dropFlatGroups(more);
+        const r = dropFlatGroups(scored(more));
         droppedTotal += r.dropped;
         kept = kept.concat(r.kept);
       }
@@ -244,7 +248,19 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
       }
     }
     const rolloutMs = performance.now() - t0;
+    const unscored = all.filter((e) => e.unscored !== undefined);
     Object.assign(m, episodeMetrics(all));
+    Object.assign(m, rollout.takeMetrics?.());
+    if (episodes.length === 0) {
+      // Nothing left to train on (every group's judgement failed): the step is logged and stored, the weights stay.
+      m['learn/unscored_step'] = 1;
+      m['time/rollout_s'] = rolloutMs / 1000;
+      await sink.trajectories?.(step, unscored, new Map());
+      await sink.metrics(step, m);
+      opts.onStep?.(step, m);
+      if (step % cfg.checkpoint.every === 0 || step === cfg.steps || opts.signal?.aborted) await save(step);
+      continue;
+    }
     if (cfg.rollout.branching.mode !== 'none') Object.assign(m, branchMetrics(all));
     if (alg.overlong.enabled) {
       let penalty = 0;
@@ -378,7 +394,7 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     m['perf/update_tokens_per_s'] = agg.tokens / Math.max(1e-9, updateMs / 1000);
     m['perf/tokens_per_s'] = (stepTokens + agg.tokens) / Math.max(1e-9, (rolloutMs + scoreMs + updateMs) / 1000);
 
-    await sink.trajectories?.(step, episodes, advantages, {
+    await sink.trajectories?.(step, unscored.length ? [...episodes, ...unscored] : episodes, advantages, {
       refLogprobs,
       values,
       ...(signals.size ? { signals } : {}),

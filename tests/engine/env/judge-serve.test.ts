@@ -1,0 +1,121 @@
+/**
+ * The whole path of environment.judge: a config's judge section → the task session
+ * (engine/experiment/compose.ts wraps the rollout port) → GRPO steps of the tiny transformer →
+ * the store. The judge is `arbor serve-model` of a tiny random checkpoint (engine/experiment/serve-model.ts,
+ * what the command runs): it answers, but not in the judge's JSON, so every judgement must end as
+ * a named failure (malformed answer), stored and counted, and the run must go on. A second run
+ * against the mock judge shows the same wiring scoring the trajectories.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { validateConfig } from '../../../engine/config/experiment';
+import type { JudgeRecord } from '../../../engine/env/judge';
+import { buildTaskSession } from '../../../engine/experiment/compose';
+import { runExperiment } from '../../../engine/experiment/runner';
+import { serveModel } from '../../../engine/experiment/serve-model';
+import { storeSink } from '../../../engine/experiment/store-sink';
+import { tinyConfig } from '../../../engine/model/config';
+import { openDatabase } from '../../../engine/store/db';
+import { Store } from '../../../engine/store/store';
+import type { TaskKit } from '../../../engine/tasks/kit';
+import { toolsModelFolder } from '../openai/helpers';
+import { sequenceTasks, tabularTargets, tabularTokenizer } from '../train/tabular';
+import { MockJudge } from './judge-mock';
+
+const home = mkdtempSync(join(tmpdir(), 'arbor-judge-serve-'));
+afterAll(() => rmSync(home, { recursive: true, force: true }));
+
+const VOCAB = 6;
+const PROMPTS = 4;
+const targets = tabularTargets({ prompts: PROMPTS, length: 3, vocab: VOCAB, seed: 4 });
+const kit: TaskKit = {
+  tokenizer: tabularTokenizer,
+  trainTasks: sequenceTasks(targets, VOCAB),
+  evalTasks: sequenceTasks(targets, VOCAB),
+  stop: { strings: [], tokenIds: [] },
+  tinyModel: () => tinyConfig({ vocabSize: VOCAB + PROMPTS, hiddenSize: 16, layers: 1, heads: 2, maxPositionEmbeddings: 8 }),
+};
+
+async function train(judge: Record<string, unknown>, name: string) {
+  const cfg = validateConfig({
+    model: { init: 'tiny' },
+    steps: 2,
+    seed: 1,
+    threads: 1,
+    rollout: { prompts_per_step: 2, n: 3, max_turns: 1, max_new_tokens: 3, max_total_length: 4 },
+    eval: { every: 0, n_questions: 2 },
+    checkpoint: { every: 2, keep: 1 },
+    environment: { judge: { rubric: 'Score how many tokens equal 0.', retries: 1, ...judge } },
+  });
+  const store = new Store(openDatabase(join(home, `${name}.db`)));
+  const runId = store.createRun({ name });
+  const session = await buildTaskSession(cfg, kit);
+  try {
+    const runDir = mkdtempSync(join(home, `${name}-`));
+    await runExperiment(cfg, { runDir, session, sink: storeSink(store, runId, { decode: (ids) => ids.join(' ') }) });
+  } finally {
+    await session.close();
+  }
+  return { store, runId };
+}
+
+describe('environment.judge end to end', () => {
+  it('a judge served by arbor serve-model of a tiny checkpoint: each judgement a score or a named failure (a random model writes no JSON), stored, the run goes on', async () => {
+    const folder = join(home, 'judge-model');
+    toolsModelFolder(folder, 3);
+    const logs: string[] = [];
+    const served = await serveModel(folder, { device: 'cpu', threads: 1, apiKey: 'sk-judge', log: (l: string) => logs.push(l) });
+    process.env.ARBOR_TEST_JUDGE_KEY = 'sk-judge';
+    try {
+      const { store, runId } = await train(
+        { base_url: served.url, model: 'judge-model', api_key_env: 'ARBOR_TEST_JUDGE_KEY', mode: 'rank', max_tokens: 8, timeout_ms: 60_000 },
+        'served',
+      );
+      // The served model answered (it was asked: the requests reached its endpoint, with the key).
+      expect(logs.some((l) => /POST \/v1\/chat\/completions 200/.test(l))).toBe(true);
+      const calls = store.metricSeries(runId, 'judge/calls');
+      expect(calls.step).toEqual([1, 2]);
+      expect(calls.value.every((v) => (v ?? 0) >= 2)).toBe(true);
+      const trajs = store.searchTrajectories({ runId });
+      expect(trajs).toHaveLength(12);
+      for (const t of trajs) {
+        const j = (t.outcomeData as { judge?: JudgeRecord }).judge!;
+        // A random tiny model does not write the judge's JSON: a named failure, never a score of 0 by default.
+        if (j.failed !== undefined) {
+          expect(j.failed).toMatch(/^(malformed answer|HTTP \d+|the response)/);
+          expect(j.score).toBeUndefined();
+          expect((t.outcomeData as { unscored?: string }).unscored).toMatch(/^judge: /);
+        } else expect(j.score).toBeGreaterThanOrEqual(0);
+      }
+      const failures = store.metricSeries(runId, 'judge/failures').value.reduce<number>((a, v) => a + (v ?? 0), 0);
+      expect(failures).toBe(trajs.filter((t) => (t.outcomeData as { judge?: JudgeRecord }).judge!.failed !== undefined).length);
+      // The audit keeps the served model's raw answer.
+      const withCalls = trajs.flatMap((t) => (t.outcomeData as { judge?: JudgeRecord }).judge!.calls ?? []);
+      expect(withCalls.length).toBeGreaterThanOrEqual(4);
+      expect(withCalls.every((c) => c.prompt.includes('Score how many tokens equal 0.') || c.system.includes('Score how many tokens equal 0.'))).toBe(true);
+      expect(logs.join('\n')).not.toContain('sk-judge');
+    } finally {
+      delete process.env.ARBOR_TEST_JUDGE_KEY;
+      await served.close();
+    }
+  }, 180_000);
+
+  it('the same wiring against the mock judge scores every trajectory', async () => {
+    const mock = new MockJudge((req) => {
+      const n = [...req.messages[1]!.content.matchAll(/<trajectory (\d+)>/g)].length;
+      return JSON.stringify({ scores: Array.from({ length: n }, (_, i) => ({ trajectory: i + 1, score: (i + 1) / n })) });
+    });
+    await mock.start();
+    try {
+      const { store, runId } = await train({ base_url: mock.url, model: 'mock', mode: 'rank' }, 'mock');
+      const trajs = store.searchTrajectories({ runId });
+      expect(trajs).toHaveLength(12);
+      for (const t of trajs) expect((t.outcomeData as { judge?: JudgeRecord }).judge!.score).toBe(t.reward);
+      expect(store.metricSeries(runId, 'judge/failures').value).toEqual([0, 0]);
+    } finally {
+      await mock.close();
+    }
+  }, 120_000);
+});
