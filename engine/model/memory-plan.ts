@@ -17,7 +17,7 @@
  *   form, LoRA, the config's loss) is traced at the micro-batch's size and the tensors alive at
  *   once are counted in execution order (`graphPeakBytes`; views share their input's buffer),
  *   times ORT_ARENA_FACTOR for what ONNX Runtime's arena and kernels add (measured, below);
- * - the score graph (old and reference logprobs) likewise, forward only, at the same size;
+ * - the score graph (old and reference logprobs) likewise, forward only, over a step's episodes at once;
  * - the rollouts' KV cache is batch × max length × layers × KV heads × head dim × 2 (K, V) × 4 bytes,
  *   held by the decode worker; float32 decode sessions of 4M–200M parameters on the CPU bake a
  *   transposed copy of the linear weights in (PolicyModel bakeDecodeWeights);
@@ -105,6 +105,18 @@ function executionOrder(g: Graph): GNode[] {
 }
 
 /**
+ * A transpose of the last two axes read only by matmuls: ONNX Runtime folds it into the GEMM
+ * (MatMul with a transposed operand), so no transposed copy exists (a weight's Wᵀ in every linear layer).
+ */
+function fusedTranspose(n: GNode, readers: GNode[]): boolean {
+  if (n.op !== 'transpose' || readers.length === 0 || !readers.every((r) => r.op === 'matmul')) return false;
+  const perm = n.attrs.perm as number[] | undefined;
+  if (!perm || perm.length < 2) return false;
+  const k = perm.length;
+  return perm.every((p, i) => (i < k - 2 ? p === i : p === (i === k - 2 ? k - 1 : k - 2)));
+}
+
+/**
  * The most bytes of intermediate tensors alive at once when `g` runs (executionOrder; inputs are
  * not counted: the caller counts the weights and feeds it owns). A tensor lives from its node to
  * its last reader (outputs: to the end); views (reshape, squeeze, …) extend their source's life
@@ -112,11 +124,13 @@ function executionOrder(g: Graph): GNode[] {
  */
 export function graphPeakBytes(g: Graph): number {
   const nodes = executionOrder(g);
+  const readers = new Map<number, GNode[]>();
+  for (const n of nodes) for (const x of n.inputs) readers.set(x.id, [...(readers.get(x.id) ?? []), n]);
   const source = new Map<number, number>(); // view id → id of the buffer it reads
   const bufferOf = (n: GNode): number => source.get(n.id) ?? n.id;
   const lastUse = new Map<number, number>();
   nodes.forEach((n, i) => {
-    if (VIEW_OPS.has(n.op) && n.inputs[0]) source.set(n.id, bufferOf(n.inputs[0]));
+    if ((VIEW_OPS.has(n.op) || fusedTranspose(n, readers.get(n.id) ?? [])) && n.inputs[0]) source.set(n.id, bufferOf(n.inputs[0]));
     for (const x of n.inputs) lastUse.set(bufferOf(x), i);
   });
   const end = nodes.length;
@@ -195,8 +209,8 @@ export interface MemoryPlanInput {
   loss?: LossSpec;
   /** Rollouts: sequences decoded at once and their longest length (prompt + every turn). Absent: no rollouts (SFT, a bare step). */
   rollout?: { batch: number; maxLength: number };
-  /** Whether the old/reference logprobs are scored (a score session at the micro-batch's size). Default: with rollouts. */
-  score?: boolean;
+  /** The old/reference logprobs' scoring call: every episode of a step at once (forward only). Absent: no scoring. */
+  score?: { batch: number; seq: number };
   /** The main thread keeps a host copy of the frozen base (a built-in model without a folder; PolicyModel keepHostBase). Default false. */
   hostBaseCopy?: boolean;
   /** The KL reference: a copy of the trainable weights (algorithm.kl_coef > 0). */
@@ -348,14 +362,13 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
     detail: actDetail,
     key: input.recomputeLayers === true || recomputedBlocks(c, input.recomputeLayers) === c.numLayers ? 'algorithm.micro_batches' : 'model.recompute_layers',
   });
-  const scoring = input.score ?? !!input.rollout;
-  if (scoring)
+  if (input.score)
     items.push({
       id: 'score',
       label: 'scoring activations',
-      bytes: scoreGraphBytes(c, { lora, headChunks: input.headChunks, ...input.train }) * ORT_ARENA_FACTOR,
-      detail: `old/reference logprobs of ${input.train.batch} × ${input.train.seq} tokens (forward only)`,
-      key: 'algorithm.micro_batches',
+      bytes: scoreGraphBytes(c, { lora, headChunks: input.headChunks, ...input.score }) * ORT_ARENA_FACTOR,
+      detail: `old/reference logprobs of a step's ${input.score.batch} sequences × ${input.score.seq} tokens at once (forward only)`,
+      key: 'rollout.prompts_per_step',
     });
   if (input.rollout) {
     const { batch, maxLength } = input.rollout;
@@ -393,46 +406,69 @@ export interface PlanAdvice {
  * fine-tuning, fewer rollout sequences, shorter rollouts. Empty when it fits, or when no single
  * change does (then the first of `tried` is the largest saving).
  */
-export function adviseFit(input: MemoryPlanInput, available: number, microBatches = 1): { fits: boolean; advice: PlanAdvice[]; tried: PlanAdvice[] } {
+export function adviseFit(
+  input: MemoryPlanInput,
+  available: number,
+  microBatches = 1,
+): { fits: boolean; advice: PlanAdvice[]; combination: PlanAdvice[]; tried: PlanAdvice[] } {
   const plan = memoryPlan(input);
-  if (plan.total <= available) return { fits: true, advice: [], tried: [] };
-  const c = input.config;
-  const tries: { key: string; change: string; input: MemoryPlanInput }[] = [];
-  if (recomputedBlocks(c, input.recomputeLayers) < c.numLayers)
-    tries.push({ key: 'model.recompute_layers', change: 'true', input: { ...input, recomputeLayers: true } });
-  for (const m of [2, 4, 8, 16]) {
-    const b = Math.ceil((input.train.batch * microBatches) / (microBatches * m));
-    if (b < input.train.batch)
-      tries.push({ key: 'algorithm.micro_batches', change: String(microBatches * m), input: { ...input, train: { ...input.train, batch: b } } });
+  if (plan.total <= available) return { fits: true, advice: [], combination: [], tried: [] };
+  const tries = candidateChanges(input, microBatches).map((t) => ({ ...t, total: memoryPlan(t.input).total }));
+  const tried = tries.map(({ key, change, total }) => ({ key, change, total })).sort((a, b) => a.total - b.total);
+  const advice: PlanAdvice[] = [];
+  for (const t of tries) if (t.total <= available && !advice.some((a) => a.key === t.key)) advice.push({ key: t.key, change: t.change, total: t.total });
+  // No single change fits: the greedy combination (each time the change that saves most), up to four keys.
+  const combination: PlanAdvice[] = [];
+  if (!advice.length) {
+    let cur = { input, micro: microBatches, total: plan.total };
+    for (let k = 0; k < 4 && cur.total > available; k++) {
+      const next = (k === 0 ? tries : candidateChanges(cur.input, cur.micro).map((t) => ({ ...t, total: memoryPlan(t.input).total })))
+        .filter((t) => !combination.some((c) => c.key === t.key))
+        .sort((a, b) => a.total - b.total)[0];
+      if (!next || next.total >= cur.total) break;
+      combination.push({ key: next.key, change: next.change, total: next.total });
+      cur = { input: next.input, micro: next.micro, total: next.total };
+    }
+    if (cur.total > available) combination.length = 0;
   }
-  if (input.lora && !input.quantizeBase) tries.push({ key: 'model.quantize_base', change: 'int4', input: { ...input, quantizeBase: 'int4' } });
+  return { fits: false, advice, combination, tried };
+}
+
+/** The single changes adviseFit tries on a plan's input (`micro`: the micro-batches the input's train batch already is). */
+function candidateChanges(input: MemoryPlanInput, micro: number): { key: string; change: string; input: MemoryPlanInput; micro: number }[] {
+  const c = input.config;
+  const tries: { key: string; change: string; input: MemoryPlanInput; micro: number }[] = [];
+  if (recomputedBlocks(c, input.recomputeLayers) < c.numLayers)
+    tries.push({ key: 'model.recompute_layers', change: 'true', input: { ...input, recomputeLayers: true }, micro });
+  for (let m = 2; Math.ceil(input.train.batch / (m / 2)) > 1; m *= 2)
+    tries.push({
+      key: 'algorithm.micro_batches',
+      change: String(micro * m),
+      input: { ...input, train: { ...input.train, batch: Math.ceil(input.train.batch / m) } },
+      micro: micro * m,
+    });
+  if (input.lora && !input.quantizeBase) tries.push({ key: 'model.quantize_base', change: 'int4', input: { ...input, quantizeBase: 'int4' }, micro });
   if (!input.lora)
     tries.push({
       key: 'model.lora',
       change: '{ rank: 16 }',
       input: { ...input, lora: { rank: 16, alpha: 32, dropout: 0, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] } },
+      micro,
     });
-  if (input.rollout) {
-    const r = input.rollout;
-    if (r.batch > 1)
+  if (input.rollout || input.score) {
+    // Fewer prompts per step: fewer sequences decoded, scored and trained on.
+    const most = Math.max(input.rollout?.batch ?? 1, input.score?.batch ?? 1);
+    for (let f = 2; f / 2 < most; f *= 2) {
+      const cut = <X extends { batch: number }>(x: X | undefined): X | undefined => (x ? { ...x, batch: Math.ceil(x.batch / f) } : undefined);
       tries.push({
         key: 'rollout.prompts_per_step',
-        change: `fewer (decoding ${Math.ceil(r.batch / 2)} sequences at once)`,
-        input: { ...input, rollout: { ...r, batch: Math.ceil(r.batch / 2) } },
+        change: `1/${f} of it`,
+        input: { ...input, rollout: cut(input.rollout), score: cut(input.score), train: cut(input.train)! },
+        micro,
       });
-  }
-  const tried = tries.map((t) => ({ key: t.key, change: t.change, total: memoryPlan(t.input).total })).sort((a, b) => a.total - b.total);
-  const advice: PlanAdvice[] = [];
-  const seen = new Set<string>();
-  for (const t of tries) {
-    if (seen.has(t.key)) continue;
-    const total = tried.find((x) => x.key === t.key && x.change === t.change)!.total;
-    if (total <= available) {
-      advice.push({ key: t.key, change: t.change, total });
-      seen.add(t.key);
     }
   }
-  return { fits: false, advice, tried };
+  return tries;
 }
 
 const UNITS: Record<string, number> = {

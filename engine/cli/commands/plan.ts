@@ -19,7 +19,17 @@ import { applyOverrides } from './sweep';
 import { readModelConfig } from '../../model/checkpoint';
 import { weightShapes, type ModelConfig } from '../../model/config';
 import { resolveLora, type LoraSpec } from '../../model/lora';
-import { adviseFit, BASE_QUANT_BITS, fmtBytes, memoryPlan, parseBytes, type BaseQuant, type MemoryPlan, type MemoryPlanInput } from '../../model/memory-plan';
+import {
+  adviseFit,
+  BASE_QUANT_BITS,
+  type PlanAdvice,
+  fmtBytes,
+  memoryPlan,
+  parseBytes,
+  type BaseQuant,
+  type MemoryPlan,
+  type MemoryPlanInput,
+} from '../../model/memory-plan';
 import { ALL_SHAPES, shapeByName } from '../../model/shapes';
 import { tinyTaskModel } from '../../tasks/multihop/kit';
 import { openTaskKit, taskTokenizerFor } from '../../tasks/registry';
@@ -74,6 +84,8 @@ export function planInputFromConfig(cfg: ExperimentConfig, baseline?: number): {
     recomputeLayers: cfg.model.recompute_layers ?? false,
     loss: policyLoss(cfg),
     rollout: { batch: Math.min(64, prompts * cfg.rollout.n), maxLength: cfg.rollout.max_total_length },
+    // The old policy's logprobs (old_logprobs: recompute) and the KL reference's score every episode of a step in one call.
+    score: alg.old_logprobs === 'recompute' || alg.kl_coef > 0 ? { batch: episodes, seq: cfg.rollout.max_total_length } : undefined,
     hostBaseCopy: !cfg.model.path,
     klReference: alg.kl_coef > 0,
     critic: getEstimator(alg.adv_estimator).needsCritic,
@@ -102,15 +114,17 @@ export function planLine(plan: MemoryPlan, avail: { bytes: number; what: string 
 
 /** The refusal's text: the plan's total, the memory, and the key(s) to change. */
 export function refusal(plan: MemoryPlan, input: MemoryPlanInput, avail: { bytes: number; what: string }, microBatches: number): string {
-  const { advice, tried } = adviseFit(input, avail.bytes, microBatches);
+  const { advice, combination, tried } = adviseFit(input, avail.bytes, microBatches);
   const biggest = [...plan.items].sort((a, b) => b.bytes - a.bytes)[0]!;
+  const say = (a: PlanAdvice) => `${a.key}: ${a.change}`;
   const fix = advice.length
     ? `change ${advice
         .slice(0, 3)
-        .map((a) => `${a.key}: ${a.change} (plan ${fmtBytes(a.total)})`)
+        .map((a) => `${say(a)} (plan ${fmtBytes(a.total)})`)
         .join(', or ')}`
-    : `no single change fits; the largest part is ${biggest.label} (${fmtBytes(biggest.bytes)}${biggest.key ? `, ${biggest.key}` : ''})` +
-      (tried[0] ? `; ${tried[0].key}: ${tried[0].change} brings it to ${fmtBytes(tried[0].total)}` : '');
+    : combination.length
+      ? `change ${combination.map(say).join(' and ')} (plan ${fmtBytes(combination.at(-1)!.total)})`
+      : `no change of ${[...new Set(tried.map((t) => t.key))].join(', ')} fits it; the largest part is ${biggest.label} (${fmtBytes(biggest.bytes)}${biggest.key ? `, ${biggest.key}` : ''})`;
   return `the memory plan (${fmtBytes(plan.total)}) exceeds the ${avail.what} (${fmtBytes(avail.bytes)}): ${fix}. \`arbor plan <config>\` shows the plan`;
 }
 
@@ -181,6 +195,7 @@ async function planInput(target: string | undefined, o: PlanOpts): Promise<{ inp
         train: { batch: o.batch ?? 1, seq },
         recomputeLayers: o.recomputeLayers ?? false,
         rollout: o.rolloutBatch ? { batch: o.rolloutBatch, maxLength: seq } : undefined,
+        score: o.rolloutBatch ? { batch: o.rolloutBatch, seq } : undefined,
         // --measure builds the weights in this process with no folder, and the plan says so (PolicyModel keepHostBase).
         hostBaseCopy: false,
         device: o.device === undefined || o.device === 'auto' ? 'cpu' : o.device,
@@ -241,6 +256,7 @@ export function register(program: Command): void {
             available: avail,
             fits: verdict?.fits ?? null,
             advice: verdict?.advice ?? [],
+            combination: verdict?.combination ?? [],
             measured,
           }),
         );

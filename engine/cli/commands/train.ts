@@ -117,6 +117,7 @@ export function register(program: Command): void {
         });
         for (const w of session.warnings ?? []) process.stderr.write(`warning: ${w}\n`);
         let bar = progressBar('train', cfg.steps, { quiet: true });
+        const stepTimes: Record<string, number[]> = {};
         const limits = memoryLimitWatcher((step, hits) =>
           note(`\nwarning: step ${step}: ${hits.length} tool call(s) exceeded the sandbox memory limit (${hits[0]!.name}: ${hits[0]!.error})\n`),
         );
@@ -145,11 +146,13 @@ export function register(program: Command): void {
                 bar.stop();
                 bar = progressBar(phase, total, { quiet: o.json, fields: phase === 'sft' ? ['loss'] : phase === 'rl' ? ['reward', 'em', 'tools'] : [] });
               },
-              onStep: (phase, step, m) =>
+              onStep: (phase, step, m) => {
+                if (phase === 'rl') for (const [k, v] of Object.entries(m)) if (k.startsWith('time/')) (stepTimes[k.slice(5)] ??= []).push(v);
                 bar.update(
                   step,
                   phase === 'sft' ? { loss: m['sft/loss']! } : { reward: m['reward/mean']!, em: m['exact_match']!, tools: m['tool_calls_per_episode']! },
-                ),
+                );
+              },
             });
             bar.stop();
             const rl = res.rl;
@@ -168,6 +171,13 @@ export function register(program: Command): void {
               lastCheckpoint: rl?.lastCheckpoint?.dir,
               sftEval: res.sftEval,
               eval: res.eval,
+              // Mean seconds per RL step of this invocation: rollout, update, and with environment.agent its agent / decode split.
+              stepTime: Object.keys(stepTimes).length
+                ? {
+                    steps: stepTimes.rollout_s?.length ?? 0,
+                    ...Object.fromEntries(Object.entries(stepTimes).map(([k, v]) => [k, v.reduce((a, b) => a + b, 0) / v.length])),
+                  }
+                : undefined,
               // The memory plan's total beside what the process peaked at (engine/model/memory-plan.ts).
               memory: { plan: plan?.total ?? null, peakRss: process.resourceUsage().maxRSS * 1024 },
             };
