@@ -1,0 +1,54 @@
+/**
+ * Child side of quant-base.test.ts: the tiny LoRA model with its base quantized to 4 bits
+ * (model.quantize_base) against its float32 twin holding the dequantized weights, on the CPU and
+ * on WebGPU (each side against the twin on the same device): score, a LoRA training step's loss
+ * and adapter gradients, and the decode session's logits. Prints both devices.
+ */
+import { PolicyModel } from '../../../../engine/model/runtime';
+import { tinyConfig } from '../../../../engine/model/config';
+import { packSequences } from '../../../../engine/model/graphs';
+import { resolveLora } from '../../../../engine/model/lora';
+import { nllLoss } from '../../../../engine/model/lora-step';
+import { dequantizeBlockwise } from '../../../../engine/model/quantize';
+import type { Weights } from '../../../../engine/model/checkpoint';
+
+const cfg = tinyConfig({ vocabSize: 40, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 64, padTokenId: 0 });
+const lora = resolveLora({ rank: 4, alpha: 8, dropout: 0, target_modules: 'all-linear' });
+const seqs = [
+  [1, 5, 9, 3, 7, 2, 11],
+  [4, 8, 1, 6],
+  [2, 3, 5, 7, 11, 13, 17, 19, 23],
+];
+
+const out: Record<string, unknown> = {};
+for (const dev of ['cpu', 'webgpu']) {
+  const providers = dev === 'cpu' ? ['cpu'] : ['webgpu', 'cpu'];
+  const init = PolicyModel.init(cfg, 3, { threads: 1, lora, loraSeed: 5 });
+  for (const [k, v] of init.weights) if (k.includes('lora_B')) v.forEach((_, i, a) => (a[i] = Math.sin(i * 0.7 + k.length) * 0.05));
+  const q = new PolicyModel(cfg, new Map(init.weights), { threads: 1, providers, lora, quantizeBase: { bits: 4, blockSize: 32 } });
+  const w: Weights = new Map(init.weights);
+  for (const [name, m] of q.quantizedBase()) w.set(name, dequantizeBlockwise(m));
+  const f = new PolicyModel(cfg, w, { threads: 1, providers, lora });
+  const side: Record<string, unknown> = {};
+  for (const [name, m] of [
+    ['quant', q],
+    ['twin', f],
+  ] as const) {
+    const batch = packSequences(seqs, 0);
+    const s = await m.score(batch);
+    const t = await m.trainStep(batch, nllLoss, batch.valid);
+    const logits = await m.lastLogits(seqs);
+    side[name] = {
+      logprobs: Array.from(s.logprobs),
+      loss: t.loss,
+      grads: Object.fromEntries([...t.grads].map(([k, v]) => [k, Array.from(v)])),
+      logits: logits.map((l) => Array.from(l)),
+      onDevice: m.onDevice,
+    };
+    await m.dispose();
+  }
+  await init.dispose();
+  out[dev] = side;
+  console.error(`done ${dev}`);
+}
+console.log(JSON.stringify(out));
