@@ -1,6 +1,7 @@
 /**
- * The vm context user code runs in (shared by the one-shot "try it" worker and the run-long
- * tool host). Nothing from the host realm is handed to user code: a host object's constructor
+ * The vm contexts of `environment.sandbox: process` (V8-fast, for compute-heavy tools whose code
+ * is consented like a plugin's): NOT a boundary, the permission model around the process is. The
+ * default engine is QuickJS (./sandbox-quickjs.ts). Nothing from the host realm is handed to user code: a host object's constructor
  * chain would lead back to the worker realm's Function and `process`. The console,
  * `require('arbor/env')` (the reward helpers, re-evaluated from their source inside the context),
  * the tool call and the reward call are all defined by a prelude evaluated inside the context;
@@ -256,11 +257,33 @@ export async function callRewardInContext(
     timeoutMs,
     path,
   ) as Promise<string>;
-  const v = JSON.parse(await m.track(p)) as unknown;
+  return rewardFromJson(await m.track(p), path);
+}
+
+/** A reward's value as the guest wrote it (JSON, NaN/±Infinity tagged), checked: { reward, components?, steps? }. */
+export function rewardFromJson(text: string, path: string): { reward: number; components?: Record<string, number> } & Record<string, unknown> {
+  const v = JSON.parse(text) as unknown;
   // NaN / ±Infinity anywhere in what came back are named as the user wrote them (not "null").
   const shown = describeReturned(v);
   if (shown !== JSON.stringify(v ?? null))
-    throw new Error(`${path}: the reward function returned ${shown}; expected a finite number or { reward, components?, steps? }`);
+    throw new Error(
+      `${path}: the reward function returned ${shown.length > 2000 ? `${shown.slice(0, 2000)}…` : shown}; expected a finite number or { reward, components?, steps? }`,
+    );
   const { components, ...rest } = normalizeRewardValue(v, path);
   return Object.keys(components).length ? { ...rest, components } : rest;
+}
+
+/** Console output of one call as it leaves the sandbox: at most 1000 lines and 256 K characters, the rest counted in a note. */
+export function capLogs(lines: string[], maxLines = 1000, maxChars = 256 * 1024): string[] {
+  const out: string[] = [];
+  let chars = 0;
+  let i = 0;
+  for (; i < lines.length && out.length < maxLines && chars < maxChars; i++) {
+    const l = String(lines[i]);
+    const line = l.length > 8192 + 512 ? `${l.slice(0, 8192)} …[log line truncated: ${l.length} characters]` : l;
+    out.push(line);
+    chars += line.length;
+  }
+  if (i < lines.length) out.push(`…[${lines.length - i} more log lines dropped: the limit is ${maxLines} lines or ${maxChars} characters per call]`);
+  return out;
 }

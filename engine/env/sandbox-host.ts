@@ -3,8 +3,11 @@
  * editor's one-shot "try it", ./sandbox.ts, opens one for a single call). The TypeScript files are
  * compiled with esbuild (source maps kept here); the sandbox (./sandbox-child.ts) is a separate
  * Node process under Node's permission model (no child processes, workers, addons or file writes;
- * file reads only under the workspace), with no environment variables, a heap cap, and on Linux a
- * network namespace of its own (no network) when the system allows unprivileged ones. The host
+ * file reads only under the workspace and its own two files), with no environment variables, a
+ * heap cap, and on Linux a network namespace of its own (no network) when the system allows
+ * unprivileged ones; inside it the user's code runs in QuickJS compiled to WebAssembly
+ * (./sandbox-quickjs.ts), an engine whose heap holds no host object. A workspace with a symbolic
+ * link that leaves it is refused before anything starts (the permission model follows links). The host
  * exposes the tools as ordinary `Tool`s, so a task's `runCall` validates the model's arguments
  * (ajv) and applies its own timeout exactly as for built-in tools; a call that overruns the
  * sandbox limit, or a sandbox that runs out of memory or dies, gets the process replaced (the
@@ -12,13 +15,16 @@
  * user's TypeScript. Everything the sandbox sends back is treated as untrusted data.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, realpathSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, lstatSync, mkdtempSync, readdirSync, readlinkSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import type { RawSourceMap } from 'source-map-js';
 import type { EpisodeSummary } from './rewards';
 import { compile, DEFAULT_SANDBOX_LIMITS, locate, mapStack, type SandboxLimits } from './sandbox-compile';
-import type { HostFile, HostHello, HostInit, HostReply, HostRequest, HostStarted, HostToolSpec } from './sandbox-child';
+import type { HostFile, HostHello, HostInit, HostReply, HostRequest, HostStarted, HostToolSpec, SandboxEngine } from './sandbox-child';
 import type { Tool, ToolResult } from './tool';
 
 /** How long a call may wait in the worker's queue before it starts (its own limit starts then). */
@@ -35,20 +41,87 @@ export interface UserReward {
   components?: Record<string, number>;
 }
 
-const CHILD = fileURLToPath(new URL('./sandbox-child.ts', import.meta.url));
+const ENTRY = fileURLToPath(new URL('./sandbox-entry.ts', import.meta.url));
 
-/** The sandbox's code: ./sandbox-child.ts and what it imports, bundled into one ES module (built once per engine process). */
-let bundle: Promise<string> | undefined;
-function childBundle(): Promise<string> {
-  bundle ??= build({ entryPoints: [CHILD], bundle: true, platform: 'node', format: 'esm', target: 'node22', write: false, logLevel: 'silent' }).then((r) =>
-    Buffer.from(r.outputFiles[0]!.contents).toString('base64'),
-  );
-  return bundle;
+/** Console lines a host keeps between takeLogs() calls (older ones are counted in a note). */
+const MAX_HOST_LOGS = 10_000;
+
+/**
+ * The sandbox's two files, written once per engine process to a private folder (0700) of its own:
+ * the bundled child (./sandbox-entry.ts and its imports) and the QuickJS wasm. The child is
+ * started from the file (not `node -e`) and may read this folder and the workspace, nothing else.
+ */
+let files: Promise<{ dir: string; entry: string; wasm: string }> | undefined;
+export function sandboxFiles(): Promise<{ dir: string; entry: string; wasm: string }> {
+  files ??= build({ entryPoints: [ENTRY], bundle: true, platform: 'node', format: 'esm', target: 'node22', write: false, logLevel: 'silent' }).then((r) => {
+    const dir = mkdtempSync(join(tmpdir(), 'arbor-sandbox-'));
+    chmodSync(dir, 0o700);
+    const entry = join(dir, 'sandbox.mjs');
+    const wasm = join(dir, 'quickjs.wasm');
+    writeFileSync(entry, r.outputFiles[0]!.contents, { mode: 0o400 });
+    const variantMain = createRequire(import.meta.url).resolve('@jitl/quickjs-wasmfile-release-sync');
+    copyFileSync(join(dirname(variantMain), 'emscripten-module.wasm'), wasm);
+    chmodSync(wasm, 0o400);
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+    return { dir: realpathSync(dir), entry: join(realpathSync(dir), 'sandbox.mjs'), wasm: join(realpathSync(dir), 'quickjs.wasm') };
+  });
+  return files;
 }
 
-/** Started with `-e`: takes the bundle and its init from the first IPC message (nothing to read from disk). */
-const BOOT =
-  "process.once('message', (m) => import('data:text/javascript;base64,' + m.code).then((mod) => mod.main(m.init), (e) => { console.error(String((e && e.stack) || e)); process.exit(3); }));";
+/** Entries the link check looks at before it gives up (a workspace is a folder of tools and data, not a disk). */
+const MAX_WORKSPACE_ENTRIES = 200_000;
+
+/**
+ * Why a workspace folder cannot be lent to the sandbox: a symbolic link in it that leads outside
+ * it (Node's permission model follows links under an allowed folder, so one would widen what the
+ * sandbox may read), named with where it leads; null when there is none.
+ */
+export function workspaceLinkProblem(root: string): string | null {
+  let base: string;
+  try {
+    base = realpathSync(root);
+  } catch {
+    return null;
+  }
+  const inside = (p: string) => {
+    const rel = relative(base, p);
+    return rel === '' || (!rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel));
+  };
+  const stack = [base];
+  let seen = 0;
+  while (stack.length) {
+    const dir = stack.pop()!;
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      continue;
+    }
+    for (const name of names) {
+      if (++seen > MAX_WORKSPACE_ENTRIES)
+        return `the environment folder ${root} has more than ${MAX_WORKSPACE_ENTRIES} entries; Arbor checks every one for links that leave it, so give a smaller workspace`;
+      const full = join(dir, name);
+      let st;
+      try {
+        st = lstatSync(full);
+      } catch {
+        continue;
+      }
+      if (st.isSymbolicLink()) {
+        let target: string;
+        try {
+          target = realpathSync(full);
+        } catch {
+          // A dangling link: where it would lead once its target exists.
+          target = resolve(dirname(full), readlinkSync(full));
+        }
+        if (!inside(target))
+          return `the environment folder ${root} holds a link that leaves it: ${relative(base, full)} -> ${readlinkSync(full)} (${target}); the sandbox would read through it, so Arbor refuses the folder (remove the link or copy its target into the folder)`;
+      } else if (st.isDirectory()) stack.push(full);
+    }
+  }
+  return null;
+}
 
 /** `unshare -rn` (a user and network namespace: no network at all), when this system allows it; checked once. */
 let unshareBin: string | null | undefined;
@@ -61,15 +134,20 @@ function networkJail(): string | null {
   return unshareBin;
 }
 
-/** How the sandbox process is started: the command, its arguments and its (empty) environment. */
+/** How the sandbox process is started: the command, its arguments (ending with the entry file) and its (empty) environment. */
 export function sandboxCommand(
   limits: SandboxLimits,
-  workspace?: string,
+  workspace: string | undefined,
+  sandbox: { dir: string; entry: string },
+  engine: SandboxEngine = 'quickjs',
 ): { command: string; args: string[]; env: Record<string, string>; network: 'none' | 'host' } {
   const permission = process.allowedNodeEnvironmentFlags.has('--permission') ? '--permission' : '--experimental-permission';
-  const read: string[] = [];
+  const read: string[] = [`--allow-fs-read=${sandbox.dir}`];
   if (workspace && existsSync(workspace)) read.push(`--allow-fs-read=${realpathSync(workspace)}`);
-  const node = [permission, ...read, `--max-old-space-size=${limits.memoryMb}`, '--max-semi-space-size=8', '--disable-warning=ExperimentalWarning', '-e', BOOT];
+  // With QuickJS the V8 heap holds this process's own code, messages and the files a tool reads
+  // (the guest's heap is wasm memory under its own limit); with vm contexts it is the user's heap.
+  const heap = engine === 'quickjs' ? limits.memoryMb + 64 : limits.memoryMb;
+  const node = [permission, ...read, `--max-old-space-size=${heap}`, '--max-semi-space-size=8', '--disable-warning=ExperimentalWarning', sandbox.entry];
   // Electron's binary runs as plain Node with ELECTRON_RUN_AS_NODE.
   const env: Record<string, string> = process.versions.electron ? { ELECTRON_RUN_AS_NODE: '1' } : {};
   const jail = networkJail();
@@ -118,6 +196,7 @@ export class SandboxHost {
   restarts = 0;
   /** Console output of user code since the last takeLogs(). */
   private logs: string[] = [];
+  private droppedLogs = 0;
   private toolPaths = new Map<string, string>();
   /** Tool name → the name it is exported under (the editor's "try it" picks by either). */
   readonly exportNames = new Map<string, string>();
@@ -139,15 +218,22 @@ export class SandboxHost {
     private readonly limits: SandboxLimits,
     readonly rewardPath?: string,
     private readonly workspace?: string,
+    readonly engine: SandboxEngine = 'quickjs',
   ) {}
 
   /** Compile and load the files; throws SandboxError (with the line) if one does not compile or load. */
   /** `workspace`: the folder the tools may read with ctx.readFile (the only folder the sandbox process may read). */
+  /** `engine`: 'quickjs' (the default: the boundary), or 'process' (`environment.sandbox: process`: V8 vm contexts in the sandbox process, code consented like a plugin's). */
   static async open(
     env: { tools?: SourceFile[]; reward?: SourceFile },
     limits: SandboxLimits = DEFAULT_SANDBOX_LIMITS,
     workspace?: string,
+    opts: { engine?: SandboxEngine } = {},
   ): Promise<SandboxHost> {
+    if (workspace) {
+      const problem = workspaceLinkProblem(workspace);
+      if (problem) throw new Error(problem);
+    }
     const files: HostFile[] = [];
     const maps = new Map<string, RawSourceMap>();
     const all = [...(env.tools ?? []).map((f) => ({ ...f, kind: 'tool' as const })), ...(env.reward ? [{ ...env.reward, kind: 'reward' as const }] : [])];
@@ -157,7 +243,7 @@ export class SandboxHost {
       files.push({ path: f.path, code: c.code, kind: f.kind });
       maps.set(f.path, c.map);
     }
-    const host = new SandboxHost(files, maps, limits, env.reward?.path, workspace);
+    const host = new SandboxHost(files, maps, limits, env.reward?.path, workspace, opts.engine ?? 'quickjs');
     let hello: HostHello;
     try {
       hello = await host.start();
@@ -193,7 +279,16 @@ export class SandboxHost {
   }
 
   takeLogs(): string[] {
-    return this.logs.splice(0);
+    const out = this.logs.splice(0);
+    if (this.droppedLogs) out.unshift(`…[${this.droppedLogs} earlier log lines dropped: a sandbox keeps the last ${MAX_HOST_LOGS}]`);
+    this.droppedLogs = 0;
+    return out;
+  }
+
+  /** Keep a reply's console lines (one by one: a spread of a long list overflows the stack), the last MAX_HOST_LOGS of them. */
+  private keepLogs(lines: unknown[]): void {
+    for (const l of lines) this.logs.push(String(l));
+    if (this.logs.length > MAX_HOST_LOGS) this.droppedLogs += this.logs.splice(0, this.logs.length - MAX_HOST_LOGS).length;
   }
 
   async close(): Promise<void> {
@@ -260,11 +355,11 @@ export class SandboxHost {
 
   private start(): Promise<HostHello> {
     const files = this.files.map((f) => f.path).join(', ');
-    this.starting = childBundle().then(
-      (code) =>
+    this.starting = sandboxFiles().then(
+      (sandbox) =>
         new Promise<HostHello>((resolve, reject) => {
           if (this.closed) return reject(new Error('the sandbox was closed'));
-          const cmd = sandboxCommand(this.limits, this.workspace);
+          const cmd = sandboxCommand(this.limits, this.workspace, sandbox, this.engine);
           const child = spawn(cmd.command, cmd.args, { env: cmd.env, stdio: ['ignore', 'pipe', 'pipe', 'ipc'], serialization: 'json' });
           const p: Proc = { child, outbox: [], stderr: '', dead: false };
           this.proc = p;
@@ -292,7 +387,7 @@ export class SandboxHost {
                 this.pending.get(r.id)?.started();
                 continue;
               }
-              if (Array.isArray(r.logs)) this.logs.push(...r.logs.map(String));
+              if (Array.isArray(r.logs)) this.keepLogs(r.logs);
               const q = this.pending.get(r.id);
               if (!q) continue;
               this.pending.delete(r.id);
@@ -319,9 +414,12 @@ export class SandboxHost {
           const init: HostInit = {
             files: this.files,
             callTimeoutMs: this.limits.timeoutMs,
+            memoryMb: this.limits.memoryMb,
             workspace: this.workspace && existsSync(this.workspace) ? realpathSync(this.workspace) : this.workspace,
+            engine: this.engine,
+            wasmPath: sandbox.wasm,
           };
-          child.send({ code, init });
+          child.send({ init });
         }),
     );
     return this.starting;
@@ -373,7 +471,8 @@ export class SandboxHost {
           clearTimeout(timer);
           timer = setTimeout(
             () => this.drop(p, new Error(`${path}: timed out after ${this.limits.timeoutMs} ms (an endless loop?); the sandbox was restarted`)),
-            this.limits.timeoutMs + 250,
+            // QuickJS stops the call itself (interrupt handler, call timer) and answers; this is the backstop.
+            this.limits.timeoutMs + (this.engine === 'quickjs' ? 2000 : 250),
           );
         },
       });

@@ -6,8 +6,10 @@
  *  - worker+vm: a worker thread running the tool in a vm context (the same vm layer the sandbox
  *    process uses), a start and a reply message per call: the isolation before issue #25, kept
  *    here as the baseline (it did not hold);
- *  - process: SandboxHost, a separate Node process under the permission model, batched IPC
- *    (engine/env/sandbox-host.ts).
+ *  - sandbox V8: SandboxHost with `environment.sandbox: process` (the tool in a vm context of
+ *    the sandbox process, under the permission model, batched IPC): the boundary before issue 37;
+ *  - sandbox QuickJS: SandboxHost's default since issue 37 (the same process, the tool in
+ *    QuickJS compiled to WebAssembly, plain data across three host calls) (engine/env/sandbox-host.ts).
  * Two patterns: one call at a time, and 64 calls in flight (a rollout batch's tool turns).
  */
 import { Worker } from 'node:worker_threads';
@@ -25,7 +27,7 @@ const SOURCE = `export const echo = {
 `;
 
 export interface ToolCallRow {
-  isolation: 'in-process' | 'worker+vm' | 'process';
+  isolation: 'in-process' | 'worker+vm' | 'sandbox V8' | 'sandbox QuickJS';
   inFlight: number;
   calls: number;
   msPerCall: number;
@@ -83,11 +85,13 @@ export async function measureToolCalls(opts: { calls?: number; reps?: number } =
     execute: (args) => ({ content: String(args.text).toUpperCase(), success: true }),
   };
   const wv = await workerVmTool(c.code);
+  const v8 = await SandboxHost.open({ tools: [{ path: 'tools/echo.ts', source: SOURCE }] }, undefined, undefined, { engine: 'process' });
   const host = await SandboxHost.open({ tools: [{ path: 'tools/echo.ts', source: SOURCE }] });
   const sets: [ToolCallRow['isolation'], Map<string, Tool>][] = [
     ['in-process', new Map([['echo', inProcess]])],
     ['worker+vm', new Map([['echo', wv.tool]])],
-    ['process', host.tools],
+    ['sandbox V8', v8.tools],
+    ['sandbox QuickJS', host.tools],
   ];
   const rows: ToolCallRow[] = [];
   try {
@@ -100,18 +104,21 @@ export async function measureToolCalls(opts: { calls?: number; reps?: number } =
       }
   } finally {
     await wv.close();
+    await v8.close();
     await host.close();
   }
   return rows;
 }
 
 export function printToolCallRows(rows: ToolCallRow[]): void {
-  console.log('\nTool calls through runCall, ms per call (median of repetitions): in-process, worker+vm (before #25), sandbox process (now)');
-  console.log('isolation    in flight  calls  ms/call  vs worker+vm');
+  console.log(
+    '\nTool calls through runCall, ms per call (median of repetitions): in-process, worker+vm (before #25), the sandbox process with V8 vm contexts (before #37) and with QuickJS (now)',
+  );
+  console.log('isolation        in flight  calls  ms/call  vs sandbox V8');
   for (const r of rows) {
-    const base = rows.find((b) => b.isolation === 'worker+vm' && b.inFlight === r.inFlight)!;
+    const base = rows.find((b) => b.isolation === 'sandbox V8' && b.inFlight === r.inFlight)!;
     console.log(
-      `${r.isolation.padEnd(12)} ${String(r.inFlight).padStart(9)} ${String(r.calls).padStart(6)}  ${r.msPerCall.toFixed(3).padStart(7)}  ${(r.msPerCall / base.msPerCall).toFixed(2).padStart(11)}×`,
+      `${r.isolation.padEnd(16)} ${String(r.inFlight).padStart(9)} ${String(r.calls).padStart(6)}  ${r.msPerCall.toFixed(3).padStart(7)}  ${(r.msPerCall / base.msPerCall).toFixed(2).padStart(12)}×`,
     );
   }
 }

@@ -7,14 +7,17 @@
 // or to open a connection to 127.0.0.1; tools see an observation, rewards a run error with the
 // file and line, and the engine keeps going. A last test runs code that already holds the sandbox
 // process's `process` (as if every JavaScript barrier had fallen) against the operating-system
-// layer: Node's permission model and the network namespace.
+// layer: Node's permission model and the network namespace. Since issue 37 the user's code runs in
+// QuickJS (its own engine and heap), so the whole list runs against that engine; the same files
+// also run under `environment.sandbox: process` (V8 vm contexts, consented like a plugin), where
+// the process's walls still hold. The issue's reproductions (tests/fixtures/attacks) close the file.
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SandboxHost, sandboxCommand } from '../../../engine/env/sandbox-host';
+import { SandboxHost, sandboxCommand, sandboxFiles } from '../../../engine/env/sandbox-host';
 import { tryReward, tryTool } from '../../../engine/env/sandbox';
 import { runCall } from '../../../engine/env/tool';
 import type { EpisodeSummary } from '../../../engine/env/rewards';
@@ -32,7 +35,8 @@ beforeAll(async () => {
   mkdirSync(join(ws, 'data'), { recursive: true });
   writeFileSync(join(dir, 'secret.txt'), 'TOPSECRET');
   writeFileSync(join(ws, 'data', 'ok.txt'), 'inside');
-  symlinkSync(join(dir, 'secret.txt'), join(ws, 'data', 'link.txt'));
+  // A link that stays in the folder is fine; one that leaves it gets the folder refused (below).
+  symlinkSync('ok.txt', join(ws, 'data', 'link.txt'));
   server = createServer((s) => {
     connections++;
     s.destroy();
@@ -168,22 +172,31 @@ async function expectNothingHappened(text: string) {
 }
 
 describe('sandbox escapes: tool files', () => {
-  it('every attempt fails; the tool answers with an observation; reads stay in the workspace', async () => {
-    const host = await SandboxHost.open({ tools: [{ path: 'tools/attack.ts', source: toolFile() }] }, { timeoutMs: 5000, memoryMb: 96 }, ws);
-    hosts.push(host);
-    // Twice: the second call can use what the first one's promises leaked.
-    for (let i = 0; i < 2; i++) {
-      const out = await runCall(host.tools, { name: 'attack', args: {} });
-      expect(out.success).toBe(true);
-      const parts = out.result.split(' | ');
-      expect(parts.slice(0, 3)).toEqual(['held', 'held', 'held']);
-      expect(parts[3]).toBe('inside');
-      for (const r of parts.slice(4)) expect(r).toMatch(/^refused: readFile/);
-      expect(out.metadata).toBeDefined();
-      await expectNothingHappened(out.result);
-    }
-    expect(host.restarts).toBe(0);
-  }, 120_000);
+  it.each(['quickjs', 'process'] as const)(
+    'every attempt fails (engine %s); the tool answers with an observation; reads stay in the workspace',
+    async (engine) => {
+      const host = await SandboxHost.open({ tools: [{ path: 'tools/attack.ts', source: toolFile() }] }, { timeoutMs: 5000, memoryMb: 96 }, ws, { engine });
+      hosts.push(host);
+      // Twice: the second call can use what the first one's promises leaked.
+      for (let i = 0; i < 2; i++) {
+        const out = await runCall(host.tools, { name: 'attack', args: {} });
+        expect(out.success).toBe(true);
+        const parts = out.result.split(' | ');
+        expect(parts.slice(0, 3)).toEqual(['held', 'held', 'held']);
+        expect(parts[3]).toBe('inside');
+        expect(parts.slice(4)).toEqual([
+          'refused: readFile("../secret.txt"): outside the workspace',
+          expect.stringMatching(/^refused: readFile\(".*secret\.txt"\): give a path relative/),
+          'inside',
+          expect.stringMatching(/^refused: readFile/),
+        ]);
+        expect(out.metadata).toBeDefined();
+        await expectNothingHappened(out.result);
+      }
+      expect(host.restarts).toBe(0);
+    },
+    120_000,
+  );
 
   it('the same file through the editor\'s "try it"', async () => {
     const r = await tryTool({ source: toolFile(), path: 'tools/attack.ts', args: {}, workspace: ws });
@@ -235,7 +248,7 @@ describe('sandbox escapes: reward files', () => {
 
 describe('the operating-system layer under the JavaScript barriers', () => {
   it('code holding the sandbox process itself cannot run programs, start workers, read outside the workspace, write or connect', async () => {
-    const cmd = sandboxCommand({ timeoutMs: 5000, memoryMb: 64 }, ws);
+    const cmd = sandboxCommand({ timeoutMs: 5000, memoryMb: 64 }, ws, await sandboxFiles());
     const script = `
       const out = [];
       const t = (name, f) => { try { f(); out.push(name + ':ALLOWED'); } catch (e) { out.push(name + ':' + (e.code || 'refused')); } };
@@ -255,7 +268,8 @@ describe('the operating-system layer under the JavaScript barriers', () => {
       } else done();
       function done() { console.log(JSON.stringify({ out, network: ${JSON.stringify(cmd.network)} })); process.exit(0); }
     `;
-    const args = [...cmd.args.slice(0, cmd.args.indexOf('-e')), '-e', script];
+    // The sandbox's own command line, with this probe in place of its entry file (the last argument).
+    const args = [...cmd.args.slice(0, -1), '-e', script];
     const child = spawn(cmd.command, args, { env: cmd.env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     child.stdout.on('data', (d: Buffer) => (stdout += String(d)));
@@ -274,5 +288,95 @@ describe('the operating-system layer under the JavaScript barriers', () => {
     // namespace of its own when the system allows it (the case here), and nothing connects.
     if (cmd.network === 'none') expect(got.net).toMatch(/^E[A-Z]+$/);
     await expectNothingHappened('');
+  }, 60_000);
+});
+
+const FIXTURES = join(__dirname, '..', '..', 'fixtures', 'attacks');
+const fixture = (rel: string) => ({ path: rel.split('/').slice(1).join('/'), source: readFileSync(join(FIXTURES, rel), 'utf8') });
+
+describe("issue 37's reproductions (attackers' files in tests/fixtures/attacks)", () => {
+  it.each(['quickjs', 'process'] as const)(
+    'the Promise.prototype.finally escape finds nothing to climb (engine %s)',
+    async (engine) => {
+      const host = await SandboxHost.open({ tools: [fixture('finally-escape/tools/escape.ts')] }, { timeoutMs: 5000, memoryMb: 96 }, ws, { engine });
+      hosts.push(host);
+      for (let i = 0; i < 2; i++) {
+        const out = await runCall(host.tools, { name: 'escape', args: {} });
+        expect(out.success).toBe(true);
+        expect(out.result).toMatch(/leaks: held$/);
+        // QuickJS: the functions the guest collected are its own (no host function is handed to a guest promise).
+        if (engine === 'quickjs') expect(out.result).not.toMatch(/PROCESS|HOOKS|FS:|NET|READ/);
+      }
+      await expectNothingHappened('');
+    },
+    60_000,
+  );
+
+  it('an environment folder with a link that leaves it is refused, naming the link; the try-it too', async () => {
+    const env = mkdtempSync(join(tmpdir(), 'arbor-linked-'));
+    cpSync(join(FIXTURES, 'symlink-escape'), env, { recursive: true });
+    symlinkSync('../../../../../../..', join(env, 'up'));
+    try {
+      const open = SandboxHost.open({ tools: [fixture('symlink-escape/tools/read.ts')] }, undefined, env);
+      await expect(open).rejects.toThrow(/holds a link that leaves it: up -> \.\.\/\.\.\/\.\.\/\.\.\/\.\.\/\.\.\/\.\./);
+      const t = await tryTool({ ...fixture('symlink-escape/tools/read.ts'), args: { path: 'up/etc/passwd' }, workspace: env });
+      expect(t.ok).toBe(false);
+      expect(t.error?.message).toMatch(/link that leaves it: up ->/);
+      // A dangling link that would lead out once its target exists is refused as well; one inside is not.
+      rmSync(join(env, 'up'));
+      symlinkSync(join(dir, 'not-yet'), join(env, 'later'));
+      await expect(SandboxHost.open({ tools: [fixture('symlink-escape/tools/read.ts')] }, undefined, env)).rejects.toThrow(/later ->/);
+      rmSync(join(env, 'later'));
+      symlinkSync('tools', join(env, 'inner'));
+      const host = await SandboxHost.open({ tools: [fixture('symlink-escape/tools/read.ts')] }, undefined, env);
+      hosts.push(host);
+      expect((await runCall(host.tools, { name: 'read', args: { path: 'inner/read.ts' } })).result).toContain('Issue 37, item 2');
+    } finally {
+      rmSync(env, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it.each(['quickjs', 'process'] as const)(
+    '300,000 console lines in one call do not crash the engine: kept to a cap with a note (engine %s)',
+    async (engine) => {
+      const host = await SandboxHost.open({ tools: [fixture('logs-300k/tools/spam.ts')] }, { timeoutMs: 20_000, memoryMb: 96 }, ws, { engine });
+      hosts.push(host);
+      const out = await runCall(host.tools, { name: 'spam', args: {} }, { timeoutMs: 30_000, maxArgChars: 100, maxResultChars: 100 });
+      expect(out.result).toBe('logged');
+      const logs = host.takeLogs();
+      expect(logs.length).toBeLessThanOrEqual(1001);
+      expect(logs.at(-1)).toMatch(/more log lines .*dropped: the limit is 1000 lines/);
+      expect(host.restarts).toBe(0);
+      expect((await runCall(host.tools, { name: 'spam', args: {} }, { timeoutMs: 30_000, maxArgChars: 100, maxResultChars: 100 })).result).toBe('logged');
+    },
+    120_000,
+  );
+
+  it('results, logs and error texts leave QuickJS cut to size with a note; deep recursion is an error, not a crash', async () => {
+    const src = `export const big = { name: 'big', description: '', parameters: { type: 'object', properties: { how: { type: 'string' } } },
+  execute(a: { how: string }) {
+    if (a.how === 'result') return { content: 'x'.repeat(5_000_000), success: true, metadata: { blob: 'y'.repeat(200_000) } };
+    if (a.how === 'log') { console.log('z'.repeat(100_000)); return { content: 'ok', success: true }; }
+    if (a.how === 'error') throw new Error('e'.repeat(100_000));
+    const r = (n: number): number => r(n + 1) + 1;
+    return { content: String(r(0)), success: true };
+  } };`;
+    const host = await SandboxHost.open({ tools: [{ path: 'tools/big.ts', source: src }] }, { timeoutMs: 5000, memoryMb: 96 }, ws);
+    hosts.push(host);
+    const limits = { timeoutMs: 10_000, maxArgChars: 100, maxResultChars: 10_000_000 };
+    const r = await runCall(host.tools, { name: 'big', args: { how: 'result' } }, limits);
+    expect(r.result.length).toBeLessThan(1024 * 1024 + 200);
+    expect(r.result).toMatch(/…\[result truncated: 5000000 characters, the limit is 1048576\]$/);
+    expect(JSON.stringify(r.metadata)).toMatch(/metadata of \d+ characters dropped/);
+    await runCall(host.tools, { name: 'big', args: { how: 'log' } }, limits);
+    const [line] = host.takeLogs();
+    expect(line!.length).toBeLessThan(8192 + 200);
+    expect(line).toMatch(/…\[log line truncated: 100000 characters, the limit is 8192\]$/);
+    const e = await runCall(host.tools, { name: 'big', args: { how: 'error' } }, limits);
+    expect(e.error!.length).toBeLessThan(16_384 + 400);
+    expect(e.error).toMatch(/error message truncated/);
+    const deep = await runCall(host.tools, { name: 'big', args: { how: 'deep' } }, limits);
+    expect(deep.error).toMatch(/stack overflow/);
+    expect(host.restarts).toBe(0);
   }, 60_000);
 });

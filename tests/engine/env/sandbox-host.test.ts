@@ -1,6 +1,7 @@
 // A user environment's tools and reward loaded once into a sandbox worker for a run: the tools
 // are ordinary Tools for runCall (ajv validation, error observations with the TypeScript line),
-// a stuck call gets the worker replaced, and the reward file scores episode summaries.
+// a stuck call is stopped (QuickJS) or gets the process replaced (process engine), and the reward
+// file scores episode summaries.
 import { afterAll, describe, expect, it } from 'vitest';
 import { SandboxHost } from '../../../engine/env/sandbox-host';
 import { runCall } from '../../../engine/env/tool';
@@ -18,8 +19,8 @@ export const shout: Tool = {
       throw new Error('no booming');
     }
     if (args.text === 'hog') {
-      const a: number[][] = [];
-      for (;;) a.push(new Array(1e5).fill(1));
+      const a: string[] = [];
+      for (;;) a.push('x'.repeat(1e5) + a.length);
     }
     if (args.text === 'hang') {
       await Promise.resolve();
@@ -85,13 +86,15 @@ describe('SandboxHost', () => {
     expect(r.reward).toBeCloseTo(r.components!.f1! - 0.2, 6);
   }, 60_000);
 
-  it('replaces a worker stuck after an await; the next call works', async () => {
-    const host = await SandboxHost.open({ tools: [{ path: 'tools/text.ts', source: TOOLS }] }, { timeoutMs: 400, memoryMb: 64 });
-    hosts.push(host);
-    const stuck = await runCall(host.tools, { name: 'shout', args: { text: 'hang' } }, { timeoutMs: 10_000, maxArgChars: 1000, maxResultChars: 1000 });
-    expect(stuck.error).toMatch(/tools\/text\.ts: timed out after 400 ms/);
-    expect(host.restarts).toBe(1);
-    expect((await runCall(host.tools, { name: 'shout', args: { text: 'again' } })).result).toBe('AGAIN');
+  it('stops a call stuck after an await (QuickJS: the engine interrupts it, the process stays; process engine: the process is replaced); the next call works', async () => {
+    for (const engine of ['quickjs', 'process'] as const) {
+      const host = await SandboxHost.open({ tools: [{ path: 'tools/text.ts', source: TOOLS }] }, { timeoutMs: 400, memoryMb: 64 }, undefined, { engine });
+      hosts.push(host);
+      const stuck = await runCall(host.tools, { name: 'shout', args: { text: 'hang' } }, { timeoutMs: 10_000, maxArgChars: 1000, maxResultChars: 1000 });
+      expect(stuck.error).toMatch(/tools\/text\.ts: timed out after 400 ms/);
+      expect(host.restarts).toBe(engine === 'quickjs' ? 0 : 1);
+      expect((await runCall(host.tools, { name: 'shout', args: { text: 'again' } })).result).toBe('AGAIN');
+    }
   }, 120_000);
 
   it("a call queued behind others' work is timed from when it starts, not from when it was sent", async () => {
@@ -109,13 +112,15 @@ describe('SandboxHost', () => {
     expect(host.restarts).toBe(0);
   }, 120_000);
 
-  it('replaces a worker that exceeds the memory limit', async () => {
-    const host = await SandboxHost.open({ tools: [{ path: 'tools/text.ts', source: TOOLS }] }, { timeoutMs: 20_000, memoryMb: 32 });
-    hosts.push(host);
-    const hog = await runCall(host.tools, { name: 'shout', args: { text: 'hog' } }, { timeoutMs: 30_000, maxArgChars: 1000, maxResultChars: 1000 });
-    expect(hog.error).toMatch(/exceeded the sandbox memory limit \(32 MB\)/);
-    expect(host.restarts).toBe(1);
-    expect((await runCall(host.tools, { name: 'shout', args: { text: 'fine' } })).result).toBe('FINE');
+  it('stops a call that exceeds the memory limit (QuickJS: an error in the guest; process engine: the process is replaced)', async () => {
+    for (const engine of ['quickjs', 'process'] as const) {
+      const host = await SandboxHost.open({ tools: [{ path: 'tools/text.ts', source: TOOLS }] }, { timeoutMs: 20_000, memoryMb: 32 }, undefined, { engine });
+      hosts.push(host);
+      const hog = await runCall(host.tools, { name: 'shout', args: { text: 'hog' } }, { timeoutMs: 30_000, maxArgChars: 1000, maxResultChars: 1000 });
+      expect(hog.error).toMatch(/exceeded the sandbox memory limit \(32 MB\)/);
+      expect(host.restarts).toBe(engine === 'quickjs' ? 0 : 1);
+      expect((await runCall(host.tools, { name: 'shout', args: { text: 'fine' } })).result).toBe('FINE');
+    }
   }, 120_000);
 
   it('refuses files that do not compile or load, naming the file and line', async () => {

@@ -60,10 +60,17 @@ describe('sandbox: tools', () => {
     const t = await tryTool({ source: loop, path: 'tools/loop.ts', args: { text: 'x' } }, { timeoutMs: 500, memoryMb: 64 });
     expect(t.ok).toBe(false);
     expect(t.error?.message).toMatch(/tools\/loop\.ts: timed out after 500 ms/);
-    const hog = TOOL.replace("console.log('called with', args.text);", 'const a: number[][] = []; for (;;) a.push(new Array(1e5).fill(1));');
+    const hog = TOOL.replace("console.log('called with', args.text);", "const a: string[] = []; for (;;) a.push('x'.repeat(1e5) + a.length);");
     const m = await tryTool({ source: hog, path: 'tools/hog.ts', args: { text: 'x' } }, { timeoutMs: 20_000, memoryMb: 32 });
     expect(m.ok).toBe(false);
     expect(m.error?.message).toMatch(/tools\/hog\.ts: exceeded the sandbox memory limit \(32 MB\)/);
+    // Near its memory limit QuickJS collects garbage on every allocation, and a builtin's own loop
+    // (fill) does not poll the interrupt handler: the call's time limit, and the host's kill just
+    // after it, stop it all the same.
+    const slow = TOOL.replace("console.log('called with', args.text);", 'const a: number[][] = []; for (;;) a.push(new Array(1e5).fill(1));');
+    const s = await tryTool({ source: slow, path: 'tools/slow.ts', args: { text: 'x' } }, { timeoutMs: 1500, memoryMb: 32 });
+    expect(s.ok).toBe(false);
+    expect(s.error?.message).toMatch(/timed out|memory limit/);
   }, 120_000);
 
   it('has no handle on the engine: no process, no require of other modules; syntax errors have their line', async () => {
