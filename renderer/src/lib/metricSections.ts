@@ -3,6 +3,8 @@
 /** Chart sections, in the order researchers read them; a metric goes to the first section that matches. */
 const SECTIONS: [string, RegExp][] = [
   ['Reward', /^reward(\/|$)/],
+  // environment.judge: requests, tokens, seconds, cost, failures, agreement.
+  ['Judge', /^judge\//],
   ['Accuracy', /^(exact_match|em|format_rate|accuracy)$/],
   ['Held-out evaluation', /^eval\//],
   // Branching rollouts (ARPO/AEPO): branches per prompt, prefix tokens not recomputed, entropy and ΔH at branch points.

@@ -11,6 +11,7 @@ import { ForkPanel } from '../components/ForkPanel';
 import { TokenInspector } from '../components/TokenInspector';
 import { buildBranchTree, turnOrigins, type BranchTree, type TurnOrigin } from '../lib/branchTree';
 import { BranchPointBadge, BranchTreePanel } from '../components/BranchTree';
+import { JudgeBadge, JudgePanel, judgeOf } from '../components/JudgePanel';
 
 /** The branch tree of the open trajectory's group, when its samples come from branching rollouts. */
 function useBranchTree(): BranchTree | null {
@@ -98,6 +99,11 @@ export function useReplayKeys(enabled: boolean) {
   }, [enabled, store]);
 }
 
+/** The step selector's label: step −1 holds the playground's live rollouts (engine/replay/live.ts LIVE_STEP). */
+export function stepLabel(step: number): string {
+  return step === -1 ? '−1 (playground)' : String(step);
+}
+
 export function TrajectoriesView() {
   const runs = useArbor((s) => s.runs);
   const runId = useArbor((s) => s.trajRunId);
@@ -156,7 +162,7 @@ export function TrajectoriesView() {
         <select value={step ?? ''} onChange={(e) => void a.setStep(Number(e.target.value))} data-testid="traj-step">
           {steps.map((s) => (
             <option key={s} value={s}>
-              {s}
+              {stepLabel(s)}
             </option>
           ))}
         </select>
@@ -427,7 +433,7 @@ function TrajectoryHeader({ traj, tree }: { traj: Trajectory; tree: BranchTree |
   return (
     <div className="panel" style={{ display: 'flex', gap: 14, flexWrap: 'wrap', alignItems: 'baseline' }} data-testid="traj-header">
       <span>
-        step <b className="mono">{traj.step}</b>
+        step <b className="mono">{stepLabel(traj.step)}</b>
       </span>
       <span>
         group <b className="mono">{traj.group}</b> · sample <b className="mono">{traj.sample}</b> of {sibs.length}
@@ -665,6 +671,7 @@ function GroupPane() {
         </b>{' '}
         tokens, collapsed: <span className="mono muted">{prefixText}</span>
       </div>
+      <JudgePanel group={group} />
       <div
         ref={host}
         className="group-grid"
@@ -695,6 +702,7 @@ function GroupPane() {
                     </b>
                   </span>
                   {g.outcome ? <span className="tag">{g.outcome}</span> : null}
+                  {judgeOf(g) ? <JudgeBadge judge={judgeOf(g)!} /> : null}
                   {g.branch ? (
                     <span
                       title={`branched from sample ${g.branch.parent} after turn ${g.branch.turn} (entropy ${g.branch.entropy.toFixed(3)}, ΔH ${g.branch.deltaH.toFixed(3)})`}
