@@ -12,6 +12,7 @@ import { mulberry32 } from '../base/rng';
 import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { parseHfConfig, toHfConfig, weightShapes, type ModelConfig, type WeightDType } from './config';
+import { quantizeBlockwise, type QuantizedMatrix } from './quantize';
 import { readSafetensorsHeader, readTensorInto, writeSafetensors, type SafeDType, type SafeTensor, type SafeTensorInfo } from './safetensors';
 
 export const TOKENIZER_FILES = [
@@ -38,6 +39,16 @@ export interface LoadedCheckpoint {
   weights: Weights;
   /** generation_config.json as found (undefined when the folder has none). */
   generationConfig?: Record<string, unknown>;
+  /** The tensors quantized while reading (LoadOptions.quantize), absent from `weights`. */
+  quantized?: Map<string, QuantizedMatrix>;
+}
+
+export interface LoadOptions {
+  /**
+   * Block-quantize these tensors as they are read (model.quantize_base): each is read into one
+   * scratch buffer and quantized there, so the float32 base never exists in memory at once.
+   */
+  quantize?: { names: Set<string>; bits: 4 | 8; blockSize: number };
 }
 
 /**
@@ -136,7 +147,7 @@ function locateTensors(folder: string): Map<string, Located> {
 /** Derived buffers some exporters store (recomputed from the config, so skipping them loses nothing). */
 const DERIVED = /\.rotary_emb\.inv_freq$/;
 
-export function loadCheckpoint(folder: string): LoadedCheckpoint {
+export function loadCheckpoint(folder: string, opts: LoadOptions = {}): LoadedCheckpoint {
   const config = readModelConfig(folder);
   const located = locateTensors(folder);
   const shapes = weightShapes(config);
@@ -156,6 +167,8 @@ export function loadCheckpoint(folder: string): LoadedCheckpoint {
   const only = dtypes.size === 1 ? SAFE_TO_TORCH[[...dtypes][0]!] : undefined;
   config.dtype = only ?? 'float32';
   const weights: Weights = new Map();
+  const quantized = opts.quantize ? new Map<string, QuantizedMatrix>() : undefined;
+  let scratch: Float32Array | undefined;
   const fds = new Map<string, number>();
   const fdOf = (file: string) => {
     let fd = fds.get(file);
@@ -168,7 +181,15 @@ export function loadCheckpoint(folder: string): LoadedCheckpoint {
       if (!at) throw new Error(`${folder}: missing tensor '${name}' (expected shape [${shape}])`);
       const s = at.info.shape;
       if (s.length !== shape.length || s.some((d, i) => d !== shape[i])) throw new Error(`${at.file}: tensor '${name}' has shape [${s}], expected [${shape}]`);
-      const w = allocWeight(shape.reduce((p, q) => p * q, 1));
+      const n = shape.reduce((p, q) => p * q, 1);
+      if (quantized && opts.quantize!.names.has(name)) {
+        if (!scratch || scratch.length < n) scratch = new Float32Array(n);
+        const w = scratch.subarray(0, n);
+        readTensorInto(fdOf(at.file), at.file, at.info, w);
+        quantized.set(name, quantizeBlockwise(w, shape[0]!, shape[1]!, opts.quantize!.bits, opts.quantize!.blockSize));
+        continue;
+      }
+      const w = allocWeight(n);
       readTensorInto(fdOf(at.file), at.file, at.info, w);
       weights.set(name, w);
     }
@@ -188,7 +209,7 @@ export function loadCheckpoint(folder: string): LoadedCheckpoint {
   } finally {
     for (const fd of fds.values()) closeSync(fd);
   }
-  return { folder, config, weights, generationConfig: readGenerationConfig(folder) };
+  return { folder, config, weights, generationConfig: readGenerationConfig(folder), ...(quantized ? { quantized } : {}) };
 }
 
 export interface SaveCheckpointOptions {

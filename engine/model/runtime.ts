@@ -17,7 +17,7 @@ import { initTfjs, runTfjs, type TfProgram } from '../tensor/tfjs';
 import { parameterCount, weightShapes, type ModelConfig } from './config';
 import { copyFileSync, mkdirSync, writeFileSync, existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { initWeights, loadCheckpoint, saveCheckpoint, allocWeight, TOKENIZER_FILES, type Weights } from './checkpoint';
+import { initWeights, loadCheckpoint, readModelConfig, saveCheckpoint, allocWeight, TOKENIZER_FILES, type Weights } from './checkpoint';
 import {
   batchFeeds,
   buildAttentionBias,
@@ -119,6 +119,12 @@ export interface PolicyModelOptions {
    */
   quantizeBase?: BaseQuantSpec | null;
   /**
+   * The quantized base's codes, already made (quantized while a folder was read: PolicyModel.load;
+   * or generated, for benchmarks of shapes whose float32 base would not fit): `weights` need not
+   * hold these tensors. Each must match quantizeBase.
+   */
+  quantizedBaseMats?: Map<string, QuantizedMatrix>;
+  /**
    * Float32 decode sessions on the CPU provider hold the linear weights as initializers (Wᵀ, which
    * ORT pre-packs once) instead of taking them as inputs on every call; the session is rebuilt in
    * place when the weights change (as the quantized one is). Default: on for ORT on the CPU from
@@ -202,6 +208,13 @@ export function savedBaseQuant(folder: string): BaseQuantSpec | null {
   return { bits: st.quantize_base === 'int4' ? 4 : 8, blockSize: st.quantize_block ?? QUANT_BLOCK };
 }
 
+/** A model folder, its base's linear weights quantized tensor by tensor as they are read when `q` is given (model.quantize_base). */
+function loadQuantizing(folder: string, q: BaseQuantSpec | null | undefined) {
+  if (!q) return loadCheckpoint(folder);
+  const config = readModelConfig(folder);
+  return loadCheckpoint(folder, { quantize: { names: new Set(baseQuantNames(config)), ...q } });
+}
+
 function saveCheckpointTokenizer(from: string, to: string): void {
   for (const f of TOKENIZER_FILES) if (existsSync(join(from, f)) && resolve(from) !== resolve(to)) copyFileSync(join(from, f), join(to, f));
 }
@@ -248,7 +261,18 @@ export class PolicyModel {
       const fresh = initAdapters(config, this.lora, opts.loraSeed ?? 0);
       for (const [k, v] of fresh) if (!weights.has(k)) weights.set(k, v);
     }
+    const given = opts.quantizeBase ? opts.quantizedBaseMats : undefined;
+    for (const [name, m] of given ?? [])
+      if (m.bits !== opts.quantizeBase!.bits || m.blockSize !== opts.quantizeBase!.blockSize)
+        throw new Error(
+          `PolicyModel: quantized weight '${name}' is ${m.bits}-bit in blocks of ${m.blockSize}, quantizeBase asks for ${opts.quantizeBase!.bits} / ${opts.quantizeBase!.blockSize}`,
+        );
     for (const [name, shape] of Object.entries(programWeightShapes(config, this.lora))) {
+      const q = given?.get(name);
+      if (q) {
+        if (q.N !== shape[0] || q.K !== shape[1]) throw new Error(`PolicyModel: quantized weight '${name}' is [${q.N}, ${q.K}], shape [${shape}] expected`);
+        continue;
+      }
       const w = weights.get(name);
       const n = shape.reduce((p, q) => p * q, 1);
       if (!w) throw new Error(`PolicyModel: missing weight '${name}'`);
@@ -280,13 +304,21 @@ export class PolicyModel {
     const spec = this.opts.quantizeBase!;
     const shapes = weightShapes(this.config);
     const mats = new Map<string, QuantizedMatrix>();
+    const given = this.baseMats ? undefined : this.opts.quantizedBaseMats;
+    let dropped = !!this.opts.baseFolder;
     for (const name of baseQuantNames(this.config)) {
+      const w = this.weights.get(name);
       const [N, K] = shapes[name]!;
-      mats.set(name, quantizeBlockwise(this.weights.get(name)!, N!, K!, spec.bits, spec.blockSize));
+      if (w) mats.set(name, quantizeBlockwise(w, N!, K!, spec.bits, spec.blockSize));
+      else if (given?.has(name)) {
+        mats.set(name, given.get(name)!);
+        dropped = true; // no float32 array here to keep
+        continue;
+      } else throw new Error(`PolicyModel: missing weight '${name}'`);
       if (this.opts.baseFolder) this.weights.delete(name);
     }
     this.baseMats = mats;
-    this.baseDropped = !!this.opts.baseFolder;
+    this.baseDropped = dropped;
   }
 
   /** Trace a program (score, train, decode with weight inputs) with the quantized base read from its codes and scales inputs. */
@@ -310,7 +342,8 @@ export class PolicyModel {
         );
       if (!existsSync(join(baseModel, 'config.json')))
         throw new Error(`${join(folder, 'adapter_config.json')}: base model folder '${baseModel}' (base_model_name_or_path) not found`);
-      const ck = loadCheckpoint(baseModel);
+      const quantizeBase = opts.quantizeBase !== undefined ? opts.quantizeBase : savedBaseQuant(folder);
+      const ck = loadQuantizing(baseModel, quantizeBase);
       const ad = readPeftAdapter(folder, ck.config);
       const want = opts.lora;
       if (want && (want.rank !== ad.spec.rank || want.alpha !== ad.spec.alpha || want.targets.join() !== ad.spec.targets.join()))
@@ -322,15 +355,21 @@ export class PolicyModel {
       const m = new PolicyModel(ck.config, ck.weights, {
         tokenizerFolder: tok,
         baseFolder: resolve(baseModel),
-        quantizeBase: savedBaseQuant(folder),
         ...opts,
+        quantizeBase,
+        ...(ck.quantized ? { quantizedBaseMats: ck.quantized } : {}),
         lora: { ...ad.spec, dropout: want?.dropout ?? ad.spec.dropout },
       });
       m.readLoraState(folder);
       return m;
     }
-    const ck = loadCheckpoint(folder);
-    return new PolicyModel(ck.config, ck.weights, { tokenizerFolder: folder, baseFolder: resolve(folder), ...opts });
+    const ck = loadQuantizing(folder, opts.quantizeBase);
+    return new PolicyModel(ck.config, ck.weights, {
+      tokenizerFolder: folder,
+      baseFolder: resolve(folder),
+      ...opts,
+      ...(ck.quantized ? { quantizedBaseMats: ck.quantized } : {}),
+    });
   }
 
   static init(config: ModelConfig, seed: number, opts: PolicyModelOptions = {}): PolicyModel {

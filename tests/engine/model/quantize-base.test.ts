@@ -139,6 +139,23 @@ describe('quantized base: graphs and checkpoints', () => {
     expect(ops.filter((o) => o === 'Floor').length).toBe(names.size - 3);
   });
 
+  it('a folder is quantized tensor by tensor as it is read (BF16 safetensors): the same codes as quantizing the float32 load', async () => {
+    const { loadCheckpoint } = await import('../../../engine/model/checkpoint');
+    const { quantizeBlockwise } = await import('../../../engine/model/quantize');
+    const dir = join(__dirname, '..', '..', 'fixtures', 'models', 'qwen3-bf16');
+    const full = loadCheckpoint(dir);
+    const names = new Set(baseQuantNames(full.config));
+    const q = loadCheckpoint(dir, { quantize: { names, bits: 4, blockSize: 32 } });
+    expect([...q.quantized!.keys()].sort()).toEqual([...names].sort());
+    for (const n of names) {
+      expect(q.weights.has(n)).toBe(false);
+      const m = q.quantized!.get(n)!;
+      const ref = quantizeBlockwise(full.weights.get(n)!, m.N, m.K, 4, 32);
+      expect(Buffer.from(m.codes).equals(Buffer.from(ref.codes))).toBe(true);
+      expect([...m.scales]).toEqual([...ref.scales]);
+    }
+  });
+
   it('a checkpoint holds only the adapters (and the quantization) and reloads to the same logits', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'arbor-qbase-'));
     const init = PolicyModel.init(cfg, 6, { threads: 1 });
