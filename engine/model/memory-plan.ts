@@ -24,18 +24,18 @@
  * - ONNX Runtime's arenas keep what a session allocated for the life of the session, so the train,
  *   score and decode workspaces add up rather than take turns.
  */
-import { traceGraph, type GNode, type Graph } from '../tensor/graph';
+import { traceGraph, type GNode, type Graph, type InputSpec, type Program } from '../tensor/graph';
 import { withGradients } from '../tensor/autodiff';
 import { parameterCount, weightShapes, type ModelConfig } from './config';
 import { decodeInputSpecs, decodeProgram, scoreInputSpecs, scoreProgram, trainInputSpecs, trainProgram, type LossSpec } from './graphs';
 import { adapterShapes, type LoraSpec } from './lora';
 import { nllLoss } from './lora-step';
-import { QUANT_BLOCK, quantizedWeightNames } from './quantize';
+import { baseQuantNames, QUANT_BLOCK, quantizedBaseSpecs, quantizedBytes, quantizedWeightNames, withQuantizedBase, type BaseQuantSpec } from './quantize';
 import { recomputedBlocks } from './transformer';
 
 /** A frozen base stored block-quantized (`model.quantize_base`). */
 export type BaseQuant = 'int4' | 'int8';
-export const BASE_QUANT_BITS: Record<BaseQuant, number> = { int4: 4, int8: 8 };
+export const BASE_QUANT_BITS: Record<BaseQuant, 4 | 8> = { int4: 4, int8: 8 };
 
 /**
  * Bytes of the Node process before the model exists: V8, the engine's modules, the CLI. Measured
@@ -160,20 +160,27 @@ export const PLAN_NLL: LossSpec = nllLoss;
 /** Intermediate bytes of one training micro-batch [batch, seq] (forward + backward), as traced; before ORT_ARENA_FACTOR. */
 export function trainGraphBytes(
   c: ModelConfig,
-  o: { batch: number; seq: number; lora?: LoraSpec; loss?: LossSpec; recomputeLayers?: boolean | number; headChunks?: number },
+  o: { batch: number; seq: number; lora?: LoraSpec; loss?: LossSpec; recomputeLayers?: boolean | number; headChunks?: number; quantizeBase?: BaseQuantSpec },
 ): number {
   const loss = o.loss ?? PLAN_NLL;
   const wrt = o.lora ? Object.keys(adapterShapes(c, o.lora)) : Object.keys(weightShapes(c));
   const frozenHead = !!o.lora; // LoRA never differentiates the head (PolicyModel.trainStep)
   const specs = concrete(trainInputSpecs(c, loss, o.lora), { batch: o.batch, seq: o.seq });
-  const g = withGradients(traceGraph(specs, trainProgram(c, loss, o.lora, o.headChunks, o.recomputeLayers ?? false, frozenHead)), 'loss', wrt);
-  return graphPeakBytes(g);
+  const program = trainProgram(c, loss, o.lora, o.headChunks, o.recomputeLayers ?? false, frozenHead);
+  return graphPeakBytes(withGradients(trace(c, specs, program, o.quantizeBase), 'loss', wrt));
+}
+
+/** Trace a program as PolicyModel does: with a quantized base, its linear weights read as codes + scales (MatMulNBits; the backward dequantizes one layer at a time). */
+function trace(c: ModelConfig, specs: InputSpec[], program: Program, q?: BaseQuantSpec): Graph {
+  if (!q) return traceGraph(specs, program);
+  const names = new Set(baseQuantNames(c));
+  return traceGraph(quantizedBaseSpecs(specs, q, names), withQuantizedBase(program, q, weightShapes(c), names, 'input', 0));
 }
 
 /** Intermediate bytes of a scoring call [batch, seq] (logprobs and entropy; forward only). */
-export function scoreGraphBytes(c: ModelConfig, o: { batch: number; seq: number; lora?: LoraSpec; headChunks?: number }): number {
+export function scoreGraphBytes(c: ModelConfig, o: { batch: number; seq: number; lora?: LoraSpec; headChunks?: number; quantizeBase?: BaseQuantSpec }): number {
   const specs = concrete(scoreInputSpecs(c, o.lora), { batch: o.batch, seq: o.seq });
-  return graphPeakBytes(traceGraph(specs, scoreProgram(c, true, o.lora, o.headChunks)));
+  return graphPeakBytes(trace(c, specs, scoreProgram(c, true, o.lora, o.headChunks), o.quantizeBase));
 }
 
 /** Intermediate bytes of one decode step of `batch` rows over a past of `past` tokens (the cache itself not counted). */
@@ -183,22 +190,14 @@ export function decodeGraphBytes(c: ModelConfig, o: { batch: number; past: numbe
   return graphPeakBytes(traceGraph(specs, decodeProgram(c, o.lora, { kvOut: 'new' })));
 }
 
-/** Bytes of one linear weight [N, K] block-quantized (MatMulNBits: codes [N, ⌈K/block⌉, block·bits/8] uint8, one float32 scale per block). */
-export function quantizedMatrixBytes(N: number, K: number, bits: number, block = QUANT_BLOCK): number {
-  const kb = Math.ceil(K / block);
-  return N * kb * ((block * bits) / 8) + N * kb * 4;
-}
-
 export interface MemoryPlanInput {
   config: ModelConfig;
   /** LoRA adapters (absent: full fine-tuning). */
   lora?: LoraSpec;
   /** The frozen base stored block-quantized (LoRA only). */
   quantizeBase?: BaseQuant;
-  /** Values per quantization scale (default QUANT_BLOCK). */
+  /** Values per quantization scale (`model.quantize_block`; default QUANT_BLOCK). */
   quantBlock?: number;
-  /** Whether the quantized base also quantizes the LM head (default false: the head and embeddings stay float32). */
-  quantizeHead?: boolean;
   /** One training micro-batch: sequences × tokens. */
   train: { batch: number; seq: number };
   /** `model.recompute_layers`. */
@@ -266,28 +265,40 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
   // The frozen (or full) weights.
   let baseBytes: number;
   let baseDetail: string;
-  if (input.quantizeBase) {
-    const bits = BASE_QUANT_BITS[input.quantizeBase];
-    const block = input.quantBlock ?? QUANT_BLOCK;
-    const quantized = new Set(quantizedWeightNames(c).filter((n) => input.quantizeHead || !(n === 'lm_head.weight' || n === 'model.embed_tokens.weight')));
+  const onCpu = (input.device ?? 'cpu') === 'cpu';
+  const qspec = input.quantizeBase ? { bits: BASE_QUANT_BITS[input.quantizeBase], blockSize: input.quantBlock ?? QUANT_BLOCK } : undefined;
+  if (qspec) {
+    // PolicyModel (quantizeBase): the codes are kept on the main thread and sent (copied) to the worker as inputs of
+    // the score and train sessions; a CPU decode session bakes a third copy in as initializers. The float32 rest
+    // (embeddings, LM head, norms) is moved to the worker; a built-in model without a folder also keeps its float32 base.
+    const names = new Set(baseQuantNames(c));
     let q = 0;
-    for (const n of quantized) q += quantizedMatrixBytes(shapes[n]![0]!, shapes[n]![1]!, bits, block);
-    const rest = sumShapes(shapes, (n) => !quantized.has(n)) * 4;
-    baseBytes = q + rest;
-    baseDetail = `${input.quantizeBase} linear layers (block ${block}) ${fmtBytes(q)} + float32 embeddings, head and norms ${fmtBytes(rest)}`;
+    for (const n of names) q += quantizedBytes(shapes[n]![0]!, shapes[n]![1]!, qspec.bits, qspec.blockSize);
+    const rest = sumShapes(shapes, (n) => !names.has(n)) * 4;
+    const codeCopies = input.rollout && onCpu ? 3 : 2;
+    const restCopies = input.hostBaseCopy ? 2 : 1;
+    const hostLinear = input.hostBaseCopy ? sumShapes(shapes, (n) => names.has(n)) * 4 : 0;
+    items.push({
+      id: 'base',
+      label: 'frozen base',
+      bytes: q * codeCopies + rest * restCopies + hostLinear,
+      detail:
+        `${input.quantizeBase} linear layers (block ${qspec.blockSize}) ${fmtBytes(q)} × ${codeCopies} (main thread, worker${codeCopies === 3 ? ', CPU decode session' : ''})` +
+        ` + float32 embeddings, head and norms ${fmtBytes(rest)} × ${restCopies}` +
+        (hostLinear ? ` + the float32 linear weights ${fmtBytes(hostLinear)} (a built-in model without a folder keeps them)` : ''),
+      key: 'model.quantize_base',
+    });
   } else {
-    baseBytes = params * 4;
-    baseDetail = `${(params / 1e6).toFixed(1)}M float32 values`;
+    // Copies: LoRA with a folder → the worker's only; a built-in model keeps its host copy; a full model is held twice plus a staging copy for updates.
+    const baseCopies = lora ? (input.hostBaseCopy ? 2 : 1) : 3;
+    items.push({
+      id: 'base',
+      label: lora ? 'frozen base' : 'weights (trained in full)',
+      bytes: params * 4 * baseCopies,
+      detail: `${(params / 1e6).toFixed(1)}M float32 values × ${baseCopies} (${lora ? (baseCopies === 2 ? 'host copy and worker copy: a built-in model without a folder' : 'held once, in the ORT worker') : 'main thread, ORT worker, staging for updates'})`,
+      key: lora ? 'model.quantize_base' : 'model.lora',
+    });
   }
-  // Copies: LoRA with a folder → the worker's only; a built-in model keeps its host copy; a full model is held twice plus a staging copy for updates.
-  const baseCopies = lora ? (input.hostBaseCopy && !input.quantizeBase ? 2 : 1) : 3;
-  items.push({
-    id: 'base',
-    label: lora ? 'frozen base' : 'weights (trained in full)',
-    bytes: baseBytes * baseCopies,
-    detail: `${baseDetail} × ${baseCopies} (${lora ? (baseCopies === 2 ? 'host copy and worker copy: a built-in model without a folder' : 'held once, in the ORT worker') : 'main thread, ORT worker, staging for updates'})`,
-    key: lora ? 'model.quantize_base' : 'model.lora',
-  });
   if (lora)
     items.push({
       id: 'adapters',
@@ -323,12 +334,11 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
     });
   }
   // Decode weights: rollout.quantize's copy, or the baked float32 copy of 4M–200M models on the CPU.
-  const onCpu = (input.device ?? 'cpu') === 'cpu';
   const linear = sumShapes(shapes, (n) => /_proj\.weight$/.test(n) || n === (c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'));
   if (input.rollout && input.rolloutQuantize && input.rolloutQuantize !== 'none') {
     const bits = BASE_QUANT_BITS[input.rolloutQuantize];
     let q = 0;
-    for (const n of quantizedWeightNames(c)) q += quantizedMatrixBytes(shapes[n]![0]!, shapes[n]![1]!, bits);
+    for (const n of quantizedWeightNames(c)) q += quantizedBytes(shapes[n]![0]!, shapes[n]![1]!, bits);
     items.push({
       id: 'decode_weights',
       label: 'quantized rollout copy',
@@ -345,16 +355,11 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
     });
   }
 
-  const actOpts = { lora, loss: input.loss, recomputeLayers: input.recomputeLayers, headChunks: input.headChunks };
-  let act = trainGraphBytes(c, { ...actOpts, ...input.train });
-  let actDetail = `${input.train.batch} × ${input.train.seq} tokens, ${describeRecompute(c, input.recomputeLayers)}`;
-  if (input.quantizeBase) {
-    // The backward pass through a quantized layer dequantizes one weight at a time.
-    let largest = 0;
-    for (const n of quantizedWeightNames(c)) largest = Math.max(largest, shapes[n]![0]! * shapes[n]![1]!);
-    act += largest * 4;
-    actDetail += '; + one dequantized weight at a time in the backward pass';
-  }
+  const actOpts = { lora, loss: input.loss, recomputeLayers: input.recomputeLayers, headChunks: input.headChunks, quantizeBase: qspec };
+  const act = trainGraphBytes(c, { ...actOpts, ...input.train });
+  const actDetail =
+    `${input.train.batch} × ${input.train.seq} tokens, ${describeRecompute(c, input.recomputeLayers)}` +
+    (qspec ? '; the backward pass dequantizes one base weight at a time' : '');
   items.push({
     id: 'activations',
     label: 'train activations',
@@ -366,7 +371,7 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
     items.push({
       id: 'score',
       label: 'scoring activations',
-      bytes: scoreGraphBytes(c, { lora, headChunks: input.headChunks, ...input.score }) * ORT_ARENA_FACTOR,
+      bytes: scoreGraphBytes(c, { lora, headChunks: input.headChunks, quantizeBase: qspec, ...input.score }) * ORT_ARENA_FACTOR,
       detail: `old/reference logprobs of a step's ${input.score.batch} sequences × ${input.score.seq} tokens at once (forward only)`,
       key: 'rollout.prompts_per_step',
     });

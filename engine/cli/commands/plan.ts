@@ -18,6 +18,7 @@ import { loadConfig, type ExperimentConfig } from '../../config/experiment';
 import { applyOverrides } from './sweep';
 import { readModelConfig } from '../../model/checkpoint';
 import { weightShapes, type ModelConfig } from '../../model/config';
+import { QUANT_BLOCK } from '../../model/quantize';
 import { resolveLora, type LoraSpec } from '../../model/lora';
 import {
   adviseFit,
@@ -40,17 +41,6 @@ import { randomTokenBatch, nllLoss } from '../../model/lora-step';
 import { accumulate, clipAndStep } from '../../train/grad-accum';
 
 const QUANT_CHOICES = Object.keys(BASE_QUANT_BITS) as BaseQuant[];
-
-/** The config's frozen-base quantization, once the config has the key (model.quantize_base). */
-function configQuantizeBase(cfg: ExperimentConfig): BaseQuant | undefined {
-  const q = (cfg.model as { quantize_base?: unknown }).quantize_base;
-  return q === 'int4' || q === 'int8' ? q : undefined;
-}
-function configQuantBlock(cfg: ExperimentConfig): number | undefined {
-  const m = cfg.model as { quantize_block?: unknown; quantize_block_size?: unknown };
-  const b = m.quantize_block ?? m.quantize_block_size;
-  return typeof b === 'number' ? b : undefined;
-}
 
 /** The model a config trains: its folder's config.json, or the task's tiny built-in model. */
 export function configModel(cfg: ExperimentConfig): ModelConfig {
@@ -78,8 +68,8 @@ export function planInputFromConfig(cfg: ExperimentConfig, baseline?: number): {
   const input: MemoryPlanInput = {
     config: configModel(cfg),
     lora: cfg.model.lora ? resolveLora(cfg.model.lora) : undefined,
-    quantizeBase: configQuantizeBase(cfg),
-    quantBlock: configQuantBlock(cfg),
+    quantizeBase: cfg.model.quantize_base === 'none' ? undefined : cfg.model.quantize_base,
+    quantBlock: cfg.model.quantize_block,
     train: { batch, seq: cfg.rollout.max_total_length },
     recomputeLayers: cfg.model.recompute_layers ?? false,
     loss: policyLoss(cfg),
@@ -155,6 +145,7 @@ interface PlanOpts {
   shape?: string;
   lora?: number;
   quantizeBase?: BaseQuant;
+  quantizeBlock?: number;
   device?: (typeof DEVICES)[number];
   seq?: number;
   batch?: number;
@@ -208,6 +199,10 @@ async function planInput(target: string | undefined, o: PlanOpts): Promise<{ inp
   const i = r.input;
   if (o.lora !== undefined) i.lora = allLinear(o.lora);
   if (o.quantizeBase) i.quantizeBase = o.quantizeBase;
+  if (o.quantizeBlock !== undefined) {
+    if (!i.quantizeBase) throw new Error('--quantize-block: give --quantize-base (or model.quantize_base) too');
+    i.quantBlock = o.quantizeBlock;
+  }
   if (o.device && o.device !== 'auto') i.device = o.device;
   if (o.seq !== undefined) i.train = { ...i.train, seq: o.seq };
   if (o.batch !== undefined) i.train = { ...i.train, batch: o.batch };
@@ -224,7 +219,12 @@ export function register(program: Command): void {
     .argument('[target]', 'an experiment config (YAML/JSON) or an HF model folder')
     .option('--shape <name>', `a released model's shape instead (${Object.keys(ALL_SHAPES).join(', ')})`)
     .option('--lora <rank>', 'LoRA adapters of this rank on all linear layers (overrides model.lora.rank)', intFlag('lora', 1))
-    .addOption(new Option('--quantize-base <bits>', 'the frozen base block-quantized').choices(QUANT_CHOICES))
+    .addOption(new Option('--quantize-base <bits>', 'the frozen LoRA base block-quantized (overrides model.quantize_base)').choices(QUANT_CHOICES))
+    .option('--quantize-block <n>', `values per scale of the quantized base (a power of two ≥ 16; default ${QUANT_BLOCK})`, (v: string) => {
+      const n = intFlag('quantize-block', 16)(v);
+      if ((n & (n - 1)) !== 0) throw new Error(`--quantize-block must be a power of two ≥ 16 (got "${v}")`);
+      return n;
+    })
     .option('--device <device>', `where the run's sessions live (${DEVICES.join(', ')})`, deviceOption)
     .option('--seq <n>', "tokens per training sequence (default: the config's rollout.max_total_length, else 512)", intFlag('seq', 1))
     .option('--batch <n>', "sequences per training micro-batch (default: the config's, else 1)", intFlag('batch', 1))
@@ -322,17 +322,18 @@ export interface MeasuredStep {
  * as a loaded model's is (the plan's "held once"). The first step builds the session; the last is timed.
  */
 export async function measureStep(input: MemoryPlanInput, steps = 2): Promise<MeasuredStep> {
-  if (input.quantizeBase) throw new Error('--measure with --quantize-base: this build has no quantized base in the train graph yet (model.quantize_base)');
   const baselineRss = input.baseline ?? process.memoryUsage().rss;
   const { PolicyModel } = await import('../../model/runtime');
   const c = input.config;
   const model = new PolicyModel(c, randomWeights(c), {
     lora: input.lora,
     loraSeed: 1,
+    quantizeBase: input.quantizeBase ? { bits: BASE_QUANT_BITS[input.quantizeBase], blockSize: input.quantBlock ?? QUANT_BLOCK } : undefined,
     recomputeLayers: input.recomputeLayers ?? false,
     headChunks: input.headChunks,
     providers: input.device && input.device !== 'cpu' ? [input.device, 'cpu'] : undefined,
-    // The plan's "held once": the base moves to the worker as a folder's would (nothing reads it back in a step).
+    // The plan's "held once": the base moves to the worker (a quantized base drops its float32 linear weights) as a
+    // folder's would; nothing reads the folder back in a training step.
     ...(input.lora && !input.hostBaseCopy ? { baseFolder: '(random weights, not on disk)' } : {}),
   });
   const opt = new AdamW({ beta1: 0.9, beta2: 0.999, weight_decay: 0 });
