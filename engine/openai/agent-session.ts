@@ -107,9 +107,11 @@ export function openAgentSession(
         onTrajectories?.(step, trajectories);
         return trajectories.map(trajectoryToEpisode);
       },
+      takeMetrics: () => rollouts.takeMetrics(),
     },
     async evaluate(tasks, onProgress) {
       const groups = await rollouts.run(tasks, 1, stepSeed(cfg.seed, 0, 3000), { temperature: cfg.eval.temperature, topP: 1 });
+      rollouts.takeMetrics(); // an evaluation's time is not the next step's
       onProgress?.(tasks.length, tasks.length);
       return summarizeAgentEval(
         tasks,

@@ -115,6 +115,7 @@ export class AgentRollouts {
   private opened = false;
   private next = 0;
   private readonly tok: ChatTokenizer;
+  private totals = { wallMs: 0, decodeMs: 0, ticks: 0, rows: 0, episodes: 0, failed: 0, calls: 0 };
   /** mode serve: the long-lived programs episodes are handed to. */
   private workers?: AgentWorkers;
 
@@ -129,6 +130,25 @@ export class AgentRollouts {
     if (this.opened) return;
     await this.server.listen();
     this.opened = true;
+  }
+
+  /**
+   * Since the last take: time/agent_s (the episodes' wall time while the model was not decoding:
+   * the agent program, its tools, HTTP and the endpoint's per-call work), time/decode_s (inside
+   * backend calls), agent/calls (model calls), agent/decode_batch (mean rows per backend call),
+   * agent/failed (episodes that failed).
+   */
+  takeMetrics(): Record<string, number> {
+    const t = this.totals;
+    this.totals = { wallMs: 0, decodeMs: 0, ticks: 0, rows: 0, episodes: 0, failed: 0, calls: 0 };
+    if (t.episodes === 0) return {};
+    return {
+      'time/agent_s': Math.max(0, t.wallMs - t.decodeMs) / 1000,
+      'time/decode_s': t.decodeMs / 1000,
+      'agent/calls': t.calls,
+      'agent/decode_batch': t.rows / Math.max(1, t.ticks),
+      'agent/failed': t.failed,
+    };
   }
 
   async close(): Promise<void> {
@@ -163,7 +183,21 @@ export class AgentRollouts {
         out[j.group]![j.sample] = await this.episode(j.task, j.group, j.sample, mixSeed(seed, j.group, j.sample), sampling, signal);
       }
     };
+    const before = { ...this.scheduler.stats };
+    const t0 = performance.now();
     await Promise.all(Array.from({ length: Math.min(this.o.spec.concurrency, jobs.length) }, worker));
+    const st = this.scheduler.stats;
+    const wallMs = performance.now() - t0;
+    const decodeMs = st.busyMs - before.busyMs;
+    const calls = st.calls - before.calls;
+    const t = this.totals;
+    t.wallMs += wallMs;
+    t.decodeMs += decodeMs;
+    t.ticks += calls;
+    t.rows += st.rowSum - before.rowSum;
+    t.episodes += jobs.length;
+    t.failed += out.flat().filter((e) => e.outcome.components.agent_failed).length;
+    t.calls += out.flat().reduce((a, e) => a + e.calls, 0);
     // Number each group's trajectories 0.. in episode order.
     for (const g of out) {
       let s = 0;

@@ -72,6 +72,8 @@ export interface SchedulerStats {
   rowSum: number;
   generated: number;
   prefilled: number;
+  /** Wall time inside backend calls (the model's busy time; ticks never overlap). */
+  busyMs: number;
 }
 
 export class DecodeScheduler {
@@ -80,7 +82,7 @@ export class DecodeScheduler {
   private free: number[];
   private running = false;
   private closed = false;
-  readonly stats: SchedulerStats = { calls: 0, rowSum: 0, generated: 0, prefilled: 0 };
+  readonly stats: SchedulerStats = { calls: 0, rowSum: 0, generated: 0, prefilled: 0, busyMs: 0 };
 
   constructor(
     readonly backend: DecodeBackend,
@@ -169,6 +171,7 @@ export class DecodeScheduler {
     for (const it of items) if (it.tokens.length > 1) this.stats.prefilled += it.tokens.length;
     const fast = this.backend.extendSample && batch.every((s) => s.req.topLogprobs === 0 && (s.req.temperature === 0 || s.req.topP >= 1));
     let sampled: GenToken[][];
+    const t0 = performance.now();
     try {
       if (fast) {
         // Several decode steps per call (one worker message) when the backend can: at most
@@ -200,6 +203,7 @@ export class DecodeScheduler {
       for (const s of batch) this.finish(s, err);
       return;
     }
+    this.stats.busyMs += performance.now() - t0;
     this.stats.calls++;
     this.stats.rowSum += batch.length;
     batch.forEach((s, i) => {

@@ -12,7 +12,8 @@ const content = z.union([text, z.array(z.strictObject({ type: z.literal('text'),
 const toolCall = z.strictObject({
   id: z.string(),
   type: z.literal('function').default('function'),
-  function: z.strictObject({ name: z.string().min(1), arguments: z.string() }),
+  // Any name, the empty one included: a call the model wrote (and the endpoint returned) is taken back as sent.
+  function: z.strictObject({ name: z.string(), arguments: z.string() }),
 });
 
 const message = z.discriminatedUnion('role', [

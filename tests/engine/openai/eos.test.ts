@@ -2,7 +2,8 @@
  * Acceptance (#41): a completion whose first sampled token is the stop token (an undertrained model
  * does that often) is an empty message with finish_reason "stop", never a 500 — chat (with and
  * without tools, streamed or not) and /v1/completions; the empty turn is recorded and can be sent
- * back and continued.
+ * back and continued. What an undertrained model writes and the endpoint returns (a call with an
+ * empty name) is taken back, never a 400.
  */
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -79,5 +80,20 @@ describe('first sampled token is EOS', () => {
     const long = ts.find((t) => t.turns.filter((u) => u.role === 'model').length === 2)!;
     expect(long.turns[0]!.tokenIds).toEqual([end]);
     expect(long.turns[0]!.lossMask).toEqual([1]);
+  });
+
+  it('a call with an empty function name, as the model wrote it, is taken back when sent back verbatim', async () => {
+    const { client, rec } = await open([[...tok.encode('<tool_call>{"name": "", "arguments": {}}</tool_call>'), end], [end]]);
+    const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: 'what is 2 + 2 ?' }];
+    const a = await client.chat.completions.create({ model: 'm', messages, tools: TOOLS, temperature: 0 });
+    const call = a.choices[0]!.message.tool_calls![0]!;
+    expect(call.type === 'function' && call.function.name).toBe('');
+    messages.push(
+      { role: 'assistant', content: a.choices[0]!.message.content, tool_calls: a.choices[0]!.message.tool_calls },
+      { role: 'tool', tool_call_id: call.id, content: 'error: unknown tool' },
+    );
+    const b = await client.chat.completions.create({ model: 'm', messages, tools: TOOLS, temperature: 0 });
+    expect(b.choices[0]!.finish_reason).toBe('stop');
+    expect(rec.calls[1]!.parent).toEqual({ call: rec.calls[0]!.id, choice: 0 });
   });
 });
