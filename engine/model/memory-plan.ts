@@ -263,8 +263,6 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
   items.push({ id: 'runtime', label: 'ONNX Runtime', bytes: ORT_RUNTIME_BYTES, detail: 'native library, the model worker and its sessions (measured)' });
 
   // The frozen (or full) weights.
-  let baseBytes: number;
-  let baseDetail: string;
   const onCpu = (input.device ?? 'cpu') === 'cpu';
   const qspec = input.quantizeBase ? { bits: BASE_QUANT_BITS[input.quantizeBase], blockSize: input.quantBlock ?? QUANT_BLOCK } : undefined;
   if (qspec) {

@@ -50,7 +50,7 @@ describe('memoryPlan', () => {
     const linear = parameterCount(c) - c.vocabSize * c.hiddenSize;
     expect(q).toBeGreaterThan(embed + (2 * linear * 5) / 8 - 1e6);
     expect(q).toBeLessThan(embed + (2 * linear * 5) / 8 + 2e6);
-    expect(q).toBeLessThan(f / 2);
+    expect(q).toBeLessThan(f * 0.6); // the float32 embedding table is 136M of the 494M values
     expect(quantizedBytes(64, 64, 4, 32)).toBe(64 * 2 * 16 + 64 * 2 * 4);
     expect(() => memoryPlan({ ...base, lora: undefined, quantizeBase: 'int4' })).toThrow(/model\.quantize_base.*model\.lora/);
   });
