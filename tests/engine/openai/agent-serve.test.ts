@@ -2,7 +2,7 @@
  * Acceptance (#41): environment.agent.mode "serve" (engine/openai/agent-serve.ts) on a scripted
  * decode backend. One long-lived program is handed every episode; a worker that crashes mid-episode
  * fails that episode (reward 0, its stderr in the run log) and is started again for the next one;
- * an episode past timeout_ms scores 0 while the worker goes on; a handler error is a failed
+ * an episode past timeout_ms scores 0 while the worker goes on (the timer starts when the episode is handed over, a worker's start-up included); a handler error is a failed
  * episode; episodes run concurrently in one worker.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -25,7 +25,7 @@ const tok = toolsTokenizer().hf;
 const end = tok.tokenId('<|im_end|>')!;
 const script = [...tok.encode('<answer> 40 </answer>'), end];
 
-function setup(concurrency: number, startFile: string) {
+function setup(concurrency: number, startFile: string, timeoutMs: number) {
   const backend = new ScriptedBackend(
     tok.vocabSize,
     Array.from({ length: 40 }, () => script),
@@ -41,7 +41,7 @@ function setup(concurrency: number, startFile: string) {
           command: [process.execPath, join(__dirname, 'fixtures', 'serve-agent.mjs')],
           mode: 'serve',
           concurrency,
-          timeout_ms: 2000,
+          timeout_ms: timeoutMs,
           env: { START_FILE: startFile },
         },
       },
@@ -80,7 +80,7 @@ const starts = (f: string) => readFileSync(f, 'utf8').trim().split('\n').filter(
 describe('environment.agent.mode serve', () => {
   it('a crashed worker is restarted and its episode failed; a timed-out episode scores 0; the others go on', async () => {
     const startFile = join(home, 'starts-1');
-    const { agents, task, logs } = setup(1, startFile);
+    const { agents, task, logs } = setup(1, startFile, 5000);
     try {
       const ids = ['ok-1', 'crash', 'ok-2', 'hang', 'ok-3', 'silent', 'fail'];
       const groups = await agents.run(ids.map(task), 1, 5, { temperature: 1, topP: 1 });
@@ -103,7 +103,7 @@ describe('environment.agent.mode serve', () => {
       // hang: past timeout_ms → reward 0; the same worker answered ok-3 after it.
       expect(r.hang!.run.timedOut).toBe(true);
       expect(r.hang!.outcome.reward).toBe(0);
-      expect(log).toContain('task hang sample 0: ran past environment.agent.timeout_ms = 2000 ms (its base URL closed)');
+      expect(log).toContain('task hang sample 0: ran past environment.agent.timeout_ms = 5000 ms (its base URL closed)');
       expect(r.silent!.trajectories.length).toBe(0);
       expect(log).toContain('task silent sample 0: made no call to its OPENAI_BASE_URL');
       expect(r.fail!.outcome.reward).toBe(0);
@@ -118,10 +118,13 @@ describe('environment.agent.mode serve', () => {
 
   it('runs episodes concurrently in one program', async () => {
     const startFile = join(home, 'starts-2');
-    const { agents, task } = setup(6, startFile);
+    const { agents, task, logs } = setup(6, startFile, 60_000);
     try {
       const groups = await agents.run(['ok-1', 'ok-2', 'ok-3'].map(task), 2, 7, { temperature: 1, topP: 1 });
-      expect(groups.flat().map((e) => e.outcome.reward)).toEqual([1, 1, 1, 1, 1, 1]);
+      expect(
+        groups.flat().map((e) => e.outcome.reward),
+        logs.join('\n'),
+      ).toEqual([1, 1, 1, 1, 1, 1]);
       // Samples numbered per group in episode order.
       expect(groups.map((g) => g.flatMap((e) => e.trajectories.map((t) => t.sample)))).toEqual([
         [0, 1],
@@ -129,6 +132,13 @@ describe('environment.agent.mode serve', () => {
         [0, 1],
       ]);
       expect(starts(startFile)).toBe(1);
+      // The step's split: model calls, rows per backend call, the agent's and the decode's time.
+      const m = agents.takeMetrics();
+      expect(m['agent/calls']).toBe(12);
+      expect(m['agent/failed']).toBe(0);
+      expect(m['agent/decode_batch']).toBeGreaterThanOrEqual(1);
+      expect(Object.keys(m)).toEqual(expect.arrayContaining(['time/agent_s', 'time/decode_s']));
+      expect(agents.takeMetrics()).toEqual({});
     } finally {
       await agents.close();
     }

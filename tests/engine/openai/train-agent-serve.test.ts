@@ -80,9 +80,11 @@ function train(name: string, agent: Record<string, unknown>): string {
   });
   const r = arbor(['train', file, '--json', '--yes']);
   expect(r.status, r.stderr).toBe(0);
-  const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as { run: string; lastStep: number };
+  const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as { run: string; lastStep: number; stepTime: Record<string, number> };
   expect(out.lastStep).toBe(2);
   expect(r.stderr).not.toMatch(/^agent: /m); // no failed episode
+  // --json's per-step split: rollout (of which the agent's share and the model's decode), update.
+  expect(Object.keys(out.stepTime)).toEqual(expect.arrayContaining(['steps', 'rollout_s', 'agent_s', 'decode_s', 'update_s']));
   return out.run;
 }
 
