@@ -63,22 +63,42 @@ export function EditorView() {
     void store.getState().loadEnv();
   }, [store]);
 
+  // One text model per file (the unsaved "no file" text is one too), created when the file is first
+  // shown and disposed once, after the editor: disposing a model the editor still holds throws from
+  // Monaco's pending work on it (inline completions' fetch: "Model is disposed!"; the editor's own
+  // dispose detaching it: _postDetachModelCleanup).
+  const models = useRef(new Map<string, Monaco.editor.ITextModel>());
+  const modelFor = (m: typeof Monaco, path: string | null, text: string): Monaco.editor.ITextModel => {
+    const key = path ?? '';
+    let model = models.current.get(key);
+    if (!model || model.isDisposed()) {
+      // JSON files (MCP servers) get JSON highlighting and checks, the rest TypeScript.
+      const lang = path?.endsWith('.json') ? 'json' : 'typescript';
+      const uri = m.Uri.from({ scheme: 'arbor-file', path: `/${key || 'untitled.ts'}` });
+      model = m.editor.getModel(uri) ?? m.editor.createModel(text, lang, uri);
+      models.current.set(key, model);
+    }
+    return model;
+  };
+
   // Monaco is loaded lazily: it is large and only this view needs it.
   useEffect(() => {
     let disposed = false;
+    const own = models.current;
     import('../components/monaco')
       .then(({ monaco }) => {
         if (disposed || !host.current) return;
         monacoRef.current = monaco;
+        const st = store.getState();
         const ed = monaco.editor.create(host.current, {
-          value: store.getState().source,
-          language: 'typescript',
+          model: modelFor(monaco, st.filePath, st.source),
           theme: 'vs-dark',
           automaticLayout: true,
           minimap: { enabled: false },
           fontSize: 12.5,
           scrollBeyondLastLine: false,
         });
+        if (ed.getValue() !== st.source) ed.setValue(st.source);
         ed.onDidChangeModelContent(() => store.getState().setSource(ed.getValue()));
         ed.addCommand(monaco.KeyMod.CtrlCmd | monaco.KeyCode.KeyS, () => void store.getState().saveFile());
         editor.current = ed;
@@ -88,9 +108,11 @@ export function EditorView() {
       .catch((err) => setLoadError(String(err)));
     return () => {
       disposed = true;
-      editor.current?.getModel()?.dispose();
+      // The editor first (it detaches its model and cancels its work on it), then each model once.
       editor.current?.dispose();
       editor.current = null;
+      for (const m of own.values()) if (!m.isDisposed()) m.dispose();
+      own.clear();
     };
   }, [store]);
 
@@ -99,22 +121,16 @@ export function EditorView() {
     void import('../components/monaco').then(({ setTypeDefinitions }) => setTypeDefinitions(types));
   }, [types]);
 
-  // Load a newly opened file into the editor (not on every keystroke).
-  // JSON files (MCP servers) get JSON highlighting and checks, the rest TypeScript. A change of
-  // language gets a fresh model (disposing the old one drops its TypeScript diagnostics, which a
-  // language switch on the same model would leave behind).
+  // Show a newly opened file in the editor (not on every keystroke): its own model, holding the
+  // store's text of it.
   useEffect(() => {
     const ed = editor.current;
     const m = monacoRef.current;
+    if (!ed || !m) return;
     const source = store.getState().source;
-    const lang = filePath?.endsWith('.json') ? 'json' : 'typescript';
-    const old = ed?.getModel();
-    if (ed && m && old && old.getLanguageId() !== lang) {
-      ed.setModel(m.editor.createModel(source, lang));
-      old.dispose();
-      return;
-    }
-    if (ed && ed.getValue() !== source) ed.setValue(source);
+    const model = modelFor(m, filePath, source);
+    if (ed.getModel() !== model) ed.setModel(model);
+    if (model.getValue() !== source) model.setValue(source);
   }, [filePath, store]);
 
   // Mark the failing line of a "try it" error in the editor.
