@@ -121,6 +121,7 @@ export function signalSettings(cfg: ExperimentConfig): SignalRecord {
     clipLow: gspo ? a.gspo.clip_ratio_low : a.clip_ratio_low,
     clipHigh: gspo ? a.gspo.clip_ratio_high : a.clip_ratio_high,
     dualClip: a.dual_clip,
+    processRewards: a.process_rewards,
   };
 }
 

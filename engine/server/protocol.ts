@@ -182,6 +182,8 @@ export const trajSummarySchema = z.object({
       clipLow: num.optional(),
       clipHigh: num.optional(),
       dualClip: num.nullable().optional(),
+      /** algorithm.process_rewards: whether the turns' step rewards were trained on (absent in older runs). */
+      processRewards: z.boolean().optional(),
     })
     .nullable()
     .optional(),

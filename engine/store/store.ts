@@ -129,6 +129,8 @@ export interface SignalRecord {
   clipLow?: number;
   clipHigh?: number;
   dualClip?: number | null;
+  /** algorithm.process_rewards: whether the turns' step rewards entered the advantage (absent in runs stored before it was kept). */
+  processRewards?: boolean;
 }
 
 export interface TrajectoryRecord {

@@ -79,6 +79,13 @@ export async function openBrowser(): Promise<Browser> {
     viewport: { width: 1440, height: 900 },
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
+  // As in Electron, which does not implement window.prompt() and throws when it is called: the
+  // workbench must ask its questions in its own dialogs (renderer/src/components/Dialog.tsx).
+  await context.addInitScript(() => {
+    window.prompt = () => {
+      throw new Error('prompt() is and will not be supported.');
+    };
+  });
   const page = context.pages()[0] ?? (await context.newPage());
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}${process.env.ARBOR_E2E_STACKS === '1' ? `\n${e.stack}` : ''}`));
@@ -120,6 +127,15 @@ export async function shot(page: Page, name: string): Promise<void> {
 /** A screenshot for review, only when ARBOR_E2E_SHOTS=1. */
 export async function reviewShot(page: Page, name: string): Promise<void> {
   if (process.env.ARBOR_E2E_SHOTS === '1') await shot(page, `view-${name}`);
+}
+
+/** Click an Editor "New …" button and answer its in-app path dialog. */
+export async function newWorkspaceFile(page: Page, button: 'New tool' | 'New reward' | 'New MCP servers', path: string): Promise<void> {
+  await page.getByRole('button', { name: button, exact: true }).click();
+  const dialog = page.getByTestId('prompt-dialog');
+  await dialog.getByTestId('prompt-input').fill(path);
+  await dialog.getByTestId('prompt-ok').click();
+  await dialog.waitFor({ state: 'detached' });
 }
 
 /** Numbers shown in a locator's text, e.g. "12 pts · last 0.53" → [12, 0.53]. */

@@ -4,7 +4,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { engineRequest, numbersIn, openBrowser, reviewShot, ROOT, screenshotIfFailed, startEngine, type Browser, type Engine } from './harness';
+import {
+  engineRequest,
+  newWorkspaceFile,
+  numbersIn,
+  openBrowser,
+  reviewShot,
+  ROOT,
+  screenshotIfFailed,
+  startEngine,
+  type Browser,
+  type Engine,
+} from './harness';
 
 let engine: Engine | undefined;
 let browser: Browser | undefined;
@@ -148,8 +159,7 @@ describe('workbench in web mode', () => {
     const trajId = (await page.getByTestId('traj-header').locator('.mono').last().innerText()).trim();
 
     await page.getByTestId('nav-editor').click();
-    page.once('dialog', (d) => void d.accept('rewards/e2e_len.ts'));
-    await page.getByRole('button', { name: 'New reward' }).click();
+    await newWorkspaceFile(page, 'New reward', 'rewards/e2e_len.ts');
     await page.waitForFunction(() => !!(window as unknown as { __arborEditor?: unknown }).__arborEditor);
     const source = `export const reward = (e: { turns: string[] }) => 0.25 + e.turns.length;\n`;
     await page.evaluate((s) => (window as unknown as { __arborEditor: { setValue(v: string): void } }).__arborEditor.setValue(s), source);
@@ -170,8 +180,7 @@ describe('workbench in web mode', () => {
     await page.goto(engine!.url);
     await page.getByTestId('engine-status').getByText('connected').waitFor();
     await page.getByTestId('nav-editor').click();
-    page.once('dialog', (d) => void d.accept('tools/e2e_throws.ts'));
-    await page.getByRole('button', { name: 'New tool' }).click();
+    await newWorkspaceFile(page, 'New tool', 'tools/e2e_throws.ts');
     await page.waitForFunction(() => !!(window as unknown as { __arborEditor?: unknown }).__arborEditor);
     const source = [
       'export const tool = {',
@@ -216,6 +225,9 @@ describe('workbench in web mode', () => {
 /** Set a generated form field by its config path (ids are `cfg-<dotted path>`). */
 async function setField(page: Browser['page'], path: string, value: string) {
   const field = page.locator(`[id="cfg-${path}"]`);
+  // Settings beyond the essentials are under the launch form's collapsed "advanced" part.
+  const advanced = page.getByTestId('launch-advanced');
+  if ((await advanced.count()) && !(await field.isVisible())) await advanced.evaluate((d) => ((d as HTMLDetailsElement).open = true));
   if (value === 'true' || value === 'false') await field.setChecked(value === 'true');
   else await field.fill(value);
 }

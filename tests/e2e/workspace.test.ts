@@ -5,7 +5,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { openBrowser, reviewShot, ROOT, screenshotIfFailed, startEngine, type Browser, type Engine } from './harness';
+import { newWorkspaceFile, openBrowser, reviewShot, ROOT, screenshotIfFailed, startEngine, type Browser, type Engine } from './harness';
 import { createEngine } from '../../engine/server/engine';
 import { serveWebSocket, type WebServer } from '../../engine/server/transports';
 
@@ -34,8 +34,7 @@ describe('workspace files and engine errors', () => {
     await page.getByTestId('nav-editor').click();
     await page.waitForFunction(() => !!(window as unknown as { __arborEditor?: unknown }).__arborEditor);
 
-    page.once('dialog', (d) => void d.accept('tools/echo.ts'));
-    await page.getByRole('button', { name: 'New tool' }).click();
+    await newWorkspaceFile(page, 'New tool', 'tools/echo.ts');
     const source =
       "export const tool = { name: 'echo', description: 'echo', parameters: { type: 'object' }, execute: (a: { q: string }) => ({ content: a.q, success: true }) };\n";
     await setEditor(page, source);
@@ -53,8 +52,7 @@ describe('workspace files and engine errors', () => {
     await expect.poll(() => page.evaluate(() => (window as unknown as { __arborEditor: { getValue(): string } }).__arborEditor.getValue())).toBe(source);
 
     // The engine refuses paths outside tools/, rewards/, envs/; the UI shows its message.
-    page.once('dialog', (d) => void d.accept('../outside.ts'));
-    await page.getByRole('button', { name: 'New tool' }).click();
+    await newWorkspaceFile(page, 'New tool', '../outside.ts');
     await page.getByTestId('save-file').click();
     const err = page.getByTestId('errors');
     await err.waitFor();

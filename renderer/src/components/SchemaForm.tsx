@@ -8,13 +8,25 @@ interface Props {
   schema: JsonSchema;
   value: unknown;
   onChange: (v: Record<string, unknown>) => void;
+  /** Dotted paths to show (with what is under them); absent: every field. */
+  only?: string[];
+  /** Dotted paths to leave out (with what is under them). */
+  omit?: string[];
+  testId?: string;
 }
 
-export function SchemaForm({ schema, value, onChange }: Props) {
+/** Whether the field at `path` is shown under only/omit (an object is shown when a picked path lies inside it). */
+export function fieldShown(path: string, only?: string[], omit?: string[]): boolean {
+  if (omit?.some((o) => path === o || path.startsWith(`${o}.`))) return false;
+  if (!only) return true;
+  return only.some((o) => path === o || path.startsWith(`${o}.`) || o.startsWith(`${path}.`));
+}
+
+export function SchemaForm({ schema, value, onChange, only, omit, testId = 'schema-form' }: Props) {
   const root = unwrap(schema, schema);
   return (
-    <div className="form" data-testid="schema-form">
-      <Fields schema={root} root={schema} path={[]} value={value} onChange={onChange} />
+    <div className="form" data-testid={testId}>
+      <Fields schema={root} root={schema} path={[]} value={value} onChange={onChange} only={only} omit={omit} />
     </div>
   );
 }
@@ -25,14 +37,18 @@ function Fields({
   path,
   value,
   onChange,
+  only,
+  omit,
 }: {
   schema: JsonSchema;
   root: JsonSchema;
   path: string[];
   value: unknown;
   onChange: (v: Record<string, unknown>) => void;
+  only?: string[];
+  omit?: string[];
 }) {
-  const props = Object.entries(schema.properties ?? {});
+  const props = Object.entries(schema.properties ?? {}).filter(([name]) => fieldShown([...path, name].join('.'), only, omit));
   return (
     <>
       {props.map(([name, sub]) => {
@@ -46,7 +62,7 @@ function Fields({
                 {name}
                 {s.description ? <span className="desc">{s.description}</span> : null}
               </legend>
-              <Fields schema={s} root={root} path={p} value={value} onChange={onChange} />
+              <Fields schema={s} root={root} path={p} value={value} onChange={onChange} only={only} omit={omit} />
             </fieldset>
           );
         }

@@ -75,7 +75,24 @@ export function DriftNote({ drift }: { drift: TurnDrift }) {
   );
 }
 
-export function TurnHead({ turn, index, origin, drift }: { turn: TurnView; index: number; origin?: TurnOrigin; drift?: TurnDrift }) {
+/**
+ * `processRewards`: whether training used the turns' step rewards (algorithm.process_rewards, kept in
+ * the trajectory's signal; undefined for runs stored before it was kept). Only then is a step reward
+ * shown as one: otherwise it is the environment's supporting-fact signal, which nothing trained on.
+ */
+export function TurnHead({
+  turn,
+  index,
+  origin,
+  drift,
+  processRewards,
+}: {
+  turn: TurnView;
+  index: number;
+  origin?: TurnOrigin;
+  drift?: TurnDrift;
+  processRewards?: boolean;
+}) {
   const masked = turn.lossMask ? turn.lossMask.filter((m) => m === 0).length : 0;
   const point = origin?.branchPoint;
   return (
@@ -90,22 +107,47 @@ export function TurnHead({ turn, index, origin, drift }: { turn: TurnView; index
           {point.probability.toFixed(3)}
         </div>
       ) : null}
-      <TurnHeadLine turn={turn} index={index} masked={masked} origin={origin} />
+      <TurnHeadLine turn={turn} index={index} masked={masked} origin={origin} processRewards={processRewards} />
       {drift ? <DriftNote drift={drift} /> : null}
     </>
   );
 }
 
-function TurnHeadLine({ turn, index, masked, origin }: { turn: TurnView; index: number; masked: number; origin?: TurnOrigin }) {
+function TurnHeadLine({
+  turn,
+  index,
+  masked,
+  origin,
+  processRewards,
+}: {
+  turn: TurnView;
+  index: number;
+  masked: number;
+  origin?: TurnOrigin;
+  processRewards?: boolean;
+}) {
   return (
     <div className="turn-head">
       <span className={`turn-role ${turn.role}`}>{turn.role}</span>
       <span>turn {index + 1}</span>
       <span>{turn.tokenIds.length} tokens</span>
       {masked ? <span>{masked} masked</span> : null}
-      {turn.stepReward != null ? (
-        <span title="step (process) reward">
+      {turn.stepReward != null && processRewards ? (
+        <span title="step (process) reward: trained on (algorithm.process_rewards)" data-testid="step-reward">
           step reward <b style={{ color: turn.stepReward >= 0 ? 'var(--ok)' : 'var(--err)' }}>{turn.stepReward.toFixed(3)}</b>
+        </span>
+      ) : turn.stepReward ? (
+        <span
+          className="muted"
+          data-testid="step-signal"
+          title={
+            processRewards === false
+              ? 'the environment’s supporting-fact signal for this turn; not trained on (algorithm.process_rewards is off): only the outcome reward counts'
+              : 'the environment’s supporting-fact signal for this turn; this run did not record whether algorithm.process_rewards used it'
+          }
+        >
+          supporting-fact signal {turn.stepReward.toFixed(3)}
+          {processRewards === false ? ' (not trained on)' : ''}
         </span>
       ) : null}
       {turn.toolCalls.length ? (

@@ -231,11 +231,13 @@ export function createTrajSlice(api: ArborApi, set: Set, get: Get): TrajSlice {
     },
     async openFromUrl(u) {
       const s = get();
-      if (u.channel) set({ channel: u.channel });
+      // A link (the Step-through result, a chart click, back/forward) always shows the view, even when
+      // it is already open on that run and only the step changes.
+      set({ view: 'trajectories', ...(u.channel ? { channel: u.channel } : {}) });
       if (s.trajRunId !== u.run || (u.step !== undefined && s.step !== u.step)) {
         if (s.trajRunId !== u.run) await get().openTrajectories(u.run, u.step);
         else await get().setStep(u.step!);
-      } else set({ view: 'trajectories' });
+      }
       if (u.sample && get().traj?.id !== u.sample) await get().openTrajectoryById(u.sample);
     },
     async listAllCheckpoints() {
@@ -277,6 +279,13 @@ export function createTrajSlice(api: ArborApi, set: Set, get: Get): TrajSlice {
       openSeq++;
       set({ step, traj: null, sampleIndex: -1, turnIndex: 0 });
       try {
+        // A step the selector does not list yet (a live rollout just stored at step −1, a step stored
+        // since the view opened): reload the run's steps so the selector shows the step that is open.
+        const runId = get().trajRunId;
+        if (runId && !get().steps.includes(step)) {
+          const steps = await api.trajectorySteps(runId);
+          if (get().trajRunId === runId) set({ steps: steps.includes(step) ? steps : [...steps, step].sort((x, y) => x - y) });
+        }
         if ((await loadList()) && get().trajList.length) await get().openSample(0);
       } catch (err) {
         get().reportError(`Loading trajectories of step ${step}`, err);

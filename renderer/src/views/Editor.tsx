@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from 'react';
 import { useArbor, useArborStore } from '../store/react';
 import { fileKind, isMcpServersFile } from '../store/editor';
 import type { monaco as Monaco } from '../components/monaco';
+import { NewFileDialog, type NewFileAsk } from '../components/Dialog';
 
 const TOOL_TEMPLATE = `import type { Tool } from 'arbor/env';
 
@@ -58,6 +59,8 @@ export function EditorView() {
   const editor = useRef<Monaco.editor.IStandaloneCodeEditor | null>(null);
   const monacoRef = useRef<typeof Monaco | null>(null);
   const [loadError, setLoadError] = useState<string | null>(null);
+  // "New tool/reward/MCP servers" ask for the path in an in-app dialog (Electron has no window.prompt).
+  const [asking, setAsking] = useState<NewFileAsk | null>(null);
 
   useEffect(() => {
     void store.getState().loadEnv();
@@ -173,29 +176,13 @@ export function EditorView() {
             </option>
           ))}
         </select>
-        <button
-          onClick={() => {
-            const p = prompt('New tool file (workspace path)', 'tools/my_tool.ts');
-            if (p) a.newFile(p, TOOL_TEMPLATE);
-          }}
-        >
+        <button onClick={() => setAsking({ title: 'New tool file', initial: 'tools/my_tool.ts', template: TOOL_TEMPLATE })} data-testid="new-tool">
           New tool
         </button>
-        <button
-          onClick={() => {
-            const p = prompt('New reward file (workspace path)', 'rewards/my_reward.ts');
-            if (p) a.newFile(p, REWARD_TEMPLATE);
-          }}
-        >
+        <button onClick={() => setAsking({ title: 'New reward file', initial: 'rewards/my_reward.ts', template: REWARD_TEMPLATE })} data-testid="new-reward">
           New reward
         </button>
-        <button
-          onClick={() => {
-            const p = prompt('New MCP servers file (workspace path)', 'envs/mcp_servers.json');
-            if (p) a.newFile(p, MCP_TEMPLATE);
-          }}
-          data-testid="new-mcp"
-        >
+        <button onClick={() => setAsking({ title: 'New MCP servers file', initial: 'envs/mcp_servers.json', template: MCP_TEMPLATE })} data-testid="new-mcp">
           New MCP servers
         </button>
         <span className="grow" />
@@ -209,6 +196,7 @@ export function EditorView() {
           Save
         </button>
       </div>
+      {asking ? <NewFileDialog ask={asking} onCreate={(path) => a.newFile(path, asking.template)} onClose={() => setAsking(null)} /> : null}
       {loadError ? <div className="error-msg">Could not load the editor: {loadError}</div> : null}
       {!filePath ? (
         <div className="muted" style={{ fontSize: 12 }}>

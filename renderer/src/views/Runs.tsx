@@ -3,7 +3,8 @@ import { useArbor } from '../store/react';
 import type { RunDetail } from '../api/types';
 import { filterRuns, sortRuns, type SortKey } from '../store/runs';
 import { SchemaForm } from '../components/SchemaForm';
-import { defaultsOf } from '../lib/jsonSchema';
+import { defaultsOf, unwrap, type JsonSchema } from '../lib/jsonSchema';
+import { Modal } from '../components/Dialog';
 import { fmt } from '../components/MetricChart';
 import { formatDuration } from '../lib/format';
 
@@ -90,6 +91,7 @@ export function RunsView() {
             <tr>
               <th style={{ width: 24 }} />
               {th('name', 'name')}
+              <th>actions</th>
               {th('status', 'status')}
               <th>tags</th>
               <th className="num">step</th>
@@ -98,14 +100,19 @@ export function RunsView() {
               <th className="num">duration</th>
               {metricCols.map((k) => th(`metric:${k}`, k, 'num'))}
               {th('createdAt', 'created')}
-              <th className="sticky-actions" />
             </tr>
           </thead>
           <tbody>
             {shown.map((r) => (
               <tr key={r.id} data-testid="run-row" data-run-id={r.id}>
                 <td>
-                  <input type="checkbox" checked={compareIds.includes(r.id)} onChange={() => toggleCompare(r.id)} title="select for Compare" />
+                  <input
+                    type="checkbox"
+                    checked={compareIds.includes(r.id)}
+                    onChange={() => toggleCompare(r.id)}
+                    title="select for Compare"
+                    aria-label={`select ${r.name} for Compare`}
+                  />
                 </td>
                 <td>
                   <a href="#" onClick={(e) => (e.preventDefault(), void openRun(r.id))} style={{ color: 'var(--text)' }}>
@@ -118,6 +125,23 @@ export function RunsView() {
                       · {r.project}
                     </span>
                   ) : null}
+                </td>
+                <td>
+                  <div style={{ display: 'flex', gap: 4, whiteSpace: 'nowrap' }}>
+                    {r.status === 'running' ? <button onClick={() => void pauseRun(r.id)}>Pause</button> : null}
+                    {r.status === 'paused' ? <button onClick={() => void resumeRun(r.id)}>Resume</button> : null}
+                    {r.status === 'running' || r.status === 'queued' || r.status === 'paused' ? (
+                      <button onClick={() => void stopRun(r.id)}>Stop</button>
+                    ) : (
+                      <button onClick={() => void resumeRun(r.id)} disabled={r.status === 'completed'}>
+                        Resume
+                      </button>
+                    )}
+                    <button onClick={() => setForking(r.id)} title="a new run from this one's config (edit it first)">
+                      Fork…
+                    </button>
+                    <button onClick={() => void openTrajectories(r.id)}>Trajectories</button>
+                  </div>
                 </td>
                 <td>
                   <span className={`status-pill status-${r.status}`} data-testid="run-status" title={r.error}>
@@ -148,23 +172,6 @@ export function RunsView() {
                 ))}
                 <td className="muted" title={new Date(r.createdAt).toLocaleString()} style={{ whiteSpace: 'nowrap' }}>
                   {shortTime(r.createdAt)}
-                </td>
-                <td className="sticky-actions">
-                  <div style={{ display: 'flex', gap: 4, whiteSpace: 'nowrap' }}>
-                    {r.status === 'running' ? <button onClick={() => void pauseRun(r.id)}>Pause</button> : null}
-                    {r.status === 'paused' ? <button onClick={() => void resumeRun(r.id)}>Resume</button> : null}
-                    {r.status === 'running' || r.status === 'queued' || r.status === 'paused' ? (
-                      <button onClick={() => void stopRun(r.id)}>Stop</button>
-                    ) : (
-                      <button onClick={() => void resumeRun(r.id)} disabled={r.status === 'completed'}>
-                        Resume
-                      </button>
-                    )}
-                    <button onClick={() => setForking(r.id)} title="a new run from this one's config (edit it first)">
-                      Fork…
-                    </button>
-                    <button onClick={() => void openTrajectories(r.id)}>Trajectories</button>
-                  </div>
                 </td>
               </tr>
             ))}
@@ -241,84 +248,114 @@ export function LaunchDialog({
       await openRun(id);
     }
   };
+  const essential = template ? essentialPaths(template.schema) : [];
   return (
-    <div className="modal-back" onMouseDown={(e) => e.target === e.currentTarget && onClose()}>
-      <div className="modal" data-testid="launch-dialog">
-        <div className="toolbar">
-          <h2>{fork ? `Fork ${fork.run.name}${fork.checkpoint ? ` from checkpoint ${fork.checkpoint}` : ''}` : 'Start a run'}</h2>
+    <Modal
+      title={fork ? `Fork ${fork.run.name}${fork.checkpoint ? ` from checkpoint ${fork.checkpoint}` : ''}` : 'Start a run'}
+      onClose={onClose}
+      closeButton
+      testId="launch-dialog"
+      footer={
+        <>
+          <span className="muted">{asJson ? 'the whole config as JSON' : 'empty fields take their default'}</span>
           <span className="grow" />
-          <button onClick={onClose}>Close</button>
-        </div>
-        {templates.length === 0 ? <div className="empty">The engine reports no run templates.</div> : null}
-        <div className="toolbar">
-          <label>template</label>
-          <select value={templateId} onChange={(e) => pick(e.target.value)} data-testid="template-select" disabled={!!fork}>
-            {templates.map((t) => (
-              <option key={t.id} value={t.id}>
-                {t.name}
-              </option>
-            ))}
-          </select>
-          <span className="muted">{template?.description}</span>
-        </div>
-        <div className="toolbar">
-          <label>name</label>
-          <input value={name} onChange={(e) => setName(e.target.value)} placeholder="(generated)" data-testid="run-name" />
-          <label>tags</label>
-          <input value={tags} onChange={(e) => setTags(e.target.value)} placeholder="comma-separated" data-testid="run-tags" />
-          <label>project</label>
-          <input
-            value={project}
-            onChange={(e) => setProject(e.target.value)}
-            placeholder="(none)"
-            disabled={!!fork}
-            title={fork ? "a fork stays in its run's project" : 'group runs by project (filter the table by its name)'}
-            data-testid="run-project"
-            style={{ width: 120 }}
-          />
-          <span className="grow" />
-          <label>
-            <input
-              type="checkbox"
-              checked={asJson}
-              onChange={(e) => {
-                setAsJson(e.target.checked);
-                setJsonText(JSON.stringify(config, null, 2));
-                setJsonError(null);
-              }}
-            />{' '}
-            edit as JSON
-          </label>
-        </div>
-        {template && !asJson ? <SchemaForm schema={template.schema} value={config} onChange={setConfig} /> : null}
-        {template && asJson ? (
-          <>
-            <textarea
-              rows={18}
-              value={jsonText}
-              data-testid="config-json"
-              onChange={(e) => {
-                setJsonText(e.target.value);
-                try {
-                  setConfig(JSON.parse(e.target.value));
-                  setJsonError(null);
-                } catch (err) {
-                  setJsonError((err as Error).message);
-                }
-              }}
-            />
-            {jsonError ? <div className="error-msg">{jsonError}</div> : null}
-          </>
-        ) : null}
-        <div className="toolbar">
-          <span className="grow" />
+          <button onClick={onClose}>Cancel</button>
           <button className="primary" disabled={!template || busy || !!jsonError} onClick={() => void start()} data-testid="start-run">
             {busy ? 'Starting…' : fork ? 'Start fork' : 'Start'}
           </button>
-        </div>
+        </>
+      }
+    >
+      {templates.length === 0 ? <div className="empty">The engine reports no run templates.</div> : null}
+      <div className="toolbar">
+        <label htmlFor="launch-template">template</label>
+        <select id="launch-template" value={templateId} onChange={(e) => pick(e.target.value)} data-testid="template-select" disabled={!!fork}>
+          {templates.map((t) => (
+            <option key={t.id} value={t.id}>
+              {t.name}
+            </option>
+          ))}
+        </select>
+        <span className="muted">{template?.description}</span>
       </div>
-    </div>
+      <div className="toolbar">
+        {/* The run's name (the config's own top-level `name` is left out of the form below: one name field). */}
+        <label htmlFor="launch-name">name</label>
+        <input id="launch-name" value={name} onChange={(e) => setName(e.target.value)} placeholder="(generated)" data-testid="run-name" />
+        <label htmlFor="launch-tags">tags</label>
+        <input id="launch-tags" value={tags} onChange={(e) => setTags(e.target.value)} placeholder="comma-separated" data-testid="run-tags" />
+        <label htmlFor="launch-project">project</label>
+        <input
+          id="launch-project"
+          value={project}
+          onChange={(e) => setProject(e.target.value)}
+          placeholder="(none)"
+          disabled={!!fork}
+          title={fork ? "a fork stays in its run's project" : 'group runs by project (filter the table by its name)'}
+          data-testid="run-project"
+          style={{ width: 120 }}
+        />
+        <span className="grow" />
+        <label>
+          <input
+            type="checkbox"
+            checked={asJson}
+            onChange={(e) => {
+              setAsJson(e.target.checked);
+              setJsonText(JSON.stringify(config, null, 2));
+              setJsonError(null);
+            }}
+          />{' '}
+          edit as JSON
+        </label>
+      </div>
+      {template && !asJson ? (
+        <>
+          {/* The essentials (model, task, algorithm, steps); everything else under "advanced", collapsed. */}
+          <SchemaForm schema={template.schema} value={config} onChange={setConfig} only={essential} testId="schema-form-essential" />
+          <details className="launch-advanced" data-testid="launch-advanced">
+            <summary>advanced: every other setting</summary>
+            <SchemaForm schema={template.schema} value={config} onChange={setConfig} omit={[...essential, 'name']} />
+          </details>
+        </>
+      ) : null}
+      {template && asJson ? (
+        <>
+          <textarea
+            rows={18}
+            value={jsonText}
+            aria-label="config as JSON"
+            data-testid="config-json"
+            onChange={(e) => {
+              setJsonText(e.target.value);
+              try {
+                setConfig(JSON.parse(e.target.value));
+                setJsonError(null);
+              } catch (err) {
+                setJsonError((err as Error).message);
+              }
+            }}
+          />
+          {jsonError ? <div className="error-msg">{jsonError}</div> : null}
+        </>
+      ) : null}
+    </Modal>
   );
+}
+
+/** The launch form's essential fields (those the template's schema has): model, task, algorithm, steps. */
+const ESSENTIAL = ['model.path', 'model.init', 'task.kind', 'task.dataset', 'algorithm.adv_estimator', 'steps'];
+export function essentialPaths(schema: JsonSchema): string[] {
+  const has = (path: string): boolean => {
+    let s: JsonSchema | undefined = unwrap(schema, schema);
+    for (const part of path.split('.')) {
+      s = s?.properties?.[part];
+      if (!s) return false;
+      s = unwrap(s, schema);
+    }
+    return true;
+  };
+  return ESSENTIAL.filter(has);
 }
 
 function shortTime(ms: number): string {

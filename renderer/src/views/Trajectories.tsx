@@ -589,7 +589,15 @@ export function TurnList({
                   paddingTop: row.kind === 'head' ? 6 : 0,
                 }}
               >
-                {row.kind === 'head' ? <TurnHead turn={turn} index={row.turn} origin={origins?.[row.turn]} drift={drift?.get(row.turn)} /> : null}
+                {row.kind === 'head' ? (
+                  <TurnHead
+                    turn={turn}
+                    index={row.turn}
+                    origin={origins?.[row.turn]}
+                    drift={drift?.get(row.turn)}
+                    processRewards={traj.signal?.processRewards}
+                  />
+                ) : null}
                 {row.kind === 'tokens' ? (
                   <TokenSpan
                     turn={turn}
@@ -722,7 +730,7 @@ function GroupPane() {
                   const from = Math.max(0, prefix - start);
                   return (
                     <div key={i} className="turn">
-                      <TurnHead turn={t} index={i} />
+                      <TurnHead turn={t} index={i} processRewards={g.signal?.processRewards} />
                       {t.tokens.length ? (
                         <TokenSpan
                           turn={t}
