@@ -18,7 +18,7 @@ import { loadConfig, type ExperimentConfig } from '../../config/experiment';
 import { applyOverrides } from './sweep';
 import { readModelConfig } from '../../model/checkpoint';
 import { weightShapes, type ModelConfig } from '../../model/config';
-import { QUANT_BLOCK } from '../../model/quantize';
+import { baseQuantNames, QUANT_BLOCK } from '../../model/quantize';
 import { resolveLora, type LoraSpec } from '../../model/lora';
 import {
   adviseFit,
@@ -283,23 +283,46 @@ export function register(program: Command): void {
     });
 }
 
-/** Weights for a measurement: uniform values of N(0, 0.02)'s spread (norms 1), from a fast generator; the numbers do not matter, their bytes do. */
-function randomWeights(c: ModelConfig): Map<string, Float32Array> {
+/** Values for a measurement's weight `name`: uniform with N(0, 0.02)'s spread (norms 1) from a fast generator seeded by the name; the numbers do not matter, their bytes do. */
+function randomWeight(name: string, n: number): Float32Array {
+  const x = new Float32Array(n);
+  if (/norm\.weight$/.test(name)) return x.fill(1);
   let s = 0x9e3779b9;
-  const w = new Map<string, Float32Array>();
-  const a = 0.02 * Math.sqrt(3);
-  for (const [name, shape] of Object.entries(weightShapes(c))) {
-    const x = new Float32Array(shape.reduce((p, q) => p * q, 1));
-    if (/norm\.weight$/.test(name)) x.fill(1);
-    else
-      for (let i = 0; i < x.length; i++) {
-        s ^= s << 13;
-        s ^= s >>> 17;
-        s ^= s << 5;
-        x[i] = ((s >>> 0) / 4294967296 - 0.5) * 2 * a;
-      }
-    w.set(name, x);
+  for (let i = 0; i < name.length; i++) s = Math.imul(s ^ name.charCodeAt(i), 0x01000193);
+  s |= 1;
+  const a = 0.04 * Math.sqrt(3);
+  for (let i = 0; i < n; i++) {
+    s ^= s << 13;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    x[i] = ((s >>> 0) / 4294967296 - 0.5) * a;
   }
+  return x;
+}
+
+/**
+ * Random weights for a measurement. With a quantized base the linear weights are made when read
+ * and not kept (the same values each time): PolicyModel quantizes them one by one at construction
+ * and drops the float32 arrays, as it does for a loaded folder, so an 8B base never exists in
+ * float32 at once (32 GB), as it would not when loaded from a folder shard by shard.
+ */
+function randomWeights(c: ModelConfig, quantized: Set<string>): Map<string, Float32Array> {
+  const shapes = weightShapes(c);
+  const size = (name: string) => shapes[name]!.reduce((p, q) => p * q, 1);
+  const made = new Set(quantized);
+  class Weights extends Map<string, Float32Array> {
+    override get(name: string): Float32Array | undefined {
+      return made.has(name) ? randomWeight(name, size(name)) : super.get(name);
+    }
+    override has(name: string): boolean {
+      return made.has(name) || super.has(name);
+    }
+    override delete(name: string): boolean {
+      return made.delete(name) || super.delete(name);
+    }
+  }
+  const w = new Weights();
+  for (const name of Object.keys(shapes)) if (!quantized.has(name)) w.set(name, randomWeight(name, size(name)));
   return w;
 }
 
@@ -325,7 +348,8 @@ export async function measureStep(input: MemoryPlanInput, steps = 2): Promise<Me
   const baselineRss = input.baseline ?? process.memoryUsage().rss;
   const { PolicyModel } = await import('../../model/runtime');
   const c = input.config;
-  const model = new PolicyModel(c, randomWeights(c), {
+  const quantized = new Set(input.quantizeBase && input.lora ? baseQuantNames(c) : []);
+  const model = new PolicyModel(c, randomWeights(c, quantized), {
     lora: input.lora,
     loraSeed: 1,
     quantizeBase: input.quantizeBase ? { bits: BASE_QUANT_BITS[input.quantizeBase], blockSize: input.quantBlock ?? QUANT_BLOCK } : undefined,
