@@ -90,7 +90,8 @@ export async function buildTaskSession(cfg: ExperimentConfig, taskKit: TaskKit, 
     recomputeLayers: cfg.model.recompute_layers ?? false,
     quantize: cfg.rollout.quantize,
     // model.quantize_base: the frozen LoRA base block-quantized in every phase (engine/model/quantize.ts).
-    quantizeBase: baseQuantSpec(cfg.model.quantize_base, cfg.model.quantize_block),
+    // The config decides (null: the float32 base even for an adapter folder trained on a quantized one).
+    quantizeBase: baseQuantSpec(cfg.model.quantize_base, cfg.model.quantize_block) ?? null,
   };
   const model = cfg.model.path ? PolicyModel.load(cfg.model.path, modelOpts) : PolicyModel.init(kit.tinyModel(cfg), cfg.seed, modelOpts);
   const policy = new ModelPolicyPort(model, cfg, new AdamW({ ...cfg.optim }));

@@ -41,7 +41,7 @@ export async function openKitSource(cfg: ExperimentConfig, req: RolloutSourceReq
     // The config's threads (its device is the process's default providers: engine/cli/commands/rollout.ts).
     // model.quantize_base: the base's linear weights quantized as in a training run's rollouts (engine/model/quantize.ts).
     const quantizeBase = baseQuantSpec(cfg.model.quantize_base, cfg.model.quantize_block);
-    model = cfg.model.path ? PolicyModel.load(cfg.model.path, { threads: cfg.threads, ...(quantizeBase ? { quantizeBase } : {}) }) : undefined;
+    model = cfg.model.path ? PolicyModel.load(cfg.model.path, { threads: cfg.threads, quantizeBase: quantizeBase ?? null }) : undefined;
     const maxLen = model ? Math.min(cfg.rollout.max_total_length, model.config.maxPositionEmbeddings) : cfg.rollout.max_total_length;
     const m = model;
     return {
