@@ -26,15 +26,16 @@ const CONSENT_COMMANDS = [
   ['export', 'verl'],
 ];
 
-export async function buildProgram(): Promise<Command> {
+type CommandModule = { register?: RegisterCommand; extend?: RegisterCommand };
+
+/** `modules`: the command modules by file name, given by a build that has no commands/ folder to read (scripts/bundle.mjs). */
+export async function buildProgram(modules?: Record<string, CommandModule>): Promise<Command> {
   const program = new Command('arbor').description('Arbor: a desktop workbench for agentic RL on one machine').showHelpAfterError().enablePositionalOptions();
   const dir = join(dirname(fileURLToPath(import.meta.url)), 'commands');
-  const files = readdirSync(dir)
-    .filter((f) => f.endsWith('.ts'))
-    .sort();
+  const files = (modules ? Object.keys(modules) : readdirSync(dir).filter((f) => f.endsWith('.ts'))).sort();
   const extensions: RegisterCommand[] = [];
   for (const f of files) {
-    const mod = (await import(pathToFileURL(join(dir, f)).href)) as { register?: RegisterCommand; extend?: RegisterCommand };
+    const mod = modules?.[f] ?? ((await import(pathToFileURL(join(dir, f)).href)) as CommandModule);
     if (typeof mod.register !== 'function') throw new Error(`engine/cli/commands/${f} does not export register(program)`);
     mod.register(program);
     if (typeof mod.extend === 'function') extensions.push(mod.extend);
@@ -53,10 +54,10 @@ export async function buildProgram(): Promise<Command> {
   return program;
 }
 
-export async function main(argv: string[]): Promise<void> {
+export async function main(argv: string[], modules?: Record<string, CommandModule>): Promise<void> {
   // A closed output pipe (`arbor runs | head`) ends a command quietly; long jobs stop with a checkpoint.
   guardOutput();
-  const program = await buildProgram();
+  const program = await buildProgram(modules);
   try {
     await program.parseAsync(argv, { from: 'user' });
   } catch (err) {

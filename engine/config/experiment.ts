@@ -306,6 +306,19 @@ const algorithmSchema = z.strictObject({
     .nullable()
     .default(null)
     .describe('truncated importance sampling on the sampler/learner ratio (needs old_logprobs: recompute)'),
+  /**
+   * On-policy distillation (engine/train/distill.ts): a teacher (a model folder or org/name of the
+   * Hugging Face cache, with the student's tokenizer) scores every sampled token; the per-token
+   * advantage −coef · (log π_student − log π_teacher) (reverse KL) replaces the estimator's, or is
+   * added to it with mix_with_reward.
+   */
+  distill: z
+    .strictObject({
+      teacher: z.string().min(1).describe("the teacher: an HF model folder or org/name[@revision] from the Hugging Face cache, with the student's tokenizer"),
+      coef: z.number().positive().default(1).describe('weight of the per-token reverse-KL advantage'),
+      mix_with_reward: z.boolean().default(false).describe("add the task reward's advantage (the estimator's) to the teacher's; false: the teacher's alone"),
+    })
+    .optional(),
 });
 
 const optimSchema = z.strictObject({
@@ -667,6 +680,17 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
       cfg.model.path = abs(cfg.model.path);
     }
   }
+  // algorithm.distill.teacher: a folder, or `org/name[@revision]` from the Hugging Face cache, as model.path.
+  let teacherRefError: string | undefined;
+  if (cfg.algorithm.distill) {
+    try {
+      cfg.algorithm.distill.teacher = resolveModelRef(cfg.algorithm.distill.teacher, baseDir);
+    } catch (e) {
+      if (!(e instanceof ModelNotCachedError)) throw e;
+      teacherRefError = e.message;
+      cfg.algorithm.distill.teacher = abs(cfg.algorithm.distill.teacher);
+    }
+  }
   if (cfg.task.dataset) cfg.task.dataset = abs(cfg.task.dataset);
   if (cfg.sft.demos_path) cfg.sft.demos_path = abs(cfg.sft.demos_path);
   const env = cfg.environment;
@@ -712,6 +736,17 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
         field: 'environment.agent.concurrency',
         message: `${env.agent.concurrency} agent processes at once: at most 64 in mode "process" (mode "serve" takes up to 256)`,
       });
+  }
+  // algorithm.distill without mix_with_reward: the teacher's advantage replaces the estimator's, so what only shapes the reward's is refused.
+  const d = cfg.algorithm.distill;
+  if (d && !d.mix_with_reward) {
+    const why =
+      "with algorithm.distill and mix_with_reward false the teacher's per-token advantage replaces the reward's (set mix_with_reward: true to use both)";
+    if (cfg.algorithm.dynamic_sampling.enabled) issues.push({ field: 'algorithm.dynamic_sampling.enabled', message: `drops groups by their rewards: ${why}` });
+    if (cfg.algorithm.process_rewards) issues.push({ field: 'algorithm.process_rewards', message: `has no effect ${why}` });
+    if (cfg.algorithm.kl_in === 'reward' && cfg.algorithm.kl_coef > 0)
+      issues.push({ field: 'algorithm.kl_in', message: `"reward" has no effect ${why} (use "loss")` });
+    if (env.judge) issues.push({ field: 'environment.judge', message: `has no effect ${why}` });
   }
   if (env.judge?.agreement && env.judge.mode === 'score')
     issues.push({
@@ -775,6 +810,9 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
       message: `must be < the response budget min(rollout.max_turns × rollout.max_new_tokens, rollout.max_total_length) = ${responseMax}`,
     });
   if (opts.checkFiles !== false) {
+    if (teacherRefError) issues.push({ field: 'algorithm.distill.teacher', message: teacherRefError });
+    else if (cfg.algorithm.distill && !existsSync(join(cfg.algorithm.distill.teacher, 'config.json')))
+      issues.push({ field: 'algorithm.distill.teacher', message: `not a model folder (no config.json): ${cfg.algorithm.distill.teacher}` });
     if (modelRefError) issues.push({ field: 'model.path', message: modelRefError });
     else if (cfg.model.path) {
       if (!existsSync(cfg.model.path) || !statSync(cfg.model.path).isDirectory())

@@ -22,6 +22,7 @@ import { AdamW } from '../rl/optimizer';
 import { ModelPolicyPort } from '../train/model-port';
 import { pickTasks, engineRolloutPort } from '../train/rollout-port';
 import { withJudge } from '../train/judge-rollout';
+import { openTeacher } from '../train/distill';
 import type { TaskSession } from './run-dir';
 import { evalMetrics, summarizeEval, type EvalSummary, type TaskKit } from '../tasks/kit';
 import { readTokenDemos } from '../train/sft';
@@ -117,6 +118,17 @@ export async function buildTaskSession(cfg: ExperimentConfig, taskKit: TaskKit, 
   let referenceWeights = cfg.algorithm.kl_coef > 0 ? model.cloneWeights() : undefined;
   const reference = referenceWeights ? { score: (eps: Parameters<ModelPolicyPort['score']>[0]) => policy.frozen(referenceWeights!).score(eps) } : undefined;
 
+  // algorithm.distill: the teacher on the same device, its own score session (its tokenizer checked against the student's).
+  let teacher: ReturnType<typeof openTeacher> | undefined;
+  try {
+    if (cfg.algorithm.distill)
+      teacher = openTeacher(cfg, model.opts.tokenizerFolder ?? cfg.model.path, { backend: cfg.backend, threads: cfg.threads, providers });
+  } catch (e) {
+    await critic?.dispose();
+    await model.dispose();
+    throw e;
+  }
+
   // environment.agent: episodes run by the user's agent program through the run's OpenAI-compatible endpoint (engine/openai/).
   let agent: AgentSession | undefined;
   if (cfg.environment.agent) agent = (await import('../openai/agent-session')).openAgentSession(cfg, kit, backend, model.config);
@@ -163,6 +175,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, taskKit: TaskKit, 
       ),
       policy,
       reference,
+      ...(teacher ? { teacher } : {}),
       advantage,
       eval: { evaluate: async ({ n }) => evalMetrics(await evaluate(n)) },
     },
@@ -209,6 +222,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, taskKit: TaskKit, 
     close: async () => {
       await agent?.close();
       await critic?.dispose();
+      await teacher?.close();
       await model.dispose();
     },
   };

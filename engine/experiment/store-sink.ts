@@ -24,6 +24,7 @@ export function episodeToRecord(
     signal?: TokenSignal;
     advOutcome?: Float32Array;
     advProcess?: Float32Array;
+    teacherLogprobs?: Float32Array;
     meta?: SignalRecord;
   } = {},
 ): TrajectoryRecord {
@@ -54,6 +55,7 @@ export function episodeToRecord(
       lossWeight: slice(extra.signal?.weight, i, j),
       advOutcome: slice(extra.advOutcome, i, j),
       advProcess: slice(extra.advProcess, i, j),
+      teacherLogprob: slice(extra.teacherLogprobs, i, j),
       lossMask: Array.from(e.lossMask.subarray(i, j)),
       stepReward: m && stepReward ? stepReward : null,
       ...(calls.length ? { toolCalls: calls } : {}),
@@ -134,6 +136,7 @@ export function recordExtras(e: Episode, extra: TrajectoryExtras | undefined, se
     signal: extra?.signals?.get(e),
     advOutcome: extra?.advantageParts?.outcome.get(e),
     advProcess: extra?.advantageParts?.process.get(e),
+    teacherLogprobs: extra?.teacherLogprobs?.get(e),
     ...(settings || group ? { meta: { ...settings, ...(group ? { group } : {}) } } : {}),
   };
 }

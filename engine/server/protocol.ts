@@ -210,6 +210,8 @@ export const turnSchema = z.object({
   lossWeight: perToken.optional(),
   advOutcome: perToken.optional(),
   advProcess: perToken.optional(),
+  /** algorithm.distill: the teacher's logprob of each token (null when not stored). */
+  teacherLogprob: perToken.optional(),
 });
 
 export const trajectorySchema = trajSummarySchema.extend({ turnsData: z.array(turnSchema) });

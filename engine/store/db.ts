@@ -104,6 +104,11 @@ export const MIGRATIONS: { version: number; name: string; sql: string }[] = [
       ALTER TABLE runs ADD COLUMN group_cell TEXT;
       CREATE INDEX runs_group ON runs(group_id);`,
   },
+  {
+    version: 8,
+    name: "on-policy distillation: the teacher's logprob of each token (the heat map's teacher channel)",
+    sql: `ALTER TABLE turns ADD COLUMN teacher_logprob BLOB;`,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;

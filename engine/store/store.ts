@@ -117,6 +117,8 @@ export interface TurnRecord {
   /** The advantage's outcome part and process part (they add up to `advantage`). */
   advOutcome?: ArrayLike<number>;
   advProcess?: ArrayLike<number>;
+  /** algorithm.distill: the teacher's logprob of each token. */
+  teacherLogprob?: ArrayLike<number>;
 }
 
 /** How training treated a trajectory as a whole: its group's reward statistics and the loss settings (for the per-token channels). */
@@ -538,8 +540,8 @@ export class Store {
     const id = Number(info.lastInsertRowid);
     if (full) {
       const ins = this.db
-        .prepare(`INSERT INTO turns (traj_id, idx, role, text, token_ids, logprob, ref_logprob, entropy, advantage, value, loss_mask, tool_calls, step_reward, tokens, ratio, clipped, loss_weight, adv_outcome, adv_process)
-        VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`);
+        .prepare(`INSERT INTO turns (traj_id, idx, role, text, token_ids, logprob, ref_logprob, entropy, advantage, value, loss_mask, tool_calls, step_reward, tokens, ratio, clipped, loss_weight, adv_outcome, adv_process, teacher_logprob)
+        VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`);
       t.turns.forEach((u, i) =>
         ins.run(
           id,
@@ -561,6 +563,7 @@ export class Store {
           f32(u.lossWeight),
           f32(u.advOutcome),
           f32(u.advProcess),
+          f32(u.teacherLogprob),
         ),
       );
     }
@@ -659,6 +662,7 @@ export class Store {
       lossWeight: fromF32(u.loss_weight as Buffer | null),
       advOutcome: fromF32(u.adv_outcome as Buffer | null),
       advProcess: fromF32(u.adv_process as Buffer | null),
+      teacherLogprob: fromF32(u.teacher_logprob as Buffer | null),
     }));
     return { ...s, turnsData: turns };
   }

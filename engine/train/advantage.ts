@@ -5,6 +5,7 @@
 import { computeAdvantages, getEstimator, stepsFromMask, type EstimatorEpisode } from '../rl';
 import { klValue } from '../rl/kl';
 import type { ExperimentConfig } from '../config/experiment';
+import { distillAdvantages, distillMetrics } from './distill';
 import type { Episode } from './episode';
 import type { AdvantagePort } from './loop';
 
@@ -100,7 +101,7 @@ export function advantagePort(cfg: ExperimentConfig, critic?: { values(episodes:
   const klInReward = a.kl_in === 'reward' && a.kl_coef > 0;
   return {
     values: est.needsCritic ? (eps) => critic!.values(eps) : undefined,
-    compute({ episodes, refLogprobs, oldLogprobs, values }) {
+    compute({ episodes, refLogprobs, oldLogprobs, values, teacherLogprobs }) {
       const klPerToken =
         klInReward && refLogprobs
           ? episodes.map((e) => {
@@ -129,6 +130,16 @@ export function advantagePort(cfg: ExperimentConfig, critic?: { values(episodes:
           ? computeAdvantages(a.adv_estimator, episodes.map(asEstimatorEpisode), { ...estOpts, processRewards: false }, outcomeOptions).advantages
           : adv;
       const outcome = cfg.rollout.branching.attribution === 'hard' && outcomeOnly !== adv ? hardAttribution(episodes, outcomeOnly) : outcomeOnly;
+      if (a.distill) {
+        // On-policy distillation (./distill.ts): the teacher's per-token reverse-KL advantage, alone or added to the reward's.
+        if (!teacherLogprobs) throw new Error('algorithm.distill: no teacher scored this batch');
+        const d = distillAdvantages(episodes, oldLogprobs, teacherLogprobs, a.distill.coef);
+        return {
+          advantages: new Map(episodes.map((e, i) => [e, a.distill!.mix_with_reward ? adv[i]!.map((x, k) => x + d.get(e)![k]!) : d.get(e)!] as const)),
+          returns: res.returns ? new Map(episodes.map((e, i) => [e, res.returns![i]!] as const)) : undefined,
+          metrics: { ...(a.distill.mix_with_reward ? res.metrics : {}), ...distillMetrics(episodes, oldLogprobs, teacherLogprobs) },
+        };
+      }
       return {
         parts: {
           outcome: new Map(episodes.map((e, i) => [e, outcome[i]!] as const)),

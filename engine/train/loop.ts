@@ -82,6 +82,8 @@ export interface AdvantagePort {
     refLogprobs?: Map<Episode, Float32Array>;
     oldLogprobs: Map<Episode, Float32Array>;
     values?: Map<Episode, Float32Array>;
+    /** algorithm.distill: the teacher's logprobs of the sampled tokens. */
+    teacherLogprobs?: Map<Episode, Float32Array>;
   }): { advantages: Map<Episode, Float32Array>; returns?: Map<Episode, Float32Array>; metrics?: Record<string, number>; parts?: AdvantageParts };
   /** Critic values (PPO + GAE only). */
   values?(episodes: Episode[]): Promise<Float32Array[]>;
@@ -106,6 +108,8 @@ export interface TrajectoryExtras {
   signals?: Map<Episode, TokenSignal>;
   /** The advantage's parts: the outcome's (the estimator alone) and the process rewards' (the rest), and the group's reward statistics. */
   advantageParts?: AdvantageParts;
+  /** algorithm.distill: the teacher's logprob of each token (the heat map's teacher channel). */
+  teacherLogprobs?: Map<Episode, Float32Array>;
 }
 
 /** Where metrics and trajectories go (the store in the app; anything in tests). */
@@ -122,6 +126,8 @@ export interface LoopPorts {
   rollout: RolloutPort;
   policy: PolicyPort;
   reference?: ScorePort;
+  /** algorithm.distill: the teacher's per-token logprobs of the sampled tokens (engine/train/distill.ts). */
+  teacher?: ScorePort;
   advantage: AdvantagePort;
   eval?: EvalPort;
   sink: SinkPort;
@@ -291,6 +297,11 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
       const ref = await reference.score(episodes);
       refLogprobs = new Map(episodes.map((e, i) => [e, ref.logprobs[i]!] as const));
     }
+    let teacherLogprobs: Map<Episode, Float32Array> | undefined;
+    if (ports.teacher) {
+      const t = await ports.teacher.score(episodes);
+      teacherLogprobs = new Map(episodes.map((e, i) => [e, t.logprobs[i]!] as const));
+    }
     let values: Map<Episode, Float32Array> | undefined;
     if (advantage.values) {
       const v = await advantage.values(episodes);
@@ -299,7 +310,7 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     const scoreMs = performance.now() - t1;
 
     // ---- advantages -------------------------------------------------------------------------
-    const { advantages, returns, metrics: estimatorMetrics, parts } = advantage.compute({ episodes, refLogprobs, oldLogprobs, values });
+    const { advantages, returns, metrics: estimatorMetrics, parts } = advantage.compute({ episodes, refLogprobs, oldLogprobs, values, teacherLogprobs });
     Object.assign(m, estimatorMetrics);
     let aSum = 0;
     let aAbs = 0;
@@ -399,6 +410,7 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
       values,
       ...(signals.size ? { signals } : {}),
       ...(parts ? { advantageParts: parts } : {}),
+      ...(teacherLogprobs ? { teacherLogprobs } : {}),
     });
     let improved = false;
     if (ports.eval && cfg.eval.every > 0 && step % cfg.eval.every === 0) {

@@ -24,6 +24,7 @@ export function TokenInspector({ traj }: { traj: Trajectory }) {
   const at = (a: ArrayLike<number> | null | undefined) => (a && i < a.length ? a[i] : undefined);
   const lp = generated ? at(u.logprob) : undefined;
   const ref = generated ? at(u.refLogprob) : undefined;
+  const teach = generated ? at(u.teacherLogprob) : undefined;
   const clipped = at(u.clipped);
   const g = traj.signal?.group;
   const rows: [string, string, string][] = [
@@ -42,6 +43,13 @@ export function TokenInspector({ traj }: { traj: Trajectory }) {
     ['critic value', num(at(u.value)), 'value'],
     ['ref logprob', num(ref), 'ref'],
     ['kl (lp−ref)', lp == null || ref == null ? '—' : (lp - ref).toFixed(4), 'kl'],
+    // algorithm.distill: the teacher's logprob and the per-token reverse KL estimate (rows only when the run stored them).
+    ...(u.teacherLogprob
+      ? ([
+          ['teacher logprob', num(teach), 'teacher'],
+          ['teacher kl (lp−teacher)', lp == null || teach == null ? '—' : (lp - teach).toFixed(4), 'teacher-kl'],
+        ] as [string, string, string][])
+      : []),
     ['loss mask', u.lossMask ? `${u.lossMask[i]}${generated ? '' : ' (not generated)'}` : '—', 'mask'],
   ];
   return (

@@ -11,8 +11,24 @@
 //  weight       the token's weight in the aggregated loss (loss_agg_mode), sequential from 0 to the
 //               largest weight of the trajectory (numbered: the legend says which)
 //  value        the critic's value (PPO), diverging (±1)
+//  teacher      algorithm.distill: the teacher's logprob of the token, as logprob
+//  teacher-kl   log π_student − log π_teacher per token (the reverse KL estimate the distillation
+//               advantage is minus), diverging (±1)
 
-export const CHANNELS = ['logprob', 'entropy', 'advantage', 'kl', 'ratio', 'clipped', 'weight', 'value', 'adv-outcome', 'adv-process'] as const;
+export const CHANNELS = [
+  'logprob',
+  'entropy',
+  'advantage',
+  'kl',
+  'ratio',
+  'clipped',
+  'weight',
+  'value',
+  'adv-outcome',
+  'adv-process',
+  'teacher',
+  'teacher-kl',
+] as const;
 export type Channel = (typeof CHANNELS)[number];
 
 export function nextChannel(c: Channel): Channel {
@@ -31,11 +47,12 @@ export interface TokenValues {
   value?: ArrayLike<number> | null;
   advOutcome?: ArrayLike<number> | null;
   advProcess?: ArrayLike<number> | null;
+  teacherLogprob?: ArrayLike<number> | null;
   lossMask?: ArrayLike<number> | null;
 }
 
 /** Channels that only exist on tokens the model generated (loss mask 1). */
-const TRAINED: ReadonlySet<Channel> = new Set(['ratio', 'clipped', 'weight', 'adv-outcome', 'adv-process']);
+const TRAINED: ReadonlySet<Channel> = new Set(['ratio', 'clipped', 'weight', 'adv-outcome', 'adv-process', 'teacher', 'teacher-kl']);
 
 export function channelValue(v: TokenValues, c: Channel, i: number): number | null {
   const pick = (a?: ArrayLike<number> | null) => (a && i < a.length && Number.isFinite(a[i]) ? a[i] : null);
@@ -64,12 +81,21 @@ export function channelValue(v: TokenValues, c: Channel, i: number): number | nu
       return pick(v.advOutcome);
     case 'adv-process':
       return pick(v.advProcess);
+    case 'teacher':
+      return pick(v.teacherLogprob);
+    case 'teacher-kl': {
+      const lp = pick(v.logprob);
+      const t = pick(v.teacherLogprob);
+      return lp == null || t == null ? null : lp - t;
+    }
   }
 }
 
 /** Fixed scales: the value at which the colour saturates. */
 const FIXED: Partial<Record<Channel, number>> = {
   logprob: 6,
+  teacher: 6,
+  'teacher-kl': 1,
   entropy: 3,
   advantage: 2,
   'adv-outcome': 2,
@@ -98,7 +124,7 @@ export function channelScale(turns: TokenValues[], c: Channel, count: (t: TokenV
 /** The numbers written under the legend's ramp: low end, middle, high end. */
 export function scaleTicks(c: Channel, scale: number): [string, string, string] {
   const f = (x: number) => (Math.abs(x) >= 0.01 || x === 0 ? String(+x.toFixed(2)) : x.toExponential(1));
-  if (c === 'logprob') return [`≤ −${scale}`, `−${scale / 2}`, '0'];
+  if (c === 'logprob' || c === 'teacher') return [`≤ −${scale}`, `−${scale / 2}`, '0'];
   if (c === 'entropy') return ['0', f(scale / 2), `≥ ${scale}`];
   if (c === 'ratio') return [`≤ ${f(1 - scale)}`, '1', `≥ ${f(1 + scale)}`];
   if (c === 'clipped') return ['lower', 'none', 'upper · dual'];
@@ -109,7 +135,7 @@ export function scaleTicks(c: Channel, scale: number): [string, string, string] 
 /** CSS background for a value, or '' when there is none. */
 export function heatColor(c: Channel, value: number | null, scale: number): string {
   if (value == null) return '';
-  if (c === 'logprob') {
+  if (c === 'logprob' || c === 'teacher') {
     const a = Math.min(1, Math.max(0, -value / scale));
     return a < 0.02 ? '' : `rgba(255, 80, 80, ${(0.75 * a).toFixed(3)})`;
   }
@@ -134,7 +160,7 @@ export function heatColor(c: Channel, value: number | null, scale: number): stri
 }
 
 export function rampCss(c: Channel): string {
-  if (c === 'logprob') return 'linear-gradient(90deg, rgba(255,80,80,.75), transparent)';
+  if (c === 'logprob' || c === 'teacher') return 'linear-gradient(90deg, rgba(255,80,80,.75), transparent)';
   if (c === 'entropy') return 'linear-gradient(90deg, transparent, rgba(245,180,60,.75))';
   if (c === 'clipped') return 'linear-gradient(90deg, rgba(80,150,255,.7) 33%, transparent 33% 66%, rgba(170,110,255,.7) 66% 83%, rgba(255,150,40,.75) 83%)';
   if (c === 'weight') return 'linear-gradient(90deg, transparent, rgba(120,170,255,.7))';
