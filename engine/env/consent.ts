@@ -1,12 +1,18 @@
 /**
- * Consent for programs from elsewhere. Before a config, an environment folder or a stored run
- * starts an MCP server command or an external agent program (environment.agent) or loads tool/reward files or plugins (engine/config/plugins.ts), the things it would run are listed
- * (a server: its command, arguments and the names of the environment variables it sets; a file:
- * its path and content hash; a workspace folder outside the config's folder) and any this
- * workspace has not approved are put to the user: the CLI asks y/N on a terminal, or needs
- * `--yes`; the workbench shows a dialog. Approvals are remembered per content hash in
- * `$ARBOR_HOME/approvals.json` (a changed file or command asks again). Files shipped in Arbor's
- * resources/ folder are trusted without asking.
+ * Consent for programs from elsewhere: one rule for everything a config, an environment folder or
+ * a stored run would run (tool and reward files, plugins, MCP server commands, the external agent
+ * program, a workspace folder outside the config's). An approval is the hash of the item's kind,
+ * its argv, its resolved working folder, its environment variables (names AND values), and the
+ * content of every file it names or imports (a plugin's whole import closure, from esbuild's
+ * metafile; a server's or agent's script, also when it is argv[0] or the value of an argument or
+ * a variable). So approving a file as a tool does not approve it as a plugin, and any change asks
+ * again. The question shows all of it, with control characters escaped. Approvals are kept in
+ * `$ARBOR_HOME/approvals.json`, the same for every command (`arbor train --yes` holds for
+ * `eval`, `rollout` and `replay` of the same content).
+ *
+ * Nothing is trusted by where it sits: Arbor's own examples are trusted because their item hashes
+ * are listed in resources/trusted-manifest.json (scripts/gen-trusted-manifest.mjs writes it; a
+ * test checks it is current), with paths inside Arbor's package written relative to it.
  *
  * The asker is set once per process by the program that embeds the engine (the CLI, the engine
  * server); with none set (library use, tests that call the engine directly) nothing is asked.
@@ -16,14 +22,17 @@ import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, statSync
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { homedir } from 'node:os';
+import { createRequire } from 'node:module';
+
+export type ConsentKind = 'mcp-server' | 'agent' | 'tool' | 'reward' | 'workspace' | 'plugin';
 
 export interface ConsentItem {
-  kind: 'mcp-server' | 'agent' | 'tool' | 'reward' | 'workspace' | 'plugin';
-  /** What the user sees: the server's name and command line, the file's path, the folder. */
+  kind: ConsentKind;
+  /** What the user sees: everything the hash covers (control characters escaped). */
   label: string;
-  /** The content hash the approval is remembered under. */
+  /** The hash the approval is remembered under. */
   hash: string;
-  /** Shipped with Arbor (resources/): never asked. */
+  /** Listed in Arbor's shipped manifest (its own examples, by content): never asked. */
   trusted?: boolean;
 }
 
@@ -53,11 +62,11 @@ export function setConsentAsker(a: ConsentAsker | null): void {
   asker = a;
 }
 
-/** Arbor's own resources/ folder (trusted); resolved on first use. */
-let resources: string | undefined;
-function resourcesDir(): string {
+/** Arbor's package folder (paths inside it are hashed relative to it, so the manifest holds on any install). */
+let pkg: string | undefined;
+export function packageRoot(): string {
   // (a string, not `new URL(…)`: under jsdom, as the renderer's tests run the engine, URL is jsdom's)
-  return (resources ??= resolve(dirname(fileURLToPath(import.meta.url)), '../../resources'));
+  return (pkg ??= real(resolve(dirname(fileURLToPath(import.meta.url)), '../..')));
 }
 const sha = (s: string | Buffer) => createHash('sha256').update(s).digest('hex');
 
@@ -74,51 +83,177 @@ function inside(child: string, parent: string): boolean {
   return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel) && rel.split(sep)[0] !== '..');
 }
 
-/** A tool, reward or plugin file (its content decides the hash). */
-export function fileItem(kind: 'tool' | 'reward' | 'plugin', path: string, source: string, shownAs = path): ConsentItem {
-  return { kind, label: shownAs, hash: `file:${sha(source)}`, trusted: isAbsolute(path) && inside(path, resourcesDir()) };
+/** A path as hashed: real, and relative to Arbor's package when inside it. */
+function hashedPath(p: string): string {
+  const r = real(p);
+  return inside(r, packageRoot()) ? `<arbor>/${relative(packageRoot(), r).split(sep).join('/')}` : r;
 }
 
-/** An MCP server: its command, arguments, working folder and the names of the variables it sets. */
+/**
+ * Text as shown in a prompt or a dialog: control characters (C0, DEL, C1), line and paragraph
+ * separators and bidirectional overrides written as escapes, so a `\r\x1b[2K` in a config path
+ * cannot hide what comes before it.
+ */
+export function escapeControl(s: string): string {
+  return String(s).replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => {
+    const n = c.charCodeAt(0);
+    return n < 0x100 ? `\\x${n.toString(16).padStart(2, '0')}` : `\\u${n.toString(16).padStart(4, '0')}`;
+  });
+}
+
+/** One argument as shown: bare when it is plain, else quoted; control characters escaped either way. */
+function shownArg(a: string): string {
+  return /^[\w@%+=:,./-]+$/.test(a) ? a : escapeControl(JSON.stringify(a));
+}
+
+/** A regular file's content hash, if `p` is one (resolved against `cwd`). */
+function fileHash(p: string, cwd: string): { path: string; sha: string } | undefined {
+  if (!p || p.length > 4096) return undefined;
+  const full = isAbsolute(p) ? p : resolve(cwd, p);
+  try {
+    if (!statSync(full).isFile()) return undefined;
+    return { path: hashedPath(full), sha: sha(readFileSync(full)) };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The files a command line names: every argument, every `--flag=value` value and every variable
+ * value that is a file (relative to the working folder, or absolute), argv[0] included when it is
+ * a path (a bare program name is found on PATH, not in the folder).
+ */
+function namedFiles(argv: string[], env: Record<string, string>, cwd: string): { path: string; sha: string }[] {
+  const words = [...argv.map((a, i) => (i === 0 && !/[\\/]/.test(a) && !existsSync(resolve(cwd, a)) ? '' : a)), ...Object.values(env)];
+  const candidates = words.flatMap((w) => [w, ...w.split(/[=\s]/).slice(1)]);
+  const out = new Map<string, string>();
+  for (const c of candidates) {
+    const f = fileHash(c, cwd);
+    if (f) out.set(f.path, f.sha);
+  }
+  return [...out].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([path, h]) => ({ path, sha: h }));
+}
+
+/** The hash of an item: its kind and everything that decides what it does. */
+function itemHash(kind: ConsentKind, what: { argv?: string[]; cwd?: string; env?: Record<string, string>; files?: { path?: string; sha: string }[] }): string {
+  const env = what.env ? Object.entries(what.env).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)) : undefined;
+  return `${kind}:${sha(JSON.stringify({ kind, argv: what.argv ?? null, cwd: what.cwd ? hashedPath(what.cwd) : null, env: env ?? null, files: what.files ?? [] }))}`;
+}
+
+/** Variables as shown: NAME=value each (values included: they are part of what runs). */
+function shownEnv(env: Record<string, string>): string {
+  const keys = Object.keys(env).sort();
+  return keys.length ? ` with ${keys.map((k) => `${escapeControl(k)}=${shownArg(String(env[k]))}`).join(' ')}` : '';
+}
+
+/**
+ * The files a plugin imports, itself included (esbuild's metafile of a bundle of it, packages
+ * under a node_modules of its own folder too), less Arbor's own code and dependencies (its
+ * engine/ and node_modules/: they change with Arbor, not with the plugin). Undefined when it does
+ * not bundle (the import then fails the same way).
+ */
+function importClosure(path: string): string[] | undefined {
+  const own = [join(packageRoot(), 'engine'), join(packageRoot(), 'node_modules')];
+  try {
+    // Loaded when a plugin is asked about (esbuild refuses to load under jsdom, where the renderer's tests import this module).
+    const { buildSync } = createRequire(import.meta.url)('esbuild') as typeof import('esbuild');
+    const external = own.map((o) => `${o}${sep}*`);
+    const r = buildSync({
+      entryPoints: [path],
+      bundle: true,
+      write: false,
+      metafile: true,
+      platform: 'node',
+      format: 'esm',
+      logLevel: 'silent',
+      absWorkingDir: dirname(path),
+      external,
+    });
+    return Object.keys(r.metafile.inputs)
+      .map((f) => resolve(dirname(path), f))
+      .filter((f) => existsSync(f) && !own.some((o) => inside(f, o)))
+      .sort();
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A tool, reward or plugin file: its kind and content (a plugin: every file of its import
+ * closure). Tool and reward files import nothing but 'arbor/env' (the sandbox refuses the rest),
+ * so their content is their closure.
+ */
+export function fileItem(kind: 'tool' | 'reward' | 'plugin', path: string, source: string, shownAs = path): ConsentItem {
+  const files = [{ sha: sha(source) }] as { path?: string; sha: string }[];
+  let more = '';
+  if (kind === 'plugin' && isAbsolute(path)) {
+    const closure = importClosure(path)?.filter((f) => real(f) !== real(path));
+    for (const f of closure ?? []) files.push({ path: relative(dirname(path), f), sha: sha(readFileSync(f)) });
+    if (closure?.length) more = ` (and what it imports: ${closure.map((f) => escapeControl(relative(dirname(path), f))).join(', ')})`;
+  }
+  const hash = itemHash(kind, { files });
+  return { kind, label: `${escapeControl(shownAs)}${more}`, hash, trusted: isTrusted(hash) };
+}
+
+/** An MCP server: its command line, working folder, variables (names and values) and the files they name. */
 export function serverItem(name: string, s: { command: string; args?: string[]; env?: Record<string, string>; cwd?: string }, baseDir?: string): ConsentItem {
   const argv = [s.command, ...(s.args ?? [])];
-  const envKeys = Object.keys(s.env ?? {}).sort();
-  const cwd = s.cwd ? (isAbsolute(s.cwd) || !baseDir ? s.cwd : resolve(baseDir, s.cwd)) : undefined;
-  const shown = argv.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : JSON.stringify(a))).join(' ');
+  const env = s.env ?? {};
+  const base = baseDir ?? process.cwd();
+  const cwd = real(s.cwd ? (isAbsolute(s.cwd) ? s.cwd : resolve(base, s.cwd)) : base);
+  const files = namedFiles(argv, env, cwd);
+  const hash = itemHash('mcp-server', { argv, cwd, env, files });
   return {
     kind: 'mcp-server',
-    label: `${name}: ${shown}${envKeys.length ? ` (sets ${envKeys.join(', ')})` : ''}${cwd ? ` in ${cwd}` : ''}`,
-    hash: `mcp:${sha(JSON.stringify({ argv, envKeys, cwd: cwd ?? null }))}`,
-    trusted: !!baseDir && inside(baseDir, resourcesDir()),
+    label: `${escapeControl(name)}: ${argv.map(shownArg).join(' ')}${shownEnv(env)} in ${escapeControl(cwd)}${files.length ? ` (files: ${files.map((f) => escapeControl(f.path)).join(', ')})` : ''}`,
+    hash,
+    trusted: isTrusted(hash),
   };
 }
 
 /**
- * An external agent program (environment.agent): its argv, working folder and the names of the
- * variables it sets, and the content of every argument that is a file in that folder (its
- * script: a changed agent.ts or agent.py asks again).
+ * An external agent program (environment.agent): its argv, working folder, variables (names and
+ * values) and the content of every file they name (its script, also as argv[0]).
  */
 export function agentItem(a: { command: string[]; env?: Record<string, string>; cwd?: string }): ConsentItem {
-  const envKeys = Object.keys(a.env ?? {}).sort();
-  const cwd = a.cwd ?? process.cwd();
-  const files = a.command
-    .slice(1)
-    .map((x) => (isAbsolute(x) ? x : join(cwd, x)))
-    .filter((f) => existsSync(f) && statSync(f).isFile())
-    .map((f) => sha(readFileSync(f)));
-  const shown = a.command.map((x) => (/^[\w@%+=:,./-]+$/.test(x) ? x : JSON.stringify(x))).join(' ');
+  const env = a.env ?? {};
+  const cwd = real(a.cwd ?? process.cwd());
+  const files = namedFiles(a.command, env, cwd);
+  const hash = itemHash('agent', { argv: a.command, cwd, env, files });
   return {
     kind: 'agent',
-    label: `${shown}${envKeys.length ? ` (sets ${envKeys.join(', ')})` : ''} in ${cwd}`,
-    hash: `agent:${sha(JSON.stringify({ argv: a.command, envKeys, cwd: real(cwd), files }))}`,
-    trusted: inside(cwd, resourcesDir()),
+    label: `${a.command.map(shownArg).join(' ')}${shownEnv(env)} in ${escapeControl(cwd)}${files.length ? ` (files: ${files.map((f) => escapeControl(f.path)).join(', ')})` : ''}`,
+    hash,
+    trusted: isTrusted(hash),
   };
 }
 
 /** A workspace folder outside the config's folder (ctx.readFile may read anything in it). */
 export function workspaceItem(workspace: string): ConsentItem {
   const p = real(workspace);
-  return { kind: 'workspace', label: `tools may read every file under ${p}`, hash: `workspace:${sha(p)}`, trusted: inside(p, resourcesDir()) };
+  const hash = itemHash('workspace', { cwd: p });
+  return {
+    kind: 'workspace',
+    label: `tools may read every file under ${escapeControl(p)} (and nothing outside it; a folder with a link that leaves it is refused)`,
+    hash,
+    trusted: isTrusted(hash),
+  };
+}
+
+/** Arbor's shipped manifest of trusted item hashes (its own examples). */
+let manifest: Set<string> | undefined;
+export const MANIFEST_PATH = () => join(packageRoot(), 'resources', 'trusted-manifest.json');
+function isTrusted(hash: string): boolean {
+  if (!manifest) {
+    manifest = new Set();
+    try {
+      const j = JSON.parse(readFileSync(MANIFEST_PATH(), 'utf8')) as { items?: { hash?: unknown }[] };
+      for (const i of j.items ?? []) if (typeof i?.hash === 'string') manifest.add(i.hash);
+    } catch {
+      /* no manifest: nothing is trusted */
+    }
+  }
+  return manifest.has(hash);
 }
 
 /** What an experiment config would run: its MCP servers, tool and reward files, and a workspace outside its folder. */
@@ -134,7 +269,7 @@ export function configItems(
 ): ConsentItem[] {
   const items: ConsentItem[] = [];
   if (env.agent) items.push(agentItem(env.agent));
-  const ws = env.workspace ?? process.cwd();
+  const ws = env.workspace ?? configDir ?? process.cwd();
   const servers = env.mcp_servers;
   if (servers && typeof servers === 'object')
     for (const [name, s] of Object.entries(servers as Record<string, { command: string; args?: string[]; env?: Record<string, string>; cwd?: string }>))
@@ -142,8 +277,10 @@ export function configItems(
   if (typeof servers === 'string') {
     // A file of servers (the mcpServers layout): its content is what runs.
     const file = isAbsolute(servers) ? servers : resolve(ws, servers);
-    if (existsSync(file))
-      items.push({ kind: 'mcp-server', label: `servers listed in ${file}`, hash: `file:${sha(readFileSync(file))}`, trusted: inside(file, resourcesDir()) });
+    if (existsSync(file)) {
+      const hash = itemHash('mcp-server', { files: [{ path: hashedPath(file), sha: sha(readFileSync(file)) }] });
+      items.push({ kind: 'mcp-server', label: `servers listed in ${escapeControl(file)}`, hash, trusted: isTrusted(hash) });
+    }
   }
   const files: ['tool' | 'reward', string][] = [
     ...(env.tools ?? []).map((t): ['tool', string] => ['tool', t]),
@@ -206,9 +343,9 @@ export function approve(items: ConsentItem[]): void {
   renameSync(tmp, file);
 }
 
-/** A tool or reward file the user wrote in the workbench's editor is theirs: approved as written. */
+/** A tool or reward file the user wrote in the workbench's editor is theirs: approved as written, as a tool or a reward (not as a plugin: that runs in Arbor's process). */
 export function approveTyped(path: string, text: string): void {
-  if (/\.(ts|js|mjs|cjs)$/.test(path)) approve([fileItem('tool', path, text)]);
+  if (/\.(ts|js|mjs|cjs)$/.test(path)) approve([fileItem('tool', path, text), fileItem('reward', path, text)]);
 }
 
 /** Ask for what has not been approved; throws ConsentRefused when the answer is no. */
@@ -223,12 +360,12 @@ export function describeItems(items: ConsentItem[]): string {
   const head: Record<ConsentItem['kind'], string> = {
     'mcp-server': 'MCP server',
     agent: 'agent program (runs as you, not sandboxed)',
-    tool: 'tool file',
-    reward: 'reward file',
-    workspace: 'workspace',
+    tool: 'tool file (sandboxed: computes, reads its workspace folder only)',
+    reward: 'reward file (sandboxed: computes on the episode)',
+    workspace: 'workspace (what the sandboxed tools may read)',
     plugin: "plugin (runs in Arbor's process, not sandboxed)",
   };
-  return items.map((i) => `  - ${head[i.kind]}: ${i.label}`).join('\n');
+  return items.map((i) => `  - ${head[i.kind]}: ${escapeControl(i.label)}`).join('\n');
 }
 
 /** ARBOR_YES=1: --yes for commands run from scripts and test suites. */
@@ -253,7 +390,7 @@ export function cliAsker(opts: { yes?: boolean }): ConsentAsker {
     const { createInterface } = await import('node:readline/promises');
     const rl = createInterface({ input: process.stdin, output: process.stderr });
     try {
-      const a = await rl.question(`${req.origin} would run programs this workspace has not approved:\n${list}\nRun them? [y/N] `);
+      const a = await rl.question(`${escapeControl(req.origin)} would run programs this workspace has not approved:\n${list}\nRun them? [y/N] `);
       return /^y(es)?$/i.test(a.trim());
     } finally {
       rl.close();

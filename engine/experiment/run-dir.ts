@@ -10,6 +10,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, isAbsolute, join, resolve } from 'node:path';
 import { arborHome } from '../store/db';
 import { loadPlugins, validateConfig, type ExperimentConfig } from '../config/experiment';
+import { configDirOf } from '../env/consent';
 import type { Demo, SftPort } from '../train/sft';
 import type { LoopPorts } from '../train/loop';
 import type { EvalSummary } from '../tasks/kit';
@@ -18,12 +19,36 @@ export function runsRoot(): string {
   return join(arborHome(), 'runs');
 }
 
+/** The file a run folder records its config's folder in: relative paths of the stored config resolve against it. */
+const BASE_FILE = 'base.json';
+
+/** Write the run's config and the folder its relative paths resolve against (its config file's, else the run folder). */
+function writeStored(dir: string, cfg: ExperimentConfig): void {
+  writeFileSync(join(dir, 'config.json'), JSON.stringify(cfg, null, 2));
+  writeFileSync(join(dir, BASE_FILE), `${JSON.stringify({ baseDir: configDirOf(cfg) ?? dir })}\n`);
+}
+
+/**
+ * The folder a stored config's relative paths resolve against: the one recorded when the run
+ * started, else the run folder itself; never the process's working folder (a foreign run folder's
+ * `workspace: resources/…` must not land in whatever checkout it is resumed from).
+ */
+export function storedBaseDir(dir: string): string {
+  try {
+    const j = JSON.parse(readFileSync(join(dir, BASE_FILE), 'utf8')) as { baseDir?: unknown };
+    if (typeof j.baseDir === 'string' && isAbsolute(j.baseDir)) return j.baseDir;
+  } catch {
+    /* none recorded (a run from before, or from elsewhere): the run folder */
+  }
+  return resolve(dir);
+}
+
 /** A new run folder named after the config and the time (unique within the second by suffix). */
 export function createRunDir(cfg: ExperimentConfig, explicit?: string): { id: string; dir: string } {
   if (explicit) {
     const dir = resolve(explicit);
     mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'config.json'), JSON.stringify(cfg, null, 2));
+    writeStored(dir, cfg);
     return { id: basename(dir), dir };
   }
   const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-');
@@ -32,7 +57,7 @@ export function createRunDir(cfg: ExperimentConfig, explicit?: string): { id: st
   for (let k = 2; existsSync(join(runsRoot(), id)); k++) id = `${base}-${k}`;
   const dir = join(runsRoot(), id);
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'config.json'), JSON.stringify(cfg, null, 2));
+  writeStored(dir, cfg);
   return { id, dir };
 }
 
@@ -48,7 +73,7 @@ export function openRun(idOrPath: string): { id: string; dir: string; cfg: Exper
   } catch (e) {
     throw new Error(`run ${basename(dir)}: cannot read its config ${file} (${(e as Error).message})`);
   }
-  const cfg = validateConfig(raw, { file, job: 'stored' });
+  const cfg = validateConfig(raw, { file, job: 'stored', baseDir: storedBaseDir(dir) });
   return { id: basename(dir), dir, cfg };
 }
 
@@ -63,7 +88,7 @@ export async function openRunWithPlugins(idOrPath: string): Promise<{ id: string
     } catch {
       raw = undefined; // openRun names the unreadable file
     }
-    await loadPlugins(raw, dir, `run ${basename(dir)}`);
+    await loadPlugins(raw, storedBaseDir(dir), `run ${basename(dir)}`);
   }
   return openRun(idOrPath);
 }

@@ -199,8 +199,12 @@ export function cliResumeJob(): RunTemplate {
     resumesCliRuns: true,
     async run(ctx) {
       const { loadPlugins, validateConfig } = await import('../config/experiment');
-      await loadPlugins(ctx.config, ctx.runDir, `run ${ctx.runId}`);
-      const cfg = validateConfig(ctx.config, { file: `run ${ctx.runId} config`, job: 'stored' });
+      const { storedBaseDir } = await import('../experiment/run-dir');
+      // Relative paths resolve against the folder recorded when the run started (or the run
+      // folder), never the engine's working folder.
+      const baseDir = storedBaseDir(ctx.runDir);
+      await loadPlugins(ctx.config, baseDir, `run ${ctx.runId}`);
+      const cfg = validateConfig(ctx.config, { file: `run ${ctx.runId} config`, job: 'stored', baseDir });
       ctx.log(`resumed from the workbench (${ctx.runDir})`);
       return trainingJob(ctx, cfg, { metricsFile: true });
     },

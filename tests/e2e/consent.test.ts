@@ -82,4 +82,24 @@ describe('consent in the workbench', () => {
     await page.getByTestId('consent-cancel').click();
     expect((await finished(engine, fourth.id)).status).toBe('failed');
   }, 600_000);
+
+  it('runs.stop answers while the question waits, also after the window that was asked has gone (issue 37)', async () => {
+    engine = await startEngine();
+    writeUserEnvironment(join(engine.home, 'workspace'));
+    browser = await openBrowser();
+    const { page } = browser;
+    await page.goto(engine.url);
+    await page.getByTestId('engine-status').getByText('connected').waitFor();
+    const run = (await engineRequest(engine, 'runs.start', { template: 'user-env', config })).result as { id: string };
+    await page.getByTestId('consent-dialog').waitFor();
+    // The window goes: nobody is left to answer, and a stop is answered at once.
+    await browser.close();
+    browser = undefined;
+    // (Unanswered, the question would hold the stop for 10 minutes, past this test's limit.)
+    const stopped = await engineRequest(engine, 'runs.stop', { id: run.id });
+    expect(stopped.error).toBeUndefined();
+    const r = await finished(engine, run.id);
+    expect(['stopped', 'failed']).toContain(r.status);
+    expect(existsSync(join(engine.home, 'approvals.json'))).toBe(false);
+  }, 300_000);
 });

@@ -42,6 +42,10 @@ describe('editor try-it for MCP servers', () => {
       .toBe('json');
 
     await page.getByTestId('mcp-list').click();
+    // The try-it asks like everything else that starts a program (issue 37); approved once, remembered.
+    await page.getByTestId('consent-dialog').waitFor();
+    expect(await page.getByTestId('consent-items').innerText()).toContain('test-mcp-server.mjs');
+    await page.getByTestId('consent-approve').click();
     await page.getByTestId('mcp-tools').waitFor();
     expect(await page.getByTestId('mcp-tools').innerText()).toMatch(/add[\s\S]*Add two numbers[\s\S]*fail[\s\S]*sleep/);
     expect(await page.getByTestId('try-result').innerText()).toMatch(/✓ 3 tools: add, fail, sleep/);

@@ -17,6 +17,10 @@ export interface McpTryResult {
   ms: number;
 }
 
+/**
+ * The servers are asked about like every other program (engine/env/consent.ts: the workbench's
+ * dialog); a refusal is the try's error and nothing starts.
+ */
 export async function tryMcp(p: { servers: unknown; tool?: string; args?: unknown }, opts: { baseDir?: string } = {}): Promise<McpTryResult> {
   const t0 = performance.now();
   const logs: string[] = [];
@@ -30,7 +34,7 @@ export async function tryMcp(p: { servers: unknown; tool?: string; args?: unknow
   try {
     set = await McpToolSet.open(parsed.data, {
       baseDir: opts.baseDir,
-      consent: false,
+      origin: "the editor's MCP try-it",
       onEvent: (e) => logs.push(`${e.server}: ${e.kind.replace('mcp_', '')}: ${e.message}`),
     });
   } catch (e) {

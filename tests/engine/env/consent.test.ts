@@ -127,32 +127,32 @@ describe('consent: a config with an agent program, and a group of runs', () => {
 });
 
 describe('consent: what is asked', () => {
-  it('lists an agent program: its argv, variable names and folder; its script by content', () => {
+  it('lists an agent program: its argv, variables (names and values) and folder; its script by content', () => {
     const cwd = join(dir, 'agent-dir');
     mkdirSync(cwd, { recursive: true });
     writeFileSync(join(cwd, 'agent.py'), 'print(1)\n');
     const a = { command: ['python3', 'agent.py'], env: { TOKEN: 'secret' }, cwd };
     const [item] = configItems({ agent: a });
     expect(item!.kind).toBe('agent');
-    expect(item!.label).toBe(`python3 agent.py (sets TOKEN) in ${cwd}`);
+    expect(item!.label).toBe(`python3 agent.py with TOKEN=secret in ${cwd} (files: ${join(cwd, 'agent.py')})`);
     expect(item!.trusted).toBe(false);
-    expect(agentItem({ ...a, env: { TOKEN: 'other' } }).hash).toBe(item!.hash);
+    // Another value is another program (NODE_OPTIONS=--require=… would be).
+    expect(agentItem({ ...a, env: { TOKEN: 'other' } }).hash).not.toBe(item!.hash);
     writeFileSync(join(cwd, 'agent.py'), 'print(2)\n');
     expect(agentItem(a).hash).not.toBe(item!.hash);
   });
 
-  it('lists MCP servers (command, arguments, variable names), files and an outside workspace; hashes by content', async () => {
+  it('lists MCP servers (command, arguments, variables with values, folder), files and an outside workspace; hashes by content', async () => {
     const ws = join(dir, 'env');
     const items = configItems(
       { mcp_servers: { calc: { command: 'node', args: ['calc.js', '--x'], env: { API_KEY: 'secret' } } }, tools: ['tools/echo.ts'], workspace: ws },
       join(dir, 'elsewhere'),
     );
     expect(items.map((i) => i.kind)).toEqual(['mcp-server', 'tool', 'workspace']);
-    expect(items[0]!.label).toBe('calc: node calc.js --x (sets API_KEY)');
-    expect(items[0]!.label).not.toContain('secret');
-    // The same command with another secret value is the same program; another argument is not.
-    expect(serverItem('calc', { command: 'node', args: ['calc.js', '--x'], env: { API_KEY: 'other' } }, ws).hash).toBe(items[0]!.hash);
-    expect(serverItem('calc', { command: 'node', args: ['calc.js', '--y'], env: { API_KEY: 'x' } }, ws).hash).not.toBe(items[0]!.hash);
+    expect(items[0]!.label).toBe(`calc: node calc.js --x with API_KEY=secret in ${ws}`);
+    expect(serverItem('calc', { command: 'node', args: ['calc.js', '--x'], env: { API_KEY: 'secret' } }, ws).hash).toBe(items[0]!.hash);
+    expect(serverItem('calc', { command: 'node', args: ['calc.js', '--x'], env: { API_KEY: 'other' } }, ws).hash).not.toBe(items[0]!.hash);
+    expect(serverItem('calc', { command: 'node', args: ['calc.js', '--y'], env: { API_KEY: 'secret' } }, ws).hash).not.toBe(items[0]!.hash);
     // A workspace inside the config's folder needs no approval of its own.
     expect(configItems({ tools: ['tools/echo.ts'], workspace: ws }, dir).map((i) => i.kind)).toEqual(['tool']);
 
