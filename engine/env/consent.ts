@@ -34,6 +34,12 @@ export interface ConsentItem {
   hash: string;
   /** Listed in Arbor's shipped manifest (its own examples, by content): never asked. */
   trusted?: boolean;
+  /**
+   * Approved by running what holds it, never asked on its own (a workspace inside the config's
+   * folder): remembered when its config's items are, so a later command that reads the same
+   * config without knowing its folder (`arbor eval --config`, a stored run) finds it approved.
+   */
+  implied?: boolean;
 }
 
 export interface ConsentRequest {
@@ -292,7 +298,7 @@ export function configItems(
   }
   // ctx.readFile lets tools read their workspace: one outside the config's folder (or a config
   // whose folder is not known) is approved as a folder too.
-  if (files.length > 0 && env.workspace && !(configDir && inside(env.workspace, configDir))) items.push(workspaceItem(env.workspace));
+  if (files.length > 0 && env.workspace) items.push({ ...workspaceItem(env.workspace), implied: !!configDir && inside(env.workspace, configDir) });
   return items;
 }
 
@@ -327,7 +333,7 @@ function load(): Approvals {
 export function unapproved(items: ConsentItem[]): ConsentItem[] {
   const a = load().approved;
   const seen = new Set<string>();
-  return items.filter((i) => !i.trusted && !a[i.hash] && !seen.has(i.hash) && seen.add(i.hash));
+  return items.filter((i) => !i.trusted && !i.implied && !a[i.hash] && !seen.has(i.hash) && seen.add(i.hash));
 }
 
 /** Remember items as approved in this workspace. */
@@ -350,10 +356,12 @@ export function approveTyped(path: string, text: string): void {
 
 /** Ask for what has not been approved; throws ConsentRefused when the answer is no. */
 export async function ensureConsent(origin: string, items: ConsentItem[]): Promise<void> {
+  if (!asker) return;
   const pending = unapproved(items);
-  if (pending.length === 0 || !asker) return;
-  if (!(await asker({ origin, items: pending }))) throw new ConsentRefused(`${origin}: not approved, nothing was started:\n${describeItems(pending)}`, pending);
-  approve(pending);
+  if (pending.length > 0 && !(await asker({ origin, items: pending })))
+    throw new ConsentRefused(`${origin}: not approved, nothing was started:\n${describeItems(pending)}`, pending);
+  const a = load().approved;
+  approve([...pending, ...items.filter((i) => i.implied && !i.trusted && !a[i.hash])]);
 }
 
 export function describeItems(items: ConsentItem[]): string {

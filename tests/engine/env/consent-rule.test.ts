@@ -136,6 +136,21 @@ describe('an approval covers one kind and one content', () => {
     expect(unapproved([plugin()])).toHaveLength(1);
   });
 
+  it('what `arbor train --yes` approved holds for a later command that reads the same content without knowing the config folder (eval, rollout, replay)', async () => {
+    const cfgDir = join(dir, 'env38');
+    mkdirSync(join(cfgDir, 'tools'), { recursive: true });
+    writeFileSync(join(cfgDir, 'tools', 't.ts'), 'export const t = 1;\n');
+    const env = { tools: [join(cfgDir, 'tools', 't.ts')], workspace: cfgDir };
+    const asked: ConsentRequest[] = [];
+    setConsentAsker(async (req) => (asked.push(req), true));
+    await ensureConsent('arbor train --yes', configItems(env, cfgDir));
+    expect(asked.map((r) => r.items.map((i) => i.kind))).toEqual([['tool']]);
+    // The same content, the config's folder unknown (a copy of the config object, a stored run): nothing to ask.
+    await ensureConsent('arbor eval', configItems(env));
+    expect(asked).toHaveLength(1);
+    setConsentAsker(null);
+  });
+
   it('control characters in what is shown are escaped', () => {
     const item = serverItem('s\u001b[31m', { command: 'node', args: ['x\r\u001b[2Kinnocent'], cwd: '/tmp/a\r\u001b[2Kb' }, dir);
     const shown = describeItems([item]);

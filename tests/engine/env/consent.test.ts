@@ -153,8 +153,13 @@ describe('consent: what is asked', () => {
     expect(serverItem('calc', { command: 'node', args: ['calc.js', '--x'], env: { API_KEY: 'secret' } }, ws).hash).toBe(items[0]!.hash);
     expect(serverItem('calc', { command: 'node', args: ['calc.js', '--x'], env: { API_KEY: 'other' } }, ws).hash).not.toBe(items[0]!.hash);
     expect(serverItem('calc', { command: 'node', args: ['calc.js', '--y'], env: { API_KEY: 'secret' } }, ws).hash).not.toBe(items[0]!.hash);
-    // A workspace inside the config's folder needs no approval of its own.
-    expect(configItems({ tools: ['tools/echo.ts'], workspace: ws }, dir).map((i) => i.kind)).toEqual(['tool']);
+    // A workspace inside the config's folder needs no approval of its own (it is approved with the rest).
+    const inside = configItems({ tools: ['tools/echo.ts'], workspace: ws }, dir);
+    expect(inside.map((i) => [i.kind, !!i.implied])).toEqual([
+      ['tool', false],
+      ['workspace', true],
+    ]);
+    expect(unapproved(inside).map((i) => i.kind)).toEqual(['tool']);
 
     const asked: ConsentRequest[] = [];
     setConsentAsker(async (req) => (asked.push(req), req.origin !== 'no'));
