@@ -121,7 +121,7 @@ function expectSame(a: Map<string, Turn[]>, b: Map<string, Turn[]>): void {
 
 describe('environment.agent.mode serve', () => {
   it("trains 2 steps with agent.ts and agent.py; the episodes are the one-process mode's", () => {
-    const perEpisode = stored(train('agent-process', { command: ['node', 'agent.ts'] }));
+    const perEpisode = stored(train('agent-process', { command: ['node', 'agent.ts'], mode: 'process' }));
     const served = stored(train('agent-serve-ts', { command: ['node', 'agent.ts'], mode: 'serve' }));
     expect(perEpisode.size).toBeGreaterThanOrEqual(16);
     // Multi-turn trajectories: loss mask 1 on the sampled turns with their logprobs, 0 on the agent's tool results.

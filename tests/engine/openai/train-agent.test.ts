@@ -34,14 +34,14 @@ function smallConfig(): string {
   const env = cfg.environment!;
   env.tools = (env.tools as string[]).map(abs);
   for (const k of ['reward', 'tasks', 'workspace']) env[k] = abs(env[k] as string);
-  env.agent = { ...(env.agent as object), cwd: example, concurrency: 4 };
+  env.agent = { ...(env.agent as object), cwd: example, concurrency: 4, mode: 'process' };
   Object.assign(cfg, {
     model: { init: 'tiny', hidden_size: 64 },
     steps: 2,
-    rollout: { ...cfg.rollout, prompts_per_step: 2, n: 4 },
-    sft: { ...cfg.sft, demos: 48, epochs: 10, batch_size: 8, lr: 0.02 },
+    rollout: { ...cfg.rollout, prompts_per_step: 2, n: 4, temperature: 1 },
+    sft: { warm_start: true, demos: 48, epochs: 10, batch_size: 8, lr: 0.02, mistake_rate: 0.3 },
     eval: { every: 0, n_questions: 4 },
-    algorithm: { ...cfg.algorithm, dynamic_sampling: { enabled: false } },
+    algorithm: { ...cfg.algorithm, dynamic_sampling: { enabled: false }, old_logprobs: 'rollout' },
     checkpoint: { every: 2, keep: 1 },
   });
   const file = join(home, 'agent.yaml');
