@@ -15,6 +15,7 @@ import { runTrainingLoop, type LoopResult, type SinkPort } from '../train/loop';
 import type { TaskSession } from './run-dir';
 import { evalMetrics } from '../tasks/kit';
 import { runSft, sftTotalSteps, type Demo } from '../train/sft';
+import { sftFormatWarning } from '../train/diagnostics';
 
 export interface ExperimentContext {
   runDir: string;
@@ -46,6 +47,8 @@ export interface ExperimentResult {
     resumedFrom?: number;
   };
   rl?: LoopResult;
+  /** The SFT-without-format check's warning (engine/train/diagnostics.ts sftFormatWarning), said before RL. */
+  sftWarning?: string;
   /** Held-out metrics of the SFT model, right after a finished warm start (the "SFT alone" row). */
   sftEval?: Record<string, number>;
   eval?: Record<string, number>;
@@ -106,6 +109,15 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
         ctx.onPhase?.('eval', 1);
         out.sftEval = evalMetrics(await ctx.session.evaluate(cfg.eval.n_questions));
         await ctx.sink.metrics(r.steps, Object.fromEntries(Object.entries(out.sftEval).map(([k, v]) => [`sft/eval/${k}`, v])));
+        // SFT without the format: said before RL starts, with the keys to change.
+        const val = r.validation;
+        const warning = val
+          ? sftFormatWarning(cfg, val.metrics, `the validation split's (SFT step ${val.step})`, r.steps)
+          : sftFormatWarning(cfg, out.sftEval, 'the held-out', r.steps);
+        if (warning) {
+          out.sftWarning = warning;
+          ctx.sink.event?.('warning', { step: 0, message: warning });
+        }
       }
     }
   }

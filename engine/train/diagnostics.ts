@@ -149,3 +149,41 @@ export function flaggedSteps(series: SeriesMap): { step: number; reasons: string
     .map((step) => ({ step, reasons: stepFlags(at.get(step)!) }))
     .filter((f) => f.reasons.length > 0);
 }
+
+/** A format rate at or under this after SFT: the warm start did not teach the environment's format. */
+export const SFT_FORMAT_FLOOR = 0.05;
+
+interface SftFormatConfig {
+  model: { init?: string; path?: string };
+  environment: { format: string };
+  sft: { epochs: number; demos: number; lr: number; eval_every: number; keep_best: boolean; stop_at?: number; demos_path?: string };
+  eval: { validation: number };
+}
+
+/**
+ * The check between SFT and RL: when the SFT model writes the environment's format in (nearly) no
+ * episode of `where` (its validation split, or the held-out questions) and gets (nearly) nothing
+ * right, RL cannot start from it (no sample earns a reward, every group is flat), so the run says
+ * so before RL and names the keys that lengthen or steady the warm start. (A format rate of 0 with
+ * answers right is an environment that reports no format: nothing to say.)
+ */
+export function sftFormatWarning(cfg: SftFormatConfig, m: Record<string, number | undefined>, where: string, steps: number): string | undefined {
+  const fr = m.format_rate;
+  const em = m.exact_match ?? 0;
+  if (fr === undefined || !Number.isFinite(fr) || fr > SFT_FORMAT_FLOOR || em > SFT_FORMAT_FLOOR) return undefined;
+  const s = cfg.sft;
+  const keys = [`sft.epochs (now ${s.epochs})`, s.demos_path ? `sft.demos_path (more demonstrations)` : `sft.demos (now ${s.demos})`, `sft.lr (now ${s.lr})`];
+  if (!(cfg.eval.validation > 0 && s.eval_every > 0))
+    keys.push('eval.validation with sft.eval_every, sft.keep_best and sft.stop_at (a cold start that trains until the validation split is right)');
+  else if (s.stop_at === undefined) keys.push('sft.stop_at (train until the validation split reaches it)');
+  const tiny = !cfg.model.path;
+  return (
+    `SFT ended without the format: after ${steps} SFT steps the model wrote environment.format "${cfg.environment.format}" in ` +
+    `${(fr * 100).toFixed(1)}% of ${where} episodes (exact match ${(em * 100).toFixed(1)}%), so RL will find no reward to learn from. ` +
+    `Lengthen the warm start: ${keys.join(', ')}` +
+    (tiny
+      ? '; a model built from scratch (model.init: tiny) needs hundreds of SFT steps before it copies names and numbers (docs/areas/train.md, "Cold start")'
+      : '') +
+    ', or start from a model that already writes the format (model.path)'
+  );
+}

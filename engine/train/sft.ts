@@ -133,6 +133,12 @@ export interface SftResult {
    * was loaded from at the end (when it is not the last step).
    */
   best?: BestMark & { dir: string };
+  /**
+   * The validation split's scores (sft.eval_every) of the step SFT hands on: the best step's with
+   * sft.keep_best, else the last scored step's (absent without a validation split, or on a resume
+   * that scored nothing).
+   */
+  validation?: { step: number; metrics: Record<string, number> };
 }
 
 /** Number of SFT steps for a demo set: epochs × ceil(demos / batch_size). */
@@ -175,6 +181,9 @@ export async function runSft(
   if (keepBest && (!opts.runDir || !opts.loadPolicy)) throw new Error('sft.keep_best: this job keeps no SFT checkpoints to choose from');
   // On a resume the best so far is the one the stopped SFT marked.
   let best: (BestMark & { dir: string }) | undefined;
+  // The validation scores of the last scored step and of the best one (the check between SFT and RL reads them).
+  let lastVal: { step: number; metrics: Record<string, number> } | undefined;
+  let bestVal: { step: number; metrics: Record<string, number> } | undefined;
   const marked = keepBest && opts.runDir ? readBest(opts.runDir) : undefined;
   const markedDir = marked && bestCheckpoint(opts.runDir!)?.dir;
   if (marked && markedDir) best = { ...marked, dir: markedDir };
@@ -214,11 +223,13 @@ export async function runSft(
         'sft/lr': lr,
         'sft/epoch': epoch,
         'perf/tokens_per_s': r.tokens / Math.max(1e-9, secs),
+        'sft/time_s': secs,
       };
       if (r.accuracy !== undefined) m['sft/token_accuracy'] = r.accuracy;
       if (every > 0 && (step % every === 0 || step === total)) {
         const v = await opts.validate!();
         for (const [k, x] of Object.entries(v)) m[`sft/val/${k}`] = x;
+        lastVal = { step, metrics: v };
         // sft.stop_at: the warm start ends here (its checkpoint below is a finished SFT).
         reached = stopAt !== undefined && (v.exact_match ?? -Infinity) >= stopAt;
         // Ties go to the later step (more trained), so a run whose scores are all 0 goes on from its last.
@@ -234,6 +245,7 @@ export async function runSft(
           const mark: BestMark = { step, metric: 'exact_match', value: v.exact_match! };
           markBest(opts.runDir!, mark, cfg.checkpoint.keep);
           best = { ...mark, dir: c.dir };
+          bestVal = { step, metrics: v };
           opts.sink?.event?.('sft_best', { step, value: best.value, dir: c.dir });
         }
       }
@@ -257,5 +269,6 @@ export async function runSft(
   }
   // The run goes on from the best validation step (RL, the "SFT alone" evaluation).
   if (complete && best && best.step !== step) await opts.loadPolicy!(best.dir);
-  return { steps: step, total, complete, finalLoss, checkpoint, ...(complete && best ? { best } : {}) };
+  const validation = complete && best ? (bestVal?.step === best.step ? bestVal : undefined) : lastVal?.step === step ? lastVal : undefined;
+  return { steps: step, total, complete, finalLoss, checkpoint, ...(complete && best ? { best } : {}), ...(validation ? { validation } : {}) };
 }
