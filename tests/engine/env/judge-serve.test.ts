@@ -6,17 +6,21 @@
  * a named failure (malformed answer), stored and counted, and the run must go on. A second run
  * against the mock judge shows the same wiring scoring the trajectories.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { parse, stringify } from 'yaml';
 import { validateConfig } from '../../../engine/config/experiment';
 import type { JudgeRecord } from '../../../engine/env/judge';
 import { buildTaskSession } from '../../../engine/experiment/compose';
 import { runExperiment } from '../../../engine/experiment/runner';
 import { serveModel } from '../../../engine/experiment/serve-model';
 import { storeSink } from '../../../engine/experiment/store-sink';
+import { initWeights, saveCheckpoint } from '../../../engine/model/checkpoint';
 import { tinyConfig } from '../../../engine/model/config';
+import { toolsTokenizer } from '../../../engine/tasks/tools/kit';
 import { openDatabase } from '../../../engine/store/db';
 import { Store } from '../../../engine/store/store';
 import type { TaskKit } from '../../../engine/tasks/kit';
@@ -101,6 +105,76 @@ describe('environment.judge end to end', () => {
       await served.close();
     }
   }, 180_000);
+
+  it('the two-tool task through `arbor train`, judged in rank mode by `arbor serve-model`: judge/* and the audit stored', async () => {
+    const root = join(__dirname, '..', '..', '..');
+    // The judge: the tiny tools model with a context long enough for a group's transcripts (a random one: it answers, not in JSON).
+    const folder = join(home, 'judge-tools');
+    const tok = toolsTokenizer();
+    mkdirSync(folder, { recursive: true });
+    for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(tok.folder(), f), join(folder, f));
+    const config = tinyConfig({
+      vocabSize: tok.vocab.length,
+      hiddenSize: 32,
+      layers: 1,
+      heads: 4,
+      maxPositionEmbeddings: 4096,
+      eosTokenId: tok.hf.tokenId('<|im_end|>')!,
+      padTokenId: tok.hf.padTokenId,
+      bosTokenId: null,
+    });
+    saveCheckpoint(folder, config, initWeights(config, 5));
+    const served = await serveModel(folder, { device: 'cpu', threads: 1, name: 'tiny-judge' });
+    try {
+      const cfg = parse(readFileSync(join(root, 'resources', 'configs', 'tools.yaml'), 'utf8')) as Record<string, Record<string, unknown>>;
+      const abs = (p: string) => join(root, 'resources', 'configs', p);
+      const env = cfg.environment!;
+      env.tools = (env.tools as string[]).map(abs);
+      for (const k of ['reward', 'tasks', 'workspace']) env[k] = abs(env[k] as string);
+      env.judge = { base_url: served.url, model: 'tiny-judge', rubric: 'right answer', mode: 'rank', max_tokens: 8, retries: 0, mix: 0.5 };
+      Object.assign(cfg, {
+        model: { init: 'tiny', hidden_size: 32 },
+        steps: 1,
+        rollout: { ...cfg.rollout, prompts_per_step: 2, n: 2, max_turns: 2, max_new_tokens: 12 },
+        sft: { warm_start: false },
+        eval: { every: 0, n_questions: 2 },
+        algorithm: { ...cfg.algorithm, dynamic_sampling: { enabled: false } },
+        checkpoint: { every: 1, keep: 1 },
+      });
+      const file = join(home, 'tools-judge.yaml');
+      writeFileSync(file, stringify(cfg));
+      const child = spawn(process.execPath, [join(root, 'bin', 'arbor.mjs'), 'train', file, '--json'], {
+        env: { ...process.env, ARBOR_HOME: home },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      let err = '';
+      child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+      child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
+      const code = await new Promise<number | null>((r) => child.once('exit', r));
+      expect(code, err).toBe(0);
+      const { run } = JSON.parse(out.trim().split('\n').pop()!) as { run: string };
+      const store = new Store(openDatabase(join(home, 'arbor.db')));
+      expect(store.metricSeries(run, 'judge/requests').value).toEqual([2]);
+      const trajs = store.searchTrajectories({ runId: run });
+      expect(trajs).toHaveLength(4);
+      for (const t of trajs) {
+        const j = (t.outcomeData as { judge?: JudgeRecord }).judge!;
+        expect(j.model).toBe('tiny-judge');
+        // A random tiny judge answers, but not the judge's JSON: a named failure (a score would do too; what it writes is not asserted).
+        if (j.failed !== undefined) expect(j.failed).toMatch(/^malformed answer/);
+        else expect(j.score).toBeGreaterThanOrEqual(0);
+      }
+      const calls = trajs.flatMap((t) => (t.outcomeData as { judge?: JudgeRecord }).judge!.calls ?? []);
+      expect(calls).toHaveLength(2);
+      for (const c of calls) {
+        expect(c.prompt).toContain('<trajectory 1>');
+        expect(typeof c.answer).toBe('string');
+      }
+    } finally {
+      await served.close();
+    }
+  }, 240_000);
 
   it('the same wiring against the mock judge scores every trajectory', async () => {
     const mock = new MockJudge((req) => {
