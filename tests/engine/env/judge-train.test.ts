@@ -9,7 +9,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { validateConfig, type ExperimentInput } from '../../../engine/config/experiment';
+import { keysOutsideScope, validateConfig, type ExperimentInput } from '../../../engine/config/experiment';
 import { Judge, type JudgeCall, type JudgeRecord } from '../../../engine/env/judge';
 import { storeSink } from '../../../engine/experiment/store-sink';
 import { openDatabase } from '../../../engine/store/db';
@@ -195,6 +195,10 @@ describe('judge in GRPO training (mock OpenAI-compatible judge)', () => {
     expect(() => validateConfig({ model: { init: 'tiny' }, environment: { judge: { base_url: 'ftp://x', model: 'm', rubric: 'r' } } })).toThrow(
       /environment\.judge\.base_url/,
     );
+    // Commands that read the environment but not the judge say so (it scores training rollouts only).
+    const raw = { model: { init: 'tiny' }, environment: { format: 'search-r1', judge: { base_url: mock.url, model: 'm', rubric: 'r' } } };
+    expect(keysOutsideScope(raw, 'eval')).toEqual(['environment.judge.base_url', 'environment.judge.model', 'environment.judge.rubric']);
+    expect(keysOutsideScope(raw, 'rollout')).toContain('environment.judge.rubric');
     // No judge configured: the port is the one given.
     const plain = validateConfig({ model: { init: 'tiny' } });
     const port = { sample: async () => [] };
