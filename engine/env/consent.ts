@@ -201,6 +201,23 @@ export function fileItem(kind: 'tool' | 'reward' | 'plugin', path: string, sourc
   return { kind, label: `${escapeControl(shownAs)}${more}`, hash, trusted: isTrusted(hash) };
 }
 
+/**
+ * A tool or reward file as its sandbox engine runs it: with QuickJS (the default) a tool/reward
+ * item; with `environment.sandbox: process` (V8 in the sandbox process, not a boundary) a plugin
+ * item, asked about as code that runs as the user.
+ */
+export function sandboxedFileItem(
+  kind: 'tool' | 'reward',
+  path: string,
+  source: string,
+  engine: 'quickjs' | 'process' = 'quickjs',
+  shownAs = path,
+): ConsentItem {
+  if (engine === 'quickjs') return fileItem(kind, path, source, shownAs);
+  const item = fileItem('plugin', path, source, shownAs);
+  return { ...item, label: `${item.label} (a ${kind} file with environment.sandbox: process: runs in V8, as you)` };
+}
+
 /** An MCP server: its command line, working folder, variables (names and values) and the files they name. */
 export function serverItem(name: string, s: { command: string; args?: string[]; env?: Record<string, string>; cwd?: string }, baseDir?: string): ConsentItem {
   const argv = [s.command, ...(s.args ?? [])];
@@ -270,6 +287,7 @@ export function configItems(
     reward?: string;
     workspace?: string;
     agent?: { command: string[]; env?: Record<string, string>; cwd?: string };
+    sandbox?: 'quickjs' | 'process';
   },
   configDir?: string,
 ): ConsentItem[] {
@@ -294,7 +312,7 @@ export function configItems(
   ];
   for (const [kind, p] of files) {
     const full = isAbsolute(p) ? p : join(ws, p);
-    if (existsSync(full)) items.push(fileItem(kind, full, readFileSync(full, 'utf8'), p));
+    if (existsSync(full)) items.push(sandboxedFileItem(kind, full, readFileSync(full, 'utf8'), env.sandbox, p));
   }
   // ctx.readFile lets tools read their workspace: one outside the config's folder (or a config
   // whose folder is not known) is approved as a folder too.

@@ -12,7 +12,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { Template } from '@huggingface/jinja';
-import { readChatTemplates } from './chat-template';
+import { readChatTemplates, renderChatTemplate } from './chat-template';
 
 export interface ChatMessage {
   role: string;
@@ -80,7 +80,8 @@ export class HfTokenizer implements TextTokenizer {
   }
   renderChat(messages: ChatMessage[], opts: { tools?: ToolSpec[]; addGenerationPrompt?: boolean } = {}): string {
     if (!this.template) throw new Error('tokenizer_config.json has no chat_template');
-    return this.template.render({
+    // A model folder's template is code from elsewhere: rendered within a time budget (ChatTemplateTimeout past it).
+    return renderChatTemplate(this.template, {
       messages,
       tools: opts.tools,
       add_generation_prompt: opts.addGenerationPrompt ?? true,

@@ -19,6 +19,8 @@ import { openTaskKit } from './registry';
 export interface UserEnvironmentFiles {
   tools?: string[];
   reward?: string;
+  /** environment.sandbox: `process` runs them in V8 (asked about like a plugin). */
+  sandbox?: 'quickjs' | 'process';
 }
 
 /** Read the files and load them into a sandbox host (throws naming the file and line). */
@@ -33,13 +35,14 @@ export async function openUserEnvironment(files: UserEnvironmentFiles, workspace
   };
   const tools = (files.tools ?? []).map(read);
   const reward = files.reward ? read(files.reward) : undefined;
-  const { ensureConsent, fileItem } = await import('../env/consent');
+  const { ensureConsent, sandboxedFileItem } = await import('../env/consent');
   const full = (p: string) => (isAbsolute(p) ? p : join(workspace, p));
+  const engine = files.sandbox ?? 'quickjs';
   await ensureConsent(`the environment in ${workspace}`, [
-    ...tools.map((f) => fileItem('tool', full(f.path), f.source, f.path)),
-    ...(reward ? [fileItem('reward', full(reward.path), reward.source, reward.path)] : []),
+    ...tools.map((f) => sandboxedFileItem('tool', full(f.path), f.source, engine, f.path)),
+    ...(reward ? [sandboxedFileItem('reward', full(reward.path), reward.source, engine, reward.path)] : []),
   ]);
-  return SandboxHost.open({ tools, reward }, undefined, workspace);
+  return SandboxHost.open({ tools, reward }, undefined, workspace, { engine });
 }
 
 /** The config's task kit with the user's tools and reward (the host stays open for the run; close it after). */

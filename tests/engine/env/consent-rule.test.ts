@@ -151,6 +151,30 @@ describe('an approval covers one kind and one content', () => {
     setConsentAsker(null);
   });
 
+  it('environment.sandbox: process runs the files in V8 and asks for them like a plugin', async () => {
+    const d = join(dir, 'v8env');
+    mkdirSync(join(d, 'tools'), { recursive: true });
+    const src =
+      "export const t = { name: 't', description: '', parameters: { type: 'object', properties: {} }, execute: () => ({ content: 'v8', success: true }) };\n";
+    writeFileSync(join(d, 'tools', 't.ts'), src);
+    approve([fileItem('tool', join(d, 'tools', 't.ts'), src)]);
+    const [item] = configItems({ tools: ['tools/t.ts'], workspace: d, sandbox: 'process' }, d);
+    expect(item!.kind).toBe('plugin');
+    expect(item!.label).toMatch(/environment\.sandbox: process: runs in V8, as you/);
+    expect(unapproved([item!])).toHaveLength(1);
+    const asked: ConsentRequest[] = [];
+    setConsentAsker(async (req) => (asked.push(req), true));
+    const { openUserEnvironment } = await import('../../../engine/tasks/user-kit');
+    const host = await openUserEnvironment({ tools: ['tools/t.ts'], sandbox: 'process' }, d);
+    try {
+      expect(host.engine).toBe('process');
+      expect(asked[0]!.items.map((i) => i.kind)).toEqual(['plugin']);
+    } finally {
+      await host.close();
+      setConsentAsker(null);
+    }
+  }, 60_000);
+
   it('control characters in what is shown are escaped', () => {
     const item = serverItem('s\u001b[31m', { command: 'node', args: ['x\r\u001b[2Kinnocent'], cwd: '/tmp/a\r\u001b[2Kb' }, dir);
     const shown = describeItems([item]);
