@@ -137,7 +137,9 @@ export function recordExtras(e: Episode, extra: TrajectoryExtras | undefined, se
     advOutcome: extra?.advantageParts?.outcome.get(e),
     advProcess: extra?.advantageParts?.process.get(e),
     teacherLogprobs: extra?.teacherLogprobs?.get(e),
-    ...(settings || group ? { meta: { ...settings, ...(group ? { group } : {}) } } : {}),
+    ...(settings || group || extra?.dropped?.has(e)
+      ? { meta: { ...settings, ...(group ? { group } : {}), ...(extra?.dropped?.has(e) ? { dropped: true } : {}) } }
+      : {}),
   };
 }
 

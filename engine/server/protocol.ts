@@ -184,6 +184,8 @@ export const trajSummarySchema = z.object({
       dualClip: num.nullable().optional(),
       /** algorithm.process_rewards: whether the turns' step rewards were trained on (absent in older runs). */
       processRewards: z.boolean().optional(),
+      /** A flat group dynamic sampling dropped: stored as a sample so it can be opened, never trained on. */
+      dropped: z.boolean().optional(),
     })
     .nullable()
     .optional(),
@@ -340,6 +342,21 @@ export const learningSchema = z.object({
   steps: num,
   flagged: z.array(z.object({ step: num, reasons: z.array(z.string()) })),
   warnings: z.array(z.object({ step: num, message: z.string() })),
+  /** Collapse and degeneration, each at the step it starts (engine/train/degeneration.ts). */
+  degeneration: z.array(z.object({ kind: z.string(), step: num, metric: z.string(), before: value, value: value, message: z.string() })).default([]),
+  /** Steps whose flat groups dynamic sampling dropped and that stored a sample of them (flagged `dropped`), with how many were dropped. */
+  droppedSteps: z.array(z.object({ step: num, dropped: num })).default([]),
+  /** Held-out results before RL (SFT alone), at the best evaluation and at the end, by metric and slice (engine/train/run-story.ts). */
+  heldOut: z
+    .object({
+      metrics: z.array(z.string()),
+      columns: z.array(z.object({ label: z.enum(['before RL', 'best', 'end']), step: num, values: z.record(z.string(), value) })),
+      bestMetric: z.string(),
+    })
+    .nullable()
+    .default(null),
+  /** Seconds per phase summed over the steps: sft, rollout, score, update. */
+  phaseTimes: z.record(z.string(), value).default({}),
 });
 
 // ---- run groups (seed sweeps, grids): engine/store/groups.ts, engine/experiment/group-report.ts ----

@@ -16,6 +16,8 @@ import { getGroup, groupRuns, listGroups } from '../store/groups';
 import { buildGroupReport, compareGroups } from '../experiment/group-report';
 import { bandSeries } from '../experiment/stats';
 import { FLAG_KEYS, flaggedSteps, seriesWarnings } from '../train/diagnostics';
+import { DEGENERATION_KEYS, degenerations } from '../train/degeneration';
+import { heldOutTable, phaseTimes, STORY_KEYS } from '../train/run-story';
 import { api, describeIssues, isMethod, requestSchema, type EventMessage, type Method, type ProtocolError, type Result, type Trajectory } from './protocol';
 import { RunManager, runSummary, type RunTemplate } from './runs';
 import { workspaceFiles } from './workspace-files';
@@ -232,9 +234,28 @@ export class EngineServer {
     });
     this.on('runs.learning', (p) => {
       R().writer.flush();
-      S().getRun(p.id);
-      const series = Object.fromEntries(FLAG_KEYS.map((k) => [k, S().metricSeries(p.id, k, 20000)]));
-      return { steps: series['learn/zero_variance_groups']!.step.length, flagged: flaggedSteps(series), warnings: seriesWarnings(series) };
+      const run = S().getRun(p.id);
+      const storyKeys = S()
+        .metricKeys(p.id)
+        .filter((k) => k.startsWith('eval/') || k.startsWith('sft/eval/'));
+      const series = Object.fromEntries(
+        [...FLAG_KEYS, ...DEGENERATION_KEYS, ...STORY_KEYS, ...storyKeys, 'dynamic_sampling/dropped_groups'].map((k) => [k, S().metricSeries(p.id, k, 20000)]),
+      );
+      const bestMetric = (run.config as { checkpoint?: { best_metric?: string } }).checkpoint?.best_metric;
+      const dropped = series['dynamic_sampling/dropped_groups']!;
+      const stored = new Set(S().trajectorySteps(p.id));
+      return {
+        steps: series['learn/zero_variance_groups']!.step.length,
+        flagged: flaggedSteps(series),
+        warnings: seriesWarnings(series),
+        degeneration: degenerations(series),
+        heldOut: heldOutTable(series, bestMetric),
+        phaseTimes: phaseTimes(series),
+        droppedSteps: dropped.step.map((step, i) => ({ step, dropped: dropped.value[i] ?? 0 })).filter((d) => d.dropped > 0 && stored.has(d.step)) as {
+          step: number;
+          dropped: number;
+        }[],
+      };
     });
     this.on('groups.list', () => listGroups(S()).map(({ plan, runs, ...g }) => ({ ...g, planned: plan.length, runs })));
     const report = (id: string, metrics?: string[]) => {

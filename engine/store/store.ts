@@ -133,6 +133,8 @@ export interface SignalRecord {
   dualClip?: number | null;
   /** algorithm.process_rewards: whether the turns' step rewards entered the advantage (absent in runs stored before it was kept). */
   processRewards?: boolean;
+  /** A flat group dynamic sampling dropped (stored as a sample, never trained on). */
+  dropped?: boolean;
 }
 
 export interface TrajectoryRecord {

@@ -118,6 +118,7 @@ export function episodeMetrics(episodes: Episode[], prefix = ''): Record<string,
   m[`${prefix}response_length/max`] = Math.max(...lens);
   m[`${prefix}total_length/mean`] = episodes.reduce((a, e) => a + e.tokens.length, 0) / n;
   m[`${prefix}truncated_rate`] = episodes.filter((e) => e.truncated).length / n;
+  m[`${prefix}repeat_ngram_rate`] = episodes.filter((e) => repeatsNgram(e)).length / n;
   m[`${prefix}oov_tokens_per_episode`] = episodes.reduce((a, e) => a + (e.oovTokens ?? 0), 0) / n;
   let hSum = 0;
   let hCount = 0;
@@ -128,16 +129,53 @@ export function episodeMetrics(episodes: Episode[], prefix = ''): Record<string,
         hCount++;
       }
   m[`${prefix}entropy`] = hCount ? hSum / hCount : 0;
-  const groups = new Map<number, number[]>();
+  const groups = new Map<number, Episode[]>();
   for (const e of episodes) {
     const g = groups.get(e.group) ?? [];
-    g.push(e.reward);
+    g.push(e);
     groups.set(e.group, g);
   }
+  // Flat groups (one reward for every sample: no GRPO signal), split by the environment's verdict:
+  // all right (the policy has saturated on the prompt), all wrong (it fails it), other (same reward, mixed verdicts).
+  // Over every episode sampled, so with dynamic sampling these count the groups BEFORE it drops the flat ones.
   let flat = 0;
-  for (const g of groups.values()) if (g.every((x) => x === g[0])) flat++;
-  m[`${prefix}groups/flat_fraction`] = groups.size ? flat / groups.size : 0;
+  let allRight = 0;
+  let allWrong = 0;
+  for (const g of groups.values()) {
+    if (!g.every((e) => e.reward === g[0]!.reward)) continue;
+    flat++;
+    if (g.every((e) => e.exactMatch)) allRight++;
+    else if (g.every((e) => !e.exactMatch)) allWrong++;
+  }
+  const ng = groups.size;
+  m[`${prefix}groups/flat_fraction`] = ng ? flat / ng : 0;
+  m[`${prefix}groups/flat_all_right`] = ng ? allRight / ng : 0;
+  m[`${prefix}groups/flat_all_wrong`] = ng ? allWrong / ng : 0;
+  m[`${prefix}groups/flat_other`] = ng ? (flat - allRight - allWrong) / ng : 0;
   return m;
+}
+
+/** N-gram size and count that make a model turn degenerate (`<answer><answer><answer>…`, a phrase looping). */
+export const REPEAT_NGRAM = 3;
+export const REPEAT_TIMES = 4;
+
+/** Whether some model turn (a run of loss-masked tokens) repeats one REPEAT_NGRAM-gram of token ids REPEAT_TIMES times or more. */
+export function repeatsNgram(e: Pick<Episode, 'tokens' | 'lossMask'>, ngram = REPEAT_NGRAM, times = REPEAT_TIMES): boolean {
+  let i = 0;
+  const len = e.tokens.length;
+  while (i < len) {
+    while (i < len && !e.lossMask[i]) i++;
+    const start = i;
+    while (i < len && e.lossMask[i]) i++;
+    const counts = new Map<string, number>();
+    for (let k = start; k + ngram <= i; k++) {
+      const key = Array.from(e.tokens.subarray(k, k + ngram)).join(',');
+      const c = (counts.get(key) ?? 0) + 1;
+      if (c >= times) return true;
+      counts.set(key, c);
+    }
+  }
+  return false;
 }
 
 /** Mean |old − rollout| logprob over model tokens: how far the recomputed old policy drifts from the sampler. */
@@ -162,7 +200,7 @@ export function logprobMismatch(episodes: Episode[], oldLogprobs: Float32Array[]
  * DAPO dynamic sampling: keep only groups whose rewards are not all equal (they carry a GRPO
  * signal). Returns the kept episodes and how many groups were dropped.
  */
-export function dropFlatGroups(episodes: Episode[]): { kept: Episode[]; dropped: number } {
+export function dropFlatGroups(episodes: Episode[]): { kept: Episode[]; dropped: number; droppedGroups: Episode[][] } {
   const groups = new Map<number, Episode[]>();
   for (const e of episodes) {
     const g = groups.get(e.group) ?? [];
@@ -170,12 +208,12 @@ export function dropFlatGroups(episodes: Episode[]): { kept: Episode[]; dropped:
     groups.set(e.group, g);
   }
   const kept: Episode[] = [];
-  let dropped = 0;
+  const droppedGroups: Episode[][] = [];
   for (const g of groups.values()) {
-    if (g.length > 1 && g.every((e) => e.reward === g[0]!.reward)) dropped++;
+    if (g.length > 1 && g.every((e) => e.reward === g[0]!.reward)) droppedGroups.push(g);
     else kept.push(...g);
   }
-  return { kept, dropped };
+  return { kept, dropped: droppedGroups.length, droppedGroups };
 }
 
 /**

@@ -27,6 +27,9 @@ import {
   type Episode,
 } from './episode';
 
+/** Flat groups dynamic sampling drops that a step stores (flagged `dropped`), so a researcher can open them. */
+export const DROPPED_GROUPS_STORED = 4;
+
 /** Samples one step's episodes (prompts chosen from the step seed). */
 export interface RolloutPort {
   sample(args: { step: number; seed: number; prompts: number; n: number; round: number }): Promise<Episode[]>;
@@ -108,6 +111,8 @@ export interface TrajectoryExtras {
   signals?: Map<Episode, TokenSignal>;
   /** The advantage's parts: the outcome's (the estimator alone) and the process rewards' (the rest), and the group's reward statistics. */
   advantageParts?: AdvantageParts;
+  /** Flat groups dynamic sampling dropped (a sample of them, stored so they can be opened; never trained on). */
+  dropped?: Set<Episode>;
   /** algorithm.distill: the teacher's logprob of each token (the heat map's teacher channel). */
   teacherLogprobs?: Map<Episode, Float32Array>;
 }
@@ -231,8 +236,14 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     // Episodes whose reward is incomplete (a judge's named failure, engine/train/judge-rollout.ts): stored, never trained on.
     const scored = (eps: Episode[]) => eps.filter((e) => e.unscored === undefined);
     let episodes = scored(all);
+    // A sample of the flat groups dynamic sampling drops, stored flagged (the learning panel opens them).
+    const droppedSample: Episode[] = [];
+    const keepDropped = (groups: Episode[][]) => {
+      for (const g of groups) if (new Set(droppedSample.map((e) => e.group)).size < DROPPED_GROUPS_STORED) droppedSample.push(...g);
+    };
     if (alg.dynamic_sampling.enabled) {
       const first = dropFlatGroups(episodes);
+      keepDropped(first.droppedGroups);
       let kept = first.kept;
       let droppedTotal = first.dropped;
       const want = cfg.rollout.prompts_per_step * cfg.rollout.n;
@@ -242,6 +253,7 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
         all.push(...more);
         for (const e of more) e.group += offset;
         const r = dropFlatGroups(scored(more));
+        keepDropped(r.droppedGroups);
         droppedTotal += r.dropped;
         kept = kept.concat(r.kept);
       }
@@ -405,7 +417,8 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     m['perf/update_tokens_per_s'] = agg.tokens / Math.max(1e-9, updateMs / 1000);
     m['perf/tokens_per_s'] = (stepTokens + agg.tokens) / Math.max(1e-9, (rolloutMs + scoreMs + updateMs) / 1000);
 
-    await sink.trajectories?.(step, unscored.length ? [...episodes, ...unscored] : episodes, advantages, {
+    await sink.trajectories?.(step, unscored.length || droppedSample.length ? [...episodes, ...unscored, ...droppedSample] : episodes, advantages, {
+      ...(droppedSample.length ? { dropped: new Set(droppedSample) } : {}),
       refLogprobs,
       values,
       ...(signals.size ? { signals } : {}),

@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from 'react';
 import { useArbor, useArborStore } from './store/react';
-import type { View } from './store';
+import type { ArborState, View } from './store';
 import { RunsView } from './views/Runs';
 import { RunView } from './views/Run';
 import { CompareView } from './views/Compare';
@@ -8,7 +8,7 @@ import { TrajectoriesView } from './views/Trajectories';
 import { EditorView } from './views/Editor';
 import { PlaygroundView } from './views/Playground';
 import { StartView } from './views/Start';
-import { formatTrajHash, parseTrajHash } from './lib/urlState';
+import { formatCompareHash, formatRunHash, formatTrajHash, parseViewHash, type ViewUrlState } from './lib/urlState';
 
 const NAV: [View, string][] = [
   ['start', 'Start'],
@@ -41,7 +41,7 @@ export function App() {
     }
   }, [connection.state, refreshRuns, loadTemplates, store]);
 
-  useTrajectoryUrl();
+  useViewUrl();
 
   return (
     <div className="app">
@@ -74,31 +74,55 @@ export function App() {
 }
 
 /**
- * The Trajectories view's run, step, trajectory and channel in the URL's hash (lib/urlState.ts):
- * opened from it once the engine is connected and on back/forward; written as they change (a new
- * history entry per trajectory opened, the channel in place).
+ * The view's place in the URL's hash (lib/urlState.ts): the Run view's run, Compare's runs, and the
+ * Trajectories view's run, step, trajectory and channel. Opened from it once the engine is connected
+ * and on back/forward; written as they change (a new history entry per run or trajectory opened, the
+ * channel in place); other views clear it.
  */
-function useTrajectoryUrl() {
+function useViewUrl() {
   const store = useArborStore();
   const connection = useArbor((s) => s.connection);
   const applied = useRef(false);
   useEffect(() => {
-    if (connection.state !== 'open' || applied.current) return;
-    applied.current = true;
-    const u = parseTrajHash(window.location.hash);
-    if (u) void store.getState().openFromUrl(u);
+    const open = (u: ViewUrlState | null) => {
+      if (!u) return;
+      const s = store.getState();
+      if (u.view === 'trajectories') void s.openFromUrl(u);
+      else if (u.view === 'run') {
+        if (s.runId !== u.run || s.view !== 'run') void s.openRun(u.run);
+      } else {
+        openCompare(s, u.runs);
+      }
+    };
+    if (connection.state === 'open' && !applied.current) {
+      applied.current = true;
+      open(parseViewHash(window.location.hash));
+    }
+    const onPop = () => open(parseViewHash(window.location.hash));
+    window.addEventListener('popstate', onPop);
+    return () => window.removeEventListener('popstate', onPop);
   }, [connection.state, store]);
   useEffect(() => {
-    const onPop = () => {
-      const u = parseTrajHash(window.location.hash);
-      if (u) void store.getState().openFromUrl(u);
-    };
-    window.addEventListener('popstate', onPop);
     const off = store.subscribe((s, prev) => {
-      // Leaving the Trajectories view: the URL no longer names a trajectory (a reload opens where the user is).
+      const cur = parseViewHash(window.location.hash);
+      const write = (hash: string, replace: boolean) => {
+        if (hash === window.location.hash) return;
+        const url = `${window.location.pathname}${window.location.search}${hash}`;
+        if (replace) window.history.replaceState(null, '', url);
+        else window.history.pushState(null, '', url);
+      };
+      if (s.view === 'run') {
+        if (s.runId && (s.view !== prev.view || s.runId !== prev.runId)) write(formatRunHash(s.runId), cur?.view === 'run' && cur.run === s.runId);
+        return;
+      }
+      if (s.view === 'compare') {
+        const ids = s.compare.runs.map((r) => r.id);
+        if (ids.length && (s.view !== prev.view || s.compare !== prev.compare)) write(formatCompareHash(ids), cur?.view === 'compare');
+        return;
+      }
       if (s.view !== 'trajectories') {
-        if (s.view !== prev.view && parseTrajHash(window.location.hash))
-          window.history.replaceState(null, '', `${window.location.pathname}${window.location.search}`);
+        // A view with no URL state: the URL no longer names one (a reload opens where the user is).
+        if (s.view !== prev.view && cur) window.history.replaceState(null, '', `${window.location.pathname}${window.location.search}`);
         return;
       }
       if (!s.trajRunId) return;
@@ -111,17 +135,17 @@ function useTrajectoryUrl() {
         ...(s.traj ? { sample: s.traj.id } : {}),
         channel: s.channel,
       });
-      if (hash === window.location.hash) return;
-      const cur = parseTrajHash(window.location.hash);
-      const url = `${window.location.pathname}${window.location.search}${hash}`;
-      if (cur && cur.run === s.trajRunId && cur.sample === s.traj?.id && cur.step === (s.step ?? undefined)) window.history.replaceState(null, '', url);
-      else window.history.pushState(null, '', url);
+      write(hash, cur?.view === 'trajectories' && cur.run === s.trajRunId && cur.sample === s.traj?.id && cur.step === (s.step ?? undefined));
     });
-    return () => {
-      window.removeEventListener('popstate', onPop);
-      off();
-    };
+    return off;
   }, [store]);
+}
+
+/** Open Compare on these runs (from the URL). */
+function openCompare(s: ArborState, ids: string[]) {
+  for (const id of ids) if (!s.compareIds.includes(id)) s.toggleCompare(id);
+  void s.loadCompare(ids);
+  s.go('compare');
 }
 
 /** The engine is up but its workspace database could not be opened: say why and offer another. */

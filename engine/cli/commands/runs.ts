@@ -95,6 +95,32 @@ export function register(program: Command): void {
           if (learning.flagged.length > shown.length) console.log(`  (the last ${shown.length}; \`arbor show ${id} --json\` lists all)`);
           for (const f of shown) console.log(`  step ${String(f.step).padStart(5)}  ${f.reasons.join('; ')}`);
         }
+        // Flat groups before dynamic sampling (groups/flat_*: over every group sampled), split by the verdict.
+        const flat = r.metrics['groups/flat_fraction'];
+        if (flat !== undefined) {
+          const part = (k: string) => (r.metrics[k] === undefined ? '' : `${k.slice('groups/flat_'.length).replace('_', ' ')} ${fmt(r.metrics[k])}`);
+          const parts = ['groups/flat_all_right', 'groups/flat_all_wrong', 'groups/flat_other'].map(part).filter(Boolean);
+          const dropped = r.metrics['dynamic_sampling/dropped_groups'];
+          console.log(
+            `flat groups (before dynamic sampling, last step): ${fmt(flat)}${parts.length ? ` (${parts.join(', ')})` : ''}${dropped !== undefined ? `; dropped ${fmt(dropped)}` : ''}`,
+          );
+        }
+        // Held-out results before RL (SFT alone), at the best evaluation and at the end (engine/train/run-story.ts; the Run view's table).
+        const h = learning.heldOut;
+        if (h?.columns.length) {
+          console.log(`held-out (best by eval/${h.bestMetric}):`);
+          const cols = h.columns.map((c) => `${c.label} (step ${c.step})`);
+          const w = Math.max(...h.metrics.map((m) => m.length), 6);
+          console.log(`  ${'metric'.padEnd(w)}  ${cols.map((c) => c.padStart(20)).join('')}`);
+          for (const m of h.metrics)
+            console.log(`  ${m.padEnd(w)}  ${h.columns.map((c) => (c.values[m] === undefined ? '—' : fmt(c.values[m])).padStart(20)).join('')}`);
+        }
+        const times = Object.entries(learning.phaseTimes);
+        if (times.length) console.log(`wall time by phase: ${times.map(([k, v]) => `${k} ${v.toFixed(1)} s`).join(', ')}`);
+        if (learning.degeneration.length) {
+          console.log(`collapse / degeneration: ${learning.degeneration.length} detected`);
+          for (const d of learning.degeneration) console.log(`  ${d.message}`);
+        }
       }),
     );
   program

@@ -7,6 +7,7 @@ import { useEffect, useRef, useState } from 'react';
 import { useArborStore } from '../store/react';
 import type { Learning, Series, TrajSummary } from '../api/types';
 import { fmt } from '../lib/format';
+import { sortForMetric } from '../store/trajectories';
 
 /** Groups of a step whose samples all got the same reward (no signal), from the step's trajectory summaries. */
 export function zeroVarianceGroups(list: TrajSummary[]): { group: number; reward: number; samples: TrajSummary[] }[] {
@@ -19,7 +20,13 @@ export function zeroVarianceGroups(list: TrajSummary[]): { group: number; reward
 }
 
 const FIGURES: [string, string, (v: number) => string][] = [
-  ['learn/zero_variance_groups', 'zero-variance groups', (v) => `${(v * 100).toFixed(0)}%`],
+  // Before dynamic sampling (every group sampled; groups/flat_fraction), split by the environment's verdict.
+  ['groups/flat_fraction', 'flat groups before dynamic sampling', (v) => `${(v * 100).toFixed(0)}%`],
+  ['groups/flat_all_right', 'all right', (v) => `${(v * 100).toFixed(0)}%`],
+  ['groups/flat_all_wrong', 'all wrong', (v) => `${(v * 100).toFixed(0)}%`],
+  ['dynamic_sampling/dropped_groups', 'dropped groups', (v) => v.toFixed(0)],
+  // After it: the batch that was trained on.
+  ['learn/zero_variance_groups', 'zero-variance groups in the trained batch', (v) => `${(v * 100).toFixed(0)}%`],
   ['learn/gradient_share', 'tokens with gradient', (v) => `${(v * 100).toFixed(0)}%`],
   ['actor/clip_low_fraction', 'clipped low', (v) => `${(v * 100).toFixed(1)}%`],
   ['actor/clip_high_fraction', 'clipped high', (v) => `${(v * 100).toFixed(1)}%`],
@@ -30,25 +37,32 @@ const FIGURES: [string, string, (v: number) => string][] = [
   ['advantage/p95', 'p95', fmt],
 ];
 
-export function LearnPanel({ runId, step, series }: { runId: string; step: number; series: Record<string, Series> }) {
+/** The run's runs.learning answer, asked again when its step moves (at most every 3 s while live). */
+export function useLearning(runId: string | null, step: number | undefined): Learning | null {
   const store = useArborStore();
-  const [learning, setLearning] = useState<Learning | null>(null);
+  const [learning, setLearning] = useState<{ runId: string; l: Learning } | null>(null);
   const asked = useRef(0);
   useEffect(() => {
+    if (!runId) return;
     const wait = Math.max(0, asked.current + 3000 - Date.now());
     const t = setTimeout(() => {
       asked.current = Date.now();
       void store
         .getState()
         .fetchLearning(runId)
-        .then((l) => l && setLearning(l));
+        .then((l) => l && setLearning({ runId, l }));
     }, wait);
     return () => clearTimeout(t);
   }, [runId, step, store]);
+  return learning?.runId === runId ? learning.l : null;
+}
+
+export function LearnPanel({ runId, series, learning }: { runId: string; series: Record<string, Series>; learning: Learning | null }) {
+  const store = useArborStore();
   const [open, setOpen] = useState<number | null>(null);
   const [showAll, setShowAll] = useState(false);
-  if (!learning || (!learning.steps && !learning.warnings.length)) return null;
-  const { flagged: flags, warnings, steps } = learning;
+  if (!learning || (!learning.steps && !learning.warnings.length && !learning.degeneration.length)) return null;
+  const { flagged: flags, warnings, steps, degeneration, droppedSteps } = learning;
   const last = (k: string) => {
     const s = series[k];
     if (!s) return undefined;
@@ -66,6 +80,31 @@ export function LearnPanel({ runId, step, series }: { runId: string; step: numbe
           <strong>step {w.step}:</strong> {w.message}
         </div>
       ))}
+      {degeneration.length ? (
+        <table className="grid" data-testid="learn-degeneration">
+          <thead>
+            <tr>
+              <th className="num">from step</th>
+              <th>collapse or degeneration</th>
+              <th />
+            </tr>
+          </thead>
+          <tbody>
+            {degeneration.map((d) => (
+              <tr key={`${d.kind}-${d.step}`} data-testid={`degeneration-${d.kind}`} data-step={d.step}>
+                <td className="num">{d.step}</td>
+                <td>{d.message.replace(/^step \d+: /, '')}</td>
+                <td>
+                  <button onClick={() => void store.getState().openTrajectories(runId, d.step, sortForMetric(d.metric))} data-testid="degeneration-open">
+                    trajectories at step {d.step}
+                  </button>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : null}
+      {droppedSteps.length ? <DroppedGroups runId={runId} steps={droppedSteps} /> : null}
       <div className="muted mono" data-testid="learn-figures" style={{ display: 'flex', gap: 14, flexWrap: 'wrap', margin: '4px 0' }}>
         last step:
         {FIGURES.map(([k, label, f]) => {
@@ -158,6 +197,65 @@ function FlagRow({ runId, step, reasons, open, onToggle }: { runId: string; step
         </tr>
       ) : null}
     </>
+  );
+}
+
+/** A flat group's verdict: all right (saturated), all wrong (failed), or mixed verdicts under one reward. */
+function verdictOf(samples: TrajSummary[]): string {
+  const em = samples.map((t) => (t.outcomeData as { exactMatch?: boolean } | null)?.exactMatch === true);
+  return em.every(Boolean) ? 'all right' : em.some(Boolean) ? 'mixed' : 'all wrong';
+}
+
+/** The flat groups dynamic sampling dropped and stored (a sample per step, flagged `dropped`): open one in Trajectories. */
+function DroppedGroups({ runId, steps }: { runId: string; steps: { step: number; dropped: number }[] }) {
+  const store = useArborStore();
+  const [step, setStep] = useState(steps[steps.length - 1]!.step);
+  const [groups, setGroups] = useState<ReturnType<typeof zeroVarianceGroups> | null>(null);
+  useEffect(() => {
+    let live = true;
+    setGroups(null);
+    void store
+      .getState()
+      .fetchTrajectorySummaries(runId, step)
+      .then((list) => live && setGroups(zeroVarianceGroups(list.filter((t) => t.signal?.dropped))))
+      .catch(() => live && setGroups([]));
+    return () => {
+      live = false;
+    };
+  }, [runId, step, store]);
+  const openGroup = async (g: { samples: TrajSummary[] }) => {
+    await store.getState().openTrajectories(runId, step);
+    await store.getState().openTrajectoryById(g.samples[0]!.id);
+    await store.getState().setGroupView(true);
+  };
+  const dropped = steps.find((s) => s.step === step)?.dropped ?? 0;
+  return (
+    <div className="toolbar" data-testid="learn-dropped">
+      <label htmlFor="dropped-step" className="muted">
+        groups dynamic sampling dropped at step
+      </label>
+      <select id="dropped-step" value={step} onChange={(e) => setStep(Number(e.target.value))} data-testid="dropped-step">
+        {steps.map((s) => (
+          <option key={s.step} value={s.step}>
+            {s.step} ({s.dropped} dropped)
+          </option>
+        ))}
+      </select>
+      {groups === null ? <span className="muted">loading…</span> : null}
+      {groups?.length ? <span className="muted">{`${groups.length} of ${dropped} stored:`}</span> : null}
+      {groups?.length === 0 ? <span className="muted">none stored at this step</span> : null}
+      {groups?.map((g) => (
+        <button
+          key={g.group}
+          className="tag"
+          data-testid="dropped-group"
+          onClick={() => void openGroup(g)}
+          title="open this dropped group in Trajectories (group view)"
+        >
+          group {g.group} · {verdictOf(g.samples)} · reward {fmt(g.reward)} × {g.samples.length}
+        </button>
+      ))}
+    </div>
   );
 }
 

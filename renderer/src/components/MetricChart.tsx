@@ -40,6 +40,9 @@ export function MetricChart({
   smoothing,
   height = 180,
   aliases,
+  syncKey,
+  onPick,
+  pickHint,
 }: {
   title: string;
   series: ChartSeries[];
@@ -47,7 +50,15 @@ export function MetricChart({
   height?: number;
   /** Other metric keys with the same curve, drawn here once. */
   aliases?: string[];
+  /** Charts with the same key move one cursor together (uPlot's cursor sync): hover one, read all at that step. */
+  syncKey?: string;
+  /** A click on the plot (not a drag-zoom) picks the step under the cursor. */
+  onPick?: (step: number) => void;
+  /** What a click does, for the tooltip. */
+  pickHint?: string;
 }) {
+  const pick = useRef(onPick);
+  pick.current = onPick;
   const host = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
   const shape = series.map((s) => `${s.label}${s.band ? '+band' : ''}`).join('|') + `|${smoothing > 0}`;
@@ -82,7 +93,7 @@ export function MetricChart({
       series: uSeries,
       bands: uBands,
       legend: { live: true },
-      cursor: { drag: { x: true, y: false } },
+      cursor: { drag: { x: true, y: false }, ...(syncKey ? { sync: { key: syncKey, setSeries: false } } : {}) },
       scales: { x: { time: false }, y: { range: yRange } },
       axes: [
         // Steps are integers: no 1.5 ticks.
@@ -113,16 +124,30 @@ export function MetricChart({
         setData: [(u) => u.cursor.idx == null && showLast(u)],
       },
     };
-    plot.current = new uPlot(opts, buildData(series, smoothing), el);
+    const u = new uPlot(opts, buildData(series, smoothing), el);
+    plot.current = u;
+    // A click picks the step under the cursor; a drag (uPlot's zoom) does not.
+    let downX = 0;
+    const onDown = (e: MouseEvent) => (downX = e.clientX);
+    const onClick = (e: MouseEvent) => {
+      const idx = u.cursor.idx;
+      if (!pick.current || idx == null || Math.abs(e.clientX - downX) > 3) return;
+      const step = u.data[0][idx];
+      if (step != null) pick.current(step);
+    };
+    u.over.addEventListener('mousedown', onDown);
+    u.over.addEventListener('click', onClick);
     const ro = new ResizeObserver(() => plot.current?.setSize({ width: Math.max(200, el.clientWidth), height }));
     ro.observe(el);
     return () => {
       ro.disconnect();
+      u.over.removeEventListener('mousedown', onDown);
+      u.over.removeEventListener('click', onClick);
       plot.current?.destroy();
       plot.current = null;
     };
     // Deliberately only shape and height: the data is pushed into the existing plot separately.
-  }, [shape, height]);
+  }, [shape, height, syncKey]);
 
   useEffect(() => {
     plot.current?.setData(buildData(series, smoothing) as uPlot.AlignedData);
@@ -143,7 +168,7 @@ export function MetricChart({
             : `${series.length} ${bands ? 'lines' : 'runs'}`}
         </span>
       </div>
-      <div ref={host} />
+      <div ref={host} className={onPick ? 'chart-pickable' : undefined} title={onPick ? pickHint : undefined} />
     </div>
   );
 }

@@ -33,3 +33,29 @@ export function formatTrajHash(s: TrajUrlState): string {
   if (s.channel) q.set('channel', s.channel);
   return `#/trajectories?${q.toString()}`;
 }
+
+// The Run and Compare views' place in the URL: #/run?id=<run id> and #/compare?ids=<id>,<id>,…
+// (reload keeps the view; back and forward walk the runs opened).
+export type ViewUrlState = { view: 'run'; run: string } | { view: 'compare'; runs: string[] } | ({ view: 'trajectories' } & TrajUrlState);
+
+export function parseViewHash(hash: string): ViewUrlState | null {
+  const traj = parseTrajHash(hash);
+  if (traj) return { view: 'trajectories', ...traj };
+  const m = /^#\/(run|compare)\?(.*)$/.exec(hash);
+  if (!m) return null;
+  const q = new URLSearchParams(m[2]);
+  if (m[1] === 'run') {
+    const id = q.get('id');
+    return id ? { view: 'run', run: id } : null;
+  }
+  const ids = (q.get('ids') ?? '').split(',').filter(Boolean);
+  return ids.length ? { view: 'compare', runs: ids } : null;
+}
+
+export function formatRunHash(run: string): string {
+  return `#/run?${new URLSearchParams({ id: run }).toString()}`;
+}
+
+export function formatCompareHash(runs: string[]): string {
+  return `#/compare?ids=${runs.map(encodeURIComponent).join(',')}`;
+}

@@ -69,7 +69,11 @@ export interface TrajSlice {
   treeCollapsed: string[];
   /** The tree node that has (or last had) keyboard focus; the open sample follows it. */
   treeFocus: string | null;
-  openTrajectories(runId: string, step?: number): Promise<void>;
+  /**
+   * Open a run's trajectories at `step` (the nearest stored step at or before it when that step kept
+   * none; default the last), listed in `sort` order when given (a chart click: sorted by the charted quantity).
+   */
+  openTrajectories(runId: string, step?: number, sort?: TrajSort): Promise<void>;
   setStep(step: number): Promise<void>;
   setTrajFilter(f: Partial<TrajFilter>): Promise<void>;
   openSample(index: number): Promise<void>;
@@ -96,6 +100,23 @@ export function sortTrajectories(list: TrajSummary[], by: TrajSort): TrajSummary
   const key = (t: TrajSummary): number =>
     by === 'abs-advantage' ? Math.abs(t.advantage ?? 0) : by === 'clip-share' ? (t.clipShare ?? -1) : by === 'kl' ? Math.abs(t.klMean ?? 0) : 0;
   return by === 'order' ? base : base.sort((a, b) => key(b) - key(a));
+}
+
+/** `step` when stored, else the last stored step before it (else the first one after it); null when none is stored. */
+export function nearestStep(steps: number[], step: number): number | null {
+  if (steps.includes(step)) return step;
+  const before = steps.filter((s) => s < step && s >= 0);
+  if (before.length) return before[before.length - 1]!;
+  return steps.find((s) => s > step) ?? null;
+}
+
+/** The trajectory list order that shows a charted metric's extremes first ('order' when none fits). */
+export function sortForMetric(key: string): TrajSort {
+  const k = key.toLowerCase();
+  if (/kl/.test(k)) return 'kl';
+  if (/clip/.test(k)) return 'clip-share';
+  if (/advantage/.test(k)) return 'abs-advantage';
+  return 'order';
 }
 
 /** The samples of the same prompt (GRPO group) as `t`, in sample order. */
@@ -264,12 +285,12 @@ export function createTrajSlice(api: ArborApi, set: Set, get: Get): TrajSlice {
     treeKey: null,
     treeCollapsed: [],
     treeFocus: null,
-    async openTrajectories(runId, step) {
+    async openTrajectories(runId, step, sort) {
       openSeq++;
-      set({ view: 'trajectories', trajRunId: runId, traj: null, trajList: [], sampleIndex: -1, turnIndex: 0, group: [] });
+      set({ view: 'trajectories', trajRunId: runId, traj: null, trajList: [], sampleIndex: -1, turnIndex: 0, group: [], ...(sort ? { trajSort: sort } : {}) });
       try {
         const steps = await api.trajectorySteps(runId);
-        set({ steps, step: step ?? (steps.length ? steps[steps.length - 1] : null) });
+        set({ steps, step: step === undefined ? (steps.length ? steps[steps.length - 1] : null) : nearestStep(steps, step) });
         if ((await loadList()) && get().trajList.length) await get().openSample(0);
       } catch (err) {
         get().reportError(`Loading trajectories of run ${runId}`, err);

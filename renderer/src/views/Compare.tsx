@@ -108,7 +108,7 @@ export function CompareView() {
                 const b = l.bands[k];
                 if (b) series.push({ label: l.label, xs: b.step, ys: b.mean, color: PALETTE[(nRuns + i) % PALETTE.length], band: { lo: b.lo, hi: b.hi } });
               });
-              return <MetricChart key={k} title={k} smoothing={smoothing} series={series} />;
+              return <MetricChart key={k} title={k} smoothing={smoothing} series={series} syncKey="compare" />;
             })}
           </div>
         </section>

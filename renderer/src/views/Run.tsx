@@ -5,7 +5,9 @@ import { ForkDialog } from './Runs';
 import type { Checkpoint, ExportedFile, Series } from '../api/types';
 import { groupMetricKeys } from '../lib/metricSections';
 import { formatDuration } from '../lib/format';
-import { HarnessPanel, LearnPanel } from '../components/LearnPanel';
+import { HarnessPanel, LearnPanel, useLearning } from '../components/LearnPanel';
+import { RunSummary } from '../components/RunSummary';
+import { sortForMetric } from '../store/trajectories';
 
 export function SmoothingSlider() {
   const smoothing = useArbor((s) => s.smoothing);
@@ -42,6 +44,7 @@ export function RunView() {
   const [metricFilter, setMetricFilter] = useState('');
   // A curve logged under several keys (exact_match and reward/exact_match, …) is drawn once, titled with all of them.
   const { keys, aliases } = useMemo(() => dedupeSeries(series, metricFilter), [series, metricFilter]);
+  const learning = useLearning(runId, run?.step);
 
   if (!runId)
     return (
@@ -97,6 +100,7 @@ export function RunView() {
           <pre>{run.error}</pre>
         </div>
       ) : null}
+      <RunSummary run={run} series={series} learning={learning} />
       <div className="tabs">
         {(['charts', 'config', 'log', 'checkpoints'] as const).map((t) => (
           <button key={t} className={tab === t ? 'active' : ''} onClick={() => setTab(t)} data-testid={`tab-${t}`}>
@@ -107,7 +111,7 @@ export function RunView() {
       </div>
       {tab === 'charts' ? (
         <>
-          <LearnPanel runId={run.id} step={run.step} series={series} />
+          <LearnPanel runId={run.id} series={series} learning={learning} />
           <HarnessPanel metrics={run.metrics} />
           <div className="toolbar">
             <input placeholder="filter metrics" value={metricFilter} onChange={(e) => setMetricFilter(e.target.value)} />
@@ -128,6 +132,10 @@ export function RunView() {
                     aliases={aliases[k]}
                     smoothing={smoothing}
                     series={[{ label: run.name, xs: series[k].step, ys: series[k].value, color: PALETTE[0] }]}
+                    syncKey={`run-${run.id}`}
+                    {...(pickable(k)
+                      ? { onPick: (step: number) => void openTrajectories(run.id, step, sortForMetric(k)), pickHint: 'click: this step’s trajectories' }
+                      : {})}
                   />
                 ))}
               </div>
@@ -262,6 +270,11 @@ function RunNotes() {
       ) : null}
     </div>
   );
+}
+
+/** Charts whose x axis is an RL step with stored trajectories (not the SFT warm start's own steps). */
+function pickable(key: string): boolean {
+  return !key.startsWith('sft/');
 }
 
 /** Series keys with identical curves folded into the first key (its aliases listed), filtered by text. */

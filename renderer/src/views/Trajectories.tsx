@@ -253,6 +253,15 @@ export function TrajectoriesView() {
                           flat
                         </span>
                       ) : null}
+                      {t.signal?.dropped ? (
+                        <span
+                          className="flag"
+                          title="dynamic sampling dropped this flat group: stored as a sample so it can be read, never trained on"
+                          data-testid="dropped-flag"
+                        >
+                          dropped
+                        </span>
+                      ) : null}
                       {(t.outcomeData as { truncated?: boolean }).truncated ? (
                         <span className="flag" title="a limit (turns, tokens) ended this episode" data-testid="truncated-flag">
                           truncated
