@@ -133,6 +133,13 @@ export function adaptClient(client: EngineClient, transport: Pick<Transport, 'on
     onConnection(cb: (s: ConnectionState) => void) {
       return transport.onState(cb);
     },
+    listModels: () => client.request('models.list'),
+    pullModel(req, onProgress) {
+      const key = req.repo.includes('@') ? req.repo : `${req.repo}@${req.revision ?? 'main'}`;
+      const off = client.on('pull', (e) => e.repo === key && onProgress(e));
+      return client.request('models.pull', req).finally(off);
+    },
+    cancelPull: (repo) => client.request('models.cancelPull', { repo }),
   };
 }
 

@@ -165,4 +165,9 @@ export interface ArborApi {
   /** Open (or create) another workspace database; rejects with the reason when it cannot. */
   openWorkspace(path: string): Promise<wire.EngineInfo>;
   onConnection(cb: (s: ConnectionState) => void): () => void;
+  /** The model picker (engine/hub): the Hugging Face cache and the runs' latest checkpoints. */
+  listModels?(): Promise<wire.ModelEntry[]>;
+  /** `arbor pull` in the engine; progress as it goes; rejects when cancelled (the partial file stays for the next pull). */
+  pullModel?(req: { repo: string; revision?: string }, onProgress: (p: wire.PullProgressEvent) => void): Promise<{ repo: string; folder: string }>;
+  cancelPull?(repo: string): Promise<{ cancelled: boolean }>;
 }

@@ -12,6 +12,7 @@ import { createEditorSlice } from './editor';
 import { createPlaygroundSlice } from './playground';
 import { createLiveSlice } from './live';
 import { createGroupsSlice } from './groups';
+import { createModelsSlice } from './models';
 
 export type { ArborState, ArborStore, ConsentSlice, Get, NavSlice, Set, View } from './state';
 
@@ -32,6 +33,7 @@ export function createArborStore(api: ArborApi): ArborStore {
       await api.answerConsent?.(id, approve);
     },
     ...createGroupsSlice(api, set, get),
+    ...createModelsSlice(api, set, get),
   }));
   api.onConsent?.((c) =>
     store.setState((s) => ({ consents: c.done ? s.consents.filter((x) => x.id !== c.id) : [...s.consents.filter((x) => x.id !== c.id), c] })),

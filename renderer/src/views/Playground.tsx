@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from 'react';
 import { TemperatureField } from '../components/TemperatureField';
 import { useArbor, useArborStore } from '../store/react';
 import { LiveStepper } from '../components/LiveStepper';
+import { ModelPicker } from '../components/ModelPicker';
 
 /** The model's text without chat-template markup (<|im_start|>, <|im_end|>, <|endoftext|>, …): what it said, not how it was framed. */
 export function withoutTemplateTokens(text: string): string {
@@ -46,6 +47,7 @@ export function PlaygroundView() {
               {runName(c.runId)} · step {c.step}
             </option>
           ))}
+          {checkpointId && !checkpoints.some((c) => c.id === checkpointId) ? <option value={checkpointId}>{checkpointId}</option> : null}
         </select>
         <select value={chatFormat} onChange={(e) => a.setChatFormat(e.target.value)} data-testid="chat-format" title="tool-call format (engine/env/formats.ts)">
           <option value="">format: the run's</option>
@@ -85,7 +87,9 @@ export function PlaygroundView() {
           Clear
         </button>
       </div>
-      {checkpoints.length === 0 ? <div className="empty">No checkpoints yet: train a run first.</div> : null}
+      {/* Any model Arbor loads: a cached Hub model (org/name) or a run's checkpoint; Download… pulls one. */}
+      <ModelPicker value={checkpointId} onPick={(m) => a.setCheckpoint(m.checkpointId ?? m.name)} testId="playground-model" />
+      {checkpoints.length === 0 ? <div className="empty">No checkpoints yet: train a run first, or pick a model above.</div> : null}
       {mode === 'step' ? <LiveStepper checkpoint={checkpointId} /> : null}
       <div className="chat" data-testid="chat" style={mode === 'step' ? { display: 'none' } : undefined}>
         {transcript.map((it, i) => {

@@ -3,6 +3,7 @@ import { useArbor } from '../store/react';
 import type { RunDetail } from '../api/types';
 import { filterRuns, sortRuns, type SortKey } from '../store/runs';
 import { SchemaForm } from '../components/SchemaForm';
+import { ModelPicker } from '../components/ModelPicker';
 import { defaultsOf, unwrap, type JsonSchema } from '../lib/jsonSchema';
 import { Modal } from '../components/Dialog';
 import { fmt } from '../components/MetricChart';
@@ -312,6 +313,17 @@ export function LaunchDialog({
       {template && !asJson ? (
         <>
           {/* The essentials (model, task, algorithm, steps); everything else under "advanced", collapsed. */}
+          {essential.includes('model.path') ? (
+            <ModelPicker
+              value={(config.model as { path?: string } | undefined)?.path}
+              onPick={(m) => {
+                // model.path and model.init are one choice: a picked model replaces the tiny built-in one.
+                const { init: _init, ...model } = (config.model as Record<string, unknown> | undefined) ?? {};
+                setConfig({ ...config, model: { ...model, path: m.name } });
+              }}
+              testId="launch-model"
+            />
+          ) : null}
           <SchemaForm schema={template.schema} value={config} onChange={setConfig} only={essential} testId="schema-form-essential" />
           <details className="launch-advanced" data-testid="launch-advanced">
             <summary>advanced: every other setting</summary>
