@@ -85,6 +85,19 @@ export const hv = (v: unknown): string => {
 };
 
 /** A word for bash: single-quoted, a quote inside written '\'' (nothing in it expands). */
+/**
+ * Every string of a YAML file verl reads with OmegaConf, escaped so that no `${…}` in it is an
+ * interpolation (`${oc.env:HF_TOKEN}` in a tool's description must stay text): `\${` is
+ * OmegaConf's literal `${`, and backslashes right before it are doubled first (`\\${` would be a
+ * literal backslash and then an interpolation). Keys are not interpolated.
+ */
+export function omegaLiteral<T>(v: T): T {
+  if (typeof v === 'string') return v.replace(/(\\*)\$\{/g, (_m, bs: string) => `${bs}${bs}\\\${`) as T;
+  if (Array.isArray(v)) return v.map(omegaLiteral) as T;
+  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, omegaLiteral(x)])) as T;
+  return v;
+}
+
 export const shq = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
 
 /** A Python string literal (JSON's string syntax is a subset of Python's). */
@@ -557,13 +570,15 @@ export async function exportVerl(
   write(
     'tool_config.yaml',
     `# verl tools for this environment, served by \`arbor mcp serve\` (run_verl.sh starts it).\n# Per-sample tools_kwargs.create_kwargs travel as MCP _meta["arbor/episode"].\n` +
-      yamlStringify({
-        tools: schemas.map((s) => ({
-          class_name: 'arbor_tool.ArborMcpTool',
-          config: { type: 'native', timeout: Math.ceil(cfg.environment.tool_timeout_ms / 1000) },
-          tool_schema: s,
-        })),
-      }),
+      yamlStringify(
+        omegaLiteral({
+          tools: schemas.map((s) => ({
+            class_name: 'arbor_tool.ArborMcpTool',
+            config: { type: 'native', timeout: Math.ceil(cfg.environment.tool_timeout_ms / 1000) },
+            tool_schema: s,
+          })),
+        }),
+      ),
   );
   write(
     'mcp_servers.json',
@@ -576,15 +591,17 @@ export async function exportVerl(
   write(
     'tool_config.mcp.yaml',
     `# verl's own MCP client (type: mcp, stdio). It sends no per-sample state, so tools that need the\n# question (the multi-hop search) answer with an error there: use tool_config.yaml for those.\n` +
-      yamlStringify({
-        tools: [
-          {
-            class_name: 'verl.tools.mcp_base_tool.MCPBaseTool',
-            config: { type: 'mcp', rate_limit: 120, timeout: 60 },
-            mcp: { mcp_servers_config_path: './mcp_servers.json', tool_selected_list: toolNames },
-          },
-        ],
-      }),
+      yamlStringify(
+        omegaLiteral({
+          tools: [
+            {
+              class_name: 'verl.tools.mcp_base_tool.MCPBaseTool',
+              config: { type: 'mcp', rate_limit: 120, timeout: 60 },
+              mcp: { mcp_servers_config_path: './mcp_servers.json', tool_selected_list: toolNames },
+            },
+          ],
+        }),
+      ),
   );
   copyFileSync(join(HERE, 'verl/arbor_tool.py'), join(outDir, 'arbor_tool.py'));
   files.push('arbor_tool.py');
