@@ -216,6 +216,8 @@ export interface MemoryPlanInput {
   klReference?: boolean;
   /** A PPO critic (GAE): a full float32 copy of the transformer, trained in full. */
   critic?: boolean;
+  /** algorithm.distill: the teacher (its own frozen float32 model) and its scoring call over a step's episodes. */
+  teacher?: { config: ModelConfig; score: { batch: number; seq: number } };
   /** `rollout.quantize`: a quantized copy of the linear weights for sampling (held by the main thread and the decode session). */
   rolloutQuantize?: BaseQuant | 'none';
   /** Device the sessions run on ('cpu' unless said: decode weights are baked only there). */
@@ -227,7 +229,19 @@ export interface MemoryPlanInput {
 /** One line of the plan. `key`: the config key (or flag) that changes it. */
 export interface PlanItem {
   id:
-    'baseline' | 'runtime' | 'base' | 'adapters' | 'optimizer' | 'gradients' | 'reference' | 'critic' | 'decode_weights' | 'activations' | 'score' | 'kv_cache';
+    | 'baseline'
+    | 'runtime'
+    | 'base'
+    | 'adapters'
+    | 'optimizer'
+    | 'gradients'
+    | 'reference'
+    | 'critic'
+    | 'teacher'
+    | 'decode_weights'
+    | 'activations'
+    | 'score'
+    | 'kv_cache';
   label: string;
   bytes: number;
   detail: string;
@@ -329,6 +343,18 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
       bytes: critic + params * 8,
       detail: 'a float32 transformer trained in full: 3 copies, AdamW, gradients',
       key: 'algorithm.adv_estimator',
+    });
+  }
+  if (input.teacher) {
+    const tc = input.teacher.config;
+    const tp = parameterCount(tc);
+    const act = scoreGraphBytes(tc, input.teacher.score) * ORT_ARENA_FACTOR;
+    items.push({
+      id: 'teacher',
+      label: 'distillation teacher',
+      bytes: tp * 4 * 2 + act,
+      detail: `${(tp / 1e6).toFixed(1)}M float32 values × 2 (main thread, ORT worker; never updated) + scoring ${input.teacher.score.batch} sequences × ${input.teacher.score.seq} tokens ${fmtBytes(act)}`,
+      key: 'algorithm.distill.teacher',
     });
   }
   // Decode weights: rollout.quantize's copy, or the baked float32 copy of 4M–200M models on the CPU.

@@ -79,6 +79,8 @@ export function planInputFromConfig(cfg: ExperimentConfig, baseline?: number): {
     hostBaseCopy: !cfg.model.path,
     klReference: alg.kl_coef > 0,
     critic: getEstimator(alg.adv_estimator).needsCritic,
+    // algorithm.distill: the teacher's own weights and its scoring of every episode of a step.
+    ...(alg.distill ? { teacher: { config: readModelConfig(alg.distill.teacher), score: { batch: episodes, seq: cfg.rollout.max_total_length } } } : {}),
     rolloutQuantize: cfg.rollout.quantize,
     device,
     baseline,

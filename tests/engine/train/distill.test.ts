@@ -9,10 +9,14 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { planInputFromConfig } from '../../../engine/cli/commands/plan';
 import { validateConfig } from '../../../engine/config/experiment';
 import { buildTaskSession } from '../../../engine/experiment/compose';
 import { runExperiment } from '../../../engine/experiment/runner';
 import { storeSink } from '../../../engine/experiment/store-sink';
+import { readModelConfig } from '../../../engine/model/checkpoint';
+import { parameterCount } from '../../../engine/model/config';
+import { memoryPlan } from '../../../engine/model/memory-plan';
 import { PolicyModel } from '../../../engine/model/runtime';
 import { openDatabase } from '../../../engine/store/db';
 import { Store } from '../../../engine/store/store';
@@ -112,6 +116,17 @@ describe('on-policy distillation', () => {
       await t.close();
     }
   }, 120_000);
+
+  it('arbor plan counts the teacher: its weights and its scoring of a step', () => {
+    const cfg = cfgWith({});
+    const { input } = planInputFromConfig(cfg, 0);
+    const plan = memoryPlan(input);
+    const item = plan.items.find((i) => i.id === 'teacher')!;
+    const tp = parameterCount(readModelConfig(teacher));
+    expect(item.key).toBe('algorithm.distill.teacher');
+    expect(item.bytes).toBeGreaterThan(tp * 8);
+    expect(memoryPlan({ ...input, teacher: undefined }).total).toBe(plan.total - item.bytes);
+  });
 
   it('refuses a teacher whose vocabulary is not the student’s, naming both', () => {
     const other = join(home, 'other');
