@@ -409,15 +409,6 @@ const environmentSchema = z.strictObject({
   tasks: z.string().min(1).optional(),
   /** Folder tools may read through ctx.readFile (read-only); default: the config file's folder. */
   workspace: z.string().min(1).optional(),
-  /**
-   * What runs the tool and reward files: `quickjs` (default: QuickJS in WebAssembly inside the
-   * sandbox process, the boundary) or `process` (V8 contexts in the sandbox process: fast for
-   * compute-heavy tools, not a boundary, so asked about like a plugin: code that runs as you).
-   */
-  sandbox: z
-    .enum(['quickjs', 'process'])
-    .default('quickjs')
-    .describe('tool/reward engine: quickjs (isolated) or process (V8, compute-heavy tools; asked like a plugin)'),
   /** Most tool calls run from one model turn (search-r1: queries of one search); the rest get an error. */
   max_calls_per_turn: posInt().max(16).default(2),
   /** Per-call time limit; ctx.signal aborts when it passes. */
@@ -655,7 +646,40 @@ export interface ValidateOptions {
   warn?: (line: string) => void;
 }
 
+/**
+ * The SFT warm start's defaults for a model built from scratch (`model.init: tiny`, no
+ * `model.path`) on a user environment (`task.kind: custom`, no `environment.agent`), when the config
+ * says only `sft: { warm_start: true }` (README's "Write your own environment"): the cold start that
+ * made the two-tool task learn (resources/configs/tools.yaml; docs/areas/train.md, "Cold start").
+ * SFT at a constant learning rate until 50% of a validation split (50 training tasks held back,
+ * scored every 25 steps) is right, at most 40 epochs of 800 demonstrations, then RL from the best
+ * scored step. A tiny model learns to copy names and numbers suddenly, at a step that depends on the
+ * seed; the old defaults (3 epochs, cosine) stopped long before it (57 steps, format rate 0).
+ * Setting any of these keys (or eval.validation) turns the block off: the config is taken as written.
+ */
+export const TINY_COLD_START = {
+  sft: { epochs: 40, demos: 800, lr: 0.005, schedule: 'constant', eval_every: 25, keep_best: true, stop_at: 0.5 },
+  eval: { validation: 50 },
+} as const;
+
+function withTinyColdStart(input: unknown): unknown {
+  if (!input || typeof input !== 'object' || Array.isArray(input)) return input;
+  const raw = input as Record<string, unknown>;
+  const obj = (v: unknown) => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined);
+  const model = obj(raw.model);
+  const sft = obj(raw.sft);
+  const task = obj(raw.task);
+  const ev = obj(raw.eval);
+  if (model?.init !== 'tiny' || model.path !== undefined || sft?.warm_start !== true || task?.kind !== 'custom') return input;
+  if (obj(raw.environment)?.agent !== undefined || sft.demos_path !== undefined) return input;
+  if (Object.keys(TINY_COLD_START.sft).some((k) => sft[k] !== undefined) || ev?.validation !== undefined) return input;
+  return { ...raw, sft: { ...TINY_COLD_START.sft, ...sft }, eval: { ...ev, ...TINY_COLD_START.eval } };
+}
+
 export function validateConfig(input: unknown, opts: ValidateOptions = {}): ExperimentConfig {
+  // What the user wrote (the inert-key and scope checks read it), and the input with the tiny cold start's defaults.
+  const written = input;
+  input = withTinyColdStart(input);
   const baseDir = opts.baseDir ?? process.cwd();
   // Plugins first: the names they register are choices of the schema.
   const notLoaded = pluginPaths(input, baseDir).filter((p) => !pluginLoaded(p.path));
@@ -708,8 +732,8 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
   if (env.tasks) env.tasks = abs(env.tasks);
   env.workspace = abs(env.workspace ?? '.');
   const job = opts.job;
-  const issues: { field: string; message: string }[] = inertKeys(input, cfg, job);
-  const unused = job ? keysOutsideScope(input, job) : [];
+  const issues: { field: string; message: string }[] = inertKeys(written, cfg, job);
+  const unused = job ? keysOutsideScope(written, job) : [];
   if (unused.length)
     (opts.warn ?? ((l: string) => process.stderr.write(`${l}\n`)))(
       `warning: ${opts.file ?? 'config'}: not used by this command (it reads ${JOB_SCOPE[job!]!.join(', ')}): ${unused.join(', ')}`,
@@ -938,11 +962,6 @@ const multihopOnly = (k: string) => (cfg: ExperimentConfig) => `with task.kind "
 export const INERT_RULES: InertRule[] = [
   { keys: ['task.hops', 'task.rl_hops', 'task.train_seed', 'task.eval_seed'], when: (c) => c.task.kind !== 'multihop', why: multihopOnly('it') },
   { keys: ['environment.reward_errors'], when: (c) => !c.environment.reward, why: 'without environment.reward (it applies to a reward file that throws)' },
-  {
-    keys: ['environment.sandbox'],
-    when: (c) => c.environment.tools.length === 0 && !c.environment.reward,
-    why: 'without environment.tools or environment.reward (it picks what runs those files)',
-  },
   { keys: ['task.dataset'], when: (c) => c.task.kind !== 'qa', why: (c) => `with task.kind "${c.task.kind}" (the dataset of task.kind "qa")` },
   {
     keys: ['sft.mistake_rate', 'sft.imitate_mistakes'],
