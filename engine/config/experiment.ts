@@ -409,6 +409,15 @@ const environmentSchema = z.strictObject({
   tasks: z.string().min(1).optional(),
   /** Folder tools may read through ctx.readFile (read-only); default: the config file's folder. */
   workspace: z.string().min(1).optional(),
+  /**
+   * What runs the tool and reward files: `quickjs` (default: QuickJS in WebAssembly inside the
+   * sandbox process, the boundary) or `process` (V8 contexts in the sandbox process: fast for
+   * compute-heavy tools, not a boundary, so asked about like a plugin: code that runs as you).
+   */
+  sandbox: z
+    .enum(['quickjs', 'process'])
+    .default('quickjs')
+    .describe('tool/reward engine: quickjs (isolated) or process (V8, compute-heavy tools; asked like a plugin)'),
   /** Most tool calls run from one model turn (search-r1: queries of one search); the rest get an error. */
   max_calls_per_turn: posInt().max(16).default(2),
   /** Per-call time limit; ctx.signal aborts when it passes. */
@@ -962,6 +971,11 @@ const multihopOnly = (k: string) => (cfg: ExperimentConfig) => `with task.kind "
 export const INERT_RULES: InertRule[] = [
   { keys: ['task.hops', 'task.rl_hops', 'task.train_seed', 'task.eval_seed'], when: (c) => c.task.kind !== 'multihop', why: multihopOnly('it') },
   { keys: ['environment.reward_errors'], when: (c) => !c.environment.reward, why: 'without environment.reward (it applies to a reward file that throws)' },
+  {
+    keys: ['environment.sandbox'],
+    when: (c) => c.environment.tools.length === 0 && !c.environment.reward,
+    why: 'without environment.tools or environment.reward (it picks what runs those files)',
+  },
   { keys: ['task.dataset'], when: (c) => c.task.kind !== 'qa', why: (c) => `with task.kind "${c.task.kind}" (the dataset of task.kind "qa")` },
   {
     keys: ['sft.mistake_rate', 'sft.imitate_mistakes'],
