@@ -104,6 +104,14 @@ describe('models from the cache', () => {
       const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as { run: string; steps?: number };
       expect(out.run).toBeTruthy();
       expect(hub.log).toEqual([]);
+      // `arbor models` (through the engine protocol, as the picker) lists the cached model and the run's checkpoint.
+      const m = spawnSync(process.execPath, [bin, 'models', '--json'], { encoding: 'utf8', env, timeout: 120_000 });
+      expect(m.status, m.stderr).toBe(0);
+      const listed = JSON.parse(m.stdout) as { name: string; source: string; loadable: boolean; runId?: string }[];
+      expect(listed.map((x) => [x.source, x.source === 'hub' ? x.name : x.runId, x.loadable])).toEqual([
+        ['hub', 'acme/tiny-multihop', true],
+        ['run', out.run, true],
+      ]);
     });
   }, 240_000);
 });
