@@ -82,8 +82,8 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
         beforeStep: ctx.beforeStep,
         startStep: saved?.step,
         // The SFT curve goes to the run's metrics under sft/* (its own step axis: the store keeps
-        // sft/* out of the run's RL step and out of an RL resume's truncation). Metrics only:
-        // the SFT checkpoint stays in the run folder, not in the run's (RL) checkpoint list.
+        // sft/* out of the run's RL step and out of an RL resume's truncation). Its intermediate
+        // checkpoints stay in the run folder; the one RL starts from is recorded below at step 0.
         sink: { metrics: (s, m) => ctx.sink.metrics(s, sftKeys(m)), truncateAfter: () => {} },
         onStep: (s, _t, m) => ctx.onStep?.('sft', s, m),
         validate: ctx.session.validate,
@@ -98,6 +98,9 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
         ...(r.best ? { best: { step: r.best.step, exactMatch: r.best.value } } : {}),
         ...(saved ? { resumedFrom: saved.step } : {}),
       };
+      // The weights RL starts from, in the run's checkpoint list at step 0: they sampled RL step 1, so the
+      // replay's top-k and what-if use them for it, and they are "the SFT checkpoint" to compare any step against.
+      if (r.complete && out.sft.checkpoint) ctx.sink.event?.('checkpoint', { step: 0, dir: out.sft.checkpoint });
       ctx.sink.event?.(r.complete ? 'sft_done' : 'sft_stopped', {
         steps: r.steps,
         total: r.total,

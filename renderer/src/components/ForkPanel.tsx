@@ -3,6 +3,7 @@
 // checkpoint of the run (or any stored one), and sample the rest N times. The continuations are
 // stored linked to the trajectory and shown here beside it with their rewards and answers, with
 // the shared prefix's per-token logprob under the checkpoint against the stored one.
+import { weightsNote } from './Weights';
 import { useEffect, useMemo, useState } from 'react';
 import { TemperatureField } from './TemperatureField';
 import type { Checkpoint, Trajectory, TrajSummary } from '../api/types';
@@ -89,7 +90,7 @@ export function ForkPanel({ traj }: { traj: Trajectory }) {
           <select value={checkpoint} onChange={(e) => setCheckpoint(e.target.value)} data-testid="fork-checkpoint">
             {checkpoints.map((c) => (
               <option key={c.id} value={c.id}>
-                {runName(c.runId)} · step {c.step}
+                {runName(c.runId)} · {c.step === 0 ? 'SFT checkpoint (step 0)' : `step ${c.step}`}
               </option>
             ))}
           </select>
@@ -124,14 +125,14 @@ export function ForkPanel({ traj }: { traj: Trajectory }) {
           data-testid="fork-edit"
         />
       ) : null}
-      {result ? <ForkResultView result={result} /> : null}
+      {result ? <ForkResultView result={result} traj={traj} /> : null}
       {forks.length ? <ForkList forks={forks} parent={traj} /> : null}
     </div>
   );
 }
 
 /** The last fork: its prefix (and the edit as tokens) and the score graph of the prefix. */
-function ForkResultView({ result }: { result: ForkResult }) {
+function ForkResultView({ result, traj }: { result: ForkResult; traj: Trajectory }) {
   const f = result.fork;
   return (
     <div data-testid="fork-result">
@@ -147,7 +148,8 @@ function ForkResultView({ result }: { result: ForkResult }) {
             {f.edit.replaced === 'result' ? " (the tool's result replaced inside the observation)" : ''}
           </>
         ) : null}{' '}
-        · checkpoint {f.checkpoint.id} · T {f.sampling.temperature} · seed {f.sampling.seed}
+        · checkpoint {f.checkpoint.id} <span data-testid="fork-weights">({weightsNote(f.checkpoint, traj)})</span> · T {f.sampling.temperature} · seed{' '}
+        {f.sampling.seed}
       </div>
       <ScoreGraph original={result.prefix.original} checkpoint={result.prefix.checkpoint} shared={f.prefixTokens} />
     </div>

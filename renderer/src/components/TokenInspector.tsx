@@ -1,8 +1,15 @@
 // The pinned inspector of the keyboard token cursor (h / l): every value stored for the token
 // (sampling, reference, what training applied) and, on demand, the top-k alternatives at that
 // position under the checkpoint that sampled it (replay.topk, computed through the model).
-import type { Trajectory } from '../api/types';
+import { useEffect, useState } from 'react';
+import type { Checkpoint, Trajectory } from '../api/types';
 import { useArbor, useArborStore } from '../store/react';
+import { weightsNote } from './Weights';
+
+/** A probability as text: 4 decimals, or 2 significant digits when that would print 0.0000. */
+export const probText = (p: number) => (p >= 5e-5 || p === 0 ? p.toFixed(4) : p.toExponential(1));
+/** Whether a top-k request (its store key ends with the checkpoint asked for) named its checkpoint. */
+const topkChosen = (key: string) => !key.endsWith(':');
 
 const num = (v: number | null | undefined, d = 4) => (v == null || !Number.isFinite(v) ? '—' : v.toFixed(d));
 const CLIP: Record<number, string> = {
@@ -16,6 +23,19 @@ export function TokenInspector({ traj }: { traj: Trajectory }) {
   const store = useArborStore();
   const cursor = useArbor((s) => s.cursor);
   const topk = useArbor((s) => s.topk);
+  // The run's checkpoints (the SFT checkpoint at step 0 among them): top-k under weights of your choice.
+  const [cks, setCks] = useState<Checkpoint[]>([]);
+  const [pick, setPick] = useState('');
+  useEffect(() => {
+    let live = true;
+    void store
+      .getState()
+      .listAllCheckpoints()
+      .then((all) => live && setCks(all.filter((c) => c.runId === traj.runId).sort((a, b) => a.step - b.step)));
+    return () => {
+      live = false;
+    };
+  }, [store, traj.runId]);
   if (!cursor) return null;
   const u = traj.turnsData[cursor.turn];
   if (!u) return null;
@@ -77,8 +97,28 @@ export function TokenInspector({ traj }: { traj: Trajectory }) {
         </tbody>
       </table>
       <div style={{ marginTop: 6 }}>
+        {cks.length ? (
+          <label className="muted" style={{ display: 'block', marginBottom: 4 }}>
+            weights{' '}
+            <select
+              value={pick}
+              data-testid="inspector-topk-weights-pick"
+              onChange={(e) => {
+                setPick(e.target.value);
+                if (topk) void store.getState().loadTopK(e.target.value || undefined);
+              }}
+            >
+              <option value="">the sampler's (or the nearest kept)</option>
+              {cks.map((c) => (
+                <option key={c.id} value={c.id}>
+                  {c.step === 0 ? 'SFT checkpoint (step 0)' : `step ${c.step}`}
+                </option>
+              ))}
+            </select>
+          </label>
+        ) : null}
         {!topk ? (
-          <button onClick={() => void store.getState().loadTopK()} data-testid="inspector-topk-load" disabled={i === 0 && cursor.turn === 0}>
+          <button onClick={() => void store.getState().loadTopK(pick || undefined)} data-testid="inspector-topk-load" disabled={i === 0 && cursor.turn === 0}>
             Top-k alternatives here
           </button>
         ) : topk.error ? (
@@ -90,16 +130,15 @@ export function TokenInspector({ traj }: { traj: Trajectory }) {
         ) : (
           <div data-testid="inspector-topk">
             <div className="muted">
-              under checkpoint {topk.result.checkpoint.id}
-              {topk.result.checkpoint.exact ? ' (the weights that sampled this step)' : ''}; the sampled token is rank {topk.result.sampled.rank} with p{' '}
-              {topk.result.sampled.prob.toFixed(4)}
+              under <span data-testid="inspector-topk-weights">{weightsNote(topk.result.checkpoint, traj, topkChosen(topk.key))}</span>; the sampled token is
+              rank {topk.result.sampled.rank} with p {probText(topk.result.sampled.prob)}
             </div>
             <table>
               <tbody>
                 {topk.result.alternatives.map((a) => (
                   <tr key={a.id} className={`alt ${a.id === topk.result!.sampled.id ? 'sampled' : ''}`} data-testid="inspector-alt">
                     <td className="mono">{JSON.stringify(a.token)}</td>
-                    <td className="mono">{a.prob.toFixed(4)}</td>
+                    <td className="mono">{probText(a.prob)}</td>
                     <td className="mono muted">{a.logprob.toFixed(3)}</td>
                   </tr>
                 ))}

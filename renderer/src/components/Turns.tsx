@@ -86,12 +86,18 @@ export function TurnHead({
   origin,
   drift,
   processRewards,
+  edited,
+  forcedCount,
 }: {
   turn: TurnView;
   index: number;
   origin?: TurnOrigin;
   drift?: TurnDrift;
   processRewards?: boolean;
+  /** What was edited in this turn by hand (lib/steering.ts). */
+  edited?: string;
+  /** Tokens of this turn the user forced. */
+  forcedCount?: number;
 }) {
   const masked = turn.lossMask ? turn.lossMask.filter((m) => m === 0).length : 0;
   const point = origin?.branchPoint;
@@ -108,6 +114,17 @@ export function TurnHead({
         </div>
       ) : null}
       <TurnHeadLine turn={turn} index={index} masked={masked} origin={origin} processRewards={processRewards} />
+      {edited || forcedCount ? (
+        <div className="steer-note" data-testid="turn-steered">
+          {edited ? <span data-testid="turn-edited">✎ {edited}</span> : null}
+          {edited && forcedCount ? ' · ' : null}
+          {forcedCount ? (
+            <span data-testid="turn-forced">
+              {forcedCount} forced token{forcedCount > 1 ? 's' : ''} (outlined)
+            </span>
+          ) : null}
+        </div>
+      ) : null}
       {drift ? <DriftNote drift={drift} /> : null}
     </>
   );
@@ -193,6 +210,7 @@ export const TokenSpan = memo(function TokenSpan({
   words = false,
   cursor = -1,
   diverge = -1,
+  forced,
 }: {
   turn: TurnView;
   turnIndex: number;
@@ -205,12 +223,15 @@ export const TokenSpan = memo(function TokenSpan({
   cursor?: number;
   /** Group view: the first token where this sample leaves the others. */
   diverge?: number;
+  /** Positions of tokens the user forced in a live rollout (outlined, titled). */
+  forced?: Set<number>;
 }) {
   const spans = [];
   for (let i = from; i < to; i++) {
     const v = channelValue(turn, channel, i);
     const masked = turn.lossMask ? turn.lossMask[i] === 0 : false;
-    const cls = `t${masked ? ' masked' : ''}${i === cursor ? ' cursor' : ''}${i === diverge ? ' diverge' : ''}`;
+    const isForced = forced?.has(i) ?? false;
+    const cls = `t${masked ? ' masked' : ''}${i === cursor ? ' cursor' : ''}${i === diverge ? ' diverge' : ''}${isForced ? ' forced' : ''}`;
     spans.push(
       <span
         key={i}
@@ -218,6 +239,8 @@ export const TokenSpan = memo(function TokenSpan({
         data-turn={turnIndex}
         data-tok={i}
         data-value={v ?? undefined}
+        data-forced={isForced ? 'true' : undefined}
+        title={isForced ? 'forced by the user in a live rollout (not sampled)' : undefined}
         data-testid={i === cursor ? 'token-cursor' : i === diverge ? 'token-diverge' : undefined}
         style={{ background: heatColor(channel, v, scale) || undefined }}
       >
@@ -228,9 +251,14 @@ export const TokenSpan = memo(function TokenSpan({
   return <div className={words ? 'tokens words' : 'tokens'}>{spans}</div>;
 });
 
-export function ToolCalls({ calls }: { calls: ToolCallView[] }) {
+export function ToolCalls({ calls, staleNote }: { calls: ToolCallView[]; /** the results shown were replaced later (a what-if edit) */ staleNote?: string }) {
   return (
     <>
+      {staleNote ? (
+        <div className="steer-note" data-testid="toolcall-replaced">
+          ✎ {staleNote}
+        </div>
+      ) : null}
       {calls.map((c, i) => (
         <div key={i} className="toolcall" data-testid="tool-call">
           <span className="name">{c.name}</span>(<span>{JSON.stringify(c.args)}</span>)

@@ -4,6 +4,8 @@ import { useShallow } from 'zustand/react/shallow';
 import { useArbor, useArborStore } from '../store/react';
 import type { Trajectory, TrajSummary } from '../api/types';
 import { CHANNELS, channelScale, channelValue, rampCss, scaleTicks, type Channel } from '../lib/heat';
+import { steeringOf } from '../lib/steering';
+import { weightsNote } from '../components/Weights';
 import { buildRows, ForkIcon, isWordLevel, TokenHoverCard, TokenSpan, ToolCalls, TurnHead, type TurnDrift } from '../components/Turns';
 import { siblingsOf, type TokenCursor, type TrajSort } from '../store/trajectories';
 import { taskMessage, VerdictStrip } from '../components/Verdict';
@@ -410,8 +412,11 @@ function ForkOrigin({ traj }: { traj: Trajectory }) {
       </a>{' '}
       at turn {f.turn + 1}
       {f.token !== null ? `, token ${f.token}` : ''}
-      {f.edit ? `, ${f.edit.kind} edited` : ''} · checkpoint {f.checkpoint.step !== undefined ? `step ${f.checkpoint.step}` : f.checkpoint.id} · T{' '}
-      {f.sampling.temperature}
+      {f.edit ? `, ${f.edit.kind} edited` : ''} · checkpoint {f.checkpoint.step !== undefined ? `step ${f.checkpoint.step}` : f.checkpoint.id}{' '}
+      <span className="muted" data-testid="traj-fork-weights">
+        ({weightsNote(f.checkpoint, traj)})
+      </span>{' '}
+      · T {f.sampling.temperature}
     </span>
   );
 }
@@ -444,9 +449,16 @@ function TrajectoryHeader({ traj, tree }: { traj: Trajectory; tree: BranchTree |
       <span>
         step <b className="mono">{stepLabel(traj.step)}</b>
       </span>
-      <span>
-        group <b className="mono">{traj.group}</b> · sample <b className="mono">{traj.sample}</b> of {sibs.length}
-      </span>
+      {traj.fork ? (
+        // A what-if child is not one of the group's samples: its own label, not "sample 0 of 8".
+        <span data-testid="traj-fork-label">
+          <b>what-if fork</b> · continuation <b className="mono">{traj.fork.sampling.index + 1}</b> of {traj.fork.sampling.n}
+        </span>
+      ) : (
+        <span>
+          group <b className="mono">{traj.group}</b> · sample <b className="mono">{traj.sample}</b> of {sibs.length}
+        </span>
+      )}
       <span>
         reward{' '}
         <b className="mono" data-testid="traj-reward">
@@ -543,6 +555,7 @@ export function TurnList({
   const rows = useMemo(() => buildRows(traj), [traj]);
   const words = useMemo(() => isWordLevel(traj), [traj]);
   const scale = useMemo(() => channelScale(traj.turnsData, channel, (t) => (t as { tokens: string[] }).tokens.length), [traj, channel]);
+  const steer = useMemo(() => steeringOf(traj), [traj]);
   const host = useRef<HTMLDivElement>(null);
   const virt = useVirtualizer({
     count: rows.length,
@@ -605,6 +618,8 @@ export function TurnList({
                     origin={origins?.[row.turn]}
                     drift={drift?.get(row.turn)}
                     processRewards={traj.signal?.processRewards}
+                    edited={steer.edited.get(row.turn)}
+                    forcedCount={steer.forced.get(row.turn)?.size}
                   />
                 ) : null}
                 {row.kind === 'tokens' ? (
@@ -617,10 +632,11 @@ export function TurnList({
                     scale={scale}
                     words={words}
                     cursor={cursor && cursor.turn === row.turn && cursor.tok >= row.from && cursor.tok < row.to ? cursor.tok : -1}
+                    forced={steer.forced.get(row.turn)}
                   />
                 ) : null}
                 {row.kind === 'text' ? <div className="tokens">{turn.text}</div> : null}
-                {row.kind === 'calls' ? <ToolCalls calls={turn.toolCalls} /> : null}
+                {row.kind === 'calls' ? <ToolCalls calls={turn.toolCalls} staleNote={steer.staleCalls.get(row.turn)} /> : null}
               </div>
             );
           })}
