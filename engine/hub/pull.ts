@@ -25,6 +25,7 @@ import {
   lstatSync,
   mkdirSync,
   openSync,
+  readFileSync,
   readlinkSync,
   readSync,
   renameSync,
@@ -41,8 +42,21 @@ import { cachedSnapshot, COMMIT_HASH, hubCacheDir, hubEndpoint, hubOffline, hubT
 
 type Env = Record<string, string | undefined>;
 
-/** What a model needs, fetched when no --include is given. */
-export const DEFAULT_INCLUDE = ['config.json', 'generation_config.json', ...TOKENIZER_FILES, '*.safetensors', INDEX_FILE, 'adapter_config.json'];
+/**
+ * What a model needs, fetched when no --include is given: transformers' weight files (model.safetensors
+ * or its shards model-0000i-of-0000n.safetensors, and their index), not other formats or copies such
+ * as Mistral's consolidated.safetensors or an onnx/ folder.
+ */
+export const DEFAULT_INCLUDE = [
+  'config.json',
+  'generation_config.json',
+  ...TOKENIZER_FILES,
+  'model.safetensors',
+  'model-*.safetensors',
+  INDEX_FILE,
+  'adapter_config.json',
+  'adapter_model.safetensors',
+];
 
 export interface PullOptions {
   repoId: string;
@@ -277,6 +291,32 @@ function writeRef(folder: string, revision: string, commit: string): void {
   renameSync(tmp, ref);
 }
 
+/**
+ * One download of a blob at a time (huggingface_hub's .locks/<repo folder>/<etag>.lock): the lock
+ * file holds the owner's pid; a lock whose process is gone is taken over (a killed pull).
+ */
+function lockBlob(lock: string, file: string): () => void {
+  mkdirSync(dirname(lock), { recursive: true });
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(lock, String(process.pid), { flag: 'wx' });
+      return () => rmSync(lock, { force: true });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      const pid = Number(readFileSync(lock, 'utf8'));
+      let alive: boolean;
+      try {
+        alive = Number.isInteger(pid) && pid > 0 && pid !== process.pid && (process.kill(pid, 0), true);
+      } catch {
+        alive = false;
+      }
+      if (alive) throw new HubError(`${file} is being downloaded by process ${pid} (${lock}); wait for it, or stop it`);
+      rmSync(lock, { force: true });
+    }
+  }
+  throw new HubError(`${file}: could not take the download lock ${lock}`);
+}
+
 export async function pull(o: PullOptions): Promise<PullResult> {
   const env = o.env ?? process.env;
   const revision = o.revision ?? 'main';
@@ -338,69 +378,81 @@ export async function pull(o: PullOptions): Promise<PullResult> {
     }
     mkdirSync(dirname(blob), { recursive: true });
     const incomplete = `${blob}.incomplete`;
-    let have = existsSync(incomplete) ? statSync(incomplete).size : 0;
-    if (size !== undefined && have > size) {
-      rmSync(incomplete);
-      have = 0;
-    }
-    const resumedFrom = have;
-    progress.bytes += have;
-    emit();
-    if (size === undefined || have < size) {
-      const sameOrigin = new URL(meta.location).origin === endpointOrigin;
-      const headers: Record<string, string> = sameOrigin ? authHeaders(env) : { 'user-agent': USER_AGENT };
-      if (have > 0) headers.range = `bytes=${have}-`;
-      const res = await request(meta.location, { headers, redirect: 'follow', signal: o.signal }, `download ${s.rfilename}`);
-      if (res.status === 416 && have > 0) {
-        // The server has no bytes past ours (a stale size): start over.
-        await res.body?.cancel();
+    const unlock = lockBlob(join(hubCacheDir(env), '.locks', basename(folder), `${meta.etag}.lock`), s.rfilename);
+    try {
+      let have = existsSync(incomplete) ? statSync(incomplete).size : 0;
+      if (size !== undefined && have > size) {
         rmSync(incomplete);
-        progress.bytes -= have;
-        throw new HubError(`download ${s.rfilename}: ${meta.location} refused the range bytes=${have}- (416); the partial blob was removed, pull again`);
-      }
-      if (!res.ok) throw httpError(`download ${s.rfilename}`, meta.location, res.status, res.statusText, o.repoId, env);
-      if (have > 0 && res.status !== 206) {
-        // The Range was ignored: the whole file comes again.
-        progress.bytes -= have;
         have = 0;
       }
-      const fd = openSync(incomplete, have > 0 ? 'a' : 'w');
-      try {
-        if (res.body) {
-          for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-            writeSync(fd, chunk);
-            progress.bytes += chunk.byteLength;
-            progress.transferred += chunk.byteLength;
-            emit();
-          }
+      const resumedFrom = have;
+      progress.bytes += have;
+      emit();
+      if (size === undefined || have < size) {
+        const sameOrigin = new URL(meta.location).origin === endpointOrigin;
+        // identity: the bytes as stored (what the size and hash describe, and what a Range counts).
+        const headers: Record<string, string> = { ...(sameOrigin ? authHeaders(env) : { 'user-agent': USER_AGENT }), 'accept-encoding': 'identity' };
+        if (have > 0) headers.range = `bytes=${have}-`;
+        const res = await request(meta.location, { headers, redirect: 'follow', signal: o.signal }, `download ${s.rfilename}`);
+        if (res.status === 416 && have > 0) {
+          // The server has no bytes past ours (a stale size): start over.
+          await res.body?.cancel();
+          rmSync(incomplete);
+          progress.bytes -= have;
+          throw new HubError(`download ${s.rfilename}: ${meta.location} refused the range bytes=${have}- (416); the partial blob was removed, pull again`);
         }
-      } finally {
-        closeSync(fd);
+        if (!res.ok) throw httpError(`download ${s.rfilename}`, meta.location, res.status, res.statusText, o.repoId, env);
+        if (have > 0 && res.status !== 206) {
+          // The Range was ignored: the whole file comes again.
+          progress.bytes -= have;
+          have = 0;
+        }
+        const fd = openSync(incomplete, have > 0 ? 'a' : 'w');
+        try {
+          if (res.body) {
+            for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+              writeSync(fd, chunk);
+              progress.bytes += chunk.byteLength;
+              progress.transferred += chunk.byteLength;
+              emit();
+            }
+          }
+        } finally {
+          closeSync(fd);
+        }
       }
-    }
-    const got = statSync(incomplete).size;
-    if (size !== undefined && got !== size) {
-      throw new HubError(`download ${s.rfilename}: got ${got} bytes of ${size}; run the pull again to continue from there`);
-    }
-    progress.phase = 'verify';
-    emit();
-    const want = expectedHash(s, got);
-    if (want) {
-      const h = createHash(want.algo);
-      want.start(h);
-      hashPrefix(h, incomplete, got);
-      const hex = h.digest('hex');
-      if (hex !== want.hex) {
-        rmSync(incomplete, { force: true });
-        progress.bytes -= got;
-        throw new HubError(
-          `${s.rfilename}: the downloaded content's ${want.algo} is ${hex}, the Hub's metadata says ${want.hex}: refused, and the bad blob was deleted (blobs/${meta.etag}.incomplete)`,
-        );
+      const got = statSync(incomplete).size;
+      if (size !== undefined && got !== size) {
+        throw new HubError(`download ${s.rfilename}: got ${got} bytes of ${size}; run the pull again to continue from there`);
       }
+      progress.phase = 'verify';
+      emit();
+      const want = expectedHash(s, got);
+      if (want) {
+        const h = createHash(want.algo);
+        want.start(h);
+        hashPrefix(h, incomplete, got);
+        const hex = h.digest('hex');
+        if (hex !== want.hex) {
+          rmSync(incomplete, { force: true });
+          progress.bytes -= got;
+          throw new HubError(
+            `${s.rfilename}: the downloaded content's ${want.algo} is ${hex}, the Hub's metadata says ${want.hex}: refused, and the bad blob was deleted (blobs/${meta.etag}.incomplete)`,
+          );
+        }
+      }
+      renameSync(incomplete, blob);
+      linkPointer(blob, pointer);
+      files.push({
+        path: s.rfilename,
+        size: got,
+        etag: meta.etag,
+        how: resumedFrom > 0 ? 'resumed' : 'downloaded',
+        ...(resumedFrom > 0 ? { resumedFrom } : {}),
+      });
+    } finally {
+      unlock();
     }
-    renameSync(incomplete, blob);
-    linkPointer(blob, pointer);
-    files.push({ path: s.rfilename, size: got, etag: meta.etag, how: resumedFrom > 0 ? 'resumed' : 'downloaded', ...(resumedFrom > 0 ? { resumedFrom } : {}) });
     progress.filesDone++;
     progress.phase = 'download';
     emit();

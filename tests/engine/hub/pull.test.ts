@@ -1,7 +1,7 @@
 // `arbor pull` against a local mock of the Hub's HTTP API: the exact huggingface_hub cache layout,
 // a killed download resumed with a Range request, sha256 refusal, gated repos, HF_HUB_OFFLINE.
 import { spawn } from 'node:child_process';
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -34,6 +34,7 @@ beforeAll(async () => {
       { path: 'pytorch_model.bin', content: rand(1000, 2), lfs: true },
       { path: 'onnx/model.onnx', content: rand(500, 3), lfs: true },
       { path: 'extra/notes.txt', content: Buffer.from('nested') },
+      { path: 'consolidated.safetensors', content: rand(700, 4), lfs: true },
     ],
   });
   hub.add({ id: 'acme/gated', commit: commitOf('acme/gated'), token: 'hf_secret', files: [{ path: 'config.json', content: CONFIG }] });
@@ -183,6 +184,19 @@ describe('arbor pull (mock Hub)', () => {
     expect(r.offline).toBe(true);
     expect(r.commit).toBe(commitOf('acme/tiny'));
     expect(hub.log).toEqual([]);
+  });
+
+  it("one download of a blob at a time: a live process's lock refuses, a dead one's is taken over", async () => {
+    const env = envFor();
+    const sha = sha256(hub.repos.get('acme/tiny')!.files.find((x) => x.path === 'model.safetensors')!.content);
+    const lock = join(env.HF_HUB_CACHE!, '.locks', 'models--acme--tiny', `${sha}.lock`);
+    mkdirSync(dirname(lock), { recursive: true });
+    writeFileSync(lock, String(process.ppid));
+    await expect(pull({ repoId: 'acme/tiny', env })).rejects.toThrow(`model.safetensors is being downloaded by process ${process.ppid}`);
+    writeFileSync(lock, '999999999');
+    const r = await pull({ repoId: 'acme/tiny', env });
+    expect(r.files.find((x) => x.path === 'model.safetensors')?.how).toBe('downloaded');
+    expect(existsSync(lock)).toBe(false);
   });
 
   it('names what went wrong: an unknown repository, an --include that matches nothing', async () => {
