@@ -151,8 +151,12 @@ describe('protocol client', () => {
     // The methods the area handlers provide go through this client in sandbox.test.ts
     // (env.types, sandbox.*), playground.test.ts (playground.*), interop/mcp-try.test.ts (mcp.tryTool)
     // and the workbench's consent dialog in tests/e2e/consent.test.ts (consent.answer); replay.* and
-    // live.* in tests/engine/replay/replay.test.ts (a real checkpoint and environment).
+    // live.* in tests/engine/replay/replay.test.ts (a real checkpoint and environment); models.* against a
+    // mock Hub in tests/engine/hub/models.test.ts (arbor models) and tests/e2e/models.test.ts (the picker).
     const areas = [
+      'models.list',
+      'models.pull',
+      'models.cancelPull',
       'env.types',
       'sandbox.tryTool',
       'sandbox.tryReward',
