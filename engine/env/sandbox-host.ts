@@ -147,7 +147,17 @@ export function sandboxCommand(
   // With QuickJS the V8 heap holds this process's own code, messages and the files a tool reads
   // (the guest's heap is wasm memory under its own limit); with vm contexts it is the user's heap.
   const heap = engine === 'quickjs' ? limits.memoryMb + 64 : limits.memoryMb;
-  const node = [permission, ...read, `--max-old-space-size=${heap}`, '--max-semi-space-size=8', '--disable-warning=ExperimentalWarning', sandbox.entry];
+  // QuickJS's wasm is compiled when the process starts, not function by function during a tool's first call (its time limit).
+  const wasm = engine === 'quickjs' ? ['--no-wasm-lazy-compilation'] : [];
+  const node = [
+    permission,
+    ...read,
+    `--max-old-space-size=${heap}`,
+    '--max-semi-space-size=8',
+    ...wasm,
+    '--disable-warning=ExperimentalWarning',
+    sandbox.entry,
+  ];
   // Electron's binary runs as plain Node with ELECTRON_RUN_AS_NODE.
   const env: Record<string, string> = process.versions.electron ? { ELECTRON_RUN_AS_NODE: '1' } : {};
   const jail = networkJail();

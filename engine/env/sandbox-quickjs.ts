@@ -4,7 +4,7 @@
  * function or prototype exists in it, so no constructor chain, overridden promise method or stack
  * frame can lead back to Node. The Tool API is a prelude evaluated inside the guest (console,
  * `require('arbor/env')`, timers, ctx.signal, ctx.episode, the tool and reward wrappers) over
- * three host calls that take and return plain data: `log(text)`, `read(path) → JSON text` and
+ * three host calls that take and return plain data: `log(text)`, `read(path) → text | [error]` and
  * `done(callId, ok, JSON text)`. The prelude receives them as arguments and keeps them in its
  * closure (never on the global object); even a guest that got hold of one could only log a line,
  * read a workspace file or finish one of its own calls.
@@ -105,9 +105,10 @@ G.setTimeout = function (fn, ms) {
 };
 G.clearTimeout = function (id) { for (var i = 0; i < timers.length; i++) if (timers[i].id === id) { timers.splice(i, 1); return; } };
 function readFile(p) {
-  var r = parse(hostRead(S(p)));
-  if (!r.ok) throw new Error(S(r.error));
-  return r.text;
+  // The file's text, or [the error's message].
+  var r = hostRead(S(p));
+  if (typeof r === 'string') return r;
+  throw new Error(S(r && r[0]));
 }
 var episodes = {}, signals = {};
 function newSignal() {
@@ -266,6 +267,29 @@ export class QuickJsEngine {
     private readonly onFatal: (message: string) => void = () => {},
   ) {
     this.rt = this.newRuntime();
+    this.warmUp();
+  }
+
+  /**
+   * Run the paths a first call takes (a long string into the guest, JSON.parse, property
+   * access) once at start, so their compilation (the wasm's tiers, quickjs-emscripten's string
+   * copying) is paid here and not inside a tool's first call and its time limit.
+   */
+  private warmUp(): void {
+    const ctx = this.rt.newContext();
+    try {
+      const json = JSON.stringify({ facts: Object.fromEntries(Array.from({ length: 2000 }, (_, i) => [`entity number ${i}`, `a fact about entity ${i}`])) });
+      const h = ctx.newString(json);
+      ctx.setProp(ctx.global, 'W', h);
+      h.dispose();
+      this.deadline = Date.now() + 10_000;
+      const r = ctx.evalCode('var o = JSON.parse(W), n = 0; for (var k in o.facts) n += o.facts[k].length; JSON.stringify(o).length + n');
+      this.deadline = Infinity;
+      if (r.error) r.error.dispose();
+      else r.value.dispose();
+    } finally {
+      ctx.dispose();
+    }
   }
 
   /** A call into the wasm that threw on the host side leaves the engine in an unknown state: every call fails, the process is replaced. */
@@ -339,7 +363,16 @@ export class QuickJsEngine {
     const hostLog = ctx.newFunction('log', (h) => {
       this.addLog(file, h);
     });
-    const hostRead = ctx.newFunction('read', (h) => ctx.newString(this.read(ctx, h)));
+    const hostRead = ctx.newFunction('read', (h) => {
+      const r = this.read(ctx, h);
+      if ('text' in r) return ctx.newString(r.text);
+      // An error: a one-element guest array holding its message.
+      const a = ctx.newArray();
+      const m = ctx.newString(r.error);
+      ctx.setProp(a, 0, m);
+      m.dispose();
+      return a;
+    });
     const hostDone = ctx.newFunction('done', (idH, okH, payloadH) => {
       this.done(file, idH, okH, payloadH);
     });
@@ -433,13 +466,12 @@ export class QuickJsEngine {
     file.logChars += line.length;
   }
 
-  private read(ctx: QuickJSContext, h: QuickJSHandle): string {
-    if (ctx.typeof(h) !== 'string' || (ctx.getLength(h) ?? 0) > 4096)
-      return JSON.stringify({ ok: false, error: 'readFile: give a path (a string of at most 4096 characters)' });
+  private read(ctx: QuickJSContext, h: QuickJSHandle): { text: string } | { error: string } {
+    if (ctx.typeof(h) !== 'string' || (ctx.getLength(h) ?? 0) > 4096) return { error: 'readFile: give a path (a string of at most 4096 characters)' };
     try {
-      return JSON.stringify({ ok: true, text: workspaceReader(this.workspace)(ctx.getString(h)) });
+      return { text: workspaceReader(this.workspace)(ctx.getString(h)) };
     } catch (e) {
-      return JSON.stringify({ ok: false, error: String((e as Error)?.message ?? e) });
+      return { error: String((e as Error)?.message ?? e) };
     }
   }
 

@@ -62,11 +62,11 @@ export async function tryTool(
           t0,
         );
       // The same path a model's call takes (argument validation against the schema, size limit,
-      // errors as observations); the sandbox's own time limit (a little shorter) speaks first.
+      // errors as observations); the sandbox's own time limit (and the host's kill 2 s after it) speaks first.
       const out = await runCall(
         host.tools,
         { name: picked, args: req.args as Record<string, unknown> },
-        { ...DEFAULT_LIMITS, timeoutMs: limits.timeoutMs + 1000 },
+        { ...DEFAULT_LIMITS, timeoutMs: limits.timeoutMs + 3000 },
         { episode: {} },
       );
       const logs = host.takeLogs();
