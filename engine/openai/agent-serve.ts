@@ -11,9 +11,10 @@
  * run log) and is started again for the next episode: the run goes on.
  *
  * Why stdin/stdout and not an HTTP endpoint the program listens on: nothing to bind or choose a
- * port for, no server library in the program (Python's stdlib reads lines), and Arbor's endpoint
- * is already the HTTP side; handing an episode costs one pipe write, not a request (measured in
- * docs/areas/openai.md, "Long-lived agents").
+ * port for, no server library in the program (Python's stdlib reads lines; the helper is five
+ * lines in either language), a crash is seen as the pipe closing, and Arbor's endpoint is already
+ * the HTTP side. Handing an episode over costs one pipe write, against the episode's several model
+ * calls over HTTP (docs/areas/openai.md, "Long-lived agents").
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
