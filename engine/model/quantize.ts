@@ -170,6 +170,18 @@ export function quantizedInitializers(mats: Map<string, QuantizedMatrix>): Recor
   return out;
 }
 
+/** quantizedInitializers as external initializers: their bytes are the worker's persistent feeds of the same names (RunnerOptions.externalFeeds). */
+export function externalQuantizedInitializers(mats: Map<string, { N: number; K: number; bits: number; blockSize: number }>): Record<string, OnnxInitializer> {
+  const out: Record<string, OnnxInitializer> = {};
+  for (const [name, m] of mats) {
+    const kb = Math.ceil(m.K / m.blockSize);
+    const blob = (m.blockSize * m.bits) / 8;
+    out[codesName(name)] = { dataType: 2, dims: [m.N, kb, blob], external: { length: m.N * kb * blob } };
+    out[scalesName(name)] = { dataType: 1, dims: [m.N * kb], external: { length: m.N * kb * 4 } };
+  }
+  return out;
+}
+
 /**
  * The op set of the graph recorder with every `matmul(x, transpose(W, [1, 0]))` of a weight input
  * named in `plan` recorded as a MatMulNBits node (engine/tensor/onnx.ts lowers it; its codes and
@@ -254,6 +266,11 @@ export function quantizedBaseSpecs(specs: InputSpec[], spec: BaseQuantSpec, name
     out.push({ name: scalesName(s.name), dtype: 'float32', shape: [N! * kb] });
   }
   return out;
+}
+
+/** The input names of the quantized weights' codes and scales. */
+export function quantizedFeedNames(mats: Map<string, unknown>): string[] {
+  return [...mats.keys()].flatMap((n) => [codesName(n), scalesName(n)]);
 }
 
 /** Feeds of a quantized weight's two inputs (quantizedBaseSpecs). */

@@ -40,6 +40,8 @@ import { toOnnx, type OnnxInitializer } from '../tensor/onnx';
 import {
   QUANT_ACCURACY_LEVEL,
   QUANT_BITS,
+  externalQuantizedInitializers,
+  quantizedFeedNames,
   QUANT_BLOCK,
   quantizeBlockwise,
   quantizedInitializers,
@@ -290,9 +292,20 @@ export class PolicyModel {
   /** The float32 arrays of the quantized weights were dropped (read from the base folder when needed). */
   private baseDropped = false;
 
-  /** The quantized base's codes and scales by weight name (model.quantize_base; empty for a float32 base). */
+  /** The codes of the quantized base were moved to the model's ORT worker (syncWeights). */
+  private codesMoved = false;
+
+  /**
+   * The quantized base's codes and scales by weight name (model.quantize_base; empty for a float32
+   * base). Once they live in the ORT worker, quantized again from the base (the same codes).
+   */
   quantizedBase(): Map<string, QuantizedMatrix> {
-    return this.baseMats ?? new Map();
+    if (!this.baseMats) return new Map();
+    if (!this.codesMoved) return this.baseMats;
+    const base = this.baseWeights();
+    const out = new Map<string, QuantizedMatrix>();
+    for (const [name, m] of this.baseMats) out.set(name, quantizeBlockwise(base.get(name)!, m.N, m.K, m.bits, m.blockSize));
+    return out;
   }
 
   /**
@@ -319,6 +332,7 @@ export class PolicyModel {
     }
     this.baseMats = mats;
     this.baseDropped = dropped;
+    this.codesMoved = false;
   }
 
   /** Trace a program (score, train, decode with weight inputs) with the quantized base read from its codes and scales inputs. */
@@ -502,6 +516,7 @@ export class PolicyModel {
     threads = this.opts.threads,
     worker?: OrtWorker,
     outputLocation?: Record<string, 'cpu' | 'gpu-buffer'>,
+    externalFeeds?: string[],
   ): Promise<OrtRunner> {
     if (this.disposed) throw new Error('PolicyModel: used after dispose()');
     let r = this.runners.get(key);
@@ -513,28 +528,33 @@ export class PolicyModel {
       // On a busy machine decode sessions' pool threads sleep between ops (RunnerOptions.spin): the
       // engine's thread needs a core after every call. On a quiet one spinning is faster.
       const spin = key.startsWith('decode') ? decodeSpins(this.parameters) : undefined;
-      r = OrtRunner.create(build(), { threads, providers: this.opts.providers, profilePrefix, worker: w, memPattern, outputLocation, spin });
+      r = OrtRunner.create(build(), { threads, providers: this.opts.providers, profilePrefix, worker: w, memPattern, outputLocation, spin, externalFeeds });
       this.runners.set(key, r);
     }
     return r;
   }
 
   /** Send the weights to the model's ORT worker when they changed (once for all its sessions). */
-  private syncWeights(r: OrtRunner): void {
+  private syncWeights(r: Pick<OrtRunner, 'setPersistentFeeds'>): void {
     if (this.sentVersion === this.weightsVersion) return;
     // Under LoRA the frozen base goes to the worker once; later updates send only the adapters.
     const trainable = new Set(this.trainableNames());
     const full = this.sentFull !== this.fullVersion || !this.lora;
-    const move =
+    let move =
       full && this.lora && this.backend === 'ort' && this.opts.baseFolder && !this.opts.keepHostBase
         ? new Set(Object.keys(weightShapes(this.config)).filter((n) => !this.baseMats?.has(n)))
         : undefined;
+    // A quantized base's codes and scales are moved too (the worker holds the only copy; the CPU
+    // decode session reads them there as external initializers). quantizedBase() re-quantizes on request.
+    const codes = full && this.lora && this.baseMats && !this.opts.keepHostBase ? quantizedFeedNames(this.baseMats) : [];
+    if (codes.length) move = new Set([...(move ?? []), ...codes]);
     // A staging buffer is kept only for tensors sent again (updates), not after the first send.
     r.setPersistentFeeds(this.weightFeeds(undefined, full ? undefined : trainable), { move, keepStaging: this.sentVersion < 0 ? new Set() : trainable });
     if (move) {
       // Moved, not copied: the worker holds the only copy of the frozen base.
       for (const name of move) this.weights.delete(name);
-      this.baseMoved = true;
+      this.baseMoved = !!this.opts.baseFolder;
+      if (codes.length) this.codesMoved = true;
     }
     this.sentVersion = this.weightsVersion;
     this.sentFull = this.fullVersion;
@@ -675,7 +695,8 @@ export class PolicyModel {
       // the only 8-bit path that is not a dequantization per call on AVX2 (measured: docs/areas/model.md).
       const accuracy = this.baseQuant.bits === 4 ? 0 : QUANT_ACCURACY_LEVEL;
       const program = withQuantizedBase(decodeProgram(c, this.lora, { kvOut }), this.baseQuant, weightShapes(c), names, 'initializer', accuracy);
-      return toOnnx(traceGraph(specs, program), { initializers: quantizedInitializers(this.baseMats!) });
+      // The codes are the worker's persistent feeds, read by ORT at session creation (RunnerOptions.externalFeeds): no copy in the model.
+      return toOnnx(traceGraph(specs, program), { initializers: externalQuantizedInitializers(this.baseMats!) });
     }
     let plan: Map<string, { bits: 4 | 8 | 32; blockSize: number }>;
     let initializers: Record<string, OnnxInitializer>;
@@ -707,10 +728,15 @@ export class PolicyModel {
       return this.bakedDecodeModel(bits, kvOut);
     };
     let r: OrtRunner;
-    if (shard === 0) {
+    if (shard === 0 && this.baseQuant) {
+      // The codes must be in the worker before the session that reads them as external initializers is made.
+      this.syncWeights((this.ortWorker ??= OrtWorker.create()));
+      r = await this.runner(key, build, threads ?? this.opts.threads, undefined, undefined, quantizedFeedNames(this.baseMats!));
+    } else if (shard === 0) {
       r = await this.runner(key, build, threads ?? this.opts.threads);
       this.syncWeights(r);
     } else {
+      if (this.baseQuant) throw new Error("PolicyModel.decodeRunner: one decode session with a quantized base (its codes live in the model's worker)");
       if (this.lora) throw new Error('PolicyModel.decodeRunner: extra decode sessions are not supported under LoRA (the frozen base lives in one worker)');
       let sw = this.shardWorkers.get(shard);
       if (!sw) {

@@ -60,7 +60,8 @@ export function decodeShards(model: PolicyModel, maxBatch: number, loadPerCore =
   const params = parameterCount(model.config);
   // Under LoRA the frozen base lives only in the model's own worker (PolicyModel keepHostBase).
   // On the WebGPU device one session decodes (runs on it are serialised: one queue per process).
-  if (params > SHARD_MAX_PARAMS || model.lora || model.onDevice || loadPerCore < SHARD_MIN_LOAD_PER_CORE) return 1;
+  // A quantized base's codes live in the model's worker only (PolicyModel quantizeBase).
+  if (params > SHARD_MAX_PARAMS || model.lora || model.baseQuant || model.onDevice || loadPerCore < SHARD_MIN_LOAD_PER_CORE) return 1;
   const minRows = params <= SHARD_SMALL_PARAMS ? 8 : 16;
   return Math.max(1, Math.min(threads, 4, Math.floor(maxBatch / minRows)));
 }

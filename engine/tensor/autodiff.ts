@@ -128,10 +128,8 @@ export const gradientRules: Record<string, Rule> = {
   qmatmul: (o, n, g) => {
     const [, codes, scales] = n.inputs;
     const a = n.attrs;
-    const w = o.record('dequantNBits', [codes, o.after(scales, g)], { N: a.N, K: a.K, bits: a.bits, blockSize: a.blockSize }, 'float32', [
-      a.N,
-      a.K,
-    ] as number[]);
+    const attrs = { N: a.N, K: a.K, bits: a.bits, blockSize: a.blockSize };
+    const w = o.record('dequantNBits', [codes, o.after(scales, g)], attrs, n.dtype, [a.N, a.K] as number[]);
     return [o.matmul(g, w), null, null];
   },
   dequantNBits: () => [null, null],

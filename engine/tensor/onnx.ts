@@ -65,7 +65,9 @@ export interface OnnxInitializer {
   /** ONNX TensorProto data type (1 float, 2 uint8, …). */
   dataType: number;
   dims: number[];
-  raw: Uint8Array;
+  /** The bytes, or `external`: stored outside the model, under its name as location (given at session creation: RunnerOptions.externalFeeds). */
+  raw?: Uint8Array;
+  external?: { length: number };
 }
 
 export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
@@ -473,7 +475,22 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
     emit('Identity', [name(node)], [], nm);
     outputs.push(valueInfo(nm, node.dtype, node.shape));
   }
-  for (const [nm, t] of Object.entries(opts.initializers ?? {})) inits.push({ name: nm, dataType: t.dataType, dims: t.dims, rawData: t.raw });
+  for (const [nm, t] of Object.entries(opts.initializers ?? {}))
+    inits.push(
+      t.external
+        ? {
+            name: nm,
+            dataType: t.dataType,
+            dims: t.dims,
+            dataLocation: onnx.TensorProto.DataLocation.EXTERNAL,
+            externalData: [
+              { key: 'location', value: nm },
+              { key: 'offset', value: '0' },
+              { key: 'length', value: String(t.external.length) },
+            ],
+          }
+        : { name: nm, dataType: t.dataType, dims: t.dims, rawData: t.raw },
+    );
   const model = onnx.ModelProto.create({
     irVersion: 8,
     producerName: 'arbor',

@@ -205,7 +205,12 @@ async function runSession(
 
 async function createSession(id: number, model: Uint8Array, opts: RunnerOptions): Promise<InferenceSession> {
   const device = (opts.providers ?? ['cpu'])[0] === 'webgpu';
-  const s = await withDevice(device, () => ort().InferenceSession.create(model, sessionOptions(opts)));
+  const externalData = opts.externalFeeds?.map((n) => {
+    const t = persistent[n];
+    if (!t) throw new Error(`external initializer '${n}': this worker holds no persistent feed of that name (send the weights before creating the session)`);
+    return { path: n, data: new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength) };
+  });
+  const s = await withDevice(device, () => ort().InferenceSession.create(model, { ...sessionOptions(opts), ...(externalData ? { externalData } : {}) }));
   // A 'create' for an open id replaces its session (OrtRunner.reload): the old one is released
   // when no run is in flight.
   const old = sessions.get(id);

@@ -49,6 +49,13 @@ export interface RunnerOptions {
   spin?: boolean;
   /** Per-output location (WebGPU): 'gpu-buffer' outputs stay on the device (read them only in a worker handler). */
   outputLocation?: Record<string, 'cpu' | 'gpu-buffer'>;
+  /**
+   * Persistent feeds of the session's worker that back the model's external initializers (each
+   * stored under the feed's name as its location, engine/tensor/onnx.ts OnnxInitializer.external):
+   * ORT reads their bytes at creation, so the model carries no copy (a quantized base's codes baked
+   * into a CPU decode session). Worker sessions only; the feeds must be sent before the session is made.
+   */
+  externalFeeds?: string[];
 }
 
 let processProviders: string[] | undefined;

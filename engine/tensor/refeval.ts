@@ -410,6 +410,29 @@ export function evaluate(graph: Graph, feeds: Record<string, HostTensor>, wanted
           r = { shape: n.op === 'gatherElements' ? idx.shape.slice() : src.shape.slice(), data: out };
           break;
         }
+        case 'dequantNBits':
+        case 'quantWeightT':
+        case 'qmatmul': {
+          // A block-quantized W [N, K] (engine/model/quantize.ts layout): (q − 2^(bits−1)) · scale.
+          const src = n.op === 'qmatmul' ? n : n.op === 'dequantNBits' ? n : n.inputs[0];
+          const [codes, scales] = n.op === 'quantWeightT' ? src.inputs.map((i) => vals.get(i.id)!) : n.op === 'qmatmul' ? [x[1], x[2]] : [x[0], x[1]];
+          const { N, K, bits, blockSize } = src.attrs as { N: number; K: number; bits: number; blockSize: number };
+          const kb = Math.ceil(K / blockSize),
+            blob = (blockSize * bits) / 8,
+            mid = 2 ** (bits - 1);
+          const w = new Float64Array(N * K);
+          for (let i = 0; i < N; i++)
+            for (let k = 0; k < K; k++) {
+              const b = Math.floor(k / blockSize),
+                j = k % blockSize;
+              const byte = codes!.data[(i * kb + b) * blob + (bits === 8 ? j : j >> 1)]!;
+              const q = bits === 8 ? byte : (byte >> ((j & 1) * 4)) & 15;
+              w[i * K + k] = (q - mid) * scales!.data[i * kb + b]!;
+            }
+          const W = { shape: [N, K], data: w };
+          r = n.op === 'dequantNBits' ? W : n.op === 'quantWeightT' ? transpose(W, [1, 0]) : matmul(x[0], transpose(W, [1, 0]));
+          break;
+        }
         default:
           throw new Error(`refeval: op '${n.op}' is not implemented`);
       }

@@ -165,8 +165,14 @@ describe('quantized base: graphs and checkpoints', () => {
     // Loaded from a folder: the float32 arrays of the quantized weights are dropped.
     for (const n of baseQuantNames(cfg)) expect(m.weights.has(n)).toBe(false);
     perturbAdapters(m);
+    const name0 = baseQuantNames(cfg)[0]!;
+    const codes0 = Uint8Array.from(m.quantizedBase().get(name0)!.codes);
     const batch = randomTokenBatch(cfg.vocabSize, 2, 8, 9);
     const step = await m.trainStep(batch, nllLoss, batch.valid);
+    // The codes were moved to the model's ORT worker (the only copy; the CPU decode session reads them there as
+    // external initializers); asked for, they are quantized again from the base folder: the same codes.
+    expect((m as unknown as { baseMats: Map<string, { codes: Uint8Array }> }).baseMats.get(name0)!.codes.length).toBe(0);
+    expect(Buffer.from(m.quantizedBase().get(name0)!.codes).equals(Buffer.from(codes0))).toBe(true);
     for (const [k, g] of step.grads) m.weights.get(k)!.forEach((v, i, a) => (a[i] = v - 0.1 * g[i]!));
     m.markWeightsUpdated();
     const before = await m.score(seqs);

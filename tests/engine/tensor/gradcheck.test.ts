@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { gradientRules, withGradients } from '../../../engine/tensor/autodiff';
-import { traceGraph, type GNode, type InputSpec } from '../../../engine/tensor/graph';
+import { traceGraph, type GNode, type GraphOps, type InputSpec } from '../../../engine/tensor/graph';
 import { evaluate } from '../../../engine/tensor/refeval';
 import type { HostTensor } from '../../../engine/tensor/host';
 import type { Ops } from '../../../engine/tensor/ops';
@@ -18,6 +18,8 @@ type Case = {
   positive?: boolean;
   f: (o: Ops<GNode>, x: Record<string, GNode>) => GNode;
   ref?: (o: Ops<GNode>, x: Record<string, GNode>) => GNode;
+  /** Float inputs that get no gradient (frozen: a quantized weight's scales). */
+  frozen?: string[];
 };
 
 const F = (name: string, shape: number[]): InputSpec => ({ name, dtype: 'float64', shape });
@@ -97,6 +99,20 @@ const cases: Case[] = [
       ),
   },
   { name: 'after (value and gradient of x only)', rule: 'after', inputs: [F('a', [2, 3]), F('b', [4])], f: (o, x) => o.exp(o.after!(x.a, o.mul(x.b, x.b))) },
+  // x · Wᵀ with W block-quantized (model.quantize_base): dx = g · W, W dequantized in the backward pass.
+  // int4, K = 40 (two blocks of 32, the second padded), N = 3; the codes (uint8) and scales are frozen inputs.
+  {
+    name: 'qmatmul (MatMulNBits, 4-bit codes)',
+    rule: 'qmatmul',
+    inputs: [F('x', [2, 40]), { name: 'codes', dtype: 'uint8', shape: [3, 2, 16] }, { name: 'scales', dtype: 'float64', shape: [6] }],
+    ints: { codes: Array.from({ length: 96 }, (_, i) => (i * 37 + 11) % 256) },
+    frozen: ['scales'],
+    f: (o, x) => {
+      const g = o as GraphOps;
+      const w = g.record('dequantNBits', [x.codes, x.scales], { N: 3, K: 40, bits: 4, blockSize: 32 }, 'float64', [3, 40]);
+      return g.record('qmatmul', [x.x, w.inputs[0]!, w.inputs[1]!], { N: 3, K: 40, bits: 4, blockSize: 32, accuracyLevel: 0 }, 'float64', [2, 3]);
+    },
+  },
   // Picked log-softmax of a matmul in three recompute groups (as the chunked LM head): the
   // backward reads clones of each group, entered after the previous group's gradient.
   {
@@ -121,7 +137,7 @@ const cases: Case[] = [
   },
 ];
 
-const NO_GRADIENT = ['const', 'input', 'range', 'greater', 'less', 'equal', 'zerosLike', 'dimProduct'];
+const NO_GRADIENT = ['const', 'input', 'range', 'greater', 'less', 'equal', 'zerosLike', 'dimProduct', 'dequantNBits', 'quantWeightT'];
 
 function rng(seed: number) {
   let s = seed;
@@ -135,6 +151,7 @@ function feedsFor(c: Case, seed: number): Record<string, HostTensor> {
     const shape = s.shape as number[];
     const n = shape.reduce((a, b) => a * b, 1);
     if (s.dtype === 'int32') feeds[s.name] = { dtype: 'int32', shape, data: Int32Array.from(c.ints![s.name]) };
+    else if (s.dtype === 'uint8') feeds[s.name] = { dtype: 'uint8', shape, data: Uint8Array.from(c.ints![s.name]) };
     else feeds[s.name] = { dtype: 'float64', shape, data: Float64Array.from({ length: n }, () => (c.positive ? 0.5 + r() : r() * 2 - 1)) };
   }
   return feeds;
@@ -150,7 +167,7 @@ describe('gradient rules: finite differences in float64', () => {
   for (const c of cases) {
     it(c.name, () => {
       // loss = sum(f(x) * w) with fixed random w, so every output element matters.
-      const floatInputs = c.inputs.filter((s) => s.dtype === 'float64').map((s) => s.name);
+      const floatInputs = c.inputs.filter((s) => s.dtype === 'float64' && !c.frozen?.includes(s.name)).map((s) => s.name);
       let outShape: number[] = [];
       const build = (fn: Case['f']) =>
         traceGraph(c.inputs, (o, x) => {
