@@ -135,6 +135,8 @@ export function rlPhaseConfig(
     {
       ...structuredClone(cfg),
       sft: undefined,
+      // The validation split served SFT's choice of checkpoint (sft.keep_best); RL reads it no more.
+      eval: { ...cfg.eval, validation: 0 },
       model: sftModel(cfg, sftCheckpoint),
       ...extra,
       algorithm: { ...cfg.algorithm, ...algorithm },

@@ -1,6 +1,6 @@
 // The demo orchestration at a tiny scale: every row of the Agent-R1-shaped table, the JSON
 // shape, the runs recorded in the store, and the time budget stopping RL (not the bar: too slow).
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -16,7 +16,7 @@ afterEach(() => {
   else process.env.ARBOR_HOME = prevHome;
 });
 
-function tinyDemoConfig(): string {
+function tinyDemoConfig(cold = false): string {
   const dir = mkdtempSync(join(tmpdir(), 'arbor-demo-cfg-'));
   const file = join(dir, 'demo.yaml');
   writeFileSync(
@@ -27,8 +27,9 @@ function tinyDemoConfig(): string {
       'task: { kind: multihop, hops: [1, 2] }',
       'steps: 3',
       'rollout: { prompts_per_step: 2, n: 2, max_turns: 3, max_new_tokens: 12 }',
-      'sft: { epochs: 1, demos: 8, batch_size: 4 }',
-      'eval: { every: 0, n_questions: 6 }',
+      // cold: resources/configs/demo-cold.yaml's cold start (a validation split scored during SFT, GRPO from its best step).
+      cold ? 'sft: { epochs: 2, demos: 8, batch_size: 4, schedule: constant, eval_every: 2, keep_best: true }' : 'sft: { epochs: 1, demos: 8, batch_size: 4 }',
+      cold ? 'eval: { every: 0, n_questions: 6, validation: 4 }' : 'eval: { every: 0, n_questions: 6 }',
       'checkpoint: { every: 5, keep: 1 }',
     ].join('\n'),
   );
@@ -67,6 +68,15 @@ describe('arbor demo orchestration', () => {
     expect(store.getRun('demo-test-grpo').status).toBe('completed');
     expect(store.metricSeries('demo-test-grpo', 'reward/mean').step).toEqual([1, 2, 3]);
     store.db.close();
+  }, 240_000);
+
+  it("the cold start's config (demo-cold.yaml's keys): SFT scores its validation split, GRPO starts from the best step", async () => {
+    process.env.ARBOR_HOME = mkdtempSync(join(tmpdir(), 'arbor-demo-home-'));
+    const res = await runDemo({ openSession: openTaskSession, configFile: tinyDemoConfig(true), budgetSeconds: 3600 });
+    expect(res.rows.map((r) => r.method)).toEqual(expect.arrayContaining(['SFT only', 'SFT + GRPO']));
+    expect(res.curves.map((c) => c.step)).toEqual([1, 2, 3]);
+    const best = JSON.parse(readFileSync(join(res.runDir, 'sft', 'checkpoints', 'best.json'), 'utf8')) as { step: number };
+    expect([2, 4]).toContain(best.step);
   }, 240_000);
 
   it('stops RL at the time budget after the current step and still evaluates', async () => {
