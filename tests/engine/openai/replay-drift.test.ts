@@ -43,7 +43,7 @@ function exampleConfig(): Record<string, unknown> {
   const env = cfg.environment!;
   env.tools = (env.tools as string[]).map((p) => join(example, p));
   for (const k of ['reward', 'tasks', 'workspace']) env[k] = join(example, env[k] as string);
-  env.agent = { ...(env.agent as object), cwd: example, concurrency: 1 };
+  env.agent = { ...(env.agent as object), cwd: example, concurrency: 1, mode: 'process' };
   cfg.rollout = { ...cfg.rollout, max_new_tokens: 48 };
   return cfg;
 }
