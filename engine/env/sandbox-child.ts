@@ -73,6 +73,8 @@ export type HostReply =
   | { id: number; ok: false; error: { message: string; stack?: string; path: string }; logs: string[] };
 /** Sent when the sandbox begins a call: the host's per-call timer runs from here, not from the send (a call queued behind others' is not late). */
 export type HostStarted = { id: number; started: true };
+/** The engine cannot go on (sent after the replies it failed): the host replaces the process before sending it more. */
+export type HostFatal = { id: -1; fatal: string };
 export type HostHello = { ready: true; tools: HostToolSpec[]; reward?: string } | { loadError: { message: string; stack?: string; path: string } };
 
 /** Take away what escaped code could use, keeping only the IPC functions this file needs. */
@@ -228,10 +230,12 @@ export async function main(init: HostInit): Promise<void> {
   // first), then leave; the host starts a fresh sandbox for the next call.
   const fatal = (message: string) => {
     stray.push(message);
-    setTimeout(() => exit(4), 50);
+    // After the replies of the calls it failed (posted from microtasks), in the same message.
+    setImmediate(() => post({ id: -1, fatal: message }));
+    setTimeout(() => exit(4), 200);
   };
   const engine = qjs ? quickJsEngine(qjs, init, fatal) : processEngine(init, stray);
-  let outbox: (HostReply | HostStarted)[] = [];
+  let outbox: (HostReply | HostStarted | HostFatal)[] = [];
   let flushing = false;
   const flush = () => {
     flushing = false;
@@ -240,7 +244,7 @@ export async function main(init: HostInit): Promise<void> {
     outbox = [];
     send(batch);
   };
-  const post = (m: HostReply | HostStarted) => {
+  const post = (m: HostReply | HostStarted | HostFatal) => {
     outbox.push(m);
     if (!flushing) {
       flushing = true;

@@ -24,7 +24,7 @@ import { build } from 'esbuild';
 import type { RawSourceMap } from 'source-map-js';
 import type { EpisodeSummary } from './rewards';
 import { compile, DEFAULT_SANDBOX_LIMITS, locate, mapStack, type SandboxLimits } from './sandbox-compile';
-import type { HostFile, HostHello, HostInit, HostReply, HostRequest, HostStarted, HostToolSpec, SandboxEngine } from './sandbox-child';
+import type { HostFatal, HostFile, HostHello, HostInit, HostReply, HostRequest, HostStarted, HostToolSpec, SandboxEngine } from './sandbox-child';
 import type { Tool, ToolResult } from './tool';
 
 /** How long a call may wait in the worker's queue before it starts (its own limit starts then). */
@@ -391,8 +391,12 @@ export class SandboxHost {
               return;
             }
             if (!Array.isArray(m)) return;
-            for (const r of m as (HostReply | HostStarted)[]) {
+            for (const r of m as (HostReply | HostStarted | HostFatal)[]) {
               if (!r || typeof r !== 'object' || typeof r.id !== 'number') continue;
+              if ('fatal' in r) {
+                this.drop(p, new Error(String(r.fatal).slice(0, 2000)));
+                continue;
+              }
               if ('started' in r) {
                 this.pending.get(r.id)?.started();
                 continue;

@@ -10,7 +10,8 @@
  * read a workspace file or finish one of its own calls.
  *
  * Limits come from the engine: an interrupt handler stops any entry into the guest after the call
- * time limit (endless loops, synchronous or in promise jobs), the wasm memory's maximum bounds the
+ * time limit (a synchronous loop fails its call; a loop in a timer reloads the context; a loop after
+ * an await rejects its async function; an interrupt escaping a promise job replaces the process), the wasm memory's maximum bounds the
  * heap (shared by the environment's files; malloc fails past it), and a stack limit stops deep
  * recursion before the host's own stack does. A builtin's own loop (`new Array(1e8).fill(0)`)
  * does not poll the interrupt handler: the host kills the process just after the call's limit. Logs, results and error texts are cut to a size in the guest (with a
@@ -256,6 +257,8 @@ export class QuickJsEngine {
   private rewardFile?: GuestFile;
   private pending = new Map<number, Pending>();
   private deadline = Infinity;
+  /** Why the engine stopped (a loop in a promise job, a failure of the wasm): every later call fails with it. */
+  private dead?: string;
   private timer?: NodeJS.Timeout;
   private stray: string[] = [];
 
@@ -299,9 +302,7 @@ export class QuickJsEngine {
     } catch (e) {
       if (e instanceof GuestError) throw e;
       const message = `${path}: the sandbox's engine failed (${String((e as Error)?.message ?? e).slice(0, 200)}); the sandbox is restarted`;
-      for (const [, p] of this.pending) p.reject(new GuestError(message, p.file.path));
-      this.pending.clear();
-      this.onFatal(message);
+      this.fail(message);
       throw new GuestError(message, path);
     }
   }
@@ -518,9 +519,23 @@ export class QuickJsEngine {
       const file = this.files.find((f) => f.ctx === r.error.context);
       const e = file ? this.errorOf(file, r.error, file.path) : undefined;
       r.error.dispose();
-      if (file && e && /timed out|memory limit/.test(e.message)) file.looped = true;
-      else if (file && e) this.stray.push(`${file.path}: uncaught in a promise job: ${e.message}`);
+      if (e && /timed out after/.test(e.message)) {
+        // An endless loop in a promise job: the jobs it queues would run again at every later
+        // entry, so the process is replaced (as a process whose call overran after an await was
+        // before QuickJS); every pending call fails with this message.
+        this.fail(`${file?.path ?? 'a promise job'}: timed out after ${this.limits.timeoutMs} ms (an endless loop after an await); the sandbox was restarted`);
+        return;
+      }
+      if (file && e) this.stray.push(`${file.path}: uncaught in a promise job: ${e.message}`);
     }
+  }
+
+  /** The engine cannot go on: fail every pending call with `message`, and have the process replaced. */
+  private fail(message: string): void {
+    this.dead = message;
+    for (const [, p] of this.pending) p.reject(new GuestError(message, p.file.path));
+    this.pending.clear();
+    this.onFatal(message);
   }
 
   /** Ask a context for its next timer and keep one host timer for the earliest. */
@@ -588,6 +603,7 @@ export class QuickJsEngine {
   }
 
   private call(id: number, file: GuestFile, name: 'tool' | 'reward', args: (string | number)[]): Promise<string> {
+    if (this.dead) return Promise.reject(new GuestError(this.dead, file.path));
     return new Promise<string>((resolve, reject) => {
       // The whole call (after its awaits too) has the time limit; past it the call fails, its
       // signal aborts, and a context that looped is loaded afresh.

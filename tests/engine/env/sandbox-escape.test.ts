@@ -379,4 +379,23 @@ describe("issue 37's reproductions (attackers' files in tests/fixtures/attacks)"
     expect(deep.error).toMatch(/stack overflow/);
     expect(host.restarts).toBe(0);
   }, 60_000);
+
+  it('loops in a promise chain, a .then callback or a timer stop at the call limit; the sandbox keeps serving', async () => {
+    const src = `export const t = { name: 'loop', description: '', parameters: { type: 'object', properties: { how: { type: 'string' } } },
+  execute(a: { how: string }) {
+    if (a.how === 'chain') { const f = (): unknown => Promise.resolve().then(f); f(); return new Promise(() => {}); }
+    if (a.how === 'then') return Promise.resolve().then(() => { for (;;) {} });
+    if (a.how === 'timer') { setTimeout(() => { for (;;) {} }, 1); return new Promise(() => {}); }
+    return { content: 'fine', success: true };
+  } };`;
+    const host = await SandboxHost.open({ tools: [{ path: 'tools/loop.ts', source: src }] }, { timeoutMs: 600, memoryMb: 64 }, ws);
+    hosts.push(host);
+    const limits = { timeoutMs: 20_000, maxArgChars: 100, maxResultChars: 1000 };
+    for (const how of ['chain', 'then', 'timer']) {
+      const r = await runCall(host.tools, { name: 'loop', args: { how } }, limits);
+      expect(r.success, how).toBe(false);
+      expect(r.error, how).toMatch(/tools\/loop\.ts(:\d+:\d+)?: timed out after 600 ms/);
+      expect((await runCall(host.tools, { name: 'loop', args: { how: 'ok' } }, limits)).result).toBe('fine');
+    }
+  }, 120_000);
 });
