@@ -2,7 +2,8 @@
 # The offline bundle's smoke check (CI, after `npm run bundle`): unpack the archive into an empty
 # folder and, with a PATH that holds no `node` and in a network namespace without network
 # (`unshare -rn`, as the sandbox uses), run `arbor doctor --json`, a two-step `arbor train` of the
-# tiny model and `arbor bench decode --shape tiny`; each must exit 0.
+# tiny model, `arbor bench decode --shape tiny` and a step of the two-tool task (user TypeScript
+# tools in the sandbox); each must exit 0.
 set -euo pipefail
 archive=$(realpath "${1:?usage: scripts/bundle-check.sh dist/arbor-<version>-linux-x64.tar.xz}")
 work=$(mktemp -d)
@@ -34,4 +35,8 @@ run doctor --json >"$work/doctor.json"
 grep -q '"supported": true' "$work/doctor.json"
 run train "$work/train.yaml" --json | tail -n 1
 run bench decode --shape tiny | tail -n 4
-echo "bundle-check: $(basename "$archive") ok (doctor, train, bench decode; no node on PATH, no network)"
+# The sandbox from the archive: the two-tool task's TypeScript tool and reward files (esbuild, the
+# QuickJS child entry and its wasm), one SFT step and one RL step.
+run train "$dir/resources/configs/tools.yaml" --yes --steps 1 --set sft.epochs=1 --set sft.demos=16 --set sft.eval_every=1 \
+  --set eval.n_questions=2 --set eval.validation=4 --set rollout.prompts_per_step=2 --set rollout.n=2 --json | tail -n 1 | cut -c1-200
+echo "bundle-check: $(basename "$archive") ok (doctor, train, bench decode, the sandbox's tools; no node on PATH, no network)"

@@ -118,7 +118,10 @@ async function bundleOne(entry, outfile) {
     platform: 'node',
     format: 'esm',
     target: 'node22',
-    minify: true,
+    // Whitespace and syntax only: the sandbox sends helpers into QuickJS as their source text
+    // (Function.prototype.toString), so identifiers must keep their names.
+    minifyWhitespace: true,
+    minifySyntax: true,
     keepNames: true,
     legalComments: 'none',
     external: EXTERNAL,
