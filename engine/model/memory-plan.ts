@@ -105,11 +105,12 @@ function executionOrder(g: Graph): GNode[] {
 }
 
 /**
- * A transpose of the last two axes read only by matmuls: ONNX Runtime folds it into the GEMM
- * (MatMul with a transposed operand), so no transposed copy exists (a weight's Wᵀ in every linear layer).
+ * A transpose of the last two axes read only by matmuls (or by another transpose, which cancels
+ * it): ONNX Runtime folds it into the GEMM (MatMul with a transposed operand) or removes the pair,
+ * so no transposed copy exists (a weight's Wᵀ in every linear layer, and (Wᵀ)ᵀ in its backward pass).
  */
 function fusedTranspose(n: GNode, readers: GNode[]): boolean {
-  if (n.op !== 'transpose' || readers.length === 0 || !readers.every((r) => r.op === 'matmul')) return false;
+  if (n.op !== 'transpose' || readers.length === 0 || !readers.every((r) => r.op === 'matmul' || r.op === 'transpose')) return false;
   const perm = n.attrs.perm as number[] | undefined;
   if (!perm || perm.length < 2) return false;
   const k = perm.length;
