@@ -31,7 +31,7 @@ describe('memoryPlan', () => {
   const base: MemoryPlanInput = { config: tiny, lora: lora16, train: { batch: 4, seq: 64 }, baseline: 0 };
 
   it('the rollout KV cache is batch × length × layers × KV heads × head dim × 2 × 4 bytes (plus one decode step)', () => {
-    const c = shapeByName('qwen2.5-1.5b');
+    const c = { ...shapeByName('qwen2.5-1.5b'), numLayers: 3 };
     const p = memoryPlan({ ...base, config: c, train: { batch: 1, seq: 16 }, rollout: { batch: 8, maxLength: 512 } });
     const kv = 8 * 512 * c.numLayers * c.numKvHeads * c.headDim * 2 * 4;
     const it = item(p, 'kv_cache')!;
