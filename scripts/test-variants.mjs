@@ -17,6 +17,7 @@ const NUMERICS = [
   'tests/engine/model/model.test.ts',
   'tests/engine/rollout/model.test.ts',
   'tests/engine/rollout/branch-rollout.test.ts',
+  'tests/engine/train/tools-task.test.ts',
   'tests/engine/train/model-grpo.test.ts',
   'tests/engine/train/session.test.ts',
   'tests/engine/rl/ppo-critic.test.ts',

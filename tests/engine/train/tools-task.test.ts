@@ -40,7 +40,7 @@ function smallConfig(over: Record<string, unknown> = {}, name = 'tools.yaml'): s
     steps: 2,
     rollout: { ...cfg.rollout, prompts_per_step: 2, n: 4 },
     // A short SFT (what it teaches is not asserted: what a tiny model samples after it differs by CPU).
-    sft: { warm_start: true, mistake_rate: cfg.sft.mistake_rate, demos: 48, epochs: 10, batch_size: 8, lr: 0.02 },
+    sft: { warm_start: true, mistake_rate: cfg.sft.mistake_rate, demos: 16, epochs: 2, batch_size: 8, lr: 0.02 },
     eval: { every: 0, n_questions: 4 },
     optim: { ...cfg.optim, weight_decay: 0 },
     ...over,
