@@ -83,23 +83,30 @@ describe('consent in the workbench', () => {
     expect((await finished(engine, fourth.id)).status).toBe('failed');
   }, 600_000);
 
-  it('runs.stop answers while the question waits, also after the window that was asked has gone (issue 37)', async () => {
+  it('runs.stop answers while the question waits; a question whose window has gone is answered no (issue 37)', async () => {
     engine = await startEngine();
     writeUserEnvironment(join(engine.home, 'workspace'));
     browser = await openBrowser();
     const { page } = browser;
     await page.goto(engine.url);
     await page.getByTestId('engine-status').getByText('connected').waitFor();
-    const run = (await engineRequest(engine, 'runs.start', { template: 'user-env', config })).result as { id: string };
-    await page.getByTestId('consent-dialog').waitFor();
-    // The window goes: nobody is left to answer, and a stop is answered at once.
+    const dialog = page.getByTestId('consent-dialog');
+    // A stop while the dialog is open: the question is answered no and the stop returns (unanswered,
+    // the question would hold it for 10 minutes, past this test's limit); the dialog closes.
+    const first = (await engineRequest(engine, 'runs.start', { template: 'user-env', config })).result as { id: string };
+    await dialog.waitFor();
+    const stopped = await engineRequest(engine, 'runs.stop', { id: first.id });
+    expect(stopped.error).toBeUndefined();
+    await dialog.waitFor({ state: 'detached' });
+    expect(['stopped', 'failed']).toContain((await finished(engine, first.id)).status);
+    // The window goes while a question waits: nobody is left to answer, the run fails, nothing ran.
+    const second = (await engineRequest(engine, 'runs.start', { template: 'user-env', config })).result as { id: string };
+    await dialog.waitFor();
     await browser.close();
     browser = undefined;
-    // (Unanswered, the question would hold the stop for 10 minutes, past this test's limit.)
-    const stopped = await engineRequest(engine, 'runs.stop', { id: run.id });
-    expect(stopped.error).toBeUndefined();
-    const r = await finished(engine, run.id);
-    expect(['stopped', 'failed']).toContain(r.status);
+    const r = await finished(engine, second.id);
+    expect(r.status).toBe('failed');
+    expect(r.error).toMatch(/not approved, nothing was started/);
     expect(existsSync(join(engine.home, 'approvals.json'))).toBe(false);
   }, 300_000);
 });
