@@ -6,7 +6,7 @@
  * the safetensors headers against the architecture's tensor names and shapes) without reading
  * the weights.
  */
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { INDEX_FILE, readModelConfig } from '../model/checkpoint';
 import { parameterCount, weightShapes } from '../model/config';
@@ -47,6 +47,26 @@ function folderBytes(dir: string, files: string[]): number {
   for (const f of files) {
     try {
       n += statSync(join(dir, f)).size;
+    } catch {
+      /* a dangling link */
+    }
+  }
+  return n;
+}
+
+/** Bytes of every file under a folder (a snapshot's links followed to their blobs). */
+function treeBytes(dir: string): number {
+  let n = 0;
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return 0;
+  }
+  for (const f of names) {
+    try {
+      const st = statSync(join(dir, f));
+      n += st.isDirectory() ? treeBytes(join(dir, f)) : st.size;
     } catch {
       /* a dangling link */
     }
@@ -127,6 +147,8 @@ export function listModels(o: { env?: Env; checkpoints?: RunCheckpoint[] } = {})
         revision: ref,
         commit: snap.commit,
         ...info,
+        // Size on disk: every file of the snapshot, not only those the loader reads.
+        sizeBytes: treeBytes(snap.folder),
       });
     }
   }
