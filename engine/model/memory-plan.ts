@@ -17,7 +17,8 @@
  *   form, LoRA, the config's loss) is traced at the micro-batch's size and the tensors alive at
  *   once are counted in execution order (`graphPeakBytes`; views share their input's buffer),
  *   times ORT_ARENA_FACTOR for what ONNX Runtime's arena and kernels add (measured, below);
- * - the score graph (old and reference logprobs) likewise, forward only, over a step's episodes at once;
+ * - the score graph (old and reference logprobs) likewise, forward only, over a step's episodes at once
+ *   (in recording order, scoreGraphBytes);
  * - the rollouts' KV cache is batch × max length × layers × KV heads × head dim × 2 (K, V) × 4 bytes,
  *   held by the decode worker; float32 decode sessions of 4M–200M parameters on the CPU bake a
  *   transposed copy of the linear weights in (PolicyModel bakeDecodeWeights);
@@ -118,13 +119,14 @@ function fusedTranspose(n: GNode, readers: GNode[]): boolean {
 }
 
 /**
- * The most bytes of intermediate tensors alive at once when `g` runs (executionOrder; inputs are
+ * The most bytes of intermediate tensors alive at once when `g` runs (executionOrder, or the order
+ * the program recorded its nodes in; inputs are
  * not counted: the caller counts the weights and feeds it owns). A tensor lives from its node to
  * its last reader (outputs: to the end); views (reshape, squeeze, …) extend their source's life
  * instead of holding a buffer.
  */
-export function graphPeakBytes(g: Graph): number {
-  const nodes = executionOrder(g);
+export function graphPeakBytes(g: Graph, order: 'ort' | 'recorded' = 'ort'): number {
+  const nodes = order === 'ort' ? executionOrder(g) : g.nodes;
   const readers = new Map<number, GNode[]>();
   for (const n of nodes) for (const x of n.inputs) readers.set(x.id, [...(readers.get(x.id) ?? []), n]);
   const source = new Map<number, number>(); // view id → id of the buffer it reads
@@ -178,10 +180,16 @@ function trace(c: ModelConfig, specs: InputSpec[], program: Program, q?: BaseQua
   return traceGraph(quantizedBaseSpecs(specs, q, names), withQuantizedBase(program, q, weightShapes(c), names, 'input', 0));
 }
 
-/** Intermediate bytes of a scoring call [batch, seq] (logprobs and entropy; forward only). */
+/**
+ * Intermediate bytes of a scoring call [batch, seq] (logprobs and entropy; forward only), counted in
+ * recording order: each LM-head chunk's entropy right after its logprob. (The depth-first order
+ * would keep every chunk's [rows, V] log-softmax until the entropy output, 1.6 GB at Qwen2.5-0.5B
+ * and 8 × 288; the RL loop of bench:model peaked 1 GB below a plan counted so: docs/BENCHMARKS.md
+ * "Memory plan".)
+ */
 export function scoreGraphBytes(c: ModelConfig, o: { batch: number; seq: number; lora?: LoraSpec; headChunks?: number; quantizeBase?: BaseQuantSpec }): number {
   const specs = concrete(scoreInputSpecs(c, o.lora), { batch: o.batch, seq: o.seq });
-  return graphPeakBytes(trace(c, specs, scoreProgram(c, true, o.lora, o.headChunks), o.quantizeBase));
+  return graphPeakBytes(trace(c, specs, scoreProgram(c, true, o.lora, o.headChunks), o.quantizeBase), 'recorded');
 }
 
 /** Intermediate bytes of one decode step of `batch` rows over a past of `past` tokens (the cache itself not counted). */
