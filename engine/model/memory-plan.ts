@@ -25,7 +25,7 @@
  * - ONNX Runtime's arenas keep what a session allocated for the life of the session, so the train,
  *   score and decode workspaces add up rather than take turns.
  */
-import { traceGraph, type GNode, type Graph, type InputSpec, type Program } from '../tensor/graph';
+import { reachable, traceGraph, type GNode, type Graph, type InputSpec, type Program } from '../tensor/graph';
 import { withGradients } from '../tensor/autodiff';
 import { parameterCount, weightShapes, type ModelConfig } from './config';
 import { decodeInputSpecs, decodeProgram, scoreInputSpecs, scoreProgram, trainInputSpecs, trainProgram, type LossSpec } from './graphs';
@@ -126,7 +126,8 @@ function fusedTranspose(n: GNode, readers: GNode[]): boolean {
  * instead of holding a buffer.
  */
 export function graphPeakBytes(g: Graph, order: 'ort' | 'recorded' = 'ort'): number {
-  const nodes = order === 'ort' ? executionOrder(g) : g.nodes;
+  const live0 = order === 'ort' ? null : reachable(Object.values(g.outputs)); // what ORT runs: no dead nodes
+  const nodes = order === 'ort' ? executionOrder(g) : g.nodes.filter((n) => live0!.has(n.id));
   const readers = new Map<number, GNode[]>();
   for (const n of nodes) for (const x of n.inputs) readers.set(x.id, [...(readers.get(x.id) ?? []), n]);
   const source = new Map<number, number>(); // view id → id of the buffer it reads
