@@ -35,6 +35,7 @@ export function registerModels(engine: EngineServer): void {
     const samples: [number, number][] = [];
     let last: PullProgress | undefined;
     let lastSent = 0;
+    let trailing: ReturnType<typeof setTimeout> | undefined;
     const send = (p: PullProgress, phase: PullProgressEvent['phase'] = p.phase, error?: string) => {
       const now = Date.now();
       samples.push([now, p.transferred]);
@@ -65,14 +66,25 @@ export function registerModels(engine: EngineServer): void {
         signal: abort.signal,
         onProgress: (q) => {
           last = q;
-          // At most ~10 events a second, and every phase change.
-          if (q.phase === 'download' && Date.now() - lastSent < 100) return;
+          // At most ~10 events a second, every phase change, and the latest one always (a stalled transfer shows where it stands).
+          if (q.phase === 'download' && Date.now() - lastSent < 100) {
+            trailing ??= setTimeout(() => {
+              trailing = undefined;
+              lastSent = Date.now();
+              if (last) send(last);
+            }, 100);
+            return;
+          }
+          if (trailing) clearTimeout(trailing);
+          trailing = undefined;
           lastSent = Date.now();
           send(q);
         },
       });
+      if (trailing) clearTimeout(trailing);
       return { repo: key, revision, commit: r.commit, folder: r.folder, files: r.files.length, transferred: r.transferred };
     } catch (e) {
+      if (trailing) clearTimeout(trailing);
       const empty: PullProgress = { phase: 'metadata', filesDone: 0, files: 0, bytes: 0, totalBytes: 0, transferred: 0 };
       if (abort.signal.aborted) {
         send(last ?? empty, 'cancelled');
