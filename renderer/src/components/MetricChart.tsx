@@ -113,7 +113,10 @@ export function MetricChart({
           ticks: { stroke: '#2a2f3a' },
           ...(unit ? { label: unit, labelSize: 14, labelFont: '11px sans-serif' } : {}),
           size: 60,
-          values: (_u, vals, _ax, _space, incr) => vals.map((v) => tickLabel(v, incr)),
+          // Our own ticks: uPlot's search over its fixed increments builds one tick per increment over
+          // the whole range, which for a metric of huge magnitude (1e20 …) is an array too long to allocate.
+          splits: (_u, _ax, min, max) => niceTicks(min, max),
+          values: (_u, vals) => vals.map((v) => tickLabel(v, vals.length > 1 ? Math.abs(vals[1]! - vals[0]!) : 0)),
         },
       ],
       hooks: {
@@ -189,6 +192,19 @@ function yRange(_u: uPlot, min: number | null, max: number | null): uPlot.Range.
   }
   const pad = (max - min) * 0.08;
   return [min - pad, max + pad];
+}
+
+/** About `n` round ticks (1, 2 or 5 × 10^k apart) between min and max, for any magnitude; [] for a non-finite range. */
+export function niceTicks(min: number, max: number, n = 5): number[] {
+  if (!Number.isFinite(min) || !Number.isFinite(max) || max < min) return [];
+  if (max === min) return [min];
+  const raw = (max - min) / n;
+  const mag = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw) ?? 10 * mag;
+  if (!(step > 0) || !Number.isFinite(step)) return [min, max];
+  const out: number[] = [];
+  for (let v = Math.ceil(min / step) * step; v <= max + step * 1e-9 && out.length < 50; v += step) out.push(Math.abs(v) < step * 1e-9 ? 0 : v);
+  return out;
 }
 
 /** Axis tick label with as many decimals as the tick spacing needs (5.2331, 5.2332 … not 5.233 three times). */

@@ -168,3 +168,46 @@ describe('collapse and degeneration detectors', () => {
     expect(detect(kl, 'actor/kl', pts([0.01, 0.01, 0.012, 0.011, 0.4, 0.01])).map((d) => d.step)).toEqual([5]);
   });
 });
+
+describe('a scripted degeneration through the training loop and the store', () => {
+  it('is flagged at the step it starts: truncations rising and the format falling from step 9', async () => {
+    const { Store } = await import('../../../engine/store/store');
+    const { openDatabase } = await import('../../../engine/store/db');
+    const { storeSink } = await import('../../../engine/experiment/store-sink');
+    const cfg = validateConfig({
+      model: { init: 'tiny' },
+      steps: 12,
+      seed: 3,
+      rollout: { prompts_per_step: 4, n: 4 },
+      algorithm: { ppo_epochs: 1, mini_batches: 1, micro_batches: 1 },
+      optim: { lr: 0.05, warmup_steps: 0 },
+      checkpoint: { every: 100, keep: 1 },
+    });
+    const policy = new TabularPolicy({ prompts: 4, length: 3, vocab: 6, seed: 5 }, cfg);
+    const dir = mkdtempSync(join(tmpdir(), 'arbor-degen-'));
+    const store = new Store(openDatabase(join(dir, 'arbor.db')));
+    const runId = store.createRun({ name: 'degen' });
+    const sink = storeSink(store, runId, { decode: (ids) => ids.join(' ') });
+    // The environment's verdicts go bad from step 9 on, as a policy paid for long answers would: it runs into the limit and drops the format.
+    const sample = policy.sample.bind(policy);
+    const rollout = {
+      sample: async (a: Parameters<typeof sample>[0]) => {
+        const eps = await sample(a);
+        for (const e of eps) {
+          e.truncated = a.step >= 9 && e.sample % 4 !== 0;
+          e.formatOk = !(a.step >= 9 && e.sample % 4 !== 0);
+        }
+        return eps;
+      },
+    };
+    await runTrainingLoop(cfg, { rollout, policy, advantage: advantagePort(cfg), sink }, { runDir: dir });
+    sink.flush();
+    const { DEGENERATION_KEYS } = await import('../../../engine/train/degeneration');
+    const series = Object.fromEntries(DEGENERATION_KEYS.map((k) => [k, store.metricSeries(runId, k, 20000)]));
+    const found = degenerations(series);
+    expect(found.find((d) => d.kind === 'truncation_rising')?.step).toBe(9);
+    expect(found.find((d) => d.kind === 'format_falling')?.step).toBe(9);
+    // Nothing scripted is flagged earlier (what the tabular policy learns meanwhile is not asserted on).
+    expect(found.filter((d) => (d.kind === 'truncation_rising' || d.kind === 'format_falling') && d.step < 9)).toEqual([]);
+  });
+});
