@@ -95,9 +95,7 @@ describe('the New run form and the runs table', () => {
       await page.getByTestId('template-select').selectOption(t);
       // The essential part: steps (and model/task/algorithm fields where the template's schema has them); no other field is visible.
       await page.locator('[id="cfg-steps"]').waitFor();
-      const visibleIds = await dialog
-        .locator('[id^="cfg-"]')
-        .evaluateAll((els) => els.filter((e) => (e as HTMLElement).checkVisibility()).map((e) => e.id));
+      const visibleIds = await dialog.locator('[id^="cfg-"]').evaluateAll((els) => els.filter((e) => (e as HTMLElement).checkVisibility()).map((e) => e.id));
       expect(visibleIds.length, t).toBeLessThanOrEqual(6);
       for (const id of visibleIds)
         expect(['cfg-model.path', 'cfg-model.init', 'cfg-task.kind', 'cfg-task.dataset', 'cfg-algorithm.adv_estimator', 'cfg-steps'], t).toContain(id);
