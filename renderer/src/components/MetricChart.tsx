@@ -133,19 +133,20 @@ export function MetricChart({
     let downX = 0;
     const onDown = (e: MouseEvent) => (downX = e.clientX);
     const onClick = (e: MouseEvent) => {
-      const idx = u.cursor.idx;
-      if (!pick.current || idx == null || Math.abs(e.clientX - downX) > 3) return;
-      const step = u.data[0][idx];
+      if (!pick.current || Math.abs(e.clientX - downX) > 3) return;
+      // The point nearest the pointer (not uPlot's cursor index, which follows mousemove a frame later).
+      const idx = u.posToIdx(e.clientX - u.over.getBoundingClientRect().left);
+      const step = idx == null ? undefined : u.data[0][idx];
       if (step != null) pick.current(step);
     };
     u.over.addEventListener('mousedown', onDown);
-    u.over.addEventListener('click', onClick);
+    u.over.addEventListener('mouseup', onClick);
     const ro = new ResizeObserver(() => plot.current?.setSize({ width: Math.max(200, el.clientWidth), height }));
     ro.observe(el);
     return () => {
       ro.disconnect();
       u.over.removeEventListener('mousedown', onDown);
-      u.over.removeEventListener('click', onClick);
+      u.over.removeEventListener('mouseup', onClick);
       plot.current?.destroy();
       plot.current = null;
     };

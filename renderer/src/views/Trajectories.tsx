@@ -152,7 +152,7 @@ export function TrajectoriesView() {
     <div className="view" data-testid="view-trajectories" style={{ height: '100%' }}>
       <div className="toolbar">
         <h2>Trajectories</h2>
-        <select value={runId ?? ''} onChange={(e) => e.target.value && void a.open(e.target.value)} data-testid="traj-run">
+        <select value={runId ?? ''} onChange={(e) => e.target.value && void a.open(e.target.value)} data-testid="traj-run" aria-label="run">
           <option value="">(run)</option>
           {runs.map((r) => (
             <option key={r.id} value={r.id}>
@@ -161,7 +161,7 @@ export function TrajectoriesView() {
           ))}
         </select>
         <label className="muted">step</label>
-        <select value={step ?? ''} onChange={(e) => void a.setStep(Number(e.target.value))} data-testid="traj-step">
+        <select value={step ?? ''} onChange={(e) => void a.setStep(Number(e.target.value))} data-testid="traj-step" aria-label="step">
           {steps.map((s) => (
             <option key={s} value={s}>
               {stepLabel(s)}
@@ -174,6 +174,7 @@ export function TrajectoriesView() {
           step="any"
           style={{ width: 64 }}
           value={filter.minReward ?? ''}
+          aria-label="reward at least"
           onChange={(e) => void a.setFilter({ minReward: e.target.value === '' ? undefined : Number(e.target.value) })}
         />
         <label className="muted">≤</label>
@@ -182,6 +183,7 @@ export function TrajectoriesView() {
           step="any"
           style={{ width: 64 }}
           value={filter.maxReward ?? ''}
+          aria-label="reward at most"
           onChange={(e) => void a.setFilter({ maxReward: e.target.value === '' ? undefined : Number(e.target.value) })}
         />
         <label className="muted">

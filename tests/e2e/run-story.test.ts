@@ -1,0 +1,105 @@
+// The run tells its story (issue 40), in Chromium against a real engine and a real run: the Run view's
+// summary (the SFT warm start as the run's first phase with its loss curve, the held-out table before
+// RL / best / end whose numbers equal `arbor show`'s), the learning panel's flat share before dynamic
+// sampling (equal to groups/flat_fraction) and a stored dropped group opened, and the Run view kept
+// over a reload (URL state).
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { engineRequest, numbersIn, openBrowser, ROOT, screenshotIfFailed, shot, startEngine, type Browser, type Engine } from './harness';
+
+let engine: Engine | undefined;
+let browser: Browser | undefined;
+afterEach(async (ctx) => {
+  await screenshotIfFailed(ctx, browser?.page, browser?.errors);
+  await browser?.close();
+  await engine?.stop();
+  browser = engine = undefined;
+});
+
+interface Learning {
+  heldOut: { metrics: string[]; columns: { label: string; step: number; values: Record<string, number> }[] } | null;
+  droppedSteps: { step: number; dropped: number }[];
+}
+
+describe('the run tells its story', () => {
+  it('summary with SFT phase and held-out table equal to arbor show, truthful flat share, dropped group, reload', async () => {
+    engine = await startEngine();
+    // A real short run: SFT warm start, then 4 GRPO steps with dynamic sampling, held-out evaluation every 2 steps.
+    const started = await engineRequest(engine, 'runs.start', {
+      template: 'multihop',
+      name: 'story-e2e',
+      config: {
+        model: { init: 'tiny' },
+        task: { kind: 'multihop' },
+        steps: 4,
+        sft: { warm_start: true, demos: 32, epochs: 1 },
+        rollout: { prompts_per_step: 2, n: 4, max_turns: 3, max_new_tokens: 8 },
+        algorithm: { dynamic_sampling: { enabled: true, max_rounds: 1 } },
+        eval: { every: 2, n_questions: 6 },
+        checkpoint: { every: 2, keep: 1 },
+        logging: { full_trajectories_every: 1 },
+      },
+    });
+    expect(started.error).toBeUndefined();
+    const runId = (started.result as { id: string }).id;
+    await expect
+      .poll(async () => ((await engineRequest(engine!, 'runs.get', { id: runId })).result as { status: string }).status, { timeout: 150_000, interval: 500 })
+      .toBe('completed');
+
+    // `arbor show --json` on the same workspace: the numbers the Run view must show.
+    const show = spawnSync(process.execPath, [join(ROOT, 'bin/arbor.mjs'), 'show', runId, '--json'], {
+      cwd: ROOT,
+      env: { ...process.env, ARBOR_HOME: engine.home },
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(show.status, show.stderr).toBe(0);
+    const shown = JSON.parse(show.stdout) as { metrics: Record<string, number>; learning: Learning };
+    const held = shown.learning.heldOut!;
+    expect(held.columns.map((c) => c.label)).toEqual(['before RL', 'best', 'end']);
+
+    browser = await openBrowser();
+    const { page } = browser;
+    await page.goto(engine.url);
+    await page.getByTestId('engine-status').getByText('connected').waitFor();
+    await page.getByTestId('nav-runs').click();
+    // (noWaitAfter: opening a run pushes its URL, a same-document navigation Playwright would wait on.)
+    await page.locator(`[data-run-id="${runId}"] a`).first().click({ noWaitAfter: true });
+    await page.getByTestId('run-summary').waitFor({ timeout: 60_000 });
+    // Reload keeps the Run view (the run is in the URL).
+    expect(page.url()).toContain(`#/run?id=${runId}`);
+    await page.reload();
+    await page.getByTestId('run-summary').waitFor({ timeout: 60_000 });
+    expect(await page.getByTestId('view-run').locator('h2').first().innerText()).toBe('story-e2e');
+
+    // The SFT warm start as the run's first phase, with its loss curve.
+    expect(await page.getByTestId('sft-phase').innerText()).toMatch(/SFT warm start[\s\S]*steps, loss[\s\S]*RL to step 4/);
+    await page.getByTestId('sft-curve').waitFor();
+    // The held-out table: the same columns, steps and numbers as arbor show (to the 4 significant digits shown).
+    for (const c of held.columns) expect(await page.getByTestId(`heldout-col-${c.label.replace(/ /g, '-')}`).innerText()).toContain(`step ${c.step}`);
+    for (const m of held.metrics) {
+      const cells = numbersIn((await page.locator(`[data-testid="heldout-row"][data-metric="${m}"] td`).allInnerTexts()).join(' | '));
+      const want = held.columns.map((c) => c.values[m]).filter((v): v is number => v !== undefined);
+      expect(cells.length, m).toBe(want.length);
+      cells.forEach((v, i) => expect(Math.abs(v - want[i]!), `${m} column ${i}`).toBeLessThanOrEqual(Math.abs(want[i]!) * 5e-4 + 1e-12));
+    }
+    await shot(page, 'view-run-story-summary');
+
+    // The learning panel: the flat share before dynamic sampling is groups/flat_fraction of the last step.
+    const figures = await page.getByTestId('learn-figures').innerText();
+    const flat = shown.metrics['groups/flat_fraction']!;
+    expect(figures).toContain(`flat groups before dynamic sampling ${(flat * 100).toFixed(0)}%`);
+    expect(figures).toMatch(/zero-variance groups in the trained batch/);
+    // A stored dropped group opens in Trajectories (group view), flagged as dropped.
+    expect(shown.learning.droppedSteps.length, 'dynamic sampling dropped flat groups (an untrained tiny model gets most groups all wrong)').toBeGreaterThan(0);
+    await page.getByTestId('dropped-group').first().click({ noWaitAfter: true });
+    await page.getByTestId('view-trajectories').waitFor();
+    await expect.poll(() => page.getByTestId('dropped-flag').count()).toBeGreaterThan(0);
+    const droppedStep = Number(await page.getByTestId('traj-step').inputValue());
+    expect(shown.learning.droppedSteps.map((d) => d.step)).toContain(droppedStep);
+
+    await shot(page, 'view-run-story-trajectories');
+    expect(browser.errors).toEqual([]);
+  });
+});
