@@ -249,7 +249,8 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
       const want = cfg.rollout.prompts_per_step * cfg.rollout.n;
       for (let round = 1; kept.length < want && round <= alg.dynamic_sampling.max_rounds; round++) {
         const more = await rollout.sample({ step, seed: stepSeed(cfg.seed, step, round), prompts: roundPrompts, n: cfg.rollout.n, round });
-        const offset = Math.max(-1, ...kept.map((e) => e.group), ...all.filter((e) => e.unscored !== undefined).map((e) => e.group)) + 1;
+        // Past every group sampled so far (kept, dropped or unscored): a refill's groups never share a number with an earlier round's.
+        const offset = Math.max(-1, ...all.map((e) => e.group)) + 1;
         all.push(...more);
         for (const e of more) e.group += offset;
         const r = dropFlatGroups(scored(more));
