@@ -181,7 +181,8 @@ describe('replay: what-if, training signal, verdict, URL', () => {
     await page.keyboard.press('a');
     await page.getByTestId('inspector-topk').waitFor({ timeout: 60_000 });
     expect(await page.getByTestId('inspector-alt').count()).toBe(8);
-    expect(await page.getByTestId('inspector-topk').innerText()).toContain(`under checkpoint ${runId}:1 (the weights that sampled this step)`);
+    // the run's step-1 checkpoint is the one saved right before the sampled step: named as its weights
+    expect(await page.getByTestId('inspector-topk').innerText()).toContain('under the step-1 checkpoint: the weights that sampled step');
     await shot(page, 'view-replay-inspector');
     await page.keyboard.press('Escape');
 

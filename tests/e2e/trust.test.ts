@@ -131,7 +131,7 @@ describe('trustworthy results in the workbench', () => {
     await panel.waitFor();
     expect(await panel.locator('h3').textContent()).toContain('11 of 14 steps flagged');
     expect(await page.getByTestId('learn-warning').textContent()).toMatch(/step 10:.*flat for 10 steps \(steps 1–10\)/);
-    expect(await page.getByTestId('learn-figures').textContent()).toContain('zero-variance groups 25%');
+    expect(await page.getByTestId('learn-figures').textContent()).toContain('zero-variance groups in the trained batch 25%');
     const row = page.getByTestId('learn-flag-5');
     expect(await row.textContent()).toContain('no signal');
     await row.getByTestId('learn-flag-open').click();

@@ -136,6 +136,7 @@ describe('workbench in web mode', () => {
     await reviewShot(page, 'run-notes-export');
     await page.reload();
     await page.getByTestId('engine-status').getByText('connected').waitFor();
+    await page.getByTestId('nav-runs').click(); // the reload kept the Run view (URL state)
     const row = page.getByTestId('run-row').filter({ hasText: 'verl-seed' });
     await expect.poll(() => row.locator('.tag').allInnerTexts()).toEqual(['imported', 'verl', 'check']);
     await row.getByRole('link', { name: 'verl-seed' }).click();
