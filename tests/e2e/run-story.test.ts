@@ -34,7 +34,8 @@ describe('the run tells its story', () => {
         task: { kind: 'multihop' },
         steps: 4,
         sft: { warm_start: true, demos: 32, epochs: 1 },
-        rollout: { prompts_per_step: 2, n: 4, max_turns: 3, max_new_tokens: 8 },
+        // One new token per turn: no episode can write a whole answer, so every group is all wrong (flat) on any CPU.
+        rollout: { prompts_per_step: 2, n: 4, max_turns: 3, max_new_tokens: 1 },
         algorithm: { dynamic_sampling: { enabled: true, max_rounds: 1 } },
         eval: { every: 2, n_questions: 6 },
         checkpoint: { every: 2, keep: 1 },
@@ -92,7 +93,7 @@ describe('the run tells its story', () => {
     expect(figures).toContain(`flat groups before dynamic sampling ${(flat * 100).toFixed(0)}%`);
     expect(figures).toMatch(/zero-variance groups in the trained batch/);
     // A stored dropped group opens in Trajectories (group view), flagged as dropped.
-    expect(shown.learning.droppedSteps.length, 'dynamic sampling dropped flat groups (an untrained tiny model gets most groups all wrong)').toBeGreaterThan(0);
+    expect(shown.learning.droppedSteps.length, 'dynamic sampling dropped flat groups (one token per turn: every group is all wrong)').toBeGreaterThan(0);
     await page.getByTestId('dropped-group').first().click({ noWaitAfter: true });
     await page.getByTestId('view-trajectories').waitFor();
     await expect.poll(() => page.getByTestId('dropped-flag').count()).toBeGreaterThan(0);
