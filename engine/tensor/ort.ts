@@ -110,37 +110,16 @@ export function sessionOptions(opts: RunnerOptions): InferenceSession.SessionOpt
   };
 }
 
+/** HostTensor dtypes and ORT tensor types share their names; any other is a boolean tensor. */
+const SHARED_DTYPES: ReadonlySet<string> = new Set(['float32', 'float64', 'int32', 'int64', 'uint8']);
+const dtypeOf = (name: string): HostTensor['dtype'] => (SHARED_DTYPES.has(name) ? name : 'bool') as HostTensor['dtype'];
+
 export function toOrtTensor(t: HostTensor): Tensor {
-  const O = ort();
-  const type =
-    t.dtype === 'float32'
-      ? 'float32'
-      : t.dtype === 'float64'
-        ? 'float64'
-        : t.dtype === 'int32'
-          ? 'int32'
-          : t.dtype === 'int64'
-            ? 'int64'
-            : t.dtype === 'uint8'
-              ? 'uint8'
-              : 'bool';
-  return new O.Tensor(type, t.data as never, t.shape);
+  return new (ort().Tensor)(dtypeOf(t.dtype), t.data as never, t.shape);
 }
 
 export function fromOrtTensor(t: Tensor): HostTensor {
-  const dtype =
-    t.type === 'float32'
-      ? 'float32'
-      : t.type === 'float64'
-        ? 'float64'
-        : t.type === 'int32'
-          ? 'int32'
-          : t.type === 'int64'
-            ? 'int64'
-            : t.type === 'uint8'
-              ? 'uint8'
-              : 'bool';
-  return { dtype, shape: t.dims.slice(), data: t.data as HostTensor['data'] };
+  return { dtype: dtypeOf(t.type), shape: t.dims.slice(), data: t.data as HostTensor['data'] };
 }
 
 interface Pending {
