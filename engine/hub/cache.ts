@@ -144,7 +144,8 @@ export interface CachedRepo {
   sizeBytes: number;
 }
 
-function dirSize(dir: string): number {
+/** Bytes of every file under a folder (links followed to their targets; a dangling or removed entry counts 0). */
+export function treeBytes(dir: string): number {
   let n = 0;
   let names: string[];
   try {
@@ -155,9 +156,9 @@ function dirSize(dir: string): number {
   for (const f of names) {
     try {
       const st = statSync(join(dir, f));
-      if (st.isFile()) n += st.size;
+      n += st.isDirectory() ? treeBytes(join(dir, f)) : st.size;
     } catch {
-      /* a blob removed meanwhile */
+      /* removed meanwhile, or a dangling link */
     }
   }
   return n;
@@ -204,7 +205,7 @@ export function scanCache(env: Env = process.env): CachedRepo[] {
       repoId,
       folder,
       snapshots: commits.map((commit) => ({ commit, refs: refs.filter(([, c]) => c === commit).map(([r]) => r), folder: join(folder, 'snapshots', commit) })),
-      sizeBytes: dirSize(join(folder, 'blobs')),
+      sizeBytes: treeBytes(join(folder, 'blobs')),
     });
   }
   return out;

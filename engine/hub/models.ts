@@ -6,13 +6,13 @@
  * the safetensors headers against the architecture's tensor names and shapes) without reading
  * the weights.
  */
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { INDEX_FILE, readModelConfig } from '../model/checkpoint';
 import { parameterCount, weightShapes } from '../model/config';
 import { readPeftConfig } from '../model/peft';
 import { readSafetensorsHeader } from '../model/safetensors';
-import { scanCache } from './cache';
+import { scanCache, treeBytes } from './cache';
 
 type Env = Record<string, string | undefined>;
 
@@ -47,26 +47,6 @@ function folderBytes(dir: string, files: string[]): number {
   for (const f of files) {
     try {
       n += statSync(join(dir, f)).size;
-    } catch {
-      /* a dangling link */
-    }
-  }
-  return n;
-}
-
-/** Bytes of every file under a folder (a snapshot's links followed to their blobs). */
-function treeBytes(dir: string): number {
-  let n = 0;
-  let names: string[];
-  try {
-    names = readdirSync(dir);
-  } catch {
-    return 0;
-  }
-  for (const f of names) {
-    try {
-      const st = statSync(join(dir, f));
-      n += st.isDirectory() ? treeBytes(join(dir, f)) : st.size;
     } catch {
       /* a dangling link */
     }
