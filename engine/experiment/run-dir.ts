@@ -93,7 +93,7 @@ export async function openRunWithPlugins(idOrPath: string): Promise<{ id: string
   return openRun(idOrPath);
 }
 
-/** The model + task wiring a run needs; built by ./wiring.ts for the configured task. */
+/** The model + task wiring a run needs; built by ./compose.ts from the configured task's kit. */
 export interface TaskSession {
   ports: Omit<LoopPorts, 'sink'>;
   sft: SftPort;

@@ -14,7 +14,7 @@
  *         whose ratio is clipped keeps a gradient: its term is −A·clip(ρ)·ρ/sg(ρ), the clipped
  *         value with the gradient −A·clip(ρ)·∇log π (rescaled to the clip bound, not dropped)
  *
- * Both add the KL to the reference in the loss (./kl.ts) and the entropy bonus, and aggregate
+ * All three add the KL to the reference in the loss (./kl.ts) and the entropy bonus, and aggregate
  * per `algorithm.loss_agg_mode`. An entry owns the schema of its own knobs (`options`, composed
  * into the config as `algorithm.<name>`, e.g. algorithm.gspo); `registerPolicyLoss` adds one (a
  * config's `plugins:` file calls it; README "Write your own policy loss"). With `algorithm.tis` every

@@ -1,7 +1,8 @@
 /**
  * What the training loop needs from one finished episode, flattened to one token sequence.
- * The rollout engine's trajectories are converted into this shape by the adapter in
- * ./wiring.ts; everything in engine/train works on it.
+ * The rollout engine's trajectories are converted into this shape
+ * by ./trajectories.ts (engine/rollout/types.ts flattenTrajectory); everything in
+ * engine/train works on it.
  *
  * Token ids are the source of truth: `tokens` is prompt + every turn, exactly as sampled and
  * as the tool observations were tokenised; `lossMask` is 1 on tokens the model generated.
