@@ -74,13 +74,18 @@ const numel = (shape: readonly (number | string)[]): number => {
 
 /**
  * The order ONNX Runtime runs a graph's nodes in (its default: a depth-first post-order from the
- * graph's outputs, each node's inputs first, in order): a recompute group's clones run only when
- * the backward pass reaches them, where the recording order would put them.
+ * graph's outputs, the last output first, each node's inputs first, in order): a recompute group's
+ * clones run only when the backward pass reaches them, where the recording order would put them.
+ * (The last output first: measured with LoRA's weight gradients made as the backward pass goes,
+ * withGradients `weightsFirst`: the 25M int4 step of 4 × 512 with every block recomputed peaked at
+ * 645 MiB, 403 MiB of activations planned so against 270 MiB first output first.)
  */
 function executionOrder(g: Graph): GNode[] {
   const seen = new Set<number>();
   const out: GNode[] = [];
-  for (const root of Object.values(g.outputs)) {
+  // ORT starts from the graph's leaf nodes (here the outputs' Identity nodes, in output order) on a
+  // stack, so the last output's inputs run first.
+  for (const root of Object.values(g.outputs).reverse()) {
     const stack: [GNode, number][] = [[root, 0]];
     while (stack.length) {
       const top = stack[stack.length - 1]!;
@@ -171,7 +176,7 @@ export function trainGraphBytes(
   const frozenHead = !!o.lora; // LoRA never differentiates the head (PolicyModel.trainStep)
   const specs = concrete(trainInputSpecs(c, loss, o.lora), { batch: o.batch, seq: o.seq });
   const program = trainProgram(c, loss, o.lora, o.headChunks, o.recomputeLayers ?? false, frozenHead);
-  return graphPeakBytes(withGradients(trace(c, specs, program, o.quantizeBase), 'loss', wrt));
+  return graphPeakBytes(withGradients(trace(c, specs, program, o.quantizeBase), 'loss', wrt, { weightsFirst: !!o.lora }));
 }
 
 /** Trace a program as PolicyModel does: with a quantized base, its linear weights read as codes + scales (MatMulNBits; the backward dequantizes one layer at a time). */
@@ -290,14 +295,15 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
   const onCpu = (input.device ?? 'cpu') === 'cpu';
   const qspec = input.quantizeBase ? { bits: BASE_QUANT_BITS[input.quantizeBase], blockSize: input.quantBlock ?? QUANT_BLOCK } : undefined;
   if (qspec) {
-    // PolicyModel (quantizeBase): the codes are kept on the main thread and sent (copied) to the worker as inputs of
-    // the score and train sessions; a CPU decode session bakes a third copy in as initializers. The float32 rest
-    // (embeddings, LM head, norms) is moved to the worker; a built-in model without a folder also keeps its float32 base.
+    // PolicyModel (quantizeBase): the codes are moved to the ORT worker (one copy; inputs of the score and train
+    // sessions); a CPU decode session reads them there as external initializers and ORT pre-packs them for its
+    // MatMulNBits kernel (a second copy of about the same size). The float32 rest (the LM head, a tied embedding
+    // table, norms) is moved to the worker too; a built-in model without a folder keeps the codes and its float32 base on the main thread.
     const names = new Set(baseQuantNames(c));
     let q = 0;
     for (const n of names) q += quantizedBytes(shapes[n]![0]!, shapes[n]![1]!, qspec.bits, qspec.blockSize);
     const rest = sumShapes(shapes, (n) => !names.has(n)) * 4;
-    const codeCopies = input.rollout && onCpu ? 3 : 2;
+    const codeCopies = (input.rollout && onCpu ? 2 : 1) + (input.hostBaseCopy ? 1 : 0);
     const restCopies = input.hostBaseCopy ? 2 : 1;
     const hostLinear = input.hostBaseCopy ? sumShapes(shapes, (n) => names.has(n)) * 4 : 0;
     items.push({
@@ -305,8 +311,8 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
       label: 'frozen base',
       bytes: q * codeCopies + rest * restCopies + hostLinear,
       detail:
-        `${input.quantizeBase} linear layers (block ${qspec.blockSize}) ${fmtBytes(q)} × ${codeCopies} (main thread, worker${codeCopies === 3 ? ', CPU decode session' : ''})` +
-        ` + float32 embeddings, head and norms ${fmtBytes(rest)} × ${restCopies}` +
+        `${input.quantizeBase} ${c.tieWordEmbeddings ? 'linear layers' : 'embeddings and linear layers'} (block ${qspec.blockSize}) ${fmtBytes(q)} × ${codeCopies} (${['worker', ...(input.rollout && onCpu ? ["CPU decode session's pre-packed copy"] : []), ...(input.hostBaseCopy ? ['main thread'] : [])].join(', ')})` +
+        ` + float32 ${c.tieWordEmbeddings ? 'embeddings (the tied head)' : 'LM head'} and norms ${fmtBytes(rest)} × ${restCopies}` +
         (hostLinear ? ` + the float32 linear weights ${fmtBytes(hostLinear)} (a built-in model without a folder keeps them)` : ''),
       key: 'model.quantize_base',
     });

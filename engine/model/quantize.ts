@@ -231,8 +231,9 @@ export function quantizedOps(o: Ops<GNode>, plan: Map<string, { bits: 4 | 8 | 32
 // as codes + scales. In the graph W is a `dequantNBits` node over the two (a graph input each, or
 // an initializer of a baked CPU decode session); quantizedBaseOps turns `x · transpose(W)` into one
 // MatMulNBits node (`qmatmul`), whose gradient dequantizes W in the backward pass one layer at a
-// time (engine/tensor/autodiff.ts), so no float32 copy of the base exists at any point. The
-// embedding table, the LM head, the norms and the adapters stay float32 inputs.
+// time (engine/tensor/autodiff.ts), so no float32 copy of the base exists at any point. An untied
+// embedding table is quantized too (its lookup dequantizes the rows it reads: gatherNBits); the LM
+// head (with a tied table), the norms and the adapters stay float32 inputs.
 
 /** `model.quantize_base`: bits and values per scale of the frozen base's linear weights. */
 export interface BaseQuantSpec {
@@ -246,10 +247,15 @@ export function baseQuantSpec(mode: QuantMode | undefined, blockSize = QUANT_BLO
   return { bits: QUANT_BITS[mode], blockSize };
 }
 
-/** The weights a quantized base stores as codes: every layer's q/k/v/o and MLP projections (not the embeddings nor the LM head). */
+/**
+ * The weights a quantized base stores as codes: every layer's q/k/v/o and MLP projections, and
+ * the embedding table when the LM head is its own matrix (the lookup reads the used rows' codes:
+ * gatherNBits). The LM head (and a tied table, which is the head) stays float32.
+ */
 export function baseQuantNames(c: ModelConfig): string[] {
   const head = c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
-  return quantizedWeightNames(c).filter((n) => n !== head);
+  const linear = quantizedWeightNames(c).filter((n) => n !== head);
+  return c.tieWordEmbeddings ? linear : ['model.embed_tokens.weight', ...linear];
 }
 
 /** The program inputs with each quantized weight W [N, K] replaced by its codes (uint8) and scales (float32) inputs. */
@@ -315,7 +321,8 @@ export function withQuantizedBase(
 
 /**
  * The op set with `matmul(x, transpose(W, [1, 0]))` of a dequantNBits weight W recorded as one
- * `qmatmul` (MatMulNBits) node. Any other use of W reads the dequantized float32 matrix.
+ * `qmatmul` (MatMulNBits) node, and `gather(W, ids)` as `gatherNBits` (the rows' codes, then
+ * dequantized). Any other use of W reads the dequantized float32 matrix.
  */
 export function quantizedBaseOps(o: Ops<GNode>, accuracyLevel: 0 | 4): Ops<GNode> {
   const g = o as GraphOps;
@@ -325,6 +332,12 @@ export function quantizedBaseOps(o: Ops<GNode>, accuracyLevel: 0 | 4): Ops<GNode
         return (x: GNode, perm: number[]) => {
           if (x.op !== 'dequantNBits' || perm.length !== 2 || perm[0] !== 1) return target.transpose(x, perm);
           return g.record('quantWeightT', [x], {}, x.dtype, [x.shape[1]!, x.shape[0]!]);
+        };
+      if (key === 'gather')
+        return (table: GNode, ids: GNode) => {
+          if (table.op !== 'dequantNBits') return target.gather(table, ids);
+          const { N, K, bits, blockSize } = table.attrs as { N: number; K: number; bits: number; blockSize: number };
+          return g.record('gatherNBits', [table.inputs[0]!, table.inputs[1]!, ids], { N, K, bits, blockSize }, 'float32', [...ids.shape, K]);
         };
       if (key === 'matmul')
         return (a: GNode, b: GNode) => {

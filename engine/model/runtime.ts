@@ -818,7 +818,7 @@ export class PolicyModel {
     const frozenHead = this.backend === 'ort' && !names.includes(this.config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
     const program = trainProgram(this.config, loss, this.lora, this.opts.headChunks, this.opts.recomputeLayers, frozenHead);
     const key = `train:${loss.key}:${wrt ? names.join(',') : 'trainable'}`;
-    const build = () => withGradients(this.trace(trainInputSpecs(this.config, loss, this.lora), program), 'loss', names);
+    const build = () => withGradients(this.trace(trainInputSpecs(this.config, loss, this.lora), program), 'loss', names, { weightsFirst: !!this.lora });
     const feeds: Record<string, HostTensor> = {
       ...batchFeeds(batch),
       loss_mask: { dtype: 'float32', shape: [batch.batch, batch.length], data: lossMask },

@@ -410,6 +410,27 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
         else emit('Transpose', [full], [ints('perm', [1, 0])], out);
         break;
       }
+      case 'gatherNBits': {
+        // Rows `ids` of a block-quantized table W [N, K] (a frozen embedding): the rows' codes and
+        // scales are gathered, then dequantized as dequantNBits does: [...ids, K], no float32 table.
+        const [codes, scales, ids] = ins;
+        const { N, K, bits, blockSize } = a as { N: number; K: number; bits: number; blockSize: number };
+        const kb = Math.ceil(K / blockSize);
+        const r = n.inputs[2].shape.length;
+        const keep = (...tail: number[]) => i64([...new Array<number>(r).fill(0), ...tail]);
+        let c = emit('Cast', [emit('Gather', [codes, ids], [int('axis', 0)])], [int('to', ft('float32'))]); // [...ids, kb, blob]
+        if (bits === 4) {
+          const hi = emit('Floor', [emit('Div', [c, scalarConst('float32', 16)])]);
+          const lo = emit('Sub', [c, emit('Mul', [hi, scalarConst('float32', 16)])]);
+          const pair = emit('Concat', [emit('Unsqueeze', [lo, i64([r + 2])]), emit('Unsqueeze', [hi, i64([r + 2])])], [int('axis', r + 2)]);
+          c = emit('Reshape', [pair, keep(kb, blockSize)]);
+        }
+        const s = emit('Gather', [emit('Reshape', [scales, i64([N, kb, 1])]), ids], [int('axis', 0)]); // [...ids, kb, 1]
+        const w = emit('Reshape', [emit('Mul', [emit('Sub', [c, scalarConst('float32', 2 ** (bits - 1))]), s]), keep(kb * blockSize)]);
+        if (kb * blockSize !== K) emit('Slice', [w, i64([0]), i64([K]), i64([r])], [], out);
+        else emit('Identity', [w], [], out);
+        break;
+      }
       case 'recomputeEntry':
         emit('Identity', [ins[0]], [], out);
         break;

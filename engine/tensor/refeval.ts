@@ -433,6 +433,27 @@ export function evaluate(graph: Graph, feeds: Record<string, HostTensor>, wanted
           r = n.op === 'dequantNBits' ? W : n.op === 'quantWeightT' ? transpose(W, [1, 0]) : matmul(x[0], transpose(W, [1, 0]));
           break;
         }
+        case 'gatherNBits': {
+          // Rows of a block-quantized table W [N, K]: (q − 2^(bits−1)) · scale for each id.
+          const [codes, scales, ids] = x;
+          const { N, K, bits, blockSize } = n.attrs as { N: number; K: number; bits: number; blockSize: number };
+          const kb = Math.ceil(K / blockSize),
+            blob = (blockSize * bits) / 8,
+            mid = 2 ** (bits - 1);
+          const out = new Float64Array(ids!.data.length * K);
+          ids!.data.forEach((id, t) => {
+            const i = id < 0 ? id + N : id;
+            for (let k = 0; k < K; k++) {
+              const b = Math.floor(k / blockSize),
+                j = k % blockSize;
+              const byte = codes!.data[(i * kb + b) * blob + (bits === 8 ? j : j >> 1)]!;
+              const q = bits === 8 ? byte : (byte >> ((j & 1) * 4)) & 15;
+              out[t * K + k] = (q - mid) * scales!.data[i * kb + b]!;
+            }
+          });
+          r = { shape: [...ids!.shape, K], data: out };
+          break;
+        }
         default:
           throw new Error(`refeval: op '${n.op}' is not implemented`);
       }

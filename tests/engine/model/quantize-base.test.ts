@@ -26,6 +26,8 @@ afterAll(async () => {
 });
 
 const cfg = tinyConfig({ vocabSize: 300, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 128, padTokenId: 0 });
+/** Its own LM head: the embedding table is quantized too (its lookup reads the rows' codes, gatherNBits). */
+const untied = { ...cfg, tieWordEmbeddings: false };
 const lora = resolveLora({ rank: 4, alpha: 8, dropout: 0, target_modules: 'all-linear' });
 
 function prefill(ids: number[]): DecodeInput {
@@ -64,9 +66,15 @@ const seqs = [
 ];
 
 describe('quantized base on the CPU', () => {
-  for (const mode of ['int4', 'int8'] as const) {
+  for (const [mode, mc] of [
+    ['int4', cfg],
+    ['int8', cfg],
+    ['int4', untied],
+  ] as const) {
     const bits = mode === 'int4' ? 4 : 8;
-    it(`${mode}: score and the LoRA step's adapter gradients equal the float32 model of the dequantized weights (rel ≤ 1e-4)`, async () => {
+    it(`${mode}${mc.tieWordEmbeddings ? '' : ', untied head (quantized embeddings)'}: score and the LoRA step's adapter gradients equal the float32 model of the dequantized weights (rel ≤ 1e-4)`, async () => {
+      const cfg = mc;
+      if (!cfg.tieWordEmbeddings) expect(baseQuantNames(cfg)).toContain('model.embed_tokens.weight');
       const init = PolicyModel.init(cfg, 3, { threads: 1, lora });
       const base = init.baseWeights();
       const m = keep(new PolicyModel(cfg, new Map(init.weights), { threads: 1, lora, quantizeBase: { bits, blockSize: 32 } }));
@@ -94,11 +102,13 @@ describe('quantized base on the CPU', () => {
     });
   }
 
-  for (const [mode, bound] of [
-    ['int4', 1e-5],
-    ['int8', 0.02],
+  for (const [mode, bound, mc] of [
+    ['int4', 1e-5, cfg],
+    ['int8', 0.02, cfg],
+    ['int4', 1e-5, untied],
   ] as const)
-    it(`${mode}: the CPU decode session (MatMulNBits over baked codes${mode === 'int4' ? ', float32 products' : ', int8 activations'}) against the dequantized float32 decode: within ${bound} of the largest logit`, async () => {
+    it(`${mode}${mc.tieWordEmbeddings ? '' : ', untied head (quantized embeddings)'}: the CPU decode session (MatMulNBits over baked codes${mode === 'int4' ? ', float32 products' : ', int8 activations'}) against the dequantized float32 decode: within ${bound} of the largest logit`, async () => {
+      const cfg = mc;
       const init = PolicyModel.init(cfg, 4, { threads: 1, lora });
       const base = init.baseWeights();
       const m = keep(new PolicyModel(cfg, new Map(init.weights), { threads: 1, lora, quantizeBase: { bits: mode === 'int4' ? 4 : 8, blockSize: 32 } }));

@@ -41,12 +41,16 @@ function sequences(dir: string): number[][] {
   return rows.flatMap((s) => [s, s.slice(0, Math.ceil(s.length / 2))]);
 }
 
-// Measured (this machine, block 32): KL mean / max abs logit. int4 | int8.
+// Measured (this machine, block 32): KL mean / max abs logit. int4 | int8. The untied fixtures
+// (qwen3-bf16, llama) have their embedding table quantized too (baseQuantNames, 2026-11-27): with one
+// layer of hidden 32 it is one of 8 quantized matrices, a whole row per block, so it moves these
+// more than it would an 8B model's 253 (llama int4 KL 0.193 → 0.738, max 1.69 → 3.30; qwen3-bf16
+// 0.060 → 0.049, 1.40 → 1.75; int8 within its earlier bounds).
 const CASES: { name: string; dir: string; int4: { kl: number; maxAbs: number }; int8: { kl: number; maxAbs: number } }[] = [
   { name: 'tiny multihop SFT', dir: TINY, int4: { kl: 0.0176, maxAbs: 0.95 }, int8: { kl: 0.00017, maxAbs: 0.133 } },
   { name: 'qwen2-f32', dir: join(FIXTURES, 'qwen2-f32'), int4: { kl: 0.161, maxAbs: 2.61 }, int8: { kl: 0.0005, maxAbs: 0.091 } },
-  { name: 'qwen3-bf16', dir: join(FIXTURES, 'qwen3-bf16'), int4: { kl: 0.0601, maxAbs: 1.4 }, int8: { kl: 0.001, maxAbs: 0.148 } },
-  { name: 'llama-llama3rope-f16', dir: join(FIXTURES, 'llama-llama3rope-f16'), int4: { kl: 0.193, maxAbs: 1.69 }, int8: { kl: 0.00102, maxAbs: 0.129 } },
+  { name: 'qwen3-bf16', dir: join(FIXTURES, 'qwen3-bf16'), int4: { kl: 0.0485, maxAbs: 1.75 }, int8: { kl: 0.001, maxAbs: 0.148 } },
+  { name: 'llama-llama3rope-f16', dir: join(FIXTURES, 'llama-llama3rope-f16'), int4: { kl: 0.738, maxAbs: 3.3 }, int8: { kl: 0.00102, maxAbs: 0.129 } },
 ];
 
 describe('quantized base: next-token logits against the float32 base, pinned per model', () => {

@@ -137,7 +137,7 @@ const cases: Case[] = [
   },
 ];
 
-const NO_GRADIENT = ['const', 'input', 'range', 'greater', 'less', 'equal', 'zerosLike', 'dimProduct', 'dequantNBits', 'quantWeightT'];
+const NO_GRADIENT = ['const', 'input', 'range', 'greater', 'less', 'equal', 'zerosLike', 'dimProduct', 'dequantNBits', 'quantWeightT', 'gatherNBits'];
 
 function rng(seed: number) {
   let s = seed;
