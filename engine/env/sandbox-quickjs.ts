@@ -180,6 +180,7 @@ return {
       return stringify(v === undefined ? null : v, function (k, x) { return typeof x === 'number' && !isFin(x) ? '\\u0000nonfinite:' + S(x) : x; });
     });
   },
+  describe: function (e) { return stringify(describe(e)); },
   abort: function (id, reason) { var s = signals[id]; if (s) { delete signals[id]; s.fire(reason); } },
   forget: function (id) { delete signals[id]; },
   endEpisode: function (id) { delete episodes[id]; },
@@ -194,7 +195,7 @@ return {
 };
 })`;
 
-const ENTRIES = ['load', 'tool', 'reward', 'abort', 'forget', 'endEpisode', 'timers'] as const;
+const ENTRIES = ['load', 'tool', 'reward', 'describe', 'abort', 'forget', 'endEpisode', 'timers'] as const;
 type Entry = (typeof ENTRIES)[number];
 
 /** A failure as it leaves the guest: message, stack (guest positions) and the file. */
@@ -228,6 +229,9 @@ interface GuestFile {
   /** An entry into this context ran past its time (a loop in a promise job or a timer): the context is reloaded when a call of it times out. */
   looped: boolean;
 }
+
+/** The longest the host waits on reading a thrown value's message, name and stack in the guest. */
+const ERROR_READ_MS = 1000;
 
 /** Wasm memory QuickJS itself needs besides the guest's heap (its initial 16 MB). */
 const ENGINE_MEMORY_MB = 16;
@@ -413,18 +417,39 @@ export class QuickJsEngine {
     return r.value;
   }
 
-  /** An error handle as plain data (read in the guest with its own `describe`, limited in size). */
+  /**
+   * An error handle as plain data, read in the guest by the prelude's `describe` (cut to size)
+   * under a time limit of its own: a thrown value's `message`, `name` or `stack` may be a getter
+   * or a Proxy trap that loops, and reading it runs guest code after the call's own limit.
+   */
   private errorOf(file: GuestFile, h: QuickJSHandle, path: string): GuestError {
     const ctx = file.ctx;
-    let d: { message?: unknown; name?: unknown; stack?: unknown };
+    const describe = file.entries.describe;
+    // Before the prelude is in place (it failed to load) only the engine's own errors exist.
+    if (!describe?.alive) return this.guestError({}, path);
+    const saved = this.deadline;
+    this.deadline = Date.now() + Math.min(this.limits.timeoutMs, ERROR_READ_MS);
+    let r: ReturnType<QuickJSContext['callFunction']>;
     try {
-      const name = ctx.getProp(h, 'name');
-      const message = ctx.getProp(h, 'message');
-      const stack = ctx.getProp(h, 'stack');
-      d = { name: this.copyString(ctx, name), message: this.copyString(ctx, message), stack: this.copyString(ctx, stack) };
-      for (const x of [name, message, stack]) x.dispose();
+      r = this.guard(() => ctx.callFunction(describe, ctx.undefined, h), path);
+    } finally {
+      this.deadline = saved;
+    }
+    if (r.error) {
+      r.error.dispose();
+      return new GuestError(
+        `${path}: threw a value whose message could not be read (reading it ran past ${Math.min(this.limits.timeoutMs, ERROR_READ_MS)} ms)`,
+        path,
+      );
+    }
+    const text = this.copyString(ctx, r.value);
+    r.value.dispose();
+    let d: { message?: unknown; name?: unknown; stack?: unknown } = {};
+    try {
+      const j = text === undefined ? undefined : (JSON.parse(text) as unknown);
+      if (j && typeof j === 'object') d = j as typeof d;
     } catch {
-      d = {};
+      /* not the prelude's JSON: the generic message */
     }
     return this.guestError(d, path);
   }

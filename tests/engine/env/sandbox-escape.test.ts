@@ -352,6 +352,12 @@ describe("issue 37's reproductions (attackers' files in tests/fixtures/attacks)"
     120_000,
   );
 
+  it('a thrown value whose message loops when read is refused within its own limit (once: the sandbox spun until its 60 s start limit)', async () => {
+    const t = await tryTool({ ...fixture('hostile-error/tools/hostile.ts'), args: {}, workspace: ws }, { timeoutMs: 1000, memoryMb: 64 });
+    expect(t.ok).toBe(false);
+    expect(t.error?.message).toMatch(/tools\/hostile\.ts: threw a value whose message could not be read \(reading it ran past 1000 ms\)/);
+  }, 60_000);
+
   it('results, logs and error texts leave QuickJS cut to size with a note; deep recursion is an error, not a crash', async () => {
     const src = `export const big = { name: 'big', description: '', parameters: { type: 'object', properties: { how: { type: 'string' } } },
   execute(a: { how: string }) {
