@@ -161,7 +161,13 @@ function WorkspaceBanner() {
       <div>The workspace database could not be opened: {engine.workspaceError}</div>
       <div style={{ marginTop: 6, display: 'flex', gap: 6, alignItems: 'center' }}>
         Open another workspace (a new file is created):
-        <input data-testid="workspace-path" style={{ width: 420 }} value={path || suggested} onChange={(e) => setPath(e.target.value)} />
+        <input
+          data-testid="workspace-path"
+          aria-label="workspace database path"
+          style={{ width: 420 }}
+          value={path || suggested}
+          onChange={(e) => setPath(e.target.value)}
+        />
         <button
           className="primary"
           data-testid="workspace-open"
@@ -235,6 +241,7 @@ function ConsentDialog() {
     reward: 'reward file',
     workspace: 'workspace folder',
     plugin: 'plugin (runs in the engine, not sandboxed)',
+    judge: 'LLM judge (trajectories are sent to this URL)',
   } as const;
   return (
     <div className="modal-back">

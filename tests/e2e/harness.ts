@@ -164,3 +164,42 @@ export async function engineRequest(
     client.close();
   }
 }
+
+/** The axe-core rules the workbench is held to: WCAG 2.0/2.1 A and AA (contrast, names and labels, …) and the landmark rules. */
+export const AXE_RULES = {
+  runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] },
+  rules: {
+    region: { enabled: true },
+    'landmark-one-main': { enabled: true },
+    'landmark-unique': { enabled: true },
+    'landmark-no-duplicate-main': { enabled: true },
+    'landmark-main-is-top-level': { enabled: true },
+    'landmark-complementary-is-top-level': { enabled: true },
+    'landmark-banner-is-top-level': { enabled: true },
+  },
+} as const;
+
+/**
+ * axe-core's violations on the page as it is now, one line per rule and element ("rule: target —
+ * summary"). axe's source is evaluated in the page (page.evaluate is not subject to the page's CSP).
+ */
+export async function axeViolations(page: Page): Promise<string[]> {
+  if (!(await page.evaluate(() => 'axe' in window))) {
+    const { source } = (await import('axe-core')).default as unknown as { source: string };
+    await page.evaluate(source);
+  }
+  return page.evaluate(
+    async (opts) => {
+      const axe = (
+        window as unknown as {
+          axe: { run(ctx: Document, o: unknown): Promise<{ violations: { id: string; nodes: { target: unknown[]; failureSummary?: string }[] }[] }> };
+        }
+      ).axe;
+      const r = await axe.run(document, opts);
+      return r.violations.flatMap((v) =>
+        v.nodes.map((n) => `${v.id}: ${JSON.stringify(n.target)} — ${(n.failureSummary ?? '').replace(/\s+/g, ' ').slice(0, 200)}`),
+      );
+    },
+    AXE_RULES as unknown as Record<string, unknown>,
+  );
+}

@@ -117,6 +117,7 @@ export function ForkPanel({ traj }: { traj: Trajectory }) {
           rows={2}
           value={edit}
           onChange={(e) => setEdit(e.target.value)}
+          aria-label={isModel ? 'text the model writes after the kept tokens' : "the tool's result the model sees instead"}
           placeholder={
             isModel
               ? 'optional: text the model writes after the kept tokens (then it continues)'

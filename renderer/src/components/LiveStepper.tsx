@@ -106,6 +106,7 @@ export function LiveStepper({ checkpoint }: { checkpoint: string }) {
                 </div>
                 <textarea
                   ref={editRef}
+                  aria-label="the tool's result, before the model sees it"
                   rows={3}
                   style={{ width: '100%' }}
                   value={edit ?? ''}
@@ -161,6 +162,7 @@ export function LiveStepper({ checkpoint }: { checkpoint: string }) {
               </table>
               <input
                 ref={forceRef}
+                aria-label="force a token"
                 value={force}
                 placeholder="force a token (type it, Enter)"
                 onChange={(e) => setForce(e.target.value)}

@@ -89,13 +89,13 @@ export function EditorView() {
     let disposed = false;
     const own = models.current;
     import('../components/monaco')
-      .then(({ monaco }) => {
+      .then(({ monaco, EDITOR_THEME }) => {
         if (disposed || !host.current) return;
         monacoRef.current = monaco;
         const st = store.getState();
         const ed = monaco.editor.create(host.current, {
           model: modelFor(monaco, st.filePath, st.source),
-          theme: 'vs-dark',
+          theme: EDITOR_THEME,
           automaticLayout: true,
           minimap: { enabled: false },
           fontSize: 12.5,
@@ -168,7 +168,7 @@ export function EditorView() {
     <div className="view" data-testid="view-editor">
       <div className="toolbar">
         <h2>Editor</h2>
-        <select value={filePath ?? ''} onChange={(e) => e.target.value && void a.openFile(e.target.value)} data-testid="env-file">
+        <select value={filePath ?? ''} onChange={(e) => e.target.value && void a.openFile(e.target.value)} data-testid="env-file" aria-label="workspace file">
           <option value="">(open a file)</option>
           {files.map((f) => (
             <option key={f.path} value={f.path}>
@@ -212,7 +212,7 @@ export function EditorView() {
               <button disabled={trying} onClick={() => void a.listMcpTools()} data-testid="mcp-list">
                 List tools
               </button>
-              <select value={mcpTool} onChange={(e) => a.setMcpTool(e.target.value)} data-testid="mcp-tool" disabled={!mcpTools.length}>
+              <select value={mcpTool} onChange={(e) => a.setMcpTool(e.target.value)} data-testid="mcp-tool" disabled={!mcpTools.length} aria-label="MCP tool">
                 {mcpTools.length ? null : <option value="">(list the tools first)</option>}
                 {mcpTools.map((t) => (
                   <option key={t.name} value={t.name}>
@@ -220,13 +220,24 @@ export function EditorView() {
                   </option>
                 ))}
               </select>
-              <span className="muted">arguments (JSON)</span>
-              <input value={tryArgs} onChange={(e) => a.setTryArgs(e.target.value)} className="mono" style={{ width: 300 }} data-testid="try-args" />
+              <label className="muted" htmlFor="try-args">
+                arguments (JSON)
+              </label>
+              <input
+                id="try-args"
+                value={tryArgs}
+                onChange={(e) => a.setTryArgs(e.target.value)}
+                className="mono"
+                style={{ width: 300 }}
+                data-testid="try-args"
+              />
             </>
           ) : kind === 'reward' ? (
             <>
-              <span className="muted">score a stored trajectory of</span>
-              <select value={tryRunId} onChange={(e) => void a.loadTryTrajectories(e.target.value)} data-testid="try-run">
+              <label className="muted" htmlFor="try-run">
+                score a stored trajectory of
+              </label>
+              <select id="try-run" value={tryRunId} onChange={(e) => void a.loadTryTrajectories(e.target.value)} data-testid="try-run">
                 <option value="">(run)</option>
                 {runs.map((r) => (
                   <option key={r.id} value={r.id}>
@@ -238,6 +249,7 @@ export function EditorView() {
                 value={tryTraj}
                 onChange={(e) => a.setTryTrajectory(e.target.value)}
                 placeholder="trajectory id"
+                aria-label="trajectory id"
                 list="try-trajs"
                 style={{ width: 110 }}
                 data-testid="try-trajectory"
@@ -259,8 +271,17 @@ export function EditorView() {
             </>
           ) : (
             <>
-              <span className="muted">arguments (JSON)</span>
-              <input value={tryArgs} onChange={(e) => a.setTryArgs(e.target.value)} className="mono" style={{ width: 360 }} data-testid="try-args" />
+              <label className="muted" htmlFor="try-args">
+                arguments (JSON)
+              </label>
+              <input
+                id="try-args"
+                value={tryArgs}
+                onChange={(e) => a.setTryArgs(e.target.value)}
+                className="mono"
+                style={{ width: 360 }}
+                data-testid="try-args"
+              />
             </>
           )}
           {kind === 'mcp' ? (

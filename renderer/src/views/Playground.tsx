@@ -40,7 +40,7 @@ export function PlaygroundView() {
     <div className="view" data-testid="view-playground">
       <div className="toolbar">
         <h2>Playground</h2>
-        <select value={checkpointId} onChange={(e) => a.setCheckpoint(e.target.value)} data-testid="checkpoint-select">
+        <select value={checkpointId} onChange={(e) => a.setCheckpoint(e.target.value)} data-testid="checkpoint-select" aria-label="checkpoint">
           <option value="">(checkpoint)</option>
           {checkpoints.map((c) => (
             <option key={c.id} value={c.id}>
@@ -49,7 +49,13 @@ export function PlaygroundView() {
           ))}
           {checkpointId && !checkpoints.some((c) => c.id === checkpointId) ? <option value={checkpointId}>{checkpointId}</option> : null}
         </select>
-        <select value={chatFormat} onChange={(e) => a.setChatFormat(e.target.value)} data-testid="chat-format" title="tool-call format (engine/env/formats.ts)">
+        <select
+          value={chatFormat}
+          onChange={(e) => a.setChatFormat(e.target.value)}
+          data-testid="chat-format"
+          title="tool-call format (engine/env/formats.ts)"
+          aria-label="tool-call format"
+        >
           <option value="">format: the run's</option>
           <option value="search-r1">search-r1 (&lt;search&gt;)</option>
           <option value="hermes">hermes (&lt;tool_call&gt; JSON)</option>
@@ -140,6 +146,7 @@ export function PlaygroundView() {
       <div className="toolbar" style={mode === 'step' ? { display: 'none' } : undefined}>
         <textarea
           rows={3}
+          aria-label="message"
           style={{ flex: 1 }}
           value={text}
           onChange={(e) => setText(e.target.value)}

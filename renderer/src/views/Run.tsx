@@ -114,7 +114,7 @@ export function RunView() {
           <LearnPanel runId={run.id} series={series} learning={learning} />
           <HarnessPanel metrics={run.metrics} />
           <div className="toolbar">
-            <input placeholder="filter metrics" value={metricFilter} onChange={(e) => setMetricFilter(e.target.value)} />
+            <input placeholder="filter metrics" aria-label="filter metrics" value={metricFilter} onChange={(e) => setMetricFilter(e.target.value)} />
             <SmoothingSlider />
             <span className="muted">
               {keys.length} metrics{live ? ' · live' : ''}
@@ -254,6 +254,7 @@ function RunNotes() {
       </label>
       <textarea
         data-testid="run-notes"
+        aria-label="notes"
         className="grow"
         rows={1}
         placeholder="notes: what this run tests, what you saw (saved when you leave the field)"

@@ -65,6 +65,7 @@ export function RunsView() {
       <div className="toolbar">
         <h2>Runs</h2>
         <input
+          aria-label="filter runs"
           placeholder="filter: words, tags, reward/mean>0.5"
           value={filter}
           onChange={(e) => setFilter(e.target.value)}

@@ -189,7 +189,13 @@ export function TrajectoriesView() {
         <label className="muted">
           <input type="checkbox" checked={filter.errorsOnly} onChange={(e) => void a.setFilter({ errorsOnly: e.target.checked })} /> errors
         </label>
-        <input placeholder="task" style={{ width: 100 }} value={filter.task} onChange={(e) => void a.setFilter({ task: e.target.value })} />
+        <input
+          placeholder="task"
+          aria-label="task filter"
+          style={{ width: 100 }}
+          value={filter.task}
+          onChange={(e) => void a.setFilter({ task: e.target.value })}
+        />
         <label className="muted">
           <input type="checkbox" checked={follow} onChange={(e) => void a.setFollow(e.target.checked)} data-testid="follow" /> follow live
         </label>
