@@ -1,7 +1,7 @@
 /**
  * Consent for programs from elsewhere: one rule for everything a config, an environment folder or
  * a stored run would run (tool and reward files, plugins, MCP server commands, the external agent
- * program, a workspace folder outside the config's). An approval is the hash of the item's kind,
+ * program, a workspace folder outside the config's, an LLM judge's URL). An approval is the hash of the item's kind,
  * its argv, its resolved working folder, its environment variables (names AND values), and the
  * content of every file it names or imports (a plugin's whole import closure, from esbuild's
  * metafile; a server's or agent's script, also when it is argv[0] or the value of an argument or
@@ -24,7 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { homedir } from 'node:os';
 import { createRequire } from 'node:module';
 
-export type ConsentKind = 'mcp-server' | 'agent' | 'tool' | 'reward' | 'workspace' | 'plugin';
+export type ConsentKind = 'mcp-server' | 'agent' | 'tool' | 'reward' | 'workspace' | 'plugin' | 'judge';
 
 export interface ConsentItem {
   kind: ConsentKind;
@@ -263,6 +263,25 @@ export function workspaceItem(workspace: string): ConsentItem {
   };
 }
 
+/**
+ * An LLM judge (environment.judge): every training trajectory (and, with `references`, the task's
+ * gold answers) is sent to its URL, with the key read from the variable `api_key_env` names. The
+ * hash and the question hold the URL, the variable's NAME (never its value) and whether gold
+ * answers go too; another URL or another key variable asks again.
+ */
+export function judgeItem(j: { base_url: string; api_key_env?: string; references?: boolean }): ConsentItem {
+  const argv = [String(j.base_url)];
+  const env = j.api_key_env ? { api_key_env: String(j.api_key_env) } : {};
+  const hash = itemHash('judge', { argv: [...argv, j.references ? 'references' : 'no-references'], env });
+  const key = j.api_key_env ? `, with the key from $${escapeControl(j.api_key_env)}` : ', with no key';
+  return {
+    kind: 'judge',
+    label: `${shownArg(argv[0]!)}: every training trajectory${j.references ? " and the task's gold answers" : ''} is sent there${key}`,
+    hash,
+    trusted: isTrusted(hash),
+  };
+}
+
 /** Arbor's shipped manifest of trusted item hashes (its own examples). */
 let manifest: Set<string> | undefined;
 export const MANIFEST_PATH = () => join(packageRoot(), 'resources', 'trusted-manifest.json');
@@ -288,11 +307,13 @@ export function configItems(
     workspace?: string;
     agent?: { command: string[]; env?: Record<string, string>; cwd?: string };
     sandbox?: 'quickjs' | 'process';
+    judge?: { base_url: string; api_key_env?: string; references?: boolean };
   },
   configDir?: string,
 ): ConsentItem[] {
   const items: ConsentItem[] = [];
   if (env.agent) items.push(agentItem(env.agent));
+  if (env.judge) items.push(judgeItem(env.judge));
   const ws = env.workspace ?? configDir ?? process.cwd();
   const servers = env.mcp_servers;
   if (servers && typeof servers === 'object')
@@ -390,6 +411,7 @@ export function describeItems(items: ConsentItem[]): string {
     reward: 'reward file (sandboxed: computes on the episode)',
     workspace: 'workspace (what the sandboxed tools may read)',
     plugin: "plugin (runs in Arbor's process, not sandboxed)",
+    judge: 'LLM judge (trajectories leave this machine)',
   };
   return items.map((i) => `  - ${head[i.kind]}: ${escapeControl(i.label)}`).join('\n');
 }

@@ -635,13 +635,13 @@ export const events = {
   replay: z.object({ trajectoryId: z.string(), done: num, total: num, phase: z.enum(['loading', 'sampling', 'scoring', 'done']) }),
   /**
    * Programs a config, environment folder or stored run would run that this workspace has not
-   * approved (MCP server commands, tool/reward files, an outside workspace): the workbench asks
+   * approved (MCP server commands, tool/reward files, an outside workspace, an LLM judge's URL): the workbench asks
    * and answers with consent.answer. `done`: answered (or given up); close the dialog.
    */
   consent: z.object({
     id: z.string(),
     origin: z.string(),
-    items: z.array(z.object({ kind: z.enum(['mcp-server', 'agent', 'tool', 'reward', 'workspace', 'plugin']), label: z.string() })),
+    items: z.array(z.object({ kind: z.enum(['mcp-server', 'agent', 'tool', 'reward', 'workspace', 'plugin', 'judge']), label: z.string() })),
     done: z.boolean().optional(),
   }),
   /** Progress of models.pull. */
