@@ -7,7 +7,8 @@
  * arguments, timeout, a throwing tool) becomes an error observation the model reads, never an
  * exception that ends the episode.
  */
-import { Ajv, type ValidateFunction } from 'ajv';
+import { Ajv, type RegExpEngine, type ValidateFunction } from 'ajv';
+import { RE2JS } from 're2js';
 import { workspaceReader } from './workspace-read';
 
 export interface ToolResult {
@@ -69,7 +70,21 @@ export interface CallLimits {
 
 export const DEFAULT_LIMITS: CallLimits = { timeoutMs: 5000, maxArgChars: 2000, maxResultChars: 4000 };
 
-const ajv = new Ajv({ allErrors: true, strict: false });
+/**
+ * A schema's `pattern` and `patternProperties` run on RE2 (re2js: linear time), not V8's
+ * backtracking engine: a schema comes from a tool file someone shared, and a nested quantifier
+ * (`^(a+)+$`) over 40 characters of arguments held the engine for hours. RE2 refuses
+ * backreferences and lookarounds: such a schema is an invalid one, named with its tool.
+ */
+const re2: RegExpEngine = Object.assign(
+  (pattern: string, flags: string) => {
+    const re = RE2JS.compile(pattern, flags.includes('i') ? RE2JS.CASE_INSENSITIVE : 0);
+    // (ajv keeps compiled patterns by their toString: a RegExp's, distinct per pattern and flags)
+    return { test: (s: string) => re.matcher(s).find(), toString: () => `/${pattern}/${flags}` };
+  },
+  { code: 're2js' },
+);
+const ajv = new Ajv({ allErrors: true, strict: false, code: { regExp: re2 } });
 const validators = new WeakMap<Tool, ValidateFunction>();
 
 function validatorFor(tool: Tool): ValidateFunction {

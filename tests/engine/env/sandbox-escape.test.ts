@@ -358,6 +358,20 @@ describe("issue 37's reproductions (attackers' files in tests/fixtures/attacks)"
     expect(t.error?.message).toMatch(/tools\/hostile\.ts: threw a value whose message could not be read \(reading it ran past 1000 ms\)/);
   }, 60_000);
 
+  it("a tool schema's pattern cannot hold the engine: arguments are checked on a linear-time engine (once: 40 characters backtracked for hours)", async () => {
+    const host = await SandboxHost.open({ tools: [fixture('schema-redos/tools/redos.ts')] }, { timeoutMs: 5000, memoryMb: 64 }, ws);
+    hosts.push(host);
+    const evil = `${'a'.repeat(40)}!`;
+    const bad = await runCall(host.tools, { name: 'redos', args: { id: evil } });
+    expect(bad.success).toBe(false);
+    expect(bad.error).toMatch(/invalid arguments for "redos": \/id must match pattern "\^\(a\+\)\+\$"/);
+    const keys = await runCall(host.tools, { name: 'redos', args: { id: 'aaa', [`${'b'.repeat(40)}!`]: 1 } });
+    expect(keys.success).toBe(true);
+    const badKey = await runCall(host.tools, { name: 'redos', args: { id: 'aaa', bbbb: 1 } });
+    expect(badKey.error).toMatch(/\/bbbb must be string/);
+    expect((await runCall(host.tools, { name: 'redos', args: { id: 'aaaa' } })).result).toBe('id aaaa');
+  }, 60_000);
+
   it('results, logs and error texts leave QuickJS cut to size with a note; deep recursion is an error, not a crash', async () => {
     const src = `export const big = { name: 'big', description: '', parameters: { type: 'object', properties: { how: { type: 'string' } } },
   execute(a: { how: string }) {
