@@ -160,6 +160,13 @@ describe('replay: what-if, training signal, verdict, URL', () => {
       stored((u) => u.ratio, true),
     );
     await shot(page, 'view-replay-ratio');
+    // Entropy on its absolute 0–3 scale, then auto range: the scale is the trajectory's largest entropy.
+    await page.getByTestId('channel-entropy').click();
+    expect(await page.getByTestId('channel-ticks').innerText()).toMatch(/≥ 3\s*$/);
+    const maxH = Math.max(...parent.turnsData.flatMap((u) => (u.entropy ?? []).filter((x): x is number => x !== null && Number.isFinite(x)).map(Math.abs)));
+    await page.getByTestId('auto-range').check();
+    await expect.poll(() => page.getByTestId('channel-ticks').innerText()).toMatch(new RegExp(`≥ ${String(+maxH.toFixed(2)).replace('.', '\\.')}\\s*$`));
+    await page.getByTestId('auto-range').uncheck();
 
     // ---- token cursor + pinned inspector + top-k --------------------------------------------
     await page.getByTestId('channel-advantage').click();
@@ -237,6 +244,16 @@ describe('replay: what-if, training signal, verdict, URL', () => {
     await expect
       .poll(() => page.getByTestId('traj-fork-origin').innerText())
       .toContain(`what-if replay of trajectory ${parent.id} at turn ${toolTurn + 1}, observation edited`);
+    // Labelled as a fork (not as one of the group's samples), its edited turn marked, the tool-call card above it too.
+    expect(await page.getByTestId('traj-fork-label').innerText()).toMatch(/^what-if fork · continuation [1-3] of 3$/);
+    expect(await page.getByTestId('traj-header').innerText()).not.toMatch(/sample \d+ of/);
+    await expect.poll(() => page.getByTestId('turn-edited').count()).toBe(1);
+    expect(await page.getByTestId('turn-edited').innerText()).toMatch(/^✎ what-if edit: the (tool's result|observation) replaced$/);
+    // The tool-call card of the model turn before it (when that turn made a parsed call) says its result was replaced.
+    const callsBefore = parent.turnsData[toolTurn - 1]?.toolCalls?.length ?? 0;
+    expect(await page.getByTestId('toolcall-replaced').count()).toBe(callsBefore ? 1 : 0);
+    if (callsBefore) expect(await page.getByTestId('toolcall-replaced').innerText()).toContain(`turn ${toolTurn + 1} shows an edited result instead`);
+    await shot(page, 'view-replay-fork-child');
     await page.getByTestId('traj-fork-parent').click();
     await expect.poll(() => page.getByTestId('traj-header').innerText()).toContain(parent.id);
 
@@ -252,6 +269,14 @@ describe('replay: what-if, training signal, verdict, URL', () => {
     const std = Math.sqrt(group.reduce((a, t) => a + (t.reward - mean) ** 2, 0) / (group.length - 1));
     expect(await page.getByTestId('group-stats').innerText()).toContain(`reward mean ${mean.toFixed(3)} · std ${std.toFixed(3)}`);
     expect(await page.getByTestId('group-col').count()).toBe(4);
+    // The jump strip names every sample; those whose reward is unlike the group's most common one are marked.
+    expect(await page.getByTestId('group-jump-sample').count()).toBe(4);
+    const bySample = [...group].sort((x, y) => x.sample - y.sample);
+    const counts = new Map<string, number>();
+    for (const t of bySample) counts.set(t.reward.toFixed(6), (counts.get(t.reward.toFixed(6)) ?? 0) + 1);
+    const top = [...counts.values()].sort((x, y) => y - x);
+    const oddWanted = top.length < 2 || top[0] === top[1] ? 0 : bySample.filter((t) => counts.get(t.reward.toFixed(6)) !== top[0]).length;
+    expect(await page.locator('[data-testid="group-jump-sample"][data-odd="true"]').count()).toBe(oddWanted);
     expect(await page.getByTestId('token-diverge').count()).toBeGreaterThan(0);
     await shot(page, 'view-replay-group');
     expect(errors).toEqual([]);
@@ -279,6 +304,10 @@ describe('playground: a live rollout you can pause', () => {
     const { page, errors } = browser!;
     await page.goto(engine!.url);
     await page.getByTestId('engine-status').getByText('connected').waitFor();
+    // Trajectories open on this run first: the Step-through link must still show the view (issue 40: it only set the step).
+    await page.getByTestId('nav-trajectories').click();
+    await page.getByTestId('traj-run').selectOption({ label: 'live-e2e' });
+    await page.getByTestId('traj-header').waitFor();
     await page.getByTestId('nav-playground').click();
     await expect.poll(() => page.getByTestId('checkpoint-select').inputValue()).toBe(`${started.id}:1`);
     await page.getByTestId('playground-mode-step').click();
@@ -335,8 +364,13 @@ describe('playground: a live rollout you can pause', () => {
     await shot(page, 'view-live-done');
     // Stored like any other: it opens in the replay (run, step −1).
     await page.getByTestId('live-open').click();
+    await page.getByTestId('view-trajectories').waitFor();
     await expect.poll(() => page.getByTestId('traj-header').innerText(), { timeout: 30_000 }).toContain(id);
     expect(await page.getByTestId('traj-step').inputValue()).toBe('-1');
+    expect(await page.getByTestId('traj-step').locator('option:checked').innerText()).toBe('−1 (playground)');
+    // The forced token and the edited observation are marked in the replay too.
+    await expect.poll(() => page.getByTestId('turn-forced').innerText()).toBe('1 forced token (outlined)');
+    expect(await page.getByTestId('turn-edited').innerText()).toBe('✎ live rollout: the observation edited before the model saw it');
     expect(errors).toEqual([]);
   }, 300_000);
 });

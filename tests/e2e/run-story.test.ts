@@ -6,7 +6,7 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { engineRequest, numbersIn, openBrowser, ROOT, screenshotIfFailed, shot, startEngine, type Browser, type Engine } from './harness';
+import { axeViolations, engineRequest, numbersIn, openBrowser, ROOT, screenshotIfFailed, shot, startEngine, type Browser, type Engine } from './harness';
 
 let engine: Engine | undefined;
 let browser: Browser | undefined;
@@ -86,6 +86,8 @@ describe('the run tells its story', () => {
       cells.forEach((v, i) => expect(Math.abs(v - want[i]!), `${m} column ${i}`).toBeLessThanOrEqual(Math.abs(want[i]!) * 5e-4 + 1e-12));
     }
     await shot(page, 'view-run-story-summary');
+    // The summary, the held-out table and the learning panel meet WCAG AA (the all-views test reads the views of runs without them).
+    expect(await axeViolations(page), 'axe: Run view with its summary').toEqual([]);
 
     // The learning panel: the flat share before dynamic sampling is groups/flat_fraction of the last step.
     const figures = await page.getByTestId('learn-figures').innerText();
@@ -101,6 +103,27 @@ describe('the run tells its story', () => {
     expect(shown.learning.droppedSteps.map((d) => d.step)).toContain(droppedStep);
 
     await shot(page, 'view-run-story-trajectories');
+    expect(await axeViolations(page), 'axe: group view of a dropped group').toEqual([]);
+
+    // Top-k on a step whose sampler was not kept (checkpoint.every 2 never saved step 1; keep 1
+    // pruned step 2): the inspector names the checkpoint it used instead, and why.
+    await page.getByTestId('traj-step').selectOption('2');
+    await expect.poll(() => page.evaluate(() => window.location.hash)).toContain('step=2');
+    if (await page.getByTestId('group-view').count()) await page.keyboard.press('g');
+    await page.getByTestId('turns').waitFor();
+    const token = page.locator('[data-testid="turns"] span.t[data-turn="1"]').first();
+    await token.click();
+    await page.getByTestId('inspector-topk-load').click();
+    await page.getByTestId('inspector-topk').waitFor({ timeout: 60_000 });
+    const trajectoryId = new URLSearchParams((await page.evaluate(() => window.location.hash)).split('?')[1]).get('sample')!;
+    const tk = await engineRequest(engine, 'replay.topk', { trajectoryId, turn: 1, token: Number(await token.getAttribute('data-tok')), k: 8 });
+    const used = (tk.result as { checkpoint: { step?: number; exact: boolean } }).checkpoint;
+    expect(used.exact).toBe(false);
+    const note = await page.getByTestId('inspector-topk-weights').innerText();
+    expect(note).toContain(used.step === 0 ? 'the SFT checkpoint (step 0)' : `the step-${used.step} checkpoint`);
+    expect(note).toContain('the checkpoint after step 1, which sampled step 2, was not kept');
+    expect(note).not.toContain('the weights that sampled');
+    await shot(page, 'view-run-story-topk');
     expect(browser.errors).toEqual([]);
   });
 });

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { timeWeightedEma } from '../../renderer/src/lib/smoothing';
 import { configDiff, flattenConfig } from '../../renderer/src/lib/configDiff';
-import { channelScale, channelValue, heatColor, nextChannel, CHANNELS } from '../../renderer/src/lib/heat';
+import { channelScale, channelValue, heatColor, nextChannel, CHANNELS, HEAT } from '../../renderer/src/lib/heat';
+import { oddSamples } from '../../renderer/src/lib/group';
 import { defaultsOf, fieldKind, setPath, unwrap, type JsonSchema } from '../../renderer/src/lib/jsonSchema';
 import { alignSeries } from '../../renderer/src/lib/align';
 import { experimentJsonSchema, validateConfig } from '../../engine/config/experiment';
@@ -69,14 +70,29 @@ describe('token heat map channels', () => {
   });
   it('colours unlikely tokens more strongly and leaves missing values blank', () => {
     expect(heatColor('logprob', -0.001, 6)).toBe('');
-    expect(heatColor('logprob', -5, 6)).toMatch(/^rgba\(255, 80, 80/);
+    expect(heatColor('logprob', -5, 6)).toMatch(/^rgba\(209, 66, 66/);
     expect(heatColor('entropy', null, 3)).toBe('');
   });
   it('is diverging for advantage, scaled by the largest magnitude', () => {
     const scale = channelScale([{ advantage: [0.5, -2] }], 'advantage', () => 2);
     expect(scale).toBe(2);
-    expect(heatColor('advantage', 0.5, scale)).toMatch(/^rgba\(80, 210, 130/);
-    expect(heatColor('advantage', -2, scale)).toMatch(/^rgba\(255, 80, 80, 0\.700/);
+    expect(heatColor('advantage', 0.5, scale)).toMatch(/^rgba\(40, 119, 228/);
+    expect(heatColor('advantage', -2, scale)).toMatch(/^rgba\(189, 98, 16, 0\.700/);
+  });
+  it('keeps the token text at 4.5:1 or more on every heat colour at full strength (WCAG AA), over every panel background', () => {
+    const lin = (v: number) => (v / 255 <= 0.03928 ? v / 255 / 12.92 : ((v / 255 + 0.055) / 1.055) ** 2.4);
+    const lum = ([r, g, b]: readonly number[]) => 0.2126 * lin(r!) + 0.7152 * lin(g!) + 0.0722 * lin(b!);
+    const hex = (h: string) => [1, 3, 5].map((i) => parseInt(h.slice(i, i + 2), 16));
+    const text = lum(hex('#d7dce4'));
+    for (const [name, [r, g, b, a]] of Object.entries(HEAT))
+      for (const bg of ['#14161b', '#1b1e25', '#21252e', '#1c2432'].map(hex)) {
+        const mixed = [r, g, b].map((c, i) => a * c + (1 - a) * bg[i]!);
+        expect((text + 0.05) / (lum(mixed) + 0.05), name).toBeGreaterThanOrEqual(4.5);
+      }
+    // Opposite signs are told apart by hue without red/green: orange against blue.
+    const [nr, , nb] = HEAT.negative;
+    const [pr, , pb] = HEAT.positive;
+    expect(nr > nb && pb > pr).toBe(true);
   });
   it('cycles through all channels with c', () => {
     let c: (typeof CHANNELS)[number] = CHANNELS[0];
@@ -121,5 +137,26 @@ describe('chart alignment', () => {
     expect(xs).toEqual([0, 1, 2]);
     expect(a).toEqual([1, null, 3]);
     expect(b).toEqual([null, 10, 20]);
+  });
+});
+
+describe('heat map auto range and the group view odd ones out', () => {
+  it('scales a channel by the trajectory’s own largest magnitude when asked (entropy of a tiny model), but never the clipped categories', () => {
+    const turns = [{ entropy: [0.01, 0.04, 0.02], ratio: [1, 1.1, 0.95], clipped: [0, 1, -1] }];
+    const n = () => 3;
+    expect(channelScale(turns, 'entropy', n)).toBe(3);
+    expect(channelScale(turns, 'entropy', n, true)).toBeCloseTo(0.04, 12);
+    expect(channelScale(turns, 'ratio', n, true)).toBeCloseTo(0.1, 9);
+    expect(channelScale(turns, 'clipped', n, true)).toBe(1);
+    // Nothing recorded: the absolute scale stays.
+    expect(channelScale([{}], 'entropy', n, true)).toBe(3);
+    expect(heatColor('entropy', 0.04, channelScale(turns, 'entropy', n, true))).toMatch(/0\.750\)$/);
+  });
+  it('marks the samples whose reward is unlike the group’s most common one', () => {
+    expect([...oddSamples([0, 0, 0, 1, 0, 0, 0, 0])]).toEqual([3]);
+    expect([...oddSamples([1, 1, 0, 1])]).toEqual([2]);
+    expect([...oddSamples([1, 1, 0, 0])]).toEqual([]);
+    expect([...oddSamples([0.5, 0.5, 0.5])]).toEqual([]);
+    expect([...oddSamples([0, 0, 1, 0.5])]).toEqual([2, 3]);
   });
 });

@@ -15,8 +15,8 @@ describe('teacher channels', () => {
     expect(channelScale([turn], 'teacher', () => 3)).toBe(6);
     expect(channelScale([turn], 'teacher-kl', () => 3)).toBe(1);
     expect(scaleTicks('teacher', 6)).toEqual(['≤ −6', '−3', '0']);
-    expect(heatColor('teacher', -6, 6)).toMatch(/^rgba\(255, 80, 80/);
-    expect(heatColor('teacher-kl', 1, 1)).toMatch(/^rgba\(80, 210, 130/);
-    expect(heatColor('teacher-kl', -1, 1)).toMatch(/^rgba\(255, 80, 80/);
+    expect(heatColor('teacher', -6, 6)).toMatch(/^rgba\(209, 66, 66/);
+    expect(heatColor('teacher-kl', 1, 1)).toMatch(/^rgba\(40, 119, 228/);
+    expect(heatColor('teacher-kl', -1, 1)).toMatch(/^rgba\(189, 98, 16/);
   });
 });

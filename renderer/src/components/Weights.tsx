@@ -20,7 +20,10 @@ export function weightsNote(ck: UsedWeights, traj: { step: number; runId: string
   if (ck.runId !== undefined && ck.runId !== traj.runId) return `${name} of another run, not the weights that sampled this step`;
   if (chosen) return `${name}, as chosen: not the weights that sampled step ${traj.step} (those of step ${sampler})`;
   if (ck.step === undefined) return `${name}: not a checkpoint of this run`;
-  const why = `the checkpoint after step ${sampler}, which sampled step ${traj.step}, was not kept (checkpoint.keep / checkpoint.every)`;
+  const why =
+    sampler === 0
+      ? `the initial weights, which sampled step ${traj.step}, were not saved as a checkpoint (no SFT warm start)`
+      : `the checkpoint after step ${sampler}, which sampled step ${traj.step}, was not kept (checkpoint.keep / checkpoint.every)`;
   return ck.step < sampler
     ? `${name}, ${sampler - ck.step} step${sampler - ck.step > 1 ? 's' : ''} older than the sampler: ${why}`
     : `${name}, trained ${ck.step - sampler} step${ck.step - sampler > 1 ? 's' : ''} past the sampler: ${why}, and none before it was`;

@@ -3,7 +3,8 @@
 // advantage looks weaker than a 2.47 one:
 //  logprob      sequential, confident (0) transparent → unlikely (≤ −6) red
 //  entropy      sequential, 0 transparent → high (≥ 3 nats) amber
-//  advantage    diverging around 0 (±2): negative red, positive green; adv-outcome and
+//  advantage    diverging around 0 (±2): negative orange, positive blue (told apart with any
+//               colour vision, unlike red/green); adv-outcome and
 //  adv-process  its outcome and process parts (same scale)
 //  kl           per-token log(π/π_ref) = logprob − ref_logprob, diverging (±1)
 //  ratio        importance ratio π/π_old at the update, diverging around 1 (0.5 … 1.5)
@@ -106,63 +107,87 @@ const FIXED: Partial<Record<Channel, number>> = {
   value: 1,
 };
 
-/** The scale of a channel: fixed (absolute) for all but `weight`, whose scale is its largest value in the given turns. */
-export function channelScale(turns: TokenValues[], c: Channel, count: (t: TokenValues) => number): number {
+/**
+ * The scale of a channel: fixed (absolute) for all but `weight`, whose scale is its largest value in
+ * the given turns. `auto` (the view's "auto range"): every channel but `clipped` (three categories)
+ * scaled by its largest magnitude in the given turns instead (for ratio, the largest |ratio − 1|), so
+ * a tiny model's entropy of 0.05 nats is not lost on the 0–3 scale; the legend's numbers say which.
+ */
+export function channelScale(turns: TokenValues[], c: Channel, count: (t: TokenValues) => number, auto = false): number {
   const fixed = FIXED[c];
-  if (fixed !== undefined) return fixed;
+  if (fixed !== undefined && !(auto && c !== 'clipped')) return fixed;
   let m = 0;
   for (const t of turns) {
     const n = count(t);
     for (let i = 0; i < n; i++) {
       const x = channelValue(t, c, i);
-      if (x != null) m = Math.max(m, Math.abs(x));
+      if (x != null) m = Math.max(m, Math.abs(c === 'ratio' ? x - 1 : x));
     }
   }
-  return m > 0 ? m : 1;
+  return m > 0 ? m : (fixed ?? 1);
 }
 
 /** The numbers written under the legend's ramp: low end, middle, high end. */
 export function scaleTicks(c: Channel, scale: number): [string, string, string] {
   const f = (x: number) => (Math.abs(x) >= 0.01 || x === 0 ? String(+x.toFixed(2)) : x.toExponential(1));
-  if (c === 'logprob' || c === 'teacher') return [`≤ −${scale}`, `−${scale / 2}`, '0'];
-  if (c === 'entropy') return ['0', f(scale / 2), `≥ ${scale}`];
+  if (c === 'logprob' || c === 'teacher') return [`≤ −${f(scale)}`, `−${f(scale / 2)}`, '0'];
+  if (c === 'entropy') return ['0', f(scale / 2), `≥ ${f(scale)}`];
   if (c === 'ratio') return [`≤ ${f(1 - scale)}`, '1', `≥ ${f(1 + scale)}`];
   if (c === 'clipped') return ['lower', 'none', 'upper · dual'];
   if (c === 'weight') return ['0', f(scale / 2), f(scale)];
   return [`≤ −${f(scale)}`, '0', `≥ ${f(scale)}`];
 }
 
+/**
+ * The heat colours. Each is dark enough that the token text (#d7dce4) keeps at least 4.5:1 (WCAG AA)
+ * on it at full saturation, over any of the panels' backgrounds (tests/renderer/lib.test.ts checks).
+ * The diverging channels go orange (negative) to blue (positive): a pair that stays apart under
+ * protanopia, deuteranopia and tritanopia, where red/green does not.
+ */
+export const HEAT = {
+  unlikely: [209, 66, 66, 0.75],
+  entropy: [147, 108, 36, 0.75],
+  upper: [144, 94, 217, 0.7],
+  lower: [64, 120, 204, 0.7],
+  dual: [168, 99, 26, 0.75],
+  weight: [85, 121, 181, 0.7],
+  negative: [189, 98, 16, 0.7],
+  positive: [40, 119, 228, 0.7],
+} as const satisfies Record<string, readonly [number, number, number, number]>;
+type Heat = keyof typeof HEAT;
+const rgba = (h: Heat, a = 1) => `rgba(${HEAT[h][0]}, ${HEAT[h][1]}, ${HEAT[h][2]}, ${(HEAT[h][3] * a).toFixed(3)})`;
+
 /** CSS background for a value, or '' when there is none. */
 export function heatColor(c: Channel, value: number | null, scale: number): string {
   if (value == null) return '';
   if (c === 'logprob' || c === 'teacher') {
     const a = Math.min(1, Math.max(0, -value / scale));
-    return a < 0.02 ? '' : `rgba(255, 80, 80, ${(0.75 * a).toFixed(3)})`;
+    return a < 0.02 ? '' : rgba('unlikely', a);
   }
   if (c === 'entropy') {
     const a = Math.min(1, Math.max(0, value / scale));
-    return a < 0.02 ? '' : `rgba(245, 180, 60, ${(0.75 * a).toFixed(3)})`;
+    return a < 0.02 ? '' : rgba('entropy', a);
   }
   if (c === 'clipped') {
-    if (value === 1) return 'rgba(170, 110, 255, 0.7)';
-    if (value === -1) return 'rgba(80, 150, 255, 0.7)';
-    if (value === 2) return 'rgba(255, 150, 40, 0.75)';
+    if (value === 1) return rgba('upper');
+    if (value === -1) return rgba('lower');
+    if (value === 2) return rgba('dual');
     return '';
   }
   if (c === 'weight') {
     const a = Math.min(1, Math.max(0, value / scale));
-    return a < 0.02 ? '' : `rgba(120, 170, 255, ${(0.7 * a).toFixed(3)})`;
+    return a < 0.02 ? '' : rgba('weight', a);
   }
   const d = c === 'ratio' ? value - 1 : value;
   const a = Math.min(1, Math.abs(d) / scale);
   if (a < 0.02) return '';
-  return d > 0 ? `rgba(80, 210, 130, ${(0.7 * a).toFixed(3)})` : `rgba(255, 80, 80, ${(0.7 * a).toFixed(3)})`;
+  return rgba(d > 0 ? 'positive' : 'negative', a);
 }
 
 export function rampCss(c: Channel): string {
-  if (c === 'logprob' || c === 'teacher') return 'linear-gradient(90deg, rgba(255,80,80,.75), transparent)';
-  if (c === 'entropy') return 'linear-gradient(90deg, transparent, rgba(245,180,60,.75))';
-  if (c === 'clipped') return 'linear-gradient(90deg, rgba(80,150,255,.7) 33%, transparent 33% 66%, rgba(170,110,255,.7) 66% 83%, rgba(255,150,40,.75) 83%)';
-  if (c === 'weight') return 'linear-gradient(90deg, transparent, rgba(120,170,255,.7))';
-  return 'linear-gradient(90deg, rgba(255,80,80,.7), transparent, rgba(80,210,130,.7))';
+  if (c === 'logprob' || c === 'teacher') return `linear-gradient(90deg, ${rgba('unlikely')}, transparent)`;
+  if (c === 'entropy') return `linear-gradient(90deg, transparent, ${rgba('entropy')})`;
+  if (c === 'clipped') return `linear-gradient(90deg, ${rgba('lower')} 33%, transparent 33% 66%, ${rgba('upper')} 66% 83%, ${rgba('dual')} 83%)`;
+  if (c === 'weight') return `linear-gradient(90deg, transparent, ${rgba('weight')})`;
+  return `linear-gradient(90deg, ${rgba('negative')}, transparent, ${rgba('positive')})`;
 }

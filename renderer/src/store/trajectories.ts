@@ -57,6 +57,8 @@ export interface TrajSlice {
   sampleIndex: number;
   turnIndex: number;
   channel: Channel;
+  /** The heat map's scale from the open trajectory's own range (largest |value|) instead of the channel's absolute one. */
+  autoRange: boolean;
   groupView: boolean;
   /** the trajectories of the open one's GRPO group, loaded for the group view */
   group: Trajectory[];
@@ -83,6 +85,7 @@ export interface TrajSlice {
   moveSibling(delta: number): Promise<void>;
   cycleChannel(): void;
   setChannel(c: Channel): void;
+  setAutoRange(on: boolean): void;
   setGroupView(on: boolean): Promise<void>;
   setFollow(on: boolean): Promise<void>;
   applyTrajEvent(e: EngineEvent): void;
@@ -359,6 +362,8 @@ export function createTrajSlice(api: ArborApi, set: Set, get: Get): TrajSlice {
     },
     cycleChannel: () => set({ channel: nextChannel(get().channel) }),
     setChannel: (channel) => set({ channel }),
+    autoRange: false,
+    setAutoRange: (autoRange) => set({ autoRange }),
     async setGroupView(on) {
       set({ groupView: on });
       try {

@@ -5,6 +5,7 @@ import { useArbor, useArborStore } from '../store/react';
 import type { Trajectory, TrajSummary } from '../api/types';
 import { CHANNELS, channelScale, channelValue, rampCss, scaleTicks, type Channel } from '../lib/heat';
 import { steeringOf } from '../lib/steering';
+import { oddSamples } from '../lib/group';
 import { weightsNote } from '../components/Weights';
 import { buildRows, ForkIcon, isWordLevel, TokenHoverCard, TokenSpan, ToolCalls, TurnHead, type TurnDrift } from '../components/Turns';
 import { siblingsOf, type TokenCursor, type TrajSort } from '../store/trajectories';
@@ -116,6 +117,7 @@ export function TrajectoriesView() {
   const traj = useArbor((s) => s.traj);
   const sampleIndex = useArbor((s) => s.sampleIndex);
   const channel = useArbor((s) => s.channel);
+  const autoRange = useArbor((s) => s.autoRange);
   const groupView = useArbor((s) => s.groupView);
   const follow = useArbor((s) => s.follow);
   const trajSort = useArbor((s) => s.trajSort);
@@ -134,6 +136,7 @@ export function TrajectoriesView() {
       setFilter: s.setTrajFilter,
       openSample: s.openSample,
       setChannel: s.setChannel,
+      setAutoRange: s.setAutoRange,
       setGroupView: s.setGroupView,
       setFollow: s.setFollow,
       setSort: s.setTrajSort,
@@ -300,6 +303,9 @@ export function TrajectoriesView() {
                 </button>
               ))}
               <ChannelLegend traj={traj} channel={channel} />
+              <label className="muted" title="scale the colours by this trajectory's own range (largest |value|) instead of the channel's absolute scale">
+                <input type="checkbox" checked={autoRange} onChange={(e) => a.setAutoRange(e.target.checked)} data-testid="auto-range" /> auto range
+              </label>
               {traj && !hasChannel(traj, channel) ? (
                 <span className="muted" style={{ fontSize: 11 }} data-testid="channel-missing">
                   {channel === 'kl'
@@ -334,7 +340,8 @@ export function TrajectoriesView() {
 
 /** The active channel with its ramp and the numbers of its scale (absolute: the same for every trajectory). */
 function ChannelLegend({ traj, channel }: { traj: Trajectory | null; channel: Channel }) {
-  const scale = useMemo(() => channelScale(traj?.turnsData ?? [], channel, (t) => (t as { tokens: string[] }).tokens.length), [traj, channel]);
+  const auto = useArbor((s) => s.autoRange);
+  const scale = useMemo(() => channelScale(traj?.turnsData ?? [], channel, (t) => (t as { tokens: string[] }).tokens.length, auto), [traj, channel, auto]);
   const [lo, mid, hi] = scaleTicks(channel, scale);
   return (
     <span className="legend-bar" data-testid="channel-legend">
@@ -562,7 +569,8 @@ export function TurnList({
 }) {
   const rows = useMemo(() => buildRows(traj), [traj]);
   const words = useMemo(() => isWordLevel(traj), [traj]);
-  const scale = useMemo(() => channelScale(traj.turnsData, channel, (t) => (t as { tokens: string[] }).tokens.length), [traj, channel]);
+  const auto = useArbor((s) => s.autoRange);
+  const scale = useMemo(() => channelScale(traj.turnsData, channel, (t) => (t as { tokens: string[] }).tokens.length, auto), [traj, channel, auto]);
   const steer = useMemo(() => steeringOf(traj), [traj]);
   const host = useRef<HTMLDivElement>(null);
   const virt = useVirtualizer({
@@ -678,14 +686,16 @@ function GroupPane() {
   const traj = useArbor((s) => s.traj);
   const channel = useArbor((s) => s.channel);
   const openById = useArbor((s) => s.openTrajectoryById);
+  const auto = useArbor((s) => s.autoRange);
   const scale = useMemo(
     () =>
       channelScale(
         group.flatMap((g) => g.turnsData),
         channel,
         (t) => (t as { tokens: string[] }).tokens.length,
+        auto,
       ),
-    [group, channel],
+    [group, channel, auto],
   );
   const words = useMemo(() => group.some(isWordLevel), [group]);
   const prefix = useMemo(() => sharedPrefix(group), [group]);
@@ -700,6 +710,14 @@ function GroupPane() {
     const tail = toks.slice(-12).join(words ? ' ' : '');
     return tail.length < toks.join('').length ? `… ${tail}` : tail;
   }, [group, prefix, words]);
+  // The samples whose reward is not the group's most common one (the odd one out: the one success
+  // among failures, or the reverse): marked in the jump strip, since 8 columns do not fit on screen.
+  const odd = useMemo(() => oddSamples(group.map((g) => g.reward)), [group]);
+  const selIndex = group.findIndex((g) => g.id === traj?.id);
+  // The open sample's column is scrolled into view when the group opens or the sample changes.
+  useEffect(() => {
+    if (selIndex >= 0) virt.scrollToIndex(selIndex, { align: 'auto' });
+  }, [selIndex, group.length, virt]);
   // A trajectory is always in its own group: an empty one is still loading (not "0 samples, prefix 0").
   if (!group.length) return <div className="panel muted">loading the group's samples…</div>;
   return (
@@ -713,11 +731,29 @@ function GroupPane() {
         tokens, collapsed: <span className="mono muted">{prefixText}</span>
       </div>
       <JudgePanel group={group} />
+      <div className="toolbar group-jump" data-testid="group-jump" aria-label="scroll to a sample">
+        {group.map((g, i) => (
+          <button
+            key={g.id}
+            className={`tag${odd.has(i) ? ' odd' : ''}${g.id === traj?.id ? ' active' : ''}`}
+            data-testid="group-jump-sample"
+            data-odd={odd.has(i) ? 'true' : undefined}
+            title={odd.has(i) ? 'reward unlike the rest of the group' : undefined}
+            onClick={() => virt.scrollToIndex(i, { align: 'center' })}
+          >
+            {g.sample}: {g.reward.toFixed(2)}
+            {odd.has(i) ? ' ◆' : ''}
+          </button>
+        ))}
+      </div>
       <div
         ref={host}
         className="group-grid"
         data-testid="group-view"
-        style={{ overflowX: 'auto', position: 'relative', height: 'calc(100vh - 260px)', display: 'block' }}
+        tabIndex={0}
+        role="region"
+        aria-label={`${group.length} samples of the group, side by side`}
+        style={{ overflowX: 'auto', position: 'relative', height: 'calc(100vh - 290px)', display: 'block' }}
       >
         <div style={{ width: virt.getTotalSize(), height: '100%', position: 'relative' }}>
           {virt.getVirtualItems().map((v) => {
@@ -726,8 +762,12 @@ function GroupPane() {
             return (
               <div
                 key={g.id}
-                className={`group-col ${g.id === traj?.id ? 'sel' : ''}`}
+                className={`group-col ${g.id === traj?.id ? 'sel' : ''}${odd.has(v.index) ? ' odd' : ''}`}
                 onClick={() => void openById(g.id)}
+                onKeyDown={(e) => e.key === 'Enter' && void openById(g.id)}
+                tabIndex={0}
+                role="group"
+                aria-label={`sample ${g.sample}, reward ${g.reward.toFixed(3)}`}
                 data-testid="group-col"
                 style={{ position: 'absolute', top: 0, left: v.start, width: COLUMN - 8, height: '100%', overflowY: 'auto' }}
               >
