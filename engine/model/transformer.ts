@@ -337,10 +337,13 @@ function frozenHeadLogprobs<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, 
   };
   const lps: T[] = [],
     ents: T[] = [];
-  let prev: T | undefined;
+  let prev: T[] = [];
   for (let i = 0; i < chunks; i++) {
     let h = chunks > 1 ? o.chunk!(hf, 0, i, chunks) : hf;
-    if (prev) h = o.after!(h, prev); // chunk i's [rows, V] tensors only after chunk i−1's are consumed
+    // Chunk i's [rows, V] tensors only after chunk i−1's are consumed: by its logprob and, with entropy, by its
+    // entropy too (else every chunk's log-softmax and probabilities wait for the entropy output: 0.5 GiB at
+    // Qwen2.5-1.5B and 512 tokens).
+    for (const d of prev) h = o.after!(h, d);
     const t = chunks > 1 ? o.chunk!(tf, 0, i, chunks) : tf;
     const hs = o.stopGradient(h);
     const lsm = o.logSoftmax(o.matmul(hs, headT), -1); // [rows, V]
@@ -354,7 +357,7 @@ function frozenHeadLogprobs<T>(o: Ops<T>, c: ModelConfig, w: Record<string, T>, 
       const gradEnt = o.neg(o.matmul(o.mul(p, o.add(lsm, o.unsqueeze(ent, [1]))), head));
       ents.push(carry(ent, h, gradEnt));
     }
-    prev = lp;
+    prev = withEntropy ? [lp, ents[ents.length - 1]!] : [lp];
   }
   const logprobs = o.reshape(chunks > 1 ? o.concat(lps, 0) : lps[0], [B, T]);
   return withEntropy ? { logprobs, entropy: o.reshape(chunks > 1 ? o.concat(ents, 0) : ents[0], [B, T]) } : { logprobs };

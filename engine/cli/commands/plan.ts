@@ -14,7 +14,8 @@ import { join } from 'node:path';
 import { totalmem } from 'node:os';
 import { intFlag } from '../flags';
 import { DEVICES, deviceOption } from '../device-option';
-import { loadConfig, type ExperimentConfig } from '../../config/experiment';
+import { loadConfig, validateConfig, type ExperimentConfig } from '../../config/experiment';
+import type { HostTensor } from '../../tensor/host';
 import { applyOverrides } from './sweep';
 import { readModelConfig } from '../../model/checkpoint';
 import { weightShapes, type ModelConfig } from '../../model/config';
@@ -156,6 +157,8 @@ interface PlanOpts {
   memory?: string;
   json?: boolean;
   measure?: boolean;
+  loss?: 'nll' | 'grpo';
+  microBatches?: number;
   steps: number;
   set: string[];
 }
@@ -185,6 +188,11 @@ async function planInput(target: string | undefined, o: PlanOpts): Promise<{ inp
       input: {
         config,
         lora: o.lora !== undefined ? allLinear(o.lora) : undefined,
+        // --loss grpo: the policy loss of a default GRPO config (PPO-clip with its entropy metric), at --seq tokens.
+        loss:
+          o.loss === 'grpo'
+            ? policyLoss(validateConfig({ model: { init: 'tiny' }, task: { kind: 'multihop' }, rollout: { max_total_length: seq } }))
+            : undefined,
         train: { batch: o.batch ?? 1, seq },
         recomputeLayers: o.recomputeLayers ?? false,
         rollout: o.rolloutBatch ? { batch: o.rolloutBatch, maxLength: seq } : undefined,
@@ -194,7 +202,7 @@ async function planInput(target: string | undefined, o: PlanOpts): Promise<{ inp
         device: o.device === undefined || o.device === 'auto' ? 'cpu' : o.device,
         baseline: process.memoryUsage().rss,
       },
-      microBatches: 1,
+      microBatches: o.microBatches ?? 1,
       source,
     };
   }
@@ -209,6 +217,11 @@ async function planInput(target: string | undefined, o: PlanOpts): Promise<{ inp
   if (o.seq !== undefined) i.train = { ...i.train, seq: o.seq };
   if (o.batch !== undefined) i.train = { ...i.train, batch: o.batch };
   if (o.recomputeLayers !== undefined) i.recomputeLayers = o.recomputeLayers;
+  if (target && existsSync(target) && statSync(target).isFile()) {
+    if (o.loss) throw new Error("--loss: a config's plan uses its own algorithm.policy_loss; give --loss with --shape or a model folder");
+    if (o.microBatches !== undefined)
+      throw new Error("--micro-batches: a config's plan uses its algorithm.micro_batches; give --micro-batches with --shape or a model folder");
+  }
   if (i.quantizeBase && !i.lora)
     throw new Error('--quantize-base: the quantized base is frozen and trains LoRA adapters; give --lora <rank> (or model.lora in the config)');
   return r;
@@ -236,6 +249,17 @@ export function register(program: Command): void {
     )
     .option('--memory <bytes>', 'the memory to fit (e.g. 24GiB; default: RAM on the CPU)')
     .option('--set <key=value>', 'override a config key (dotted path, YAML value); repeatable', (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .addOption(
+      new Option('--loss <loss>', 'without a config: the training loss (nll: masked next-token; grpo: the default GRPO policy loss, with entropy)').choices([
+        'nll',
+        'grpo',
+      ]),
+    )
+    .option(
+      '--micro-batches <m>',
+      'without a config: micro-batches of --batch sequences per update (--measure accumulates their gradients, then one AdamW step)',
+      intFlag('micro-batches', 1),
+    )
     .option('--measure', 'run one training step at the planned size on random weights here and print its peak RSS beside the plan')
     .option('--steps <n>', 'with --measure: steps to take (the first builds the session; the last is timed)', intFlag('steps', 1), 2)
     .option('--json', 'print JSON')
@@ -245,7 +269,11 @@ export function register(program: Command): void {
       const plan = memoryPlan(input);
       const avail = availableMemory(input.device ?? 'cpu', memory);
       const verdict = avail ? adviseFit(input, avail.bytes, microBatches) : null;
-      const measured = o.measure ? await measureStep(input, o.steps) : undefined;
+      const measured = o.measure ? await measureStep(input, o.steps, microBatches) : undefined;
+      // What the measurement is compared with: --measure decodes nothing, so the plan without rollouts (a CPU decode
+      // session's pre-packed codes are not made), its step, and its scoring call when it scored.
+      const bare = input.rollout ? memoryPlan({ ...input, rollout: undefined }) : plan;
+      const planned = measured ? bare.step + (measured.scored ? (bare.items.find((i) => i.id === 'score')?.bytes ?? 0) : 0) : undefined;
       if (o.json) {
         console.log(
           JSON.stringify({
@@ -260,6 +288,7 @@ export function register(program: Command): void {
             advice: verdict?.advice ?? [],
             combination: verdict?.combination ?? [],
             measured,
+            measuredPlan: planned,
           }),
         );
         return;
@@ -278,10 +307,12 @@ export function register(program: Command): void {
       else if (verdict!.fits)
         console.log(`fits: ${fmtBytes(plan.total)} of ${fmtBytes(avail.bytes)} ${avail.what} (${fmtBytes(avail.bytes - plan.total)} to spare)`);
       else console.log(`does not fit: ${refusal(plan, input, avail, microBatches)}`);
-      if (measured)
+      if (measured) {
+        const what = measured.scored ? 'step and scoring call' : 'step';
         console.log(
-          `measured: one training step ${measured.stepSeconds.toFixed(2)} s (${measured.tokensPerSecond.toFixed(1)} tokens/s), peak RSS ${fmtBytes(measured.peakRss)}; the plan's step ${fmtBytes(plan.step)} (${((plan.step / measured.peakRss - 1) * 100).toFixed(1)}%)`,
+          `measured: one training step${measured.microBatches > 1 ? ` (${measured.microBatches} micro-batches)` : ''}${measured.scored ? ` after scoring ${measured.scored} sequences` : ''} ${measured.stepSeconds.toFixed(2)} s (${measured.tokensPerSecond.toFixed(1)} tokens/s), peak RSS ${fmtBytes(measured.peakRss)}; the plan's ${what} ${fmtBytes(planned!)} (${((planned! / measured.peakRss - 1) * 100).toFixed(1)}%)${input.rollout ? ', no rollouts' : ''}`,
         );
+      }
     });
 }
 
@@ -338,6 +369,10 @@ export interface MeasuredStep {
   tokensPerSecond: number;
   loss: number;
   steps: number;
+  /** Micro-batches per step (gradients accumulated, then one AdamW step). */
+  microBatches: number;
+  /** Sequences scored (old logprobs and entropy, one call) before each step; 0 when the plan has no scoring call. */
+  scored: number;
 }
 
 /**
@@ -346,7 +381,7 @@ export interface MeasuredStep {
  * the weights built here have no folder, so under LoRA the frozen base is moved to the ORT worker
  * as a loaded model's is (the plan's "held once"). The first step builds the session; the last is timed.
  */
-export async function measureStep(input: MemoryPlanInput, steps = 2): Promise<MeasuredStep> {
+export async function measureStep(input: MemoryPlanInput, steps = 2, microBatches = 1): Promise<MeasuredStep> {
   const baselineRss = input.baseline ?? process.memoryUsage().rss;
   const { PolicyModel } = await import('../../model/runtime');
   const c = input.config;
@@ -364,17 +399,32 @@ export async function measureStep(input: MemoryPlanInput, steps = 2): Promise<Me
   });
   const opt = new AdamW({ beta1: 0.9, beta2: 0.999, weight_decay: 0 });
   const batch = randomTokenBatch(c.vocabSize, input.train.batch, input.train.seq, 7);
+  const lossSpec = input.loss ?? nllLoss;
+  // The loss's own inputs (advantages, old logprobs, …): seeded values of their shape; their bytes matter, not their numbers.
+  const lossFeeds: Record<string, HostTensor> = {};
+  for (const s of lossSpec.inputs) {
+    const n = batch.batch * batch.length;
+    lossFeeds[s.name] = {
+      dtype: 'float32',
+      shape: [batch.batch, batch.length],
+      data: Float32Array.from({ length: n }, (_, k) => (s.name === 'advantages' ? Math.sin(k) : -1 - (k % 7) / 7)),
+    };
+  }
+  const scored = input.score ? randomTokenBatch(c.vocabSize, input.score.batch, input.score.seq, 11) : undefined;
   let seconds = 0,
     loss = 0;
   try {
     for (let i = 0; i < steps; i++) {
       const t0 = performance.now();
-      const r = await model.trainStep(batch, input.loss ?? nllLoss, batch.valid);
+      if (scored) await model.score(scored, { entropy: true }); // the old policy's logprobs of the update's sequences
       const acc = new Map<string, Float32Array>();
-      accumulate(acc, r.grads, 1);
+      for (let k = 0; k < microBatches; k++) {
+        const r = await model.trainStep(batch, lossSpec, batch.valid, lossFeeds);
+        accumulate(acc, r.grads, 1 / microBatches);
+        loss = r.loss;
+      }
       clipAndStep(model, opt, acc, 1, 1e-4);
       seconds = (performance.now() - t0) / 1000;
-      loss = r.loss;
     }
   } finally {
     await model.dispose();
@@ -383,8 +433,10 @@ export async function measureStep(input: MemoryPlanInput, steps = 2): Promise<Me
     peakRss: process.resourceUsage().maxRSS * 1024,
     baselineRss,
     stepSeconds: seconds,
-    tokensPerSecond: (input.train.batch * input.train.seq) / seconds,
+    tokensPerSecond: (input.train.batch * input.train.seq * microBatches) / seconds,
     loss,
     steps,
+    microBatches,
+    scored: scored?.batch ?? 0,
   };
 }

@@ -1,6 +1,7 @@
 /**
  * Child side of quant-base.test.ts: the tiny LoRA model with its base quantized to 4 bits
- * (model.quantize_base) against its float32 twin holding the dequantized weights, on the CPU and
+ * (model.quantize_base; an untied head, so the embedding table is codes too) against its float32
+ * twin holding the dequantized weights, on the CPU and
  * on WebGPU (each side against the twin on the same device): score, a LoRA training step's loss
  * and adapter gradients, and the decode session's logits. Prints both devices.
  */
@@ -12,7 +13,8 @@ import { nllLoss } from '../../../../engine/model/lora-step';
 import { dequantizeBlockwise } from '../../../../engine/model/quantize';
 import type { Weights } from '../../../../engine/model/checkpoint';
 
-const cfg = tinyConfig({ vocabSize: 40, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 64, padTokenId: 0 });
+// Its own LM head, so the embedding table is quantized too (the lookup reads the rows' codes: gatherNBits).
+const cfg = tinyConfig({ vocabSize: 40, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 64, padTokenId: 0, tieWordEmbeddings: false });
 const lora = resolveLora({ rank: 4, alpha: 8, dropout: 0, target_modules: 'all-linear' });
 const seqs = [
   [1, 5, 9, 3, 7, 2, 11],
