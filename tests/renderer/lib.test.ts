@@ -160,3 +160,21 @@ describe('heat map auto range and the group view odd ones out', () => {
     expect([...oddSamples([0, 0, 1, 0.5])]).toEqual([2, 3]);
   });
 });
+
+describe('chart units', () => {
+  it('reads a reward component as a reward whatever its name (reward/length is not in tokens)', async () => {
+    // uPlot (imported with the chart) reads the device pixel ratio through matchMedia, which jsdom lacks.
+    (window as { matchMedia?: unknown }).matchMedia ??= () => ({
+      matches: false,
+      addListener() {},
+      removeListener() {},
+      addEventListener() {},
+      removeEventListener() {},
+    });
+    const { unitOf } = await import('../../renderer/src/components/MetricChart');
+    expect(unitOf('reward/length')).toBe('reward');
+    expect(unitOf('reward/mean')).toBe('reward');
+    expect(unitOf('response_length/mean')).toBe('tokens');
+    expect(unitOf('time/rollout_s')).toBe('s');
+  });
+});

@@ -21,6 +21,8 @@ export interface ChartSeries {
 /** The unit a metric's values are in, from its key (for the y axis label); '' when it has none. */
 export function unitOf(key: string): string {
   const k = key.toLowerCase();
+  // A reward component is a reward whatever its name says (reward/length is not in tokens).
+  if (/^(eval\/)?reward\//.test(k)) return 'reward';
   if (/tokens_per_s$/.test(k)) return 'tokens/s';
   if (/^time\/|_s$|seconds/.test(k)) return 's';
   if (/_ms$/.test(k)) return 'ms';
