@@ -266,9 +266,10 @@ export async function main(init: HostInit): Promise<void> {
       (e: unknown) => post({ id: req.id, ok: false, error: errorOf(e, engine.pathOf(req)), logs: logs() }),
     );
   };
-  // A batch's calls start in order, each announced: their synchronous parts run here, bounded by
-  // the engine's time limit; the announcements (and any replies ready) go out in one message
-  // before any call's asynchronous part can run, so the host times each call from its start.
+  // A batch's calls start in order, each announced just before its synchronous part runs (the
+  // announcement is written to the channel at once, with any replies ready), so the host times
+  // each call from its start, and its backstop holds even when that part never returns to the
+  // event loop: QuickJS does not interrupt a builtin's own loop (one sort() of a million long strings).
   onMessage((batch) => {
     if (!Array.isArray(batch)) return;
     for (const req of batch as HostRequest[]) {
@@ -277,6 +278,7 @@ export async function main(init: HostInit): Promise<void> {
       else if (req.op === 'endEpisode') engine.endEpisode(Number(req.episode));
       else if (req.op === 'tool' || req.op === 'reward') {
         outbox.push({ id: req.id, started: true });
+        flush();
         start(req);
       }
     }

@@ -358,6 +358,16 @@ describe("issue 37's reproductions (attackers' files in tests/fixtures/attacks)"
     expect(t.error?.message).toMatch(/tools\/hostile\.ts: threw a value whose message could not be read \(reading it ran past 1000 ms\)/);
   }, 60_000);
 
+  it('one long builtin the engine cannot interrupt is stopped by the host 2 s after the call limit (once: it ran on, the host counting from a message it had not sent)', async () => {
+    const host = await SandboxHost.open({ tools: [fixture('builtin-stall/tools/stall.ts')] }, { timeoutMs: 1000, memoryMb: 128 }, ws);
+    hosts.push(host);
+    const out = await runCall(host.tools, { name: 'stall', args: {} }, { timeoutMs: 100_000, maxArgChars: 100, maxResultChars: 100 });
+    expect(out.success).toBe(false);
+    // The host's backstop (it kills and replaces the process), not the queue limit or the engine after the sort.
+    expect(out.error).toMatch(/tools\/stall\.ts: timed out after 1000 ms \(an endless loop\?\); the sandbox was restarted/);
+    expect(host.restarts).toBe(1);
+  }, 120_000);
+
   it("a tool schema's pattern cannot hold the engine: arguments are checked on a linear-time engine (once: 40 characters backtracked for hours)", async () => {
     const host = await SandboxHost.open({ tools: [fixture('schema-redos/tools/redos.ts')] }, { timeoutMs: 5000, memoryMb: 64 }, ws);
     hosts.push(host);
