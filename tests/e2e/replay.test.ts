@@ -356,6 +356,10 @@ describe('playground: a live rollout you can pause', () => {
     const t = await req<Trajectory>('trajectories.get', { id });
     expect(t.step).toBe(-1);
     expect((await result.innerText()).replace(/\s+/g, ' ')).toContain(`reward ${t.reward.toFixed(4)}`);
+    // The gold answer beside the episode's answer, as stored.
+    const golds = (t.outcomeData as { golds?: string[] }).golds ?? [];
+    expect(golds.length).toBeGreaterThan(0);
+    await expect.poll(() => page.getByTestId('live-golds').innerText()).toBe(`· gold ${golds.map((g) => JSON.stringify(g)).join(' / ')}`);
     const live = t.outcomeData.live as { forced: { turn: number; token: number }[]; edited: number[] };
     expect(live.forced).toEqual([{ turn: 1, token: 1 }]);
     expect(t.turnsData[1]!.tokens[1]).toBe(forcedToken);

@@ -124,6 +124,10 @@ describe('the run tells its story', () => {
     expect(note).toContain('the checkpoint after step 1, which sampled step 2, was not kept');
     expect(note).not.toContain('the weights that sampled');
     await shot(page, 'view-run-story-topk');
+    // This flat group's advantages are all 0: the channel says so instead of drawing a blank.
+    await page.keyboard.press('Escape');
+    await page.getByTestId('channel-advantage').click();
+    expect(await page.getByTestId('channel-neutral').innerText()).toContain('every advantage is 0');
     expect(browser.errors).toEqual([]);
   });
 });

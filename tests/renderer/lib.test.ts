@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { timeWeightedEma } from '../../renderer/src/lib/smoothing';
 import { configDiff, flattenConfig } from '../../renderer/src/lib/configDiff';
-import { channelScale, channelValue, heatColor, nextChannel, CHANNELS, HEAT } from '../../renderer/src/lib/heat';
+import { channelScale, channelValue, heatColor, neutralNote, nextChannel, CHANNELS, HEAT } from '../../renderer/src/lib/heat';
 import { oddSamples } from '../../renderer/src/lib/group';
 import { defaultsOf, fieldKind, setPath, unwrap, type JsonSchema } from '../../renderer/src/lib/jsonSchema';
 import { alignSeries } from '../../renderer/src/lib/align';
@@ -176,5 +176,17 @@ describe('chart units', () => {
     expect(unitOf('reward/mean')).toBe('reward');
     expect(unitOf('response_length/mean')).toBe('tokens');
     expect(unitOf('time/rollout_s')).toBe('s');
+  });
+});
+
+describe('channel notes', () => {
+  it('says why a channel with values draws nothing: neutral by design', () => {
+    const t = (o: Record<string, number[]>) => [{ tokens: ['a', 'b'], lossMask: [1, 1], ...o }];
+    expect(neutralNote(t({ ratio: [1, 1] }), 'ratio')).toMatch(/every ratio is 1/);
+    expect(neutralNote(t({ ratio: [1, 1.2] }), 'ratio')).toBeNull();
+    expect(neutralNote(t({ clipped: [0, 0] }), 'clipped')).toMatch(/no token .* was clipped/);
+    expect(neutralNote(t({ clipped: [0, 1] }), 'clipped')).toBeNull();
+    expect(neutralNote(t({ advantage: [0, 0] }), 'advantage')).toMatch(/every advantage is 0/);
+    expect(neutralNote(t({}), 'ratio')).toBeNull();
   });
 });

@@ -247,6 +247,8 @@ export const TokenSpan = memo(function TokenSpan({
         {turn.tokens[i]}
       </span>,
     );
+    // Whole-word tokens carry no spaces: a real space between them, so copied text keeps its words apart.
+    if (words && i < to - 1) spans.push(' ');
   }
   return <div className={words ? 'tokens words' : 'tokens'}>{spans}</div>;
 });

@@ -191,3 +191,23 @@ export function rampCss(c: Channel): string {
   if (c === 'weight') return `linear-gradient(90deg, transparent, ${rgba('weight')})`;
   return `linear-gradient(90deg, ${rgba('negative')}, transparent, ${rgba('positive')})`;
 }
+
+/**
+ * Why a channel that has values draws nothing: every value is the neutral one by design (a ratio of 1
+ * when the update saw the sampling weights, no clipped token, a zero advantage in a flat group); null otherwise.
+ */
+export function neutralNote(turns: (TokenValues & { tokens: ArrayLike<unknown> })[], c: Channel): string | null {
+  const vals: number[] = [];
+  for (const u of turns)
+    for (let i = 0; i < u.tokens.length; i++) {
+      const v = channelValue(u, c, i);
+      if (v != null) vals.push(v);
+    }
+  if (!vals.length) return null;
+  if (c === 'ratio' && vals.every((v) => Math.abs(v - 1) < 1e-6))
+    return 'every ratio is 1: the update saw the weights that sampled these tokens (on-policy: one PPO epoch, one mini-batch), so there is nothing to colour';
+  if (c === 'clipped' && vals.every((v) => v === 0)) return 'no token of this trajectory was clipped (every ratio within the clip range)';
+  if ((c === 'advantage' || c === 'adv-outcome' || c === 'adv-process') && vals.every((v) => v === 0))
+    return 'every advantage is 0: no learning signal for this trajectory (e.g. a flat group)';
+  return null;
+}

@@ -3,7 +3,7 @@ import { useVirtualizer } from '@tanstack/react-virtual';
 import { useShallow } from 'zustand/react/shallow';
 import { useArbor, useArborStore } from '../store/react';
 import type { Trajectory, TrajSummary } from '../api/types';
-import { CHANNELS, channelScale, channelValue, rampCss, scaleTicks, type Channel } from '../lib/heat';
+import { CHANNELS, channelScale, channelValue, neutralNote, rampCss, scaleTicks, type Channel } from '../lib/heat';
 import { steeringOf } from '../lib/steering';
 import { oddSamples } from '../lib/group';
 import { weightsNote } from '../components/Weights';
@@ -313,6 +313,11 @@ export function TrajectoriesView() {
                     : channel === 'value'
                       ? 'no critic values stored (the run did not use PPO with a critic)'
                       : `no ${channel} values stored for this trajectory`}
+                </span>
+              ) : null}
+              {traj && hasChannel(traj, channel) && neutralNote(traj.turnsData, channel) ? (
+                <span className="muted" style={{ fontSize: 11 }} data-testid="channel-neutral">
+                  {neutralNote(traj.turnsData, channel)}
                 </span>
               ) : null}
               <span className="grow" />
