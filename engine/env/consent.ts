@@ -293,7 +293,7 @@ export function workspaceItem(workspace: string): ConsentItem {
  */
 export function judgeItem(j: { base_url: string; api_key_env?: string; references?: boolean }): ConsentItem {
   const argv = [String(j.base_url)];
-  const env = j.api_key_env ? { api_key_env: String(j.api_key_env) } : {};
+  const env: Record<string, string> = j.api_key_env ? { api_key_env: String(j.api_key_env) } : {};
   const hash = itemHash('judge', { argv: [...argv, j.references ? 'references' : 'no-references'], env });
   const key = j.api_key_env ? `, with the key from $${escapeControl(j.api_key_env)}` : ', with no key';
   return {

@@ -7,7 +7,7 @@
  * arguments, timeout, a throwing tool) becomes an error observation the model reads, never an
  * exception that ends the episode.
  */
-import { Ajv, type RegExpEngine, type ValidateFunction } from 'ajv';
+import { Ajv, type Options, type ValidateFunction } from 'ajv';
 import { RE2JS } from 're2js';
 import { workspaceReader } from './workspace-read';
 
@@ -76,7 +76,7 @@ export const DEFAULT_LIMITS: CallLimits = { timeoutMs: 5000, maxArgChars: 2000, 
  * (`^(a+)+$`) over 40 characters of arguments held the engine for hours. RE2 refuses
  * backreferences and lookarounds: such a schema is an invalid one, named with its tool.
  */
-const re2: RegExpEngine = Object.assign(
+const re2: NonNullable<NonNullable<Options['code']>['regExp']> = Object.assign(
   (pattern: string, flags: string) => {
     const re = RE2JS.compile(pattern, flags.includes('i') ? RE2JS.CASE_INSENSITIVE : 0);
     // (ajv keeps compiled patterns by their toString: a RegExp's, distinct per pattern and flags)

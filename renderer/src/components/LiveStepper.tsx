@@ -11,7 +11,6 @@ import { useArbor, useArborStore } from '../store/react';
 export function LiveStepper({ checkpoint }: { checkpoint: string }) {
   const store = useArborStore();
   const live = useArbor((s) => s.live);
-  const golds = useArbor((s) => s.liveGolds);
   const busy = useArbor((s) => s.liveBusy);
   const temperature = useArbor((s) => s.liveTemperature);
   const [force, setForce] = useState('');
@@ -128,8 +127,7 @@ export function LiveStepper({ checkpoint }: { checkpoint: string }) {
             {live.result ? (
               <div className="panel verdict" data-testid="live-result">
                 reward <b className="mono">{live.result.reward.toFixed(4)}</b> · answer{' '}
-                {live.result.answer === undefined ? '—' : JSON.stringify(live.result.answer)}
-                {golds?.length ? <span data-testid="live-golds"> · gold {golds.map((g) => JSON.stringify(g)).join(' / ')}</span> : null} · {live.result.reason}
+                {live.result.answer === undefined ? '—' : JSON.stringify(live.result.answer)} · {live.result.reason}
                 {live.result.truncated ? ' (truncated)' : ''} · stored as trajectory{' '}
                 <a
                   href="#"

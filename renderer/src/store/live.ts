@@ -13,8 +13,6 @@ export type LiveAction = 'token' | 'force' | 'turn' | 'observation' | 'finish';
 
 export interface LiveSlice {
   live: LiveState | null;
-  /** The finished episode's gold answers, read from the stored trajectory (its outcome's golds); null until then or when it has none. */
-  liveGolds: string[] | null;
   liveBusy: boolean;
   liveTemperature: number;
   setLiveTemperature(t: number): void;
@@ -28,14 +26,13 @@ export interface LiveSlice {
 export function createLiveSlice(api: ArborApi, set: Set, get: Get): LiveSlice {
   return {
     live: null,
-    liveGolds: null,
     liveBusy: false,
     liveTemperature: 1,
     setLiveTemperature: (liveTemperature) => set({ liveTemperature }),
     async startLive(checkpoint) {
       if (get().liveBusy) return;
       await get().closeLive();
-      set({ liveBusy: true, liveGolds: null });
+      set({ liveBusy: true });
       try {
         set({ live: await api.liveStart({ checkpoint, temperature: get().liveTemperature, k: 8 }) });
       } catch (err) {
@@ -49,14 +46,7 @@ export function createLiveSlice(api: ArborApi, set: Set, get: Get): LiveSlice {
       if (!s.live || s.liveBusy || s.live.phase === 'done') return;
       set({ liveBusy: true });
       try {
-        const live = await api.liveStep({ sessionId: s.live.sessionId, action, ...extra });
-        set({ live });
-        // Done: the stored episode's golds, to show beside its answer.
-        if (live.result) {
-          const t = await api.getTrajectory(live.result.trajectoryId);
-          const golds = (t.outcomeData as { golds?: unknown } | null)?.golds;
-          if (get().live?.result?.trajectoryId === live.result.trajectoryId) set({ liveGolds: Array.isArray(golds) ? golds.map((g) => String(g)) : null });
-        }
+        set({ live: await api.liveStep({ sessionId: s.live.sessionId, action, ...extra }) });
       } catch (err) {
         get().reportError(`Live rollout: ${action}`, err);
       } finally {
@@ -71,7 +61,7 @@ export function createLiveSlice(api: ArborApi, set: Set, get: Get): LiveSlice {
     },
     async closeLive() {
       const l = get().live;
-      set({ live: null, liveGolds: null });
+      set({ live: null });
       if (l && l.phase !== 'done') await api.liveClose(l.sessionId).catch(() => undefined);
     },
   };
