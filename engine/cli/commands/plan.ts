@@ -425,6 +425,9 @@ export async function measureStep(input: MemoryPlanInput, steps = 2, microBatche
       }
       clipAndStep(model, opt, acc, 1, 1e-4);
       seconds = (performance.now() - t0) / 1000;
+      process.stderr.write(
+        `measure: step ${i + 1}/${steps} ${seconds.toFixed(1)} s${i === 0 ? ' (with the sessions built)' : ''}, peak RSS so far ${fmtBytes(process.resourceUsage().maxRSS * 1024)}\n`,
+      );
     }
   } finally {
     await model.dispose();

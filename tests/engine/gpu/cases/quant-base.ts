@@ -1,9 +1,11 @@
 /**
- * Child side of quant-base.test.ts: the tiny LoRA model with its base quantized to 4 bits
+ * Child side of quant-base.test.ts, on WebGPU (the CPU side of the same comparison is
+ * tests/engine/model/quantize-base.test.ts): the tiny LoRA model with its base quantized to 4 bits
  * (model.quantize_base; an untied head, so the embedding table is codes too) against its float32
- * twin holding the dequantized weights, on the CPU and
- * on WebGPU (each side against the twin on the same device): score, a LoRA training step's loss
- * and adapter gradients, and the decode session's logits. Prints both devices.
+ * twin holding the dequantized weights on the same device: score, a LoRA training step's loss and
+ * adapter gradients, and the decode session's logits. Then `generate` (what `arbor generate`
+ * runs) on the tiny multihop checkpoint with --quantize-base int4, sampling on the CPU and on
+ * WebGPU with the same seed. Prints one JSON line.
  */
 import { PolicyModel } from '../../../../engine/model/runtime';
 import { tinyConfig } from '../../../../engine/model/config';
@@ -12,6 +14,10 @@ import { resolveLora } from '../../../../engine/model/lora';
 import { nllLoss } from '../../../../engine/model/lora-step';
 import { dequantizeBlockwise } from '../../../../engine/model/quantize';
 import type { Weights } from '../../../../engine/model/checkpoint';
+import { generate } from '../../../../engine/cli/commands/generate';
+import { join } from 'node:path';
+
+const TINY = join(process.cwd(), 'tests', 'engine', 'model', 'fixtures', 'multihop-tiny-sft'); // runCase runs it in the repository root
 
 // Its own LM head, so the embedding table is quantized too (the lookup reads the rows' codes: gatherNBits).
 const cfg = tinyConfig({ vocabSize: 40, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 64, padTokenId: 0, tieWordEmbeddings: false });
@@ -23,8 +29,8 @@ const seqs = [
 ];
 
 const out: Record<string, unknown> = {};
-for (const dev of ['cpu', 'webgpu']) {
-  const providers = dev === 'cpu' ? ['cpu'] : ['webgpu', 'cpu'];
+for (const dev of ['webgpu']) {
+  const providers = ['webgpu', 'cpu'];
   const init = PolicyModel.init(cfg, 3, { threads: 1, lora, loraSeed: 5 });
   for (const [k, v] of init.weights) if (k.includes('lora_B')) v.forEach((_, i, a) => (a[i] = Math.sin(i * 0.7 + k.length) * 0.05));
   const q = new PolicyModel(cfg, new Map(init.weights), { threads: 1, providers, lora, quantizeBase: { bits: 4, blockSize: 32 } });
@@ -53,4 +59,15 @@ for (const dev of ['cpu', 'webgpu']) {
   out[dev] = side;
   console.error(`done ${dev}`);
 }
+// generate (arbor generate's function) with the 4-bit base, sampled (temperature 1, no top-k), on each device.
+const prompt = 'who directed the film';
+const args = { prompt, maxNew: 8, threads: 1, seed: 7, temperature: 1, topK: 0, quantizeBase: 'int4' as const };
+const cpu = await generate(TINY, args);
+const gpu = await generate(TINY, { ...args, device: 'webgpu' });
+out.generate = {
+  cpu: cpu.generatedIds,
+  webgpu: gpu.generatedIds,
+  quantization: gpu.quantization?.mode,
+  kvCacheBytes: gpu.deviceBytes?.kvCache,
+};
 console.log(JSON.stringify(out));
