@@ -160,9 +160,10 @@ async function degenerationAndChartClick(page: Page, runId: string): Promise<voi
   await page.getByTestId('turns').waitFor();
   await reviewShot(page, 'degeneration-trajectories');
 
-  // A chart click: Trajectories at the step under the pointer (read from the chart's legend while hovering).
+  // A chart click: Trajectories at the step under the pointer (read from the chart's legend while
+  // hovering), listed by the charted quantity (KL: by |KL|).
   await page.getByTestId('nav-run').click();
-  const chart = page.getByTestId('chart-reward/mean');
+  const chart = page.getByTestId('chart-actor/kl');
   await chart.scrollIntoViewIfNeeded();
   const over = chart.locator('.u-over');
   const box = (await over.boundingBox())!;
@@ -178,6 +179,7 @@ async function degenerationAndChartClick(page: Page, runId: string): Promise<voi
   await page.getByTestId('view-trajectories').waitFor();
   await expect.poll(() => page.getByTestId('traj-step').inputValue()).toBe(String(step));
   expect(await page.evaluate(() => window.location.hash)).toContain(`step=${step}`);
+  expect(await page.getByTestId('traj-sort').inputValue()).toBe('kl');
   await page.getByTestId('turns').waitFor();
   // A drag (uPlot's zoom) is not a click: the Run view stays.
   await page.getByTestId('nav-run').click();
