@@ -518,6 +518,7 @@ function TrajectoryPane({ traj, channel, tree }: { traj: Trajectory; channel: Ch
   const driftReport = useArbor((s) => s.drift);
   const cursor = useArbor((s) => s.cursor);
   const setCursor = useArbor((s) => s.setCursor);
+  const autoRange = useArbor((s) => s.autoRange);
   const drift = useMemo(() => {
     const m = new Map<number, TurnDrift>();
     if (driftReport) for (const d of driftReport.turns) m.set(d.turn, d);
@@ -540,6 +541,7 @@ function TrajectoryPane({ traj, channel, tree }: { traj: Trajectory; channel: Ch
             drift={drift}
             cursor={cursor}
             setCursor={setCursor}
+            autoRange={autoRange}
           />
         </div>
         <TokenInspector traj={traj} />
@@ -559,7 +561,10 @@ export function TurnList({
   drift,
   cursor = null,
   setCursor,
+  autoRange = false,
 }: {
+  /** The heat map scaled by this trajectory's own range (the view's "auto range"). */
+  autoRange?: boolean;
   /** The keyboard token cursor, and what a click on a token does (moves it). */
   cursor?: TokenCursor | null;
   setCursor?: (c: TokenCursor) => void;
@@ -574,8 +579,7 @@ export function TurnList({
 }) {
   const rows = useMemo(() => buildRows(traj), [traj]);
   const words = useMemo(() => isWordLevel(traj), [traj]);
-  const auto = useArbor((s) => s.autoRange);
-  const scale = useMemo(() => channelScale(traj.turnsData, channel, (t) => (t as { tokens: string[] }).tokens.length, auto), [traj, channel, auto]);
+  const scale = useMemo(() => channelScale(traj.turnsData, channel, (t) => (t as { tokens: string[] }).tokens.length, autoRange), [traj, channel, autoRange]);
   const steer = useMemo(() => steeringOf(traj), [traj]);
   const host = useRef<HTMLDivElement>(null);
   const virt = useVirtualizer({
