@@ -292,10 +292,10 @@ export function headLogprobs<T>(
   const tf = o.reshape(targets, [-1, 1]);
   const lps: T[] = [],
     ents: T[] = [];
-  let prev: T | undefined;
+  let prev: T[] = [];
   for (let i = 0; i < chunks; i++) {
     let h = o.chunk(hf, 0, i, chunks);
-    if (prev) h = o.after(h, prev); // chunk i's logits only after chunk i−1's are consumed
+    for (const d of prev) h = o.after(h, d); // chunk i's logits only after chunk i−1's are consumed (logprob and entropy)
     const t = o.chunk(tf, 0, i, chunks);
     const [lp, ent] = o.recompute([h], ([hc]) => {
       const lsm = o.logSoftmax(o.matmul(hc, headT), -1); // [rows, V]
@@ -304,7 +304,7 @@ export function headLogprobs<T>(
     });
     lps.push(lp);
     if (ent) ents.push(ent);
-    prev = lp;
+    prev = ent ? [lp, ent] : [lp];
   }
   const logprobs = o.reshape(o.concat(lps, 0), [B, T]);
   return withEntropy ? { logprobs, entropy: o.reshape(o.concat(ents, 0), [B, T]) } : { logprobs };

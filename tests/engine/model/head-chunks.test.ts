@@ -194,8 +194,8 @@ describe('the backward recomputes each chunk', () => {
     // equals its forward node, and ONNX Runtime merges those two).
     expect(count('logSoftmax', true)).toBe(4);
     expect(count('logSoftmax', false)).toBe(4);
-    // Ordering edges: 3 in the forward (chunk i after i−1), 3 in the backward.
-    expect(g.nodes.filter((n) => n.op === 'after').length).toBe(6);
+    // Ordering edges: 6 in the forward (chunk i after i−1's logprob and its entropy), 3 in the backward.
+    expect(g.nodes.filter((n) => n.op === 'after').length).toBe(9);
   });
 });
 
