@@ -236,11 +236,9 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     // Episodes whose reward is incomplete (a judge's named failure, engine/train/judge-rollout.ts): stored, never trained on.
     const scored = (eps: Episode[]) => eps.filter((e) => e.unscored === undefined);
     let episodes = scored(all);
-    // A sample of the flat groups dynamic sampling drops, stored flagged (the learning panel opens them).
-    const droppedSample: Episode[] = [];
-    const keepDropped = (groups: Episode[][]) => {
-      for (const g of groups) if (new Set(droppedSample.map((e) => e.group)).size < DROPPED_GROUPS_STORED) droppedSample.push(...g);
-    };
+    // The flat groups dynamic sampling drops; a sample of them is stored flagged (the learning panel opens them).
+    const droppedGroups: Episode[][] = [];
+    const keepDropped = (groups: Episode[][]) => void droppedGroups.push(...groups);
     if (alg.dynamic_sampling.enabled) {
       const first = dropFlatGroups(episodes);
       keepDropped(first.droppedGroups);
@@ -258,14 +256,23 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
         droppedTotal += r.dropped;
         kept = kept.concat(r.kept);
       }
-      m['dynamic_sampling/dropped_groups'] = droppedTotal;
-      // Keep whole groups up to the target batch; never an empty batch.
-      if (kept.length > 0) {
-        const groups = [...new Set(kept.map((e) => e.group))];
-        const keepGroups = new Set(groups.slice(0, cfg.rollout.prompts_per_step));
-        episodes = kept.filter((e) => keepGroups.has(e.group));
+      // Keep whole groups up to the target batch; never an empty batch: when every round's groups were
+      // flat, the first prompts_per_step of them are the batch (trained on with the advantages their
+      // estimator gives a flat group) and are neither counted nor stored as dropped.
+      const batchOf = (eps: Episode[]) => {
+        const keepGroups = new Set([...new Set(eps.map((e) => e.group))].slice(0, cfg.rollout.prompts_per_step));
+        return eps.filter((e) => keepGroups.has(e.group));
+      };
+      if (kept.length > 0) episodes = batchOf(kept);
+      else if (episodes.length > 0) {
+        episodes = batchOf(scored(all));
+        const trained = new Set(episodes);
+        droppedTotal -= new Set(episodes.map((e) => e.group)).size;
+        droppedGroups.splice(0, droppedGroups.length, ...droppedGroups.filter((g) => !trained.has(g[0]!)));
       }
+      m['dynamic_sampling/dropped_groups'] = droppedTotal;
     }
+    const droppedSample = droppedGroups.slice(0, DROPPED_GROUPS_STORED).flat();
     const rolloutMs = performance.now() - t0;
     const unscored = all.filter((e) => e.unscored !== undefined);
     Object.assign(m, episodeMetrics(all));

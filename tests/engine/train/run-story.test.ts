@@ -113,6 +113,63 @@ describe('flat groups before dynamic sampling', () => {
       expect(r.values['learn/zero_variance_groups'] ?? 0).toBeLessThan(r.values['groups/flat_fraction']!);
     }
   });
+
+  it('when every round is flat, the first groups are the batch, stored once and not flagged; the others are the dropped ones', async () => {
+    const cfg = validateConfig({
+      model: { init: 'tiny' },
+      steps: 2,
+      seed: 3,
+      rollout: { prompts_per_step: 2, n: 4 },
+      algorithm: { dynamic_sampling: { enabled: true, max_rounds: 2 } },
+      optim: { lr: 0.1, warmup_steps: 0 },
+      checkpoint: { every: 100, keep: 1 },
+    });
+    const policy = new TabularPolicy({ prompts: 4, length: 3, vocab: 6, seed: 5 }, cfg);
+    const stored: { step: number; episodes: Episode[]; extra?: TrajectoryExtras; adv: Map<Episode, Float32Array> }[] = [];
+    const metrics: { step: number; values: Record<string, number> }[] = [];
+    const trained = new Set<Episode>();
+    const update = policy.update.bind(policy);
+    const spy = Object.assign(Object.create(policy) as typeof policy, {
+      update: (a: Parameters<typeof update>[0]) => {
+        for (const e of a.microBatches.flat()) trained.add(e);
+        return update(a);
+      },
+    });
+    const sink: SinkPort = {
+      metrics: async (step, values) => void metrics.push({ step, values }),
+      trajectories: async (step, episodes, adv, extra) => void stored.push({ step, episodes, extra, adv }),
+      truncateAfter: async () => {},
+    };
+    // Every sample of every round gets reward 0: every group is flat.
+    const sample = policy.sample.bind(policy);
+    const rollout = {
+      sample: async (a: Parameters<typeof sample>[0]) => {
+        const eps = await sample(a);
+        for (const e of eps) {
+          e.reward = 0;
+          e.exactMatch = false;
+        }
+        return eps;
+      },
+    };
+    await runTrainingLoop(cfg, { rollout, policy: spy, advantage: advantagePort(cfg), sink }, { runDir: mkdtempSync(join(tmpdir(), 'arbor-story-flat-')) });
+    expect(stored.map((s) => s.step)).toEqual([1, 2]);
+    for (const s of stored) {
+      // Three rounds of two groups: the first two are the batch, the four refills are dropped.
+      expect(new Set(s.episodes).size, 'no episode stored twice').toBe(s.episodes.length);
+      const dropped = s.episodes.filter((e) => s.extra?.dropped?.has(e));
+      const batch = s.episodes.filter((e) => !s.extra?.dropped?.has(e));
+      expect(new Set(batch.map((e) => e.group))).toEqual(new Set([0, 1]));
+      expect(batch.length).toBe(8);
+      for (const e of batch) expect(s.adv.has(e)).toBe(true);
+      expect(new Set(dropped.map((e) => e.group))).toEqual(new Set([2, 3, 4, 5]));
+      for (const e of dropped) {
+        expect(trained.has(e)).toBe(false);
+        expect(s.adv.has(e)).toBe(false);
+      }
+      expect(metrics.find((m) => m.step === s.step)!.values['dynamic_sampling/dropped_groups']).toBe(4);
+    }
+  });
 });
 
 describe('repeated n-grams', () => {
