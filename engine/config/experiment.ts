@@ -268,7 +268,7 @@ const algorithmSchema = z.strictObject({
   dynamic_sampling: z
     .strictObject({
       enabled: z.boolean().default(false),
-      /** Extra rollout rounds allowed to refill the batch. */
+      /** Extra rollout rounds allowed to refill the batch (when every round's groups were flat, the first prompts_per_step of them are trained on). */
       max_rounds: posInt().default(3),
       /**
        * Prompts sampled per rollout round (verl DAPO's data.gen_batch_size), ≥ rollout.prompts_per_step:
