@@ -62,6 +62,8 @@ interface Session {
   limits: { maxNewTokens: number; maxTurns: number; maxTotalLength: number };
   runId: string;
   pendingIds: number[] | null;
+  /** The task's metadata (gold answers, hops, question), stored with the outcome as a training step's are. */
+  meta?: Record<string, unknown>;
   close(): Promise<void>;
 }
 
@@ -126,6 +128,7 @@ export class LiveRollouts {
         },
         runId: ck.runId,
         pendingIds: null,
+        ...(task.meta ? { meta: task.meta } : {}),
         close: async () => {
           await model.dispose();
           await envs.close();
@@ -274,6 +277,11 @@ export class LiveRollouts {
         toolCalls: calls.length,
         toolErrors: calls.filter((c) => c.error).length,
         truncated,
+        // The task's gold answers and metadata, as engine/experiment/store-sink.ts stores a training step's.
+        ...(Array.isArray(s.meta?.answers) ? { golds: s.meta.answers } : {}),
+        ...(s.meta?.hops !== undefined ? { hops: s.meta.hops } : {}),
+        ...(typeof s.meta?.question === 'string' ? { question: s.meta.question } : {}),
+        ...(s.meta ? { meta: s.meta } : {}),
         // How the user steered it: forced tokens (turn, position) and edited observations (turn).
         live: {
           checkpoint: s.state.checkpoint.id,

@@ -287,6 +287,9 @@ describe('live rollout you can pause', () => {
       expect(t.turnsData.flatMap((u) => u.tokenIds)).toEqual(st.turns.flatMap((u) => u.ids));
       expect((t.outcomeData.live as { forced: unknown[]; edited: number[] }).forced).toEqual([{ turn: 1, token: 1 }]);
       expect((t.outcomeData.live as { edited: number[] }).edited).toEqual([2]);
+      // The task's gold answers are stored with it, as a training step's are (the Step-through result shows them).
+      expect((t.outcomeData.golds as string[]).length).toBeGreaterThan(0);
+      expect(t.outcomeData.golds).toEqual((t.outcomeData.meta as { answers: string[] }).answers);
       // Stored like any other: it can be forked.
       const f = await c.request('replay.fork', { trajectoryId: t.id, turn: 2, checkpoint: checkpointId, n: 1, temperature: 0 });
       expect(f.children[0]!.answer).toBe(country);
