@@ -47,8 +47,8 @@ export interface LiveState {
   next?: { id: number; token: string; prob: number; logprob: number }[];
   /** phase tool: what the tools returned, before the model sees it (editable). */
   pending?: { text: string; calls: ToolCallRecord[] };
-  /** phase done: the reward, the answer, why it ended, the stored trajectory. */
-  result?: { reward: number; answer?: string; truncated: boolean; reason: string; trajectoryId: string };
+  /** phase done: the reward, the answer, the task's gold answers, why it ended, the stored trajectory. */
+  result?: { reward: number; answer?: string; golds?: string[]; truncated: boolean; reason: string; trajectoryId: string };
 }
 
 interface Session {
@@ -292,7 +292,15 @@ export class LiveRollouts {
       },
       turns,
     });
-    s.state.result = { reward: o.reward, ...(o.answer !== undefined ? { answer: o.answer } : {}), truncated, reason, trajectoryId: String(id) };
+    const golds = Array.isArray(s.meta?.answers) ? s.meta.answers.map(String) : undefined;
+    s.state.result = {
+      reward: o.reward,
+      ...(o.answer !== undefined ? { answer: o.answer } : {}),
+      ...(golds ? { golds } : {}),
+      truncated,
+      reason,
+      trajectoryId: String(id),
+    };
     await s.close();
   }
 

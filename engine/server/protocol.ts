@@ -329,7 +329,16 @@ export const liveStateSchema = z.object({
   next: z.array(z.object({ id: num, token: z.string(), prob: value, logprob: value })).optional(),
   /** phase tool: what the tools returned, not yet seen by the model. */
   pending: z.object({ text: z.string(), calls: z.array(toolCallSchema) }).optional(),
-  result: z.object({ reward: value, answer: z.string().optional(), truncated: z.boolean(), reason: z.string(), trajectoryId: z.string() }).optional(),
+  result: z
+    .object({
+      reward: value,
+      answer: z.string().optional(),
+      golds: z.array(z.string()).optional(),
+      truncated: z.boolean(),
+      reason: z.string(),
+      trajectoryId: z.string(),
+    })
+    .optional(),
 });
 
 export const exportResultSchema = z.object({

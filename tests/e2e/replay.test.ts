@@ -365,6 +365,10 @@ describe('playground: a live rollout you can pause', () => {
     const t = await req<Trajectory>('trajectories.get', { id });
     expect(t.step).toBe(-1);
     expect((await result.innerText()).replace(/\s+/g, ' ')).toContain(`reward ${t.reward.toFixed(4)}`);
+    // The task's gold answers beside the model's, as stored with the episode.
+    const golds = t.outcomeData.golds as string[];
+    expect(golds.length).toBeGreaterThan(0);
+    expect((await result.innerText()).replace(/\s+/g, ' ')).toContain(`gold ${golds.map((g) => JSON.stringify(g)).join(' / ')}`);
     const live = t.outcomeData.live as { forced: { turn: number; token: number }[]; edited: number[] };
     expect(live.forced).toEqual([{ turn: 1, token: 1 }]);
     expect(t.turnsData[1]!.tokens[1]).toBe(forcedToken);

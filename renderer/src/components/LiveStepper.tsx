@@ -127,7 +127,8 @@ export function LiveStepper({ checkpoint }: { checkpoint: string }) {
             {live.result ? (
               <div className="panel verdict" data-testid="live-result">
                 reward <b className="mono">{live.result.reward.toFixed(4)}</b> · answer{' '}
-                {live.result.answer === undefined ? '—' : JSON.stringify(live.result.answer)} · {live.result.reason}
+                {live.result.answer === undefined ? '—' : JSON.stringify(live.result.answer)}
+                {live.result.golds?.length ? ` · gold ${live.result.golds.map((g) => JSON.stringify(g)).join(' / ')}` : ''} · {live.result.reason}
                 {live.result.truncated ? ' (truncated)' : ''} · stored as trajectory{' '}
                 <a
                   href="#"

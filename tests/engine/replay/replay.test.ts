@@ -290,6 +290,7 @@ describe('live rollout you can pause', () => {
       // The task's gold answers are stored with it, as a training step's are (the Step-through result shows them).
       expect((t.outcomeData.golds as string[]).length).toBeGreaterThan(0);
       expect(t.outcomeData.golds).toEqual((t.outcomeData.meta as { answers: string[] }).answers);
+      expect(st.result!.golds).toEqual(t.outcomeData.golds);
       // Stored like any other: it can be forked.
       const f = await c.request('replay.fork', { trajectoryId: t.id, turn: 2, checkpoint: checkpointId, n: 1, temperature: 0 });
       expect(f.children[0]!.answer).toBe(country);
