@@ -32,6 +32,36 @@ const ep = (group: number, reward: number, exactMatch: boolean, tokens: number[]
     truncated: false,
   }) as Episode;
 
+/** A short training loop on the tabular policy, its rewards set by `reward` after sampling; what was stored, logged and trained on. */
+async function trainStory(cfg: ReturnType<typeof validateConfig>, reward: (eps: Episode[]) => void, tag: string) {
+  const policy = new TabularPolicy({ prompts: 4, length: 3, vocab: 6, seed: 5 }, cfg);
+  const stored: { step: number; episodes: Episode[]; extra?: TrajectoryExtras; adv: Map<Episode, Float32Array> }[] = [];
+  const metrics: { step: number; values: Record<string, number> }[] = [];
+  const trained = new Set<Episode>();
+  const update = policy.update.bind(policy);
+  const spy = Object.assign(Object.create(policy) as typeof policy, {
+    update: (a: Parameters<typeof update>[0]) => {
+      for (const e of a.microBatches.flat()) trained.add(e);
+      return update(a);
+    },
+  });
+  const sink: SinkPort = {
+    metrics: async (step, values) => void metrics.push({ step, values }),
+    trajectories: async (step, episodes, adv, extra) => void stored.push({ step, episodes, extra, adv }),
+    truncateAfter: async () => {},
+  };
+  const sample = policy.sample.bind(policy);
+  const rollout = {
+    sample: async (a: Parameters<typeof sample>[0]) => {
+      const eps = await sample(a);
+      reward(eps);
+      return eps;
+    },
+  };
+  await runTrainingLoop(cfg, { rollout, policy: spy, advantage: advantagePort(cfg), sink }, { runDir: mkdtempSync(join(tmpdir(), `arbor-${tag}-`)) });
+  return { stored, metrics, trained };
+}
+
 describe('flat groups before dynamic sampling', () => {
   it('splits groups/flat_fraction into all right, all wrong and other, which add up to it', () => {
     const eps = [
@@ -59,37 +89,19 @@ describe('flat groups before dynamic sampling', () => {
       optim: { lr: 0.1, warmup_steps: 0 },
       checkpoint: { every: 100, keep: 1 },
     });
-    const policy = new TabularPolicy({ prompts: 4, length: 3, vocab: 6, seed: 5 }, cfg);
-    const stored: { step: number; episodes: Episode[]; extra?: TrajectoryExtras; adv: Map<Episode, Float32Array> }[] = [];
-    const metrics: { step: number; values: Record<string, number> }[] = [];
-    const trained = new Set<Episode>();
-    const update = policy.update.bind(policy);
-    const spy = Object.assign(Object.create(policy) as typeof policy, {
-      update: (a: Parameters<typeof update>[0]) => {
-        for (const e of a.microBatches.flat()) trained.add(e);
-        return update(a);
-      },
-    });
-    const sink: SinkPort = {
-      metrics: async (step, values) => void metrics.push({ step, values }),
-      trajectories: async (step, episodes, adv, extra) => void stored.push({ step, episodes, extra, adv }),
-      truncateAfter: async () => {},
-    };
     // Whatever the policy samples, the first two groups of every round are flat: one all right, one all wrong.
-    const sample = policy.sample.bind(policy);
-    const rollout = {
-      sample: async (a: Parameters<typeof sample>[0]) => {
-        const eps = await sample(a);
+    const { stored, metrics, trained } = await trainStory(
+      cfg,
+      (eps) => {
         const first = Math.min(...eps.map((e) => e.group));
         for (const e of eps)
           if (e.group - first < 2) {
             e.reward = e.group === first ? 1 : 0;
             e.exactMatch = e.group === first;
           }
-        return eps;
       },
-    };
-    await runTrainingLoop(cfg, { rollout, policy: spy, advantage: advantagePort(cfg), sink }, { runDir: mkdtempSync(join(tmpdir(), 'arbor-story-')) });
+      'story',
+    );
     const withDrops = metrics.filter((r) => r.values['dynamic_sampling/dropped_groups']! > 0);
     expect(withDrops.map((r) => r.step)).toEqual([1, 2, 3]);
     for (const r of withDrops) {
@@ -124,35 +136,17 @@ describe('flat groups before dynamic sampling', () => {
       optim: { lr: 0.1, warmup_steps: 0 },
       checkpoint: { every: 100, keep: 1 },
     });
-    const policy = new TabularPolicy({ prompts: 4, length: 3, vocab: 6, seed: 5 }, cfg);
-    const stored: { step: number; episodes: Episode[]; extra?: TrajectoryExtras; adv: Map<Episode, Float32Array> }[] = [];
-    const metrics: { step: number; values: Record<string, number> }[] = [];
-    const trained = new Set<Episode>();
-    const update = policy.update.bind(policy);
-    const spy = Object.assign(Object.create(policy) as typeof policy, {
-      update: (a: Parameters<typeof update>[0]) => {
-        for (const e of a.microBatches.flat()) trained.add(e);
-        return update(a);
-      },
-    });
-    const sink: SinkPort = {
-      metrics: async (step, values) => void metrics.push({ step, values }),
-      trajectories: async (step, episodes, adv, extra) => void stored.push({ step, episodes, extra, adv }),
-      truncateAfter: async () => {},
-    };
     // Every sample of every round gets reward 0: every group is flat.
-    const sample = policy.sample.bind(policy);
-    const rollout = {
-      sample: async (a: Parameters<typeof sample>[0]) => {
-        const eps = await sample(a);
+    const { stored, metrics, trained } = await trainStory(
+      cfg,
+      (eps) => {
         for (const e of eps) {
           e.reward = 0;
           e.exactMatch = false;
         }
-        return eps;
       },
-    };
-    await runTrainingLoop(cfg, { rollout, policy: spy, advantage: advantagePort(cfg), sink }, { runDir: mkdtempSync(join(tmpdir(), 'arbor-story-flat-')) });
+      'story-flat',
+    );
     expect(stored.map((s) => s.step)).toEqual([1, 2]);
     for (const s of stored) {
       // Three rounds of two groups: the first two are the batch, the four refills are dropped.
