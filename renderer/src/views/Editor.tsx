@@ -164,6 +164,15 @@ export function EditorView() {
   const kind = filePath ? (isMcpServersFile(filePath, source) ? 'mcp' : fileKind(filePath, files)) : null;
   const picked = mcpTools.find((t) => t.name === mcpTool);
   const dirty = source !== saved;
+  /** The try-it arguments field (a tool's, an MCP tool's). */
+  const argsInput = (width: number) => (
+    <>
+      <label className="muted" htmlFor="try-args">
+        arguments (JSON)
+      </label>
+      <input id="try-args" value={tryArgs} onChange={(e) => a.setTryArgs(e.target.value)} className="mono" style={{ width }} data-testid="try-args" />
+    </>
+  );
   return (
     <div className="view" data-testid="view-editor">
       <div className="toolbar">
@@ -220,17 +229,7 @@ export function EditorView() {
                   </option>
                 ))}
               </select>
-              <label className="muted" htmlFor="try-args">
-                arguments (JSON)
-              </label>
-              <input
-                id="try-args"
-                value={tryArgs}
-                onChange={(e) => a.setTryArgs(e.target.value)}
-                className="mono"
-                style={{ width: 300 }}
-                data-testid="try-args"
-              />
+              {argsInput(300)}
             </>
           ) : kind === 'reward' ? (
             <>
@@ -270,19 +269,7 @@ export function EditorView() {
               })()}
             </>
           ) : (
-            <>
-              <label className="muted" htmlFor="try-args">
-                arguments (JSON)
-              </label>
-              <input
-                id="try-args"
-                value={tryArgs}
-                onChange={(e) => a.setTryArgs(e.target.value)}
-                className="mono"
-                style={{ width: 360 }}
-                data-testid="try-args"
-              />
-            </>
+            <>{argsInput(360)}</>
           )}
           {kind === 'mcp' ? (
             <>
