@@ -499,6 +499,12 @@ const checkpointSchema = z.strictObject({
   every: posInt().default(5),
   keep: posInt().default(2),
   /**
+   * Also keep every checkpoint whose step is a multiple of this (never pruned), so the replay's
+   * top-k and What-if find weights near the ones that sampled any step. Default: about eight spread
+   * over the run (a multiple of `every`); 0 = only the newest `keep` and the best.
+   */
+  keep_every: nonNegInt().optional().describe('also keep the checkpoints at multiples of this step (for the replay); default ~8 over the run, 0 = off'),
+  /**
    * Keep the checkpoint with the best held-out score (eval/<best_metric>, at every eval.every step)
    * beside the last `keep` ones: saved when an evaluation beats every earlier one, never pruned,
    * named in <run>/checkpoints/best.json (engine/train/checkpoints.ts).
@@ -747,6 +753,12 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
     (opts.warn ?? ((l: string) => process.stderr.write(`${l}\n`)))(
       `warning: ${opts.file ?? 'config'}: not used by this command (it reads ${JOB_SCOPE[job!]!.join(', ')}): ${unused.join(', ')}`,
     );
+  const keepEvery = cfg.checkpoint.keep_every;
+  if (keepEvery !== undefined && keepEvery > 0 && keepEvery % cfg.checkpoint.every !== 0)
+    issues.push({
+      field: 'checkpoint.keep_every',
+      message: `${keepEvery} is not a multiple of checkpoint.every (${cfg.checkpoint.every}): checkpoints are saved every ${cfg.checkpoint.every} steps, so no saved one would be kept at the others`,
+    });
   if (env.mcp_servers !== undefined) {
     // A file in the mcpServers layout is read here, so the rest of Arbor sees one shape; a
     // server's cwd resolves against the config file's folder (its default too).

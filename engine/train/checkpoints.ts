@@ -77,7 +77,7 @@ export async function saveCheckpoint(
   runDir: string,
   state: Omit<TrainerState, 'savedAt'>,
   writeContents: (dir: string) => Promise<void> | void,
-  keep: number,
+  keep: number | Retention,
 ): Promise<CheckpointInfo> {
   const root = join(runDir, 'checkpoints');
   mkdirSync(root, { recursive: true });
@@ -94,14 +94,42 @@ export async function saveCheckpoint(
   return { step: state.step, dir: final, state: full };
 }
 
-/** Delete all but the newest `keep` checkpoints (never the best one, see markBest), and any leftover partial folders. */
-export function pruneCheckpoints(runDir: string, keep: number): void {
+/**
+ * Which checkpoints a run keeps: the newest `keep`, the best (see markBest) and, with `keepEvery`
+ * > 0, every one whose step is a multiple of it (so the replay's top-k and What-if find weights
+ * near the ones that sampled any step).
+ */
+export interface Retention {
+  keep: number;
+  keepEvery: number;
+}
+
+/**
+ * An RL run's retention (config `checkpoint`): `keep_every` as given (0: off), else about eight
+ * checkpoints spread over the run, a multiple of `checkpoint.every` apart.
+ */
+export function retentionOf(cfg: { steps: number; checkpoint: { every: number; keep: number; keep_every?: number } }): Retention {
+  const { every, keep, keep_every } = cfg.checkpoint;
+  return { keep, keepEvery: keep_every ?? every * Math.max(1, Math.ceil(cfg.steps / every / 8)) };
+}
+
+/** How many checkpoints a run of `steps` keeps at most under `r` (the newest, the spaced ones, the best). */
+export function checkpointsKept(steps: number, every: number, r: Retention, keepBest: boolean): number {
+  const saved = Math.ceil(steps / every);
+  const spaced = r.keepEvery > 0 ? Math.floor(steps / r.keepEvery) : 0;
+  return Math.min(saved, r.keep + spaced + (keepBest ? 1 : 0));
+}
+
+/** Delete all but the checkpoints `keep` retains (a number: the newest that many), the best one, and any leftover partial folders. */
+export function pruneCheckpoints(runDir: string, keep: number | Retention): void {
+  const r: Retention = typeof keep === 'number' ? { keep, keepEvery: 0 } : keep;
   const root = join(runDir, 'checkpoints');
   if (!existsSync(root)) return;
   for (const name of readdirSync(root)) if (name.endsWith('.partial')) rmSync(join(root, name), { recursive: true, force: true });
   const best = readBest(runDir)?.step;
   const all = listCheckpoints(runDir);
-  for (const c of all.slice(0, Math.max(0, all.length - keep))) if (c.step !== best) rmSync(c.dir, { recursive: true, force: true });
+  for (const c of all.slice(0, Math.max(0, all.length - r.keep)))
+    if (c.step !== best && !(r.keepEvery > 0 && c.step % r.keepEvery === 0)) rmSync(c.dir, { recursive: true, force: true });
 }
 
 const BEST_FILE = 'best.json';
@@ -124,7 +152,7 @@ export function readBest(runDir: string): BestMark | undefined {
 }
 
 /** Name the checkpoint at `mark.step` the best (it must exist); the one it replaces is pruned like any other. */
-export function markBest(runDir: string, mark: BestMark, keep: number): void {
+export function markBest(runDir: string, mark: BestMark, keep: number | Retention): void {
   const root = join(runDir, 'checkpoints');
   if (!existsSync(join(root, checkpointDirName(mark.step), STATE_FILE))) throw new Error(`no checkpoint at step ${mark.step} in ${root} to mark as the best`);
   writeFileSync(join(root, `${BEST_FILE}.partial`), JSON.stringify(mark, null, 2));

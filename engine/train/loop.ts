@@ -11,7 +11,8 @@
 import { mulberry32, shuffled } from '../base/rng';
 import type { ExperimentConfig } from '../config/experiment';
 import type { TokenSignal } from '../rl/token-signals';
-import { latestCheckpoint, markBest, readBest, saveCheckpoint, type BestMark, type CheckpointInfo } from './checkpoints';
+import { treeBytes } from '../hub/cache';
+import { latestCheckpoint, markBest, readBest, retentionOf, saveCheckpoint, type BestMark, type CheckpointInfo } from './checkpoints';
 import { ADVANTAGE_QUANTILES, LearningWatch, quantiles } from './diagnostics';
 import {
   chunks,
@@ -185,6 +186,7 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
     }
     await sink.truncateAfter(start - 1);
   }
+  const retention = retentionOf(cfg);
   const save = async (step: number) => {
     lastCheckpoint = await saveCheckpoint(
       opts.runDir,
@@ -193,9 +195,9 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
         await policy.save(dir);
         await opts.saveExtra?.(dir);
       },
-      cfg.checkpoint.keep,
+      retention,
     );
-    sink.event?.('checkpoint', { step, dir: lastCheckpoint.dir });
+    sink.event?.('checkpoint', { step, dir: lastCheckpoint.dir, bytes: treeBytes(lastCheckpoint.dir) });
   };
 
   const alg = cfg.algorithm;
@@ -213,7 +215,7 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
   };
   const keepBest = (step: number, ev: Record<string, number>) => {
     best = { step, metric: cfg.checkpoint.best_metric, value: ev[cfg.checkpoint.best_metric]! };
-    markBest(opts.runDir, best, cfg.checkpoint.keep);
+    markBest(opts.runDir, best, retention);
     sink.event?.('best_checkpoint', { ...best });
   };
   let lastEval: Record<string, number> | undefined;

@@ -38,7 +38,7 @@ describe('the run tells its story', () => {
         rollout: { prompts_per_step: 2, n: 4, max_turns: 3, max_new_tokens: 1 },
         algorithm: { dynamic_sampling: { enabled: true, max_rounds: 1 } },
         eval: { every: 2, n_questions: 6 },
-        checkpoint: { every: 2, keep: 1 },
+        checkpoint: { every: 2, keep: 1, keep_every: 0 },
         logging: { full_trajectories_every: 1 },
       },
     });

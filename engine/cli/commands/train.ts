@@ -13,7 +13,7 @@ import { openRunWithPlugins } from '../../experiment/run-dir';
 import { JsonlSink, memoryLimitWatcher, recordedRun, teeSink } from '../../experiment/sinks';
 import { claimRunAndOpenTask } from '../../experiment/store-run';
 import { interruptSignal, note } from '../lifecycle';
-import { bestCheckpoint, latestCheckpoint } from '../../train/checkpoints';
+import { bestCheckpoint, checkpointsKept, latestCheckpoint, retentionOf } from '../../train/checkpoints';
 import type { SinkPort } from '../../train/loop';
 import { fmtBytes, parseBytes } from '../../model/memory-plan';
 import { checkRunMemory } from './plan';
@@ -123,10 +123,21 @@ export function register(program: Command): void {
         );
         // "Why didn't it learn" warnings (groups flat for 10 steps, no more tool calls): said at once, and kept in the run's log.
         const warnings: string[] = [];
+        let sizeSaid = false;
         const warn: SinkPort = {
           metrics() {},
           truncateAfter() {},
           event(kind, p) {
+            // The first RL checkpoint: its size on disk and what the run's retention keeps of them.
+            if (kind === 'checkpoint' && typeof p.bytes === 'number' && Number(p.step) > 0 && !sizeSaid) {
+              sizeSaid = true;
+              const r = retentionOf(cfg);
+              const n = checkpointsKept(cfg.steps, cfg.checkpoint.every, r, cfg.checkpoint.keep_best);
+              note(
+                `\ncheckpoints: ${fmtBytes(p.bytes)} each; this run keeps at most ${n} (${fmtBytes(n * p.bytes)}): the last ${r.keep}` +
+                  `${r.keepEvery > 0 ? `, every ${r.keepEvery} steps` : ''}${cfg.checkpoint.keep_best ? ' and the best' : ''} (checkpoint.keep, checkpoint.keep_every, checkpoint.keep_best)\n`,
+              );
+            }
             if (kind !== 'warning' || typeof p.message !== 'string') return;
             warnings.push(`step ${String(p.step)}: ${p.message}`);
             note(`\nwarning: step ${String(p.step)}: ${p.message}\n`);

@@ -134,7 +134,7 @@ describe('run status from any process', () => {
   }, 300_000);
 
   it('`arbor show` lists only checkpoints that exist; --resume of a finished run needs a larger --steps; `arbor runs | head` ends quietly', () => {
-    const w = workspace(3, ['checkpoint: { every: 1, keep: 1 }']);
+    const w = workspace(3, ['checkpoint: { every: 1, keep: 1, keep_every: 0 }']);
     const r = w.arbor('train', w.cfg, '--run-dir', w.runDir, '--json');
     expect(r.status, r.stderr).toBe(0);
     expect(listCheckpoints(w.runDir).map((c) => c.step)).toEqual([3]);

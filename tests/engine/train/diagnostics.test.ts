@@ -109,7 +109,7 @@ describe('per-step learning figures', () => {
 
 describe('best checkpoint by held-out score', () => {
   it('is kept beside the last checkpoint (checkpoint.keep 1) and named in best.json', async () => {
-    const s = setup({ steps: 8, eval: { every: 2, n_questions: 4 }, checkpoint: { every: 2, keep: 1 } });
+    const s = setup({ steps: 8, eval: { every: 2, n_questions: 4 }, checkpoint: { every: 2, keep: 1, keep_every: 0 } });
     const scores: Record<number, number> = { 2: 0.2, 4: 0.8, 6: 0.5, 8: 0.3 };
     const ports = { ...s.ports, eval: { evaluate: async ({ step }: { step: number }) => ({ exact_match: scores[step]!, format_rate: 1 }) } };
     await runTrainingLoop(s.cfg, ports, { runDir: s.runDir });
