@@ -26,7 +26,7 @@ describe('arbor train → workspace store', () => {
         'steps: 2',
         'rollout: { prompts_per_step: 2, n: 2, max_turns: 2, max_new_tokens: 12 }',
         'eval: { every: 0, n_questions: 4 }',
-        'checkpoint: { every: 1, keep: 1 }',
+        'checkpoint: { every: 1, keep: 1, keep_every: 0 }',
         'logging: { full_trajectories_every: 2 }',
       ].join('\n'),
     );
