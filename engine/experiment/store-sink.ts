@@ -8,6 +8,7 @@ import type { SignalRecord, Store, TrajectoryRecord, TurnRecord } from '../store
 import type { TokenSignal } from '../rl/token-signals';
 import { BatchWriter } from '../store/store';
 import type { Episode } from '../train/episode';
+import { outcomeTaskFields } from '../rollout/types';
 import type { SinkPort, TrajectoryExtras } from '../train/loop';
 import type { ExperimentConfig } from '../config/experiment';
 import { memoryLimitHits } from './sinks';
@@ -97,11 +98,7 @@ export function episodeToRecord(
       toolErrors: e.toolErrors,
       truncated: e.truncated,
       // What a reward tried in the editor needs to score this trajectory again.
-      ...(Array.isArray(e.meta?.answers) ? { golds: e.meta!.answers } : {}),
-      ...(e.meta?.hops !== undefined ? { hops: e.meta.hops } : {}),
-      ...(typeof e.meta?.question === 'string' ? { question: e.meta.question } : {}),
-      // The task's metadata, as a reward tried in the editor receives it (episode.task.meta).
-      ...(e.meta ? { meta: e.meta } : {}),
+      ...outcomeTaskFields(e.meta),
       // environment.judge: its score, rank and requests (prompt, raw answer), and why an episode was left out of the update.
       ...(e.judge ? { judge: e.judge } : {}),
       ...(e.unscored !== undefined ? { unscored: e.unscored } : {}),

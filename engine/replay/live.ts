@@ -12,7 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Store, TurnRecord } from '../store/store';
 import type { EpisodeEnv, TokenizerPort } from '../rollout/ports';
-import type { ToolCallRecord } from '../rollout/types';
+import { outcomeTaskFields, type ToolCallRecord } from '../rollout/types';
 import { Rng } from '../base/rng';
 import { sampleToken } from '../rollout/sampling';
 import { resolveCheckpoint } from './checkpoint';
@@ -278,10 +278,7 @@ export class LiveRollouts {
         toolErrors: calls.filter((c) => c.error).length,
         truncated,
         // The task's gold answers and metadata, as engine/experiment/store-sink.ts stores a training step's.
-        ...(Array.isArray(s.meta?.answers) ? { golds: s.meta.answers } : {}),
-        ...(s.meta?.hops !== undefined ? { hops: s.meta.hops } : {}),
-        ...(typeof s.meta?.question === 'string' ? { question: s.meta.question } : {}),
-        ...(s.meta ? { meta: s.meta } : {}),
+        ...outcomeTaskFields(s.meta),
         // How the user steered it: forced tokens (turn, position) and edited observations (turn).
         live: {
           checkpoint: s.state.checkpoint.id,

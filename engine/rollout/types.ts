@@ -113,6 +113,21 @@ export interface Trajectory {
   branch?: BranchPoint;
 }
 
+/**
+ * What a stored outcome keeps of a task's metadata (engine/experiment/store-sink.ts for training
+ * steps, engine/replay/live.ts for a live rollout): the gold answers, hops and question a reward
+ * tried in the editor needs to score the trajectory again, and the metadata itself (episode.task.meta).
+ */
+export function outcomeTaskFields(meta: Record<string, unknown> | undefined): Record<string, unknown> {
+  if (!meta) return {};
+  return {
+    ...(Array.isArray(meta.answers) ? { golds: meta.answers } : {}),
+    ...(meta.hops !== undefined ? { hops: meta.hops } : {}),
+    ...(typeof meta.question === 'string' ? { question: meta.question } : {}),
+    meta,
+  };
+}
+
 /** Prompt + every turn as one sequence, with per-token arrays aligned to it. */
 export function flattenTrajectory(t: Trajectory): {
   tokens: Int32Array;
