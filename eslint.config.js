@@ -13,7 +13,7 @@ import tseslint from 'typescript-eslint';
 import arborLayers from './scripts/eslint-layers.mjs';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'renderer/dist/', 'dist/', 'release/', 'test-results/', '**/*.d.ts'] },
+  { ignores: ['node_modules/', 'renderer/dist/', 'renderer/dist.building-*/', 'dist/', 'release/', 'test-results/', '**/*.d.ts'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
