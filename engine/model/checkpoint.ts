@@ -46,9 +46,10 @@ export interface LoadedCheckpoint {
 export interface LoadOptions {
   /**
    * Block-quantize these tensors as they are read (model.quantize_base): each is read into one
-   * scratch buffer and quantized there, so the float32 base never exists in memory at once.
+   * scratch buffer and quantized there at its own bits and block size (quantize.ts
+   * baseQuantLayout), so the float32 base never exists in memory at once.
    */
-  quantize?: { names: Set<string>; bits: 4 | 8; blockSize: number };
+  quantize?: Map<string, { bits: 4 | 8; blockSize: number }>;
 }
 
 /**
@@ -182,11 +183,12 @@ export function loadCheckpoint(folder: string, opts: LoadOptions = {}): LoadedCh
       const s = at.info.shape;
       if (s.length !== shape.length || s.some((d, i) => d !== shape[i])) throw new Error(`${at.file}: tensor '${name}' has shape [${s}], expected [${shape}]`);
       const n = shape.reduce((p, q) => p * q, 1);
-      if (quantized && opts.quantize!.names.has(name)) {
+      const q = opts.quantize?.get(name);
+      if (quantized && q) {
         if (!scratch || scratch.length < n) scratch = new Float32Array(n);
         const w = scratch.subarray(0, n);
         readTensorInto(fdOf(at.file), at.file, at.info, w);
-        quantized.set(name, quantizeBlockwise(w, shape[0]!, shape[1]!, opts.quantize!.bits, opts.quantize!.blockSize));
+        quantized.set(name, quantizeBlockwise(w, shape[0]!, shape[1]!, q.bits, q.blockSize));
         continue;
       }
       const w = allocWeight(n);

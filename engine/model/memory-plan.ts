@@ -31,7 +31,7 @@ import { parameterCount, weightShapes, type ModelConfig } from './config';
 import { decodeInputSpecs, decodeProgram, scoreInputSpecs, scoreProgram, trainInputSpecs, trainProgram, type LossSpec } from './graphs';
 import { adapterShapes, type LoraSpec } from './lora';
 import { nllLoss } from './lora-step';
-import { baseQuantNames, QUANT_BLOCK, quantizedBaseSpecs, quantizedBytes, quantizedWeightNames, withQuantizedBase, type BaseQuantSpec } from './quantize';
+import { baseQuantLayout, HEAD_QUANT_BITS, QUANT_BLOCK, quantizedBaseSpecs, quantizedBytes, quantizedWeightNames, withQuantizedBase, type BaseQuantSpec } from './quantize';
 import { recomputedBlocks } from './transformer';
 
 /** A frozen base stored block-quantized (`model.quantize_base`). */
@@ -153,7 +153,10 @@ export function graphPeakBytes(g: Graph, order: 'ort' | 'recorded' = 'ort'): num
       live += bytes;
       const last = lastUse.get(n.id) ?? i;
       if (last < end) frees[last] += bytes;
-      if (live > peak) peak = live;
+      // A quantized weight made float32 inside the node: MatMulNBits' dequantized B (its codes are an input on the
+      // CPU), the elementwise dequantization's intermediates (two of its output's size at once).
+      const scratch = n.op === 'qmatmul' || n.op === 'dequantNBits' ? (n.attrs.N as number) * (n.attrs.K as number) * 4 : 0;
+      if (live + scratch > peak) peak = live + scratch;
     }
     live -= frees[i];
   });
@@ -182,8 +185,8 @@ export function trainGraphBytes(
 /** Trace a program as PolicyModel does: with a quantized base, its linear weights read as codes + scales (MatMulNBits; the backward dequantizes one layer at a time). */
 function trace(c: ModelConfig, specs: InputSpec[], program: Program, q?: BaseQuantSpec): Graph {
   if (!q) return traceGraph(specs, program);
-  const names = new Set(baseQuantNames(c));
-  return traceGraph(quantizedBaseSpecs(specs, q, names), withQuantizedBase(program, q, weightShapes(c), names, 'input', 0));
+  const layout = baseQuantLayout(c, q);
+  return traceGraph(quantizedBaseSpecs(specs, layout), withQuantizedBase(program, layout, weightShapes(c), 'input', 0));
 }
 
 /**
@@ -297,11 +300,12 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
   if (qspec) {
     // PolicyModel (quantizeBase): the codes are moved to the ORT worker (one copy; inputs of the score and train
     // sessions); a CPU decode session reads them there as external initializers and ORT pre-packs them for its
-    // MatMulNBits kernel (a second copy of about the same size). The float32 rest (the LM head, a tied embedding
-    // table, norms) is moved to the worker too; a built-in model without a folder keeps the codes and its float32 base on the main thread.
-    const names = new Set(baseQuantNames(c));
+    // MatMulNBits kernel (a second copy of about the same size). The float32 rest (norms, biases) is moved to the
+    // worker too; a built-in model without a folder keeps the codes and its float32 base on the main thread.
+    const layout = baseQuantLayout(c, qspec);
+    const names = new Set(layout.keys());
     let q = 0;
-    for (const n of names) q += quantizedBytes(shapes[n]![0]!, shapes[n]![1]!, qspec.bits, qspec.blockSize);
+    for (const [n, spec] of layout) q += quantizedBytes(shapes[n]![0]!, shapes[n]![1]!, spec.bits, spec.blockSize);
     const rest = sumShapes(shapes, (n) => !names.has(n)) * 4;
     const codeCopies = (input.rollout && onCpu ? 2 : 1) + (input.hostBaseCopy ? 1 : 0);
     const restCopies = input.hostBaseCopy ? 2 : 1;
@@ -311,8 +315,8 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
       label: 'frozen base',
       bytes: q * codeCopies + rest * restCopies + hostLinear,
       detail:
-        `${input.quantizeBase} ${c.tieWordEmbeddings ? 'linear layers' : 'embeddings and linear layers'} (block ${qspec.blockSize}) ${fmtBytes(q)} × ${codeCopies} (${['worker', ...(input.rollout && onCpu ? ["CPU decode session's pre-packed copy"] : []), ...(input.hostBaseCopy ? ['main thread'] : [])].join(', ')})` +
-        ` + float32 ${c.tieWordEmbeddings ? 'embeddings (the tied head)' : 'LM head'} and norms ${fmtBytes(rest)} × ${restCopies}` +
+        `${input.quantizeBase} ${c.tieWordEmbeddings ? 'linear layers' : 'embeddings and linear layers'}, LM head ${HEAD_QUANT_BITS}-bit${c.tieWordEmbeddings ? ' (the tied embeddings)' : ''} (block ${qspec.blockSize}) ${fmtBytes(q)} × ${codeCopies} (${['worker', ...(input.rollout && onCpu ? ["CPU decode session's pre-packed copy"] : []), ...(input.hostBaseCopy ? ['main thread'] : [])].join(', ')})` +
+        ` + float32 norms and biases ${fmtBytes(rest)} × ${restCopies}` +
         (hostLinear ? ` + the float32 linear weights ${fmtBytes(hostLinear)} (a built-in model without a folder keeps them)` : ''),
       key: 'model.quantize_base',
     });

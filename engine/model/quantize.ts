@@ -231,9 +231,11 @@ export function quantizedOps(o: Ops<GNode>, plan: Map<string, { bits: 4 | 8 | 32
 // as codes + scales. In the graph W is a `dequantNBits` node over the two (a graph input each, or
 // an initializer of a baked CPU decode session); quantizedBaseOps turns `x · transpose(W)` into one
 // MatMulNBits node (`qmatmul`), whose gradient dequantizes W in the backward pass one layer at a
-// time (engine/tensor/autodiff.ts), so no float32 copy of the base exists at any point. An untied
-// embedding table is quantized too (its lookup dequantizes the rows it reads: gatherNBits); the LM
-// head (with a tied table), the norms and the adapters stay float32 inputs.
+// time (engine/tensor/autodiff.ts), so no float32 copy of the base exists at any point. The LM
+// head (at HEAD_QUANT_BITS) and an untied embedding table are quantized too (a lookup dequantizes
+// the rows it reads: gatherNBits); a weight larger than QUANT_PIECE_BYTES dequantized (the head) is
+// read in pieces of vocabulary rows, so no kernel dequantizes it whole; the norms and the adapters
+// stay float32 inputs.
 
 /** `model.quantize_base`: bits and values per scale of the frozen base's linear weights. */
 export interface BaseQuantSpec {
@@ -248,21 +250,42 @@ export function baseQuantSpec(mode: QuantMode | undefined, blockSize = QUANT_BLO
 }
 
 /**
- * The weights a quantized base stores as codes: every layer's q/k/v/o and MLP projections, and
- * the embedding table when the LM head is its own matrix (the lookup reads the used rows' codes:
- * gatherNBits). The LM head (and a tied table, which is the head) stays float32.
+ * The weights a quantized base stores as codes: every layer's q/k/v/o and MLP projections, the LM
+ * head (a tied table is the head: its lookup reads the used rows' codes, gatherNBits) and an untied
+ * embedding table (gatherNBits too). Norms, biases and the adapters stay float32.
  */
 export function baseQuantNames(c: ModelConfig): string[] {
-  const head = c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
-  const linear = quantizedWeightNames(c).filter((n) => n !== head);
-  return c.tieWordEmbeddings ? linear : ['model.embed_tokens.weight', ...linear];
+  return c.tieWordEmbeddings ? quantizedWeightNames(c) : ['model.embed_tokens.weight', ...quantizedWeightNames(c)];
+}
+
+/**
+ * Bits of the LM head (with a tied table, the embedding) in a quantized base: 8 whatever the
+ * base's bits. The head's rounding reaches every logit directly, with no later layer to average
+ * it out; measured on the parity fixtures (docs/areas/model.md "Quantized LM head") an int4 head
+ * adds KL of the same order as the whole int4 body, an int8 head 1–2% of it, and at 8 bits it is
+ * still 3.6× smaller than float32 (Qwen2.5-1.5B: 933 → 263 MB; Qwen3-8B: 2.49 → 0.70 GB). The
+ * same choice as llama.cpp's 4-bit mixes, which keep output.weight at 6–8 bits.
+ */
+export const HEAD_QUANT_BITS = 8;
+
+/** The LM head's weight name (the embedding table when tied). */
+export function headWeightName(c: ModelConfig): string {
+  return c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
+}
+
+/** Each quantized weight of a base at `spec` with its own bits: the spec's, the LM head HEAD_QUANT_BITS at least. */
+export function baseQuantLayout(c: ModelConfig, spec: BaseQuantSpec): Map<string, BaseQuantSpec> {
+  const head = headWeightName(c);
+  const headSpec: BaseQuantSpec = { bits: Math.max(spec.bits, HEAD_QUANT_BITS) as 4 | 8, blockSize: spec.blockSize };
+  return new Map(baseQuantNames(c).map((n) => [n, n === head ? headSpec : spec] as const));
 }
 
 /** The program inputs with each quantized weight W [N, K] replaced by its codes (uint8) and scales (float32) inputs. */
-export function quantizedBaseSpecs(specs: InputSpec[], spec: BaseQuantSpec, names: Set<string>): InputSpec[] {
+export function quantizedBaseSpecs(specs: InputSpec[], layout: Map<string, BaseQuantSpec>): InputSpec[] {
   const out: InputSpec[] = [];
   for (const s of specs) {
-    if (!names.has(s.name)) {
+    const spec = layout.get(s.name);
+    if (!spec) {
       out.push(s);
       continue;
     }
@@ -289,24 +312,25 @@ export function quantizedFeeds(name: string, m: QuantizedMatrix): Record<string,
 }
 
 /**
- * Trace `program` with the quantized weights of `names` read as codes + scales: from the graph's
+ * Trace `program` with the quantized weights of `layout` read as codes + scales: from the graph's
  * inputs (`source: 'input'`, specs from quantizedBaseSpecs) or from initializers of the session
  * (`'initializer'`, quantizedInitializers; a baked CPU decode session). Each x · Wᵀ of such a
  * weight becomes one MatMulNBits at `accuracyLevel` (0: float32 products of the dequantized
- * weight, as the float reference computes; 4: int8 activations, the CPU's fast decode path).
+ * weight, as the float reference computes; 4: int8 activations, the CPU's fast decode path; or
+ * per weight by its bits).
  */
 export function withQuantizedBase(
   program: (o: Ops<GNode>, x: Record<string, GNode>) => Record<string, GNode>,
-  spec: BaseQuantSpec,
+  layout: Map<string, BaseQuantSpec>,
   shapes: Record<string, number[]>,
-  names: Set<string>,
   source: 'input' | 'initializer',
-  accuracyLevel: 0 | 4,
+  accuracyLevel: 0 | 4 | ((bits: 4 | 8) => 0 | 4),
+  pieceBytes = QUANT_PIECE_BYTES,
 ): (o: Ops<GNode>, x: Record<string, GNode>) => Record<string, GNode> {
   return (o, x) => {
     const g = o as GraphOps;
     const xs: Record<string, GNode> = { ...x };
-    for (const name of names) {
+    for (const [name, spec] of layout) {
       const [N, K] = shapes[name]!;
       const kb = Math.ceil(K! / spec.blockSize);
       const codes =
@@ -315,17 +339,49 @@ export function withQuantizedBase(
       if (!codes || !scales) throw new Error(`withQuantizedBase: no codes/scales input for ${name}`);
       xs[name] = g.record('dequantNBits', [codes, scales], { N, K, bits: spec.bits, blockSize: spec.blockSize, weight: name }, 'float32', [N!, K!]);
     }
-    return program(quantizedBaseOps(o, accuracyLevel), xs);
+    return program(quantizedBaseOps(o, accuracyLevel, pieceBytes), xs);
   };
+}
+
+/**
+ * Float32 bytes of the largest part of a quantized weight dequantized at once. ONNX Runtime's CPU
+ * MatMulNBits with its codes as an input dequantizes the whole B into a temporary per call, and a
+ * plain product with a dequantized W (the frozen head's p·W) makes it too: at Qwen3-8B's LM head
+ * [151,936 × 4,096] that is 2.49 GB, more than its codes and scales (0.70 GB). A weight above this
+ * size is read as row pieces of at most this size (quantizedBaseOps): 20 at that head, 7 at
+ * Qwen2.5-1.5B's; no linear layer of the released shapes is split (Qwen3-8B's MLP: 235 MB).
+ */
+export const QUANT_PIECE_BYTES = 128 * 2 ** 20;
+
+/** The row ranges [start, end) of W [N, K] read as pieces of at most QUANT_PIECE_BYTES (one range when it fits). */
+export function quantPieces(N: number, K: number, pieceBytes = QUANT_PIECE_BYTES): Array<[number, number]> {
+  const n = Math.max(1, Math.ceil((N * K * 4) / pieceBytes));
+  const rows = Math.ceil(N / n);
+  const out: Array<[number, number]> = [];
+  for (let s = 0; s < N; s += rows) out.push([s, Math.min(N, s + rows)]);
+  return out;
 }
 
 /**
  * The op set with `matmul(x, transpose(W, [1, 0]))` of a dequantNBits weight W recorded as one
  * `qmatmul` (MatMulNBits) node, and `gather(W, ids)` as `gatherNBits` (the rows' codes, then
- * dequantized). Any other use of W reads the dequantized float32 matrix.
+ * dequantized). `matmul(y, W)` (y [..., N]) reads the dequantized float32 matrix. A W above
+ * QUANT_PIECE_BYTES float32 is read in row pieces (quantPieces): x · Wᵀ as the concatenation of
+ * each piece's MatMulNBits, y · W as the sum of y's column slices times each dequantized piece.
  */
-export function quantizedBaseOps(o: Ops<GNode>, accuracyLevel: 0 | 4): Ops<GNode> {
+export function quantizedBaseOps(o: Ops<GNode>, accuracyLevel: 0 | 4 | ((bits: 4 | 8) => 0 | 4), pieceBytes = QUANT_PIECE_BYTES): Ops<GNode> {
   const g = o as GraphOps;
+  const accuracy = (bits: number) => (typeof accuracyLevel === 'number' ? accuracyLevel : accuracyLevel(bits as 4 | 8));
+  type Q = { N: number; K: number; bits: number; blockSize: number; weight?: string };
+  // The pieces of the dequantNBits node w: [start, end, codes slice, scales slice].
+  const pieces = (w: GNode) => {
+    const { N, K, blockSize } = w.attrs as Q;
+    const kb = Math.ceil(K / blockSize);
+    const [codes, scales] = w.inputs as [GNode, GNode];
+    const ranges = quantPieces(N, K, pieceBytes);
+    if (ranges.length === 1) return [[0, N, codes, scales] as const];
+    return ranges.map(([s, e]) => [s, e, o.slice(codes, [s], [e], [0]), o.slice(scales, [s * kb], [e * kb], [0])] as const);
+  };
   return new Proxy(o, {
     get(target, key) {
       if (key === 'transpose')
@@ -336,17 +392,34 @@ export function quantizedBaseOps(o: Ops<GNode>, accuracyLevel: 0 | 4): Ops<GNode
       if (key === 'gather')
         return (table: GNode, ids: GNode) => {
           if (table.op !== 'dequantNBits') return target.gather(table, ids);
-          const { N, K, bits, blockSize } = table.attrs as { N: number; K: number; bits: number; blockSize: number };
+          const { N, K, bits, blockSize } = table.attrs as Q;
           return g.record('gatherNBits', [table.inputs[0]!, table.inputs[1]!, ids], { N, K, bits, blockSize }, 'float32', [...ids.shape, K]);
         };
       if (key === 'matmul')
         return (a: GNode, b: GNode) => {
+          if (b.op === 'dequantNBits' && a.shape.length === 2) {
+            // y · W, W [N, K]: Σ over pieces of y[:, s:e] · W[s:e].
+            const ps = pieces(b);
+            if (ps.length === 1) return target.matmul(a, b);
+            const { K, bits, blockSize, weight } = b.attrs as Q;
+            let sum: GNode | undefined;
+            for (const [s, e, codes, scales] of ps) {
+              const w = g.record('dequantNBits', [codes, scales], { N: e - s, K, bits, blockSize, weight }, 'float32', [e - s, K]);
+              const part = target.matmul(o.slice(a, [s], [e], [1]), w);
+              sum = sum ? target.add(sum, part) : part;
+            }
+            return sum!;
+          }
           if (b.op !== 'quantWeightT' || a.shape.length !== 2) return target.matmul(a, b);
           const w = b.inputs[0]!;
-          const { N, K, bits, blockSize } = w.attrs as { N: number; K: number; bits: number; blockSize: number };
+          const { N, K, bits, blockSize } = w.attrs as Q;
           const k = a.shape[1];
           if (typeof k === 'number' && k !== K) throw new Error(`matmul: inner dims differ: [${a.shape}] x quantized ${w.attrs.weight} [${K}, ${N}]`);
-          return g.record('qmatmul', [a, w.inputs[0]!, w.inputs[1]!], { K, N, bits, blockSize, accuracyLevel }, 'float32', [a.shape[0]!, N]);
+          const ps = pieces(w);
+          const outs = ps.map(([s, e, codes, scales]) =>
+            g.record('qmatmul', [a, codes, scales], { K, N: e - s, bits, blockSize, accuracyLevel: accuracy(bits) }, 'float32', [a.shape[0]!, e - s]),
+          );
+          return outs.length === 1 ? outs[0]! : target.concat(outs, 1);
         };
       const v = (target as unknown as Record<string | symbol, unknown>)[key];
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;

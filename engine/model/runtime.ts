@@ -49,7 +49,7 @@ import {
   quantizedWeightNames,
   bakedInitializers,
   transposeWeight,
-  baseQuantNames,
+  baseQuantLayout,
   quantizedBaseSpecs,
   quantizedFeeds,
   withQuantizedBase,
@@ -115,7 +115,8 @@ export interface PolicyModelOptions {
    * The frozen base of a LoRA model block-quantized (`model.quantize_base`, ./quantize.ts): every
    * layer's linear weights are quantized once here, their float32 arrays dropped, and every
    * program (score, train forward and backward, decode) reads them as codes + scales through
-   * MatMulNBits. Embeddings, LM head, norms and adapters stay float32. Backend 'ort'; without
+   * MatMulNBits, the LM head at 8 bits (quantize.ts HEAD_QUANT_BITS) and an untied embedding table
+   * too. Norms, biases and adapters stay float32. Backend 'ort'; without
    * `lora` the model only runs inference (`arbor generate --quantize-base`: trainStep and save refuse). An adapter folder saved by such a model records it (PolicyModel.load applies it unless
    * this option is given; null: the float32 base).
    */
@@ -126,6 +127,12 @@ export interface PolicyModelOptions {
    * hold these tensors. Each must match quantizeBase.
    */
   quantizedBaseMats?: Map<string, QuantizedMatrix>;
+  /**
+   * With quantizeBase: the largest float32 bytes of a quantized weight dequantized at once in the
+   * score and train programs (quantize.ts QUANT_PIECE_BYTES, the default); a larger weight is read
+   * in row pieces. For tests of the pieces on small models.
+   */
+  quantPieceBytes?: number;
   /**
    * Float32 decode sessions on the CPU provider hold the linear weights as initializers (Wᵀ, which
    * ORT pre-packs once) instead of taking them as inputs on every call; the session is rebuilt in
@@ -214,7 +221,7 @@ export function savedBaseQuant(folder: string): BaseQuantSpec | null {
 function loadQuantizing(folder: string, q: BaseQuantSpec | null | undefined) {
   if (!q) return loadCheckpoint(folder);
   const config = readModelConfig(folder);
-  return loadCheckpoint(folder, { quantize: { names: new Set(baseQuantNames(config)), ...q } });
+  return loadCheckpoint(folder, { quantize: baseQuantLayout(config, q) });
 }
 
 function saveCheckpointTokenizer(from: string, to: string): void {
@@ -264,11 +271,13 @@ export class PolicyModel {
       for (const [k, v] of fresh) if (!weights.has(k)) weights.set(k, v);
     }
     const given = opts.quantizeBase ? opts.quantizedBaseMats : undefined;
-    for (const [name, m] of given ?? [])
-      if (m.bits !== opts.quantizeBase!.bits || m.blockSize !== opts.quantizeBase!.blockSize)
-        throw new Error(
-          `PolicyModel: quantized weight '${name}' is ${m.bits}-bit in blocks of ${m.blockSize}, quantizeBase asks for ${opts.quantizeBase!.bits} / ${opts.quantizeBase!.blockSize}`,
-        );
+    const layout = opts.quantizeBase ? baseQuantLayout(config, opts.quantizeBase) : undefined;
+    for (const [name, m] of given ?? []) {
+      const want = layout!.get(name);
+      if (!want) throw new Error(`PolicyModel: quantized weight '${name}' is not part of the quantized base`);
+      if (m.bits !== want.bits || m.blockSize !== want.blockSize)
+        throw new Error(`PolicyModel: quantized weight '${name}' is ${m.bits}-bit in blocks of ${m.blockSize}, quantizeBase asks for ${want.bits} / ${want.blockSize}`);
+    }
     for (const [name, shape] of Object.entries(programWeightShapes(config, this.lora))) {
       const q = given?.get(name);
       if (q) {
@@ -314,12 +323,11 @@ export class PolicyModel {
    * writes its base next to the adapters).
    */
   private quantizeBaseNow(): void {
-    const spec = this.opts.quantizeBase!;
     const shapes = weightShapes(this.config);
     const mats = new Map<string, QuantizedMatrix>();
     const given = this.baseMats ? undefined : this.opts.quantizedBaseMats;
     let dropped = !!this.opts.baseFolder;
-    for (const name of baseQuantNames(this.config)) {
+    for (const [name, spec] of baseQuantLayout(this.config, this.opts.quantizeBase!)) {
       const w = this.weights.get(name);
       const [N, K] = shapes[name]!;
       if (w) mats.set(name, quantizeBlockwise(w, N!, K!, spec.bits, spec.blockSize));
@@ -339,8 +347,8 @@ export class PolicyModel {
   private trace(specs: InputSpec[], program: Program): Graph {
     const q = this.baseQuant;
     if (!q) return traceGraph(specs, program);
-    const names = new Set(this.baseMats!.keys());
-    return traceGraph(quantizedBaseSpecs(specs, q, names), withQuantizedBase(program, q, weightShapes(this.config), names, 'input', 0));
+    const layout = baseQuantLayout(this.config, q);
+    return traceGraph(quantizedBaseSpecs(specs, layout), withQuantizedBase(program, layout, weightShapes(this.config), 'input', 0, this.opts.quantPieceBytes));
   }
 
   /**
@@ -688,13 +696,15 @@ export class PolicyModel {
     const c = this.config;
     if (this.baseQuant) {
       // The quantized base: codes and scales as initializers, the other weights (embeddings, norms, head, adapters) persistent feeds.
-      const names = new Set(this.baseMats!.keys());
-      const specs = decodeInputSpecs(c, this.lora).filter((s) => !names.has(s.name));
+      const layout = baseQuantLayout(c, this.baseQuant);
+      const specs = decodeInputSpecs(c, this.lora).filter((s) => !layout.has(s.name));
       // int4: float32 products of the dequantized weights (accuracy level 0; MLAS's pre-packed 4-bit kernel is as fast as
-      // float32 there), so decoding computes what scoring, training and WebGPU compute; int8: int8 activations (level 4),
-      // the only 8-bit path that is not a dequantization per call on AVX2 (measured: docs/areas/model.md).
-      const accuracy = this.baseQuant.bits === 4 ? 0 : QUANT_ACCURACY_LEVEL;
-      const program = withQuantizedBase(decodeProgram(c, this.lora, { kvOut }), this.baseQuant, weightShapes(c), names, 'initializer', accuracy);
+      // float32 there), so decoding computes what scoring, training and WebGPU compute; 8-bit weights (an int8 base, and
+      // the LM head of any quantized base: HEAD_QUANT_BITS): int8 activations (level 4), the only 8-bit path that is not a
+      // dequantization per call on AVX2 (measured: docs/areas/model.md).
+      const accuracy = (bits: 4 | 8) => (bits === 4 ? 0 : QUANT_ACCURACY_LEVEL);
+      // Whole weights, never pieces: ORT pre-packs constant codes once (no dequantization per call to split).
+      const program = withQuantizedBase(decodeProgram(c, this.lora, { kvOut }), layout, weightShapes(c), 'initializer', accuracy, Infinity);
       // The codes are the worker's persistent feeds, read by ORT at session creation (RunnerOptions.externalFeeds): no copy in the model.
       return toOnnx(traceGraph(specs, program), { initializers: externalQuantizedInitializers(this.baseMats!) });
     }

@@ -18,7 +18,7 @@ import { parameterCount, weightShapes, type ModelConfig } from '../../engine/mod
 import { initWeights } from '../../engine/model/checkpoint';
 import { resolveLora } from '../../engine/model/lora';
 import { loraTrainStep, randomTokenBatch } from '../../engine/model/lora-step';
-import { baseQuantNames, QUANT_BITS, quantizeBlockwise, quantizedBytes, type QuantMode, type QuantizedMatrix } from '../../engine/model/quantize';
+import { baseQuantLayout, QUANT_BITS, quantizeBlockwise, quantizedBytes, type QuantMode, type QuantizedMatrix } from '../../engine/model/quantize';
 import { AdamW } from '../../engine/rl/optimizer';
 import { rollout } from '../../engine/rollout/engine';
 import { policyDecodeBackend } from '../../engine/rollout/model-backend';
@@ -99,7 +99,6 @@ async function decodeTps(model: PolicyModel): Promise<number> {
 const spec = resolveLora({ rank: o.rank, alpha: 32, dropout: 0, target_modules: 'all-linear' });
 const base = initWeights(config, 1);
 const shapes = weightShapes(config);
-const qnames = baseQuantNames(config);
 const batch = randomTokenBatch(config.vocabSize, o.batch, o.seq, 7);
 const load0 = loadavg()[0]!;
 log(
@@ -120,11 +119,11 @@ for (const mode of modes) {
   for (const s of Object.values(shapes)) baseBytes += s[0]! * (s[1] ?? 1) * 4;
   if (mode !== 'none') {
     mats = new Map();
-    for (const n of qnames) {
+    for (const [n, q] of baseQuantLayout(config, { bits: QUANT_BITS[mode], blockSize: o.block })) {
       const [N, K] = shapes[n]!;
-      mats.set(n, quantizeBlockwise(base.get(n)!, N!, K!, QUANT_BITS[mode], o.block));
+      mats.set(n, quantizeBlockwise(base.get(n)!, N!, K!, q.bits, q.blockSize));
       w.delete(n); // the model holds the codes only
-      baseBytes += quantizedBytes(N!, K!, QUANT_BITS[mode], o.block) - N! * K! * 4;
+      baseBytes += quantizedBytes(N!, K!, q.bits, q.blockSize) - N! * K! * 4;
     }
   }
   const model = new PolicyModel(config, w, {
