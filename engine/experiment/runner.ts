@@ -6,6 +6,11 @@
  * <run>/sft is loaded: if SFT had finished (its trainer state says `complete`) it is not
  * repeated, and if a stop cut it short, SFT continues from that step (same batches, same
  * learning-rate schedule, the saved optimizer state) before RL starts.
+ *
+ * With `sftRun` (the callers that record runs in the workspace store), the SFT warm start is its own
+ * run, the parent of this one: its curve (sft/* at SFT steps), checkpoints and end status are there.
+ * This run keeps what RL needs of it: the checkpoint RL starts from (step 0, for the replay) and the
+ * SFT model's held-out evaluation (sft/eval/*, the "before RL" column).
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -27,6 +32,20 @@ export interface ExperimentContext {
   beforeStep?: () => Promise<void>;
   onPhase?: (phase: 'sft' | 'rl' | 'eval', total: number) => void;
   onStep?: (phase: 'sft' | 'rl', step: number, m: Record<string, number>) => void;
+  /**
+   * Record the SFT warm start as its own run, linked as this run's parent (engine/experiment/store-sink.ts
+   * openSftRun): called when SFT trains (fresh, or a stopped SFT continued: `resume`), never when a
+   * resume skips a finished SFT (the link stays). Undefined (no store, or a run recorded before SFT
+   * runs existed): the SFT curve goes to `sink` under sft/*.
+   */
+  sftRun?: (o: { dir: string; resume: boolean }) => SftRunPort | undefined;
+}
+
+/** Where the SFT warm start's own run is written (its curve, checkpoints, events) and how it ends. */
+export interface SftRunPort {
+  id: string;
+  sink: SinkPort;
+  finish(status: 'completed' | 'stopped' | 'failed', error?: string): void;
 }
 
 export interface ExperimentResult {
@@ -35,6 +54,8 @@ export interface ExperimentResult {
    * `skipped: 'resumed'`: a finished SFT checkpoint was loaded instead of training.
    */
   sft?: {
+    /** The run that records the SFT (ctx.sftRun), when one does. */
+    runId?: string;
     steps: number;
     total?: number;
     complete: boolean;
@@ -76,20 +97,31 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
       // A stopped SFT: its checkpoint holds the weights and optimizer state at `saved.step`.
       if (saved) await ctx.session.loadPolicy(saved.dir);
       ctx.onPhase?.('sft', sftTotalSteps(cfg, demos.length));
-      const r = await runSft(cfg, demos, ctx.session.sft, {
-        runDir: sftDir,
-        signal: ctx.signal,
-        beforeStep: ctx.beforeStep,
-        startStep: saved?.step,
-        // The SFT curve goes to the run's metrics under sft/* (its own step axis: the store keeps
-        // sft/* out of the run's RL step and out of an RL resume's truncation). Its intermediate
-        // checkpoints stay in the run folder; the one RL starts from is recorded below at step 0.
-        sink: { metrics: (s, m) => ctx.sink.metrics(s, sftKeys(m)), truncateAfter: () => {} },
-        onStep: (s, _t, m) => ctx.onStep?.('sft', s, m),
-        validate: ctx.session.validate,
-        loadPolicy: (dir) => ctx.session.loadPolicy(dir),
-      });
+      const rec = ctx.sftRun?.({ dir: sftDir, resume: !!saved });
+      // The SFT curve: on the SFT run, or (no such run) on this run under sft/* (its own step axis: the
+      // store keeps sft/* out of the run's RL step and out of an RL resume's truncation). Its
+      // intermediate checkpoints stay in the run folder; the one RL starts from is recorded below at step 0.
+      const sftSink: SinkPort = rec
+        ? { ...rec.sink, metrics: (s, m) => rec.sink.metrics(s, sftKeys(m)) }
+        : { metrics: (s, m) => ctx.sink.metrics(s, sftKeys(m)), truncateAfter: () => {} };
+      let r: Awaited<ReturnType<typeof runSft>>;
+      try {
+        r = await runSft(cfg, demos, ctx.session.sft, {
+          runDir: sftDir,
+          signal: ctx.signal,
+          beforeStep: ctx.beforeStep,
+          startStep: saved?.step,
+          sink: sftSink,
+          onStep: (s, _t, m) => ctx.onStep?.('sft', s, m),
+          validate: ctx.session.validate,
+          loadPolicy: (dir) => ctx.session.loadPolicy(dir),
+        });
+      } catch (e) {
+        rec?.finish('failed', e instanceof Error ? e.message : String(e));
+        throw e;
+      }
       out.sft = {
+        ...(rec ? { runId: rec.id } : {}),
         steps: r.steps,
         total: r.total,
         complete: r.complete,
@@ -98,15 +130,22 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
         ...(r.best ? { best: { step: r.best.step, exactMatch: r.best.value } } : {}),
         ...(saved ? { resumedFrom: saved.step } : {}),
       };
-      // The weights RL starts from, in the run's checkpoint list at step 0: they sampled RL step 1, so the
-      // replay's top-k and what-if use them for it, and they are "the SFT checkpoint" to compare any step against.
-      if (r.complete && out.sft.checkpoint) ctx.sink.event?.('checkpoint', { step: 0, dir: out.sft.checkpoint });
-      ctx.sink.event?.(r.complete ? 'sft_done' : 'sft_stopped', {
+      const ended = {
         steps: r.steps,
         total: r.total,
         finalLoss: r.finalLoss,
         ...(r.best ? { bestStep: r.best.step, bestValidationExactMatch: r.best.value } : {}),
-      });
+      };
+      if (rec) {
+        // sft.keep_best: the step RL starts from is a checkpoint of the SFT run too (runSft recorded its last step's).
+        if (r.best && r.best.step !== r.steps) rec.sink.event?.('checkpoint', { step: r.best.step, dir: r.best.dir });
+        rec.sink.event?.(r.complete ? 'sft_done' : 'sft_stopped', ended);
+        rec.finish(r.complete ? 'completed' : 'stopped');
+      }
+      // The weights RL starts from, in the run's checkpoint list at step 0: they sampled RL step 1, so the
+      // replay's top-k and what-if use them for it, and they are "the SFT checkpoint" to compare any step against.
+      if (r.complete && out.sft.checkpoint) ctx.sink.event?.('checkpoint', { step: 0, dir: out.sft.checkpoint });
+      ctx.sink.event?.(r.complete ? 'sft_done' : 'sft_stopped', { ...ended, ...(rec ? { run: rec.id } : {}) });
       // SFT alone on the held-out tasks, so one run shows what RL added (logged on SFT's step axis).
       if (r.complete && !ctx.signal?.aborted) {
         ctx.onPhase?.('eval', 1);

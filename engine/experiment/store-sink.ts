@@ -192,3 +192,87 @@ export function storeSink(
     flush: () => writer.flush(),
   };
 }
+
+/** The tag of a run that records another run's SFT warm start (its child, the RL run, names it as parent). */
+export const SFT_WARM_START_TAG = 'sft-warm-start';
+
+/** Whether a run records an SFT warm start (template "sft", tagged sft-warm-start). */
+export function isSftWarmStart(r: { template?: string | null; tags: string[] }): boolean {
+  return r.template === 'sft' && r.tags.includes(SFT_WARM_START_TAG);
+}
+
+/** The SFT warm start of an RL run, recorded as its own run (engine/experiment/runner.ts `sftRun`). */
+export interface SftRunRecord {
+  id: string;
+  /** The SFT's curve (sft/* at SFT steps), its checkpoints and events, on the SFT run. */
+  sink: SinkPort;
+  finish(status: 'completed' | 'stopped' | 'failed', error?: string): void;
+}
+
+/**
+ * Record `runId`'s SFT warm start as its own run, linked as the parent of `runId` (W&B/verl style:
+ * an SFT run, then the RL run that starts from its checkpoint). The SFT run is named "<run> · SFT",
+ * has template "sft", the RL run's config, and `dir` (the RL run folder's sft/) as its run folder;
+ * a fork's origin (the RL run's parent before) becomes the SFT run's parent, so the lineage stays.
+ * A resume reuses the SFT run already linked (never a second one); a resume of a run recorded
+ * before SFT runs existed (its SFT curve is sft/* on the run itself) returns undefined: the caller
+ * keeps writing there. The SFT run is claimed by this process and running until `finish`.
+ */
+export function openSftRun(
+  store: Store,
+  runId: string,
+  o: { dir: string; resume: boolean; onMetrics?: (id: string, step: number, values: Record<string, number>) => void; onChange?: (id: string) => void },
+): SftRunRecord | undefined {
+  const rl = store.getRun(runId);
+  const parent = rl.parentId ? store.listRuns({ tag: SFT_WARM_START_TAG }).find((r) => r.id === rl.parentId) : undefined;
+  const linked = parent && isSftWarmStart(parent) ? parent : undefined;
+  if (!linked && o.resume) return undefined;
+  const id =
+    linked?.id ??
+    store.createRun({
+      name: `${rl.name} · SFT`,
+      template: 'sft',
+      config: rl.config,
+      seed: rl.seed ?? undefined,
+      tags: [SFT_WARM_START_TAG],
+      parentId: rl.parentId ?? undefined,
+      project: rl.project ?? undefined,
+    });
+  if (!linked) {
+    store.addArtifact(id, 'run-folder', o.dir);
+    store.setParent(runId, id);
+    store.log(runId, 'info', `SFT warm start recorded as run ${id} (its parent)`);
+    o.onChange?.(runId);
+  }
+  store.claimRun(id);
+  store.setStatus(id, 'running');
+  o.onChange?.(id);
+  // SFT has no trajectories to decode.
+  const inner = storeSink(store, id, { decode: () => '' });
+  let done = false;
+  return {
+    id,
+    sink: {
+      ...inner,
+      metrics(step, values) {
+        inner.metrics(step, values);
+        // The SFT run's step is its SFT step (the store keeps sft/* keys off an RL run's step).
+        store.advanceStep(id, step);
+        o.onMetrics?.(id, step, values);
+      },
+      event(kind, payload) {
+        inner.event?.(kind, payload);
+        if (kind === 'checkpoint') o.onChange?.(id);
+      },
+    },
+    finish(status, error) {
+      if (done) return;
+      done = true;
+      inner.flush();
+      if (error) store.log(id, 'error', error);
+      store.setStatus(id, status, error);
+      store.releaseRun(id);
+      o.onChange?.(id);
+    },
+  };
+}

@@ -7,6 +7,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { BatchWriter, HEARTBEAT_MS, type RunRow, type Store, type TrajectoryRecord } from '../store/store';
 import type { EventMessage, RunSummary } from './protocol';
+import { isSftWarmStart, openSftRun, type SftRunRecord } from '../experiment/store-sink';
 
 /** What a running job may do. */
 export interface JobContext {
@@ -26,6 +27,8 @@ export interface JobContext {
   checkpoint(step: number, path: string, metrics?: Record<string, number>): void;
   /** Drop rows after `step` (a resume from the checkpoint at `step`). */
   truncateAfter(step: number): void;
+  /** Record the job's SFT warm start as its own run, this run's parent (engine/experiment/store-sink.ts openSftRun); live in the workbench. */
+  sftRun?(o: { dir: string; resume: boolean }): SftRunRecord | undefined;
 }
 
 export interface RunTemplate {
@@ -180,6 +183,11 @@ export class RunManager {
     }
     this.store.recoverOrphans();
     const r = this.store.getRun(id);
+    // An SFT warm start's run is trained by its RL run's job (a resume of that run continues a stopped SFT).
+    if (isSftWarmStart(r)) {
+      const child = this.store.listRuns().find((c) => c.parentId === id);
+      throw new Error(`run "${id}" is the SFT warm start of ${child ? `run "${child.id}"` : 'an RL run'}: resume that run to continue it`);
+    }
     const owner = this.store.runOwner(id);
     if (['running', 'queued', 'paused'].includes(r.status) && owner?.alive && owner.pid !== process.pid) this.store.claimRun(id); // throws, naming the owner
     if (['running', 'queued', 'paused'].includes(r.status)) throw new Error(`run "${id}" is already ${r.status}`);
@@ -268,6 +276,14 @@ export class RunManager {
         writer.flush();
         store.truncateAfter(run.id, step);
       },
+      sftRun: (o) => {
+        writer.flush();
+        return openSftRun(store, run.id, {
+          ...o,
+          onMetrics: (id, step, values) => this.emit({ event: 'metrics', data: { runId: id, step, values } }),
+          onChange: (id) => this.emitRun(id),
+        });
+      },
     };
     active.done = (async () => {
       store.setStatus(run.id, 'running');
@@ -312,8 +328,9 @@ export function runSummary(r: RunRow): RunSummary {
     project: r.project ?? undefined,
     seed: r.seed ?? undefined,
     // The advantage estimator names the algorithm (grpo, rloo, gae = PPO, …) for the runs table.
-    algorithm:
-      typeof (r.config.algorithm as { adv_estimator?: unknown } | undefined)?.adv_estimator === 'string'
+    algorithm: isSftWarmStart(r)
+      ? 'sft'
+      : typeof (r.config.algorithm as { adv_estimator?: unknown } | undefined)?.adv_estimator === 'string'
         ? String((r.config.algorithm as { adv_estimator: string }).adv_estimator)
         : undefined,
   };

@@ -20,6 +20,7 @@ import { DEGENERATION_KEYS, degenerations } from '../train/degeneration';
 import { heldOutTable, phaseTimes, STORY_KEYS } from '../train/run-story';
 import { api, describeIssues, isMethod, requestSchema, type EventMessage, type Method, type ProtocolError, type Result, type Trajectory } from './protocol';
 import { RunManager, runSummary, type RunTemplate } from './runs';
+import { isSftWarmStart, SFT_WARM_START_TAG } from '../experiment/store-sink';
 import { workspaceFiles } from './workspace-files';
 
 export interface Client {
@@ -241,6 +242,13 @@ export class EngineServer {
       const series = Object.fromEntries(
         [...FLAG_KEYS, ...DEGENERATION_KEYS, ...STORY_KEYS, ...storyKeys, 'dynamic_sampling/dropped_groups'].map((k) => [k, S().metricSeries(p.id, k, 20000)]),
       );
+      // An SFT warm start recorded as its own run (the parent): its time is this run's "sft" phase.
+      const parent = run.parentId
+        ? S()
+            .listRuns({ tag: SFT_WARM_START_TAG })
+            .find((r) => r.id === run.parentId)
+        : undefined;
+      if (parent && isSftWarmStart(parent) && !series['sft/time_s']?.step.length) series['sft/time_s'] = S().metricSeries(parent.id, 'sft/time_s', 20000);
       const bestMetric = (run.config as { checkpoint?: { best_metric?: string } }).checkpoint?.best_metric;
       const dropped = series['dynamic_sampling/dropped_groups']!;
       const stored = new Set(S().trajectorySteps(p.id));

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { episodeToRecord, recordExtras, signalSettings } from '../experiment/store-sink';
-import { JsonlSink, memoryLimitHits } from '../experiment/sinks';
+import { JsonlSink, memoryLimitHits, teeSink } from '../experiment/sinks';
 import type { JobContext, RunTemplate } from './runs';
 import type { ExperimentConfig } from '../config/experiment';
 import type { EngineServer } from './server';
@@ -179,6 +179,13 @@ async function trainingJob(ctx: JobContext, cfg: ExperimentConfig, o: { intro?: 
           }
         },
       },
+      // The SFT warm start as its own run, this run's parent (its rows also in the run folder's metrics.jsonl, as before).
+      sftRun: ctx.sftRun
+        ? (so) => {
+            const rec = ctx.sftRun!(so);
+            return rec && jsonl ? { ...rec, sink: teeSink(rec.sink, { metrics: (s, v) => jsonl.metrics(s, v), truncateAfter: () => {} }) } : rec;
+          }
+        : undefined,
       onPhase: (phase, total) => ctx.log(`phase ${phase} (${total})`),
     });
   } finally {

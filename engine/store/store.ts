@@ -360,8 +360,22 @@ export class Store {
     return this.toRun(r, this.latest(id));
   }
 
+  /** Delete a run; its children (forks, the RL run of a deleted SFT warm start) keep their rows and lose the link. */
   deleteRun(id: string): void {
-    this.db.prepare('DELETE FROM runs WHERE id = ?').run(id);
+    this.db.transaction(() => {
+      this.db.prepare('UPDATE runs SET parent_id = NULL WHERE parent_id = ?').run(id);
+      this.db.prepare('DELETE FROM runs WHERE id = ?').run(id);
+    })();
+  }
+
+  /** Link a run to its parent (an RL run to the run that recorded its SFT warm start). */
+  setParent(id: string, parentId: string | null): void {
+    if (this.db.prepare('UPDATE runs SET parent_id = ? WHERE id = ?').run(parentId, id).changes === 0) throw new Error(`no run with id "${id}"`);
+  }
+
+  /** Advance a run's step (a run whose steps are SFT steps: writeMetrics keeps sft/* off the step). */
+  advanceStep(id: string, step: number): void {
+    this.db.prepare('UPDATE runs SET step = MAX(step, ?) WHERE id = ?').run(step, id);
   }
 
   latest(id: string): Record<string, number> {

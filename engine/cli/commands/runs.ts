@@ -58,9 +58,23 @@ export function register(program: Command): void {
         // "Why didn't it learn?" (engine/train/diagnostics.ts): flagged steps and warnings from the stored series.
         const learning = await c.request('runs.learning', { id });
         if (o.json) return console.log(JSON.stringify({ ...r, learning }, null, 2));
+        // The parent (a fork's origin, or the run that recorded this run's SFT warm start) and the children.
+        const parent = r.parentId ? await c.request('runs.get', { id: r.parentId }).catch(() => undefined) : undefined;
+        const children = (await c.request('runs.list', {})).filter((x) => x.parentId === r.id);
+        const sftRun = (x: { template?: string; tags: string[] }) => x.template === 'sft' && x.tags.includes('sft-warm-start');
         console.log(
-          `${r.project ? `${r.project}/` : ''}${r.name} (${r.id}) — ${r.status}, step ${r.step}${r.parentId ? `, from ${r.parentId}` : ''}${r.tags.length ? `, tags ${r.tags.join(', ')}` : ''}${r.error ? `\nerror: ${r.error}` : ''}`,
+          `${r.project ? `${r.project}/` : ''}${r.name} (${r.id}) — ${r.status}, step ${r.step}${r.tags.length ? `, tags ${r.tags.join(', ')}` : ''}${r.error ? `\nerror: ${r.error}` : ''}`,
         );
+        if (r.parentId)
+          console.log(
+            parent && sftRun(parent)
+              ? `parent: ${parent.name} (${parent.id}), its SFT warm start: ${parent.status}, ${parent.step} SFT steps, sft/loss ${fmt(parent.metrics['sft/loss'])}`
+              : `parent: ${parent ? `${parent.name} (${parent.id})` : r.parentId}`,
+          );
+        for (const ch of children)
+          console.log(
+            `child: ${ch.name} (${ch.id}), ${sftRun(r) ? 'the RL run this SFT warm start began' : 'a run from this one'}: ${ch.status}, step ${ch.step}`,
+          );
         if (r.notes) console.log(`notes: ${r.notes}`);
         console.log('config:', JSON.stringify(r.config, null, 2));
         console.log('latest metrics:');

@@ -12,6 +12,7 @@ import { evalTable, progressBar } from '../../experiment/report';
 import { openRunWithPlugins } from '../../experiment/run-dir';
 import { JsonlSink, memoryLimitWatcher, recordedRun, teeSink } from '../../experiment/sinks';
 import { claimRunAndOpenTask } from '../../experiment/store-run';
+import { openSftRun } from '../../experiment/store-sink';
 import { interruptSignal, note } from '../lifecycle';
 import { bestCheckpoint, checkpointsKept, latestCheckpoint, retentionOf } from '../../train/checkpoints';
 import type { SinkPort } from '../../train/loop';
@@ -147,10 +148,18 @@ export function register(program: Command): void {
         await recordedRun(
           rec,
           async () => {
+            const jsonl = new JsonlSink(dir);
             const res = await runExperiment(cfg, {
               runDir: dir,
               session,
-              sink: rec ? teeSink(new JsonlSink(dir), rec.sink, limits, warn) : teeSink(new JsonlSink(dir), limits, warn),
+              sink: rec ? teeSink(jsonl, rec.sink, limits, warn) : teeSink(jsonl, limits, warn),
+              // The SFT warm start as its own run in the workspace, this run's parent (its rows also in the run folder's metrics.jsonl).
+              sftRun: rec
+                ? (so) => {
+                    const r = openSftRun(rec.store, id, so);
+                    return r && { ...r, sink: teeSink(r.sink, { metrics: (s, v) => jsonl.metrics(s, v), truncateAfter: () => {} }) };
+                  }
+                : undefined,
               resume: !!run,
               signal: stop.signal,
               onPhase: (phase, total) => {

@@ -151,7 +151,11 @@ describe('arbor train resources/configs/tools.yaml', () => {
     expect(out.sft.checkpoint).toBe(join(out.dir, 'sft', 'checkpoints', `step-${String(best.step).padStart(6, '0')}`));
     const store = new Store(openDatabase(join(home, 'arbor.db')));
     try {
-      expect(store.metricKeys(out.run)).toEqual(expect.arrayContaining(['sft/val/exact_match', 'sft/val/format_rate', 'sft/eval/exact_match']));
+      // The SFT curve (its validation scores) on the SFT warm start's own run, the parent; the "before RL" evaluation on the run.
+      const sftRun = store.getRun(out.run).parentId!;
+      expect(store.getRun(sftRun).template).toBe('sft');
+      expect(store.metricKeys(sftRun)).toEqual(expect.arrayContaining(['sft/val/exact_match', 'sft/val/format_rate']));
+      expect(store.metricKeys(out.run)).toContain('sft/eval/exact_match');
     } finally {
       store.db.close();
     }
