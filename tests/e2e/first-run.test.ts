@@ -27,11 +27,17 @@ describe('first-run page', () => {
     await page.getByTestId('start-demo').click();
     const view = page.getByTestId('view-run');
     await view.getByTestId('run-status').getByText('running').waitFor({ timeout: 60_000 });
-    const runs = (await engineRequest(engine, 'runs.list')).result as { id: string; name: string; template: string; status: string }[];
-    expect(runs).toHaveLength(1);
-    expect(runs[0]).toMatchObject({ name: 'demo', template: 'demo' });
-    // Live: the SFT warm start's first logged step reaches the page while the run goes on.
-    await page.locator('[data-testid^="chart-"]').first().waitFor({ timeout: 120_000 });
+    // Live: the SFT warm start, recorded as its own run (the demo run's parent), reaches the page while
+    // the run goes on: its loss in the run summary.
+    await view.getByTestId('sft-parent-summary').waitFor({ timeout: 120_000 });
+    type Row = { id: string; name: string; template: string; status: string; parentId?: string };
+    const list = async () => (await engineRequest(engine!, 'runs.list')).result as Row[];
+    const runs = await list();
+    expect(runs).toHaveLength(2);
+    const demo = runs.find((r) => r.template === 'demo')!;
+    expect(demo).toMatchObject({ name: 'demo' });
+    const sft = runs.find((r) => r.id === demo.parentId)!;
+    expect(sft).toMatchObject({ name: 'demo · SFT', template: 'sft' });
     // Pause holds the trainer before its next step; Resume lets it go on.
     await view.getByRole('button', { name: 'Pause' }).click();
     await view.getByTestId('run-status').getByText('paused').waitFor({ timeout: 60_000 });
@@ -39,6 +45,8 @@ describe('first-run page', () => {
     await view.getByTestId('run-status').getByText('running').waitFor({ timeout: 60_000 });
     await view.getByRole('button', { name: 'Stop' }).click();
     await view.getByTestId('run-status').getByText('stopped').waitFor({ timeout: 120_000 });
+    // A stop during SFT stops the SFT run too (a resume of the demo run continues it).
+    expect((await list()).find((r) => r.id === sft.id)!.status).toBe('stopped');
 
     // Back on the first-run page, "Open the editor" leads to the environment editor.
     await page.getByTestId('nav-start').click();

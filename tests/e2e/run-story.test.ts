@@ -1,5 +1,6 @@
 // The run tells its story (issue 40), in Chromium against a real engine and a real run: the Run view's
-// summary (the SFT warm start as the run's first phase with its loss curve, the held-out table before
+// summary (the SFT warm start as its own run, the parent, with its loss curve and a link that opens its
+// Run view, which leads back to the RL run; the held-out table before
 // RL / best / end whose numbers equal `arbor show`'s), the learning panel's flat share before dynamic
 // sampling (equal to groups/flat_fraction) and a stored dropped group opened, and the Run view kept
 // over a reload (URL state).
@@ -23,7 +24,7 @@ interface Learning {
 }
 
 describe('the run tells its story', () => {
-  it('summary with SFT phase and held-out table equal to arbor show, truthful flat share, dropped group, reload', async () => {
+  it('summary with the SFT warm start as the parent run (its view, its curve) and held-out table equal to arbor show, truthful flat share, dropped group, reload', async () => {
     engine = await startEngine();
     // A real short run: SFT warm start, then 4 GRPO steps with dynamic sampling, held-out evaluation every 2 steps.
     const started = await engineRequest(engine, 'runs.start', {
@@ -56,9 +57,40 @@ describe('the run tells its story', () => {
       timeout: 120_000,
     });
     expect(show.status, show.stderr).toBe(0);
-    const shown = JSON.parse(show.stdout) as { metrics: Record<string, number>; learning: Learning };
+    const shown = JSON.parse(show.stdout) as {
+      metrics: Record<string, number>;
+      learning: Learning & { phaseTimes: Record<string, number> };
+      parentId?: string;
+    };
     const held = shown.learning.heldOut!;
     expect(held.columns.map((c) => c.label)).toEqual(['before RL', 'best', 'end']);
+    // The SFT warm start is its own run, the parent: SFT's curve at SFT steps, finished; its time is the RL run's "sft" phase.
+    const runs = (await engineRequest(engine, 'runs.list')).result as {
+      id: string;
+      name: string;
+      template: string;
+      status: string;
+      parentId?: string;
+      step: number;
+    }[];
+    expect(runs).toHaveLength(2);
+    const sftRun = runs.find((r) => r.id !== runId)!;
+    const sftSteps = 2; // 32 demos in batches of 16 (sft.batch_size's default), one epoch
+    expect(sftRun).toMatchObject({ name: 'story-e2e · SFT', template: 'sft', status: 'completed', step: sftSteps });
+    expect(shown.parentId).toBe(sftRun.id);
+    expect(runs.find((r) => r.id === runId)!.parentId).toBe(sftRun.id);
+    const sftLoss = ((await engineRequest(engine, 'metrics.series', { runId: sftRun.id, keys: ['sft/loss'] })).result as Record<string, { step: number[] }>)[
+      'sft/loss'
+    ]!;
+    expect(sftLoss.step).toEqual([1, 2]);
+    expect(Object.keys(shown.learning.phaseTimes)).toContain('sft');
+    const showText = spawnSync(process.execPath, [join(ROOT, 'bin/arbor.mjs'), 'show', runId], {
+      cwd: ROOT,
+      env: { ...process.env, ARBOR_HOME: engine.home },
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(showText.stdout).toContain(`parent: story-e2e · SFT (${sftRun.id}), its SFT warm start: completed, ${sftSteps} SFT steps`);
 
     browser = await openBrowser();
     const { page } = browser;
@@ -74,9 +106,15 @@ describe('the run tells its story', () => {
     await page.getByTestId('run-summary').waitFor({ timeout: 60_000 });
     expect(await page.getByTestId('view-run').locator('h2').first().innerText()).toBe('story-e2e');
 
-    // The SFT warm start as the run's first phase, with its loss curve.
-    expect(await page.getByTestId('sft-phase').innerText()).toMatch(/SFT warm start[\s\S]*steps, loss[\s\S]*RL to step 4/);
-    await page.getByTestId('sft-curve').waitFor();
+    // The SFT warm start as the parent run, with its loss curve.
+    const parent = page.getByTestId('run-parent');
+    expect(await parent.getAttribute('data-parent-kind')).toBe('sft');
+    await page.getByTestId('sft-parent-summary').waitFor();
+    expect(await parent.innerText()).toMatch(
+      /parent run: story-e2e · SFT · SFT warm start \(completed\): 2 steps, loss \S+ → \S+ · then RL \(this run\) to step 4/,
+    );
+    await parent.getByTestId('sft-curve').waitFor();
+    expect(await page.getByTestId('phase-times').innerText()).toMatch(/wall time by phase: sft /);
     // The held-out table: the same columns, steps and numbers as arbor show (to the 4 significant digits shown).
     for (const c of held.columns) expect(await page.getByTestId(`heldout-col-${c.label.replace(/ /g, '-')}`).innerText()).toContain(`step ${c.step}`);
     for (const m of held.metrics) {
@@ -88,6 +126,26 @@ describe('the run tells its story', () => {
     await shot(page, 'view-run-story-summary');
     // The summary, the held-out table and the learning panel meet WCAG AA (the all-views test reads the views of runs without them).
     expect(await axeViolations(page), 'axe: Run view with its summary').toEqual([]);
+
+    // The parent link opens the SFT run's own Run view (its loss chart, the RL run it began), whose link leads back.
+    await page.getByTestId('run-parent-link').click({ noWaitAfter: true });
+    await expect.poll(() => page.url()).toContain(`#/run?id=${sftRun.id}`);
+    await expect.poll(() => page.getByTestId('view-run').locator('h2').first().innerText()).toBe('story-e2e · SFT');
+    await page.locator('[data-testid="chart-sft/loss"]').waitFor({ timeout: 60_000 });
+    expect(await page.getByTestId('sft-run-of').innerText()).toMatch(
+      /SFT warm start: 2 steps, loss \S+ → \S+ · then RL in run story-e2e \(completed, step 4\)/,
+    );
+    expect(await page.getByTestId('run-progress').innerText()).toContain(`SFT · step ${sftSteps}`);
+    await page.getByTestId('phase-times').waitFor({ timeout: 30_000 });
+    expect(await page.getByTestId('phase-times').innerText()).toMatch(/wall time by phase: sft /);
+    // Its RL run resumes and forks it; it has no trajectories.
+    for (const name of ['Resume', 'Fork…', 'Trajectories'])
+      expect(await page.getByTestId('view-run').getByRole('button', { name }).isDisabled(), name).toBe(true);
+    await shot(page, 'view-run-story-sft-run');
+    expect(await axeViolations(page), 'axe: the SFT run\u2019s Run view').toEqual([]);
+    await page.getByTestId('sft-child-link').click({ noWaitAfter: true });
+    await expect.poll(() => page.getByTestId('view-run').locator('h2').first().innerText()).toBe('story-e2e');
+    await page.getByTestId('learn-figures').waitFor({ timeout: 60_000 });
 
     // The learning panel: the flat share before dynamic sampling is groups/flat_fraction of the last step.
     const figures = await page.getByTestId('learn-figures').innerText();

@@ -285,12 +285,17 @@ describe('a short real run through every view', () => {
     expect(await page.getByTestId('run-config').innerText()).toMatch(/"path": ".*checkpoints.*step-0+2"/);
 
     await page.getByTestId('nav-runs').click();
-    await expect.poll(() => page.getByTestId('run-row').count()).toBe(3);
+    // Three runs and tour-a's SFT warm start, its own run (tour-a's parent).
+    await expect.poll(() => page.getByTestId('run-row').count()).toBe(4);
     await reviewShot(page, 'runs');
+    expect(await page.getByTestId('run-row').filter({ hasText: 'tour-a · SFT' }).getByTestId('run-row-sft').count()).toBe(1);
+    expect(await page.getByTestId('run-row-parent').allInnerTexts()).toEqual(expect.arrayContaining(['after SFT tour-a · SFT', 'from tour-b']));
     await page.getByTestId('run-filter').fill('tour-a');
-    await expect.poll(() => page.getByTestId('run-row').count()).toBe(1);
+    await expect.poll(() => page.getByTestId('run-row').count()).toBe(2);
     await page.getByTestId('run-filter').fill('');
-    for (const row of (await page.getByTestId('run-row').all()).slice(1)) await row.locator('input[type=checkbox]').check();
+    // tour-b and tour-a (not the fork, not the SFT run).
+    for (const row of (await page.getByTestId('run-row').all()).slice(1))
+      if (!(await row.getByTestId('run-row-sft').count())) await row.locator('input[type=checkbox]').check();
     await page.getByTestId('compare-selected').click();
     const diff = page.getByTestId('config-diff');
     await diff.waitFor();

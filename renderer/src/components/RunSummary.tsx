@@ -1,9 +1,12 @@
 // The run's story at the top of the Run view (W&B's run header, Inspect's score header): what the SFT
-// warm start gave (its phase, with its loss curve) and what RL added (held-out results before RL, at
-// the best evaluation and at the end, by slice), the parent run with the config diff against it, and
-// the wall time by phase. The numbers come from runs.learning (engine/train/run-story.ts), which
-// `arbor show` prints too.
+// warm start gave (its own run, the parent, with its loss curve and a link that opens it) and what RL
+// added (held-out results before RL, at the best evaluation and at the end, by slice), a fork's parent
+// with the config diff against it, and the wall time by phase. The numbers come from runs.learning
+// (engine/train/run-story.ts), which `arbor show` prints too. An SFT warm start's own view names the RL
+// run that began from it. Runs recorded before SFT runs existed keep their SFT curve as sft/* on
+// themselves: shown as the run's first phase.
 import { useEffect, useState } from 'react';
+import { isSftWarmStart } from '../lib/lineage';
 import { useArbor } from '../store/react';
 import type { Learning, RunDetail, Series } from '../api/types';
 import { configDiff, formatValue } from '../lib/configDiff';
@@ -14,7 +17,8 @@ export function RunSummary({ run, series, learning }: { run: RunDetail; series: 
   const sft = series['sft/loss'];
   const held = learning?.heldOut;
   const times = Object.entries(learning?.phaseTimes ?? {});
-  if (!sft?.step.length && !held?.columns.length && !run.parentId && !times.length) return null;
+  const sftRun = isSftWarmStart(run);
+  if (!sft?.step.length && !held?.columns.length && !run.parentId && !times.length && !sftRun) return null;
   const loss = sft ? sft.value.filter((v): v is number => v != null) : [];
   return (
     <section className="panel run-summary" data-testid="run-summary" aria-label="run summary">
@@ -22,8 +26,15 @@ export function RunSummary({ run, series, learning }: { run: RunDetail; series: 
       <div className="run-summary-grid">
         <div>
           <div data-testid="run-lineage">
-            {run.parentId ? <ParentLink parentId={run.parentId} /> : null}
-            {sft?.step.length ? (
+            {run.parentId ? <ParentLink parentId={run.parentId} step={run.step} /> : null}
+            {sftRun ? (
+              <div data-testid="sft-run-of">
+                <strong>SFT warm start</strong>: {sft?.step.length ?? 0} steps
+                {loss.length ? `, loss ${fmt(loss[0]!)} → ${fmt(loss[loss.length - 1]!)}` : ''}
+                {' · then '}
+                <ChildLinks id={run.id} />
+              </div>
+            ) : sft?.step.length ? (
               <div data-testid="sft-phase">
                 <strong>SFT warm start</strong> (phase 1 of this run): {sft.step.length} steps, loss {fmt(loss[0]!)} → {fmt(loss[loss.length - 1]!)}
                 {' · then '}
@@ -73,32 +84,97 @@ export function RunSummary({ run, series, learning }: { run: RunDetail; series: 
   );
 }
 
-/** The parent run (a fork's origin) with a link and the config paths that differ from it. */
-function ParentLink({ parentId }: { parentId: string }) {
+/** The runs that began from this SFT warm start (the RL run), each a link that opens it. */
+function ChildLinks({ id }: { id: string }) {
+  const children = useArbor((s) => s.runs).filter((r) => r.parentId === id);
+  const openRun = useArbor((s) => s.openRun);
+  if (!children.length) return <span className="muted">no RL run recorded from it</span>;
+  return (
+    <>
+      {children.map((c, i) => (
+        <span key={c.id}>
+          {i ? ', ' : ''}
+          <strong>RL</strong> in run{' '}
+          <a
+            href="#"
+            data-testid="sft-child-link"
+            onClick={(e) => {
+              e.preventDefault();
+              void openRun(c.id);
+            }}
+          >
+            {c.name}
+          </a>{' '}
+          <span className="muted">
+            ({c.status}, step {c.step})
+          </span>
+        </span>
+      ))}
+    </>
+  );
+}
+
+/**
+ * The parent run with a link that opens it: the SFT warm start this run began from (its loss curve,
+ * live while it trains), or a fork's origin with the config paths that differ from it.
+ */
+function ParentLink({ parentId, step }: { parentId: string; step: number }) {
   const fetchRun = useArbor((s) => s.fetchRun);
+  const fetchSeries = useArbor((s) => s.fetchSeries);
   const openRun = useArbor((s) => s.openRun);
   const run = useArbor((s) => s.run);
+  // The parent as the runs list has it (live events): its curve is reloaded as its step or status moves.
+  const live = useArbor((s) => s.runs.find((r) => r.id === parentId));
   const [parent, setParent] = useState<RunDetail | null>(null);
+  const [loss, setLoss] = useState<Series | null>(null);
+  const sft = isSftWarmStart(parent);
   useEffect(() => {
-    let live = true;
-    void fetchRun(parentId).then((p) => live && setParent(p));
+    let on = true;
+    void fetchRun(parentId).then((p) => on && setParent(p));
     return () => {
-      live = false;
+      on = false;
     };
-  }, [fetchRun, parentId]);
+  }, [fetchRun, parentId, live?.status, live?.step]);
+  useEffect(() => {
+    if (!sft) return;
+    let on = true;
+    void fetchSeries(parentId, ['sft/loss']).then((s) => on && setLoss(s?.['sft/loss'] ?? null));
+    return () => {
+      on = false;
+    };
+  }, [fetchSeries, parentId, sft, live?.status, live?.step]);
+  const link = (
+    <a
+      href="#"
+      data-testid="run-parent-link"
+      onClick={(e) => {
+        e.preventDefault();
+        void openRun(parentId);
+      }}
+    >
+      {parent?.name ?? parentId}
+    </a>
+  );
+  if (parent && sft) {
+    const ys = loss ? loss.value.filter((v): v is number => v != null) : [];
+    return (
+      <div data-testid="run-parent" data-parent-kind="sft">
+        parent run: {link} · <strong>SFT warm start</strong> <span className="muted">({live?.status ?? parent.status})</span>
+        {loss?.step.length ? (
+          <span data-testid="sft-parent-summary">
+            : {loss.step.length} steps, loss {fmt(ys[0]!)} → {fmt(ys[ys.length - 1]!)}
+          </span>
+        ) : null}
+        {' · then '}
+        <strong>RL</strong> (this run) to step {step}
+        {loss && ys.length > 1 ? <Sparkline xs={loss.step} ys={loss.value} label="SFT loss by SFT step (the parent run)" /> : null}
+      </div>
+    );
+  }
   const diff = parent && run ? configDiff([parent.config, run.config]) : [];
   return (
-    <div data-testid="run-parent">
-      parent run:{' '}
-      <a
-        href="#"
-        onClick={(e) => {
-          e.preventDefault();
-          void openRun(parentId);
-        }}
-      >
-        {parent?.name ?? parentId}
-      </a>
+    <div data-testid="run-parent" data-parent-kind="run">
+      parent run: {link}
       {parent ? (
         <details>
           <summary className="muted">config diff against the parent ({diff.length} keys)</summary>

@@ -18,6 +18,8 @@ export interface RunSlice {
   openRun(id: string): Promise<void>;
   /** A run's detail without opening it (e.g. to prefill a fork); null after reporting an error. */
   fetchRun(id: string): Promise<RunDetail | null>;
+  /** Some series of a run without opening it (a parent's curve in the run summary); null after reporting an error. */
+  fetchSeries(id: string, keys: string[]): Promise<Record<string, Series> | null>;
   reloadRun(): Promise<void>;
   setSmoothing(v: number): void;
   loadCompare(ids: string[]): Promise<void>;
@@ -71,6 +73,14 @@ export function createRunSlice(api: ArborApi, set: Set, get: Get): RunSlice {
         return await api.getRun(id);
       } catch (err) {
         get().reportError(`Loading run ${id}`, err);
+        return null;
+      }
+    },
+    async fetchSeries(id, keys) {
+      try {
+        return await api.metricSeries(id, keys, MAX_POINTS);
+      } catch (err) {
+        get().reportError(`Loading the metrics of run ${id}`, err);
         return null;
       }
     },

@@ -1,5 +1,6 @@
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { useArbor } from '../store/react';
+import { isSftWarmStart } from '../lib/lineage';
 import { MetricChart, PALETTE, fmt } from '../components/MetricChart';
 import { ForkDialog } from './Runs';
 import type { Checkpoint, ExportedFile, Series } from '../api/types';
@@ -59,6 +60,8 @@ export function RunView() {
       </div>
     );
   const live = run.status === 'running' || run.status === 'queued' || run.status === 'paused';
+  // An SFT warm start's own run: its RL run resumes and forks it; it has no trajectories.
+  const sftRun = isSftWarmStart(run);
   return (
     <div className="view" data-testid="view-run">
       <div className="toolbar">
@@ -83,14 +86,24 @@ export function RunView() {
         {live ? (
           <button onClick={() => void stopRun(run.id)}>Stop</button>
         ) : (
-          <button onClick={() => void resumeRun(run.id)} disabled={run.status === 'completed'}>
+          <button
+            onClick={() => void resumeRun(run.id)}
+            disabled={run.status === 'completed' || sftRun}
+            title={sftRun ? 'an SFT warm start continues when its RL run is resumed' : undefined}
+          >
             Resume
           </button>
         )}
-        <button onClick={() => setForking({})} title="a new run from this one's config (edit it first)">
+        <button
+          onClick={() => setForking({})}
+          disabled={sftRun}
+          title={sftRun ? 'fork the RL run that began from this SFT warm start' : "a new run from this one's config (edit it first)"}
+        >
           Fork…
         </button>
-        <button onClick={() => void openTrajectories(run.id)}>Trajectories</button>
+        <button onClick={() => void openTrajectories(run.id)} disabled={sftRun} title={sftRun ? 'SFT stores no trajectories' : undefined}>
+          Trajectories
+        </button>
         <ExportButton />
       </div>
       <RunNotes />
@@ -309,8 +322,11 @@ function RunProgress() {
   const sftStep = sftSeries?.step.length ? sftSeries.step[sftSeries.step.length - 1]! : 0;
   const sft = cfg.sft;
   const sftTotal = sft?.warm_start && sft.demos && sft.batch_size && sft.epochs ? Math.ceil(sft.demos / sft.batch_size) * sft.epochs : undefined;
-  const phase = run.step > 0 ? 'RL' : sftStep > 0 ? 'SFT' : live ? 'starting' : '';
-  const step = phase === 'SFT' ? sftStep : run.step;
+  // An SFT warm start's own run: its steps are SFT steps; its RL run, before RL, shows the SFT run's (its parent's) step.
+  const parent = useArbor((s) => (run.parentId ? s.runs.find((r) => r.id === run.parentId) : undefined));
+  const sftOwn = isSftWarmStart(run) ? run.step : live && run.step === 0 && isSftWarmStart(parent) ? (parent?.step ?? 0) : 0;
+  const phase = isSftWarmStart(run) ? 'SFT' : run.step > 0 ? 'RL' : sftStep > 0 || sftOwn > 0 ? 'SFT' : live ? 'starting' : '';
+  const step = phase === 'SFT' ? Math.max(sftStep, sftOwn) : run.step;
   const total = phase === 'SFT' ? sftTotal : cfg.steps;
   // ETA from the steps seen while this view is open: (elapsed / steps done) × steps left.
   const seen = useRef<{ phase: string; step: number; t: number } | null>(null);

@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useState } from 'react';
 import { useArbor } from '../store/react';
-import type { RunDetail } from '../api/types';
+import type { RunDetail, RunSummary } from '../api/types';
 import { filterRuns, sortRuns, type SortKey } from '../store/runs';
 import { SchemaForm } from '../components/SchemaForm';
 import { ModelPicker } from '../components/ModelPicker';
@@ -8,6 +8,7 @@ import { defaultsOf, unwrap, type JsonSchema } from '../lib/jsonSchema';
 import { Modal } from '../components/Dialog';
 import { fmt } from '../components/MetricChart';
 import { formatDuration } from '../lib/format';
+import { isSftWarmStart } from '../lib/lineage';
 
 /** Metrics shown as columns when present, in this order (at most MAX_METRIC_COLS); each entry
  * lists alternative names of one quantity, the first present wins. Others can be filtered on. */
@@ -127,6 +128,7 @@ export function RunsView() {
                       · {r.project}
                     </span>
                   ) : null}
+                  <Lineage run={r} runs={runs} open={(id) => void openRun(id)} />
                 </td>
                 <td>
                   <div style={{ display: 'flex', gap: 4, whiteSpace: 'nowrap' }}>
@@ -135,14 +137,28 @@ export function RunsView() {
                     {r.status === 'running' || r.status === 'queued' || r.status === 'paused' ? (
                       <button onClick={() => void stopRun(r.id)}>Stop</button>
                     ) : (
-                      <button onClick={() => void resumeRun(r.id)} disabled={r.status === 'completed'}>
+                      <button
+                        onClick={() => void resumeRun(r.id)}
+                        disabled={r.status === 'completed' || isSftWarmStart(r)}
+                        title={isSftWarmStart(r) ? 'an SFT warm start continues when its RL run is resumed' : undefined}
+                      >
                         Resume
                       </button>
                     )}
-                    <button onClick={() => setForking(r.id)} title="a new run from this one's config (edit it first)">
+                    <button
+                      onClick={() => setForking(r.id)}
+                      disabled={isSftWarmStart(r)}
+                      title={isSftWarmStart(r) ? 'fork the RL run that began from this SFT warm start' : "a new run from this one's config (edit it first)"}
+                    >
                       Fork…
                     </button>
-                    <button onClick={() => void openTrajectories(r.id)}>Trajectories</button>
+                    <button
+                      onClick={() => void openTrajectories(r.id)}
+                      disabled={isSftWarmStart(r)}
+                      title={isSftWarmStart(r) ? 'SFT stores no trajectories' : undefined}
+                    >
+                      Trajectories
+                    </button>
                   </div>
                 </td>
                 <td>
@@ -384,4 +400,30 @@ function initialConfig(t: { schema: Parameters<typeof defaultsOf>[0]; example?: 
   if (t.example) return structuredClone(t.example);
   const d = defaultsOf(t.schema);
   return d && typeof d === 'object' ? (d as Record<string, unknown>) : {};
+}
+
+/** A run's relation to its parent in the runs table: the SFT warm start it began from, or a fork's origin; an SFT warm start says so. */
+function Lineage({ run, runs, open }: { run: RunSummary; runs: RunSummary[]; open: (id: string) => void }) {
+  const parent = run.parentId ? runs.find((x) => x.id === run.parentId) : undefined;
+  const link = (r: RunSummary) => (
+    <a href="#" onClick={(e) => (e.preventDefault(), open(r.id))}>
+      {r.name}
+    </a>
+  );
+  return (
+    <>
+      {isSftWarmStart(run) ? (
+        <span className="muted" data-testid="run-row-sft">
+          {' '}
+          · SFT warm start
+        </span>
+      ) : null}
+      {run.parentId ? (
+        <div className="muted" data-testid="run-row-parent">
+          {isSftWarmStart(parent) ? 'after SFT ' : 'from '}
+          {parent ? link(parent) : <span className="mono">{run.parentId}</span>}
+        </div>
+      ) : null}
+    </>
+  );
 }
