@@ -9,13 +9,12 @@
  * All of them run `ablationMiniBatches` mini-batches per step so that GSPO (whose sequence
  * ratio differs from PPO's only off-policy) is not trivially GRPO.
  */
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig, validateConfig, type ExperimentConfig } from '../config/experiment';
-import { DEMO_CONFIG, runRlPhase, sftModel, type PhaseRecorder } from './demo';
+import { DEMO_CONFIG, recordedSft, runRlPhase, sftModel, type PhaseRecorder, type SftOrigin } from './demo';
+import { evalMetrics } from '../tasks/kit';
 import { createRunDir, type TaskSession } from './run-dir';
 import { runSft } from '../train/sft';
-import { JsonlSink } from './sinks';
 
 /**
  * What each algorithm name sets in `algorithm` and `rollout` (on top of the config's). ARPO and
@@ -112,20 +111,25 @@ export async function runAblation(opts: AblationOptions): Promise<AblationResult
   const t = performance.now();
   const base = await opts.openSession(cfg);
   const sftDir = join(dir, 'sft');
-  mkdirSync(sftDir, { recursive: true });
   let sftEval;
   let sftCheckpoint: string;
+  let origin: SftOrigin;
   try {
-    const sft = await runSft(cfg, await base.demos(), base.sft, {
-      runDir: sftDir,
-      sink: new JsonlSink(sftDir),
-      signal: opts.signal,
-      onStep: (s, total, m) => opts.onStep?.('sft', s, total, m),
-      validate: base.validate,
-      loadPolicy: (d) => base.loadPolicy(d),
-    });
+    const demos = await base.demos();
+    // Recorded as its own run, the parent of every algorithm's run.
+    const { sft, runId } = await recordedSft(opts.record, cfg, sftDir, (sink) =>
+      runSft(cfg, demos, base.sft, {
+        runDir: sftDir,
+        sink,
+        signal: opts.signal,
+        onStep: (s, total, m) => opts.onStep?.('sft', s, total, m),
+        validate: base.validate,
+        loadPolicy: (d) => base.loadPolicy(d),
+      }),
+    );
     sftCheckpoint = (sft.best ?? sft.checkpoint!).dir;
     sftEval = await base.evaluate(cfg.eval.n_questions);
+    origin = { runId, step: sft.steps, eval: evalMetrics(sftEval) };
   } finally {
     await base.close();
   }
@@ -157,21 +161,29 @@ export async function runAblation(opts: AblationOptions): Promise<AblationResult
     };
     const runDir = join(dir, name);
     try {
-      await runRlPhase(opts, name, rlCfg, runDir, { signal: stop.signal, onStep }, async (session, started) => {
-        const seconds = (performance.now() - started) / 1000;
-        const e = await session.evaluate(cfg.eval.n_questions);
-        result.rows.push({
-          algorithm: name,
-          exactMatch: e.exactMatch,
-          exactMatchByHops: e.exactMatchByHops,
-          toolCallsPerEpisode: e.toolCallsPerEpisode,
-          tokens,
-          steps,
-          seconds,
-          runDir,
-        });
-        return opts.signal?.aborted ? 'stopped' : 'completed';
-      });
+      await runRlPhase(
+        opts,
+        name,
+        rlCfg,
+        runDir,
+        { signal: stop.signal, onStep },
+        async (session, started) => {
+          const seconds = (performance.now() - started) / 1000;
+          const e = await session.evaluate(cfg.eval.n_questions);
+          result.rows.push({
+            algorithm: name,
+            exactMatch: e.exactMatch,
+            exactMatchByHops: e.exactMatchByHops,
+            toolCallsPerEpisode: e.toolCallsPerEpisode,
+            tokens,
+            steps,
+            seconds,
+            runDir,
+          });
+          return opts.signal?.aborted ? 'stopped' : 'completed';
+        },
+        origin,
+      );
     } finally {
       opts.signal?.removeEventListener('abort', onUser);
     }

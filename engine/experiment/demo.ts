@@ -15,9 +15,10 @@ import { fileURLToPath } from 'node:url';
 import { loadConfig, validateConfig, type ExperimentConfig } from '../config/experiment';
 import { runTrainingLoop, type SinkPort } from '../train/loop';
 import { createRunDir, type TaskSession } from './run-dir';
-import type { EvalSummary } from '../tasks/kit';
-import { runSft } from '../train/sft';
-import { JsonlSink, recordedRun, runSink, type RunRecord } from './sinks';
+import { evalMetrics, type EvalSummary } from '../tasks/kit';
+import { runSft, type SftResult } from '../train/sft';
+import { recordedRun, runSink, type RunRecord } from './sinks';
+import { sftKeys } from './runner';
 
 export const DEMO_CONFIG = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'resources', 'configs', 'demo.yaml');
 
@@ -66,12 +67,49 @@ export interface DemoOptions {
   configFile?: string;
   /** Override the config's seed (`arbor demo --seed N`: the demo over seeds, issue 28). */
   seed?: number;
-  /** Record the GRPO/PPO runs in the workspace store (so they open in the workbench). */
-  record?: PhaseRecorder<'grpo' | 'ppo'>;
+  /** Record the SFT warm start and the GRPO/PPO runs in the workspace store (so they open in the workbench). */
+  record?: PhaseRecorder<'sft' | 'grpo' | 'ppo'>;
 }
 
-/** Opens the workspace record of an RL phase (the demo's, the ablation's). */
-export type PhaseRecorder<P extends string = string> = (phase: P, cfg: ExperimentConfig, runDir: string) => RunRecord & { sink: SinkPort };
+/**
+ * Opens the workspace record of a phase (the demo's, the ablation's): the SFT warm start (phase
+ * "sft": its own run, template sft, tag sft-warm-start) or an RL phase, whose parent is the SFT run.
+ */
+export type PhaseRecorder<P extends string = string> = (
+  phase: P,
+  cfg: ExperimentConfig,
+  runDir: string,
+  link?: { parentId?: string },
+) => RunRecord & { sink: SinkPort; id?: string };
+
+/** The SFT a phase starts from: its run (the parent), its last step and the SFT model's held-out metrics (the "before RL" column). */
+export interface SftOrigin {
+  runId?: string;
+  step: number;
+  eval: Record<string, number>;
+}
+
+/**
+ * The shared SFT warm start of the demo and the ablation in `sftDir` (its metrics.jsonl), recorded
+ * as its own run when `record` is given: its curve (sft/* at SFT steps), checkpoint and end status.
+ */
+export async function recordedSft<P extends string>(
+  record: PhaseRecorder<P | 'sft'> | undefined,
+  cfg: ExperimentConfig,
+  sftDir: string,
+  train: (sink: SinkPort) => Promise<SftResult>,
+): Promise<{ sft: SftResult; runId?: string }> {
+  mkdirSync(sftDir, { recursive: true });
+  const rec = record?.('sft', cfg, sftDir);
+  const out = runSink(sftDir, rec);
+  const sink: SinkPort = { ...out, metrics: (s, m) => out.metrics(s, sftKeys(m)) };
+  const sft = await recordedRun(rec, async () => {
+    const r = await train(sink);
+    rec?.finish(r.complete ? 'completed' : 'stopped');
+    return r;
+  });
+  return { sft, runId: rec?.id };
+}
 
 /**
  * One RL phase from the SFT checkpoint, as the demo and the ablation run theirs: the session
@@ -86,14 +124,17 @@ export async function runRlPhase<P extends string>(
   runDir: string,
   loop: { signal: AbortSignal; onStep: (step: number, m: Record<string, number>) => void },
   after: (session: TaskSession, started: number) => Promise<'completed' | 'stopped'>,
+  sft?: SftOrigin,
 ): Promise<number> {
   const session = await o.openSession(rlCfg);
   mkdirSync(runDir, { recursive: true });
-  const rec = o.record?.(phase, rlCfg, runDir);
+  const rec = o.record?.(phase, rlCfg, runDir, { parentId: sft?.runId });
   const started = performance.now();
   await recordedRun(
     rec,
     async () => {
+      // The SFT model's held-out metrics on SFT's step axis (sft/eval/*) in the run's record: its "before RL" column.
+      if (sft && rec) await rec.sink.metrics(sft.step, Object.fromEntries(Object.entries(sft.eval).map(([k, v]) => [`sft/eval/${k}`, v])));
       await runTrainingLoop(rlCfg, { ...session.ports, sink: runSink(runDir, rec) }, { runDir, ...loop });
       const status = await after(session, started);
       rec?.finish(status);
@@ -198,21 +239,24 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
   t = performance.now();
   const demos = await base.demos();
   const sftDir = join(dir, 'sft');
-  mkdirSync(sftDir, { recursive: true });
   const tSft = performance.now();
   const sftStop = deadlineSignal();
-  const sft = await runSft(cfg, demos, base.sft, {
-    runDir: sftDir,
-    sink: new JsonlSink(sftDir),
-    signal: sftStop.signal,
-    onStep: (s, total, m) => opts.onStep?.('sft', s, total, m),
-    validate: base.validate,
-    loadPolicy: (d) => base.loadPolicy(d),
-  }).finally(() => sftStop.dispose());
+  const { sft, runId: sftRunId } = await recordedSft(opts.record, cfg, sftDir, (sink) =>
+    runSft(cfg, demos, base.sft, {
+      runDir: sftDir,
+      sink,
+      signal: sftStop.signal,
+      onStep: (s, total, m) => opts.onStep?.('sft', s, total, m),
+      validate: base.validate,
+      loadPolicy: (d) => base.loadPolicy(d),
+    }),
+  ).finally(() => sftStop.dispose());
   if (sftStop.signal.aborted && !opts.signal?.aborted) skipped.push('SFT: stopped by the time budget');
   spent.sft = (performance.now() - tSft) / 1000;
   const sftCheckpoint = (sft.best ?? sft.checkpoint!).dir;
-  rows.push(row('SFT only', await timedEval(base.evaluate(cfg.eval.n_questions)), (performance.now() - t) / 1000));
+  const sftOnly = await timedEval(base.evaluate(cfg.eval.n_questions));
+  rows.push(row('SFT only', sftOnly, (performance.now() - t) / 1000));
+  const origin: SftOrigin = { runId: sftRunId, step: sft.steps, eval: evalMetrics(sftOnly) };
   await base.close();
 
   const curves: DemoResult['curves'] = [];
@@ -231,12 +275,20 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
         if (phase === 'grpo') curves.push({ step: s, reward: m['reward/mean']!, exactMatch: m['exact_match']! });
         opts.onStep?.(phase, s, rlCfg.steps, m);
       };
-      const start = await runRlPhase(opts, phase, rlCfg, join(dir, phase), { signal: stopAt.signal, onStep }, async (session, started) => {
-        if (stopAt.signal.aborted && !opts.signal?.aborted && lastStep < rlCfg.steps)
-          skipped.push(`${phase}: stopped by the time budget after ${lastStep} of ${rlCfg.steps} steps`);
-        rows.push(row(method, await timedEval(session.evaluate(cfg.eval.n_questions)), (performance.now() - started) / 1000));
-        return stopAt.signal.aborted && lastStep < rlCfg.steps ? 'stopped' : 'completed';
-      });
+      const start = await runRlPhase(
+        opts,
+        phase,
+        rlCfg,
+        join(dir, phase),
+        { signal: stopAt.signal, onStep },
+        async (session, started) => {
+          if (stopAt.signal.aborted && !opts.signal?.aborted && lastStep < rlCfg.steps)
+            skipped.push(`${phase}: stopped by the time budget after ${lastStep} of ${rlCfg.steps} steps`);
+          rows.push(row(method, await timedEval(session.evaluate(cfg.eval.n_questions)), (performance.now() - started) / 1000));
+          return stopAt.signal.aborted && lastStep < rlCfg.steps ? 'stopped' : 'completed';
+        },
+        origin,
+      );
       return (performance.now() - start) / 1000;
     } finally {
       stopAt.dispose();

@@ -195,6 +195,6 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
 }
 
 /** SFT step metrics under sft/* only (its throughput too, so it is not drawn on the RL curve). */
-function sftKeys(m: Record<string, number>): Record<string, number> {
+export function sftKeys(m: Record<string, number>): Record<string, number> {
   return Object.fromEntries(Object.entries(m).map(([k, v]) => [k.startsWith('sft/') ? k : `sft/${k.replace(/^perf\//, '')}`, v]));
 }

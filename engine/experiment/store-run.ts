@@ -31,7 +31,7 @@ export interface CliStoreRun {
 export function openCliStoreRun(
   id: string,
   cfg: ExperimentConfig,
-  opts: { resume: boolean; template: string; dir: string; group?: { id: string; cell: string } },
+  opts: { resume: boolean; template: string; dir: string; group?: { id: string; cell: string }; parentId?: string; tags?: string[] },
 ): CliStoreRun {
   const store = new Store(openDatabase());
   let beat: NodeJS.Timeout | undefined;
@@ -44,7 +44,15 @@ export function openCliStoreRun(
       exists = false;
     }
     if (!exists) {
-      store.createRun({ id, name: cfg.name ?? id, template: opts.template, config: cfg as unknown as Record<string, unknown>, seed: cfg.seed, tags: ['cli'] });
+      store.createRun({
+        id,
+        name: cfg.name ?? id,
+        template: opts.template,
+        config: cfg as unknown as Record<string, unknown>,
+        seed: cfg.seed,
+        tags: ['cli', ...(opts.tags ?? [])],
+        parentId: opts.parentId,
+      });
       store.addArtifact(id, 'run-folder', opts.dir);
       // A run of a seed sweep or grid (`arbor sweep`): its group and configuration cell.
       if (opts.group) assignRunToGroup(store, id, opts.group.id, opts.group.cell);
@@ -70,7 +78,8 @@ export function openCliStoreRun(
   return {
     store,
     runId: id,
-    sink,
+    // An SFT run's step is its SFT step (the store keeps sft/* keys off an RL run's step).
+    sink: opts.template === 'sft' ? { ...sink, metrics: (step, v) => (sink.metrics(step, v), store.advanceStep(id, step)) } : sink,
     finish(status, error) {
       if (done) return;
       done = true;

@@ -152,13 +152,15 @@ function progressCallbacks(o: { json?: boolean; store: boolean }, runName: strin
   let barPhase = '';
   const callbacks = {
     record: o.store
-      ? (phase: string, cfg: ExperimentConfig, runDir: string) => {
+      ? (phase: string, cfg: ExperimentConfig, runDir: string, link?: { parentId?: string }) => {
+          // The SFT warm start is its own run (template sft, tag sft-warm-start), the parent of the RL runs.
+          const sft = phase === 'sft';
           const r = openCliStoreRun(
             `${basename(dirname(runDir))}-${phase}`,
-            { ...cfg, name: `${runName} ${phase}` },
-            { resume: false, template: cfg.task.kind, dir: runDir },
+            { ...cfg, name: `${runName} ${sft ? 'SFT' : phase}` },
+            { resume: false, template: sft ? 'sft' : cfg.task.kind, dir: runDir, parentId: link?.parentId, tags: sft ? ['sft-warm-start'] : undefined },
           );
-          return { sink: r.sink, finish: (status: Parameters<typeof r.finish>[0], error?: string) => r.finish(status, error) };
+          return { id: r.runId, sink: r.sink, finish: (status: Parameters<typeof r.finish>[0], error?: string) => r.finish(status, error) };
         }
       : undefined,
     onStage: (s: string) => {

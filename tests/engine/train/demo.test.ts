@@ -43,9 +43,17 @@ describe('arbor demo orchestration', () => {
       openSession: openTaskSession,
       configFile: tinyDemoConfig(),
       budgetSeconds: 3600,
-      record: (phase, cfg, runDir) => {
-        const r = openCliStoreRun(`demo-test-${phase}`, cfg, { resume: false, template: cfg.task.kind, dir: runDir });
-        return { sink: r.sink, finish: (s, e) => r.finish(s, e) };
+      // As `arbor demo` records its phases: the SFT warm start its own run, the RL runs' parent.
+      record: (phase, cfg, runDir, link) => {
+        const sft = phase === 'sft';
+        const r = openCliStoreRun(`demo-test-${phase}`, cfg, {
+          resume: false,
+          template: sft ? 'sft' : cfg.task.kind,
+          dir: runDir,
+          parentId: link?.parentId,
+          tags: sft ? ['sft-warm-start'] : undefined,
+        });
+        return { id: r.runId, sink: r.sink, finish: (s, e) => r.finish(s, e) };
       },
     });
     expect(res.rows.map((r) => r.method)).toEqual(expect.arrayContaining(['naive RAG', 'base tool calling', 'SFT only', 'SFT + GRPO']));
@@ -67,6 +75,18 @@ describe('arbor demo orchestration', () => {
     const store = new Store(openDatabase());
     expect(store.getRun('demo-test-grpo').status).toBe('completed');
     expect(store.metricSeries('demo-test-grpo', 'reward/mean').step).toEqual([1, 2, 3]);
+    // The SFT warm start: its own run, GRPO's parent, with its curve at SFT steps; GRPO keeps the "SFT only" evaluation as sft/eval/*.
+    const sftRun = store.getRun('demo-test-sft');
+    expect(sftRun).toMatchObject({ template: 'sft', status: 'completed' });
+    expect(sftRun.tags).toContain('sft-warm-start');
+    expect(store.getRun('demo-test-grpo').parentId).toBe('demo-test-sft');
+    const sftSteps = store.metricSeries('demo-test-sft', 'sft/loss').step;
+    expect(sftSteps.length).toBeGreaterThan(0);
+    expect(sftRun.step).toBe(sftSteps[sftSteps.length - 1]);
+    expect(store.metricKeys('demo-test-sft')).toContain('sft/tokens_per_s');
+    expect(store.metricKeys('demo-test-grpo').filter((k) => k.startsWith('sft/') && !k.startsWith('sft/eval/'))).toEqual([]);
+    const sftOnly = res.rows.find((r) => r.method === 'SFT only')!;
+    expect(store.getRun('demo-test-grpo').metrics['sft/eval/exact_match']).toBe(sftOnly.exactMatch);
     store.db.close();
   }, 240_000);
 
