@@ -25,7 +25,7 @@ export function register(program: Command): void {
       DEMO_BUDGET_SECONDS,
     )
     .option('--config <file>', 'use another experiment config instead of resources/configs/demo.yaml')
-    .option('--no-store', 'do not record the RL runs in the workspace database')
+    .option('--no-store', 'do not record the runs (the SFT warm start, the RL runs) in the workspace database')
     .option('--seed <n>', "override the demo config's seed (SFT and RL draws)", (v) => Number(v))
     .option(
       '--algorithms <list>',
