@@ -15,6 +15,7 @@ import { TokenInspector } from '../components/TokenInspector';
 import { buildBranchTree, turnOrigins, type BranchTree, type TurnOrigin } from '../lib/branchTree';
 import { BranchPointBadge, BranchTreePanel } from '../components/BranchTree';
 import { JudgeBadge, JudgePanel, judgeOf } from '../components/JudgePanel';
+import { isSftWarmStart } from '../lib/lineage';
 
 /** The branch tree of the open trajectory's group, when its samples come from branching rollouts. */
 function useBranchTree(): BranchTree | null {
@@ -157,11 +158,14 @@ export function TrajectoriesView() {
         <h2>Trajectories</h2>
         <select value={runId ?? ''} onChange={(e) => e.target.value && void a.open(e.target.value)} data-testid="traj-run" aria-label="run">
           <option value="">(run)</option>
-          {runs.map((r) => (
-            <option key={r.id} value={r.id}>
-              {r.name}
-            </option>
-          ))}
+          {/* SFT warm starts store no trajectories (their RL runs do). */}
+          {runs
+            .filter((r) => !isSftWarmStart(r))
+            .map((r) => (
+              <option key={r.id} value={r.id}>
+                {r.name}
+              </option>
+            ))}
         </select>
         <label className="muted">step</label>
         <select value={step ?? ''} onChange={(e) => void a.setStep(Number(e.target.value))} data-testid="traj-step" aria-label="step">
