@@ -57,6 +57,11 @@ describe('arbor train: stop during the SFT warm start', () => {
         (r) => r.id === 'run',
       )?.status;
     expect(status()).toBe('stopped');
+    // The SFT warm start is its own run, the parent, stopped with it.
+    type Row = { id: string; status: string; template: string; parentId?: string; step: number };
+    const list = () => JSON.parse(spawnSync(process.execPath, [bin, 'runs', '--json'], { encoding: 'utf8', env }).stdout) as Row[];
+    const sftId = list().find((r) => r.id === 'run')!.parentId!;
+    expect(list().find((r) => r.id === sftId)).toMatchObject({ template: 'sft', status: 'stopped', step: ck.step });
 
     const again = spawnSync(process.execPath, [bin, 'train', '--resume', runDir, '--json'], { encoding: 'utf8', env, timeout: 240_000 });
     expect(again.status, again.stderr).toBe(0);
@@ -69,5 +74,8 @@ describe('arbor train: stop during the SFT warm start', () => {
     expect(out.lastStep).toBe(1);
     expect(out.stopped).toBe(false);
     expect(status()).toBe('completed');
+    // The resume continued that SFT run (no second one), to its end.
+    expect(list().filter((r) => r.template === 'sft')).toEqual([expect.objectContaining({ id: sftId, status: 'completed', step: 200 })]);
+    expect(list().find((r) => r.id === 'run')!.parentId).toBe(sftId);
   }, 300_000);
 });
