@@ -14,6 +14,7 @@ import type { TaskSession } from '../../../engine/experiment/run-dir';
 import { isSftWarmStart, openSftRun, SFT_WARM_START_TAG, storeSink } from '../../../engine/experiment/store-sink';
 import { openDatabase } from '../../../engine/store/db';
 import { Store } from '../../../engine/store/store';
+import { RunManager } from '../../../engine/server/runs';
 import { TabularPolicy } from './tabular';
 
 const cfg = validateConfig({
@@ -152,5 +153,18 @@ describe('the SFT warm start as its own run', () => {
     await job(b.store, old, b.runDir, { resume: true, stopRl: 1 });
     expect(b.store.listRuns()).toHaveLength(1);
     expect(b.store.metricSeries(old, 'sft/loss').step).toEqual(Array.from({ length: total }, (_, i) => i + 1));
+  });
+
+  it('the run manager refuses to resume an SFT warm start on its own, naming the RL run to resume', () => {
+    const { store, runDir } = workspace();
+    const rl = store.createRun({ name: 'rl', template: 'multihop', config: {} });
+    const rec = openSftRun(store, rl, { dir: join(runDir, 'sft'), resume: false })!;
+    rec.finish('stopped');
+    const m = new RunManager(store, runDir, { recover: false });
+    try {
+      expect(() => m.resume(rec.id)).toThrow(`run "${rec.id}" is the SFT warm start of run "${rl}": resume that run to continue it`);
+    } finally {
+      m.close();
+    }
   });
 });
