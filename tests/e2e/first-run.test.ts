@@ -30,6 +30,10 @@ describe('first-run page', () => {
     // Live: the SFT warm start, recorded as its own run (the demo run's parent), reaches the page while
     // the run goes on: its loss in the run summary.
     await view.getByTestId('sft-parent-summary').waitFor({ timeout: 120_000 });
+    expect(await view.getByTestId('run-progress').innerText()).toMatch(/^SFT · step \d+/);
+    expect(await view.getByTestId('run-parent').innerText()).toContain('then RL (this run), after it');
+    expect(await view.locator('.empty').innerText()).toContain('the SFT warm start trains first, in its own run');
+    if (process.env.ARBOR_E2E_SHOTS === '1') await shot(page, 'view-run-sft-live');
     type Row = { id: string; name: string; template: string; status: string; parentId?: string };
     const list = async () => (await engineRequest(engine!, 'runs.list')).result as Row[];
     const runs = await list();

@@ -166,7 +166,7 @@ function ParentLink({ parentId, step }: { parentId: string; step: number }) {
           </span>
         ) : null}
         {' · then '}
-        <strong>RL</strong> (this run) to step {step}
+        <strong>RL</strong> (this run){step > 0 ? ` to step ${step}` : ', after it'}
         {loss && ys.length > 1 ? <Sparkline xs={loss.step} ys={loss.value} label="SFT loss by SFT step (the parent run)" /> : null}
       </div>
     );

@@ -40,6 +40,7 @@ export function RunView() {
   const pauseRun = useArbor((s) => s.pauseRun);
   const resumeRun = useArbor((s) => s.resumeRun);
   const openTrajectories = useArbor((s) => s.openTrajectories);
+  const runs = useArbor((s) => s.runs);
   const [forking, setForking] = useState<{ checkpoint?: Checkpoint } | null>(null);
   const [tab, setTab] = useState<'charts' | 'config' | 'log' | 'checkpoints'>('charts');
   const [metricFilter, setMetricFilter] = useState('');
@@ -133,7 +134,16 @@ export function RunView() {
               {keys.length} metrics{live ? ' · live' : ''}
             </span>
           </div>
-          {keys.length === 0 ? <div className="empty">No metrics logged yet{live ? '; charts appear with the first step.' : '.'}</div> : null}
+          {keys.length === 0 ? (
+            <div className="empty">
+              No metrics logged yet
+              {live && run.parentId && run.step === 0 && isSftWarmStart(runs.find((r) => r.id === run.parentId))
+                ? ': the SFT warm start trains first, in its own run (the parent above); the RL charts appear with RL’s first step.'
+                : live
+                  ? '; charts appear with the first step.'
+                  : '.'}
+            </div>
+          ) : null}
           {groupMetricKeys(keys).map((g) => (
             <section key={g.title} className="chart-section">
               <h3>{g.title}</h3>
