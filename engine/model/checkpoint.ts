@@ -12,7 +12,10 @@ import { mulberry32 } from '../base/rng';
 import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { parseHfConfig, toHfConfig, weightShapes, type ModelConfig, type WeightDType } from './config';
-import { quantizeBlockwise, type QuantizedMatrix } from './quantize';
+import { emptyQuantized, quantizeRowsInto, type QuantizedMatrix } from './quantize';
+
+/** Values read per chunk when a tensor is quantized as it is read (16M: 64 MB of float32 scratch). */
+const QUANT_READ_VALUES = 16 * 2 ** 20;
 import { readSafetensorsHeader, readTensorInto, writeSafetensors, type SafeDType, type SafeTensor, type SafeTensorInfo } from './safetensors';
 
 export const TOKENIZER_FILES = [
@@ -185,10 +188,18 @@ export function loadCheckpoint(folder: string, opts: LoadOptions = {}): LoadedCh
       const n = shape.reduce((p, q) => p * q, 1);
       const q = opts.quantize?.get(name);
       if (quantized && q) {
-        if (!scratch || scratch.length < n) scratch = new Float32Array(n);
-        const w = scratch.subarray(0, n);
-        readTensorInto(fdOf(at.file), at.file, at.info, w);
-        quantized.set(name, quantizeBlockwise(w, shape[0]!, shape[1]!, q.bits, q.blockSize));
+        // Read and quantized QUANT_READ_ROWS_VALUES values' worth of rows at a time: a 2.5 GB head is never float32 whole.
+        const [N, K] = [shape[0]!, shape[1]!];
+        const rows = Math.max(1, Math.min(N, Math.floor(QUANT_READ_VALUES / K)));
+        if (!scratch) scratch = new Float32Array(rows * K);
+        else if (scratch.length < rows * K) scratch = new Float32Array(rows * K);
+        const m = emptyQuantized(N, K, q.bits, q.blockSize);
+        for (let r = 0; r < N; r += rows) {
+          const w = scratch.subarray(0, Math.min(rows, N - r) * K);
+          readTensorInto(fdOf(at.file), at.file, at.info, w, r * K);
+          quantizeRowsInto(m, w, r);
+        }
+        quantized.set(name, m);
         continue;
       }
       const w = allocWeight(n);

@@ -64,15 +64,35 @@ export function quantizedBytes(N: number, K: number, bits: 4 | 8, blockSize = QU
 /** Block-wise symmetric quantization of W [N, K] (row-major, HF Linear layout) for MatMulNBits. */
 export function quantizeBlockwise(w: Float32Array, N: number, K: number, bits: 4 | 8, blockSize = QUANT_BLOCK): QuantizedMatrix {
   if (w.length !== N * K) throw new Error(`quantizeBlockwise: ${w.length} values for [${N}, ${K}]`);
+  const m = emptyQuantized(N, K, bits, blockSize);
+  quantizeRowsInto(m, w, 0);
+  return m;
+}
+
+/** A quantized W [N, K] whose codes and scales are still to be written (quantizeRowsInto). */
+export function emptyQuantized(N: number, K: number, bits: 4 | 8, blockSize = QUANT_BLOCK): QuantizedMatrix {
   if (blockSize < 16 || (blockSize & (blockSize - 1)) !== 0) throw new Error(`quantizeBlockwise: block size ${blockSize} is not a power of two ≥ 16`);
   const kb = Math.ceil(K / blockSize);
+  return { bits, blockSize, N, K, codes: new Uint8Array(N * kb * ((blockSize * bits) / 8)), scales: new Float32Array(N * kb) };
+}
+
+/**
+ * Quantize rows [row0, row0 + rows.length / K) of W into `m` (blocks never cross a row, so a
+ * matrix quantized a few rows at a time has the codes of quantizeBlockwise on the whole): a large
+ * weight is read and quantized in row chunks, never held in float32 whole (loadCheckpoint).
+ */
+export function quantizeRowsInto(m: QuantizedMatrix, rows: Float32Array, row0: number): void {
+  const { N, K, bits, blockSize, codes, scales } = m;
+  const count = rows.length / K;
+  if (!Number.isInteger(count) || row0 < 0 || row0 + count > N) throw new Error(`quantizeRowsInto: ${rows.length} values from row ${row0} of [${N}, ${K}]`);
+  const kb = Math.ceil(K / blockSize);
   const blob = (blockSize * bits) / 8;
-  const codes = new Uint8Array(N * kb * blob);
-  const scales = new Float32Array(N * kb);
   const mid = 1 << (bits - 1);
   const qmax = mid - 1;
-  for (let n = 0; n < N; n++) {
-    const row = n * K;
+  const w = rows;
+  for (let r = 0; r < count; r++) {
+    const n = row0 + r;
+    const row = r * K;
     for (let b = 0; b < kb; b++) {
       const k0 = b * blockSize,
         k1 = Math.min(K, k0 + blockSize);
@@ -86,8 +106,8 @@ export function quantizeBlockwise(w: Float32Array, N: number, K: number, bits: 4
       // |w · inv| ≤ qmax up to rounding, so the clamp only catches the rounding; padding past K is code `mid` (value 0).
       if (bits === 8) {
         for (let j = 0; j < len; j++) {
-          const r = Math.round(w[row + k0 + j]! * inv);
-          codes[off + j] = (r > qmax ? qmax : r < -qmax ? -qmax : r) + mid;
+          const q = Math.round(w[row + k0 + j]! * inv);
+          codes[off + j] = (q > qmax ? qmax : q < -qmax ? -qmax : q) + mid;
         }
         for (let j = len; j < blockSize; j++) codes[off + j] = mid;
       } else
@@ -100,7 +120,6 @@ export function quantizeBlockwise(w: Float32Array, N: number, K: number, bits: 4
         }
     }
   }
-  return { bits, blockSize, N, K, codes, scales };
 }
 
 /** W [N, K] back from its codes: (q − 2^(b−1)) · s (the reference MatMulNBits computes with). */
@@ -373,14 +392,22 @@ export function quantizedBaseOps(o: Ops<GNode>, accuracyLevel: 0 | 4 | ((bits: 4
   const g = o as GraphOps;
   const accuracy = (bits: number) => (typeof accuracyLevel === 'number' ? accuracyLevel : accuracyLevel(bits as 4 | 8));
   type Q = { N: number; K: number; bits: number; blockSize: number; weight?: string };
-  // The pieces of the dequantNBits node w: [start, end, codes slice, scales slice].
-  const pieces = (w: GNode) => {
-    const { N, K, blockSize } = w.attrs as Q;
+  // The row pieces of the dequantNBits node w (quantPieces): [start, end], or null when it is read whole.
+  const ranges = (w: GNode) => {
+    const { N, K } = w.attrs as Q;
+    const r = quantPieces(N, K, pieceBytes);
+    return r.length > 1 ? r : null;
+  };
+  // Rows [s, e) of w's codes and scales, read once `dep` exists (gatedSlice). Each piece waits for the previous
+  // piece's product, so one piece is dequantized at a time; and the same piece read by two head chunks is two
+  // slices, never one merged by ONNX Runtime's common-subexpression elimination (a merged dequantized piece would
+  // live from the first chunk to the last: all pieces together, the float32 head).
+  const piece = (w: GNode, s: number, e: number, dep: GNode) => {
+    const { K, blockSize } = w.attrs as Q;
     const kb = Math.ceil(K / blockSize);
     const [codes, scales] = w.inputs as [GNode, GNode];
-    const ranges = quantPieces(N, K, pieceBytes);
-    if (ranges.length === 1) return [[0, N, codes, scales] as const];
-    return ranges.map(([s, e]) => [s, e, o.slice(codes, [s], [e], [0]), o.slice(scales, [s * kb], [e * kb], [0])] as const);
+    const gated = (x: GNode, a: number, b: number) => g.record('gatedSlice', [x, dep], { starts: [a], ends: [b], axes: [0] }, x.dtype, [b - a, ...x.shape.slice(1)]);
+    return [gated(codes, s, e), gated(scales, s * kb, e * kb)] as const;
   };
   return new Proxy(o, {
     get(target, key) {
@@ -399,11 +426,12 @@ export function quantizedBaseOps(o: Ops<GNode>, accuracyLevel: 0 | 4 | ((bits: 4
         return (a: GNode, b: GNode) => {
           if (b.op === 'dequantNBits' && a.shape.length === 2) {
             // y · W, W [N, K]: Σ over pieces of y[:, s:e] · W[s:e].
-            const ps = pieces(b);
-            if (ps.length === 1) return target.matmul(a, b);
+            const rs = ranges(b);
+            if (!rs) return target.matmul(a, b);
             const { K, bits, blockSize, weight } = b.attrs as Q;
             let sum: GNode | undefined;
-            for (const [s, e, codes, scales] of ps) {
+            for (const [s, e] of rs) {
+              const [codes, scales] = piece(b, s, e, sum ?? a);
               const w = g.record('dequantNBits', [codes, scales], { N: e - s, K, bits, blockSize, weight }, 'float32', [e - s, K]);
               const part = target.matmul(o.slice(a, [s], [e], [1]), w);
               sum = sum ? target.add(sum, part) : part;
@@ -415,11 +443,16 @@ export function quantizedBaseOps(o: Ops<GNode>, accuracyLevel: 0 | 4 | ((bits: 4
           const { N, K, bits, blockSize } = w.attrs as Q;
           const k = a.shape[1];
           if (typeof k === 'number' && k !== K) throw new Error(`matmul: inner dims differ: [${a.shape}] x quantized ${w.attrs.weight} [${K}, ${N}]`);
-          const ps = pieces(w);
-          const outs = ps.map(([s, e, codes, scales]) =>
-            g.record('qmatmul', [a, codes, scales], { K, N: e - s, bits, blockSize, accuracyLevel: accuracy(bits) }, 'float32', [a.shape[0]!, e - s]),
-          );
-          return outs.length === 1 ? outs[0]! : target.concat(outs, 1);
+          const qmatmul = (codes: GNode, scales: GNode, n: number) =>
+            g.record('qmatmul', [a, codes, scales], { K, N: n, bits, blockSize, accuracyLevel: accuracy(bits) }, 'float32', [a.shape[0]!, n]);
+          const rs = ranges(w);
+          if (!rs) return qmatmul(w.inputs[0]!, w.inputs[1]!, N);
+          const outs: GNode[] = [];
+          for (const [s, e] of rs) {
+            const [codes, scales] = piece(w, s, e, outs[outs.length - 1] ?? a);
+            outs.push(qmatmul(codes, scales, e - s));
+          }
+          return target.concat(outs, 1);
         };
       const v = (target as unknown as Record<string | symbol, unknown>)[key];
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;

@@ -130,10 +130,14 @@ export function readSafetensorsHeader(file: string, fd?: number): SafeHeader {
 }
 
 /** Read one tensor into `out` (float32), converting chunk by chunk. */
-export function readTensorInto(fd: number, file: string, t: SafeTensorInfo, out: Float32Array): void {
+export function readTensorInto(fd: number, file: string, t: SafeTensorInfo, out: Float32Array, from?: number): void {
   const bytes = DTYPE_BYTES[t.dtype];
-  const n = (t.end - t.begin) / bytes;
-  if (out.length !== n) throw new Error(`${file}: tensor '${t.name}' has ${n} values, the destination holds ${out.length}`);
+  const total = (t.end - t.begin) / bytes;
+  // The whole tensor, or (from given) the out.length values from value `from` on (a row chunk).
+  if (from === undefined ? out.length !== total : from < 0 || from + out.length > total)
+    throw new Error(`${file}: tensor '${t.name}' has ${total} values, the destination holds ${out.length}${from === undefined ? '' : ` from ${from}`}`);
+  const base = t.begin + (from ?? 0) * bytes;
+  const n = out.length;
   const chunk = Math.min(n, CHUNK);
   const raw = new Uint8Array(chunk * bytes);
   const table = t.dtype === 'F16' ? f16ToF32Table() : undefined;
@@ -141,7 +145,7 @@ export function readTensorInto(fd: number, file: string, t: SafeTensorInfo, out:
     const len = Math.min(chunk, n - s);
     const view = raw.subarray(0, len * bytes);
     try {
-      readFully(fd, view, t.begin + s * bytes);
+      readFully(fd, view, base + s * bytes);
     } catch (e) {
       throw new Error(`${file}: tensor '${t.name}': ${(e as Error).message}`);
     }

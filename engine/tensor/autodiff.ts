@@ -135,6 +135,8 @@ export const gradientRules: Record<string, Rule> = {
   dequantNBits: () => [null, null],
   // Rows of a block-quantized table (a frozen embedding, engine/model/quantize.ts): no gradient to codes, scales or ids.
   gatherNBits: () => [null, null, null],
+  // A piece of a quantized weight's codes or scales (engine/model/quantize.ts): frozen, no gradient.
+  gatedSlice: () => [null, null],
   quantWeightT: () => [null],
   // Ops with no gradient (integer/boolean results or constants).
   const: () => [],

@@ -270,6 +270,14 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
       case 'slice':
         emit('Slice', [ins[0], i64(a.starts), i64(a.ends), i64(a.axes)], [], out);
         break;
+      case 'gatedSlice': {
+        // slice, only once the second input exists: its starts are the constant + 0·(dep's first size), so two
+        // gated slices of one tensor with different deps are different nodes (ORT's common-subexpression
+        // elimination cannot merge them into one output kept alive for both).
+        const zero = emit('Mul', [emit('Shape', [ins[1]], [int('start', 0), int('end', 1)]), i64([0])]);
+        emit('Slice', [ins[0], emit('Add', [i64(a.starts), zero]), i64(a.ends), i64(a.axes)], [], out);
+        break;
+      }
       case 'unsqueeze':
         emit('Unsqueeze', [ins[0], i64(a.axes)], [], out);
         break;

@@ -308,6 +308,7 @@ export function evaluate(graph: Graph, feeds: Record<string, HostTensor>, wanted
           break;
         }
         case 'slice':
+        case 'gatedSlice':
           r = sliceArr(x[0], a.starts, a.ends, a.axes);
           break;
         case 'recomputeEntry':

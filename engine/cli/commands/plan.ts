@@ -19,7 +19,7 @@ import type { HostTensor } from '../../tensor/host';
 import { applyOverrides } from './sweep';
 import { readModelConfig } from '../../model/checkpoint';
 import { weightShapes, type ModelConfig } from '../../model/config';
-import { baseQuantNames, QUANT_BLOCK } from '../../model/quantize';
+import { baseQuantLayout, emptyQuantized, QUANT_BLOCK, quantizeRowsInto, type BaseQuantSpec, type QuantizedMatrix } from '../../model/quantize';
 import { resolveLora, type LoraSpec } from '../../model/lora';
 import {
   adviseFit,
@@ -317,46 +317,50 @@ export function register(program: Command): void {
 }
 
 /** Values for a measurement's weight `name`: uniform with N(0, 0.02)'s spread (norms 1) from a fast generator seeded by the name; the numbers do not matter, their bytes do. */
-function randomWeight(name: string, n: number): Float32Array {
-  const x = new Float32Array(n);
-  if (/norm\.weight$/.test(name)) return x.fill(1);
+/** A weight's random values as a stream: each call fills `out` with the next values (the same sequence however it is cut). */
+function randomStream(name: string): (out: Float32Array) => Float32Array {
+  const norm = /norm\.weight$/.test(name);
   let s = 0x9e3779b9;
   for (let i = 0; i < name.length; i++) s = Math.imul(s ^ name.charCodeAt(i), 0x01000193);
   s |= 1;
   const a = 0.04 * Math.sqrt(3);
-  for (let i = 0; i < n; i++) {
-    s ^= s << 13;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    x[i] = ((s >>> 0) / 4294967296 - 0.5) * a;
-  }
-  return x;
+  return (x) => {
+    if (norm) return x.fill(1);
+    for (let i = 0; i < x.length; i++) {
+      s ^= s << 13;
+      s ^= s >>> 17;
+      s ^= s << 5;
+      x[i] = ((s >>> 0) / 4294967296 - 0.5) * a;
+    }
+    return x;
+  };
+}
+
+/** Random weights for a measurement: the float32 ones (every weight but those quantized). */
+function randomWeights(c: ModelConfig, quantized: Set<string>): Map<string, Float32Array> {
+  const w = new Map<string, Float32Array>();
+  for (const [name, shape] of Object.entries(weightShapes(c)))
+    if (!quantized.has(name)) w.set(name, randomStream(name)(new Float32Array(shape.reduce((p, q) => p * q, 1))));
+  return w;
 }
 
 /**
- * Random weights for a measurement. With a quantized base the linear weights are made when read
- * and not kept (the same values each time): PolicyModel quantizes them one by one at construction
- * and drops the float32 arrays, as it does for a loaded folder, so an 8B base never exists in
- * float32 at once (32 GB), as it would not when loaded from a folder shard by shard.
+ * The quantized base of a measurement, made and quantized a few rows at a time (as a folder is
+ * read, loadCheckpoint): no float32 copy of a weight exists whole (Qwen3-8B's head: 2.5 GB).
  */
-function randomWeights(c: ModelConfig, quantized: Set<string>): Map<string, Float32Array> {
+function randomQuantizedBase(c: ModelConfig, spec: BaseQuantSpec): Map<string, QuantizedMatrix> {
   const shapes = weightShapes(c);
-  const size = (name: string) => shapes[name]!.reduce((p, q) => p * q, 1);
-  const made = new Set(quantized);
-  class Weights extends Map<string, Float32Array> {
-    override get(name: string): Float32Array | undefined {
-      return made.has(name) ? randomWeight(name, size(name)) : super.get(name);
-    }
-    override has(name: string): boolean {
-      return made.has(name) || super.has(name);
-    }
-    override delete(name: string): boolean {
-      return made.delete(name) || super.delete(name);
-    }
+  const out = new Map<string, QuantizedMatrix>();
+  for (const [name, q] of baseQuantLayout(c, spec)) {
+    const [N, K] = shapes[name] as [number, number];
+    const m = emptyQuantized(N, K, q.bits, q.blockSize);
+    const next = randomStream(name);
+    const rows = Math.max(1, Math.floor(2 ** 22 / K));
+    const buf = new Float32Array(rows * K);
+    for (let r = 0; r < N; r += rows) quantizeRowsInto(m, next(buf.subarray(0, Math.min(rows, N - r) * K)), r);
+    out.set(name, m);
   }
-  const w = new Weights();
-  for (const name of Object.keys(shapes)) if (!quantized.has(name)) w.set(name, randomWeight(name, size(name)));
-  return w;
+  return out;
 }
 
 export interface MeasuredStep {
@@ -385,11 +389,13 @@ export async function measureStep(input: MemoryPlanInput, steps = 2, microBatche
   const baselineRss = input.baseline ?? process.memoryUsage().rss;
   const { PolicyModel } = await import('../../model/runtime');
   const c = input.config;
-  const quantized = new Set(input.quantizeBase && input.lora ? baseQuantNames(c) : []);
-  const model = new PolicyModel(c, randomWeights(c, quantized), {
+  const spec = input.quantizeBase ? { bits: BASE_QUANT_BITS[input.quantizeBase], blockSize: input.quantBlock ?? QUANT_BLOCK } : undefined;
+  const mats = spec && input.lora ? randomQuantizedBase(c, spec) : undefined;
+  const model = new PolicyModel(c, randomWeights(c, new Set(mats?.keys())), {
     lora: input.lora,
     loraSeed: 1,
-    quantizeBase: input.quantizeBase ? { bits: BASE_QUANT_BITS[input.quantizeBase], blockSize: input.quantBlock ?? QUANT_BLOCK } : undefined,
+    quantizeBase: spec,
+    quantizedBaseMats: mats,
     recomputeLayers: input.recomputeLayers ?? false,
     headChunks: input.headChunks,
     providers: input.device && input.device !== 'cpu' ? [input.device, 'cpu'] : undefined,
