@@ -230,6 +230,8 @@ export function openSftRun(
   const id =
     linked?.id ??
     store.createRun({
+      // "sft-<run id>" (its short form in the runs table differs from the run's), unless taken.
+      id: store.db.prepare('SELECT 1 FROM runs WHERE id = ?').get(`sft-${runId}`) ? undefined : `sft-${runId}`,
       name: `${rl.name} · SFT`,
       template: 'sft',
       config: rl.config,

@@ -68,7 +68,7 @@ export function register(program: Command): void {
         if (r.parentId)
           console.log(
             parent && sftRun(parent)
-              ? `parent: ${parent.name} (${parent.id}), its SFT warm start: ${parent.status}, ${parent.step} SFT steps, sft/loss ${fmt(parent.metrics['sft/loss'])}`
+              ? `parent: ${parent.name} (${parent.id}), its SFT warm start: ${parent.status}, ${parent.step} SFT step${parent.step === 1 ? '' : 's'}, sft/loss ${fmt(parent.metrics['sft/loss'])}`
               : `parent: ${parent ? `${parent.name} (${parent.id})` : r.parentId}`,
           );
         for (const ch of children)

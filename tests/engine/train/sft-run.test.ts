@@ -83,6 +83,7 @@ describe('the SFT warm start as its own run', () => {
     const r = store.getRun(rl);
     const sft = store.getRun(r.parentId!);
     expect(res.sft!.runId).toBe(sft.id);
+    expect(sft.id).toBe(`sft-${rl}`);
     expect(isSftWarmStart(sft)).toBe(true);
     expect(sft).toMatchObject({ name: 'story · SFT', template: 'sft', status: 'completed', step: total, seed: 7, project: 'p', parentId: null });
     expect(sft.config).toEqual(r.config);
