@@ -204,7 +204,15 @@ export function RunView() {
                     .join('  ')}
                 </td>
                 <td>
-                  <button onClick={() => setForking({ checkpoint: c })} title="a new run starting from this checkpoint's weights">
+                  <button
+                    onClick={() => setForking({ checkpoint: c })}
+                    disabled={sftRun}
+                    title={
+                      sftRun
+                        ? "fork the RL run at its step 0: that checkpoint is this SFT warm start's weights"
+                        : "a new run starting from this checkpoint's weights"
+                    }
+                  >
                     Fork from here…
                   </button>
                 </td>
