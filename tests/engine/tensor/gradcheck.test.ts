@@ -137,20 +137,7 @@ const cases: Case[] = [
   },
 ];
 
-const NO_GRADIENT = [
-  'const',
-  'input',
-  'range',
-  'greater',
-  'less',
-  'equal',
-  'zerosLike',
-  'dimProduct',
-  'dequantNBits',
-  'quantWeightT',
-  'gatherNBits',
-  'gatedSlice',
-];
+const NO_GRADIENT = ['const', 'input', 'range', 'greater', 'less', 'equal', 'zerosLike', 'dimProduct', 'dequantNBits', 'quantWeightT', 'gatherNBits'];
 
 function rng(seed: number) {
   let s = seed;
