@@ -31,7 +31,16 @@ import { parameterCount, weightShapes, type ModelConfig } from './config';
 import { decodeInputSpecs, decodeProgram, scoreInputSpecs, scoreProgram, trainInputSpecs, trainProgram, type LossSpec } from './graphs';
 import { adapterShapes, type LoraSpec } from './lora';
 import { nllLoss } from './lora-step';
-import { baseQuantLayout, HEAD_QUANT_BITS, QUANT_BLOCK, quantizedBaseSpecs, quantizedBytes, quantizedWeightNames, withQuantizedBase, type BaseQuantSpec } from './quantize';
+import {
+  baseQuantLayout,
+  HEAD_QUANT_BITS,
+  QUANT_BLOCK,
+  quantizedBaseSpecs,
+  quantizedBytes,
+  quantizedWeightNames,
+  withQuantizedBase,
+  type BaseQuantSpec,
+} from './quantize';
 import { recomputedBlocks } from './transformer';
 
 /** A frozen base stored block-quantized (`model.quantize_base`). */

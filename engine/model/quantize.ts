@@ -406,7 +406,8 @@ export function quantizedBaseOps(o: Ops<GNode>, accuracyLevel: 0 | 4 | ((bits: 4
     const { K, blockSize } = w.attrs as Q;
     const kb = Math.ceil(K / blockSize);
     const [codes, scales] = w.inputs as [GNode, GNode];
-    const gated = (x: GNode, a: number, b: number) => g.record('gatedSlice', [x, dep], { starts: [a], ends: [b], axes: [0] }, x.dtype, [b - a, ...x.shape.slice(1)]);
+    const gated = (x: GNode, a: number, b: number) =>
+      g.record('gatedSlice', [x, dep], { starts: [a], ends: [b], axes: [0] }, x.dtype, [b - a, ...x.shape.slice(1)]);
     return [gated(codes, s, e), gated(scales, s * kb, e * kb)] as const;
   };
   return new Proxy(o, {

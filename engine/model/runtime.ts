@@ -276,7 +276,9 @@ export class PolicyModel {
       const want = layout!.get(name);
       if (!want) throw new Error(`PolicyModel: quantized weight '${name}' is not part of the quantized base`);
       if (m.bits !== want.bits || m.blockSize !== want.blockSize)
-        throw new Error(`PolicyModel: quantized weight '${name}' is ${m.bits}-bit in blocks of ${m.blockSize}, quantizeBase asks for ${want.bits} / ${want.blockSize}`);
+        throw new Error(
+          `PolicyModel: quantized weight '${name}' is ${m.bits}-bit in blocks of ${m.blockSize}, quantizeBase asks for ${want.bits} / ${want.blockSize}`,
+        );
     }
     for (const [name, shape] of Object.entries(programWeightShapes(config, this.lora))) {
       const q = given?.get(name);

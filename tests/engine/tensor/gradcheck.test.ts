@@ -137,7 +137,20 @@ const cases: Case[] = [
   },
 ];
 
-const NO_GRADIENT = ['const', 'input', 'range', 'greater', 'less', 'equal', 'zerosLike', 'dimProduct', 'dequantNBits', 'quantWeightT', 'gatherNBits'];
+const NO_GRADIENT = [
+  'const',
+  'input',
+  'range',
+  'greater',
+  'less',
+  'equal',
+  'zerosLike',
+  'dimProduct',
+  'dequantNBits',
+  'quantWeightT',
+  'gatherNBits',
+  'gatedSlice',
+];
 
 function rng(seed: number) {
   let s = seed;
