@@ -13,10 +13,10 @@ import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, 
 import { basename, dirname, join } from 'node:path';
 import { parseHfConfig, toHfConfig, weightShapes, type ModelConfig, type WeightDType } from './config';
 import { emptyQuantized, quantizeRowsInto, type QuantizedMatrix } from './quantize';
+import { readSafetensorsHeader, readTensorInto, writeSafetensors, type SafeDType, type SafeTensor, type SafeTensorInfo } from './safetensors';
 
 /** Values read per chunk when a tensor is quantized as it is read (16M: 64 MB of float32 scratch). */
 const QUANT_READ_VALUES = 16 * 2 ** 20;
-import { readSafetensorsHeader, readTensorInto, writeSafetensors, type SafeDType, type SafeTensor, type SafeTensorInfo } from './safetensors';
 
 export const TOKENIZER_FILES = [
   'tokenizer.json',
@@ -207,16 +207,22 @@ export function loadCheckpoint(folder: string, opts: LoadOptions = {}): LoadedCh
       weights.set(name, w);
     }
     if (tiedHead) {
-      const emb = weights.get('model.embed_tokens.weight')!;
-      const head = new Float32Array(emb.length);
       if (tiedHead.info.shape.join() !== [config.vocabSize, config.hiddenSize].join())
         throw new Error(`${tiedHead.file}: tensor 'lm_head.weight' has shape [${tiedHead.info.shape}] but tie_word_embeddings is true`);
-      readTensorInto(fdOf(tiedHead.file), tiedHead.file, tiedHead.info, head);
-      for (let i = 0; i < emb.length; i++) {
-        if (head[i] !== emb[i])
-          throw new Error(
-            `${tiedHead.file}: tensor 'lm_head.weight' differs from 'model.embed_tokens.weight' but config.json has tie_word_embeddings: true; refusing to guess which head is meant`,
-          );
+      // Compared with the embedding as stored, a chunk at a time (the embedding may have been quantized as it was read).
+      const emb = located.get('model.embed_tokens.weight')!;
+      const n = config.vocabSize * config.hiddenSize;
+      const step = Math.min(n, QUANT_READ_VALUES);
+      const [a, b] = [new Float32Array(step), new Float32Array(step)];
+      for (let s = 0; s < n; s += step) {
+        const len = Math.min(step, n - s);
+        readTensorInto(fdOf(emb.file), emb.file, emb.info, a.subarray(0, len), s);
+        readTensorInto(fdOf(tiedHead.file), tiedHead.file, tiedHead.info, b.subarray(0, len), s);
+        for (let i = 0; i < len; i++)
+          if (a[i] !== b[i])
+            throw new Error(
+              `${tiedHead.file}: tensor 'lm_head.weight' differs from 'model.embed_tokens.weight' but config.json has tie_word_embeddings: true; refusing to guess which head is meant`,
+            );
       }
     }
   } finally {

@@ -316,8 +316,11 @@ export function register(program: Command): void {
     });
 }
 
-/** Values for a measurement's weight `name`: uniform with N(0, 0.02)'s spread (norms 1) from a fast generator seeded by the name; the numbers do not matter, their bytes do. */
-/** A weight's random values as a stream: each call fills `out` with the next values (the same sequence however it is cut). */
+/**
+ * Values for a measurement's weight `name`: uniform with N(0, 0.02)'s spread (norms 1) from a fast
+ * generator seeded by the name; the numbers do not matter, their bytes do. A stream: each call fills
+ * `out` with the next values (the same sequence however it is cut).
+ */
 function randomStream(name: string): (out: Float32Array) => Float32Array {
   const norm = /norm\.weight$/.test(name);
   let s = 0x9e3779b9;

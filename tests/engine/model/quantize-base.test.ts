@@ -178,6 +178,27 @@ describe('quantized base: graphs and checkpoints', () => {
     }
   });
 
+  it('a tied model whose folder also stores lm_head.weight loads with the head quantized (checked against the stored embedding); a different head is refused', async () => {
+    const { readSafetensors, writeSafetensors } = await import('../../../engine/model/safetensors');
+    const dir = mkdtempSync(join(tmpdir(), 'arbor-qbase-tied-'));
+    const init = PolicyModel.init(cfg, 8, { threads: 1 });
+    saveCheckpoint(dir, cfg, init.weights);
+    await init.dispose();
+    const file = join(dir, 'model.safetensors');
+    const t = readSafetensors(file);
+    const emb = t.get('model.embed_tokens.weight')!;
+    t.set('lm_head.weight', { shape: emb.shape, data: Float32Array.from(emb.data) });
+    writeSafetensors(file, t);
+    const m = keep(PolicyModel.load(dir, { threads: 1, lora, quantizeBase: { bits: 4, blockSize: 32 } }));
+    expect(m.quantizedBase().get(headWeightName(cfg))!.bits).toBe(8);
+    expect((await m.score(seqs)).logprobs.length).toBeGreaterThan(0);
+    t.get('lm_head.weight')!.data[5] += 1;
+    writeSafetensors(file, t);
+    expect(() => PolicyModel.load(dir, { threads: 1, lora, quantizeBase: { bits: 4, blockSize: 32 } })).toThrow(
+      /lm_head\.weight' differs from 'model\.embed_tokens\.weight'/,
+    );
+  });
+
   it('a checkpoint holds only the adapters (and the quantization) and reloads to the same logits', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'arbor-qbase-'));
     const init = PolicyModel.init(cfg, 6, { threads: 1 });
