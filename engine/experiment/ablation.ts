@@ -14,7 +14,6 @@ import { loadConfig, validateConfig, type ExperimentConfig } from '../config/exp
 import { DEMO_CONFIG, recordedSft, runRlPhase, sftModel, type PhaseRecorder, type SftOrigin } from './demo';
 import { evalMetrics } from '../tasks/kit';
 import { createRunDir, type TaskSession } from './run-dir';
-import { runSft } from '../train/sft';
 
 /**
  * What each algorithm name sets in `algorithm` and `rollout` (on top of the config's). ARPO and
@@ -115,18 +114,11 @@ export async function runAblation(opts: AblationOptions): Promise<AblationResult
   let sftCheckpoint: string;
   let origin: SftOrigin;
   try {
-    const demos = await base.demos();
     // Recorded as its own run, the parent of every algorithm's run.
-    const { sft, runId } = await recordedSft(opts.record, cfg, sftDir, (sink) =>
-      runSft(cfg, demos, base.sft, {
-        runDir: sftDir,
-        sink,
-        signal: opts.signal,
-        onStep: (s, total, m) => opts.onStep?.('sft', s, total, m),
-        validate: base.validate,
-        loadPolicy: (d) => base.loadPolicy(d),
-      }),
-    );
+    const { sft, runId } = await recordedSft(opts.record, cfg, sftDir, base, {
+      signal: opts.signal,
+      onStep: (s, total, m) => opts.onStep?.('sft', s, total, m),
+    });
     sftCheckpoint = (sft.best ?? sft.checkpoint!).dir;
     sftEval = await base.evaluate(cfg.eval.n_questions);
     origin = { runId, step: sft.steps, eval: evalMetrics(sftEval) };

@@ -97,14 +97,23 @@ export async function recordedSft<P extends string>(
   record: PhaseRecorder<P | 'sft'> | undefined,
   cfg: ExperimentConfig,
   sftDir: string,
-  train: (sink: SinkPort) => Promise<SftResult>,
+  base: TaskSession,
+  o: { signal?: AbortSignal; onStep?: (step: number, total: number, m: Record<string, number>) => void },
 ): Promise<{ sft: SftResult; runId?: string }> {
   mkdirSync(sftDir, { recursive: true });
+  const demos = await base.demos();
   const rec = record?.('sft', cfg, sftDir);
   const out = runSink(sftDir, rec);
   const sink: SinkPort = { ...out, metrics: (s, m) => out.metrics(s, sftKeys(m)) };
   const sft = await recordedRun(rec, async () => {
-    const r = await train(sink);
+    const r = await runSft(cfg, demos, base.sft, {
+      runDir: sftDir,
+      sink,
+      signal: o.signal,
+      onStep: o.onStep,
+      validate: base.validate,
+      loadPolicy: (d) => base.loadPolicy(d),
+    });
     rec?.finish(r.complete ? 'completed' : 'stopped');
     return r;
   });
@@ -237,20 +246,13 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
 
   stage('SFT warm start on scripted-expert demonstrations');
   t = performance.now();
-  const demos = await base.demos();
   const sftDir = join(dir, 'sft');
   const tSft = performance.now();
   const sftStop = deadlineSignal();
-  const { sft, runId: sftRunId } = await recordedSft(opts.record, cfg, sftDir, (sink) =>
-    runSft(cfg, demos, base.sft, {
-      runDir: sftDir,
-      sink,
-      signal: sftStop.signal,
-      onStep: (s, total, m) => opts.onStep?.('sft', s, total, m),
-      validate: base.validate,
-      loadPolicy: (d) => base.loadPolicy(d),
-    }),
-  ).finally(() => sftStop.dispose());
+  const { sft, runId: sftRunId } = await recordedSft(opts.record, cfg, sftDir, base, {
+    signal: sftStop.signal,
+    onStep: (s, total, m) => opts.onStep?.('sft', s, total, m),
+  }).finally(() => sftStop.dispose());
   if (sftStop.signal.aborted && !opts.signal?.aborted) skipped.push('SFT: stopped by the time budget');
   spent.sft = (performance.now() - tSft) / 1000;
   const sftCheckpoint = (sft.best ?? sft.checkpoint!).dir;

@@ -10,6 +10,7 @@ import { BatchWriter } from '../store/store';
 import type { Episode } from '../train/episode';
 import { outcomeTaskFields } from '../rollout/types';
 import type { SinkPort, TrajectoryExtras } from '../train/loop';
+import type { SftRunPort } from './runner';
 import type { ExperimentConfig } from '../config/experiment';
 import { memoryLimitHits } from './sinks';
 
@@ -201,14 +202,6 @@ export function isSftWarmStart(r: { template?: string | null; tags: string[] }):
   return r.template === 'sft' && r.tags.includes(SFT_WARM_START_TAG);
 }
 
-/** The SFT warm start of an RL run, recorded as its own run (engine/experiment/runner.ts `sftRun`). */
-export interface SftRunRecord {
-  id: string;
-  /** The SFT's curve (sft/* at SFT steps), its checkpoints and events, on the SFT run. */
-  sink: SinkPort;
-  finish(status: 'completed' | 'stopped' | 'failed', error?: string): void;
-}
-
 /**
  * Record `runId`'s SFT warm start as its own run, linked as the parent of `runId` (W&B/verl style:
  * an SFT run, then the RL run that starts from its checkpoint). The SFT run is named "<run> · SFT",
@@ -222,9 +215,9 @@ export function openSftRun(
   store: Store,
   runId: string,
   o: { dir: string; resume: boolean; onMetrics?: (id: string, step: number, values: Record<string, number>) => void; onChange?: (id: string) => void },
-): SftRunRecord | undefined {
+): SftRunPort | undefined {
   const rl = store.getRun(runId);
-  const parent = rl.parentId ? store.listRuns({ tag: SFT_WARM_START_TAG }).find((r) => r.id === rl.parentId) : undefined;
+  const parent = rl.parentId ? store.getRun(rl.parentId) : undefined;
   const linked = parent && isSftWarmStart(parent) ? parent : undefined;
   if (!linked && o.resume) return undefined;
   const id =

@@ -7,7 +7,8 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { BatchWriter, HEARTBEAT_MS, type RunRow, type Store, type TrajectoryRecord } from '../store/store';
 import type { EventMessage, RunSummary } from './protocol';
-import { isSftWarmStart, openSftRun, type SftRunRecord } from '../experiment/store-sink';
+import { isSftWarmStart, openSftRun } from '../experiment/store-sink';
+import type { SftRunPort } from '../experiment/runner';
 
 /** What a running job may do. */
 export interface JobContext {
@@ -28,7 +29,7 @@ export interface JobContext {
   /** Drop rows after `step` (a resume from the checkpoint at `step`). */
   truncateAfter(step: number): void;
   /** Record the job's SFT warm start as its own run, this run's parent (engine/experiment/store-sink.ts openSftRun); live in the workbench. */
-  sftRun?(o: { dir: string; resume: boolean }): SftRunRecord | undefined;
+  sftRun?(o: { dir: string; resume: boolean }): SftRunPort | undefined;
 }
 
 export interface RunTemplate {
