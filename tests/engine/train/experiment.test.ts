@@ -2,29 +2,13 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { advantagePort } from '../../../engine/train/advantage';
 import { latestCheckpoint } from '../../../engine/train/checkpoints';
 import { validateConfig } from '../../../engine/config/experiment';
 import { runExperiment } from '../../../engine/experiment/runner';
-import type { TaskSession } from '../../../engine/experiment/run-dir';
 import { JsonlSink, readMetricsJsonl } from '../../../engine/experiment/sinks';
-import { TabularPolicy } from './tabular';
+import { TabularPolicy, tabularSession } from './tabular';
 
-function session(policy: TabularPolicy, cfg: ReturnType<typeof validateConfig>): TaskSession {
-  const evaluate = async (n: number) => {
-    const eps = await policy.sample({ step: 0, seed: 12345, prompts: n, n: 1 });
-    const em = eps.filter((e) => e.exactMatch).length / eps.length;
-    return { n, exactMatch: em, exactMatchByHops: { 1: em }, formatRate: 1, toolCallsPerEpisode: 0, toolErrorsPerEpisode: 0 };
-  };
-  return {
-    ports: { rollout: policy, policy, advantage: advantagePort(cfg) },
-    sft: policy,
-    demos: async () => policy.demos(120, 0.2, 3),
-    evaluate,
-    loadPolicy: (dir) => policy.load(dir),
-    close: async () => {},
-  };
-}
+const session = tabularSession;
 
 describe('experiment job (SFT warm start, then RL)', () => {
   it('runs SFT then RL in one run folder; on resume SFT is not repeated and RL continues', async () => {

@@ -7,15 +7,13 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { advantagePort } from '../../../engine/train/advantage';
 import { validateConfig } from '../../../engine/config/experiment';
 import { runExperiment } from '../../../engine/experiment/runner';
-import type { TaskSession } from '../../../engine/experiment/run-dir';
 import { isSftWarmStart, openSftRun, SFT_WARM_START_TAG, storeSink } from '../../../engine/experiment/store-sink';
 import { openDatabase } from '../../../engine/store/db';
 import { Store } from '../../../engine/store/store';
 import { RunManager } from '../../../engine/server/runs';
-import { TabularPolicy } from './tabular';
+import { TabularPolicy, tabularSession } from './tabular';
 
 const cfg = validateConfig({
   model: { init: 'tiny' },
@@ -28,21 +26,7 @@ const cfg = validateConfig({
 });
 const total = 2 * Math.ceil(120 / 16); // 16 SFT steps
 
-function session(policy: TabularPolicy): TaskSession {
-  const evaluate = async (n: number) => {
-    const eps = await policy.sample({ step: 0, seed: 12345, prompts: n, n: 1 });
-    const em = eps.filter((e) => e.exactMatch).length / eps.length;
-    return { n, exactMatch: em, exactMatchByHops: { 1: em }, formatRate: 1, toolCallsPerEpisode: 0, toolErrorsPerEpisode: 0 };
-  };
-  return {
-    ports: { rollout: policy, policy, advantage: advantagePort(cfg) },
-    sft: policy,
-    demos: async () => policy.demos(120, 0.2, 3),
-    evaluate,
-    loadPolicy: (dir) => policy.load(dir),
-    close: async () => {},
-  };
-}
+const session = (policy: TabularPolicy) => tabularSession(policy, cfg);
 
 function workspace() {
   const store = new Store(openDatabase(join(mkdtempSync(join(tmpdir(), 'arbor-sftrun-')), 'arbor.db')));

@@ -16,6 +16,8 @@ import type { Episode } from '../../../engine/train/episode';
 import type { PolicyPort, RolloutPort, UpdateStats } from '../../../engine/train/loop';
 import type { Demo, SftPort } from '../../../engine/train/sft';
 import type { DecodeBackend, EpisodeEnv, RolloutTask, TokenizerPort } from '../../../engine/rollout/ports';
+import type { TaskSession } from '../../../engine/experiment/run-dir';
+import { advantagePort } from '../../../engine/train/advantage';
 
 export interface TabularTaskSpec {
   prompts: number;
@@ -309,3 +311,23 @@ export const tabularTokenizer: TokenizerPort = {
   encode: (text) => text.split(' ').filter(Boolean).map(Number),
   decode: (ids) => ids.join(' '),
 };
+
+/**
+ * A TaskSession over a TabularPolicy (the runner's tests): its rollouts, SFT demonstrations (120,
+ * mistake rate 0.2, seed 3) and a held-out evaluation of n sampled prompts (seed 12345).
+ */
+export function tabularSession(policy: TabularPolicy, cfg: ExperimentConfig): TaskSession {
+  const evaluate = async (n: number) => {
+    const eps = await policy.sample({ step: 0, seed: 12345, prompts: n, n: 1 });
+    const em = eps.filter((e) => e.exactMatch).length / eps.length;
+    return { n, exactMatch: em, exactMatchByHops: { 1: em }, formatRate: 1, toolCallsPerEpisode: 0, toolErrorsPerEpisode: 0 };
+  };
+  return {
+    ports: { rollout: policy, policy, advantage: advantagePort(cfg) },
+    sft: policy,
+    demos: async () => policy.demos(120, 0.2, 3),
+    evaluate,
+    loadPolicy: (dir) => policy.load(dir),
+    close: async () => {},
+  };
+}
