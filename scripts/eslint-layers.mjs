@@ -1,8 +1,9 @@
-// The engine's layering as ESLint rules (loaded by eslint.config.js, so `npm test` and
-// `npm run lint` check it). docs/ARCHITECTURE.md §2 draws the layers; LAYERS below is that
-// drawing, bottom to top, and the two rules keep the code to it:
-//   arbor/layers    a file in engine/<layer>/ imports only its own layer and those below it
-//                   (static imports, re-exports, `import type`, dynamic `import('…')`);
+// The engine's tiers as ESLint rules (loaded by eslint.config.js, so `npm test` and `npm run lint`
+// check them). docs/ARCHITECTURE.md §2 draws the tiers; TIERS below is that drawing, bottom to top,
+// and the two rules keep the code to it:
+//   arbor/layers    a file in engine/<folder>/ imports only folders of its own tier and the tiers
+//                   below it; in a tier of siblings (the features) a folder imports none of the
+//                   others (static imports, re-exports, `import type`, dynamic `import('…')`);
 //   arbor/no-cycle  no import circle between files (type-only imports count: a circle of types
 //                   is still two files that cannot be read one after the other).
 // The import graph for no-cycle is read with TypeScript's preProcessFile (no type checking),
@@ -11,29 +12,26 @@ import fs from 'node:fs';
 import path from 'node:path';
 import ts from 'typescript';
 
-/** Bottom to top. env/mcp belongs to env. A layer may import any layer listed before it. */
-export const LAYERS = [
-  'base',
-  'store',
-  'tensor',
-  'model',
-  'hub',
-  'env',
-  'rl',
-  'rollout',
-  'config',
-  'train',
-  'tasks',
-  'openai',
-  'experiment',
-  'replay',
-  'interop',
-  'server',
-  'cli',
+/**
+ * Bottom to top. A folder may import its own tier (any folder of it, unless `siblings`) and every
+ * tier listed before it. env/mcp belongs to env.
+ */
+export const TIERS = [
+  { name: 'core', folders: ['base', 'store', 'tensor', 'model', 'hub'] },
+  { name: 'agent', folders: ['env', 'rollout'] },
+  { name: 'learn', folders: ['rl', 'config', 'train'] },
+  { name: 'tasks', folders: ['tasks', 'openai', 'run'] },
+  { name: 'features', folders: ['recipes', 'stats', 'replay', 'playground', 'interop'], siblings: true },
+  { name: 'hosts', folders: ['server', 'cli'] },
 ];
 
+/** Every engine folder, bottom tier first. */
+export const LAYERS = TIERS.flatMap((t) => t.folders);
+
+const tierOf = (folder) => TIERS.findIndex((t) => t.folders.includes(folder));
+
 /**
- * Edges allowed against the order, each with its reason (engine-relative paths, no extension):
+ * Edges allowed against the tiers, each with its reason (engine-relative paths, no extension):
  * `{ from: 'tensor/ort-worker', to: 'rollout/worker-kv' }` was one until the ORT worker learned to
  * load its handler modules by URL. None today.
  */
@@ -54,7 +52,7 @@ function resolveRelative(fromFile, spec) {
   return null;
 }
 
-/** engine/<layer>/… → { layer, rel } (rel: engine-relative path without extension), or null. */
+/** engine/<folder>/… → { layer: folder, rel } (rel: engine-relative path without extension), or null. */
 function engineLayer(file) {
   const parts = file.split(path.sep);
   const i = parts.lastIndexOf('engine');
@@ -85,7 +83,7 @@ function importVisitors(report) {
     ExportAllDeclaration: (n) => check(n, n.source),
     ImportExpression: (n) => check(n, n.source),
     TSImportType: (n) => {
-      const arg = n.argument?.literal ?? n.argument;
+      const arg = n.source ?? n.argument?.literal ?? n.argument;
       check(n, arg);
     },
   };
@@ -94,23 +92,31 @@ function importVisitors(report) {
 const layers = {
   meta: {
     type: 'problem',
-    docs: { description: 'engine/<layer>/ imports only its own layer and the layers below it (docs/ARCHITECTURE.md §2)' },
+    docs: { description: 'engine/<folder>/ imports only its own tier and the tiers below it, and no sibling feature (docs/ARCHITECTURE.md §2)' },
     schema: [],
   },
   create(context) {
     const file = context.filename ?? context.getFilename();
     const from = engineLayer(file);
     if (!from) return {};
-    const rank = LAYERS.indexOf(from.layer);
+    const rank = tierOf(from.layer);
+    const tier = TIERS[rank];
+    const order = TIERS.map((t) => `${t.name} (${t.folders.join(', ')})`).join(' < ');
     return importVisitors((node, spec) => {
       const target = resolveRelative(file, spec);
       if (!target) return;
       const to = engineLayer(target);
-      if (!to || LAYERS.indexOf(to.layer) <= rank) return;
-      if (isAllowed(file, target)) return;
+      if (!to || to.layer === from.layer) return;
+      const toRank = tierOf(to.layer);
+      const upward = toRank > rank;
+      const sibling = toRank === rank && tier.siblings;
+      if ((!upward && !sibling) || isAllowed(file, target)) return;
+      const why = upward
+        ? `${to.layer}/ is in the ${TIERS[toRank].name} tier, above ${from.layer}/'s ${tier.name} tier`
+        : `${from.layer}/ and ${to.layer}/ are sibling ${tier.name}, which import none of each other`;
       context.report({
         node,
-        message: `engine/${from.layer}/ must not import engine/${to.layer}/ ('${spec}'): ${to.layer} is above ${from.layer} in docs/ARCHITECTURE.md §2 (bottom to top: ${LAYERS.join(' < ')})`,
+        message: `engine/${from.layer}/ must not import engine/${to.layer}/ ('${spec}'): ${why} (docs/ARCHITECTURE.md §2, bottom to top: ${order})`,
       });
     });
   },

@@ -17,9 +17,9 @@ const NUMERICS = [
   'tests/engine/model/model.test.ts',
   'tests/engine/rollout/model.test.ts',
   'tests/engine/rollout/branch-rollout.test.ts',
-  'tests/engine/train/tools-task.test.ts',
+  'tests/engine/tasks/tools-task.test.ts',
   'tests/engine/train/model-grpo.test.ts',
-  'tests/engine/train/session.test.ts',
+  'tests/engine/run/session.test.ts',
   'tests/engine/rl/ppo-critic.test.ts',
 ];
 

@@ -1,5 +1,5 @@
 /**
- * `arbor rollout --step --checkpoint <id>`: the live rollout you can pause (engine/replay/live.ts)
+ * `arbor rollout --step --checkpoint <id>`: the live rollout you can pause (engine/playground/live.ts)
  * in a terminal, through the engine protocol (live.start / live.step). One line per action:
  *   in a model turn   Enter: next token · <k>: force alternative k · f <text>: force that token ·
  *                     t: finish the turn · r: run to the end · q: quit

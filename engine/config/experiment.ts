@@ -889,7 +889,7 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
   return cfg;
 }
 
-/** The rollout limits that may be sized from the task when the config leaves them out (engine/experiment/limits.ts). */
+/** The rollout limits that may be sized from the task when the config leaves them out (engine/run/limits.ts). */
 export const ROLLOUT_LIMIT_KEYS = ['max_new_tokens', 'max_total_length', 'max_turns'] as const;
 const DEFAULTED_LIMITS = new WeakMap<object, Set<string>>();
 

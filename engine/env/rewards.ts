@@ -33,7 +33,7 @@ export function f1Score(pred: string, golds: string[]): number {
 
 /**
  * Token F1 (bag of normalised tokens), the best over the gold answers, under the normalisation
- * `norm`: f1Score's, and the evaluation harness's SQuAD one (engine/experiment/eval-harness.ts
+ * `norm`: f1Score's, and the evaluation harness's SQuAD one (engine/recipes/eval-harness.ts
  * squadF1). Self-contained like the helpers above: the sandbox re-evaluates them from their
  * source (./sandbox-context.ts), this one with them.
  */

@@ -283,7 +283,7 @@ export class ToolEnv {
   async outcome(): Promise<EnvOutcome> {
     const s = this.summary();
     const em = (s.golds.length ? weightedReward({ exact_match: 1 }, s).components.exact_match : 0) ?? 0;
-    // The gold answers travel with the outcome so an evaluation can score F1 / pass@k (engine/experiment/eval-harness.ts).
+    // The gold answers travel with the outcome so an evaluation can score F1 / pass@k (engine/recipes/eval-harness.ts).
     const base = { exactMatch: em === 1, formatOk: s.formatOk, answer: s.answer, golds: s.golds, oovTokens: this.oov.prompt + this.oov.observation };
     const counts = { tool_calls: s.toolCalls, tool_errors: s.toolErrors };
     if (this.opts.userReward) {

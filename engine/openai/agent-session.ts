@@ -3,7 +3,7 @@
  * the loop's RolloutPort (the step's prompts from the task pool with the step seed, as
  * engine/train/rollout-port.ts picks them; each task × rollout.n agent episodes) and the session's
  * evaluate (each held-out task once, at eval.temperature), both over the run's own decode backend.
- * engine/experiment/compose.ts uses them in place of the in-process episodes.
+ * engine/run/compose.ts uses them in place of the in-process episodes.
  */
 import type { ExperimentConfig } from '../config/experiment';
 import type { ModelConfig } from '../model/config';

@@ -9,15 +9,13 @@
  * The new trajectories are stored in the parent's run with the fork (parent id, turn, token,
  * edit, checkpoint, sampling) and the per-token logprob of the prefix under the checkpoint.
  */
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
-import { validateConfig, type ExperimentConfig } from '../config/experiment';
 import type { Store, TrajectoryRecord, TurnRecord, ForkRecord } from '../store/store';
 import type { EpisodeEnv, RolloutTask, TokenizerPort } from '../rollout/ports';
 import type { Trajectory } from '../rollout/types';
 import { planFork, type ForkPlan, type StoredTurnLike } from './fork';
 import { detectDrift, recordedDrift, recordedDriftOf, type DriftReport } from './drift';
-import { resolveCheckpoint } from './checkpoint';
+import { resolveCheckpoint } from '../run/checkpoint';
+import { findTask, openRunEnvironment, runConfig } from '../run/stored';
 
 export interface ForkParams {
   trajectoryId: string;
@@ -42,34 +40,6 @@ export interface ForkResult {
 }
 
 type StoredTrajectory = ReturnType<Store['getTrajectory']>;
-
-/** The run's config, validated, with relative paths against its workspace. */
-export function runConfig(store: Store, runId: string, home: string): ExperimentConfig {
-  const run = store.getRun(runId);
-  const raw = run.config as Record<string, unknown>;
-  const env = raw.environment as { workspace?: string } | undefined;
-  const baseDir = env?.workspace ?? (existsSync(join(home, 'workspace')) ? join(home, 'workspace') : home);
-  try {
-    return validateConfig(raw, { baseDir, file: `run ${runId} config` });
-  } catch (e) {
-    throw new Error(`run ${runId}: its config does not open an environment to replay in (${(e as Error).message})`);
-  }
-}
-
-/** The run's task kit with its user tools / reward (sandbox) and MCP servers; close when done. */
-export async function openRunEnvironment(cfg: ExperimentConfig) {
-  const { openEnvironmentKit } = await import('../tasks/open');
-  const { env, kit } = await openEnvironmentKit(cfg);
-  return { kit, close: () => env.close() };
-}
-
-/** The task a stored trajectory ran, among the kit's training, RL and held-out tasks. */
-export function findTask(kit: { trainTasks: RolloutTask[]; rlTasks?: RolloutTask[]; evalTasks: RolloutTask[] }, id: string | undefined): RolloutTask {
-  if (!id) throw new Error('the trajectory has no task id, so its environment cannot be opened again');
-  const t = [...kit.trainTasks, ...(kit.rlTasks ?? []), ...kit.evalTasks].find((x) => x.id === id);
-  if (!t) throw new Error(`task "${id}" is not among the run's tasks (its config no longer generates it)`);
-  return t;
-}
 
 /**
  * The task's environment fast-forwarded to the fork: prompt() replays the kept model turns into a

@@ -77,7 +77,7 @@ export interface BranchPoint {
   /**
    * Number of leading turns (of `turns`, the prompt not counted) shared with the parent; the branch
    * point follows turn `turn - 1`, a tool observation. Stored trajectories count stored turns instead
-   * (the prompt is stored turn 0; engine/experiment/store-sink.ts converts), which is what the protocol returns.
+   * (the prompt is stored turn 0; engine/run/store-sink.ts converts), which is what the protocol returns.
    */
   turn: number;
   /** Length of the shared prefix in flattened tokens (prompt included). */
@@ -114,8 +114,8 @@ export interface Trajectory {
 }
 
 /**
- * What a stored outcome keeps of a task's metadata (engine/experiment/store-sink.ts for training
- * steps, engine/replay/live.ts for a live rollout): the gold answers, hops and question a reward
+ * What a stored outcome keeps of a task's metadata (engine/run/store-sink.ts for training
+ * steps, engine/playground/live.ts for a live rollout): the gold answers, hops and question a reward
  * tried in the editor needs to score the trajectory again, and the metadata itself (episode.task.meta).
  */
 export function outcomeTaskFields(meta: Record<string, unknown> | undefined): Record<string, unknown> {

@@ -303,7 +303,7 @@ export const driftReportSchema = z.object({
   ),
 });
 
-/** A live rollout's state after each action (engine/replay/live.ts). */
+/** A live rollout's state after each action (engine/playground/live.ts). */
 export const liveStateSchema = z.object({
   sessionId: z.string(),
   phase: z.enum(['model', 'tool', 'done']),
@@ -368,7 +368,7 @@ export const learningSchema = z.object({
   phaseTimes: z.record(z.string(), value).default({}),
 });
 
-// ---- run groups (seed sweeps, grids): engine/store/groups.ts, engine/experiment/group-report.ts ----
+// ---- run groups (seed sweeps, grids): engine/store/groups.ts, engine/stats/group-report.ts ----
 export const groupSummarySchema = z.object({
   id: z.string(),
   name: z.string(),

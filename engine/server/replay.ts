@@ -8,9 +8,9 @@ import type { Client, EngineServer } from './server';
 
 export function registerReplay(engine: EngineServer): void {
   // The top-k look-ups keep one model loaded; released with the engine.
-  // Live rollouts (engine/replay/live.ts) keep their model and environment until they end or close.
-  let live: import('../replay/live').LiveRollouts | undefined;
-  const lives = async () => (live ??= new (await import('../replay/live')).LiveRollouts(() => engine.store!, engine.opts.home));
+  // Live rollouts (engine/playground/live.ts) keep their model and environment until they end or close.
+  let live: import('../playground/live').LiveRollouts | undefined;
+  const lives = async () => (live ??= new (await import('../playground/live')).LiveRollouts(() => engine.store!, engine.opts.home));
   const close = engine.close.bind(engine);
   engine.close = () => {
     void import('../replay/replay').then((m) => m.closeTopkModel());

@@ -7,8 +7,8 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { BatchWriter, HEARTBEAT_MS, type RunRow, type Store, type TrajectoryRecord } from '../store/store';
 import type { EventMessage, RunSummary } from './protocol';
-import { isSftWarmStart, openSftRun } from '../experiment/store-sink';
-import type { SftRunPort } from '../experiment/runner';
+import { isSftWarmStart, openSftRun } from '../run/store-sink';
+import type { SftRunPort } from '../run/runner';
 
 /** What a running job may do. */
 export interface JobContext {
@@ -28,7 +28,7 @@ export interface JobContext {
   checkpoint(step: number, path: string, metrics?: Record<string, number>): void;
   /** Drop rows after `step` (a resume from the checkpoint at `step`). */
   truncateAfter(step: number): void;
-  /** Record the job's SFT warm start as its own run, this run's parent (engine/experiment/store-sink.ts openSftRun); live in the workbench. */
+  /** Record the job's SFT warm start as its own run, this run's parent (engine/run/store-sink.ts openSftRun); live in the workbench. */
   sftRun?(o: { dir: string; resume: boolean }): SftRunPort | undefined;
 }
 

@@ -13,14 +13,14 @@ import { openDatabase, WorkspaceError, type DB } from '../store/db';
 import { exportMetricsCsv, exportTrajectoriesJsonl, importVerlDump } from '../store/io';
 import { Store } from '../store/store';
 import { getGroup, groupRuns, listGroups } from '../store/groups';
-import { buildGroupReport, compareGroups } from '../experiment/group-report';
-import { bandSeries } from '../experiment/stats';
+import { buildGroupReport, compareGroups } from '../stats/group-report';
+import { bandSeries } from '../stats/stats';
 import { FLAG_KEYS, flaggedSteps, seriesWarnings } from '../train/diagnostics';
 import { DEGENERATION_KEYS, degenerations } from '../train/degeneration';
 import { heldOutTable, phaseTimes, STORY_KEYS } from '../train/run-story';
 import { api, describeIssues, isMethod, requestSchema, type EventMessage, type Method, type ProtocolError, type Result, type Trajectory } from './protocol';
 import { RunManager, runSummary, type RunTemplate } from './runs';
-import { isSftWarmStart, SFT_WARM_START_TAG } from '../experiment/store-sink';
+import { isSftWarmStart, SFT_WARM_START_TAG } from '../run/store-sink';
 import { workspaceFiles } from './workspace-files';
 
 export interface Client {

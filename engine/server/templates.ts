@@ -8,8 +8,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { episodeToRecord, recordExtras, signalSettings } from '../experiment/store-sink';
-import { JsonlSink, memoryLimitHits, teeSink } from '../experiment/sinks';
+import { episodeToRecord, recordExtras, signalSettings } from '../run/store-sink';
+import { JsonlSink, memoryLimitHits, teeSink } from '../run/sinks';
 import type { JobContext, RunTemplate } from './runs';
 import type { ExperimentConfig } from '../config/experiment';
 import type { EngineServer } from './server';
@@ -127,8 +127,8 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
  * to the run folder's metrics.jsonl (as the CLI does for its runs).
  */
 async function trainingJob(ctx: JobContext, cfg: ExperimentConfig, o: { intro?: string; metricsFile?: boolean } = {}): Promise<{ stopped: boolean }> {
-  const { runExperiment } = await import('../experiment/runner');
-  const { openTaskSession, decoderFor } = await import('../experiment/open');
+  const { runExperiment } = await import('../run/runner');
+  const { openTaskSession, decoderFor } = await import('../run/open');
   const decode = decoderFor(cfg);
   const session = await openTaskSession(cfg);
   if (o.intro) ctx.log(o.intro);
@@ -206,7 +206,7 @@ export function cliResumeJob(): RunTemplate {
     resumesCliRuns: true,
     async run(ctx) {
       const { loadPlugins, validateConfig } = await import('../config/experiment');
-      const { storedBaseDir } = await import('../experiment/run-dir');
+      const { storedBaseDir } = await import('../run/run-dir');
       // Relative paths resolve against the folder recorded when the run started (or the run
       // folder), never the engine's working folder.
       const baseDir = storedBaseDir(ctx.runDir);

@@ -2,7 +2,7 @@
  * What a task contributes to a run (the TaskKit: tokenizer, train / RL / held-out tasks, stop
  * strings, the scripted expert, the tiny model, the naive-RAG baseline) and the held-out
  * evaluation summary every task reports. The registry (./registry.ts) maps task.kind to a kit;
- * engine/experiment/compose.ts builds a run's model side around one.
+ * engine/run/compose.ts builds a run's model side around one.
  */
 import type { SandboxHost } from '../env/sandbox-host';
 import type { Tool } from '../env/tool';

@@ -1,6 +1,6 @@
 /**
  * A config's environment resources, opened once and the same way for training and eval
- * (engine/experiment/open.ts), `arbor rollout` (./rollout-source.ts), `arbor mcp serve` and the
+ * (engine/run/open.ts), `arbor rollout` (./rollout-source.ts), `arbor mcp serve` and the
  * verl export (engine/interop/environment.ts): the MCP servers of environment.mcp_servers
  * (their tools join the environment), the user's tool and reward files in one sandbox worker
  * (environment.tools / environment.reward), then the task kit over both. Whatever was opened

@@ -1,7 +1,7 @@
 /**
  * The RL training loop: rollout → rewards → advantages → update, with evaluation, checkpoints
  * and resume. It is written against small ports (below) so the same loop serves the CLI, the run
- * manager's job and the tests; engine/experiment/compose.ts builds the ports from engine/model,
+ * manager's job and the tests; engine/run/compose.ts builds the ports from engine/model,
  * engine/rl, engine/rollout, engine/env and engine/store.
  *
  * Resume: the last complete checkpoint (step S) is loaded, every metric/trajectory row with a

@@ -29,7 +29,7 @@ import { LORA_TARGETS, type LoraSpec } from '../../engine/model/lora';
 import { randomTokenBatch } from '../../engine/model/lora-step';
 import { policyDecodeBackend } from '../../engine/rollout/model-backend';
 import type { WorkerKvBackend } from '../../engine/rollout/worker-kv';
-import { renderTable } from '../../engine/experiment/report';
+import { renderTable } from '../../engine/cli/progress';
 import { ort, resolveProviders } from '../../engine/tensor/ort';
 import { webgpuInfo } from '../../engine/tensor/webgpu';
 import { traceGraph } from '../../engine/tensor/graph';

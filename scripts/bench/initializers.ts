@@ -21,7 +21,7 @@ import { decodeInputSpecs, decodeProgram } from '../../engine/model/graphs';
 import { traceGraph } from '../../engine/tensor/graph';
 import { toOnnx } from '../../engine/tensor/onnx';
 import { ort, sessionOptions } from '../../engine/tensor/ort';
-import { renderTable } from '../../engine/experiment/report';
+import { renderTable } from '../../engine/cli/progress';
 
 const o = new Command('bench:initializers')
   .option('--hidden <n>', 'hidden size', Number, 768)

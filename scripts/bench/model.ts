@@ -36,7 +36,7 @@ import { policyDecodeBackend } from '../../engine/rollout/model-backend';
 import type { RolloutTask, TokenizerPort } from '../../engine/rollout/ports';
 import { accumulate } from '../../engine/train/grad-accum';
 import { AdamW } from '../../engine/rl/optimizer';
-import { renderTable } from '../../engine/experiment/report';
+import { renderTable } from '../../engine/cli/progress';
 import type { Ops } from '../../engine/tensor/ops';
 import { SHAPES } from './shapes';
 import { hasAvx512, PYTHON } from './torch-peer';

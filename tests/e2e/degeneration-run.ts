@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { validateConfig } from '../../engine/config/experiment';
 import { advantagePort } from '../../engine/train/advantage';
 import { runTrainingLoop } from '../../engine/train/loop';
-import { storeSink } from '../../engine/experiment/store-sink';
+import { storeSink } from '../../engine/run/store-sink';
 import { Store } from '../../engine/store/store';
 import { openDatabase } from '../../engine/store/db';
 import type { Episode } from '../../engine/train/episode';

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { validateConfig } from '../../engine/config/experiment';
 import { Judge, type JudgeRecord } from '../../engine/env/judge';
-import { storeSink } from '../../engine/experiment/store-sink';
+import { storeSink } from '../../engine/run/store-sink';
 import { openDatabase } from '../../engine/store/db';
 import { Store } from '../../engine/store/store';
 import { advantagePort } from '../../engine/train/advantage';

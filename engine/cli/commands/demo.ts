@@ -4,13 +4,13 @@
  */
 import type { Command } from 'commander';
 import { intFlag, numberFlag } from '../flags';
-import { DEMO_BUDGET_SECONDS, runDemo } from '../../experiment/demo';
-import { parseAlgorithms, runAblation, type AblationResult } from '../../experiment/ablation';
-import { progressBar, renderTable, type Progress } from '../../experiment/report';
+import { DEMO_BUDGET_SECONDS, runDemo } from '../../recipes/demo';
+import { parseAlgorithms, runAblation, type AblationResult } from '../../recipes/ablation';
+import { progressBar, renderTable, type Progress } from '../progress';
 import type { ExperimentConfig } from '../../config/experiment';
-import { openTaskSession } from '../../experiment/open';
+import { openTaskSession } from '../../run/open';
 import { interruptSignal } from '../lifecycle';
-import { openCliStoreRun } from '../../experiment/store-run';
+import { openCliStoreRun } from '../../run/store-run';
 import { basename, dirname } from 'node:path';
 
 export function register(program: Command): void {
@@ -82,7 +82,7 @@ export function register(program: Command): void {
     );
 }
 
-/** `arbor demo --algorithms …`: the ablation table (engine/experiment/ablation.ts). */
+/** `arbor demo --algorithms …`: the ablation table (engine/recipes/ablation.ts). */
 async function ablation(o: { json?: boolean; config?: string; store: boolean; algorithms: string; tokenBudget: number }): Promise<void> {
   const algorithms = parseAlgorithms(o.algorithms);
   await withProgress(

@@ -2,7 +2,7 @@
  * `arbor eval <checkpoint | run | group>`: held-out evaluation.
  *
  * Without --k: greedy exact match, format and tool use of a checkpoint (the training run's
- * held-out evaluation). With --k N (the harness, engine/experiment/eval-harness.ts): N sampled
+ * held-out evaluation). With --k N (the harness, engine/recipes/eval-harness.ts): N sampled
  * episodes per question give pass@1 … pass@N (unbiased estimator), mean@N, format and tool-error
  * rates, plus exact match and F1 (SQuAD normalisation) of one greedy episode per question, overall
  * and by hop count or any meta field (--by); on the held-out split, or with --all on every task
@@ -18,13 +18,13 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { bestCheckpoint, latestCheckpoint, listCheckpoints } from '../../train/checkpoints';
 import { loadConfig, TASK_KINDS, validateConfig, type ExperimentConfig } from '../../config/experiment';
 import { given, intFlag } from '../flags';
-import { progressBar, renderTable } from '../../experiment/report';
+import { progressBar, renderTable } from '../progress';
 import { evalMetrics } from '../../tasks/kit';
-import { openTaskSession } from '../../experiment/open';
+import { openTaskSession } from '../../run/open';
 import { DEVICES, deviceOption } from '../device-option';
-import { openRun } from '../../experiment/run-dir';
-import { harnessMetricKeys, scoreHarness, type HarnessResult } from '../../experiment/eval-harness';
-import { summarize } from '../../experiment/stats';
+import { openRun } from '../../run/run-dir';
+import { harnessMetricKeys, scoreHarness, type HarnessResult } from '../../recipes/eval-harness';
+import { summarize } from '../../stats/stats';
 import { openDatabase, workspaceExists } from '../../store/db';
 import { Store } from '../../store/store';
 import { getGroup, groupRuns } from '../../store/groups';

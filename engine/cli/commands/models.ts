@@ -7,7 +7,7 @@
  */
 import type { Command } from 'commander';
 import { withEngine } from '../engine-client';
-import { renderTable } from '../../experiment/report';
+import { renderTable } from '../progress';
 import { hubCacheDir } from '../../hub/cache';
 import { formatBytes } from './pull';
 

@@ -8,7 +8,7 @@ import type { Command } from 'commander';
 import cliProgress from 'cli-progress';
 import { parseRepoRef } from '../../hub/cache';
 import { pull, type PullProgress } from '../../hub/pull';
-import { formatDuration } from '../../experiment/report';
+import { formatDuration } from '../progress';
 
 export function formatBytes(n: number): string {
   if (!Number.isFinite(n)) return '?';

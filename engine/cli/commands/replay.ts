@@ -7,7 +7,7 @@
  */
 import type { Command } from 'commander';
 import { withEngine } from '../engine-client';
-import { progressBar, type Progress } from '../../experiment/report';
+import { progressBar, type Progress } from '../progress';
 
 const int = (flag: string, min: number) => (v: string) => {
   const n = Number(v);

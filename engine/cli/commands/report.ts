@@ -6,7 +6,7 @@
  */
 import type { Command } from 'commander';
 import { withEngine } from '../engine-client';
-import { renderTable } from '../../experiment/report';
+import { renderTable } from '../progress';
 import type { GroupComparison, GroupReport } from '../../server/protocol';
 
 const f = (v: number) => (Number.isFinite(v) ? (Math.abs(v) >= 1000 || (Math.abs(v) < 0.001 && v !== 0) ? v.toExponential(2) : v.toFixed(4)) : '-');

@@ -14,7 +14,7 @@ import { arborHome } from '../../store/db';
 import { rollout, rolloutTextPolicy } from '../../rollout/engine';
 import { openRolloutSource } from '../../tasks/sources';
 import { summarize, trajectoryToJsonLine } from '../../rollout/summary';
-import { progressBar, renderTable } from '../../experiment/report';
+import { progressBar, renderTable } from '../progress';
 import '../../tasks/multihop/rollout';
 import { loadConfig, TASK_KINDS } from '../../config/experiment';
 import { branchingOptions } from '../../train/rollout-port';

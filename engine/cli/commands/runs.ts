@@ -8,7 +8,7 @@ import { modelArg } from '../../hub/cache';
 import type { Command } from 'commander';
 import { resolve } from 'node:path';
 import { withEngine } from '../engine-client';
-import { progressBar, type Progress } from '../../experiment/report';
+import { progressBar, type Progress } from '../progress';
 
 const fmt = (v: number | undefined) => (v === undefined ? '' : Math.abs(v) >= 1000 || (Math.abs(v) < 0.01 && v !== 0) ? v.toExponential(2) : v.toFixed(3));
 const when = (seconds: number) => new Date(seconds * 1000).toISOString().slice(0, 16).replace('T', ' ');

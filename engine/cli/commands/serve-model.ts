@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { modelArg } from '../../hub/cache';
 import type { Command } from 'commander';
 import { DEVICES } from '../../config/experiment';
-import { serveModel } from '../../experiment/serve-model';
+import { serveModel } from '../../openai/serve-model';
 
 const int = (name: string, min: number) => (v: string) => {
   const n = Number(v);

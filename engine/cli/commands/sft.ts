@@ -8,11 +8,11 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig } from '../../config/experiment';
-import { evalTable, progressBar } from '../../experiment/report';
+import { evalTable, progressBar } from '../progress';
 import { evalMetrics } from '../../tasks/kit';
 import { runSft } from '../../train/sft';
-import { recordedRun, runSink } from '../../experiment/sinks';
-import { claimRunAndOpenTask } from '../../experiment/store-run';
+import { recordedRun, runSink } from '../../run/sinks';
+import { claimRunAndOpenTask } from '../../run/store-run';
 import { interruptSignal, note } from '../lifecycle';
 
 export function register(program: Command): void {

@@ -16,7 +16,7 @@ import { askConfigConsent } from '../../tasks/open';
 import { openDatabase } from '../../store/db';
 import { Store } from '../../store/store';
 import { createGroup, groupRuns, getGroup, setGroupStatus, type GroupPlanEntry } from '../../store/groups';
-import { buildGroupReport } from '../../experiment/group-report';
+import { buildGroupReport } from '../../stats/group-report';
 import { interruptSignal, note } from '../lifecycle';
 import { printGroupReport } from './report';
 

@@ -1,6 +1,6 @@
 // The judge's audit in the group view (environment.judge): what it was asked, what it answered, and
 // how it scored and ranked each sample. Read from the stored outcome (outcome.judge, written by
-// engine/experiment/store-sink.ts from engine/train/judge-rollout.ts).
+// engine/run/store-sink.ts from engine/train/judge-rollout.ts).
 
 /** The stored shape of one request (engine/env/judge.ts JudgeCall). */
 export interface JudgeCallView {

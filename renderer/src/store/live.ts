@@ -1,4 +1,4 @@
-// The playground's live rollout you can pause (engine/replay/live.ts through live.start / live.step):
+// The playground's live rollout you can pause (engine/playground/live.ts through live.start / live.step):
 // the session's state as the engine returns it after each action.
 import type { ArborApi } from '../api/types';
 import type { LiveState } from '../../../engine/server/protocol';

@@ -160,7 +160,7 @@ describe('the README commands with --config (real CLI)', () => {
 
 describe('arbor demo --config keeps the model options in its RL phases', () => {
   it('lora and recompute_layers reach the GRPO/PPO configs; the SFT section does not', async () => {
-    const { rlPhaseConfig } = await import('../../../engine/experiment/demo');
+    const { rlPhaseConfig } = await import('../../../engine/recipes/demo');
     const cfg = validateConfig(
       { model: { init: 'tiny', lora: { rank: 4 }, recompute_layers: true }, sft: { warm_start: true, epochs: 2 } },
       { checkFiles: false },

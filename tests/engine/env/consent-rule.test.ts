@@ -25,7 +25,7 @@ import {
   type ConsentRequest,
 } from '../../../engine/env/consent';
 import { tryMcp } from '../../../engine/env/mcp/try';
-import { openRun, storedBaseDir } from '../../../engine/experiment/run-dir';
+import { openRun, storedBaseDir } from '../../../engine/run/run-dir';
 import { trustedManifest } from '../../../scripts/trusted-manifest';
 
 let dir: string;

@@ -1,7 +1,7 @@
 /**
  * The whole path of environment.judge: a config's judge section → the task session
- * (engine/experiment/compose.ts wraps the rollout port) → GRPO steps of the tiny transformer →
- * the store. The judge is `arbor serve-model` of a tiny random checkpoint (engine/experiment/serve-model.ts,
+ * (engine/run/compose.ts wraps the rollout port) → GRPO steps of the tiny transformer →
+ * the store. The judge is `arbor serve-model` of a tiny random checkpoint (engine/openai/serve-model.ts,
  * what the command runs): it answers, but not in the judge's JSON, so every judgement must end as
  * a named failure (malformed answer), stored and counted, and the run must go on. A second run
  * against the mock judge shows the same wiring scoring the trajectories.
@@ -14,10 +14,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { validateConfig } from '../../../engine/config/experiment';
 import type { JudgeRecord } from '../../../engine/env/judge';
-import { buildTaskSession } from '../../../engine/experiment/compose';
-import { runExperiment } from '../../../engine/experiment/runner';
-import { serveModel } from '../../../engine/experiment/serve-model';
-import { storeSink } from '../../../engine/experiment/store-sink';
+import { buildTaskSession } from '../../../engine/run/compose';
+import { runExperiment } from '../../../engine/run/runner';
+import { serveModel } from '../../../engine/openai/serve-model';
+import { storeSink } from '../../../engine/run/store-sink';
 import { initWeights, saveCheckpoint } from '../../../engine/model/checkpoint';
 import { tinyConfig } from '../../../engine/model/config';
 import { toolsTokenizer } from '../../../engine/tasks/tools/kit';

@@ -282,7 +282,7 @@ describe('process rewards from the reward file', () => {
 describe('out-of-vocabulary text', () => {
   it('is counted in prompts and observations and reported with the task named', async () => {
     const { buildWordTokenizer } = await import('../../../engine/model/tokenizer');
-    const { vocabularyWarnings } = await import('../../../engine/experiment/compose');
+    const { vocabularyWarnings } = await import('../../../engine/run/compose');
     const { tokenizer, config } = buildWordTokenizer(['what', 'is', 'the', 'answer', 'facts', 'about', 'search', 'query', ':']);
     const tok = new HfTokenizer(tokenizer, config);
     expect(tok.unkTokenId).toBe(tok.tokenId('<unk>'));

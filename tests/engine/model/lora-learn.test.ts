@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readSafetensors } from '../../../engine/model/safetensors';
-import { readMetricsJsonl } from '../../../engine/experiment/sinks';
+import { readMetricsJsonl } from '../../../engine/run/sinks';
 
 const fixture = join(__dirname, 'fixtures', 'multihop-tiny-sft');
 const bin = join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs');

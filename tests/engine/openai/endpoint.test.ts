@@ -13,7 +13,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveLora } from '../../../engine/model/lora';
 import { PolicyModel } from '../../../engine/model/runtime';
-import { resolveModelFolder, serveModel, type ServedModel } from '../../../engine/experiment/serve-model';
+import { resolveModelFolder, serveModel, type ServedModel } from '../../../engine/openai/serve-model';
 import { readTokenDemos } from '../../../engine/train/sft';
 import { TOOLS, toolsModelFolder } from './helpers';
 

@@ -1,7 +1,7 @@
 /**
  * Acceptance (#23): `arbor train` on resources/examples/external-agent/train.yaml (its TypeScript
  * agent on the official openai client, started once per episode) runs 2 steps, with small sizes
- * (a short SFT warm start, as tests/engine/train/tools-task.test.ts uses, so the tiny model makes
+ * (a short SFT warm start, as tests/engine/tasks/tools-task.test.ts uses, so the tiny model makes
  * Hermes calls and the agent's conversations have several turns). The stored trajectories are
  * multi-turn, with loss mask 1 on the sampled turns and 0 on what the agent added in between, and
  * rollout logprobs; `arbor export` writes them like any run's.

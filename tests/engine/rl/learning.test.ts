@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { advantagePort } from '../../../engine/train/advantage';
 import { validateConfig, type ExperimentInput } from '../../../engine/config/experiment';
 import { runTrainingLoop } from '../../../engine/train/loop';
-import { JsonlSink, readMetricsJsonl } from '../../../engine/experiment/sinks';
+import { JsonlSink, readMetricsJsonl } from '../../../engine/run/sinks';
 import { TabularPolicy } from '../train/tabular';
 
 async function train(algorithm: ExperimentInput['algorithm']) {

@@ -19,7 +19,7 @@ import { AdamW } from '../../../engine/rl/optimizer';
 import { ModelPolicyPort } from '../../../engine/train/model-port';
 import type { Episode } from '../../../engine/train/episode';
 import { engineRolloutPort } from '../../../engine/train/rollout-port';
-import { JsonlSink, readMetricsJsonl } from '../../../engine/experiment/sinks';
+import { JsonlSink, readMetricsJsonl } from '../../../engine/run/sinks';
 import { sequenceTasks, tabularTargets, tabularTokenizer } from '../train/tabular';
 
 describe('clipped value loss', () => {

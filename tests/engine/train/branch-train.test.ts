@@ -14,7 +14,7 @@ import { hardAttribution } from '../../../engine/train/advantage';
 import { ConfigError, validateConfig } from '../../../engine/config/experiment';
 import { branchMetrics, generatedTokenCount, type Episode } from '../../../engine/train/episode';
 import { branchingOptions } from '../../../engine/train/rollout-port';
-import { episodeToRecord } from '../../../engine/experiment/store-sink';
+import { episodeToRecord } from '../../../engine/run/store-sink';
 
 const cfg = (rollout: Record<string, unknown>, algorithm: Record<string, unknown> = {}) => validateConfig({ model: { init: 'tiny' }, rollout, algorithm });
 function refused(rollout: Record<string, unknown>): string[] {

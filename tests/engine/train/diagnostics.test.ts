@@ -8,7 +8,7 @@ import { advantagePort } from '../../../engine/train/advantage';
 import { bestCheckpoint, listCheckpoints, readBest } from '../../../engine/train/checkpoints';
 import { validateConfig, type ExperimentInput } from '../../../engine/config/experiment';
 import { runTrainingLoop, type RolloutPort, type SinkPort } from '../../../engine/train/loop';
-import { JsonlSink, readMetricsJsonl, teeSink } from '../../../engine/experiment/sinks';
+import { JsonlSink, readMetricsJsonl, teeSink } from '../../../engine/run/sinks';
 import { FLAT_STREAK, LearningWatch, flaggedSteps, quantiles, seriesWarnings, stepFlags } from '../../../engine/train/diagnostics';
 import { TabularPolicy } from './tabular';
 

@@ -6,7 +6,7 @@ import { advantagePort } from '../../../engine/train/advantage';
 import { latestCheckpoint } from '../../../engine/train/checkpoints';
 import { validateConfig, type ExperimentInput } from '../../../engine/config/experiment';
 import { learningRate, runTrainingLoop } from '../../../engine/train/loop';
-import { JsonlSink, readMetricsJsonl } from '../../../engine/experiment/sinks';
+import { JsonlSink, readMetricsJsonl } from '../../../engine/run/sinks';
 import { TabularPolicy } from './tabular';
 
 function setup(over: Partial<ExperimentInput> = {}) {

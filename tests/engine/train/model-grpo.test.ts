@@ -11,7 +11,7 @@ import { runTrainingLoop } from '../../../engine/train/loop';
 import { AdamW } from '../../../engine/rl/optimizer';
 import { ModelPolicyPort } from '../../../engine/train/model-port';
 import { engineRolloutPort } from '../../../engine/train/rollout-port';
-import { JsonlSink, readMetricsJsonl } from '../../../engine/experiment/sinks';
+import { JsonlSink, readMetricsJsonl } from '../../../engine/run/sinks';
 import { sequenceTasks, tabularTargets, tabularTokenizer } from './tabular';
 
 const VOCAB = 6;

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { advantagePort } from '../../../engine/train/advantage';
 import { validateConfig } from '../../../engine/config/experiment';
 import { runTrainingLoop } from '../../../engine/train/loop';
-import { JsonlSink } from '../../../engine/experiment/sinks';
+import { JsonlSink } from '../../../engine/run/sinks';
 import { TabularPolicy } from './tabular';
 
 describe('pause between steps', () => {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { latestCheckpoint } from '../../../engine/train/checkpoints';
-import { readMetricsJsonl } from '../../../engine/experiment/sinks';
+import { readMetricsJsonl } from '../../../engine/run/sinks';
 
 const fixture = join(__dirname, 'fixtures', 'tabular-run.ts');
 // node itself with the tsx loader (not the tsx CLI, whose wrapper process would take the SIGKILL

@@ -6,7 +6,7 @@ import { advantagePort } from '../../../engine/train/advantage';
 import { validateConfig } from '../../../engine/config/experiment';
 import { runTrainingLoop } from '../../../engine/train/loop';
 import { engineRolloutPort, pickTasks } from '../../../engine/train/rollout-port';
-import { JsonlSink, readMetricsJsonl } from '../../../engine/experiment/sinks';
+import { JsonlSink, readMetricsJsonl } from '../../../engine/run/sinks';
 import { TabularPolicy, tabularDecodeBackend, tabularTasks, tabularTokenizer } from './tabular';
 
 describe('loop on the real rollout engine', () => {

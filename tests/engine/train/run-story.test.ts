@@ -224,7 +224,7 @@ describe('a scripted degeneration through the training loop and the store', () =
   it('is flagged at the step it starts: truncations rising and the format falling from step 9', async () => {
     const { Store } = await import('../../../engine/store/store');
     const { openDatabase } = await import('../../../engine/store/db');
-    const { storeSink } = await import('../../../engine/experiment/store-sink');
+    const { storeSink } = await import('../../../engine/run/store-sink');
     const cfg = validateConfig({
       model: { init: 'tiny' },
       steps: 12,

@@ -1,4 +1,4 @@
-// The check between SFT and RL (engine/train/diagnostics.ts sftFormatWarning, engine/experiment/runner.ts):
+// The check between SFT and RL (engine/train/diagnostics.ts sftFormatWarning, engine/run/runner.ts):
 // an SFT model that writes the environment's format in (nearly) no episode is named before RL
 // starts, with the keys to change. Scripted: the tabular policy trains, and the session's
 // evaluation is a fixed answer, so what fires does not depend on what any model learned.
@@ -7,8 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { validateConfig } from '../../../engine/config/experiment';
-import { runExperiment } from '../../../engine/experiment/runner';
-import type { TaskSession } from '../../../engine/experiment/run-dir';
+import { runExperiment } from '../../../engine/run/runner';
+import type { TaskSession } from '../../../engine/run/run-dir';
 import type { EvalSummary } from '../../../engine/tasks/kit';
 import { advantagePort } from '../../../engine/train/advantage';
 import { SFT_FORMAT_FLOOR, sftFormatWarning } from '../../../engine/train/diagnostics';

@@ -16,7 +16,7 @@ import type { Episode } from '../../../engine/train/episode';
 import type { PolicyPort, RolloutPort, UpdateStats } from '../../../engine/train/loop';
 import type { Demo, SftPort } from '../../../engine/train/sft';
 import type { DecodeBackend, EpisodeEnv, RolloutTask, TokenizerPort } from '../../../engine/rollout/ports';
-import type { TaskSession } from '../../../engine/experiment/run-dir';
+import type { TaskSession } from '../../../engine/run/run-dir';
 import { advantagePort } from '../../../engine/train/advantage';
 
 export interface TabularTaskSpec {

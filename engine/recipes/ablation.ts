@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { loadConfig, validateConfig, type ExperimentConfig } from '../config/experiment';
 import { DEMO_CONFIG, recordedSft, runRlPhase, sftModel, type PhaseRecorder, type SftOrigin } from './demo';
 import { evalMetrics } from '../tasks/kit';
-import { createRunDir, type TaskSession } from './run-dir';
+import { createRunDir, type TaskSession } from '../run/run-dir';
 
 /**
  * What each algorithm name sets in `algorithm` and `rollout` (on top of the config's). ARPO and

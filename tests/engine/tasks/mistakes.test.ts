@@ -6,7 +6,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig, validateConfig } from '../../../engine/config/experiment';
-import { openTaskSession } from '../../../engine/experiment/open';
+import { openTaskSession } from '../../../engine/run/open';
 import { expertMistake, toolsExpertStep } from '../../../engine/tasks/tools/world';
 
 const CONFIGS = join(__dirname, '..', '..', '..', 'resources', 'configs');

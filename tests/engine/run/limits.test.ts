@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../engine/config/experiment';
-import { openTaskSession } from '../../../engine/experiment/open';
-import { cutDemosWarning, demoNeeds, demoWasCut, fitLimits } from '../../../engine/experiment/limits';
+import { openTaskSession } from '../../../engine/run/open';
+import { cutDemosWarning, demoNeeds, demoWasCut, fitLimits } from '../../../engine/run/limits';
 import type { Trajectory } from '../../../engine/rollout/types';
 
 const FIXTURE = join(__dirname, '..', 'train', 'fixtures', 'open-env');

@@ -3,7 +3,7 @@
 // stopped job ended.
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { formatDuration, progressBar } from '../../../engine/experiment/report';
+import { formatDuration, progressBar } from '../../../engine/cli/progress';
 
 const sink = () => {
   const lines: string[] = [];

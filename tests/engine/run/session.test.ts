@@ -4,14 +4,14 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { tinyConfig } from '../../../engine/model/config';
 import { validateConfig } from '../../../engine/config/experiment';
-import { runExperiment } from '../../../engine/experiment/runner';
-import { buildTaskSession } from '../../../engine/experiment/compose';
+import { runExperiment } from '../../../engine/run/runner';
+import { buildTaskSession } from '../../../engine/run/compose';
 import type { TaskKit } from '../../../engine/tasks/kit';
-import { JsonlSink } from '../../../engine/experiment/sinks';
+import { JsonlSink } from '../../../engine/run/sinks';
 import { latestCheckpoint } from '../../../engine/train/checkpoints';
 import type { Episode } from '../../../engine/train/episode';
 import type { SinkPort } from '../../../engine/train/loop';
-import { sequenceTasks, tabularTargets, tabularTokenizer } from './tabular';
+import { sequenceTasks, tabularTargets, tabularTokenizer } from '../train/tabular';
 
 const VOCAB = 6;
 const PROMPTS = 5;

@@ -1,4 +1,4 @@
-// The evaluation harness (engine/experiment/eval-harness.ts): pass@k against hand-computed cases,
+// The evaluation harness (engine/recipes/eval-harness.ts): pass@k against hand-computed cases,
 // SQuAD's answer normalisation and token F1, scoring by hop / meta field, reward-scored tasks; and
 // `arbor eval <checkpoint> --task multihop --k 8 --json`, `arbor eval <run> --k` storing with the run.
 import { spawnSync } from 'node:child_process';
@@ -6,7 +6,7 @@ import { mkdtempSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { passAtK, scoreHarness, squadExactMatch, squadF1, squadNormalize, harnessMetricKeys } from '../../../engine/experiment/eval-harness';
+import { passAtK, scoreHarness, squadExactMatch, squadF1, squadNormalize, harnessMetricKeys } from '../../../engine/recipes/eval-harness';
 import type { Trajectory } from '../../../engine/rollout/types';
 import { openDatabase } from '../../../engine/store/db';
 import { Store } from '../../../engine/store/store';

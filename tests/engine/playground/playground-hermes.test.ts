@@ -23,7 +23,7 @@ import { generateWorld } from '../../../engine/tasks/multihop/world';
 import { createEngine } from '../../../engine/server/engine';
 import { createClient, inProcessTransport } from '../../../engine/server/client';
 import type { EngineServer } from '../../../engine/server/server';
-import { bigramModel } from './fixtures/bigram-model';
+import { bigramModel } from '../server/fixtures/bigram-model';
 
 /** Qwen2.5-Instruct's chat template (tools in the system message, tool calls and tool messages). */
 const QWEN25_TEMPLATE = `{%- if tools %}

@@ -1,12 +1,12 @@
-// Seed-sweep statistics (engine/experiment/stats.ts) against hand-computed values, and a group's
-// report over the store (engine/store/groups.ts, engine/experiment/group-report.ts): per cell,
+// Seed-sweep statistics (engine/stats/stats.ts) against hand-computed values, and a group's
+// report over the store (engine/store/groups.ts, engine/stats/group-report.ts): per cell,
 // partial groups, two groups compared.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { bandSeries, diffOfMeans, quantile, sd, summarize, tInterval } from '../../../engine/experiment/stats';
-import { buildGroupReport, compareGroups, reportMetrics } from '../../../engine/experiment/group-report';
+import { bandSeries, diffOfMeans, quantile, sd, summarize, tInterval } from '../../../engine/stats/stats';
+import { buildGroupReport, compareGroups, reportMetrics } from '../../../engine/stats/group-report';
 import { openDatabase } from '../../../engine/store/db';
 import { Store } from '../../../engine/store/store';
 import { createGroup, getGroup, groupRuns, listGroups } from '../../../engine/store/groups';

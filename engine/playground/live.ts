@@ -15,8 +15,8 @@ import type { EpisodeEnv, TokenizerPort } from '../rollout/ports';
 import { outcomeTaskFields, type ToolCallRecord } from '../rollout/types';
 import { Rng } from '../base/rng';
 import { sampleToken } from '../rollout/sampling';
-import { resolveCheckpoint } from './checkpoint';
-import { findTask, openRunEnvironment, runConfig } from './replay';
+import { resolveCheckpoint } from '../run/checkpoint';
+import { findTask, openRunEnvironment, runConfig } from '../run/stored';
 
 /** Step the playground's stored episodes live in. */
 export const LIVE_STEP = -1;
@@ -277,7 +277,7 @@ export class LiveRollouts {
         toolCalls: calls.length,
         toolErrors: calls.filter((c) => c.error).length,
         truncated,
-        // The task's gold answers and metadata, as engine/experiment/store-sink.ts stores a training step's.
+        // The task's gold answers and metadata, as engine/run/store-sink.ts stores a training step's.
         ...outcomeTaskFields(s.meta),
         // How the user steered it: forced tokens (turn, position) and edited observations (turn).
         live: {

@@ -8,12 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { validateConfig } from '../../../engine/config/experiment';
-import { runExperiment } from '../../../engine/experiment/runner';
-import { isSftWarmStart, openSftRun, SFT_WARM_START_TAG, storeSink } from '../../../engine/experiment/store-sink';
+import { runExperiment } from '../../../engine/run/runner';
+import { isSftWarmStart, openSftRun, SFT_WARM_START_TAG, storeSink } from '../../../engine/run/store-sink';
 import { openDatabase } from '../../../engine/store/db';
 import { Store } from '../../../engine/store/store';
 import { RunManager } from '../../../engine/server/runs';
-import { TabularPolicy, tabularSession } from './tabular';
+import { TabularPolicy, tabularSession } from '../train/tabular';
 
 const cfg = validateConfig({
   model: { init: 'tiny' },

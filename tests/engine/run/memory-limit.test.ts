@@ -7,8 +7,8 @@ import { describe, expect, it } from 'vitest';
 import type { Trajectory } from '../../../engine/rollout/types';
 import { openDatabase } from '../../../engine/store/db';
 import { Store } from '../../../engine/store/store';
-import { memoryLimitWatcher } from '../../../engine/experiment/sinks';
-import { storeSink } from '../../../engine/experiment/store-sink';
+import { memoryLimitWatcher } from '../../../engine/run/sinks';
+import { storeSink } from '../../../engine/run/store-sink';
 import { trajectoryToEpisode } from '../../../engine/train/trajectories';
 
 const episode = (error?: string) => {

@@ -125,7 +125,7 @@ export async function claimRunAndOpenTask(
   return recordedRun(rec, async () => {
     const before = JSON.stringify(cfg.rollout);
     const session = await openTaskSession(cfg);
-    // Limits sized from the task (engine/experiment/limits.ts) are the run's: its config.json (what a
+    // Limits sized from the task (engine/run/limits.ts) are the run's: its config.json (what a
     // resume reads) and its store record say what it trains with.
     if (JSON.stringify(cfg.rollout) !== before) {
       if (!o.run) writeFileSync(join(dir, 'config.json'), JSON.stringify(cfg, null, 2));

@@ -14,8 +14,8 @@ import type { EngineServer } from '../../../engine/server/server';
 import type { WebServer } from '../../../engine/server/transports';
 import type { Transport } from '../../../renderer/src/api/transports';
 import type { ArborStore } from '../../../renderer/src/store';
-import { bigramModel } from './fixtures/bigram-model';
-import { storeOverWebSocket, until } from './fixtures/ws-store';
+import { bigramModel } from '../server/fixtures/bigram-model';
+import { storeOverWebSocket, until } from '../server/fixtures/ws-store';
 
 let home: string;
 let engine: EngineServer;

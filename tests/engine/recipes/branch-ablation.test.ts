@@ -5,9 +5,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ABLATION_ALGORITHMS, parseAlgorithms, runAblation } from '../../../engine/experiment/ablation';
-import { readMetricsJsonl } from '../../../engine/experiment/sinks';
-import { openTaskSession } from '../../../engine/experiment/open';
+import { ABLATION_ALGORITHMS, parseAlgorithms, runAblation } from '../../../engine/recipes/ablation';
+import { readMetricsJsonl } from '../../../engine/run/sinks';
+import { openTaskSession } from '../../../engine/run/open';
 
 const prevHome = process.env.ARBOR_HOME;
 afterEach(() => {

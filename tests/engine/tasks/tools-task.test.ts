@@ -14,7 +14,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { loadConfig } from '../../../engine/config/experiment';
 import { hermesFormat } from '../../../engine/env/format-hermes';
-import { episodeToRecord } from '../../../engine/experiment/store-sink';
+import { episodeToRecord } from '../../../engine/run/store-sink';
 import { rolloutTextPolicy } from '../../../engine/rollout/engine';
 import { openDatabase } from '../../../engine/store/db';
 import { openEnvironmentKit } from '../../../engine/tasks/open';

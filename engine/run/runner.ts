@@ -33,7 +33,7 @@ export interface ExperimentContext {
   onPhase?: (phase: 'sft' | 'rl' | 'eval', total: number) => void;
   onStep?: (phase: 'sft' | 'rl', step: number, m: Record<string, number>) => void;
   /**
-   * Record the SFT warm start as its own run, linked as this run's parent (engine/experiment/store-sink.ts
+   * Record the SFT warm start as its own run, linked as this run's parent (engine/run/store-sink.ts
    * openSftRun): called when SFT trains (fresh, or a stopped SFT continued: `resume`), never when a
    * resume skips a finished SFT (the link stays). Undefined (no store, or a run recorded before SFT
    * runs existed): the SFT curve goes to `sink` under sft/*.

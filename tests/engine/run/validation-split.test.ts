@@ -1,7 +1,7 @@
-// eval.validation: training questions held back from demonstrations and RL prompts (engine/experiment/compose.ts).
+// eval.validation: training questions held back from demonstrations and RL prompts (engine/run/compose.ts).
 import { describe, expect, it } from 'vitest';
 import { validateConfig } from '../../../engine/config/experiment';
-import { splitValidation } from '../../../engine/experiment/compose';
+import { splitValidation } from '../../../engine/run/compose';
 import type { TaskKit } from '../../../engine/tasks/kit';
 import type { RolloutTask } from '../../../engine/rollout/ports';
 

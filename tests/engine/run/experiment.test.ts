@@ -4,9 +4,9 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { latestCheckpoint } from '../../../engine/train/checkpoints';
 import { validateConfig } from '../../../engine/config/experiment';
-import { runExperiment } from '../../../engine/experiment/runner';
-import { JsonlSink, readMetricsJsonl } from '../../../engine/experiment/sinks';
-import { TabularPolicy, tabularSession } from './tabular';
+import { runExperiment } from '../../../engine/run/runner';
+import { JsonlSink, readMetricsJsonl } from '../../../engine/run/sinks';
+import { TabularPolicy, tabularSession } from '../train/tabular';
 
 const session = tabularSession;
 

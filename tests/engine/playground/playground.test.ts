@@ -14,11 +14,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { initTinyModel } from '../../../engine/cli/commands/init-model';
 import { generateWorld } from '../../../engine/tasks/multihop/world';
 import { createEngine } from '../../../engine/server/engine';
-import { chatSettings } from '../../../engine/server/playground';
+import { chatSettings } from '../../../engine/playground/playground';
 import { createClient, EngineError, inProcessTransport } from '../../../engine/server/client';
 import type { Method } from '../../../engine/server/protocol';
 import type { EngineServer } from '../../../engine/server/server';
-import { bigramModel } from './fixtures/bigram-model';
+import { bigramModel } from '../server/fixtures/bigram-model';
 
 const home = mkdtempSync(join(tmpdir(), 'arbor-playground-'));
 const modelDir = join(home, 'model');

@@ -18,7 +18,7 @@ import { writeWordTokenizer } from '../../../engine/model/tokenizer';
 import { generateWorld } from '../../../engine/tasks/multihop/world';
 import { createEngine } from '../../../engine/server/engine';
 import { createClient, EngineError, inProcessTransport } from '../../../engine/server/client';
-import { playgroundMcpServers } from '../../../engine/server/playground';
+import { playgroundMcpServers } from '../../../engine/playground/playground';
 import type { EngineServer } from '../../../engine/server/server';
 import { bigramModel } from '../server/fixtures/bigram-model';
 

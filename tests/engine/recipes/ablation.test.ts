@@ -6,9 +6,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseAlgorithms, runAblation } from '../../../engine/experiment/ablation';
-import { readMetricsJsonl } from '../../../engine/experiment/sinks';
-import { openTaskSession } from '../../../engine/experiment/open';
+import { parseAlgorithms, runAblation } from '../../../engine/recipes/ablation';
+import { readMetricsJsonl } from '../../../engine/run/sinks';
+import { openTaskSession } from '../../../engine/run/open';
 
 const prevHome = process.env.ARBOR_HOME;
 afterEach(() => {

@@ -4,9 +4,9 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runDemo } from '../../../engine/experiment/demo';
-import { openTaskSession } from '../../../engine/experiment/open';
-import { openCliStoreRun } from '../../../engine/experiment/store-run';
+import { runDemo } from '../../../engine/recipes/demo';
+import { openTaskSession } from '../../../engine/run/open';
+import { openCliStoreRun } from '../../../engine/run/store-run';
 import { openDatabase } from '../../../engine/store/db';
 import { Store } from '../../../engine/store/store';
 

@@ -12,10 +12,10 @@ import { eosTokenIds, policyDecodeBackend } from '../rollout/model-backend';
 import type { DecodeBackend } from '../rollout/ports';
 import { resolveProviders } from '../tensor/ort';
 import { latestCheckpoint } from '../train/checkpoints';
-import { episodeTrajectories, EpisodeRecorder } from '../openai/episodes';
-import { turnStopIds } from '../openai/chat';
-import { DecodeScheduler } from '../openai/scheduler';
-import { emptySafe, ModelServer, type ModelServerOptions } from '../openai/server';
+import { episodeTrajectories, EpisodeRecorder } from './episodes';
+import { turnStopIds } from './chat';
+import { DecodeScheduler } from './scheduler';
+import { emptySafe, ModelServer, type ModelServerOptions } from './server';
 
 export interface ServeModelOptions {
   port?: number;
@@ -45,7 +45,7 @@ export async function resolveModelFolder(arg: string): Promise<string> {
     if (ck) return ck.dir;
     throw new Error(`${arg}: not a model folder (no config.json or adapter_config.json) and not a run folder with checkpoints`);
   }
-  const { openRun } = await import('./run-dir');
+  const { openRun } = await import('../run/run-dir');
   let run: { id: string; dir: string };
   try {
     run = openRun(arg);

@@ -2,7 +2,7 @@
 // calls on the model turn that made them, step rewards and the task's gold answers.
 import { describe, expect, it } from 'vitest';
 import type { Trajectory } from '../../../engine/rollout/types';
-import { episodeToRecord } from '../../../engine/experiment/store-sink';
+import { episodeToRecord } from '../../../engine/run/store-sink';
 import { trajectoryToEpisode } from '../../../engine/train/trajectories';
 
 const z = (n: number) => Array(n).fill(0);

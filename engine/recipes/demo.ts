@@ -14,11 +14,11 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig, validateConfig, type ExperimentConfig } from '../config/experiment';
 import { runTrainingLoop, type SinkPort } from '../train/loop';
-import { createRunDir, type TaskSession } from './run-dir';
+import { createRunDir, type TaskSession } from '../run/run-dir';
 import { evalMetrics, type EvalSummary } from '../tasks/kit';
 import { runSft, type SftResult } from '../train/sft';
-import { recordedRun, runSink, type RunRecord } from './sinks';
-import { sftKeys } from './runner';
+import { recordedRun, runSink, type RunRecord } from '../run/sinks';
+import { sftKeys } from '../run/runner';
 
 export const DEMO_CONFIG = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'resources', 'configs', 'demo.yaml');
 
