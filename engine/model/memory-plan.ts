@@ -295,51 +295,77 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
   if (input.quantizeBase && !lora)
     throw new Error('model.quantize_base: the quantized base is frozen, so it needs model.lora (full fine-tuning trains every weight in float32)');
   recomputedBlocks(c, input.recomputeLayers); // refuses a budget the model does not have, naming the key
-  const shapes = weightShapes(c);
   const params = parameterCount(c);
   const trainable = lora ? sumShapes(adapterShapes(c, lora)) : params;
-  const items: PlanItem[] = [];
-  const baseline = input.baseline ?? PROCESS_BASELINE_BYTES;
-  items.push({ id: 'baseline', label: 'process', bytes: baseline, detail: 'Node, the engine and the CLI before the model exists' });
-  items.push({ id: 'runtime', label: 'ONNX Runtime', bytes: ORT_RUNTIME_BYTES, detail: 'native library, the model worker and its sessions (measured)' });
-
-  // The frozen (or full) weights.
-  const onCpu = (input.device ?? 'cpu') === 'cpu';
   const qspec = input.quantizeBase ? { bits: BASE_QUANT_BITS[input.quantizeBase], blockSize: input.quantBlock ?? QUANT_BLOCK } : undefined;
-  if (qspec) {
-    // PolicyModel (quantizeBase): the codes are moved to the ORT worker (one copy; inputs of the score and train
-    // sessions); a CPU decode session reads them there as external initializers and ORT pre-packs them for its
-    // MatMulNBits kernel (a second copy of about the same size). The float32 rest (norms, biases) is moved to the
-    // worker too; a built-in model without a folder keeps the codes and its float32 base on the main thread.
-    const layout = baseQuantLayout(c, qspec);
-    const names = new Set(layout.keys());
-    let q = 0;
-    for (const [n, spec] of layout) q += quantizedBytes(shapes[n]![0]!, shapes[n]![1]!, spec.bits, spec.blockSize);
-    const rest = sumShapes(shapes, (n) => !names.has(n)) * 4;
-    const codeCopies = (input.rollout && onCpu ? 2 : 1) + (input.hostBaseCopy ? 1 : 0);
-    const restCopies = input.hostBaseCopy ? 2 : 1;
-    const hostLinear = input.hostBaseCopy ? sumShapes(shapes, (n) => names.has(n)) * 4 : 0;
-    items.push({
-      id: 'base',
-      label: 'frozen base',
-      bytes: q * codeCopies + rest * restCopies + hostLinear,
-      detail:
-        `${input.quantizeBase} ${c.tieWordEmbeddings ? 'linear layers' : 'embeddings and linear layers'}, LM head ${HEAD_QUANT_BITS}-bit${c.tieWordEmbeddings ? ' (the tied embeddings)' : ''} (block ${qspec.blockSize}) ${fmtBytes(q)} × ${codeCopies} (${['worker', ...(input.rollout && onCpu ? ["CPU decode session's pre-packed copy"] : []), ...(input.hostBaseCopy ? ['main thread'] : [])].join(', ')})` +
-        ` + float32 norms and biases ${fmtBytes(rest)} × ${restCopies}` +
-        (hostLinear ? ` + the float32 linear weights ${fmtBytes(hostLinear)} (a built-in model without a folder keeps them)` : ''),
-      key: 'model.quantize_base',
-    });
-  } else {
-    // Copies: LoRA with a folder → the worker's only; a built-in model keeps its host copy; a full model is held twice plus a staging copy for updates.
-    const baseCopies = lora ? (input.hostBaseCopy ? 2 : 1) : 3;
-    items.push({
-      id: 'base',
-      label: lora ? 'frozen base' : 'weights (trained in full)',
-      bytes: params * 4 * baseCopies,
-      detail: `${(params / 1e6).toFixed(1)}M float32 values × ${baseCopies} (${lora ? (baseCopies === 2 ? 'host copy and worker copy: a built-in model without a folder' : 'held once, in the ORT worker') : 'main thread, ORT worker, staging for updates'})`,
-      key: lora ? 'model.quantize_base' : 'model.lora',
-    });
-  }
+  const items: PlanItem[] = [
+    { id: 'baseline', label: 'process', bytes: input.baseline ?? PROCESS_BASELINE_BYTES, detail: 'Node, the engine and the CLI before the model exists' },
+    { id: 'runtime', label: 'ONNX Runtime', bytes: ORT_RUNTIME_BYTES, detail: 'native library, the model worker and its sessions (measured)' },
+    qspec ? quantizedBaseItem(input, qspec) : floatWeightsItem(params, lora, input.hostBaseCopy),
+    ...trainableStateItems(trainable, lora, input.klReference),
+    ...(input.critic ? [criticItem(params)] : []),
+    ...(input.teacher ? [teacherItem(input.teacher)] : []),
+    ...decodeWeightsItems(input, params),
+    ...workspaceItems(input, qspec),
+  ];
+  const total = items.reduce((a, i) => a + i.bytes, 0);
+  const stepIds = new Set<PlanItem['id']>(['baseline', 'runtime', 'base', 'adapters', 'optimizer', 'gradients', 'activations']);
+  const step = items.filter((i) => stepIds.has(i.id)).reduce((a, i) => a + i.bytes, 0);
+  return { items, total, step, parameters: params, trainable };
+}
+
+/** Whether rollouts decode on the CPU (only there does ORT pre-pack a quantized base and the decode session bake float32 weights). */
+const decodesOnCpu = (input: MemoryPlanInput): boolean => !!input.rollout && (input.device ?? 'cpu') === 'cpu';
+
+/**
+ * The frozen base block-quantized (model.quantize_base). PolicyModel (quantizeBase): the codes are moved to the ORT worker
+ * (one copy; inputs of the score and train sessions); a CPU decode session reads them there as external initializers and ORT
+ * pre-packs them for its MatMulNBits kernel (a second copy of about the same size). The float32 rest (norms, biases) is moved
+ * to the worker too; a built-in model without a folder keeps the codes and its float32 base on the main thread.
+ */
+function quantizedBaseItem(input: MemoryPlanInput, qspec: BaseQuantSpec): PlanItem {
+  const c = input.config;
+  const shapes = weightShapes(c);
+  const layout = baseQuantLayout(c, qspec);
+  const names = new Set(layout.keys());
+  let q = 0;
+  for (const [n, spec] of layout) q += quantizedBytes(shapes[n]![0]!, shapes[n]![1]!, spec.bits, spec.blockSize);
+  const rest = sumShapes(shapes, (n) => !names.has(n)) * 4;
+  const prePacked = decodesOnCpu(input);
+  const codeCopies = (prePacked ? 2 : 1) + (input.hostBaseCopy ? 1 : 0);
+  const restCopies = input.hostBaseCopy ? 2 : 1;
+  const hostLinear = input.hostBaseCopy ? sumShapes(shapes, (n) => names.has(n)) * 4 : 0;
+  const holders = ['worker', ...(prePacked ? ["CPU decode session's pre-packed copy"] : []), ...(input.hostBaseCopy ? ['main thread'] : [])];
+  return {
+    id: 'base',
+    label: 'frozen base',
+    bytes: q * codeCopies + rest * restCopies + hostLinear,
+    detail:
+      `${input.quantizeBase} ${c.tieWordEmbeddings ? 'linear layers' : 'embeddings and linear layers'}, LM head ${HEAD_QUANT_BITS}-bit${c.tieWordEmbeddings ? ' (the tied embeddings)' : ''} (block ${qspec.blockSize}) ${fmtBytes(q)} × ${codeCopies} (${holders.join(', ')})` +
+      ` + float32 norms and biases ${fmtBytes(rest)} × ${restCopies}` +
+      (hostLinear ? ` + the float32 linear weights ${fmtBytes(hostLinear)} (a built-in model without a folder keeps them)` : ''),
+    key: 'model.quantize_base',
+  };
+}
+
+/**
+ * The float32 weights: a LoRA base (frozen) or the whole model (trained in full). Copies: LoRA with a folder → the worker's only;
+ * a built-in model keeps its host copy; a full model is held twice plus a staging copy for updates.
+ */
+function floatWeightsItem(params: number, lora: LoraSpec | undefined, hostBaseCopy: boolean | undefined): PlanItem {
+  const baseCopies = lora ? (hostBaseCopy ? 2 : 1) : 3;
+  return {
+    id: 'base',
+    label: lora ? 'frozen base' : 'weights (trained in full)',
+    bytes: params * 4 * baseCopies,
+    detail: `${(params / 1e6).toFixed(1)}M float32 values × ${baseCopies} (${lora ? (baseCopies === 2 ? 'host copy and worker copy: a built-in model without a folder' : 'held once, in the ORT worker') : 'main thread, ORT worker, staging for updates'})`,
+    key: lora ? 'model.quantize_base' : 'model.lora',
+  };
+}
+
+/** What the trainable values bring: the LoRA adapters themselves, AdamW's moments, the gradients and the KL reference's copy. */
+function trainableStateItems(trainable: number, lora: LoraSpec | undefined, klReference: boolean | undefined): PlanItem[] {
+  const items: PlanItem[] = [];
   if (lora)
     items.push({
       id: 'adapters',
@@ -362,64 +388,89 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
     detail: "the step's gradients and their accumulation over micro-batches",
     key: lora ? 'model.lora.rank' : 'model.lora',
   });
-  if (input.klReference)
+  if (klReference)
     items.push({ id: 'reference', label: 'KL reference', bytes: trainable * 4, detail: 'a copy of the trainable weights', key: 'algorithm.kl_coef' });
-  if (input.critic) {
-    const critic = params * 4 * 5; // host + worker + staging + AdamW's two moments
-    items.push({
-      id: 'critic',
-      label: 'PPO critic',
-      bytes: critic + params * 8,
-      detail: 'a float32 transformer trained in full: 3 copies, AdamW, gradients',
-      key: 'algorithm.adv_estimator',
-    });
-  }
-  if (input.teacher) {
-    const tc = input.teacher.config;
-    const tp = parameterCount(tc);
-    const act = scoreGraphBytes(tc, input.teacher.score) * ORT_ARENA_FACTOR;
-    items.push({
-      id: 'teacher',
-      label: 'distillation teacher',
-      bytes: tp * 4 * 2 + act,
-      detail: `${(tp / 1e6).toFixed(1)}M float32 values × 2 (main thread, ORT worker; never updated) + scoring ${input.teacher.score.batch} sequences × ${input.teacher.score.seq} tokens ${fmtBytes(act)}`,
-      key: 'algorithm.distill.teacher',
-    });
-  }
-  // Decode weights: rollout.quantize's copy, or the baked float32 copy of 4M–200M models on the CPU.
-  const linear = sumShapes(shapes, (n) => /_proj\.weight$/.test(n) || n === (c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'));
+  return items;
+}
+
+/** The PPO critic (GAE): a float32 transformer of the policy's size trained in full. */
+function criticItem(params: number): PlanItem {
+  const critic = params * 4 * 5; // host + worker + staging + AdamW's two moments
+  return {
+    id: 'critic',
+    label: 'PPO critic',
+    bytes: critic + params * 8,
+    detail: 'a float32 transformer trained in full: 3 copies, AdamW, gradients',
+    key: 'algorithm.adv_estimator',
+  };
+}
+
+/** algorithm.distill's teacher: its frozen float32 weights twice and its scoring call's activations. */
+function teacherItem(teacher: NonNullable<MemoryPlanInput['teacher']>): PlanItem {
+  const tp = parameterCount(teacher.config);
+  const act = scoreGraphBytes(teacher.config, teacher.score) * ORT_ARENA_FACTOR;
+  return {
+    id: 'teacher',
+    label: 'distillation teacher',
+    bytes: tp * 4 * 2 + act,
+    detail: `${(tp / 1e6).toFixed(1)}M float32 values × 2 (main thread, ORT worker; never updated) + scoring ${teacher.score.batch} sequences × ${teacher.score.seq} tokens ${fmtBytes(act)}`,
+    key: 'algorithm.distill.teacher',
+  };
+}
+
+/** Decode weights: rollout.quantize's copy, or the baked float32 copy of 4M–200M models on the CPU (none otherwise). */
+function decodeWeightsItems(input: MemoryPlanInput, params: number): PlanItem[] {
+  const c = input.config;
+  const shapes = weightShapes(c);
   if (input.rollout && input.rolloutQuantize && input.rolloutQuantize !== 'none') {
     const bits = BASE_QUANT_BITS[input.rolloutQuantize];
     let q = 0;
     for (const n of quantizedWeightNames(c)) q += quantizedBytes(shapes[n]![0]!, shapes[n]![1]!, bits);
-    items.push({
-      id: 'decode_weights',
-      label: 'quantized rollout copy',
-      bytes: q * 2,
-      detail: `${input.rolloutQuantize} codes and scales × 2 (main thread, decode session)`,
-      key: 'rollout.quantize',
-    });
-  } else if (input.rollout && onCpu && !input.quantizeBase && params >= 4e6 && params <= 200e6) {
-    items.push({
+    return [
+      {
+        id: 'decode_weights',
+        label: 'quantized rollout copy',
+        bytes: q * 2,
+        detail: `${input.rolloutQuantize} codes and scales × 2 (main thread, decode session)`,
+        key: 'rollout.quantize',
+      },
+    ];
+  }
+  if (!decodesOnCpu(input) || input.quantizeBase || params < 4e6 || params > 200e6) return [];
+  const linear = sumShapes(shapes, (n) => /_proj\.weight$/.test(n) || n === (c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'));
+  return [
+    {
       id: 'decode_weights',
       label: 'baked decode weights',
       bytes: linear * 4,
       detail: 'the float32 decode session holds Wᵀ of the linear layers (models of 4M–200M parameters on the CPU)',
-    });
-  }
+    },
+  ];
+}
 
-  const actOpts = { lora, loss: input.loss, recomputeLayers: input.recomputeLayers, headChunks: input.headChunks, quantizeBase: qspec };
-  const act = trainGraphBytes(c, { ...actOpts, ...input.train });
-  const actDetail =
-    `${input.train.batch} × ${input.train.seq} tokens, ${describeRecompute(c, input.recomputeLayers)}` +
-    (qspec ? '; the backward pass dequantizes one base weight at a time' : '');
-  items.push({
-    id: 'activations',
-    label: 'train activations',
-    bytes: act * ORT_ARENA_FACTOR,
-    detail: actDetail,
-    key: input.recomputeLayers === true || recomputedBlocks(c, input.recomputeLayers) === c.numLayers ? 'algorithm.micro_batches' : 'model.recompute_layers',
+/** The sessions' workspaces, which add up (ORT's arenas keep them): the train step's activations, the scoring call's, the rollouts' KV cache and decode step. */
+function workspaceItems(input: MemoryPlanInput, qspec: BaseQuantSpec | undefined): PlanItem[] {
+  const c = input.config;
+  const lora = input.lora;
+  const act = trainGraphBytes(c, {
+    lora,
+    loss: input.loss,
+    recomputeLayers: input.recomputeLayers,
+    headChunks: input.headChunks,
+    quantizeBase: qspec,
+    ...input.train,
   });
+  const items: PlanItem[] = [
+    {
+      id: 'activations',
+      label: 'train activations',
+      bytes: act * ORT_ARENA_FACTOR,
+      detail:
+        `${input.train.batch} × ${input.train.seq} tokens, ${describeRecompute(c, input.recomputeLayers)}` +
+        (qspec ? '; the backward pass dequantizes one base weight at a time' : ''),
+      key: input.recomputeLayers === true || recomputedBlocks(c, input.recomputeLayers) === c.numLayers ? 'algorithm.micro_batches' : 'model.recompute_layers',
+    },
+  ];
   if (input.score)
     items.push({
       id: 'score',
@@ -440,10 +491,7 @@ export function memoryPlan(input: MemoryPlanInput): MemoryPlan {
       key: 'rollout.max_total_length',
     });
   }
-  const total = items.reduce((a, i) => a + i.bytes, 0);
-  const stepIds = new Set<PlanItem['id']>(['baseline', 'runtime', 'base', 'adapters', 'optimizer', 'gradients', 'activations']);
-  const step = items.filter((i) => stepIds.has(i.id)).reduce((a, i) => a + i.bytes, 0);
-  return { items, total, step, parameters: params, trainable };
+  return items;
 }
 
 function describeRecompute(c: ModelConfig, r: boolean | number | undefined): string {

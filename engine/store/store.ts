@@ -96,29 +96,28 @@ export interface RunRow {
   project: string | null;
 }
 
-export interface TurnRecord {
+/**
+ * The per-token channels a turn may carry, each aligned with its tokenIds (float32 in the store).
+ * From the step: the sampled token's logprob, the KL reference's logprob, the policy's entropy, the
+ * advantage, the critic's value and the loss mask.
+ */
+export type StepChannel = 'logprob' | 'refLogprob' | 'entropy' | 'advantage' | 'value' | 'lossMask';
+/**
+ * What training applied per token (engine/rl/token-signals.ts): the importance ratio, the clip side
+ * (0, +1 upper, −1 lower, 2 dual) and the loss weight; the advantage's outcome part and process part
+ * (they add up to `advantage`); algorithm.distill: the teacher's logprob of each token.
+ */
+export type SignalChannel = 'ratio' | 'clipped' | 'lossWeight' | 'advOutcome' | 'advProcess' | 'teacherLogprob';
+export type TokenChannel = StepChannel | SignalChannel;
+
+export interface TurnRecord extends Partial<Record<TokenChannel, ArrayLike<number>>> {
   role: string;
   text: string;
   tokenIds?: ArrayLike<number>;
-  logprob?: ArrayLike<number>;
-  refLogprob?: ArrayLike<number>;
-  entropy?: ArrayLike<number>;
-  advantage?: ArrayLike<number>;
-  value?: ArrayLike<number>;
-  lossMask?: ArrayLike<number>;
   toolCalls?: unknown[];
   stepReward?: number | null;
   /** Decoded text of each token (same length as tokenIds). */
   tokens?: string[];
-  /** What training applied per token (engine/rl/token-signals.ts): importance ratio, clip side (0, +1 upper, −1 lower, 2 dual), loss weight. */
-  ratio?: ArrayLike<number>;
-  clipped?: ArrayLike<number>;
-  lossWeight?: ArrayLike<number>;
-  /** The advantage's outcome part and process part (they add up to `advantage`). */
-  advOutcome?: ArrayLike<number>;
-  advProcess?: ArrayLike<number>;
-  /** algorithm.distill: the teacher's logprob of each token. */
-  teacherLogprob?: ArrayLike<number>;
 }
 
 /** How training treated a trajectory as a whole: its group's reward statistics and the loss settings (for the per-token channels). */
