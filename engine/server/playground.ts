@@ -1,6 +1,7 @@
 // The playground's engine methods: playground.chat and playground.cancel (engine/playground/).
 import { Playground, type ChatRequest } from '../playground/playground';
-import type { Client, EngineServer } from './server';
+import type { Client } from './host';
+import type { EngineServer } from './server';
 
 /** Register playground.chat and playground.cancel on the engine. */
 export function registerPlayground(engine: EngineServer): Playground {

@@ -4,7 +4,8 @@
  * replay.drift checks stored ids against their re-rendered text.
  * Forks run one at a time (each loads its checkpoint).
  */
-import type { Client, EngineServer } from './server';
+import type { Client } from './host';
+import type { EngineServer } from './server';
 
 export function registerReplay(engine: EngineServer): void {
   // The top-k look-ups keep one model loaded; released with the engine.

@@ -6,9 +6,27 @@
  * after checking it (so a link swapped in afterwards is not followed), writes resolve the parent
  * folder, check it, and open the file with O_NOFOLLOW (a symlink there, even one pointing
  * inside, is refused rather than written through; so is a hard link).
+ * registerEnvFiles adds `env.files` (the list), `env.read` and `env.write` to the engine.
  */
-import { closeSync, constants, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  existsSync,
+  fstatSync,
+  ftruncateSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { basename, dirname, isAbsolute, join, normalize, relative, sep } from 'node:path';
+import { approveTyped } from '../env/consent';
+import type { EngineHost } from './host';
+import type { Result } from './protocol';
 
 const NOFOLLOW = constants.O_NOFOLLOW ?? 0;
 
@@ -93,4 +111,40 @@ export function workspaceFiles(root: string): WorkspaceFiles {
       }
     },
   };
+}
+
+/** env.files, env.read and env.write over the workspace folder ($ARBOR_HOME/workspace). */
+export function registerEnvFiles(engine: EngineHost): void {
+  const envDir = join(engine.opts.home, 'workspace');
+  const files = workspaceFiles(envDir);
+  engine.on('env.files', () => listEnvFiles(envDir, files));
+  engine.on('env.read', (p) => files.read(p.path));
+  engine.on('env.write', (p) => {
+    files.write(p.path, p.text);
+    // Typed (or pasted) in the workbench's editor by the user: approved as theirs (engine/env/consent.ts).
+    approveTyped(join(envDir, p.path), p.text);
+    return null;
+  });
+}
+
+/** The files in tools/, rewards/ and envs/ of the workspace folder, each with its kind. */
+function listEnvFiles(envDir: string, files: WorkspaceFiles): Result<'env.files'> {
+  const out: Result<'env.files'> = [];
+  for (const kind of ['tools', 'rewards', 'envs']) {
+    const d = join(envDir, kind);
+    if (!existsSync(d)) continue;
+    for (const f of readdirSync(d)) {
+      let st;
+      try {
+        st = lstatSync(join(d, f));
+      } catch {
+        continue;
+      }
+      // a symlink is listed only when it stays inside the workspace (env.read refuses the others)
+      if (st.isSymbolicLink() && !files.inside(join(d, f))) continue;
+      if (!statSync(join(d, f), { throwIfNoEntry: false })?.isFile()) continue;
+      out.push({ path: `${kind}/${f}`, kind: kind === 'tools' ? ('tool' as const) : kind === 'rewards' ? ('reward' as const) : ('env' as const) });
+    }
+  }
+  return out;
 }

@@ -12,11 +12,11 @@ import { createWriteStream, mkdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { arborHome } from '../../store/db';
 import { rollout, rolloutTextPolicy } from '../../rollout/engine';
-import { openRolloutSource } from '../../tasks/sources';
-import { summarize, trajectoryToJsonLine } from '../../rollout/summary';
+import { openRolloutSource, type RolloutSource } from '../../tasks/sources';
+import { summarize, trajectoryToJsonLine, type RolloutSummary } from '../../rollout/summary';
 import { progressBar, renderTable } from '../progress';
 import '../../tasks/multihop/rollout';
-import { loadConfig, TASK_KINDS } from '../../config/experiment';
+import { loadConfig, TASK_KINDS, type ExperimentConfig } from '../../config/experiment';
 import { branchingOptions } from '../../train/rollout-port';
 import { openKitSource, rolloutConfig } from '../../tasks/rollout-source';
 import { resolveProviders, setDefaultProviders } from '../../tensor/ort';
@@ -99,138 +99,169 @@ export function register(program: Command): void {
     .option('--step', 'one episode a step at a time: top-k at each token, force a token, edit a tool result (needs --checkpoint)')
     .option('--checkpoint <id>', 'with --step: a checkpoint of a run (its task and tools); `arbor show <run>` lists them')
     .action(async (o: RolloutCliOptions, cmd: Command) => {
-      if (o.step) {
-        const other = Object.entries({
-          '--model': o.model,
-          '--policy': o.policy,
-          '--task': o.task,
-          '--config': o.config,
-          '--out': o.out,
-          '--json': o.json,
-        }).find(([, v]) => v);
-        if (other) throw new Error(`${other[0]}: not with --step (the checkpoint's run gives the model, task and tools; the episode is stored in that run)`);
-        const { stepRollout } = await import('../step');
-        await stepRollout({ checkpoint: o.checkpoint, temperature: o.temperature, seed: o.seed });
-        return;
-      }
+      if (o.step) return stepFromCheckpoint(o);
       if (o.checkpoint) throw new Error('--checkpoint: only with --step (sample a model folder with --model)');
-      if (!o.task && !o.config) throw new Error('give --task <kind> or --config <experiment config>');
-      if (o.model && o.policy) throw new Error('give one of --model <folder> or --policy <name>, not both');
-      if (o.model) o.model = modelArg(o.model, '--model');
-      if (o.out && existsSync(o.out) && statSync(o.out).isDirectory()) throw new Error(`--out: ${o.out} is a folder; give the JSONL file to write`);
-      const base = o.config ? await loadConfig(o.config, undefined, { job: 'rollout' }) : undefined;
-      if (!o.model && !o.policy && !base?.model.path) throw new Error('give --model <folder> or --policy <name> (or a --config with model.path)');
-      if (base && o.task && o.task !== base.task.kind)
-        throw new Error(`--task: ${o.task} differs from the config's task.kind "${base.task.kind}"; give one of them`);
-      if (base?.backend === 'tfjs')
-        throw new Error('backend: "tfjs" does not apply to `arbor rollout` (it samples with ONNX Runtime\'s KV-cache decode graph); remove it');
-      o.task ??= base!.task.kind;
-      // The config's keys, unless the user gave the flag (a flag's default never overrides a config).
-      if (base) {
-        if (!given(cmd, 'n')) o.n = base.rollout.n;
-        if (!given(cmd, 'seed')) o.seed = base.seed;
-        if (!given(cmd, 'temperature')) o.temperature = base.rollout.temperature;
-        if (!given(cmd, 'topP')) o.topP = base.rollout.top_p;
-      }
-      // The model's sessions run on this device (checked before anything is opened).
-      const device = o.device ?? base?.device ?? 'cpu';
-      if (o.model || (base?.model.path && !o.policy)) setDefaultProviders(await resolveProviders(device));
-      const req = {
-        task: o.task,
-        model: o.model,
-        policy: o.policy,
-        questions: o.questions,
-        seed: o.seed,
-        mode: (o.naiveRag ? 'naive-rag' : 'tools') as 'naive-rag' | 'tools',
-        maxBatch: o.batch,
-        options: {
-          hops: o.hops.split(',').map(Number),
-          worldSeed: o.worldSeed,
-          mistakeRate: o.mistakeRate,
-          ...(o.dataset ? { dataset: o.dataset } : {}),
-          ...(o.tasks ? { tasks: o.tasks } : {}),
-          ...(o.tools ? { tools: o.tools.split(',').map((t) => t.trim()) } : {}),
-          ...(o.reward ? { reward: o.reward } : {}),
-          ...(o.format ? { format: o.format } : {}),
-        },
-      };
-      // The multi-hop world has its own opener (world and question seeds); every other kind is its training kit.
-      const useKit = base !== undefined || o.task !== 'multihop' || o.format !== undefined || o.tools !== undefined || o.reward !== undefined;
-      if (useKit && o.naiveRag) throw new Error("--naive-rag is the multi-hop task's baseline (arbor rollout --task multihop --naive-rag)");
-      const src = useKit ? await openKitSource(rolloutConfig(req, base), req) : await openRolloutSource(req);
-      const outFile = o.out ?? defaultOutFile(o);
-      mkdirSync(dirname(resolve(outFile)), { recursive: true });
-      const out = createWriteStream(outFile);
-      const total = src.tasks.length * o.n;
-      const bar = progressBar('rollout', total, { quiet: o.json, fields: ['tok/s'] });
-      try {
-        const limits = {
-          maxNewTokens: o.maxNewTokens ?? src.limits.maxNewTokens,
-          maxTurns: o.maxTurns ?? src.limits.maxTurns,
-          maxTotalLength: o.maxTotalLength ?? src.limits.maxTotalLength,
-        };
-        const common = {
-          tasks: src.tasks,
-          n: o.n,
-          seed: o.seed,
-          limits,
-          tokenizer: src.tokenizer,
-          onTrajectory: (t: Parameters<typeof trajectoryToJsonLine>[0]) => out.write(trajectoryToJsonLine(t) + '\n'),
-          onProgress: (p: { done: number; generatedTokens: number; elapsedMs: number }) =>
-            bar.update(p.done, { 'tok/s': p.generatedTokens / Math.max(1e-3, p.elapsedMs / 1000) }),
-        };
-        // The config's rollout.branching (ARPO/AEPO) applies with --n as the per-prompt budget.
-        const branching = base && base.rollout.branching.mode !== 'none' ? branchingOptions({ ...base, rollout: { ...base.rollout, n: o.n } }) : undefined;
-        if (branching && !src.backend) throw new Error('rollout.branching: branching rollouts sample from a model (--model), not a text policy');
-        const res = src.backend
-          ? await rollout(src.backend, {
-              ...common,
-              sampling: { temperature: o.temperature, topP: o.topP, topK: o.topK },
-              stop: src.stop,
-              maxBatch: o.batch,
-              ...(branching ? { branching } : {}),
-            })
-          : await rolloutTextPolicy(src.policy!, common);
-        bar.stop();
-        const s = summarize(res.trajectories, res.stats);
-        const summary = {
-          task: o.task,
-          source: o.model ?? `policy:${o.policy}`,
-          mode: o.naiveRag ? 'naive-rag' : 'tools',
-          n: o.n,
-          questions: src.tasks.length,
-          seed: o.seed,
-          ...s,
-          out: outFile,
-        };
-        if (o.json) console.log(JSON.stringify(summary));
-        else {
-          const rows: [string, number | string][] = [
-            ['trajectories', s.trajectories],
-            ['mean reward', s.meanReward],
-            ['exact match', s.exactMatch],
-            ['format ok', s.formatRate],
-            ['tool calls / episode', s.toolCallsPerEpisode],
-            ['tool errors / episode', s.toolErrorsPerEpisode],
-            ['model turns / episode', s.modelTurnsPerEpisode],
-            ['truncated', s.truncatedRate],
-            ['generated tokens', s.generatedTokens],
-            ['tokens / s', s.tokensPerSecond],
-            ['seconds', s.wallSeconds],
-            ...Object.entries(s.components).map(([k, v]) => [`reward/${k}`, v] as [string, number]),
-          ];
-          console.log(
-            renderTable(
-              ['metric', 'value'],
-              rows.map(([k, v]) => [k, v]),
-            ),
-          );
-          console.log(`trajectories → ${outFile}`);
-        }
-      } finally {
-        bar.stop();
-        await new Promise<void>((r) => out.end(r));
-        await src.close();
-      }
+      const base = await resolveRolloutOptions(o, cmd);
+      const src = await openSource(o, base);
+      await writeRollouts(o, base, src);
     });
+}
+
+/** `--step`: one live episode of a stored checkpoint (engine/cli/step.ts); the flags that pick a model or task are refused. */
+async function stepFromCheckpoint(o: RolloutCliOptions): Promise<void> {
+  const other = Object.entries({
+    '--model': o.model,
+    '--policy': o.policy,
+    '--task': o.task,
+    '--config': o.config,
+    '--out': o.out,
+    '--json': o.json,
+  }).find(([, v]) => v);
+  if (other) throw new Error(`${other[0]}: not with --step (the checkpoint's run gives the model, task and tools; the episode is stored in that run)`);
+  const { stepRollout } = await import('../step');
+  await stepRollout({ checkpoint: o.checkpoint, temperature: o.temperature, seed: o.seed });
+}
+
+/**
+ * Check the flags and load --config; fill `o.task`, and the sampling flags the user did not give
+ * from the config (a flag's default never overrides a config). Returns the config, if one was given.
+ */
+async function resolveRolloutOptions(o: RolloutCliOptions, cmd: Command): Promise<ExperimentConfig | undefined> {
+  if (!o.task && !o.config) throw new Error('give --task <kind> or --config <experiment config>');
+  if (o.model && o.policy) throw new Error('give one of --model <folder> or --policy <name>, not both');
+  if (o.model) o.model = modelArg(o.model, '--model');
+  if (o.out && existsSync(o.out) && statSync(o.out).isDirectory()) throw new Error(`--out: ${o.out} is a folder; give the JSONL file to write`);
+  const base = o.config ? await loadConfig(o.config, undefined, { job: 'rollout' }) : undefined;
+  if (!o.model && !o.policy && !base?.model.path) throw new Error('give --model <folder> or --policy <name> (or a --config with model.path)');
+  if (base && o.task && o.task !== base.task.kind)
+    throw new Error(`--task: ${o.task} differs from the config's task.kind "${base.task.kind}"; give one of them`);
+  if (base?.backend === 'tfjs')
+    throw new Error('backend: "tfjs" does not apply to `arbor rollout` (it samples with ONNX Runtime\'s KV-cache decode graph); remove it');
+  o.task ??= base!.task.kind;
+  if (base) {
+    if (!given(cmd, 'n')) o.n = base.rollout.n;
+    if (!given(cmd, 'seed')) o.seed = base.seed;
+    if (!given(cmd, 'temperature')) o.temperature = base.rollout.temperature;
+    if (!given(cmd, 'topP')) o.topP = base.rollout.top_p;
+  }
+  return base;
+}
+
+/** Open what the rollouts sample from (a model or a text policy) and their tasks, on the chosen device. */
+async function openSource(o: RolloutCliOptions, base: ExperimentConfig | undefined): Promise<RolloutSource> {
+  // The model's sessions run on this device (checked before anything is opened).
+  const device = o.device ?? base?.device ?? 'cpu';
+  if (o.model || (base?.model.path && !o.policy)) setDefaultProviders(await resolveProviders(device));
+  const req = {
+    task: o.task!,
+    model: o.model,
+    policy: o.policy,
+    questions: o.questions,
+    seed: o.seed,
+    mode: (o.naiveRag ? 'naive-rag' : 'tools') as 'naive-rag' | 'tools',
+    maxBatch: o.batch,
+    options: {
+      hops: o.hops.split(',').map(Number),
+      worldSeed: o.worldSeed,
+      mistakeRate: o.mistakeRate,
+      ...(o.dataset ? { dataset: o.dataset } : {}),
+      ...(o.tasks ? { tasks: o.tasks } : {}),
+      ...(o.tools ? { tools: o.tools.split(',').map((t) => t.trim()) } : {}),
+      ...(o.reward ? { reward: o.reward } : {}),
+      ...(o.format ? { format: o.format } : {}),
+    },
+  };
+  // The multi-hop world has its own opener (world and question seeds); every other kind is its training kit.
+  const useKit = base !== undefined || o.task !== 'multihop' || o.format !== undefined || o.tools !== undefined || o.reward !== undefined;
+  if (useKit && o.naiveRag) throw new Error("--naive-rag is the multi-hop task's baseline (arbor rollout --task multihop --naive-rag)");
+  return useKit ? await openKitSource(rolloutConfig(req, base), req) : await openRolloutSource(req);
+}
+
+/** Sample every task `o.n` times into the JSONL file (a progress bar on stderr), then print the summary; closes the source. */
+async function writeRollouts(o: RolloutCliOptions, base: ExperimentConfig | undefined, src: RolloutSource): Promise<void> {
+  const outFile = o.out ?? defaultOutFile(o);
+  mkdirSync(dirname(resolve(outFile)), { recursive: true });
+  const out = createWriteStream(outFile);
+  const bar = progressBar('rollout', src.tasks.length * o.n, { quiet: o.json, fields: ['tok/s'] });
+  try {
+    const res = await sample(o, base, src, {
+      onTrajectory: (t) => out.write(trajectoryToJsonLine(t) + '\n'),
+      onProgress: (p) => bar.update(p.done, { 'tok/s': p.generatedTokens / Math.max(1e-3, p.elapsedMs / 1000) }),
+    });
+    bar.stop();
+    printSummary(o, src.tasks.length, summarize(res.trajectories, res.stats), outFile);
+  } finally {
+    bar.stop();
+    await new Promise<void>((r) => out.end(r));
+    await src.close();
+  }
+}
+
+/** The rollouts themselves: a model with the flags' sampling (and the config's rollout.branching), or the text policy. */
+async function sample(
+  o: RolloutCliOptions,
+  base: ExperimentConfig | undefined,
+  src: RolloutSource,
+  on: {
+    onTrajectory: (t: Parameters<typeof trajectoryToJsonLine>[0]) => void;
+    onProgress: (p: { done: number; generatedTokens: number; elapsedMs: number }) => void;
+  },
+) {
+  const limits = {
+    maxNewTokens: o.maxNewTokens ?? src.limits.maxNewTokens,
+    maxTurns: o.maxTurns ?? src.limits.maxTurns,
+    maxTotalLength: o.maxTotalLength ?? src.limits.maxTotalLength,
+  };
+  const common = { tasks: src.tasks, n: o.n, seed: o.seed, limits, tokenizer: src.tokenizer, ...on };
+  // The config's rollout.branching (ARPO/AEPO) applies with --n as the per-prompt budget.
+  const branching = base && base.rollout.branching.mode !== 'none' ? branchingOptions({ ...base, rollout: { ...base.rollout, n: o.n } }) : undefined;
+  if (branching && !src.backend) throw new Error('rollout.branching: branching rollouts sample from a model (--model), not a text policy');
+  return src.backend
+    ? await rollout(src.backend, {
+        ...common,
+        sampling: { temperature: o.temperature, topP: o.topP, topK: o.topK },
+        stop: src.stop,
+        maxBatch: o.batch,
+        ...(branching ? { branching } : {}),
+      })
+    : await rolloutTextPolicy(src.policy!, common);
+}
+
+/** The summary: one JSON object with --json, else a table of the metrics and where the trajectories went. */
+function printSummary(o: RolloutCliOptions, questions: number, s: RolloutSummary, outFile: string): void {
+  if (o.json) {
+    const summary = {
+      task: o.task,
+      source: o.model ?? `policy:${o.policy}`,
+      mode: o.naiveRag ? 'naive-rag' : 'tools',
+      n: o.n,
+      questions,
+      seed: o.seed,
+      ...s,
+      out: outFile,
+    };
+    console.log(JSON.stringify(summary));
+    return;
+  }
+  const rows: [string, number | string][] = [
+    ['trajectories', s.trajectories],
+    ['mean reward', s.meanReward],
+    ['exact match', s.exactMatch],
+    ['format ok', s.formatRate],
+    ['tool calls / episode', s.toolCallsPerEpisode],
+    ['tool errors / episode', s.toolErrorsPerEpisode],
+    ['model turns / episode', s.modelTurnsPerEpisode],
+    ['truncated', s.truncatedRate],
+    ['generated tokens', s.generatedTokens],
+    ['tokens / s', s.tokensPerSecond],
+    ['seconds', s.wallSeconds],
+    ...Object.entries(s.components).map(([k, v]) => [`reward/${k}`, v] as [string, number]),
+  ];
+  console.log(
+    renderTable(
+      ['metric', 'value'],
+      rows.map(([k, v]) => [k, v]),
+    ),
+  );
+  console.log(`trajectories → ${outFile}`);
 }

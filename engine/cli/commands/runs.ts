@@ -9,12 +9,23 @@ import type { Command } from 'commander';
 import { resolve } from 'node:path';
 import { withEngine } from '../engine-client';
 import { progressBar, type Progress } from '../progress';
+import type { EngineClient } from '../../server/client';
+import type { Result } from '../../server/protocol';
 
 const fmt = (v: number | undefined) => (v === undefined ? '' : Math.abs(v) >= 1000 || (Math.abs(v) < 0.01 && v !== 0) ? v.toExponential(2) : v.toFixed(3));
 const when = (seconds: number) => new Date(seconds * 1000).toISOString().slice(0, 16).replace('T', ' ');
 const ENGINE = ['--engine <url>', 'a running `arbor serve` (the URL it printed); default: this workspace ($ARBOR_HOME) in-process'] as const;
 
 export function register(program: Command): void {
+  registerList(program);
+  registerShow(program);
+  registerExport(program);
+  registerImportVerl(program);
+  registerNotesAndTags(program);
+}
+
+/** `arbor runs`: the workspace's runs as a table (or JSON). */
+function registerList(program: Command): void {
   program
     .command('runs')
     .description('list runs in the workspace database')
@@ -47,6 +58,10 @@ export function register(program: Command): void {
         for (const r of rows) console.log(r.map((cell, i) => cell.padEnd(w[i])).join('  '));
       }),
     );
+}
+
+/** `arbor show <run>`: everything the workspace knows about one run. */
+function registerShow(program: Command): void {
   program
     .command('show <run>')
     .description('show a run: config, latest metrics, checkpoints, notes')
@@ -58,85 +73,108 @@ export function register(program: Command): void {
         // "Why didn't it learn?" (engine/train/diagnostics.ts): flagged steps and warnings from the stored series.
         const learning = await c.request('runs.learning', { id });
         if (o.json) return console.log(JSON.stringify({ ...r, learning }, null, 2));
-        // The parent (a fork's origin, or the run that recorded this run's SFT warm start) and the children.
-        const parent = r.parentId ? await c.request('runs.get', { id: r.parentId }).catch(() => undefined) : undefined;
-        const children = (await c.request('runs.list', {})).filter((x) => x.parentId === r.id);
-        const sftRun = (x: { template?: string; tags: string[] }) => x.template === 'sft' && x.tags.includes('sft-warm-start');
-        console.log(
-          `${r.project ? `${r.project}/` : ''}${r.name} (${r.id}) — ${r.status}, step ${r.step}${r.tags.length ? `, tags ${r.tags.join(', ')}` : ''}${r.error ? `\nerror: ${r.error}` : ''}`,
-        );
-        if (r.parentId)
-          console.log(
-            parent && sftRun(parent)
-              ? `parent: ${parent.name} (${parent.id}), its SFT warm start: ${parent.status}, ${parent.step} SFT step${parent.step === 1 ? '' : 's'}, sft/loss ${fmt(parent.metrics['sft/loss'])}`
-              : `parent: ${parent ? `${parent.name} (${parent.id})` : r.parentId}`,
-          );
-        for (const ch of children)
-          console.log(
-            `child: ${ch.name} (${ch.id}), ${sftRun(r) ? 'the RL run this SFT warm start began' : 'a run from this one'}: ${ch.status}, step ${ch.step}`,
-          );
+        await printRunAndFamily(c, r);
         if (r.notes) console.log(`notes: ${r.notes}`);
         console.log('config:', JSON.stringify(r.config, null, 2));
         console.log('latest metrics:');
         for (const [k, v] of Object.entries(r.metrics).sort()) console.log(`  ${k.padEnd(32)} ${fmt(v)}`);
         console.log(`checkpoints: ${r.checkpoints.map((ck) => `step ${ck.step}`).join(', ') || 'none'}; trajectory steps: ${r.trajectorySteps.length}`);
-        // Retokenisation drift: stored ids that differ from their text re-rendered by the task's tokenizer.
-        if (r.trajectorySteps.length) {
-          try {
-            const d = (await c.request('replay.drift', { runId: r.id })).run!;
-            console.log(
-              `drift: ${d.drifted} of ${d.checked} stored trajectories have turns whose ids differ from their re-rendered text${d.drifted ? ` (${d.ids.slice(0, 10).join(', ')}${d.ids.length > 10 ? ', …' : ''})` : ''}`,
-            );
-          } catch (e) {
-            console.log(`drift: not checked (${(e as Error).message})`);
-          }
-        }
-        // What-if replays (arbor replay): each continuation with its parent and fork.
-        const forks = await c.request('replay.forks', { runId: r.id });
-        if (forks.length) {
-          console.log(`replays: ${forks.length} continuation(s) of ${new Set(forks.map((f) => f.fork?.parent)).size} trajectory(ies)`);
-          for (const t of forks) {
-            const f = t.fork!;
-            console.log(
-              `  ${t.id} ← ${f.parent} at turn ${f.turn + 1}${f.token !== null ? ` token ${f.token}` : ''}${f.edit ? ` (${f.edit.kind} edited)` : ''}, checkpoint ${f.checkpoint.id}, T ${f.sampling.temperature}: reward ${fmt(t.reward)}${t.outcome !== undefined ? `, answer ${JSON.stringify(t.outcome)}` : ''}`,
-            );
-          }
-        }
-        if (learning.steps) {
-          console.log(`why didn't it learn: ${learning.flagged.length} of ${learning.steps} steps flagged`);
-          for (const w of learning.warnings) console.log(`  warning: step ${w.step}: ${w.message}`);
-          const shown = learning.flagged.slice(-15);
-          if (learning.flagged.length > shown.length) console.log(`  (the last ${shown.length}; \`arbor show ${id} --json\` lists all)`);
-          for (const f of shown) console.log(`  step ${String(f.step).padStart(5)}  ${f.reasons.join('; ')}`);
-        }
-        // Flat groups before dynamic sampling (groups/flat_*: over every group sampled), split by the verdict.
-        const flat = r.metrics['groups/flat_fraction'];
-        if (flat !== undefined) {
-          const part = (k: string) => (r.metrics[k] === undefined ? '' : `${k.slice('groups/flat_'.length).replace('_', ' ')} ${fmt(r.metrics[k])}`);
-          const parts = ['groups/flat_all_right', 'groups/flat_all_wrong', 'groups/flat_other'].map(part).filter(Boolean);
-          const dropped = r.metrics['dynamic_sampling/dropped_groups'];
-          console.log(
-            `flat groups (before dynamic sampling, last step): ${fmt(flat)}${parts.length ? ` (${parts.join(', ')})` : ''}${dropped !== undefined ? `; dropped ${fmt(dropped)}` : ''}`,
-          );
-        }
-        // Held-out results before RL (SFT alone), at the best evaluation and at the end (engine/train/run-story.ts; the Run view's table).
-        const h = learning.heldOut;
-        if (h?.columns.length) {
-          console.log(`held-out (best by eval/${h.bestMetric}):`);
-          const cols = h.columns.map((c) => `${c.label} (step ${c.step})`);
-          const w = Math.max(...h.metrics.map((m) => m.length), 6);
-          console.log(`  ${'metric'.padEnd(w)}  ${cols.map((c) => c.padStart(20)).join('')}`);
-          for (const m of h.metrics)
-            console.log(`  ${m.padEnd(w)}  ${h.columns.map((c) => (c.values[m] === undefined ? '—' : fmt(c.values[m])).padStart(20)).join('')}`);
-        }
-        const times = Object.entries(learning.phaseTimes);
-        if (times.length) console.log(`wall time by phase: ${times.map(([k, v]) => `${k} ${v.toFixed(1)} s`).join(', ')}`);
-        if (learning.degeneration.length) {
-          console.log(`collapse / degeneration: ${learning.degeneration.length} detected`);
-          for (const d of learning.degeneration) console.log(`  ${d.message}`);
-        }
+        if (r.trajectorySteps.length) await printDrift(c, r.id);
+        await printReplays(c, r.id);
+        printLearning(id, r, learning);
       }),
     );
+}
+
+/** An SFT warm start recorded as its own run (engine/run/store-sink.ts). */
+const isSftRun = (x: { template?: string; tags: string[] }) => x.template === 'sft' && x.tags.includes('sft-warm-start');
+
+/** The run's headline, then its parent (a fork's origin, or the run that recorded this run's SFT warm start) and its children. */
+async function printRunAndFamily(c: EngineClient, r: Result<'runs.get'>): Promise<void> {
+  const parent = r.parentId ? await c.request('runs.get', { id: r.parentId }).catch(() => undefined) : undefined;
+  const children = (await c.request('runs.list', {})).filter((x) => x.parentId === r.id);
+  console.log(
+    `${r.project ? `${r.project}/` : ''}${r.name} (${r.id}) — ${r.status}, step ${r.step}${r.tags.length ? `, tags ${r.tags.join(', ')}` : ''}${r.error ? `\nerror: ${r.error}` : ''}`,
+  );
+  if (r.parentId)
+    console.log(
+      parent && isSftRun(parent)
+        ? `parent: ${parent.name} (${parent.id}), its SFT warm start: ${parent.status}, ${parent.step} SFT step${parent.step === 1 ? '' : 's'}, sft/loss ${fmt(parent.metrics['sft/loss'])}`
+        : `parent: ${parent ? `${parent.name} (${parent.id})` : r.parentId}`,
+    );
+  for (const ch of children)
+    console.log(`child: ${ch.name} (${ch.id}), ${isSftRun(r) ? 'the RL run this SFT warm start began' : 'a run from this one'}: ${ch.status}, step ${ch.step}`);
+}
+
+/** Retokenisation drift: stored ids that differ from their text re-rendered by the task's tokenizer. */
+async function printDrift(c: EngineClient, runId: string): Promise<void> {
+  try {
+    const d = (await c.request('replay.drift', { runId })).run!;
+    console.log(
+      `drift: ${d.drifted} of ${d.checked} stored trajectories have turns whose ids differ from their re-rendered text${d.drifted ? ` (${d.ids.slice(0, 10).join(', ')}${d.ids.length > 10 ? ', …' : ''})` : ''}`,
+    );
+  } catch (e) {
+    console.log(`drift: not checked (${(e as Error).message})`);
+  }
+}
+
+/** What-if replays (arbor replay): each continuation with its parent and fork. */
+async function printReplays(c: EngineClient, runId: string): Promise<void> {
+  const forks = await c.request('replay.forks', { runId });
+  if (!forks.length) return;
+  console.log(`replays: ${forks.length} continuation(s) of ${new Set(forks.map((f) => f.fork?.parent)).size} trajectory(ies)`);
+  for (const t of forks) {
+    const f = t.fork!;
+    console.log(
+      `  ${t.id} ← ${f.parent} at turn ${f.turn + 1}${f.token !== null ? ` token ${f.token}` : ''}${f.edit ? ` (${f.edit.kind} edited)` : ''}, checkpoint ${f.checkpoint.id}, T ${f.sampling.temperature}: reward ${fmt(t.reward)}${t.outcome !== undefined ? `, answer ${JSON.stringify(t.outcome)}` : ''}`,
+    );
+  }
+}
+
+/** The run's learning story: flagged steps, flat groups, held-out results, wall time by phase, degeneration. */
+function printLearning(id: string, r: Result<'runs.get'>, learning: Result<'runs.learning'>): void {
+  if (learning.steps) {
+    console.log(`why didn't it learn: ${learning.flagged.length} of ${learning.steps} steps flagged`);
+    for (const w of learning.warnings) console.log(`  warning: step ${w.step}: ${w.message}`);
+    const shown = learning.flagged.slice(-15);
+    if (learning.flagged.length > shown.length) console.log(`  (the last ${shown.length}; \`arbor show ${id} --json\` lists all)`);
+    for (const f of shown) console.log(`  step ${String(f.step).padStart(5)}  ${f.reasons.join('; ')}`);
+  }
+  printFlatGroups(r.metrics);
+  printHeldOut(learning.heldOut);
+  const times = Object.entries(learning.phaseTimes);
+  if (times.length) console.log(`wall time by phase: ${times.map(([k, v]) => `${k} ${v.toFixed(1)} s`).join(', ')}`);
+  if (learning.degeneration.length) {
+    console.log(`collapse / degeneration: ${learning.degeneration.length} detected`);
+    for (const d of learning.degeneration) console.log(`  ${d.message}`);
+  }
+}
+
+/** Flat groups before dynamic sampling (groups/flat_*: over every group sampled), split by the verdict. */
+function printFlatGroups(metrics: Record<string, number>): void {
+  const flat = metrics['groups/flat_fraction'];
+  if (flat === undefined) return;
+  const part = (k: string) => (metrics[k] === undefined ? '' : `${k.slice('groups/flat_'.length).replace('_', ' ')} ${fmt(metrics[k])}`);
+  const parts = ['groups/flat_all_right', 'groups/flat_all_wrong', 'groups/flat_other'].map(part).filter(Boolean);
+  const dropped = metrics['dynamic_sampling/dropped_groups'];
+  console.log(
+    `flat groups (before dynamic sampling, last step): ${fmt(flat)}${parts.length ? ` (${parts.join(', ')})` : ''}${dropped !== undefined ? `; dropped ${fmt(dropped)}` : ''}`,
+  );
+}
+
+/** Held-out results before RL (SFT alone), at the best evaluation and at the end (engine/train/run-story.ts; the Run view's table). */
+function printHeldOut(h: Result<'runs.learning'>['heldOut']): void {
+  if (!h?.columns.length) return;
+  console.log(`held-out (best by eval/${h.bestMetric}):`);
+  const cols = h.columns.map((c) => `${c.label} (step ${c.step})`);
+  const w = Math.max(...h.metrics.map((m) => m.length), 6);
+  console.log(`  ${'metric'.padEnd(w)}  ${cols.map((c) => c.padStart(20)).join('')}`);
+  for (const m of h.metrics)
+    console.log(`  ${m.padEnd(w)}  ${h.columns.map((c) => (c.values[m] === undefined ? '—' : fmt(c.values[m])).padStart(20)).join('')}`);
+}
+
+/** `arbor export <run>`: metrics as CSV and trajectories as JSONL, with a progress bar. */
+function registerExport(program: Command): void {
   program
     .command('export <run>')
     .description("export a run's metrics (CSV, every step) and trajectories (JSONL)")
@@ -159,6 +197,10 @@ export function register(program: Command): void {
         for (const f of r.files) console.log(`${f.path}: ${f.count} ${f.kind === 'metrics' ? 'steps' : 'trajectories'}`);
       }),
     );
+}
+
+/** `arbor import-verl <dir>`: a verl / Agent-R1 dump as a run, with a progress bar over its files. */
+function registerImportVerl(program: Command): void {
   program
     .command('import-verl <dir>')
     .description('import a verl / Agent-R1 rollout dump ({step}.jsonl files) or agent-loop outputs with token ids (a folder or one .jsonl) as a run')
@@ -187,6 +229,10 @@ export function register(program: Command): void {
         }
       }),
     );
+}
+
+/** `arbor note <run> <text...>` and `arbor tag <run> <tags...>`. */
+function registerNotesAndTags(program: Command): void {
   program
     .command('note <run> <text...>')
     .description("set a run's notes (shown by `arbor show` and in the workbench)")
