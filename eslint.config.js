@@ -39,7 +39,7 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
   {
-    files: ['renderer/**/*.{ts,tsx}'],
+    files: ['renderer/src/api/**/*.{ts,tsx}'],
     rules: {
       'no-restricted-imports': [
         'error',
@@ -48,6 +48,25 @@ export default tseslint.config(
             {
               regex: '(^|/)engine/(?!server/(protocol|client)(\\.ts)?$)',
               message: 'renderer code reaches the engine only through engine/server/protocol and engine/server/client',
+            },
+            { group: ['**/electron/**', 'electron'], message: 'renderer code does not import Electron (the preload bridge is the only way in)' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // Stores and views see only the ArborApi and its types (renderer/src/api/types.ts): a protocol change touches that adapter alone.
+    files: ['renderer/**/*.{ts,tsx}'],
+    ignores: ['renderer/src/api/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '(^|/)engine/',
+              message: 'outside renderer/src/api, renderer code reaches the engine only through the ArborApi and its types (api/types.ts)',
             },
             { group: ['**/electron/**', 'electron'], message: 'renderer code does not import Electron (the preload bridge is the only way in)' },
           ],

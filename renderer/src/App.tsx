@@ -1,12 +1,12 @@
 import { useEffect, useRef, useState } from 'react';
 import { useArbor, useArborStore } from './store/react';
 import type { ArborState, View } from './store';
-import { RunsView } from './views/Runs';
-import { RunView } from './views/Run';
+import { RunsView } from './views/runs/RunsView';
+import { RunView } from './views/run/RunView';
 import { CompareView } from './views/Compare';
-import { TrajectoriesView } from './views/Trajectories';
-import { EditorView } from './views/Editor';
-import { PlaygroundView } from './views/Playground';
+import { TrajectoriesView } from './views/trajectories/TrajectoriesView';
+import { EditorView } from './views/editor/EditorView';
+import { PlaygroundView } from './views/playground/PlaygroundView';
 import { StartView } from './views/Start';
 import { formatCompareHash, formatRunHash, formatTrajHash, parseViewHash, type ViewUrlState } from './lib/urlState';
 
@@ -87,7 +87,7 @@ function useViewUrl() {
     const open = (u: ViewUrlState | null) => {
       if (!u) return;
       const s = store.getState();
-      if (u.view === 'trajectories') void s.openFromUrl(u);
+      if (u.view === 'trajectories') void s.trajListActions.openFromUrl(u);
       else if (u.view === 'run') {
         if (s.runId !== u.run || s.view !== 'run') void s.openRun(u.run);
       } else {
@@ -125,17 +125,25 @@ function useViewUrl() {
         if (s.view !== prev.view && cur) window.history.replaceState(null, '', `${window.location.pathname}${window.location.search}`);
         return;
       }
-      if (!s.trajRunId) return;
-      if (s.trajRunId === prev.trajRunId && s.step === prev.step && s.traj?.id === prev.traj?.id && s.channel === prev.channel && s.view === prev.view) return;
+      const { trajList: l, traj: t } = s;
+      if (!l.runId) return;
+      if (
+        l.runId === prev.trajList.runId &&
+        l.step === prev.trajList.step &&
+        t.current?.id === prev.traj.current?.id &&
+        t.channel === prev.traj.channel &&
+        s.view === prev.view
+      )
+        return;
       // While a trajectory loads, wait for it (the URL names a trajectory, not "loading").
-      if (!s.traj && s.trajList.length) return;
+      if (!t.current && l.items.length) return;
       const hash = formatTrajHash({
-        run: s.trajRunId,
-        ...(s.step != null ? { step: s.step } : {}),
-        ...(s.traj ? { sample: s.traj.id } : {}),
-        channel: s.channel,
+        run: l.runId,
+        ...(l.step != null ? { step: l.step } : {}),
+        ...(t.current ? { sample: t.current.id } : {}),
+        channel: t.channel,
       });
-      write(hash, cur?.view === 'trajectories' && cur.run === s.trajRunId && cur.sample === s.traj?.id && cur.step === (s.step ?? undefined));
+      write(hash, cur?.view === 'trajectories' && cur.run === l.runId && cur.sample === t.current?.id && cur.step === (l.step ?? undefined));
     });
     return off;
   }, [store]);

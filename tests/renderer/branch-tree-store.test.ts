@@ -42,13 +42,13 @@ afterAll(async () => {
 });
 
 const s = () => store.getState();
-const open = () => s().traj?.sample;
+const open = () => s().traj.current?.sample;
 
 describe('branch tree state against a real engine', () => {
   it('loads the open sample’s whole group and walks it by tree keys, also past the list filter', async () => {
-    await s().openTrajectories(runId);
+    await s().trajListActions.open(runId);
     expect(open()).toBe(0);
-    expect(s().treeGroup.map((t) => [t.sample, t.branch?.parent ?? null])).toEqual([
+    expect(s().tree.group.map((t) => [t.sample, t.branch?.parent ?? null])).toEqual([
       [0, null],
       [1, null],
       [2, 0],
@@ -57,59 +57,59 @@ describe('branch tree state against a real engine', () => {
       [5, 1],
     ]);
     // The filter hides samples 1, 2 and 3 of the list; the tree still has all six and opens them.
-    await s().setTrajFilter({ minReward: 0.75 });
+    await s().trajListActions.setFilter({ minReward: 0.75 });
     expect(
       s()
-        .trajList.filter((t) => t.group === 0)
+        .trajList.items.filter((t) => t.group === 0)
         .map((t) => t.sample),
     ).toEqual([0, 4, 5]);
-    await s().moveInTree('down');
+    await s().treeActions.move('down');
     expect(open()).toBe(2);
-    expect(s().sampleIndex).toBe(-1);
-    expect(s().traj!.branch).toMatchObject({ parent: 0, turn: 3 });
-    expect(s().turnIndex).toBe(3); // opened at its branch point: after the prompt and 2 shared turns
-    await s().moveInTree('right');
+    expect(s().traj.index).toBe(-1);
+    expect(s().traj.current!.branch).toMatchObject({ parent: 0, turn: 3 });
+    expect(s().traj.turn).toBe(3); // opened at its branch point: after the prompt and 2 shared turns
+    await s().treeActions.move('right');
     expect(open()).toBe(4);
-    expect(s().sampleIndex).toBe(s().trajList.findIndex((t) => t.id === s().traj!.id));
-    await s().openBranchParent();
+    expect(s().traj.index).toBe(s().trajList.items.findIndex((t) => t.id === s().traj.current!.id));
+    await s().treeActions.openParent();
     expect(open()).toBe(2);
     // ← on an expanded node collapses it (the open sample stays), → opens it again.
-    const id2 = s().traj!.id;
-    await s().moveInTree('left');
-    expect(s().treeCollapsed).toEqual([id2]);
+    const id2 = s().traj.current!.id;
+    await s().treeActions.move('left');
+    expect(s().tree.collapsed).toEqual([id2]);
     expect(open()).toBe(2);
-    await s().moveInTree('right');
-    expect(s().treeCollapsed).toEqual([]);
-    await s().moveInTree('left');
+    await s().treeActions.move('right');
+    expect(s().tree.collapsed).toEqual([]);
+    await s().treeActions.move('left');
     // → from the collapsed node's replay (the global key) expands it and opens its first branch.
-    await s().openFirstBranch();
-    expect(s().treeCollapsed).toEqual([]);
+    await s().treeActions.openFirstBranch();
+    expect(s().tree.collapsed).toEqual([]);
     expect(open()).toBe(4);
-    await s().setTrajFilter({ minReward: undefined });
+    await s().trajListActions.setFilter({ minReward: undefined });
   });
 
   it('ends on the node of the last key when keys come faster than samples load', async () => {
-    await s().openTrajectories(runId);
-    await s().moveInTree('home');
+    await s().trajListActions.open(runId);
+    await s().treeActions.move('home');
     expect(open()).toBe(0);
     // Visible order 0, 2, 4, 3, 1, 5: three ↓ without waiting end on sample 3.
-    await Promise.all([s().moveInTree('down'), s().moveInTree('down'), s().moveInTree('down')]);
+    await Promise.all([s().treeActions.move('down'), s().treeActions.move('down'), s().treeActions.move('down')]);
     expect(open()).toBe(3);
-    expect(s().treeFocus).toBe(s().traj!.id);
-    await s().moveInTree('end');
+    expect(s().tree.focus).toBe(s().traj.current!.id);
+    await s().treeActions.move('end');
     expect(open()).toBe(5);
   });
 
   it('an unbranched group has no tree, and its keys do nothing', async () => {
-    const i = s().trajList.findIndex((t) => t.group === 1);
-    await s().openSample(i);
-    expect(s().traj!.group).toBe(1);
-    expect(s().treeGroup.map((t) => t.sample)).toEqual([0, 1, 2]);
-    expect(buildBranchTree(s().treeGroup).branched).toBe(false);
-    const id = s().traj!.id;
-    await s().moveInTree('down');
-    await s().openFirstBranch();
-    await s().openBranchParent();
-    expect(s().traj!.id).toBe(id);
+    const i = s().trajList.items.findIndex((t) => t.group === 1);
+    await s().trajActions.openSample(i);
+    expect(s().traj.current!.group).toBe(1);
+    expect(s().tree.group.map((t) => t.sample)).toEqual([0, 1, 2]);
+    expect(buildBranchTree(s().tree.group).branched).toBe(false);
+    const id = s().traj.current!.id;
+    await s().treeActions.move('down');
+    await s().treeActions.openFirstBranch();
+    await s().treeActions.openParent();
+    expect(s().traj.current!.id).toBe(id);
   });
 });

@@ -74,19 +74,19 @@ describe('workbench store against a real engine', () => {
 
   it('opens stored trajectories and moves through samples and turns', async () => {
     const s = () => store.getState();
-    await s().openTrajectories(runId);
-    expect(s().steps).toEqual([5, 10]);
-    expect(s().step).toBe(10);
-    expect(s().traj?.step).toBe(10);
-    expect(s().traj?.turnsData[0].text).toMatch(/^x = /);
-    await s().setStep(5);
-    expect(s().traj?.step).toBe(5);
-    s().cycleChannel();
-    expect(s().channel).toBe('entropy');
-    await s().setTrajFilter({ minReward: 0 });
-    expect(s().trajList).toHaveLength(0); // rewards are -loss < 0
-    await s().setTrajFilter({ minReward: undefined });
-    expect(s().trajList).toHaveLength(1);
+    await s().trajListActions.open(runId);
+    expect(s().trajList.steps).toEqual([5, 10]);
+    expect(s().trajList.step).toBe(10);
+    expect(s().traj.current?.step).toBe(10);
+    expect(s().traj.current?.turnsData[0].text).toMatch(/^x = /);
+    await s().trajListActions.setStep(5);
+    expect(s().traj.current?.step).toBe(5);
+    s().trajActions.cycleChannel();
+    expect(s().traj.channel).toBe('entropy');
+    await s().trajListActions.setFilter({ minReward: 0 });
+    expect(s().trajList.items).toHaveLength(0); // rewards are -loss < 0
+    await s().trajListActions.setFilter({ minReward: undefined });
+    expect(s().trajList.items).toHaveLength(1);
   });
 
   it('compares two runs: both series and only the differing config', async () => {
@@ -103,8 +103,8 @@ describe('workbench store against a real engine', () => {
     const s = () => store.getState();
     const id = (await s().startRun('descent', { steps: 30, lr: 0.05, delayMs: 40 }, 'long'))!;
     await until(() => s().runs.find((r) => r.id === id)?.status === 'running', 'the run to start');
-    await s().openTrajectories(id);
-    await s().setFollow(true);
+    await s().trajListActions.open(id);
+    await s().trajListActions.setFollow(true);
     await until(() => (s().runs.find((r) => r.id === id)?.step ?? 0) >= 6, 'a few steps');
     await s().stopRun(id);
     expect(s().runs.find((r) => r.id === id)!.status).toBe('stopped');
@@ -113,9 +113,9 @@ describe('workbench store against a real engine', () => {
     await s().resumeRun(id);
     await until(() => s().runs.find((r) => r.id === id)?.status === 'completed', 'the resumed run to complete');
     // Following: the open step moved to each newly stored one, ending on the last.
-    await until(() => s().step === 30, 'follow to reach step 30');
-    expect(s().steps.at(-1)).toBe(30);
-    await until(() => s().traj?.step === 30, 'the step-30 trajectory to open');
+    await until(() => s().trajList.step === 30, 'follow to reach step 30');
+    expect(s().trajList.steps.at(-1)).toBe(30);
+    await until(() => s().traj.current?.step === 30, 'the step-30 trajectory to open');
   });
 
   it('reloads what is open when the engine comes back on the same address', async () => {

@@ -2,7 +2,7 @@
 // holds a bounded number of token spans however long the trajectory is.
 import { render, cleanup } from '@testing-library/react';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { TurnList } from '../../renderer/src/views/Trajectories';
+import { TurnList } from '../../renderer/src/views/trajectories/TurnList';
 import { buildRows, TOKENS_PER_ROW } from '../../renderer/src/components/Turns';
 import type { Trajectory, TurnView } from '../../renderer/src/api/types';
 

@@ -2,7 +2,8 @@
 // from the protocol (engine/server/protocol.ts, shared with the engine and the CLI);
 // `connection.ts` adapts the protocol client (engine/server/client.ts) to this interface:
 // times become milliseconds and trajectories get the fields the views rely on. Views and
-// stores only see this interface, so a protocol change touches one adapter.
+// stores only see this interface and the types below (none of them imports the protocol; eslint
+// checks it), so a protocol change touches one adapter.
 import type { JsonSchema } from '../lib/jsonSchema';
 import type * as wire from '../../../engine/server/protocol';
 import type { ConnectionState } from '../../../engine/server/client';
@@ -92,6 +93,14 @@ export type EngineEvent =
 
 export type ConsentPrompt = wire.EventData<'consent'>;
 
+// Protocol types the stores and views use as they are.
+export type { DriftReport, EngineInfo, ForkResult, LiveState, ModelEntry, PullProgressEvent } from '../../../engine/server/protocol';
+/** What-if replay: the request (a stored trajectory, where to cut it, what to edit) and its progress. */
+export type ForkRequest = wire.Params<'replay.fork'>;
+export type ForkProgress = wire.EventData<'replay'>;
+/** The top-k next tokens at a stored position under a checkpoint. */
+export type TopK = wire.Result<'replay.topk'>;
+
 export interface ArborApi {
   listTemplates(): Promise<Template[]>;
   listRuns(): Promise<RunSummary[]>;
@@ -121,7 +130,7 @@ export interface ArborApi {
   tryMcp(req: { servers: Record<string, unknown>; tool?: string; args?: unknown }): Promise<TryResult>;
   listCheckpoints(runId?: string): Promise<Checkpoint[]>;
   /** What-if replay: fork a stored trajectory and sample continuations (stored, linked to it); progress through `onProgress`. */
-  forkTrajectory(req: wire.Params<'replay.fork'>, onProgress?: (e: wire.EventData<'replay'>) => void): Promise<wire.ForkResult>;
+  forkTrajectory(req: ForkRequest, onProgress?: (e: ForkProgress) => void): Promise<wire.ForkResult>;
   /** The stored what-if replays of a trajectory. */
   listForks(trajectoryId: string): Promise<TrajSummary[]>;
   /** Retokenisation drift of a stored trajectory, turn by turn. */
@@ -131,7 +140,7 @@ export interface ArborApi {
   liveStep(req: wire.Params<'live.step'>): Promise<wire.LiveState>;
   liveClose(sessionId: string): Promise<void>;
   /** The top-k next tokens at a stored position under a checkpoint (default: the one that sampled it). */
-  topK(req: wire.Params<'replay.topk'>): Promise<wire.Result<'replay.topk'>>;
+  topK(req: wire.Params<'replay.topk'>): Promise<TopK>;
   /** "Why didn't it learn?": the run's flagged steps (with reasons) and warnings. */
   runLearning(id: string): Promise<Learning>;
   listGroups(): Promise<GroupSummary[]>;

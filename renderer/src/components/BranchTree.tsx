@@ -38,10 +38,10 @@ export function BranchPointBadge({ branch }: { branch: NonNullable<BranchNode['b
 }
 
 export function BranchTreePanel({ tree }: { tree: BranchTree }) {
-  const traj = useArbor((s) => s.traj);
-  const focus = useArbor((s) => s.treeFocus);
-  const collapsedList = useArbor((s) => s.treeCollapsed);
-  const a = useArbor(useShallow((s) => ({ move: s.moveInTree, toggle: s.toggleTreeNode, open: s.openTrajectoryById })));
+  const traj = useArbor((s) => s.traj.current);
+  const focus = useArbor((s) => s.tree.focus);
+  const collapsedList = useArbor((s) => s.tree.collapsed);
+  const a = useArbor(useShallow((s) => ({ move: s.treeActions.move, toggle: s.treeActions.toggle, open: s.trajActions.openById })));
   const collapsed = useMemo(() => new Set(collapsedList), [collapsedList]);
   const host = useRef<HTMLUListElement>(null);
 
@@ -105,19 +105,7 @@ export function BranchTreePanel({ tree }: { tree: BranchTree }) {
         onKeyDown={onKeyDown}
         data-testid="branch-tree"
       >
-        {tree.roots.map((n, i) => (
-          <TreeItem
-            key={n.id}
-            node={n}
-            pos={i + 1}
-            size={tree.roots.length}
-            openId={traj?.id ?? null}
-            tabStop={tabStop}
-            collapsed={collapsed}
-            onOpen={a.open}
-            onToggle={a.toggle}
-          />
-        ))}
+        <TreeNodes nodes={tree.roots} ctx={{ openId: traj?.id ?? null, tabStop, collapsed, onOpen: a.open, onToggle: a.toggle }} />
       </ul>
       <div className="muted branch-keys" data-testid="branch-keys">
         <span className="kbd">t</span> focus tree · <span className="kbd">↑</span>/<span className="kbd">↓</span> move · <span className="kbd">→</span> branch /
@@ -127,25 +115,28 @@ export function BranchTreePanel({ tree }: { tree: BranchTree }) {
   );
 }
 
-function TreeItem({
-  node,
-  pos,
-  size,
-  openId,
-  tabStop,
-  collapsed,
-  onOpen,
-  onToggle,
-}: {
-  node: BranchNode;
-  pos: number;
-  size: number;
+/** What every node of the tree reads: the open sample, the one tab stop, the collapsed nodes, and what a click does. */
+interface TreeCtx {
   openId: string | null;
   tabStop: string | null;
   collapsed: ReadonlySet<string>;
   onOpen: (id: string) => Promise<void>;
   onToggle: (id: string) => void;
-}) {
+}
+
+/** Sibling nodes (the roots, or a node's branches), each with its position in the set for ARIA. */
+function TreeNodes({ nodes, ctx }: { nodes: BranchNode[]; ctx: TreeCtx }) {
+  return (
+    <>
+      {nodes.map((n, i) => (
+        <TreeItem key={n.id} node={n} pos={i + 1} size={nodes.length} ctx={ctx} />
+      ))}
+    </>
+  );
+}
+
+function TreeItem({ node, pos, size, ctx }: { node: BranchNode; pos: number; size: number; ctx: TreeCtx }) {
+  const { openId, tabStop, collapsed, onOpen, onToggle } = ctx;
   const t = node.summary;
   const open = !collapsed.has(node.id);
   const hasKids = node.children.length > 0;
@@ -219,19 +210,7 @@ function TreeItem({
       </div>
       {hasKids && open ? (
         <ul role="group">
-          {node.children.map((c, i) => (
-            <TreeItem
-              key={c.id}
-              node={c}
-              pos={i + 1}
-              size={node.children.length}
-              openId={openId}
-              tabStop={tabStop}
-              collapsed={collapsed}
-              onOpen={onOpen}
-              onToggle={onToggle}
-            />
-          ))}
+          <TreeNodes nodes={node.children} ctx={ctx} />
         </ul>
       ) : null}
     </li>

@@ -6,16 +6,16 @@
 import { weightsNote } from './Weights';
 import { useEffect, useMemo, useState } from 'react';
 import { TemperatureField } from './TemperatureField';
-import type { Checkpoint, Trajectory, TrajSummary } from '../api/types';
-import type { ForkResult } from '../../../engine/server/protocol';
+import { NumberField } from './NumberField';
+import type { Checkpoint, ForkResult, Trajectory, TrajSummary } from '../api/types';
 import { useArbor, useArborStore } from '../store/react';
 
 export function ForkPanel({ traj }: { traj: Trajectory }) {
   const store = useArborStore();
-  const forks = useArbor((s) => s.forks);
-  const forking = useArbor((s) => s.forking);
-  const progress = useArbor((s) => s.forkProgress);
-  const result = useArbor((s) => s.forkResult);
+  const forks = useArbor((s) => s.forks.items);
+  const forking = useArbor((s) => s.forks.running);
+  const progress = useArbor((s) => s.forks.progress);
+  const result = useArbor((s) => s.forks.result);
   const runs = useArbor((s) => s.runs);
   const [checkpoints, setCheckpoints] = useState<Checkpoint[]>([]);
   const firstTool = traj.turnsData.findIndex((u, i) => i > 0 && u.role !== 'model');
@@ -29,7 +29,7 @@ export function ForkPanel({ traj }: { traj: Trajectory }) {
     let live = true;
     void store
       .getState()
-      .listAllCheckpoints()
+      .forkActions.listAllCheckpoints()
       .then((cks) => {
         if (!live) return;
         setCheckpoints(cks);
@@ -47,7 +47,7 @@ export function ForkPanel({ traj }: { traj: Trajectory }) {
   const runName = (id: string) => runs.find((r) => r.id === id)?.name ?? id.slice(0, 8);
   const go = () => {
     const tokNum = token === '' ? undefined : Number(token);
-    void store.getState().fork({
+    void store.getState().forkActions.fork({
       turn,
       ...(isModel && tokNum !== undefined ? { token: tokNum } : {}),
       ...(edit ? (isModel ? { text: edit } : { observation: edit }) : {}),
@@ -95,18 +95,7 @@ export function ForkPanel({ traj }: { traj: Trajectory }) {
             ))}
           </select>
         </label>
-        <label>
-          n{' '}
-          <input
-            type="number"
-            min={1}
-            max={64}
-            style={{ width: 48 }}
-            value={n}
-            onChange={(e) => setN(Math.max(1, Number(e.target.value) || 1))}
-            data-testid="fork-n"
-          />
-        </label>
+        <NumberField label="n" min={1} max={64} width={48} value={n} onChange={(raw) => setN(Math.max(1, Number(raw) || 1))} testId="fork-n" />
         <TemperatureField value={temperature} onChange={(t) => setTemperature(t ?? 0)} testId="fork-temperature" />
         <button className="primary" disabled={forking || !checkpoint || !u} onClick={go} data-testid="fork-run">
           {forking ? `sampling ${progress ? `${progress.done}/${progress.total}` : '…'}` : 'Re-sample'}
@@ -199,7 +188,7 @@ function ScoreGraph({ original, checkpoint, shared }: { original: (number | null
 
 /** Every stored continuation of the trajectory, beside it: reward, answer, where it forked, with which checkpoint. */
 function ForkList({ forks, parent }: { forks: TrajSummary[]; parent: Trajectory }) {
-  const open = useArbor((s) => s.openTrajectoryById);
+  const open = useArbor((s) => s.trajActions.openById);
   return (
     <div>
       <div className="muted">

@@ -95,7 +95,7 @@ export function LearnPanel({ runId, series, learning }: { runId: string; series:
                 <td className="num">{d.step}</td>
                 <td>{d.message.replace(/^step \d+: /, '')}</td>
                 <td>
-                  <button onClick={() => void store.getState().openTrajectories(runId, d.step, sortForMetric(d.metric))} data-testid="degeneration-open">
+                  <button onClick={() => void store.getState().trajListActions.open(runId, d.step, sortForMetric(d.metric))} data-testid="degeneration-open">
                     trajectories at step {d.step}
                   </button>
                 </td>
@@ -163,9 +163,9 @@ function FlagRow({ runId, step, reasons, open, onToggle }: { runId: string; step
   };
   const openGroup = async (g: { samples: TrajSummary[] }) => {
     const s = store.getState();
-    await s.openTrajectories(runId, step);
-    await store.getState().openTrajectoryById(g.samples[0]!.id);
-    await store.getState().setGroupView(true);
+    await s.trajListActions.open(runId, step);
+    await store.getState().trajActions.openById(g.samples[0]!.id);
+    await store.getState().trajActions.setGroupView(true);
   };
   return (
     <>
@@ -224,9 +224,9 @@ function DroppedGroups({ runId, steps }: { runId: string; steps: { step: number;
     };
   }, [runId, step, store]);
   const openGroup = async (g: { samples: TrajSummary[] }) => {
-    await store.getState().openTrajectories(runId, step);
-    await store.getState().openTrajectoryById(g.samples[0]!.id);
-    await store.getState().setGroupView(true);
+    await store.getState().trajListActions.open(runId, step);
+    await store.getState().trajActions.openById(g.samples[0]!.id);
+    await store.getState().trajActions.setGroupView(true);
   };
   const dropped = steps.find((s) => s.step === step)?.dropped ?? 0;
   return (

@@ -3,7 +3,7 @@
 // whether Arbor loads each (or what it refuses); "Download…" pulls org/name from the Hub into the
 // cache with its progress here (bytes, rate), cancellable (a later pull continues where it stopped).
 import { useEffect, useState } from 'react';
-import type { ModelEntry } from '../../../engine/server/protocol';
+import type { ModelEntry } from '../api/types';
 import { useArbor, useArborStore } from '../store/react';
 
 export function formatBytes(n: number): string {

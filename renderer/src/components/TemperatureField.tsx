@@ -1,5 +1,7 @@
 // The sampling temperature field the fork panel, the live stepper and the chat share (0 = greedy).
 // With `optional`, an empty field means "the run's own" (null).
+import { NumberField } from './NumberField';
+
 export function TemperatureField({
   value,
   onChange,
@@ -14,21 +16,17 @@ export function TemperatureField({
   className?: string;
 }) {
   return (
-    <label
+    <NumberField
+      label="temperature"
       className={className}
       title={optional ? "sampling temperature (0 = greedy); empty: the run's eval.temperature" : 'sampling temperature (0 = greedy)'}
-    >
-      temperature{' '}
-      <input
-        type="number"
-        min={0}
-        step={0.1}
-        style={{ width: 56 }}
-        value={value ?? ''}
-        placeholder={optional ? "run's" : undefined}
-        onChange={(e) => onChange(e.target.value === '' ? (optional ? null : 0) : Math.max(0, Number(e.target.value) || 0))}
-        data-testid={testId}
-      />
-    </label>
+      min={0}
+      step={0.1}
+      width={56}
+      value={value ?? ''}
+      placeholder={optional ? "run's" : undefined}
+      onChange={(raw) => onChange(raw === '' ? (optional ? null : 0) : Math.max(0, Number(raw) || 0))}
+      testId={testId}
+    />
   );
 }

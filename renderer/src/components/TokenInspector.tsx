@@ -21,8 +21,8 @@ const CLIP: Record<number, string> = {
 
 export function TokenInspector({ traj }: { traj: Trajectory }) {
   const store = useArborStore();
-  const cursor = useArbor((s) => s.cursor);
-  const topk = useArbor((s) => s.topk);
+  const cursor = useArbor((s) => s.traj.cursor);
+  const topk = useArbor((s) => s.traj.topk);
   // The run's checkpoints (the SFT checkpoint at step 0 among them): top-k under weights of your choice.
   const [cks, setCks] = useState<Checkpoint[]>([]);
   const [pick, setPick] = useState('');
@@ -30,7 +30,7 @@ export function TokenInspector({ traj }: { traj: Trajectory }) {
     let live = true;
     void store
       .getState()
-      .listAllCheckpoints()
+      .forkActions.listAllCheckpoints()
       .then((all) => live && setCks(all.filter((c) => c.runId === traj.runId).sort((a, b) => a.step - b.step)));
     return () => {
       live = false;
@@ -105,7 +105,7 @@ export function TokenInspector({ traj }: { traj: Trajectory }) {
               data-testid="inspector-topk-weights-pick"
               onChange={(e) => {
                 setPick(e.target.value);
-                if (topk) void store.getState().loadTopK(e.target.value || undefined);
+                if (topk) void store.getState().trajActions.loadTopK(e.target.value || undefined);
               }}
             >
               <option value="">the sampler's (or the nearest kept)</option>
@@ -118,7 +118,11 @@ export function TokenInspector({ traj }: { traj: Trajectory }) {
           </label>
         ) : null}
         {!topk ? (
-          <button onClick={() => void store.getState().loadTopK(pick || undefined)} data-testid="inspector-topk-load" disabled={i === 0 && cursor.turn === 0}>
+          <button
+            onClick={() => void store.getState().trajActions.loadTopK(pick || undefined)}
+            data-testid="inspector-topk-load"
+            disabled={i === 0 && cursor.turn === 0}
+          >
             Top-k alternatives here
           </button>
         ) : topk.error ? (

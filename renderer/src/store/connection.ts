@@ -1,5 +1,4 @@
-import type { ArborApi, ConnectionState } from '../api/types';
-import type { EngineInfo } from '../../../engine/server/protocol';
+import type { ArborApi, ConnectionState, EngineInfo } from '../api/types';
 import { readableError } from '../lib/errors';
 import type { Get, Set } from './state';
 
@@ -71,7 +70,7 @@ export function createConnectionSlice(api: ArborApi, set: Set, get: Get): Connec
         if (s.compare.runs.length) void s.loadCompare(s.compare.runs.map((r) => r.id));
         if (s.view === 'editor') void s.loadEnv();
         if (s.view === 'playground') void s.loadCheckpoints();
-        if (s.trajRunId && s.view === 'trajectories') void s.openTrajectories(s.trajRunId, s.step ?? undefined);
+        if (s.trajList.runId && s.view === 'trajectories') void s.trajListActions.open(s.trajList.runId, s.trajList.step ?? undefined);
       }
     },
     reportError(context, err) {

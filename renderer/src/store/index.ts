@@ -7,7 +7,7 @@ import type { ArborApi } from '../api/types';
 import { createConnectionSlice } from './connection';
 import { createRunsSlice } from './runs';
 import { createRunSlice } from './run';
-import { createTrajSlice } from './trajectories';
+import { createForkSlice, createOpenTrajSlice, createTrajListSlice, createTreeSlice } from './trajectories';
 import { createEditorSlice } from './editor';
 import { createPlaygroundSlice } from './playground';
 import { createLiveSlice } from './live';
@@ -23,7 +23,10 @@ export function createArborStore(api: ArborApi): ArborStore {
     ...createConnectionSlice(api, set, get),
     ...createRunsSlice(api, set, get),
     ...createRunSlice(api, set, get),
-    ...createTrajSlice(api, set, get),
+    ...createTrajListSlice(api, set, get),
+    ...createOpenTrajSlice(api, set, get),
+    ...createForkSlice(api, set, get),
+    ...createTreeSlice(api, set, get),
     ...createEditorSlice(api, set, get),
     ...createPlaygroundSlice(api, set, get),
     ...createLiveSlice(api, set, get),
@@ -43,7 +46,7 @@ export function createArborStore(api: ArborApi): ArborStore {
     const s = store.getState();
     s.applyRunEvent(e);
     s.applyRunDetailEvent(e);
-    s.applyTrajEvent(e);
+    s.trajListActions.applyEvent(e);
   });
   api.onConnection((c) => store.getState().setConnection(c));
   api.onEngineInfo((info) => store.getState().setEngineInfo(info));

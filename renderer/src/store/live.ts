@@ -1,7 +1,6 @@
 // The playground's live rollout you can pause (engine/playground/live.ts through live.start / live.step):
 // the session's state as the engine returns it after each action.
-import type { ArborApi } from '../api/types';
-import type { LiveState } from '../../../engine/server/protocol';
+import type { ArborApi, LiveState } from '../api/types';
 import type { Get, Set } from './state';
 
 declare module './state' {
@@ -57,7 +56,7 @@ export function createLiveSlice(api: ArborApi, set: Set, get: Get): LiveSlice {
       const r = get().live?.result;
       const runId = get().live?.checkpoint.runId;
       if (!r || !runId) return;
-      await get().openFromUrl({ run: runId, step: -1, sample: r.trajectoryId });
+      await get().trajListActions.openFromUrl({ run: runId, step: -1, sample: r.trajectoryId });
     },
     async closeLive() {
       const l = get().live;

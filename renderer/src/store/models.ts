@@ -1,8 +1,7 @@
 // The model picker's state (engine/hub through models.list / models.pull): the models Arbor can
 // use (the Hugging Face cache and each run's latest checkpoint) and the pulls under way, with
 // their progress. A cancelled pull keeps its partial file; pulling again continues from it.
-import type { ArborApi } from '../api/types';
-import type { ModelEntry, PullProgressEvent } from '../../../engine/server/protocol';
+import type { ArborApi, ModelEntry, PullProgressEvent } from '../api/types';
 import type { Get, Set } from './state';
 
 declare module './state' {

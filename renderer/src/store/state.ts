@@ -22,3 +22,12 @@ export interface ArborState extends NavSlice, ConsentSlice {}
 export type Set = StoreApi<ArborState>['setState'];
 export type Get = StoreApi<ArborState>['getState'];
 export type ArborStore = StoreApi<ArborState>;
+
+/**
+ * Merge `patch` into one namespaced slice (`traj`, `tree`, …: a slice whose fields live under one
+ * key, beside its `…Actions`, as the Inspect viewer's store does). zustand's `set` merges only the
+ * top level, so a namespace is replaced by a copy with the patch applied.
+ */
+export function patchSlice<K extends keyof ArborState>(set: Set, key: K, patch: Partial<ArborState[K]>): void {
+  set((s) => ({ [key]: { ...(s[key] as object), ...patch } }) as unknown as Partial<ArborState>);
+}

@@ -2,7 +2,7 @@ import { useEffect, useMemo, useState } from 'react';
 import { useArbor } from '../store/react';
 import { MetricChart, PALETTE, fmt, type ChartSeries } from '../components/MetricChart';
 import { configDiff, formatValue } from '../lib/configDiff';
-import { SmoothingSlider } from './Run';
+import { SmoothingSlider } from './run/SmoothingSlider';
 import { groupMetricKeys } from '../lib/metricSections';
 import type { GroupComparison, GroupReport } from '../api/types';
 
@@ -179,17 +179,7 @@ function GroupPanel({ report, color }: { report: GroupReport; color: string }) {
           </thead>
           <tbody>
             {Object.entries(c.metrics).map(([k, m]) => (
-              <tr key={k}>
-                <td className="mono">{k}</td>
-                <td className="num">{m.n}</td>
-                <td className="num">{fmt(m.mean)}</td>
-                <td className="num">{fmt(m.sd)}</td>
-                <td className="num">{fmt(m.min)}</td>
-                <td className="num">{fmt(m.max)}</td>
-                <td className="mono">
-                  [{fmt(m.lo)}, {fmt(m.hi)}]
-                </td>
-              </tr>
+              <IntervalRow key={k} metric={k} values={[m.n, fmt(m.mean), fmt(m.sd), fmt(m.min), fmt(m.max)]} lo={m.lo} hi={m.hi} />
             ))}
           </tbody>
         </table>
@@ -231,19 +221,28 @@ function GroupDiff({ diff, names }: { diff: GroupComparison; names: string[] }) 
           </thead>
           <tbody>
             {Object.entries(c.metrics).map(([k, m]) => (
-              <tr key={k}>
-                <td className="mono">{k}</td>
-                <td className="num">{fmt(m.meanA)}</td>
-                <td className="num">{fmt(m.meanB)}</td>
-                <td className="num">{fmt(m.diff)}</td>
-                <td className="mono">
-                  [{fmt(m.lo)}, {fmt(m.hi)}]
-                </td>
-              </tr>
+              <IntervalRow key={k} metric={k} values={[fmt(m.meanA), fmt(m.meanB), fmt(m.diff)]} lo={m.lo} hi={m.hi} />
             ))}
           </tbody>
         </table>
       ))}
     </div>
+  );
+}
+
+/** One metric of a group table: its numbers, then its 95% interval [lo, hi]. */
+function IntervalRow({ metric, values, lo, hi }: { metric: string; values: (string | number)[]; lo: number; hi: number }) {
+  return (
+    <tr>
+      <td className="mono">{metric}</td>
+      {values.map((v, i) => (
+        <td key={i} className="num">
+          {v}
+        </td>
+      ))}
+      <td className="mono">
+        [{fmt(lo)}, {fmt(hi)}]
+      </td>
+    </tr>
   );
 }

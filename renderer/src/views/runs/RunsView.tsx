@@ -1,0 +1,48 @@
+import { useState } from 'react';
+import { useArbor } from '../../store/react';
+import { RunsTable } from './RunsTable';
+import { LaunchDialog } from './LaunchDialog';
+import { ForkDialog } from './ForkDialog';
+
+/** Every run of the workspace: filter, sort, select to compare, start a new one or fork one. */
+export function RunsView() {
+  const filter = useArbor((s) => s.runFilter);
+  const setFilter = useArbor((s) => s.setRunFilter);
+  const compareIds = useArbor((s) => s.compareIds);
+  const go = useArbor((s) => s.go);
+  const loadCompare = useArbor((s) => s.loadCompare);
+  const [launching, setLaunching] = useState(false);
+  const [forking, setForking] = useState<string | null>(null);
+  return (
+    <div className="view" data-testid="view-runs">
+      <div className="toolbar">
+        <h2>Runs</h2>
+        <input
+          aria-label="filter runs"
+          placeholder="filter: words, tags, reward/mean>0.5"
+          value={filter}
+          onChange={(e) => setFilter(e.target.value)}
+          style={{ width: 300 }}
+          data-testid="run-filter"
+        />
+        <span className="grow" />
+        <button
+          data-testid="compare-selected"
+          disabled={compareIds.length < 2}
+          onClick={() => {
+            void loadCompare(compareIds);
+            go('compare');
+          }}
+        >
+          Compare {compareIds.length || ''}
+        </button>
+        <button className="primary" onClick={() => setLaunching(true)} data-testid="new-run">
+          New run…
+        </button>
+      </div>
+      <RunsTable onFork={setForking} />
+      {launching ? <LaunchDialog onClose={() => setLaunching(false)} /> : null}
+      {forking ? <ForkDialog runId={forking} onClose={() => setForking(null)} /> : null}
+    </div>
+  );
+}
