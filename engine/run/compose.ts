@@ -11,7 +11,7 @@ import { baseQuantSpec } from '../model/quantize';
 import { CriticModel } from '../model/critic';
 import { getEstimator } from '../rl';
 import { PolicyModel } from '../model/runtime';
-import { rollout, rolloutTextPolicy } from '../rollout/engine';
+import { rollout, rolloutTextPolicy, type RolloutLimits } from '../rollout/engine';
 import { policyDecodeBackend } from '../rollout/model-backend';
 import type { RolloutTask } from '../rollout/ports';
 import { advantagePort } from '../train/advantage';
@@ -25,7 +25,7 @@ import { withJudge } from '../train/judge-rollout';
 import { openTeacher } from '../train/distill';
 import type { TaskSession } from './run-dir';
 import { evalMetrics, summarizeEval, type EvalSummary, type TaskKit } from '../tasks/kit';
-import { readTokenDemos } from '../train/sft';
+import { readTokenDemos, type Demo } from '../train/sft';
 import { cutDemosWarning, demoNeeds, demoWasCut, fitLimits, MEASURE_LIMITS, promptLengths } from './limits';
 import { trajectoryToDemo } from '../train/trajectories';
 import type { AgentSession } from '../openai/agent-session';
@@ -80,21 +80,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, taskKit: TaskKit, 
   // Limits that fit the task (./limits.ts): measured before the model and the KV cache are sized by them.
   const sized = await sizeLimits(cfg, kit);
   const providers = cfg.backend === 'ort' ? await resolveProviders(cfg.device) : undefined;
-  const lora = cfg.model.lora ? resolveLora(cfg.model.lora) : undefined;
-  const modelOpts = {
-    backend: cfg.backend,
-    threads: cfg.threads,
-    providers,
-    tokenizerFolder: kit.tokenizerFolder,
-    lora,
-    loraSeed: cfg.seed,
-    recomputeLayers: cfg.model.recompute_layers ?? false,
-    quantize: cfg.rollout.quantize,
-    // model.quantize_base: the frozen LoRA base block-quantized in every phase (engine/model/quantize.ts).
-    // The config decides (null: the float32 base even for an adapter folder trained on a quantized one).
-    quantizeBase: baseQuantSpec(cfg.model.quantize_base, cfg.model.quantize_block) ?? null,
-  };
-  const model = cfg.model.path ? PolicyModel.load(cfg.model.path, modelOpts) : PolicyModel.init(kit.tinyModel(cfg), cfg.seed, modelOpts);
+  const model = openPolicyModel(cfg, kit, providers);
   const policy = new ModelPolicyPort(model, cfg, new AdamW({ ...cfg.optim }));
   const limits = { maxNewTokens: cfg.rollout.max_new_tokens, maxTurns: cfg.rollout.max_turns, maxTotalLength: cfg.rollout.max_total_length };
   const backendOpts = { maxBatch: Math.min(64, cfg.rollout.prompts_per_step * cfg.rollout.n), maxLength: cfg.rollout.max_total_length };
@@ -102,15 +88,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, taskKit: TaskKit, 
   // rollout.quantize: the training rollouts sample with the quantized copy of the weights; evaluation keeps float32.
   const rolloutBackend = cfg.rollout.quantize !== 'none' ? policyDecodeBackend(model, { ...backendOpts, quantized: true }) : backend;
   // engine/rl's registry; GAE gets a critic: the policy's transformer with a value head, from the same weights.
-  let critic: CriticModel | undefined;
-  if (getEstimator(cfg.algorithm.adv_estimator).needsCritic) {
-    if (cfg.backend !== 'ort')
-      throw new Error(
-        `algorithm.adv_estimator: "${cfg.algorithm.adv_estimator}" needs a critic, which runs on backend "ort" only (got backend "${cfg.backend}")`,
-      );
-    critic = CriticModel.fromPolicy(model.config, model.baseWeights(), { threads: cfg.threads, providers }); // the transformer without LoRA adapters (the critic trains in full)
-    policy.attachCritic(critic, new AdamW({ ...cfg.optim }));
-  }
+  const critic = getEstimator(cfg.algorithm.adv_estimator).needsCritic ? attachCritic(cfg, policy, model, providers) : undefined;
   const advantage = extras.advantage ? extras.advantage(cfg, policy) : advantagePort(cfg, critic ? { values: (eps) => policy.values(eps) } : undefined);
   // The KL reference: the starting weights, replaced by the SFT model after a warm start (setReference).
   // Under LoRA it holds only a copy of the adapters (B = 0 at the start: exactly the base model);
@@ -180,33 +158,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, taskKit: TaskKit, 
       eval: { evaluate: async ({ n }) => evalMetrics(await evaluate(n)) },
     },
     sft: policy,
-    async demos() {
-      if (cfg.sft.demos_path) return readTokenDemos(cfg.sft.demos_path, { vocabSize: model.config.vocabSize });
-      if (!kit.expert) throw new Error(`task "${cfg.task.kind}" has no scripted expert${kit.noExpert ? `: ${kit.noExpert}` : ''}; give sft.demos_path`);
-      const tasks = pickTasks(kit.trainTasks, cfg.sft.demos, stepSeed(cfg.seed, 0, 4000));
-      const { trajectories } = await rolloutTextPolicy(kit.expert, {
-        tasks,
-        n: 1,
-        seed: cfg.seed,
-        limits,
-        tokenizer: kit.tokenizer,
-        imitateMistakes: cfg.sft.imitate_mistakes,
-      });
-      // Demonstrations a limit cut are flagged (SFT on them teaches half calls), naming the limits and what the cut ones need.
-      const cut = trajectories.filter(demoWasCut);
-      if (cut.length) {
-        const whole = await rolloutTextPolicy(kit.expert, {
-          tasks: cut.map((t) => tasks.find((x) => x.id === t.taskId)!),
-          n: 1,
-          seed: cfg.seed,
-          limits: MEASURE_LIMITS,
-          tokenizer: kit.tokenizer,
-        });
-        // Flagged, not refused: limits the config sets are the researcher's (sized ones fit).
-        process.stderr.write(`warning: ${cutDemosWarning(trajectories, cfg, demoNeeds(whole.trajectories, []))}\n`);
-      }
-      return trajectories.map(trajectoryToDemo);
-    },
+    demos: async () => (cfg.sft.demos_path ? readTokenDemos(cfg.sft.demos_path, { vocabSize: model.config.vocabSize }) : expertDemos(cfg, kit, limits)),
     evaluate,
     ...(validation.length ? { validate: async () => evalMetrics(await evaluateOn(validation)) } : {}),
     sampleEval,
@@ -226,6 +178,68 @@ export async function buildTaskSession(cfg: ExperimentConfig, taskKit: TaskKit, 
       await model.dispose();
     },
   };
+}
+
+type Providers = Awaited<ReturnType<typeof resolveProviders>> | undefined;
+
+/** The policy: the model at model.path, or the task's tiny model initialised from the run's seed (LoRA, recompute and quantization as the config says). */
+function openPolicyModel(cfg: ExperimentConfig, kit: TaskKit, providers: Providers): PolicyModel {
+  const lora = cfg.model.lora ? resolveLora(cfg.model.lora) : undefined;
+  const modelOpts = {
+    backend: cfg.backend,
+    threads: cfg.threads,
+    providers,
+    tokenizerFolder: kit.tokenizerFolder,
+    lora,
+    loraSeed: cfg.seed,
+    recomputeLayers: cfg.model.recompute_layers ?? false,
+    quantize: cfg.rollout.quantize,
+    // model.quantize_base: the frozen LoRA base block-quantized in every phase (engine/model/quantize.ts).
+    // The config decides (null: the float32 base even for an adapter folder trained on a quantized one).
+    quantizeBase: baseQuantSpec(cfg.model.quantize_base, cfg.model.quantize_block) ?? null,
+  };
+  return cfg.model.path ? PolicyModel.load(cfg.model.path, modelOpts) : PolicyModel.init(kit.tinyModel(cfg), cfg.seed, modelOpts);
+}
+
+/** A critic for an estimator that needs one (GAE): the policy's transformer without LoRA adapters and a value head, trained in full by its own AdamW. */
+function attachCritic(cfg: ExperimentConfig, policy: ModelPolicyPort, model: PolicyModel, providers: Providers): CriticModel {
+  if (cfg.backend !== 'ort')
+    throw new Error(
+      `algorithm.adv_estimator: "${cfg.algorithm.adv_estimator}" needs a critic, which runs on backend "ort" only (got backend "${cfg.backend}")`,
+    );
+  const critic = CriticModel.fromPolicy(model.config, model.baseWeights(), { threads: cfg.threads, providers });
+  policy.attachCritic(critic, new AdamW({ ...cfg.optim }));
+  return critic;
+}
+
+/**
+ * The SFT demonstrations the task's scripted expert writes (sft.demos of the training questions). Demonstrations a limit cut are
+ * flagged (SFT on them teaches half calls), naming the limits and what the cut ones need.
+ */
+async function expertDemos(cfg: ExperimentConfig, kit: TaskKit, limits: RolloutLimits): Promise<Demo[]> {
+  if (!kit.expert) throw new Error(`task "${cfg.task.kind}" has no scripted expert${kit.noExpert ? `: ${kit.noExpert}` : ''}; give sft.demos_path`);
+  const tasks = pickTasks(kit.trainTasks, cfg.sft.demos, stepSeed(cfg.seed, 0, 4000));
+  const { trajectories } = await rolloutTextPolicy(kit.expert, {
+    tasks,
+    n: 1,
+    seed: cfg.seed,
+    limits,
+    tokenizer: kit.tokenizer,
+    imitateMistakes: cfg.sft.imitate_mistakes,
+  });
+  const cut = trajectories.filter(demoWasCut);
+  if (cut.length) {
+    const whole = await rolloutTextPolicy(kit.expert, {
+      tasks: cut.map((t) => tasks.find((x) => x.id === t.taskId)!),
+      n: 1,
+      seed: cfg.seed,
+      limits: MEASURE_LIMITS,
+      tokenizer: kit.tokenizer,
+    });
+    // Flagged, not refused: limits the config sets are the researcher's (sized ones fit).
+    process.stderr.write(`warning: ${cutDemosWarning(trajectories, cfg, demoNeeds(whole.trajectories, []))}\n`);
+  }
+  return trajectories.map(trajectoryToDemo);
 }
 
 /**

@@ -13,13 +13,12 @@ import type { ExperimentConfig } from '../config/experiment';
 import type { TokenSignal } from '../rl/token-signals';
 import { treeBytes } from '../hub/cache';
 import { latestCheckpoint, markBest, readBest, retentionOf, saveCheckpoint, type BestMark, type CheckpointInfo } from './checkpoints';
-import { ADVANTAGE_QUANTILES, LearningWatch, quantiles } from './diagnostics';
+import { LearningWatch } from './diagnostics';
 import {
   chunks,
   dropFlatGroups,
   episodeMetrics,
   branchMetrics,
-  generatedTokenCount,
   logprobMismatch,
   modelTokenCount,
   overlongPenalty,
@@ -27,6 +26,7 @@ import {
   stepSeed,
   type Episode,
 } from './episode';
+import { advantageMetrics, throughputMetrics, updateMetrics, type UpdateTotals } from './step-metrics';
 
 /** Flat groups dynamic sampling drops that a step stores (flagged `dropped`), so a researcher can open them. */
 export const DROPPED_GROUPS_STORED = 4;
@@ -171,53 +171,17 @@ export function learningRate(cfg: ExperimentConfig['optim'], step: number, total
   return floor + 0.5 * (cfg.lr - floor) * (1 + Math.cos(Math.PI * progress));
 }
 
+/**
+ * Steps from the first (after the resumed checkpoint) to cfg.steps: each awaits opts.beforeStep, stops at
+ * opts.signal, trains one step (rlStep), evaluates every eval.every steps, logs and checkpoints; after the
+ * last step the held-out evaluation runs once more unless the last step already had one.
+ */
 export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, opts: LoopOptions): Promise<LoopResult> {
-  const { rollout, policy, reference, advantage, sink } = ports;
-  let start = 1;
-  let lastCheckpoint: CheckpointInfo | undefined;
-  if (opts.resume) {
-    const ck = latestCheckpoint(opts.runDir);
-    if (ck && ck.state.phase === 'rl') {
-      await policy.load(ck.dir);
-      await opts.loadExtra?.(ck.dir);
-      start = ck.step + 1;
-      lastCheckpoint = ck;
-      sink.event?.('resumed', { fromStep: ck.step, checkpoint: ck.dir });
-    }
-    await sink.truncateAfter(start - 1);
-  }
-  const retention = retentionOf(cfg);
-  const save = async (step: number) => {
-    lastCheckpoint = await saveCheckpoint(
-      opts.runDir,
-      { step, phase: 'rl', seed: cfg.seed },
-      async (dir) => {
-        await policy.save(dir);
-        await opts.saveExtra?.(dir);
-      },
-      retention,
-    );
-    sink.event?.('checkpoint', { step, dir: lastCheckpoint.dir, bytes: treeBytes(lastCheckpoint.dir) });
-  };
-
-  const alg = cfg.algorithm;
+  const { sink } = ports;
+  const resumed = opts.resume ? await resume(ports, opts) : undefined;
+  const start = resumed ? resumed.step + 1 : 1;
+  const checkpoints = new LoopCheckpoints(cfg, ports, opts, resumed);
   const watch = new LearningWatch();
-  // The best checkpoint by held-out score (checkpoint.keep_best): kept beside the last ones, never pruned.
-  let best: BestMark | undefined = opts.resume ? readBest(opts.runDir) : undefined;
-  const bestImproved = (ev: Record<string, number>): boolean => {
-    if (!cfg.checkpoint.keep_best) return false;
-    const v = ev[cfg.checkpoint.best_metric];
-    if (v === undefined)
-      throw new Error(
-        `checkpoint.best_metric: "${cfg.checkpoint.best_metric}" is not a held-out metric of this task (it reports ${Object.keys(ev).join(', ')})`,
-      );
-    return Number.isFinite(v) && (best === undefined || v > best.value);
-  };
-  const keepBest = (step: number, ev: Record<string, number>) => {
-    best = { step, metric: cfg.checkpoint.best_metric, value: ev[cfg.checkpoint.best_metric]! };
-    markBest(opts.runDir, best, retention);
-    sink.event?.('best_checkpoint', { ...best });
-  };
   let lastEval: Record<string, number> | undefined;
   let step = start;
   let stopped = false;
@@ -227,233 +191,316 @@ export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, o
       stopped = true;
       break;
     }
-    const seed = stepSeed(cfg.seed, step);
     const m: Record<string, number> = {};
-
-    // ---- rollout (with dynamic sampling refill) -------------------------------------------
-    const t0 = performance.now();
-    // Prompts per rollout round: with dynamic sampling, gen_prompts may oversample so that one round usually fills the batch.
-    const roundPrompts = alg.dynamic_sampling.enabled ? (alg.dynamic_sampling.gen_prompts ?? cfg.rollout.prompts_per_step) : cfg.rollout.prompts_per_step;
-    const all = await rollout.sample({ step, seed, prompts: roundPrompts, n: cfg.rollout.n, round: 0 });
-    // Episodes whose reward is incomplete (a judge's named failure, engine/train/judge-rollout.ts): stored, never trained on.
-    const scored = (eps: Episode[]) => eps.filter((e) => e.unscored === undefined);
-    let episodes = scored(all);
-    // The flat groups dynamic sampling drops; a sample of them is stored flagged (the learning panel opens them).
-    const droppedGroups: Episode[][] = [];
-    const keepDropped = (groups: Episode[][]) => void droppedGroups.push(...groups);
-    if (alg.dynamic_sampling.enabled) {
-      const first = dropFlatGroups(episodes);
-      keepDropped(first.droppedGroups);
-      let kept = first.kept;
-      let droppedTotal = first.dropped;
-      const want = cfg.rollout.prompts_per_step * cfg.rollout.n;
-      for (let round = 1; kept.length < want && round <= alg.dynamic_sampling.max_rounds; round++) {
-        const more = await rollout.sample({ step, seed: stepSeed(cfg.seed, step, round), prompts: roundPrompts, n: cfg.rollout.n, round });
-        // Past every group sampled so far (kept, dropped or unscored): a refill's groups never share a number with an earlier round's.
-        const offset = Math.max(-1, ...all.map((e) => e.group)) + 1;
-        all.push(...more);
-        for (const e of more) e.group += offset;
-        const r = dropFlatGroups(scored(more));
-        keepDropped(r.droppedGroups);
-        droppedTotal += r.dropped;
-        kept = kept.concat(r.kept);
-      }
-      // Keep whole groups up to the target batch; never an empty batch: when every round's groups were
-      // flat, the first prompts_per_step of them are the batch (trained on with the advantages their
-      // estimator gives a flat group) and are neither counted nor stored as dropped.
-      const batchOf = (eps: Episode[]) => {
-        const keepGroups = new Set([...new Set(eps.map((e) => e.group))].slice(0, cfg.rollout.prompts_per_step));
-        return eps.filter((e) => keepGroups.has(e.group));
-      };
-      if (kept.length > 0) episodes = batchOf(kept);
-      else if (episodes.length > 0) {
-        episodes = batchOf(scored(all));
-        const trained = new Set(episodes);
-        droppedTotal -= new Set(episodes.map((e) => e.group)).size;
-        droppedGroups.splice(0, droppedGroups.length, ...droppedGroups.filter((g) => !trained.has(g[0]!)));
-      }
-      m['dynamic_sampling/dropped_groups'] = droppedTotal;
-    }
-    const droppedSample = droppedGroups.slice(0, DROPPED_GROUPS_STORED).flat();
-    const rolloutMs = performance.now() - t0;
-    const unscored = all.filter((e) => e.unscored !== undefined);
-    Object.assign(m, episodeMetrics(all));
-    Object.assign(m, rollout.takeMetrics?.());
-    if (episodes.length === 0) {
-      // Nothing left to train on (every group's judgement failed): the step is logged and stored, the weights stay.
-      m['learn/unscored_step'] = 1;
-      m['time/rollout_s'] = rolloutMs / 1000;
-      await sink.trajectories?.(step, unscored, new Map());
-      await sink.metrics(step, m);
-      opts.onStep?.(step, m);
-      if (step % cfg.checkpoint.every === 0 || step === cfg.steps || opts.signal?.aborted) await save(step);
-      continue;
-    }
-    if (cfg.rollout.branching.mode !== 'none') Object.assign(m, branchMetrics(all));
-    if (alg.overlong.enabled) {
-      let penalty = 0;
-      for (const e of episodes) {
-        const p = overlongPenalty(modelTokenCount(e), responseBudget(e, cfg.rollout), alg.overlong.buffer, e.truncated, alg.overlong.penalty);
-        e.reward += p;
-        penalty += p;
-      }
-      m['reward/overlong_penalty_mean'] = penalty / episodes.length;
-      m['reward/shaped_mean'] = episodes.reduce((a, e) => a + e.reward, 0) / episodes.length;
-    }
-
-    // ---- scoring: old policy (recomputed), reference, critic ------------------------------
-    const t1 = performance.now();
-    let oldLogprobs: Map<Episode, Float32Array>;
-    if (alg.old_logprobs === 'rollout') {
-      // The rollout's own logprobs: the policy has not changed since it sampled them.
-      oldLogprobs = new Map(episodes.map((e) => [e, e.rolloutLogprobs] as const));
-    } else {
-      const old = await policy.score(episodes);
-      oldLogprobs = new Map(episodes.map((e, i) => [e, old.logprobs[i]!] as const));
-      const mis = logprobMismatch(episodes, old.logprobs);
-      m['rollout/logprob_mismatch'] = mis.meanAbs;
-      m['rollout/logprob_mismatch_max'] = mis.max;
-    }
-    let refLogprobs: Map<Episode, Float32Array> | undefined;
-    if (reference && alg.kl_coef > 0) {
-      const ref = await reference.score(episodes);
-      refLogprobs = new Map(episodes.map((e, i) => [e, ref.logprobs[i]!] as const));
-    }
-    let teacherLogprobs: Map<Episode, Float32Array> | undefined;
-    if (ports.teacher) {
-      const t = await ports.teacher.score(episodes);
-      teacherLogprobs = new Map(episodes.map((e, i) => [e, t.logprobs[i]!] as const));
-    }
-    let values: Map<Episode, Float32Array> | undefined;
-    if (advantage.values) {
-      const v = await advantage.values(episodes);
-      values = new Map(episodes.map((e, i) => [e, v[i]!] as const));
-    }
-    const scoreMs = performance.now() - t1;
-
-    // ---- advantages -------------------------------------------------------------------------
-    const { advantages, returns, metrics: estimatorMetrics, parts } = advantage.compute({ episodes, refLogprobs, oldLogprobs, values, teacherLogprobs });
-    Object.assign(m, estimatorMetrics);
-    let aSum = 0;
-    let aAbs = 0;
-    let aN = 0;
-    // "Why didn't it learn?" (./diagnostics.ts): the advantage distribution over model tokens, the
-    // share of tokens / episodes that carry a policy gradient, and the groups with no reward variance.
-    const advTokens: number[] = [];
-    let live = 0;
-    let liveEpisodes = 0;
-    for (const e of episodes) {
-      const a = advantages.get(e)!;
-      let any = false;
-      for (let i = 0; i < e.lossMask.length; i++)
-        if (e.lossMask[i]) {
-          aSum += a[i]!;
-          aAbs += Math.abs(a[i]!);
-          aN++;
-          advTokens.push(a[i]!);
-          if (Math.abs(a[i]!) > 1e-8) {
-            live++;
-            any = true;
-          }
-        }
-      if (any) liveEpisodes++;
-    }
-    m['advantage/mean'] = aN ? aSum / aN : 0;
-    m['advantage/abs_mean'] = aN ? aAbs / aN : 0;
-    const aMean = aN ? aSum / aN : 0;
-    m['advantage/std'] = aN ? Math.sqrt(advTokens.reduce((acc, x) => acc + (x - aMean) ** 2, 0) / aN) : 0;
-    quantiles(
-      advTokens,
-      ADVANTAGE_QUANTILES.map(([, q]) => q),
-    ).forEach((v, i) => (m[`advantage/${ADVANTAGE_QUANTILES[i]![0]}`] = v));
-    m['learn/gradient_share'] = aN ? live / aN : 0;
-    m['learn/episode_share'] = episodes.length ? liveEpisodes / episodes.length : 0;
-    const rewardsByGroup = new Map<number, number[]>();
-    for (const e of episodes) rewardsByGroup.set(e.group, [...(rewardsByGroup.get(e.group) ?? []), e.reward]);
-    m['learn/zero_variance_groups'] = rewardsByGroup.size
-      ? [...rewardsByGroup.values()].filter((g) => g.every((x) => x === g[0])).length / rewardsByGroup.size
-      : 0;
-
-    // ---- update: PPO epochs × mini-batches, each accumulating over micro-batches ------------
-    const t2 = performance.now();
-    const lr = learningRate(cfg.optim, step, cfg.steps);
-    const rand = mulberry32(stepSeed(cfg.seed, step, 1000));
-    const agg = { loss: 0, gradNorm: 0, clipFraction: 0, kl: 0, entropy: 0, valueLoss: 0, n: 0, tokens: 0 };
-    const lossMetrics: Record<string, number> = {};
-    const signals = new Map<Episode, TokenSignal>();
-    let fresh = alg.old_logprobs !== 'rollout';
-    for (let epoch = 0; epoch < alg.ppo_epochs; epoch++) {
-      for (const mb of chunks(shuffled(episodes, rand), alg.mini_batches)) {
-        const s = await policy.update({
-          fresh,
-          microBatches: chunks(mb, alg.micro_batches),
-          advantages,
-          returns,
-          oldLogprobs,
-          refLogprobs,
-          oldValues: values,
-          lr,
-        });
-        agg.loss += s.loss;
-        agg.gradNorm += s.gradNorm;
-        agg.clipFraction += s.clipFraction;
-        agg.kl += s.kl;
-        agg.entropy += s.entropy;
-        agg.valueLoss += s.valueLoss ?? 0;
-        agg.tokens += s.tokens;
-        agg.n++;
-        fresh = false;
-        for (const [e, sig] of s.signals ?? []) signals.set(e, sig);
-        for (const [key, v] of Object.entries(s.metrics ?? {})) lossMetrics[key] = (lossMetrics[key] ?? 0) + v;
-      }
-    }
-    const updateMs = performance.now() - t2;
-    const k = Math.max(1, agg.n);
-    m['actor/loss'] = agg.loss / k;
-    m['actor/grad_norm'] = agg.gradNorm / k;
-    m['actor/clip_fraction'] = agg.clipFraction / k;
-    m['actor/kl'] = agg.kl / k;
-    m['actor/entropy'] = agg.entropy / k;
-    for (const [key, v] of Object.entries(lossMetrics)) m[`actor/${key}`] = v / k;
-    if (values) m['critic/value_loss'] = agg.valueLoss / k;
-    m['optim/lr'] = lr;
-    m['time/rollout_s'] = rolloutMs / 1000;
-    m['time/score_s'] = scoreMs / 1000;
-    m['time/update_s'] = updateMs / 1000;
-    // Generated tokens: a branch's copy of its parent's prefix was not generated again.
-    const stepTokens = all.reduce((a, e) => a + generatedTokenCount(e), 0);
-    m['rollout/model_tokens'] = stepTokens;
-    m['perf/rollout_tokens_per_s'] = stepTokens / Math.max(1e-9, rolloutMs / 1000);
-    m['perf/update_tokens_per_s'] = agg.tokens / Math.max(1e-9, updateMs / 1000);
-    m['perf/tokens_per_s'] = (stepTokens + agg.tokens) / Math.max(1e-9, (rolloutMs + scoreMs + updateMs) / 1000);
-
-    await sink.trajectories?.(step, unscored.length || droppedSample.length ? [...episodes, ...unscored, ...droppedSample] : episodes, advantages, {
-      ...(droppedSample.length ? { dropped: new Set(droppedSample) } : {}),
-      refLogprobs,
-      values,
-      ...(signals.size ? { signals } : {}),
-      ...(parts ? { advantageParts: parts } : {}),
-      ...(teacherLogprobs ? { teacherLogprobs } : {}),
-    });
+    const trained = await rlStep(cfg, ports, step, m);
     let improved = false;
-    if (ports.eval && cfg.eval.every > 0 && step % cfg.eval.every === 0) {
+    if (trained && ports.eval && cfg.eval.every > 0 && step % cfg.eval.every === 0) {
       lastEval = await ports.eval.evaluate({ step, n: cfg.eval.n_questions });
       for (const [key, v] of Object.entries(lastEval)) m[`eval/${key}`] = v;
-      improved = bestImproved(lastEval);
+      improved = checkpoints.improves(lastEval);
     }
     await sink.metrics(step, m);
-    for (const message of watch.observe(step, m)) sink.event?.('warning', { step, message });
+    // A step with nothing to train on (every group's judgement failed) is logged without the learning watch.
+    if (trained) for (const message of watch.observe(step, m)) sink.event?.('warning', { step, message });
     opts.onStep?.(step, m);
-    if (step % cfg.checkpoint.every === 0 || step === cfg.steps || opts.signal?.aborted || improved) await save(step);
-    if (improved) keepBest(step, lastEval!);
+    if (step % cfg.checkpoint.every === 0 || step === cfg.steps || opts.signal?.aborted || improved) await checkpoints.save(step);
+    if (improved) checkpoints.keepBest(step, lastEval!);
   }
   const lastStep = step - 1;
-  if (stopped && lastStep >= start && lastCheckpoint?.step !== lastStep) await save(lastStep);
+  if (stopped && lastStep >= start && checkpoints.last?.step !== lastStep) await checkpoints.save(lastStep);
   if (ports.eval && !stopped && (cfg.eval.every === 0 || cfg.steps % cfg.eval.every !== 0) && lastStep >= start) {
     lastEval = await ports.eval.evaluate({ step: lastStep, n: cfg.eval.n_questions });
     await sink.metrics(lastStep, Object.fromEntries(Object.entries(lastEval).map(([k2, v]) => [`eval/${k2}`, v])));
     // The last step's checkpoint was saved above (step === cfg.steps).
-    if (bestImproved(lastEval) && lastCheckpoint?.step === lastStep) keepBest(lastStep, lastEval);
+    if (checkpoints.improves(lastEval) && checkpoints.last?.step === lastStep) checkpoints.keepBest(lastStep, lastEval);
   }
-  return { firstStep: start, lastStep, stopped, lastCheckpoint, lastEval };
+  return { firstStep: start, lastStep, stopped, lastCheckpoint: checkpoints.last, lastEval };
+}
+
+/**
+ * opts.resume: loads the last complete RL checkpoint into the policy (and opts.loadExtra) and drops the
+ * store's rows of the steps after it (all of them when there is none). Returns that checkpoint.
+ */
+async function resume(ports: LoopPorts, opts: LoopOptions): Promise<CheckpointInfo | undefined> {
+  const ck = latestCheckpoint(opts.runDir);
+  const resumed = ck && ck.state.phase === 'rl' ? ck : undefined;
+  if (resumed) {
+    await ports.policy.load(resumed.dir);
+    await opts.loadExtra?.(resumed.dir);
+    ports.sink.event?.('resumed', { fromStep: resumed.step, checkpoint: resumed.dir });
+  }
+  await ports.sink.truncateAfter(resumed?.step ?? 0);
+  return resumed;
+}
+
+/**
+ * The loop's checkpoints in runDir (the policy and opts.saveExtra, under checkpoint.keep_last's retention),
+ * and the best one by held-out score (checkpoint.keep_best): marked beside the last ones, never pruned.
+ */
+class LoopCheckpoints {
+  /** The last checkpoint saved (or resumed from). */
+  last: CheckpointInfo | undefined;
+  private best: BestMark | undefined;
+  private readonly retention: ReturnType<typeof retentionOf>;
+
+  constructor(
+    private readonly cfg: ExperimentConfig,
+    private readonly ports: Pick<LoopPorts, 'policy' | 'sink'>,
+    private readonly opts: Pick<LoopOptions, 'runDir' | 'resume' | 'saveExtra'>,
+    resumed: CheckpointInfo | undefined,
+  ) {
+    this.last = resumed;
+    this.retention = retentionOf(cfg);
+    this.best = opts.resume ? readBest(opts.runDir) : undefined;
+  }
+
+  async save(step: number): Promise<void> {
+    const { policy, sink } = this.ports;
+    const { runDir, saveExtra } = this.opts;
+    this.last = await saveCheckpoint(
+      runDir,
+      { step, phase: 'rl', seed: this.cfg.seed },
+      async (dir) => {
+        await policy.save(dir);
+        await saveExtra?.(dir);
+      },
+      this.retention,
+    );
+    sink.event?.('checkpoint', { step, dir: this.last.dir, bytes: treeBytes(this.last.dir) });
+  }
+
+  /** Whether a held-out evaluation beats the best so far (always false without checkpoint.keep_best); refuses a best_metric the task does not report. */
+  improves(ev: Record<string, number>): boolean {
+    const { keep_best, best_metric } = this.cfg.checkpoint;
+    if (!keep_best) return false;
+    const v = ev[best_metric];
+    if (v === undefined)
+      throw new Error(`checkpoint.best_metric: "${best_metric}" is not a held-out metric of this task (it reports ${Object.keys(ev).join(', ')})`);
+    return Number.isFinite(v) && (this.best === undefined || v > this.best.value);
+  }
+
+  /** Marks the checkpoint of `step` (saved already) the best, by its evaluation `ev`. */
+  keepBest(step: number, ev: Record<string, number>): void {
+    const metric = this.cfg.checkpoint.best_metric;
+    this.best = { step, metric, value: ev[metric]! };
+    markBest(this.opts.runDir, this.best, this.retention);
+    this.ports.sink.event?.('best_checkpoint', { ...this.best });
+  }
+}
+
+/**
+ * One RL step: sample a batch (with dynamic sampling's refill), shape rewards (overlong), score it (old policy,
+ * reference, teacher, critic), compute advantages, update the policy, and store the step's trajectories. Adds
+ * the step's metrics to `m`. Returns false when nothing was left to train on (every group's judgement failed:
+ * the step is logged and its episodes stored, the weights stay).
+ */
+async function rlStep(cfg: ExperimentConfig, ports: LoopPorts, step: number, m: Record<string, number>): Promise<boolean> {
+  const { rollout, policy, advantage, sink } = ports;
+  const t0 = performance.now();
+  const batch = await sampleBatch(cfg, rollout, step);
+  const rolloutMs = performance.now() - t0;
+  if (batch.droppedGroups !== undefined) m['dynamic_sampling/dropped_groups'] = batch.droppedGroups;
+  Object.assign(m, episodeMetrics(batch.all));
+  Object.assign(m, rollout.takeMetrics?.());
+  const { all, episodes, unscored, droppedSample } = batch;
+  if (episodes.length === 0) {
+    m['learn/unscored_step'] = 1;
+    m['time/rollout_s'] = rolloutMs / 1000;
+    await sink.trajectories?.(step, unscored, new Map());
+    return false;
+  }
+  if (cfg.rollout.branching.mode !== 'none') Object.assign(m, branchMetrics(all));
+  if (cfg.algorithm.overlong.enabled) Object.assign(m, applyOverlongPenalty(cfg, episodes));
+
+  const t1 = performance.now();
+  const scores = await scoreBatch(cfg, ports, episodes, m);
+  const scoreMs = performance.now() - t1;
+  const { oldLogprobs, refLogprobs, teacherLogprobs, values } = scores;
+
+  const { advantages, returns, metrics: estimatorMetrics, parts } = advantage.compute({ episodes, refLogprobs, oldLogprobs, values, teacherLogprobs });
+  Object.assign(m, estimatorMetrics);
+  Object.assign(m, advantageMetrics(episodes, advantages));
+
+  const t2 = performance.now();
+  const lr = learningRate(cfg.optim, step, cfg.steps);
+  const { totals, signals } = await updatePolicy(cfg, policy, step, episodes, { advantages, returns, oldLogprobs, refLogprobs, oldValues: values, lr });
+  const updateMs = performance.now() - t2;
+  Object.assign(m, updateMetrics(totals, values !== undefined));
+  m['optim/lr'] = lr;
+  Object.assign(m, throughputMetrics({ rolloutMs, scoreMs, updateMs }, all, totals.tokens));
+
+  await sink.trajectories?.(step, unscored.length || droppedSample.length ? [...episodes, ...unscored, ...droppedSample] : episodes, advantages, {
+    ...(droppedSample.length ? { dropped: new Set(droppedSample) } : {}),
+    refLogprobs,
+    values,
+    ...(signals.size ? { signals } : {}),
+    ...(parts ? { advantageParts: parts } : {}),
+    ...(teacherLogprobs ? { teacherLogprobs } : {}),
+  });
+  return true;
+}
+
+/** A step's sampled episodes, sorted by what becomes of them. */
+interface StepBatch {
+  /** Everything sampled, over every round. */
+  all: Episode[];
+  /** What the step trains on. */
+  episodes: Episode[];
+  /** Episodes whose reward is incomplete (a judge's named failure, engine/train/judge-rollout.ts): stored, never trained on. */
+  unscored: Episode[];
+  /** A sample of the flat groups dynamic sampling dropped (DROPPED_GROUPS_STORED of them), stored flagged `dropped` so the learning panel opens them. */
+  droppedSample: Episode[];
+  /** With dynamic sampling: how many flat groups it dropped (dynamic_sampling/dropped_groups). */
+  droppedGroups?: number;
+}
+
+/** Episodes whose reward is complete. */
+const scoredOnly = (eps: Episode[]) => eps.filter((e) => e.unscored === undefined);
+
+/** Samples a step's batch: rollout.prompts_per_step prompts × rollout.n, or with dynamic sampling the groups with reward variance (dynamicSamplingBatch). */
+async function sampleBatch(cfg: ExperimentConfig, rollout: RolloutPort, step: number): Promise<StepBatch> {
+  const ds = cfg.algorithm.dynamic_sampling;
+  // Prompts per rollout round: with dynamic sampling, gen_prompts may oversample so that one round usually fills the batch.
+  const roundPrompts = ds.enabled ? (ds.gen_prompts ?? cfg.rollout.prompts_per_step) : cfg.rollout.prompts_per_step;
+  const all = await rollout.sample({ step, seed: stepSeed(cfg.seed, step), prompts: roundPrompts, n: cfg.rollout.n, round: 0 });
+  if (!ds.enabled) return { all, episodes: scoredOnly(all), unscored: all.filter((e) => e.unscored !== undefined), droppedSample: [] };
+  const { episodes, droppedGroups, dropped } = await dynamicSamplingBatch(cfg, rollout, step, all, roundPrompts);
+  return {
+    all,
+    episodes,
+    unscored: all.filter((e) => e.unscored !== undefined),
+    droppedSample: droppedGroups.slice(0, DROPPED_GROUPS_STORED).flat(),
+    droppedGroups: dropped,
+  };
+}
+
+/**
+ * DAPO's dynamic sampling: drops the flat groups (no reward variance) of the first round `all` and samples
+ * more rounds (up to dynamic_sampling.max_rounds, appended to `all`) until prompts_per_step groups are kept.
+ * Returns the batch, the dropped groups (those not trained on) and how many were dropped.
+ */
+async function dynamicSamplingBatch(
+  cfg: ExperimentConfig,
+  rollout: RolloutPort,
+  step: number,
+  all: Episode[],
+  roundPrompts: number,
+): Promise<{ episodes: Episode[]; droppedGroups: Episode[][]; dropped: number }> {
+  const firstRound = scoredOnly(all);
+  const first = dropFlatGroups(firstRound);
+  const droppedGroups: Episode[][] = [...first.droppedGroups];
+  let kept = first.kept;
+  let dropped = first.dropped;
+  const want = cfg.rollout.prompts_per_step * cfg.rollout.n;
+  for (let round = 1; kept.length < want && round <= cfg.algorithm.dynamic_sampling.max_rounds; round++) {
+    const more = await rollout.sample({ step, seed: stepSeed(cfg.seed, step, round), prompts: roundPrompts, n: cfg.rollout.n, round });
+    // Past every group sampled so far (kept, dropped or unscored): a refill's groups never share a number with an earlier round's.
+    const offset = Math.max(-1, ...all.map((e) => e.group)) + 1;
+    all.push(...more);
+    for (const e of more) e.group += offset;
+    const r = dropFlatGroups(scoredOnly(more));
+    droppedGroups.push(...r.droppedGroups);
+    dropped += r.dropped;
+    kept = kept.concat(r.kept);
+  }
+  // Keep whole groups up to the target batch; never an empty batch: when every round's groups were
+  // flat, the first prompts_per_step of them are the batch (trained on with the advantages their
+  // estimator gives a flat group) and are neither counted nor stored as dropped.
+  const batchOf = (eps: Episode[]) => {
+    const keepGroups = new Set([...new Set(eps.map((e) => e.group))].slice(0, cfg.rollout.prompts_per_step));
+    return eps.filter((e) => keepGroups.has(e.group));
+  };
+  if (kept.length > 0) return { episodes: batchOf(kept), droppedGroups, dropped };
+  if (firstRound.length === 0) return { episodes: firstRound, droppedGroups, dropped };
+  const episodes = batchOf(scoredOnly(all));
+  const trained = new Set(episodes);
+  return {
+    episodes,
+    droppedGroups: droppedGroups.filter((g) => !trained.has(g[0]!)),
+    dropped: dropped - new Set(episodes.map((e) => e.group)).size,
+  };
+}
+
+/** DAPO's overlong shaping: adds each episode's soft penalty (its model tokens against its response budget) to its reward. Returns the penalty's and the shaped reward's means. */
+function applyOverlongPenalty(cfg: ExperimentConfig, episodes: Episode[]): Record<string, number> {
+  const { buffer, penalty: factor } = cfg.algorithm.overlong;
+  let penalty = 0;
+  for (const e of episodes) {
+    const p = overlongPenalty(modelTokenCount(e), responseBudget(e, cfg.rollout), buffer, e.truncated, factor);
+    e.reward += p;
+    penalty += p;
+  }
+  return {
+    'reward/overlong_penalty_mean': penalty / episodes.length,
+    'reward/shaped_mean': episodes.reduce((a, e) => a + e.reward, 0) / episodes.length,
+  };
+}
+
+/** Per-token scores of a batch, per episode. */
+interface BatchScores {
+  oldLogprobs: Map<Episode, Float32Array>;
+  refLogprobs?: Map<Episode, Float32Array>;
+  teacherLogprobs?: Map<Episode, Float32Array>;
+  values?: Map<Episode, Float32Array>;
+}
+
+/**
+ * The batch's old-policy logprobs (the rollout's own with algorithm.old_logprobs: rollout, else recomputed by the
+ * policy, their mismatch with the rollout's logged in `m`), the reference's (with a KL term), the teacher's
+ * (algorithm.distill) and the critic's values (an estimator with a critic).
+ */
+async function scoreBatch(cfg: ExperimentConfig, ports: LoopPorts, episodes: Episode[], m: Record<string, number>): Promise<BatchScores> {
+  const byEpisode = <T>(xs: T[]) => new Map(episodes.map((e, i) => [e, xs[i]!] as const));
+  let oldLogprobs: Map<Episode, Float32Array>;
+  if (cfg.algorithm.old_logprobs === 'rollout') {
+    // The rollout's own logprobs: the policy has not changed since it sampled them.
+    oldLogprobs = new Map(episodes.map((e) => [e, e.rolloutLogprobs] as const));
+  } else {
+    const old = await ports.policy.score(episodes);
+    oldLogprobs = byEpisode(old.logprobs);
+    const mis = logprobMismatch(episodes, old.logprobs);
+    m['rollout/logprob_mismatch'] = mis.meanAbs;
+    m['rollout/logprob_mismatch_max'] = mis.max;
+  }
+  const refLogprobs = ports.reference && cfg.algorithm.kl_coef > 0 ? byEpisode((await ports.reference.score(episodes)).logprobs) : undefined;
+  const teacherLogprobs = ports.teacher ? byEpisode((await ports.teacher.score(episodes)).logprobs) : undefined;
+  const values = ports.advantage.values ? byEpisode(await ports.advantage.values(episodes)) : undefined;
+  return { oldLogprobs, refLogprobs, teacherLogprobs, values };
+}
+
+/**
+ * The step's update: algorithm.ppo_epochs passes over the batch, each shuffled (from the step's seed) into
+ * algorithm.mini_batches optimizer steps that accumulate over algorithm.micro_batches. Returns the optimizer
+ * steps' sums and, per episode, the token signals of the last pass that saw it.
+ */
+async function updatePolicy(
+  cfg: ExperimentConfig,
+  policy: PolicyPort,
+  step: number,
+  episodes: Episode[],
+  inputs: Omit<Parameters<PolicyPort['update']>[0], 'microBatches' | 'fresh'>,
+): Promise<{ totals: UpdateTotals; signals: Map<Episode, TokenSignal> }> {
+  const alg = cfg.algorithm;
+  const rand = mulberry32(stepSeed(cfg.seed, step, 1000));
+  const totals: UpdateTotals = { loss: 0, gradNorm: 0, clipFraction: 0, kl: 0, entropy: 0, valueLoss: 0, n: 0, tokens: 0, lossMetrics: {} };
+  const signals = new Map<Episode, TokenSignal>();
+  // The first optimizer step's weights are the ones that scored the old logprobs (unless they are the rollout's own).
+  let fresh = alg.old_logprobs !== 'rollout';
+  for (let epoch = 0; epoch < alg.ppo_epochs; epoch++) {
+    for (const mb of chunks(shuffled(episodes, rand), alg.mini_batches)) {
+      const s = await policy.update({ fresh, microBatches: chunks(mb, alg.micro_batches), ...inputs });
+      totals.loss += s.loss;
+      totals.gradNorm += s.gradNorm;
+      totals.clipFraction += s.clipFraction;
+      totals.kl += s.kl;
+      totals.entropy += s.entropy;
+      totals.valueLoss += s.valueLoss ?? 0;
+      totals.tokens += s.tokens;
+      totals.n++;
+      fresh = false;
+      for (const [e, sig] of s.signals ?? []) signals.set(e, sig);
+      for (const [key, v] of Object.entries(s.metrics ?? {})) totals.lossMetrics[key] = (totals.lossMetrics[key] ?? 0) + v;
+    }
+  }
+  return { totals, signals };
 }
