@@ -115,13 +115,13 @@ export async function runAblation(opts: AblationOptions): Promise<AblationResult
   let origin: SftOrigin;
   try {
     // Recorded as its own run, the parent of every algorithm's run.
-    const { sft, runId } = await recordedSft(opts.record, cfg, sftDir, base, {
+    const sft = await recordedSft(opts.record, cfg, sftDir, base, {
       signal: opts.signal,
       onStep: (s, total, m) => opts.onStep?.('sft', s, total, m),
     });
-    sftCheckpoint = (sft.best ?? sft.checkpoint!).dir;
+    sftCheckpoint = sft.start!;
     sftEval = await base.evaluate(cfg.eval.n_questions);
-    origin = { runId, step: sft.steps, eval: evalMetrics(sftEval) };
+    origin = { runId: sft.runId, step: sft.steps, eval: evalMetrics(sftEval) };
   } finally {
     await base.close();
   }

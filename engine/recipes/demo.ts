@@ -16,9 +16,8 @@ import { loadConfig, validateConfig, type ExperimentConfig } from '../config/exp
 import { runTrainingLoop, type SinkPort } from '../train/loop';
 import { createRunDir, type TaskSession } from '../run/run-dir';
 import { evalMetrics, type EvalSummary } from '../tasks/kit';
-import { runSft, type SftResult } from '../train/sft';
 import { recordedRun, runSink, type RunRecord } from '../run/sinks';
-import { sftKeys } from '../run/runner';
+import { beforeRlMetrics, sftCurve, warmStart, type WarmStart } from '../run/runner';
 
 export const DEMO_CONFIG = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'resources', 'configs', 'demo.yaml');
 
@@ -90,34 +89,24 @@ export interface SftOrigin {
 }
 
 /**
- * The shared SFT warm start of the demo and the ablation in `sftDir` (its metrics.jsonl), recorded
- * as its own run when `record` is given: its curve (sft/* at SFT steps), checkpoint and end status.
+ * The SFT warm start of the demo and the ablation (engine/run/runner.ts warmStart) in `sftDir`,
+ * its curve in the folder's metrics.jsonl under sft/*, recorded as its own run (phase "sft") when
+ * `record` is given: the parent of the RL phases.
  */
-export async function recordedSft<P extends string>(
+export function recordedSft<P extends string>(
   record: PhaseRecorder<P | 'sft'> | undefined,
   cfg: ExperimentConfig,
   sftDir: string,
   base: TaskSession,
   o: { signal?: AbortSignal; onStep?: (step: number, total: number, m: Record<string, number>) => void },
-): Promise<{ sft: SftResult; runId?: string }> {
-  mkdirSync(sftDir, { recursive: true });
-  const demos = await base.demos();
-  const rec = record?.('sft', cfg, sftDir);
-  const out = runSink(sftDir, rec);
-  const sink: SinkPort = { ...out, metrics: (s, m) => out.metrics(s, sftKeys(m)) };
-  const sft = await recordedRun(rec, async () => {
-    const r = await runSft(cfg, demos, base.sft, {
-      runDir: sftDir,
-      sink,
-      signal: o.signal,
-      onStep: o.onStep,
-      validate: base.validate,
-      loadPolicy: (d) => base.loadPolicy(d),
-    });
-    rec?.finish(r.complete ? 'completed' : 'stopped');
-    return r;
+): Promise<WarmStart> {
+  return warmStart(cfg, base, {
+    dir: sftDir,
+    record: () => record?.('sft', cfg, sftDir),
+    sink: (rec) => sftCurve(runSink(sftDir, rec)),
+    signal: o.signal,
+    onStep: o.onStep,
   });
-  return { sft, runId: rec?.id };
 }
 
 /**
@@ -143,7 +132,7 @@ export async function runRlPhase<P extends string>(
     rec,
     async () => {
       // The SFT model's held-out metrics on SFT's step axis (sft/eval/*) in the run's record: its "before RL" column.
-      if (sft && rec) await rec.sink.metrics(sft.step, Object.fromEntries(Object.entries(sft.eval).map(([k, v]) => [`sft/eval/${k}`, v])));
+      if (sft && rec) await rec.sink.metrics(sft.step, beforeRlMetrics(sft.eval));
       await runTrainingLoop(rlCfg, { ...session.ports, sink: runSink(runDir, rec) }, { runDir, ...loop });
       const status = await after(session, started);
       rec?.finish(status);
@@ -249,16 +238,16 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
   const sftDir = join(dir, 'sft');
   const tSft = performance.now();
   const sftStop = deadlineSignal();
-  const { sft, runId: sftRunId } = await recordedSft(opts.record, cfg, sftDir, base, {
+  const sft = await recordedSft(opts.record, cfg, sftDir, base, {
     signal: sftStop.signal,
     onStep: (s, total, m) => opts.onStep?.('sft', s, total, m),
   }).finally(() => sftStop.dispose());
   if (sftStop.signal.aborted && !opts.signal?.aborted) skipped.push('SFT: stopped by the time budget');
   spent.sft = (performance.now() - tSft) / 1000;
-  const sftCheckpoint = (sft.best ?? sft.checkpoint!).dir;
+  const sftCheckpoint = sft.start!;
   const sftOnly = await timedEval(base.evaluate(cfg.eval.n_questions));
   rows.push(row('SFT only', sftOnly, (performance.now() - t) / 1000));
-  const origin: SftOrigin = { runId: sftRunId, step: sft.steps, eval: evalMetrics(sftOnly) };
+  const origin: SftOrigin = { runId: sft.runId, step: sft.steps, eval: evalMetrics(sftOnly) };
   await base.close();
 
   const curves: DemoResult['curves'] = [];

@@ -11,6 +11,9 @@
  * run, the parent of this one: its curve (sft/* at SFT steps), checkpoints and end status are there.
  * This run keeps what RL needs of it: the checkpoint RL starts from (step 0, for the replay) and the
  * SFT model's held-out evaluation (sft/eval/*, the "before RL" column).
+ *
+ * The warm start itself is `warmStart` (below): the one SFT that the demo, the ablation
+ * (engine/recipes) and `arbor sft` run too.
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -19,7 +22,8 @@ import type { ExperimentConfig } from '../config/experiment';
 import { runTrainingLoop, type LoopResult, type SinkPort } from '../train/loop';
 import type { TaskSession } from './run-dir';
 import { evalMetrics } from '../tasks/kit';
-import { runSft, sftTotalSteps, type Demo } from '../train/sft';
+import { runSft, sftTotalSteps, type Demo, type SftResult } from '../train/sft';
+import { recordedRun, type RunRecord } from './sinks';
 import { sftFormatWarning } from '../train/diagnostics';
 
 export interface ExperimentContext {
@@ -92,65 +96,41 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
       await ctx.session.loadPolicy(chosen.dir);
       out.sft = { steps: saved.step, total: saved.state.total, complete: true, finalLoss: NaN, checkpoint: chosen.dir, skipped: 'resumed' };
     } else {
-      mkdirSync(sftDir, { recursive: true });
       demos ??= await ctx.session.demos();
-      // A stopped SFT: its checkpoint holds the weights and optimizer state at `saved.step`.
-      if (saved) await ctx.session.loadPolicy(saved.dir);
       ctx.onPhase?.('sft', sftTotalSteps(cfg, demos.length));
-      const rec = ctx.sftRun?.({ dir: sftDir, resume: !!saved });
-      // The SFT curve: on the SFT run, or (no such run) on this run under sft/* (its own step axis: the
-      // store keeps sft/* out of the run's RL step and out of an RL resume's truncation). Its
-      // intermediate checkpoints stay in the run folder; the one RL starts from is recorded below at step 0.
-      const sftSink: SinkPort = rec
-        ? { ...rec.sink, metrics: (s, m) => rec.sink.metrics(s, sftKeys(m)) }
-        : { metrics: (s, m) => ctx.sink.metrics(s, sftKeys(m)), truncateAfter: () => {} };
-      let r: Awaited<ReturnType<typeof runSft>>;
-      try {
-        r = await runSft(cfg, demos, ctx.session.sft, {
-          runDir: sftDir,
-          signal: ctx.signal,
-          beforeStep: ctx.beforeStep,
-          startStep: saved?.step,
-          sink: sftSink,
-          onStep: (s, _t, m) => ctx.onStep?.('sft', s, m),
-          validate: ctx.session.validate,
-          loadPolicy: (dir) => ctx.session.loadPolicy(dir),
-        });
-      } catch (e) {
-        rec?.finish('failed', e instanceof Error ? e.message : String(e));
-        throw e;
-      }
+      const r = await warmStart(cfg, ctx.session, {
+        dir: sftDir,
+        demos,
+        // A stopped SFT: its checkpoint holds the weights and optimizer state at `saved.step`.
+        from: saved,
+        record: () => ctx.sftRun?.({ dir: sftDir, resume: !!saved }),
+        // The SFT curve: on the SFT run, or (no such run) on this run under sft/* (its own step axis: the
+        // store keeps sft/* out of the run's RL step and out of an RL resume's truncation). Its
+        // intermediate checkpoints stay in the run folder; the one RL starts from is recorded below at step 0.
+        sink: (rec) => sftCurve(rec?.sink ?? { metrics: (s, m) => ctx.sink.metrics(s, m), truncateAfter: () => {} }),
+        signal: ctx.signal,
+        beforeStep: ctx.beforeStep,
+        onStep: (s, _t, m) => ctx.onStep?.('sft', s, m),
+      });
       out.sft = {
-        ...(rec ? { runId: rec.id } : {}),
+        ...(r.runId !== undefined ? { runId: r.runId } : {}),
         steps: r.steps,
         total: r.total,
         complete: r.complete,
         finalLoss: r.finalLoss,
-        checkpoint: (r.best ?? r.checkpoint)?.dir,
+        checkpoint: r.start,
         ...(r.best ? { best: { step: r.best.step, exactMatch: r.best.value } } : {}),
         ...(saved ? { resumedFrom: saved.step } : {}),
       };
-      const ended = {
-        steps: r.steps,
-        total: r.total,
-        finalLoss: r.finalLoss,
-        ...(r.best ? { bestStep: r.best.step, bestValidationExactMatch: r.best.value } : {}),
-      };
-      if (rec) {
-        // sft.keep_best: the step RL starts from is a checkpoint of the SFT run too (runSft recorded its last step's).
-        if (r.best && r.best.step !== r.steps) rec.sink.event?.('checkpoint', { step: r.best.step, dir: r.best.dir });
-        rec.sink.event?.(r.complete ? 'sft_done' : 'sft_stopped', ended);
-        rec.finish(r.complete ? 'completed' : 'stopped');
-      }
       // The weights RL starts from, in the run's checkpoint list at step 0: they sampled RL step 1, so the
       // replay's top-k and what-if use them for it, and they are "the SFT checkpoint" to compare any step against.
-      if (r.complete && out.sft.checkpoint) ctx.sink.event?.('checkpoint', { step: 0, dir: out.sft.checkpoint });
-      ctx.sink.event?.(r.complete ? 'sft_done' : 'sft_stopped', { ...ended, ...(rec ? { run: rec.id } : {}) });
+      if (r.complete && r.start) ctx.sink.event?.('checkpoint', { step: 0, dir: r.start });
+      ctx.sink.event?.(r.complete ? 'sft_done' : 'sft_stopped', { ...sftEnd(r), ...(r.runId !== undefined ? { run: r.runId } : {}) });
       // SFT alone on the held-out tasks, so one run shows what RL added (logged on SFT's step axis).
       if (r.complete && !ctx.signal?.aborted) {
         ctx.onPhase?.('eval', 1);
         out.sftEval = evalMetrics(await ctx.session.evaluate(cfg.eval.n_questions));
-        await ctx.sink.metrics(r.steps, Object.fromEntries(Object.entries(out.sftEval).map(([k, v]) => [`sft/eval/${k}`, v])));
+        await ctx.sink.metrics(r.steps, beforeRlMetrics(out.sftEval));
         // SFT without the format: said before RL starts, with the keys to change.
         const val = r.validation;
         const warning = val
@@ -194,7 +174,93 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
   return out;
 }
 
+/** The SFT warm start's own run, as warmStart records it (a workspace run, or `arbor demo`'s phase record). */
+export interface SftRecord extends RunRecord {
+  id?: string;
+  sink: SinkPort;
+}
+
+export interface WarmStartOptions {
+  /** The SFT folder: its checkpoints (and best.json with sft.keep_best); made if missing. */
+  dir: string;
+  /** The demonstrations, when the caller has read them (else the session's). */
+  demos?: Demo[];
+  /** A stopped SFT's checkpoint: loaded (weights and optimizer state), and SFT continues after its step. */
+  from?: { step: number; dir: string };
+  /** Opens the warm start's own run once the demonstrations are read; absent or undefined: not recorded as a run. */
+  record?: () => SftRecord | undefined;
+  /** Where the SFT curve and events go, given that run (e.g. its sink through sftCurve). */
+  sink: (record: SftRecord | undefined) => SinkPort;
+  signal?: AbortSignal;
+  /** Awaited before every step (the workbench's Pause). */
+  beforeStep?: () => Promise<void>;
+  onStep?: (step: number, total: number, m: Record<string, number>) => void;
+}
+
+export interface WarmStart extends SftResult {
+  /** The run that records this SFT (WarmStartOptions.record), when one does. */
+  runId?: string;
+  /** The checkpoint RL starts from: with sft.keep_best the best validation step's, else the last step's. */
+  start?: string;
+}
+
+/**
+ * The SFT warm start, as every job runs it (`arbor train` and the run manager through
+ * runExperiment, the demo, the ablation, `arbor sft`): the session's policy trained on the
+ * demonstrations in `dir` (continued from `from` when given), its curve to `sink`, scored on the
+ * validation split when the session has one. When `record` opens a run, that run ends with SFT:
+ * failed with the error's message on a throw, else completed or stopped, after the events
+ * `sft_done` / `sft_stopped` (sftEnd) and, with sft.keep_best, the best step's checkpoint.
+ * The held-out evaluation of the SFT model is the caller's (each reports it its own way).
+ */
+export async function warmStart(cfg: ExperimentConfig, session: TaskSession, o: WarmStartOptions): Promise<WarmStart> {
+  mkdirSync(o.dir, { recursive: true });
+  const demos = o.demos ?? (await session.demos());
+  if (o.from) await session.loadPolicy(o.from.dir);
+  const rec = o.record?.();
+  const sink = o.sink(rec);
+  return recordedRun(rec, async () => {
+    const r = await runSft(cfg, demos, session.sft, {
+      runDir: o.dir,
+      sink,
+      signal: o.signal,
+      beforeStep: o.beforeStep,
+      startStep: o.from?.step,
+      onStep: o.onStep,
+      validate: session.validate,
+      loadPolicy: (dir) => session.loadPolicy(dir),
+    });
+    if (rec) {
+      // sft.keep_best: the step RL starts from is a checkpoint of the SFT run too (runSft recorded its last step's).
+      if (r.best && r.best.step !== r.steps) rec.sink.event?.('checkpoint', { step: r.best.step, dir: r.best.dir });
+      rec.sink.event?.(r.complete ? 'sft_done' : 'sft_stopped', sftEnd(r));
+      rec.finish(r.complete ? 'completed' : 'stopped');
+    }
+    return { ...r, ...(rec?.id !== undefined ? { runId: rec.id } : {}), start: (r.best ?? r.checkpoint)?.dir };
+  });
+}
+
+/** The payload of the `sft_done` / `sft_stopped` event: how far SFT got, and the best step it kept. */
+export function sftEnd(r: SftResult): Record<string, number> {
+  return {
+    steps: r.steps,
+    total: r.total,
+    finalLoss: r.finalLoss,
+    ...(r.best ? { bestStep: r.best.step, bestValidationExactMatch: r.best.value } : {}),
+  };
+}
+
+/** A sink for the SFT curve: `sink` with the step metrics under sft/* only (sftKeys). */
+export function sftCurve(sink: SinkPort): SinkPort {
+  return { ...sink, metrics: (s, m) => sink.metrics(s, sftKeys(m)) };
+}
+
 /** SFT step metrics under sft/* only (its throughput too, so it is not drawn on the RL curve). */
 export function sftKeys(m: Record<string, number>): Record<string, number> {
   return Object.fromEntries(Object.entries(m).map(([k, v]) => [k.startsWith('sft/') ? k : `sft/${k.replace(/^perf\//, '')}`, v]));
+}
+
+/** The SFT model's held-out metrics as an RL run records them: sft/eval/* (its "before RL" column). */
+export function beforeRlMetrics(evalMetrics: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.entries(evalMetrics).map(([k, v]) => [`sft/eval/${k}`, v]));
 }

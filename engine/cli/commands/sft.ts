@@ -4,15 +4,14 @@
  * checkpoint, the held-out evaluation) unless --no-store; Ctrl-C stops after the current batch and
  * saves the model (the run is then "stopped").
  */
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig } from '../../config/experiment';
 import { evalTable, progressBar } from '../progress';
 import { evalMetrics } from '../../tasks/kit';
-import { runSft } from '../../train/sft';
 import { recordedRun, runSink } from '../../run/sinks';
 import { claimRunAndOpenTask } from '../../run/store-run';
+import { warmStart } from '../../run/runner';
 import { interruptSignal, note } from '../lifecycle';
 
 export function register(program: Command): void {
@@ -33,19 +32,18 @@ export function register(program: Command): void {
         async () => {
           const demos = await session.demos();
           const sftDir = join(dir, 'sft');
-          mkdirSync(sftDir, { recursive: true });
+          // This run is the SFT (its record is the job's, ended below after the evaluation): its curve as runSft writes it.
           const sink = runSink(sftDir, rec);
           let bar: ReturnType<typeof progressBar> | undefined;
-          const res = await runSft(cfg, demos, session.sft, {
-            runDir: sftDir,
-            sink,
+          const res = await warmStart(cfg, session, {
+            dir: sftDir,
+            demos,
+            sink: () => sink,
             signal: stop.signal,
             onStep: (s, total, m) => {
               bar ??= progressBar('sft', total, { quiet: o.json, fields: ['loss'] });
               bar.update(s, { loss: m['sft/loss']! });
             },
-            validate: session.validate,
-            loadPolicy: (d) => session.loadPolicy(d),
           });
           bar?.stop();
           const ev = o.eval && res.complete ? evalMetrics(await session.evaluate(cfg.eval.n_questions)) : undefined;
@@ -58,7 +56,7 @@ export function register(program: Command): void {
             total: res.total,
             complete: res.complete,
             finalLoss: res.finalLoss,
-            checkpoint: (res.best ?? res.checkpoint)?.dir,
+            checkpoint: res.start,
             ...(res.best ? { best: { step: res.best.step, validationExactMatch: res.best.value } } : {}),
             eval: ev,
           };
