@@ -101,13 +101,15 @@ export interface RunRow {
  * From the step: the sampled token's logprob, the KL reference's logprob, the policy's entropy, the
  * advantage, the critic's value and the loss mask.
  */
-export type StepChannel = 'logprob' | 'refLogprob' | 'entropy' | 'advantage' | 'value' | 'lossMask';
+export const STEP_CHANNELS = ['logprob', 'refLogprob', 'entropy', 'advantage', 'value', 'lossMask'] as const;
+export type StepChannel = (typeof STEP_CHANNELS)[number];
 /**
  * What training applied per token (engine/rl/token-signals.ts): the importance ratio, the clip side
  * (0, +1 upper, −1 lower, 2 dual) and the loss weight; the advantage's outcome part and process part
  * (they add up to `advantage`); algorithm.distill: the teacher's logprob of each token.
  */
-export type SignalChannel = 'ratio' | 'clipped' | 'lossWeight' | 'advOutcome' | 'advProcess' | 'teacherLogprob';
+export const SIGNAL_CHANNELS = ['ratio', 'clipped', 'lossWeight', 'advOutcome', 'advProcess', 'teacherLogprob'] as const;
+export type SignalChannel = (typeof SIGNAL_CHANNELS)[number];
 export type TokenChannel = StepChannel | SignalChannel;
 
 export interface TurnRecord extends Partial<Record<TokenChannel, ArrayLike<number>>> {
@@ -213,6 +215,9 @@ function tokenShares(turns: TurnRecord[]): [number | null, number | null] {
 const f32 = (a?: ArrayLike<number>) => (a ? Buffer.from(Float32Array.from(a).buffer) : null);
 const i32 = (a?: ArrayLike<number>) => (a ? Buffer.from(Int32Array.from(a).buffer) : null);
 const fromF32 = (b: Buffer | null) => (b ? Array.from(new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength))) : null);
+/** A turns row's per-token channels: each a float32 BLOB in the column named as the channel in snake_case (refLogprob → ref_logprob). */
+const readChannels = <C extends TokenChannel>(row: Record<string, unknown>, channels: readonly C[]) =>
+  Object.fromEntries(channels.map((c) => [c, fromF32(row[c.replace(/[A-Z]/g, (x) => `_${x.toLowerCase()}`)] as Buffer | null)])) as Record<C, number[] | null>;
 const fromI32 = (b: Buffer | null) => (b ? Array.from(new Int32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength))) : []);
 
 export class Store {
@@ -564,21 +569,11 @@ export class Store {
           u.role,
           u.text,
           i32(u.tokenIds),
-          f32(u.logprob),
-          f32(u.refLogprob),
-          f32(u.entropy),
-          f32(u.advantage),
-          f32(u.value),
-          f32(u.lossMask),
+          ...STEP_CHANNELS.map((c) => f32(u[c])),
           JSON.stringify(u.toolCalls ?? []),
           u.stepReward ?? null,
           u.tokens ? JSON.stringify(u.tokens) : null,
-          f32(u.ratio),
-          f32(u.clipped),
-          f32(u.lossWeight),
-          f32(u.advOutcome),
-          f32(u.advProcess),
-          f32(u.teacherLogprob),
+          ...SIGNAL_CHANNELS.map((c) => f32(u[c])),
         ),
       );
     }
@@ -663,21 +658,11 @@ export class Store {
       role: u.role as string,
       text: u.text as string,
       tokenIds: fromI32(u.token_ids as Buffer | null),
-      logprob: fromF32(u.logprob as Buffer | null),
-      refLogprob: fromF32(u.ref_logprob as Buffer | null),
-      entropy: fromF32(u.entropy as Buffer | null),
-      advantage: fromF32(u.advantage as Buffer | null),
-      value: fromF32(u.value as Buffer | null),
-      lossMask: fromF32(u.loss_mask as Buffer | null),
+      ...readChannels(u, STEP_CHANNELS),
       toolCalls: JSON.parse(u.tool_calls as string) as unknown[],
       stepReward: u.step_reward as number | null,
       tokens: u.tokens ? (JSON.parse(u.tokens as string) as string[]) : [],
-      ratio: fromF32(u.ratio as Buffer | null),
-      clipped: fromF32(u.clipped as Buffer | null),
-      lossWeight: fromF32(u.loss_weight as Buffer | null),
-      advOutcome: fromF32(u.adv_outcome as Buffer | null),
-      advProcess: fromF32(u.adv_process as Buffer | null),
-      teacherLogprob: fromF32(u.teacher_logprob as Buffer | null),
+      ...readChannels(u, SIGNAL_CHANNELS),
     }));
     return { ...s, turnsData: turns };
   }
