@@ -1,10 +1,11 @@
+// The global styles first: each view's own CSS (beside it, imported by the view) comes after them.
+import './styles.css';
 import { StrictMode } from 'react';
 import { createRoot } from 'react-dom/client';
 import { App } from './App';
 import { connectEngine } from './api/connection';
 import { createArborStore } from './store';
 import { StoreContext } from './store/react';
-import './styles.css';
 
 const api = connectEngine();
 const store = createArborStore(api);

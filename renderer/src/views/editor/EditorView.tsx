@@ -1,3 +1,4 @@
+import './editor.css';
 import { useEffect, useState } from 'react';
 import { useArborStore } from '../../store/react';
 import { NewFileDialog, type NewFileAsk } from '../../components/Dialog';

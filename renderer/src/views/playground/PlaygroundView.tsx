@@ -1,3 +1,4 @@
+import './playground.css';
 import { useEffect, useState } from 'react';
 import { useArbor, useArborStore } from '../../store/react';
 import { ModelPicker } from '../../components/ModelPicker';

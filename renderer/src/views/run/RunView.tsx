@@ -1,3 +1,4 @@
+import './run.css';
 import { useState } from 'react';
 import { useArbor } from '../../store/react';
 import { isSftWarmStart } from '../../lib/lineage';

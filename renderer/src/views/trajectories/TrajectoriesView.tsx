@@ -1,3 +1,4 @@
+import './trajectories.css';
 import { useArbor } from '../../store/react';
 import { BranchTreePanel } from '../../components/BranchTree';
 import { useReplayKeys } from './useReplayKeys';
