@@ -13,6 +13,8 @@ export default defineConfig({
           // Tests run the CLI on temporary environments: approved as --yes would (engine/env/consent.ts;
           // tests/engine/env/consent.test.ts clears it to see the questions).
           env: { ARBOR_YES: '1' },
+          // The built-in registry entries, loaded as the CLI and the server load them (engine/builtins.ts).
+          setupFiles: ['tests/engine/setup.ts'],
           testTimeout: 120_000,
           hookTimeout: 120_000,
           pool: 'forks',

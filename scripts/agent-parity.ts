@@ -12,6 +12,7 @@
  * does after a malformed call), which this shows.
  */
 import { Command } from 'commander';
+import '../engine/builtins'; // the built-in estimators, losses, formats and task kinds, before a config is read
 import { loadConfig } from '../engine/config/experiment';
 import { openEnvironmentKit } from '../engine/tasks/open';
 import { PolicyModel } from '../engine/model/runtime';

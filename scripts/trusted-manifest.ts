@@ -9,6 +9,7 @@
  */
 import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import '../engine/builtins'; // the built-in estimators, losses, formats and task kinds, before a config is read
 import { loadConfig } from '../engine/config/experiment';
 import { configDirOf, configItems, packageRoot } from '../engine/env/consent';
 

@@ -2,6 +2,8 @@
  * The `arbor` CLI. Each command lives in its own module under ./commands/ and exports
  * `register(program)`; this file only collects them, so areas can add commands independently.
  */
+// Every built-in estimator, loss, format and task kind registers itself before a command reads a config.
+import '../builtins';
 import { Command } from 'commander';
 import { readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';

@@ -20,9 +20,10 @@ import { mcpServersSchema, mcpServersSource, withServerCwds } from '../env/mcp/c
 import { ModelNotCachedError, resolveModelRef } from '../hub/cache';
 import { LORA_TARGETS } from '../model/lora';
 import { QUANT_BLOCK, QUANT_MODES } from '../model/quantize';
-import { ESTIMATORS, estimatorNames, getEstimator } from '../rl/index';
+import { estimatorNames, getEstimator } from '../rl/index';
 import { KL_ESTIMATORS } from '../rl/kl';
-import { AGGREGATION_MODES, getPolicyLoss, POLICY_LOSSES as POLICY_LOSS_REGISTRY, policyLossNames } from '../rl/policy-losses';
+import { AGGREGATION_MODES, getPolicyLoss, policyLossNames } from '../rl/policy-losses';
+import { NamedRegistry, type KeyReads } from '../base/registry';
 import { BRANCHING_MODES } from '../rollout/branching';
 import { ConfigError } from './errors';
 import { loadPlugins, pluginLoaded, pluginPaths } from './plugins';
@@ -35,11 +36,10 @@ export { loadPlugins } from './plugins';
 const keysOf = <K extends string>(registry: Record<K, unknown>) => Object.keys(registry) as [K, ...K[]];
 
 /**
- * engine/rl's registries name the choices: advantage estimators, KL estimators, policy losses
- * (these constants are the built-in names; validation uses the registries as they are then, so a
- * config's `plugins:` add to them: see configSchema below).
+ * Fixed choices. The registered ones (advantage estimators, policy losses, tool-call formats, task
+ * kinds) are not listed here: configSchema below makes each a choice of its registry's names as
+ * they are when a config is validated (the built-in entries and a config's `plugins:`).
  */
-export const ADV_ESTIMATORS = keysOf(ESTIMATORS);
 export const LOSS_AGG_MODES = AGGREGATION_MODES;
 export const KL_TYPES = keysOf(KL_ESTIMATORS);
 export const KL_PLACEMENTS = ['loss', 'reward'] as const;
@@ -48,49 +48,38 @@ export const BACKENDS = ['ort', 'tfjs'] as const;
 /** ONNX Runtime devices (engine/tensor/ort.ts resolveProviders). */
 export const DEVICES = ['auto', 'cpu', 'cuda', 'webgpu', 'dml', 'coreml'] as const;
 /**
- * What the config knows of a task kind (engine/tasks/registry.ts holds its kit; registerTaskKit
- * there declares both): its own keys, `task.<kind>` (a zod object whose fields all have
- * defaults; refused with another kind), whether it reads environment.tasks, and its own checks.
+ * What the config knows of a task kind (engine/tasks/kit-registry.ts registerTaskKit declares it
+ * with the kit; config/ sits below tasks/, so the kinds reach it only by registering): its own keys,
+ * `task.<kind>` (a zod object whose fields all have defaults; refused with another kind), the shared
+ * keys it reads, whether it reads environment.tasks, and its own checks.
  */
 export interface TaskKindSpec {
   description: string;
+  /** The config's default task.kind (one kind: the built-in multihop). */
+  default?: boolean;
   options?: z.ZodType<unknown, Record<string, unknown>>;
   /** environment.tasks: needed, allowed, or (default) refused with this kind. */
   taskFile?: 'required' | 'optional';
+  /** Shared config keys this kind reads (e.g. task.hops); a key another kind reads and this one does not is refused with it. */
+  reads?: KeyReads;
+  /** A user environment: a tiny model's SFT warm start gets TINY_COLD_START's defaults with it. */
+  tinyColdStart?: boolean;
   /** Problems with a config of this kind (the schema has passed), each naming its field. */
   check?: (cfg: ExperimentConfig) => { field: string; message: string }[];
 }
 
-/** The built-in task kinds; their keys are task.* fields of their own (hops, dataset, …) and INERT_RULES refuses them with another kind. */
-const TASK_KIND_SPECS = new Map<string, TaskKindSpec>([
-  ['multihop', { description: 'the built-in synthetic multi-hop world with BM25 search' }],
-  [
-    'qa',
-    {
-      description: 'a QA dataset (HotpotQA style) whose contexts are the search corpus',
-      check: (c) => (c.task.dataset ? [] : [{ field: 'task.dataset', message: 'required for task.kind "qa" (a JSONL file of questions)' }]),
-    },
-  ],
-  ['custom', { description: 'a task file of {id, prompt | messages, answers?, meta?} and your own tools', taskFile: 'required' }],
-  ['tools', { description: 'the built-in two-tool task (lookup + calculator in Hermes JSON)', taskFile: 'optional' }],
-]);
+/** Every task kind the config accepts: none until engine/tasks registers them (engine/builtins.ts, a config's plugins). */
+const TASK_KIND_SPECS = new NamedRegistry<TaskKindSpec>(['registerTaskKit', 'a task kind', 'task.kind', 'task kind']);
 
-/** Task kinds (the built-in ones): multihop (built-in world), qa (a QA dataset + BM25 search), custom (environment.tasks + your tools), tools (the built-in lookup + calculator task). */
-export const TASK_KINDS = ['multihop', 'qa', 'custom', 'tools'] as const;
-
-/** Declare a task kind to the config (engine/tasks/registry.ts registerTaskKit calls this with the kit). A name already taken is refused. */
+/** Declare a task kind to the config (engine/tasks/kit-registry.ts registerTaskKit calls this with the kit). A name already taken is refused. */
 export function registerTaskKind(kind: string, spec: TaskKindSpec): void {
-  if (!/^[a-z][a-z0-9_]*$/.test(kind)) throw new Error(`registerTaskKit: "${kind}" is not a config name (lowercase letters, digits, _)`);
-  if (TASK_KIND_SPECS.has(kind)) throw new Error(`registerTaskKit: a task kind "${kind}" is already registered`);
-  TASK_KIND_SPECS.set(kind, spec);
+  TASK_KIND_SPECS.register(kind, spec);
 }
 
-/** Every task kind the config accepts now (built in and registered). */
+/** Every task kind the config accepts now (registered), the default first. */
 export function taskKindNames(): string[] {
-  return [...TASK_KIND_SPECS.keys()];
+  return TASK_KIND_SPECS.names();
 }
-/** The policy loss: PPO-clip (with clip-higher and dual clip) or GSPO's sequence-level ratio (engine/rl/policy-losses.ts). */
-export const POLICY_LOSSES = keysOf(POLICY_LOSS_REGISTRY);
 
 const posInt = () => z.number().int().positive();
 const nonNegInt = () => z.number().int().nonnegative();
@@ -177,7 +166,8 @@ const modelSchema = z
   });
 
 const taskSchema = z.strictObject({
-  kind: z.string().default('multihop'),
+  // A choice of the registered task kinds (configSchema; default: the registry's default).
+  kind: z.string().default(''),
   /** Seed of the world the agent trains on. */
   train_seed: nonNegInt().default(1),
   /** Seed of the held-out world used for evaluation (different entities and facts). */
@@ -239,15 +229,13 @@ const rolloutSchema = z.strictObject({
 });
 
 const algorithmSchema = z.strictObject({
-  adv_estimator: z.string().default('grpo'),
+  // A choice of the registered estimators (configSchema; default: the first registered).
+  adv_estimator: z.string().default(''),
   /** GRPO: divide by the group std (false = Dr.GRPO behaviour). */
   norm_adv_by_std: z.boolean().default(true),
-  policy_loss: z.string().default('ppo'),
-  // The built-in estimators' and losses' own sections, with the schemas their registry entries
-  // own (engine/rl): algorithm.gspo, algorithm.aepo, algorithm.gigpo. Registered ones join in configSchema().
-  gspo: POLICY_LOSS_REGISTRY.gspo.options.prefault({}),
-  aepo: POLICY_LOSS_REGISTRY.aepo.options.prefault({}),
-  gigpo: ESTIMATORS.gigpo.options.prefault({}),
+  // A choice of the registered policy losses (configSchema; default: the first registered). Every
+  // registered estimator's and loss's own section (algorithm.<name>) joins in configSchema().
+  policy_loss: z.string().default(''),
   loss_agg_mode: z.enum(LOSS_AGG_MODES).default('token-mean'),
   clip_ratio_low: nonNeg().max(1).default(0.2),
   clip_ratio_high: nonNeg().default(0.28),
@@ -392,10 +380,11 @@ const loggingSchema = z.strictObject({
  * a task file, and the limits every path (training, rollout, eval, playground) applies. Paths
  * are relative to the config file.
  */
-const FORMAT_DESCRIPTION = 'tool-call format: search-r1, hermes (Qwen <tool_call> JSON) or tags (<toolname>)';
+const FORMAT_DESCRIPTION = 'tool-call format (registered: engine/env/formats.ts and plugins)';
 const environmentSchema = z.strictObject({
   /** Tool-call format (engine/env/formats.ts registry): search-r1 (<search>), hermes (<tool_call> JSON, chat template), tags (<toolname>). */
-  format: z.string().default('search-r1').describe(FORMAT_DESCRIPTION),
+  // A choice of the registered formats (configSchema; default: the registry's default).
+  format: z.string().default('').describe(FORMAT_DESCRIPTION),
   /** Tool files, any number, any tool names (each exports Tool objects); they join the task's built-in tools (a same-named one replaces it). */
   tools: z.array(z.string().min(1)).default([]),
   /** Reward file: exports `reward(episode)` (or default) → a number or { reward, components?, steps? } (steps: one per tool call, used by algorithm.process_rewards). */
@@ -560,11 +549,26 @@ function optionSections(): OptionSection[] {
     const o = getPolicyLoss(name).options;
     if (o) out.push({ section: 'algorithm', name, selector: 'policy_loss', schema: o });
   }
-  for (const [name, spec] of TASK_KIND_SPECS) if (spec.options) out.push({ section: 'task', name, selector: 'kind', schema: spec.options });
+  for (const [name, spec] of TASK_KIND_SPECS.entriesList()) if (spec.options) out.push({ section: 'task', name, selector: 'kind', schema: spec.options });
   return out;
 }
 
 let composed: { key: string; schema: typeof experimentSchema } | undefined;
+
+/**
+ * A registered choice: one of the registry's names, by default the first registered (each
+ * builtins list registers the default first). With none registered (engine/builtins.ts not
+ * imported in this process) the field is refused, saying so.
+ */
+function choice(values: string[], what: string) {
+  if (values.length) return z.enum(values as [string, ...string[]]).default(values[0]!);
+  return z
+    .string()
+    .optional()
+    .refine(() => false, {
+      message: `no ${what} is registered in this process (the built-in ones register when engine/builtins.ts is imported)`,
+    }) as unknown as z.ZodDefault<z.ZodEnum<Record<string, string>>>;
+}
 
 /**
  * The schema a config is validated with: the static one, its choices (estimators, policy losses,
@@ -584,16 +588,19 @@ export function configSchema(): typeof experimentSchema {
     }
     return shape;
   };
-  const clash = sections.find((s) => s.section === 'algorithm' && s.name in algorithmSchema.shape && !['gspo', 'aepo', 'gigpo'].includes(s.name));
+  const clash = sections.find((s) => s.name in (s.section === 'algorithm' ? algorithmSchema.shape : taskSchema.shape));
   if (clash)
-    throw new Error(`algorithm.${clash.name}: a registered ${clash.selector} named "${clash.name}" would shadow the config key of that name; rename it`);
-  const choice = (values: string[], dflt: string) => z.enum(values as [string, ...string[]]).default(dflt);
+    throw new Error(`${clash.section}.${clash.name}: a registered ${clash.selector} named "${clash.name}" would shadow the config key of that name; rename it`);
   const schema = experimentSchema.extend({
     algorithm: algorithmSchema
-      .extend({ adv_estimator: choice(names.est, 'grpo'), policy_loss: choice(names.loss, 'ppo'), ...extra('algorithm', algorithmSchema.shape) })
+      .extend({
+        adv_estimator: choice(names.est, 'advantage estimator'),
+        policy_loss: choice(names.loss, 'policy loss'),
+        ...extra('algorithm', algorithmSchema.shape),
+      })
       .prefault({}),
-    task: taskSchema.extend({ kind: choice(names.kind, 'multihop'), ...extra('task', taskSchema.shape) }).prefault({}),
-    environment: environmentSchema.extend({ format: choice(names.fmt, 'search-r1').describe(FORMAT_DESCRIPTION) }).prefault({}),
+    task: taskSchema.extend({ kind: choice(names.kind, 'task kind'), ...extra('task', taskSchema.shape) }).prefault({}),
+    environment: environmentSchema.extend({ format: choice(names.fmt, 'tool-call format').describe(FORMAT_DESCRIPTION) }).prefault({}),
   }) as unknown as typeof experimentSchema;
   composed = { key, schema };
   return schema;
@@ -606,6 +613,44 @@ function sectionRules(): InertRule[] {
     when: (c: ExperimentConfig) => (c[s.section] as Record<string, unknown>)[s.selector] !== s.name,
     why: `unless ${s.section}.${s.selector} is "${s.name}" (its own options)`,
   }));
+}
+
+/** A registry whose entries say which shared keys they read, and the dotted config field that chooses one. */
+interface ReadsSource {
+  selector: string;
+  entries: () => [name: string, reads: KeyReads | undefined][];
+}
+
+const READS_SOURCES: ReadsSource[] = [
+  { selector: 'algorithm.adv_estimator', entries: () => estimatorNames().map((n) => [n, getEstimator(n).reads]) },
+  { selector: 'algorithm.policy_loss', entries: () => policyLossNames().map((n) => [n, getPolicyLoss(n).reads]) },
+  { selector: 'task.kind', entries: () => taskKindNames().map((n) => [n, TASK_KIND_SPECS.get(n).reads]) },
+];
+
+/**
+ * The generated INERT rules of the shared keys registered entries read (their `reads`): a key some
+ * entry reads is refused under an entry that does not (algorithm.gamma under grpo, task.hops under
+ * another kind than the one that reads it), naming the entries that do.
+ */
+function readsRules(): InertRule[] {
+  const rules: InertRule[] = [];
+  for (const src of READS_SOURCES) {
+    const readers = new Map<string, { names: string[]; why: string }>();
+    for (const [name, reads] of src.entries())
+      for (const [key, why] of Object.entries(reads ?? {})) {
+        const r = readers.get(key) ?? { names: [], why };
+        r.names.push(name);
+        readers.set(key, r);
+      }
+    const chosen = (c: ExperimentConfig) => String(valueAtPath(c, src.selector));
+    for (const [key, r] of readers)
+      rules.push({
+        keys: [key],
+        when: (c) => !r.names.includes(chosen(c)),
+        why: (c) => `with ${src.selector} "${chosen(c)}" (read by ${r.names.map((n) => `"${n}"`).join(', ')}: ${r.why})`,
+      });
+  }
+  return rules;
 }
 
 function describeIssue(issue: z.core.$ZodIssue, input: unknown): string {
@@ -685,7 +730,8 @@ function withTinyColdStart(input: unknown): unknown {
   const sft = obj(raw.sft);
   const task = obj(raw.task);
   const ev = obj(raw.eval);
-  if (model?.init !== 'tiny' || model.path !== undefined || sft?.warm_start !== true || task?.kind !== 'custom') return input;
+  const kind = typeof task?.kind === 'string' && TASK_KIND_SPECS.has(task.kind) ? TASK_KIND_SPECS.get(task.kind) : undefined;
+  if (model?.init !== 'tiny' || model.path !== undefined || sft?.warm_start !== true || !kind?.tinyColdStart) return input;
   if (obj(raw.environment)?.agent !== undefined || sft.demos_path !== undefined) return input;
   if (Object.keys(TINY_COLD_START.sft).some((k) => sft[k] !== undefined) || ev?.validation !== undefined) return input;
   return { ...raw, sft: { ...TINY_COLD_START.sft, ...sft }, eval: { ...ev, ...TINY_COLD_START.eval } };
@@ -696,7 +742,36 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
   const written = input;
   input = withTinyColdStart(input);
   const baseDir = opts.baseDir ?? process.cwd();
-  // Plugins first: the names they register are choices of the schema.
+  const cfg = parseConfig(input, baseDir, opts.file);
+  rememberConfigDir(cfg, baseDir);
+  const abs = (p: string) => (isAbsolute(p) ? p : resolve(baseDir, p));
+  const refErrors = resolvePaths(cfg, baseDir, abs);
+  const job = opts.job;
+  const issues: Issue[] = inertKeys(written, cfg, job);
+  const unused = job ? keysOutsideScope(written, job) : [];
+  if (unused.length)
+    (opts.warn ?? ((l: string) => process.stderr.write(`${l}\n`)))(
+      `warning: ${opts.file ?? 'config'}: not used by this command (it reads ${JOB_SCOPE[job!]!.join(', ')}): ${unused.join(', ')}`,
+    );
+  issues.push(
+    ...checkpointIssues(cfg),
+    ...readMcpServers(cfg.environment, abs),
+    ...agentIssues(cfg, opts.checkFiles !== false),
+    ...distillAndJudgeIssues(cfg),
+    ...taskKindIssues(cfg),
+    ...batchAndLimitIssues(cfg),
+  );
+  if (opts.checkFiles !== false) issues.push(...missingFiles(cfg, refErrors));
+  if (issues.length) throw new ConfigError(issues, opts.file);
+  const given = (input as { rollout?: Record<string, unknown> } | null)?.rollout ?? {};
+  DEFAULTED_LIMITS.set(cfg, new Set(ROLLOUT_LIMIT_KEYS.filter((k) => given[k] === undefined)));
+  return cfg;
+}
+
+type Issue = { field: string; message: string };
+
+/** The schema's parse of a config (its plugins loaded first: the names they register are choices of the schema); refused naming each field. */
+function parseConfig(input: unknown, baseDir: string, file: string | undefined): ExperimentConfig {
   const notLoaded = pluginPaths(input, baseDir).filter((p) => !pluginLoaded(p.path));
   if (notLoaded.length)
     throw new ConfigError(
@@ -704,41 +779,37 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
         field: p.field,
         message: `${p.path} is not loaded in this process (\`arbor train\`, \`sft\`, \`eval\`, \`rollout\`, … load a config's plugins after asking; the workbench does not load plugins yet)`,
       })),
-      opts.file,
+      file,
     );
   const res = configSchema().safeParse(input);
-  if (!res.success) {
+  if (!res.success)
     throw new ConfigError(
       res.error.issues.map((i) => ({ field: fieldName(i.path, i), message: describeIssue(i, input) })),
-      opts.file,
+      file,
     );
-  }
-  const cfg = res.data;
-  rememberConfigDir(cfg, baseDir);
-  const abs = (p: string) => (isAbsolute(p) ? p : resolve(baseDir, p));
+  return res.data;
+}
+
+/**
+ * Make the config's paths absolute against its folder (in place). model.path and
+ * algorithm.distill.teacher may be `org/name[@revision]` from the Hugging Face cache (an existing
+ * folder wins; no network): a name not cached is kept as a path and its error returned, for
+ * missingFiles to report.
+ */
+function resolvePaths(cfg: ExperimentConfig, baseDir: string, abs: (p: string) => string): { model?: string; teacher?: string } {
+  const errors: { model?: string; teacher?: string } = {};
+  const modelRef = (ref: string, slot: 'model' | 'teacher') => {
+    try {
+      return resolveModelRef(ref, baseDir);
+    } catch (e) {
+      if (!(e instanceof ModelNotCachedError)) throw e;
+      errors[slot] = e.message;
+      return abs(ref);
+    }
+  };
   cfg.plugins = cfg.plugins.map(abs);
-  // model.path: a folder, or `org/name[@revision]` from the Hugging Face cache (an existing folder wins; no network).
-  let modelRefError: string | undefined;
-  if (cfg.model.path) {
-    try {
-      cfg.model.path = resolveModelRef(cfg.model.path, baseDir);
-    } catch (e) {
-      if (!(e instanceof ModelNotCachedError)) throw e;
-      modelRefError = e.message;
-      cfg.model.path = abs(cfg.model.path);
-    }
-  }
-  // algorithm.distill.teacher: a folder, or `org/name[@revision]` from the Hugging Face cache, as model.path.
-  let teacherRefError: string | undefined;
-  if (cfg.algorithm.distill) {
-    try {
-      cfg.algorithm.distill.teacher = resolveModelRef(cfg.algorithm.distill.teacher, baseDir);
-    } catch (e) {
-      if (!(e instanceof ModelNotCachedError)) throw e;
-      teacherRefError = e.message;
-      cfg.algorithm.distill.teacher = abs(cfg.algorithm.distill.teacher);
-    }
-  }
+  if (cfg.model.path) cfg.model.path = modelRef(cfg.model.path, 'model');
+  if (cfg.algorithm.distill) cfg.algorithm.distill.teacher = modelRef(cfg.algorithm.distill.teacher, 'teacher');
   if (cfg.task.dataset) cfg.task.dataset = abs(cfg.task.dataset);
   if (cfg.sft.demos_path) cfg.sft.demos_path = abs(cfg.sft.demos_path);
   const env = cfg.environment;
@@ -746,147 +817,167 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
   if (env.reward) env.reward = abs(env.reward);
   if (env.tasks) env.tasks = abs(env.tasks);
   env.workspace = abs(env.workspace ?? '.');
-  const job = opts.job;
-  const issues: { field: string; message: string }[] = inertKeys(written, cfg, job);
-  const unused = job ? keysOutsideScope(written, job) : [];
-  if (unused.length)
-    (opts.warn ?? ((l: string) => process.stderr.write(`${l}\n`)))(
-      `warning: ${opts.file ?? 'config'}: not used by this command (it reads ${JOB_SCOPE[job!]!.join(', ')}): ${unused.join(', ')}`,
-    );
-  const keepEvery = cfg.checkpoint.keep_every;
-  if (keepEvery !== undefined && keepEvery > 0 && keepEvery % cfg.checkpoint.every !== 0)
-    issues.push({
+  if (env.agent) env.agent.cwd = abs(env.agent.cwd ?? '.');
+  return errors;
+}
+
+function checkpointIssues(cfg: ExperimentConfig): Issue[] {
+  const { keep_every: keepEvery, every } = cfg.checkpoint;
+  if (keepEvery === undefined || keepEvery === 0 || keepEvery % every === 0) return [];
+  return [
+    {
       field: 'checkpoint.keep_every',
-      message: `${keepEvery} is not a multiple of checkpoint.every (${cfg.checkpoint.every}): checkpoints are saved every ${cfg.checkpoint.every} steps, so no saved one would be kept at the others`,
+      message: `${keepEvery} is not a multiple of checkpoint.every (${every}): checkpoints are saved every ${every} steps, so no saved one would be kept at the others`,
+    },
+  ];
+}
+
+/**
+ * environment.mcp_servers checked field by field and stored in one shape: a file in the mcpServers
+ * layout is read here, and a server's cwd resolves against the config file's folder (its default too).
+ */
+function readMcpServers(env: ExperimentConfig['environment'], abs: (p: string) => string): Issue[] {
+  if (env.mcp_servers === undefined) return [];
+  const issues: Issue[] = [];
+  let source: { servers: unknown; field: string };
+  try {
+    source = mcpServersSource(env.mcp_servers, abs);
+  } catch (e) {
+    issues.push({ field: 'environment.mcp_servers', message: (e as Error).message });
+    source = { servers: {}, field: 'environment.mcp_servers' };
+  }
+  const { servers, field } = source;
+  const r = mcpServersSchema.safeParse(servers);
+  if (!r.success)
+    for (const i of r.error.issues) issues.push({ field: [field, fieldName(i.path, i)].filter(Boolean).join('.'), message: describeIssue(i, servers) });
+  else env.mcp_servers = withServerCwds(r.data, abs);
+  return issues;
+}
+
+/** An external agent program (environment.agent): what it cannot be combined with, and its own limits. */
+function agentIssues(cfg: ExperimentConfig, checkFiles: boolean): Issue[] {
+  const agent = cfg.environment.agent;
+  if (!agent) return [];
+  const issues: Issue[] = [];
+  if (cfg.rollout.branching.mode !== 'none')
+    issues.push({
+      field: 'rollout.branching.mode',
+      message: 'branching rollouts fork the engine\'s own episodes; an external agent (environment.agent) runs its own loop: use "none"',
     });
-  if (env.mcp_servers !== undefined) {
-    // A file in the mcpServers layout is read here, so the rest of Arbor sees one shape; a
-    // server's cwd resolves against the config file's folder (its default too).
-    let source: { servers: unknown; field: string };
-    try {
-      source = mcpServersSource(env.mcp_servers, abs);
-    } catch (e) {
-      issues.push({ field: 'environment.mcp_servers', message: (e as Error).message });
-      source = { servers: {}, field: 'environment.mcp_servers' };
-    }
-    const { servers, field } = source;
-    const r = mcpServersSchema.safeParse(servers);
-    if (!r.success)
-      for (const i of r.error.issues) issues.push({ field: [field, fieldName(i.path, i)].filter(Boolean).join('.'), message: describeIssue(i, servers) });
-    else env.mcp_servers = withServerCwds(r.data, abs);
-  }
-  if (env.agent) {
-    env.agent.cwd = abs(env.agent.cwd ?? '.');
-    if (cfg.rollout.branching.mode !== 'none')
-      issues.push({
-        field: 'rollout.branching.mode',
-        message: 'branching rollouts fork the engine\'s own episodes; an external agent (environment.agent) runs its own loop: use "none"',
-      });
-    if (opts.checkFiles !== false && !existsSync(env.agent.cwd)) issues.push({ field: 'environment.agent.cwd', message: `folder not found: ${env.agent.cwd}` });
-    if (env.agent.mode === 'process' && env.agent.workers !== undefined)
-      issues.push({ field: 'environment.agent.workers', message: 'is for mode "serve" (mode "process" starts one program per episode: use concurrency)' });
-    if (env.agent.mode === 'process' && env.agent.concurrency > 64)
-      issues.push({
-        field: 'environment.agent.concurrency',
-        message: `${env.agent.concurrency} agent processes at once: at most 64 in mode "process" (mode "serve" takes up to 256)`,
-      });
-  }
-  // algorithm.distill without mix_with_reward: the teacher's advantage replaces the estimator's, so what only shapes the reward's is refused.
-  const d = cfg.algorithm.distill;
+  if (checkFiles && !existsSync(agent.cwd!)) issues.push({ field: 'environment.agent.cwd', message: `folder not found: ${agent.cwd}` });
+  if (agent.mode === 'process' && agent.workers !== undefined)
+    issues.push({ field: 'environment.agent.workers', message: 'is for mode "serve" (mode "process" starts one program per episode: use concurrency)' });
+  if (agent.mode === 'process' && agent.concurrency > 64)
+    issues.push({
+      field: 'environment.agent.concurrency',
+      message: `${agent.concurrency} agent processes at once: at most 64 in mode "process" (mode "serve" takes up to 256)`,
+    });
+  return issues;
+}
+
+/**
+ * algorithm.distill without mix_with_reward: the teacher's advantage replaces the estimator's, so
+ * what only shapes the reward's is refused; and the judge's agreement check, which mode "score" cannot make.
+ */
+function distillAndJudgeIssues(cfg: ExperimentConfig): Issue[] {
+  const issues: Issue[] = [];
+  const { distill: d, dynamic_sampling, process_rewards, kl_in, kl_coef } = cfg.algorithm;
+  const judge = cfg.environment.judge;
   if (d && !d.mix_with_reward) {
     const why =
       "with algorithm.distill and mix_with_reward false the teacher's per-token advantage replaces the reward's (set mix_with_reward: true to use both)";
-    if (cfg.algorithm.dynamic_sampling.enabled) issues.push({ field: 'algorithm.dynamic_sampling.enabled', message: `drops groups by their rewards: ${why}` });
-    if (cfg.algorithm.process_rewards) issues.push({ field: 'algorithm.process_rewards', message: `has no effect ${why}` });
-    if (cfg.algorithm.kl_in === 'reward' && cfg.algorithm.kl_coef > 0)
-      issues.push({ field: 'algorithm.kl_in', message: `"reward" has no effect ${why} (use "loss")` });
-    if (env.judge) issues.push({ field: 'environment.judge', message: `has no effect ${why}` });
+    if (dynamic_sampling.enabled) issues.push({ field: 'algorithm.dynamic_sampling.enabled', message: `drops groups by their rewards: ${why}` });
+    if (process_rewards) issues.push({ field: 'algorithm.process_rewards', message: `has no effect ${why}` });
+    if (kl_in === 'reward' && kl_coef > 0) issues.push({ field: 'algorithm.kl_in', message: `"reward" has no effect ${why} (use "loss")` });
+    if (judge) issues.push({ field: 'environment.judge', message: `has no effect ${why}` });
   }
-  if (env.judge?.agreement && env.judge.mode === 'score')
+  if (judge?.agreement && judge.mode === 'score')
     issues.push({
       field: 'environment.judge.agreement',
       message: 'is for mode "rank" (mode "score" shows one trajectory per request: there is no order to reverse)',
     });
-  const kind = TASK_KIND_SPECS.get(cfg.task.kind)!;
-  if (kind.taskFile === 'required' && !env.tasks)
+  return issues;
+}
+
+/** The chosen task kind's own checks (its registry entry): environment.tasks where it needs or refuses one, then its `check`. */
+function taskKindIssues(cfg: ExperimentConfig): Issue[] {
+  const issues: Issue[] = [];
+  const kind = TASK_KIND_SPECS.get(cfg.task.kind);
+  const tasks = cfg.environment.tasks;
+  if (kind.taskFile === 'required' && !tasks)
     issues.push({
       field: 'environment.tasks',
       message: `required for task.kind "${cfg.task.kind}" (a JSONL file of {id, prompt | messages, answers?, meta?})`,
     });
-  if (!kind.taskFile && env.tasks) {
-    const readers = [...TASK_KIND_SPECS].filter(([, k]) => k.taskFile).map(([n]) => `"${n}"`);
+  if (!kind.taskFile && tasks) {
+    const readers = TASK_KIND_SPECS.entriesList()
+      .filter(([, k]) => k.taskFile)
+      .map(([n]) => `"${n}"`);
     issues.push({ field: 'environment.tasks', message: `a task file is read by task.kind ${readers.join(' or ')} (got task.kind "${cfg.task.kind}")` });
   }
   issues.push(...(kind.check?.(cfg) ?? []));
-  if (cfg.algorithm.mini_batches > cfg.rollout.prompts_per_step * cfg.rollout.n)
-    issues.push({
-      field: 'algorithm.mini_batches',
-      message: `must be ≤ rollout.prompts_per_step × rollout.n = ${cfg.rollout.prompts_per_step * cfg.rollout.n}`,
-    });
-  if (cfg.algorithm.old_logprobs === 'rollout' && cfg.rollout.temperature !== 1)
+  return issues;
+}
+
+/** Settings that bound one another: mini-batches and the batch, the sampler's temperature, dynamic sampling's rounds, branching, the rollout limits. */
+function batchAndLimitIssues(cfg: ExperimentConfig): Issue[] {
+  const issues: Issue[] = [];
+  const { algorithm: a, rollout: r } = cfg;
+  if (a.mini_batches > r.prompts_per_step * r.n)
+    issues.push({ field: 'algorithm.mini_batches', message: `must be ≤ rollout.prompts_per_step × rollout.n = ${r.prompts_per_step * r.n}` });
+  if (a.old_logprobs === 'rollout' && r.temperature !== 1)
     issues.push({
       field: 'algorithm.old_logprobs',
-      message: `"rollout" needs rollout.temperature 1 (the rollout records logprobs at temperature ${cfg.rollout.temperature}, the ratio's policy is at 1); use "recompute"`,
+      message: `"rollout" needs rollout.temperature 1 (the rollout records logprobs at temperature ${r.temperature}, the ratio's policy is at 1); use "recompute"`,
     });
-  const gen = cfg.algorithm.dynamic_sampling.gen_prompts;
-  if (gen !== undefined && gen < cfg.rollout.prompts_per_step)
+  const gen = a.dynamic_sampling.gen_prompts;
+  if (gen !== undefined && gen < r.prompts_per_step)
     issues.push({
       field: 'algorithm.dynamic_sampling.gen_prompts',
-      message: `${gen} is below rollout.prompts_per_step (${cfg.rollout.prompts_per_step}): a round samples at least the prompts a step trains on`,
+      message: `${gen} is below rollout.prompts_per_step (${r.prompts_per_step}): a round samples at least the prompts a step trains on`,
     });
-  if (cfg.algorithm.tis && cfg.rollout.temperature !== 1)
+  if (a.tis && r.temperature !== 1)
     issues.push({
       field: 'algorithm.tis',
-      message: `needs rollout.temperature 1 (the rollout records the sampler's logprobs at temperature ${cfg.rollout.temperature}, the learner's old logprobs are at 1)`,
+      message: `needs rollout.temperature 1 (the rollout records the sampler's logprobs at temperature ${r.temperature}, the learner's old logprobs are at 1)`,
     });
-  for (const h of cfg.task.rl_hops ?? [])
-    if (!cfg.task.hops.includes(h))
-      issues.push({
-        field: 'task.rl_hops',
-        message: `${h} is not one of task.hops (${cfg.task.hops.join(', ')}); RL questions are drawn from the training questions`,
-      });
-  if (cfg.algorithm.policy_loss === 'aepo' && cfg.algorithm.dual_clip !== null)
-    issues.push({ field: 'algorithm.dual_clip', message: 'applies to policy_loss "ppo" only; AEPO keeps clipped high-entropy gradients instead' });
-  if (cfg.algorithm.policy_loss === 'gspo' && cfg.algorithm.dual_clip !== null)
-    issues.push({
-      field: 'algorithm.dual_clip',
-      message: 'applies to policy_loss "ppo" only; GSPO clips the sequence ratio (algorithm.gspo.clip_ratio_low/high)',
-    });
-  const brc = cfg.rollout.branching;
-  if (brc.initial_samples !== undefined && brc.initial_samples > cfg.rollout.n)
-    issues.push({ field: 'rollout.branching.initial_samples', message: `must be ≤ rollout.n = ${cfg.rollout.n} (the per-prompt budget)` });
-  if (cfg.rollout.max_new_tokens >= cfg.rollout.max_total_length)
-    issues.push({ field: 'rollout.max_new_tokens', message: `must be < rollout.max_total_length (${cfg.rollout.max_total_length})` });
-  const responseMax = Math.min(cfg.rollout.max_turns * cfg.rollout.max_new_tokens, cfg.rollout.max_total_length);
-  if (cfg.algorithm.overlong.enabled && cfg.algorithm.overlong.buffer >= responseMax)
+  if (r.branching.initial_samples !== undefined && r.branching.initial_samples > r.n)
+    issues.push({ field: 'rollout.branching.initial_samples', message: `must be ≤ rollout.n = ${r.n} (the per-prompt budget)` });
+  if (r.max_new_tokens >= r.max_total_length)
+    issues.push({ field: 'rollout.max_new_tokens', message: `must be < rollout.max_total_length (${r.max_total_length})` });
+  const responseMax = Math.min(r.max_turns * r.max_new_tokens, r.max_total_length);
+  if (a.overlong.enabled && a.overlong.buffer >= responseMax)
     issues.push({
       field: 'algorithm.overlong.buffer',
       message: `must be < the response budget min(rollout.max_turns × rollout.max_new_tokens, rollout.max_total_length) = ${responseMax}`,
     });
-  if (opts.checkFiles !== false) {
-    if (teacherRefError) issues.push({ field: 'algorithm.distill.teacher', message: teacherRefError });
-    else if (cfg.algorithm.distill && !existsSync(join(cfg.algorithm.distill.teacher, 'config.json')))
-      issues.push({ field: 'algorithm.distill.teacher', message: `not a model folder (no config.json): ${cfg.algorithm.distill.teacher}` });
-    if (modelRefError) issues.push({ field: 'model.path', message: modelRefError });
-    else if (cfg.model.path) {
-      if (!existsSync(cfg.model.path) || !statSync(cfg.model.path).isDirectory())
-        issues.push({ field: 'model.path', message: `model folder not found: ${cfg.model.path}` });
-      else if (!existsSync(join(cfg.model.path, 'config.json')) && !existsSync(join(cfg.model.path, 'adapter_config.json')))
-        issues.push({
-          field: 'model.path',
-          message: `not an HF model folder (no config.json) nor a PEFT LoRA adapter folder (no adapter_config.json): ${cfg.model.path}`,
-        });
-    }
-    if (cfg.task.dataset && !existsSync(cfg.task.dataset)) issues.push({ field: 'task.dataset', message: `file not found: ${cfg.task.dataset}` });
-    if (cfg.sft.demos_path && !existsSync(cfg.sft.demos_path)) issues.push({ field: 'sft.demos_path', message: `file not found: ${cfg.sft.demos_path}` });
-    env.tools.forEach((f, i) => existsSync(f) || issues.push({ field: `environment.tools[${i}]`, message: `file not found: ${f}` }));
-    if (env.reward && !existsSync(env.reward)) issues.push({ field: 'environment.reward', message: `file not found: ${env.reward}` });
-    if (env.tasks && !existsSync(env.tasks)) issues.push({ field: 'environment.tasks', message: `file not found: ${env.tasks}` });
+  return issues;
+}
+
+/** Folders and files the config names that are not there (model.path and the teacher: also not a model folder, or not in the HF cache). */
+function missingFiles(cfg: ExperimentConfig, refErrors: { model?: string; teacher?: string }): Issue[] {
+  const issues: Issue[] = [];
+  const distill = cfg.algorithm.distill;
+  if (refErrors.teacher) issues.push({ field: 'algorithm.distill.teacher', message: refErrors.teacher });
+  else if (distill && !existsSync(join(distill.teacher, 'config.json')))
+    issues.push({ field: 'algorithm.distill.teacher', message: `not a model folder (no config.json): ${distill.teacher}` });
+  const model = cfg.model.path;
+  if (refErrors.model) issues.push({ field: 'model.path', message: refErrors.model });
+  else if (model) {
+    if (!existsSync(model) || !statSync(model).isDirectory()) issues.push({ field: 'model.path', message: `model folder not found: ${model}` });
+    else if (!existsSync(join(model, 'config.json')) && !existsSync(join(model, 'adapter_config.json')))
+      issues.push({
+        field: 'model.path',
+        message: `not an HF model folder (no config.json) nor a PEFT LoRA adapter folder (no adapter_config.json): ${model}`,
+      });
   }
-  if (issues.length) throw new ConfigError(issues, opts.file);
-  const given = (input as { rollout?: Record<string, unknown> } | null)?.rollout ?? {};
-  DEFAULTED_LIMITS.set(cfg, new Set(ROLLOUT_LIMIT_KEYS.filter((k) => given[k] === undefined)));
-  return cfg;
+  const env = cfg.environment;
+  if (cfg.task.dataset && !existsSync(cfg.task.dataset)) issues.push({ field: 'task.dataset', message: `file not found: ${cfg.task.dataset}` });
+  if (cfg.sft.demos_path && !existsSync(cfg.sft.demos_path)) issues.push({ field: 'sft.demos_path', message: `file not found: ${cfg.sft.demos_path}` });
+  env.tools.forEach((f, i) => existsSync(f) || issues.push({ field: `environment.tools[${i}]`, message: `file not found: ${f}` }));
+  if (env.reward && !existsSync(env.reward)) issues.push({ field: 'environment.reward', message: `file not found: ${env.reward}` });
+  if (env.tasks && !existsSync(env.tasks)) issues.push({ field: 'environment.tasks', message: `file not found: ${env.tasks}` });
+  return issues;
 }
 
 /** The rollout limits that may be sized from the task when the config leaves them out (engine/run/limits.ts). */
@@ -978,21 +1069,12 @@ export interface InertRule {
   why: string | ((cfg: ExperimentConfig) => string);
 }
 
-const multihopOnly = (k: string) => (cfg: ExperimentConfig) => `with task.kind "${cfg.task.kind}" (${k} belongs to the built-in multihop world)`;
-
 export const INERT_RULES: InertRule[] = [
-  { keys: ['task.hops', 'task.rl_hops', 'task.train_seed', 'task.eval_seed'], when: (c) => c.task.kind !== 'multihop', why: multihopOnly('it') },
   { keys: ['environment.reward_errors'], when: (c) => !c.environment.reward, why: 'without environment.reward (it applies to a reward file that throws)' },
   {
     keys: ['environment.sandbox'],
     when: (c) => c.environment.tools.length === 0 && !c.environment.reward,
     why: 'without environment.tools or environment.reward (it picks what runs those files)',
-  },
-  { keys: ['task.dataset'], when: (c) => c.task.kind !== 'qa', why: (c) => `with task.kind "${c.task.kind}" (the dataset of task.kind "qa")` },
-  {
-    keys: ['sft.mistake_rate', 'sft.imitate_mistakes'],
-    when: (c) => c.task.kind !== 'multihop' && c.task.kind !== 'tools',
-    why: (c) => `with task.kind "${c.task.kind}" (only the multihop and tools scripted experts make deliberate mistakes)`,
   },
   { keys: ['sft.imitate_mistakes'], when: (c) => c.sft.mistake_rate === 0, why: 'with sft.mistake_rate 0 (the expert makes no mistakes)' },
   {
@@ -1035,22 +1117,8 @@ export const INERT_RULES: InertRule[] = [
     when: (c) => !!c.model.path,
     why: 'with model.path (it sizes the tiny built-in model; a loaded model keeps its own size)',
   },
-  // algorithm.gspo, algorithm.aepo, algorithm.gigpo and every registered entry's section: sectionRules().
-  {
-    keys: ['algorithm.lam', 'algorithm.value_clip', 'algorithm.value_coef'],
-    when: (c) => c.algorithm.adv_estimator !== 'gae',
-    why: 'unless algorithm.adv_estimator is "gae" (the critic and its value targets)',
-  },
-  {
-    keys: ['algorithm.gamma'],
-    when: (c) => c.algorithm.adv_estimator !== 'gae' && c.algorithm.adv_estimator !== 'reinforce_pp',
-    why: (c) => `with algorithm.adv_estimator "${c.algorithm.adv_estimator}" (discounted returns: gae and reinforce_pp; gigpo has algorithm.gigpo.gamma)`,
-  },
-  {
-    keys: ['algorithm.norm_adv_by_std'],
-    when: (c) => c.algorithm.adv_estimator !== 'grpo',
-    why: 'unless algorithm.adv_estimator is "grpo" (its group-std division)',
-  },
+  // Every registered entry's own section (algorithm.<name>, task.<kind>): sectionRules(); the
+  // shared keys only some entries read (algorithm.gamma, algorithm.dual_clip, …): readsRules().
   { keys: ['algorithm.kl_type', 'algorithm.kl_in'], when: (c) => c.algorithm.kl_coef === 0, why: 'at algorithm.kl_coef 0 (no KL term)' },
   {
     keys: ['model.quantize_base', 'model.quantize_block'],
@@ -1147,7 +1215,7 @@ function isSet(raw: unknown, path: string): boolean {
 function inertKeys(raw: unknown, cfg: ExperimentConfig, job: ConfigJob | undefined): { field: string; message: string }[] {
   const out: { field: string; message: string }[] = [];
   if (job === 'stored') return out;
-  for (const r of [...INERT_RULES, ...sectionRules()])
+  for (const r of [...readsRules(), ...INERT_RULES, ...sectionRules()])
     if (r.when(cfg, job))
       for (const k of r.keys)
         if (isSet(raw, k) && !out.some((o) => o.field === k))

@@ -47,6 +47,11 @@ export interface ToolCallFormat {
    * chat template (Hermes/Qwen).
    */
   observationMode: 'inline' | 'template';
+  /**
+   * How its observations read in a transcript (a verl rollout's decoded text), the observation the
+   * first group, global; default: the chat template's <tool_response> blocks (interop/environment.ts).
+   */
+  transcriptObservation?: RegExp;
   /** The text appended after a turn (loss mask 0) in 'inline' mode. */
   observation(outcomes: CallOutcome[], errors: string[]): string;
   /** One tool message per call result or error ('template' mode). */

@@ -11,6 +11,7 @@
  * an answer in one turn (format-common.ts), a turn with neither.
  */
 import { DEFAULT_MAX_CALLS, parseTurn, resultMessages, safeJson, type FormatOptions, type ToolCallFormat } from './format-common';
+import { registerFormat } from './format-registry';
 
 const OPEN = '<tool_call>',
   CLOSE = '</tool_call>';
@@ -94,3 +95,9 @@ export function hermesFormat(opts: Partial<FormatOptions> = {}): ToolCallFormat 
     },
   };
 }
+
+registerFormat('hermes', {
+  describe: '<tool_call>{"name": …, "arguments": {…}}</tool_call>, several per turn; tools and results through the chat template',
+  create: (o) => hermesFormat(o),
+  verl: { rows: [{ keys: 'environment.format', verl: { 'actor_rollout_ref.rollout.multi_turn.format': 'hermes' }, note: 'the same Hermes <tool_call> JSON' }] },
+});

@@ -8,6 +8,7 @@
  * format-common.ts for the precedence), a turn with neither.
  */
 import { DEFAULT_MAX_CALLS, inlineObservation, parseTurn, resultMessages, type FormatOptions, type ToolCallFormat } from './format-common';
+import { registerFormat } from './format-registry';
 
 export function searchR1Format(opts: Partial<FormatOptions> & { tool?: string; maxQueries?: number } = {}): ToolCallFormat {
   const max = opts.maxQueries ?? opts.maxCalls ?? DEFAULT_MAX_CALLS;
@@ -16,6 +17,7 @@ export function searchR1Format(opts: Partial<FormatOptions> & { tool?: string; m
     name: 'search-r1',
     stopStrings: ['</search>', '</answer>'],
     observationMode: 'inline',
+    transcriptObservation: /<information>([\s\S]*?)<\/information>/g,
     parse(text) {
       return parseTurn(text, {
         next: (pos) => {
@@ -57,3 +59,23 @@ export function searchR1Format(opts: Partial<FormatOptions> & { tool?: string; m
     },
   };
 }
+
+registerFormat('search-r1', {
+  default: true,
+  describe: '<search> q1, q2 </search> → <information> … </information> (calls the tool "search" with { query })',
+  create: (o) => searchR1Format(o),
+  // search-r1 calls only a tool named "search" taking { query }.
+  toolProblem: (tools) => {
+    for (const t of tools) {
+      if (t.name !== 'search')
+        return `tool "${t.name}" cannot be called by the search-r1 format (it calls only a tool named "search" taking { query }); use environment.format "hermes" or "tags" for other tools`;
+      const props = (t.parameters as { properties?: Record<string, unknown> }).properties;
+      if (!props || !('query' in props)) return 'the "search" tool must take a "query" argument (the search-r1 format calls it with { query })';
+    }
+    return undefined;
+  },
+  verl: {
+    advice:
+      "A model trained on Search-R1 tags (`<search>`) will not call tools through it until it learns the Hermes form: prefer an environment with `environment.format: hermes`, or use verl's Search-R1 agent loop.",
+  },
+});

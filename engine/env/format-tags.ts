@@ -18,6 +18,7 @@ import {
   type FormatOptions,
   type ToolCallFormat,
 } from './format-common';
+import { registerFormat } from './format-registry';
 
 const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
@@ -94,3 +95,5 @@ function schemaPropertiesText(t: { parameters: Record<string, unknown> }): strin
   const p = schemaProperties(t as never);
   return p.length ? p.join(', ') : 'no parameters';
 }
+
+registerFormat('tags', { describe: '<toolname> … </toolname> per tool → <result> … </result>', create: (o) => tagsFormat(o) });

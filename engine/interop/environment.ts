@@ -4,29 +4,27 @@
  *
  *  - a workspace folder (`--env <dir>`): every `tools/*.ts` in it, loaded into one sandbox worker
  *    (engine/env/sandbox-host.ts), and `rewards/*.ts` when there is exactly one;
- *  - an experiment config: the task's tools (the multi-hop task's BM25 search over the world of
- *    the question being served, a QA dataset's BM25 search, the config's sandboxed user tools and
- *    reward file, its MCP servers) and its reward (exact match, or the user's reward file).
+ *  - an experiment config: the task kind's own tools (its registry entry's `tools`, e.g. the
+ *    multi-hop task's BM25 search over the world of the question being served, a QA dataset's
+ *    BM25 search), the config's sandboxed user tools and reward file, its MCP servers, and its
+ *    reward (exact match, or the user's reward file).
  *
- * Per-episode routing: the multi-hop task draws each question from one of many seeded worlds, so
- * its search needs the question: the caller passes `{ task: "<question id>" }` as the episode
- * (`ctx.episode`; over MCP in `_meta["arbor/episode"]`, which the exported verl tool class sends
- * from the sample's `tools_kwargs`).
+ * Per-episode routing: a task's tools may need the question they serve (the multi-hop task draws
+ * each from one of many seeded worlds): the caller passes `{ task: "<question id>" }` as the
+ * episode (`ctx.episode`; over MCP in `_meta["arbor/episode"]`, which the exported verl tool class
+ * sends from the sample's `tools_kwargs`).
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadQaDataset } from '../env/dataset';
 import { formatByName, type ToolCallFormat } from '../env/formats';
-import { generateWorld } from '../tasks/multihop/world';
 import { normalizeRewardValue, weightedReward, type EpisodeSummary, type TurnTrace } from '../env/rewards';
 import { SandboxHost } from '../env/sandbox-host';
-import { Bm25Index, searchTool } from '../env/search';
-import { loadTaskFile } from '../env/taskfile';
 import { DEFAULT_LIMITS, runCall, workspaceReader, type CallOutcome, type ParsedCall, type Tool } from '../env/tool';
 import type { EnvTask } from '../env/task';
 import { ToolEnv, type ToolEnvOptions } from '../env/toolenv';
 import type { RolloutTask } from '../rollout/ports';
 import type { ExperimentConfig } from '../config/experiment';
+import { builtinTaskTools } from '../tasks/registry';
 
 export interface ServedEnvironment {
   tools: Tool[];
@@ -55,7 +53,14 @@ function rewardOf(host: SandboxHost | undefined): ServedEnvironment['reward'] {
   };
 }
 
-/** A workspace environment folder: tools/*.ts (and a single rewards/*.ts) in one sandbox. */
+/**
+ * verl's multi_turn.format, the one tool-call parser of its tool agent loop (verl's name for Hermes
+ * <tool_call> JSON, which is also the registered format of that name): a workspace environment is
+ * served in it, and `arbor export verl` sets it.
+ */
+export const VERL_TOOL_PARSER = 'hermes';
+
+/** A workspace environment folder: tools/*.ts (and a single rewards/*.ts) in one sandbox (served in verl's format). */
 export async function openWorkspaceEnvironment(dir: string): Promise<ServedEnvironment> {
   const list = (sub: string) =>
     existsSync(join(dir, sub))
@@ -78,36 +83,10 @@ export async function openWorkspaceEnvironment(dir: string): Promise<ServedEnvir
   const all = [...host.tools.values()];
   return {
     tools: all,
-    format: formatByName('hermes', { tools: all }),
+    format: formatByName(VERL_TOOL_PARSER, { tools: all }),
     reward: rewardOf(host),
     describe: `${tools.join(', ')} from ${dir} (sandboxed)`,
     close: () => host.close(),
-  };
-}
-
-/** The multi-hop task's search: the world of the question in ctx.episode.task (ids are w<seed>-q<n>). */
-export function routedMultihopSearch(): Tool {
-  const cache = new Map<number, Tool>();
-  const forWorld = (seed: number) => {
-    let t = cache.get(seed);
-    if (!t) {
-      if (cache.size >= 16) cache.delete(cache.keys().next().value!);
-      t = searchTool(new Bm25Index(generateWorld(seed).passages), { topK: 2 });
-      cache.set(seed, t);
-    }
-    return t;
-  };
-  const proto = searchTool(new Bm25Index(generateWorld(0).passages), { topK: 2 });
-  return {
-    name: proto.name,
-    description: proto.description,
-    parameters: proto.parameters,
-    execute(args, ctx) {
-      const task = ctx.episode.task;
-      const m = typeof task === 'string' ? /^w(\d+)-q\d+$/.exec(task) : null;
-      if (!m) throw new Error('the multi-hop search needs the question it serves: pass { task: "<question id>" } as the episode (MCP: _meta["arbor/episode"])');
-      return forWorld(Number(m[1])).execute(args, ctx);
-    },
   };
 }
 
@@ -117,18 +96,10 @@ export async function openConfigEnvironment(cfg: ExperimentConfig): Promise<Serv
   const { withEnvironment } = await import('../tasks/open');
   const { env, value } = await withEnvironment(cfg, (opened) => {
     const host = opened.host;
-    const builtin: Tool[] = [];
-    const from: string[] = [];
-    if (cfg.task.kind === 'multihop') {
-      builtin.push(routedMultihopSearch());
-      from.push('multi-hop BM25 search (per question world)');
-    } else if (cfg.task.kind === 'qa' && cfg.task.dataset) {
-      builtin.push(searchTool(new Bm25Index(loadQaDataset(cfg.task.dataset).passages), { topK: 2 }));
-      from.push(`BM25 search over ${cfg.task.dataset}`);
-    } else if (cfg.environment.tasks) {
-      const tf = loadTaskFile(cfg.environment.tasks);
-      if (tf.passages.length >= 3) builtin.push(searchTool(new Bm25Index(tf.passages), { topK: 2 }));
-    }
+    // The task kind's own tools outside a run (its registry entry), then the config's.
+    const own = builtinTaskTools(cfg, 'served');
+    const builtin: Tool[] = own?.tools ?? [];
+    const from: string[] = own?.describe ? [own.describe] : [];
     if (host) from.push(`sandboxed ${cfg.environment.tools.join(', ') || 'reward only'}`);
     if (opened.mcpServers.length) from.push(`mcp servers ${opened.mcpServers.join(', ')}`);
     const { tools, format } = taskTools(builtin, envSetup(cfg, host, opened.extras.mcpTools));
@@ -179,7 +150,7 @@ export async function replayEpisode(
   s: Pick<VerlSample, 'solution' | 'toolSuccess'>,
   run?: CallRunner,
 ): Promise<{ summary: EpisodeSummary; answer?: string }> {
-  const obsRe = format.name === 'search-r1' ? /<information>([\s\S]*?)<\/information>/g : /<tool_response>([\s\S]*?)<\/tool_response>/g;
+  const obsRe = format.transcriptObservation ?? /<tool_response>([\s\S]*?)<\/tool_response>/g;
   // Model turns, each with the observation blocks that followed it.
   const segments: { text: string; obs: string[] }[] = [];
   let last = 0;

@@ -26,7 +26,11 @@ import type { RolloutTask } from '../rollout/ports';
 import type { ExperimentConfig } from '../config/experiment';
 import type { TaskKit } from '../tasks/kit';
 import { isAdapterFolder, readPeftConfig } from '../model/peft';
-import { openConfigEnvironment, taskPromptMessages } from './environment';
+import type { VerlRow } from '../base/registry';
+import { formatEntry, FORMAT_NAMES } from '../env/formats';
+import { getEstimator } from '../rl/index';
+import { getPolicyLoss, lossOptions } from '../rl/policy-losses';
+import { openConfigEnvironment, taskPromptMessages, VERL_TOOL_PARSER } from './environment';
 import { inferStruct, writeParquet, type PqType } from './parquet';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
@@ -104,6 +108,43 @@ export const shq = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
 const pyStr = (s: string): string => JSON.stringify(s);
 
 /**
+ * The mapping as it is written: `map` accounts for Arbor keys and records the verl overrides they
+ * become (or why there are none); `entry` writes a registry entry's own rows (the chosen estimator,
+ * policy loss or format: engine/base/registry.ts VerlRow), or one row saying verl has no counterpart.
+ */
+class VerlRows {
+  readonly rows: MappingRow[] = [];
+  readonly overrides: string[] = [];
+  readonly covered = new Set<string>();
+
+  constructor(private readonly cfg: ExperimentConfig) {}
+
+  map(keys: string | string[], verl: Record<string, unknown> | undefined, note?: string): void {
+    const ks = Array.isArray(keys) ? keys : [keys];
+    for (const k of ks) this.covered.add(k);
+    // a path under the export folder stays $HERE/… for run_verl.sh to expand (HERE is its own folder)
+    const o = verl ? Object.entries(verl).map(([k, v]) => `${k}=${typeof v === 'string' && v.startsWith('$HERE/') ? v : hv(v)}`) : undefined;
+    if (o) this.overrides.push(...o);
+    this.rows.push({ arbor: ks.join(', '), value: ks.length === 1 ? get(this.cfg, ks[0]!) : ks.map((k) => get(this.cfg, k)), verl: o, note });
+  }
+
+  entry(selector: string, none: string, own: VerlRow[] | undefined): void {
+    for (const row of own ?? [{ keys: selector, note: none }]) this.map(row.keys, row.verl, row.note);
+  }
+
+  /** Every leaf of the config not yet accounted for (keys added to the config later) is listed, never silently dropped. */
+  rest(): void {
+    for (const k of leaves(this.cfg)) {
+      if (this.covered.has(k) || [...this.covered].some((c) => k.startsWith(`${c}.`))) continue;
+      this.rows.push({ arbor: k, value: get(this.cfg, k), note: 'not mapped by this exporter' });
+    }
+  }
+}
+
+/** How run_verl.sh's batch sizes are computed, for the notes of the keys it sizes. */
+const COMPUTED = "computed by run_verl.sh from trainer.n_gpus_per_node × trainer.nnodes on its command line (verl's divisibility checks, see README)";
+
+/**
  * The Hydra overrides equivalent to an Arbor config, and a row for every Arbor setting.
  * `promptTokens` is the longest prompt of the exported tasks (for data.max_prompt_length).
  */
@@ -111,35 +152,30 @@ export function verlMapping(
   cfg: ExperimentConfig,
   ctx: { modelPath: string; promptTokens: number; toolFormat: string; adapter?: AdapterExport },
 ): { overrides: string[]; mapping: MappingRow[]; batch: BatchPlan } {
-  const rows: MappingRow[] = [];
-  const overrides: string[] = [];
-  const covered = new Set<string>();
-  const map = (keys: string | string[], verl: Record<string, unknown> | undefined, note?: string) => {
-    const ks = Array.isArray(keys) ? keys : [keys];
-    for (const k of ks) covered.add(k);
-    // a path under the export folder stays $HERE/… for run_verl.sh to expand (HERE is its own folder)
-    const o = verl ? Object.entries(verl).map(([k, v]) => `${k}=${typeof v === 'string' && v.startsWith('$HERE/') ? v : hv(v)}`) : undefined;
-    if (o) overrides.push(...o);
-    rows.push({ arbor: ks.join(', '), value: ks.length === 1 ? get(cfg, ks[0]!) : ks.map((k) => get(cfg, k)), verl: o, note });
-  };
-  const a = cfg.algorithm as unknown as Loose;
-  const r = cfg.rollout;
-  const o = cfg.optim;
+  const m = new VerlRows(cfg);
+  const basePath = mapModel(m, cfg, ctx);
+  const batch = mapAlgorithm(m, cfg, basePath);
+  mapRolloutAndLoop(m, cfg, ctx.promptTokens);
+  mapTaskAndEnvironment(m, cfg);
+  m.rest();
+  return { overrides: m.overrides, mapping: m.rows, batch };
+}
 
-  // model
+/** model.*: the checkpoint (an HF folder, or a PEFT adapter on its base) and LoRA; returns the base model's path (a critic starts from it). */
+function mapModel(m: VerlRows, cfg: ExperimentConfig, ctx: { modelPath: string; adapter?: AdapterExport }): string {
   const ad = ctx.adapter;
   const basePath = ad ? ad.base : ctx.modelPath;
   if (ad)
-    map(
+    m.map(
       ['model.path', 'model.init'],
       { 'actor_rollout_ref.model.path': ad.base, 'actor_rollout_ref.model.lora_adapter_path': ad.path },
       "the run's last checkpoint is a PEFT LoRA adapter: verl loads its base model and puts the adapter on it (PeftModel.from_pretrained, trainable)",
     );
-  else map(['model.path', 'model.init'], { 'actor_rollout_ref.model.path': ctx.modelPath }, 'the last checkpoint of the run (an HF folder)');
-  map(['model.hidden_size', 'model.layers', 'model.heads'], undefined, 'sizes of the built-in tiny model; verl loads the checkpoint folder as it is');
+  else m.map(['model.path', 'model.init'], { 'actor_rollout_ref.model.path': ctx.modelPath }, 'the last checkpoint of the run (an HF folder)');
+  m.map(['model.hidden_size', 'model.layers', 'model.heads'], undefined, 'sizes of the built-in tiny model; verl loads the checkpoint folder as it is');
   const lora = get(cfg, 'model.lora') as Loose | undefined;
   if (ad)
-    map(
+    m.map(
       ['model.lora.rank', 'model.lora.alpha', 'model.lora.target_modules', 'model.lora.dropout'],
       {
         'actor_rollout_ref.model.lora_rank': ad.rank,
@@ -150,64 +186,39 @@ export function verlMapping(
     );
   else if (lora) {
     const tm = lora.target_modules;
-    map(['model.lora.rank', 'model.lora.alpha', 'model.lora.target_modules'], {
+    m.map(['model.lora.rank', 'model.lora.alpha', 'model.lora.target_modules'], {
       'actor_rollout_ref.model.lora_rank': lora.rank,
       'actor_rollout_ref.model.lora_alpha': lora.alpha,
       'actor_rollout_ref.model.target_modules': Array.isArray(tm) ? tm : 'all-linear',
     });
-    map('model.lora.dropout', undefined, 'verl has no LoRA dropout setting (PEFT default 0 is used)');
-  } else overrides.push('actor_rollout_ref.model.lora_rank=0');
+    m.map('model.lora.dropout', undefined, 'verl has no LoRA dropout setting (PEFT default 0 is used)');
+  } else m.overrides.push('actor_rollout_ref.model.lora_rank=0');
+  return basePath;
+}
 
-  // algorithm
+/** algorithm.*: the chosen estimator's and loss's own rows (their registry entries), then the shared keys; returns the batch plan run_verl.sh sizes. */
+function mapAlgorithm(m: VerlRows, cfg: ExperimentConfig, basePath: string): BatchPlan {
+  const a = cfg.algorithm as unknown as Loose;
+  const r = cfg.rollout;
+  const o = cfg.optim;
   const est = String(a.adv_estimator);
-  const estMap: Record<string, string> = {
-    grpo: 'grpo',
-    drgrpo: 'grpo',
-    rloo: 'rloo',
-    reinforce_pp: 'reinforce_plus_plus',
-    reinforce_pp_baseline: 'reinforce_plus_plus_baseline',
-    gae: 'gae',
-  };
-  if (estMap[est]) {
-    const extra: Loose = est === 'drgrpo' ? { 'algorithm.norm_adv_by_std_in_grpo': false } : {};
-    map(
-      'algorithm.adv_estimator',
-      { 'algorithm.adv_estimator': estMap[est], ...extra },
-      est === 'drgrpo'
-        ? "Dr.GRPO = grpo without the std division (pair it with loss_agg_mode seq-mean-token-sum-norm, as Arbor's config does when asked)"
-        : undefined,
-    );
-  } else map('algorithm.adv_estimator', undefined, `"${est}" has no verl estimator of that name`);
-  if (est !== 'drgrpo') map('algorithm.norm_adv_by_std', { 'algorithm.norm_adv_by_std_in_grpo': a.norm_adv_by_std });
-  else map('algorithm.norm_adv_by_std', undefined, 'drgrpo already turns the std division off');
+  const estimator = getEstimator(est);
+  const estOptions = estimator.options ? a[est] : undefined;
+  m.entry('algorithm.adv_estimator', `"${est}" has no verl estimator of that name`, estimator.verl?.(cfg.algorithm, estOptions));
+  if (!m.covered.has('algorithm.norm_adv_by_std')) m.map('algorithm.norm_adv_by_std', { 'algorithm.norm_adv_by_std_in_grpo': a.norm_adv_by_std });
   const pl = String(a.policy_loss);
-  map(
-    'algorithm.policy_loss',
-    { 'actor_rollout_ref.actor.policy_loss.loss_mode': pl === 'ppo' ? 'vanilla' : pl },
-    'Arbor "ppo" is verl\'s vanilla PPO-clip loss',
-  );
-  map('algorithm.loss_agg_mode', { 'actor_rollout_ref.actor.loss_agg_mode': a.loss_agg_mode });
-  map(['algorithm.clip_ratio_low', 'algorithm.clip_ratio_high'], {
-    'actor_rollout_ref.actor.clip_ratio_low': a.clip_ratio_low,
-    'actor_rollout_ref.actor.clip_ratio_high': a.clip_ratio_high,
-  });
-  if (a.dual_clip === null || a.dual_clip === undefined)
-    map(
-      'algorithm.dual_clip',
-      { 'actor_rollout_ref.actor.clip_ratio_c': 1e9 },
-      "verl always applies dual clip; a huge clip_ratio_c turns it off as Arbor's null does",
-    );
-  else map('algorithm.dual_clip', { 'actor_rollout_ref.actor.clip_ratio_c': a.dual_clip });
+  m.entry('algorithm.policy_loss', `"${pl}" has no verl policy loss of that name`, getPolicyLoss(pl).verl?.(cfg, lossOptions(cfg)));
+  m.map('algorithm.loss_agg_mode', { 'actor_rollout_ref.actor.loss_agg_mode': a.loss_agg_mode });
   const klType: Record<string, string> = { k1: 'kl', k2: 'mse', k3: 'low_var_kl' };
   const kc = Number(a.kl_coef ?? 0);
   if (kc === 0)
-    map(
+    m.map(
       ['algorithm.kl_coef', 'algorithm.kl_type', 'algorithm.kl_in'],
       { 'actor_rollout_ref.actor.use_kl_loss': false, 'algorithm.use_kl_in_reward': false },
       'KL off',
     );
   else if (a.kl_in === 'reward')
-    map(['algorithm.kl_coef', 'algorithm.kl_type', 'algorithm.kl_in'], {
+    m.map(['algorithm.kl_coef', 'algorithm.kl_type', 'algorithm.kl_in'], {
       'algorithm.use_kl_in_reward': true,
       'algorithm.kl_ctrl.type': 'fixed',
       'algorithm.kl_ctrl.kl_coef': kc,
@@ -215,31 +226,30 @@ export function verlMapping(
       'actor_rollout_ref.actor.use_kl_loss': false,
     });
   else
-    map(['algorithm.kl_coef', 'algorithm.kl_type', 'algorithm.kl_in'], {
+    m.map(['algorithm.kl_coef', 'algorithm.kl_type', 'algorithm.kl_in'], {
       'actor_rollout_ref.actor.use_kl_loss': true,
       'actor_rollout_ref.actor.kl_loss_coef': kc,
       'actor_rollout_ref.actor.kl_loss_type': klType[String(a.kl_type)] ?? a.kl_type,
       'algorithm.use_kl_in_reward': false,
     });
-  map('algorithm.entropy_coef', { 'actor_rollout_ref.actor.entropy_coeff': a.entropy_coef });
-  map(['algorithm.gamma', 'algorithm.lam'], { 'algorithm.gamma': a.gamma, 'algorithm.lam': a.lam });
-  if (est === 'gae') {
-    map('algorithm.value_clip', { 'critic.cliprange_value': a.value_clip });
-    overrides.push(`critic.model.path=${hv(basePath)}`, `critic.optim.lr=${hv(o.lr)}`);
-  } else map('algorithm.value_clip', undefined, 'no critic without gae');
-  map('algorithm.value_coef', undefined, "verl's critic has its own loss and optimizer and no value-loss coefficient");
-  map('algorithm.ppo_epochs', { 'actor_rollout_ref.actor.ppo_epochs': a.ppo_epochs });
+  m.map('algorithm.entropy_coef', { 'actor_rollout_ref.actor.entropy_coeff': a.entropy_coef });
+  m.map(['algorithm.gamma', 'algorithm.lam'], { 'algorithm.gamma': a.gamma, 'algorithm.lam': a.lam });
+  if (estimator.needsCritic) {
+    m.map('algorithm.value_clip', { 'critic.cliprange_value': a.value_clip });
+    m.overrides.push(`critic.model.path=${hv(basePath)}`, `critic.optim.lr=${hv(o.lr)}`);
+  } else m.map('algorithm.value_clip', undefined, `no critic: algorithm.adv_estimator "${est}" needs none`);
+  m.map('algorithm.value_coef', undefined, "verl's critic has its own loss and optimizer and no value-loss coefficient");
+  m.map('algorithm.ppo_epochs', { 'actor_rollout_ref.actor.ppo_epochs': a.ppo_epochs });
   const batch: BatchPlan = {
     prompts: r.prompts_per_step,
     n: r.n,
     miniBatches: Number(a.mini_batches ?? 1),
     microBatches: Number(a.micro_batches ?? 1),
-    critic: est === 'gae',
+    critic: estimator.needsCritic,
     ref: kc !== 0,
   };
-  const computed = "computed by run_verl.sh from trainer.n_gpus_per_node × trainer.nnodes on its command line (verl's divisibility checks, see README)";
-  map('algorithm.mini_batches', undefined, `actor_rollout_ref.actor.ppo_mini_batch_size (prompts per mini-batch): ${computed}`);
-  map('algorithm.micro_batches', undefined, `actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu and the log-prob micro-batches: ${computed}`);
+  m.map('algorithm.mini_batches', undefined, `actor_rollout_ref.actor.ppo_mini_batch_size (prompts per mini-batch): ${COMPUTED}`);
+  m.map('algorithm.micro_batches', undefined, `actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu and the log-prob micro-batches: ${COMPUTED}`);
   // Arbor blocks that only verl's DAPO recipe has (not verl.trainer.main_ppo): the note says
   // whether this run uses the block and where the recipe keeps it.
   const dapoOnly: [block: string, keys: string[], ifOn: string, ifOff: string][] = [
@@ -257,101 +267,105 @@ export function verlMapping(
     ],
   ];
   for (const [block, keys, ifOn, ifOff] of dapoOnly)
-    map(
+    m.map(
       keys.map((k) => `algorithm.${block}.${k}`),
       undefined,
       (a[block] as Loose | undefined)?.enabled ? `ENABLED in Arbor but not in verl.trainer.main_ppo: ${ifOn}` : `off; ${ifOff}`,
     );
-  map(
+  m.map(
     'algorithm.process_rewards',
     undefined,
     a.process_rewards ? "ENABLED in Arbor; verl's tool agent loop ignores tool step rewards, so only the outcome reward trains" : 'off',
   );
 
-  // rollout
-  const response = Math.max(1, Math.min(r.max_turns * r.max_new_tokens, r.max_total_length - ctx.promptTokens));
-  map('rollout.prompts_per_step', undefined, `data.train_batch_size: ${computed} (rounded up to a multiple the GPUs divide, with a notice)`);
-  map('rollout.n', { 'actor_rollout_ref.rollout.n': r.n });
-  map(['rollout.temperature', 'rollout.top_p'], { 'actor_rollout_ref.rollout.temperature': r.temperature, 'actor_rollout_ref.rollout.top_p': r.top_p });
-  map('rollout.max_turns', { 'actor_rollout_ref.rollout.multi_turn.max_assistant_turns': r.max_turns });
-  map(
+  return batch;
+}
+
+/** rollout.*, optim.*, the loop (steps, eval, checkpoint, seed, name). */
+function mapRolloutAndLoop(m: VerlRows, cfg: ExperimentConfig, promptTokens: number): void {
+  const r = cfg.rollout;
+  const o = cfg.optim;
+  const response = Math.max(1, Math.min(r.max_turns * r.max_new_tokens, r.max_total_length - promptTokens));
+  m.map('rollout.prompts_per_step', undefined, `data.train_batch_size: ${COMPUTED} (rounded up to a multiple the GPUs divide, with a notice)`);
+  m.map('rollout.n', { 'actor_rollout_ref.rollout.n': r.n });
+  m.map(['rollout.temperature', 'rollout.top_p'], { 'actor_rollout_ref.rollout.temperature': r.temperature, 'actor_rollout_ref.rollout.top_p': r.top_p });
+  m.map('rollout.max_turns', { 'actor_rollout_ref.rollout.multi_turn.max_assistant_turns': r.max_turns });
+  m.map(
     ['rollout.max_new_tokens', 'rollout.max_total_length'],
-    { 'data.max_prompt_length': ctx.promptTokens, 'data.max_response_length': response },
-    `verl bounds the whole response, not each turn: response = min(max_turns × max_new_tokens, max_total_length − longest prompt ${ctx.promptTokens}) = ${response}`,
+    { 'data.max_prompt_length': promptTokens, 'data.max_response_length': response },
+    `verl bounds the whole response, not each turn: response = min(max_turns × max_new_tokens, max_total_length − longest prompt ${promptTokens}) = ${response}`,
   );
   // optim
-  map('optim.lr', { 'actor_rollout_ref.actor.optim.lr': o.lr });
-  map('optim.warmup_steps', { 'actor_rollout_ref.actor.optim.lr_warmup_steps': o.warmup_steps });
-  map(['optim.schedule', 'optim.min_lr_ratio'], {
+  m.map('optim.lr', { 'actor_rollout_ref.actor.optim.lr': o.lr });
+  m.map('optim.warmup_steps', { 'actor_rollout_ref.actor.optim.lr_warmup_steps': o.warmup_steps });
+  m.map(['optim.schedule', 'optim.min_lr_ratio'], {
     'actor_rollout_ref.actor.optim.warmup_style': o.schedule,
     'actor_rollout_ref.actor.optim.min_lr_ratio': o.min_lr_ratio,
   });
-  map('optim.weight_decay', { 'actor_rollout_ref.actor.optim.weight_decay': o.weight_decay });
-  map(['optim.beta1', 'optim.beta2'], { 'actor_rollout_ref.actor.optim.betas': [o.beta1, o.beta2] });
-  map('optim.grad_clip', { 'actor_rollout_ref.actor.grad_clip': o.grad_clip });
+  m.map('optim.weight_decay', { 'actor_rollout_ref.actor.optim.weight_decay': o.weight_decay });
+  m.map(['optim.beta1', 'optim.beta2'], { 'actor_rollout_ref.actor.optim.betas': [o.beta1, o.beta2] });
+  m.map('optim.grad_clip', { 'actor_rollout_ref.actor.grad_clip': o.grad_clip });
   // loop
-  map('steps', { 'trainer.total_training_steps': cfg.steps });
-  map('eval.every', { 'trainer.test_freq': cfg.eval.every === 0 ? -1 : cfg.eval.every });
-  map(['eval.n_questions'], undefined, 'the held-out parquet holds that many questions (data/val.parquet)');
-  map(
+  m.map('steps', { 'trainer.total_training_steps': cfg.steps });
+  m.map('eval.every', { 'trainer.test_freq': cfg.eval.every === 0 ? -1 : cfg.eval.every });
+  m.map(['eval.n_questions'], undefined, 'the held-out parquet holds that many questions (data/val.parquet)');
+  m.map(
     ['eval.validation'],
     undefined,
     "the SFT warm start's validation split (sft.eval_every), already used; data/train.parquet holds every training row, those too",
   );
-  map('eval.temperature', {
+  m.map('eval.temperature', {
     'actor_rollout_ref.rollout.val_kwargs.temperature': cfg.eval.temperature,
     'actor_rollout_ref.rollout.val_kwargs.do_sample': cfg.eval.temperature > 0,
   });
-  map(['checkpoint.every', 'checkpoint.keep'], { 'trainer.save_freq': cfg.checkpoint.every, 'trainer.max_actor_ckpt_to_keep': cfg.checkpoint.keep });
-  map('seed', { 'data.seed': cfg.seed });
-  map('name', { 'trainer.experiment_name': oneLine(cfg.name ?? 'arbor-export') });
-  // what verl does not have
-  for (const k of leaves(cfg.sft, 'sft')) covered.add(k);
-  rows.push({
+  m.map(['checkpoint.every', 'checkpoint.keep'], { 'trainer.save_freq': cfg.checkpoint.every, 'trainer.max_actor_ckpt_to_keep': cfg.checkpoint.keep });
+  m.map('seed', { 'data.seed': cfg.seed });
+  m.map('name', { 'trainer.experiment_name': oneLine(cfg.name ?? 'arbor-export') });
+}
+
+/** What verl does not have (sft.*, task.*: the parquet rows), the environment (format, limits, files), logging and the single-machine settings. */
+function mapTaskAndEnvironment(m: VerlRows, cfg: ExperimentConfig): void {
+  for (const k of leaves(cfg.sft, 'sft')) m.covered.add(k);
+  m.rows.push({
     arbor: 'sft.*',
     value: cfg.sft.warm_start,
     note: "the SFT warm start already happened: the exported model is the checkpoint after it (verl's SFT trainer is a separate program)",
   });
-  for (const k of leaves(cfg.task, 'task')) covered.add(k);
-  rows.push({ arbor: 'task.*', value: cfg.task.kind, note: "the tasks themselves are the parquet rows; the reward is the environment's (reward.py)" });
+  for (const k of leaves(cfg.task, 'task')) m.covered.add(k);
+  m.rows.push({ arbor: 'task.*', value: cfg.task.kind, note: "the tasks themselves are the parquet rows; the reward is the environment's (reward.py)" });
   const e = (cfg.environment ?? {}) as Loose;
-  map(
-    'environment.format',
-    { 'actor_rollout_ref.rollout.multi_turn.format': 'hermes' },
-    e.format === 'hermes'
-      ? 'the same Hermes <tool_call> JSON'
-      : `verl's tool agent loop parses Hermes <tool_call> JSON only; the "${String(e.format)}" format has no verl parser`,
-  );
-  map('environment.max_calls_per_turn', { 'actor_rollout_ref.rollout.multi_turn.max_parallel_calls': e.max_calls_per_turn });
+  const formatRows = formatEntry(String(e.format)).verl?.rows;
+  if (formatRows) m.entry('environment.format', '', formatRows);
+  else
+    m.map(
+      'environment.format',
+      { 'actor_rollout_ref.rollout.multi_turn.format': VERL_TOOL_PARSER },
+      `verl's tool agent loop parses Hermes <tool_call> JSON only; the "${String(e.format)}" format has no verl parser`,
+    );
+  m.map('environment.max_calls_per_turn', { 'actor_rollout_ref.rollout.multi_turn.max_parallel_calls': e.max_calls_per_turn });
   const obsChars = Number(e.max_observation_tokens ?? 256) * 4;
-  map(
+  m.map(
     'environment.max_observation_tokens',
     { 'actor_rollout_ref.rollout.multi_turn.max_tool_response_length': obsChars, 'actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side': 'left' },
     'verl cuts tool responses in characters: about 4 per token',
   );
-  map(
+  m.map(
     'environment.tool_timeout_ms',
     undefined,
     `tool_config.yaml: timeout ${Math.ceil(Number(e.tool_timeout_ms ?? 5000) / 1000)} s per call (ArborMcpTool), and arbor mcp serve applies the same limit`,
   );
-  for (const k of leaves(e, 'environment')) covered.add(k);
-  rows.push({
+  for (const k of leaves(e, 'environment')) m.covered.add(k);
+  m.rows.push({
     arbor: 'environment.tools, .reward, .tasks, .workspace, .mcp_servers',
     value: '(files)',
     note: 'served by `arbor mcp serve --config arbor-experiment.json` (tools) and scored by reward.py (reward); tasks are the parquet rows',
   });
-  map(
+  m.map(
     ['logging.full_trajectories_every'],
     { 'trainer.rollout_data_dir': '$HERE/rollouts' },
     'verl dumps decoded rollouts each step; import them with `arbor import-verl rollouts`',
   );
-  map(['backend', 'device', 'threads'], undefined, 'single-machine execution settings; verl places work with Ray (trainer.n_gpus_per_node, trainer.nnodes)');
-  // anything else (keys added to the config later) is listed, never silently dropped
-  for (const k of leaves(cfg)) {
-    if (covered.has(k) || [...covered].some((c) => k.startsWith(`${c}.`))) continue;
-    rows.push({ arbor: k, value: get(cfg, k), note: 'not mapped by this exporter' });
-  }
-  return { overrides, mapping: rows, batch };
+  m.map(['backend', 'device', 'threads'], undefined, 'single-machine execution settings; verl places work with Ray (trainer.n_gpus_per_node, trainer.nnodes)');
 }
 
 /** A PEFT LoRA adapter handed to verl: its base model and its settings (adapter_config.json). */
@@ -482,20 +496,8 @@ export async function exportVerl(
   opts: { arborCmd?: string[]; onProgress?: (what: string) => void } = {},
 ): Promise<VerlExportResult> {
   const { cfg } = src;
-  const modelPath = src.modelPath ?? cfg.model.path;
-  if (!modelPath)
-    throw new Error('the config has model.init: tiny and no checkpoint: export a finished run (`arbor export verl <run> <dir>`) or a config with model.path');
+  const { modelPath, adapter } = exportedModel(src);
   const progress = opts.onProgress ?? (() => undefined);
-  // A LoRA run's checkpoint is a PEFT adapter folder: verl gets its base model and the adapter.
-  let adapter: AdapterExport | undefined;
-  if (isAdapterFolder(modelPath)) {
-    const { spec, baseModel } = readPeftConfig(modelPath);
-    if (!baseModel)
-      throw new Error(
-        `${join(modelPath, 'adapter_config.json')}: no base_model_name_or_path; merge the adapter onto its base (\`arbor merge\`) and export the merged folder`,
-      );
-    adapter = { path: modelPath, base: baseModel, rank: spec.rank, alpha: spec.alpha, targets: [...spec.targets] };
-  }
   mkdirSync(join(outDir, 'data'), { recursive: true });
   const files: string[] = [];
   const write = (rel: string, content: string | Uint8Array) => {
@@ -514,36 +516,107 @@ export async function exportVerl(
     throw e;
   }
   const toolNames = env.tools.map((t) => t.name);
-  let promptTokens = 0;
+  const { train, val, promptTokens } = await taskRows(cfg.task.kind, kit, toolNames);
+  progress('parquet');
+  write('data/train.parquet', taskParquet(train, val, train));
+  write('data/val.parquet', taskParquet(train, val, val));
+
+  // the experiment, as `arbor mcp serve --config` and `arbor verl-reward` read it
+  write('arbor-experiment.json', JSON.stringify({ ...cfg, model: { ...cfg.model, path: modelPath, init: undefined } }, null, 2) + '\n');
+
+  const arborCmd = opts.arborCmd ?? [process.execPath, join(HERE, '../../bin/arbor.mjs')];
+  const schemas = env.tools.map((t) => ({
+    type: 'function',
+    function: { name: t.name, description: t.description, parameters: { type: 'object', ...t.parameters } },
+  }));
+  await env.close();
+  writeToolConfigs(write, schemas, toolNames, arborCmd, cfg.environment.tool_timeout_ms);
+  copyFileSync(join(HERE, 'verl/arbor_tool.py'), join(outDir, 'arbor_tool.py'));
+  files.push('arbor_tool.py');
+  write(
+    'reward.py',
+    `# Generated by \`arbor export verl\` from ${oneLine(src.source)}.\nARBOR_CMD_DEFAULT = [${arborCmd.map(pyStr).join(', ')}]\n` +
+      (await import('node:fs')).readFileSync(join(HERE, 'verl/reward.py'), 'utf8'),
+  );
+
+  const { overrides, mapping, batch } = verlMapping(cfg, { modelPath, promptTokens, toolFormat: env.format.name, adapter });
+  // Each override one shell word: the $HERE paths in double quotes (only $HERE expands), every
+  // other one single-quoted (nothing in it expands, whatever the config's strings hold).
+  const all = [
+    '"data.train_files=$HERE/data/train.parquet"',
+    '"data.val_files=$HERE/data/val.parquet"',
+    'data.return_raw_chat=True',
+    'actor_rollout_ref.rollout.mode=async',
+    'actor_rollout_ref.rollout.multi_turn.enable=True',
+    '"actor_rollout_ref.rollout.multi_turn.tool_config_path=$HERE/tool_config.yaml"',
+    '"custom_reward_function.path=$HERE/reward.py"',
+    'custom_reward_function.name=compute_score',
+    ...overrides.map((x) => (x.endsWith('=$HERE/rollouts') ? `"${x}"` : /^[A-Za-z0-9_.=/-]+$/.test(x) ? x : shq(x))),
+  ];
+  write('run_verl.sh', launchScript(src, arborCmd, all, batch));
+  chmodSync(join(outDir, 'run_verl.sh'), 0o755);
+  write('README.md', readme(src, modelPath, mapping, { train: train.length, val: val.length, tools: toolNames, format: env.format.name, adapter, batch }));
+  return { dir: outDir, files, train: train.length, val: val.length, overrides: all, mapping };
+}
+
+/** The model verl starts from: the run's last checkpoint, and for a LoRA run (a PEFT adapter folder) its base model and the adapter's settings. */
+function exportedModel(src: VerlExportSource): { modelPath: string; adapter?: AdapterExport } {
+  const modelPath = src.modelPath ?? src.cfg.model.path;
+  if (!modelPath)
+    throw new Error('the config has model.init: tiny and no checkpoint: export a finished run (`arbor export verl <run> <dir>`) or a config with model.path');
+  if (!isAdapterFolder(modelPath)) return { modelPath };
+  const { spec, baseModel } = readPeftConfig(modelPath);
+  if (!baseModel)
+    throw new Error(
+      `${join(modelPath, 'adapter_config.json')}: no base_model_name_or_path; merge the adapter onto its base (\`arbor merge\`) and export the merged folder`,
+    );
+  return { modelPath, adapter: { path: modelPath, base: baseModel, rank: spec.rank, alpha: spec.alpha, targets: [...spec.targets] } };
+}
+
+/** One parquet row (verl's agent-loop dataset layout). */
+type ParquetRow = ReturnType<typeof taskRowOf>;
+
+/**
+ * One verl agent-loop row of a task. Its prompt is the conversation the task's episodes start from
+ * in Arbor (its ToolEnv's messages: a system message, the format's instruction and the task's
+ * prompt); verl renders it with the model's chat template and the tool schemas, as Arbor does.
+ */
+function taskRowOf(kind: string, t: RolloutTask, split: 'train' | 'test', index: number, toolNames: string[]) {
+  const messages = taskPromptMessages(t);
+  const q = taskRow(t, messages);
+  return {
+    data_source: `arbor/${kind}`,
+    agent_name: 'tool_agent',
+    prompt: messages ?? [{ role: 'user', content: q.question }],
+    ability: 'tool-use',
+    reward_model: { style: 'rule', ground_truth: { target: q.answers } },
+    extra_info: {
+      split,
+      index,
+      task_id: q.id,
+      question: q.question,
+      ...(q.hops !== undefined ? { hops: q.hops } : {}),
+      need_tools_kwargs: toolNames.length > 0,
+      tools_kwargs: Object.fromEntries(toolNames.map((n) => [n, { create_kwargs: { task: q.id } }])),
+      interaction_kwargs: { query: q.question },
+    },
+  };
+}
+
+/** The kit's RL tasks and held-out tasks as verl rows, and the longest prompt in tokens (data.max_prompt_length). */
+async function taskRows(kind: string, kit: TaskKit, toolNames: string[]): Promise<{ train: ParquetRow[]; val: ParquetRow[]; promptTokens: number }> {
   const trainTasks = kit.rlTasks ?? kit.trainTasks;
+  let promptTokens = 0;
   for (const t of [...trainTasks, ...kit.evalTasks]) promptTokens = Math.max(promptTokens, (await t.createEnv().prompt()).ids.length);
-  // The prompt of each row is the conversation the task's episodes start from in Arbor (its
-  // ToolEnv's messages: a system message, the format's instruction and the task's prompt); verl
-  // renders it with the model's chat template and the tool schemas, as Arbor does.
-  const rowsOf = (tasks: RolloutTask[], split: 'train' | 'test') =>
-    tasks.map((t, index) => {
-      const messages = taskPromptMessages(t);
-      const q = taskRow(t, messages);
-      return {
-        data_source: `arbor/${cfg.task.kind}`,
-        agent_name: 'tool_agent',
-        prompt: messages ?? [{ role: 'user', content: q.question }],
-        ability: 'tool-use',
-        reward_model: { style: 'rule', ground_truth: { target: q.answers } },
-        extra_info: {
-          split,
-          index,
-          task_id: q.id,
-          question: q.question,
-          ...(q.hops !== undefined ? { hops: q.hops } : {}),
-          need_tools_kwargs: toolNames.length > 0,
-          tools_kwargs: Object.fromEntries(toolNames.map((n) => [n, { create_kwargs: { task: q.id } }])),
-          interaction_kwargs: { query: q.question },
-        },
-      };
-    });
-  const train = rowsOf(trainTasks, 'train');
-  const val = rowsOf(kit.evalTasks, 'test');
+  return {
+    train: trainTasks.map((t, i) => taskRowOf(kind, t, 'train', i, toolNames)),
+    val: kit.evalTasks.map((t, i) => taskRowOf(kind, t, 'test', i, toolNames)),
+    promptTokens,
+  };
+}
+
+/** A parquet file of `rows`, with the columns of every exported row (train and val share one extra_info struct). */
+function taskParquet(train: ParquetRow[], val: ParquetRow[], rows: ParquetRow[]): Uint8Array {
   const extraType = inferStruct([...train, ...val].map((r) => r.extra_info as Record<string, unknown>));
   const columns: Record<string, PqType> = {
     data_source: 'string',
@@ -553,20 +626,17 @@ export async function exportVerl(
     reward_model: { struct: { ground_truth: { struct: { target: { list: 'string' } } }, style: 'string' } },
     extra_info: extraType,
   };
-  progress('parquet');
-  write('data/train.parquet', new Uint8Array(writeParquet(columns, train, ['data_source', 'agent_name', 'ability'])));
-  write('data/val.parquet', new Uint8Array(writeParquet(columns, val, ['data_source', 'agent_name', 'ability'])));
+  return new Uint8Array(writeParquet(columns, rows, ['data_source', 'agent_name', 'ability']));
+}
 
-  // the experiment, as `arbor mcp serve --config` and `arbor verl-reward` read it
-  write('arbor-experiment.json', JSON.stringify({ ...cfg, model: { ...cfg.model, path: modelPath, init: undefined } }, null, 2) + '\n');
-
-  const arborCmd = opts.arborCmd ?? [process.execPath, join(HERE, '../../bin/arbor.mjs')];
-  // tool configs
-  const schemas = env.tools.map((t) => ({
-    type: 'function',
-    function: { name: t.name, description: t.description, parameters: { type: 'object', ...t.parameters } },
-  }));
-  await env.close();
+/** verl's tool configs: ArborMcpTool entries over `arbor mcp serve --http` (tool_config.yaml), and verl's own MCP client over stdio (tool_config.mcp.yaml, mcp_servers.json). */
+function writeToolConfigs(
+  write: (rel: string, content: string) => void,
+  schemas: { type: string; function: Record<string, unknown> }[],
+  toolNames: string[],
+  arborCmd: string[],
+  toolTimeoutMs: number,
+): void {
   write(
     'tool_config.yaml',
     `# verl tools for this environment, served by \`arbor mcp serve\` (run_verl.sh starts it).\n# Per-sample tools_kwargs.create_kwargs travel as MCP _meta["arbor/episode"].\n` +
@@ -574,7 +644,7 @@ export async function exportVerl(
         omegaLiteral({
           tools: schemas.map((s) => ({
             class_name: 'arbor_tool.ArborMcpTool',
-            config: { type: 'native', timeout: Math.ceil(cfg.environment.tool_timeout_ms / 1000) },
+            config: { type: 'native', timeout: Math.ceil(toolTimeoutMs / 1000) },
             tool_schema: s,
           })),
         }),
@@ -603,32 +673,6 @@ export async function exportVerl(
         }),
       ),
   );
-  copyFileSync(join(HERE, 'verl/arbor_tool.py'), join(outDir, 'arbor_tool.py'));
-  files.push('arbor_tool.py');
-  write(
-    'reward.py',
-    `# Generated by \`arbor export verl\` from ${oneLine(src.source)}.\nARBOR_CMD_DEFAULT = [${arborCmd.map(pyStr).join(', ')}]\n` +
-      (await import('node:fs')).readFileSync(join(HERE, 'verl/reward.py'), 'utf8'),
-  );
-
-  const { overrides, mapping, batch } = verlMapping(cfg, { modelPath, promptTokens, toolFormat: env.format.name, adapter });
-  // Each override one shell word: the $HERE paths in double quotes (only $HERE expands), every
-  // other one single-quoted (nothing in it expands, whatever the config's strings hold).
-  const all = [
-    '"data.train_files=$HERE/data/train.parquet"',
-    '"data.val_files=$HERE/data/val.parquet"',
-    'data.return_raw_chat=True',
-    'actor_rollout_ref.rollout.mode=async',
-    'actor_rollout_ref.rollout.multi_turn.enable=True',
-    '"actor_rollout_ref.rollout.multi_turn.tool_config_path=$HERE/tool_config.yaml"',
-    '"custom_reward_function.path=$HERE/reward.py"',
-    'custom_reward_function.name=compute_score',
-    ...overrides.map((x) => (x.endsWith('=$HERE/rollouts') ? `"${x}"` : /^[A-Za-z0-9_.=/-]+$/.test(x) ? x : shq(x))),
-  ];
-  write('run_verl.sh', launchScript(src, arborCmd, all, batch));
-  chmodSync(join(outDir, 'run_verl.sh'), 0o755);
-  write('README.md', readme(src, modelPath, mapping, { train: train.length, val: val.length, tools: toolNames, format: env.format.name, adapter, batch }));
-  return { dir: outDir, files, train: train.length, val: val.length, overrides: all, mapping };
 }
 
 function launchScript(src: VerlExportSource, arborCmd: string[], overrides: string[], batch: BatchPlan): string {
@@ -750,7 +794,7 @@ n = ${info.batch.n}, ${info.batch.miniBatches} mini-batch(es) and ${info.batch.m
 ${sizes}
 
 Tool-call format: the environment uses **${info.format}**; verl's tool agent loop parses Hermes
-\`<tool_call>\` JSON (\`multi_turn.format=hermes\`).${info.format === 'search-r1' ? " A model trained on Search-R1 tags (`<search>`) will not call tools through it until it learns the Hermes form: prefer an environment with `environment.format: hermes`, or use verl's Search-R1 agent loop." : ''}
+\`<tool_call>\` JSON (\`multi_turn.format=${VERL_TOOL_PARSER}\`).${FORMAT_NAMES.includes(info.format) ? ` ${formatEntry(info.format).verl?.advice ?? ''}`.trimEnd() : ''}
 
 After the run, \`arbor import-verl ./rollouts\` (decoded text) or \`arbor import-verl <agent-loop outputs>\`
 (token ids, masks, logprobs) brings its trajectories back into the workbench.

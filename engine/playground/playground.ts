@@ -2,9 +2,10 @@
  * The playground: chat with a checkpoint and its tools. The checkpoint folder is loaded as a
  * PolicyModel with the tokenizer saved in it; the conversation is rendered with the folder's
  * chat template and run as one multi-turn episode through the rollout engine, with the
- * task's tools (BM25 search over the held-out world of the multi-hop run that made the
- * checkpoint, or over a qa run's dataset contexts; Search-R1 tags), plus the tools of the run's
- * `environment.mcp_servers` (started once per chat, closed when it ends). `chat` events go to the asking client as things happen:
+ * task's tools (BM25 search over the held-out world of the run that made the checkpoint, or over
+ * its QA dataset's contexts; for a run with tool files, its task kind's own chat tools and its
+ * files, as training opens them), plus the tools of the run's `environment.mcp_servers` (started
+ * once per chat, closed when it ends). `chat` events go to the asking client as things happen:
  *   { chatId, type: 'token', text }            text the model generated since the last event
  *   { chatId, type: 'turn', text, tokens }     a model turn ended (its exact decoded text)
  *   { chatId, type: 'tool_call', name, args }  a call parsed from that turn
@@ -39,13 +40,14 @@ import { resolveCheckpoint } from '../run/checkpoint';
 import { runConfig } from '../run/stored';
 import { openEnvironment, type OpenedEnvironment } from '../tasks/open';
 import { envSetup, taskTools, type EnvSetup } from '../tasks/env-setup';
+import { builtinTaskTools } from '../tasks/registry';
 
 export interface ChatRequest {
   checkpoint: string;
   messages: { role: string; content: string; name?: string }[];
   tools?: string[];
   chatId?: string;
-  /** Tool-call format; default: the run's environment.format, else search-r1. */
+  /** Tool-call format; default: the run's environment.format, else the registry's default. */
   format?: string;
   /** Sampling temperature; default: the run's eval.temperature (else 0, greedy). */
   temperature?: number;
@@ -85,7 +87,7 @@ class ChatCancelled extends Error {
 /** Episode limits and sampling for a chat (from the run's config when it has them). */
 export interface ChatSettings {
   world: number;
-  /** A qa run's dataset (task.kind "qa"): its context paragraphs are the search corpus instead of a world. */
+  /** A run's task.dataset (a QA dataset): its context paragraphs are the search corpus instead of a world. */
   dataset?: string;
   maxTurns: number;
   maxNewTokens: number;
@@ -106,7 +108,8 @@ const DEFAULTS: ChatSettings = { world: 1001, maxTurns: 4, maxNewTokens: 32, max
 export function chatSettings(config: Record<string, unknown> | undefined): ChatSettings {
   const get = (path: string[]): unknown => path.reduce<unknown>((o, k) => (o && typeof o === 'object' ? (o as Record<string, unknown>)[k] : undefined), config);
   const int = (v: unknown, d: number) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : d);
-  const dataset = get(['task', 'kind']) === 'qa' && typeof get(['task', 'dataset']) === 'string' ? (get(['task', 'dataset']) as string) : undefined;
+  // task.dataset is refused under a task kind that does not read it, so a stored config has one only where it is the corpus.
+  const dataset = typeof get(['task', 'dataset']) === 'string' ? (get(['task', 'dataset']) as string) : undefined;
   return {
     world: int(get(['task', 'eval_seed']), DEFAULTS.world),
     ...(dataset ? { dataset } : {}),
@@ -234,6 +237,40 @@ export class Playground {
     return { cancelled: true };
   }
 
+  /**
+   * The tools a chat offers, with where each comes from: the corpus search (the run's held-out
+   * world or qa dataset); for a run with tool/reward files, its environment opened as training
+   * opens it (engine/tasks/open.ts: the files in the sandbox, its MCP servers, workspace, limits
+   * and tool timeout) beside its task kind's own chat tools (its registry entry); else the run's
+   * MCP servers (this lighter path also serves stored configs that are not whole experiment
+   * configs). What it opens is in `opened` / `mcp`, closed by the caller.
+   */
+  private async chatEnvironment(ck: ReturnType<Playground['resolve']>, checkCancelled: () => void): Promise<ChatEnvironment> {
+    const s = ck.settings;
+    const out: ChatEnvironment = { tools: this.tools(s), sources: new Map(), corpus: s.dataset ? { dataset: s.dataset } : { world: s.world } };
+    for (const n of out.tools.keys()) out.sources.set(n, 'built-in');
+    const raw = ck.config as { environment?: { tools?: unknown[]; reward?: unknown } } | undefined;
+    if (ck.runId && raw?.environment && (raw.environment.tools?.length || raw.environment.reward !== undefined)) {
+      const cfg = runConfig(this.engine.store!, ck.runId, this.engine.opts.home);
+      out.opened = await openEnvironment(cfg, { log: () => undefined });
+      checkCancelled();
+      out.setup = envSetup(cfg, out.opened.host, out.opened.extras.mcpTools);
+      const own = builtinTaskTools(cfg, 'chat');
+      out.corpus = own?.corpus ?? {};
+      out.tools = new Map(taskTools(own?.tools ?? [], out.setup).tools.map((t): [string, Tool] => [t.name, t]));
+      for (const [name, file] of out.setup.toolFiles) out.sources.set(name, file);
+    } else if (s.mcpServers !== undefined) {
+      const home = this.engine.opts.home;
+      const baseDir = existsSync(join(home, 'workspace')) ? join(home, 'workspace') : home;
+      // A crash mid-call becomes the call's error observation (and one restart), as in a run.
+      out.mcp = await McpToolSet.open(playgroundMcpServers(s.mcpServers, baseDir), { baseDir, origin: `the playground (checkpoint ${ck.path})` });
+      checkCancelled();
+      out.tools = new Map([...out.tools, ...out.mcp.tools.map((t): [string, Tool] => [t.name, t])]);
+      for (const t of out.mcp.tools) out.sources.set(t.name, 'environment.mcp_servers');
+    }
+    return out;
+  }
+
   private async run(req: ChatRequest, chatId: string, client: ChatClient, signal: AbortSignal): Promise<ChatResult> {
     const emit = (data: Record<string, unknown>) => client.send({ event: 'chat', data: { chatId, ...data } });
     const checkCancelled = () => {
@@ -241,16 +278,9 @@ export class Playground {
     };
     const transcript: TranscriptEntry[] = [];
     // Text of the model turn being generated, for a cancel in the middle of it.
-    let partial = '';
-    let partialTokens = 0;
+    const live = { partial: '', partialTokens: 0 };
     let resolved: ReturnType<Playground['resolve']> | undefined;
-    let chatFormat: string | undefined;
-    // The run's MCP servers: started once for this chat, closed when it ends (no process per call).
-    let mcp: McpToolSet | undefined;
-    // Or the run's whole environment (tool/reward files, MCP servers), opened as training opens it.
-    let opened: OpenedEnvironment | undefined;
-    let setup: EnvSetup | undefined;
-    let chatTools: ChatResult['tools'];
+    let chatEnv: ChatEnvironment | undefined;
     try {
       if (!req.messages.some((m) => m.role === 'user')) throw new Error('playground.chat: messages has no user message');
       const ck = (resolved = this.resolve(req.checkpoint));
@@ -259,37 +289,14 @@ export class Playground {
       checkCancelled();
       const s = ck.settings;
       const maxTotalLength = Math.min(s.maxTotalLength, model.config.maxPositionEmbeddings);
-      let allTools = this.tools(s);
-      const sources = new Map([...allTools.keys()].map((n): [string, string] => [n, 'built-in']));
-      const raw = ck.config as { environment?: { tools?: unknown[]; reward?: unknown; mcp_servers?: unknown } } | undefined;
-      if (ck.runId && raw?.environment && (raw.environment.tools?.length || raw.environment.reward !== undefined)) {
-        // A run with tool/reward files: its environment opened as training opens it
-        // (engine/tasks/open.ts): the files in the sandbox, its MCP servers, its workspace, limits
-        // and tool timeout. (A run with MCP servers only keeps the lighter path below, which also
-        // serves stored configs that are not whole experiment configs.)
-        const cfg = runConfig(this.engine.store!, ck.runId, this.engine.opts.home);
-        opened = await openEnvironment(cfg, { log: () => undefined });
-        checkCancelled();
-        setup = envSetup(cfg, opened.host, opened.extras.mcpTools);
-        const builtin = cfg.task.kind === 'multihop' || cfg.task.kind === 'qa' ? [...allTools.values()] : [];
-        allTools = new Map(taskTools(builtin, setup).tools.map((t): [string, Tool] => [t.name, t]));
-        for (const [name, file] of setup.toolFiles) sources.set(name, file);
-      } else if (s.mcpServers !== undefined) {
-        const home = this.engine.opts.home;
-        const baseDir = existsSync(join(home, 'workspace')) ? join(home, 'workspace') : home;
-        // A crash mid-call becomes the call's error observation (and one restart), as in a run.
-        mcp = await McpToolSet.open(playgroundMcpServers(s.mcpServers, baseDir), { baseDir, origin: `the playground (checkpoint ${ck.path})` });
-        checkCancelled();
-        allTools = new Map([...allTools, ...mcp.tools.map((t): [string, Tool] => [t.name, t])]);
-        for (const t of mcp.tools) sources.set(t.name, 'environment.mcp_servers');
-      }
-      const enabled = req.tools ? new Map([...allTools].filter(([name]) => req.tools!.includes(name))) : allTools;
-      const formatName = req.format ?? s.format ?? 'search-r1';
+      chatEnv = await this.chatEnvironment(ck, checkCancelled);
+      const { setup, sources } = chatEnv;
+      const enabled = req.tools ? new Map([...chatEnv.tools].filter(([name]) => req.tools!.includes(name))) : chatEnv.tools;
+      const formatName = req.format ?? s.format ?? FORMAT_NAMES[0]!;
       if (!FORMAT_NAMES.includes(formatName))
         throw new Error(`playground.chat: format: unknown tool-call format "${formatName}" (available: ${FORMAT_NAMES.join(', ')})`);
       const toolList = [...enabled.values()];
       const format = formatByName(formatName, { tools: toolList, maxCalls: setup?.maxCalls ?? s.maxCalls ?? 2 });
-      chatTools = toolList.map((t) => ({ name: t.name, source: sources.get(t.name) ?? 'built-in' }));
       // The same episode environment as training: the conversation as the task, the tools rendered
       // by the checkpoint's chat template, observations as token ids (hermes: tool messages).
       const toolEnv = new ToolEnv({
@@ -306,68 +313,20 @@ export class Playground {
       const { ids: promptIds, text: promptText } = await toolEnv.prompt();
       if (promptIds.length >= maxTotalLength)
         throw new Error(`the conversation is ${promptIds.length} tokens, the checkpoint's limit is ${maxTotalLength}; clear the chat`);
-
-      // Streaming: the engine feeds each sampled token back on the next decode call, so every
-      // call after the prompt's starts with the token sampled last (KV-cache decoding).
-      const stream = { calls: 0, turnIds: [] as number[], sent: '', skipNext: false };
-      const flush = () => {
-        const text = tok.decode(stream.turnIds);
-        partial = text;
-        partialTokens = stream.turnIds.length;
-        if (text.length > stream.sent.length && text.startsWith(stream.sent)) emit({ type: 'token', text: text.slice(stream.sent.length) });
-        stream.sent = text;
-      };
-      const base = policyDecodeBackend(model, { maxBatch: 1, maxLength: maxTotalLength });
-      const backend: DecodeBackend = {
-        vocabSize: base.vocabSize,
-        maxBatch: base.maxBatch,
-        maxLength: base.maxLength,
-        release: (slot) => base.release(slot),
-        async extend(items) {
-          checkCancelled();
-          if (stream.calls++ > 0 && items[0]) {
-            if (stream.skipNext) stream.skipNext = false;
-            else {
-              stream.turnIds.push(items[0].tokens[0]!);
-              flush();
-            }
-          }
-          return base.extend(items);
-        },
-      };
-      const env: EpisodeEnv = {
-        prompt: async () => ({ ids: promptIds, text: promptText }),
-        async step(turn) {
-          stream.turnIds = turn.tokenIds.slice();
-          flush();
-          emit({ type: 'turn', text: turn.text, tokens: turn.tokenIds.length });
-          transcript.push({ role: 'assistant', content: turn.text, tokens: turn.tokenIds.length });
-          stream.turnIds = [];
-          stream.sent = '';
-          partial = '';
-          partialTokens = 0;
-          stream.skipNext = true;
-          const parsed = format.parse(turn.text);
-          if (parsed.answer !== undefined || (parsed.calls.length === 0 && turn.stopReason === 'stop_token')) return { done: true };
-          checkCancelled();
-          const r = await toolEnv.step(turn);
-          for (const c of r.toolCalls) {
-            emit({ type: 'tool_call', name: c.name, args: c.args });
-            transcript.push({ role: 'tool_call', name: c.name, args: c.args });
-          }
-          if (!r.observation) return { done: false, toolCalls: r.toolCalls }; // the turn budget: the rollout ends it at its limit
-          const observation = r.observation.text;
-          const name = r.toolCalls.map((o) => o.name).join(', ') || 'format';
-          const errors = [...parsed.errors, ...r.toolCalls.filter((o) => o.error).map((o) => `${o.name}: ${o.error}`)];
-          const error = errors.length ? errors.join('; ') : undefined;
-          emit({ type: 'observation', name, content: observation, error });
-          transcript.push({ role: 'tool', name, content: observation, error });
-          return { done: false, observation: r.observation, toolCalls: r.toolCalls };
-        },
-        outcome: async () => ({ reward: 0, components: {} }),
-      };
-      const result = await rollout(backend, {
-        tasks: [{ id: 'playground', createEnv: () => env }],
+      const episode = streamedEpisode({
+        model,
+        tok,
+        maxTotalLength,
+        toolEnv,
+        format,
+        prompt: { ids: promptIds, text: promptText },
+        emit,
+        checkCancelled,
+        transcript,
+        live,
+      });
+      const result = await rollout(episode.backend, {
+        tasks: [{ id: 'playground', createEnv: () => episode.env }],
         n: 1,
         signal,
         seed: Date.now() % 2 ** 31,
@@ -376,7 +335,6 @@ export class Playground {
         limits: { maxNewTokens: s.maxNewTokens, maxTurns: s.maxTurns, maxTotalLength },
         stop: { strings: format.stopStrings, tokenIds: eosTokenIds(model.config) },
       });
-      chatFormat = formatName;
       const t = result.trajectories[0]!;
       const last = [...t.turns].reverse().find((u) => u.role === 'model');
       const reason = t.truncated
@@ -385,9 +343,9 @@ export class Playground {
       emit({ type: 'done', text: last?.text ?? '', reason });
       return {
         chatId,
-        ...chatSource(ck),
-        format: chatFormat,
-        tools: chatTools,
+        ...chatSource(ck, chatEnv.corpus),
+        format: formatName,
+        tools: toolList.map((x) => ({ name: x.name, source: sources.get(x.name) ?? 'built-in' })),
         prompt: { text: promptText ?? tok.decode(promptIds), tokens: promptIds.length },
         transcript,
         reason,
@@ -398,18 +356,18 @@ export class Playground {
       // abort check) ends the chat as stopped, not failed.
       if (signal.aborted || e instanceof ChatCancelled) {
         const reason = 'stopped by the user';
-        if (partial) transcript.push({ role: 'assistant', content: partial, tokens: partialTokens });
+        if (live.partial) transcript.push({ role: 'assistant', content: live.partial, tokens: live.partialTokens });
         const lastAnswer = [...transcript].reverse().find((t) => t.role === 'assistant');
         emit({ type: 'done', text: lastAnswer && lastAnswer.role === 'assistant' ? lastAnswer.content : '', reason, stopped: true });
-        const source = resolved ? chatSource(resolved) : { checkpoint: { id: req.checkpoint, path: '' } };
+        const source = resolved ? chatSource(resolved, chatEnv?.corpus) : { checkpoint: { id: req.checkpoint, path: '' } };
         return { chatId, ...source, transcript, reason, stopped: true };
       }
       const message = e instanceof Error ? e.message : String(e);
       emit({ type: 'error', message });
       throw e;
     } finally {
-      await mcp?.close();
-      await opened?.close();
+      await chatEnv?.mcp?.close();
+      await chatEnv?.opened?.close();
     }
   }
 
@@ -419,10 +377,101 @@ export class Playground {
   }
 }
 
+/** The tools a chat offers and what was opened for them (Playground.chatEnvironment). */
+interface ChatEnvironment {
+  tools: Map<string, Tool>;
+  /** Where each tool comes from: 'built-in', the run's tool file, or environment.mcp_servers. */
+  sources: Map<string, string>;
+  /** The corpus the offered search reads, as the result reports it (none: the run's task kind has no chat search). */
+  corpus: { world: number } | { dataset: string } | Record<string, never>;
+  setup?: EnvSetup;
+  opened?: OpenedEnvironment;
+  mcp?: McpToolSet;
+}
+
+/**
+ * One chat as a rollout: a decode backend that streams each sampled token to the client as text
+ * (`token` events), and the episode environment that runs the checkpoint's turns through the
+ * ToolEnv, reporting turns, calls and observations (`turn`, `tool_call`, `observation`) and
+ * keeping the transcript. `live` holds the turn being generated, for a cancel in its middle.
+ */
+function streamedEpisode(o: {
+  model: PolicyModel;
+  tok: HfTokenizer;
+  maxTotalLength: number;
+  toolEnv: ToolEnv;
+  format: ReturnType<typeof formatByName>;
+  prompt: { ids: number[]; text?: string };
+  emit: (data: Record<string, unknown>) => void;
+  checkCancelled: () => void;
+  transcript: TranscriptEntry[];
+  live: { partial: string; partialTokens: number };
+}): { backend: DecodeBackend; env: EpisodeEnv } {
+  const { tok, emit, checkCancelled, transcript, live } = o;
+  // Streaming: the engine feeds each sampled token back on the next decode call, so every
+  // call after the prompt's starts with the token sampled last (KV-cache decoding).
+  const stream = { calls: 0, turnIds: [] as number[], sent: '', skipNext: false };
+  const flush = () => {
+    const text = tok.decode(stream.turnIds);
+    live.partial = text;
+    live.partialTokens = stream.turnIds.length;
+    if (text.length > stream.sent.length && text.startsWith(stream.sent)) emit({ type: 'token', text: text.slice(stream.sent.length) });
+    stream.sent = text;
+  };
+  const base = policyDecodeBackend(o.model, { maxBatch: 1, maxLength: o.maxTotalLength });
+  const backend: DecodeBackend = {
+    vocabSize: base.vocabSize,
+    maxBatch: base.maxBatch,
+    maxLength: base.maxLength,
+    release: (slot) => base.release(slot),
+    async extend(items) {
+      checkCancelled();
+      if (stream.calls++ > 0 && items[0]) {
+        if (stream.skipNext) stream.skipNext = false;
+        else {
+          stream.turnIds.push(items[0].tokens[0]!);
+          flush();
+        }
+      }
+      return base.extend(items);
+    },
+  };
+  const env: EpisodeEnv = {
+    prompt: async () => ({ ids: o.prompt.ids, text: o.prompt.text }),
+    async step(turn) {
+      stream.turnIds = turn.tokenIds.slice();
+      flush();
+      emit({ type: 'turn', text: turn.text, tokens: turn.tokenIds.length });
+      transcript.push({ role: 'assistant', content: turn.text, tokens: turn.tokenIds.length });
+      stream.turnIds = [];
+      stream.sent = '';
+      live.partial = '';
+      live.partialTokens = 0;
+      stream.skipNext = true;
+      const parsed = o.format.parse(turn.text);
+      if (parsed.answer !== undefined || (parsed.calls.length === 0 && turn.stopReason === 'stop_token')) return { done: true };
+      checkCancelled();
+      const r = await o.toolEnv.step(turn);
+      for (const c of r.toolCalls) {
+        emit({ type: 'tool_call', name: c.name, args: c.args });
+        transcript.push({ role: 'tool_call', name: c.name, args: c.args });
+      }
+      if (!r.observation) return { done: false, toolCalls: r.toolCalls }; // the turn budget: the rollout ends it at its limit
+      const observation = r.observation.text;
+      const name = r.toolCalls.map((c) => c.name).join(', ') || 'format';
+      const errors = [...parsed.errors, ...r.toolCalls.filter((c) => c.error).map((c) => `${c.name}: ${c.error}`)];
+      const error = errors.length ? errors.join('; ') : undefined;
+      emit({ type: 'observation', name, content: observation, error });
+      transcript.push({ role: 'tool', name, content: observation, error });
+      return { done: false, observation: r.observation, toolCalls: r.toolCalls };
+    },
+    outcome: async () => ({ reward: 0, components: {} }),
+  };
+  return { backend, env };
+}
+
 /** The checkpoint a chat ran and the corpus its search tool read (a world seed or a dataset), as the result reports them. */
-function chatSource(ck: ReturnType<Playground['resolve']>): Pick<ChatResult, 'checkpoint' | 'world' | 'dataset'> {
-  // A task with its own tool files (tools, custom) searches no world.
-  const kind = (ck.config?.task as { kind?: unknown } | undefined)?.kind;
-  const corpus = ck.settings.dataset ? { dataset: ck.settings.dataset } : kind === undefined || kind === 'multihop' ? { world: ck.settings.world } : {};
-  return { checkpoint: { id: ck.id, path: ck.path, step: ck.step, runId: ck.runId }, ...corpus };
+function chatSource(ck: ReturnType<Playground['resolve']>, corpus?: ChatEnvironment['corpus']): Pick<ChatResult, 'checkpoint' | 'world' | 'dataset'> {
+  const read = corpus ?? (ck.settings.dataset ? { dataset: ck.settings.dataset } : { world: ck.settings.world });
+  return { checkpoint: { id: ck.id, path: ck.path, step: ck.step, runId: ck.runId }, ...read };
 }

@@ -35,14 +35,20 @@ export interface EpisodeStep {
   observation: string;
 }
 
-export type GroupEstimator = 'grpo' | 'drgrpo' | 'rloo';
+/** How a group's outcome advantage is formed: divide by the group's std (GRPO), or leave one out (RLOO). */
+export interface GroupBaseline {
+  /** R − mean of the other G − 1 = G/(G−1)·(R − mean) (RLOO); the std is then not used. */
+  leaveOneOut?: boolean;
+  /** (R − mean) / (std + eps) (GRPO); false: R − mean (Dr.GRPO). */
+  normByStd?: boolean;
+}
 
 /**
  * One scalar per episode from its group's rewards. GRPO: (R − mean) / (std + eps) with the
- * unbiased std (torch.std, as verl); Dr.GRPO (or GRPO with normByStd false): R − mean; RLOO:
+ * unbiased std (torch.std, as verl); Dr.GRPO (normByStd false): R − mean; RLOO (leaveOneOut):
  * R − mean of the other G − 1 = G/(G−1)·(R − mean). A group of one, or of equal rewards, gives 0.
  */
-export function groupOutcomeAdvantages(episodes: EstimatorEpisode[], estimator: GroupEstimator, normByStd = true, eps = 1e-6): number[] {
+export function groupOutcomeAdvantages(episodes: EstimatorEpisode[], baseline: GroupBaseline, eps = 1e-6): number[] {
   const byGroup = new Map<number, number[]>();
   episodes.forEach((e, i) => {
     const g = byGroup.get(e.group) ?? [];
@@ -57,11 +63,8 @@ export function groupOutcomeAdvantages(episodes: EstimatorEpisode[], estimator: 
     const mean = rs.reduce((a, b) => a + b, 0) / G;
     const std = Math.sqrt(rs.reduce((a, b) => a + (b - mean) ** 2, 0) / (G - 1));
     if (std === 0) continue; // equal rewards carry no signal: exactly 0
-    if (estimator === 'rloo') idx.forEach((i, k) => (out[i] = (G / (G - 1)) * (rs[k]! - mean)));
-    else {
-      const divide = estimator === 'grpo' && normByStd;
-      idx.forEach((i, k) => (out[i] = (rs[k]! - mean) / (divide ? std + eps : 1)));
-    }
+    if (baseline.leaveOneOut) idx.forEach((i, k) => (out[i] = (G / (G - 1)) * (rs[k]! - mean)));
+    else idx.forEach((i, k) => (out[i] = (rs[k]! - mean) / (baseline.normByStd ? std + eps : 1)));
   }
   return out;
 }

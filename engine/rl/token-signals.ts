@@ -4,17 +4,17 @@
  * side, and the token's weight in the aggregated loss (algorithm.loss_agg_mode). Host arithmetic
  * on the same inputs as the loss graph (./policy-losses.ts), so the values are the loss's own:
  *
- *  ratio    ppo / aepo: exp(log π − log π_old) per token; gspo: the sequence ratio
- *           s_i = exp(mean over the sample's model tokens of (log π − log π_old)), which every
- *           token of the sample carries.
+ *  ratio    exp(log π − log π_old) per token, or, for a loss whose signals say `ratio: 'sequence'`,
+ *           the sequence ratio s_i = exp(mean over the sample's model tokens of
+ *           (log π − log π_old)), which every token of the sample carries.
  *  clipped  0 not clipped; +1 the upper bound cut it (A > 0, ratio > 1 + ε_high); −1 the lower
- *           bound (A < 0, ratio < 1 − ε_low); 2 the dual clip bounded it (A < 0, ratio > c).
- *           (aepo keeps a rescaled gradient on high-entropy clipped tokens; they are still marked.)
+ *           bound (A < 0, ratio < 1 − ε_low); 2 the dual clip bounded it (A < 0, ratio > c). The
+ *           bounds are the loss entry's own (its `signals.clip`); a loss without `signals` marks none.
  *  weight   d(loss)/d(token loss term) under the aggregation over the mini-batch: token-mean
  *           1/N tokens; seq-mean-token-mean 1/(n_i · S); seq-mean-token-sum 1/S;
  *           seq-mean-token-sum-norm 1/(L_max · S) (S sequences with model tokens). 0 off the mask.
  */
-import type { LossAggMode, PolicyLossConfig } from './policy-losses';
+import { getPolicyLoss, lossOptions, type LossAggMode, type PolicyLossConfig } from './policy-losses';
 
 export interface TokenSignal {
   ratio: Float32Array;
@@ -62,16 +62,16 @@ export function tokenSignals(eps: TokenSignalInput[], cfg: PolicyLossConfig): To
     a.loss_agg_mode,
     cfg.rollout.max_total_length,
   );
-  const gspo = a.policy_loss === 'gspo';
-  const lo = 1 - (gspo ? a.gspo.clip_ratio_low : a.clip_ratio_low);
-  const hi = 1 + (gspo ? a.gspo.clip_ratio_high : a.clip_ratio_high);
+  const signals = getPolicyLoss(a.policy_loss).signals;
+  const clip = signals?.clip(cfg, lossOptions(cfg));
+  const perSequence = signals?.ratio === 'sequence';
   return eps.map((e, k) => {
     const n = e.mask.length;
     const ratio = new Float32Array(n);
     const clipped = new Float32Array(n);
     const logRatio = (i: number) => (e.logprobs ? e.logprobs[i]! - e.oldLogprobs[i]! : 0);
     let seq = 1;
-    if (gspo) {
+    if (perSequence) {
       let s = 0;
       let c = 0;
       for (let i = 0; i < n; i++)
@@ -83,13 +83,18 @@ export function tokenSignals(eps: TokenSignalInput[], cfg: PolicyLossConfig): To
     }
     for (let i = 0; i < n; i++) {
       if (!e.mask[i]) continue;
-      const r = gspo ? seq : Math.exp(logRatio(i));
+      const r = perSequence ? seq : Math.exp(logRatio(i));
       ratio[i] = r;
-      const A = e.advantages[i]!;
-      if (A > 0 && r > hi) clipped[i] = 1;
-      else if (A < 0 && r < lo) clipped[i] = -1;
-      else if (!gspo && A < 0 && a.dual_clip !== null && r > a.dual_clip) clipped[i] = 2;
+      if (clip) clipped[i] = clipSide(e.advantages[i]!, r, clip);
     }
     return { ratio, clipped, weight: weights[k]! };
   });
+}
+
+/** Which bound cut a token's gradient: +1 the upper (A > 0, ratio > 1 + high), −1 the lower (A < 0, ratio < 1 − low), 2 the dual clip (A < 0, ratio > c), 0 none. */
+function clipSide(A: number, r: number, clip: { low: number; high: number; dual: number | null }): number {
+  if (A > 0 && r > 1 + clip.high) return 1;
+  if (A < 0 && r < 1 - clip.low) return -1;
+  if (A < 0 && clip.dual !== null && r > clip.dual) return 2;
+  return 0;
 }

@@ -5,6 +5,7 @@
  * `arbor train` / `arbor sft`, so runs started from the CLI appear in `arbor runs` and the workbench.
  */
 import type { SignalRecord, Store, TrajectoryRecord, TurnRecord } from '../store/store';
+import { getPolicyLoss, lossOptions } from '../rl/policy-losses';
 import type { TokenSignal } from '../rl/token-signals';
 import { BatchWriter } from '../store/store';
 import type { Episode } from '../train/episode';
@@ -109,18 +110,17 @@ export function episodeToRecord(
   };
 }
 
-/** The loss settings a run's trajectories keep (the replay's per-token channels read them). */
+/** The loss settings a run's trajectories keep (the replay's per-token channels read them); the clip range is the loss entry's own (none for a loss without heat-map signals). */
 export function signalSettings(cfg: ExperimentConfig): SignalRecord {
   const a = cfg.algorithm;
-  const gspo = a.policy_loss === 'gspo';
+  const clip = getPolicyLoss(a.policy_loss).signals?.clip(cfg, lossOptions(cfg));
   return {
     estimator: a.adv_estimator,
     normByStd: a.norm_adv_by_std,
     policyLoss: a.policy_loss,
     lossAggMode: a.loss_agg_mode,
-    clipLow: gspo ? a.gspo.clip_ratio_low : a.clip_ratio_low,
-    clipHigh: gspo ? a.gspo.clip_ratio_high : a.clip_ratio_high,
-    dualClip: a.dual_clip,
+    ...(clip ? { clipLow: clip.low, clipHigh: clip.high } : {}),
+    dualClip: clip ? clip.dual : null,
     processRewards: a.process_rewards,
   };
 }

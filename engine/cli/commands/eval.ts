@@ -16,7 +16,7 @@ import type { Command } from 'commander';
 import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { bestCheckpoint, latestCheckpoint, listCheckpoints } from '../../train/checkpoints';
-import { loadConfig, TASK_KINDS, validateConfig, type ExperimentConfig } from '../../config/experiment';
+import { loadConfig, taskKindNames, validateConfig, type ExperimentConfig } from '../../config/experiment';
 import { given, intFlag } from '../flags';
 import { progressBar, renderTable } from '../progress';
 import { evalMetrics } from '../../tasks/kit';
@@ -237,7 +237,7 @@ export function register(program: Command): void {
     .command('eval')
     .description('evaluate a checkpoint, a run (its best checkpoint, else its last) or every run of a group on held-out questions; --k N for pass@k')
     .argument('<target>', 'HF model folder (e.g. <run>/checkpoints/step-000040), a run id or folder, or a group id')
-    .option('--task <task>', `task kind (${TASK_KINDS.join(', ')}); or give --config (a run or group brings its own)`)
+    .option('--task <task>', `task kind (${taskKindNames().join(', ')}); or give --config (a run or group brings its own)`)
     .option('--config <file>', 'an experiment config: its task and environment (format, tools, reward, task file)')
     .option('--tasks <file>', 'task custom: the JSONL task file (its held-out fifth is evaluated; all of it with --all)')
     .option('--tools <files>', 'your tool files, comma-separated')

@@ -12,7 +12,7 @@ import { initWeights, saveCheckpoint } from '../../model/checkpoint';
 import { parameterCount, tinyConfig } from '../../model/config';
 import { HfTokenizer, writeWordTokenizer } from '../../model/tokenizer';
 import { multihopVocabulary } from '../../tasks/multihop/world';
-import { loadConfig, TASK_KINDS, validateConfig, type ExperimentConfig } from '../../config/experiment';
+import { loadConfig, taskKindNames, validateConfig, type ExperimentConfig } from '../../config/experiment';
 import { openTaskKit } from '../../tasks/registry';
 import { openUserEnvironment } from '../../tasks/user-kit';
 
@@ -86,8 +86,7 @@ async function initKitModel(folder: string, o: InitModelOptions): Promise<{ para
 /** A tiny model folder for any task kind (the multi-hop one, or a training kit's). */
 export async function initModelFolder(folder: string, o: InitModelOptions): Promise<{ parameters: number; vocabSize: number }> {
   if (o.config || (o.task && o.task !== 'multihop')) {
-    if (o.task && !(TASK_KINDS as readonly string[]).includes(o.task))
-      throw new Error(`--task: unknown task "${o.task}" (available: ${TASK_KINDS.join(', ')})`);
+    if (o.task && !taskKindNames().includes(o.task)) throw new Error(`--task: unknown task "${o.task}" (available: ${taskKindNames().join(', ')})`);
     return initKitModel(folder, o);
   }
   return initTinyModel(folder, o);
@@ -96,7 +95,7 @@ export async function initModelFolder(folder: string, o: InitModelOptions): Prom
 /** Write a tiny model folder for the multi-hop task; returns its parameter count and vocabulary size. */
 export function initTinyModel(folder: string, o: InitModelOptions): { parameters: number; vocabSize: number } {
   const vocab = TASK_VOCABULARIES[o.task ?? ''];
-  if (!vocab) throw new Error(`--task: unknown task "${o.task}" (available: ${TASK_KINDS.join(', ')})`);
+  if (!vocab) throw new Error(`--task: unknown task "${o.task}" (available: ${taskKindNames().join(', ')})`);
   mkdirSync(folder, { recursive: true });
   const tok = writeWordTokenizer(folder, vocab());
   const config = tinyConfig({
@@ -120,7 +119,7 @@ export function register(program: Command): void {
     .description('write a randomly initialised tiny model folder (HF format) for a built-in task')
     .argument('<folder>', 'output folder')
     .requiredOption('--tiny', 'a tiny model (the only kind this command makes)')
-    .option('--task <task>', `task whose vocabulary the tokenizer covers (${TASK_KINDS.join(', ')})`)
+    .option('--task <task>', `task whose vocabulary the tokenizer covers (${taskKindNames().join(', ')})`)
     .option('--config <file>', 'an experiment config: the model for its task (and environment format / task file)')
     .option('--dataset <file>', 'task qa: the JSONL dataset')
     .option('--tasks <file>', 'task custom: the JSONL task file')

@@ -16,7 +16,7 @@ import { openRolloutSource, type RolloutSource } from '../../tasks/sources';
 import { summarize, trajectoryToJsonLine, type RolloutSummary } from '../../rollout/summary';
 import { progressBar, renderTable } from '../progress';
 import '../../tasks/multihop/rollout';
-import { loadConfig, TASK_KINDS, type ExperimentConfig } from '../../config/experiment';
+import { loadConfig, taskKindNames, type ExperimentConfig } from '../../config/experiment';
 import { branchingOptions } from '../../train/rollout-port';
 import { openKitSource, rolloutConfig } from '../../tasks/rollout-source';
 import { resolveProviders, setDefaultProviders } from '../../tensor/ort';
@@ -70,7 +70,7 @@ export function register(program: Command): void {
   program
     .command('rollout')
     .description('run multi-turn tool-use rollouts of a model (or the scripted expert) on a task; trajectories as JSONL')
-    .option('--task <task>', `task kind (${TASK_KINDS.join(', ')}); or give --config`)
+    .option('--task <task>', `task kind (${taskKindNames().join(', ')}); or give --config`)
     .option('--config <file>', 'an experiment config: its task and environment (format, tools, reward, task file) and rollout limits')
     .option('--dataset <file>', 'task qa: the JSONL dataset')
     .option('--tasks <file>', 'task custom: the JSONL task file ({id, prompt | messages, answers?, meta?})')

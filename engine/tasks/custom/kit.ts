@@ -24,6 +24,7 @@ import type { ExperimentConfig } from '../../config/experiment';
 import { envSetup, formatExpert, taskTools, toolEnvTask } from '../env-setup';
 import { tinyTaskModel, tokenizerCacheFolder } from '../multihop/kit';
 import type { TaskKit } from '../kit';
+import { registerTaskKit, type BuiltinTools } from '../kit-registry';
 
 type DemoTurn = { calls?: { name: string; args: Record<string, unknown> }[]; answer?: string };
 
@@ -101,3 +102,19 @@ export function customKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; m
     tinyModel: (c) => tinyTaskModel(c, tok.vocabSize, eos),
   };
 }
+
+/** Served outside a run: BM25 search over the task file's QA contexts, when it has at least 3. */
+export function taskFileSearch(cfg: ExperimentConfig, where: 'served' | 'chat'): BuiltinTools | undefined {
+  if (where !== 'served' || !cfg.environment.tasks) return undefined;
+  const tf = loadTaskFile(cfg.environment.tasks);
+  return tf.passages.length >= 3
+    ? { tools: [searchTool(new Bm25Index(tf.passages), { topK: 2 })], describe: `BM25 search over ${cfg.environment.tasks}` }
+    : undefined;
+}
+
+registerTaskKit('custom', customKit, {
+  description: 'a task file of {id, prompt | messages, answers?, meta?} and your own tools',
+  taskFile: 'required',
+  tinyColdStart: true,
+  tools: taskFileSearch,
+});

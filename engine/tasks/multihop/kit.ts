@@ -23,6 +23,7 @@ import type { ExperimentConfig } from '../../config/experiment';
 import { envSetup, formatExpert, taskTools, toolEnvTask, type EnvSetup } from '../env-setup';
 import type { EvalSummary } from '../kit';
 import type { TaskKit } from '../kit';
+import { registerTaskKit } from '../kit-registry';
 
 const SPECIAL = ['<pad>', '<unk>', '<eos>', '<search>', '</search>', '<answer>', '</answer>', '<information>', '</information>', 'question', 'Error'];
 
@@ -265,3 +266,62 @@ export function multihopKit(cfg: ExperimentConfig, extras: { host?: SandboxHost;
     tinyModel: (c) => tinyTaskModel(c, tok.vocab.length, eos),
   };
 }
+
+/** The multi-hop search served outside a run (`arbor mcp serve`, verl): each call searches the world of its episode's question (ids are w<seed>-q<n>). */
+export function routedMultihopSearch(): Tool {
+  const cache = new Map<number, Tool>();
+  const forWorld = (seed: number) => {
+    let t = cache.get(seed);
+    if (!t) {
+      if (cache.size >= 16) cache.delete(cache.keys().next().value!);
+      t = searchTool(new Bm25Index(generateWorld(seed).passages), { topK: 2 });
+      cache.set(seed, t);
+    }
+    return t;
+  };
+  const proto = searchTool(new Bm25Index(generateWorld(0).passages), { topK: 2 });
+  return {
+    name: proto.name,
+    description: proto.description,
+    parameters: proto.parameters,
+    execute(args, ctx) {
+      const task = ctx.episode.task;
+      const m = typeof task === 'string' ? /^w(\d+)-q\d+$/.exec(task) : null;
+      if (!m) throw new Error('the multi-hop search needs the question it serves: pass { task: "<question id>" } as the episode (MCP: _meta["arbor/episode"])');
+      return forWorld(Number(m[1])).execute(args, ctx);
+    },
+  };
+}
+
+const WORLD = "the built-in world's questions";
+const MISTAKES = "its scripted expert's deliberate mistakes";
+
+registerTaskKit('multihop', multihopKit, {
+  default: true,
+  description: 'the built-in synthetic multi-hop world with BM25 search',
+  reads: {
+    'task.hops': WORLD,
+    'task.rl_hops': WORLD,
+    'task.train_seed': WORLD,
+    'task.eval_seed': WORLD,
+    'sft.mistake_rate': MISTAKES,
+    'sft.imitate_mistakes': MISTAKES,
+  },
+  check: (c) =>
+    (c.task.rl_hops ?? [])
+      .filter((h) => !c.task.hops.includes(h))
+      .map((h) => ({
+        field: 'task.rl_hops',
+        message: `${h} is not one of task.hops (${c.task.hops.join(', ')}); RL questions are drawn from the training questions`,
+      })),
+  // Served: the world of each call's question; a chat: the held-out world (task.eval_seed).
+  tools: (cfg, where) =>
+    where === 'served'
+      ? { tools: [routedMultihopSearch()], describe: 'multi-hop BM25 search (per question world)' }
+      : {
+          tools: [searchTool(new Bm25Index(generateWorld(cfg.task.eval_seed).passages), { topK: 2 })],
+          describe: `BM25 search over world ${cfg.task.eval_seed}`,
+          corpus: { world: cfg.task.eval_seed },
+        },
+  tokenizer: multihopTokenizer,
+});

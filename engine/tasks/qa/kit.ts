@@ -17,6 +17,7 @@ import type { ExperimentConfig } from '../../config/experiment';
 import { envSetup, formatExpert, taskTools } from '../env-setup';
 import { multihopTask, taskTokenizer, tinyTaskModel } from '../multihop/kit';
 import type { TaskKit } from '../kit';
+import { registerTaskKit } from '../kit-registry';
 
 const WORD = /[a-z0-9]+|[?.,:;…]/g;
 
@@ -68,3 +69,17 @@ export function qaKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; mcpTo
     tinyModel: (c) => tinyTaskModel(c, word ? word.vocab.length : (own?.vocabSize ?? 0), eos),
   };
 }
+
+registerTaskKit('qa', qaKit, {
+  description: 'a QA dataset (HotpotQA style) whose contexts are the search corpus',
+  reads: { 'task.dataset': 'the QA dataset of this kind' },
+  check: (c) => (c.task.dataset ? [] : [{ field: 'task.dataset', message: 'required for task.kind "qa" (a JSONL file of questions)' }]),
+  tools: (cfg) =>
+    cfg.task.dataset
+      ? {
+          tools: [searchTool(new Bm25Index(loadQaDataset(cfg.task.dataset).passages), { topK: 2 })],
+          describe: `BM25 search over ${cfg.task.dataset}`,
+          corpus: { dataset: cfg.task.dataset },
+        }
+      : undefined,
+});

@@ -27,6 +27,8 @@ import type { ExperimentConfig } from '../../config/experiment';
 import { envSetup, taskTools, toolEnvTask } from '../env-setup';
 import { tinyTaskModel, tokenizerCacheFolder } from '../multihop/kit';
 import type { KitExtras, TaskKit } from '../kit';
+import { registerTaskKit } from '../kit-registry';
+import { taskFileSearch } from '../custom/kit';
 
 /** The example environment the built-in task runs on. */
 export const TOOLS_EXAMPLE_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'resources', 'examples', 'tools-task');
@@ -146,3 +148,11 @@ export function toolsKit(cfg: ExperimentConfig, extras: KitExtras = {}): TaskKit
     tinyModel: (c) => tinyTaskModel(c, tok.vocab.length, eos),
   };
 }
+
+registerTaskKit('tools', toolsKit, {
+  description: 'the built-in two-tool task (lookup + calculator in Hermes JSON)',
+  taskFile: 'optional',
+  reads: { 'sft.mistake_rate': "its scripted expert's deliberate mistakes", 'sft.imitate_mistakes': "its scripted expert's deliberate mistakes" },
+  tools: taskFileSearch,
+  tokenizer: toolsTokenizer,
+});

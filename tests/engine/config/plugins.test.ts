@@ -15,6 +15,10 @@ import { runExperiment } from '../../../engine/run/runner';
 import { JsonlSink, readMetricsJsonl, teeSink } from '../../../engine/run/sinks';
 import type { SinkPort } from '../../../engine/train/loop';
 import { policyLoss } from '../../../engine/rl/policy-losses';
+import { tokenSignals } from '../../../engine/rl/token-signals';
+import { openConfigEnvironment } from '../../../engine/interop/environment';
+import { verlMapping } from '../../../engine/interop/verl-export';
+import { signalSettings } from '../../../engine/run/store-sink';
 import { advantagePort } from '../../../engine/train/advantage';
 import type { Episode } from '../../../engine/train/episode';
 
@@ -115,6 +119,19 @@ describe('plugins: one file adds an estimator, a policy loss, a format, a task k
     expect((await refusal({ algorithm: { policy_loss: 'capped_pg', capped_pg: { max_ratio: 1 } } }))[0]!.field).toBe('algorithm.capped_pg.max_ratio');
   });
 
+  it('estimator and loss get what a built-in gets: the heat map marks the loss’s own clip, and each has its verl row', async () => {
+    const cfg = await loadConfig(configFile({ algorithm: { adv_estimator: 'median_baseline', policy_loss: 'capped_pg', capped_pg: { max_ratio: 2 } } }));
+    const ep = { mask: [1, 1, 1, 0], advantages: [1, -1, 1, 0], oldLogprobs: [0, 0, 0, 0], logprobs: [1, 1, 0.5, 3] };
+    const [s] = tokenSignals([ep], cfg);
+    // e^1 > 2: the cap cut the gradient, +1 where A > 0 and 2 where A < 0; e^0.5 < 2 not cut; off the mask nothing.
+    expect(Array.from(s!.clipped)).toEqual([1, 2, 0, 0]);
+    expect(Array.from(s!.ratio).map((r) => +r.toFixed(4))).toEqual([2.7183, 2.7183, 1.6487, 0]);
+    expect(signalSettings(cfg)).toMatchObject({ policyLoss: 'capped_pg', clipLow: 1, clipHigh: 1, dualClip: 2 });
+    const rows = verlMapping(cfg, { modelPath: '/m', promptTokens: 16, toolFormat: 'search-r1' }).mapping;
+    expect(rows.find((r) => r.arbor === 'algorithm.adv_estimator')).toMatchObject({ verl: ['algorithm.adv_estimator=median_baseline'] });
+    expect(rows.find((r) => r.arbor === 'algorithm.policy_loss')).toMatchObject({ verl: ['actor_rollout_ref.actor.policy_loss.loss_mode=capped_pg'] });
+  });
+
   it('format: environment.format "call" parses calls and answers, writes what it parses', async () => {
     const cfg = await loadConfig(configFile({ environment: { format: 'call' } }));
     expect(cfg.environment.format).toBe('call');
@@ -133,6 +150,18 @@ describe('plugins: one file adds an estimator, a policy loss, a format, a task k
       message: expect.stringMatching(/has no effect unless task\.kind is "arith"/),
     });
     expect((await refusal({ task: { kind: 'arith', arith: { count: 2 } } }))[0]!.field).toBe('task.arith.count');
+  });
+
+  it('task kind: its own tools are served outside a run, as a built-in kind’s (arbor mcp serve, verl)', async () => {
+    const cfg = await loadConfig(configFile({ task: { kind: 'arith' }, environment: { format: 'call' } }));
+    const env = await openConfigEnvironment(cfg);
+    try {
+      expect(env.tools.map((t) => t.name)).toEqual(['calculator']);
+      expect(env.describe).toContain('the calculator');
+      expect(env.format.name).toBe('call');
+    } finally {
+      await env.close();
+    }
   });
 
   it('a training run uses all four: arith tasks in the call format, median_baseline advantages, the capped_pg loss', async () => {

@@ -22,7 +22,7 @@ import { playgroundMcpServers } from '../../../engine/playground/playground';
 import type { EngineServer } from '../../../engine/server/server';
 import { bigramModel } from '../server/fixtures/bigram-model';
 
-const SERVER = join(__dirname, 'fixtures', 'test-mcp-server.mjs');
+const SERVER = join(__dirname, '..', 'interop', 'fixtures', 'test-mcp-server.mjs');
 const home = mkdtempSync(join(tmpdir(), 'arbor-mcp-playground-'));
 const modelDir = join(home, 'model');
 const callLog = join(home, 'calls.log');

@@ -2,7 +2,8 @@
 // sequences: clipped high-entropy tokens keep the gradient −A·clip(ρ)·∇log π through the
 // stop-gradient factor, clipped low-entropy tokens get none (as PPO), unclipped tokens are PPO's.
 import { describe, expect, it } from 'vitest';
-import { aepoLoss, ppoClipLoss } from '../../../engine/rl/policy-losses';
+import { aepoLoss } from '../../../engine/rl/loss/aepo';
+import { ppoClipLoss } from '../../../engine/rl/loss/ppo';
 import { withGradients } from '../../../engine/tensor/autodiff';
 import { traceGraph } from '../../../engine/tensor/graph';
 import { evaluate } from '../../../engine/tensor/refeval';

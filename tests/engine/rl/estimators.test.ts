@@ -24,19 +24,19 @@ describe('group estimators (GRPO, Dr.GRPO, RLOO)', () => {
   const eps = [ep(0, 1), ep(0, 0), ep(0, 0), ep(0, 1), ep(1, 0.5), ep(1, 0.5), ep(2, 3)];
   it('GRPO divides by the unbiased group std; equal rewards and singleton groups give exactly 0', () => {
     const std = Math.sqrt((4 * 0.25) / 3);
-    const g = groupOutcomeAdvantages(eps, 'grpo', true, 0);
+    const g = groupOutcomeAdvantages(eps, { normByStd: true }, 0);
     expect(g[0]).toBeCloseTo(0.5 / std, 6);
     expect(g[1]).toBeCloseTo(-0.5 / std, 6);
     expect(g[4]).toBe(0);
     expect(g[6]).toBe(0);
   });
   it('Dr.GRPO (and GRPO without std normalisation) only subtracts the mean', () => {
-    expect(groupOutcomeAdvantages(eps, 'drgrpo')[0]).toBeCloseTo(0.5, 6);
-    expect(groupOutcomeAdvantages(eps, 'grpo', false)[1]).toBeCloseTo(-0.5, 6);
+    expect(groupOutcomeAdvantages(eps, {})[0]).toBeCloseTo(0.5, 6);
+    expect(groupOutcomeAdvantages(eps, { normByStd: false })[1]).toBeCloseTo(-0.5, 6);
   });
   it('RLOO subtracts the mean of the others', () => {
-    expect(groupOutcomeAdvantages(eps, 'rloo')[0]).toBeCloseTo(1 - 1 / 3, 6);
-    expect(groupOutcomeAdvantages(eps, 'rloo')[1]).toBeCloseTo(0 - 2 / 3, 6);
+    expect(groupOutcomeAdvantages(eps, { leaveOneOut: true })[0]).toBeCloseTo(1 - 1 / 3, 6);
+    expect(groupOutcomeAdvantages(eps, { leaveOneOut: true })[1]).toBeCloseTo(0 - 2 / 3, 6);
   });
   it('broadcasts onto model tokens only', () => {
     const batch: EstimatorEpisode[] = [

@@ -7,7 +7,7 @@ import type { Weights } from '../../../engine/model/checkpoint';
 import { tinyConfig } from '../../../engine/model/config';
 import { PolicyModel } from '../../../engine/model/runtime';
 import type { OptimizerPort } from '../../../engine/rl/optimizer';
-import { gspoLoss } from '../../../engine/rl/policy-losses';
+import { gspoLoss } from '../../../engine/rl/loss/gspo';
 import { withGradients } from '../../../engine/tensor/autodiff';
 import { traceGraph } from '../../../engine/tensor/graph';
 import { evaluate } from '../../../engine/tensor/refeval';

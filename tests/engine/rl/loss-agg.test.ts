@@ -3,7 +3,8 @@
 import { describe, expect, it } from 'vitest';
 import { traceGraph } from '../../../engine/tensor/graph';
 import { evaluate } from '../../../engine/tensor/refeval';
-import { aggregateLoss, aggregationUnits, ppoClipLoss } from '../../../engine/rl/policy-losses';
+import { aggregateLoss, aggregationUnits } from '../../../engine/rl/policy-losses';
+import { ppoClipLoss } from '../../../engine/rl/loss/ppo';
 import { validateConfig } from '../../../engine/config/experiment';
 import type { ExperimentConfig } from '../../../engine/config/experiment';
 

@@ -3,13 +3,14 @@
 // function behind it is refused by the schema with the field named. Plus the KL estimators (one
 // formula, evaluated on host numbers and as a graph, hand-computed) and one AdamW step.
 import { describe, expect, it } from 'vitest';
-import { ESTIMATORS, getEstimator } from '../../../engine/rl';
+import { estimatorNames, getEstimator } from '../../../engine/rl';
 import { KL_ESTIMATORS, klProgram, klValue } from '../../../engine/rl/kl';
 import { AdamW } from '../../../engine/rl/optimizer';
-import { POLICY_LOSSES, policyLoss } from '../../../engine/rl/policy-losses';
+import { policyLoss, policyLossNames } from '../../../engine/rl/policy-losses';
+import { NamedRegistry } from '../../../engine/base/registry';
 import { traceGraph } from '../../../engine/tensor/graph';
 import { evaluate } from '../../../engine/tensor/refeval';
-import { ADV_ESTIMATORS, ConfigError, KL_TYPES, POLICY_LOSSES as CONFIG_POLICY_LOSSES, validateConfig } from '../../../engine/config/experiment';
+import { ConfigError, experimentJsonSchema, KL_TYPES, validateConfig } from '../../../engine/config/experiment';
 
 const cfg = (algorithm: Record<string, unknown>) => validateConfig({ model: { init: 'tiny' }, algorithm });
 
@@ -24,11 +25,17 @@ function refusal(algorithm: Record<string, unknown>): { field: string; message: 
 }
 
 describe('registries ↔ config', () => {
-  it('the config enums are the registries’ keys', () => {
-    expect([...ADV_ESTIMATORS]).toEqual(Object.keys(ESTIMATORS));
-    expect([...CONFIG_POLICY_LOSSES]).toEqual(Object.keys(POLICY_LOSSES));
+  const ADV_ESTIMATORS = estimatorNames();
+  const CONFIG_POLICY_LOSSES = policyLossNames();
+  it('the config enums are the registries’ names, the first registered the default', () => {
+    const alg = (experimentJsonSchema() as { properties: { algorithm: { properties: Record<string, { enum?: string[]; default?: string }> } } }).properties
+      .algorithm.properties;
+    expect(alg.adv_estimator!.enum).toEqual(ADV_ESTIMATORS);
+    expect(alg.policy_loss!.enum).toEqual(CONFIG_POLICY_LOSSES);
+    expect(cfg({}).algorithm).toMatchObject({ adv_estimator: ADV_ESTIMATORS[0], policy_loss: CONFIG_POLICY_LOSSES[0] });
     expect([...KL_TYPES]).toEqual(Object.keys(KL_ESTIMATORS));
-    expect(CONFIG_POLICY_LOSSES).toContain('gspo');
+    expect(CONFIG_POLICY_LOSSES).toEqual(['ppo', 'gspo', 'aepo']);
+    expect(ADV_ESTIMATORS).toEqual(['grpo', 'drgrpo', 'rloo', 'reinforce_pp', 'reinforce_pp_baseline', 'gae', 'gigpo']);
   });
 
   it('every advantage estimator name maps to a registered function', () => {
@@ -68,7 +75,28 @@ describe('registries ↔ config', () => {
 
   it('GSPO refuses dual clip (it clips the sequence ratio with its own range)', () => {
     expect(refusal({ policy_loss: 'gspo', dual_clip: 3 })[0]!.field).toBe('algorithm.dual_clip');
-    expect(cfg({ policy_loss: 'gspo' }).algorithm.gspo).toEqual({ clip_ratio_low: 3e-4, clip_ratio_high: 4e-4 });
+    expect((cfg({ policy_loss: 'gspo' }).algorithm as Record<string, unknown>).gspo).toEqual({ clip_ratio_low: 3e-4, clip_ratio_high: 4e-4 });
+  });
+});
+
+describe('NamedRegistry (every registry: built-ins register as plugins do)', () => {
+  const words: [string, string, string, string] = ['registerPolicyLoss', 'a policy loss', 'algorithm.policy_loss', 'policy loss'];
+  it('an unknown name names the field; with nothing registered it says the built-ins were not loaded', () => {
+    const r = new NamedRegistry<{ default?: boolean }>(words);
+    expect(() => r.get('ppo')).toThrow(/^algorithm\.policy_loss: unknown policy loss "ppo"; none is registered in this process .*engine\/builtins\.ts/);
+    r.register('a', {});
+    expect(() => r.get('b')).toThrow('algorithm.policy_loss: unknown policy loss "b"; available: a');
+  });
+  it('the entry marked default is listed first and is the default, whatever the import order; one default only', () => {
+    const r = new NamedRegistry<{ default?: boolean }>(words);
+    r.register('x', {});
+    r.register('y', { default: true });
+    r.register('z', {});
+    expect(r.names()).toEqual(['y', 'x', 'z']);
+    expect(r.defaultName()).toBe('y');
+    expect(() => r.register('w', { default: true })).toThrow(/"w" says it is the default, but "y" is/);
+    expect(() => r.register('x', {})).toThrow(/a policy loss "x" is already registered/);
+    expect(() => r.register('Bad', {})).toThrow(/not a config name/);
   });
 });
 

@@ -2,7 +2,10 @@
 // token's policy-gradient term is weighted by min(π_old / π_sampler, cap), detached, from the
 // recomputed old logprobs and the rollout's (sampler's) own. Hand-computed on 2 sequences × 3 positions.
 import { describe, expect, it } from 'vitest';
-import { aepoLoss, gspoLoss, policyLoss, ppoClipLoss, tisWeights } from '../../../engine/rl/policy-losses';
+import { policyLoss, tisWeights } from '../../../engine/rl/policy-losses';
+import { aepoLoss } from '../../../engine/rl/loss/aepo';
+import { gspoLoss } from '../../../engine/rl/loss/gspo';
+import { ppoClipLoss } from '../../../engine/rl/loss/ppo';
 import { withGradients } from '../../../engine/tensor/autodiff';
 import { traceGraph } from '../../../engine/tensor/graph';
 import { evaluate } from '../../../engine/tensor/refeval';
