@@ -1,10 +1,9 @@
 import { useState } from 'react';
 import type { RunDetail } from '../../api/types';
 import { useArbor } from '../../store/react';
-import { SchemaForm } from '../../components/SchemaForm';
-import { ModelPicker } from '../../components/ModelPicker';
 import { Modal } from '../../components/Dialog';
 import { essentialPaths, initialConfig } from './launchConfig';
+import { ConfigForm } from './ConfigForm';
 
 /** Start a run from a template with a form generated from its JSON schema (essentials first, the rest under "advanced"), or as JSON; a fork starts prefilled. */
 export function LaunchDialog({
@@ -110,27 +109,7 @@ export function LaunchDialog({
           edit as JSON
         </label>
       </div>
-      {template && !asJson ? (
-        <>
-          {/* The essentials (model, task, algorithm, steps); everything else under "advanced", collapsed. */}
-          {essential.includes('model.path') ? (
-            <ModelPicker
-              value={(config.model as { path?: string } | undefined)?.path}
-              onPick={(m) => {
-                // model.path and model.init are one choice: a picked model replaces the tiny built-in one.
-                const { init: _init, ...model } = (config.model as Record<string, unknown> | undefined) ?? {};
-                setConfig({ ...config, model: { ...model, path: m.name } });
-              }}
-              testId="launch-model"
-            />
-          ) : null}
-          <SchemaForm schema={template.schema} value={config} onChange={setConfig} only={essential} testId="schema-form-essential" />
-          <details className="launch-advanced" data-testid="launch-advanced">
-            <summary>advanced: every other setting</summary>
-            <SchemaForm schema={template.schema} value={config} onChange={setConfig} omit={[...essential, 'name']} />
-          </details>
-        </>
-      ) : null}
+      {template && !asJson ? <ConfigForm schema={template.schema} essential={essential} config={config} setConfig={setConfig} /> : null}
       {template && asJson ? (
         <>
           <textarea
