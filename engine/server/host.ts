@@ -25,4 +25,6 @@ export interface EngineHost {
   on<M extends Method>(method: M, h: Handler<M>): void;
   /** Push an event to every connected client. */
   broadcast(e: EventMessage): void;
+  /** Run `release` when the engine closes (what a feature holds: a loaded model, live rollouts). */
+  onClose(release: () => void): void;
 }

@@ -7,9 +7,9 @@ import { parseRepoRef } from '../hub/cache';
 import { listModels } from '../hub/models';
 import { pull, type PullProgress } from '../hub/pull';
 import type { PullProgressEvent } from './protocol';
-import type { EngineServer } from './server';
+import type { EngineHost } from './host';
 
-export function registerModels(engine: EngineServer): void {
+export function registerModels(engine: EngineHost): void {
   const running = new Map<string, AbortController>();
   engine.on('models.list', () => {
     const checkpoints = engine.store ? engine.store.checkpoints() : [];

@@ -4,20 +4,17 @@
  * replay.drift checks stored ids against their re-rendered text.
  * Forks run one at a time (each loads its checkpoint).
  */
-import type { Client } from './host';
-import type { EngineServer } from './server';
+import type { Client, EngineHost } from './host';
 
-export function registerReplay(engine: EngineServer): void {
+export function registerReplay(engine: EngineHost): void {
   // The top-k look-ups keep one model loaded; released with the engine.
   // Live rollouts (engine/playground/live.ts) keep their model and environment until they end or close.
   let live: import('../playground/live').LiveRollouts | undefined;
   const lives = async () => (live ??= new (await import('../playground/live')).LiveRollouts(() => engine.store!, engine.opts.home));
-  const close = engine.close.bind(engine);
-  engine.close = () => {
+  engine.onClose(() => {
     void import('../replay/replay').then((m) => m.closeTopkModel());
     void live?.close();
-    close();
-  };
+  });
   engine.on('live.start', async (p) => (await lives()).start(p));
   engine.on('live.step', async (p) => (await lives()).step(p));
   engine.on('live.close', async (p) => {

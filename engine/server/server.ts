@@ -36,6 +36,7 @@ export class EngineServer implements EngineHost {
   private clients = new Set<Client>();
   private handlers = new Map<string, Handler<any>>();
   private offRuns: (() => void) | null = null;
+  private releases: (() => void)[] = [];
 
   constructor(readonly opts: EngineServerOptions) {
     this.openWorkspace(opts.dbPath ?? join(opts.home, 'arbor.db'));
@@ -136,7 +137,13 @@ export class EngineServer implements EngineHost {
     });
   }
 
+  onClose(release: () => void): void {
+    this.releases.push(release);
+  }
+
+  /** Release what the features hold (in the order they asked), then close the workspace. */
   close(): void {
+    for (const release of this.releases.splice(0)) release();
     this.offRuns?.();
     this.runs?.close();
     this.runs?.writer.flush();

@@ -12,7 +12,7 @@ import { episodeToRecord, recordExtras, signalSettings } from '../run/store-sink
 import { JsonlSink, memoryLimitHits, teeSink } from '../run/sinks';
 import type { JobContext, RunTemplate } from './runs';
 import type { ExperimentConfig } from '../config/experiment';
-import type { EngineServer } from './server';
+import type { EngineHost } from './host';
 
 interface TemplateSpec {
   id: string;
@@ -272,7 +272,7 @@ export async function builtinTemplates(home?: string): Promise<RunTemplate[]> {
   ];
 }
 
-export async function registerAreaHandlers(engine: EngineServer): Promise<void> {
+export async function registerAreaHandlers(engine: EngineHost): Promise<void> {
   // The editor's type definitions for 'arbor/env' (kept in step with engine/env by a typecheck).
   const typesFile = fileURLToPath(new URL('../../resources/types/arbor-env.d.ts', import.meta.url));
   engine.on('env.types', () => [{ path: 'node_modules/@types/arbor-env/index.d.ts', content: readFileSync(typesFile, 'utf8') }]);
