@@ -76,6 +76,11 @@ export function registerTaskKind(kind: string, spec: TaskKindSpec): void {
   TASK_KIND_SPECS.register(kind, spec);
 }
 
+/** Whether the registered task kind `kind` reads the shared config key (its entry's `reads`, e.g. task.dataset); false for a kind not registered. */
+export function taskKindReads(kind: unknown, key: string): boolean {
+  return typeof kind === 'string' && TASK_KIND_SPECS.has(kind) && !!TASK_KIND_SPECS.get(kind).reads?.[key];
+}
+
 /** Every task kind the config accepts now (registered), the default first. */
 export function taskKindNames(): string[] {
   return TASK_KIND_SPECS.names();

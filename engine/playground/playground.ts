@@ -41,6 +41,7 @@ import { runConfig } from '../run/stored';
 import { openEnvironment, type OpenedEnvironment } from '../tasks/open';
 import { envSetup, taskTools, type EnvSetup } from '../tasks/env-setup';
 import { builtinTaskTools } from '../tasks/registry';
+import { taskKindReads } from '../config/experiment';
 
 export interface ChatRequest {
   checkpoint: string;
@@ -108,8 +109,9 @@ const DEFAULTS: ChatSettings = { world: 1001, maxTurns: 4, maxNewTokens: 32, max
 export function chatSettings(config: Record<string, unknown> | undefined): ChatSettings {
   const get = (path: string[]): unknown => path.reduce<unknown>((o, k) => (o && typeof o === 'object' ? (o as Record<string, unknown>)[k] : undefined), config);
   const int = (v: unknown, d: number) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : d);
-  // task.dataset is refused under a task kind that does not read it, so a stored config has one only where it is the corpus.
-  const dataset = typeof get(['task', 'dataset']) === 'string' ? (get(['task', 'dataset']) as string) : undefined;
+  // The dataset is the corpus where the run's task kind reads task.dataset (its registry entry's `reads`).
+  const dataset =
+    taskKindReads(get(['task', 'kind']), 'task.dataset') && typeof get(['task', 'dataset']) === 'string' ? (get(['task', 'dataset']) as string) : undefined;
   return {
     world: int(get(['task', 'eval_seed']), DEFAULTS.world),
     ...(dataset ? { dataset } : {}),
