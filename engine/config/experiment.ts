@@ -567,12 +567,10 @@ let composed: { key: string; schema: typeof experimentSchema } | undefined;
  */
 function choice(values: string[], what: string) {
   if (values.length) return z.enum(values as [string, ...string[]]).default(values[0]!);
-  return z
-    .string()
-    .optional()
-    .refine(() => false, {
-      message: `no ${what} is registered in this process (the built-in ones register when engine/builtins.ts is imported)`,
-    }) as unknown as z.ZodDefault<z.ZodEnum<Record<string, string>>>;
+  // z.unknown(): the refinement runs on an absent value too (an optional one would skip it).
+  return z.unknown().refine(() => false, {
+    message: `no ${what} is registered in this process (the built-in ones register when engine/builtins.ts is imported)`,
+  }) as unknown as z.ZodDefault<z.ZodEnum<Record<string, string>>>;
 }
 
 /**

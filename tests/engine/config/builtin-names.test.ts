@@ -4,6 +4,7 @@
 // and finds each registered built-in name as a string literal: outside its entry's home (the entry
 // modules of its registry) it must not occur, except for the uses listed below, each with its reason
 // (another thing of the same spelling, or a config that chooses the entry by name, as a user's does).
+import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import ts from 'typescript';
@@ -109,5 +110,14 @@ describe('built-in entry names', () => {
     for (const [rel, names] of Object.entries(ALLOWED))
       for (const name of Object.keys(names)) if (!files.find((f) => f.rel === rel)?.literals.some((l) => l.value === name)) stale.push(`${rel}: ${name}`);
     expect(stale).toEqual([]);
+  });
+});
+
+describe('a process that has not loaded the built-ins', () => {
+  it('refuses a config naming the field and saying what to import (config/ cannot import tasks/)', () => {
+    const script = `import { validateConfig } from ${JSON.stringify(join(ENGINE, 'config', 'experiment.ts'))};
+try { validateConfig({ model: { init: 'tiny' } }); console.log('accepted'); } catch (e) { console.log(e.message); }`;
+    const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 110_000 });
+    expect(r.stdout).toMatch(/task\.kind: no task kind is registered in this process \(the built-in ones register when engine\/builtins\.ts is imported\)/);
   });
 });
