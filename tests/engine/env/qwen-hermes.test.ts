@@ -17,7 +17,7 @@ import { openKitSource, rolloutConfig } from '../../../engine/tasks/rollout-sour
 
 const home = mkdtempSync(join(tmpdir(), 'arbor-qwen-'));
 const folder = join(home, 'qwen-tiny');
-const fixtures = join(__dirname, '..', 'train', 'fixtures', 'open-env');
+const fixtures = join(__dirname, '..', 'cli', 'fixtures', 'open-env');
 afterAll(() => rmSync(home, { recursive: true, force: true }));
 
 function qwenFolder(): HfTokenizer {

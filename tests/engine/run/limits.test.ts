@@ -12,7 +12,7 @@ import { openTaskSession } from '../../../engine/run/open';
 import { cutDemosWarning, demoNeeds, demoWasCut, fitLimits } from '../../../engine/run/limits';
 import type { Trajectory } from '../../../engine/rollout/types';
 
-const FIXTURE = join(__dirname, '..', 'train', 'fixtures', 'open-env');
+const FIXTURE = join(__dirname, '..', 'cli', 'fixtures', 'open-env');
 
 /** The open-env fixture with wordier tool descriptions, so the Hermes prompt renders to ~330 tokens. */
 function readmeEnv(rollout?: string): string {
