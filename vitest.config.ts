@@ -33,6 +33,8 @@ export default defineConfig({
           name: 'e2e',
           environment: 'node',
           include: ['tests/e2e/**/*.test.ts'],
+          // Some e2e files seed their workspace in process (validateConfig): the built-ins first.
+          setupFiles: ['tests/engine/setup.ts'],
           testTimeout: 180_000,
           hookTimeout: 180_000,
           fileParallelism: false,

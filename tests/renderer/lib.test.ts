@@ -5,6 +5,8 @@ import { channelScale, channelValue, heatColor, neutralNote, nextChannel, CHANNE
 import { oddSamples } from '../../renderer/src/lib/group';
 import { defaultsOf, fieldKind, setPath, unwrap, type JsonSchema } from '../../renderer/src/lib/jsonSchema';
 import { alignSeries } from '../../renderer/src/lib/align';
+// The engine's built-in entries register themselves (as cli/main.ts and server/engine.ts load them).
+import '../../engine/builtins';
 import { experimentJsonSchema, validateConfig } from '../../engine/config/experiment';
 
 describe('time-weighted EMA', () => {
