@@ -700,13 +700,12 @@ export class PolicyModel {
       // The quantized base: codes and scales as initializers, the other weights (embeddings, norms, head, adapters) persistent feeds.
       const layout = baseQuantLayout(c, this.baseQuant);
       const specs = decodeInputSpecs(c, this.lora).filter((s) => !layout.has(s.name));
-      // int4: float32 products of the dequantized weights (accuracy level 0; MLAS's pre-packed 4-bit kernel is as fast as
-      // float32 there), so decoding computes what scoring, training and WebGPU compute; 8-bit weights (an int8 base, and
-      // the LM head of any quantized base: HEAD_QUANT_BITS): int8 activations (level 4), the only 8-bit path that is not a
-      // dequantization per call on AVX2 (measured: docs/areas/model.md).
-      const accuracy = (bits: 4 | 8) => (bits === 4 ? 0 : QUANT_ACCURACY_LEVEL);
+      // int8 activations (accuracy level 4) for every weight: MLAS's pre-packed int4 kernel with int8 activations is 2× its
+      // float32-products one at batch 8 (level 0), and for 8 bits (an int8 base, the LM head of any quantized base:
+      // HEAD_QUANT_BITS) level 4 is the only path that is not a dequantization per call on AVX2 (measured:
+      // docs/areas/model.md). So the sampler's logits differ from the learner's by the activations' rounding.
       // Whole weights, never pieces: ORT pre-packs constant codes once (no dequantization per call to split).
-      const program = withQuantizedBase(decodeProgram(c, this.lora, { kvOut }), layout, weightShapes(c), 'initializer', accuracy, Infinity);
+      const program = withQuantizedBase(decodeProgram(c, this.lora, { kvOut }), layout, weightShapes(c), 'initializer', QUANT_ACCURACY_LEVEL, Infinity);
       // The codes are the worker's persistent feeds, read by ORT at session creation (RunnerOptions.externalFeeds): no copy in the model.
       return toOnnx(traceGraph(specs, program), { initializers: externalQuantizedInitializers(this.baseMats!) });
     }

@@ -1,13 +1,13 @@
 /**
  * `npm run bench:quant-base -- [--shape qwen2.5-0.5b] [--layers N] [--batch 1] [--seq 128] [--rank 16]
- *  [--steps 2] [--decode-batch 8] [--new 32] [--reps 2] [--threads 2] [--modes none,int4,int8] [--json]`
+ *  [--steps 2] [--decode-batch 8] [--new 32] [--reps 2] [--threads 2] [--modes none,int4,int8] [--parts step,decode] [--json]`
  *
  * The quantized frozen base (model.quantize_base, engine/model/quantize.ts) against the float32
  * base in the same run, on a random model of a released shape (engine/model/shapes.ts; `--layers`
  * cuts the depth): (a) one LoRA training step (rank `--rank`, all linear layers; forward +
  * backward on the ORT train graph, then AdamW), median of `--steps` after a warm-up; (b) rollouts
  * decoding `--new` tokens for `--decode-batch` prompts of 24 tokens with the KV cache in the ORT
- * worker (the training rollouts' path), best of `--reps` after a warm-up. Prints each mode's time
+ * worker (the training rollouts' path), best of `--reps` after a warm-up (`--parts` picks (a), (b) or both). Prints each mode's time
  * and its ratio to float32's, and the base's bytes per mode. The load average is printed: on a
  * shared machine the ratios, not the absolute times, are the result.
  */
@@ -39,6 +39,7 @@ const o = new Command()
   .option('--threads <n>', 'ORT intra-op threads', Number, Math.min(8, availableParallelism()))
   .option('--block <n>', 'values per scale', Number, 32)
   .option('--modes <list>', 'base modes, none first', 'none,int4,int8')
+  .option('--parts <list>', 'what to time: step, decode or both', 'step,decode')
   .option('--json', 'print JSON')
   .parse()
   .opts<{
@@ -54,6 +55,7 @@ const o = new Command()
     threads: number;
     block: number;
     modes: string;
+    parts: string;
     json?: boolean;
   }>();
 
@@ -61,6 +63,8 @@ const shape = shapeByName(o.shape);
 const config: ModelConfig = { ...shape, ...(o.layers ? { numLayers: o.layers } : {}) };
 const modes = o.modes.split(',') as QuantMode[];
 if (modes[0] !== 'none') throw new Error('--modes: start with none (the ratios are to float32)');
+const parts = new Set(o.parts.split(','));
+for (const p of parts) if (p !== 'step' && p !== 'decode') throw new Error(`--parts: ${p} is not step or decode`);
 const log = (s: string) => !o.json && process.stderr.write(s + '\n');
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const PROMPT = 24;
@@ -134,19 +138,19 @@ for (const mode of modes) {
   });
   const adam = new AdamW({ beta1: 0.9, beta2: 0.999, weight_decay: 0 });
   const times: number[] = [];
-  for (let i = 0; i <= o.steps; i++) {
+  for (let i = 0; parts.has('step') && i <= o.steps; i++) {
     const r = await loraTrainStep(model, batch, adam, 1e-4);
     if (i > 0) times.push(r.gradSeconds + r.optimizerSeconds);
     log(`  ${mode} LoRA step ${i}${i ? '' : ' (warm-up)'}: ${(r.gradSeconds + r.optimizerSeconds).toFixed(2)} s, loss ${r.loss.toFixed(4)}`);
   }
-  await decodeTps(model); // warm-up: the decode session is built
+  if (parts.has('decode')) await decodeTps(model); // warm-up: the decode session is built
   let best = 0;
-  for (let r = 0; r < o.reps; r++) {
+  for (let r = 0; parts.has('decode') && r < o.reps; r++) {
     const tps = await decodeTps(model);
     best = Math.max(best, tps);
     log(`  ${mode} decode round ${r + 1}: ${tps.toFixed(1)} tok/s`);
   }
-  rows.push({ mode, baseBytes, stepSeconds: median(times), decodeTokensPerSecond: best });
+  rows.push({ mode, baseBytes, stepSeconds: times.length ? median(times) : NaN, decodeTokensPerSecond: parts.has('decode') ? best : NaN });
   await model.dispose();
 }
 const load1 = loadavg()[0]!;
