@@ -2,8 +2,8 @@
  * The quantized base's quality, pinned per model (model.quantize_base; engine/model/quant-quality.ts):
  * the next-token logits of each model with its base block-quantized (block 32) against the same
  * model in float32, at the last position of each fixture sequence and of its first half, decoded
- * as the sampler decodes (the CPU session: MatMulNBits over pre-packed codes; int4 in float32
- * products, int8 with int8 activations). The tiny model is
+ * as the sampler decodes (the CPU session: MatMulNBits over pre-packed codes with int8
+ * activations; int4 in float32 products before 2026-11-28, KL within 10% of these pins). The tiny model is
  * the trained multihop SFT checkpoint; the parity fixtures (random weights, F32 / BF16 / F16
  * safetensors) are the worst case for quantization. Bounds are the values measured on this
  * machine (docs/areas/model.md) × 1.5: the error is the weights' rounding (deterministic), not
