@@ -8,6 +8,7 @@
  * building the weights, after each of two steps (loss, seconds) and after a scoring call. The
  * weights are held by the model's ORT worker as for a model without a folder (host copy kept).
  */
+import '../../engine/builtins'; // the built-in estimators, losses, formats and task kinds register themselves
 import { Command } from 'commander';
 import { PolicyModel } from '../../engine/model/runtime';
 import type { ModelConfig } from '../../engine/model/config';

@@ -10,6 +10,7 @@
  * resident); and peak RSS after each phase (LoRA runs first, so its figure is its own).
  * Times are medians of `--steps` steps after one untimed warm-up step.
  */
+import '../../engine/builtins'; // the built-in estimators, losses, formats and task kinds register themselves
 import { Command } from 'commander';
 import { PolicyModel } from '../../engine/model/runtime';
 import { parameterCount, type ModelConfig } from '../../engine/model/config';

@@ -17,6 +17,7 @@
  * The last-position logits of the 128-token prefill are compared (relative error), and the table
  * gives Arbor/PyTorch ratios. Times are single runs after a warm-up, on a shared machine.
  */
+import '../../engine/builtins'; // the built-in estimators, losses, formats and task kinds register themselves
 import { mulberry32 } from '../../engine/base/rng';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';

@@ -11,6 +11,7 @@
  * and its ratio to float32's, and the base's bytes per mode. The load average is printed: on a
  * shared machine the ratios, not the absolute times, are the result.
  */
+import '../../engine/builtins'; // the built-in estimators, losses, formats and task kinds register themselves
 import { Command } from 'commander';
 import { availableParallelism, loadavg } from 'node:os';
 import { PolicyModel } from '../../engine/model/runtime';

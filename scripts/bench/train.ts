@@ -33,6 +33,7 @@
  * `--profile [dir]` runs the ORT step again under ONNX Runtime's profiler and prints where the
  * time goes per op type (kernel time per step), plus the ten costliest nodes.
  */
+import '../../engine/builtins'; // the built-in estimators, losses, formats and task kinds register themselves
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
