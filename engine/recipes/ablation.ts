@@ -98,7 +98,12 @@ export async function runAblation(opts: AblationOptions): Promise<AblationResult
         model,
         steps: 1_000_000,
         algorithm: { ...cfg.algorithm, mini_batches: miniBatches, ...ABLATION_ALGORITHMS[name]!.algorithm },
-        rollout: { ...cfg.rollout, ...ABLATION_ALGORITHMS[name]!.rollout },
+        // The arm sets the branching mode; the config file's other branching settings (α, β, beam, …) stay.
+        rollout: {
+          ...cfg.rollout,
+          ...ABLATION_ALGORITHMS[name]!.rollout,
+          branching: { ...cfg.rollout.branching, ...(ABLATION_ALGORITHMS[name]!.rollout?.branching as object | undefined) },
+        },
       },
       { checkFiles: false },
     );

@@ -10,6 +10,7 @@ import { ABLATION_ALGORITHMS, parseAlgorithms, runAblation } from '../../../engi
 import { readMetricsJsonl } from '../../../engine/run/sinks';
 import { openTaskSession } from '../../../engine/run/open';
 
+const FIXTURE = join(__dirname, '..', 'model', 'fixtures', 'multihop-tiny-sft');
 const prevHome = process.env.ARBOR_HOME;
 afterEach(() => {
   if (prevHome === undefined) delete process.env.ARBOR_HOME;
@@ -30,9 +31,11 @@ describe('arbor demo --algorithms arpo,aepo', () => {
       file,
       [
         'name: branch-ablation-test',
-        'model: { init: tiny }',
+        // A base that already calls the search tool (an untrained one may never get a tool response to branch after,
+        // depending on the CPU's rounding), and α = 1: every candidate branch after a tool response is taken.
+        `model: { path: ${JSON.stringify(FIXTURE)} }`,
         'task: { kind: multihop, hops: [1, 2] }',
-        'rollout: { prompts_per_step: 2, n: 4, max_turns: 3, max_new_tokens: 12 }',
+        'rollout: { prompts_per_step: 2, n: 4, max_turns: 3, max_new_tokens: 12, branching: { mode: arpo, alpha: 1 } }',
         'sft: { epochs: 1, demos: 8, batch_size: 4 }',
         'eval: { every: 0, n_questions: 4 }',
         'checkpoint: { every: 50, keep: 1 }',
