@@ -71,7 +71,9 @@ describe('arbor demo orchestration', () => {
     // The time split: every phase ran (scoring too: the config recomputes the old policy's
     // log-probs), the rest (model building, checkpoints) is time no phase counted, and the parts add up to the total.
     const sec = res.seconds;
-    for (const k of ['sft', 'rollout', 'scoring', 'update', 'evaluation', 'other'] as const) expect(sec[k]).toBeGreaterThan(0);
+    // Each phase ran real work (measured with performance.now); `other` is the remainder of the total, so only ≥ 0.
+    for (const k of ['sft', 'rollout', 'scoring', 'update', 'evaluation'] as const) expect(sec[k]).toBeGreaterThan(0);
+    expect(sec.other).toBeGreaterThanOrEqual(0);
     expect(sec.sft + sec.rollout + sec.scoring + sec.update + sec.evaluation + sec.other).toBeCloseTo(sec.total, 6);
     expect(sec.total).toBeCloseTo(res.totalSeconds, 1);
     const store = new Store(openDatabase());
