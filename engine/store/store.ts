@@ -215,9 +215,14 @@ function tokenShares(turns: TurnRecord[]): [number | null, number | null] {
 const f32 = (a?: ArrayLike<number>) => (a ? Buffer.from(Float32Array.from(a).buffer) : null);
 const i32 = (a?: ArrayLike<number>) => (a ? Buffer.from(Int32Array.from(a).buffer) : null);
 const fromF32 = (b: Buffer | null) => (b ? Array.from(new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength))) : null);
-/** A turns row's per-token channels: each a float32 BLOB in the column named as the channel in snake_case (refLogprob → ref_logprob). */
+/** Each channel's column in the turns table: its name in snake_case (refLogprob → ref_logprob), worked out once. */
+const CHANNEL_COLUMN = Object.fromEntries([...STEP_CHANNELS, ...SIGNAL_CHANNELS].map((c) => [c, c.replace(/[A-Z]/g, (x) => `_${x.toLowerCase()}`)])) as Record<
+  TokenChannel,
+  string
+>;
+/** A turns row's per-token channels, each a float32 BLOB in its column. */
 const readChannels = <C extends TokenChannel>(row: Record<string, unknown>, channels: readonly C[]) =>
-  Object.fromEntries(channels.map((c) => [c, fromF32(row[c.replace(/[A-Z]/g, (x) => `_${x.toLowerCase()}`)] as Buffer | null)])) as Record<C, number[] | null>;
+  Object.fromEntries(channels.map((c) => [c, fromF32(row[CHANNEL_COLUMN[c]] as Buffer | null)])) as Record<C, number[] | null>;
 const fromI32 = (b: Buffer | null) => (b ? Array.from(new Int32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength))) : []);
 
 export class Store {
