@@ -21,11 +21,11 @@ const NAV: [View, string][] = [
 ];
 
 export function App() {
-  const view = useArbor((s) => s.view);
-  const go = useArbor((s) => s.go);
-  const connection = useArbor((s) => s.connection);
-  const refreshRuns = useArbor((s) => s.refreshRuns);
-  const loadTemplates = useArbor((s) => s.loadTemplates);
+  const view = useArbor((s) => s.nav.view);
+  const go = useArbor((s) => s.navActions.go);
+  const connection = useArbor((s) => s.connection.status);
+  const refreshRuns = useArbor((s) => s.runListActions.refresh);
+  const loadTemplates = useArbor((s) => s.runListActions.loadTemplates);
 
   const store = useArborStore();
   const firstLoad = useRef(true);
@@ -34,7 +34,7 @@ export function App() {
       void refreshRuns().then(() => {
         // A workspace with no runs yet opens on the first-run page (once; the nav leads back to it).
         const s = store.getState();
-        if (firstLoad.current && s.runs.length === 0 && s.view === 'runs') s.go('start');
+        if (firstLoad.current && s.runList.runs.length === 0 && s.nav.view === 'runs') s.navActions.go('start');
         firstLoad.current = false;
       });
       void loadTemplates();
@@ -81,7 +81,7 @@ export function App() {
  */
 function useViewUrl() {
   const store = useArborStore();
-  const connection = useArbor((s) => s.connection);
+  const connection = useArbor((s) => s.connection.status);
   const applied = useRef(false);
   useEffect(() => {
     const open = (u: ViewUrlState | null) => {
@@ -89,7 +89,7 @@ function useViewUrl() {
       const s = store.getState();
       if (u.view === 'trajectories') void s.trajListActions.openFromUrl(u);
       else if (u.view === 'run') {
-        if (s.runId !== u.run || s.view !== 'run') void s.openRun(u.run);
+        if (s.run.id !== u.run || s.nav.view !== 'run') void s.runActions.open(u.run);
       } else {
         openCompare(s, u.runs);
       }
@@ -111,18 +111,18 @@ function useViewUrl() {
         if (replace) window.history.replaceState(null, '', url);
         else window.history.pushState(null, '', url);
       };
-      if (s.view === 'run') {
-        if (s.runId && (s.view !== prev.view || s.runId !== prev.runId)) write(formatRunHash(s.runId), cur?.view === 'run' && cur.run === s.runId);
+      if (s.nav.view === 'run') {
+        if (s.run.id && (s.nav.view !== prev.nav.view || s.run.id !== prev.run.id)) write(formatRunHash(s.run.id), cur?.view === 'run' && cur.run === s.run.id);
         return;
       }
-      if (s.view === 'compare') {
+      if (s.nav.view === 'compare') {
         const ids = s.compare.runs.map((r) => r.id);
-        if (ids.length && (s.view !== prev.view || s.compare !== prev.compare)) write(formatCompareHash(ids), cur?.view === 'compare');
+        if (ids.length && (s.nav.view !== prev.nav.view || s.compare !== prev.compare)) write(formatCompareHash(ids), cur?.view === 'compare');
         return;
       }
-      if (s.view !== 'trajectories') {
+      if (s.nav.view !== 'trajectories') {
         // A view with no URL state: the URL no longer names one (a reload opens where the user is).
-        if (s.view !== prev.view && cur) window.history.replaceState(null, '', `${window.location.pathname}${window.location.search}`);
+        if (s.nav.view !== prev.nav.view && cur) window.history.replaceState(null, '', `${window.location.pathname}${window.location.search}`);
         return;
       }
       const { trajList: l, traj: t } = s;
@@ -132,7 +132,7 @@ function useViewUrl() {
         l.step === prev.trajList.step &&
         t.current?.id === prev.traj.current?.id &&
         t.channel === prev.traj.channel &&
-        s.view === prev.view
+        s.nav.view === prev.nav.view
       )
         return;
       // While a trajectory loads, wait for it (the URL names a trajectory, not "loading").
@@ -151,15 +151,15 @@ function useViewUrl() {
 
 /** Open Compare on these runs (from the URL). */
 function openCompare(s: ArborState, ids: string[]) {
-  for (const id of ids) if (!s.compareIds.includes(id)) s.toggleCompare(id);
-  void s.loadCompare(ids);
-  s.go('compare');
+  for (const id of ids) if (!s.runList.compareIds.includes(id)) s.runListActions.toggleCompare(id);
+  void s.compareActions.load(ids);
+  s.navActions.go('compare');
 }
 
 /** The engine is up but its workspace database could not be opened: say why and offer another. */
 function WorkspaceBanner() {
-  const engine = useArbor((s) => s.engine);
-  const openWorkspace = useArbor((s) => s.openWorkspace);
+  const engine = useArbor((s) => s.connection.engine);
+  const openWorkspace = useArbor((s) => s.connectionActions.openWorkspace);
   const suggested = engine ? `${engine.home.replace(/\/+$/, '')}/arbor-${new Date().toISOString().slice(0, 10)}.db` : '';
   const [path, setPath] = useState('');
   const [busy, setBusy] = useState(false);
@@ -195,7 +195,7 @@ function WorkspaceBanner() {
 }
 
 function Banner() {
-  const c = useArbor((s) => s.connection);
+  const c = useArbor((s) => s.connection.status);
   if (c.state === 'open') return <WorkspaceBanner />;
   if (c.state === 'engine-crashed')
     return (
@@ -214,8 +214,8 @@ function Banner() {
 }
 
 function ErrorStrip() {
-  const errors = useArbor((s) => s.errors);
-  const dismiss = useArbor((s) => s.dismissError);
+  const errors = useArbor((s) => s.connection.errors);
+  const dismiss = useArbor((s) => s.connectionActions.dismissError);
   if (!errors.length) return null;
   return (
     <div className="errors" style={{ padding: '8px 16px 0' }} data-testid="errors">
@@ -238,8 +238,8 @@ function ErrorStrip() {
  * them (and remembers their content); Cancel stops whatever asked.
  */
 function ConsentDialog() {
-  const consents = useArbor((s) => s.consents);
-  const answer = useArbor((s) => s.answerConsent);
+  const consents = useArbor((s) => s.consent.prompts);
+  const answer = useArbor((s) => s.consentActions.answer);
   const c = consents[0];
   if (!c) return null;
   const head = {

@@ -84,7 +84,9 @@ describe('engine lost and back', () => {
       await page.getByTestId('engine-status').getByText('connected').waitFor({ timeout: 20_000 });
       await expect.poll(() => page.getByTestId('crash-banner').count()).toBe(0);
       expect(
-        await page.evaluate(() => (window as unknown as { __arborStore: { getState(): { reconnects: number } } }).__arborStore.getState().reconnects),
+        await page.evaluate(
+          () => (window as unknown as { __arborStore: { getState(): { connection: { reconnects: number } } } }).__arborStore.getState().connection.reconnects,
+        ),
       ).toBe(1);
     } finally {
       await web.close();

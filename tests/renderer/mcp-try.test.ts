@@ -41,46 +41,50 @@ afterAll(async () => {
 describe('editor try-it for MCP servers', () => {
   it('lists the servers tools with schemas, calls one, and shows isError results as errors', async () => {
     const s = () => store.getState();
-    s().newFile('envs/mcp.json', file);
-    expect(await s().saveFile()).toBe(true);
-    await s().openFile('envs/mcp.json');
-    expect(isMcpServersFile(s().filePath, s().source)).toBe(true);
-    await s().listMcpTools();
-    expect(s().tryResult).toMatchObject({ ok: true });
-    expect(s().mcpTools.map((t) => t.name)).toEqual(['add', 'fail']);
-    expect(s().mcpTools[0]!.parameters).toMatchObject({ type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } }, required: ['a', 'b'] });
+    s().editorActions.newFile('envs/mcp.json', file);
+    expect(await s().editorActions.saveFile()).toBe(true);
+    await s().editorActions.openFile('envs/mcp.json');
+    expect(isMcpServersFile(s().editor.filePath, s().editor.source)).toBe(true);
+    await s().editorActions.listMcpTools();
+    expect(s().editor.tryResult).toMatchObject({ ok: true });
+    expect(s().editor.mcpTools.map((t) => t.name)).toEqual(['add', 'fail']);
+    expect(s().editor.mcpTools[0]!.parameters).toMatchObject({
+      type: 'object',
+      properties: { a: { type: 'number' }, b: { type: 'number' } },
+      required: ['a', 'b'],
+    });
     // The first tool is picked, its arguments filled from its schema.
-    expect(s().mcpTool).toBe('add');
-    expect(JSON.parse(s().tryArgs)).toEqual({ a: 0, b: 0 });
-    s().setTryArgs('{"a": 2, "b": 40}');
-    await s().tryIt();
-    expect(s().tryResult).toMatchObject({ ok: true, value: { result: '42' } });
-    s().setMcpTool('fail');
-    expect(JSON.parse(s().tryArgs)).toEqual({ why: '' });
-    s().setTryArgs('{"why": "no reason"}');
-    await s().tryIt();
-    expect(s().tryResult).toMatchObject({ ok: false, error: { message: expect.stringContaining('refused: no reason') } });
+    expect(s().editor.mcpTool).toBe('add');
+    expect(JSON.parse(s().editor.tryArgs)).toEqual({ a: 0, b: 0 });
+    s().editorActions.setTryArgs('{"a": 2, "b": 40}');
+    await s().editorActions.tryIt();
+    expect(s().editor.tryResult).toMatchObject({ ok: true, value: { result: '42' } });
+    s().editorActions.setMcpTool('fail');
+    expect(JSON.parse(s().editor.tryArgs)).toEqual({ why: '' });
+    s().editorActions.setTryArgs('{"why": "no reason"}');
+    await s().editorActions.tryIt();
+    expect(s().editor.tryResult).toMatchObject({ ok: false, error: { message: expect.stringContaining('refused: no reason') } });
     // Arguments that break the schema are refused before the call, naming the field.
-    s().setTryArgs('{"why": 3}');
-    await s().tryIt();
-    expect(s().tryResult!.ok).toBe(false);
-    expect(s().tryResult!.error!.message).toMatch(/why/);
+    s().editorActions.setTryArgs('{"why": 3}');
+    await s().editorActions.tryIt();
+    expect(s().editor.tryResult!.ok).toBe(false);
+    expect(s().editor.tryResult!.error!.message).toMatch(/why/);
   });
 
   it('names what is wrong: bad JSON arguments, a bad server entry, a server that cannot start', async () => {
     const s = () => store.getState();
-    s().setTryArgs('{oops');
-    await s().tryIt();
-    expect(s().tryResult!.error!.message).toMatch(/Tool arguments are not valid JSON/);
-    s().newFile('envs/bad.json', JSON.stringify({ mcpServers: { t: { args: [] } } }));
-    await s().listMcpTools();
-    expect(s().tryResult).toMatchObject({ ok: false, error: { message: expect.stringMatching(/t\.command/) } });
-    s().newFile('envs/gone.json', JSON.stringify({ mcpServers: { gone: { command: join(home, 'no-such-binary') } } }));
-    await s().listMcpTools();
-    expect(s().tryResult).toMatchObject({ ok: false, error: { message: expect.stringContaining('gone') } });
-    s().newFile('envs/list.json', '{"mcpServers": [1]}');
-    await s().listMcpTools();
-    expect(s().tryResult!.error!.message).toMatch(/mcpServers must be an object/);
+    s().editorActions.setTryArgs('{oops');
+    await s().editorActions.tryIt();
+    expect(s().editor.tryResult!.error!.message).toMatch(/Tool arguments are not valid JSON/);
+    s().editorActions.newFile('envs/bad.json', JSON.stringify({ mcpServers: { t: { args: [] } } }));
+    await s().editorActions.listMcpTools();
+    expect(s().editor.tryResult).toMatchObject({ ok: false, error: { message: expect.stringMatching(/t\.command/) } });
+    s().editorActions.newFile('envs/gone.json', JSON.stringify({ mcpServers: { gone: { command: join(home, 'no-such-binary') } } }));
+    await s().editorActions.listMcpTools();
+    expect(s().editor.tryResult).toMatchObject({ ok: false, error: { message: expect.stringContaining('gone') } });
+    s().editorActions.newFile('envs/list.json', '{"mcpServers": [1]}');
+    await s().editorActions.listMcpTools();
+    expect(s().editor.tryResult!.error!.message).toMatch(/mcpServers must be an object/);
   });
 
   it('tells MCP files from other JSON and builds argument skeletons', () => {

@@ -16,7 +16,7 @@ export function ForkPanel({ traj }: { traj: Trajectory }) {
   const forking = useArbor((s) => s.forks.running);
   const progress = useArbor((s) => s.forks.progress);
   const result = useArbor((s) => s.forks.result);
-  const runs = useArbor((s) => s.runs);
+  const runs = useArbor((s) => s.runList.runs);
   const [checkpoints, setCheckpoints] = useState<Checkpoint[]>([]);
   const firstTool = traj.turnsData.findIndex((u, i) => i > 0 && u.role !== 'model');
   const [turn, setTurn] = useState(firstTool > 0 ? firstTool : Math.min(1, traj.turnsData.length - 1));

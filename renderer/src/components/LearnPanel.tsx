@@ -49,7 +49,7 @@ export function useLearning(runId: string | null, step: number | undefined): Lea
       asked.current = Date.now();
       void store
         .getState()
-        .fetchLearning(runId)
+        .runActions.fetchLearning(runId)
         .then((l) => l && setLearning({ runId, l }));
     }, wait);
     return () => clearTimeout(t);
@@ -156,7 +156,7 @@ function FlagRow({ runId, step, reasons, open, onToggle }: { runId: string; step
     onToggle();
     if (groups || open) return;
     try {
-      setGroups(zeroVarianceGroups(await store.getState().fetchTrajectorySummaries(runId, step)));
+      setGroups(zeroVarianceGroups(await store.getState().runActions.fetchTrajectorySummaries(runId, step)));
     } catch (e) {
       setError(e instanceof Error ? e.message : String(e));
     }
@@ -216,7 +216,7 @@ function DroppedGroups({ runId, steps }: { runId: string; steps: { step: number;
     setGroups(null);
     void store
       .getState()
-      .fetchTrajectorySummaries(runId, step)
+      .runActions.fetchTrajectorySummaries(runId, step)
       .then((list) => live && setGroups(zeroVarianceGroups(list.filter((t) => t.signal?.dropped))))
       .catch(() => live && setGroups([]));
     return () => {

@@ -27,11 +27,11 @@ function describe(m: ModelEntry): string {
 
 /** `value`: the chosen model's name (what model.path or the playground takes); `onPick` with the entry chosen. */
 export function ModelPicker({ value, onPick, testId = 'model-picker' }: { value?: string; onPick: (m: ModelEntry) => void; testId?: string }) {
-  const models = useArbor((s) => s.models);
-  const pulls = useArbor((s) => s.pulls);
-  const loadModels = useArbor((s) => s.loadModels);
-  const pullModel = useArbor((s) => s.pullModel);
-  const cancelPull = useArbor((s) => s.cancelPull);
+  const models = useArbor((s) => s.models.items);
+  const pulls = useArbor((s) => s.models.pulls);
+  const loadModels = useArbor((s) => s.modelActions.load);
+  const pullModel = useArbor((s) => s.modelActions.pull);
+  const cancelPull = useArbor((s) => s.modelActions.cancelPull);
   const store = useArborStore();
   const [downloading, setDownloading] = useState(false);
   const [repo, setRepo] = useState('');
@@ -47,7 +47,7 @@ export function ModelPicker({ value, onPick, testId = 'model-picker' }: { value?
   const start = async () => {
     const name = await pullModel(repo.trim());
     // The entry the pull produced, from the list reloaded after it.
-    const m = name ? store.getState().models?.find((x) => x.name === name) : undefined;
+    const m = name ? store.getState().models.items?.find((x) => x.name === name) : undefined;
     if (m) onPick(m);
   };
   return (

@@ -8,9 +8,9 @@ import { isSftWarmStart } from '../lib/lineage';
  * trajectories. An SFT warm start's own run does none but stop: its RL run resumes and forks it, and it stores no trajectories.
  */
 export function RunControls({ run, onFork }: { run: RunSummary; onFork: () => void }) {
-  const stopRun = useArbor((s) => s.stopRun);
-  const pauseRun = useArbor((s) => s.pauseRun);
-  const resumeRun = useArbor((s) => s.resumeRun);
+  const stopRun = useArbor((s) => s.runListActions.stop);
+  const pauseRun = useArbor((s) => s.runListActions.pause);
+  const resumeRun = useArbor((s) => s.runListActions.resume);
   const openTrajectories = useArbor((s) => s.trajListActions.open);
   const live = run.status === 'running' || run.status === 'queued' || run.status === 'paused';
   const sftRun = isSftWarmStart(run);

@@ -86,8 +86,8 @@ export function RunSummary({ run, series, learning }: { run: RunDetail; series: 
 
 /** The runs that began from this SFT warm start (the RL run), each a link that opens it. */
 function ChildLinks({ id }: { id: string }) {
-  const children = useArbor((s) => s.runs).filter((r) => r.parentId === id);
-  const openRun = useArbor((s) => s.openRun);
+  const children = useArbor((s) => s.runList.runs).filter((r) => r.parentId === id);
+  const openRun = useArbor((s) => s.runActions.open);
   if (!children.length) return <span className="muted">no RL run recorded from it</span>;
   return (
     <>
@@ -119,12 +119,12 @@ function ChildLinks({ id }: { id: string }) {
  * live while it trains), or a fork's origin with the config paths that differ from it.
  */
 function ParentLink({ parentId, step }: { parentId: string; step: number }) {
-  const fetchRun = useArbor((s) => s.fetchRun);
-  const fetchSeries = useArbor((s) => s.fetchSeries);
-  const openRun = useArbor((s) => s.openRun);
-  const run = useArbor((s) => s.run);
+  const fetchRun = useArbor((s) => s.runActions.fetch);
+  const fetchSeries = useArbor((s) => s.runActions.fetchSeries);
+  const openRun = useArbor((s) => s.runActions.open);
+  const run = useArbor((s) => s.run.detail);
   // The parent as the runs list has it (live events): its curve is reloaded as its step or status moves.
-  const live = useArbor((s) => s.runs.find((r) => r.id === parentId));
+  const live = useArbor((s) => s.runList.runs.find((r) => r.id === parentId));
   const [parent, setParent] = useState<RunDetail | null>(null);
   const [loss, setLoss] = useState<Series | null>(null);
   const sft = isSftWarmStart(parent);

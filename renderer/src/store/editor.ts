@@ -1,12 +1,14 @@
+// The Editor view: the workspace's environment files, the open file's text, and trying it (a tool
+// with arguments, a reward on a stored trajectory, an MCP servers file's tools).
 import type { ArborApi, EnvFile, TrajSummary, TryResult } from '../api/types';
-import type { Get, Set } from './state';
+import { patchSlice, type Get, type Set } from './state';
 
 declare module './state' {
   // eslint-disable-next-line @typescript-eslint/no-empty-object-type
   interface ArborState extends EditorSlice {}
 }
 
-export interface EditorSlice {
+export interface EditorState {
   envFiles: EnvFile[];
   envTypes: { path: string; content: string }[];
   filePath: string | null;
@@ -21,23 +23,29 @@ export interface EditorSlice {
   /** stored trajectories offered to score a reward on (latest step of the chosen run) */
   tryRunId: string;
   tryTrajectories: TrajSummary[];
-  loadTryTrajectories(runId: string): Promise<void>;
-  loadEnv(): Promise<void>;
-  openFile(path: string): Promise<void>;
-  newFile(path: string, template: string): void;
-  setSource(s: string): void;
-  saveFile(): Promise<boolean>;
-  setTryArgs(s: string): void;
-  setTryTrajectory(id: string): void;
-  tryIt(): Promise<void>;
   /** MCP servers file open (see isMcpServersFile): the tools its servers offered on the last try. */
   mcpTools: McpToolInfo[];
   /** The MCP tool "Call tool" runs. */
   mcpTool: string;
-  /** Pick an MCP tool; fills the arguments with a skeleton of its schema. */
-  setMcpTool(name: string): void;
-  /** Start the open file's MCP servers, list their tools (with schemas), stop them. */
-  listMcpTools(): Promise<void>;
+}
+
+export interface EditorSlice {
+  editor: EditorState;
+  editorActions: {
+    loadTryTrajectories(runId: string): Promise<void>;
+    loadEnv(): Promise<void>;
+    openFile(path: string): Promise<void>;
+    newFile(path: string, template: string): void;
+    setSource(s: string): void;
+    saveFile(): Promise<boolean>;
+    setTryArgs(s: string): void;
+    setTryTrajectory(id: string): void;
+    tryIt(): Promise<void>;
+    /** Pick an MCP tool; fills the arguments with a skeleton of its schema. */
+    setMcpTool(name: string): void;
+    /** Start the open file's MCP servers, list their tools (with schemas), stop them. */
+    listMcpTools(): Promise<void>;
+  };
 }
 
 export interface McpToolInfo {
@@ -93,132 +101,138 @@ export function fileKind(path: string, files: EnvFile[]): string {
   return files.find((f) => f.path === path)?.kind ?? (/reward/i.test(path) ? 'reward' : /tool/i.test(path) ? 'tool' : 'env');
 }
 
+/** The tool arguments typed in the editor's try panel, parsed. */
+function parseToolArgs(text: string): unknown {
+  try {
+    return JSON.parse(text || '{}');
+  } catch (err) {
+    throw new Error(`Tool arguments are not valid JSON: ${(err as Error).message}`);
+  }
+}
+
 export function createEditorSlice(api: ArborApi, set: Set, get: Get): EditorSlice {
-  return {
-    envFiles: [],
-    envTypes: [],
-    filePath: null,
-    source: '',
-    savedSource: '',
-    tryArgs: '{}',
-    tryTrajectoryId: '',
-    tryResult: null,
-    trying: false,
-    tryRunId: '',
-    tryTrajectories: [],
-    mcpTools: [],
-    mcpTool: '',
+  const patch = (p: Partial<EditorState>) => patchSlice(set, 'editor', p);
+  const report = (context: string, err: unknown) => get().connectionActions.reportError(context, err);
+  const failed = (err: unknown): TryResult => ({ ok: false, error: { message: err instanceof Error ? err.message : String(err) } });
+  const actions: EditorSlice['editorActions'] = {
     setMcpTool(name) {
-      const t = get().mcpTools.find((x) => x.name === name);
-      set({ mcpTool: name, ...(t ? { tryArgs: argsSkeleton(t.parameters) } : {}) });
+      const t = get().editor.mcpTools.find((x) => x.name === name);
+      patch({ mcpTool: name, ...(t ? { tryArgs: argsSkeleton(t.parameters) } : {}) });
     },
     async listMcpTools() {
-      const s = get();
+      const s = get().editor;
       if (!s.filePath) return;
-      set({ trying: true, tryResult: null });
+      patch({ trying: true, tryResult: null });
       try {
         const result = await api.tryMcp({ servers: mcpServersOf(s.filePath, s.source) });
         const tools = toolsOf(result.value);
         if (tools) {
-          set({ mcpTools: tools });
-          if (!tools.some((t) => t.name === get().mcpTool) && tools[0]) get().setMcpTool(tools[0].name);
+          patch({ mcpTools: tools });
+          if (!tools.some((t) => t.name === get().editor.mcpTool) && tools[0]) actions.setMcpTool(tools[0].name);
         }
-        set({ tryResult: result });
+        patch({ tryResult: result });
       } catch (err) {
-        set({ tryResult: { ok: false, error: { message: err instanceof Error ? err.message : String(err) } } });
+        patch({ tryResult: failed(err) });
       } finally {
-        set({ trying: false });
+        patch({ trying: false });
       }
     },
     async loadTryTrajectories(runId) {
-      set({ tryRunId: runId, tryTrajectories: [] });
+      patch({ tryRunId: runId, tryTrajectories: [] });
       if (!runId) return;
       try {
         const steps = await api.trajectorySteps(runId);
         const step = steps[steps.length - 1];
         const list = step == null ? [] : await api.listTrajectories({ runId, step });
         list.sort((a, b) => a.group - b.group || a.sample - b.sample);
-        if (get().tryRunId !== runId) return;
-        set({ tryTrajectories: list, tryTrajectoryId: list[0]?.id ?? get().tryTrajectoryId });
+        if (get().editor.tryRunId !== runId) return;
+        patch({ tryTrajectories: list, tryTrajectoryId: list[0]?.id ?? get().editor.tryTrajectoryId });
       } catch (err) {
-        get().reportError(`Loading trajectories of run ${runId}`, err);
+        report(`Loading trajectories of run ${runId}`, err);
       }
     },
     async loadEnv() {
       // Files and type definitions load independently: an engine without env.types still lists files.
       await Promise.all([
         api.listEnvFiles().then(
-          (envFiles) => set({ envFiles }),
-          (err) => get().reportError('Listing workspace files', err),
+          (envFiles) => patch({ envFiles }),
+          (err) => report('Listing workspace files', err),
         ),
         api.envTypes().then(
-          (envTypes) => set({ envTypes }),
-          (err) => get().reportError('Loading the type definitions for the editor', err),
+          (envTypes) => patch({ envTypes }),
+          (err) => report('Loading the type definitions for the editor', err),
         ),
       ]);
     },
     async openFile(path) {
       try {
         const text = await api.readEnvFile(path);
-        set({ filePath: path, source: text, savedSource: text, tryResult: null, mcpTools: [], mcpTool: '' });
+        patch({ filePath: path, source: text, savedSource: text, tryResult: null, mcpTools: [], mcpTool: '' });
       } catch (err) {
-        get().reportError(`Opening ${path}`, err);
+        report(`Opening ${path}`, err);
       }
     },
     newFile(path, template) {
-      set({ filePath: path, source: template, savedSource: '', tryResult: null, mcpTools: [], mcpTool: '' });
+      patch({ filePath: path, source: template, savedSource: '', tryResult: null, mcpTools: [], mcpTool: '' });
     },
-    setSource: (source) => set({ source }),
+    setSource: (source) => patch({ source }),
     async saveFile() {
-      const { filePath, source } = get();
+      const { filePath, source } = get().editor;
       if (!filePath) return false;
       try {
         await api.writeEnvFile(filePath, source);
-        set({ savedSource: source });
-        set({ envFiles: await api.listEnvFiles() });
+        patch({ savedSource: source });
+        patch({ envFiles: await api.listEnvFiles() });
         return true;
       } catch (err) {
-        get().reportError(`Saving ${filePath}`, err);
+        report(`Saving ${filePath}`, err);
         return false;
       }
     },
-    setTryArgs: (tryArgs) => set({ tryArgs }),
-    setTryTrajectory: (tryTrajectoryId) => set({ tryTrajectoryId }),
+    setTryArgs: (tryArgs) => patch({ tryArgs }),
+    setTryTrajectory: (tryTrajectoryId) => patch({ tryTrajectoryId }),
     async tryIt() {
-      const s = get();
+      const s = get().editor;
       if (!s.filePath) return;
-      set({ trying: true, tryResult: null });
+      patch({ trying: true, tryResult: null });
       try {
         let result: TryResult;
         if (isMcpServersFile(s.filePath, s.source)) {
           if (!s.mcpTool) throw new Error("List the servers' tools and pick one to call.");
-          let args: unknown;
-          try {
-            args = JSON.parse(s.tryArgs || '{}');
-          } catch (err) {
-            throw new Error(`Tool arguments are not valid JSON: ${(err as Error).message}`);
-          }
+          const args = parseToolArgs(s.tryArgs);
           result = await api.tryMcp({ servers: mcpServersOf(s.filePath, s.source), tool: s.mcpTool, args });
           const tools = toolsOf(result.value);
-          if (tools) set({ mcpTools: tools });
+          if (tools) patch({ mcpTools: tools });
         } else if (fileKind(s.filePath, s.envFiles) === 'reward') {
           if (!s.tryTrajectoryId) throw new Error('Pick a stored trajectory to score the reward on.');
           result = await api.tryReward({ source: s.source, path: s.filePath, trajectoryId: s.tryTrajectoryId });
         } else {
-          let args: unknown;
-          try {
-            args = JSON.parse(s.tryArgs || '{}');
-          } catch (err) {
-            throw new Error(`Tool arguments are not valid JSON: ${(err as Error).message}`);
-          }
-          result = await api.tryTool({ source: s.source, path: s.filePath, args });
+          result = await api.tryTool({ source: s.source, path: s.filePath, args: parseToolArgs(s.tryArgs) });
         }
-        set({ tryResult: result });
+        patch({ tryResult: result });
       } catch (err) {
-        set({ tryResult: { ok: false, error: { message: err instanceof Error ? err.message : String(err) } } });
+        patch({ tryResult: failed(err) });
       } finally {
-        set({ trying: false });
+        patch({ trying: false });
       }
     },
+  };
+  return {
+    editor: {
+      envFiles: [],
+      envTypes: [],
+      filePath: null,
+      source: '',
+      savedSource: '',
+      tryArgs: '{}',
+      tryTrajectoryId: '',
+      tryResult: null,
+      trying: false,
+      tryRunId: '',
+      tryTrajectories: [],
+      mcpTools: [],
+      mcpTool: '',
+    },
+    editorActions: actions,
   };
 }

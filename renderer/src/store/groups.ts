@@ -1,7 +1,7 @@
 // Run groups (seed sweeps, grids) for the Compare view: the workspace's groups, and the ones
 // added to the comparison with their report (per-metric statistics, runs) and per-step bands.
 import type { ArborApi, GroupComparison, GroupReport, GroupSeries, GroupSummary } from '../api/types';
-import type { Get, Set } from './state';
+import { patchSlice, type Get, type Set } from './state';
 import { MAX_POINTS } from './run';
 
 declare module './state' {
@@ -9,49 +9,61 @@ declare module './state' {
   interface ArborState extends GroupsSlice {}
 }
 
+export interface GroupsState {
+  /** The workspace's groups. */
+  items: GroupSummary[];
+  /** The groups added to the comparison. */
+  reports: GroupReport[];
+  series: Record<string, GroupSeries>;
+  /** With exactly two groups compared, their difference of means (second − first). */
+  diff: GroupComparison | null;
+}
+
 export interface GroupsSlice {
-  groups: GroupSummary[];
-  compareGroups: { reports: GroupReport[]; series: Record<string, GroupSeries>; diff: GroupComparison | null };
-  refreshGroups(): Promise<void>;
-  addCompareGroup(id: string): Promise<void>;
-  removeCompareGroup(id: string): Promise<void>;
+  groups: GroupsState;
+  groupActions: {
+    refresh(): Promise<void>;
+    addToCompare(id: string): Promise<void>;
+    removeFromCompare(id: string): Promise<void>;
+  };
 }
 
 export function createGroupsSlice(api: ArborApi, set: Set, get: Get): GroupsSlice {
-  /** With exactly two groups, their difference of means (second − first). */
+  const patch = (p: Partial<GroupsState>) => patchSlice(set, 'groups', p);
+  const report = (context: string, err: unknown) => get().connectionActions.reportError(context, err);
   const diffOf = async (reports: GroupReport[]) => (reports.length === 2 ? api.compareGroups(reports[0]!.group.id, reports[1]!.group.id) : null);
   return {
-    groups: [],
-    compareGroups: { reports: [], series: {}, diff: null },
-    async refreshGroups() {
-      try {
-        set({ groups: await api.listGroups() });
-      } catch (err) {
-        get().reportError('Loading run groups', err);
-      }
-    },
-    async addCompareGroup(id) {
-      const cur = get().compareGroups;
-      if (cur.reports.some((r) => r.group.id === id)) return;
-      try {
-        const [report, series] = await Promise.all([api.groupReport(id), api.groupSeries(id, MAX_POINTS)]);
-        const reports = [...get().compareGroups.reports, report];
-        set({ compareGroups: { reports, series: { ...get().compareGroups.series, [id]: series }, diff: await diffOf(reports) } });
-      } catch (err) {
-        get().reportError(`Loading group ${id}`, err);
-      }
-    },
-    async removeCompareGroup(id) {
-      const cur = get().compareGroups;
-      const reports = cur.reports.filter((r) => r.group.id !== id);
-      const series = { ...cur.series };
-      delete series[id];
-      try {
-        set({ compareGroups: { reports, series, diff: await diffOf(reports) } });
-      } catch (err) {
-        set({ compareGroups: { reports, series, diff: null } });
-        get().reportError('Comparing groups', err);
-      }
+    groups: { items: [], reports: [], series: {}, diff: null },
+    groupActions: {
+      async refresh() {
+        try {
+          patch({ items: await api.listGroups() });
+        } catch (err) {
+          report('Loading run groups', err);
+        }
+      },
+      async addToCompare(id) {
+        if (get().groups.reports.some((r) => r.group.id === id)) return;
+        try {
+          const [added, series] = await Promise.all([api.groupReport(id), api.groupSeries(id, MAX_POINTS)]);
+          const reports = [...get().groups.reports, added];
+          patch({ reports, series: { ...get().groups.series, [id]: series }, diff: await diffOf(reports) });
+        } catch (err) {
+          report(`Loading group ${id}`, err);
+        }
+      },
+      async removeFromCompare(id) {
+        const cur = get().groups;
+        const reports = cur.reports.filter((r) => r.group.id !== id);
+        const series = { ...cur.series };
+        delete series[id];
+        try {
+          patch({ reports, series, diff: await diffOf(reports) });
+        } catch (err) {
+          patch({ reports, series, diff: null });
+          report('Comparing groups', err);
+        }
+      },
     },
   };
 }

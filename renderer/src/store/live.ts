@@ -1,7 +1,7 @@
 // The playground's live rollout you can pause (engine/playground/live.ts through live.start / live.step):
 // the session's state as the engine returns it after each action.
 import type { ArborApi, LiveState } from '../api/types';
-import type { Get, Set } from './state';
+import { patchSlice, type Get, type Set } from './state';
 
 declare module './state' {
   // eslint-disable-next-line @typescript-eslint/no-empty-object-type
@@ -10,58 +10,65 @@ declare module './state' {
 
 export type LiveAction = 'token' | 'force' | 'turn' | 'observation' | 'finish';
 
+export interface LiveSliceState {
+  /** The live session as the engine last returned it (null: none open). */
+  session: LiveState | null;
+  busy: boolean;
+  temperature: number;
+}
+
 export interface LiveSlice {
-  live: LiveState | null;
-  liveBusy: boolean;
-  liveTemperature: number;
-  setLiveTemperature(t: number): void;
-  startLive(checkpoint: string): Promise<void>;
-  liveStep(action: LiveAction, extra?: { tokenId?: number; text?: string }): Promise<void>;
-  closeLive(): Promise<void>;
-  /** Open the stored episode in the replay (its run, step −1). */
-  openLiveInReplay(): Promise<void>;
+  live: LiveSliceState;
+  liveActions: {
+    setTemperature(t: number): void;
+    start(checkpoint: string): Promise<void>;
+    step(action: LiveAction, extra?: { tokenId?: number; text?: string }): Promise<void>;
+    close(): Promise<void>;
+    /** Open the stored episode in the replay (its run, step −1). */
+    openInReplay(): Promise<void>;
+  };
 }
 
 export function createLiveSlice(api: ArborApi, set: Set, get: Get): LiveSlice {
-  return {
-    live: null,
-    liveBusy: false,
-    liveTemperature: 1,
-    setLiveTemperature: (liveTemperature) => set({ liveTemperature }),
-    async startLive(checkpoint) {
-      if (get().liveBusy) return;
-      await get().closeLive();
-      set({ liveBusy: true });
+  const patch = (p: Partial<LiveSliceState>) => patchSlice(set, 'live', p);
+  const report = (context: string, err: unknown) => get().connectionActions.reportError(context, err);
+  const actions: LiveSlice['liveActions'] = {
+    setTemperature: (temperature) => patch({ temperature }),
+    async start(checkpoint) {
+      if (get().live.busy) return;
+      await actions.close();
+      patch({ busy: true });
       try {
-        set({ live: await api.liveStart({ checkpoint, temperature: get().liveTemperature, k: 8 }) });
+        patch({ session: await api.liveStart({ checkpoint, temperature: get().live.temperature, k: 8 }) });
       } catch (err) {
-        get().reportError('Starting a live rollout', err);
+        report('Starting a live rollout', err);
       } finally {
-        set({ liveBusy: false });
+        patch({ busy: false });
       }
     },
-    async liveStep(action, extra = {}) {
-      const s = get();
-      if (!s.live || s.liveBusy || s.live.phase === 'done') return;
-      set({ liveBusy: true });
+    async step(action, extra = {}) {
+      const s = get().live;
+      if (!s.session || s.busy || s.session.phase === 'done') return;
+      patch({ busy: true });
       try {
-        set({ live: await api.liveStep({ sessionId: s.live.sessionId, action, ...extra }) });
+        patch({ session: await api.liveStep({ sessionId: s.session.sessionId, action, ...extra }) });
       } catch (err) {
-        get().reportError(`Live rollout: ${action}`, err);
+        report(`Live rollout: ${action}`, err);
       } finally {
-        set({ liveBusy: false });
+        patch({ busy: false });
       }
     },
-    async openLiveInReplay() {
-      const r = get().live?.result;
-      const runId = get().live?.checkpoint.runId;
+    async openInReplay() {
+      const r = get().live.session?.result;
+      const runId = get().live.session?.checkpoint.runId;
       if (!r || !runId) return;
       await get().trajListActions.openFromUrl({ run: runId, step: -1, sample: r.trajectoryId });
     },
-    async closeLive() {
-      const l = get().live;
-      set({ live: null });
+    async close() {
+      const l = get().live.session;
+      patch({ session: null });
       if (l && l.phase !== 'done') await api.liveClose(l.sessionId).catch(() => undefined);
     },
   };
+  return { live: { session: null, busy: false, temperature: 1 }, liveActions: actions };
 }

@@ -2,7 +2,7 @@
 // use (the Hugging Face cache and each run's latest checkpoint) and the pulls under way, with
 // their progress. A cancelled pull keeps its partial file; pulling again continues from it.
 import type { ArborApi, ModelEntry, PullProgressEvent } from '../api/types';
-import type { Get, Set } from './state';
+import { patchSlice, type Get, type Set } from './state';
 
 declare module './state' {
   // eslint-disable-next-line @typescript-eslint/no-empty-object-type
@@ -17,41 +17,48 @@ export interface PullState {
   error?: string;
 }
 
-export interface ModelsSlice {
+export interface ModelsState {
   /** null until loaded (or when this engine has no model list). */
-  models: ModelEntry[] | null;
+  items: ModelEntry[] | null;
   pulls: Record<string, PullState>;
-  loadModels(): Promise<void>;
-  /** Pull org/name[@revision]; resolves with the name model.path takes once it is in the cache. */
-  pullModel(repo: string): Promise<string | null>;
-  cancelPull(repo: string): Promise<void>;
+}
+
+export interface ModelsSlice {
+  models: ModelsState;
+  modelActions: {
+    load(): Promise<void>;
+    /** Pull org/name[@revision]; resolves with the name model.path takes once it is in the cache. */
+    pull(repo: string): Promise<string | null>;
+    cancelPull(repo: string): Promise<void>;
+  };
 }
 
 export function createModelsSlice(api: ArborApi, set: Set, get: Get): ModelsSlice {
-  const setPull = (repo: string, p: Partial<PullState>) =>
-    set({ pulls: { ...get().pulls, [repo]: { ...(get().pulls[repo] ?? { repo, progress: null, status: 'running' }), ...p } } });
-  return {
-    models: null,
-    pulls: {},
-    async loadModels() {
+  const patch = (p: Partial<ModelsState>) => patchSlice(set, 'models', p);
+  const setPull = (repo: string, p: Partial<PullState>) => {
+    const pulls = get().models.pulls;
+    patch({ pulls: { ...pulls, [repo]: { ...(pulls[repo] ?? { repo, progress: null, status: 'running' }), ...p } } });
+  };
+  const actions: ModelsSlice['modelActions'] = {
+    async load() {
       if (!api.listModels) return;
       try {
-        set({ models: await api.listModels() });
+        patch({ items: await api.listModels() });
       } catch (err) {
-        get().reportError('Listing models', err);
+        get().connectionActions.reportError('Listing models', err);
       }
     },
-    async pullModel(repo) {
+    async pull(repo) {
       if (!api.pullModel) return null;
       const name = repo.trim();
       setPull(name, { status: 'running', progress: null, error: undefined });
       try {
         await api.pullModel({ repo: name }, (progress) => setPull(name, { progress }));
         setPull(name, { status: 'done' });
-        await get().loadModels();
+        await actions.load();
         return name.endsWith('@main') ? name.slice(0, -5) : name;
       } catch (err) {
-        const cancelled = get().pulls[name]?.progress?.phase === 'cancelled';
+        const cancelled = get().models.pulls[name]?.progress?.phase === 'cancelled';
         setPull(name, { status: cancelled ? 'cancelled' : 'failed', error: cancelled ? undefined : (err as Error).message });
         return null;
       }
@@ -60,4 +67,5 @@ export function createModelsSlice(api: ArborApi, set: Set, get: Get): ModelsSlic
       await api.cancelPull?.(repo);
     },
   };
+  return { models: { items: null, pulls: {} }, modelActions: actions };
 }

@@ -1,38 +1,45 @@
+// The open run (the Run view): its detail, metric series and log, followed live, and what the view
+// does with it (notes, tags, export, the "why didn't it learn" diagnostics).
 import type { ArborApi, EngineEvent, ExportedFile, LogLine, RunDetail, RunSummary, Series, TrajSummary, Learning } from '../api/types';
-import type { Get, Set } from './state';
+import { patchSlice, type Get, type Set } from './state';
 
 declare module './state' {
   // eslint-disable-next-line @typescript-eslint/no-empty-object-type
   interface ArborState extends RunSlice {}
 }
 
+/** The most points of one series loaded at once (the engine thins longer ones). */
 export const MAX_POINTS = 1500;
 
-export interface RunSlice {
-  runId: string | null;
-  run: RunDetail | null;
+export interface RunState {
+  id: string | null;
+  detail: RunDetail | null;
   series: Record<string, Series>;
   log: LogLine[];
   smoothing: number;
-  compare: { runs: RunDetail[]; series: Record<string, Record<string, Series>> };
-  openRun(id: string): Promise<void>;
-  /** A run's detail without opening it (e.g. to prefill a fork); null after reporting an error. */
-  fetchRun(id: string): Promise<RunDetail | null>;
-  /** Some series of a run without opening it (a parent's curve in the run summary); null after reporting an error. */
-  fetchSeries(id: string, keys: string[]): Promise<Record<string, Series> | null>;
-  reloadRun(): Promise<void>;
-  setSmoothing(v: number): void;
-  loadCompare(ids: string[]): Promise<void>;
-  /** Save the open run's notes / tags in the workspace (false after reporting an error). */
-  saveNotes(notes: string): Promise<boolean>;
-  saveTags(tags: string[]): Promise<boolean>;
-  /** Export the open run (metrics CSV + trajectories JSONL into the workspace's exports/); what was written, or null after reporting an error. */
-  exportRun(): Promise<ExportedFile[] | null>;
-  applyRunDetailEvent(e: EngineEvent): void;
-  /** Every stored trajectory summary of one step (the Run view's "why didn't it learn" links). */
-  fetchTrajectorySummaries(runId: string, step: number): Promise<TrajSummary[]>;
-  /** The run's "why didn't it learn" flags and warnings (null after reporting an error). */
-  fetchLearning(runId: string): Promise<Learning | null>;
+}
+
+export interface RunSlice {
+  run: RunState;
+  runActions: {
+    open(id: string): Promise<void>;
+    /** A run's detail without opening it (e.g. to prefill a fork); null after reporting an error. */
+    fetch(id: string): Promise<RunDetail | null>;
+    /** Some series of a run without opening it (a parent's curve in the run summary); null after reporting an error. */
+    fetchSeries(id: string, keys: string[]): Promise<Record<string, Series> | null>;
+    reload(): Promise<void>;
+    setSmoothing(v: number): void;
+    /** Save the open run's notes / tags in the workspace (false after reporting an error). */
+    saveNotes(notes: string): Promise<boolean>;
+    saveTags(tags: string[]): Promise<boolean>;
+    /** Export the open run (metrics CSV + trajectories JSONL into the workspace's exports/); what was written, or null after reporting an error. */
+    export(): Promise<ExportedFile[] | null>;
+    applyEvent(e: EngineEvent): void;
+    /** Every stored trajectory summary of one step (the Run view's "why didn't it learn" links). */
+    fetchTrajectorySummaries(runId: string, step: number): Promise<TrajSummary[]>;
+    /** The run's "why didn't it learn" flags and warnings (null after reporting an error). */
+    fetchLearning(runId: string): Promise<Learning | null>;
+  };
 }
 
 /** Append one live point to a series (replacing a point at the same step). */
@@ -56,23 +63,19 @@ export function mergeSeries(loaded: Record<string, Series>, live: Record<string,
 }
 
 export function createRunSlice(api: ArborApi, set: Set, get: Get): RunSlice {
+  const patch = (p: Partial<RunState>) => patchSlice(set, 'run', p);
+  const report = (context: string, err: unknown) => get().connectionActions.reportError(context, err);
   let pendingRun: RunSummary | null = null;
-  return {
-    runId: null,
-    run: null,
-    series: {},
-    log: [],
-    smoothing: 0.6,
-    compare: { runs: [], series: {} },
-    async openRun(id) {
-      set({ runId: id, run: null, series: {}, log: [], view: 'run' });
-      await get().reloadRun();
+  const actions: RunSlice['runActions'] = {
+    async open(id) {
+      set({ run: { ...get().run, id, detail: null, series: {}, log: [] }, nav: { view: 'run' } });
+      await actions.reload();
     },
-    async fetchRun(id) {
+    async fetch(id) {
       try {
         return await api.getRun(id);
       } catch (err) {
-        get().reportError(`Loading run ${id}`, err);
+        report(`Loading run ${id}`, err);
         return null;
       }
     },
@@ -80,67 +83,62 @@ export function createRunSlice(api: ArborApi, set: Set, get: Get): RunSlice {
       try {
         return await api.metricSeries(id, keys, MAX_POINTS);
       } catch (err) {
-        get().reportError(`Loading the metrics of run ${id}`, err);
+        report(`Loading the metrics of run ${id}`, err);
         return null;
       }
     },
-    async reloadRun() {
-      const id = get().runId;
+    async reload() {
+      const id = get().run.id;
       if (!id) return;
       try {
-        const [run, series, log] = await Promise.all([api.getRun(id), api.metricSeries(id, undefined, MAX_POINTS), api.runLog(id)]);
-        if (get().runId !== id) return;
+        const [detail, series, log] = await Promise.all([api.getRun(id), api.metricSeries(id, undefined, MAX_POINTS), api.runLog(id)]);
+        if (get().run.id !== id) return;
         // Live events that arrived while loading are newer than the snapshot: keep them.
-        const s = get();
+        const s = get().run;
         const lastSeq = log.length ? log[log.length - 1].seq : 0;
-        const pending = pendingRun?.id === id && (pendingRun.step ?? -1) >= (run.step ?? -1) ? pendingRun : null;
+        const pending = pendingRun?.id === id && (pendingRun.step ?? -1) >= (detail.step ?? -1) ? pendingRun : null;
         pendingRun = null;
-        set({ run: pending ? { ...run, ...pending } : run, series: mergeSeries(series, s.series), log: [...log, ...s.log.filter((l) => l.seq > lastSeq)] });
+        patch({
+          detail: pending ? { ...detail, ...pending } : detail,
+          series: mergeSeries(series, s.series),
+          log: [...log, ...s.log.filter((l) => l.seq > lastSeq)],
+        });
       } catch (err) {
-        get().reportError(`Loading run ${id}`, err);
+        report(`Loading run ${id}`, err);
       }
     },
-    setSmoothing: (smoothing) => set({ smoothing }),
-    async loadCompare(ids) {
-      try {
-        const runs = await Promise.all(ids.map((id) => api.getRun(id)));
-        const series = Object.fromEntries(await Promise.all(ids.map(async (id) => [id, await api.metricSeries(id, undefined, MAX_POINTS)] as const)));
-        set({ compare: { runs, series } });
-      } catch (err) {
-        get().reportError('Loading runs to compare', err);
-      }
-    },
+    setSmoothing: (smoothing) => patch({ smoothing }),
     async saveNotes(notes) {
-      const run = get().run;
+      const run = get().run.detail;
       if (!run) return false;
       try {
         await api.setNotes(run.id, notes);
-        const now = get().run;
-        if (now?.id === run.id) set({ run: { ...now, notes } });
+        const now = get().run.detail;
+        if (now?.id === run.id) patch({ detail: { ...now, notes } });
         return true;
       } catch (err) {
-        get().reportError(`Saving the notes of ${run.id}`, err);
+        report(`Saving the notes of ${run.id}`, err);
         return false;
       }
     },
     async saveTags(tags) {
-      const run = get().run;
+      const run = get().run.detail;
       if (!run) return false;
       try {
         await api.setTags(run.id, tags);
         return true; // the engine announces the run with its new tags
       } catch (err) {
-        get().reportError(`Saving the tags of ${run.id}`, err);
+        report(`Saving the tags of ${run.id}`, err);
         return false;
       }
     },
-    async exportRun() {
-      const run = get().run;
+    async export() {
+      const run = get().run.detail;
       if (!run) return null;
       try {
         return await api.exportRun(run.id);
       } catch (err) {
-        get().reportError(`Exporting ${run.id}`, err);
+        report(`Exporting ${run.id}`, err);
         return null;
       }
     },
@@ -149,31 +147,28 @@ export function createRunSlice(api: ArborApi, set: Set, get: Get): RunSlice {
       try {
         return await api.runLearning(runId);
       } catch (err) {
-        get().reportError(`Loading the learning diagnostics of ${runId}`, err);
+        report(`Loading the learning diagnostics of ${runId}`, err);
         return null;
       }
     },
-    applyRunDetailEvent(e) {
-      const s = get();
-      if (e.type === 'metrics') {
-        if (e.runId === s.runId) {
-          const series = { ...s.series };
-          for (const [k, v] of Object.entries(e.values)) series[k] = appendPoint(series[k], e.step, v);
-          set({ series });
-        }
-        if (s.compare.series[e.runId]) {
-          const runSeries = { ...s.compare.series[e.runId] };
-          for (const [k, v] of Object.entries(e.values)) runSeries[k] = appendPoint(runSeries[k], e.step, v);
-          set({ compare: { ...s.compare, series: { ...s.compare.series, [e.runId]: runSeries } } });
-        }
-      } else if (e.type === 'log' && e.runId === s.runId) {
-        set({ log: [...s.log, e.line].slice(-5000) });
-      } else if (e.type === 'run' && e.run.id === s.runId) {
-        if (s.run) set({ run: { ...s.run, ...e.run } });
+    applyEvent(e) {
+      const s = get().run;
+      if (e.type === 'metrics' && e.runId === s.id) {
+        const series = { ...s.series };
+        for (const [k, v] of Object.entries(e.values)) series[k] = appendPoint(series[k], e.step, v);
+        patch({ series });
+      } else if (e.type === 'log' && e.runId === s.id) {
+        patch({ log: [...s.log, e.line].slice(-5000) });
+      } else if (e.type === 'run' && e.run.id === s.id) {
+        if (s.detail) patch({ detail: { ...s.detail, ...e.run } });
         else pendingRun = e.run; // still loading: merged when the snapshot arrives
-      } else if (e.type === 'checkpoint' && e.runId === s.runId && s.run) {
-        set({ run: { ...s.run, checkpoints: [...s.run.checkpoints.filter((c) => c.id !== e.checkpoint.id), e.checkpoint] } });
+      } else if (e.type === 'checkpoint' && e.runId === s.id && s.detail) {
+        patch({ detail: { ...s.detail, checkpoints: [...s.detail.checkpoints.filter((c) => c.id !== e.checkpoint.id), e.checkpoint] } });
       }
     },
+  };
+  return {
+    run: { id: null, detail: null, series: {}, log: [], smoothing: 0.6 },
+    runActions: actions,
   };
 }

@@ -1,31 +1,38 @@
 import type { ArborApi, EngineEvent, RunSummary, Template } from '../api/types';
-import type { Get, Set } from './state';
+import { patchSlice, type Get, type Set } from './state';
 
 declare module './state' {
   // eslint-disable-next-line @typescript-eslint/no-empty-object-type
-  interface ArborState extends RunsSlice {}
+  interface ArborState extends RunListSlice {}
 }
 
 export type SortKey = 'createdAt' | 'name' | 'status' | `metric:${string}`;
 
-export interface RunsSlice {
+export interface RunListState {
   runs: RunSummary[];
   templates: Template[];
-  runFilter: string;
-  runSort: { key: SortKey; desc: boolean };
+  filter: string;
+  sort: { key: SortKey; desc: boolean };
   /** run ids ticked for Compare */
   compareIds: string[];
-  refreshRuns(): Promise<void>;
-  loadTemplates(): Promise<void>;
-  setRunFilter(f: string): void;
-  setRunSort(key: SortKey): void;
-  toggleCompare(id: string): void;
-  startRun(template: string, config: Record<string, unknown>, name?: string, tags?: string[], project?: string): Promise<string | null>;
-  stopRun(id: string): Promise<void>;
-  pauseRun(id: string): Promise<void>;
-  resumeRun(id: string): Promise<void>;
-  forkRun(id: string, opts: { checkpoint?: string; config?: Record<string, unknown>; name?: string }): Promise<string | null>;
-  applyRunEvent(e: EngineEvent): void;
+}
+
+/** The workspace's runs (the Runs view), the templates they start from, and starting / stopping / forking them. */
+export interface RunListSlice {
+  runList: RunListState;
+  runListActions: {
+    refresh(): Promise<void>;
+    loadTemplates(): Promise<void>;
+    setFilter(f: string): void;
+    setSort(key: SortKey): void;
+    toggleCompare(id: string): void;
+    start(template: string, config: Record<string, unknown>, name?: string, tags?: string[], project?: string): Promise<string | null>;
+    stop(id: string): Promise<void>;
+    pause(id: string): Promise<void>;
+    resume(id: string): Promise<void>;
+    fork(id: string, opts: { checkpoint?: string; config?: Record<string, unknown>; name?: string }): Promise<string | null>;
+    applyEvent(e: EngineEvent): void;
+  };
 }
 
 /** Filter: free words match name, id, status, template or tags; `key>value` / `key<value` filter metrics. */
@@ -59,90 +66,89 @@ export function sortRuns(runs: RunSummary[], sort: { key: SortKey; desc: boolean
   return sort.desc ? out.reverse() : out;
 }
 
-export function createRunsSlice(api: ArborApi, set: Set, get: Get): RunsSlice {
-  return {
-    runs: [],
-    templates: [],
-    runFilter: '',
-    runSort: { key: 'createdAt', desc: true },
-    compareIds: [],
-    async refreshRuns() {
+export function createRunListSlice(api: ArborApi, set: Set, get: Get): RunListSlice {
+  const patch = (p: Partial<RunListState>) => patchSlice(set, 'runList', p);
+  const report = (context: string, err: unknown) => get().connectionActions.reportError(context, err);
+  const actions: RunListSlice['runListActions'] = {
+    async refresh() {
       try {
-        set({ runs: await api.listRuns() });
+        patch({ runs: await api.listRuns() });
       } catch (err) {
-        get().reportError('Loading runs', err);
+        report('Loading runs', err);
       }
     },
     async loadTemplates() {
       try {
-        set({ templates: await api.listTemplates() });
+        patch({ templates: await api.listTemplates() });
       } catch (err) {
-        get().reportError('Loading run templates', err);
+        report('Loading run templates', err);
       }
     },
-    setRunFilter: (runFilter) => set({ runFilter }),
-    setRunSort(key) {
-      const cur = get().runSort;
-      set({ runSort: cur.key === key ? { key, desc: !cur.desc } : { key, desc: key === 'createdAt' || key.startsWith('metric:') } });
+    setFilter: (filter) => patch({ filter }),
+    setSort(key) {
+      const cur = get().runList.sort;
+      patch({ sort: cur.key === key ? { key, desc: !cur.desc } : { key, desc: key === 'createdAt' || key.startsWith('metric:') } });
     },
     toggleCompare(id) {
-      const ids = get().compareIds;
-      set({ compareIds: ids.includes(id) ? ids.filter((x) => x !== id) : [...ids, id] });
+      const ids = get().runList.compareIds;
+      patch({ compareIds: ids.includes(id) ? ids.filter((x) => x !== id) : [...ids, id] });
     },
-    async startRun(template, config, name, tags, project) {
+    async start(template, config, name, tags, project) {
       try {
         const { id } = await api.startRun({ template, config, name, tags, project });
-        await get().refreshRuns();
+        await actions.refresh();
         return id;
       } catch (err) {
-        get().reportError(`Starting a run from template "${template}"`, err);
+        report(`Starting a run from template "${template}"`, err);
         return null;
       }
     },
-    async stopRun(id) {
+    async stop(id) {
       try {
         await api.stopRun(id);
-        await get().refreshRuns();
+        await actions.refresh();
       } catch (err) {
-        get().reportError(`Stopping run ${id}`, err);
+        report(`Stopping run ${id}`, err);
       }
     },
-    async pauseRun(id) {
+    async pause(id) {
       try {
         await api.pauseRun(id);
-        await get().refreshRuns();
+        await actions.refresh();
       } catch (err) {
-        get().reportError(`Pausing run ${id}`, err);
+        report(`Pausing run ${id}`, err);
       }
     },
-    async resumeRun(id) {
+    async resume(id) {
       try {
         await api.resumeRun(id);
-        await get().refreshRuns();
+        await actions.refresh();
       } catch (err) {
-        get().reportError(`Resuming run ${id}`, err);
+        report(`Resuming run ${id}`, err);
       }
     },
-    async forkRun(id, opts) {
+    async fork(id, opts) {
       try {
         const r = await api.forkRun(id, opts);
-        await get().refreshRuns();
+        await actions.refresh();
         return r.id;
       } catch (err) {
-        get().reportError(`Forking run ${id}`, err);
+        report(`Forking run ${id}`, err);
         return null;
       }
     },
-    applyRunEvent(e) {
+    applyEvent(e) {
+      const runs = get().runList.runs;
       if (e.type === 'run') {
-        const runs = get().runs;
         const i = runs.findIndex((r) => r.id === e.run.id);
-        set({ runs: i < 0 ? [e.run, ...runs] : runs.map((r, j) => (j === i ? { ...r, ...e.run } : r)) });
+        patch({ runs: i < 0 ? [e.run, ...runs] : runs.map((r, j) => (j === i ? { ...r, ...e.run } : r)) });
       } else if (e.type === 'metrics') {
-        set({
-          runs: get().runs.map((r) => (r.id === e.runId ? { ...r, step: e.step, metrics: { ...r.metrics, ...e.values } } : r)),
-        });
+        patch({ runs: runs.map((r) => (r.id === e.runId ? { ...r, step: e.step, metrics: { ...r.metrics, ...e.values } } : r)) });
       }
     },
+  };
+  return {
+    runList: { runs: [], templates: [], filter: '', sort: { key: 'createdAt', desc: true }, compareIds: [] },
+    runListActions: actions,
   };
 }

@@ -8,11 +8,11 @@ import type { GroupComparison, GroupReport } from '../api/types';
 
 export function CompareView() {
   const compare = useArbor((s) => s.compare);
-  const smoothing = useArbor((s) => s.smoothing);
-  const compareIds = useArbor((s) => s.compareIds);
-  const loadCompare = useArbor((s) => s.loadCompare);
-  const groups = useArbor((s) => s.compareGroups);
-  const refreshGroups = useArbor((s) => s.refreshGroups);
+  const smoothing = useArbor((s) => s.run.smoothing);
+  const compareIds = useArbor((s) => s.runList.compareIds);
+  const loadCompare = useArbor((s) => s.compareActions.load);
+  const groups = useArbor((s) => s.groups);
+  const refreshGroups = useArbor((s) => s.groupActions.refresh);
   useEffect(() => void refreshGroups(), [refreshGroups]);
   const diff = useMemo(() => configDiff(compare.runs.map((r) => r.config)), [compare.runs]);
   // One line per group configuration (cell): the mean over its runs, with the 95% interval as a band.
@@ -119,9 +119,9 @@ export function CompareView() {
 
 /** Add a run group (seed sweep or grid) to the comparison. */
 function GroupPicker() {
-  const all = useArbor((s) => s.groups);
-  const shown = useArbor((s) => s.compareGroups.reports);
-  const add = useArbor((s) => s.addCompareGroup);
+  const all = useArbor((s) => s.groups.items);
+  const shown = useArbor((s) => s.groups.reports);
+  const add = useArbor((s) => s.groupActions.addToCompare);
   const left = all.filter((g) => !shown.some((r) => r.group.id === g.id));
   const [pick, setPick] = useState('');
   if (!all.length) return null;
@@ -145,8 +145,8 @@ function GroupPicker() {
 
 /** A group: its statistics per configuration and metric, whether it is partial, and its runs. */
 function GroupPanel({ report, color }: { report: GroupReport; color: string }) {
-  const remove = useArbor((s) => s.removeCompareGroup);
-  const openRun = useArbor((s) => s.openRun);
+  const remove = useArbor((s) => s.groupActions.removeFromCompare);
+  const openRun = useArbor((s) => s.runActions.open);
   const runs = report.cells.flatMap((c) => c.runs.map((r) => ({ ...r, cell: c.cell })));
   return (
     <div className="panel" data-testid="group-panel">

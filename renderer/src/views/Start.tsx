@@ -5,12 +5,12 @@ import { useState } from 'react';
 import { useArbor } from '../store/react';
 
 export function StartView() {
-  const engine = useArbor((s) => s.engine);
-  const templates = useArbor((s) => s.templates);
-  const runs = useArbor((s) => s.runs);
-  const startRun = useArbor((s) => s.startRun);
-  const openRun = useArbor((s) => s.openRun);
-  const go = useArbor((s) => s.go);
+  const engine = useArbor((s) => s.connection.engine);
+  const templates = useArbor((s) => s.runList.templates);
+  const runs = useArbor((s) => s.runList.runs);
+  const startRun = useArbor((s) => s.runListActions.start);
+  const openRun = useArbor((s) => s.runActions.open);
+  const go = useArbor((s) => s.navActions.go);
   const [starting, setStarting] = useState(false);
   const demo = templates.find((t) => t.id === 'demo');
   const home = engine?.home.replace(/\/+$/, '') ?? '';

@@ -53,17 +53,17 @@ afterAll(async () => {
 describe('playground Stop', () => {
   it('ends a running chat with the partial answer and a note, then accepts the next message', async () => {
     const s = () => store.getState();
-    await s().loadCheckpoints();
-    s().setCheckpoint(checkpoint);
-    const sent = s().send(city);
-    await until(() => s().transcript.some((t) => t.kind === 'assistant' && t.text.length > 0), 'the first streamed tokens');
-    expect(s().chatting).toBe(true);
-    expect(s().chatId).toMatch(/^chat-/);
-    await s().stopChat();
+    await s().playgroundActions.loadCheckpoints();
+    s().playgroundActions.setCheckpoint(checkpoint);
+    const sent = s().playgroundActions.send(city);
+    await until(() => s().playground.transcript.some((t) => t.kind === 'assistant' && t.text.length > 0), 'the first streamed tokens');
+    expect(s().playground.chatting).toBe(true);
+    expect(s().playground.chatId).toMatch(/^chat-/);
+    await s().playgroundActions.stop();
     await sent;
-    expect(s().chatting).toBe(false);
-    expect(s().chatId).toBeNull();
-    const items = s().transcript;
+    expect(s().playground.chatting).toBe(false);
+    expect(s().playground.chatId).toBeNull();
+    const items = s().playground.transcript;
     expect(items.map((t) => t.kind)).toEqual(['user', 'assistant', 'note']);
     const answer = items[1] as { kind: 'assistant'; text: string; done: boolean };
     expect(answer.done).toBe(true);
@@ -72,12 +72,12 @@ describe('playground Stop', () => {
     expect(answer.text.split(city).length - 1).toBeLessThan(100);
     expect((items[2] as { text: string }).text).toMatch(/^Stopped/);
     // Stop with nothing running is a no-op; a new message starts a new chat.
-    await s().stopChat();
-    const again = s().send(city);
-    await until(() => s().transcript.filter((t) => t.kind === 'assistant').length === 2 && s().chatting, 'the second chat');
-    await s().stopChat();
+    await s().playgroundActions.stop();
+    const again = s().playgroundActions.send(city);
+    await until(() => s().playground.transcript.filter((t) => t.kind === 'assistant').length === 2 && s().playground.chatting, 'the second chat');
+    await s().playgroundActions.stop();
     await again;
-    expect(s().transcript.filter((t) => t.kind === 'note')).toHaveLength(2);
-    expect(s().transcript.some((t) => t.kind === 'error')).toBe(false);
+    expect(s().playground.transcript.filter((t) => t.kind === 'note')).toHaveLength(2);
+    expect(s().playground.transcript.some((t) => t.kind === 'error')).toBe(false);
   });
 });

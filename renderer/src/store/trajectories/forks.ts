@@ -43,7 +43,7 @@ export function createForkSlice(api: ArborApi, set: Set, get: Get): ForkSlice {
           const items = await api.listForks(t.id);
           if (isOpen(t.id)) patch({ result, items });
         } catch (err) {
-          get().reportError(`Forking trajectory ${t.id}`, err);
+          get().connectionActions.reportError(`Forking trajectory ${t.id}`, err);
         } finally {
           patch({ running: false });
         }
@@ -58,7 +58,7 @@ export function createForkSlice(api: ArborApi, set: Set, get: Get): ForkSlice {
         try {
           return await api.listCheckpoints();
         } catch (err) {
-          get().reportError('Loading checkpoints', err);
+          get().connectionActions.reportError('Loading checkpoints', err);
           return [];
         }
       },

@@ -68,13 +68,13 @@ export function createTrajListSlice(api: ArborApi, set: Set, get: Get): TrajList
   };
   const actions: TrajListSlice['trajListActions'] = {
     async open(runId, step, sort) {
-      get().trajActions.close({ view: 'trajectories', trajList: { ...get().trajList, runId, items: [], ...(sort ? { sort } : {}) } });
+      get().trajActions.close({ nav: { view: 'trajectories' }, trajList: { ...get().trajList, runId, items: [], ...(sort ? { sort } : {}) } });
       try {
         const steps = await api.trajectorySteps(runId);
         patch({ steps, step: step === undefined ? (steps.length ? steps[steps.length - 1] : null) : nearestStep(steps, step) });
         await loadAndOpenFirst();
       } catch (err) {
-        get().reportError(`Loading trajectories of run ${runId}`, err);
+        get().connectionActions.reportError(`Loading trajectories of run ${runId}`, err);
       }
     },
     async setStep(step) {
@@ -89,7 +89,7 @@ export function createTrajListSlice(api: ArborApi, set: Set, get: Get): TrajList
         }
         await loadAndOpenFirst();
       } catch (err) {
-        get().reportError(`Loading trajectories of step ${step}`, err);
+        get().connectionActions.reportError(`Loading trajectories of step ${step}`, err);
       }
     },
     async setFilter(f) {
@@ -97,7 +97,7 @@ export function createTrajListSlice(api: ArborApi, set: Set, get: Get): TrajList
       try {
         await loadList();
       } catch (err) {
-        get().reportError('Filtering trajectories', err);
+        get().connectionActions.reportError('Filtering trajectories', err);
       }
     },
     setSort(by) {
@@ -118,7 +118,7 @@ export function createTrajListSlice(api: ArborApi, set: Set, get: Get): TrajList
       // A link (the Step-through result, a chart click, back/forward) always shows the view, even when
       // it is already open on that run and only the step changes.
       if (u.channel) get().trajActions.setChannel(u.channel);
-      set({ view: 'trajectories' });
+      set({ nav: { view: 'trajectories' } });
       if (s.runId !== u.run || (u.step !== undefined && s.step !== u.step)) {
         if (s.runId !== u.run) await actions.open(u.run, u.step);
         else await actions.setStep(u.step!);

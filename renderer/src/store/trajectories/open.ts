@@ -78,7 +78,7 @@ export function createOpenTrajSlice(api: ArborApi, set: Set, get: Get): OpenTraj
       await get().treeActions.show(traj);
       await loadGroup();
     } catch (err) {
-      get().reportError(`Loading trajectory ${id}`, err);
+      get().connectionActions.reportError(`Loading trajectory ${id}`, err);
     }
   };
   const loadDrift = async (traj: Trajectory) => {
@@ -177,7 +177,7 @@ export function createOpenTrajSlice(api: ArborApi, set: Set, get: Get): OpenTraj
       try {
         await loadGroup();
       } catch (err) {
-        get().reportError('Loading the GRPO group', err);
+        get().connectionActions.reportError('Loading the GRPO group', err);
       }
     },
   };

@@ -5,15 +5,15 @@ import { MCP_TEMPLATE, REWARD_TEMPLATE, TOOL_TEMPLATE } from './templates';
 /** Open a workspace file, start a new one (`onNew` asks for its path), save the open one. */
 export function EditorToolbar({ onNew }: { onNew: (ask: NewFileAsk) => void }) {
   const store = useArborStore();
-  const files = useArbor((s) => s.envFiles);
-  const filePath = useArbor((s) => s.filePath);
-  const dirty = useArbor((s) => s.source !== s.savedSource);
+  const files = useArbor((s) => s.editor.envFiles);
+  const filePath = useArbor((s) => s.editor.filePath);
+  const dirty = useArbor((s) => s.editor.source !== s.editor.savedSource);
   return (
     <div className="toolbar">
       <h2>Editor</h2>
       <select
         value={filePath ?? ''}
-        onChange={(e) => e.target.value && void store.getState().openFile(e.target.value)}
+        onChange={(e) => e.target.value && void store.getState().editorActions.openFile(e.target.value)}
         data-testid="env-file"
         aria-label="workspace file"
       >
@@ -40,7 +40,7 @@ export function EditorToolbar({ onNew }: { onNew: (ask: NewFileAsk) => void }) {
           {dirty ? ' •' : ''}
         </span>
       ) : null}
-      <button className="primary" disabled={!filePath || !dirty} onClick={() => void store.getState().saveFile()} data-testid="save-file">
+      <button className="primary" disabled={!filePath || !dirty} onClick={() => void store.getState().editorActions.saveFile()} data-testid="save-file">
         Save
       </button>
     </div>

@@ -12,12 +12,14 @@ export function EditorView() {
   // "New tool/reward/MCP servers" ask for the path in an in-app dialog (Electron has no window.prompt).
   const [asking, setAsking] = useState<NewFileAsk | null>(null);
   useEffect(() => {
-    void store.getState().loadEnv();
+    void store.getState().editorActions.loadEnv();
   }, [store]);
   return (
     <div className="view" data-testid="view-editor">
       <EditorToolbar onNew={setAsking} />
-      {asking ? <NewFileDialog ask={asking} onCreate={(path) => store.getState().newFile(path, asking.template)} onClose={() => setAsking(null)} /> : null}
+      {asking ? (
+        <NewFileDialog ask={asking} onCreate={(path) => store.getState().editorActions.newFile(path, asking.template)} onClose={() => setAsking(null)} />
+      ) : null}
       <MonacoEditor />
       <TryPanel />
     </div>

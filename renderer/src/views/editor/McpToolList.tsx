@@ -2,9 +2,9 @@ import { useArbor } from '../../store/react';
 
 /** The MCP servers' tools once listed (click one to pick it), and the picked one's JSON schema. */
 export function McpToolList() {
-  const mcpTools = useArbor((s) => s.mcpTools);
-  const mcpTool = useArbor((s) => s.mcpTool);
-  const setMcpTool = useArbor((s) => s.setMcpTool);
+  const mcpTools = useArbor((s) => s.editor.mcpTools);
+  const mcpTool = useArbor((s) => s.editor.mcpTool);
+  const setMcpTool = useArbor((s) => s.editorActions.setMcpTool);
   const picked = mcpTools.find((t) => t.name === mcpTool);
   return (
     <>

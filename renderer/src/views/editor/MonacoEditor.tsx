@@ -49,9 +49,9 @@ function markTryError(m: typeof Monaco, ed: Monaco.editor.IStandaloneCodeEditor,
 /** Monaco on the open file's text (loaded lazily: it is large and only the Editor needs it), with the engine's types. */
 export function MonacoEditor() {
   const store = useArborStore();
-  const types = useArbor((s) => s.envTypes);
-  const filePath = useArbor((s) => s.filePath);
-  const result = useArbor((s) => s.tryResult);
+  const types = useArbor((s) => s.editor.envTypes);
+  const filePath = useArbor((s) => s.editor.filePath);
+  const result = useArbor((s) => s.editor.tryResult);
   const host = useRef<HTMLDivElement>(null);
   const editor = useRef<Monaco.editor.IStandaloneCodeEditor | null>(null);
   const monacoRef = useRef<typeof Monaco | null>(null);
@@ -68,7 +68,7 @@ export function MonacoEditor() {
       .then(({ monaco, EDITOR_THEME }) => {
         if (disposed || !host.current) return;
         monacoRef.current = monaco;
-        const st = store.getState();
+        const st = store.getState().editor;
         const ed = monaco.editor.create(host.current, {
           model: modelFor(own, monaco, st.filePath, st.source),
           theme: EDITOR_THEME,
@@ -78,8 +78,8 @@ export function MonacoEditor() {
           scrollBeyondLastLine: false,
         });
         if (ed.getValue() !== st.source) ed.setValue(st.source);
-        ed.onDidChangeModelContent(() => store.getState().setSource(ed.getValue()));
-        ed.addCommand(monaco.KeyMod.CtrlCmd | monaco.KeyCode.KeyS, () => void store.getState().saveFile());
+        ed.onDidChangeModelContent(() => store.getState().editorActions.setSource(ed.getValue()));
+        ed.addCommand(monaco.KeyMod.CtrlCmd | monaco.KeyCode.KeyS, () => void store.getState().editorActions.saveFile());
         editor.current = ed;
         (window as unknown as { __arborEditor?: unknown; __arborMonaco?: unknown }).__arborEditor = ed;
         (window as unknown as { __arborMonaco?: unknown }).__arborMonaco = monaco;
@@ -106,7 +106,7 @@ export function MonacoEditor() {
     const ed = editor.current;
     const m = monacoRef.current;
     if (!ed || !m) return;
-    const source = store.getState().source;
+    const source = store.getState().editor.source;
     const model = modelFor(models.current, m, filePath, source);
     if (ed.getModel() !== model) ed.setModel(model);
     if (model.getValue() !== source) model.setValue(source);

@@ -2,12 +2,12 @@ import { useArbor } from '../../store/react';
 
 /** Which stored trajectory a reward is tried on: a run, then one of its trajectories (by id, with a list to pick from). */
 export function RewardTarget() {
-  const runs = useArbor((s) => s.runs);
-  const tryRunId = useArbor((s) => s.tryRunId);
-  const tryTraj = useArbor((s) => s.tryTrajectoryId);
-  const tryTrajs = useArbor((s) => s.tryTrajectories);
-  const loadTryTrajectories = useArbor((s) => s.loadTryTrajectories);
-  const setTryTrajectory = useArbor((s) => s.setTryTrajectory);
+  const runs = useArbor((s) => s.runList.runs);
+  const tryRunId = useArbor((s) => s.editor.tryRunId);
+  const tryTraj = useArbor((s) => s.editor.tryTrajectoryId);
+  const tryTrajs = useArbor((s) => s.editor.tryTrajectories);
+  const loadTryTrajectories = useArbor((s) => s.editorActions.loadTryTrajectories);
+  const setTryTrajectory = useArbor((s) => s.editorActions.setTryTrajectory);
   const t = tryTrajs.find((x) => x.id === tryTraj);
   return (
     <>

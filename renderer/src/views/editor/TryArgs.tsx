@@ -2,8 +2,8 @@ import { useArbor } from '../../store/react';
 
 /** The try-it arguments field (a tool's, an MCP tool's): JSON. */
 export function TryArgs({ width }: { width: number }) {
-  const tryArgs = useArbor((s) => s.tryArgs);
-  const setTryArgs = useArbor((s) => s.setTryArgs);
+  const tryArgs = useArbor((s) => s.editor.tryArgs);
+  const setTryArgs = useArbor((s) => s.editorActions.setTryArgs);
   return (
     <>
       <label className="muted" htmlFor="try-args">

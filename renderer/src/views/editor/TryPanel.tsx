@@ -11,12 +11,12 @@ import { TryResultView } from './TryResultView';
  */
 export function TryPanel() {
   const store = useArborStore();
-  const files = useArbor((s) => s.envFiles);
-  const filePath = useArbor((s) => s.filePath);
-  const source = useArbor((s) => s.source);
-  const trying = useArbor((s) => s.trying);
-  const mcpTools = useArbor((s) => s.mcpTools);
-  const mcpTool = useArbor((s) => s.mcpTool);
+  const files = useArbor((s) => s.editor.envFiles);
+  const filePath = useArbor((s) => s.editor.filePath);
+  const source = useArbor((s) => s.editor.source);
+  const trying = useArbor((s) => s.editor.trying);
+  const mcpTools = useArbor((s) => s.editor.mcpTools);
+  const mcpTool = useArbor((s) => s.editor.mcpTool);
   const a = store.getState();
   const kind = filePath ? (isMcpServersFile(filePath, source) ? 'mcp' : fileKind(filePath, files)) : null;
   return (
@@ -25,10 +25,16 @@ export function TryPanel() {
         <h3 style={{ margin: 0 }}>Try it</h3>
         {kind === 'mcp' ? (
           <>
-            <button disabled={trying} onClick={() => void a.listMcpTools()} data-testid="mcp-list">
+            <button disabled={trying} onClick={() => void a.editorActions.listMcpTools()} data-testid="mcp-list">
               List tools
             </button>
-            <select value={mcpTool} onChange={(e) => a.setMcpTool(e.target.value)} data-testid="mcp-tool" disabled={!mcpTools.length} aria-label="MCP tool">
+            <select
+              value={mcpTool}
+              onChange={(e) => a.editorActions.setMcpTool(e.target.value)}
+              data-testid="mcp-tool"
+              disabled={!mcpTools.length}
+              aria-label="MCP tool"
+            >
               {mcpTools.length ? null : <option value="">(list the tools first)</option>}
               {mcpTools.map((t) => (
                 <option key={t.name} value={t.name}>
@@ -45,14 +51,14 @@ export function TryPanel() {
         )}
         {kind === 'mcp' ? (
           <>
-            <button className="primary" disabled={trying || !mcpTool} onClick={() => void a.tryIt()} data-testid="try-it">
+            <button className="primary" disabled={trying || !mcpTool} onClick={() => void a.editorActions.tryIt()} data-testid="try-it">
               {trying ? 'Running…' : 'Call tool'}
             </button>
             <span className="muted">starts the servers of the editor's text (saved or not), calls, stops them</span>
           </>
         ) : (
           <>
-            <button className="primary" disabled={!filePath || trying} onClick={() => void a.tryIt()} data-testid="try-it">
+            <button className="primary" disabled={!filePath || trying} onClick={() => void a.editorActions.tryIt()} data-testid="try-it">
               {trying ? 'Running…' : 'Run in sandbox'}
             </button>
             <span className="muted">runs the editor's text (saved or not) in the sandbox</span>

@@ -19,7 +19,7 @@ function resultText(r: TryResult, mcp: boolean): string {
 
 /** The last try-it answer with what the code logged. */
 export function TryResultView({ mcp }: { mcp: boolean }) {
-  const result = useArbor((s) => s.tryResult);
+  const result = useArbor((s) => s.editor.tryResult);
   if (!result) return null;
   return (
     <div className={`result ${result.ok ? 'ok' : 'err'}`} data-testid="try-result">

@@ -3,10 +3,10 @@ import { useArbor } from '../../store/react';
 
 /** The message box: Enter sends, Shift+Enter a newline; Stop while the model generates. */
 export function ChatInput({ style }: { style?: CSSProperties }) {
-  const checkpointId = useArbor((s) => s.checkpointId);
-  const chatting = useArbor((s) => s.chatting);
-  const sendMessage = useArbor((s) => s.send);
-  const stopChat = useArbor((s) => s.stopChat);
+  const checkpointId = useArbor((s) => s.playground.checkpointId);
+  const chatting = useArbor((s) => s.playground.chatting);
+  const sendMessage = useArbor((s) => s.playgroundActions.send);
+  const stopChat = useArbor((s) => s.playgroundActions.stop);
   const [text, setText] = useState('');
   const send = () => {
     if (!text.trim()) return;

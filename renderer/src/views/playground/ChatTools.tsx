@@ -2,8 +2,8 @@ import { useArbor } from '../../store/react';
 
 /** The tools the last chat offered (each with its source), or, before one, where they come from. */
 export function ChatTools() {
-  const corpus = useArbor((s) => s.chatCorpus);
-  const chatTools = useArbor((s) => s.chatTools);
+  const corpus = useArbor((s) => s.playground.corpus);
+  const chatTools = useArbor((s) => s.playground.tools);
   return (
     <span className="muted" data-testid="chat-world">
       {chatTools.length ? (

@@ -4,8 +4,8 @@ import { useArbor } from '../../store/react';
 
 /** Paused in a model turn: the next token's top-k (click one to force it), a token to type and force, and the step buttons. */
 export function LiveNext({ live, next, forceRef }: { live: LiveState; next: NonNullable<LiveState['next']>; forceRef: RefObject<HTMLInputElement | null> }) {
-  const busy = useArbor((s) => s.liveBusy);
-  const liveStep = useArbor((s) => s.liveStep);
+  const busy = useArbor((s) => s.live.busy);
+  const liveStep = useArbor((s) => s.liveActions.step);
   const [force, setForce] = useState('');
   return (
     <div className="inspector" data-testid="live-next">

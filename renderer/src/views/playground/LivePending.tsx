@@ -4,8 +4,8 @@ import { useArbor } from '../../store/react';
 
 /** The tool's result before the model sees it: edit it, then give it (Ctrl+Enter). */
 export function LivePending({ pending, editRef }: { pending: NonNullable<LiveState['pending']>; editRef: RefObject<HTMLTextAreaElement | null> }) {
-  const busy = useArbor((s) => s.liveBusy);
-  const liveStep = useArbor((s) => s.liveStep);
+  const busy = useArbor((s) => s.live.busy);
+  const liveStep = useArbor((s) => s.liveActions.step);
   const [edit, setEdit] = useState<string | null>(pending.text ?? null);
   useEffect(() => setEdit(pending.text ?? null), [pending.text]);
   const give = () => void liveStep('observation', edit !== null && edit !== pending.text ? { text: edit } : {});

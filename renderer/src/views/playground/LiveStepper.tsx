@@ -12,11 +12,11 @@ import { LiveResult } from './LiveResult';
 import { LiveNext } from './LiveNext';
 
 export function LiveStepper({ checkpoint }: { checkpoint: string }) {
-  const live = useArbor((s) => s.live);
-  const busy = useArbor((s) => s.liveBusy);
-  const temperature = useArbor((s) => s.liveTemperature);
-  const setLiveTemperature = useArbor((s) => s.setLiveTemperature);
-  const startLive = useArbor((s) => s.startLive);
+  const live = useArbor((s) => s.live.session);
+  const busy = useArbor((s) => s.live.busy);
+  const temperature = useArbor((s) => s.live.temperature);
+  const setLiveTemperature = useArbor((s) => s.liveActions.setTemperature);
+  const startLive = useArbor((s) => s.liveActions.start);
   const forceRef = useRef<HTMLInputElement>(null);
   const editRef = useRef<HTMLTextAreaElement>(null);
   useLiveKeys(checkpoint, forceRef, editRef);

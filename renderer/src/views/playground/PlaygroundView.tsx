@@ -10,12 +10,12 @@ import { ChatInput } from './ChatInput';
 /** Chat with a checkpoint (or any model Arbor loads) with its run's tools, or step through one episode. */
 export function PlaygroundView() {
   const store = useArborStore();
-  const checkpoints = useArbor((s) => s.checkpoints);
-  const checkpointId = useArbor((s) => s.checkpointId);
-  const setCheckpoint = useArbor((s) => s.setCheckpoint);
+  const checkpoints = useArbor((s) => s.playground.checkpoints);
+  const checkpointId = useArbor((s) => s.playground.checkpointId);
+  const setCheckpoint = useArbor((s) => s.playgroundActions.setCheckpoint);
   const [mode, setMode] = useState<PlaygroundMode>('chat');
   useEffect(() => {
-    void store.getState().loadCheckpoints();
+    void store.getState().playgroundActions.loadCheckpoints();
   }, [store]);
   // The chat stays mounted (hidden) while stepping through, so its transcript and draft survive.
   const chatStyle = mode === 'step' ? { display: 'none' } : undefined;

@@ -36,8 +36,8 @@ function TranscriptEntry({ it }: { it: TranscriptItem }) {
 
 /** The chat so far, kept scrolled to its end as tokens arrive. */
 export function Transcript({ style }: { style?: CSSProperties }) {
-  const transcript = useArbor((s) => s.transcript);
-  const chatting = useArbor((s) => s.chatting);
+  const transcript = useArbor((s) => s.playground.transcript);
+  const chatting = useArbor((s) => s.playground.chatting);
   const bottom = useRef<HTMLDivElement>(null);
   useEffect(() => {
     bottom.current?.scrollIntoView?.({ block: 'end' });

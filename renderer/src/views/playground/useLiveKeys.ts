@@ -14,18 +14,18 @@ export function useLiveKeys(checkpoint: string, forceRef: RefObject<HTMLInputEle
       if (el && (el.tagName === 'INPUT' || el.tagName === 'TEXTAREA' || el.tagName === 'SELECT')) return;
       if (e.ctrlKey || e.metaKey || e.altKey) return;
       const s = store.getState();
-      const l = s.live;
+      const l = s.live.session;
       let handled = true;
-      if (e.key === 's' && checkpoint) void s.startLive(checkpoint);
+      if (e.key === 's' && checkpoint) void s.liveActions.start(checkpoint);
       else if (!l || l.phase === 'done') handled = false;
-      else if (l.phase === 'model' && e.key === 'n') void s.liveStep('token');
+      else if (l.phase === 'model' && e.key === 'n') void s.liveActions.step('token');
       else if (l.phase === 'model' && /^[1-8]$/.test(e.key) && l.next?.[Number(e.key) - 1])
-        void s.liveStep('force', { tokenId: l.next[Number(e.key) - 1]!.id });
+        void s.liveActions.step('force', { tokenId: l.next[Number(e.key) - 1]!.id });
       else if (l.phase === 'model' && e.key === 'f') forceRef.current?.focus();
-      else if (l.phase === 'model' && e.key === 't') void s.liveStep('turn');
+      else if (l.phase === 'model' && e.key === 't') void s.liveActions.step('turn');
       else if (l.phase === 'tool' && e.key === 'e') editRef.current?.focus();
-      else if (l.phase === 'tool' && e.key === 'o') void s.liveStep('observation');
-      else if (e.key === 'r') void s.liveStep('finish');
+      else if (l.phase === 'tool' && e.key === 'o') void s.liveActions.step('observation');
+      else if (e.key === 'r') void s.liveActions.step('finish');
       else handled = false;
       if (handled) e.preventDefault();
     };

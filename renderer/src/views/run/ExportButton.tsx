@@ -4,7 +4,7 @@ import { useArbor } from '../../store/react';
 
 /** Export the run's metrics (CSV) and trajectories (JSONL); says where the files went. */
 export function ExportButton() {
-  const exportRun = useArbor((s) => s.exportRun);
+  const exportRun = useArbor((s) => s.runActions.export);
   const [busy, setBusy] = useState(false);
   const [files, setFiles] = useState<ExportedFile[] | null>(null);
   return (

@@ -16,9 +16,9 @@ function pickable(key: string): boolean {
 
 /** The charts tab: "why didn't it learn?", the harness, then one chart per metric in sections; a click opens that step's trajectories. */
 export function RunCharts({ run, learning }: { run: RunDetail; learning: Learning | null }) {
-  const series = useArbor((s) => s.series);
-  const smoothing = useArbor((s) => s.smoothing);
-  const runs = useArbor((s) => s.runs);
+  const series = useArbor((s) => s.run.series);
+  const smoothing = useArbor((s) => s.run.smoothing);
+  const runs = useArbor((s) => s.runList.runs);
   const openTrajectories = useArbor((s) => s.trajListActions.open);
   const [metricFilter, setMetricFilter] = useState('');
   // A curve logged under several keys (exact_match and reward/exact_match, …) is drawn once, titled with all of them.

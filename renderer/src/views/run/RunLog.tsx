@@ -2,7 +2,7 @@ import { useArbor } from '../../store/react';
 
 /** The run's log lines (errors red, warnings yellow), live. */
 export function RunLog() {
-  const log = useArbor((s) => s.log);
+  const log = useArbor((s) => s.run.log);
   return (
     <pre className="log" data-testid="run-log">
       {log.length === 0 ? 'No log lines yet.' : null}

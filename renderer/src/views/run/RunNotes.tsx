@@ -3,9 +3,9 @@ import { useArbor } from '../../store/react';
 
 /** The run's tags and notes, edited in place and saved to the workspace. */
 export function RunNotes() {
-  const run = useArbor((s) => s.run)!;
-  const saveNotes = useArbor((s) => s.saveNotes);
-  const saveTags = useArbor((s) => s.saveTags);
+  const run = useArbor((s) => s.run.detail)!;
+  const saveNotes = useArbor((s) => s.runActions.saveNotes);
+  const saveTags = useArbor((s) => s.runActions.saveTags);
   const [notes, setNotes] = useState(run.notes);
   const [tags, setTags] = useState(run.tags.join(', '));
   const [saved, setSaved] = useState<string | null>(null);

@@ -5,8 +5,8 @@ import { formatDuration } from '../../lib/format';
 
 /** The header's progress: phase (SFT warm start or RL), step of its total and, while live, an ETA from the steps seen. */
 export function RunProgress() {
-  const run = useArbor((s) => s.run)!;
-  const series = useArbor((s) => s.series);
+  const run = useArbor((s) => s.run.detail)!;
+  const series = useArbor((s) => s.run.series);
   const live = run.status === 'running' || run.status === 'queued';
   const cfg = run.config as { steps?: number; sft?: { warm_start?: boolean; epochs?: number; demos?: number; batch_size?: number } };
   const sftSeries = series['sft/loss'];
@@ -14,7 +14,7 @@ export function RunProgress() {
   const sft = cfg.sft;
   const sftTotal = sft?.warm_start && sft.demos && sft.batch_size && sft.epochs ? Math.ceil(sft.demos / sft.batch_size) * sft.epochs : undefined;
   // An SFT warm start's own run: its steps are SFT steps; its RL run, before RL, shows the SFT run's (its parent's) step.
-  const parent = useArbor((s) => (run.parentId ? s.runs.find((r) => r.id === run.parentId) : undefined));
+  const parent = useArbor((s) => (run.parentId ? s.runList.runs.find((r) => r.id === run.parentId) : undefined));
   const sftOwn = isSftWarmStart(run) ? run.step : live && run.step === 0 && isSftWarmStart(parent) ? (parent?.step ?? 0) : 0;
   const phase = isSftWarmStart(run) ? 'SFT' : run.step > 0 ? 'RL' : sftStep > 0 || sftOwn > 0 ? 'SFT' : live ? 'starting' : '';
   const step = phase === 'SFT' ? Math.max(sftStep, sftOwn) : run.step;

@@ -16,9 +16,9 @@ const TABS = ['charts', 'config', 'log', 'checkpoints'] as const;
 
 /** One run: its header and actions, notes, summary, and the charts, config, log and checkpoints tabs. */
 export function RunView() {
-  const run = useArbor((s) => s.run);
-  const runId = useArbor((s) => s.runId);
-  const series = useArbor((s) => s.series);
+  const run = useArbor((s) => s.run.detail);
+  const runId = useArbor((s) => s.run.id);
+  const series = useArbor((s) => s.run.series);
   const [forking, setForking] = useState<{ checkpoint?: Checkpoint } | null>(null);
   const [tab, setTab] = useState<(typeof TABS)[number]>('charts');
   const learning = useLearning(runId, run?.step);

@@ -2,8 +2,8 @@ import { useArbor } from '../../store/react';
 
 /** The charts' smoothing: a time-weighted, debiased EMA (lib/smoothing.ts) drawn over the faint raw curve. */
 export function SmoothingSlider() {
-  const smoothing = useArbor((s) => s.smoothing);
-  const setSmoothing = useArbor((s) => s.setSmoothing);
+  const smoothing = useArbor((s) => s.run.smoothing);
+  const setSmoothing = useArbor((s) => s.runActions.setSmoothing);
   return (
     <label className="muted" title="time-weighted exponential moving average">
       smoothing{' '}

@@ -5,7 +5,7 @@ import { LaunchDialog } from './LaunchDialog';
 
 /** Fork: the launch form prefilled with a run's template and config; the new run records its parent. */
 export function ForkDialog({ runId, onClose, checkpoint }: { runId: string; onClose: () => void; checkpoint?: { id: string; step: number; path?: string } }) {
-  const fetchRun = useArbor((s) => s.fetchRun);
+  const fetchRun = useArbor((s) => s.runActions.fetch);
   const [run, setRun] = useState<RunDetail | null>(null);
   useEffect(() => {
     void fetchRun(runId).then((r) => (r ? setRun(r) : onClose()));

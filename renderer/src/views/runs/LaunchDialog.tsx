@@ -13,10 +13,10 @@ export function LaunchDialog({
   onClose: () => void;
   fork?: { run: RunDetail; config: Record<string, unknown>; checkpoint?: string; name: string };
 }) {
-  const templates = useArbor((s) => s.templates);
-  const startRun = useArbor((s) => s.startRun);
-  const forkRun = useArbor((s) => s.forkRun);
-  const openRun = useArbor((s) => s.openRun);
+  const templates = useArbor((s) => s.runList.templates);
+  const startRun = useArbor((s) => s.runListActions.start);
+  const forkRun = useArbor((s) => s.runListActions.fork);
+  const openRun = useArbor((s) => s.runActions.open);
   const [templateId, setTemplateId] = useState(fork?.run.template ?? templates[0]?.id ?? '');
   const template = templates.find((t) => t.id === templateId);
   const [config, setConfig] = useState<Record<string, unknown>>(() => (fork ? structuredClone(fork.config) : initialConfig(template)));

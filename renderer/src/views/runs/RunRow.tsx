@@ -16,10 +16,10 @@ function shortTime(ms: number): string {
 
 /** One run in the table: select for Compare, name (with project and lineage), actions, status, tags, step, seed, algorithm, duration, metrics, created. */
 export function RunRow({ r, metricCols, onFork }: { r: RunSummary; metricCols: string[]; onFork: () => void }) {
-  const runs = useArbor((s) => s.runs);
-  const openRun = useArbor((s) => s.openRun);
-  const compareIds = useArbor((s) => s.compareIds);
-  const toggleCompare = useArbor((s) => s.toggleCompare);
+  const runs = useArbor((s) => s.runList.runs);
+  const openRun = useArbor((s) => s.runActions.open);
+  const compareIds = useArbor((s) => s.runList.compareIds);
+  const toggleCompare = useArbor((s) => s.runListActions.toggleCompare);
   return (
     <tr data-testid="run-row" data-run-id={r.id}>
       <td>

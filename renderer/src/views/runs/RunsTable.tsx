@@ -33,10 +33,10 @@ function metricColumns(runs: RunSummary[]): string[] {
 
 /** The runs that pass the filter, in the chosen order (a click on a sortable header sorts by it). */
 export function RunsTable({ onFork }: { onFork: (runId: string) => void }) {
-  const runs = useArbor((s) => s.runs);
-  const filter = useArbor((s) => s.runFilter);
-  const sort = useArbor((s) => s.runSort);
-  const setSort = useArbor((s) => s.setRunSort);
+  const runs = useArbor((s) => s.runList.runs);
+  const filter = useArbor((s) => s.runList.filter);
+  const sort = useArbor((s) => s.runList.sort);
+  const setSort = useArbor((s) => s.runListActions.setSort);
   const metricCols = useMemo(() => metricColumns(runs), [runs]);
   const shown = useMemo(() => sortRuns(filterRuns(runs, filter), sort), [runs, filter, sort]);
   const th = (key: SortKey, label: string, cls = '') => (

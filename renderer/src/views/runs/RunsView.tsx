@@ -6,11 +6,11 @@ import { ForkDialog } from './ForkDialog';
 
 /** Every run of the workspace: filter, sort, select to compare, start a new one or fork one. */
 export function RunsView() {
-  const filter = useArbor((s) => s.runFilter);
-  const setFilter = useArbor((s) => s.setRunFilter);
-  const compareIds = useArbor((s) => s.compareIds);
-  const go = useArbor((s) => s.go);
-  const loadCompare = useArbor((s) => s.loadCompare);
+  const filter = useArbor((s) => s.runList.filter);
+  const setFilter = useArbor((s) => s.runListActions.setFilter);
+  const compareIds = useArbor((s) => s.runList.compareIds);
+  const go = useArbor((s) => s.navActions.go);
+  const loadCompare = useArbor((s) => s.compareActions.load);
   const [launching, setLaunching] = useState(false);
   const [forking, setForking] = useState<string | null>(null);
   return (

@@ -5,7 +5,7 @@ import { stepLabel } from './stepLabel';
 
 /** What the list shows: the run, the step, the filters, following a live run, the order; and the keys. */
 export function TrajectoryToolbar({ branched }: { branched: boolean }) {
-  const runs = useArbor((s) => s.runs);
+  const runs = useArbor((s) => s.runList.runs);
   const { runId, steps, step, filter, follow, sort } = useArbor((s) => s.trajList);
   const a = useArbor((s) => s.trajListActions);
   return (
