@@ -1,8 +1,9 @@
 // The first-run page: what Arbor is, the demo as a live workbench run, the way to your own
 // environment, and where the workspace lives. Shown when the workspace has no runs yet, and
 // from the nav at any time.
+import './start.css';
 import { useState } from 'react';
-import { useArbor } from '../store/react';
+import { useArbor } from '../../store/react';
 
 export function StartView() {
   const engine = useArbor((s) => s.connection.engine);
