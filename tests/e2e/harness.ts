@@ -80,7 +80,7 @@ export async function openBrowser(): Promise<Browser> {
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
   // As in Electron, which does not implement window.prompt() and throws when it is called: the
-  // workbench must ask its questions in its own dialogs (renderer/src/components/Dialog.tsx).
+  // workbench must ask its questions in its own dialogs (renderer/src/components/Modal.tsx, PromptDialog.tsx).
   await context.addInitScript(() => {
     window.prompt = () => {
       throw new Error('prompt() is and will not be supported.');

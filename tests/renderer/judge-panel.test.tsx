@@ -1,8 +1,10 @@
-// The judge's audit in the group view (renderer/src/components/JudgePanel.tsx) and the Run view's
+// The judge's audit in the group view (renderer/src/views/trajectories/judge/) and the Run view's
 // chart section for judge/* metrics.
 import { cleanup, render } from '@testing-library/react';
 import { afterEach, describe, expect, it } from 'vitest';
-import { JudgeBadge, JudgePanel, judgeOf, type JudgeView } from '../../renderer/src/components/JudgePanel';
+import { JudgeBadge } from '../../renderer/src/views/trajectories/judge/JudgeBadge';
+import { JudgePanel } from '../../renderer/src/views/trajectories/judge/JudgePanel';
+import { judgeOf, type JudgeView } from '../../renderer/src/views/trajectories/judge/judge';
 import { groupMetricKeys } from '../../renderer/src/lib/metricSections';
 
 afterEach(cleanup);

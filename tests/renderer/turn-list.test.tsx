@@ -3,7 +3,7 @@
 import { render, cleanup } from '@testing-library/react';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TurnList } from '../../renderer/src/views/trajectories/TurnList';
-import { buildRows, TOKENS_PER_ROW } from '../../renderer/src/components/Turns';
+import { buildRows, TOKENS_PER_ROW } from '../../renderer/src/views/trajectories/turns/rows';
 import type { Trajectory, TurnView } from '../../renderer/src/api/types';
 
 afterEach(cleanup);

@@ -4,6 +4,7 @@
 import { useEffect, useRef } from 'react';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
+import './metric-chart.css';
 import { timeWeightedEma } from '../lib/smoothing';
 import { alignSeries } from '../lib/align';
 import { fmt } from '../lib/format';

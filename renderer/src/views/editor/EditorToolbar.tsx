@@ -1,5 +1,5 @@
 import { useArbor, useArborStore } from '../../store/react';
-import type { NewFileAsk } from '../../components/Dialog';
+import type { NewFileAsk } from './NewFileDialog';
 import { MCP_TEMPLATE, REWARD_TEMPLATE, TOOL_TEMPLATE } from './templates';
 
 /** Open a workspace file, start a new one (`onNew` asks for its path), save the open one. */

@@ -1,7 +1,7 @@
 import './editor.css';
 import { useEffect, useState } from 'react';
 import { useArborStore } from '../../store/react';
-import { NewFileDialog, type NewFileAsk } from '../../components/Dialog';
+import { NewFileDialog, type NewFileAsk } from './NewFileDialog';
 import { EditorToolbar } from './EditorToolbar';
 import { MonacoEditor } from './MonacoEditor';
 import { TryPanel } from './TryPanel';

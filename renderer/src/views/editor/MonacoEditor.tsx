@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from 'react';
 import { useArbor, useArborStore } from '../../store/react';
 import type { TryResult } from '../../api/types';
-import type { monaco as Monaco } from '../../components/monaco';
+import type { monaco as Monaco } from './monaco';
 
 type Models = Map<string, Monaco.editor.ITextModel>;
 
@@ -64,7 +64,7 @@ export function MonacoEditor() {
   useEffect(() => {
     let disposed = false;
     const own = models.current;
-    import('../../components/monaco')
+    import('./monaco')
       .then(({ monaco, EDITOR_THEME }) => {
         if (disposed || !host.current) return;
         monacoRef.current = monaco;
@@ -97,7 +97,7 @@ export function MonacoEditor() {
 
   useEffect(() => {
     if (!types.length) return;
-    void import('../../components/monaco').then(({ setTypeDefinitions }) => setTypeDefinitions(types));
+    void import('./monaco').then(({ setTypeDefinitions }) => setTypeDefinitions(types));
   }, [types]);
 
   // Show a newly opened file in the editor (not on every keystroke): its own model, holding the

@@ -1,3 +1,4 @@
+import './runs.css';
 import { useState } from 'react';
 import { useArbor } from '../../store/react';
 import { RunsTable } from './RunsTable';

@@ -1,7 +1,7 @@
 import type { Trajectory } from '../../api/types';
 import { useArbor } from '../../store/react';
-import { ForkIcon } from '../../components/Turns';
-import { weightsNote } from '../../components/Weights';
+import { ForkIcon } from './turns/ForkIcon';
+import { weightsNote } from './fork/weights';
 
 /** A what-if replay: where it left its parent, with which edit and checkpoint; the parent one click away. */
 export function ForkOrigin({ traj }: { traj: Trajectory }) {

@@ -1,7 +1,11 @@
 import type { Trajectory } from '../../api/types';
 import type { Channel } from '../../lib/heat';
-import { ForkIcon, TokenSpan, ToolCalls, TurnHead } from '../../components/Turns';
-import { JudgeBadge, judgeOf } from '../../components/JudgePanel';
+import { ForkIcon } from './turns/ForkIcon';
+import { TokenSpan } from './turns/TokenSpan';
+import { ToolCalls } from './turns/ToolCalls';
+import { TurnHead } from './turns/TurnHead';
+import { JudgeBadge } from './judge/JudgeBadge';
+import { judgeOf } from './judge/judge';
 
 /**
  * One sample of the group view: its head (reward, advantage — the reward's distance from the group

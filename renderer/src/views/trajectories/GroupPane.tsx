@@ -4,8 +4,8 @@ import type { Trajectory } from '../../api/types';
 import { useArbor } from '../../store/react';
 import { channelScale } from '../../lib/heat';
 import { oddSamples } from '../../lib/group';
-import { isWordLevel } from '../../components/Turns';
-import { JudgePanel } from '../../components/JudgePanel';
+import { isWordLevel } from './turns/rows';
+import { JudgePanel } from './judge/JudgePanel';
 import { GroupColumn } from './GroupColumn';
 
 /** Length of the token prefix every sample of the group shares (the prompt, at least). */

@@ -1,6 +1,6 @@
 import './trajectories.css';
 import { useArbor } from '../../store/react';
-import { BranchTreePanel } from '../../components/BranchTree';
+import { BranchTreePanel } from './branch-tree/BranchTreePanel';
 import { useReplayKeys } from './useReplayKeys';
 import { useBranchTree } from './useBranchTree';
 import { TrajectoryToolbar } from './TrajectoryToolbar';

@@ -2,6 +2,8 @@ import { useArbor } from '../../store/react';
 import type { TrajSort } from '../../store/trajectories';
 import { isSftWarmStart } from '../../lib/lineage';
 import { stepLabel } from './stepLabel';
+import { RewardBound } from './RewardBound';
+import { KeyHints } from './KeyHints';
 
 /** What the list shows: the run, the step, the filters, following a live run, the order; and the keys. */
 export function TrajectoryToolbar({ branched }: { branched: boolean }) {
@@ -57,39 +59,5 @@ export function TrajectoryToolbar({ branched }: { branched: boolean }) {
       <span className="grow" />
       <KeyHints branched={branched} />
     </div>
-  );
-}
-
-/** One end of the reward filter (empty: no bound). */
-function RewardBound({ label, aria, value, onChange }: { label: string; aria: string; value: number | undefined; onChange: (v: number | undefined) => void }) {
-  return (
-    <>
-      <label className="muted">{label}</label>
-      <input
-        type="number"
-        step="any"
-        style={{ width: 64 }}
-        value={value ?? ''}
-        aria-label={aria}
-        onChange={(e) => onChange(e.target.value === '' ? undefined : Number(e.target.value))}
-      />
-    </>
-  );
-}
-
-/** The replay's keys (useReplayKeys); the tree's only when the open group branched. */
-function KeyHints({ branched }: { branched: boolean }) {
-  return (
-    <span className="muted" style={{ fontSize: 11 }}>
-      <span className="kbd">j</span>/<span className="kbd">k</span> turns · <span className="kbd">↑</span>/<span className="kbd">↓</span> samples ·{' '}
-      <span className="kbd">[</span>/<span className="kbd">]</span> siblings · <span className="kbd">c</span> colour · <span className="kbd">g</span> group ·{' '}
-      <span className="kbd">h</span>/<span className="kbd">l</span> token cursor
-      {branched ? (
-        <>
-          {' '}
-          · <span className="kbd">←</span>/<span className="kbd">→</span> parent/branch · <span className="kbd">t</span> tree
-        </>
-      ) : null}
-    </span>
   );
 }

@@ -5,7 +5,12 @@ import type { TokenCursor } from '../../store/trajectories';
 import { channelScale, type Channel } from '../../lib/heat';
 import { steeringOf } from '../../lib/steering';
 import type { TurnOrigin } from '../../lib/branchTree';
-import { buildRows, isWordLevel, TokenHoverCard, TokenSpan, ToolCalls, TurnHead, type TurnDrift } from '../../components/Turns';
+import { buildRows, isWordLevel } from './turns/rows';
+import { TokenHoverCard } from './turns/TokenHoverCard';
+import { TokenSpan } from './turns/TokenSpan';
+import { ToolCalls } from './turns/ToolCalls';
+import { TurnHead } from './turns/TurnHead';
+import { type TurnDrift } from './turns/DriftNote';
 
 /** The turns of one trajectory, virtualised by rows (see buildRows), with the token hover card. */
 export function TurnList({

@@ -2,9 +2,9 @@
 // (sampling, reference, what training applied) and, on demand, the top-k alternatives at that
 // position under the checkpoint that sampled it (replay.topk, computed through the model).
 import { useEffect, useState } from 'react';
-import type { Checkpoint, Trajectory } from '../api/types';
-import { useArbor, useArborStore } from '../store/react';
-import { weightsNote } from './Weights';
+import type { Checkpoint, Trajectory } from '../../api/types';
+import { useArbor, useArborStore } from '../../store/react';
+import { weightsNote } from './fork/weights';
 
 /** A probability as text: 4 decimals, or 2 significant digits when that would print 0.0000. */
 export const probText = (p: number) => (p >= 5e-5 || p === 0 ? p.toFixed(4) : p.toExponential(1));

@@ -1,62 +1,7 @@
 // The judge's audit in the group view (environment.judge): what it was asked, what it answered, and
 // how it scored and ranked each sample. Read from the stored outcome (outcome.judge, written by
 // engine/run/store-sink.ts from engine/train/judge-rollout.ts).
-
-/** The stored shape of one request (engine/env/judge.ts JudgeCall). */
-export interface JudgeCallView {
-  kind: 'score' | 'rank' | 'rank-reversed';
-  order: number[];
-  system: string;
-  prompt: string;
-  answer: string | null;
-  scores?: number[];
-  explanations?: string[];
-  error?: string;
-  attempts: number;
-  cached: boolean;
-  tokensIn: number;
-  tokensOut: number;
-  seconds: number;
-}
-
-/** The stored judgement of one trajectory (engine/env/judge.ts JudgeRecord). */
-export interface JudgeView {
-  mode: 'score' | 'rank';
-  model: string;
-  score?: number;
-  rank?: number;
-  of?: number;
-  failed?: string;
-  agreement?: number;
-  calls?: JudgeCallView[];
-}
-
-export function judgeOf(t: { outcomeData: unknown }): JudgeView | undefined {
-  const j = (t.outcomeData as { judge?: unknown } | null)?.judge;
-  return j && typeof j === 'object' ? (j as JudgeView) : undefined;
-}
-
-/** A sample's judgement in its column head: score and rank, or the named failure. */
-export function JudgeBadge({ judge }: { judge: JudgeView }) {
-  if (judge.failed !== undefined)
-    return (
-      <span className="flag" data-testid="judge-failed" title={judge.failed}>
-        judge failed
-      </span>
-    );
-  return (
-    <span data-testid="judge-score" title={`${judge.model} (${judge.mode} mode)`}>
-      judge <b className="mono">{judge.score?.toFixed(2)}</b>
-      {judge.rank !== undefined ? (
-        <>
-          {' '}
-          · rank <b className="mono">{judge.rank}</b>
-          {judge.of !== undefined ? `/${judge.of}` : ''}
-        </>
-      ) : null}
-    </span>
-  );
-}
+import { judgeOf } from './judge';
 
 /** The group's judge requests: the prompt (folded), the raw answer, and which sample each numbered trajectory was. */
 export function JudgePanel({ group }: { group: { sample: number; outcomeData: unknown }[] }) {

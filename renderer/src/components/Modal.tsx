@@ -1,7 +1,8 @@
 // In-app dialogs. Electron does not implement window.prompt() (it throws), so every question the
 // workbench asks is one of these: a modal with a labelled field, OK/Cancel, Enter accepts, Escape
 // closes, focus starts in the field and returns to where it was.
-import { useEffect, useId, useRef, useState, type ReactNode } from 'react';
+import './dialog.css';
+import { useEffect, useId, useRef, type ReactNode } from 'react';
 
 /**
  * A modal frame: backdrop click and Escape close it; focus moves in and comes back on close. The body
@@ -65,72 +66,4 @@ export function Modal({
       </div>
     </div>
   );
-}
-
-/** Asks for one line of text (what window.prompt did); onSubmit gets the trimmed value. */
-export function PromptDialog({
-  title,
-  label,
-  initial = '',
-  okLabel = 'OK',
-  onSubmit,
-  onClose,
-}: {
-  title: string;
-  label: string;
-  initial?: string;
-  okLabel?: string;
-  onSubmit: (value: string) => void;
-  onClose: () => void;
-}) {
-  const [value, setValue] = useState(initial);
-  const fieldId = useId();
-  const trimmed = value.trim();
-  const submit = () => {
-    if (!trimmed) return;
-    onSubmit(trimmed);
-    onClose();
-  };
-  return (
-    <Modal title={title} onClose={onClose} testId="prompt-dialog">
-      <form
-        onSubmit={(e) => {
-          e.preventDefault();
-          submit();
-        }}
-        style={{ display: 'flex', flexDirection: 'column', gap: 8 }}
-      >
-        <label htmlFor={fieldId}>{label}</label>
-        <input
-          id={fieldId}
-          value={value}
-          onChange={(e) => setValue(e.target.value)}
-          data-testid="prompt-input"
-          aria-invalid={!trimmed}
-          autoFocus
-          className="mono"
-        />
-        <div className="toolbar">
-          <span className="grow" />
-          <button type="button" onClick={onClose} data-testid="prompt-cancel">
-            Cancel
-          </button>
-          <button type="submit" className="primary" disabled={!trimmed} data-testid="prompt-ok">
-            {okLabel}
-          </button>
-        </div>
-      </form>
-    </Modal>
-  );
-}
-
-export interface NewFileAsk {
-  title: string;
-  initial: string;
-  template: string;
-}
-
-/** Asks for the workspace path of a new tool, reward or MCP servers file (the engine checks it on save and names what is wrong). */
-export function NewFileDialog({ ask, onCreate, onClose }: { ask: NewFileAsk; onCreate: (path: string) => void; onClose: () => void }) {
-  return <PromptDialog title={ask.title} label="Workspace path" initial={ask.initial} okLabel="Create" onSubmit={onCreate} onClose={onClose} />;
 }

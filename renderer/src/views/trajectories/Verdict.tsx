@@ -1,7 +1,7 @@
 // The verdict strip of a trajectory: what the episode ended with, read from what the store keeps
 // (outcome, reward components, timings): the gold answers against the model's answer, exact
 // match, format, truncation, the reward and each component, and where the time went.
-import type { Trajectory } from '../api/types';
+import type { Trajectory } from '../../api/types';
 
 const str = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
 
