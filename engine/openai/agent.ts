@@ -30,7 +30,7 @@ import { episodeTrajectories, EpisodeRecorder, toolResults, turnToolCalls } from
 import { agentEnv, AgentWorkers, type AgentRun, type AgentSpec } from './agent-serve';
 
 export type { AgentRun, AgentSpec } from './agent-serve';
-import { DecodeScheduler } from './scheduler';
+import { RequestSource } from './requests';
 import { emptySafe, ModelServer, type RecordedChoice } from './server';
 
 /** Most bytes of an agent's stdout / stderr kept (the end of it). */
@@ -111,7 +111,7 @@ export interface AgentEpisodeResult {
 export class AgentRollouts {
   private server: ModelServer;
   private key = `sk-arbor-${randomBytes(18).toString('hex')}`;
-  private scheduler: DecodeScheduler;
+  private requests: RequestSource;
   private opened = false;
   private next = 0;
   private readonly tok: ChatTokenizer;
@@ -121,8 +121,8 @@ export class AgentRollouts {
 
   constructor(private readonly o: AgentRolloutOptions) {
     this.tok = emptySafe(o.tokenizer);
-    this.scheduler = new DecodeScheduler(o.backend, (ids) => this.tok.decode(ids));
-    this.server = new ModelServer({ modelId: 'policy', tokenizer: this.tok, scheduler: this.scheduler, stopTokenIds: o.stopTokenIds, apiKey: this.key });
+    this.requests = new RequestSource(o.backend, (ids) => this.tok.decode(ids));
+    this.server = new ModelServer({ modelId: 'policy', tokenizer: this.tok, requests: this.requests, stopTokenIds: o.stopTokenIds, apiKey: this.key });
     if (o.spec.mode === 'serve') this.workers = new AgentWorkers(o.spec, this.key, o.log);
   }
 
@@ -155,7 +155,7 @@ export class AgentRollouts {
     await this.workers?.close();
     if (!this.opened) return;
     await this.server.close();
-    await this.scheduler.close();
+    await this.requests.close();
   }
 
   /**
@@ -183,10 +183,10 @@ export class AgentRollouts {
         out[j.group]![j.sample] = await this.episode(j.task, j.group, j.sample, mixSeed(seed, j.group, j.sample), sampling, signal);
       }
     };
-    const before = { ...this.scheduler.stats };
+    const before = { ...this.requests.stats };
     const t0 = performance.now();
     await Promise.all(Array.from({ length: Math.min(this.o.spec.concurrency, jobs.length) }, worker));
-    const st = this.scheduler.stats;
+    const st = this.requests.stats;
     const wallMs = performance.now() - t0;
     const decodeMs = st.busyMs - before.busyMs;
     const calls = st.calls - before.calls;

@@ -2,7 +2,7 @@
  * `arbor serve-model`'s model side: a model folder, a checkpoint (an HF folder, or a PEFT LoRA
  * adapter folder, served on its base: PolicyModel.load), or a run (its id or folder: its latest
  * checkpoint) → the policy model, its tokenizer and chat template, the KV-cache decode backend and
- * the request scheduler behind a ModelServer.
+ * the request source (./requests.ts) behind a ModelServer.
  */
 import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
@@ -14,7 +14,7 @@ import { resolveProviders } from '../tensor/ort';
 import { latestCheckpoint } from '../train/checkpoints';
 import { episodeTrajectories, EpisodeRecorder } from './episodes';
 import { turnStopIds } from './chat';
-import { DecodeScheduler } from './scheduler';
+import { RequestSource } from './requests';
 import { emptySafe, ModelServer, type ModelServerOptions } from './server';
 
 export interface ServeModelOptions {
@@ -78,13 +78,13 @@ export async function serveModel(arg: string, o: ServeModelOptions = {}): Promis
     const tok = emptySafe(hf);
     const maxBatch = o.maxBatch ?? 64;
     const backend = policyDecodeBackend(model, { maxBatch });
-    const scheduler = new DecodeScheduler(backend, (ids) => tok.decode(ids), maxBatch);
+    const requests = new RequestSource(backend, (ids) => tok.decode(ids), maxBatch);
     const recorder = o.record ? new EpisodeRecorder() : undefined;
     const server = new ModelServer({
       ...(recorder ? { recorder } : {}),
       modelId: o.name ?? basename(folder),
       tokenizer: tok,
-      scheduler,
+      requests,
       stopTokenIds: turnStopIds(hf, eosTokenIds(model.config)),
       apiKey: o.apiKey,
       port: o.port,
@@ -99,7 +99,7 @@ export async function serveModel(arg: string, o: ServeModelOptions = {}): Promis
       url,
       async close() {
         await server.close();
-        await scheduler.close();
+        await requests.close();
         if (recorder && o.record) writeRecorded(o.record, recorder, (ids) => tok.decode(ids));
         await backend.close?.();
         await model.dispose();

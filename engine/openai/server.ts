@@ -1,7 +1,8 @@
 /**
  * The OpenAI-compatible endpoint (`arbor serve-model`, and the per-run endpoint external agents
  * talk to in training): GET /v1/models, POST /v1/chat/completions, POST /v1/completions, on
- * 127.0.0.1 only. Requests share one DecodeScheduler (continuous batching over the decode backend).
+ * 127.0.0.1 only. Requests share one RequestSource (./requests.ts: continuous batching over the
+ * decode backend, on the scheduler the rollout runs on).
  *
  * Episodes: /episodes/<id>/v1/… is the same API scoped to one training episode (its base URL is
  * given to one agent process); its calls are recorded (./episodes.ts) and become its trajectories.
@@ -16,7 +17,7 @@ import { mixSeed } from '../base/rng';
 import { guardRequest, safeDecode, safeEqual } from '../base/http-guard';
 import { ChatRenderer, toTemplateMessages, type AssistantOut, type ChatTokenizer } from './chat';
 import { ConversationMemory, type Drift } from './memory';
-import type { DecodeScheduler, GenResult, GenToken } from './scheduler';
+import type { GenResult, GenToken, RequestSource } from './requests';
 import { ApiError, chatRequestSchema, completionRequestSchema, parseBody, type ChatRequest, type CompletionRequest } from './schemas';
 
 /** One choice of a recorded call: what the model sampled. */
@@ -64,7 +65,7 @@ export interface ModelServerOptions {
   /** The name clients pass as `model`. */
   modelId: string;
   tokenizer: ChatTokenizer;
-  scheduler: DecodeScheduler;
+  requests: RequestSource;
   /** Ids that end a turn (EOS, <|im_end|>); kept in the sampled ids. */
   stopTokenIds: number[];
   /** Bearer key required on every request (constant-time compare); none = open (loopback only). */
@@ -224,7 +225,7 @@ export class ModelServer {
   }
 
   private modelCard() {
-    return { id: this.o.modelId, object: 'model', created: this.created, owned_by: 'arbor', max_model_len: this.o.scheduler.maxLength };
+    return { id: this.o.modelId, object: 'model', created: this.created, owned_by: 'arbor', max_model_len: this.o.requests.maxLength };
   }
 
   private json(res: ServerResponse, status: number, body: unknown): void {
@@ -240,7 +241,7 @@ export class ModelServer {
   }
 
   private maxTokens(prompt: number, asked: number | null | undefined, field: string): number {
-    const ctx = this.o.scheduler.maxLength;
+    const ctx = this.o.requests.maxLength;
     if (prompt >= ctx)
       throw new ApiError(400, `${field}: the prompt is ${prompt} tokens; the model's context is ${ctx}`, undefined, field, 'context_length_exceeded');
     const room = ctx - prompt;
@@ -290,7 +291,7 @@ export class ModelServer {
     onToken?: (t: GenToken, toks: GenToken[]) => void,
   ): Promise<GenResult> {
     const toks: GenToken[] = [];
-    return this.o.scheduler.generate({
+    return this.o.requests.generate({
       ...g,
       temperature: pol ? pol.temperature : (b.temperature ?? 1),
       topP: pol ? pol.topP : (b.top_p ?? 1),
@@ -463,7 +464,7 @@ export class ModelServer {
     let promptIds: number[];
     if (typeof b.prompt === 'string') promptIds = tok.encode(b.prompt);
     else {
-      const vocab = this.o.scheduler.backend.vocabSize;
+      const vocab = this.o.requests.backend.vocabSize;
       const bad = b.prompt.findIndex((x) => x >= vocab);
       if (bad >= 0) throw new ApiError(400, `prompt.${bad}: token id ${b.prompt[bad]} is outside the vocabulary (${vocab})`, undefined, `prompt.${bad}`);
       promptIds = b.prompt.slice();

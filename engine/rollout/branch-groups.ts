@@ -1,6 +1,6 @@
 /**
- * The branching machine of a rollout (ARPO / AEPO, the rules in ./branching.ts): a SequenceSource
- * for the scheduler (./scheduler.ts) that admits each prompt's group whole, measures the
+ * The branching machine of a rollout (ARPO / AEPO, the rules in ./branching.ts): the SamplePlan of
+ * the rollout's episodes (./episodes.ts) that admits each prompt's group whole, measures the
  * entropy window of every sample's first turn and of the turn after each tool response, takes
  * the group's branch decisions together, starts branches from a forked cache, and fills the
  * budget with fresh samples when nothing is left to branch from.
@@ -11,7 +11,7 @@
 import { Rng, mixSeed } from '../base/rng';
 import { aepoGlobalSamples, decideBranches, windowEntropy, type BranchingOptions } from './branching';
 import type { RolloutTask } from './ports';
-import type { SchedulerHost, SequenceSource } from './scheduler';
+import type { EpisodeHost, SamplePlan } from './episodes';
 import { beginTurn, cloneTurn, newSeq, type Seq } from './sequence';
 import type { BranchPoint } from './types';
 
@@ -74,7 +74,7 @@ export interface BranchingGroupsOptions {
   fork: ((from: number, to: number, length: number) => void) | null;
 }
 
-export class BranchingGroups implements SequenceSource {
+export class BranchingGroups implements SamplePlan {
   /** Branches created. */
   branches = 0;
   /** Prefix tokens branches took from a forked cache instead of prefilling them. */
@@ -88,7 +88,7 @@ export class BranchingGroups implements SequenceSource {
   constructor(
     private readonly o: BranchingGroupsOptions,
     groups: { task: RolloutTask; group: number }[],
-    private readonly host: SchedulerHost,
+    private readonly host: EpisodeHost,
   ) {
     this.br = o.branching;
     this.queue = groups.map(({ task, group }) => ({
@@ -263,7 +263,7 @@ export class BranchingGroups implements SequenceSource {
 
   /** Start a fresh sample of the group (a root: its own prompt, no shared prefix). */
   private startRoot(g: GroupState, monitor: boolean): Promise<void> {
-    return this.host.admit(this.newSample(g, monitor).seq);
+    return this.host.start(this.newSample(g, monitor).seq);
   }
 
   /** A branch of `p` from its pending branch point: the parent's prefix, its cache forked up to the prefix's last token. */

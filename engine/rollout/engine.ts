@@ -3,8 +3,10 @@
  * environment steps (tool calls), recorded as trajectories.
  *
  *  - rollout(): sampled from a model over a KV-cache decoder, continuously batched
- *    (./scheduler.ts: which sequences decode each tick; ./sequence.ts: where a turn ends and what
- *    follows the environment's step; ./branch-groups.ts: ARPO/AEPO branching groups).
+ *    (./scheduler.ts: which sequences decode each tick, the scheduler the OpenAI endpoint shares;
+ *    ./episodes.ts: the rollout's episodes as its source, environment steps between turns;
+ *    ./sequence.ts: where a turn ends and what follows the environment's step;
+ *    ./branch-groups.ts: ARPO/AEPO branching groups).
  *  - rolloutTextPolicy(): turns written by a text policy (the scripted expert), under the same
  *    limits and environment rules (./sequence.ts afterEnvStep).
  *
@@ -19,8 +21,9 @@ import type { Trajectory, Turn } from './types';
 import { validateBranching, type BranchingOptions } from './branching';
 import { BranchingGroups } from './branch-groups';
 import { DECODE_STEPS, turnLengthsFor } from './decode-steps';
-import { IndependentSamples, RolloutScheduler, decodeMode, type SchedulerCounters } from './scheduler';
-import { TurnRules, afterEnvStep, type RolloutLimits, type StopConfig } from './sequence';
+import { Episodes, IndependentSamples } from './episodes';
+import { Scheduler, type SchedulerCounters } from './scheduler';
+import { TurnRules, afterEnvStep, type RolloutLimits, type Seq, type StopConfig } from './sequence';
 
 export type { RolloutLimits, StopConfig } from './sequence';
 export { DECODE_STEPS, HOP_STEPS, TurnLengths, chooseSteps } from './decode-steps';
@@ -111,11 +114,9 @@ export function validateRolloutOptions(o: { n: number; limits: RolloutLimits; ma
 /** Roll out n samples of every task with a model (KV-cache decoder). */
 export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Promise<RolloutResult> {
   validateRolloutOptions(opts, backend);
+  validateSampling(opts.sampling);
   const start = performance.now();
   const maxBatch = Math.min(opts.maxBatch ?? backend.maxBatch, backend.maxBatch);
-  // Sampling in the backend (DecodeBackend.extendSample) covers greedy and the full distribution;
-  // top-k / top-p rows are sampled here from logits.
-  const mode = decodeMode(backend, opts.sampling, opts.decodeSteps ?? DECODE_STEPS);
   const lengths = turnLengthsFor(backend);
   const sharePrefix = !!backend.fork && opts.sharePrefix !== false;
   const br = opts.branching;
@@ -125,28 +126,42 @@ export async function rollout(backend: DecodeBackend, opts: RolloutOptions): Pro
   }
   const groups = opts.tasks.map((task, i) => ({ task, group: (opts.groupOffset ?? 0) + i }));
   const { signal, onTrajectory, onProgress } = opts;
-  const scheduler = new RolloutScheduler(
+  const rules = new TurnRules(opts.stop, opts.limits, opts.tokenizer, lengths);
+  const scheduler = new Scheduler<Seq, Episodes>(
     backend,
-    new TurnRules(opts.stop, opts.limits, opts.tokenizer, lengths),
-    { maxBatch, mode, sharePrefix, lengths, total: opts.tasks.length * opts.n, start, signal, onTrajectory, onProgress },
+    { maxBatch, stepCap: opts.decodeSteps ?? DECODE_STEPS, lengths, sharePrefix, yieldEachTick: false },
     (host) =>
-      br
-        ? new BranchingGroups(
-            {
-              branching: br,
-              budget: opts.n,
-              seed: opts.seed,
-              vocabSize: backend.vocabSize,
-              fork: sharePrefix ? (from, to, n) => backend.fork!(from, to, n) : null,
-            },
-            groups,
-            host,
-          )
-        : new IndependentSamples(groups, opts.n, opts.seed, host),
+      new Episodes(host, rules, { sampling: opts.sampling, total: opts.tasks.length * opts.n, start, signal, onTrajectory, onProgress }, (episodes) =>
+        br
+          ? new BranchingGroups(
+              {
+                branching: br,
+                budget: opts.n,
+                seed: opts.seed,
+                vocabSize: backend.vocabSize,
+                fork: sharePrefix ? (from, to, n) => backend.fork!(from, to, n) : null,
+              },
+              groups,
+              episodes,
+            )
+          : new IndependentSamples(groups, opts.n, opts.seed, episodes),
+      ),
   );
-  const trajectories = await scheduler.run();
-  const src = scheduler.source;
-  return { trajectories, stats: rolloutStats(scheduler.counters, trajectories.length, performance.now() - start, src instanceof BranchingGroups ? src : null) };
+  await scheduler.run();
+  const { results, plan } = scheduler.source;
+  const trajectories = results.sort((a, b) => a.group - b.group || a.sample - b.sample);
+  return {
+    trajectories,
+    stats: rolloutStats(scheduler.counters, trajectories.length, performance.now() - start, plan instanceof BranchingGroups ? plan : null),
+  };
+}
+
+/** Sampling parameters the backend or sampleToken can honour (sampleToken checks them again on its path). */
+function validateSampling(params: SamplingParams): void {
+  const temperature = params.temperature ?? 1;
+  if (!(temperature >= 0) || !Number.isFinite(temperature)) throw new Error(`sampling.temperature must be a finite number ≥ 0 (got ${temperature})`);
+  const topP = params.topP ?? 1;
+  if (!(topP > 0 && topP <= 1)) throw new Error(`sampling.topP must be in (0, 1] (got ${topP})`);
 }
 
 function rolloutStats(c: SchedulerCounters, trajectories: number, wallMs: number, branching: BranchingGroups | null): RolloutStats {

@@ -97,3 +97,23 @@ export function sampleToken(logits: Float32Array, params: SamplingParams, rng: R
   }
   return { id, logprob: logits[id]! * invT - st.lse, entropy: st.entropy };
 }
+
+/** The k most likely ids of softmax(logits · invT), with their log-probabilities (ties to the lower id). */
+export function topLogprobs(logits: Float32Array, invT: number, k: number): { id: number; logprob: number }[] {
+  let max = -Infinity;
+  for (let i = 0; i < logits.length; i++) if (logits[i]! * invT > max) max = logits[i]! * invT;
+  let sum = 0;
+  for (let i = 0; i < logits.length; i++) sum += Math.exp(logits[i]! * invT - max);
+  const lse = max + Math.log(sum);
+  const best: number[] = [];
+  for (let i = 0; i < logits.length; i++) {
+    if (best.length < k) {
+      best.push(i);
+      best.sort((a, b) => logits[b]! - logits[a]! || a - b);
+    } else if (logits[i]! > logits[best[k - 1]!]!) {
+      best[k - 1] = i;
+      best.sort((a, b) => logits[b]! - logits[a]! || a - b);
+    }
+  }
+  return best.map((id) => ({ id, logprob: logits[id]! * invT - lse }));
+}

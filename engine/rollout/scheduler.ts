@@ -1,178 +1,157 @@
 /**
- * The continuous-batching scheduler of a rollout: which sequences decode at each tick, over a
- * KV-cache decoder with one slot per sequence.
+ * The continuous-batching scheduler: which sequences decode at each tick, over a KV-cache decoder
+ * with one slot per sequence. One scheduler runs under both the rollout and the OpenAI-compatible
+ * endpoint; what a sequence (a row) is, who gets a free slot and what follows a sampled token is
+ * up to its SequenceSource: a rollout's fixed set of episodes (./episodes.ts: model turns and
+ * environment steps, independent samples or branching groups) or the endpoint's requests
+ * arriving over time (engine/openai/requests.ts: one model turn each).
  *
- * Each tick sends one backend call with every slot that has tokens the cache has not seen yet:
- * a new prompt, an observation after a tool (prefixed by the last sampled token), or the token(s)
- * sampled at the previous tick. When a model turn ends (./sequence.ts decides where) the
- * sequence leaves the decode batch and its environment step (tool calls) runs in the background
- * while the others keep decoding; when it returns, the observation is prefilled at the next tick
- * and the sequence rejoins. A finished sequence frees its slot. Who gets a free slot, and what
- * happens around a sequence's tokens, is up to its SequenceSource: independent samples (here) or
- * branching groups (./branch-groups.ts).
+ * Each tick sends one backend call with every row that has tokens the cache has not seen yet: a
+ * new prompt, an observation after a tool (prefixed by the last sampled token), or the token(s)
+ * sampled at the previous tick. A row leaves the decode batch when its source says so after a
+ * token (its turn ended, or it parked); it rejoins with `ready` (an environment step's
+ * observation, a branching group's decisions) or frees its slot with `release`.
+ *
+ * Sampling: each row samples from its own stream, so what it samples depends neither on what
+ * shares its batch (up to floating-point differences between batch shapes) nor on the steps per
+ * call. When every row of the call samples from the full distribution (or greedily) and wants no
+ * top logprobs, the backend samples (DecodeBackend.extendSample: only ids and logprobs cross from
+ * the worker), up to K steps per call, a row's stream and cache rewound past the tokens its
+ * source did not take; otherwise the call returns logits rows and the token is drawn here
+ * (sampleToken: top-k / top-p), one step per call.
  */
-import type { RngState } from '../base/rng';
+import type { Rng, RngState } from '../base/rng';
 import { chooseSteps, type TurnLengths } from './decode-steps';
-import type { DecodeBackend, EnvStepResult, RolloutTask, SampleRequest } from './ports';
-import { sampleToken, type SampledToken, type SamplingParams } from './sampling';
-import { newSeq, trajectoryOf, type Seq, type TurnEnd, type TurnRules } from './sequence';
-import type { BranchPoint, OutcomeReward, Trajectory } from './types';
+import type { DecodeBackend, SampleRequest } from './ports';
+import { sampleToken, topLogprobs, type SampledToken, type SamplingParams } from './sampling';
 
-/** How tokens are drawn: by the backend (greedy or the full distribution), or here from logits (top-k / top-p). */
-export interface DecodeMode {
+/** A sampled token; `top`: the most likely tokens at its position (a row that asks for top logprobs). */
+export interface GenToken extends SampledToken {
+  top?: { id: number; logprob: number }[];
+}
+
+/** What the scheduler reads and writes of a sequence that decodes (a row). */
+export interface Row {
+  /** Its KV slot (-1: none). */
+  slot: number;
+  /** Tokens appended to the row but not yet in the slot's cache. */
+  unfed: number[];
+  /** Tokens in the row (cached and unfed). */
+  length: number;
+  /** The row's own stream (uniforms for the backend's sampling, or sampleToken's draws). */
+  rng: Rng;
+  /** Tokens the row prefilled. */
+  prefillTokens: number;
+  /** The row's share of backend time. */
+  modelMs: number;
+}
+
+/** How a row samples. */
+export interface RowSampling {
   params: SamplingParams;
-  temperature: number;
-  greedy: boolean;
-  /** The backend samples one step per call (null: extend, then sampleToken here). */
-  sample: NonNullable<DecodeBackend['extendSample']> | null;
-  /** The backend samples several steps per call and can cut a slot's cache back (null: one step per call). */
-  sampleSteps: NonNullable<DecodeBackend['extendSampleSteps']> | null;
-  /** Most decode steps per call. */
-  stepCap: number;
+  /** The most likely tokens recorded with each sampled token (0: none; > 0 samples from logits here). */
+  topLogprobs: number;
 }
 
-/** The decode mode for these sampling parameters on this backend (checks temperature and top-p). */
-export function decodeMode(backend: DecodeBackend, params: SamplingParams, stepCap: number): DecodeMode {
-  const temperature = params.temperature ?? 1;
-  if (!(temperature >= 0) || !Number.isFinite(temperature)) throw new Error(`sampling.temperature must be a finite number ≥ 0 (got ${temperature})`);
-  const topP = params.topP ?? 1;
-  if (!(topP > 0 && topP <= 1)) throw new Error(`sampling.topP must be in (0, 1] (got ${topP})`);
-  const greedy = temperature === 0;
-  const fullDistribution = !(params.topK && params.topK > 0 && params.topK < backend.vocabSize) && topP >= 1;
-  const sample = backend.extendSample && (greedy || fullDistribution) ? backend.extendSample.bind(backend) : null;
-  const sampleSteps = sample && backend.extendSampleSteps && backend.truncate && stepCap > 1 ? backend.extendSampleSteps.bind(backend) : null;
-  return { params, temperature, greedy, sample, sampleSteps, stepCap };
-}
-
-/** What a SequenceSource may ask of the scheduler. */
-export interface SchedulerHost {
-  /** Prompt a sequence that holds a slot; it decodes from the next tick. */
-  admit(s: Seq): Promise<void>;
-  /** Environment work in the background (its failure ends the rollout). */
+/** What a source may ask of the scheduler. */
+export interface SchedulerHost<S extends Row> {
+  /** The row has unfed tokens: it decodes from the next tick. */
+  ready(s: S): void;
+  /** Work in the background (an environment step); its failure ends the scheduler's run. */
   track(p: Promise<void>): void;
-  /** The sequence has unfed tokens for the next tick. */
-  ready(s: Seq): void;
+  /** The row is done with its slot: it leaves the batch, the backend forgets its cache, the source gets the slot (SequenceSource.release). */
+  release(s: S): void;
+  readonly counters: SchedulerCounters;
 }
 
-/** Who gets the free slots, and the hooks the scheduler calls around a sequence's tokens. */
-export interface SequenceSource {
-  /** Between ticks: start sequences in free slots (taking them from `free`); their admissions go to `starting`. */
+/** What a row is, who gets the free slots, and what follows each sampled token. */
+export interface SequenceSource<S extends Row> {
+  /** Checked before each admission: a reason to stop the run now (an aborted rollout), else null. */
+  interrupted(): Error | null;
+  /** Between ticks: start rows in free slots (taking them from `free`); asynchronous admissions go to `starting`. */
   admit(free: number[], starting: Promise<void>[]): void;
-  /** A finished sequence's slot (its cache already released). */
-  release(s: Seq, free: number[]): void;
-  /** Sequences (or groups) still waiting for slots. */
-  hasQueued(): boolean;
-  /** Bookkeeping due at the next admission. */
-  hasBookkeeping(): boolean;
-  /** Most tokens the sequence may generate before the source must see them (Infinity: no limit). */
-  stepLimit(s: Seq): number;
-  /** A token was accepted (`ended`: its turn ended): true when the sequence is parked, to go on with `resume` later. */
-  parkAfterToken(s: Seq, ended: boolean, resume: () => void): boolean;
-  /** The environment's observation of `tokens` tokens (0: none) was appended and the next turn opened. */
-  observed(s: Seq, tokens: number): void;
-  /** Where a finished sequence branched from (trajectory fields). */
-  lineage(s: Seq): { forked?: number; point?: BranchPoint } | undefined;
-}
-
-/** Every task's n samples, queued at the start (their environments created in (group, sample) order), each admitted on its own. */
-export class IndependentSamples implements SequenceSource {
-  private readonly queue: Seq[] = [];
-  constructor(
-    groups: { task: RolloutTask; group: number }[],
-    n: number,
-    seed: number,
-    private readonly host: SchedulerHost,
-  ) {
-    for (const { task, group } of groups) for (let s = 0; s < n; s++) this.queue.push(newSeq(task, group, s, seed));
-  }
-  admit(free: number[], starting: Promise<void>[]): void {
-    while (free.length && this.queue.length) {
-      const s = this.queue.shift()!;
-      s.slot = free.pop()!;
-      starting.push(this.host.admit(s));
-    }
-  }
-  release(s: Seq, free: number[]): void {
-    free.push(s.slot);
-  }
-  hasQueued(): boolean {
-    return this.queue.length > 0;
-  }
-  hasBookkeeping(): boolean {
-    return false;
-  }
-  stepLimit(): number {
-    return Infinity;
-  }
-  parkAfterToken(): boolean {
-    return false;
-  }
-  observed(): void {}
-  lineage(): undefined {
-    return undefined;
-  }
+  /** A released row's slot (its cache already forgotten): back to `free`, or kept by the source. */
+  release(s: S, free: number[]): void;
+  /** Nothing is left to decode or to come: the run ends. */
+  done(): boolean;
+  /** Work that needs no tick (rows waiting for slots, bookkeeping due at the next admission). */
+  hasWork(): boolean;
+  sampling(s: S): RowSampling;
+  /** Tokens in the row's current turn (0: nothing generated yet, its unfed tokens are prefill). */
+  turnLength(s: S): number;
+  /** Most tokens the row may generate before its source must see them (≥ 1). */
+  room(s: S): number;
+  /**
+   * A sampled token, in order: the source appends it to the row (its unfed becomes [id], its
+   * length grows by one). Returns null to go on decoding; else the row leaves the batch, and the
+   * returned function runs once the row's stream and cache are rewound to this token (it may end
+   * the turn, free the slot, or do nothing while the row waits to be resumed with `ready`).
+   */
+  take(s: S, tok: GenToken): (() => void) | null;
 }
 
 export interface SchedulerOptions {
-  /** Slots (sequences decoded together). */
+  /** Slots (rows decoded together). */
   maxBatch: number;
-  mode: DecodeMode;
+  /** Most decode steps per backend call (used when the backend samples and can cut a slot's cache back). */
+  stepCap: number;
+  /** How this backend's turns ended, behind the choice of steps per call (chooseSteps); null: as many as every row has room for. */
+  lengths: TurnLengths | null;
   /** Prefill identical prompts starting together once and fork the cache (the backend can fork). */
   sharePrefix: boolean;
-  /** This backend's turn lengths (the choice of steps per call). */
-  lengths: TurnLengths;
-  /** Trajectories the rollout ends with. */
-  total: number;
-  /** The rollout's start (performance.now()), for progress. */
-  start: number;
-  signal?: AbortSignal;
-  onTrajectory?(t: Trajectory): void;
-  onProgress?(p: { done: number; total: number; generatedTokens: number; elapsedMs: number }): void;
+  /** Yield to the event loop after every tick (requests arriving over HTTP); else only while background work is in flight. */
+  yieldEachTick: boolean;
 }
 
-/** What the scheduler counted (RolloutStats without the derived figures). */
+/** What the scheduler counted. */
 export interface SchedulerCounters {
   generated: number;
   prefill: number;
   calls: number;
   steps: number;
+  /** Tokens a multi-step call sampled after their row left the batch. */
   discarded: number;
   /** Sum of batch sizes over calls. */
   batchSum: number;
+  /** Time inside backend calls (ticks never overlap). */
   modelMs: number;
+  /** Time taking each call's tokens (sampling from logits, the sources' stop checks). */
   sampleMs: number;
+  /** Time with no row to decode, waiting on background work. */
   envWaitMs: number;
 }
 
 /** One backend call's rows, as the backend returned them. */
 type CallResult = { sampled: SampledToken[][]; logits: null } | { sampled: null; logits: Float32Array[] };
 
-export class RolloutScheduler implements SchedulerHost {
+export class Scheduler<S extends Row, Src extends SequenceSource<S> = SequenceSource<S>> implements SchedulerHost<S> {
   readonly counters: SchedulerCounters = { generated: 0, prefill: 0, calls: 0, steps: 0, discarded: 0, batchSum: 0, modelMs: 0, sampleMs: 0, envWaitMs: 0 };
-  readonly source: SequenceSource;
-  private readonly results: Trajectory[] = [];
+  readonly source: Src;
   private readonly freeSlots: number[];
-  /** Sequences with unfed tokens, waiting for the next tick. */
-  private readonly waiting: Seq[] = [];
-  /** Environment work in flight. */
+  /** Rows with unfed tokens, waiting for the next tick. */
+  private readonly waiting: S[] = [];
+  /** Background work in flight. */
   private readonly pending = new Set<Promise<void>>();
   private failure: unknown = null;
+  /** The backend can run several sampled steps per call and cut a slot's cache back. */
+  private readonly multiStep: boolean;
 
   constructor(
     private readonly backend: DecodeBackend,
-    private readonly rules: TurnRules,
     private readonly o: SchedulerOptions,
-    source: (host: SchedulerHost) => SequenceSource,
+    source: (host: SchedulerHost<S>) => Src,
   ) {
     this.freeSlots = Array.from({ length: o.maxBatch }, (_, i) => o.maxBatch - 1 - i);
+    this.multiStep = !!backend.extendSampleSteps && !!backend.truncate && o.stepCap > 1;
     this.source = source(this);
   }
 
-  /** Tick until every trajectory is in; returns them in (group, sample) order. */
-  async run(): Promise<Trajectory[]> {
+  /** Tick until the source is done (a failure of the backend, a source or background work ends it). */
+  async run(): Promise<void> {
     try {
-      while (this.results.length < this.o.total) {
-        if (this.o.signal?.aborted) throw new Error('rollout aborted');
+      while (!this.source.done()) {
+        const stop = this.source.interrupted();
+        if (stop) throw stop;
         if (this.failure) throw this.failure;
         const admitting: Promise<void>[] = [];
         this.source.admit(this.freeSlots, admitting);
@@ -180,7 +159,7 @@ export class RolloutScheduler implements SchedulerHost {
         if (this.waiting.length === 0) {
           if (this.pending.size === 0) {
             if (this.failure) throw this.failure;
-            if (!this.source.hasBookkeeping() && !this.source.hasQueued()) throw new Error('rollout scheduler stalled (no work and nothing pending)');
+            if (!this.source.hasWork()) throw new Error('decode scheduler stalled (no work and nothing pending)');
             continue;
           }
           const tw = performance.now();
@@ -194,15 +173,9 @@ export class RolloutScheduler implements SchedulerHost {
     } finally {
       if (this.pending.size) await Promise.allSettled([...this.pending]);
     }
-    return this.results.sort((a, b) => a.group - b.group || a.sample - b.sample);
   }
 
-  /** Prompt a sequence that holds a slot; it decodes from the next tick. */
-  async admit(s: Seq): Promise<void> {
-    s.t0 = performance.now();
-    const p = await s.env.prompt();
-    s.envMs += performance.now() - s.t0;
-    this.rules.start(s, p);
+  ready(s: S): void {
     this.waiting.push(s);
   }
 
@@ -215,35 +188,44 @@ export class RolloutScheduler implements SchedulerHost {
     this.pending.add(q);
   }
 
-  ready(s: Seq): void {
-    this.waiting.push(s);
+  release(s: S): void {
+    const i = this.waiting.indexOf(s);
+    if (i >= 0) this.waiting.splice(i, 1);
+    try {
+      this.backend.release(s.slot);
+    } finally {
+      this.source.release(s, this.freeSlots);
+      s.slot = -1;
+    }
   }
 
-  /** One backend call for every sequence with unfed tokens, and each row's tokens taken. */
+  /** One backend call for every row with unfed tokens, and each row's tokens taken. */
   private async tick(): Promise<void> {
     const c = this.counters;
     const ticked = this.waiting.splice(0, this.waiting.length).sort((a, b) => a.slot - b.slot);
-    const followers = this.o.sharePrefix ? sharedPrompts(ticked) : new Map<Seq, Seq[]>();
+    const followers = this.o.sharePrefix ? sharedPrompts(ticked) : new Map<S, S[]>();
     const isFollower = new Set([...followers.values()].flat());
     const batch = ticked.filter((s) => !isFollower.has(s));
     const items = batch.map((s) => ({ slot: s.slot, tokens: followers.has(s) ? s.unfed.slice(0, -1) : s.unfed }));
     batch.forEach((s, i) => {
       const n = items[i]!.tokens.length;
-      if (n > 1 || s.cur!.tokenIds.length === 0) {
+      if (n > 1 || this.source.turnLength(s) === 0) {
         s.prefillTokens += n;
         c.prefill += n;
       }
     });
+    const sampling = batch.map((s) => this.source.sampling(s));
+    const backendSamples = !!this.backend.extendSample && sampling.every((r) => this.backendCanSample(r));
     // K > 1 only when every row samples (no shared prompt's lead row).
-    const K = this.o.mode.sampleSteps && followers.size === 0 ? this.stepsFor(batch) : 1;
-    const { sample, sampleSteps } = this.o.mode;
+    const K = backendSamples && this.multiStep && followers.size === 0 ? this.stepsFor(batch) : 1;
     const t = performance.now();
     let out: CallResult;
-    // Each sampling row's stream before this call's draws (to rewind when a turn ends early).
+    // Each sampling row's stream before this call's draws (to rewind when it leaves the batch early).
     const before: (RngState | null)[] = [];
-    if (sample) {
-      const req = this.sampleRequest(batch, followers, K, before);
-      out = { sampled: K > 1 ? await sampleSteps!(items, req, K) : (await sample(items, req)).map((x) => [x]), logits: null };
+    if (backendSamples) {
+      const req = this.sampleRequest(batch, sampling, followers, K, before);
+      const sampled = K > 1 ? await this.backend.extendSampleSteps!(items, req, K) : (await this.backend.extendSample!(items, req)).map((x) => [x]);
+      out = { sampled, logits: null };
     } else out = { sampled: null, logits: await this.backend.extend(items) };
     const dt = performance.now() - t;
     c.modelMs += dt;
@@ -259,51 +241,61 @@ export class RolloutScheduler implements SchedulerHost {
       const group = followers.get(s);
       if (group) this.forkPrompt(s, group);
       else if (out.sampled) this.takeSteps(s, out.sampled[i]!, K, before[i]);
-      else this.sampleRow(s, out.logits[i]!);
+      else this.takeSteps(s, [this.sampleRow(s, out.logits[i]!, sampling[i]!)], 1, null);
     });
     c.sampleMs += performance.now() - ts;
-    // Let environment work that already completed run before the next tick.
-    if (this.pending.size) await new Promise<void>((r) => setImmediate(r));
+    // Let background work that already completed (and HTTP handlers, for the endpoint) run before the next tick.
+    if (this.pending.size || this.o.yieldEachTick) await new Promise<void>((r) => setImmediate(r));
+  }
+
+  /** The backend samples greedy rows and full-distribution rows (no top-k / top-p) that want no top logprobs. */
+  private backendCanSample({ params, topLogprobs }: RowSampling): boolean {
+    if (topLogprobs > 0) return false;
+    if ((params.temperature ?? 1) === 0) return true;
+    const topK = params.topK && params.topK > 0 && params.topK < this.backend.vocabSize;
+    return !topK && (params.topP ?? 1) >= 1;
   }
 
   /**
-   * Decode steps in this call: at most the cap, the tokens any row may still generate in its turn
-   * and its source's step limit (a branching sample's entropy window), then chooseSteps.
+   * Decode steps in this call: at most the cap and the tokens any row may generate before its
+   * source must see them (the end of its turn, a branching sample's entropy window), then
+   * chooseSteps where the backend's turn lengths are kept.
    */
-  private stepsFor(batch: Seq[]): number {
-    let K = this.o.mode.stepCap;
-    for (const s of batch) K = Math.min(K, this.rules.room(s), this.source.stepLimit(s));
-    return chooseSteps(
-      batch.map((s) => s.cur!.tokenIds.length),
-      Math.max(1, K),
-      this.o.lengths,
-    );
+  private stepsFor(batch: S[]): number {
+    let K = this.o.stepCap;
+    for (const s of batch) K = Math.min(K, this.source.room(s));
+    K = Math.max(1, K);
+    return this.o.lengths
+      ? chooseSteps(
+          batch.map((s) => this.source.turnLength(s)),
+          K,
+          this.o.lengths,
+        )
+      : K;
   }
 
   /**
-   * The backend samples: one uniform per sampled row and step from the sequence's own stream, as
+   * The backend samples: one uniform per sampled row and step from the row's own stream, as
    * sampleToken would draw it (none when greedy, none for a shared prompt's lead row). Each row's
    * stream state before the draws goes to `before` when K > 1.
    */
-  private sampleRequest(batch: Seq[], followers: Map<Seq, Seq[]>, K: number, before: (RngState | null)[]): SampleRequest {
-    const { greedy, temperature } = this.o.mode;
+  private sampleRequest(batch: S[], sampling: RowSampling[], followers: Map<S, S[]>, K: number, before: (RngState | null)[]): SampleRequest {
     const B = batch.length;
-    const req = {
-      u: new Float32Array(K * B),
-      invTemp: new Float32Array(B).fill(greedy ? 1 : 1 / temperature),
-      greedy: new Float32Array(B).fill(greedy ? 1 : 0),
-    };
-    if (!greedy)
-      batch.forEach((s, i) => {
-        if (followers.has(s)) return;
-        before[i] = K > 1 ? s.rng.state() : null;
-        for (let k = 0; k < K; k++) req.u[k * B + i] = s.rng.next();
-      });
+    const req = { u: new Float32Array(K * B), invTemp: new Float32Array(B), greedy: new Float32Array(B) };
+    batch.forEach((s, i) => {
+      const temperature = sampling[i]!.params.temperature ?? 1;
+      const greedy = temperature === 0;
+      req.greedy[i] = greedy ? 1 : 0;
+      req.invTemp[i] = greedy ? 1 : 1 / temperature;
+      if (greedy || followers.has(s)) return;
+      before[i] = K > 1 ? s.rng.state() : null;
+      for (let k = 0; k < K; k++) req.u[k * B + i] = s.rng.next();
+    });
     return req;
   }
 
   /** A shared prompt's lead row fed all but the last token: its cache forked to the followers; all of them feed that token at the next tick. */
-  private forkPrompt(lead: Seq, group: Seq[]): void {
+  private forkPrompt(lead: S, group: S[]): void {
     const last = lead.unfed[lead.unfed.length - 1]!;
     lead.unfed = [last];
     this.waiting.push(lead);
@@ -314,36 +306,28 @@ export class RolloutScheduler implements SchedulerHost {
     }
   }
 
-  /** A logits row: sample the token here from the sequence's stream. */
-  private sampleRow(s: Seq, row: Float32Array): void {
+  /** A logits row: the token drawn here from the row's stream (with its top logprobs when asked). */
+  private sampleRow(s: S, row: Float32Array, { params, topLogprobs: k }: RowSampling): GenToken {
     if (row.length !== this.backend.vocabSize) throw new Error(`decode backend returned a logits row of ${row.length} for vocab ${this.backend.vocabSize}`);
-    const ended = this.accept(s, sampleToken(row, this.o.mode.params, s.rng));
-    const go = ended ? () => this.track(this.endTurn(s, ended)) : () => this.waiting.push(s);
-    if (this.source.parkAfterToken(s, !!ended, go)) return;
-    go();
+    const tok: GenToken = sampleToken(row, params, s.rng);
+    if (k > 0) tok.top = topLogprobs(row, params.temperature === 0 ? 1 : 1 / (params.temperature ?? 1), k);
+    return tok;
   }
 
   /**
-   * A row's K sampled tokens, in order, through the same accept() as one step per call; the turn
-   * may end (or the source park the sequence) before the last. The rest are discarded: the stream
-   * as if only the used uniforms were drawn, the cache cut back to the last accepted token (which
-   * is unfed, as after a one-step call).
+   * A row's K tokens, in order, through its source's take(); the row may leave the batch before
+   * the last. The rest are discarded: the stream as if only the used uniforms were drawn, the
+   * cache cut back to the last taken token (which is unfed, as after a one-step call).
    */
-  private takeSteps(s: Seq, toks: SampledToken[], K: number, before: RngState | null | undefined): void {
+  private takeSteps(s: S, toks: GenToken[], K: number, before: RngState | null | undefined): void {
     if (toks.length !== K) throw new Error(`decode backend returned ${toks.length} steps for ${K}`);
     let used = 0;
-    let parked = false;
-    let go: () => void = () => this.waiting.push(s);
-    while (used < K) {
+    let leave: (() => void) | null = null;
+    while (used < K && !leave) {
       const tok = toks[used++]!;
       if (!Number.isFinite(tok.logprob)) throw new Error('sampleToken: logits contain NaN or are all -Infinity');
-      const ended = this.accept(s, tok);
-      if (ended) go = () => this.track(this.endTurn(s, ended));
-      if (this.source.parkAfterToken(s, !!ended, go)) {
-        parked = true;
-        break;
-      }
-      if (ended) break;
+      leave = this.source.take(s, tok);
+      this.counters.generated++;
     }
     if (used < K) {
       this.counters.discarded += K - used;
@@ -353,66 +337,20 @@ export class RolloutScheduler implements SchedulerHost {
       }
       this.backend.truncate!(s.slot, s.length - s.unfed.length);
     }
-    if (!parked) go();
-  }
-
-  private accept(s: Seq, tok: SampledToken): TurnEnd | null {
-    const ended = this.rules.accept(s, tok);
-    this.counters.generated++;
-    return ended;
-  }
-
-  /** The model's turn ended: run the environment, then either finish or queue the observation. */
-  private async endTurn(s: Seq, reason: TurnEnd): Promise<void> {
-    const turn = this.rules.close(s, reason);
-    const t = performance.now();
-    let r: EnvStepResult;
-    try {
-      r = await s.env.step({ text: turn.text, tokenIds: turn.tokenIds.slice(), stopReason: reason.reason });
-    } catch (e) {
-      throw new Error(`environment step() failed for task ${s.task.id}, turn ${s.modelTurns}: ${e instanceof Error ? e.message : String(e)}`);
-    }
-    s.envMs += performance.now() - t;
-    const observed = this.rules.afterStep(s, turn, reason, r);
-    if (observed === null) return this.finish(s);
-    this.source.observed(s, observed);
-    this.waiting.push(s);
-  }
-
-  /** The episode ended: the slot is freed, the environment scores it, the trajectory is recorded. */
-  private async finish(s: Seq): Promise<void> {
-    this.backend.release(s.slot);
-    this.source.release(s, this.freeSlots);
-    s.slot = -1;
-    const t = performance.now();
-    let outcome: OutcomeReward;
-    try {
-      outcome = await s.env.outcome();
-    } catch (e) {
-      throw new Error(`environment outcome() failed for task ${s.task.id}: ${e instanceof Error ? e.message : String(e)}`);
-    }
-    s.envMs += performance.now() - t;
-    const traj = trajectoryOf(s, outcome, this.source.lineage(s));
-    this.results.push(traj);
-    this.o.onTrajectory?.(traj);
-    this.o.onProgress?.({
-      done: this.results.length,
-      total: this.o.total,
-      generatedTokens: this.counters.generated,
-      elapsedMs: performance.now() - this.o.start,
-    });
+    if (leave) leave();
+    else this.waiting.push(s);
   }
 }
 
 /**
- * Prefix sharing: sequences whose cache is empty and whose prompts are identical (a GRPO group)
+ * Prefix sharing: rows whose cache is empty and whose prompts are identical (a GRPO group)
  * prefill it once: the first one (the lead) feeds all but the prompt's last token, its cache is
  * forked to the others (its followers), and all of them feed that last token at the next tick
  * (where each samples from its own stream). Returns each lead's followers (leads with none left out).
  */
-function sharedPrompts(ticked: Seq[]): Map<Seq, Seq[]> {
-  const followers = new Map<Seq, Seq[]>();
-  const byPrompt = new Map<string, Seq>();
+function sharedPrompts<S extends Row>(ticked: S[]): Map<S, S[]> {
+  const followers = new Map<S, S[]>();
+  const byPrompt = new Map<string, S>();
   for (const s of ticked) {
     if (s.unfed.length < 2 || s.unfed.length !== s.length) continue;
     const key = s.unfed.join(',');

@@ -55,7 +55,7 @@ import { rollout } from '../../engine/rollout/engine';
 import { policyDecodeBackend, policyRecomputeBackend } from '../../engine/rollout/model-backend';
 import type { DecodeBackend, EpisodeEnv, RolloutTask, TokenizerPort } from '../../engine/rollout/ports';
 import { Rng } from '../../engine/base/rng';
-import { DecodeScheduler } from '../../engine/openai/scheduler';
+import { RequestSource } from '../../engine/openai/requests';
 import { ModelServer } from '../../engine/openai/server';
 import { measureToolCalls, printToolCallRows } from './tool-calls';
 import { servePeer, torchEnv, torchLabel, torchMissing, torchSettings, type TorchSetting } from './torch-peer';
@@ -261,16 +261,16 @@ async function measure(
  * The same no-tools workload as concurrent HTTP requests to the OpenAI-compatible endpoint
  * (engine/openai: `arbor serve-model`, external agents in training): `sequences` POST
  * /v1/completions calls at once (the 24-token prompt as token ids, 32 new tokens, T = 1), decoded
- * by its request scheduler on the same worker KV-cache backend. Tokens/s over the wall time of all
- * requests, HTTP and JSON included.
+ * by the rollout's scheduler (its RequestSource) on the same worker KV-cache backend. Tokens/s over
+ * the wall time of all requests, HTTP and JSON included.
  */
 async function measureEndpoint(model: PolicyModel, name: string, batch: number, sequences: number): Promise<Row> {
   const backend = policyDecodeBackend(model, { maxBatch: batch });
-  const scheduler = new DecodeScheduler(backend, idTokenizer.decode);
+  const requests = new RequestSource(backend, idTokenizer.decode);
   const server = new ModelServer({
     modelId: 'bench',
     tokenizer: { ...idTokenizer, renderChat: () => '', tokenId: () => undefined },
-    scheduler,
+    requests,
     stopTokenIds: [],
   });
   const url = await server.listen();
@@ -287,11 +287,11 @@ async function measureEndpoint(model: PolicyModel, name: string, batch: number, 
   try {
     const ids = await Promise.all(prompts);
     await call(ids[0]!.ids, 0); // warm-up
-    const before = { ...scheduler.stats };
+    const before = { ...requests.stats };
     const t0 = performance.now();
     const tokens = (await Promise.all(ids.map((p, i) => call(p.ids, i + 1)))).reduce((a, b) => a + b, 0);
     const seconds = (performance.now() - t0) / 1000;
-    const calls = scheduler.stats.calls - before.calls;
+    const calls = requests.stats.calls - before.calls;
     return {
       model: name,
       params: parameterCount(model.config),
@@ -302,14 +302,14 @@ async function measureEndpoint(model: PolicyModel, name: string, batch: number, 
       generatedTokens: tokens,
       seconds,
       tokensPerSecond: tokens / seconds,
-      meanBatch: (scheduler.stats.rowSum - before.rowSum) / Math.max(1, calls),
+      meanBatch: (requests.stats.rowSum - before.rowSum) / Math.max(1, calls),
       modelCalls: calls,
       modelSteps: calls,
       discardedTokens: 0,
     };
   } finally {
     await server.close();
-    await scheduler.close();
+    await requests.close();
     await backend.close?.();
   }
 }

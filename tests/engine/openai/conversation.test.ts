@@ -12,7 +12,7 @@ import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HfTokenizer } from '../../../engine/model/tokenizer';
 import { episodeTrajectories, EpisodeRecorder } from '../../../engine/openai/episodes';
-import { DecodeScheduler } from '../../../engine/openai/scheduler';
+import { RequestSource } from '../../../engine/openai/requests';
 import { ModelServer } from '../../../engine/openai/server';
 import { toolsTokenizer } from '../../../engine/tasks/tools/kit';
 import { ScriptedBackend } from './scripted';
@@ -30,8 +30,8 @@ async function open(tok: HfTokenizer, scripts: string[], end: string) {
     tok.vocabSize,
     scripts.map((s) => [...tok.encode(s), endId]),
   );
-  const scheduler = new DecodeScheduler(backend, (ids) => tok.decode(ids));
-  server = new ModelServer({ modelId: 'm', tokenizer: tok, scheduler, stopTokenIds: [endId] });
+  const requests = new RequestSource(backend, (ids) => tok.decode(ids));
+  server = new ModelServer({ modelId: 'm', tokenizer: tok, requests, stopTokenIds: [endId] });
   await server.listen();
   const rec = new EpisodeRecorder();
   const url = server.openEpisode('e1', rec);

@@ -162,11 +162,11 @@ describe('the OpenAI-compatible endpoint through the official client', () => {
   });
 
   it('decodes concurrent requests in shared batches', async () => {
-    const before = { ...served.server.o.scheduler.stats };
+    const before = { ...served.server.o.requests.stats };
     await Promise.all(
       Array.from({ length: 6 }, (_, i) => client.chat.completions.create({ model: 'tiny', messages: user, seed: i, max_tokens: 8, temperature: 1 })),
     );
-    const s = served.server.o.scheduler.stats;
+    const s = served.server.o.requests.stats;
     const meanBatch = (s.rowSum - before.rowSum) / (s.calls - before.calls);
     // More rows than calls: some decode calls served several requests at once (how many depends on
     // when the requests arrive, so the test asks only that they were batched, not queued one by one).

@@ -8,7 +8,7 @@
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
 import { EpisodeRecorder, episodeTrajectories } from '../../../engine/openai/episodes';
-import { DecodeScheduler } from '../../../engine/openai/scheduler';
+import { RequestSource } from '../../../engine/openai/requests';
 import { ModelServer } from '../../../engine/openai/server';
 import { toolsTokenizer } from '../../../engine/tasks/tools/kit';
 import { TOOLS } from './helpers';
@@ -26,8 +26,8 @@ describe('first sampled token is EOS', () => {
 
   async function open(scripts: number[][]) {
     const backend = new ScriptedBackend(tok.vocabSize, scripts);
-    const scheduler = new DecodeScheduler(backend, (ids) => tok.decode(ids));
-    server = new ModelServer({ modelId: 'm', tokenizer: tok, scheduler, stopTokenIds: [end] });
+    const requests = new RequestSource(backend, (ids) => tok.decode(ids));
+    server = new ModelServer({ modelId: 'm', tokenizer: tok, requests, stopTokenIds: [end] });
     await server.listen();
     const rec = new EpisodeRecorder();
     const url = server.openEpisode('e', rec);
