@@ -145,7 +145,7 @@ export const forkSchema = z.object({
   prefixLogprob: z.array(value),
 });
 
-export const trajSummarySchema = z.object({
+export const trajectorySummarySchema = z.object({
   id: z.string(),
   runId: z.string(),
   step: num,
@@ -216,7 +216,7 @@ export const turnSchema = z.object({
   teacherLogprob: perToken.optional(),
 });
 
-export const trajectorySchema = trajSummarySchema.extend({ turnsData: z.array(turnSchema) });
+export const trajectoryDetailSchema = trajectorySummarySchema.extend({ turnsData: z.array(turnSchema) });
 
 export const templateSchema = z.object({
   id: z.string(),
@@ -499,10 +499,13 @@ export const api = {
       errorsOnly: z.boolean().optional(),
       task: z.string().optional(),
     }),
-    result: z.array(trajSummarySchema),
+    result: z.array(trajectorySummarySchema),
   },
-  'trajectories.get': { params: id, result: trajectorySchema },
-  'trajectories.group': { params: z.object({ runId: z.string().min(1), step: z.number().int(), group: z.number().int() }), result: z.array(trajSummarySchema) },
+  'trajectories.get': { params: id, result: trajectoryDetailSchema },
+  'trajectories.group': {
+    params: z.object({ runId: z.string().min(1), step: z.number().int(), group: z.number().int() }),
+    result: z.array(trajectorySummarySchema),
+  },
   'checkpoints.list': { params: z.object({ runId: z.string().optional() }).optional(), result: z.array(checkpointSchema) },
   'env.files': { params: none, result: z.array(z.object({ path: z.string(), kind: z.enum(['tool', 'reward', 'env']) })) },
   'env.read': { params: z.object({ path: z.string().min(1) }), result: z.string() },
@@ -556,7 +559,7 @@ export const api = {
   /** Stored what-if replays: the forks of one trajectory, or of every trajectory of a run. */
   'replay.forks': {
     params: z.object({ trajectoryId: z.string().min(1).optional(), runId: z.string().min(1).optional() }),
-    result: z.array(trajSummarySchema),
+    result: z.array(trajectorySummarySchema),
   },
   /** Retokenisation drift: one trajectory turn by turn, or the count of drifted trajectories of a run (its task's tokenizer re-renders the text). */
   'replay.drift': {
@@ -675,12 +678,12 @@ export type RunDetail = z.infer<typeof runDetailSchema>;
 export type Checkpoint = z.infer<typeof checkpointSchema>;
 export type LogLine = z.infer<typeof logLineSchema>;
 export type Series = z.infer<typeof seriesSchema>;
-export type TrajSummary = z.infer<typeof trajSummarySchema>;
+export type TrajectorySummary = z.infer<typeof trajectorySummarySchema>;
 export type Fork = z.infer<typeof forkSchema>;
 export type ForkResult = z.infer<typeof forkResultSchema>;
 export type DriftReport = z.infer<typeof driftReportSchema>;
 export type LiveState = z.infer<typeof liveStateSchema>;
-export type Trajectory = z.infer<typeof trajectorySchema>;
+export type TrajectoryDetail = z.infer<typeof trajectoryDetailSchema>;
 export type Turn = z.infer<typeof turnSchema>;
 export type ToolCall = z.infer<typeof toolCallSchema>;
 export type Template = z.infer<typeof templateSchema>;

@@ -8,7 +8,7 @@ import { openDatabase } from '../../engine/store/db';
 import { Store } from '../../engine/store/store';
 import { branchedGroup, plainGroup } from '../renderer/fixtures/branched-group';
 import { engineRequest, openBrowser, reviewShot, screenshotIfFailed, startEngine, type Browser, type Engine } from './harness';
-import type { TrajSummary } from '../../engine/server/protocol';
+import type { TrajectorySummary } from '../../engine/server/protocol';
 
 let engine: Engine | undefined;
 let browser: Browser | undefined;
@@ -36,7 +36,7 @@ function seedBranchedRun(home: string): void {
   }
 }
 
-type Summary = Pick<TrajSummary, 'id' | 'step' | 'group' | 'sample' | 'reward' | 'advantage' | 'branch'>;
+type Summary = Pick<TrajectorySummary, 'id' | 'step' | 'group' | 'sample' | 'reward' | 'advantage' | 'branch'>;
 
 /** The expected outline of a group, written out from the branch fields: depth first, a parent's branches by branch point then sample. */
 function expectedOutline(group: Summary[]): { sample: number; level: number; t: Summary }[] {

@@ -5,7 +5,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { engineRequest, openBrowser, screenshotIfFailed, shot, startEngine, type Browser, type Engine } from './harness';
-import type { TrajSummary, Trajectory } from '../../engine/server/protocol';
+import type { TrajectorySummary, TrajectoryDetail } from '../../engine/server/protocol';
 
 let engine: Engine | undefined;
 let browser: Browser | undefined;
@@ -71,7 +71,7 @@ describe('replay: what-if, training signal, verdict, URL', () => {
     await expect.poll(async () => (await req<{ status: string }>('runs.get', { id: runId })).status, { timeout: 120_000, interval: 500 }).toBe('completed');
     const cks = await req<{ id: string; step: number }[]>('checkpoints.list', { runId });
     expect(cks.map((c) => c.step)).toEqual([1, 2]);
-    const list = await req<TrajSummary[]>('trajectories.list', { runId, step: 2 });
+    const list = await req<TrajectorySummary[]>('trajectories.list', { runId, step: 2 });
     expect(list).toHaveLength(8);
 
     const { page, errors } = browser!;
@@ -101,9 +101,9 @@ describe('replay: what-if, training signal, verdict, URL', () => {
     expect(await page.getByTestId('truncated-flag').count()).toBe(sorted.filter((t) => t.outcomeData.truncated === true).length);
 
     // ---- a trajectory with a tool turn ------------------------------------------------------
-    const full = await Promise.all(sorted.map((t) => req<Trajectory>('trajectories.get', { id: t.id })));
+    const full = await Promise.all(sorted.map((t) => req<TrajectoryDetail>('trajectories.get', { id: t.id })));
     // The trajectory with a tool turn whose tokens carry the most signal (non-zero advantages, clipped tokens).
-    const signal = (t: Trajectory) =>
+    const signal = (t: TrajectoryDetail) =>
       t.turnsData.reduce((a, u) => a + (u.clipped ?? []).filter((c) => c !== 0).length + (u.advantage ?? []).filter((x) => x !== 0).length, 0);
     const withTool = full.map((t, i) => ({ t, i })).filter(({ t }) => t.turnsData.some((u, j) => j > 0 && u.role === 'tool'));
     expect(withTool.length).toBeGreaterThan(0);
@@ -128,7 +128,7 @@ describe('replay: what-if, training signal, verdict, URL', () => {
     await expect.poll(() => page.getByTestId('drift-summary').getAttribute('data-drifted')).toBe('false');
 
     // ---- heat map: advantage and clipped, token for token equal to the store -----------------
-    const stored = (get: (u: Trajectory['turnsData'][number]) => (number | null)[] | null | undefined, trainedOnly: boolean) =>
+    const stored = (get: (u: TrajectoryDetail['turnsData'][number]) => (number | null)[] | null | undefined, trainedOnly: boolean) =>
       parent.turnsData.flatMap((u, turn) =>
         u.tokenIds.map((_, tok) => {
           const v = get(u)?.[tok];
@@ -228,7 +228,7 @@ describe('replay: what-if, training signal, verdict, URL', () => {
     await page.getByTestId('fork-n').fill('3');
     await page.getByTestId('fork-run').click();
     await expect.poll(() => page.getByTestId('fork-child').count(), { timeout: 120_000 }).toBe(3);
-    const forks = await req<TrajSummary[]>('replay.forks', { trajectoryId: parent.id });
+    const forks = await req<TrajectorySummary[]>('replay.forks', { trajectoryId: parent.id });
     expect(forks).toHaveLength(3);
     const shownRewards = await page.getByTestId('fork-child-reward').allInnerTexts();
     expect(shownRewards).toEqual(forks.map((f) => f.reward.toFixed(3)));
@@ -238,7 +238,7 @@ describe('replay: what-if, training signal, verdict, URL', () => {
       expect(f.fork!.turn).toBe(toolTurn);
       expect(f.fork!.edit!.kind).toBe('observation');
       // The prefix is the parent's stored ids exactly, then the edit's ids.
-      const c = await req<Trajectory>('trajectories.get', { id: f.id });
+      const c = await req<TrajectoryDetail>('trajectories.get', { id: f.id });
       const ids = c.turnsData.flatMap((u) => u.tokenIds);
       const shared = parent.turnsData.slice(0, toolTurn).flatMap((u) => u.tokenIds);
       expect(ids.slice(0, shared.length)).toEqual(shared);
@@ -362,7 +362,7 @@ describe('playground: a live rollout you can pause', () => {
     await expect.poll(phase, { timeout: 60_000 }).toBe('done');
     const result = page.getByTestId('live-result');
     const id = (await page.getByTestId('live-open').innerText()).trim();
-    const t = await req<Trajectory>('trajectories.get', { id });
+    const t = await req<TrajectoryDetail>('trajectories.get', { id });
     expect(t.step).toBe(-1);
     expect((await result.innerText()).replace(/\s+/g, ' ')).toContain(`reward ${t.reward.toFixed(4)}`);
     // The task's gold answers beside the model's, as stored with the episode.

@@ -12,7 +12,7 @@ import {
   type BranchPoint,
   type BranchTree,
 } from '../../renderer/src/lib/branchTree';
-import type { TrajSummary, TurnView } from '../../renderer/src/api/types';
+import type { TrajectorySummary, TurnView } from '../../renderer/src/api/types';
 import { groupMetricKeys } from '../../renderer/src/lib/metricSections';
 
 const bp = (parent: number, turn: number, tokens: number, entropy = 2, deltaH = 0.5): BranchPoint => ({
@@ -24,7 +24,7 @@ const bp = (parent: number, turn: number, tokens: number, entropy = 2, deltaH = 
   probability: 0.5,
 });
 
-function summary(sample: number, branch?: BranchPoint | null, reward = 0): TrajSummary {
+function summary(sample: number, branch?: BranchPoint | null, reward = 0): TrajectorySummary {
   return {
     id: `t${sample}`,
     runId: 'r',

@@ -6,7 +6,7 @@ import { appendPoint } from '../../renderer/src/store/run';
 import { siblingsOf } from '../../renderer/src/store/trajectories';
 import { transcriptToMessages } from '../../renderer/src/store/playground';
 import { fileKind } from '../../renderer/src/store/editor';
-import type { RunSummary, Trajectory, TrajSummary, TurnView } from '../../renderer/src/api/types';
+import type { RunSummary, TrajectoryView, TrajectorySummary, TurnView } from '../../renderer/src/api/types';
 import { deriveToolCalls, normalizeTry } from '../../renderer/src/api/connection';
 
 const run = (id: string, over: Partial<RunSummary> = {}): RunSummary => ({
@@ -54,7 +54,7 @@ describe('live series', () => {
 
 describe('GRPO siblings', () => {
   it('are the samples of the same step and group, in sample order', () => {
-    const t = (id: string, step: number, group: number, sample: number): TrajSummary => ({
+    const t = (id: string, step: number, group: number, sample: number): TrajectorySummary => ({
       id,
       runId: 'r',
       step,
@@ -114,7 +114,7 @@ describe('tool calls of trajectories stored without call records', () => {
     stepReward: null,
     toolCalls,
   });
-  const traj = (turnsData: TurnView[]): Trajectory => ({
+  const traj = (turnsData: TurnView[]): TrajectoryView => ({
     id: '1',
     runId: 'r',
     step: 1,

@@ -4,7 +4,7 @@ import { render, cleanup } from '@testing-library/react';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TurnList } from '../../renderer/src/views/trajectories/TurnList';
 import { buildRows, TOKENS_PER_ROW } from '../../renderer/src/views/trajectories/turns/rows';
-import type { Trajectory, TurnView } from '../../renderer/src/api/types';
+import type { TrajectoryView, TurnView } from '../../renderer/src/api/types';
 
 afterEach(cleanup);
 
@@ -44,7 +44,7 @@ function modelTurn(n: number): TurnView {
   };
 }
 
-function trajectory(turns: TurnView[]): Trajectory {
+function trajectory(turns: TurnView[]): TrajectoryView {
   return {
     id: 't1',
     runId: 'r',

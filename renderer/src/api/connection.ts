@@ -12,7 +12,7 @@ import type {
   RunSummary,
   Template,
   ToolCallView,
-  Trajectory,
+  TrajectoryView,
   TryResult,
 } from './types';
 import { engineWsUrl, pageToken, preloadTransport, webSocketTransport } from './transports';
@@ -148,7 +148,7 @@ export function adaptClient(client: EngineClient, transport: Pick<Transport, 'on
  * tokens; the turn then shows its text without a heat map) and the reward breakdown (the
  * reward components the environment reported, stored in the outcome).
  */
-export function normalizeTrajectory(t: wire.Trajectory): Trajectory {
+export function normalizeTrajectory(t: wire.TrajectoryDetail): TrajectoryView {
   const breakdown: Record<string, number> = {};
   const components = t.outcomeData.components;
   if (components && typeof components === 'object') for (const [k, v] of Object.entries(components)) if (typeof v === 'number') breakdown[k] = v;
@@ -165,7 +165,7 @@ export function normalizeTrajectory(t: wire.Trajectory): Trajectory {
  * `<tool_call>{json}</tool_call>` — with the following observation turn as the result. Marked
  * `derived` so the view says where they came from.
  */
-export function deriveToolCalls(t: Trajectory): Trajectory {
+export function deriveToolCalls(t: TrajectoryView): TrajectoryView {
   if (t.turnsData.some((u) => u.toolCalls.length)) return t;
   const turnsData = t.turnsData.map((u, i) => {
     if (u.role !== 'model') return u;

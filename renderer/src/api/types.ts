@@ -29,7 +29,7 @@ export type Series = wire.Series;
 /** A log line; time in milliseconds. */
 export type LogLine = wire.LogLine;
 
-export type TrajSummary = wire.TrajSummary;
+export type TrajectorySummary = wire.TrajectorySummary;
 
 export interface ToolCallView {
   name: string;
@@ -45,7 +45,7 @@ export interface TurnView extends Omit<wire.Turn, 'toolCalls'> {
   toolCalls: ToolCallView[];
 }
 
-export interface Trajectory extends TrajSummary {
+export interface TrajectoryView extends TrajectorySummary {
   rewardBreakdown: Record<string, number>;
   turnsData: TurnView[];
 }
@@ -116,10 +116,17 @@ export interface ArborApi {
   metricSeries(runId: string, keys?: string[], maxPoints?: number): Promise<Record<string, Series>>;
   runLog(runId: string, afterSeq?: number): Promise<LogLine[]>;
   trajectorySteps(runId: string): Promise<number[]>;
-  listTrajectories(q: { runId: string; step?: number; minReward?: number; maxReward?: number; errorsOnly?: boolean; task?: string }): Promise<TrajSummary[]>;
-  getTrajectory(id: string): Promise<Trajectory>;
+  listTrajectories(q: {
+    runId: string;
+    step?: number;
+    minReward?: number;
+    maxReward?: number;
+    errorsOnly?: boolean;
+    task?: string;
+  }): Promise<TrajectorySummary[]>;
+  getTrajectory(id: string): Promise<TrajectoryView>;
   /** Every sample of one prompt at a step (summaries, unfiltered, in sample order): the branch tree's input. */
-  groupTrajectories(runId: string, step: number, group: number): Promise<TrajSummary[]>;
+  groupTrajectories(runId: string, step: number, group: number): Promise<TrajectorySummary[]>;
   listEnvFiles(): Promise<EnvFile[]>;
   readEnvFile(path: string): Promise<string>;
   writeEnvFile(path: string, text: string): Promise<void>;
@@ -132,7 +139,7 @@ export interface ArborApi {
   /** What-if replay: fork a stored trajectory and sample continuations (stored, linked to it); progress through `onProgress`. */
   forkTrajectory(req: ForkRequest, onProgress?: (e: ForkProgress) => void): Promise<wire.ForkResult>;
   /** The stored what-if replays of a trajectory. */
-  listForks(trajectoryId: string): Promise<TrajSummary[]>;
+  listForks(trajectoryId: string): Promise<TrajectorySummary[]>;
   /** Retokenisation drift of a stored trajectory, turn by turn. */
   trajectoryDrift(trajectoryId: string): Promise<wire.DriftReport>;
   /** A live rollout you can pause (live.start / live.step / live.close). */

@@ -4,14 +4,14 @@
 // "turn N" is the last shared one; tokens include the prompt), and the entropy that triggered it. Built
 // from the trajectory summaries alone; the full trajectory of the open sample is only needed to
 // mark which of its turns came from an ancestor.
-import type { Trajectory, TrajSummary } from '../api/types';
+import type { TrajectoryView, TrajectorySummary } from '../api/types';
 
-export type BranchPoint = NonNullable<TrajSummary['branch']>;
+export type BranchPoint = NonNullable<TrajectorySummary['branch']>;
 
 export interface BranchNode {
   id: string;
   sample: number;
-  summary: TrajSummary;
+  summary: TrajectorySummary;
   /** Where this sample left its parent; null for root samples. */
   branch: BranchPoint | null;
   parent: BranchNode | null;
@@ -42,7 +42,7 @@ const byBranchPoint = (a: BranchNode, b: BranchNode) =>
   (a.branch?.tokens ?? 0) - (b.branch?.tokens ?? 0) || (a.branch?.turn ?? 0) - (b.branch?.turn ?? 0) || a.sample - b.sample;
 
 /** True when any of the summaries is a branch sample. */
-export function isBranchedGroup(group: readonly TrajSummary[]): boolean {
+export function isBranchedGroup(group: readonly TrajectorySummary[]): boolean {
   return group.some((t) => t.branch != null);
 }
 
@@ -51,7 +51,7 @@ export function isBranchedGroup(group: readonly TrajSummary[]): boolean {
  * A branch whose parent sample is missing, or whose parent chain loops, is kept at the top
  * level with the reason in `detached`, so no sample disappears from the view.
  */
-export function buildBranchTree(group: readonly TrajSummary[]): BranchTree {
+export function buildBranchTree(group: readonly TrajectorySummary[]): BranchTree {
   const sorted = [...group].sort((a, b) => a.sample - b.sample || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   const nodes: BranchNode[] = sorted.map((summary) => ({
     id: summary.id,
@@ -168,7 +168,7 @@ export interface TurnOrigin {
  * that generated each one: a branch of a branch shares the grandparent's turns before the
  * parent's own branch point. Root samples (no `branch`) get all-own origins.
  */
-export function turnOrigins(traj: Pick<Trajectory, 'sample' | 'branch' | 'turnsData'>, tree: BranchTree | null): TurnOrigin[] {
+export function turnOrigins(traj: Pick<TrajectoryView, 'sample' | 'branch' | 'turnsData'>, tree: BranchTree | null): TurnOrigin[] {
   const own = traj.sample;
   const b = traj.branch ?? null;
   const bySample = new Map<number, BranchNode>();
@@ -205,7 +205,7 @@ export function turnOrigins(traj: Pick<Trajectory, 'sample' | 'branch' | 'turnsD
 }
 
 /** Index of a trajectory's first own turn (just after its branch point); 0 for a root sample. */
-export function firstOwnTurn(traj: Pick<Trajectory, 'sample' | 'branch' | 'turnsData'>): number {
+export function firstOwnTurn(traj: Pick<TrajectoryView, 'sample' | 'branch' | 'turnsData'>): number {
   if (!traj.branch) return 0;
   const i = turnOrigins(traj, null).findIndex((o) => !o.shared);
   return i < 0 ? 0 : i;

@@ -1,7 +1,7 @@
 // How a trajectory was steered by hand, so the replay marks it wherever it appears: a what-if fork's
 // edit (replay.fork: the tool result replaced in an observation, or text written into a model turn)
 // and a live rollout's forced tokens and edited observations (live.*: outcome.live).
-import type { TrajSummary } from '../api/types';
+import type { TrajectorySummary } from '../api/types';
 
 export interface Steering {
   /** Turn index → what was edited there. */
@@ -12,7 +12,7 @@ export interface Steering {
   staleCalls: Map<number, string>;
 }
 
-type Steerable = Pick<TrajSummary, 'fork' | 'outcomeData'> & { turnsData?: { role: string }[] };
+type Steerable = Pick<TrajectorySummary, 'fork' | 'outcomeData'> & { turnsData?: { role: string }[] };
 
 export function steeringOf(t: Steerable): Steering {
   const out: Steering = { edited: new Map(), forced: new Map(), staleCalls: new Map() };

@@ -1,6 +1,6 @@
 // The Editor view: the workspace's environment files, the open file's text, and trying it (a tool
 // with arguments, a reward on a stored trajectory, an MCP servers file's tools).
-import type { ArborApi, EnvFile, TrajSummary, TryResult } from '../api/types';
+import type { ArborApi, EnvFile, TrajectorySummary, TryResult } from '../api/types';
 import { patchSlice, type Get, type Set } from './state';
 
 declare module './state' {
@@ -22,7 +22,7 @@ export interface EditorState {
   trying: boolean;
   /** stored trajectories offered to score a reward on (latest step of the chosen run) */
   tryRunId: string;
-  tryTrajectories: TrajSummary[];
+  tryTrajectories: TrajectorySummary[];
   /** MCP servers file open (see isMcpServersFile): the tools its servers offered on the last try. */
   mcpTools: McpToolInfo[];
   /** The MCP tool "Call tool" runs. */

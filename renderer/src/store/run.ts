@@ -1,6 +1,6 @@
 // The open run (the Run view): its detail, metric series and log, followed live, and what the view
 // does with it (notes, tags, export, the "why didn't it learn" diagnostics).
-import type { ArborApi, EngineEvent, ExportedFile, LogLine, RunDetail, RunSummary, Series, TrajSummary, Learning } from '../api/types';
+import type { ArborApi, EngineEvent, ExportedFile, LogLine, RunDetail, RunSummary, Series, TrajectorySummary, Learning } from '../api/types';
 import { patchSlice, type Get, type Set } from './state';
 
 declare module './state' {
@@ -36,7 +36,7 @@ export interface RunSlice {
     export(): Promise<ExportedFile[] | null>;
     applyEvent(e: EngineEvent): void;
     /** Every stored trajectory summary of one step (the Run view's "why didn't it learn" links). */
-    fetchTrajectorySummaries(runId: string, step: number): Promise<TrajSummary[]>;
+    fetchTrajectorySummaries(runId: string, step: number): Promise<TrajectorySummary[]>;
     /** The run's "why didn't it learn" flags and warnings (null after reporting an error). */
     fetchLearning(runId: string): Promise<Learning | null>;
   };

@@ -1,6 +1,6 @@
 // What-if replays of the open trajectory (replay.fork): the stored ones, the last fork's answer
 // and its progress while it samples.
-import type { ArborApi, Checkpoint, ForkProgress, ForkRequest, ForkResult, TrajSummary } from '../../api/types';
+import type { ArborApi, Checkpoint, ForkProgress, ForkRequest, ForkResult, TrajectorySummary } from '../../api/types';
 import { patchSlice, type Get, type Set } from '../state';
 
 declare module '../state' {
@@ -10,7 +10,7 @@ declare module '../state' {
 
 export interface ForkState {
   /** The stored what-if replays of the open trajectory. */
-  items: TrajSummary[];
+  items: TrajectorySummary[];
   result: ForkResult | null;
   progress: ForkProgress | null;
   running: boolean;

@@ -1,6 +1,6 @@
 // The step's trajectory list: which run and step are open, the stored steps, the filter and the
 // order, and following a live run's new steps.
-import type { ArborApi, EngineEvent, TrajSummary } from '../../api/types';
+import type { ArborApi, EngineEvent, TrajectorySummary } from '../../api/types';
 import type { Channel } from '../../lib/heat';
 import { patchSlice, type Get, type Set } from '../state';
 import { nearestStep, sortTrajectories, type TrajFilter, type TrajSort } from './order';
@@ -16,7 +16,7 @@ export interface TrajListState {
   steps: number[];
   step: number | null;
   /** The step's trajectories that pass the filter, in `sort` order. */
-  items: TrajSummary[];
+  items: TrajectorySummary[];
   filter: TrajFilter;
   sort: TrajSort;
   /** Open each newly stored step of a live run. */

@@ -1,7 +1,7 @@
 // The open trajectory: which one (and where it sits in the step's list), the turn and token
 // cursor on it, the top-k at the cursor, its retokenisation drift, the heat-map channel, and the
 // group view (every sample of its GRPO group, loaded when shown).
-import type { ArborApi, DriftReport, TopK, Trajectory } from '../../api/types';
+import type { ArborApi, DriftReport, TopK, TrajectoryView } from '../../api/types';
 import { nextChannel, type Channel } from '../../lib/heat';
 import { firstOwnTurn } from '../../lib/branchTree';
 import { patchSlice, type ArborState, type Get, type Set } from '../state';
@@ -13,7 +13,7 @@ declare module '../state' {
 }
 
 export interface OpenTrajState {
-  current: Trajectory | null;
+  current: TrajectoryView | null;
   /** Index into trajList.items of the open trajectory (−1 when the list's filter hides it). */
   index: number;
   /** The active turn (j / k). */
@@ -29,7 +29,7 @@ export interface OpenTrajState {
   autoRange: boolean;
   groupView: boolean;
   /** The trajectories of the open one's GRPO group, loaded for the group view. */
-  group: Trajectory[];
+  group: TrajectoryView[];
 }
 
 export interface OpenTrajSlice {
@@ -81,7 +81,7 @@ export function createOpenTrajSlice(api: ArborApi, set: Set, get: Get): OpenTraj
       get().connectionActions.reportError(`Loading trajectory ${id}`, err);
     }
   };
-  const loadDrift = async (traj: Trajectory) => {
+  const loadDrift = async (traj: TrajectoryView) => {
     try {
       const drift = await api.trajectoryDrift(traj.id);
       if (get().traj.current?.id === traj.id) patch({ drift });

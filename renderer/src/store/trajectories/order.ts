@@ -1,6 +1,6 @@
 // How a step's trajectories are listed and walked: pure functions over the stored summaries,
 // shared by the slices of this folder and the views.
-import type { TrajSummary } from '../../api/types';
+import type { TrajectorySummary } from '../../api/types';
 
 export interface TrajFilter {
   minReward?: number;
@@ -19,9 +19,9 @@ export interface TokenCursor {
 }
 
 /** The list in the chosen order (a stable sort: ties keep group, sample order). */
-export function sortTrajectories(list: TrajSummary[], by: TrajSort): TrajSummary[] {
+export function sortTrajectories(list: TrajectorySummary[], by: TrajSort): TrajectorySummary[] {
   const base = [...list].sort((a, b) => a.group - b.group || a.sample - b.sample);
-  const key = (t: TrajSummary): number =>
+  const key = (t: TrajectorySummary): number =>
     by === 'abs-advantage' ? Math.abs(t.advantage ?? 0) : by === 'clip-share' ? (t.clipShare ?? -1) : by === 'kl' ? Math.abs(t.klMean ?? 0) : 0;
   return by === 'order' ? base : base.sort((a, b) => key(b) - key(a));
 }
@@ -44,6 +44,6 @@ export function sortForMetric(key: string): TrajSort {
 }
 
 /** The samples of the same prompt (GRPO group) as `t`, in sample order. */
-export function siblingsOf(list: TrajSummary[], t: { step: number; group: number }): TrajSummary[] {
+export function siblingsOf(list: TrajectorySummary[], t: { step: number; group: number }): TrajectorySummary[] {
   return list.filter((x) => x.step === t.step && x.group === t.group).sort((a, b) => a.sample - b.sample);
 }

@@ -1,6 +1,6 @@
 // The branch tree of the open trajectory's group (branching rollouts: ARPO, AEPO, TreeRL): every
 // sample of the group, unfiltered, with the collapsed nodes and the keyboard focus (WAI-ARIA tree).
-import type { ArborApi, Trajectory, TrajSummary } from '../../api/types';
+import type { ArborApi, TrajectoryView, TrajectorySummary } from '../../api/types';
 import { buildBranchTree, treeMove, type TreeKey } from '../../lib/branchTree';
 import { patchSlice, type Get, type Set } from '../state';
 
@@ -11,7 +11,7 @@ declare module '../state' {
 
 export interface TreeState {
   /** Summaries of every sample of the open trajectory's group (unfiltered): the tree's input. */
-  group: TrajSummary[];
+  group: TrajectorySummary[];
   /** `runId:step:group` of `group`. */
   key: string | null;
   /** Ids of the collapsed nodes. */
@@ -24,7 +24,7 @@ export interface TreeSlice {
   tree: TreeState;
   treeActions: {
     /** A trajectory was opened: focus its node, and load its group when it is another one. */
-    show(traj: Trajectory): Promise<void>;
+    show(traj: TrajectoryView): Promise<void>;
     /** One key of the tree (WAI-ARIA tree pattern); the sample under focus is opened. */
     move(key: TreeKey): Promise<void>;
     toggle(id: string): void;

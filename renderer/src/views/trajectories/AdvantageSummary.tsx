@@ -1,12 +1,12 @@
 import { useMemo } from 'react';
-import type { Trajectory } from '../../api/types';
+import type { TrajectoryView } from '../../api/types';
 
 /**
  * The trajectory's advantage as its tokens carry it: the mean over the model's tokens (what the
  * stored summary holds), the range of the per-token values, the outcome and process parts, and the
  * group's reward mean and std that normalised it.
  */
-export function AdvantageSummary({ traj }: { traj: Trajectory }) {
+export function AdvantageSummary({ traj }: { traj: TrajectoryView }) {
   const st = useMemo(() => {
     let n = 0;
     let sum = 0;

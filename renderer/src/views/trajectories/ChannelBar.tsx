@@ -1,10 +1,10 @@
-import type { Trajectory } from '../../api/types';
+import type { TrajectoryView } from '../../api/types';
 import { useArbor } from '../../store/react';
 import { CHANNELS, channelValue, neutralNote, type Channel } from '../../lib/heat';
 import { ChannelLegend } from './ChannelLegend';
 
 /** Whether any token of the trajectory has a value on this channel. */
-function hasChannel(t: Trajectory, c: Channel): boolean {
+function hasChannel(t: TrajectoryView, c: Channel): boolean {
   return t.turnsData.some((u) => u.tokens.some((_, i) => channelValue(u, c, i) != null));
 }
 

@@ -1,10 +1,10 @@
 import { useMemo } from 'react';
-import type { Trajectory } from '../../api/types';
+import type { TrajectoryView } from '../../api/types';
 import { useArbor } from '../../store/react';
 import { channelScale, rampCss, scaleTicks, type Channel } from '../../lib/heat';
 
 /** The active channel with its ramp and the numbers of its scale (absolute: the same for every trajectory). */
-export function ChannelLegend({ traj, channel }: { traj: Trajectory | null; channel: Channel }) {
+export function ChannelLegend({ traj, channel }: { traj: TrajectoryView | null; channel: Channel }) {
   const auto = useArbor((s) => s.traj.autoRange);
   const scale = useMemo(() => channelScale(traj?.turnsData ?? [], channel, (t) => (t as { tokens: string[] }).tokens.length, auto), [traj, channel, auto]);
   const [lo, mid, hi] = scaleTicks(channel, scale);

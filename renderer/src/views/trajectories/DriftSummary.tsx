@@ -1,8 +1,8 @@
-import type { Trajectory } from '../../api/types';
+import type { TrajectoryView } from '../../api/types';
 import { useArbor } from '../../store/react';
 
 /** Retokenisation drift of the open trajectory, in a line (the drifted turns are marked in place). */
-export function DriftSummary({ traj }: { traj: Trajectory }) {
+export function DriftSummary({ traj }: { traj: TrajectoryView }) {
   const drift = useArbor((s) => s.traj.drift);
   const err = useArbor((s) => s.traj.driftError);
   if (err) return null;

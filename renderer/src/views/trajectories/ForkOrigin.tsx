@@ -1,10 +1,10 @@
-import type { Trajectory } from '../../api/types';
+import type { TrajectoryView } from '../../api/types';
 import { useArbor } from '../../store/react';
 import { ForkIcon } from './turns/ForkIcon';
 import { weightsNote } from './fork/weights';
 
 /** A what-if replay: where it left its parent, with which edit and checkpoint; the parent one click away. */
-export function ForkOrigin({ traj }: { traj: Trajectory }) {
+export function ForkOrigin({ traj }: { traj: TrajectoryView }) {
   const open = useArbor((s) => s.trajActions.openById);
   const f = traj.fork!;
   return (

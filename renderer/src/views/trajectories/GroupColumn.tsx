@@ -1,4 +1,4 @@
-import type { Trajectory } from '../../api/types';
+import type { TrajectoryView } from '../../api/types';
 import type { Channel } from '../../lib/heat';
 import { ForkIcon } from './turns/ForkIcon';
 import { TokenSpan } from './turns/TokenSpan';
@@ -13,7 +13,7 @@ import { judgeOf } from './judge/judge';
  * prefix, the first divergent token marked.
  */
 export function GroupColumn(p: {
-  g: Trajectory;
+  g: TrajectoryView;
   left: number;
   width: number;
   /** Tokens every sample of the group shares (collapsed above the columns). */

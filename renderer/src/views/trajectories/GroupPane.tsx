@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useRef } from 'react';
 import { useVirtualizer } from '@tanstack/react-virtual';
-import type { Trajectory } from '../../api/types';
+import type { TrajectoryView } from '../../api/types';
 import { useArbor } from '../../store/react';
 import { channelScale } from '../../lib/heat';
 import { oddSamples } from '../../lib/group';
@@ -9,7 +9,7 @@ import { JudgePanel } from './judge/JudgePanel';
 import { GroupColumn } from './GroupColumn';
 
 /** Length of the token prefix every sample of the group shares (the prompt, at least). */
-function sharedPrefix(group: Trajectory[]): number {
+function sharedPrefix(group: TrajectoryView[]): number {
   if (!group.length) return 0;
   const flat = group.map((g) => g.turnsData.flatMap((u) => u.tokenIds));
   const n = Math.min(...flat.map((f) => f.length));

@@ -2,7 +2,7 @@
 // (sampling, reference, what training applied) and, on demand, the top-k alternatives at that
 // position under the checkpoint that sampled it (replay.topk, computed through the model).
 import { useEffect, useState } from 'react';
-import type { Checkpoint, Trajectory } from '../../api/types';
+import type { Checkpoint, TrajectoryView } from '../../api/types';
 import { useArbor, useArborStore } from '../../store/react';
 import { weightsNote } from './fork/weights';
 
@@ -19,7 +19,7 @@ const CLIP: Record<number, string> = {
   2: 'dual clip (A < 0, ratio > c)',
 };
 
-export function TokenInspector({ traj }: { traj: Trajectory }) {
+export function TokenInspector({ traj }: { traj: TrajectoryView }) {
   const store = useArborStore();
   const cursor = useArbor((s) => s.traj.cursor);
   const topk = useArbor((s) => s.traj.topk);

@@ -1,4 +1,4 @@
-import type { Trajectory } from '../../api/types';
+import type { TrajectoryView } from '../../api/types';
 import { useArbor } from '../../store/react';
 import { siblingsOf } from '../../store/trajectories';
 import type { BranchTree } from '../../lib/branchTree';
@@ -10,7 +10,7 @@ import { stepLabel } from './stepLabel';
 
 /** The open trajectory in a line: step, group and sample (or what-if fork), reward and its parts, advantage, where it branched. */
 
-export function TrajectoryHeader({ traj, tree }: { traj: Trajectory; tree: BranchTree | null }) {
+export function TrajectoryHeader({ traj, tree }: { traj: TrajectoryView; tree: BranchTree | null }) {
   const list = useArbor((s) => s.trajList.items);
   const sibs = siblingsOf(list, traj);
   return (

@@ -1,12 +1,12 @@
 import { useEffect, useMemo, useRef } from 'react';
 import { useVirtualizer } from '@tanstack/react-virtual';
 import { useArbor } from '../../store/react';
-import type { TrajSummary } from '../../api/types';
+import type { TrajectorySummary } from '../../api/types';
 import { TrajectoryRow } from './TrajectoryRow';
 
 /** Keys (`step:group`) of the flat groups: every sample has the same reward and no advantage (zero variance: no learning signal). */
-function flatGroupKeys(list: TrajSummary[]): Set<string> {
-  const by = new Map<string, TrajSummary[]>();
+function flatGroupKeys(list: TrajectorySummary[]): Set<string> {
+  const by = new Map<string, TrajectorySummary[]>();
   for (const t of list) by.set(`${t.step}:${t.group}`, [...(by.get(`${t.step}:${t.group}`) ?? []), t]);
   return new Set([...by].filter(([, ts]) => ts.length > 1 && ts.every((t) => t.reward === ts[0]!.reward && Math.abs(t.advantage ?? 0) < 1e-9)).map(([k]) => k));
 }

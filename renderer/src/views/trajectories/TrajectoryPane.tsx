@@ -1,5 +1,5 @@
 import { useMemo } from 'react';
-import type { Trajectory } from '../../api/types';
+import type { TrajectoryView } from '../../api/types';
 import { useArbor } from '../../store/react';
 import type { Channel } from '../../lib/heat';
 import { turnOrigins, type BranchTree } from '../../lib/branchTree';
@@ -13,7 +13,7 @@ import { TurnList } from './TurnList';
 
 /** One open trajectory: its header, verdict and drift, its turns beside the token inspector, and the What-if fork panel. */
 
-export function TrajectoryPane({ traj, channel, tree }: { traj: Trajectory; channel: Channel; tree: BranchTree | null }) {
+export function TrajectoryPane({ traj, channel, tree }: { traj: TrajectoryView; channel: Channel; tree: BranchTree | null }) {
   const turnIndex = useArbor((s) => s.traj.turn);
   const driftReport = useArbor((s) => s.traj.drift);
   const cursor = useArbor((s) => s.traj.cursor);

@@ -1,9 +1,9 @@
-import type { TrajSummary } from '../../api/types';
+import type { TrajectorySummary } from '../../api/types';
 import { ForkIcon } from './turns/ForkIcon';
 import { taskMessage } from './Verdict';
 
 /** One row: group, sample (a branch marked), the task's question with its flags, reward and advantage. */
-export function TrajectoryRow({ t, selected, flat, top, onOpen }: { t: TrajSummary; selected: boolean; flat: boolean; top: number; onOpen: () => void }) {
+export function TrajectoryRow({ t, selected, flat, top, onOpen }: { t: TrajectorySummary; selected: boolean; flat: boolean; top: number; onOpen: () => void }) {
   return (
     <div
       className={`list-row ${selected ? 'sel' : ''}`}

@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { useVirtualizer } from '@tanstack/react-virtual';
-import type { Trajectory } from '../../api/types';
+import type { TrajectoryView } from '../../api/types';
 import type { TokenCursor } from '../../store/trajectories';
 import { channelScale, type Channel } from '../../lib/heat';
 import { steeringOf } from '../../lib/steering';
@@ -29,7 +29,7 @@ export function TurnList({
   /** The keyboard token cursor, and what a click on a token does (moves it). */
   cursor?: TokenCursor | null;
   setCursor?: (c: TokenCursor) => void;
-  traj: Trajectory;
+  traj: TrajectoryView;
   channel: Channel;
   turnIndex: number;
   height: string | number;

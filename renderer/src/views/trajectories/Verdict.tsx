@@ -1,11 +1,11 @@
 // The verdict strip of a trajectory: what the episode ended with, read from what the store keeps
 // (outcome, reward components, timings): the gold answers against the model's answer, exact
 // match, format, truncation, the reward and each component, and where the time went.
-import type { Trajectory } from '../../api/types';
+import type { TrajectoryView } from '../../api/types';
 
 const str = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
 
-export function VerdictStrip({ traj }: { traj: Trajectory }) {
+export function VerdictStrip({ traj }: { traj: TrajectoryView }) {
   const o = traj.outcomeData as Record<string, unknown>;
   const golds = Array.isArray(o.golds) ? (o.golds as unknown[]).map(str) : null;
   const exact = typeof o.exactMatch === 'boolean' ? o.exactMatch : null;

@@ -1,11 +1,11 @@
 import { useEffect, useState } from 'react';
 import { useArborStore } from '../../../store/react';
-import type { TrajSummary } from '../../../api/types';
+import type { TrajectorySummary } from '../../../api/types';
 import { fmt } from '../../../lib/format';
 import { zeroVarianceGroups } from './learning';
 
 /** A flat group's verdict: all right (saturated), all wrong (failed), or mixed verdicts under one reward. */
-function verdictOf(samples: TrajSummary[]): string {
+function verdictOf(samples: TrajectorySummary[]): string {
   const em = samples.map((t) => (t.outcomeData as { exactMatch?: boolean } | null)?.exactMatch === true);
   return em.every(Boolean) ? 'all right' : em.some(Boolean) ? 'mixed' : 'all wrong';
 }
@@ -27,7 +27,7 @@ export function DroppedGroups({ runId, steps }: { runId: string; steps: { step: 
       live = false;
     };
   }, [runId, step, store]);
-  const openGroup = async (g: { samples: TrajSummary[] }) => {
+  const openGroup = async (g: { samples: TrajectorySummary[] }) => {
     await store.getState().trajListActions.open(runId, step);
     await store.getState().trajActions.openById(g.samples[0]!.id);
     await store.getState().trajActions.setGroupView(true);

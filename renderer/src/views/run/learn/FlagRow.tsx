@@ -1,6 +1,6 @@
 import { useState } from 'react';
 import { useArborStore } from '../../../store/react';
-import type { TrajSummary } from '../../../api/types';
+import type { TrajectorySummary } from '../../../api/types';
 import { fmt } from '../../../lib/format';
 import { zeroVarianceGroups } from './learning';
 
@@ -17,7 +17,7 @@ export function FlagRow({ runId, step, reasons, open, onToggle }: { runId: strin
       setError(e instanceof Error ? e.message : String(e));
     }
   };
-  const openGroup = async (g: { samples: TrajSummary[] }) => {
+  const openGroup = async (g: { samples: TrajectorySummary[] }) => {
     const s = store.getState();
     await s.trajListActions.open(runId, step);
     await store.getState().trajActions.openById(g.samples[0]!.id);

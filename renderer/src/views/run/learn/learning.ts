@@ -2,11 +2,11 @@
 // and a step's groups that gave no signal.
 import { useEffect, useRef, useState } from 'react';
 import { useArborStore } from '../../../store/react';
-import type { Learning, TrajSummary } from '../../../api/types';
+import type { Learning, TrajectorySummary } from '../../../api/types';
 
 /** Groups of a step whose samples all got the same reward (no signal), from the step's trajectory summaries. */
-export function zeroVarianceGroups(list: TrajSummary[]): { group: number; reward: number; samples: TrajSummary[] }[] {
-  const by = new Map<number, TrajSummary[]>();
+export function zeroVarianceGroups(list: TrajectorySummary[]): { group: number; reward: number; samples: TrajectorySummary[] }[] {
+  const by = new Map<number, TrajectorySummary[]>();
   for (const t of list) by.set(t.group, [...(by.get(t.group) ?? []), t]);
   return [...by.entries()]
     .filter(([, ts]) => ts.every((t) => t.reward === ts[0]!.reward))

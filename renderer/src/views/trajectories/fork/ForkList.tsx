@@ -1,8 +1,8 @@
-import type { Trajectory, TrajSummary } from '../../../api/types';
+import type { TrajectoryView, TrajectorySummary } from '../../../api/types';
 import { useArbor } from '../../../store/react';
 
 /** Every stored continuation of the trajectory, beside it: reward, answer, where it forked, with which checkpoint. */
-export function ForkList({ forks, parent }: { forks: TrajSummary[]; parent: Trajectory }) {
+export function ForkList({ forks, parent }: { forks: TrajectorySummary[]; parent: TrajectoryView }) {
   const open = useArbor((s) => s.trajActions.openById);
   return (
     <div>

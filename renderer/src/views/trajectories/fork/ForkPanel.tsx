@@ -6,12 +6,12 @@
 import { useEffect, useState } from 'react';
 import { TemperatureField } from '../../../components/TemperatureField';
 import { NumberField } from '../../../components/NumberField';
-import type { Checkpoint, Trajectory } from '../../../api/types';
+import type { Checkpoint, TrajectoryView } from '../../../api/types';
 import { useArbor, useArborStore } from '../../../store/react';
 import { ForkResultView } from './ForkResultView';
 import { ForkList } from './ForkList';
 
-export function ForkPanel({ traj }: { traj: Trajectory }) {
+export function ForkPanel({ traj }: { traj: TrajectoryView }) {
   const store = useArborStore();
   const forks = useArbor((s) => s.forks.items);
   const forking = useArbor((s) => s.forks.running);

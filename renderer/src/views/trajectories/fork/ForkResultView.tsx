@@ -1,9 +1,9 @@
 import { weightsNote } from './weights';
-import type { ForkResult, Trajectory } from '../../../api/types';
+import type { ForkResult, TrajectoryView } from '../../../api/types';
 import { ScoreGraph } from './ScoreGraph';
 
 /** The last fork: its prefix (and the edit as tokens) and the score graph of the prefix. */
-export function ForkResultView({ result, traj }: { result: ForkResult; traj: Trajectory }) {
+export function ForkResultView({ result, traj }: { result: ForkResult; traj: TrajectoryView }) {
   const f = result.fork;
   return (
     <div data-testid="fork-result">

@@ -1,7 +1,7 @@
 // A trajectory as rows, one renderer per row kind (a turn's head, a slice of its tokens, its text,
 // its tool calls). Long turns are split into rows of TOKENS_PER_ROW tokens so the trajectory list
 // can be virtualised at row granularity: a 10k-token model turn is ~20 rows, only the visible ones render.
-import type { Trajectory } from '../../../api/types';
+import type { TrajectoryView } from '../../../api/types';
 
 export const TOKENS_PER_ROW = 512;
 
@@ -11,7 +11,7 @@ export type Row =
   | { kind: 'text'; turn: number }
   | { kind: 'calls'; turn: number };
 
-export function buildRows(t: Trajectory): Row[] {
+export function buildRows(t: TrajectoryView): Row[] {
   const rows: Row[] = [];
   t.turnsData.forEach((turn, i) => {
     rows.push({ kind: 'head', turn: i });
@@ -28,7 +28,7 @@ export function buildRows(t: Trajectory): Row[] {
  * Whole-word tokenizers (the built-in tiny models) decode each token without its separating
  * space, so their tokens are drawn apart; BPE tokens carry their own spaces and are drawn as is.
  */
-export function isWordLevel(t: Trajectory): boolean {
+export function isWordLevel(t: TrajectoryView): boolean {
   let n = 0;
   for (const turn of t.turnsData)
     for (const s of turn.tokens) {
