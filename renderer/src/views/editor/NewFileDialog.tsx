@@ -1,5 +1,6 @@
 import { PromptDialog } from '../../components/PromptDialog';
 
+/** What the New tool / reward / MCP servers buttons ask: the dialog's title, the suggested path, the new file's text. */
 export interface NewFileAsk {
   title: string;
   initial: string;

@@ -4,6 +4,7 @@ import type { TrajectorySummary } from '../../../api/types';
 import { fmt } from '../../../lib/format';
 import { zeroVarianceGroups } from './learning';
 
+/** One flagged step and its reasons; opened, the step's zero-variance groups, each opening its group in the replay. */
 export function FlagRow({ runId, step, reasons, open, onToggle }: { runId: string; step: number; reasons: string[]; open: boolean; onToggle: () => void }) {
   const store = useArborStore();
   const [groups, setGroups] = useState<ReturnType<typeof zeroVarianceGroups> | null>(null);

@@ -1,3 +1,5 @@
+// An LLM judge's record as the trajectory stored it (outcome.judge), read for the judge panel and badge.
+
 /** The stored shape of one request (engine/env/judge.ts JudgeCall). */
 export interface JudgeCallView {
   kind: 'score' | 'rank' | 'rank-reversed';

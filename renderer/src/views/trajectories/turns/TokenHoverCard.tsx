@@ -1,5 +1,6 @@
 import type { TurnView } from '../../../api/types';
 
+/** The token under the mouse: text, id, and (a generated token) logprob, probability, entropy, advantage, reference logprob, KL; its loss mask. */
 export function TokenHoverCard({ turn, index, x, y }: { turn: TurnView; index: number; x: number; y: number }) {
   // Tokens the model did not generate (prompt, observations: loss mask 0) have no sampling values.
   const generated = !turn.lossMask || turn.lossMask[index] !== 0;

@@ -1,5 +1,6 @@
 import type { ToolCallView } from '../../../api/types';
 
+/** A turn's tool calls: name, arguments, the result or error, the latency. */
 export function ToolCalls({ calls, staleNote }: { calls: ToolCallView[]; /** the results shown were replaced later (a what-if edit) */ staleNote?: string }) {
   return (
     <>

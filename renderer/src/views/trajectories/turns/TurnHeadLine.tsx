@@ -1,6 +1,7 @@
 import type { TurnView } from '../../../api/types';
 import type { TurnOrigin } from '../../../lib/branchTree';
 
+/** The head's line: role, turn number, token and masked counts, the step reward (or the supporting-fact signal), tool-call count, and for a branch's shared turn the sample it came from. */
 export function TurnHeadLine({
   turn,
   index,
