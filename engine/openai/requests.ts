@@ -63,6 +63,10 @@ export interface SchedulerStats {
   rowSum: number;
   generated: number;
   prefilled: number;
+  /** Decode steps run (≥ calls: several per call when the backend samples). */
+  steps: number;
+  /** Tokens a multi-step call sampled after their request had ended (its stream and cache rewound before its slot was freed). */
+  discarded: number;
   /** Wall time inside backend calls (the model's busy time; ticks never overlap). */
   busyMs: number;
 }
@@ -98,7 +102,7 @@ export class RequestSource implements SequenceSource<Live> {
   /** What the scheduler counted since this source was made. */
   get stats(): SchedulerStats {
     const c = this.scheduler.counters;
-    return { calls: c.calls, rowSum: c.batchSum, generated: c.generated, prefilled: c.prefill, busyMs: c.modelMs };
+    return { calls: c.calls, rowSum: c.batchSum, generated: c.generated, prefilled: c.prefill, steps: c.steps, discarded: c.discarded, busyMs: c.modelMs };
   }
 
   generate(req: GenRequest): Promise<GenResult> {
