@@ -4,7 +4,7 @@ import { useEffect, useMemo } from 'react';
 import { useArbor } from '../../store/react';
 import { MetricChart, PALETTE, type ChartSeries } from '../../components/MetricChart';
 import { configDiff, formatValue } from '../../lib/configDiff';
-import { SmoothingSlider } from '../run/SmoothingSlider';
+import { SmoothingSlider } from '../../components/SmoothingSlider';
 import { groupMetricKeys } from '../../lib/metricSections';
 import { GroupPicker } from './GroupPicker';
 import { GroupPanel } from './GroupPanel';

@@ -7,7 +7,7 @@ import { MetricChart, PALETTE } from '../../components/MetricChart';
 import { HarnessPanel } from './learn/HarnessPanel';
 import { LearnPanel } from './learn/LearnPanel';
 import { sortForMetric } from '../../store/trajectories';
-import { SmoothingSlider } from './SmoothingSlider';
+import { SmoothingSlider } from '../../components/SmoothingSlider';
 import { dedupeSeries } from './dedupeSeries';
 
 /** Charts whose x axis is an RL step with stored trajectories (not the SFT warm start's own steps). */

@@ -5,7 +5,7 @@ import { isSftWarmStart } from '../../lib/lineage';
 import type { Checkpoint } from '../../api/types';
 import { useLearning } from './learn/learning';
 import { RunSummary } from './summary/RunSummary';
-import { ForkDialog } from '../runs/ForkDialog';
+import { ForkDialog } from '../../components/launch/ForkDialog';
 import { RunHeader } from './RunHeader';
 import { RunNotes } from './RunNotes';
 import { RunCharts } from './RunCharts';

@@ -1,9 +1,8 @@
-import './runs.css';
 import { useState } from 'react';
 import { useArbor } from '../../store/react';
 import { RunsTable } from './RunsTable';
-import { LaunchDialog } from './LaunchDialog';
-import { ForkDialog } from './ForkDialog';
+import { LaunchDialog } from '../../components/launch/LaunchDialog';
+import { ForkDialog } from '../../components/launch/ForkDialog';
 
 /** Every run of the workspace: filter, sort, select to compare, start a new one or fork one. */
 export function RunsView() {

@@ -1,4 +1,4 @@
-import { useArbor } from '../../store/react';
+import { useArbor } from '../store/react';
 
 /** The charts' smoothing: a time-weighted, debiased EMA (lib/smoothing.ts) drawn over the faint raw curve. */
 export function SmoothingSlider() {

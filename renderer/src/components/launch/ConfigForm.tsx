@@ -1,6 +1,7 @@
+import './launch.css';
 import type { Template } from '../../api/types';
-import { SchemaForm } from '../../components/SchemaForm';
-import { ModelPicker } from '../../components/ModelPicker';
+import { SchemaForm } from '../SchemaForm';
+import { ModelPicker } from '../ModelPicker';
 
 /** The launch form's fields: the essentials (model, task, algorithm, steps) first, everything else under "advanced", collapsed. */
 export function ConfigForm({

@@ -1,7 +1,7 @@
 import { useState } from 'react';
 import type { RunDetail } from '../../api/types';
 import { useArbor } from '../../store/react';
-import { Modal } from '../../components/Modal';
+import { Modal } from '../Modal';
 import { essentialPaths, initialConfig } from './launchConfig';
 import { ConfigForm } from './ConfigForm';
 
