@@ -1,3 +1,5 @@
+// The tree's nodes: a set of siblings (TreeNodes) and one node with its branches (TreeItem), which
+// nest into each other, so the two live together.
 import type { BranchNode } from '../../../lib/branchTree';
 import { ForkIcon } from '../turns/ForkIcon';
 import { signed, BranchPointBadge } from './BranchPointBadge';
