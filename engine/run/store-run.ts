@@ -5,7 +5,7 @@
  */
 import { openDatabase } from '../store/db';
 import { HEARTBEAT_MS, Store } from '../store/store';
-import { assignRunToGroup } from '../store/groups';
+import { assignRunToRunGroup } from '../store/groups';
 import type { ExperimentConfig } from '../config/experiment';
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -31,7 +31,7 @@ export interface CliStoreRun {
 export function openCliStoreRun(
   id: string,
   cfg: ExperimentConfig,
-  opts: { resume: boolean; template: string; dir: string; group?: { id: string; cell: string }; parentId?: string; tags?: string[] },
+  opts: { resume: boolean; template: string; dir: string; runGroup?: { id: string; cell: string }; parentId?: string; tags?: string[] },
 ): CliStoreRun {
   const store = new Store(openDatabase());
   let beat: NodeJS.Timeout | undefined;
@@ -55,7 +55,7 @@ export function openCliStoreRun(
       });
       store.addArtifact(id, 'run-folder', opts.dir);
       // A run of a seed sweep or grid (`arbor sweep`): its group and configuration cell.
-      if (opts.group) assignRunToGroup(store, id, opts.group.id, opts.group.cell);
+      if (opts.runGroup) assignRunToRunGroup(store, id, opts.runGroup.id, opts.runGroup.cell);
     }
     store.claimRun(id);
     store.setStatus(id, 'running');
@@ -103,7 +103,7 @@ export function openCliStoreRun(
  */
 export async function claimRunAndOpenTask(
   cfg: ExperimentConfig,
-  o: { store: boolean; template: string; runDir?: string; run?: { id: string; dir: string }; group?: { id: string; cell: string } },
+  o: { store: boolean; template: string; runDir?: string; run?: { id: string; dir: string }; runGroup?: { id: string; cell: string } },
 ): Promise<{ id: string; dir: string; rec?: CliStoreRun; session: Awaited<ReturnType<typeof openTaskSession>> }> {
   // The device is checked before the run exists: `device: webgpu` with no adapter fails here, naming the fix.
   if (cfg.backend === 'ort') await resolveProviders(cfg.device);
@@ -112,7 +112,7 @@ export async function claimRunAndOpenTask(
     const session = await openTaskSession(cfg);
     const { id, dir } = createRunDir(cfg, o.runDir);
     try {
-      const rec = o.store ? openCliStoreRun(id, cfg, { resume: false, template: o.template, dir, group: o.group }) : undefined;
+      const rec = o.store ? openCliStoreRun(id, cfg, { resume: false, template: o.template, dir, runGroup: o.runGroup }) : undefined;
       return { id, dir, rec, session };
     } catch (e) {
       await session.close();

@@ -3,25 +3,25 @@
  * statistics of each cell, engine/stats/group-report.ts), groups.compare (two groups' reports) and
  * groups.series (each cell's curves as mean and band over its runs).
  */
-import { getGroup, groupRuns, listGroups } from '../store/groups';
-import { buildGroupReport, compareGroups } from '../stats/group-report';
+import { getRunGroup, runGroupMembers, listRunGroups } from '../store/groups';
+import { buildRunGroupReport, compareRunGroups } from '../stats/group-report';
 import { bandSeries } from '../stats/stats';
 import type { EngineHost } from './host';
 
-export function registerGroups(engine: EngineHost): void {
+export function registerRunGroups(engine: EngineHost): void {
   const S = () => engine.store!;
-  engine.on('groups.list', () => listGroups(S()).map(({ plan, runs, ...g }) => ({ ...g, planned: plan.length, runs })));
+  engine.on('groups.list', () => listRunGroups(S()).map(({ plan, runs, ...g }) => ({ ...g, planned: plan.length, runs })));
   const report = (id: string, metrics?: string[]) => {
     engine.runs!.writer.flush();
-    const g = getGroup(S(), id);
-    return buildGroupReport(g, groupRuns(S(), g.id), { metrics });
+    const g = getRunGroup(S(), id);
+    return buildRunGroupReport(g, runGroupMembers(S(), g.id), { metrics });
   };
   engine.on('groups.report', (p) => report(p.id, p.metrics));
-  engine.on('groups.compare', (p) => compareGroups(report(p.a, p.metrics), report(p.b, p.metrics)));
+  engine.on('groups.compare', (p) => compareRunGroups(report(p.a, p.metrics), report(p.b, p.metrics)));
   engine.on('groups.series', (p) => {
     engine.runs!.writer.flush();
-    const g = getGroup(S(), p.id);
-    const runs = groupRuns(S(), g.id);
+    const g = getRunGroup(S(), p.id);
+    const runs = runGroupMembers(S(), g.id);
     const out: Record<string, Record<string, ReturnType<typeof bandSeries>>> = {};
     for (const cell of [...new Set(runs.map((r) => r.cell))]) {
       const mine = runs.filter((r) => r.cell === cell);

@@ -369,7 +369,7 @@ export const learningSchema = z.object({
 });
 
 // ---- run groups (seed sweeps, grids): engine/store/groups.ts, engine/stats/group-report.ts ----
-export const groupSummarySchema = z.object({
+export const runGroupSummarySchema = z.object({
   id: z.string(),
   name: z.string(),
   kind: z.string(),
@@ -382,7 +382,7 @@ export const groupSummarySchema = z.object({
   runs: num,
 });
 const statSummary = z.object({ n: num, mean: value, sd: value, min: value, max: value, lo: value, hi: value, values: z.array(value) });
-export const groupReportSchema = z.object({
+export const runGroupReportSchema = z.object({
   group: z.object({ id: z.string(), name: z.string(), kind: z.string(), status: z.string(), configFile: z.string().nullable(), planned: num }),
   cells: z.array(
     z.object({
@@ -396,7 +396,7 @@ export const groupReportSchema = z.object({
   partial: z.boolean(),
   notes: z.array(z.string()),
 });
-export const groupComparisonSchema = z.object({
+export const runGroupComparisonSchema = z.object({
   a: z.string(),
   b: z.string(),
   cells: z.array(
@@ -409,7 +409,7 @@ export const groupComparisonSchema = z.object({
 });
 /** Per cell, per metric: the mean over the cell's runs at each step and its 95% t-interval (the Compare view's band). */
 export const bandSchema = z.object({ step: z.array(num), mean: z.array(numOrNull), lo: z.array(numOrNull), hi: z.array(numOrNull), n: z.array(num) });
-export const groupSeriesSchema = z.record(z.string(), z.record(z.string(), bandSchema));
+export const runGroupSeriesSchema = z.record(z.string(), z.record(z.string(), bandSchema));
 
 // ---- methods: params and result ----------------------------------------------------------
 const id = z.object({ id: z.string().min(1) });
@@ -473,17 +473,17 @@ export const api = {
   },
   /** "Why didn't it learn?" (engine/train/diagnostics.ts): the run's flagged steps with their reasons and its warnings. */
   'runs.learning': { params: id, result: learningSchema },
-  'groups.list': { params: none, result: z.array(groupSummarySchema) },
+  'groups.list': { params: none, result: z.array(runGroupSummarySchema) },
   /** A group's report; `metrics`: keys or prefixes to report (default eval/*, sft/eval/*, lift/*). */
-  'groups.report': { params: z.object({ id: z.string().min(1), metrics: z.array(z.string()).optional() }), result: groupReportSchema },
+  'groups.report': { params: z.object({ id: z.string().min(1), metrics: z.array(z.string()).optional() }), result: runGroupReportSchema },
   /** Group b − group a: difference of means per metric with its bootstrap 95% interval. */
   'groups.compare': {
     params: z.object({ a: z.string().min(1), b: z.string().min(1), metrics: z.array(z.string()).optional() }),
-    result: groupComparisonSchema,
+    result: runGroupComparisonSchema,
   },
   'groups.series': {
     params: z.object({ id: z.string().min(1), keys: z.array(z.string()).optional(), maxPoints: z.number().int().positive().max(20000).optional() }),
-    result: groupSeriesSchema,
+    result: runGroupSeriesSchema,
   },
   'metrics.series': {
     params: z.object({ runId: z.string().min(1), keys: z.array(z.string()).optional(), maxPoints: z.number().int().positive().max(20000).optional() }),
@@ -693,9 +693,9 @@ export type ChatEvent = z.infer<typeof chatEventSchema>;
 export type TranscriptEntry = z.infer<typeof transcriptEntrySchema>;
 export type QueueState = z.infer<typeof queueStateSchema>;
 export type EngineInfo = z.infer<typeof engineInfoSchema>;
-export type GroupSummary = z.infer<typeof groupSummarySchema>;
-export type GroupReport = z.infer<typeof groupReportSchema>;
-export type GroupComparison = z.infer<typeof groupComparisonSchema>;
+export type RunGroupSummary = z.infer<typeof runGroupSummarySchema>;
+export type RunGroupReport = z.infer<typeof runGroupReportSchema>;
+export type RunGroupComparison = z.infer<typeof runGroupComparisonSchema>;
 export type Band = z.infer<typeof bandSchema>;
 export type Learning = z.infer<typeof learningSchema>;
 export type ModelEntry = z.infer<typeof modelEntrySchema>;

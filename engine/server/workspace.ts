@@ -7,7 +7,7 @@
  * createEngine (engine.ts) or by the CLI's in-process engine.
  */
 import type { EngineHost } from './host';
-import { registerGroups } from './groups';
+import { registerRunGroups } from './groups';
 import { registerLearning } from './learning';
 import { registerRunFiles } from './run-files';
 import { registerRuns } from './run-methods';
@@ -18,7 +18,7 @@ export function registerWorkspace(engine: EngineHost): void {
   registerRuns(engine);
   registerRunFiles(engine);
   registerLearning(engine);
-  registerGroups(engine);
+  registerRunGroups(engine);
   registerTrajectories(engine);
   registerEnvFiles(engine);
 }

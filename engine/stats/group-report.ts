@@ -7,7 +7,7 @@
  * A run's value of a metric is its last logged value. Reported by default: held-out metrics after
  * RL (`eval/*`), after SFT alone (`sft/eval/*`) and their difference per run (`lift/*` = eval − sft/eval).
  */
-import type { GroupRow, GroupRunRow } from '../store/groups';
+import type { RunGroupRow, RunGroupMemberRow } from '../store/groups';
 import { diffOfMeans, summarize, type Summary } from './stats';
 
 export interface CellReport {
@@ -20,7 +20,7 @@ export interface CellReport {
   metrics: Record<string, Summary & { values: number[] }>;
 }
 
-export interface GroupReport {
+export interface RunGroupReport {
   group: { id: string; name: string; kind: string; status: string; configFile: string | null; planned: number };
   cells: CellReport[];
   partial: boolean;
@@ -41,7 +41,7 @@ export function reportMetrics(latest: Record<string, number>): Record<string, nu
   return out;
 }
 
-export function buildGroupReport(group: GroupRow, runs: GroupRunRow[], opts: { metrics?: string[] } = {}): GroupReport {
+export function buildRunGroupReport(group: RunGroupRow, runs: RunGroupMemberRow[], opts: { metrics?: string[] } = {}): RunGroupReport {
   const wanted = (k: string) =>
     opts.metrics?.length ? opts.metrics.some((m) => k === m || k.startsWith(m.endsWith('/') ? m : `${m}/`)) : DEFAULT_METRIC.test(k);
   const cellNames = [...new Set([...group.plan.map((p) => p.cell), ...runs.map((r) => r.cell)])];
@@ -72,7 +72,7 @@ export function buildGroupReport(group: GroupRow, runs: GroupRunRow[], opts: { m
   };
 }
 
-export interface GroupComparison {
+export interface RunGroupComparison {
   a: string;
   b: string;
   /** Cell pairs compared: the same label in both groups, or the only cell of each. */
@@ -84,7 +84,7 @@ export interface GroupComparison {
 }
 
 /** B − A per metric, for the cells the two groups share (or their single cells). */
-export function compareGroups(a: GroupReport, b: GroupReport): GroupComparison {
+export function compareRunGroups(a: RunGroupReport, b: RunGroupReport): RunGroupComparison {
   const pairs: [CellReport, CellReport][] = [];
   if (a.cells.length === 1 && b.cells.length === 1) pairs.push([a.cells[0]!, b.cells[0]!]);
   else for (const ca of a.cells) for (const cb of b.cells) if (ca.cell === cb.cell) pairs.push([ca, cb]);
@@ -92,7 +92,7 @@ export function compareGroups(a: GroupReport, b: GroupReport): GroupComparison {
     a: a.group.id,
     b: b.group.id,
     cells: pairs.map(([ca, cb]) => {
-      const metrics: GroupComparison['cells'][number]['metrics'] = {};
+      const metrics: RunGroupComparison['cells'][number]['metrics'] = {};
       for (const k of Object.keys(ca.metrics).filter((x) => cb.metrics[x])) {
         const d = diffOfMeans(ca.metrics[k]!.values, cb.metrics[k]!.values);
         metrics[k] = { meanA: ca.metrics[k]!.mean, meanB: cb.metrics[k]!.mean, diff: d.diff, lo: d.lo, hi: d.hi, na: d.na, nb: d.nb };

@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { RunRow, Store } from './store';
 
-export interface GroupPlanEntry {
+export interface RunGroupPlanEntry {
   /** The configuration's label: "base" for a seed sweep, else the grid's `key=value` pairs. */
   cell: string;
   /** Config overrides of the cell (dotted key → YAML value text). */
@@ -14,34 +14,34 @@ export interface GroupPlanEntry {
   seed: number;
 }
 
-export interface GroupRow {
+export interface RunGroupRow {
   id: string;
   name: string;
   kind: 'seeds' | 'grid';
   configFile: string | null;
-  plan: GroupPlanEntry[];
+  plan: RunGroupPlanEntry[];
   /** running while the sweep process works through the plan; then completed, stopped or failed. */
   status: string;
   createdAt: number;
   endedAt: number | null;
 }
 
-export type GroupRunRow = RunRow & { cell: string };
+export type RunGroupMemberRow = RunRow & { cell: string };
 
-function toGroup(r: Record<string, unknown>): GroupRow {
+function toGroup(r: Record<string, unknown>): RunGroupRow {
   return {
     id: r.id as string,
     name: r.name as string,
     kind: r.kind as 'seeds' | 'grid',
     configFile: (r.config_file as string | null) ?? null,
-    plan: JSON.parse(r.plan as string) as GroupPlanEntry[],
+    plan: JSON.parse(r.plan as string) as RunGroupPlanEntry[],
     status: r.status as string,
     createdAt: r.created_at as number,
     endedAt: (r.ended_at as number | null) ?? null,
   };
 }
 
-export function createGroup(store: Store, g: { name: string; kind: 'seeds' | 'grid'; configFile?: string; plan: GroupPlanEntry[]; id?: string }): string {
+export function createRunGroup(store: Store, g: { name: string; kind: 'seeds' | 'grid'; configFile?: string; plan: RunGroupPlanEntry[]; id?: string }): string {
   const id = g.id ?? `g-${randomUUID().slice(0, 8)}`;
   store.db
     .prepare('INSERT INTO run_groups (id, name, kind, config_file, plan, status, created_at) VALUES (?,?,?,?,?,?,?)')
@@ -49,17 +49,17 @@ export function createGroup(store: Store, g: { name: string; kind: 'seeds' | 'gr
   return id;
 }
 
-export function setGroupStatus(store: Store, id: string, status: 'running' | 'completed' | 'stopped' | 'failed'): void {
+export function setRunGroupStatus(store: Store, id: string, status: 'running' | 'completed' | 'stopped' | 'failed'): void {
   store.db.prepare('UPDATE run_groups SET status = ?, ended_at = ? WHERE id = ?').run(status, status === 'running' ? null : Date.now() / 1000, id);
 }
 
-export function assignRunToGroup(store: Store, runId: string, groupId: string, cell: string): void {
-  getGroup(store, groupId);
+export function assignRunToRunGroup(store: Store, runId: string, groupId: string, cell: string): void {
+  getRunGroup(store, groupId);
   store.db.prepare('UPDATE runs SET group_id = ?, group_cell = ? WHERE id = ?').run(groupId, cell, runId);
 }
 
 /** A group by id, or by name when exactly one group has it. */
-export function getGroup(store: Store, idOrName: string): GroupRow {
+export function getRunGroup(store: Store, idOrName: string): RunGroupRow {
   const r = store.db.prepare('SELECT * FROM run_groups WHERE id = ?').get(idOrName) as Record<string, unknown> | undefined;
   if (r) return toGroup(r);
   const byName = store.db.prepare('SELECT * FROM run_groups WHERE name = ? ORDER BY created_at DESC').all(idOrName) as Record<string, unknown>[];
@@ -68,7 +68,7 @@ export function getGroup(store: Store, idOrName: string): GroupRow {
   throw new Error(`no group "${idOrName}" (\`arbor report --list\` lists the groups)`);
 }
 
-export function listGroups(store: Store): (GroupRow & { runs: number })[] {
+export function listRunGroups(store: Store): (RunGroupRow & { runs: number })[] {
   const rows = store.db
     .prepare('SELECT g.*, (SELECT COUNT(*) FROM runs r WHERE r.group_id = g.id) AS n FROM run_groups g ORDER BY g.created_at DESC')
     .all() as Record<string, unknown>[];
@@ -76,7 +76,7 @@ export function listGroups(store: Store): (GroupRow & { runs: number })[] {
 }
 
 /** The group's runs (oldest first) with their cell. */
-export function groupRuns(store: Store, groupId: string): GroupRunRow[] {
+export function runGroupMembers(store: Store, groupId: string): RunGroupMemberRow[] {
   const rows = store.db.prepare('SELECT id, group_cell FROM runs WHERE group_id = ? ORDER BY created_at').all(groupId) as {
     id: string;
     group_cell: string | null;

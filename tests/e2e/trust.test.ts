@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../engine/store/db';
 import { Store } from '../../engine/store/store';
-import { createGroup, setGroupStatus } from '../../engine/store/groups';
+import { createRunGroup, setRunGroupStatus } from '../../engine/store/groups';
 import { openBrowser, reviewShot, screenshotIfFailed, shot, startEngine, type Browser, type Engine } from './harness';
 
 let engine: Engine | undefined;
@@ -26,7 +26,7 @@ afterEach(async (ctx) => {
 
 /** A seed group of 4 completed runs whose held-out EM rises to `top` (± a seed-dependent spread). */
 function seedGroup(s: Store, name: string, top: number): string {
-  const g = createGroup(s, { name, kind: 'seeds', plan: [0, 1, 2, 3].map((seed) => ({ cell: 'base', overrides: {}, seed })) });
+  const g = createRunGroup(s, { name, kind: 'seeds', plan: [0, 1, 2, 3].map((seed) => ({ cell: 'base', overrides: {}, seed })) });
   for (const seed of [0, 1, 2, 3]) {
     const id = s.createRun({ name: `${name}-s${seed}`, seed, status: 'completed', template: 'tools' });
     s.db.prepare('UPDATE runs SET group_id = ?, group_cell = ? WHERE id = ?').run(g, 'base', id);
@@ -35,7 +35,7 @@ function seedGroup(s: Store, name: string, top: number): string {
     for (let step = 1; step <= 20; step++) s.writeMetrics(id, step, { 'reward/mean': (top * step) / 20 + spread + 0.02 * Math.sin(step + seed) });
     s.writeMetrics(id, 20, { 'eval/exact_match': top + spread });
   }
-  setGroupStatus(s, g, 'completed');
+  setRunGroupStatus(s, g, 'completed');
   return g;
 }
 

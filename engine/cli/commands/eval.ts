@@ -27,7 +27,7 @@ import { harnessMetricKeys, scoreHarness, type HarnessResult } from '../../recip
 import { summarize } from '../../stats/stats';
 import { openDatabase, workspaceExists } from '../../store/db';
 import { Store } from '../../store/store';
-import { getGroup, groupRuns } from '../../store/groups';
+import { getRunGroup, runGroupMembers } from '../../store/groups';
 
 interface EvalOptions {
   task?: string;
@@ -97,8 +97,8 @@ function resolveTargets(arg: string): { targets: Target[]; group?: string } {
     if (!workspaceExists()) throw runErr;
     const store = new Store(openDatabase());
     try {
-      const g = getGroup(store, target);
-      const runs = groupRuns(store, g.id).filter((r) => r.status === 'completed');
+      const g = getRunGroup(store, target);
+      const runs = runGroupMembers(store, g.id).filter((r) => r.status === 'completed');
       if (!runs.length) throw new Error(`group ${g.id} has no completed run to evaluate`);
       return { targets: runs.map((r) => targetOfRun(r.id)), group: g.id };
     } catch (groupErr) {

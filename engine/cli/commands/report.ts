@@ -7,11 +7,11 @@
 import type { Command } from 'commander';
 import { withEngine } from '../engine-client';
 import { renderTable } from '../progress';
-import type { GroupComparison, GroupReport } from '../../server/protocol';
+import type { RunGroupComparison, RunGroupReport } from '../../server/protocol';
 
 const f = (v: number) => (Number.isFinite(v) ? (Math.abs(v) >= 1000 || (Math.abs(v) < 0.001 && v !== 0) ? v.toExponential(2) : v.toFixed(4)) : '-');
 
-export function printGroupReport(r: GroupReport, out: (s: string) => void = console.log): void {
+export function printRunGroupReport(r: RunGroupReport, out: (s: string) => void = console.log): void {
   const runs = r.cells.reduce((a, c) => a + c.runs.length, 0);
   out(`group ${r.group.id} (${r.group.name}, ${r.group.kind}, ${r.group.status}): ${runs} of ${r.group.planned} planned run(s)`);
   if (r.partial) out(`PARTIAL GROUP: ${r.notes.join('; ')}`);
@@ -37,7 +37,7 @@ export function printGroupReport(r: GroupReport, out: (s: string) => void = cons
   }
 }
 
-export function printComparison(c: GroupComparison, out: (s: string) => void = console.log): void {
+export function printComparison(c: RunGroupComparison, out: (s: string) => void = console.log): void {
   if (!c.cells.length) {
     out(`no configuration of ${c.b} matches one of ${c.a} (cells are matched by label, or the only cell of each)`);
     return;
@@ -90,14 +90,14 @@ export function register(program: Command): void {
         const a = await c.request('groups.report', { id: group, metrics });
         if (!other) {
           if (o.json) return console.log(JSON.stringify(a));
-          return printGroupReport(a);
+          return printRunGroupReport(a);
         }
         const b = await c.request('groups.report', { id: other, metrics });
         const cmp = await c.request('groups.compare', { a: group, b: other, metrics });
         if (o.json) return console.log(JSON.stringify({ a, b, compare: cmp }));
-        printGroupReport(a);
+        printRunGroupReport(a);
         console.log('');
-        printGroupReport(b);
+        printRunGroupReport(b);
         printComparison(cmp);
       }),
     );

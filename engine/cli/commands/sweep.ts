@@ -15,10 +15,10 @@ import { loadConfig } from '../../config/experiment';
 import { askConfigConsent } from '../../tasks/open';
 import { openDatabase } from '../../store/db';
 import { Store } from '../../store/store';
-import { createGroup, groupRuns, getGroup, setGroupStatus, type GroupPlanEntry } from '../../store/groups';
-import { buildGroupReport } from '../../stats/group-report';
+import { createRunGroup, runGroupMembers, getRunGroup, setRunGroupStatus, type RunGroupPlanEntry } from '../../store/groups';
+import { buildRunGroupReport } from '../../stats/group-report';
 import { interruptSignal, note } from '../lifecycle';
-import { printGroupReport } from './report';
+import { printRunGroupReport } from './report';
 
 const BIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'bin', 'arbor.mjs');
 
@@ -113,9 +113,9 @@ export async function runSweep(configFile: string, o: SweepOptions): Promise<str
     await askConfigConsent(cfg, `the runs of ${configFile}`);
     name ??= cfg.name ?? 'sweep';
   }
-  const plan: GroupPlanEntry[] = cells.flatMap((c) => o.seeds.map((seed) => ({ cell: c.cell, overrides: c.overrides, seed })));
+  const plan: RunGroupPlanEntry[] = cells.flatMap((c) => o.seeds.map((seed) => ({ cell: c.cell, overrides: c.overrides, seed })));
   const store = new Store(openDatabase());
-  const groupId = createGroup(store, {
+  const groupId = createRunGroup(store, {
     name: `${name}-${new Date().toISOString().slice(0, 16)}`,
     kind: o.grid.length ? 'grid' : 'seeds',
     configFile: file,
@@ -139,7 +139,7 @@ export async function runSweep(configFile: string, o: SweepOptions): Promise<str
   const ticker = inherit
     ? undefined
     : setInterval(() => {
-        const live = groupRuns(store, groupId).filter((r) => r.status === 'running');
+        const live = runGroupMembers(store, groupId).filter((r) => r.status === 'running');
         if (live.length) note(`  ${live.map((r) => `${r.cell === 'base' ? '' : `${r.cell} `}seed ${r.seed}: step ${r.step}`).join(' · ')}\n`);
       }, 30_000);
   ticker?.unref();
@@ -181,11 +181,11 @@ export async function runSweep(configFile: string, o: SweepOptions): Promise<str
     process.off('exit', onExit);
     if (ticker) clearInterval(ticker);
   }
-  setGroupStatus(store, groupId, stop.signal.aborted ? 'stopped' : failures.length ? 'failed' : 'completed');
-  const report = buildGroupReport(getGroup(store, groupId), groupRuns(store, groupId));
+  setRunGroupStatus(store, groupId, stop.signal.aborted ? 'stopped' : failures.length ? 'failed' : 'completed');
+  const report = buildRunGroupReport(getRunGroup(store, groupId), runGroupMembers(store, groupId));
   store.db.close();
   if (o.json) console.log(JSON.stringify(report));
-  else printGroupReport(report);
+  else printRunGroupReport(report);
   if (failures.length || stop.signal.aborted) process.exitCode = 1;
   return groupId;
 }

@@ -82,7 +82,7 @@ async function train(configFile: string | undefined, o: TrainCliOptions): Promis
     template: cfg.task.kind,
     runDir: o.runDir,
     run,
-    group: o.group ? { id: o.group, cell: o.cell ?? 'base' } : undefined,
+    runGroup: o.group ? { id: o.group, cell: o.cell ?? 'base' } : undefined,
   });
   for (const w of session.warnings ?? []) process.stderr.write(`warning: ${w}\n`);
   await trainRun(cfg, { id, dir, rec, session, resume: !!run, json: o.json, planTotal: plan?.total });

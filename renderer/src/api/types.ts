@@ -53,12 +53,12 @@ export interface TrajectoryView extends TrajectorySummary {
 export type EnvFile = wire.Result<'env.files'>[number];
 
 /** A run group (seed sweep or grid); createdAt/endedAt in milliseconds. */
-export type GroupSummary = wire.GroupSummary;
+export type RunGroupSummary = wire.RunGroupSummary;
 export type Learning = wire.Learning;
-export type GroupReport = wire.GroupReport;
-export type GroupComparison = wire.GroupComparison;
+export type RunGroupReport = wire.RunGroupReport;
+export type RunGroupComparison = wire.RunGroupComparison;
 /** Per cell, per metric: the mean over the cell's runs per step with its 95% interval. */
-export type GroupSeries = Record<string, Record<string, wire.Band>>;
+export type RunGroupSeries = Record<string, Record<string, wire.Band>>;
 
 /** A file `runs.export` wrote: metrics (CSV, `count` steps) or trajectories (JSONL, `count` lines). */
 export type ExportedFile = wire.Result<'runs.export'>['files'][number];
@@ -150,11 +150,11 @@ export interface ArborApi {
   topK(req: wire.Params<'replay.topk'>): Promise<TopK>;
   /** "Why didn't it learn?": the run's flagged steps (with reasons) and warnings. */
   runLearning(id: string): Promise<Learning>;
-  listGroups(): Promise<GroupSummary[]>;
-  groupReport(id: string, metrics?: string[]): Promise<GroupReport>;
+  listGroups(): Promise<RunGroupSummary[]>;
+  groupReport(id: string, metrics?: string[]): Promise<RunGroupReport>;
   /** Group b − group a per metric: difference of means with its bootstrap interval. */
-  compareGroups(a: string, b: string): Promise<GroupComparison>;
-  groupSeries(id: string, maxPoints?: number): Promise<GroupSeries>;
+  compareGroups(a: string, b: string): Promise<RunGroupComparison>;
+  groupSeries(id: string, maxPoints?: number): Promise<RunGroupSeries>;
   /** Write the run's metrics CSV and trajectories JSONL into the workspace's exports/ folder. */
   exportRun(id: string): Promise<ExportedFile[]>;
   /** Resolves with what the engine reports about the episode (the world or dataset its search tool read, why it ended). */

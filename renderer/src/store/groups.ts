@@ -1,6 +1,6 @@
 // Run groups (seed sweeps, grids) for the Compare view: the workspace's groups, and the ones
 // added to the comparison with their report (per-metric statistics, runs) and per-step bands.
-import type { ArborApi, GroupComparison, GroupReport, GroupSeries, GroupSummary } from '../api/types';
+import type { ArborApi, RunGroupComparison, RunGroupReport, RunGroupSeries, RunGroupSummary } from '../api/types';
 import { patchSlice, type Get, type Set } from './state';
 import { MAX_POINTS } from './run';
 
@@ -11,12 +11,12 @@ declare module './state' {
 
 export interface GroupsState {
   /** The workspace's groups. */
-  items: GroupSummary[];
+  items: RunGroupSummary[];
   /** The groups added to the comparison. */
-  reports: GroupReport[];
-  series: Record<string, GroupSeries>;
+  reports: RunGroupReport[];
+  series: Record<string, RunGroupSeries>;
   /** With exactly two groups compared, their difference of means (second − first). */
-  diff: GroupComparison | null;
+  diff: RunGroupComparison | null;
 }
 
 export interface GroupsSlice {
@@ -31,7 +31,7 @@ export interface GroupsSlice {
 export function createGroupsSlice(api: ArborApi, set: Set, get: Get): GroupsSlice {
   const patch = (p: Partial<GroupsState>) => patchSlice(set, 'groups', p);
   const report = (context: string, err: unknown) => get().connectionActions.reportError(context, err);
-  const diffOf = async (reports: GroupReport[]) => (reports.length === 2 ? api.compareGroups(reports[0]!.group.id, reports[1]!.group.id) : null);
+  const diffOf = async (reports: RunGroupReport[]) => (reports.length === 2 ? api.compareGroups(reports[0]!.group.id, reports[1]!.group.id) : null);
   return {
     groups: { items: [], reports: [], series: {}, diff: null },
     groupActions: {

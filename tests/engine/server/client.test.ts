@@ -126,12 +126,12 @@ describe('protocol client', () => {
     expect(await c.request('env.files')).toEqual([{ path: 'tools/t.ts', kind: 'tool' }]);
     expect(await c.request('env.read', { path: 'tools/t.ts' })).toBe('export const x = 1;');
     // Run groups (seed sweeps): the trained run as a one-run group, through the same client.
-    const { createGroup, assignRunToGroup } = await import('../../../engine/store/groups');
+    const { createRunGroup, assignRunToRunGroup } = await import('../../../engine/store/groups');
     const { Store } = await import('../../../engine/store/store');
     const { openDatabase } = await import('../../../engine/store/db');
     const gs = new Store(openDatabase(join(home, 'arbor.db')));
-    const gid = createGroup(gs, { name: 'g', kind: 'seeds', plan: [0, 1].map((seed) => ({ cell: 'base', overrides: {}, seed })) });
-    assignRunToGroup(gs, id, gid, 'base');
+    const gid = createRunGroup(gs, { name: 'g', kind: 'seeds', plan: [0, 1].map((seed) => ({ cell: 'base', overrides: {}, seed })) });
+    assignRunToRunGroup(gs, id, gid, 'base');
     gs.db.prepare('UPDATE runs SET seed = 0 WHERE id = ?').run(id);
     gs.db.close();
     expect((await c.request('groups.list')).map((g) => [g.id, g.runs, g.planned])).toEqual([[gid, 1, 2]]);

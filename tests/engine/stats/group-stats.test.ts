@@ -6,10 +6,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { bandSeries, diffOfMeans, quantile, sd, summarize, tInterval } from '../../../engine/stats/stats';
-import { buildGroupReport, compareGroups, reportMetrics } from '../../../engine/stats/group-report';
+import { buildRunGroupReport, compareRunGroups, reportMetrics } from '../../../engine/stats/group-report';
 import { openDatabase } from '../../../engine/store/db';
 import { Store } from '../../../engine/store/store';
-import { createGroup, getGroup, groupRuns, listGroups } from '../../../engine/store/groups';
+import { createRunGroup, getRunGroup, runGroupMembers, listRunGroups } from '../../../engine/store/groups';
 import { gridCells, parseSeeds, setPath } from '../../../engine/cli/commands/sweep';
 
 describe('stats', () => {
@@ -101,11 +101,11 @@ describe('group report over the store', () => {
   it('mean/sd/min/interval of eval, sft/eval and the lift per run; a failed run and a missing seed make the group partial', () => {
     const s = open();
     const plan = [0, 1, 2, 3].map((seed) => ({ cell: 'base', overrides: {}, seed }));
-    const g = createGroup(s, { name: 'tools', kind: 'seeds', plan });
+    const g = createRunGroup(s, { name: 'tools', kind: 'seeds', plan });
     addRun(s, g, 'base', 0, 'completed', { 'eval/exact_match': 0.77, 'sft/eval/exact_match': 0.625, 'reward/mean': 1 });
     addRun(s, g, 'base', 1, 'completed', { 'eval/exact_match': 0.56, 'sft/eval/exact_match': 0.52 });
     addRun(s, g, 'base', 2, 'failed', { 'eval/exact_match': 0.01 });
-    const r = buildGroupReport(getGroup(s, g), groupRuns(s, g));
+    const r = buildRunGroupReport(getRunGroup(s, g), runGroupMembers(s, g));
     const cell = r.cells[0]!;
     expect(Object.keys(cell.metrics)).toEqual(['eval/exact_match', 'lift/exact_match', 'sft/eval/exact_match']);
     expect(cell.metrics['eval/exact_match']!.n).toBe(2);
@@ -117,24 +117,24 @@ describe('group report over the store', () => {
     expect(r.notes.join('\n')).toMatch(/no run for seed 3/);
     expect(cell.missingSeeds).toEqual([3]);
     // By name too; listed with its run count.
-    expect(getGroup(s, 'tools').id).toBe(g);
-    expect(listGroups(s)[0]).toMatchObject({ id: g, runs: 3 });
+    expect(getRunGroup(s, 'tools').id).toBe(g);
+    expect(listRunGroups(s)[0]).toMatchObject({ id: g, runs: 3 });
     // --metrics picks other keys.
-    expect(Object.keys(buildGroupReport(getGroup(s, g), groupRuns(s, g), { metrics: ['reward'] }).cells[0]!.metrics)).toEqual(['reward/mean']);
+    expect(Object.keys(buildRunGroupReport(getRunGroup(s, g), runGroupMembers(s, g), { metrics: ['reward'] }).cells[0]!.metrics)).toEqual(['reward/mean']);
   });
 
   it('a complete group is not partial; two groups compare cell by cell (b − a)', () => {
     const s = open();
     const mk = (name: string, base: number) => {
-      const g = createGroup(s, { name, kind: 'seeds', plan: [0, 1, 2].map((seed) => ({ cell: 'base', overrides: {}, seed })) });
+      const g = createRunGroup(s, { name, kind: 'seeds', plan: [0, 1, 2].map((seed) => ({ cell: 'base', overrides: {}, seed })) });
       [0, 1, 2].forEach((seed) => addRun(s, g, 'base', seed, 'completed', { 'eval/exact_match': base + seed * 0.01 }));
-      return buildGroupReport(getGroup(s, g), groupRuns(s, g));
+      return buildRunGroupReport(getRunGroup(s, g), runGroupMembers(s, g));
     };
     const a = mk('a', 0.5);
     const b = mk('b', 0.6);
     expect(a.partial).toBe(false);
     expect(a.notes).toEqual([]);
-    const c = compareGroups(a, b);
+    const c = compareRunGroups(a, b);
     const m = c.cells[0]!.metrics['eval/exact_match']!;
     expect(m.diff).toBeCloseTo(0.1, 12);
     expect(m.lo).toBeGreaterThan(0.07);

@@ -1,9 +1,9 @@
 import { fmt } from '../../components/MetricChart';
-import type { GroupComparison } from '../../api/types';
+import type { RunGroupComparison } from '../../api/types';
 import { IntervalRow } from './IntervalRow';
 
 /** Two groups: the difference of means (second − first) per metric with its bootstrap interval. */
-export function GroupDiff({ diff, names }: { diff: GroupComparison; names: string[] }) {
+export function GroupDiff({ diff, names }: { diff: RunGroupComparison; names: string[] }) {
   return (
     <div className="panel" data-testid="group-diff">
       <h3>

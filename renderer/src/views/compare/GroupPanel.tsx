@@ -1,10 +1,10 @@
 import { useArbor } from '../../store/react';
 import { fmt } from '../../components/MetricChart';
-import type { GroupReport } from '../../api/types';
+import type { RunGroupReport } from '../../api/types';
 import { IntervalRow } from './IntervalRow';
 
 /** A group: its statistics per configuration and metric, whether it is partial, and its runs. */
-export function GroupPanel({ report, color }: { report: GroupReport; color: string }) {
+export function GroupPanel({ report, color }: { report: RunGroupReport; color: string }) {
   const remove = useArbor((s) => s.groupActions.removeFromCompare);
   const openRun = useArbor((s) => s.runActions.open);
   const runs = report.cells.flatMap((c) => c.runs.map((r) => ({ ...r, cell: c.cell })));
