@@ -31,10 +31,11 @@ const o = new Command('agent-parity')
 const [file] = o.args as [string];
 const opts = o.opts<{ n: number; threads: number }>();
 
-const cfg = await loadConfig(file);
+const loaded = await loadConfig(file);
+const { cfg } = loaded;
 if (!cfg.environment.agent) throw new Error(`${file}: environment.agent is not set (nothing to compare)`);
 if (!cfg.model.path) throw new Error(`${file}: model.path is not set (compare a trained checkpoint)`);
-const { env, kit } = await openEnvironmentKit(cfg);
+const { env, kit } = await openEnvironmentKit(loaded);
 const model = PolicyModel.load(cfg.model.path, { threads: opts.threads, tokenizerFolder: kit.tokenizerFolder });
 const backend = policyDecodeBackend(model, { maxBatch: 8, maxLength: cfg.rollout.max_total_length, shards: 1 });
 const tasks = kit.evalTasks.slice(0, opts.n);

@@ -27,15 +27,16 @@ const o = new Command('copy-skills')
 const [checkpoint] = o.args as [string];
 const opts = o.opts<{ config: string; n: number }>();
 
-const cfg = await loadConfig(
+const loaded = await loadConfig(
   opts.config,
   (raw) => {
     raw.model = { path: resolve(checkpoint) };
   },
   { job: 'rollout', warn: () => undefined },
 );
+const { cfg } = loaded;
 if (cfg.task.kind !== 'tools') throw new Error(`--config: task.kind is "${cfg.task.kind}"; this script reads the two-tool task's meta (task.kind tools)`);
-const { env, kit } = await openEnvironmentKit(cfg);
+const { env, kit } = await openEnvironmentKit(loaded);
 const model = PolicyModel.load(checkpoint, { tokenizerFolder: kit.tokenizerFolder });
 const backend = policyDecodeBackend(model, { maxBatch: 16, maxLength: cfg.rollout.max_total_length });
 const tasks = kit.evalTasks.slice(0, opts.n);

@@ -11,7 +11,7 @@ import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import '../engine/builtins'; // the built-in estimators, losses, formats and task kinds, before a config is read
 import { loadConfig } from '../engine/config/experiment';
-import { configDirOf, configItems, packageRoot } from '../engine/env/consent';
+import { configItems, packageRoot } from '../engine/env/consent';
 
 /** The example configs: resources/configs/*.yaml and resources/examples/<name>/*.yaml. */
 export function exampleConfigs(): string[] {
@@ -36,9 +36,9 @@ export async function trustedManifest(): Promise<TrustedManifest> {
   const root = packageRoot();
   const byHash = new Map<string, TrustedManifest['items'][number]>();
   for (const file of exampleConfigs()) {
-    const cfg = await loadConfig(file, undefined, { warn: () => {} });
+    const { cfg, dir } = await loadConfig(file, undefined, { warn: () => {} });
     const from = relative(root, file).split('\\').join('/');
-    for (const item of configItems(cfg.environment, configDirOf(cfg))) {
+    for (const item of configItems(cfg.environment, dir)) {
       const label = item.label.split(root).join('<arbor>');
       const row = byHash.get(item.hash) ?? { kind: item.kind, label, hash: item.hash, from: [] };
       row.from.push(from);

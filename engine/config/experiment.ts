@@ -14,7 +14,6 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, extname, isAbsolute, join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { rememberConfigDir } from '../env/consent';
 import { FORMAT_NAMES } from '../env/formats';
 import { mcpServersSchema, mcpServersSource, withServerCwds } from '../env/mcp/config';
 import { ModelNotCachedError, resolveModelRef } from '../hub/cache';
@@ -740,13 +739,30 @@ function withTinyColdStart(input: unknown): unknown {
   return { ...raw, sft: { ...TINY_COLD_START.sft, ...sft }, eval: { ...ev, ...TINY_COLD_START.eval } };
 }
 
+/**
+ * A validated config and what its input said beside it, passed explicitly to whatever reads them
+ * (none of it travels inside the config: a copy of `cfg` carries nothing else).
+ */
+export interface LoadedConfig {
+  cfg: ExperimentConfig;
+  /** The folder its relative paths resolved against: the config file's (consent's "inside the config's folder", a run folder's base.json). */
+  dir: string;
+  /** The rollout limits the input left to their defaults: a run may size them from its task (engine/run/limits.ts). */
+  defaults: ReadonlySet<RolloutLimitKey>;
+}
+
+/** validateConfig's config alone (for callers that open nothing: no consent asked, no limits sized). */
 export function validateConfig(input: unknown, opts: ValidateOptions = {}): ExperimentConfig {
+  return validateLoaded(input, opts).cfg;
+}
+
+/** Validate a config, keeping the folder it resolved against (`opts.baseDir`, else the working folder) and its defaulted limits. */
+export function validateLoaded(input: unknown, opts: ValidateOptions = {}): LoadedConfig {
   // What the user wrote (the inert-key and scope checks read it), and the input with the tiny cold start's defaults.
   const written = input;
   input = withTinyColdStart(input);
   const baseDir = opts.baseDir ?? process.cwd();
   const cfg = parseConfig(input, baseDir, opts.file);
-  rememberConfigDir(cfg, baseDir);
   const abs = (p: string) => (isAbsolute(p) ? p : resolve(baseDir, p));
   const refErrors = resolvePaths(cfg, baseDir, abs);
   const job = opts.job;
@@ -767,8 +783,7 @@ export function validateConfig(input: unknown, opts: ValidateOptions = {}): Expe
   if (opts.checkFiles !== false) issues.push(...missingFiles(cfg, refErrors));
   if (issues.length) throw new ConfigError(issues, opts.file);
   const given = (input as { rollout?: Record<string, unknown> } | null)?.rollout ?? {};
-  DEFAULTED_LIMITS.set(cfg, new Set(ROLLOUT_LIMIT_KEYS.filter((k) => given[k] === undefined)));
-  return cfg;
+  return { cfg, dir: baseDir, defaults: new Set(ROLLOUT_LIMIT_KEYS.filter((k) => given[k] === undefined)) };
 }
 
 type Issue = { field: string; message: string };
@@ -985,12 +1000,7 @@ function missingFiles(cfg: ExperimentConfig, refErrors: { model?: string; teache
 
 /** The rollout limits that may be sized from the task when the config leaves them out (engine/run/limits.ts). */
 export const ROLLOUT_LIMIT_KEYS = ['max_new_tokens', 'max_total_length', 'max_turns'] as const;
-const DEFAULTED_LIMITS = new WeakMap<object, Set<string>>();
-
-/** Which of rollout.max_new_tokens / max_total_length / max_turns the config left to their defaults (none for a config that was not validated from its file, e.g. a copy). */
-export function defaultedLimits(cfg: ExperimentConfig): Set<string> {
-  return DEFAULTED_LIMITS.get(cfg) ?? new Set();
-}
+export type RolloutLimitKey = (typeof ROLLOUT_LIMIT_KEYS)[number];
 
 /** Whether the config names user files (tools or a reward) that run in the sandbox. */
 export function hasUserFiles(cfg: ExperimentConfig): boolean {
@@ -1242,20 +1252,20 @@ export function keysOutsideScope(raw: unknown, job: ConfigJob): string[] {
 }
 
 /**
- * Load, parse and validate a config file; relative paths inside resolve against its folder. Its
- * `plugins:` are loaded first (asked for, engine/config/plugins.ts).
+ * Load, parse and validate a config file; relative paths inside resolve against its folder (the
+ * result's `dir`). Its `plugins:` are loaded first (asked for, engine/config/plugins.ts).
  */
 export async function loadConfig(
   file: string,
   overrides?: (raw: Record<string, unknown>) => void,
   opts: Pick<ValidateOptions, 'job' | 'warn'> = {},
-): Promise<ExperimentConfig> {
+): Promise<LoadedConfig> {
   if (!existsSync(file)) throw new ConfigError([{ field: '', message: `config file not found: ${file}` }], file);
   const raw = parseConfigText(readFileSync(file, 'utf8'), file);
   if (overrides && raw && typeof raw === 'object') overrides(raw as Record<string, unknown>);
   const baseDir = dirname(resolve(file));
   await loadPlugins(raw, baseDir, `the config ${file}`, file);
-  return validateConfig(raw, { baseDir, file, ...opts });
+  return validateLoaded(raw, { baseDir, file, ...opts });
 }
 
 /** JSON Schema (draft 2020-12) of the experiment config, for the run templates registry and UI form. */

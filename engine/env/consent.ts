@@ -363,15 +363,6 @@ export function configItems(
   return items;
 }
 
-/** The folder each validated config was read from (validateConfig records it; not serialised with the config). */
-const configDirs = new WeakMap<object, string>();
-export function rememberConfigDir(cfg: object, dir: string): void {
-  configDirs.set(cfg, dir);
-}
-export function configDirOf(cfg: object): string | undefined {
-  return configDirs.get(cfg);
-}
-
 interface Approvals {
   version: 1;
   approved: Record<string, { kind: string; label: string; at: string }>;

@@ -23,8 +23,8 @@ import { DEFAULT_LIMITS, runCall, workspaceReader, type CallOutcome, type Parsed
 import type { EnvTask } from '../env/task';
 import { ToolEnv, type ToolEnvOptions } from '../env/toolenv';
 import type { RolloutTask } from '../rollout/ports';
-import type { ExperimentConfig } from '../config/experiment';
 import { builtinTaskTools } from '../tasks/registry';
+import type { ConfigAt } from '../tasks/open';
 
 export interface ServedEnvironment {
   tools: Tool[];
@@ -91,10 +91,11 @@ export async function openWorkspaceEnvironment(dir: string): Promise<ServedEnvir
 }
 
 /** An experiment config's environment (validated config: absolute paths): the tools and format its kit builds, its reward. */
-export async function openConfigEnvironment(cfg: ExperimentConfig): Promise<ServedEnvironment> {
+export async function openConfigEnvironment(at: ConfigAt): Promise<ServedEnvironment> {
+  const { cfg } = at;
   const { envSetup, taskTools } = await import('../tasks/env-setup');
   const { withEnvironment } = await import('../tasks/open');
-  const { env, value } = await withEnvironment(cfg, (opened) => {
+  const { env, value } = await withEnvironment(at, (opened) => {
     const host = opened.host;
     // The task kind's own tools outside a run (its registry entry), then the config's.
     const own = builtinTaskTools(cfg, 'served');
@@ -267,8 +268,9 @@ export interface VerlScorer {
  * reward and its components are the ones Arbor computes for the same episode. Calls verl has no
  * success flag for are run through the task's own tools, as training would have run them.
  */
-export async function openVerlScorer(cfg: ExperimentConfig, warn: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): Promise<VerlScorer> {
-  const env = await openConfigEnvironment(cfg);
+export async function openVerlScorer(at: ConfigAt, warn: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): Promise<VerlScorer> {
+  const { cfg } = at;
+  const env = await openConfigEnvironment(at);
   let tasks: Map<string, RolloutTask>;
   try {
     const { openTaskKit } = await import('../tasks/registry');

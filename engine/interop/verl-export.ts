@@ -37,6 +37,8 @@ const HERE = fileURLToPath(new URL('.', import.meta.url));
 
 export interface VerlExportSource {
   cfg: ExperimentConfig;
+  /** The folder the config was read from (LoadedConfig.dir; consent: a workspace inside it is the config's own), when known. */
+  dir?: string;
   /** The model verl starts from: the run's last checkpoint (HF folder, or a PEFT adapter folder). */
   modelPath?: string;
   /** What was exported (a run id or a config file), for the README. */
@@ -506,7 +508,7 @@ export async function exportVerl(
   };
 
   progress('tasks');
-  const env = await openConfigEnvironment(cfg);
+  const env = await openConfigEnvironment({ cfg, dir: src.dir });
   const { openTaskKit } = await import('../tasks/registry');
   let kit: TaskKit;
   try {

@@ -82,8 +82,9 @@ export class LiveRollouts {
     const ck = resolveCheckpoint(store, p.checkpoint);
     if (!ck.runId)
       throw new Error(`checkpoint: "${p.checkpoint}" is a model folder without a run; a live rollout needs a run's checkpoint (its task and tools)`);
-    const cfg = runConfig(store, ck.runId, this.home);
-    const envs = await openRunEnvironment(cfg);
+    const loaded = runConfig(store, ck.runId, this.home);
+    const { cfg } = loaded;
+    const envs = await openRunEnvironment(loaded);
     const { PolicyModel } = await import('../model/runtime');
     const { eosTokenIds } = await import('../rollout/model-backend');
     try {

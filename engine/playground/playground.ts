@@ -253,8 +253,9 @@ export class Playground {
     for (const n of out.tools.keys()) out.sources.set(n, 'built-in');
     const raw = ck.config as { environment?: { tools?: unknown[]; reward?: unknown } } | undefined;
     if (ck.runId && raw?.environment && (raw.environment.tools?.length || raw.environment.reward !== undefined)) {
-      const cfg = runConfig(this.engine.store!, ck.runId, this.engine.opts.home);
-      out.opened = await openEnvironment(cfg, { log: () => undefined });
+      const loaded = runConfig(this.engine.store!, ck.runId, this.engine.opts.home);
+      const { cfg } = loaded;
+      out.opened = await openEnvironment(loaded, { log: () => undefined });
       checkCancelled();
       out.setup = envSetup(cfg, out.opened.host, out.opened.extras.mcpTools);
       const own = builtinTaskTools(cfg, 'chat');

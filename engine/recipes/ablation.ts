@@ -10,7 +10,7 @@
  * ratio differs from PPO's only off-policy) is not trivially GRPO.
  */
 import { join } from 'node:path';
-import { loadConfig, validateConfig, type ExperimentConfig } from '../config/experiment';
+import { loadConfig, validateConfig, type ExperimentConfig, type LoadedConfig } from '../config/experiment';
 import { DEMO_CONFIG, recordedSft, runRlPhase, sftModel, type PhaseRecorder, type SftOrigin } from './demo';
 import { evalMetrics } from '../tasks/kit';
 import { createRunDir, type TaskSession } from '../run/run-dir';
@@ -55,7 +55,7 @@ export interface AblationResult {
 }
 
 export interface AblationOptions {
-  openSession: (cfg: ExperimentConfig) => Promise<TaskSession>;
+  openSession: (loaded: LoadedConfig) => Promise<TaskSession>;
   algorithms: string[];
   /** Rollout model tokens per algorithm; default 100 000. */
   tokenBudget?: number;
@@ -84,7 +84,8 @@ export function parseAlgorithms(list: string): string[] {
 export async function runAblation(opts: AblationOptions): Promise<AblationResult> {
   const t0 = performance.now();
   const configFile = opts.configFile ?? DEMO_CONFIG;
-  const cfg = await loadConfig(configFile, undefined, { job: 'demo' });
+  const loaded = await loadConfig(configFile, undefined, { job: 'demo' });
+  const { cfg } = loaded;
   const algorithms = opts.algorithms.map((a) => parseAlgorithms(a)[0]!);
   const tokenBudget = opts.tokenBudget ?? 100_000;
   if (!(tokenBudget > 0)) throw new Error(`--token-budget: must be a positive number of tokens, got ${tokenBudget}`);
@@ -108,12 +109,12 @@ export async function runAblation(opts: AblationOptions): Promise<AblationResult
       { checkFiles: false },
     );
   for (const a of algorithms) cfgFor(a, cfg.model);
-  const { dir } = createRunDir({ ...cfg, name: `${cfg.name ?? 'run'}-ablation` });
+  const { dir } = createRunDir({ ...cfg, name: `${cfg.name ?? 'run'}-ablation` }, loaded.dir);
   const stage = (s: string) => opts.onStage?.(s);
 
   stage('SFT warm start on scripted-expert demonstrations (shared by every algorithm)');
   const t = performance.now();
-  const base = await opts.openSession(cfg);
+  const base = await opts.openSession(loaded);
   const sftDir = join(dir, 'sft');
   let sftEval;
   let sftCheckpoint: string;
@@ -161,7 +162,7 @@ export async function runAblation(opts: AblationOptions): Promise<AblationResult
       await runRlPhase(
         opts,
         name,
-        rlCfg,
+        { cfg: rlCfg, configDir: loaded.dir },
         runDir,
         { signal: stop.signal, onStep },
         async (session, started) => {

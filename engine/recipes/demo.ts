@@ -12,7 +12,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadConfig, validateConfig, type ExperimentConfig } from '../config/experiment';
+import { loadConfig, validateConfig, type ExperimentConfig, type LoadedConfig } from '../config/experiment';
 import { runTrainingLoop, type SinkPort } from '../train/loop';
 import { createRunDir, type TaskSession } from '../run/run-dir';
 import { evalMetrics, type EvalSummary } from '../tasks/kit';
@@ -57,7 +57,7 @@ export interface DemoResult {
 }
 
 export interface DemoOptions {
-  openSession: (cfg: ExperimentConfig) => Promise<TaskSession>;
+  openSession: (loaded: LoadedConfig) => Promise<TaskSession>;
   /** Wall-clock budget; PPO runs only if the time left after GRPO looks enough. */
   budgetSeconds?: number;
   onStage?: (stage: string) => void;
@@ -111,20 +111,22 @@ export function recordedSft<P extends string>(
 
 /**
  * One RL phase from the SFT checkpoint, as the demo and the ablation run theirs: the session
- * opened on `rlCfg`, the loop run in `runDir` (recorded in the workspace when `record` is given),
- * then `after` (the held-out evaluation) says how the record ends; a throw ends it as failed.
- * The session is closed in every case. Returns when the training began (performance.now()).
+ * opened on `rlCfg` (consent asked against `configDir`, the config file's folder; its limits were
+ * sized by the SFT phase's session already), the loop run in `runDir` (recorded in the workspace
+ * when `record` is given), then `after` (the held-out evaluation) says how the record ends; a
+ * throw ends it as failed. The session is closed in every case. Returns when the training began
+ * (performance.now()).
  */
 export async function runRlPhase<P extends string>(
-  o: { openSession: (cfg: ExperimentConfig) => Promise<TaskSession>; record?: PhaseRecorder<P> },
+  o: { openSession: (loaded: LoadedConfig) => Promise<TaskSession>; record?: PhaseRecorder<P> },
   phase: P,
-  rlCfg: ExperimentConfig,
+  { cfg: rlCfg, configDir }: { cfg: ExperimentConfig; configDir: string },
   runDir: string,
   loop: { signal: AbortSignal; onStep: (step: number, m: Record<string, number>) => void },
   after: (session: TaskSession, started: number) => Promise<'completed' | 'stopped'>,
   sft?: SftOrigin,
 ): Promise<number> {
-  const session = await o.openSession(rlCfg);
+  const session = await o.openSession({ cfg: rlCfg, dir: configDir, defaults: new Set() });
   mkdirSync(runDir, { recursive: true });
   const rec = o.record?.(phase, rlCfg, runDir, { parentId: sft?.runId });
   const started = performance.now();
@@ -189,8 +191,9 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
   const elapsed = () => (performance.now() - t0) / 1000;
   const budget = opts.budgetSeconds ?? DEMO_BUDGET_SECONDS;
   const configFile = opts.configFile ?? DEMO_CONFIG;
-  const cfg = await loadConfig(configFile, (raw) => opts.seed !== undefined && (raw.seed = opts.seed), { job: 'demo' });
-  const { dir } = createRunDir(cfg);
+  const loaded = await loadConfig(configFile, (raw) => opts.seed !== undefined && (raw.seed = opts.seed), { job: 'demo' });
+  const { cfg } = loaded;
+  const { dir } = createRunDir(cfg, loaded.dir);
   const rows: DemoRow[] = [];
   const skipped: string[] = [];
   const stage = (s: string) => opts.onStage?.(s);
@@ -204,7 +207,7 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
   };
 
   stage('building the tiny model and the held-out world');
-  const base = await opts.openSession(cfg);
+  const base = await opts.openSession(loaded);
   let t = performance.now();
   if (base.evaluateNaiveRag) {
     stage('naive RAG baseline');
@@ -269,7 +272,7 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
       const start = await runRlPhase(
         opts,
         phase,
-        rlCfg,
+        { cfg: rlCfg, configDir: loaded.dir },
         join(dir, phase),
         { signal: stopAt.signal, onStep },
         async (session, started) => {

@@ -163,9 +163,10 @@ export async function replayFork(store: Store, home: string, p: ForkParams, onPr
     throw new Error(`trajectory ${p.trajectoryId}: only its summary was stored (the run's logging.full_trajectories_every), so it has no tokens to fork`);
   const progress = (phase: ForkProgress['phase'], done = 0) => onProgress?.({ trajectoryId: p.trajectoryId, done, total: p.n, phase });
   progress('loading');
-  const cfg = runConfig(store, parent.runId, home);
+  const loaded = runConfig(store, parent.runId, home);
+  const { cfg } = loaded;
   const ck = resolveCheckpoint(store, p.checkpoint);
-  const envs = await openRunEnvironment(cfg);
+  const envs = await openRunEnvironment(loaded);
   const { PolicyModel } = await import('../model/runtime');
   const { policyDecodeBackend, eosTokenIds } = await import('../rollout/model-backend');
   const { rollout } = await import('../rollout/engine');
@@ -273,9 +274,9 @@ export async function replayFork(store: Store, home: string, p: ForkParams, onPr
 
 /** The encoder that re-renders a run's trajectories: its task's tokenizer (the one its rollouts decoded with). */
 async function runEncoder(store: Store, runId: string, home: string): Promise<(text: string) => number[]> {
-  const cfg = runConfig(store, runId, home);
-  const { taskTokenizerFor } = await import('../tasks/registry');
-  const tok = taskTokenizerFor(cfg);
+  const { cfg } = runConfig(store, runId, home);
+  const { taskTokenizer } = await import('../tasks/registry');
+  const tok = taskTokenizer(cfg);
   return (text) => tok.encode(text);
 }
 
@@ -380,13 +381,13 @@ export async function topkAt(
   const order = Array.from(l.keys()).sort((a, b) => l[b]! - l[a]!);
   const cfg = (() => {
     try {
-      return runConfig(store, t.runId, home);
+      return runConfig(store, t.runId, home).cfg;
     } catch {
       return undefined;
     }
   })();
-  const { taskTokenizerFor } = await import('../tasks/registry');
-  const tok = cfg ? taskTokenizerFor(cfg) : undefined;
+  const { taskTokenizer } = await import('../tasks/registry');
+  const tok = cfg ? taskTokenizer(cfg) : undefined;
   const text = (id: number) => (tok ? tok.decode([id]) : `#${id}`);
   const entry = (id: number) => ({ id, token: text(id), logprob: l[id]! - logZ, prob: Math.exp(l[id]! - logZ) });
   const sampledId = turn.tokenIds[p.token]!;

@@ -15,7 +15,7 @@ import { rollout, rolloutTextPolicy, type RolloutLimits } from '../rollout/engin
 import { policyDecodeBackend } from '../rollout/model-backend';
 import type { RolloutTask } from '../rollout/ports';
 import { advantagePort } from '../train/advantage';
-import type { ExperimentConfig } from '../config/experiment';
+import type { ExperimentConfig, LoadedConfig } from '../config/experiment';
 import { stepSeed } from '../train/episode';
 import type { AdvantagePort } from '../train/loop';
 import { AdamW } from '../rl/optimizer';
@@ -75,10 +75,15 @@ export function splitValidation(cfg: ExperimentConfig, kit: TaskKit): { kit: Tas
   return { kit: { ...kit, trainTasks: rest(kit.trainTasks), ...(kit.rlTasks ? { rlTasks: rest(kit.rlTasks) } : {}) }, validation };
 }
 
-export async function buildTaskSession(cfg: ExperimentConfig, taskKit: TaskKit, extras: SessionExtras = {}): Promise<TaskSession> {
+/** A session for a config (`defaults`: the rollout limits it left out, sized from the task) over its task's kit. */
+export async function buildTaskSession(
+  { cfg, defaults }: Pick<LoadedConfig, 'cfg' | 'defaults'>,
+  taskKit: TaskKit,
+  extras: SessionExtras = {},
+): Promise<TaskSession> {
   const { kit, validation } = splitValidation(cfg, taskKit);
   // Limits that fit the task (./limits.ts): measured before the model and the KV cache are sized by them.
-  const sized = await sizeLimits(cfg, kit);
+  const sized = await sizeLimits(cfg, defaults, kit);
   const providers = cfg.backend === 'ort' ? await resolveProviders(cfg.device) : undefined;
   const model = openPolicyModel(cfg, kit, providers);
   const policy = new ModelPolicyPort(model, cfg, new AdamW({ ...cfg.optim }));
@@ -144,6 +149,7 @@ export async function buildTaskSession(cfg: ExperimentConfig, taskKit: TaskKit, 
 
   return {
     warnings: [...sized, ...(await vocabularyWarnings(kit))],
+    tokenizer: kit.tokenizer,
     ports: {
       // environment.judge: the judge scores each sampled group before the loop sees it (engine/train/judge-rollout.ts).
       rollout: withJudge(
@@ -237,7 +243,7 @@ async function expertDemos(cfg: ExperimentConfig, kit: TaskKit, limits: RolloutL
       tokenizer: kit.tokenizer,
     });
     // Flagged, not refused: limits the config sets are the researcher's (sized ones fit).
-    process.stderr.write(`warning: ${cutDemosWarning(trajectories, cfg, demoNeeds(whole.trajectories, []))}\n`);
+    process.stderr.write(`warning: ${cutDemosWarning(trajectories, cfg.rollout, demoNeeds(whole.trajectories, []))}\n`);
   }
   return trajectories.map(trajectoryToDemo);
 }
@@ -248,14 +254,14 @@ async function expertDemos(cfg: ExperimentConfig, kit: TaskKit, limits: RolloutL
  * ("limits sized from the task: …"); limits it sets too small are flagged with what they need
  * ("demonstrations would be cut: …"); a prompt longer than max_total_length is refused.
  */
-async function sizeLimits(cfg: ExperimentConfig, kit: TaskKit): Promise<string[]> {
+async function sizeLimits(cfg: ExperimentConfig, defaults: LoadedConfig['defaults'], kit: TaskKit): Promise<string[]> {
   const prompts = await promptLengths([...kit.trainTasks, ...kit.evalTasks]);
   let demos: Awaited<ReturnType<typeof rolloutTextPolicy>>['trajectories'] = [];
   if (cfg.sft.warm_start && !cfg.sft.demos_path && kit.expert) {
     const sample = pickTasks(kit.trainTasks, Math.min(cfg.sft.demos, 32), stepSeed(cfg.seed, 0, 4000));
     demos = (await rolloutTextPolicy(kit.expert, { tasks: sample, n: 1, seed: cfg.seed, limits: MEASURE_LIMITS, tokenizer: kit.tokenizer })).trajectories;
   }
-  const { changes, problems } = fitLimits(cfg, demoNeeds(demos, prompts));
+  const { changes, problems } = fitLimits(cfg.rollout, defaults, demoNeeds(demos, prompts));
   const longest = Math.max(0, ...prompts);
   if (longest + 1 > cfg.rollout.max_total_length)
     throw new Error(

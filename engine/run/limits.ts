@@ -8,8 +8,7 @@
  *    (a prompt longer than max_total_length is refused: nothing could be generated).
  * Every demonstration is checked again when SFT uses it (cutDemosWarning): cut ones are flagged.
  */
-import type { ExperimentConfig } from '../config/experiment';
-import { defaultedLimits } from '../config/experiment';
+import type { ExperimentConfig, RolloutLimitKey } from '../config/experiment';
 import type { RolloutTask } from '../rollout/ports';
 import type { Trajectory } from '../rollout/types';
 
@@ -43,18 +42,20 @@ export function demoNeeds(demos: Trajectory[], promptLengths: number[]): LimitNe
   return { prompt: Math.max(0, ...promptLengths, ...demos.map((t) => t.promptIds.length)), turn, total, turns, demos: demos.length };
 }
 
+/** The rollout limits a run sizes (the config's rollout section). */
+export type RolloutLimitSettings = Pick<ExperimentConfig['rollout'], RolloutLimitKey>;
+
 /**
- * Raise the limits the config left out so that `needs` fit (headroom: turns +25% rounded to 8,
- * the total + one turn rounded to 32). Returns what was changed and, for limits the config sets
- * too small, what they would need (one line each). Mutates cfg.rollout.
+ * Raise the limits the config left out (`auto`: LoadedConfig.defaults) so that `needs` fit
+ * (headroom: turns +25% rounded to 8, the total + one turn rounded to 32). Returns what was
+ * changed and, for limits the config sets too small, what they would need (one line each).
+ * Mutates `r` (the config's rollout section).
  */
-export function fitLimits(cfg: ExperimentConfig, needs: LimitNeeds): { changes: string[]; problems: string[] } {
-  const r = cfg.rollout;
-  const auto = defaultedLimits(cfg);
+export function fitLimits(r: RolloutLimitSettings, auto: ReadonlySet<RolloutLimitKey>, needs: LimitNeeds): { changes: string[]; problems: string[] } {
   const wantTotal = Math.max(needs.total, needs.prompt + 1);
   const problems: string[] = [];
   const changes: string[] = [];
-  const set = (key: 'max_new_tokens' | 'max_total_length' | 'max_turns', need: number, sized: number, what: string) => {
+  const set = (key: RolloutLimitKey, need: number, sized: number, what: string) => {
     if (r[key] >= need) return;
     if (auto.has(key)) {
       changes.push(`rollout.${key} ${r[key]} → ${sized} (${what})`);
@@ -86,10 +87,9 @@ export function demoWasCut(t: Trajectory): boolean {
  * What to say about demonstrations a limit cut (undefined when none was): the limits and, from
  * `whole` (the cut ones rendered without limits), the numbers they need.
  */
-export function cutDemosWarning(demos: Trajectory[], cfg: ExperimentConfig, whole: LimitNeeds): string | undefined {
+export function cutDemosWarning(demos: Trajectory[], r: RolloutLimitSettings, whole: LimitNeeds): string | undefined {
   const cut = demos.filter(demoWasCut);
   if (!cut.length) return undefined;
-  const r = cfg.rollout;
   const why = cut[0]!.turns.find((u) => u.stop?.reason === 'max_new_tokens' || u.stop?.reason === 'max_total_length')?.stop?.reason ?? 'max_turns';
   const need: string[] = [];
   if (whole.turn > r.max_new_tokens) need.push(`rollout.max_new_tokens ≥ ${whole.turn} (is ${r.max_new_tokens})`);

@@ -6,15 +6,17 @@
  * lifecycle lines (a server restarted after exiting, or given up) go to the run log through
  * takeLogs() and to stderr.
  */
-import type { ExperimentConfig } from '../config/experiment';
+import type { ExperimentConfig, LoadedConfig } from '../config/experiment';
 import type { TaskSession } from './run-dir';
 import { buildTaskSession } from './compose';
 import type { TokenizerPort } from '../rollout/ports';
-import { openTaskKit, taskTokenizerFor } from '../tasks/registry';
+import { openTaskKit, taskTokenizer } from '../tasks/registry';
 import { withEnvironment } from '../tasks/open';
 
-export async function openTaskSession(cfg: ExperimentConfig): Promise<TaskSession> {
-  const { env, value: session } = await withEnvironment(cfg, (e) => buildTaskSession(cfg, openTaskKit(cfg, e.extras)));
+/** The session of a loaded config: consent asked against its folder, limits it left out sized from the task. */
+export async function openTaskSession(loaded: LoadedConfig): Promise<TaskSession> {
+  const { cfg } = loaded;
+  const { env, value: session } = await withEnvironment(loaded, (e) => buildTaskSession(loaded, openTaskKit(cfg, e.extras)));
   if (!env.host && env.mcpServers.length === 0) return session;
   return {
     ...session,
@@ -26,9 +28,12 @@ export async function openTaskSession(cfg: ExperimentConfig): Promise<TaskSessio
   };
 }
 
-/** Token ids → text for a config's task (for stored trajectories). */
-export function decoderFor(cfg: ExperimentConfig): (ids: number[]) => string {
-  // Resolved on first use: by then the run's session has opened its kit (with the user's tools).
+/**
+ * Token ids → text for a config's task (for stored trajectories): the open session's tokenizer
+ * (its kit, with the user's tools), else the task kind's own. Resolved on first use: by then the
+ * run's session is open.
+ */
+export function decoderFor(cfg: ExperimentConfig, session: () => Pick<TaskSession, 'tokenizer'> | undefined): (ids: number[]) => string {
   let tok: TokenizerPort | undefined;
-  return (ids) => (tok ??= taskTokenizerFor(cfg)).decode(ids);
+  return (ids) => (tok ??= session()?.tokenizer ?? taskTokenizer(cfg)).decode(ids);
 }

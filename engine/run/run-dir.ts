@@ -9,8 +9,8 @@ import type { Trajectory } from '../rollout/types';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, isAbsolute, join, resolve } from 'node:path';
 import { arborHome } from '../store/db';
-import { loadPlugins, validateConfig, type ExperimentConfig } from '../config/experiment';
-import { configDirOf } from '../env/consent';
+import { loadPlugins, validateLoaded, type ExperimentConfig, type LoadedConfig } from '../config/experiment';
+import type { TokenizerPort } from '../rollout/ports';
 import type { Demo, SftPort } from '../train/sft';
 import type { LoopPorts } from '../train/loop';
 import type { EvalSummary } from '../tasks/kit';
@@ -23,9 +23,9 @@ export function runsRoot(): string {
 const BASE_FILE = 'base.json';
 
 /** Write the run's config and the folder its relative paths resolve against (its config file's, else the run folder). */
-function writeStored(dir: string, cfg: ExperimentConfig): void {
+function writeStored(dir: string, cfg: ExperimentConfig, configDir: string | undefined): void {
   writeFileSync(join(dir, 'config.json'), JSON.stringify(cfg, null, 2));
-  writeFileSync(join(dir, BASE_FILE), `${JSON.stringify({ baseDir: configDirOf(cfg) ?? dir })}\n`);
+  writeFileSync(join(dir, BASE_FILE), `${JSON.stringify({ baseDir: configDir ?? dir })}\n`);
 }
 
 /**
@@ -43,12 +43,15 @@ export function storedBaseDir(dir: string): string {
   return resolve(dir);
 }
 
-/** A new run folder named after the config and the time (unique within the second by suffix). */
-export function createRunDir(cfg: ExperimentConfig, explicit?: string): { id: string; dir: string } {
+/**
+ * A new run folder named after the config and the time (unique within the second by suffix), or
+ * `explicit`. `configDir`: the folder the config was read from (LoadedConfig.dir), recorded for its relative paths.
+ */
+export function createRunDir(cfg: ExperimentConfig, configDir: string | undefined, explicit?: string): { id: string; dir: string } {
   if (explicit) {
     const dir = resolve(explicit);
     mkdirSync(dir, { recursive: true });
-    writeStored(dir, cfg);
+    writeStored(dir, cfg, configDir);
     return { id: basename(dir), dir };
   }
   const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-');
@@ -57,12 +60,12 @@ export function createRunDir(cfg: ExperimentConfig, explicit?: string): { id: st
   for (let k = 2; existsSync(join(runsRoot(), id)); k++) id = `${base}-${k}`;
   const dir = join(runsRoot(), id);
   mkdirSync(dir, { recursive: true });
-  writeStored(dir, cfg);
+  writeStored(dir, cfg, configDir);
   return { id, dir };
 }
 
-/** Find a run by id (under the runs root) or by path; returns its folder and saved config. */
-export function openRun(idOrPath: string): { id: string; dir: string; cfg: ExperimentConfig } {
+/** Find a run by id (under the runs root) or by path; returns its folder and saved config (`loaded`: with the folder it resolves against). */
+export function openRun(idOrPath: string): { id: string; dir: string; cfg: ExperimentConfig; loaded: LoadedConfig } {
   const candidates = isAbsolute(idOrPath) || idOrPath.includes('/') ? [resolve(idOrPath)] : [join(runsRoot(), idOrPath), resolve(idOrPath)];
   const dir = candidates.find((d) => existsSync(join(d, 'config.json')));
   if (!dir) throw new Error(`run not found: ${idOrPath} (looked in ${candidates.join(', ')}; a run folder holds config.json)`);
@@ -73,12 +76,12 @@ export function openRun(idOrPath: string): { id: string; dir: string; cfg: Exper
   } catch (e) {
     throw new Error(`run ${basename(dir)}: cannot read its config ${file} (${(e as Error).message})`);
   }
-  const cfg = validateConfig(raw, { file, job: 'stored', baseDir: storedBaseDir(dir) });
-  return { id: basename(dir), dir, cfg };
+  const loaded = validateLoaded(raw, { file, job: 'stored', baseDir: storedBaseDir(dir) });
+  return { id: basename(dir), dir, cfg: loaded.cfg, loaded };
 }
 
 /** openRun for a run whose config names `plugins:` (loaded first, asked for as a config's are). */
-export async function openRunWithPlugins(idOrPath: string): Promise<{ id: string; dir: string; cfg: ExperimentConfig }> {
+export async function openRunWithPlugins(idOrPath: string): Promise<ReturnType<typeof openRun>> {
   const candidates = isAbsolute(idOrPath) || idOrPath.includes('/') ? [resolve(idOrPath)] : [join(runsRoot(), idOrPath), resolve(idOrPath)];
   const dir = candidates.find((d) => existsSync(join(d, 'config.json')));
   if (dir) {
@@ -97,6 +100,8 @@ export async function openRunWithPlugins(idOrPath: string): Promise<{ id: string
 export interface TaskSession {
   ports: Omit<LoopPorts, 'sink'>;
   sft: SftPort;
+  /** The task kit's tokenizer (a run's stored trajectories decode with it), when the session has a kit. */
+  tokenizer?: TokenizerPort;
   /** Demonstrations for the warm start (scripted expert or sft.demos_path). */
   demos(): Promise<Demo[]>;
   /** Held-out evaluation of the current policy (greedy unless eval.temperature > 0). */

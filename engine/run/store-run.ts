@@ -6,10 +6,10 @@
 import { openDatabase } from '../store/db';
 import { HEARTBEAT_MS, Store } from '../store/store';
 import { assignRunToRunGroup } from '../store/groups';
-import type { ExperimentConfig } from '../config/experiment';
+import type { ExperimentConfig, LoadedConfig } from '../config/experiment';
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createRunDir } from './run-dir';
+import { createRunDir, type TaskSession } from './run-dir';
 import { resolveProviders } from '../tensor/ort';
 import { decoderFor, openTaskSession } from './open';
 import { signalSettings, storeSink, type StoreSink } from './store-sink';
@@ -31,7 +31,16 @@ export interface CliStoreRun {
 export function openCliStoreRun(
   id: string,
   cfg: ExperimentConfig,
-  opts: { resume: boolean; template: string; dir: string; runGroup?: { id: string; cell: string }; parentId?: string; tags?: string[] },
+  opts: {
+    resume: boolean;
+    template: string;
+    dir: string;
+    runGroup?: { id: string; cell: string };
+    parentId?: string;
+    tags?: string[];
+    /** The run's task session once it is open (its tokenizer decodes the stored trajectories; else the task kind's). */
+    session?: () => TaskSession | undefined;
+  },
 ): CliStoreRun {
   const store = new Store(openDatabase());
   let beat: NodeJS.Timeout | undefined;
@@ -70,7 +79,7 @@ export function openCliStoreRun(
   // openTaskSession, which the caller records on this run as failed.
   let decode: ((ids: number[]) => string) | undefined;
   const sink = storeSink(store, id, {
-    decode: (ids) => (decode ??= decoderFor(cfg))(ids),
+    decode: (ids) => (decode ??= decoderFor(cfg, () => opts.session?.()))(ids),
     fullTrajectoriesEvery: cfg.logging.full_trajectories_every,
     signal: signalSettings(cfg),
   });
@@ -102,17 +111,18 @@ export function openCliStoreRun(
  * again (never a --run-dir that existed).
  */
 export async function claimRunAndOpenTask(
-  cfg: ExperimentConfig,
+  loaded: LoadedConfig,
   o: { store: boolean; template: string; runDir?: string; run?: { id: string; dir: string }; runGroup?: { id: string; cell: string } },
-): Promise<{ id: string; dir: string; rec?: CliStoreRun; session: Awaited<ReturnType<typeof openTaskSession>> }> {
+): Promise<{ id: string; dir: string; rec?: CliStoreRun; session: TaskSession }> {
+  const { cfg } = loaded;
   // The device is checked before the run exists: `device: webgpu` with no adapter fails here, naming the fix.
   if (cfg.backend === 'ort') await resolveProviders(cfg.device);
   const fresh = !o.run && !(o.runDir && existsSync(o.runDir));
   if (!o.run) {
-    const session = await openTaskSession(cfg);
-    const { id, dir } = createRunDir(cfg, o.runDir);
+    const session = await openTaskSession(loaded);
+    const { id, dir } = createRunDir(cfg, loaded.dir, o.runDir);
     try {
-      const rec = o.store ? openCliStoreRun(id, cfg, { resume: false, template: o.template, dir, runGroup: o.runGroup }) : undefined;
+      const rec = o.store ? openCliStoreRun(id, cfg, { resume: false, template: o.template, dir, runGroup: o.runGroup, session: () => session }) : undefined;
       return { id, dir, rec, session };
     } catch (e) {
       await session.close();
@@ -121,17 +131,19 @@ export async function claimRunAndOpenTask(
     }
   }
   const { id, dir } = o.run;
-  const rec = o.store ? openCliStoreRun(id, cfg, { resume: true, template: o.template, dir }) : undefined;
+  let session: TaskSession | undefined;
+  const rec = o.store ? openCliStoreRun(id, cfg, { resume: true, template: o.template, dir, session: () => session }) : undefined;
   return recordedRun(rec, async () => {
     const before = JSON.stringify(cfg.rollout);
-    const session = await openTaskSession(cfg);
+    const opened = await openTaskSession(loaded);
+    session = opened;
     // Limits sized from the task (engine/run/limits.ts) are the run's: its config.json (what a
     // resume reads) and its store record say what it trains with.
     if (JSON.stringify(cfg.rollout) !== before) {
       if (!o.run) writeFileSync(join(dir, 'config.json'), JSON.stringify(cfg, null, 2));
       rec?.store.db.prepare('UPDATE runs SET config = ? WHERE id = ?').run(JSON.stringify(cfg), id);
-      for (const w of session.warnings ?? []) if (w.startsWith('limits sized')) rec?.store.log(id, 'info', w);
+      for (const w of opened.warnings ?? []) if (w.startsWith('limits sized')) rec?.store.log(id, 'info', w);
     }
-    return { id, dir, rec, session };
+    return { id, dir, rec, session: opened };
   });
 }

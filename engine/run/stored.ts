@@ -5,27 +5,28 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { validateConfig, type ExperimentConfig } from '../config/experiment';
+import { validateLoaded, type LoadedConfig } from '../config/experiment';
+import type { ConfigAt } from '../tasks/open';
 import type { Store } from '../store/store';
 import type { RolloutTask } from '../rollout/ports';
 
-/** The run's config, validated, with relative paths against its workspace. */
-export function runConfig(store: Store, runId: string, home: string): ExperimentConfig {
+/** The run's config, validated, with relative paths against its workspace (`dir`). */
+export function runConfig(store: Store, runId: string, home: string): LoadedConfig {
   const run = store.getRun(runId);
   const raw = run.config as Record<string, unknown>;
   const env = raw.environment as { workspace?: string } | undefined;
   const baseDir = env?.workspace ?? (existsSync(join(home, 'workspace')) ? join(home, 'workspace') : home);
   try {
-    return validateConfig(raw, { baseDir, file: `run ${runId} config` });
+    return validateLoaded(raw, { baseDir, file: `run ${runId} config` });
   } catch (e) {
     throw new Error(`run ${runId}: its config does not open an environment to replay in (${(e as Error).message})`);
   }
 }
 
 /** The run's task kit with its user tools / reward (sandbox) and MCP servers; close when done. */
-export async function openRunEnvironment(cfg: ExperimentConfig) {
+export async function openRunEnvironment(at: ConfigAt) {
   const { openEnvironmentKit } = await import('../tasks/open');
-  const { env, kit } = await openEnvironmentKit(cfg);
+  const { env, kit } = await openEnvironmentKit(at);
   return { kit, close: () => env.close() };
 }
 

@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { episodeToRecord, recordExtras, signalSettings } from '../run/store-sink';
 import { JsonlSink, memoryLimitHits, teeSink } from '../run/sinks';
 import type { JobContext, RunTemplate } from './runs';
-import type { ExperimentConfig } from '../config/experiment';
+import type { LoadedConfig } from '../config/experiment';
 import type { EngineHost } from './host';
 
 interface TemplateSpec {
@@ -61,7 +61,7 @@ function resolveEnvironment(config: Record<string, unknown>, schema: z.ZodType, 
 }
 
 async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
-  const { experimentJsonSchema, validateConfig } = await import('../config/experiment');
+  const { experimentJsonSchema, validateLoaded } = await import('../config/experiment');
   const { workspace, ...info } = t;
   const { FORMAT_NAMES } = await import('../env/formats');
   const schema = experimentJsonSchema();
@@ -73,7 +73,7 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
     if (!workspace && e && (e.tools?.length || e.reward || e.tasks))
       throw new Error('environment: user tools, rewards and task files run from the "Your environment" template (its files live in the workspace)');
     // Relative paths (task.dataset: envs/qa.jsonl, environment files) are the workspace's.
-    return { cfg: validateConfig(resolveEnvironment(config, envSchema, workspace), { checkFiles: true, baseDir: workspace, job: 'train' }) };
+    return validateLoaded(resolveEnvironment(config, envSchema, workspace), { checkFiles: true, baseDir: workspace, job: 'train' });
   };
   const envJson = z.toJSONSchema(envSchema, { io: 'input' }) as { properties?: Record<string, Record<string, unknown>> };
   // The user template's form lists the workspace's tool, reward and task files as they are now.
@@ -112,11 +112,12 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
     },
     async run(ctx) {
       const { hasUserFiles } = await import('../config/experiment');
-      const { cfg } = check(ctx.config);
+      const loaded = check(ctx.config);
+      const { cfg } = loaded;
       const intro = hasUserFiles(cfg)
         ? `environment: format ${cfg.environment.format}; tools ${cfg.environment.tools.map((f) => f.slice((workspace ?? '').length + 1)).join(', ') || '(built-in)'}; reward ${cfg.environment.reward ? cfg.environment.reward.slice((workspace ?? '').length + 1) : '(built-in exact match)'}`
         : undefined;
-      return trainingJob(ctx, cfg, { intro });
+      return trainingJob(ctx, loaded, { intro });
     },
   };
 }
@@ -126,11 +127,12 @@ async function trainingTemplate(t: TemplateSpec): Promise<RunTemplate> {
  * opens it, metrics, trajectories, logs and checkpoints to the store; `metricsFile` also appends
  * to the run folder's metrics.jsonl (as the CLI does for its runs).
  */
-async function trainingJob(ctx: JobContext, cfg: ExperimentConfig, o: { intro?: string; metricsFile?: boolean } = {}): Promise<{ stopped: boolean }> {
+async function trainingJob(ctx: JobContext, loaded: LoadedConfig, o: { intro?: string; metricsFile?: boolean } = {}): Promise<{ stopped: boolean }> {
+  const { cfg } = loaded;
   const { runExperiment } = await import('../run/runner');
   const { openTaskSession, decoderFor } = await import('../run/open');
-  const decode = decoderFor(cfg);
-  const session = await openTaskSession(cfg);
+  const session = await openTaskSession(loaded);
+  const decode = decoderFor(cfg, () => session);
   if (o.intro) ctx.log(o.intro);
   for (const w of session.warnings ?? []) ctx.log(`warning: ${w}`);
   const host = session.takeLogs ? { takeLogs: () => session.takeLogs!() } : undefined;
@@ -205,15 +207,15 @@ export function cliResumeJob(): RunTemplate {
     schema: {},
     resumesCliRuns: true,
     async run(ctx) {
-      const { loadPlugins, validateConfig } = await import('../config/experiment');
+      const { loadPlugins, validateLoaded } = await import('../config/experiment');
       const { storedBaseDir } = await import('../run/run-dir');
       // Relative paths resolve against the folder recorded when the run started (or the run
       // folder), never the engine's working folder.
       const baseDir = storedBaseDir(ctx.runDir);
       await loadPlugins(ctx.config, baseDir, `run ${ctx.runId}`);
-      const cfg = validateConfig(ctx.config, { file: `run ${ctx.runId} config`, job: 'stored', baseDir });
+      const loaded = validateLoaded(ctx.config, { file: `run ${ctx.runId} config`, job: 'stored', baseDir });
       ctx.log(`resumed from the workbench (${ctx.runDir})`);
-      return trainingJob(ctx, cfg, { metricsFile: true });
+      return trainingJob(ctx, loaded, { metricsFile: true });
     },
   };
 }

@@ -65,16 +65,14 @@ export function builtinTaskTools(cfg: ExperimentConfig, where: 'served' | 'chat'
   return kindOf(cfg.task.kind).entry.tools?.(cfg, where);
 }
 
-/** The tokenizer of the last kit opened for a config (a run's stored trajectories decode with it). */
-const kitTokenizers = new WeakMap<ExperimentConfig, TokenizerPort>();
-
 export function openTaskKit(cfg: ExperimentConfig, extras: KitExtras = {}): TaskKit {
-  const kit = kindOf(cfg.task.kind).factory(cfg, extras);
-  kitTokenizers.set(cfg, kit.tokenizer);
-  return kit;
+  return kindOf(cfg.task.kind).factory(cfg, extras);
 }
 
-/** The tokenizer a config's task uses: the kit already opened for this config, else the kind's fixed one, else a fresh kit's. */
-export function taskTokenizerFor(cfg: ExperimentConfig): TokenizerPort {
-  return kitTokenizers.get(cfg) ?? kindOf(cfg.task.kind).entry.tokenizer?.() ?? openTaskKit(cfg).tokenizer;
+/**
+ * The tokenizer a config's task uses when no kit is open (a stored run's replay): the kind's fixed
+ * one, else a fresh kit's. A run's own session carries its kit's (TaskSession.tokenizer).
+ */
+export function taskTokenizer(cfg: ExperimentConfig): TokenizerPort {
+  return kindOf(cfg.task.kind).entry.tokenizer?.() ?? openTaskKit(cfg).tokenizer;
 }

@@ -13,18 +13,28 @@ import type { KitExtras, TaskKit } from './kit';
 import { openTaskKit } from './registry';
 
 /**
+ * A validated config and the folder it was read from (a LoadedConfig is one): a workspace inside
+ * that folder is the config's own, not asked about. `dir` undefined: not known (it is asked about).
+ */
+export interface ConfigAt {
+  cfg: ExperimentConfig;
+  dir: string | undefined;
+}
+
+/**
  * Everything the config would run (servers, tool and reward files, an outside workspace) put to
  * the user once, before anything starts (engine/env/consent.ts); approvals are remembered, so a
  * group's runs (`arbor train --seeds`, `arbor sweep`) are asked about once, by the group.
  */
-export async function askConfigConsent(cfg: ExperimentConfig, origin = `experiment "${cfg.name}"`): Promise<void> {
-  const { configDirOf, configItems, ensureConsent } = await import('../env/consent');
-  await ensureConsent(origin, configItems(cfg.environment, configDirOf(cfg)));
+export async function askConfigConsent({ cfg, dir }: ConfigAt, origin = `experiment "${cfg.name}"`): Promise<void> {
+  const { configItems, ensureConsent } = await import('../env/consent');
+  await ensureConsent(origin, configItems(cfg.environment, dir));
 }
 
 /** The config's MCP servers, started (undefined when it names none). */
-export async function openMcpServers(cfg: ExperimentConfig, log: (line: string) => void) {
-  await askConfigConsent(cfg);
+export async function openMcpServers(at: ConfigAt, log: (line: string) => void) {
+  await askConfigConsent(at);
+  const { cfg } = at;
   const servers = cfg.environment.mcp_servers;
   if (!servers || typeof servers === 'string' || Object.keys(servers).length === 0) return undefined;
   const { McpToolSet } = await import('../env/mcp/client');
@@ -50,7 +60,8 @@ export interface OpenedEnvironment {
 }
 
 /** Opens the MCP servers and the sandbox of a validated config (absolute paths). */
-export async function openEnvironment(cfg: ExperimentConfig, opts: { log?: (line: string) => void } = {}): Promise<OpenedEnvironment> {
+export async function openEnvironment(at: ConfigAt, opts: { log?: (line: string) => void } = {}): Promise<OpenedEnvironment> {
+  const { cfg } = at;
   const lines: string[] = [];
   const log =
     opts.log ??
@@ -58,7 +69,7 @@ export async function openEnvironment(cfg: ExperimentConfig, opts: { log?: (line
       lines.push(line);
       process.stderr.write(`${line}\n`);
     });
-  const mcp = await openMcpServers(cfg, log);
+  const mcp = await openMcpServers(at, log);
   let host: SandboxHost | undefined;
   try {
     if (hasUserFiles(cfg)) {
@@ -92,11 +103,11 @@ export async function openEnvironment(cfg: ExperimentConfig, opts: { log?: (line
  * stay open for the caller, who closes them with the result.
  */
 export async function withEnvironment<T>(
-  cfg: ExperimentConfig,
+  at: ConfigAt,
   use: (env: OpenedEnvironment) => Promise<T> | T,
   opts: { log?: (line: string) => void } = {},
 ): Promise<{ env: OpenedEnvironment; value: T }> {
-  const env = await openEnvironment(cfg, opts);
+  const env = await openEnvironment(at, opts);
   try {
     return { env, value: await use(env) };
   } catch (e) {
@@ -106,10 +117,7 @@ export async function withEnvironment<T>(
 }
 
 /** The config's task kit over its opened environment. */
-export async function openEnvironmentKit(
-  cfg: ExperimentConfig,
-  opts: { log?: (line: string) => void } = {},
-): Promise<{ env: OpenedEnvironment; kit: TaskKit }> {
-  const { env, value } = await withEnvironment(cfg, (e) => openTaskKit(cfg, e.extras), opts);
+export async function openEnvironmentKit(at: ConfigAt, opts: { log?: (line: string) => void } = {}): Promise<{ env: OpenedEnvironment; kit: TaskKit }> {
+  const { env, value } = await withEnvironment(at, (e) => openTaskKit(at.cfg, e.extras), opts);
   return { env, kit: value };
 }

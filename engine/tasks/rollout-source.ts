@@ -9,11 +9,11 @@ import { PolicyModel } from '../model/runtime';
 import { baseQuantSpec } from '../model/quantize';
 import { eosTokenIds, policyDecodeBackend } from '../rollout/model-backend';
 import type { RolloutSource, RolloutSourceRequest } from './sources';
-import { validateConfig, type ExperimentConfig } from '../config/experiment';
-import { openEnvironmentKit } from './open';
+import { validateLoaded, type ExperimentConfig, type LoadedConfig } from '../config/experiment';
+import { openEnvironmentKit, type ConfigAt } from './open';
 
-/** The experiment config `arbor rollout` options describe (validated; paths relative to the working folder). */
-export function rolloutConfig(req: RolloutSourceRequest, base?: ExperimentConfig): ExperimentConfig {
+/** The experiment config `arbor rollout` options describe (validated; paths relative to the working folder, its `dir`). */
+export function rolloutConfig(req: RolloutSourceRequest, base?: ExperimentConfig): LoadedConfig {
   const o = req.options ?? {};
   const raw = (base ? JSON.parse(JSON.stringify(base)) : { model: { init: 'tiny' }, task: { kind: req.task } }) as Record<string, Record<string, unknown>>;
   if (o.dataset) raw.task!.dataset = String(o.dataset);
@@ -26,13 +26,14 @@ export function rolloutConfig(req: RolloutSourceRequest, base?: ExperimentConfig
   if (req.model) raw.model = { ...raw.model, path: req.model, init: undefined, hidden_size: undefined, layers: undefined };
   else if (req.policy) raw.model = { init: 'tiny' };
   // The config's unused keys were named when it was loaded.
-  return validateConfig(raw, { file: base ? '(--config)' : '(command line)', job: 'rollout', warn: () => undefined });
+  return validateLoaded(raw, { file: base ? '(--config)' : '(command line)', job: 'rollout', warn: () => undefined });
 }
 
-export async function openKitSource(cfg: ExperimentConfig, req: RolloutSourceRequest): Promise<RolloutSource> {
+export async function openKitSource(at: ConfigAt, req: RolloutSourceRequest): Promise<RolloutSource> {
+  const { cfg } = at;
   if (!cfg.model.path && req.policy !== 'expert') throw new Error(`--policy: unknown policy "${req.policy}" (available: expert)`);
   let model: PolicyModel | undefined;
-  const { env, kit } = await openEnvironmentKit(cfg);
+  const { env, kit } = await openEnvironmentKit(at);
   try {
     if (!cfg.model.path && !kit.expert)
       throw new Error(

@@ -16,7 +16,7 @@ import type { Command } from 'commander';
 import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { bestCheckpoint, latestCheckpoint, listCheckpoints } from '../../train/checkpoints';
-import { loadConfig, taskKindNames, validateConfig, type ExperimentConfig } from '../../config/experiment';
+import { loadConfig, taskKindNames, validateLoaded, type ExperimentConfig, type LoadedConfig } from '../../config/experiment';
 import { given, intFlag } from '../flags';
 import { progressBar, renderTable } from '../progress';
 import { evalMetrics } from '../../tasks/kit';
@@ -117,9 +117,9 @@ function resolveTargets(arg: string): { targets: Target[]; group?: string } {
   }
 }
 
-async function configFor(t: Target, o: EvalOptions): Promise<ExperimentConfig> {
+async function configFor(t: Target, o: EvalOptions): Promise<LoadedConfig> {
   const base = o.config
-    ? (JSON.parse(JSON.stringify(await loadConfig(o.config, undefined, { job: 'eval' }))) as Record<string, Record<string, unknown>>)
+    ? (JSON.parse(JSON.stringify((await loadConfig(o.config, undefined, { job: 'eval' })).cfg)) as Record<string, Record<string, unknown>>)
     : t.runCfg && !o.task
       ? (JSON.parse(JSON.stringify(t.runCfg)) as Record<string, Record<string, unknown>>)
       : undefined;
@@ -141,7 +141,7 @@ async function configFor(t: Target, o: EvalOptions): Promise<ExperimentConfig> {
   if (o.reward) environment.reward = o.reward;
   if (o.format) environment.format = o.format;
   const evalSection = { ...(base?.eval ?? {}), ...(o.n !== undefined ? { n_questions: o.n } : base ? {} : { n_questions: 64 }) };
-  return validateConfig(
+  return validateLoaded(
     { ...(base ?? {}), ...(o.device ? { device: o.device } : {}), model: { path: t.checkpoint }, task, environment, eval: evalSection },
     { file: o.config ?? (t.runCfg && !o.task ? join(t.runDir!, 'config.json') : '(command line)') },
   );
@@ -188,8 +188,9 @@ function storeWithRun(t: Target, r: HarnessResult, meta: Record<string, unknown>
 }
 
 async function evalHarness(t: Target, o: EvalOptions & { k: number }): Promise<{ result: HarnessResult; file?: string; cfg: ExperimentConfig }> {
-  const cfg = await configFor(t, o);
-  const session = await openTaskSession(cfg);
+  const loaded = await configFor(t, o);
+  const { cfg } = loaded;
+  const session = await openTaskSession(loaded);
   try {
     if (!session.sampleEval) throw new Error(`task "${cfg.task.kind}": this session cannot sample evaluation episodes`);
     const n = o.all ? o.n : cfg.eval.n_questions;
@@ -270,9 +271,10 @@ export function register(program: Command): void {
       if (!harness) {
         if (targets.length !== 1) throw new Error('a group is evaluated with the harness: give --k <n>');
         const t = targets[0]!;
-        const cfg = await configFor(t, o);
+        const loaded = await configFor(t, o);
+        const { cfg } = loaded;
         const n = cfg.eval.n_questions;
-        const session = await openTaskSession(cfg);
+        const session = await openTaskSession(loaded);
         try {
           const bar = progressBar('eval', n, { quiet: o.json });
           const res = evalMetrics(await session.evaluate(n, (done) => bar.update(done)));

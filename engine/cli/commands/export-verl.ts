@@ -11,17 +11,17 @@ import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { arborHome, openDatabase } from '../../store/db';
 import { Store } from '../../store/store';
-import { parseConfigText, validateConfig, type ExperimentConfig } from '../../config/experiment';
+import { parseConfigText, validateLoaded, type LoadedConfig } from '../../config/experiment';
 
 /**
  * An experiment config for its environment only (`arbor mcp serve --config`, `arbor verl-reward`):
  * validated like any config, but the model folder is not checked (an exported config's model may
  * be a PEFT adapter folder, or live only on the cluster).
  */
-export function loadEnvironmentConfig(file: string, opts: { warn?: (line: string) => void } = {}): ExperimentConfig {
+export function loadEnvironmentConfig(file: string, opts: { warn?: (line: string) => void } = {}): LoadedConfig {
   const full = resolve(file);
   if (!existsSync(full)) throw new Error(`config file not found: ${full}`);
-  return validateConfig(parseConfigText(readFileSync(full, 'utf8'), full), {
+  return validateLoaded(parseConfigText(readFileSync(full, 'utf8'), full), {
     baseDir: dirname(full),
     file: full,
     checkFiles: false,
@@ -95,12 +95,12 @@ export function extend(program: Command): void {
     .option('--json', 'print the result as JSON')
     .action(async (source: string, outDir: string, o: { arborCmd?: string; json?: boolean }) => {
       const { exportVerl } = await import('../../interop/verl-export');
-      let cfg: ExperimentConfig;
+      let loaded: LoadedConfig;
       let modelPath: string | undefined;
       let what: string;
       if (existsSync(source) && statSync(source).isFile()) {
         const { loadConfig } = await import('../../config/experiment');
-        cfg = await loadConfig(resolve(source));
+        loaded = await loadConfig(resolve(source));
         what = `config ${resolve(source)}`;
       } else {
         const db = join(arborHome(), 'arbor.db');
@@ -108,7 +108,7 @@ export function extend(program: Command): void {
         const store = new Store(openDatabase(db));
         try {
           const run = store.getRun(source);
-          cfg = validateConfig(run.config, { checkFiles: false });
+          loaded = validateLoaded(run.config, { checkFiles: false });
           const ck = store.checkpoints(source).at(-1);
           if (!ck) throw new Error(`run ${source} has no checkpoint to hand over (checkpoint.every saves them)`);
           if (!existsSync(ck.path)) throw new Error(`run ${source}: its last checkpoint ${ck.path} is gone`);
@@ -119,7 +119,7 @@ export function extend(program: Command): void {
         }
       }
       const out = resolve(outDir);
-      const r = await exportVerl({ cfg, modelPath, source: what }, out, {
+      const r = await exportVerl({ cfg: loaded.cfg, dir: loaded.dir, modelPath, source: what }, out, {
         arborCmd: o.arborCmd ? o.arborCmd.split(/\s+/).filter(Boolean) : undefined,
         onProgress: (s) => !o.json && process.stderr.write(`export verl: ${s}\n`),
       });

@@ -121,12 +121,13 @@ function topLogits(logits: Float32Array, n: number, tok: HfTokenizer): GenerateR
 
 /** The prompt as a config's episodes render it (ToolEnv with the config's task kit, tools and format). */
 async function environmentPrompt(folder: string, file: string, prompt: string): Promise<{ text: string; ids: number[]; format: string; tools: string[] }> {
-  const { loadConfig, validateConfig } = await import('../../config/experiment');
+  const { loadConfig, validateLoaded } = await import('../../config/experiment');
   const { openEnvironmentKit } = await import('../../tasks/open');
   const { ToolEnv } = await import('../../env/toolenv');
-  const base = await loadConfig(file, undefined, { job: 'environment', warn: (l) => process.stderr.write(`${l}\n`) });
-  const cfg = validateConfig({ ...structuredClone(base), model: { path: folder } }, { file, job: 'environment', warn: () => undefined });
-  const { env, kit } = await openEnvironmentKit(cfg);
+  const { cfg: base } = await loadConfig(file, undefined, { job: 'environment', warn: (l) => process.stderr.write(`${l}\n`) });
+  const loaded = validateLoaded({ ...structuredClone(base), model: { path: folder } }, { file, job: 'environment', warn: () => undefined });
+  const { cfg } = loaded;
+  const { env, kit } = await openEnvironmentKit(loaded);
   try {
     const sample = kit.trainTasks[0]?.createEnv();
     if (!(sample instanceof ToolEnv)) throw new Error(`--config: task "${cfg.task.kind}" has no tool environment to render`);

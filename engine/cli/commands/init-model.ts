@@ -42,7 +42,7 @@ export interface InitModelOptions {
  */
 async function initKitModel(folder: string, o: InitModelOptions): Promise<{ parameters: number; vocabSize: number }> {
   const raw: Record<string, Record<string, unknown>> = o.config
-    ? (JSON.parse(JSON.stringify(await loadConfig(o.config, undefined, { job: 'init-model' }))) as Record<string, Record<string, unknown>>)
+    ? (JSON.parse(JSON.stringify((await loadConfig(o.config, undefined, { job: 'init-model' })).cfg)) as Record<string, Record<string, unknown>>)
     : { model: { init: 'tiny' }, task: { kind: o.task } };
   if (o.config && o.task && o.task !== raw.task!.kind)
     throw new Error(`--task: ${o.task} differs from the config's task.kind "${String(raw.task!.kind)}"; give one of them`);

@@ -41,9 +41,9 @@ export function register(program: Command): void {
       let env;
       if (o.config) {
         const { loadEnvironmentConfig } = await import('./export-verl');
-        const cfg = loadEnvironmentConfig(o.config, { warn: (l) => process.stderr.write(`${l}\n`) });
-        if (!given(cmd, 'timeoutMs')) timeoutMs = cfg.environment.tool_timeout_ms;
-        env = await openConfigEnvironment(cfg);
+        const loaded = loadEnvironmentConfig(o.config, { warn: (l) => process.stderr.write(`${l}\n`) });
+        if (!given(cmd, 'timeoutMs')) timeoutMs = loaded.cfg.environment.tool_timeout_ms;
+        env = await openConfigEnvironment(loaded);
       } else env = await openWorkspaceEnvironment(resolve(o.env ?? join(arborHome(), 'workspace')));
       const limits = { timeoutMs, maxArgChars: 100_000, maxResultChars: 100_000 };
       const { serveMcpHttp, serveMcpStdio } = await import('../../interop/mcp-server');

@@ -34,7 +34,7 @@ import {
 } from '../../model/memory-plan';
 import { ALL_SHAPES, shapeByName } from '../../model/shapes';
 import { tinyTaskModel } from '../../tasks/multihop/kit';
-import { openTaskKit, taskTokenizerFor } from '../../tasks/registry';
+import { openTaskKit, taskTokenizer } from '../../tasks/registry';
 import { policyLoss } from '../../rl/policy-losses';
 import { getEstimator } from '../../rl';
 import { AdamW } from '../../rl/optimizer';
@@ -47,7 +47,7 @@ const QUANT_CHOICES = Object.keys(BASE_QUANT_BITS) as BaseQuant[];
 export function configModel(cfg: ExperimentConfig): ModelConfig {
   if (cfg.model.path) return readModelConfig(cfg.model.path);
   // The task's tokenizer sizes the tiny model (its kit's tinyModel); a tokenizer that does not say its size: the kit itself.
-  const tok = taskTokenizerFor(cfg) as { vocabSize?: number; vocab?: readonly unknown[] };
+  const tok = taskTokenizer(cfg) as { vocabSize?: number; vocab?: readonly unknown[] };
   const vocab = tok.vocabSize ?? tok.vocab?.length;
   return vocab ? tinyTaskModel(cfg, vocab, 0) : openTaskKit(cfg).tinyModel(cfg);
 }
@@ -169,7 +169,7 @@ async function planInput(target: string | undefined, o: PlanOpts): Promise<{ inp
   if ((target === undefined) === (o.shape === undefined)) throw new Error('give a config file, a model folder, or --shape NAME (one of them)');
   let r: { input: MemoryPlanInput; microBatches: number; source: string };
   if (target && existsSync(target) && statSync(target).isFile()) {
-    const cfg = await loadConfig(target, (raw) => applyOverrides(raw, o.set), { job: 'train' });
+    const { cfg } = await loadConfig(target, (raw) => applyOverrides(raw, o.set), { job: 'train' });
     r = { ...planInputFromConfig(cfg, process.memoryUsage().rss), source: `config ${target}` };
   } else {
     if (o.set.length) throw new Error('--set changes a config; give a config file');

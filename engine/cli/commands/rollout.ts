@@ -131,7 +131,7 @@ async function resolveRolloutOptions(o: RolloutCliOptions, cmd: Command): Promis
   if (o.model && o.policy) throw new Error('give one of --model <folder> or --policy <name>, not both');
   if (o.model) o.model = modelArg(o.model, '--model');
   if (o.out && existsSync(o.out) && statSync(o.out).isDirectory()) throw new Error(`--out: ${o.out} is a folder; give the JSONL file to write`);
-  const base = o.config ? await loadConfig(o.config, undefined, { job: 'rollout' }) : undefined;
+  const base = o.config ? (await loadConfig(o.config, undefined, { job: 'rollout' })).cfg : undefined;
   if (!o.model && !o.policy && !base?.model.path) throw new Error('give --model <folder> or --policy <name> (or a --config with model.path)');
   if (base && o.task && o.task !== base.task.kind)
     throw new Error(`--task: ${o.task} differs from the config's task.kind "${base.task.kind}"; give one of them`);

@@ -24,8 +24,9 @@ export function register(program: Command): void {
     .option('--json', 'print the final result as one JSON object on stdout')
     .option('--no-store', 'do not record the run in the workspace database (metrics.jsonl only)')
     .action(async (configFile: string, o: { runDir?: string; eval: boolean; json?: boolean; store: boolean }) => {
-      const cfg = await loadConfig(configFile, undefined, { job: 'sft' });
-      const { id, dir, rec, session } = await claimRunAndOpenTask(cfg, { store: o.store, template: 'sft', runDir: o.runDir });
+      const loaded = await loadConfig(configFile, undefined, { job: 'sft' });
+      const { cfg } = loaded;
+      const { id, dir, rec, session } = await claimRunAndOpenTask(loaded, { store: o.store, template: 'sft', runDir: o.runDir });
       const stop = interruptSignal((why) => note(`\nstopping after this batch (${why}; the model will be saved); Ctrl-C again to quit now\n`));
       await recordedRun(
         rec,

@@ -103,15 +103,15 @@ export async function runSweep(configFile: string, o: SweepOptions): Promise<str
   // are child processes without a terminal, and find the approvals remembered.
   let name = o.name;
   for (const c of cells) {
-    const cfg = await loadConfig(file, (raw) => {
+    const loaded = await loadConfig(file, (raw) => {
       applyOverrides(raw, o.set);
       applyOverrides(
         raw,
         Object.entries(c.overrides).map(([k, v]) => `${k}=${v}`),
       );
     });
-    await askConfigConsent(cfg, `the runs of ${configFile}`);
-    name ??= cfg.name ?? 'sweep';
+    await askConfigConsent(loaded, `the runs of ${configFile}`);
+    name ??= loaded.cfg.name ?? 'sweep';
   }
   const plan: RunGroupPlanEntry[] = cells.flatMap((c) => o.seeds.map((seed) => ({ cell: c.cell, overrides: c.overrides, seed })));
   const store = new Store(openDatabase());

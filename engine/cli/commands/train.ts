@@ -5,7 +5,7 @@
  */
 import { Option, type Command } from 'commander';
 import { intFlag } from '../flags';
-import { loadConfig, type ExperimentConfig } from '../../config/experiment';
+import { loadConfig, type ExperimentConfig, type LoadedConfig } from '../../config/experiment';
 import { applyOverrides, parseSeeds, runSweep } from './sweep';
 import { runExperiment, type ExperimentResult } from '../../run/runner';
 import { evalTable, progressBar } from '../progress';
@@ -69,7 +69,8 @@ async function train(configFile: string | undefined, o: TrainCliOptions): Promis
   if (o.resume && (o.seed !== undefined || o.set.length)) throw new Error("--seed / --set change a new run's config; a resumed run keeps its own");
   if ((o.group || o.cell) && !o.store) throw new Error('--group: a group lives in the workspace database; drop --no-store');
   const run = o.resume ? await openRunWithPlugins(o.resume) : undefined;
-  const cfg = await trainConfig(configFile, o, run);
+  const loaded = await trainConfig(configFile, o, run);
+  const { cfg } = loaded;
   if (o.printConfig) {
     console.log(JSON.stringify(cfg, null, 2));
     return;
@@ -77,7 +78,7 @@ async function train(configFile: string | undefined, o: TrainCliOptions): Promis
   // The memory plan (engine/model/memory-plan.ts): its one-line total, and a run that cannot fit is refused before it exists.
   const plan = checkRunMemory(cfg, { memory });
   if (run) refuseFinishedRun(run, cfg, o.steps);
-  const { id, dir, rec, session } = await claimRunAndOpenTask(cfg, {
+  const { id, dir, rec, session } = await claimRunAndOpenTask(loaded, {
     store: o.store,
     template: cfg.task.kind,
     runDir: o.runDir,
@@ -107,8 +108,8 @@ async function trainSeedGroup(configFile: string | undefined, seeds: string, o: 
 }
 
 /** The run's config: the file with --set, --seed and --steps applied, or a resumed run's own (--steps still applies). */
-async function trainConfig(configFile: string | undefined, o: TrainCliOptions, run: { cfg: ExperimentConfig } | undefined): Promise<ExperimentConfig> {
-  const cfg = configFile
+async function trainConfig(configFile: string | undefined, o: TrainCliOptions, run: { loaded: LoadedConfig } | undefined): Promise<LoadedConfig> {
+  const loaded = configFile
     ? await loadConfig(
         configFile,
         (raw) => {
@@ -118,9 +119,9 @@ async function trainConfig(configFile: string | undefined, o: TrainCliOptions, r
         },
         { job: 'train' },
       )
-    : run!.cfg;
-  if (o.steps !== undefined) cfg.steps = o.steps;
-  return cfg;
+    : run!.loaded;
+  if (o.steps !== undefined) loaded.cfg.steps = o.steps;
+  return loaded;
 }
 
 /** A run that already reached its steps: training on needs a larger --steps, said plainly. */

@@ -65,7 +65,8 @@ describe('experiment config', () => {
     mkdirSync(join(dir, 'm'));
     writeFileSync(join(dir, 'm', 'config.json'), '{}');
     writeFileSync(join(dir, 'a.yaml'), 'model:\n  path: m\nalgorithm:\n  adv_estimator: rloo\n');
-    const cfg = await loadConfig(join(dir, 'a.yaml'));
+    const { cfg, dir: at } = await loadConfig(join(dir, 'a.yaml'));
+    expect(at).toBe(dir);
     expect(cfg.model.path).toBe(join(dir, 'm'));
     expect(cfg.algorithm.adv_estimator).toBe('rloo');
     writeFileSync(join(dir, 'b.json'), JSON.stringify({ model: { init: 'tiny' }, steps: 0 }));
@@ -100,7 +101,7 @@ describe('example configs in resources/configs', () => {
   const dir = join(__dirname, '..', '..', '..', 'resources', 'configs');
   for (const f of readdirSync(dir).filter((x) => /\.(ya?ml|json)$/.test(x)))
     it(`${f} is valid`, async () => {
-      expect((await loadConfig(join(dir, f))).model).toBeDefined();
+      expect((await loadConfig(join(dir, f))).cfg.model).toBeDefined();
     });
 });
 

@@ -61,7 +61,7 @@ async function refusal(body: Record<string, unknown>): Promise<ConfigError['issu
 
 describe('plugins: one file adds an estimator, a policy loss, a format, a task kind', () => {
   it('loads the files named by plugins: after asking for them as plugins (each once per process)', async () => {
-    const cfg = await loadConfig(configFile({ algorithm: { adv_estimator: 'median_baseline' } }));
+    const { cfg } = await loadConfig(configFile({ algorithm: { adv_estimator: 'median_baseline' } }));
     expect(cfg.plugins).toEqual(PLUGINS);
     expect(asked).toHaveLength(1);
     expect(asked[0]!.items.map((i) => [i.kind, i.label])).toEqual(PLUGINS.map((p) => ['plugin', p]));
@@ -91,7 +91,7 @@ describe('plugins: one file adds an estimator, a policy loss, a format, a task k
   });
 
   it('estimator: its options are algorithm.median_baseline, refused unless chosen; it computes the advantages', async () => {
-    const cfg = await loadConfig(configFile({ algorithm: { adv_estimator: 'median_baseline', median_baseline: { scale: 2 } } }));
+    const { cfg } = await loadConfig(configFile({ algorithm: { adv_estimator: 'median_baseline', median_baseline: { scale: 2 } } }));
     expect(cfg.algorithm).toMatchObject({ adv_estimator: 'median_baseline', median_baseline: { scale: 2 } });
     expect(await refusal({ algorithm: { adv_estimator: 'median_baseline', median_baseline: { scale: 2, shift: 1 } } })).toEqual([
       { field: 'algorithm.median_baseline.shift', message: 'unknown field "shift"' },
@@ -110,7 +110,7 @@ describe('plugins: one file adds an estimator, a policy loss, a format, a task k
   });
 
   it('policy loss: algorithm.capped_pg.max_ratio is in the loss (its key) and refused under another loss', async () => {
-    const cfg = await loadConfig(configFile({ algorithm: { policy_loss: 'capped_pg', capped_pg: { max_ratio: 3 } } }));
+    const { cfg } = await loadConfig(configFile({ algorithm: { policy_loss: 'capped_pg', capped_pg: { max_ratio: 3 } } }));
     expect(policyLoss(cfg).key).toMatch(/^capped_pg:3:/);
     expect((await refusal({ algorithm: { capped_pg: { max_ratio: 3 } } }))[0]).toMatchObject({
       field: 'algorithm.capped_pg',
@@ -120,7 +120,7 @@ describe('plugins: one file adds an estimator, a policy loss, a format, a task k
   });
 
   it('estimator and loss get what a built-in gets: the heat map marks the loss’s own clip, and each has its verl row', async () => {
-    const cfg = await loadConfig(configFile({ algorithm: { adv_estimator: 'median_baseline', policy_loss: 'capped_pg', capped_pg: { max_ratio: 2 } } }));
+    const { cfg } = await loadConfig(configFile({ algorithm: { adv_estimator: 'median_baseline', policy_loss: 'capped_pg', capped_pg: { max_ratio: 2 } } }));
     const ep = { mask: [1, 1, 1, 0], advantages: [1, -1, 1, 0], oldLogprobs: [0, 0, 0, 0], logprobs: [1, 1, 0.5, 3] };
     const [s] = tokenSignals([ep], cfg);
     // e^1 > 2: the cap cut the gradient, +1 where A > 0 and 2 where A < 0; e^0.5 < 2 not cut; off the mask nothing.
@@ -133,7 +133,7 @@ describe('plugins: one file adds an estimator, a policy loss, a format, a task k
   });
 
   it('format: environment.format "call" parses calls and answers, writes what it parses', async () => {
-    const cfg = await loadConfig(configFile({ environment: { format: 'call' } }));
+    const { cfg } = await loadConfig(configFile({ environment: { format: 'call' } }));
     expect(cfg.environment.format).toBe('call');
     const f = formatByName('call', { tools: [{ name: 'calculator', description: '', parameters: {} }] });
     const text = f.writeCalls([{ name: 'calculator', args: { expression: '2 + 3' } }]);
@@ -143,7 +143,7 @@ describe('plugins: one file adds an estimator, a policy loss, a format, a task k
   });
 
   it('task kind: task.kind "arith" with its own task.arith options, refused with another kind', async () => {
-    const cfg = await loadConfig(configFile({ task: { kind: 'arith', arith: { count: 10 } }, environment: { format: 'call' } }));
+    const { cfg } = await loadConfig(configFile({ task: { kind: 'arith', arith: { count: 10 } }, environment: { format: 'call' } }));
     expect(cfg.task).toMatchObject({ kind: 'arith', arith: { count: 10, max: 20 } });
     expect((await refusal({ task: { arith: { count: 10 } } }))[0]).toMatchObject({
       field: 'task.arith',
@@ -153,8 +153,8 @@ describe('plugins: one file adds an estimator, a policy loss, a format, a task k
   });
 
   it('task kind: its own tools are served outside a run, as a built-in kind’s (arbor mcp serve, verl)', async () => {
-    const cfg = await loadConfig(configFile({ task: { kind: 'arith' }, environment: { format: 'call' } }));
-    const env = await openConfigEnvironment(cfg);
+    const loaded = await loadConfig(configFile({ task: { kind: 'arith' }, environment: { format: 'call' } }));
+    const env = await openConfigEnvironment(loaded);
     try {
       expect(env.tools.map((t) => t.name)).toEqual(['calculator']);
       expect(env.describe).toContain('the calculator');
@@ -165,7 +165,7 @@ describe('plugins: one file adds an estimator, a policy loss, a format, a task k
   });
 
   it('a training run uses all four: arith tasks in the call format, median_baseline advantages, the capped_pg loss', async () => {
-    const cfg = await loadConfig(
+    const loaded = await loadConfig(
       configFile({
         name: 'plugins',
         task: { kind: 'arith', arith: { count: 10, max: 9 } },
@@ -179,9 +179,10 @@ describe('plugins: one file adds an estimator, a policy loss, a format, a task k
       }),
     );
     const runDir = mkdtempSync(join(tmpdir(), 'arbor-plugins-run-'));
-    const session = await openTaskSession(cfg);
+    const { cfg } = loaded;
+    const session = await openTaskSession(loaded);
     const texts: string[] = [];
-    const decode = decoderFor(cfg);
+    const decode = decoderFor(cfg, () => session);
     const episodes: SinkPort = {
       metrics: () => undefined,
       truncateAfter: () => undefined,

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { validateConfig } from '../../../engine/config/experiment';
+import { validateLoaded } from '../../../engine/config/experiment';
 import { cliAsker, ConsentRefused, describeItems, judgeItem, setConsentAsker, type ConsentRequest } from '../../../engine/env/consent';
 import { events } from '../../../engine/server/protocol';
 import { askConfigConsent } from '../../../engine/tasks/open';
@@ -28,7 +28,7 @@ afterAll(() => {
 });
 
 const config = (judge: Record<string, unknown>) =>
-  validateConfig({ name: 'judged', model: { init: 'tiny' }, environment: { judge: { model: 'm', rubric: 'r', ...judge } } }, { baseDir: dir });
+  validateLoaded({ name: 'judged', model: { init: 'tiny' }, environment: { judge: { model: 'm', rubric: 'r', ...judge } } }, { baseDir: dir });
 
 describe('environment.judge asks first', () => {
   it('a config with a judge URL asks before the run starts: the URL and the key variable’s name, never its value; no means nothing runs', async () => {

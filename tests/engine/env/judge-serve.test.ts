@@ -55,7 +55,7 @@ async function train(judge: Record<string, unknown>, name: string) {
   });
   const store = new Store(openDatabase(join(home, `${name}.db`)));
   const runId = store.createRun({ name });
-  const session = await buildTaskSession(cfg, kit);
+  const session = await buildTaskSession({ cfg, defaults: new Set() }, kit);
   try {
     const runDir = mkdtempSync(join(home, `${name}-`));
     await runExperiment(cfg, { runDir, session, sink: storeSink(store, runId, { decode: (ids) => ids.join(' ') }) });

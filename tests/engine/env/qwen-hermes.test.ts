@@ -54,10 +54,10 @@ describe('a Qwen-tokenizer model folder with format hermes', () => {
     options: { tasks: join(fixtures, 'tasks.jsonl'), tools: [join(fixtures, 'calculator.ts'), join(fixtures, 'lookup.ts')], format: 'hermes' },
   };
   it('renders the chat template with the tools; a scripted <tool_call> turn gets a <tool_response> observation', async () => {
-    const cfg = rolloutConfig(req);
+    const loaded = rolloutConfig(req);
     // The fixture's lookup tool reads facts.json from the workspace (the config's folder, here the fixtures).
-    cfg.environment.workspace = fixtures;
-    const src = await openKitSource(cfg, req);
+    loaded.cfg.environment.workspace = fixtures;
+    const src = await openKitSource(loaded, req);
     try {
       const env = src.tasks[0]!.createEnv();
       const p = await env.prompt();

@@ -64,12 +64,12 @@ describe('models from the cache', () => {
         /model\.path: acme\/tiny-multihop is not in the Hugging Face cache .*run `arbor pull acme\/tiny-multihop` first/,
       );
       await pull({ repoId: 'acme/tiny-multihop', env: { HF_HUB_CACHE: cache, HF_ENDPOINT: hub.endpoint } });
-      const c = await loadConfig(cfg);
+      const { cfg: c } = await loadConfig(cfg);
       expect(c.model.path).toBe(join(cache, 'models--acme--tiny-multihop', 'snapshots', commitOf('acme/tiny-multihop')));
       // An existing folder named like a repo id wins.
       mkdirSync(join(dir, 'acme', 'tiny-multihop'), { recursive: true });
       writeFileSync(join(dir, 'acme', 'tiny-multihop', 'config.json'), '{}');
-      expect((await loadConfig(cfg)).model.path).toBe(join(dir, 'acme', 'tiny-multihop'));
+      expect((await loadConfig(cfg)).cfg.model.path).toBe(join(dir, 'acme', 'tiny-multihop'));
     } finally {
       process.env = prev;
     }

@@ -51,7 +51,7 @@ describe('LoRA runs', () => {
     };
     const run = async (dir: string, steps: number, resume: boolean) => {
       const cfg = validateConfig({ ...base, steps });
-      const session = await buildTaskSession(cfg, kit);
+      const session = await buildTaskSession({ cfg, defaults: new Set() }, kit);
       try {
         return await runExperiment(cfg, { runDir: dir, session, sink: new JsonlSink(dir), resume });
       } finally {
@@ -109,7 +109,7 @@ describe('LoRA runs', () => {
     };
     for (const steps of [1, 2]) {
       const cfg = validateConfig({ ...base, steps });
-      const session = await buildTaskSession(cfg, withExpert);
+      const session = await buildTaskSession({ cfg, defaults: new Set() }, withExpert);
       try {
         await runExperiment(cfg, { runDir, session, sink: sink(), resume: steps === 2 });
       } finally {
@@ -120,7 +120,7 @@ describe('LoRA runs', () => {
     expect(existsSync(join(sftCk, 'adapter_model.safetensors'))).toBe(true);
     // Step 2 ran after a resume: its reference scores equal the SFT adapters' on the base.
     const check = validateConfig({ ...base, steps: 2 });
-    const s3 = await buildTaskSession(check, withExpert);
+    const s3 = await buildTaskSession({ cfg: check, defaults: new Set() }, withExpert);
     try {
       const step2 = refs.get(2)!;
       await s3.loadPolicy(sftCk);
@@ -145,7 +145,7 @@ describe('LoRA runs', () => {
       checkpoint: { every: 2, keep: 1 },
     });
     const dir = mkdtempSync(join(tmpdir(), 'arbor-lora-ppo-'));
-    const session = await buildTaskSession(cfg, kit);
+    const session = await buildTaskSession({ cfg, defaults: new Set() }, kit);
     try {
       const res = await runExperiment(cfg, { runDir: dir, session, sink: new JsonlSink(dir) });
       const ck = res.rl!.lastCheckpoint!.dir;

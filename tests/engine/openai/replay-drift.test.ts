@@ -72,9 +72,9 @@ async function cli(args: string[]): Promise<string> {
  */
 async function agentStep(step: number, command: string[]) {
   const store = engine.store!;
-  const base = runConfig(store, runId, home);
+  const { cfg: base, dir } = runConfig(store, runId, home);
   const cfg: ExperimentConfig = { ...base, environment: { ...base.environment, agent: { ...base.environment.agent!, command } } };
-  const env = await openRunEnvironment(cfg);
+  const env = await openRunEnvironment({ cfg, dir });
   const { kit } = env;
   const tok = kit.tokenizer;
   const hf = (tok as unknown as { hf: { tokenId(t: string): number | undefined; vocabSize: number } }).hf;

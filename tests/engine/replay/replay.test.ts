@@ -66,8 +66,9 @@ beforeAll(async () => {
   });
   checkpointId = store.addCheckpoint(runId, 2, modelDir);
   // The parent: a real episode of the run's first task with the checkpoint, stored as training stores it.
-  const cfg = runConfig(store, runId, home);
-  const env = await openRunEnvironment(cfg);
+  const loaded = runConfig(store, runId, home);
+  const { cfg } = loaded;
+  const env = await openRunEnvironment(loaded);
   const { kit } = env;
   encode = (s) => kit.tokenizer.encode(s);
   // The checkpoint: the run's tiny model with the task's tokenizer (as training saves it), made a bigram table.

@@ -46,9 +46,11 @@ function readmeEnv(rollout?: string): string {
 
 describe('rollout limits sized from the task', () => {
   it('a README config with a ~330-token Hermes prompt gets limits that hold its demonstrations whole', async () => {
-    const cfg = await loadConfig(readmeEnv());
+    const loaded = await loadConfig(readmeEnv());
+    const { cfg } = loaded;
     expect([cfg.rollout.max_new_tokens, cfg.rollout.max_total_length]).toEqual([32, 384]); // the schema defaults
-    const s = await openTaskSession(cfg);
+    expect([...loaded.defaults].sort()).toEqual(['max_new_tokens', 'max_total_length', 'max_turns']);
+    const s = await openTaskSession(loaded);
     try {
       const sized = (s.warnings ?? []).filter((w) => w.startsWith('limits sized from the task'));
       expect(sized.length).toBeGreaterThan(0);
@@ -66,8 +68,10 @@ describe('rollout limits sized from the task', () => {
   }, 120_000);
 
   it('the old defaults written out are flagged, naming the keys and the needed numbers; a prompt longer than the limit is refused', async () => {
-    const cfg = await loadConfig(readmeEnv('{ max_new_tokens: 32, max_total_length: 384 }'));
-    const s = await openTaskSession(cfg);
+    const loaded = await loadConfig(readmeEnv('{ max_new_tokens: 32, max_total_length: 384 }'));
+    const { cfg } = loaded;
+    expect([...loaded.defaults]).toEqual(['max_turns']);
+    const s = await openTaskSession(loaded);
     try {
       expect((s.warnings ?? []).join('\n')).toMatch(
         /demonstrations would be cut: rollout.max_total_length is 384, the longest demonstration is \d+ tokens .*set rollout.max_total_length ≥ \d+/,
@@ -82,8 +86,8 @@ describe('rollout limits sized from the task', () => {
   }, 120_000);
 
   it('fitLimits and cutDemosWarning by hand', async () => {
-    const cfg = await loadConfig(readmeEnv());
-    const { changes, problems } = fitLimits(cfg, { prompt: 330, turn: 40, total: 450, turns: 3, demos: 10 });
+    const { cfg, defaults } = await loadConfig(readmeEnv());
+    const { changes, problems } = fitLimits(cfg.rollout, defaults, { prompt: 330, turn: 40, total: 450, turns: 3, demos: 10 });
     expect(problems).toEqual([]);
     expect(changes).toEqual([
       'rollout.max_new_tokens 32 → 56 (the longest demonstration turn is 40 tokens)',
@@ -103,9 +107,9 @@ describe('rollout limits sized from the task', () => {
     expect(demoWasCut(t('stop_token'))).toBe(false);
     expect(demoWasCut(t('max_new_tokens'))).toBe(true);
     expect(demoNeeds([t('stop_token')], [10])).toMatchObject({ prompt: 330, turn: 32, total: 362, turns: 1 });
-    expect(cutDemosWarning([t('max_new_tokens'), t('stop_token')], cfg, { prompt: 330, turn: 60, total: 480, turns: 1, demos: 1 })).toMatch(
+    expect(cutDemosWarning([t('max_new_tokens'), t('stop_token')], cfg.rollout, { prompt: 330, turn: 60, total: 480, turns: 1, demos: 1 })).toMatch(
       /1 of 2 demonstrations were cut .*stopped at max_new_tokens.*rollout.max_new_tokens ≥ 60 \(is 56\)/,
     );
-    expect(cutDemosWarning([t('stop_token')], cfg, { prompt: 330, turn: 60, total: 480, turns: 1, demos: 1 })).toBeUndefined();
+    expect(cutDemosWarning([t('stop_token')], cfg.rollout, { prompt: 330, turn: 60, total: 480, turns: 1, demos: 1 })).toBeUndefined();
   });
 });

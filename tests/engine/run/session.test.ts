@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { tinyConfig } from '../../../engine/model/config';
-import { validateConfig } from '../../../engine/config/experiment';
+import { validateConfig, validateLoaded } from '../../../engine/config/experiment';
 import { runExperiment } from '../../../engine/run/runner';
 import { buildTaskSession } from '../../../engine/run/compose';
 import type { TaskKit } from '../../../engine/tasks/kit';
@@ -39,7 +39,7 @@ describe('task session on the real transformer', () => {
       eval: { every: 0, n_questions: PROMPTS },
       checkpoint: { every: 3, keep: 1 },
     });
-    const session = await buildTaskSession(cfg, kit);
+    const session = await buildTaskSession({ cfg, defaults: new Set() }, kit);
     try {
       const before = await session.evaluate(PROMPTS);
       expect(before.exactMatch).toBeGreaterThanOrEqual(0);
@@ -87,7 +87,7 @@ describe('task session on the real transformer', () => {
 
     // Step 1 samples from the SFT model, so its rollout logprobs are the reference's.
     const first = new Map<number, Step>();
-    const s1 = await buildTaskSession(validateConfig({ ...base, steps: 1 }), kit);
+    const s1 = await buildTaskSession(validateLoaded({ ...base, steps: 1 }), kit);
     try {
       await runExperiment(validateConfig({ ...base, steps: 1 }), { runDir, session: s1, sink: recorder(first) });
     } finally {
@@ -107,21 +107,21 @@ describe('task session on the real transformer', () => {
 
     // Resumed at step 2 (policy from the RL checkpoint): the reference is still the SFT model.
     const second = new Map<number, Step>();
-    const s2 = await buildTaskSession(validateConfig({ ...base, steps: 2 }), kit);
+    const s2 = await buildTaskSession(validateLoaded({ ...base, steps: 2 }), kit);
     try {
       await runExperiment(validateConfig({ ...base, steps: 2 }), { runDir, session: s2, sink: recorder(second), resume: true });
     } finally {
       await s2.close();
     }
     const step2 = second.get(2)!;
-    const s3 = await buildTaskSession(validateConfig({ ...base, steps: 2 }), kit);
+    const s3 = await buildTaskSession(validateLoaded({ ...base, steps: 2 }), kit);
     try {
       await s3.loadPolicy(latestCheckpoint(join(runDir, 'sft'))!.dir);
       const sftScores = await s3.ports.policy.score(step2.episodes);
       const masked = (xs: ArrayLike<number>[]) => maskedBy(step2.episodes, xs);
       expect(maxDiff(masked(step2.ref), masked(sftScores.logprobs))).toBeLessThan(1e-4);
       // … and differs from the untrained model SFT started from (what the reference was before).
-      const untrained = await buildTaskSession(validateConfig({ ...base, steps: 2 }), kit);
+      const untrained = await buildTaskSession(validateLoaded({ ...base, steps: 2 }), kit);
       try {
         expect(maxDiff(masked(step2.ref), masked((await untrained.ports.policy.score(step2.episodes)).logprobs))).toBeGreaterThan(0.1);
       } finally {

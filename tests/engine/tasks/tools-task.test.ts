@@ -90,8 +90,9 @@ describe('arbor train resources/configs/tools.yaml', () => {
   }, 300_000);
 
   it('the stored trajectories call both tools in Hermes JSON (the scripted expert as the policy, stored as training stores them)', async () => {
-    const cfg = await loadConfig(smallConfig({}, 'expert.yaml'));
-    const { env, kit } = await openEnvironmentKit(cfg);
+    const loaded = await loadConfig(smallConfig({}, 'expert.yaml'));
+    const { cfg } = loaded;
+    const { env, kit } = await openEnvironmentKit(loaded);
     const store = new Store(openDatabase(join(home, 'expert.db')));
     try {
       const { trajectories } = await rolloutTextPolicy(kit.expert!, {

@@ -180,7 +180,7 @@ describe('on-policy distillation', () => {
     });
     const store = new Store(openDatabase(join(home, 'distill.db')));
     const runId = store.createRun({ name: 'distill' });
-    const session = await buildTaskSession(cfg, kit);
+    const session = await buildTaskSession({ cfg, defaults: new Set() }, kit);
     try {
       await runExperiment(cfg, { runDir: mkdtempSync(join(home, 'run-')), session, sink: storeSink(store, runId, { decode: (ids) => ids.join(' ') }) });
     } finally {

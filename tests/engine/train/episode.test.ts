@@ -44,7 +44,7 @@ describe('episode helpers', () => {
   });
 
   it('overlong shaping uses the response budget: with the shipped DAPO config a long answer is penalised', async () => {
-    const cfg = await loadConfig(join(__dirname, '..', '..', '..', 'resources', 'configs', 'dapo.yaml'));
+    const { cfg } = await loadConfig(join(__dirname, '..', '..', '..', 'resources', 'configs', 'dapo.yaml'));
     // 40 prompt tokens, 100 model tokens in two turns with a 20-token observation between them.
     const mask = [...Array(40).fill(0), ...Array(50).fill(1), ...Array(20).fill(0), ...Array(50).fill(1)];
     const e = ep(0, 1, mask);
