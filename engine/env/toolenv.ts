@@ -87,7 +87,7 @@ export interface ToolEnvOptions {
   endTokenIds?: number[];
 }
 
-export interface StepRecord {
+export interface ToolEnvStepResult {
   done: boolean;
   observation?: { text: string; ids?: number[]; role: 'tool' };
   toolCalls: { name: string; args: unknown; result: string; error?: string; latencyMs: number }[];
@@ -166,7 +166,7 @@ export class ToolEnv {
     return { ids, text };
   }
 
-  async step(turn: { text: string; tokenIds?: number[]; stopReason?: string }): Promise<StepRecord> {
+  async step(turn: { text: string; tokenIds?: number[]; stopReason?: string }): Promise<ToolEnvStepResult> {
     this.turns.push(turn.text);
     const parsed = this.opts.format.parse(turn.text);
     const trace: TurnTrace = { text: turn.text, calls: [], errors: parsed.errors };

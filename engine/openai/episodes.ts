@@ -8,7 +8,7 @@
  * in between (tool results, new user messages, the template's markers: loss mask 0). Calls that
  * continue nothing start trajectories of their own; all of an episode's trajectories share its reward.
  */
-import type { Trajectory, Turn, ToolCallRecord, OutcomeReward } from '../rollout/types';
+import type { Trajectory, Turn, ToolCall, OutcomeReward } from '../rollout/types';
 import type { Drift } from './memory';
 import type { EpisodeSink, RecordedCall, RecordedChoice } from './server';
 
@@ -45,7 +45,7 @@ export function toolResults(calls: RecordedCall[]): Map<string, string> {
 }
 
 /** The tool calls of a model turn, with the results the agent sent back for them. */
-export function turnToolCalls(c: RecordedChoice, results: Map<string, string>): ToolCallRecord[] {
+export function turnToolCalls(c: RecordedChoice, results: Map<string, string>): ToolCall[] {
   const ids = (c.message?.tool_calls ?? []).map((t) => t.id);
   let k = 0;
   return c.calls.map((call) => {

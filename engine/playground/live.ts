@@ -12,7 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Store, TurnRecord } from '../store/store';
 import type { EpisodeEnv, TokenizerPort } from '../rollout/ports';
-import { outcomeTaskFields, type ToolCallRecord } from '../rollout/types';
+import { outcomeTaskFields, type ToolCall } from '../rollout/types';
 import { Rng } from '../base/rng';
 import { sampleToken } from '../rollout/sampling';
 import { resolveCheckpoint } from '../run/checkpoint';
@@ -32,7 +32,7 @@ export interface LiveTurn {
   entropy: number[];
   /** Positions (in this turn) of tokens the user forced. */
   forced: number[];
-  toolCalls?: ToolCallRecord[];
+  toolCalls?: ToolCall[];
   edited?: boolean;
 }
 
@@ -46,7 +46,7 @@ export interface LiveState {
   /** phase model: the next token's most likely alternatives. */
   next?: { id: number; token: string; prob: number; logprob: number }[];
   /** phase tool: what the tools returned, before the model sees it (editable). */
-  pending?: { text: string; calls: ToolCallRecord[] };
+  pending?: { text: string; calls: ToolCall[] };
   /** phase done: the reward, the answer, the task's gold answers, why it ended, the stored trajectory. */
   result?: { reward: number; answer?: string; golds?: string[]; truncated: boolean; reason: string; trajectoryId: string };
 }

@@ -16,7 +16,7 @@ import { loadConfig, validateConfig, type ExperimentConfig, type LoadedConfig } 
 import { runTrainingLoop, type SinkPort } from '../train/loop';
 import { createRunDir, type TaskSession } from '../run/run-dir';
 import { evalMetrics, type EvalSummary } from '../tasks/kit';
-import { recordedRun, runSink, type RunRecord } from '../run/sinks';
+import { recordedRun, runSink, type RunHandle } from '../run/sinks';
 import { beforeRlMetrics, sftCurve, warmStart, type WarmStart } from '../run/runner';
 
 export const DEMO_CONFIG = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'resources', 'configs', 'demo.yaml');
@@ -79,7 +79,7 @@ export type PhaseRecorder<P extends string = string> = (
   cfg: ExperimentConfig,
   runDir: string,
   link?: { parentId?: string },
-) => RunRecord & { sink: SinkPort; id?: string };
+) => RunHandle & { sink: SinkPort; id?: string };
 
 /** The SFT a phase starts from: its run (the parent), its last step and the SFT model's held-out metrics (the "before RL" column). */
 export interface SftOrigin {

@@ -5,7 +5,7 @@
  * ./sources.ts and ./tasks.ts (tokenizer, environment), so the scheduler is testable and
  * independent of how each is built.
  */
-import type { OutcomeReward, ToolCallRecord, TurnRole } from './types';
+import type { OutcomeReward, ToolCall, TurnRole } from './types';
 
 /**
  * An incremental decoder with a per-slot KV cache. A slot holds one sequence's cache;
@@ -74,7 +74,7 @@ export interface EnvStepResult {
   done: boolean;
   /** Observation appended with loss mask 0 before the model's next turn. `ids` win over `text`. */
   observation?: { ids?: number[]; text?: string; role?: Exclude<TurnRole, 'model'> };
-  toolCalls?: ToolCallRecord[];
+  toolCalls?: ToolCall[];
   stepReward?: number;
 }
 

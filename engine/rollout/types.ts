@@ -9,7 +9,7 @@
 export type TurnRole = 'model' | 'tool' | 'env';
 
 /** One tool call parsed from a model turn, with what happened when it ran. */
-export interface ToolCallRecord {
+export interface ToolCall {
   name: string;
   /** Arguments as parsed (or the raw string when they could not be parsed). */
   args: unknown;
@@ -33,7 +33,7 @@ export interface Turn {
   /** Per token: 1 for tokens the model generated, 0 for observations and templates. */
   lossMask: number[];
   /** Tool calls made by this model turn (on the model turn that issued them). */
-  toolCalls?: ToolCallRecord[];
+  toolCalls?: ToolCall[];
   /** Step (process) reward assigned to this model turn by the environment. */
   stepReward?: number;
   /** Why a model turn ended: a stop string, a stop token (EOS), or a limit. */

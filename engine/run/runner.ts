@@ -23,7 +23,7 @@ import { runTrainingLoop, type LoopResult, type SinkPort } from '../train/loop';
 import type { TaskSession } from './run-dir';
 import { evalMetrics } from '../tasks/kit';
 import { runSft, sftTotalSteps, type Demo, type SftResult } from '../train/sft';
-import { recordedRun, type RunRecord } from './sinks';
+import { recordedRun, type RunHandle } from './sinks';
 import { sftFormatWarning } from '../train/diagnostics';
 
 export interface ExperimentContext {
@@ -175,7 +175,7 @@ export async function runExperiment(cfg: ExperimentConfig, ctx: ExperimentContex
 }
 
 /** The SFT warm start's own run, as warmStart records it (a workspace run, or `arbor demo`'s phase record). */
-export interface SftRecord extends RunRecord {
+export interface SftRunHandle extends RunHandle {
   id?: string;
   sink: SinkPort;
 }
@@ -188,9 +188,9 @@ export interface WarmStartOptions {
   /** A stopped SFT's checkpoint: loaded (weights and optimizer state), and SFT continues after its step. */
   from?: { step: number; dir: string };
   /** Opens the warm start's own run once the demonstrations are read; absent or undefined: not recorded as a run. */
-  record?: () => SftRecord | undefined;
+  record?: () => SftRunHandle | undefined;
   /** Where the SFT curve and events go, given that run (e.g. its sink through sftCurve). */
-  sink: (record: SftRecord | undefined) => SinkPort;
+  sink: (record: SftRunHandle | undefined) => SinkPort;
   signal?: AbortSignal;
   /** Awaited before every step (the workbench's Pause). */
   beforeStep?: () => Promise<void>;

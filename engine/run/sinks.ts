@@ -67,7 +67,7 @@ export function runSink(dir: string, rec?: { sink: SinkPort }): SinkPort {
 }
 
 /** A run's record in the workspace store, as the code that runs it ends it. */
-export interface RunRecord {
+export interface RunHandle {
   finish(status: 'completed' | 'stopped' | 'failed', error?: string): void;
 }
 
@@ -76,7 +76,7 @@ export interface RunRecord {
  * the record (if any) is finished as failed with the error's message before the error goes on;
  * `cleanup` (interrupt handlers, the task session) runs either way.
  */
-export async function recordedRun<T>(rec: RunRecord | undefined, body: () => Promise<T>, cleanup?: () => unknown): Promise<T> {
+export async function recordedRun<T>(rec: RunHandle | undefined, body: () => Promise<T>, cleanup?: () => unknown): Promise<T> {
   try {
     return await body();
   } catch (e) {

@@ -107,12 +107,14 @@ declare module 'arbor/env' {
   export type RewardFn = (e: EpisodeSummary) => RewardValue | Promise<RewardValue>;
 
   /** What one model turn did in a ToolEnv: calls run, the observation appended, the step reward. */
-  export interface StepRecord {
+  export interface ToolEnvStepResult {
     done: boolean;
     observation?: { text: string; ids?: number[]; role: 'tool' };
     toolCalls: { name: string; args: unknown; result: string; error?: string; latencyMs: number }[];
     stepReward: number;
   }
+  /** @deprecated The former name of ToolEnvStepResult. */
+  export type StepRecord = ToolEnvStepResult;
 
   /** SQuAD normalisation: lower case, no punctuation or articles, single spaces. */
   export function normalizeAnswer(s: string): string;

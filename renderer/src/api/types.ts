@@ -41,7 +41,7 @@ export interface ToolCallView {
   derived?: boolean;
 }
 
-export interface TurnView extends Omit<wire.Turn, 'toolCalls'> {
+export interface TurnView extends Omit<wire.TurnDetail, 'toolCalls'> {
   toolCalls: ToolCallView[];
 }
 

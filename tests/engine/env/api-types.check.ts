@@ -19,7 +19,7 @@ export type ApiTypesInStep = [
   Check<Same<D.RewardValue, R.RewardValue>>,
   Check<Same<D.TurnTrace, R.TurnTrace>>,
   Check<Same<D.EnvTask, K.EnvTask>>,
-  Check<Same<D.StepRecord, E.StepRecord>>,
+  Check<Same<D.ToolEnvStepResult, E.ToolEnvStepResult>>,
   Check<Same<typeof D.normalizeAnswer, typeof R.normalizeAnswer>>,
   Check<Same<typeof D.exactMatch, typeof R.exactMatch>>,
   Check<Same<typeof D.substringMatch, typeof R.substringMatch>>,

@@ -9,7 +9,7 @@
  */
 import { Rng } from '../../../engine/base/rng';
 import type { DecodeBackend, EpisodeEnv, RolloutTask, TokenizerPort } from '../../../engine/rollout/ports';
-import type { ToolCallRecord } from '../../../engine/rollout/types';
+import type { ToolCall } from '../../../engine/rollout/types';
 
 export const VOCAB = [
   '<pad>',
@@ -133,7 +133,7 @@ export class SearchEnv implements EpisodeEnv {
   }
   async step(turn: { text: string }) {
     const ans = /<answer>(.*?)<\/answer>/.exec(turn.text);
-    const calls: ToolCallRecord[] = [];
+    const calls: ToolCall[] = [];
     const results: string[] = [];
     for (const m of turn.text.matchAll(/<search>(.*?)<\/search>/g)) {
       const t0 = performance.now();
