@@ -55,7 +55,7 @@ export interface AblationResult {
 }
 
 export interface AblationOptions {
-  openSession: (loaded: LoadedConfig) => Promise<TaskSession>;
+  openTaskSession: (loaded: LoadedConfig) => Promise<TaskSession>;
   algorithms: string[];
   /** Rollout model tokens per algorithm; default 100 000. */
   tokenBudget?: number;
@@ -114,7 +114,7 @@ export async function runAblation(opts: AblationOptions): Promise<AblationResult
 
   stage('SFT warm start on scripted-expert demonstrations (shared by every algorithm)');
   const t = performance.now();
-  const base = await opts.openSession(loaded);
+  const base = await opts.openTaskSession(loaded);
   const sftDir = join(dir, 'sft');
   let sftEval;
   let sftCheckpoint: string;

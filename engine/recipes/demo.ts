@@ -57,7 +57,7 @@ export interface DemoResult {
 }
 
 export interface DemoOptions {
-  openSession: (loaded: LoadedConfig) => Promise<TaskSession>;
+  openTaskSession: (loaded: LoadedConfig) => Promise<TaskSession>;
   /** Wall-clock budget; PPO runs only if the time left after GRPO looks enough. */
   budgetSeconds?: number;
   onStage?: (stage: string) => void;
@@ -118,7 +118,7 @@ export function recordedSft<P extends string>(
  * (performance.now()).
  */
 export async function runRlPhase<P extends string>(
-  o: { openSession: (loaded: LoadedConfig) => Promise<TaskSession>; record?: PhaseRecorder<P> },
+  o: { openTaskSession: (loaded: LoadedConfig) => Promise<TaskSession>; record?: PhaseRecorder<P> },
   phase: P,
   { cfg: rlCfg, configDir }: { cfg: ExperimentConfig; configDir: string },
   runDir: string,
@@ -126,7 +126,7 @@ export async function runRlPhase<P extends string>(
   after: (session: TaskSession, started: number) => Promise<'completed' | 'stopped'>,
   sft?: SftOrigin,
 ): Promise<number> {
-  const session = await o.openSession({ cfg: rlCfg, dir: configDir, defaults: new Set() });
+  const session = await o.openTaskSession({ cfg: rlCfg, dir: configDir, defaults: new Set() });
   mkdirSync(runDir, { recursive: true });
   const rec = o.record?.(phase, rlCfg, runDir, { parentId: sft?.runId });
   const started = performance.now();
@@ -207,7 +207,7 @@ export async function runDemo(opts: DemoOptions): Promise<DemoResult> {
   };
 
   stage('building the tiny model and the held-out world');
-  const base = await opts.openSession(loaded);
+  const base = await opts.openTaskSession(loaded);
   let t = performance.now();
   if (base.evaluateNaiveRag) {
     stage('naive RAG baseline');

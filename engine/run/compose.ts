@@ -55,7 +55,7 @@ export async function vocabularyWarnings(kit: TaskKit, sample = 200): Promise<st
   ];
 }
 
-export interface SessionExtras {
+export interface TaskSessionExtras {
   /** Advantage estimator for names the loop does not implement itself (engine/rl's registry). */
   advantage?: (cfg: ExperimentConfig, model: ModelPolicyPort) => AdvantagePort;
 }
@@ -79,7 +79,7 @@ export function splitValidation(cfg: ExperimentConfig, kit: TaskKit): { kit: Tas
 export async function buildTaskSession(
   { cfg, defaults }: Pick<LoadedConfig, 'cfg' | 'defaults'>,
   taskKit: TaskKit,
-  extras: SessionExtras = {},
+  extras: TaskSessionExtras = {},
 ): Promise<TaskSession> {
   const { kit, validation } = splitValidation(cfg, taskKit);
   // Limits that fit the task (./limits.ts): measured before the model and the KV cache are sized by them.

@@ -128,13 +128,13 @@ async function withProgress<R>(
   o: { json?: boolean; store: boolean; config?: string },
   runName: string,
   barLabel: (phase: string) => string,
-  run: (common: { openSession: typeof openTaskSession; configFile?: string; signal: AbortSignal } & ProgressCallbacks) => Promise<R>,
+  run: (common: { openTaskSession: typeof openTaskSession; configFile?: string; signal: AbortSignal } & ProgressCallbacks) => Promise<R>,
   print: (res: R) => void,
 ): Promise<void> {
   const stop = interruptSignal(() => process.stderr.write('\nstopping after this step; Ctrl-C again to quit now\n'));
   const cb = progressCallbacks(o, runName, barLabel);
   try {
-    const res = await run({ openSession: openTaskSession, configFile: o.config, signal: stop.signal, ...cb.callbacks });
+    const res = await run({ openTaskSession, configFile: o.config, signal: stop.signal, ...cb.callbacks });
     cb.stop();
     if (o.json) console.log(JSON.stringify(res));
     else print(res);

@@ -38,7 +38,7 @@ describe('arbor demo --algorithms', () => {
     process.env.ARBOR_HOME = mkdtempSync(join(tmpdir(), 'arbor-abl-home-'));
     const stages: string[] = [];
     const res = await runAblation({
-      openSession: openTaskSession,
+      openTaskSession,
       algorithms: ['grpo', 'gspo', 'gigpo'],
       tokenBudget: 60,
       configFile: tinyConfig(),

@@ -41,7 +41,7 @@ describe('arbor demo --algorithms arpo,aepo', () => {
         'checkpoint: { every: 50, keep: 1 }',
       ].join('\n'),
     );
-    const res = await runAblation({ openSession: openTaskSession, algorithms: ['arpo', 'aepo'], tokenBudget: 150, configFile: file });
+    const res = await runAblation({ openTaskSession, algorithms: ['arpo', 'aepo'], tokenBudget: 150, configFile: file });
     expect(res.rows.map((r) => r.algorithm)).toEqual(['arpo', 'aepo']);
     for (const r of res.rows) {
       expect(r.tokens).toBeGreaterThanOrEqual(150);

@@ -40,7 +40,7 @@ describe('arbor demo orchestration', () => {
   it('produces every table row, records the RL run in the store, and is one JSON object', async () => {
     process.env.ARBOR_HOME = mkdtempSync(join(tmpdir(), 'arbor-demo-home-'));
     const res = await runDemo({
-      openSession: openTaskSession,
+      openTaskSession,
       configFile: tinyDemoConfig(),
       budgetSeconds: 3600,
       // As `arbor demo` records its phases: the SFT warm start its own run, the RL runs' parent.
@@ -100,7 +100,7 @@ describe('arbor demo orchestration', () => {
 
   it("the cold start's config (demo-cold.yaml's keys): SFT scores its validation split, GRPO starts from the best step", async () => {
     process.env.ARBOR_HOME = mkdtempSync(join(tmpdir(), 'arbor-demo-home-'));
-    const res = await runDemo({ openSession: openTaskSession, configFile: tinyDemoConfig(true), budgetSeconds: 3600 });
+    const res = await runDemo({ openTaskSession, configFile: tinyDemoConfig(true), budgetSeconds: 3600 });
     expect(res.rows.map((r) => r.method)).toEqual(expect.arrayContaining(['SFT only', 'SFT + GRPO']));
     expect(res.curves.map((c) => c.step)).toEqual([1, 2, 3]);
     const best = JSON.parse(readFileSync(join(res.runDir, 'sft', 'checkpoints', 'best.json'), 'utf8')) as { step: number };
@@ -109,7 +109,7 @@ describe('arbor demo orchestration', () => {
 
   it('stops RL at the time budget after the current step and still evaluates', async () => {
     process.env.ARBOR_HOME = mkdtempSync(join(tmpdir(), 'arbor-demo-home-'));
-    const res = await runDemo({ openSession: openTaskSession, configFile: tinyDemoConfig(), budgetSeconds: 0 });
+    const res = await runDemo({ openTaskSession, configFile: tinyDemoConfig(), budgetSeconds: 0 });
     expect(res.rows.find((r) => r.method === 'SFT + GRPO')).toBeDefined();
     expect(res.skipped.some((s) => /grpo: stopped by the time budget after \d of 3 steps/.test(s))).toBe(true);
     expect(res.curves.length).toBeLessThan(3);
