@@ -4,7 +4,7 @@
  * its argv, folder, variables and script, workspace folders), with paths inside Arbor's package
  * written relative to it. engine/env/consent.ts trusts exactly these hashes: a changed example, or
  * anything else placed in resources/, is asked about like any other file.
- * `node scripts/gen-trusted-manifest.mjs` writes it; tests/engine/env/consent-manifest.test.ts
+ * `node scripts/gen-trusted-manifest.mjs` writes it; tests/engine/env/consent-rule.test.ts
  * checks it is current.
  */
 import { readdirSync } from 'node:fs';

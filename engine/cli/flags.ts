@@ -34,7 +34,7 @@ export function given(cmd: Command, key: string): boolean {
 
 /**
  * Sets dotted config paths in a raw config from the flags the user gave (and only those):
- * `overlay(raw, cmd, opts, { n: 'rollout.n', topP: 'rollout.top_p' })`.
+ * `overlayGiven(raw, cmd, opts, { n: 'rollout.n', topP: 'rollout.top_p' })`.
  */
 export function overlayGiven(raw: Record<string, unknown>, cmd: Command, opts: Record<string, unknown>, map: Record<string, string>): void {
   for (const [key, path] of Object.entries(map)) {

@@ -1,8 +1,8 @@
 /**
  * What the rollout engine needs from a model, a tokenizer and an environment. The real
  * implementations (engine/model PolicyModel, engine/model/tokenizer, engine/env ToolEnv) are
- * adapted to these small interfaces in ./model-backend.ts (the model) and by the task openers of
- * ./sources.ts and ./tasks.ts (tokenizer, environment), so the scheduler is testable and
+ * adapted to these small interfaces in ./model-backend.ts (the model) and by the task kits and the
+ * rollout sources of engine/tasks/ (tokenizer, environment), so the scheduler is testable and
  * independent of how each is built.
  */
 import type { OutcomeReward, ToolCall, TurnRole } from './types';

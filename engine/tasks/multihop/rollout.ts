@@ -1,5 +1,5 @@
 /**
- * Built-in rollout sources (see ./sources.ts): the multi-hop search task on a model folder or
+ * Built-in rollout sources (see ../sources.ts): the multi-hop search task on a model folder or
  * with the scripted expert, in 'tools' mode (base tool calling) or 'naive-rag' mode.
  */
 import { HfTokenizer, buildWordTokenizer } from '../../model/tokenizer';
