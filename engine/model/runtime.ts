@@ -13,7 +13,7 @@ import { traceGraph, type Graph, type InputSpec, type Program } from '../tensor/
 import { withGradients } from '../tensor/autodiff';
 import { OrtRunner, OrtWorker, defaultProviders, emptyRunnerStats, type RunnerStats } from '../tensor/ort';
 import type { HostTensor } from '../tensor/host';
-import { initTfjs, runTfjs, type TfProgram } from '../tensor/tfjs';
+import type { TfProgram } from '../tensor/tfjs';
 import { parameterCount, weightShapes, type ModelConfig } from './config';
 import { copyFileSync, mkdirSync, writeFileSync, existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -785,6 +785,8 @@ export class PolicyModel {
     grad?: { loss: string; wrt: string[] },
   ): Promise<Record<string, HostTensor>> {
     if (this.backend === 'tfjs') {
+      // tfjs (a second or more of CPU to load) only when a policy runs on it: not for every CLI command or test that loads the runtime.
+      const { initTfjs, runTfjs } = await import('../tensor/tfjs');
       await initTfjs();
       return runTfjs(program, { ...this.weightFeeds(weights), ...feeds }, grad);
     }
