@@ -1,6 +1,6 @@
 /**
  * MCP servers as Arbor tools: a real server from npm (@modelcontextprotocol/server-everything,
- * run with node) and one written for the tests (fixtures/test-mcp-server.mjs) are started once,
+ * run with node) and one written for the tests (../interop/fixtures/test-mcp-server.mjs) are started once,
  * their tools go through an Arbor episode (ToolEnv, Hermes format: results rendered as tool
  * messages by the chat template, the rollout runner), and a
  * timeout, an isError result and a killed server each become observations while the episode goes on.
@@ -18,7 +18,7 @@ import { rolloutTextPolicy } from '../../../engine/rollout/engine';
 const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
 const EVERYTHING = join(dirname(require.resolve('@modelcontextprotocol/server-everything/package.json')), 'dist/index.js');
-const TEST_SERVER = join(here, 'fixtures/test-mcp-server.mjs');
+const TEST_SERVER = join(here, '../interop/fixtures/test-mcp-server.mjs');
 
 /** Characters as token ids: enough for the text-policy rollout path. */
 const charTokenizer = {

@@ -17,8 +17,8 @@ import { Store } from '../../../engine/store/store';
 import { advantagePort } from '../../../engine/train/advantage';
 import { judgedRolloutPort, judgeOptions, withJudge } from '../../../engine/train/judge-rollout';
 import { runTrainingLoop } from '../../../engine/train/loop';
-import { TabularPolicy } from '../train/tabular';
-import { contentScore, MockJudge } from './judge-mock';
+import { TabularPolicy } from './tabular';
+import { contentScore, MockJudge } from '../env/judge-mock';
 
 let mock: MockJudge;
 beforeEach(async () => {
