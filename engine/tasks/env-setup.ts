@@ -31,8 +31,8 @@ export interface EnvSetup {
   rewardErrors?: 'fail' | 'zero';
 }
 
-/** `mcpTools`: the tools of environment.mcp_servers (engine/env/mcp/client.ts), joining the user's. */
-export function envSetup(cfg: ExperimentConfig, host?: SandboxHost, mcpTools: Tool[] = []): EnvSetup {
+/** `mcpTools`: the tools of environment.mcp_servers (engine/env/mcp/client.ts), joining the user's. Reads the environment section and rollout.max_turns. */
+export function envSetup(cfg: Pick<ExperimentConfig, 'environment'> & { rollout: { max_turns: number } }, host?: SandboxHost, mcpTools: Tool[] = []): EnvSetup {
   const e = cfg.environment;
   return {
     format: e.format,

@@ -4,7 +4,6 @@
  */
 import { computeAdvantages, getEstimator, stepsFromMask, type EstimatorEpisode } from '../rl';
 import { klValue } from '../rl/kl';
-import type { ExperimentConfig } from '../config/experiment';
 import { distillAdvantages, distillMetrics } from './distill';
 import type { Episode } from './episode';
 import type { AdvantagePort } from './loop';
@@ -89,9 +88,28 @@ export function groupStats(episodes: Episode[]): Map<Episode, { mean: number; st
 }
 
 /**
+ * What the advantage port reads of the experiment config; `algorithm` also carries the
+ * estimator's own options under its name (algorithm.<adv_estimator>, e.g. algorithm.gigpo).
+ */
+export interface AdvantageSettings {
+  algorithm: {
+    adv_estimator: string;
+    norm_adv_by_std: boolean;
+    gamma: number;
+    lam: number;
+    kl_in: string;
+    kl_coef: number;
+    kl_type: string;
+    process_rewards: boolean;
+    distill?: { coef: number; mix_with_reward: boolean } | null;
+  };
+  rollout: { branching: { attribution: 'soft' | 'hard' } };
+}
+
+/**
  * @param critic for estimators that need one (GAE): the critic's per-token values.
  */
-export function advantagePort(cfg: ExperimentConfig, critic?: { values(episodes: Episode[]): Promise<Float32Array[]> }): AdvantagePort {
+export function advantagePort(cfg: AdvantageSettings, critic?: { values(episodes: Episode[]): Promise<Float32Array[]> }): AdvantagePort {
   const a = cfg.algorithm;
   const est = getEstimator(a.adv_estimator);
   /** The estimator's own section (algorithm.<name>, e.g. algorithm.gigpo), when it has options. */

@@ -11,15 +11,20 @@ import { packSequences } from '../model/graphs';
 import type { Ops } from '../tensor/ops';
 import { clippedValueLoss } from '../rl/losses';
 import type { OptimizerPort } from '../rl/optimizer';
-import type { ExperimentConfig } from '../config/experiment';
 import type { Episode } from './episode';
 import { accumulate, clipAndStep, maskedTokens, packMicroBatch, shifted } from './grad-accum';
+
+/** What the critic reads of the experiment config. */
+export interface CriticSettings {
+  algorithm: { value_clip: number; value_coef: number };
+  optim: { grad_clip: number };
+}
 
 export class CriticPort {
   constructor(
     readonly model: CriticModel,
     readonly optimizer: OptimizerPort,
-    private readonly cfg: ExperimentConfig,
+    private readonly cfg: CriticSettings,
     private readonly padTokenId: number,
   ) {}
 

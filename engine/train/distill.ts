@@ -13,7 +13,6 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ExperimentConfig } from '../config/experiment';
 import { PolicyModel, type PolicyModelOptions } from '../model/runtime';
 import type { Episode } from './episode';
 import type { ScorePort } from './loop';
@@ -116,7 +115,11 @@ export interface Teacher extends ScorePort {
  * The config's teacher, loaded (its own weights and score session, frozen) after its tokenizer is
  * checked against the student's folder.
  */
-export function openTeacher(cfg: ExperimentConfig, studentTokenizerFolder: string | undefined, opts: PolicyModelOptions): Teacher {
+export function openTeacher(
+  cfg: { algorithm: { distill?: { teacher: string } | null } },
+  studentTokenizerFolder: string | undefined,
+  opts: PolicyModelOptions,
+): Teacher {
   const d = cfg.algorithm.distill;
   if (!d) throw new Error('algorithm.distill is not set');
   checkSameTokenizer(studentTokenizerFolder, d.teacher);

@@ -126,7 +126,7 @@ export function judgedRolloutPort(inner: RolloutPort, judge: Judge, o: JudgedRol
 }
 
 /** The config's judge around a rollout port (environment.judge), or the port as it is. */
-export function withJudge(cfg: ExperimentConfig, inner: RolloutPort, decode: (ids: number[]) => string): RolloutPort {
+export function withJudge(cfg: { environment: { judge?: JudgeSection | null } }, inner: RolloutPort, decode: (ids: number[]) => string): RolloutPort {
   const j = cfg.environment.judge;
   if (!j) return inner;
   return judgedRolloutPort(inner, new Judge(judgeOptions(j)), { decode, mix: j.mix, references: j.references });

@@ -161,6 +161,13 @@ export interface LoopResult {
   lastEval?: Record<string, number>;
 }
 
+/**
+ * What the loop reads of the experiment config: the step count and seed, and the optimizer,
+ * evaluation, checkpoint, rollout and algorithm sections (the loop is where they meet; each
+ * helper below takes only the sections it reads).
+ */
+export type LoopSettings = Pick<ExperimentConfig, 'steps' | 'seed' | 'optim' | 'eval' | 'checkpoint' | 'rollout' | 'algorithm'>;
+
 /** Learning rate at a step: linear warm-up, then constant or cosine decay to min_lr_ratio·lr. */
 export function learningRate(cfg: ExperimentConfig['optim'], step: number, totalSteps: number): number {
   if (cfg.warmup_steps > 0 && step <= cfg.warmup_steps) return (cfg.lr * step) / cfg.warmup_steps;
@@ -176,7 +183,7 @@ export function learningRate(cfg: ExperimentConfig['optim'], step: number, total
  * opts.signal, trains one step (rlStep), evaluates every eval.every steps, logs and checkpoints; after the
  * last step the held-out evaluation runs once more unless the last step already had one.
  */
-export async function runTrainingLoop(cfg: ExperimentConfig, ports: LoopPorts, opts: LoopOptions): Promise<LoopResult> {
+export async function runTrainingLoop(cfg: LoopSettings, ports: LoopPorts, opts: LoopOptions): Promise<LoopResult> {
   const { sink } = ports;
   const resumed = opts.resume ? await resume(ports, opts) : undefined;
   const start = resumed ? resumed.step + 1 : 1;
@@ -244,7 +251,7 @@ class LoopCheckpoints {
   private readonly retention: ReturnType<typeof retentionOf>;
 
   constructor(
-    private readonly cfg: ExperimentConfig,
+    private readonly cfg: Pick<LoopSettings, 'checkpoint' | 'seed' | 'steps'>,
     private readonly ports: Pick<LoopPorts, 'policy' | 'sink'>,
     private readonly opts: Pick<LoopOptions, 'runDir' | 'resume' | 'saveExtra'>,
     resumed: CheckpointInfo | undefined,
@@ -294,7 +301,7 @@ class LoopCheckpoints {
  * the step's metrics to `m`. Returns false when nothing was left to train on (every group's judgement failed:
  * the step is logged and its episodes stored, the weights stay).
  */
-async function rlStep(cfg: ExperimentConfig, ports: LoopPorts, step: number, m: Record<string, number>): Promise<boolean> {
+async function rlStep(cfg: LoopSettings, ports: LoopPorts, step: number, m: Record<string, number>): Promise<boolean> {
   const { rollout, policy, advantage, sink } = ports;
   const t0 = performance.now();
   const batch = await sampleBatch(cfg, rollout, step);
@@ -358,7 +365,7 @@ interface StepBatch {
 const scoredOnly = (eps: Episode[]) => eps.filter((e) => e.unscored === undefined);
 
 /** Samples a step's batch: rollout.prompts_per_step prompts × rollout.n, or with dynamic sampling the groups with reward variance (dynamicSamplingBatch). */
-async function sampleBatch(cfg: ExperimentConfig, rollout: RolloutPort, step: number): Promise<StepBatch> {
+async function sampleBatch(cfg: Pick<LoopSettings, 'algorithm' | 'rollout' | 'seed'>, rollout: RolloutPort, step: number): Promise<StepBatch> {
   const ds = cfg.algorithm.dynamic_sampling;
   // Prompts per rollout round: with dynamic sampling, gen_prompts may oversample so that one round usually fills the batch.
   const roundPrompts = ds.enabled ? (ds.gen_prompts ?? cfg.rollout.prompts_per_step) : cfg.rollout.prompts_per_step;
@@ -380,7 +387,7 @@ async function sampleBatch(cfg: ExperimentConfig, rollout: RolloutPort, step: nu
  * Returns the batch, the dropped groups (those not trained on) and how many were dropped.
  */
 async function dynamicSamplingBatch(
-  cfg: ExperimentConfig,
+  cfg: Pick<LoopSettings, 'algorithm' | 'rollout' | 'seed'>,
   rollout: RolloutPort,
   step: number,
   all: Episode[],
@@ -422,7 +429,7 @@ async function dynamicSamplingBatch(
 }
 
 /** DAPO's overlong shaping: adds each episode's soft penalty (its model tokens against its response budget) to its reward. Returns the penalty's and the shaped reward's means. */
-function applyOverlongPenalty(cfg: ExperimentConfig, episodes: Episode[]): Record<string, number> {
+function applyOverlongPenalty(cfg: Pick<LoopSettings, 'algorithm' | 'rollout'>, episodes: Episode[]): Record<string, number> {
   const { buffer, penalty: factor } = cfg.algorithm.overlong;
   let penalty = 0;
   for (const e of episodes) {
@@ -449,7 +456,7 @@ interface BatchScores {
  * policy, their mismatch with the rollout's logged in `m`), the reference's (with a KL term), the teacher's
  * (algorithm.distill) and the critic's values (an estimator with a critic).
  */
-async function scoreBatch(cfg: ExperimentConfig, ports: LoopPorts, episodes: Episode[], m: Record<string, number>): Promise<BatchScores> {
+async function scoreBatch(cfg: Pick<LoopSettings, 'algorithm'>, ports: LoopPorts, episodes: Episode[], m: Record<string, number>): Promise<BatchScores> {
   const byEpisode = <T>(xs: T[]) => new Map(episodes.map((e, i) => [e, xs[i]!] as const));
   let oldLogprobs: Map<Episode, Float32Array>;
   if (cfg.algorithm.old_logprobs === 'rollout') {
@@ -474,7 +481,7 @@ async function scoreBatch(cfg: ExperimentConfig, ports: LoopPorts, episodes: Epi
  * steps' sums and, per episode, the token signals of the last pass that saw it.
  */
 async function updatePolicy(
-  cfg: ExperimentConfig,
+  cfg: Pick<LoopSettings, 'algorithm' | 'seed'>,
   policy: PolicyPort,
   step: number,
   episodes: Episode[],

@@ -21,11 +21,10 @@ import type { Weights } from '../model/checkpoint';
 import type { LossSpec } from '../model/graphs';
 import type { PolicyModel } from '../model/runtime';
 import type { CriticModel } from '../model/critic';
-import { aggregationUnits, policyLoss } from '../rl/policy-losses';
+import { aggregationUnits, policyLoss, type PolicyLossConfig } from '../rl/policy-losses';
 import { tokenSignals } from '../rl/token-signals';
 import type { OptimizerPort } from '../rl/optimizer';
-import type { ExperimentConfig } from '../config/experiment';
-import { CriticPort } from './critic-port';
+import { CriticPort, type CriticSettings } from './critic-port';
 import type { Episode } from './episode';
 import { accumulate, clipAndStep, maskedTokens, packMicroBatch, shifted } from './grad-accum';
 import type { PolicyPort, UpdateStats } from './loop';
@@ -54,10 +53,13 @@ export const sftLossSpec: LossSpec = {
 /** Metrics of the loss program that UpdateStats names; any other metric goes to UpdateStats.metrics. */
 const NAMED_METRICS = new Set(['loss', 'tokens', 'clip_fraction', 'kl', 'entropy']);
 
+/** What the policy port reads of the experiment config: the policy loss's keys, the critic's, and the micro-batches an SFT step is cut into. */
+export type PolicyPortSettings = PolicyLossConfig & CriticSettings & { algorithm: { micro_batches: number } };
+
 export class ModelPolicyPort implements PolicyPort, SftPort {
   constructor(
     readonly model: PolicyModel,
-    private readonly cfg: ExperimentConfig,
+    private readonly cfg: PolicyPortSettings,
     readonly optimizer: OptimizerPort,
     /** The policy loss; default: the one `algorithm.policy_loss` names. */
     private readonly loss: LossSpec = policyLoss(cfg),

@@ -3,11 +3,10 @@
  * with the step seed, rolls out n samples each on the decode backend, and converts trajectories
  * to episodes. The same port serves the real model and the tabular test policy.
  */
-import type { BranchingOptions } from '../rollout/branching';
+import type { BranchingMode, BranchingOptions } from '../rollout/branching';
 import { rollout } from '../rollout/engine';
 import type { DecodeBackend, RolloutTask, TokenizerPort } from '../rollout/ports';
 import type { Trajectory } from '../rollout/types';
-import type { ExperimentConfig } from '../config/experiment';
 import { mulberry32 } from '../base/rng';
 import type { RolloutPort } from './loop';
 import { trajectoryToEpisode } from './trajectories';
@@ -39,8 +38,33 @@ export function pickTasks<T>(pool: T[], k: number, seed: number): T[] {
   return out;
 }
 
+/** The config's `rollout.branching` block, as the engine's branching options read it. */
+export interface BranchingSettings {
+  mode: BranchingMode;
+  initial_samples?: number;
+  beam_size: number;
+  alpha: number;
+  beta: number;
+  entropy_window: number;
+  aepo: { budget_beta: number; branch_penalty: number };
+}
+
+/** What the training rollouts read of the experiment config. */
+export interface RolloutSettings {
+  task: { kind: string };
+  rollout: {
+    n: number;
+    temperature: number;
+    top_p: number;
+    max_new_tokens: number;
+    max_turns: number;
+    max_total_length: number;
+    branching: BranchingSettings;
+  };
+}
+
 /** The engine's branching options from `rollout.branching` (mode arpo | aepo). */
-export function branchingOptions(cfg: ExperimentConfig): BranchingOptions {
+export function branchingOptions(cfg: { rollout: Pick<RolloutSettings['rollout'], 'n' | 'branching'> }): BranchingOptions {
   const b = cfg.rollout.branching;
   if (b.mode === 'none') throw new Error('rollout.branching.mode is "none"');
   return {
@@ -55,7 +79,7 @@ export function branchingOptions(cfg: ExperimentConfig): BranchingOptions {
   };
 }
 
-export function engineRolloutPort(cfg: ExperimentConfig, o: EngineRolloutOptions): RolloutPort {
+export function engineRolloutPort(cfg: RolloutSettings, o: EngineRolloutOptions): RolloutPort {
   if (o.tasks.length === 0) throw new Error(`task "${cfg.task.kind}": the training task pool is empty`);
   return {
     async sample({ step, seed, prompts, n }) {

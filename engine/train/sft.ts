@@ -19,6 +19,9 @@ import { mulberry32, shuffled } from '../base/rng';
 import { chunks, stepSeed } from './episode';
 import type { SinkPort } from './loop';
 
+/** What SFT reads of the experiment config: its section, the seed (batch order) and how many checkpoints to keep. */
+export type SftSettings = Pick<ExperimentConfig, 'sft' | 'seed'> & { checkpoint: Pick<ExperimentConfig['checkpoint'], 'keep'> };
+
 export interface Demo {
   tokens: Int32Array;
   lossMask: Uint8Array;
@@ -142,7 +145,7 @@ export interface SftResult {
 }
 
 /** Number of SFT steps for a demo set: epochs × ceil(demos / batch_size). */
-export function sftTotalSteps(cfg: ExperimentConfig, demos: number): number {
+export function sftTotalSteps(cfg: { sft: Pick<ExperimentConfig['sft'], 'batch_size' | 'epochs'> }, demos: number): number {
   return Math.ceil(demos / cfg.sft.batch_size) * cfg.sft.epochs;
 }
 
@@ -154,7 +157,7 @@ export function sftTotalSteps(cfg: ExperimentConfig, demos: number): number {
  * skipped and the rest run exactly as they would have. The checkpoint records `complete`.
  */
 export async function runSft(
-  cfg: ExperimentConfig,
+  cfg: SftSettings,
   demos: Demo[],
   port: SftPort,
   opts: {
