@@ -6,10 +6,10 @@ import { MAX_POINTS } from './run';
 
 declare module './state' {
   // eslint-disable-next-line @typescript-eslint/no-empty-object-type
-  interface ArborState extends GroupsSlice {}
+  interface ArborState extends RunGroupsSlice {}
 }
 
-export interface GroupsState {
+export interface RunGroupsState {
   /** The workspace's groups. */
   items: RunGroupSummary[];
   /** The groups added to the comparison. */
@@ -19,8 +19,8 @@ export interface GroupsState {
   diff: RunGroupComparison | null;
 }
 
-export interface GroupsSlice {
-  groups: GroupsState;
+export interface RunGroupsSlice {
+  groups: RunGroupsState;
   groupActions: {
     refresh(): Promise<void>;
     addToCompare(id: string): Promise<void>;
@@ -28,8 +28,8 @@ export interface GroupsSlice {
   };
 }
 
-export function createGroupsSlice(api: ArborApi, set: Set, get: Get): GroupsSlice {
-  const patch = (p: Partial<GroupsState>) => patchSlice(set, 'groups', p);
+export function createRunGroupsSlice(api: ArborApi, set: Set, get: Get): RunGroupsSlice {
+  const patch = (p: Partial<RunGroupsState>) => patchSlice(set, 'groups', p);
   const report = (context: string, err: unknown) => get().connectionActions.reportError(context, err);
   const diffOf = async (reports: RunGroupReport[]) => (reports.length === 2 ? api.compareGroups(reports[0]!.group.id, reports[1]!.group.id) : null);
   return {

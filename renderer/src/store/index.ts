@@ -15,7 +15,7 @@ import { createForkSlice, createOpenTrajSlice, createTrajListSlice, createTreeSl
 import { createEditorSlice } from './editor';
 import { createPlaygroundSlice } from './playground';
 import { createLiveSlice } from './live';
-import { createGroupsSlice } from './groups';
+import { createRunGroupsSlice } from './groups';
 import { createModelsSlice } from './models';
 
 export type { ArborState, ArborStore, Get, Set } from './state';
@@ -36,7 +36,7 @@ export function createArborStore(api: ArborApi): ArborStore {
     ...createEditorSlice(api, set, get),
     ...createPlaygroundSlice(api, set, get),
     ...createLiveSlice(api, set, get),
-    ...createGroupsSlice(api, set, get),
+    ...createRunGroupsSlice(api, set, get),
     ...createModelsSlice(api, set, get),
   }));
   const s = () => store.getState();

@@ -6,9 +6,9 @@ import { MetricChart, PALETTE, type ChartSeries } from '../../components/MetricC
 import { configDiff, formatValue } from '../../lib/configDiff';
 import { SmoothingSlider } from '../../components/SmoothingSlider';
 import { groupMetricKeys } from '../../lib/metricSections';
-import { GroupPicker } from './GroupPicker';
-import { GroupPanel } from './GroupPanel';
-import { GroupDiff } from './GroupDiff';
+import { RunGroupPicker } from './RunGroupPicker';
+import { RunGroupPanel } from './RunGroupPanel';
+import { RunGroupDiff } from './RunGroupDiff';
 
 export function CompareView() {
   const compare = useArbor((s) => s.compare);
@@ -52,7 +52,7 @@ export function CompareView() {
             ▬ {l.label}
           </span>
         ))}
-        <GroupPicker />
+        <RunGroupPicker />
         <span className="grow" />
         <SmoothingSlider />
       </div>
@@ -96,9 +96,9 @@ export function CompareView() {
         </div>
       ) : null}
       {groups.reports.map((rep, i) => (
-        <GroupPanel key={rep.group.id} report={rep} color={PALETTE[(nRuns + i) % PALETTE.length]} />
+        <RunGroupPanel key={rep.group.id} report={rep} color={PALETTE[(nRuns + i) % PALETTE.length]} />
       ))}
-      {groups.diff ? <GroupDiff diff={groups.diff} names={groups.reports.map((r) => r.group.name)} /> : null}
+      {groups.diff ? <RunGroupDiff diff={groups.diff} names={groups.reports.map((r) => r.group.name)} /> : null}
       {keys.map((g) => (
         <section key={g.title} className="chart-section">
           <h3>{g.title}</h3>

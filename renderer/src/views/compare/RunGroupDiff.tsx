@@ -3,7 +3,7 @@ import type { RunGroupComparison } from '../../api/types';
 import { IntervalRow } from './IntervalRow';
 
 /** Two groups: the difference of means (second − first) per metric with its bootstrap interval. */
-export function GroupDiff({ diff, names }: { diff: RunGroupComparison; names: string[] }) {
+export function RunGroupDiff({ diff, names }: { diff: RunGroupComparison; names: string[] }) {
   return (
     <div className="panel" data-testid="group-diff">
       <h3>

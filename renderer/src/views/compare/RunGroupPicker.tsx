@@ -2,7 +2,7 @@ import { useState } from 'react';
 import { useArbor } from '../../store/react';
 
 /** Add a run group (seed sweep or grid) to the comparison. */
-export function GroupPicker() {
+export function RunGroupPicker() {
   const all = useArbor((s) => s.groups.items);
   const shown = useArbor((s) => s.groups.reports);
   const add = useArbor((s) => s.groupActions.addToCompare);

@@ -4,7 +4,7 @@ import type { RunGroupReport } from '../../api/types';
 import { IntervalRow } from './IntervalRow';
 
 /** A group: its statistics per configuration and metric, whether it is partial, and its runs. */
-export function GroupPanel({ report, color }: { report: RunGroupReport; color: string }) {
+export function RunGroupPanel({ report, color }: { report: RunGroupReport; color: string }) {
   const remove = useArbor((s) => s.groupActions.removeFromCompare);
   const openRun = useArbor((s) => s.runActions.open);
   const runs = report.cells.flatMap((c) => c.runs.map((r) => ({ ...r, cell: c.cell })));
