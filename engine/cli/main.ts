@@ -1,6 +1,8 @@
 /**
  * The `arbor` CLI. Each command lives in its own module under ./commands/ and exports
  * `register(program)`; this file only collects them, so areas can add commands independently.
+ * `arbor <command>` loads just the modules COMMAND_MODULES names for it (a new command belongs
+ * there too: tests/engine/cli/dispatch.test.ts says so; until then it works, loading them all).
  */
 // Every built-in estimator, loss, format and task kind registers itself before a command reads a config.
 import '../builtins';
