@@ -73,10 +73,10 @@ export function adaptClient(client: EngineClient, transport: Pick<Transport, 'on
     liveStep: (req) => client.request('live.step', req),
     liveClose: async (sessionId) => void (await client.request('live.close', { sessionId })),
     runLearning: (id) => client.request('runs.learning', { id }),
-    listGroups: async () => (await client.request('groups.list')).map((g) => ({ ...g, createdAt: ms(g.createdAt), endedAt: msOrNull(g.endedAt) })),
-    groupReport: (id, metrics) => client.request('groups.report', { id, metrics }),
-    compareGroups: (a, b) => client.request('groups.compare', { a, b }),
-    groupSeries: (id, maxPoints) => client.request('groups.series', { id, maxPoints }),
+    listRunGroups: async () => (await client.request('groups.list')).map((g) => ({ ...g, createdAt: ms(g.createdAt), endedAt: msOrNull(g.endedAt) })),
+    runGroupReport: (id, metrics) => client.request('groups.report', { id, metrics }),
+    compareRunGroups: (a, b) => client.request('groups.compare', { a, b }),
+    runGroupSeries: (id, maxPoints) => client.request('groups.series', { id, maxPoints }),
     // The client names the chat (chatId); the engine pushes `chat` events for it
     // ({chatId, type: token | turn | tool_call | observation | done | error, ...}) as generation
     // goes, and answers the request with the whole transcript when the episode ends.

@@ -150,11 +150,11 @@ export interface ArborApi {
   topK(req: wire.Params<'replay.topk'>): Promise<TopK>;
   /** "Why didn't it learn?": the run's flagged steps (with reasons) and warnings. */
   runLearning(id: string): Promise<Learning>;
-  listGroups(): Promise<RunGroupSummary[]>;
-  groupReport(id: string, metrics?: string[]): Promise<RunGroupReport>;
+  listRunGroups(): Promise<RunGroupSummary[]>;
+  runGroupReport(id: string, metrics?: string[]): Promise<RunGroupReport>;
   /** Group b − group a per metric: difference of means with its bootstrap interval. */
-  compareGroups(a: string, b: string): Promise<RunGroupComparison>;
-  groupSeries(id: string, maxPoints?: number): Promise<RunGroupSeries>;
+  compareRunGroups(a: string, b: string): Promise<RunGroupComparison>;
+  runGroupSeries(id: string, maxPoints?: number): Promise<RunGroupSeries>;
   /** Write the run's metrics CSV and trajectories JSONL into the workspace's exports/ folder. */
   exportRun(id: string): Promise<ExportedFile[]>;
   /** Resolves with what the engine reports about the episode (the world or dataset its search tool read, why it ended). */

@@ -31,13 +31,13 @@ export interface RunGroupsSlice {
 export function createRunGroupsSlice(api: ArborApi, set: Set, get: Get): RunGroupsSlice {
   const patch = (p: Partial<RunGroupsState>) => patchSlice(set, 'groups', p);
   const report = (context: string, err: unknown) => get().connectionActions.reportError(context, err);
-  const diffOf = async (reports: RunGroupReport[]) => (reports.length === 2 ? api.compareGroups(reports[0]!.group.id, reports[1]!.group.id) : null);
+  const diffOf = async (reports: RunGroupReport[]) => (reports.length === 2 ? api.compareRunGroups(reports[0]!.group.id, reports[1]!.group.id) : null);
   return {
     groups: { items: [], reports: [], series: {}, diff: null },
     groupActions: {
       async refresh() {
         try {
-          patch({ items: await api.listGroups() });
+          patch({ items: await api.listRunGroups() });
         } catch (err) {
           report('Loading run groups', err);
         }
@@ -45,7 +45,7 @@ export function createRunGroupsSlice(api: ArborApi, set: Set, get: Get): RunGrou
       async addToCompare(id) {
         if (get().groups.reports.some((r) => r.group.id === id)) return;
         try {
-          const [added, series] = await Promise.all([api.groupReport(id), api.groupSeries(id, MAX_POINTS)]);
+          const [added, series] = await Promise.all([api.runGroupReport(id), api.runGroupSeries(id, MAX_POINTS)]);
           const reports = [...get().groups.reports, added];
           patch({ reports, series: { ...get().groups.series, [id]: series }, diff: await diffOf(reports) });
         } catch (err) {
