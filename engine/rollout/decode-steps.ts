@@ -8,14 +8,14 @@ import type { DecodeBackend } from './ports';
  * Default most decode steps per backend call. With the KV cache in the decode session's worker a
  * call is one message there and back; K steps per message pay those hops once per K tokens, but
  * the steps a row runs after its turn ended (a stop token or stop string) are wasted. A call's K
- * (see chooseSteps) is at most this, at most the tokens any of its sequences may still generate
+ * (see chooseDecodeSteps) is at most this, at most the tokens any of its sequences may still generate
  * in its turn (max_new_tokens, max_total_length; for a branching sample, the end of its entropy
  * window), and, within that, the K that maximises the expected accepted tokens per unit of cost
  * (K steps + HOP_STEPS) given how long the backend's turns have been (TurnLengths). Measured in
  * docs/BENCHMARKS.md (bench:rollout, third pass).
  */
 export const DECODE_STEPS = 8;
-/** The cost of a call's two message hops, in decode steps (chooseSteps' cost model: K + HOP_STEPS per call). */
+/** The cost of a call's two message hops, in decode steps (chooseDecodeSteps' cost model: K + HOP_STEPS per call). */
 export const HOP_STEPS = 1;
 
 /**
@@ -57,7 +57,7 @@ export function turnLengthsFor(backend: DecodeBackend): TurnLengths {
  * (probability Π (1 − h(m)) over those positions); returns the K ≤ maxK maximising the expected
  * kept tokens per (K + HOP_STEPS), the largest on ties.
  */
-export function chooseSteps(rows: number[], maxK: number, stats: TurnLengths): number {
+export function chooseDecodeSteps(rows: number[], maxK: number, stats: TurnLengths): number {
   if (maxK <= 1) return 1;
   const alive = rows.map(() => 1);
   let kept = 0;

@@ -26,7 +26,7 @@ import { Scheduler, type SchedulerCounters } from './scheduler';
 import { TurnRules, afterEnvStep, type RolloutLimits, type Seq, type StopConfig } from './sequence';
 
 export type { RolloutLimits, StopConfig } from './sequence';
-export { DECODE_STEPS, HOP_STEPS, TurnLengths, chooseSteps } from './decode-steps';
+export { DECODE_STEPS, HOP_STEPS, TurnLengths, chooseDecodeSteps } from './decode-steps';
 
 export interface RolloutProgress {
   done: number;

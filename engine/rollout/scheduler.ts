@@ -21,7 +21,7 @@
  * (sampleToken: top-k / top-p), one step per call.
  */
 import type { Rng, RngState } from '../base/rng';
-import { chooseSteps, type TurnLengths } from './decode-steps';
+import { chooseDecodeSteps, type TurnLengths } from './decode-steps';
 import type { DecodeBackend, SampleRequest } from './ports';
 import { sampleToken, topLogprobs, type SampledToken, type SamplingParams } from './sampling';
 
@@ -95,7 +95,7 @@ export interface SchedulerOptions {
   maxBatch: number;
   /** Most decode steps per backend call (used when the backend samples and can cut a slot's cache back). */
   stepCap: number;
-  /** How this backend's turns ended, behind the choice of steps per call (chooseSteps); null: as many as every row has room for. */
+  /** How this backend's turns ended, behind the choice of steps per call (chooseDecodeSteps); null: as many as every row has room for. */
   lengths: TurnLengths | null;
   /** Prefill identical prompts starting together once and fork the cache (the backend can fork). */
   sharePrefix: boolean;
@@ -259,14 +259,14 @@ export class Scheduler<S extends Row, Src extends SequenceSource<S> = SequenceSo
   /**
    * Decode steps in this call: at most the cap and the tokens any row may generate before its
    * source must see them (the end of its turn, a branching sample's entropy window), then
-   * chooseSteps where the backend's turn lengths are kept.
+   * chooseDecodeSteps where the backend's turn lengths are kept.
    */
   private stepsFor(batch: S[]): number {
     let K = this.o.stepCap;
     for (const s of batch) K = Math.min(K, this.source.room(s));
     K = Math.max(1, K);
     return this.o.lengths
-      ? chooseSteps(
+      ? chooseDecodeSteps(
           batch.map((s) => this.source.turnLength(s)),
           K,
           this.o.lengths,
