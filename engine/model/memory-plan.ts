@@ -162,9 +162,11 @@ export function graphPeakBytes(g: Graph, order: 'ort' | 'recorded' = 'ort'): num
       live += bytes;
       const last = lastUse.get(n.id) ?? i;
       if (last < end) frees[last] += bytes;
-      // A quantized weight made float32 inside the node: MatMulNBits' dequantized B (its codes are an input on the
-      // CPU), the elementwise dequantization's intermediates (two of its output's size at once).
-      const scratch = n.op === 'qmatmul' || n.op === 'dequantNBits' ? (n.attrs.N as number) * (n.attrs.K as number) * 4 : 0;
+      // A quantized weight made float32 inside the node: the elementwise dequantization's intermediates, two of the
+      // float32 weight's size at once (qmatmul on the CPU: dequantized, then Gemm; dequantNBits: its output counted
+      // above, one more).
+      const wBytes = n.op === 'qmatmul' || n.op === 'dequantNBits' ? (n.attrs.N as number) * (n.attrs.K as number) * 4 : 0;
+      const scratch = n.op === 'qmatmul' ? 2 * wBytes : wBytes;
       if (live + scratch > peak) peak = live + scratch;
     }
     live -= frees[i];

@@ -363,14 +363,16 @@ export function withQuantizedBase(
 }
 
 /**
- * Float32 bytes of the largest part of a quantized weight dequantized at once. ONNX Runtime's CPU
- * MatMulNBits with its codes as an input dequantizes the whole B into a temporary per call, and a
- * plain product with a dequantized W (the frozen head's p·W) makes it too: at Qwen3-8B's LM head
- * [151,936 × 4,096] that is 2.49 GB, more than its codes and scales (0.70 GB). A weight above this
- * size is read as row pieces of at most this size (quantizedBaseOps): 20 at that head, 7 at
- * Qwen2.5-1.5B's; no linear layer of the released shapes is split (Qwen3-8B's MLP: 235 MB).
+ * Float32 bytes of the largest part of a quantized weight dequantized at once. The score and train
+ * sessions dequantize each weight for its product (engine/tensor/onnx.ts `qmatmul`: on the CPU
+ * elementwise ops, then Gemm; WebGPU's MatMulNBits over codes that are an input), and the frozen
+ * head's p·W reads W dequantized: at Qwen3-8B's LM head [151,936 × 4,096] that is 2.49 GB, more
+ * than its codes and scales (0.70 GB). A weight above this size is read as row pieces of at most
+ * this size (quantizedBaseOps): 38 at that head, 14 at Qwen2.5-1.5B's; no linear layer of the
+ * released shapes is split (Qwen3-8B's MLP: 235 MB). The dequantization's elementwise chain holds
+ * twice its output at its peak, so 64 MiB pieces cost 128 MiB at once.
  */
-export const QUANT_PIECE_BYTES = 128 * 2 ** 20;
+export const QUANT_PIECE_BYTES = 64 * 2 ** 20;
 
 /** The row ranges [start, end) of W [N, K] read as pieces of at most QUANT_PIECE_BYTES (one range when it fits). */
 export function quantPieces(N: number, K: number, pieceBytes = QUANT_PIECE_BYTES): Array<[number, number]> {

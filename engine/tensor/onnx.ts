@@ -166,6 +166,45 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
     constTensor(dtype, [v], [], nm);
     return nm;
   };
+  // W [N, K] from its codes [N, ⌈K/b⌉, b·bits/8] (uint8) and scales [N·⌈K/b⌉]: (q − 2^(bits−1)) · s.
+  const dequant = (codes: string, scales: string, N: number, K: number, bits: number, blockSize: number, codesGated: boolean): string => {
+    const kb = Math.ceil(K / blockSize);
+    // On the CPU the codes are read only once the scales exist (a slice of all rows starting at 0·(the scales'
+    // size)): a dequantization whose scales wait for something (the product's x, the backward's output gradient)
+    // waits as a whole, and two of one weight with different gates differ from the codes on. Ungated, ORT's
+    // common-subexpression elimination merged the forward's, the recomputed forward's and the backward's chains
+    // from Cast(codes) to the scaling into one per weight, kept from the forward pass to the backward: the whole
+    // base in float32 (the Qwen2.5-1.5B GRPO update past 9 GiB; docs/BENCHMARKS.md). Codes that are a gated slice
+    // already (a row piece: quantizedBaseOps) are not sliced again. WebGPU: no uint8 Slice.
+    const gated =
+      opts.webgpu || codesGated
+        ? codes
+        : emit('Slice', [codes, emit('Mul', [emit('Shape', [scales], [int('start', 0), int('end', 1)]), i64([0])]), i64([N]), i64([0])]);
+    const nibbles = (lo: string, hi: string) =>
+      emit('Reshape', [emit('Concat', [emit('Unsqueeze', [lo, i64([3])]), emit('Unsqueeze', [hi, i64([3])])], [int('axis', 3)]), i64([N, kb, blockSize])]);
+    let c: string;
+    if (bits === 4 && !opts.webgpu) {
+      // int4 on the CPU: the nibbles split in uint8 (high c >> 4, low c & 15), then one Cast: a byte per code until
+      // the float32 weight (bench:quant-matmul `bsf4` against `ew4`, the float ops below).
+      const u8 = (v: number) => {
+        const nm = fresh('c');
+        inits.push({ name: nm, dataType: 2, dims: [], rawData: Uint8Array.of(v) });
+        return nm;
+      };
+      const hi = emit('BitShift', [gated, u8(4)], [{ name: 'direction', type: ATTR.STRING, s: new TextEncoder().encode('RIGHT') }]);
+      c = emit('Cast', [nibbles(emit('BitwiseAnd', [gated, u8(15)]), hi)], [int('to', ft('float32'))]);
+    } else {
+      // Elementwise float ops every provider has (int4: high nibble ⌊c/16⌋, low c − 16·⌊c/16⌋).
+      c = emit('Cast', [gated], [int('to', ft('float32'))]);
+      if (bits === 4) {
+        const hi = emit('Floor', [emit('Div', [c, scalarConst('float32', 16)])]);
+        c = nibbles(emit('Sub', [c, emit('Mul', [hi, scalarConst('float32', 16)])]), hi);
+      }
+    }
+    const w = emit('Mul', [emit('Sub', [c, scalarConst('float32', 2 ** (bits - 1))]), emit('Reshape', [scales, i64([N, kb, 1])])]);
+    const full = emit('Reshape', [w, i64([N, kb * blockSize])]);
+    return kb * blockSize !== K ? emit('Slice', [full, i64([0]), i64([K]), i64([1])]) : full;
+  };
   // Part `index` of `count` along `axis` of x: [min(i·s, n), min((i+1)·s, n)) with s = ceil(n / count).
   const chunkBounds = (x: string, axis: number, index: number, count: number) => {
     const total = dimScalarOf(x, axis);
@@ -384,8 +423,23 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
         break;
       }
       case 'qmatmul':
-        // com.microsoft.MatMulNBits over codes and scales that are graph inputs or initializers
-        // (engine/model/quantize.ts quantizedBaseOps): x [..., K] · Wᵀ with W [N, K] block-quantized.
+        // x [M, K] · Wᵀ with W [N, K] block-quantized (engine/model/quantize.ts quantizedBaseOps). On the CPU with
+        // the codes a graph input (score and train sessions), W is dequantized with elementwise ops and multiplied
+        // by Gemm: ORT's MatMulNBits pre-packs only constant codes and otherwise dequantizes B per call in a slow
+        // path (the Qwen2.5-0.5B LoRA step 14.8× float32's: docs/BENCHMARKS.md, bench:quant-base). Constant codes
+        // (the CPU decode session) and WebGPU (its MatMulNBits shader) take com.microsoft.MatMulNBits.
+        if (!opts.webgpu && n.inputs[1]!.op !== 'initializer') {
+          // The scales (and through them the codes: dequant) wait for x (+ 0·x's first size): each product
+          // dequantizes its own copy, freed after its Gemm, and a block recomputed in the backward pass dequantizes
+          // again, instead of ORT merging identical dequantizations into one kept from the forward pass on.
+          const zero = emit('Mul', [
+            emit('Cast', [emit('Shape', [ins[0]!], [int('start', 0), int('end', 1)])], [int('to', ft('float32'))]),
+            scalarConst('float32', 0),
+          ]);
+          const scales = emit('Add', [ins[2]!, zero]);
+          emit('Gemm', [ins[0]!, dequant(ins[1]!, scales, a.N, a.K, a.bits, a.blockSize, n.inputs[1]!.op === 'gatedSlice')], [int('transB', 1)], out);
+          break;
+        }
         nodes.push({
           opType: 'MatMulNBits',
           domain: 'com.microsoft',
@@ -398,22 +452,10 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
         break;
       case 'dequantNBits':
       case 'quantWeightT': {
-        // W [N, K] from its codes [N, ⌈K/b⌉, b·bits/8] (uint8) and scales [N·⌈K/b⌉]: (q − 2^(bits−1)) · s,
-        // with elementwise float ops every provider has (int4: high nibble ⌊c/16⌋, low c − 16·⌊c/16⌋).
         const src = n.op === 'dequantNBits' ? n : n.inputs[0];
         const [codes, scales] = n.op === 'dequantNBits' ? ins : src.inputs.map(name);
         const { N, K, bits, blockSize } = src.attrs as { N: number; K: number; bits: number; blockSize: number };
-        const kb = Math.ceil(K / blockSize);
-        let c = emit('Cast', [codes], [int('to', ft('float32'))]);
-        if (bits === 4) {
-          const hi = emit('Floor', [emit('Div', [c, scalarConst('float32', 16)])]);
-          const lo = emit('Sub', [c, emit('Mul', [hi, scalarConst('float32', 16)])]);
-          const pair = emit('Concat', [emit('Unsqueeze', [lo, i64([3])]), emit('Unsqueeze', [hi, i64([3])])], [int('axis', 3)]);
-          c = emit('Reshape', [pair, i64([N, kb, blockSize])]);
-        }
-        const w = emit('Mul', [emit('Sub', [c, scalarConst('float32', 2 ** (bits - 1))]), emit('Reshape', [scales, i64([N, kb, 1])])]);
-        let full = emit('Reshape', [w, i64([N, kb * blockSize])]);
-        if (kb * blockSize !== K) full = emit('Slice', [full, i64([0]), i64([K]), i64([1])]);
+        const full = dequant(codes!, scales!, N, K, bits, blockSize, src.inputs[0]!.op === 'gatedSlice');
         if (n.op === 'dequantNBits') emit('Identity', [full], [], out);
         else emit('Transpose', [full], [ints('perm', [1, 0])], out);
         break;

@@ -1,6 +1,6 @@
 /**
  * `npm run bench:quant-base -- [--shape qwen2.5-0.5b] [--layers N] [--batch 1] [--seq 128] [--rank 16]
- *  [--steps 2] [--decode-batch 8] [--new 32] [--reps 2] [--threads 2] [--modes none,int4,int8] [--parts step,decode] [--json]`
+ *  [--recompute-layers] [--head-chunks N] [--profile PREFIX] [--steps 2] [--decode-batch 8] [--new 32] [--reps 2] [--threads 2] [--modes none,int4,int8] [--parts step,decode] [--json]`
  *
  * The quantized frozen base (model.quantize_base, engine/model/quantize.ts) against the float32
  * base in the same run, on a random model of a released shape (engine/model/shapes.ts; `--layers`
@@ -8,7 +8,8 @@
  * backward on the ORT train graph, then AdamW), median of `--steps` after a warm-up; (b) rollouts
  * decoding `--new` tokens for `--decode-batch` prompts of 24 tokens with the KV cache in the ORT
  * worker (the training rollouts' path), best of `--reps` after a warm-up (`--parts` picks (a), (b) or both). Prints each mode's time
- * and its ratio to float32's, and the base's bytes per mode. The load average is printed: on a
+ * and its ratio to the float32 row before it (alternate modes, `--modes none,int4,none,int4`, so each ratio pairs
+ * runs under the same load), and the base's bytes per mode. The load average is printed: on a
  * shared machine the ratios, not the absolute times, are the result.
  */
 import '../../engine/builtins'; // the built-in estimators, losses, formats and task kinds register themselves
@@ -33,6 +34,8 @@ const o = new Command()
   .option('--batch <n>', 'sequences per LoRA step', Number, 1)
   .option('--seq <n>', 'tokens per sequence of the LoRA step', Number, 128)
   .option('--rank <n>', 'LoRA rank', Number, 16)
+  .option('--recompute-layers', 'recompute every block in the backward pass (model.recompute_layers)')
+  .option('--head-chunks <n>', 'row chunks of the LM head in the step (default: defaultHeadChunks, 10 at 151,936 words)', Number)
   .option('--steps <n>', 'timed LoRA steps', Number, 2)
   .option('--decode-batch <n>', 'rollouts decoded together', Number, 8)
   .option('--new <n>', 'tokens decoded per rollout', Number, 32)
@@ -41,6 +44,7 @@ const o = new Command()
   .option('--block <n>', 'values per scale', Number, 32)
   .option('--modes <list>', 'base modes, none first', 'none,int4,int8')
   .option('--parts <list>', 'what to time: step, decode or both', 'step,decode')
+  .option('--profile <prefix>', "ONNX Runtime's profile of every session: <prefix>-<mode>-<graph>_<time>.json")
   .option('--json', 'print JSON')
   .parse()
   .opts<{
@@ -49,6 +53,8 @@ const o = new Command()
     batch: number;
     seq: number;
     rank: number;
+    recomputeLayers?: boolean;
+    headChunks?: number;
     steps: number;
     decodeBatch: number;
     new: number;
@@ -57,6 +63,7 @@ const o = new Command()
     block: number;
     modes: string;
     parts: string;
+    profile?: string;
     json?: boolean;
   }>();
 
@@ -107,7 +114,7 @@ const shapes = weightShapes(config);
 const batch = randomTokenBatch(config.vocabSize, o.batch, o.seq, 7);
 const load0 = loadavg()[0]!;
 log(
-  `${o.shape}${o.layers ? ` (${o.layers} layers)` : ''}: ${(parameterCount(config) / 1e6).toFixed(0)}M parameters, LoRA r=${o.rank} all-linear, step ${o.batch} × ${o.seq}; decode batch ${o.decodeBatch} × ${o.new} new; ${o.threads} threads; load ${load0.toFixed(1)}`,
+  `${o.shape}${o.layers ? ` (${o.layers} layers)` : ''}: ${(parameterCount(config) / 1e6).toFixed(0)}M parameters, LoRA r=${o.rank} all-linear, step ${o.batch} × ${o.seq}${o.recomputeLayers ? ' (every block recomputed)' : ''}${o.headChunks ? `, ${o.headChunks} head chunks` : ''}; decode batch ${o.decodeBatch} × ${o.new} new; ${o.threads} threads; load ${load0.toFixed(1)}`,
 );
 
 interface Row {
@@ -135,6 +142,9 @@ for (const mode of modes) {
     threads: o.threads,
     lora: spec,
     loraSeed: 1,
+    ...(o.recomputeLayers ? { recomputeLayers: true } : {}),
+    ...(o.headChunks ? { headChunks: o.headChunks } : {}),
+    ...(o.profile ? { profilePrefix: `${o.profile}-${mode}` } : {}),
     ...(mats ? { quantizeBase: { bits: QUANT_BITS[mode as 'int4' | 'int8'], blockSize: o.block }, quantizedBaseMats: mats } : {}),
   });
   const adam = new AdamW({ beta1: 0.9, beta2: 0.999, weight_decay: 0 });
@@ -151,17 +161,21 @@ for (const mode of modes) {
     best = Math.max(best, tps);
     log(`  ${mode} decode round ${r + 1}: ${tps.toFixed(1)} tok/s`);
   }
+  if (o.profile) await model.endProfiling();
   rows.push({ mode, baseBytes, stepSeconds: times.length ? median(times) : NaN, decodeTokensPerSecond: parts.has('decode') ? best : NaN });
   await model.dispose();
 }
 const load1 = loadavg()[0]!;
-const f = rows[0]!;
+// Each row against the float32 row before it (the same load, when the modes alternate).
+const ref = (i: number) => [...rows.slice(0, i + 1)].reverse().find((r) => r.mode === 'none')!;
 if (o.json) console.log(JSON.stringify({ shape: o.shape, layers: config.numLayers, threads: o.threads, load: [load0, load1], rows }));
 else {
   console.log(`\n${o.shape}, ${config.numLayers} layers; load average ${load0.toFixed(1)} → ${load1.toFixed(1)} on ${availableParallelism()} cores`);
   console.log('base   weights MiB  LoRA step s  × float32  decode tok/s  × float32');
-  for (const r of rows)
+  for (const [i, r] of rows.entries()) {
+    const f = ref(i);
     console.log(
       `${r.mode.padEnd(6)} ${(r.baseBytes / 2 ** 20).toFixed(0).padStart(11)}  ${r.stepSeconds.toFixed(2).padStart(11)}  ${(r.stepSeconds / f.stepSeconds).toFixed(2).padStart(9)}  ${r.decodeTokensPerSecond.toFixed(1).padStart(12)}  ${(r.decodeTokensPerSecond / f.decodeTokensPerSecond).toFixed(2).padStart(9)}`,
     );
+  }
 }

@@ -9,6 +9,12 @@
  *   nb<bits>-<acc>-<sym|zp>-<init|input>  com.microsoft.MatMulNBits, 8 or 4 bits, accuracy_level 0 or 4, symmetric or
  *                                  with zero points, codes as initializers or as graph inputs
  *   dq-<init|input>                com.microsoft.DynamicQuantizeMatMul, per-column int8 weights
+ *   dql4-input                     int4 codes (uint4, zero point 8) as graph inputs → opset-21 DequantizeLinear
+ *                                  (block_size) → Gemm: what the score and train sessions run on the CPU
+ *   gbq4-input                     the same codes as uint8 inputs → com.microsoft.GatherBlockQuantized of every
+ *                                  row (bits 4) → Gemm
+ *   ew4-input                      the same codes as uint8 inputs dequantized by elementwise ops → Gemm
+ *                                  (the earlier lowering, d03a338)
  * Each row: session creation time, ms per run at each M, and the relative error of the output
  * against the first mode's (float32 by default).
  */
@@ -126,6 +132,121 @@ function build(mode: string) {
           output: [out],
           attribute: [int('K', K), int('N', N), int('bits', bits), int('block_size', BS), int('accuracy_level', Number(accS))],
         });
+      } else if (['dql4-input', 'ew4-input', 'gbq4-input', 'lut4-input', 'bs4-input', 'bsf4-input'].includes(mode)) {
+        const m = quantizeBlockwise(w, N, K, 4, BS);
+        const kb = Math.ceil(K / BS);
+        const i64 = (nm2: string, v: number[]) => {
+          inits.push({ name: nm2, dataType: 7, dims: [v.length], int64Data: v });
+          return nm2;
+        };
+        const f32 = (nm2: string, v: number) => {
+          inits.push({ name: nm2, dataType: 1, dims: [], floatData: [v] });
+          return nm2;
+        };
+        let wq: string;
+        if (mode === 'dql4-input') {
+          // onnxruntime-node takes no uint4 feed: the codes are an initializer, the scales a graph input (so no
+          // constant folding of the dequantization, and no fusion into a pre-packed MatMulNBits).
+          inits.push({ name: `${nm}_q`, dataType: 21, dims: [N, kb * BS], rawData: m.codes });
+          inputs.push(vi(`${nm}_s`, 1, [N, kb]));
+          feeds[`${nm}_s`] = new ort.Tensor('float32', m.scales, [N, kb]);
+          inits.push({ name: `${nm}_z`, dataType: 21, dims: [N, kb], rawData: new Uint8Array(Math.ceil((N * kb) / 2)).fill(0x88) });
+          nodes.push({
+            opType: 'DequantizeLinear',
+            input: [`${nm}_q`, `${nm}_s`, `${nm}_z`],
+            output: [`${nm}_w`],
+            attribute: [
+              { name: 'axis', type: 2, i: 1 },
+              { name: 'block_size', type: 2, i: BS },
+            ],
+          });
+          wq = `${nm}_w`;
+        } else if (mode === 'lut4-input' || mode === 'bs4-input' || mode === 'bsf4-input') {
+          add(`${nm}_q`, 2, [N, kb, BS / 2], m.codes, 'uint8');
+          add(`${nm}_s`, 1, [N * kb], m.scales, 'float32');
+          const e = (op: string, ins: string[], attribute: onnxProto.onnx.IAttributeProto[] = []) => {
+            const o = `${nm}_${nodes.length}`;
+            nodes.push({ opType: op, input: ins, output: [o], attribute });
+            return o;
+          };
+          if (mode === 'lut4-input') {
+            const lut = new Float32Array(512);
+            for (let c = 0; c < 256; c++) {
+              lut[2 * c] = (c & 15) - 8;
+              lut[2 * c + 1] = (c >> 4) - 8;
+            }
+            inits.push({ name: `${nm}_lut`, dataType: 1, dims: [256, 2], rawData: new Uint8Array(lut.buffer) });
+            const idx = e('Cast', [`${nm}_q`], [{ name: 'to', type: 2, i: 6 }]);
+            const pair = e('Gather', [`${nm}_lut`, idx], [{ name: 'axis', type: 2, i: 0 }]); // [N, kb, BS/2, 2]
+            const ww = e('Mul', [e('Reshape', [pair, i64(`${nm}_r1`, [N, kb, BS])]), e('Reshape', [`${nm}_s`, i64(`${nm}_r2`, [N, kb, 1])])]);
+            wq = e('Reshape', [ww, i64(`${nm}_r3`, [N, kb * BS])]);
+          } else {
+            inits.push({ name: `${nm}_u4`, dataType: 2, dims: [], rawData: new Uint8Array([4]) });
+            inits.push({ name: `${nm}_u15`, dataType: 2, dims: [], rawData: new Uint8Array([15]) });
+            const hi = e('BitShift', [`${nm}_q`, `${nm}_u4`], [{ name: 'direction', type: 3, s: new TextEncoder().encode('RIGHT') }]);
+            const lo = e('BitwiseAnd', [`${nm}_q`, `${nm}_u15`]);
+            const pair = e(
+              'Concat',
+              [e('Unsqueeze', [lo, i64(`${nm}_a3`, [3])]), e('Unsqueeze', [hi, i64(`${nm}_b3`, [3])])],
+              [{ name: 'axis', type: 2, i: 3 }],
+            );
+            const c8 = e('Reshape', [pair, i64(`${nm}_r1`, [N, kb * BS])]);
+            if (mode === 'bs4-input') {
+              inits.push({ name: `${nm}_z`, dataType: 2, dims: [N, kb], rawData: new Uint8Array(N * kb).fill(8) });
+              wq = e(
+                'DequantizeLinear',
+                [c8, e('Reshape', [`${nm}_s`, i64(`${nm}_r2`, [N, kb])]), `${nm}_z`],
+                [
+                  { name: 'axis', type: 2, i: 1 },
+                  { name: 'block_size', type: 2, i: BS },
+                ],
+              );
+            } else {
+              const cf = e('Cast', [e('Reshape', [c8, i64(`${nm}_r4`, [N, kb, BS])])], [{ name: 'to', type: 2, i: 1 }]);
+              const ww = e('Mul', [e('Sub', [cf, f32(`${nm}_c8`, 8)]), e('Reshape', [`${nm}_s`, i64(`${nm}_r2`, [N, kb, 1])])]);
+              wq = e('Reshape', [ww, i64(`${nm}_r3`, [N, kb * BS])]);
+            }
+          }
+        } else if (mode === 'gbq4-input') {
+          add(`${nm}_q`, 2, [N, (kb * BS) / 2], m.codes, 'uint8');
+          add(`${nm}_s`, 1, [N, kb], m.scales, 'float32');
+          nodes.push({
+            opType: 'GatherBlockQuantized',
+            domain: 'com.microsoft',
+            input: [
+              `${nm}_q`,
+              i64(
+                `${nm}_rows`,
+                Array.from({ length: N }, (_, i) => i),
+              ),
+              `${nm}_s`,
+            ],
+            output: [`${nm}_w`],
+            attribute: [
+              { name: 'gather_axis', type: 2, i: 0 },
+              { name: 'quantize_axis', type: 2, i: 1 },
+              { name: 'block_size', type: 2, i: BS },
+              { name: 'bits', type: 2, i: 4 },
+            ],
+          });
+          wq = `${nm}_w`;
+        } else {
+          add(`${nm}_q`, 2, [N, kb, BS / 2], m.codes, 'uint8');
+          add(`${nm}_s`, 1, [N * kb], m.scales, 'float32');
+          const e = (op: string, ins: string[], attribute: onnxProto.onnx.IAttributeProto[] = []) => {
+            const o = `${nm}_${nodes.length}`;
+            nodes.push({ opType: op, input: ins, output: [o], attribute });
+            return o;
+          };
+          const c = e('Cast', [`${nm}_q`], [{ name: 'to', type: 2, i: 1 }]);
+          const hi = e('Floor', [e('Div', [c, f32(`${nm}_c16a`, 16)])]);
+          const lo = e('Sub', [c, e('Mul', [hi, f32(`${nm}_c16b`, 16)])]);
+          const pair = e('Concat', [e('Unsqueeze', [lo, i64(`${nm}_a3`, [3])]), e('Unsqueeze', [hi, i64(`${nm}_b3`, [3])])], [{ name: 'axis', type: 2, i: 3 }]);
+          const cc = e('Reshape', [pair, i64(`${nm}_r1`, [N, kb, BS])]);
+          const ww = e('Mul', [e('Sub', [cc, f32(`${nm}_c8`, 8)]), e('Reshape', [`${nm}_s`, i64(`${nm}_r2`, [N, kb, 1])])]);
+          wq = e('Reshape', [ww, i64(`${nm}_r3`, [N, kb * BS])]);
+        }
+        nodes.push({ opType: 'Gemm', input: [h, wq], output: [out], attribute: [{ name: 'transB', type: 2, i: 1 }] });
       } else if (mode.startsWith('dq')) {
         const wt = new Int8Array(K * N),
           sc = new Float32Array(N);
@@ -145,7 +266,7 @@ function build(mode: string) {
   const model = onnx.ModelProto.create({
     irVersion: 8,
     opsetImport: [
-      { domain: '', version: 18 },
+      { domain: '', version: mode.startsWith('dql') || mode.startsWith('bs4') ? 21 : 18 },
       { domain: 'com.microsoft', version: 1 },
     ],
     graph: { name: 'g', node: nodes, initializer: inits, input: inputs, output: [vi('y', 1, ['M', D])] },

@@ -2,10 +2,9 @@
  * The quantized frozen base (model.quantize_base, engine/model/quantize.ts) on the CPU: every
  * program reads the base's linear weights as codes + scales. Against a float32 twin holding the
  * dequantized weights (the reference the quantized programs compute): scoring and the LoRA
- * training step's adapter gradients agree to float32 rounding (MatMulNBits at accuracy level 0
- * computes with exactly those weights; the backward pass dequantizes them per layer); decoding on
- * the CPU (MatMulNBits with int8 activations over pre-packed codes) within its pinned bound. A
- * checkpoint holds only
+ * training step's adapter gradients agree to float32 rounding (the CPU dequantizes each weight, then
+ * Gemm; the backward pass dequantizes them per layer); decoding on the CPU (MatMulNBits with int8
+ * activations over pre-packed codes) within its pinned bound. A checkpoint holds only
  * the adapters (and the quantization it was trained with) and reloads to the same logits.
  */
 import { afterAll, describe, expect, it } from 'vitest';
@@ -145,7 +144,13 @@ describe('quantized base: graphs and checkpoints', () => {
       quantizedBaseSpecs(trainInputSpecs(cfg, nllLoss, lora), layout),
       withQuantizedBase(trainProgram(cfg, nllLoss, lora, 1, false, true), layout, weightShapes(cfg), 'input', 0),
     );
-    const model = onnxProto.onnx.ModelProto.decode(toOnnx(withGradients(g, 'loss', Object.keys(adapterShapes(cfg, lora)))));
+    const grad = withGradients(g, 'loss', Object.keys(adapterShapes(cfg, lora)));
+    // WebGPU: MatMulNBits (its shader) forward; the CPU: the weight dequantized, then Gemm (MatMulNBits over codes
+    // that are an input dequantizes per call in a slow path), and no MatMulNBits.
+    const cpu = onnxProto.onnx.ModelProto.decode(toOnnx(grad)).graph!.node!.map((n) => n.opType!);
+    expect(cpu.filter((o) => o === 'MatMulNBits').length).toBe(0);
+    expect(cpu.filter((o) => o === 'Gemm').length).toBe(names.size);
+    const model = onnxProto.onnx.ModelProto.decode(toOnnx(grad, { webgpu: true }));
     const inputs = model.graph!.input!.map((i) => i.name!);
     for (const n of names) {
       expect(inputs).not.toContain(n);
@@ -159,6 +164,34 @@ describe('quantized base: graphs and checkpoints', () => {
     const fourBit = [...layout.values()].filter((q) => q.bits === 4).length;
     expect(fourBit).toBe(names.size - 1);
     expect(ops.filter((o) => o === 'Floor').length).toBe(fourBit - 3);
+  });
+
+  it("the CPU train graph: ONNX Runtime's optimizer keeps each product's dequantization its own (no float32 weight kept from the forward pass to the backward)", async () => {
+    const { traceGraph } = await import('../../../engine/tensor/graph');
+    const { withGradients } = await import('../../../engine/tensor/autodiff');
+    const { toOnnx } = await import('../../../engine/tensor/onnx');
+    const { trainInputSpecs, trainProgram } = await import('../../../engine/model/graphs');
+    const { quantizedBaseSpecs, withQuantizedBase } = await import('../../../engine/model/quantize');
+    const { weightShapes } = await import('../../../engine/model/config');
+    const { adapterShapes } = await import('../../../engine/model/lora');
+    const { createRequire } = await import('node:module');
+    const ort = createRequire(import.meta.url)('onnxruntime-node') as typeof import('onnxruntime-node');
+    const layout = baseQuantLayout(cfg, { bits: 4, blockSize: 32 });
+    const g = traceGraph(
+      quantizedBaseSpecs(trainInputSpecs(cfg, nllLoss, lora), layout),
+      withQuantizedBase(trainProgram(cfg, nllLoss, lora, 1, false, true), layout, weightShapes(cfg), 'input', 0),
+    );
+    const bytes = toOnnx(withGradients(g, 'loss', Object.keys(adapterShapes(cfg, lora))));
+    // One BitShift per 4-bit dequantization on the CPU (the high nibble): the forward's and the backward's. Before the
+    // codes waited for the gated scales, common-subexpression elimination merged a weight's two chains into one (25 →
+    // 14 here), whose float32 output lived from the forward pass to the backward: the float32 base.
+    const nibbleSplits = (m: Uint8Array) => onnxProto.onnx.ModelProto.decode(m).graph!.node!.filter((n) => n.opType === 'BitShift').length;
+    const path = join(mkdtempSync(join(tmpdir(), 'arbor-qbase-opt-')), 'train.onnx');
+    const s = await ort.InferenceSession.create(bytes, { graphOptimizationLevel: 'all', optimizedModelFilePath: path, logSeverityLevel: 3 });
+    await s.release();
+    const fourBit = [...layout.values()].filter((q) => q.bits === 4).length;
+    expect(nibbleSplits(bytes)).toBe(fourBit + fourBit - 3);
+    expect(nibbleSplits(readFileSync(path))).toBe(nibbleSplits(bytes));
   });
 
   it('a folder is quantized tensor by tensor as it is read (BF16 safetensors): the same codes as quantizing the float32 load', async () => {
