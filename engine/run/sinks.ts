@@ -88,10 +88,10 @@ export async function recordedRun<T>(rec: RunHandle | undefined, body: () => Pro
 }
 
 /** Tool calls of these episodes that the sandbox cut off at its memory limit: [tool name, error]. */
-export function memoryLimitHits(episodes: { toolCallRecords?: { calls: unknown[] }[] }[]): { name: string; error: string }[] {
+export function memoryLimitHits(episodes: { toolCallsAt?: { calls: unknown[] }[] }[]): { name: string; error: string }[] {
   const out: { name: string; error: string }[] = [];
   for (const e of episodes)
-    for (const r of e.toolCallRecords ?? [])
+    for (const r of e.toolCallsAt ?? [])
       for (const c of r.calls as { name?: string; error?: string }[])
         if (c.error && /sandbox memory limit/.test(c.error)) out.push({ name: c.name ?? '?', error: c.error });
   return out;

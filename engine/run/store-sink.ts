@@ -42,7 +42,7 @@ export function episodeToRecord(
     const ids = Array.from(e.tokens.subarray(i, j));
     const role = m ? 'model' : turns.length === 0 ? 'env' : 'tool';
     const stepReward = e.stepRewards.filter((r) => r.at >= i && r.at < j).reduce((a, r) => a + r.value, 0);
-    const calls = m ? (e.toolCallRecords ?? []).filter((r) => r.at >= i && r.at < j).flatMap((r) => r.calls) : [];
+    const calls = m ? (e.toolCallsAt ?? []).filter((r) => r.at >= i && r.at < j).flatMap((r) => r.calls) : [];
     turns.push({
       role,
       text: decode(ids),

@@ -42,7 +42,7 @@ export interface Episode {
   /** The task's metadata (gold answers, hops, question), kept with stored trajectories. */
   meta?: Record<string, unknown>;
   /** Tool calls of each model turn (name, arguments, result, error, latency), at the turn's last token index. */
-  toolCallRecords?: { at: number; calls: unknown[] }[];
+  toolCallsAt?: { at: number; calls: unknown[] }[];
   /** The model turns, [start, end) in `tokens`, with the observation the model saw before each (GiGPO's anchor states). */
   steps?: { start: number; end: number; observation: string }[];
   /** The rollout's timings of this episode (total, model and environment ms, token counts). */

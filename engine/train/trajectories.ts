@@ -9,7 +9,7 @@ import type { Demo } from './sft';
 export function trajectoryToEpisode(t: Trajectory): Episode {
   const f = flattenTrajectory(t);
   const tc = toolCallCount(t);
-  const toolCallRecords: { at: number; calls: unknown[] }[] = [];
+  const toolCallsAt: { at: number; calls: unknown[] }[] = [];
   // Steps: each model turn and what the model saw just before it (the prompt, then the tool/env output since the previous turn).
   const steps: NonNullable<Episode['steps']> = [];
   let observation = t.promptText;
@@ -25,7 +25,7 @@ export function trajectoryToEpisode(t: Trajectory): Episode {
     } else observation += u.text;
     p += u.tokenIds.length;
     if (u.role !== 'model') continue;
-    if (u.toolCalls?.length) toolCallRecords.push({ at: p - 1, calls: u.toolCalls });
+    if (u.toolCalls?.length) toolCallsAt.push({ at: p - 1, calls: u.toolCalls });
     const extra = outcome.stepRewards?.[k++];
     if (extra && u.tokenIds.length > 0) stepRewards.push({ at: p - 1, value: extra });
   }
@@ -49,7 +49,7 @@ export function trajectoryToEpisode(t: Trajectory): Episode {
     promptLength: f.promptLength,
     answer: t.outcome.answer,
     ...(t.meta ? { meta: t.meta } : {}),
-    ...(toolCallRecords.length ? { toolCallRecords } : {}),
+    ...(toolCallsAt.length ? { toolCallsAt } : {}),
     steps,
     ...(t.timings ? { timings: { ...t.timings } } : {}),
     ...(outcome.oovTokens ? { oovTokens: outcome.oovTokens } : {}),
