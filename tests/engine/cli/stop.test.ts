@@ -52,16 +52,14 @@ describe('arbor train: stop during the SFT warm start', () => {
     expect(ck.state).toMatchObject({ phase: 'sft', complete: false, total: 200 });
     expect(ck.step).toBeLessThan(200);
     expect(stdout).toContain('(stopped; `arbor train --resume run` continues it)');
-    const status = () =>
-      (JSON.parse(spawnSync(process.execPath, [bin, 'runs', '--json'], { encoding: 'utf8', env }).stdout) as { id: string; status: string }[]).find(
-        (r) => r.id === 'run',
-      )?.status;
-    expect(status()).toBe('stopped');
-    // The SFT warm start is its own run, the parent, stopped with it.
+    // One `arbor runs` listing per stage (each is a CLI start).
     type Row = { id: string; status: string; template: string; parentId?: string; step: number };
     const list = () => JSON.parse(spawnSync(process.execPath, [bin, 'runs', '--json'], { encoding: 'utf8', env }).stdout) as Row[];
-    const sftId = list().find((r) => r.id === 'run')!.parentId!;
-    expect(list().find((r) => r.id === sftId)).toMatchObject({ template: 'sft', status: 'stopped', step: ck.step });
+    const stopped = list();
+    expect(stopped.find((r) => r.id === 'run')?.status).toBe('stopped');
+    // The SFT warm start is its own run, the parent, stopped with it.
+    const sftId = stopped.find((r) => r.id === 'run')!.parentId!;
+    expect(stopped.find((r) => r.id === sftId)).toMatchObject({ template: 'sft', status: 'stopped', step: ck.step });
 
     const again = spawnSync(process.execPath, [bin, 'train', '--resume', runDir, '--json'], { encoding: 'utf8', env, timeout: 240_000 });
     expect(again.status, again.stderr).toBe(0);
@@ -73,9 +71,10 @@ describe('arbor train: stop during the SFT warm start', () => {
     expect(out.sft).toMatchObject({ resumedFrom: ck.step, steps: 200, complete: true });
     expect(out.lastStep).toBe(1);
     expect(out.stopped).toBe(false);
-    expect(status()).toBe('completed');
+    const done = list();
+    expect(done.find((r) => r.id === 'run')?.status).toBe('completed');
     // The resume continued that SFT run (no second one), to its end.
-    expect(list().filter((r) => r.template === 'sft')).toEqual([expect.objectContaining({ id: sftId, status: 'completed', step: 200 })]);
-    expect(list().find((r) => r.id === 'run')!.parentId).toBe(sftId);
+    expect(done.filter((r) => r.template === 'sft')).toEqual([expect.objectContaining({ id: sftId, status: 'completed', step: 200 })]);
+    expect(done.find((r) => r.id === 'run')!.parentId).toBe(sftId);
   }, 300_000);
 });
