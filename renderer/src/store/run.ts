@@ -1,6 +1,6 @@
 // The open run (the Run view): its detail, metric series and log, followed live, and what the view
 // does with it (notes, tags, export, the "why didn't it learn" diagnostics).
-import type { ArborApi, EngineEvent, ExportedFile, LogLine, RunDetail, RunSummary, Series, TrajectorySummary, Learning } from '../api/types';
+import type { ArborApi, Checkpoint, EngineEvent, ExportedFile, LogLine, RunDetail, RunSummary, Series, TrajectorySummary, Learning } from '../api/types';
 import { patchSlice, type Get, type Set } from './state';
 
 declare module './state' {
@@ -66,6 +66,9 @@ export function createRunSlice(api: ArborApi, set: Set, get: Get): RunSlice {
   const patch = (p: Partial<RunState>) => patchSlice(set, 'run', p);
   const report = (context: string, err: unknown) => get().connectionActions.reportError(context, err);
   let pendingRun: RunSummary | null = null;
+  // Checkpoints announced while the open run was loading: merged into the snapshot when it arrives.
+  let pendingCheckpoints: { runId: string; checkpoint: Checkpoint }[] = [];
+  const withCheckpoint = (list: Checkpoint[], c: Checkpoint) => [...list.filter((x) => x.id !== c.id), c].sort((a, b) => a.step - b.step);
   const actions: RunSlice['runActions'] = {
     async open(id) {
       set({ run: { ...get().run, id, detail: null, series: {}, log: [] }, nav: { view: 'run' } });
@@ -98,8 +101,10 @@ export function createRunSlice(api: ArborApi, set: Set, get: Get): RunSlice {
         const lastSeq = log.length ? log[log.length - 1].seq : 0;
         const pending = pendingRun?.id === id && (pendingRun.step ?? -1) >= (detail.step ?? -1) ? pendingRun : null;
         pendingRun = null;
+        const checkpoints = pendingCheckpoints.filter((p) => p.runId === id).reduce((list, p) => withCheckpoint(list, p.checkpoint), detail.checkpoints);
+        pendingCheckpoints = [];
         patch({
-          detail: pending ? { ...detail, ...pending } : detail,
+          detail: { ...detail, ...(pending ?? {}), checkpoints },
           series: mergeSeries(series, s.series),
           log: [...log, ...s.log.filter((l) => l.seq > lastSeq)],
         });
@@ -162,8 +167,9 @@ export function createRunSlice(api: ArborApi, set: Set, get: Get): RunSlice {
       } else if (e.type === 'run' && e.run.id === s.id) {
         if (s.detail) patch({ detail: { ...s.detail, ...e.run } });
         else pendingRun = e.run; // still loading: merged when the snapshot arrives
-      } else if (e.type === 'checkpoint' && e.runId === s.id && s.detail) {
-        patch({ detail: { ...s.detail, checkpoints: [...s.detail.checkpoints.filter((c) => c.id !== e.checkpoint.id), e.checkpoint] } });
+      } else if (e.type === 'checkpoint' && e.runId === s.id) {
+        if (s.detail) patch({ detail: { ...s.detail, checkpoints: withCheckpoint(s.detail.checkpoints, e.checkpoint) } });
+        else pendingCheckpoints.push({ runId: e.runId, checkpoint: e.checkpoint }); // still loading
       }
     },
   };
