@@ -46,7 +46,10 @@ describe('arbor train with LoRA on the multi-hop task', () => {
     });
     expect(r.status, r.stderr).toBe(0);
     const summary = JSON.parse(r.stdout.trim().split('\n').pop()!) as { eval: Record<string, number>; lastCheckpoint: string };
+    // A fraction of the held-out questions (what the model learned is not asserted: it moves with the CPU).
+    expect(Number.isFinite(summary.eval.exact_match)).toBe(true);
     expect(summary.eval.exact_match).toBeGreaterThanOrEqual(0);
+    expect(summary.eval.exact_match).toBeLessThanOrEqual(1);
 
     const rows = readMetricsJsonl(join(dir, 'run', 'metrics.jsonl')).filter((x) => x.values['reward/mean'] !== undefined);
     expect(rows.map((x) => x.step)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
