@@ -165,12 +165,25 @@ interface PlanOpts {
 
 const allLinear = (rank: number): LoraSpec => resolveLora({ rank, alpha: 32, dropout: 0, target_modules: 'all-linear' });
 
+/**
+ * The process's RSS as a training run's would be before its model exists: `arbor plan` loads only
+ * its own modules (cli/main.ts COMMAND_MODULES), so the run's modules that `arbor train` starts
+ * with and the model runtime are loaded first, or the plan's baseline would miss their code and heap.
+ */
+async function runBaselineRss(): Promise<number> {
+  await import('../../run/runner'); // what `arbor train` starts with (its run composition)
+  await import('../../run/run-dir');
+  await import('../../model/runtime');
+  return process.memoryUsage().rss;
+}
+
 async function planInput(target: string | undefined, o: PlanOpts): Promise<{ input: MemoryPlanInput; microBatches: number; source: string }> {
   if ((target === undefined) === (o.shape === undefined)) throw new Error('give a config file, a model folder, or --shape NAME (one of them)');
   let r: { input: MemoryPlanInput; microBatches: number; source: string };
+  const baseline = await runBaselineRss();
   if (target && existsSync(target) && statSync(target).isFile()) {
     const { cfg } = await loadConfig(target, (raw) => applyOverrides(raw, o.set), { job: 'train' });
-    r = { ...planInputFromConfig(cfg, process.memoryUsage().rss), source: `config ${target}` };
+    r = { ...planInputFromConfig(cfg, baseline), source: `config ${target}` };
   } else {
     if (o.set.length) throw new Error('--set changes a config; give a config file');
     let config: ModelConfig;
@@ -200,7 +213,7 @@ async function planInput(target: string | undefined, o: PlanOpts): Promise<{ inp
         // --measure builds the weights in this process with no folder, and the plan says so (PolicyModel keepHostBase).
         hostBaseCopy: false,
         device: o.device === undefined || o.device === 'auto' ? 'cpu' : o.device,
-        baseline: process.memoryUsage().rss,
+        baseline,
       },
       microBatches: o.microBatches ?? 1,
       source,
