@@ -103,6 +103,12 @@ function build(mode: string) {
     ] as const) {
       const w = rand(N * K, l * 2 + (K === D ? 0 : 1)); // [N, K]
       const out = `${nm}_y`;
+      /** One node of this product's dequantization chain, its output named after the node count. */
+      const e = (op: string, ins: string[], attribute: onnxProto.onnx.IAttributeProto[] = []) => {
+        const o = `${nm}_${nodes.length}`;
+        nodes.push({ opType: op, input: ins, output: [o], attribute });
+        return o;
+      };
       if (mode.startsWith('f32')) {
         const wt = new Float32Array(K * N);
         for (let n = 0; n < N; n++) for (let k = 0; k < K; k++) wt[k * N + n] = w[n * K + k]!;
@@ -164,11 +170,6 @@ function build(mode: string) {
         } else if (mode === 'lut4-input' || mode === 'bs4-input' || mode === 'bsf4-input') {
           add(`${nm}_q`, 2, [N, kb, BS / 2], m.codes, 'uint8');
           add(`${nm}_s`, 1, [N * kb], m.scales, 'float32');
-          const e = (op: string, ins: string[], attribute: onnxProto.onnx.IAttributeProto[] = []) => {
-            const o = `${nm}_${nodes.length}`;
-            nodes.push({ opType: op, input: ins, output: [o], attribute });
-            return o;
-          };
           if (mode === 'lut4-input') {
             const lut = new Float32Array(512);
             for (let c = 0; c < 256; c++) {
@@ -233,11 +234,6 @@ function build(mode: string) {
         } else {
           add(`${nm}_q`, 2, [N, kb, BS / 2], m.codes, 'uint8');
           add(`${nm}_s`, 1, [N * kb], m.scales, 'float32');
-          const e = (op: string, ins: string[], attribute: onnxProto.onnx.IAttributeProto[] = []) => {
-            const o = `${nm}_${nodes.length}`;
-            nodes.push({ opType: op, input: ins, output: [o], attribute });
-            return o;
-          };
           const c = e('Cast', [`${nm}_q`], [{ name: 'to', type: 2, i: 1 }]);
           const hi = e('Floor', [e('Div', [c, f32(`${nm}_c16a`, 16)])]);
           const lo = e('Sub', [c, e('Mul', [hi, f32(`${nm}_c16b`, 16)])]);
