@@ -11,8 +11,12 @@ export function registerReplay(engine: EngineHost): void {
   // Live rollouts (engine/playground/live.ts) keep their model and environment until they end or close.
   let live: import('../playground/live').LiveRollouts | undefined;
   const lives = async () => (live ??= new (await import('../playground/live')).LiveRollouts(() => engine.store!, engine.opts.home));
+  // The replay module loads on first use; closing releases its top-k model only when it was
+  // loaded (importing it at close would load code after the host is gone).
+  let replay: typeof import('../replay/replay') | undefined;
+  const replayModule = async () => (replay ??= await import('../replay/replay'));
   engine.onClose(() => {
-    void import('../replay/replay').then((m) => m.closeTopkModel());
+    void replay?.closeTopkModel();
     void live?.close();
   });
   engine.on('live.start', async (p) => (await lives()).start(p));
@@ -24,7 +28,7 @@ export function registerReplay(engine: EngineHost): void {
   let chain: Promise<unknown> = Promise.resolve();
   engine.on('replay.fork', (p, client: Client) => {
     const run = chain.then(async () => {
-      const { replayFork } = await import('../replay/replay');
+      const { replayFork } = await replayModule();
       return replayFork(engine.store!, engine.opts.home, p, (e) => client.send({ event: 'replay', data: e }));
     });
     chain = run.catch(() => undefined);
@@ -32,12 +36,12 @@ export function registerReplay(engine: EngineHost): void {
   });
   engine.on('replay.forks', (p) => engine.store!.forks(p));
   engine.on('replay.topk', async (p) => {
-    const { topkAt } = await import('../replay/replay');
+    const { topkAt } = await replayModule();
     return topkAt(engine.store!, engine.opts.home, p);
   });
   engine.on('replay.drift', async (p) => {
     if (!p.trajectoryId === !p.runId) throw new Error('replay.drift: give trajectoryId or runId (one of them)');
-    const { trajectoryDrift, runDrift } = await import('../replay/replay');
+    const { trajectoryDrift, runDrift } = await replayModule();
     return p.trajectoryId
       ? { trajectory: await trajectoryDrift(engine.store!, engine.opts.home, p.trajectoryId) }
       : { run: await runDrift(engine.store!, engine.opts.home, p.runId!) };
