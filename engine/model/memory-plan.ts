@@ -17,8 +17,8 @@
  *   form, LoRA, the config's loss) is traced at the micro-batch's size and the tensors alive at
  *   once are counted in execution order (`graphPeakBytes`; views share their input's buffer),
  *   times ORT_ARENA_FACTOR for what ONNX Runtime's arena and kernels add (measured, below);
- * - the score graph (old and reference logprobs) likewise, forward only, over a step's episodes at once
- *   (in recording order, scoreGraphBytes);
+ * - the score graph (old and reference logprobs) likewise, forward only, over one scoring call: the loop
+ *   scores a step's episodes in pieces of the update's micro-batch (in recording order, scoreGraphBytes);
  * - the rollouts' KV cache is batch × max length × layers × KV heads × head dim × 2 (K, V) × 4 bytes,
  *   held by the decode worker; float32 decode sessions of 4M–200M parameters on the CPU bake a
  *   transposed copy of the linear weights in (PolicyModel bakeDecodeWeights);
@@ -239,16 +239,19 @@ export interface MemoryPlanInput {
   loss?: LossSpec;
   /** Rollouts: sequences decoded at once and their longest length (prompt + every turn). Absent: no rollouts (SFT, a bare step). */
   rollout?: { batch: number; maxLength: number };
-  /** The old/reference logprobs' scoring call: every episode of a step at once (forward only). Absent: no scoring. */
-  score?: { batch: number; seq: number };
+  /**
+   * The old/reference logprobs' scoring (forward only): `batch` sequences per call (the loop's pieces: the update's
+   * micro-batch, engine/train/loop.ts scorePieceSize), `sequences` scored per step (default `batch`). Absent: no scoring.
+   */
+  score?: { batch: number; seq: number; sequences?: number };
   /** The main thread keeps a host copy of the frozen base (a built-in model without a folder; PolicyModel keepHostBase). Default false. */
   hostBaseCopy?: boolean;
   /** The KL reference: a copy of the trainable weights (algorithm.kl_coef > 0). */
   klReference?: boolean;
   /** A PPO critic (GAE): a full float32 copy of the transformer, trained in full. */
   critic?: boolean;
-  /** algorithm.distill: the teacher (its own frozen float32 model) and its scoring call over a step's episodes. */
-  teacher?: { config: ModelConfig; score: { batch: number; seq: number } };
+  /** algorithm.distill: the teacher (its own frozen float32 model) and its scoring calls (pieces of `batch` of a step's `sequences`). */
+  teacher?: { config: ModelConfig; score: { batch: number; seq: number; sequences?: number } };
   /** `rollout.quantize`: a quantized copy of the linear weights for sampling (held by the main thread and the decode session). */
   rolloutQuantize?: BaseQuant | 'none';
   /** Device the sessions run on ('cpu' unless said: decode weights are baked only there). */
@@ -412,12 +415,12 @@ function criticItem(params: number): PlanItem {
 /** algorithm.distill's teacher: its frozen float32 weights twice and its scoring call's activations. */
 function teacherItem(teacher: NonNullable<MemoryPlanInput['teacher']>): PlanItem {
   const tp = parameterCount(teacher.config);
-  const act = scoreGraphBytes(teacher.config, teacher.score) * ORT_ARENA_FACTOR;
+  const act = scoreGraphBytes(teacher.config, { batch: teacher.score.batch, seq: teacher.score.seq }) * ORT_ARENA_FACTOR;
   return {
     id: 'teacher',
     label: 'distillation teacher',
     bytes: tp * 4 * 2 + act,
-    detail: `${(tp / 1e6).toFixed(1)}M float32 values × 2 (main thread, ORT worker; never updated) + scoring ${teacher.score.batch} sequences × ${teacher.score.seq} tokens ${fmtBytes(act)}`,
+    detail: `${(tp / 1e6).toFixed(1)}M float32 values × 2 (main thread, ORT worker; never updated) + scoring ${scoredIn(teacher.score)} ${fmtBytes(act)}`,
     key: 'algorithm.distill.teacher',
   };
 }
@@ -479,9 +482,9 @@ function workspaceItems(input: MemoryPlanInput, qspec: BaseQuantSpec | undefined
     items.push({
       id: 'score',
       label: 'scoring activations',
-      bytes: scoreGraphBytes(c, { lora, headChunks: input.headChunks, quantizeBase: qspec, ...input.score }) * ORT_ARENA_FACTOR,
-      detail: `old/reference logprobs of a step's ${input.score.batch} sequences × ${input.score.seq} tokens at once (forward only)`,
-      key: 'rollout.prompts_per_step',
+      bytes: scoreGraphBytes(c, { lora, headChunks: input.headChunks, quantizeBase: qspec, batch: input.score.batch, seq: input.score.seq }) * ORT_ARENA_FACTOR,
+      detail: `old/reference logprobs (forward only) of ${scoredIn(input.score)}`,
+      key: 'algorithm.micro_batches',
     });
   if (input.rollout) {
     const { batch, maxLength } = input.rollout;
@@ -496,6 +499,12 @@ function workspaceItems(input: MemoryPlanInput, qspec: BaseQuantSpec | undefined
     });
   }
   return items;
+}
+
+/** "a step's 8 sequences × 512 tokens in calls of 1", or "… at once" when one call takes them all. */
+function scoredIn(s: { batch: number; seq: number; sequences?: number }): string {
+  const n = s.sequences ?? s.batch;
+  return `a step's ${n} sequences × ${s.seq} tokens ${n > s.batch ? `in calls of ${s.batch} (the update's micro-batch)` : 'at once'}`;
 }
 
 function describeRecompute(c: ModelConfig, r: boolean | number | undefined): string {
@@ -554,7 +563,12 @@ function candidateChanges(input: MemoryPlanInput, micro: number): { key: string;
     tries.push({
       key: 'algorithm.micro_batches',
       change: String(micro * m),
-      input: { ...input, train: { ...input.train, batch: Math.ceil(input.train.batch / m) } },
+      // The loop scores in pieces of the update's micro-batch: more micro-batches, smaller scoring calls.
+      input: {
+        ...input,
+        train: { ...input.train, batch: Math.ceil(input.train.batch / m) },
+        ...(input.score ? { score: { ...input.score, batch: Math.ceil(input.score.batch / m) } } : {}),
+      },
       micro: micro * m,
     });
   if (input.lora && !input.quantizeBase) tries.push({ key: 'model.quantize_base', change: 'int4', input: { ...input, quantizeBase: 'int4' }, micro });
@@ -567,13 +581,14 @@ function candidateChanges(input: MemoryPlanInput, micro: number): { key: string;
     });
   if (input.rollout || input.score) {
     // Fewer prompts per step: fewer sequences decoded, scored and trained on.
-    const most = Math.max(input.rollout?.batch ?? 1, input.score?.batch ?? 1);
+    const most = Math.max(input.rollout?.batch ?? 1, input.score?.sequences ?? input.score?.batch ?? 1);
     for (let f = 2; f / 2 < most; f *= 2) {
       const cut = <X extends { batch: number }>(x: X | undefined): X | undefined => (x ? { ...x, batch: Math.ceil(x.batch / f) } : undefined);
+      const score = input.score && { ...cut(input.score)!, sequences: Math.ceil((input.score.sequences ?? input.score.batch) / f) };
       tries.push({
         key: 'rollout.prompts_per_step',
         change: `1/${f} of it`,
-        input: { ...input, rollout: cut(input.rollout), score: cut(input.score), train: cut(input.train)! },
+        input: { ...input, rollout: cut(input.rollout), score, train: cut(input.train)! },
         micro,
       });
     }

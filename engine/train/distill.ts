@@ -8,7 +8,8 @@
  * on the model's tokens (0 elsewhere), with log π_student the old policy's logprob (the weights
  * that sampled, as the PPO ratio uses). Alone, or added to the estimator's advantage of the task
  * reward (`mix_with_reward`). The teacher is a model folder loaded once on the run's device with
- * its own score session (engine/model/runtime.ts PolicyModel, frozen); it must use the student's
+ * its own score session (engine/model/runtime.ts PolicyModel, frozen), which the loop calls in
+ * pieces of the update's micro-batch as it does the policy's (loop.ts scorePieceSize); it must use the student's
  * tokenizer — its logprobs are of the student's token ids — which is checked by vocabulary.
  */
 import { existsSync, readFileSync } from 'node:fs';

@@ -452,26 +452,62 @@ interface BatchScores {
 }
 
 /**
+ * The most episodes one scoring call takes: the update's micro-batch (a step's episodes over
+ * algorithm.mini_batches, each of those over algorithm.micro_batches, as updatePolicy cuts them:
+ * the largest piece of `chunks`). A scoring call holds its LM head's [rows, vocabulary] chunks and
+ * every layer's activations for all of its rows at once, so it is cut as the update is (TRL scores
+ * in its per-device train batch; verl in log_prob_micro_batch_size pieces).
+ */
+export function scorePieceSize(alg: Pick<LoopSettings['algorithm'], 'mini_batches' | 'micro_batches'>, episodes: number): number {
+  const n = Math.max(1, episodes);
+  const mini = Math.ceil(n / Math.min(Math.max(1, alg.mini_batches), n));
+  return Math.ceil(mini / Math.min(Math.max(1, alg.micro_batches), mini));
+}
+
+/**
+ * `fn` (a per-episode pass: scores, values) over consecutive pieces of at most `size` episodes, its
+ * results concatenated in the episodes' order. Rows are independent, so each episode's result is
+ * the one a single call would give (only the padding of its piece differs).
+ */
+export async function inPieces<R>(episodes: Episode[], size: number, fn: (piece: Episode[]) => Promise<R[]>): Promise<R[]> {
+  const out: R[] = [];
+  for (let i = 0; i < episodes.length; i += Math.max(1, size)) {
+    const piece = episodes.slice(i, i + Math.max(1, size));
+    const r = await fn(piece);
+    if (r.length !== piece.length) throw new Error(`scoring: a pass over ${piece.length} episodes returned ${r.length} results`);
+    out.push(...r);
+  }
+  return out;
+}
+
+/** A ScorePort's logprobs of `episodes`, scored in pieces of at most `size` (inPieces). */
+export async function scoreInPieces(port: ScorePort, episodes: Episode[], size: number): Promise<Float32Array[]> {
+  return inPieces(episodes, size, async (piece) => (await port.score(piece)).logprobs);
+}
+
+/**
  * The batch's old-policy logprobs (the rollout's own with algorithm.old_logprobs: rollout, else recomputed by the
  * policy, their mismatch with the rollout's logged in `m`), the reference's (with a KL term), the teacher's
- * (algorithm.distill) and the critic's values (an estimator with a critic).
+ * (algorithm.distill) and the critic's values (an estimator with a critic); each pass in pieces of the update's
+ * micro-batch (scorePieceSize).
  */
 async function scoreBatch(cfg: Pick<LoopSettings, 'algorithm'>, ports: LoopPorts, episodes: Episode[], m: Record<string, number>): Promise<BatchScores> {
   const byEpisode = <T>(xs: T[]) => new Map(episodes.map((e, i) => [e, xs[i]!] as const));
+  const size = scorePieceSize(cfg.algorithm, episodes.length);
   let oldLogprobs: Map<Episode, Float32Array>;
   if (cfg.algorithm.old_logprobs === 'rollout') {
     // The rollout's own logprobs: the policy has not changed since it sampled them.
     oldLogprobs = new Map(episodes.map((e) => [e, e.rolloutLogprobs] as const));
   } else {
-    const old = await ports.policy.score(episodes);
-    oldLogprobs = byEpisode(old.logprobs);
-    const mis = logprobMismatch(episodes, old.logprobs);
+    const old = await scoreInPieces(ports.policy, episodes, size);
+    oldLogprobs = byEpisode(old);
+    const mis = logprobMismatch(episodes, old);
     m['rollout/logprob_mismatch'] = mis.meanAbs;
     m['rollout/logprob_mismatch_max'] = mis.max;
   }
-  const refLogprobs = ports.reference && cfg.algorithm.kl_coef > 0 ? byEpisode((await ports.reference.score(episodes)).logprobs) : undefined;
-  const teacherLogprobs = ports.teacher ? byEpisode((await ports.teacher.score(episodes)).logprobs) : undefined;
-  const values = ports.advantage.values ? byEpisode(await ports.advantage.values(episodes)) : undefined;
+  const refLogprobs = ports.reference && cfg.algorithm.kl_coef > 0 ? byEpisode(await scoreInPieces(ports.reference, episodes, size)) : undefined;
+  const teacherLogprobs = ports.teacher ? byEpisode(await scoreInPieces(ports.teacher, episodes, size)) : undefined;
+  const values = ports.advantage.values ? byEpisode(await inPieces(episodes, size, (piece) => ports.advantage.values!(piece))) : undefined;
   return { oldLogprobs, refLogprobs, teacherLogprobs, values };
 }
 

@@ -1,7 +1,8 @@
 /**
  * The trainer: the loop's PolicyPort / SftPort on a real transformer (engine/model PolicyModel).
  *  - score: the `score` graph's per-token logprobs and entropy, re-aligned from "position t
- *    predicts token t+1" to the episode's token index;
+ *    predicts token t+1" to the episode's token index, in one call over the episodes it is given
+ *    (the loop gives it pieces of the update's micro-batch: loop.ts scorePieceSize);
  *  - update: one optimizer step per mini-batch, gradients of the loss program accumulated over
  *    its micro-batches, each weighted by its share of what the loss aggregation averages over (so
  *    the accumulated gradient equals the loss over the whole mini-batch), then global-norm

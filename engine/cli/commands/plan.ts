@@ -40,6 +40,7 @@ import { getEstimator } from '../../rl';
 import { AdamW } from '../../rl/optimizer';
 import { randomTokenBatch, nllLoss } from '../../model/lora-step';
 import { accumulate, clipAndStep } from '../../train/grad-accum';
+import { scorePieceSize } from '../../train/loop';
 
 const QUANT_CHOICES = Object.keys(BASE_QUANT_BITS) as BaseQuant[];
 
@@ -57,13 +58,15 @@ export function configModel(cfg: ExperimentConfig): ModelConfig {
  * (rollout.prompts_per_step × rollout.n sequences over algorithm.mini_batches × micro_batches)
  * and, with sft.warm_start, an SFT step's (sft.batch_size over micro_batches), at
  * rollout.max_total_length tokens; the rollouts decode min(64, prompts × n) sequences at once (the
- * decode backend's cap) up to max_total_length.
+ * decode backend's cap) up to max_total_length; the scoring passes (old policy, reference, teacher)
+ * take the step's episodes in pieces of the update's micro-batch (engine/train/loop.ts scorePieceSize).
  */
 export function planInputFromConfig(cfg: ExperimentConfig, baseline?: number): { input: MemoryPlanInput; microBatches: number } {
   const alg = cfg.algorithm;
   const prompts = alg.dynamic_sampling.enabled ? (alg.dynamic_sampling.gen_prompts ?? cfg.rollout.prompts_per_step) : cfg.rollout.prompts_per_step;
   const episodes = cfg.rollout.prompts_per_step * cfg.rollout.n;
-  let batch = Math.ceil(episodes / (alg.mini_batches * alg.micro_batches));
+  const piece = scorePieceSize(alg, episodes);
+  let batch = piece;
   if (cfg.sft.warm_start) batch = Math.max(batch, Math.ceil(cfg.sft.batch_size / alg.micro_batches));
   const device = cfg.device === 'auto' ? 'cpu' : cfg.device;
   const input: MemoryPlanInput = {
@@ -75,13 +78,15 @@ export function planInputFromConfig(cfg: ExperimentConfig, baseline?: number): {
     recomputeLayers: cfg.model.recompute_layers ?? false,
     loss: policyLoss(cfg),
     rollout: { batch: Math.min(64, prompts * cfg.rollout.n), maxLength: cfg.rollout.max_total_length },
-    // The old policy's logprobs (old_logprobs: recompute) and the KL reference's score every episode of a step in one call.
-    score: alg.old_logprobs === 'recompute' || alg.kl_coef > 0 ? { batch: episodes, seq: cfg.rollout.max_total_length } : undefined,
+    // The old policy's logprobs (old_logprobs: recompute) and the KL reference's: every episode of a step, in pieces of the update's micro-batch.
+    score: alg.old_logprobs === 'recompute' || alg.kl_coef > 0 ? { batch: piece, seq: cfg.rollout.max_total_length, sequences: episodes } : undefined,
     hostBaseCopy: !cfg.model.path,
     klReference: alg.kl_coef > 0,
     critic: getEstimator(alg.adv_estimator).needsCritic,
     // algorithm.distill: the teacher's own weights and its scoring of every episode of a step.
-    ...(alg.distill ? { teacher: { config: readModelConfig(alg.distill.teacher), score: { batch: episodes, seq: cfg.rollout.max_total_length } } } : {}),
+    ...(alg.distill
+      ? { teacher: { config: readModelConfig(alg.distill.teacher), score: { batch: piece, seq: cfg.rollout.max_total_length, sequences: episodes } } }
+      : {}),
     rolloutQuantize: cfg.rollout.quantize,
     device,
     baseline,
@@ -209,7 +214,8 @@ async function planInput(target: string | undefined, o: PlanOpts): Promise<{ inp
         train: { batch: o.batch ?? 1, seq },
         recomputeLayers: o.recomputeLayers ?? false,
         rollout: o.rolloutBatch ? { batch: o.rolloutBatch, maxLength: seq } : undefined,
-        score: o.rolloutBatch ? { batch: o.rolloutBatch, seq } : undefined,
+        // The rollouts' sequences scored as a run scores them: in pieces of the update's micro-batch (--batch).
+        score: o.rolloutBatch ? { batch: Math.min(o.rolloutBatch, o.batch ?? 1), seq, sequences: o.rolloutBatch } : undefined,
         // --measure builds the weights in this process with no folder, and the plan says so (PolicyModel keepHostBase).
         hostBaseCopy: false,
         device: o.device === undefined || o.device === 'auto' ? 'cpu' : o.device,
@@ -228,7 +234,13 @@ async function planInput(target: string | undefined, o: PlanOpts): Promise<{ inp
   }
   if (o.device && o.device !== 'auto') i.device = o.device;
   if (o.seq !== undefined) i.train = { ...i.train, seq: o.seq };
-  if (o.batch !== undefined) i.train = { ...i.train, batch: o.batch };
+  if (o.batch !== undefined) {
+    i.train = { ...i.train, batch: o.batch };
+    // The scoring pieces are the update's micro-batch.
+    const piece = <S extends { batch: number; sequences?: number }>(x: S): S => ({ ...x, batch: Math.min(x.sequences ?? x.batch, o.batch!) });
+    if (i.score) i.score = piece(i.score);
+    if (i.teacher) i.teacher = { ...i.teacher, score: piece(i.teacher.score) };
+  }
   if (o.recomputeLayers !== undefined) i.recomputeLayers = o.recomputeLayers;
   if (target && existsSync(target) && statSync(target).isFile()) {
     if (o.loss) throw new Error("--loss: a config's plan uses its own algorithm.policy_loss; give --loss with --shape or a model folder");
@@ -256,7 +268,11 @@ export function register(program: Command): void {
     .option('--device <device>', `where the run's sessions live (${DEVICES.join(', ')})`, deviceOption)
     .option('--seq <n>', "tokens per training sequence (default: the config's rollout.max_total_length, else 512)", intFlag('seq', 1))
     .option('--batch <n>', "sequences per training micro-batch (default: the config's, else 1)", intFlag('batch', 1))
-    .option('--rollout-batch <n>', 'without a config: sequences decoded at once, each up to --seq tokens (the KV cache)', intFlag('rollout-batch', 1))
+    .option(
+      '--rollout-batch <n>',
+      'without a config: sequences decoded at once, each up to --seq tokens (the KV cache), then scored in calls of --batch',
+      intFlag('rollout-batch', 1),
+    )
     .option('--recompute-layers [k]', 'recompute block activations in the backward pass: all, or the first k blocks', (v: string) =>
       intFlag('recompute-layers', 0)(v),
     )
@@ -323,7 +339,7 @@ export function register(program: Command): void {
       if (measured) {
         const what = measured.scored ? 'step and scoring call' : 'step';
         console.log(
-          `measured: one training step${measured.microBatches > 1 ? ` (${measured.microBatches} micro-batches)` : ''}${measured.scored ? ` after scoring ${measured.scored} sequences` : ''} ${measured.stepSeconds.toFixed(2)} s (${measured.tokensPerSecond.toFixed(1)} tokens/s), peak RSS ${fmtBytes(measured.peakRss)}; the plan's ${what} ${fmtBytes(planned!)} (${((planned! / measured.peakRss - 1) * 100).toFixed(1)}%)${input.rollout ? ', no rollouts' : ''}`,
+          `measured: one training step${measured.microBatches > 1 ? ` (${measured.microBatches} micro-batches)` : ''}${measured.scored ? ` after scoring ${measured.scored} sequences${measured.scored > measured.scoredPerCall ? ` in calls of ${measured.scoredPerCall}` : ''}` : ''} ${measured.stepSeconds.toFixed(2)} s (${measured.tokensPerSecond.toFixed(1)} tokens/s), peak RSS ${fmtBytes(measured.peakRss)}; the plan's ${what} ${fmtBytes(planned!)} (${((planned! / measured.peakRss - 1) * 100).toFixed(1)}%)${input.rollout ? ', no rollouts' : ''}`,
         );
       }
     });
@@ -391,8 +407,10 @@ export interface MeasuredStep {
   steps: number;
   /** Micro-batches per step (gradients accumulated, then one AdamW step). */
   microBatches: number;
-  /** Sequences scored (old logprobs and entropy, one call) before each step; 0 when the plan has no scoring call. */
+  /** Sequences scored (old logprobs and entropy) before each step; 0 when the plan has no scoring call. */
   scored: number;
+  /** Sequences per scoring call (the plan's score.batch: the update's micro-batch, as the loop scores). */
+  scoredPerCall: number;
 }
 
 /**
@@ -432,13 +450,19 @@ export async function measureStep(input: MemoryPlanInput, steps = 2, microBatche
       data: Float32Array.from({ length: n }, (_, k) => (s.name === 'advantages' ? Math.sin(k) : -1 - (k % 7) / 7)),
     };
   }
-  const scored = input.score ? randomTokenBatch(c.vocabSize, input.score.batch, input.score.seq, 11) : undefined;
+  // The step's sequences scored as the loop scores them (engine/train/loop.ts scoreBatch): in calls of the update's micro-batch.
+  const scoredPieces: ReturnType<typeof randomTokenBatch>[] = [];
+  if (input.score) {
+    const { batch: per, seq } = input.score;
+    const total = input.score.sequences ?? per;
+    for (let k = 0; k < total; k += per) scoredPieces.push(randomTokenBatch(c.vocabSize, Math.min(per, total - k), seq, 11 + k));
+  }
   let seconds = 0,
     loss = 0;
   try {
     for (let i = 0; i < steps; i++) {
       const t0 = performance.now();
-      if (scored) await model.score(scored, { entropy: true }); // the old policy's logprobs of the update's sequences
+      for (const piece of scoredPieces) await model.score(piece, { entropy: true }); // the old policy's logprobs of the update's sequences
       const acc = new Map<string, Float32Array>();
       for (let k = 0; k < microBatches; k++) {
         const r = await model.trainStep(batch, lossSpec, batch.valid, lossFeeds);
@@ -462,6 +486,7 @@ export async function measureStep(input: MemoryPlanInput, steps = 2, microBatche
     loss,
     steps,
     microBatches,
-    scored: scored?.batch ?? 0,
+    scored: scoredPieces.reduce((a, p) => a + p.batch, 0),
+    scoredPerCall: input.score ? Math.min(input.score.batch, input.score.sequences ?? input.score.batch) : 0,
   };
 }

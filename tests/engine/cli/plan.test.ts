@@ -3,6 +3,8 @@ import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { validateConfig } from '../../../engine/config/experiment';
+import { planInputFromConfig } from '../../../engine/cli/commands/plan';
 
 const bin = join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs');
 const arbor = (home: string, ...args: string[]) =>
@@ -10,12 +12,13 @@ const arbor = (home: string, ...args: string[]) =>
 const home = () => mkdtempSync(join(tmpdir(), 'arbor-plan-'));
 
 interface PlanJson {
-  items: { id: string; bytes: number; key?: string }[];
+  items: { id: string; bytes: number; key?: string; detail: string }[];
   total: number;
   step: number;
   fits: boolean | null;
   advice: { key: string; change: string; total: number }[];
-  measured?: { peakRss: number; baselineRss: number; stepSeconds: number };
+  measured?: { peakRss: number; baselineRss: number; stepSeconds: number; scored: number; scoredPerCall: number };
+  measuredPlan?: number;
 }
 
 describe('arbor plan (real CLI)', () => {
@@ -37,6 +40,47 @@ describe('arbor plan (real CLI)', () => {
       expect(Math.abs(p.step / m.peakRss - 1), `plan ${p.step}, measured ${m.peakRss}`).toBeLessThanOrEqual(0.15);
     }, 120_000);
   }
+
+  // The loop scores a step's episodes in pieces of the update's micro-batch (engine/train/loop.ts scorePieceSize):
+  // --measure scores the --rollout-batch sequences so, and the plan counts one such call.
+  it('scores the rollouts in calls of the micro-batch, as a run does, within 15% of the measured peak', () => {
+    const r = arbor(
+      home(),
+      'plan',
+      '--shape',
+      'tiny',
+      '--lora',
+      '16',
+      '--batch',
+      '2',
+      '--seq',
+      '128',
+      '--rollout-batch',
+      '6',
+      '--loss',
+      'grpo',
+      '--measure',
+      '--json',
+    );
+    expect(r.status, r.stderr).toBe(0);
+    const p = JSON.parse(r.stdout) as PlanJson;
+    expect(p.measured!.scored).toBe(6);
+    expect(p.measured!.scoredPerCall).toBe(2);
+    expect(p.items.find((i) => i.id === 'score')!.detail).toMatch(/6 sequences × 128 tokens in calls of 2/);
+    expect(Math.abs(p.measuredPlan! / p.measured!.peakRss - 1), `plan ${p.measuredPlan}, measured ${p.measured!.peakRss}`).toBeLessThanOrEqual(0.15);
+  }, 120_000);
+
+  it("plans a config's scoring in calls of the update's micro-batch", () => {
+    const cfg = validateConfig({
+      model: { init: 'tiny' },
+      task: { kind: 'multihop' },
+      rollout: { prompts_per_step: 12, n: 8, max_total_length: 64 },
+      algorithm: { mini_batches: 2, micro_batches: 3, kl_coef: 0.01 },
+    });
+    const { input } = planInputFromConfig(cfg, 1e8);
+    expect(input.train.batch).toBe(16); // 96 episodes over 2 × 3
+    expect(input.score).toEqual({ batch: 16, seq: 64, sequences: 96 });
+  });
 
   it('plans a config: rollout KV cache at its rollout sizes, and a budget it does not fit names the key to change', () => {
     const r = arbor(home(), 'plan', 'resources/configs/grpo.yaml', '--memory', '400MiB', '--json');
