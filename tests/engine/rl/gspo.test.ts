@@ -15,6 +15,7 @@ import { validateConfig } from '../../../engine/config/experiment';
 import { mulberry32 } from '../../../engine/base/rng';
 import type { Episode } from '../../../engine/train/episode';
 import { ModelPolicyPort } from '../../../engine/train/model-port';
+import { testEpisode } from '../train/episode-fixture';
 
 const cfgWith = (algorithm: Record<string, unknown>) =>
   validateConfig({ model: { init: 'tiny' }, rollout: { max_new_tokens: 6, max_total_length: 10 }, algorithm, optim: { grad_clip: 0 } });
@@ -101,24 +102,7 @@ describe('GSPO in the trainer (tiny transformer, ORT train graph)', () => {
   const model = PolicyModel.init(tinyConfig({ vocabSize: VOCAB, hiddenSize: 16, layers: 1, heads: 2, maxPositionEmbeddings: 12 }), 5, { threads: 1 });
   afterAll(() => model.dispose());
   const r = mulberry32(11);
-  const episode = (tokens: number[], mask: number[]): Episode => ({
-    group: 0,
-    sample: 0,
-    taskId: 't',
-    tokens: Int32Array.from(tokens),
-    lossMask: Uint8Array.from(mask),
-    rolloutLogprobs: new Float32Array(tokens.length),
-    entropy: new Float32Array(tokens.length),
-    reward: 0,
-    rewardComponents: {},
-    exactMatch: false,
-    formatOk: true,
-    toolCalls: 0,
-    toolErrors: 0,
-    turns: 1,
-    stepRewards: [],
-    truncated: false,
-  });
+  const episode = (tokens: number[], mask: number[]): Episode => testEpisode(tokens, mask);
   const seq = (n: number) => Array.from({ length: n }, () => 1 + Math.floor(r() * (VOCAB - 1)));
   const episodes = [episode(seq(5), [0, 0, 1, 1, 1]), episode(seq(8), [0, 1, 1, 0, 0, 1, 1, 1]), episode(seq(4), [0, 1, 1, 1])];
   // GRPO-style: one advantage per sequence.

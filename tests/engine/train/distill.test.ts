@@ -26,6 +26,7 @@ import { checkSameTokenizer, openTeacher } from '../../../engine/train/distill';
 import type { Episode } from '../../../engine/train/episode';
 import { toolsModelFolder } from '../openai/helpers';
 import { sequenceTasks, tabularTargets, tabularTokenizer } from './tabular';
+import { testEpisode } from './episode-fixture';
 
 const home = mkdtempSync(join(tmpdir(), 'arbor-distill-'));
 afterAll(() => rmSync(home, { recursive: true, force: true }));
@@ -34,24 +35,8 @@ const teacher = join(home, 'teacher');
 toolsModelFolder(student, 1);
 toolsModelFolder(teacher, 2);
 
-const episode = (tokens: number[], mask: number[], group: number, sample: number, reward: number): Episode => ({
-  group,
-  sample,
-  taskId: `t${group}`,
-  tokens: Int32Array.from(tokens),
-  lossMask: Uint8Array.from(mask),
-  rolloutLogprobs: new Float32Array(tokens.length),
-  entropy: new Float32Array(tokens.length),
-  reward,
-  rewardComponents: {},
-  exactMatch: false,
-  formatOk: true,
-  toolCalls: 0,
-  toolErrors: 0,
-  turns: 1,
-  stepRewards: [],
-  truncated: false,
-});
+const episode = (tokens: number[], mask: number[], group: number, sample: number, reward: number): Episode =>
+  testEpisode(tokens, mask, { group, sample, taskId: `t${group}`, reward });
 
 /** log p(tokens[t] | tokens[<t]) from the model's score of the prefix alone (no packing, no alignment shared with the port). */
 async function byPrefix(model: PolicyModel, tokens: number[], t: number): Promise<number> {

@@ -11,26 +11,10 @@ import { DROPPED_GROUPS_STORED, runTrainingLoop, type SinkPort, type TrajectoryE
 import { episodeMetrics, repeatsNgram, type Episode } from '../../../engine/train/episode';
 import { DETECTORS, degenerations, detect } from '../../../engine/train/degeneration';
 import { TabularPolicy } from './tabular';
+import { testEpisode } from './episode-fixture';
 
 const ep = (group: number, reward: number, exactMatch: boolean, tokens: number[] = [1, 2, 3], mask?: number[]): Episode =>
-  ({
-    group,
-    sample: 0,
-    taskId: 't',
-    tokens: Int32Array.from(tokens),
-    lossMask: Uint8Array.from(mask ?? tokens.map(() => 1)),
-    rolloutLogprobs: new Float32Array(tokens.length),
-    entropy: new Float32Array(tokens.length),
-    reward,
-    rewardComponents: {},
-    exactMatch,
-    formatOk: true,
-    toolCalls: 0,
-    toolErrors: 0,
-    turns: 1,
-    stepRewards: [],
-    truncated: false,
-  }) as Episode;
+  testEpisode(tokens, mask, { group, reward, exactMatch });
 
 /** A short training loop on the tabular policy, its rewards set by `reward` after sampling; what was stored, logged and trained on. */
 async function trainStory(cfg: ReturnType<typeof validateConfig>, reward: (eps: Episode[]) => void, tag: string) {

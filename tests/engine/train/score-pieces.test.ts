@@ -12,28 +12,13 @@ import { chunks, type Episode } from '../../../engine/train/episode';
 import { inPieces, scoreInPieces, scorePieceSize } from '../../../engine/train/loop';
 import { ModelPolicyPort } from '../../../engine/train/model-port';
 import { AdamW } from '../../../engine/rl/optimizer';
+import { testEpisode } from './episode-fixture';
 
-function episode(tokens: number[]): Episode {
-  const n = tokens.length;
-  return {
-    group: 0,
-    sample: 0,
-    taskId: 't',
-    tokens: Int32Array.from(tokens),
-    lossMask: Uint8Array.from(tokens.map((_, i) => (i === 0 ? 0 : 1))),
-    rolloutLogprobs: new Float32Array(n),
-    entropy: new Float32Array(n),
-    reward: 0,
-    rewardComponents: {},
-    exactMatch: false,
-    formatOk: true,
-    toolCalls: 0,
-    toolErrors: 0,
-    turns: 1,
-    stepRewards: [],
-    truncated: false,
-  };
-}
+const episode = (tokens: number[]): Episode =>
+  testEpisode(
+    tokens,
+    tokens.map((_, i) => (i === 0 ? 0 : 1)),
+  );
 
 describe('scorePieceSize', () => {
   it("is the largest micro-batch of the update's cut (chunks over mini_batches, then micro_batches)", () => {

@@ -11,6 +11,7 @@ import { mulberry32 } from '../../../engine/base/rng';
 import type { Episode } from '../../../engine/train/episode';
 import type { OptimizerPort } from '../../../engine/rl/optimizer';
 import { ModelPolicyPort } from '../../../engine/train/model-port';
+import { testEpisode } from './episode-fixture';
 
 /** An optimizer that keeps the gradient it is given (after clipping) and leaves the weights alone. */
 class RecordingOptimizer implements OptimizerPort {
@@ -22,27 +23,7 @@ class RecordingOptimizer implements OptimizerPort {
   load(): void {}
 }
 
-function episode(tokens: number[], mask: number[]): Episode {
-  const n = tokens.length;
-  return {
-    group: 0,
-    sample: 0,
-    taskId: 't',
-    tokens: Int32Array.from(tokens),
-    lossMask: Uint8Array.from(mask),
-    rolloutLogprobs: new Float32Array(n),
-    entropy: new Float32Array(n),
-    reward: 0,
-    rewardComponents: {},
-    exactMatch: false,
-    formatOk: true,
-    toolCalls: 0,
-    toolErrors: 0,
-    turns: 1,
-    stepRewards: [],
-    truncated: false,
-  };
-}
+const episode = (tokens: number[], mask: number[]): Episode => testEpisode(tokens, mask);
 
 const cfgWith = (algorithm: Record<string, unknown>, optim: Record<string, unknown>) =>
   validateConfig({ model: { init: 'tiny' }, rollout: { max_new_tokens: 6, max_total_length: 10 }, algorithm, optim });
