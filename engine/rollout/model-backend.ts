@@ -3,7 +3,6 @@
  * batching (KvSlotBackend over `model.decode`), and the no-cache baseline (full recompute).
  */
 import type { PolicyModel } from '../model/runtime';
-import { availableParallelism, loadavg } from 'node:os';
 import { parameterCount, type ModelConfig } from '../model/config';
 import { defaultThreads } from '../tensor/ort';
 import { hostPast, KvSlotBackend } from './kv-slots';
@@ -26,8 +25,9 @@ export interface ModelBackendOptions {
   cache?: 'worker' | 'host';
   /**
    * Decode sessions working side by side (worker cache only), each in its own worker with
-   * `threads / shards` intra-op threads (at least 1). Default: decodeShards(model, maxBatch)
-   * (several only on a busy machine).
+   * `threads / shards` intra-op threads (at least 1). Default 1 on every machine: sessions of
+   * other row counts and thread counts round differently, so the layout would change the sampled
+   * tokens and a run's results (see decodeShards for a count that suits a busy machine).
    */
   shards?: number;
   /**
@@ -37,31 +37,31 @@ export interface ModelBackendOptions {
   quantized?: boolean;
 }
 
-/** Models up to this many parameters decode data-parallel by default (see decodeShards). */
+/** Models up to this many parameters may decode data-parallel (see decodeShards). */
 export const SHARD_MAX_PARAMS = 32e6;
 /** Up to this many parameters (weights within a core's caches) sessions may hold as few as 8 rows; above, 16. */
 const SHARD_SMALL_PARAMS = 4e6;
 
-/** Load average per core from which a small model decodes in several sessions (see decodeShards). */
-export const SHARD_MIN_LOAD_PER_CORE = 3;
-
 /**
- * Default number of decode sessions. One session using every thread, unless the machine is busy
- * (1-minute load average ≥ SHARD_MIN_LOAD_PER_CORE per core when the backend is made): then one
- * single-threaded session per thread (at most 4) for a model of ≤ SHARD_MAX_PARAMS parameters
- * without LoRA, when each session gets enough rows (≥ 8 for ≤ 4M parameters, whose weights stay
- * in cache; ≥ 16 above, where a few rows per session would mostly re-read the weights once per
- * session). Measured (bench:rollout, docs/BENCHMARKS.md): at load 9–21 on 2 cores, two sessions
- * decoded 1.2–2.8× as fast as one two-threaded session at batch 64 (a busy machine deschedules
- * the pool's second thread and every op waits for it); at load 4–5, 0.7–0.9×.
+ * A number of decode sessions a caller may ask for (ModelBackendOptions.shards) to decode a small
+ * model data-parallel on a busy machine: one single-threaded session per thread (at most 4) for a
+ * model of ≤ SHARD_MAX_PARAMS parameters without LoRA, when each session gets enough rows (≥ 8 for
+ * ≤ 4M parameters, whose weights stay in cache; ≥ 16 above, where a few rows per session would
+ * mostly re-read the weights once per session); else 1. Not the default: each layout rounds
+ * differently (other GEMM row counts per session), so a run's sampled tokens, and so its results,
+ * would depend on it; the default is one session on every machine, whatever its load (issue 38:
+ * the same demo seed gave 47.3 on a quiet machine, 55.5 on a loaded one that decoded in two). Measured (bench:rollout
+ * `--shards`, docs/BENCHMARKS.md): at load 9–21 on 2 cores, two sessions decoded 1.2–2.8× as fast
+ * as one two-threaded session at batch 64 (a busy machine deschedules the pool's second thread and
+ * every op waits for it); at load 4–5, 0.7–0.9×.
  */
-export function decodeShards(model: PolicyModel, maxBatch: number, loadPerCore = loadavg()[0]! / availableParallelism()): number {
+export function decodeShards(model: PolicyModel, maxBatch: number): number {
   const threads = model.opts.threads ?? defaultThreads();
   const params = parameterCount(model.config);
   // Under LoRA the frozen base lives only in the model's own worker (PolicyModel keepHostBase).
   // On the WebGPU device one session decodes (runs on it are serialised: one queue per process).
   // A quantized base's codes live in the model's worker only (PolicyModel quantizeBase).
-  if (params > SHARD_MAX_PARAMS || model.lora || model.baseQuant || model.onDevice || loadPerCore < SHARD_MIN_LOAD_PER_CORE) return 1;
+  if (params > SHARD_MAX_PARAMS || model.lora || model.baseQuant || model.onDevice) return 1;
   const minRows = params <= SHARD_SMALL_PARAMS ? 8 : 16;
   return Math.max(1, Math.min(threads, 4, Math.floor(maxBatch / minRows)));
 }
@@ -82,7 +82,7 @@ export function policyDecodeBackend(model: PolicyModel, o: ModelBackendOptions =
       maxLength: o.maxLength ?? c.maxPositionEmbeddings,
       padId: c.padTokenId ?? 0,
     };
-    const shards = o.shards ?? decodeShards(model, spec.maxBatch);
+    const shards = o.shards ?? 1;
     const q = !!o.quantized;
     if (shards === 1) return new WorkerKvBackend(() => model.decodeRunner(0, undefined, q), spec);
     const threads = Math.max(1, Math.floor((model.opts.threads ?? defaultThreads()) / shards));

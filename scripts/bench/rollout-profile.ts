@@ -1,5 +1,5 @@
 /**
- * `npm run bench:rollout-profile -- [--models tiny,25M] [--batches 8,64] [--threads 2] [--shards N] [--json] [--dir DIR]`
+ * `npm run bench:rollout-profile -- [--models tiny,25M] [--batches 8,64] [--threads 2] [--shards N|auto] [--json] [--dir DIR]`
  *
  * Where a decode step's time goes inside ONNX Runtime: runs bench:rollout's no-tools workload
  * (24-token prompt, 32 new tokens, temperature 1, no stops) once per model and batch through the
@@ -28,8 +28,8 @@ const threads = Number(opt('--threads') ?? Math.min(8, availableParallelism()));
 const models = (opt('--models') ?? 'tiny,25M').split(',');
 const batches = (opt('--batches') ?? '8,64').split(',').map(Number);
 const keepDir = opt('--dir');
-/** Decode sessions (default: policyDecodeBackend's choice, decodeShards); the profile read is the first session's. */
-const shards = opt('--shards') === undefined ? undefined : Number(opt('--shards'));
+/** Decode sessions (default: policyDecodeBackend's, one; `auto`: decodeShards'); the profile read is the first session's. */
+const shardsOpt = opt('--shards');
 
 const CONFIGS: Record<string, ModelConfig> = {
   tiny: tinyConfig({ vocabSize: 512, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 512, padTokenId: 0 }),
@@ -113,6 +113,7 @@ for (const name of models) {
     const dir = keepDir ?? mkdtempSync(join(tmpdir(), 'arbor-rollout-profile-'));
     const prefix = join(dir, `${name}-b${batch}`);
     const model = PolicyModel.init(config, 1, { threads, profilePrefix: prefix });
+    const shards = shardsOpt === undefined ? 1 : shardsOpt === 'auto' ? decodeShards(model, batch) : Number(shardsOpt);
     const backend = policyDecodeBackend(model, { maxBatch: batch, shards });
     const o = {
       tasks: tasks(batch, config.vocabSize),
@@ -133,13 +134,12 @@ for (const name of models) {
       .filter((f) => f.startsWith(`${name}-b${batch}-decode`) && f.endsWith('.json'))
       .sort()[0];
     if (!file) throw new Error(`no decode profile with prefix ${prefix}`);
-    const sessions = shards ?? decodeShards(model, batch);
-    const p = readProfile(join(dir, file), Math.ceil(batch / sessions));
+    const p = readProfile(join(dir, file), Math.ceil(batch / shards));
     const wallPerCall = res.stats.wallMs / Math.max(1, res.stats.modelCalls);
-    out.push({ model: name, batch, threads, sessions, wallPerCallMs: wallPerCall, ...p });
+    out.push({ model: name, batch, threads, sessions: shards, wallPerCallMs: wallPerCall, ...p });
     if (!json) {
       console.log(
-        `\n${name} batch ${batch} (${threads} threads, ${sessions} decode session${sessions > 1 ? 's, first one profiled' : ''}): engine wall ${wallPerCall.toFixed(2)} ms/call; steady decode run ${p.runMs.toFixed(2)} ms, kernels ${p.kernelMs.toFixed(2)} ms (${p.nodesPerRun} nodes, ${p.steadyRuns} runs)`,
+        `\n${name} batch ${batch} (${threads} threads, ${shards} decode session${shards > 1 ? 's, first one profiled' : ''}): engine wall ${wallPerCall.toFixed(2)} ms/call; steady decode run ${p.runMs.toFixed(2)} ms, kernels ${p.kernelMs.toFixed(2)} ms (${p.nodesPerRun} nodes, ${p.steadyRuns} runs)`,
       );
       for (const r of p.ops.slice(0, 14))
         console.log(`  ${r.op.padEnd(28)} ${r.ms.toFixed(3).padStart(8)} ms  ${(100 * r.share).toFixed(1).padStart(5)}%  ${String(r.nodes).padStart(4)} nodes`);

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:rollout -- [--json] [--quick] [--threads N] [--reps N] [--no-torch] [--peer-only] [--models tiny,25M] [--baseline one|host|step1|inputs] [--decode-steps N] [--short-turns] [--sweep-steps 1,4,8,16]`
+ * `npm run bench:rollout -- [--json] [--quick] [--threads N] [--reps N] [--no-torch] [--peer-only] [--models tiny,25M] [--baseline one|host|step1|inputs] [--shards N|auto] [--decode-steps N] [--short-turns] [--sweep-steps 1,4,8,16]`
  *
  * Generated tokens/s of the rollout engine on the ORT KV-cache decode graph (PolicyModel.decode
  * behind KvSlotBackend), at batch 1, 8 and 64, for a tiny model and a ~25M-parameter model,
@@ -25,11 +25,16 @@
  * denominator. Arbor and every peer setting alternate, `--reps` times (default 3), so they share
  * the machine's background load; each takes its best repetition.
  *
- * Baseline path, measured alternately with the default one (`--baseline`): `one` (default) = one
- * decode session using every thread (the default before data-parallel decode sessions, see
- * engine/rollout/model-backend.ts decodeShards); `host` = the KV cache on the engine's thread;
- * `step1` = the default path with one decode step per worker message (RolloutOptions.decodeSteps
- * 1; the default runs up to DECODE_STEPS, or `--decode-steps N`, per message); `inputs` = the
+ * `--shards N|auto`: the measured path decodes in N sessions side by side (`auto`: decodeShards'
+ * count for the model and batch, engine/rollout/model-backend.ts) instead of the engine's default
+ * of one session using every thread.
+ *
+ * Baseline path, measured alternately with the default one (`--baseline`): `one` (the default
+ * with `--shards`) = one decode session using every thread, the engine's default path, so only
+ * worth measuring beside `--shards`; `host` = the KV cache on the engine's thread;
+ * `step1` (the default without `--shards`) = the default path with one decode step per worker
+ * message (RolloutOptions.decodeSteps 1; the default runs up to DECODE_STEPS, or
+ * `--decode-steps N`, per message); `inputs` = the
  * linear weights as session inputs on every call (PolicyModel bakeDecodeWeights false) instead of
  * baked into the session for ORT to pre-pack. `--short-turns`
  * adds a demo-like workload (three tool turns that stop tokens, every fifth id, end after ~5
@@ -52,7 +57,7 @@ import { PolicyModel } from '../../engine/model/runtime';
 import { parameterCount } from '../../engine/model/config';
 import { DECODE_MODELS } from './shapes';
 import { rollout } from '../../engine/rollout/engine';
-import { policyDecodeBackend, policyRecomputeBackend } from '../../engine/rollout/model-backend';
+import { decodeShards, policyDecodeBackend, policyRecomputeBackend } from '../../engine/rollout/model-backend';
 import type { DecodeBackend, EpisodeEnv, RolloutTask, TokenizerPort } from '../../engine/rollout/ports';
 import { Rng } from '../../engine/base/rng';
 import { RequestSource } from '../../engine/openai/requests';
@@ -91,7 +96,12 @@ const BASELINES = {
   inputs: { label: 'arbor weight inputs', column: 'weight-inputs', cache: 'kv' },
 } as const;
 type Baseline = keyof typeof BASELINES;
-const BASELINE = (baselineArg >= 0 ? args[baselineArg + 1] : 'one') as Baseline;
+const shardsArg = args.indexOf('--shards');
+/** Decode sessions of the measured path (`--shards N|auto`; undefined: the engine's default, one). */
+const SHARDS_ARG = shardsArg >= 0 ? (args[shardsArg + 1] === 'auto' ? 'auto' : Number(args[shardsArg + 1])) : undefined;
+if (SHARDS_ARG !== undefined && SHARDS_ARG !== 'auto' && (!Number.isInteger(SHARDS_ARG) || SHARDS_ARG < 1))
+  throw new Error(`--shards must be an integer ≥ 1 or auto (got ${args[shardsArg + 1]})`);
+const BASELINE = (baselineArg >= 0 ? args[baselineArg + 1] : SHARDS_ARG !== undefined ? 'one' : 'step1') as Baseline;
 if (!(BASELINE in BASELINES)) throw new Error(`--baseline must be one of ${Object.keys(BASELINES).join(', ')} (got ${args[baselineArg + 1]})`);
 const stepsArg = args.indexOf('--decode-steps');
 /** Most decode steps per worker message on the measured path (undefined: the engine's default, DECODE_STEPS). */
@@ -188,6 +198,9 @@ async function measure(
           keepPacked: cache !== 'kv-repack',
           cache: cache === 'kv' || cache === 'kv-one' || cache === 'kv-step1' ? 'worker' : 'host',
           ...(cache === 'kv-one' ? { shards: 1 } : {}),
+          ...((cache === 'kv' || cache === 'kv-step1') && SHARDS_ARG !== undefined
+            ? { shards: SHARDS_ARG === 'auto' ? decodeShards(model, batch) : SHARDS_ARG }
+            : {}),
         });
   const tasks = makeTasks(sequences, model.config.vocabSize, tools, batch);
   const o = {
