@@ -127,7 +127,7 @@ export function scoreProgram(c: ModelConfig, withEntropy: boolean, lora?: LoraSp
       { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1 },
       lora && { spec: lora },
     );
-    const r = headLogprobs(o, c, pickWeights(c, x), hidden, x.targets, withEntropy, headChunks);
+    const r = headLogprobs(o, c, pickWeights(c, x), hidden, x.targets, withEntropy, headChunks, false, true);
     return r.entropy ? { logprobs: r.logprobs, entropy: r.entropy } : { logprobs: r.logprobs };
   };
 }

@@ -412,22 +412,40 @@ export function quantizedBaseOps(o: Ops<GNode>, accuracyLevel: 0 | 4 | ((bits: 4
       g.record('gatedSlice', [x, dep], { starts: [a], ends: [b], axes: [0] }, x.dtype, [b - a, ...x.shape.slice(1)]);
     return [gated(codes, s, e), gated(scales, s * kb, e * kb)] as const;
   };
+  // A dequantNBits node marked `plain` (rowPieces' reads) is an ordinary float32 tensor: its products are not rewritten.
+  const quantized = (x: GNode) => x.op === 'dequantNBits' && !x.attrs.plain;
   return new Proxy(o, {
     get(target, key) {
+      if (key === 'rowPieces')
+        return (w: GNode) => {
+          if (!quantized(w)) return undefined;
+          const { N, K, bits, blockSize, weight } = w.attrs as Q;
+          const rs = quantPieces(N, K, pieceBytes);
+          const [codes, scales] = w.inputs as [GNode, GNode];
+          return rs.map(([s, e]) => ({
+            start: s,
+            end: e,
+            read: (dep: GNode) => {
+              // One piece: the codes whole, gated behind the scales (as the backward's dequantization is: autodiff.ts).
+              const [c, sc] = rs.length > 1 ? piece(w, s, e, dep) : [codes, g.after(scales, dep)];
+              return g.record('dequantNBits', [c, sc], { N: e - s, K, bits, blockSize, weight, plain: true }, 'float32', [e - s, K]);
+            },
+          }));
+        };
       if (key === 'transpose')
         return (x: GNode, perm: number[]) => {
-          if (x.op !== 'dequantNBits' || perm.length !== 2 || perm[0] !== 1) return target.transpose(x, perm);
+          if (!quantized(x) || perm.length !== 2 || perm[0] !== 1) return target.transpose(x, perm);
           return g.record('quantWeightT', [x], {}, x.dtype, [x.shape[1]!, x.shape[0]!]);
         };
       if (key === 'gather')
         return (table: GNode, ids: GNode) => {
-          if (table.op !== 'dequantNBits') return target.gather(table, ids);
+          if (!quantized(table)) return target.gather(table, ids);
           const { N, K, bits, blockSize } = table.attrs as Q;
           return g.record('gatherNBits', [table.inputs[0]!, table.inputs[1]!, ids], { N, K, bits, blockSize }, 'float32', [...ids.shape, K]);
         };
       if (key === 'matmul')
         return (a: GNode, b: GNode) => {
-          if (b.op === 'dequantNBits' && a.shape.length === 2) {
+          if (quantized(b) && a.shape.length === 2) {
             // y · W, W [N, K]: Σ over pieces of y[:, s:e] · W[s:e].
             const rs = ranges(b);
             if (!rs) return target.matmul(a, b);

@@ -271,7 +271,9 @@ export function defaultHeadChunks(c: ModelConfig): number {
  * recompute group, evaluated one chunk after the other in the forward pass (`after`) and
  * recomputed chunk by chunk in the backward pass, so at most one chunk's [rows, V] tensors are
  * alive at a time. Same numbers as the unchunked path (rows are independent). Interpreters
- * without chunk/recompute (tfjs, eager) take the unchunked path.
+ * without chunk/recompute (tfjs, eager) take the unchunked path. `frozenHead`: the head gets no
+ * gradient (frozenHeadLogprobs); `valuesOnly`: the program is never differentiated (scoring). In
+ * either case a block-quantized head (Ops.rowPieces) takes onlineHeadLogprobs.
  */
 export function headLogprobs<T>(
   o: Ops<T>,
@@ -282,7 +284,11 @@ export function headLogprobs<T>(
   withEntropy: boolean,
   chunks = defaultHeadChunks(c),
   frozenHead = false,
+  valuesOnly = false,
 ): { logprobs: T; entropy?: T } {
+  const pieces =
+    (frozenHead || valuesOnly) && o.chunk && o.after ? o.rowPieces?.(c.tieWordEmbeddings ? w['model.embed_tokens.weight'] : w['lm_head.weight']) : undefined;
+  if (pieces) return onlineHeadLogprobs(o, c, w, pieces, hidden, targets, withEntropy, Math.max(1, chunks), !valuesOnly);
   if (frozenHead && o.chunk && o.after) return frozenHeadLogprobs(o, c, w, hidden, targets, withEntropy, Math.max(1, chunks));
   if (chunks <= 1 || !o.chunk || !o.recompute || !o.after) return tokenLogprobsAndEntropy(o, lmHead(o, c, w, hidden), targets, withEntropy);
   const [B, T] = o.shape(hidden);
@@ -308,6 +314,91 @@ export function headLogprobs<T>(
   }
   const logprobs = o.reshape(o.concat(lps, 0), [B, T]);
   return withEntropy ? { logprobs, entropy: o.reshape(o.concat(ents, 0), [B, T]) } : { logprobs };
+}
+
+/**
+ * headLogprobs for a block-quantized frozen head read in row pieces (Ops.rowPieces: a quantized
+ * base's LM head), with the softmax computed online, as flash attention does: the pieces are the
+ * outer loop, so each is dequantized once for all the rows (frozenHeadLogprobs would dequantize
+ * every piece twice in each of its row chunks: 180 times at Qwen2.5-0.5B, 10 chunks × 9 pieces),
+ * and the rows are cut in ⌈chunks / pieces⌉ chunks, so a [rows, piece] tile is no larger than
+ * frozenHeadLogprobs' [rows / chunks, V]. Each row chunk keeps, over the pieces seen so far, the
+ * running max m of its logits l, S = Σ e, A = Σ e·W_v and, with entropy, U = Σ e·l and
+ * B = Σ e·l·W_v (e = exp(l − m)), rescaled by exp(m_old − m_new) when a piece raises m. Then
+ *   lse = m + log S,  logprob(t) = h·W_t − lse,  d logprob / dh = W_t − A/S,
+ *   H = lse − U/S,    dH / dh = −(B/S − (U/S)·(A/S)),
+ * the gradients carried to h as frozenHeadLogprobs does (`withGrads`; the score program, never
+ * differentiated, keeps only m, S and U: one product per tile). The same numbers as the other
+ * paths up to the order of the sums.
+ */
+function onlineHeadLogprobs<T>(
+  o: Ops<T>,
+  c: ModelConfig,
+  w: Record<string, T>,
+  pieces: Array<{ start: number; end: number; read(dep: T): T }>,
+  hidden: T,
+  targets: T,
+  withEntropy: boolean,
+  chunks: number,
+  withGrads: boolean,
+) {
+  const [B, T] = o.shape(hidden);
+  const head = c.tieWordEmbeddings ? w['model.embed_tokens.weight'] : w['lm_head.weight'];
+  const n = Math.max(1, Math.ceil(chunks / pieces.length));
+  const hf = o.reshape(hidden, [-1, c.hiddenSize]);
+  const tf = o.reshape(targets, [-1]);
+  const hs = Array.from({ length: n }, (_, i) => o.stopGradient(n > 1 ? o.chunk!(hf, 0, i, n) : hf));
+  type Run = { m: T; s: T; a?: T; u?: T; b?: T };
+  const runs: Run[] = [];
+  let dep = hf; // piece j is read once piece j − 1's last tile is done: one dequantized piece at a time
+  for (const p of pieces) {
+    const wp = p.read(dep); // [rows of the piece, D]
+    const wpT = o.transpose(wp, [1, 0]);
+    for (let i = 0; i < n; i++) {
+      const l = o.matmul(o.after!(hs[i]!, dep), wpT); // [rows, piece]
+      const prev = runs[i];
+      const mp = o.max(l, [1], true);
+      const m = prev ? o.maximum(prev.m, mp) : mp;
+      const e = o.exp(o.sub(l, m));
+      const el = withEntropy ? o.mul(e, l) : undefined;
+      let a: T | undefined, b: T | undefined;
+      if (withGrads && el) {
+        // A's and B's products in one GEMM: [e; e·l] · W.
+        const ab = o.matmul(o.concat([e, el], 0), wp);
+        [a, b] = [o.chunk!(ab, 0, 0, 2), o.chunk!(ab, 0, 1, 2)];
+      } else if (withGrads) a = o.matmul(e, wp);
+      const step: Run = { m, s: o.sum(e, [1], true), a, u: el && o.sum(el, [1], true), b };
+      if (prev) {
+        const r = o.exp(o.sub(prev.m, m)); // [rows, 1]
+        const mix = (x?: T, y?: T) => (x && y ? o.add(o.mul(x, r), y) : undefined);
+        runs[i] = { m, s: mix(prev.s, step.s)!, a: mix(prev.a, step.a), u: mix(prev.u, step.u), b: mix(prev.b, step.b) };
+      } else runs[i] = step;
+      dep = runs[i]!.a ?? runs[i]!.u ?? runs[i]!.s;
+    }
+  }
+  // value + (s − stop(s)) with s = rowsum(h ⊙ stop(grad)): the value, with gradient grad w.r.t. h (frozenHeadLogprobs).
+  const carry = (value: T, h: T, grad: T) => {
+    const s = o.sum(o.mul(h, o.stopGradient(grad)), [1]);
+    return o.add(value, o.sub(s, o.stopGradient(s)));
+  };
+  const lps: T[] = [],
+    ents: T[] = [];
+  for (let i = 0; i < n; i++) {
+    const run = runs[i]!;
+    const h = n > 1 ? o.chunk!(hf, 0, i, n) : hf;
+    const wt = o.gather(head, n > 1 ? o.chunk!(tf, 0, i, n) : tf); // [rows, D]: the targets' rows of the head
+    const lse = o.add(run.m, o.log(run.s)); // [rows, 1]
+    const lp = o.sub(o.sum(o.mul(hs[i]!, wt), [1]), o.squeeze(lse, [1]));
+    const aS = run.a && o.div(run.a, run.s);
+    lps.push(aS ? carry(lp, h, o.sub(wt, aS)) : lp);
+    if (withEntropy) {
+      const uS = o.div(run.u!, run.s);
+      const ent = o.squeeze(o.sub(lse, uS), [1]);
+      ents.push(aS ? carry(ent, h, o.neg(o.sub(o.div(run.b!, run.s), o.mul(uS, aS)))) : ent);
+    }
+  }
+  const logprobs = o.reshape(n > 1 ? o.concat(lps, 0) : lps[0]!, [B, T]);
+  return withEntropy ? { logprobs, entropy: o.reshape(n > 1 ? o.concat(ents, 0) : ents[0]!, [B, T]) } : { logprobs };
 }
 
 /**

@@ -18,6 +18,8 @@ import { saveCheckpoint, type Weights } from '../../../engine/model/checkpoint';
 import { baseQuantLayout, baseQuantNames, dequantizeBlockwise, headWeightName, quantPieces } from '../../../engine/model/quantize';
 import { resolveLora } from '../../../engine/model/lora';
 import { nllLoss, randomTokenBatch } from '../../../engine/model/lora-step';
+import type { LossSpec } from '../../../engine/model/graphs';
+import type { Ops } from '../../../engine/tensor/ops';
 
 const models: PolicyModel[] = [];
 const keep = (m: PolicyModel) => (models.push(m), m);
@@ -58,6 +60,19 @@ function dequantizedTwin(m: PolicyModel, base: Weights): PolicyModel {
   return keep(new PolicyModel(m.config, w, { threads: 1, lora: m.lora }));
 }
 
+// Masked NLL minus an entropy bonus: the entropy's gradient goes through the LM head too.
+const entropyLoss: LossSpec = {
+  key: 'nll-ent',
+  inputs: [],
+  entropy: true,
+  program: <T>(o: Ops<T>, t: { logprobs: T; entropy?: T; mask: T }) => {
+    const n = o.sum(t.mask, [0, 1]);
+    const nll = o.div(o.neg(o.sum(o.mul(t.logprobs, t.mask), [0, 1])), n);
+    const ent = o.div(o.sum(o.mul(t.entropy!, t.mask), [0, 1]), n);
+    return { loss: o.sub(nll, o.mul(o.scalar(0.1), ent)), entropy_mean: ent };
+  },
+};
+
 const maxDiff = (a: Float32Array, b: Float32Array) => a.reduce((p, v, i) => Math.max(p, Math.abs(v - b[i]!)), 0);
 const maxAbs = (a: Float32Array) => a.reduce((p, v) => Math.max(p, Math.abs(v)), 0);
 const seqs = [
@@ -68,28 +83,35 @@ const seqs = [
 describe('quantized base on the CPU', () => {
   // The last two read the LM head in row pieces (quantPieceBytes 12,000 of its 76,800 float32 bytes: 7 pieces of 43
   // rows, the last 42), as Qwen's 151,936-row heads are read.
-  for (const [mode, mc, pieceBytes] of [
-    ['int4', cfg, undefined],
-    ['int8', cfg, undefined],
-    ['int4', untied, undefined],
-    ['int4', cfg, 12_000],
-    ['int8', untied, 12_000],
+  // The last two with an entropy term and the rows in chunks too (the online head's running sums: onlineHeadLogprobs).
+  for (const [mode, mc, pieceBytes, headChunks] of [
+    ['int4', cfg, undefined, undefined],
+    ['int8', cfg, undefined, undefined],
+    ['int4', untied, undefined, undefined],
+    ['int4', cfg, 12_000, undefined],
+    ['int8', untied, 12_000, undefined],
+    ['int4', cfg, 12_000, 20],
+    ['int8', cfg, undefined, 3],
   ] as const) {
     const bits = mode === 'int4' ? 4 : 8;
-    it(`${mode}${mc.tieWordEmbeddings ? '' : ', untied head (quantized embeddings)'}${pieceBytes ? ', the head in 7 row pieces' : ''}: score and the LoRA step's adapter gradients equal the float32 model of the dequantized weights (rel ≤ 1e-4)`, async () => {
+    const loss = headChunks ? entropyLoss : nllLoss;
+    it(`${mode}${mc.tieWordEmbeddings ? '' : ', untied head (quantized embeddings)'}${pieceBytes ? ', the head in 7 row pieces' : ''}${headChunks ? `, ${headChunks} head chunks, with entropy` : ''}: score and the LoRA step's adapter gradients equal the float32 model of the dequantized weights (rel ≤ 1e-4)`, async () => {
       const cfg = mc;
       if (!cfg.tieWordEmbeddings) expect(baseQuantNames(cfg)).toContain('model.embed_tokens.weight');
       if (pieceBytes) expect(quantPieces(cfg.vocabSize, cfg.hiddenSize, pieceBytes).length).toBe(7);
       const init = PolicyModel.init(cfg, 3, { threads: 1, lora });
       const base = init.baseWeights();
-      const m = keep(new PolicyModel(cfg, new Map(init.weights), { threads: 1, lora, quantizeBase: { bits, blockSize: 32 }, quantPieceBytes: pieceBytes }));
+      const m = keep(
+        new PolicyModel(cfg, new Map(init.weights), { threads: 1, lora, quantizeBase: { bits, blockSize: 32 }, quantPieceBytes: pieceBytes, headChunks }),
+      );
       await init.dispose();
       perturbAdapters(m);
       const ref = dequantizedTwin(m, base);
-      const [a, b] = [await m.score(seqs), await ref.score(seqs)];
+      const [a, b] = [await m.score(seqs, { entropy: !!headChunks }), await ref.score(seqs, { entropy: !!headChunks })];
       expect(maxDiff(a.logprobs, b.logprobs)).toBeLessThan(1e-4 * maxAbs(b.logprobs));
+      if (headChunks) expect(maxDiff(a.entropy!, b.entropy!)).toBeLessThan(1e-4 * maxAbs(b.entropy!));
       const batch = randomTokenBatch(cfg.vocabSize, 3, 12, 5);
-      const [ga, gb] = [await m.trainStep(batch, nllLoss, batch.valid), await ref.trainStep(batch, nllLoss, batch.valid)];
+      const [ga, gb] = [await m.trainStep(batch, loss, batch.valid), await ref.trainStep(batch, loss, batch.valid)];
       expect(Math.abs(ga.loss - gb.loss)).toBeLessThan(1e-5 * Math.abs(gb.loss));
       let num = 0,
         den = 0;
@@ -147,9 +169,12 @@ describe('quantized base: graphs and checkpoints', () => {
     const grad = withGradients(g, 'loss', Object.keys(adapterShapes(cfg, lora)));
     // WebGPU: MatMulNBits (its shader) forward; the CPU: the weight dequantized, then Gemm (MatMulNBits over codes
     // that are an input dequantizes per call in a slow path), and no MatMulNBits.
+    // The LM head (8 bits) is read once, dequantized (onlineHeadLogprobs): its products are plain MatMuls.
+    const head = headWeightName(cfg);
+    expect(grad.nodes.filter((n) => n.op === 'dequantNBits' && n.attrs.weight === head && n.attrs.plain).length).toBe(1);
     const cpu = onnxProto.onnx.ModelProto.decode(toOnnx(grad)).graph!.node!.map((n) => n.opType!);
     expect(cpu.filter((o) => o === 'MatMulNBits').length).toBe(0);
-    expect(cpu.filter((o) => o === 'Gemm').length).toBe(names.size);
+    expect(cpu.filter((o) => o === 'Gemm').length).toBe(names.size - 1);
     const model = onnxProto.onnx.ModelProto.decode(toOnnx(grad, { webgpu: true }));
     const inputs = model.graph!.input!.map((i) => i.name!);
     for (const n of names) {
@@ -157,10 +182,10 @@ describe('quantized base: graphs and checkpoints', () => {
       expect(inputs).toContain(`${n}::qcodes`);
     }
     const ops = model.graph!.node!.map((n) => n.opType!);
-    expect(ops.filter((o) => o === 'MatMulNBits').length).toBe(names.size);
+    expect(ops.filter((o) => o === 'MatMulNBits').length).toBe(names.size - 1);
     // The backward pass dequantizes each 4-bit base weight once (one Floor per weight) for dX = dY · W, except the first
     // layer's q/k/v projections, whose input (the normed embeddings) needs no gradient; the 8-bit LM head is dequantized
-    // (no Floor) for the frozen head's closed-form gradient p·W.
+    // once (no Floor) for its logits and the frozen head's closed-form gradient p·W.
     const fourBit = [...layout.values()].filter((q) => q.bits === 4).length;
     expect(fourBit).toBe(names.size - 1);
     expect(ops.filter((o) => o === 'Floor').length).toBe(fourBit - 3);
