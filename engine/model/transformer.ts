@@ -373,7 +373,10 @@ function onlineHeadLogprobs<T>(
         const mix = (x?: T, y?: T) => (x && y ? o.add(o.mul(x, r), y) : undefined);
         runs[i] = { m, s: mix(prev.s, step.s)!, a: mix(prev.a, step.a), u: mix(prev.u, step.u), b: mix(prev.b, step.b) };
       } else runs[i] = step;
-      dep = runs[i]!.a ?? runs[i]!.u ?? runs[i]!.s;
+      // The next tile (and piece) waits for every running sum of this one: ORT runs depth-first from the outputs, so
+      // a sum nothing later waits for would run only at the end, keeping every tile's e alive until then.
+      const cur = runs[i]!;
+      dep = [cur.a, cur.u, cur.b].reduce<T>((d, x) => (x ? o.after!(d, x) : d), cur.s);
     }
   }
   // value + (s − stop(s)) with s = rowsum(h ⊙ stop(grad)): the value, with gradient grad w.r.t. h (frozenHeadLogprobs).

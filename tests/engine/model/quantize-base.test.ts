@@ -194,6 +194,30 @@ describe('quantized base: graphs and checkpoints', () => {
     expect(ops.filter((o) => o === 'Floor').length).toBe(fourBit - 3);
   });
 
+  it('the online LM head holds one [rows, piece] tile at a time: the train and score graphs of a head in 8 pieces peak lower than of the head whole', async () => {
+    const { traceGraph } = await import('../../../engine/tensor/graph');
+    const { withGradients } = await import('../../../engine/tensor/autodiff');
+    const { trainInputSpecs, trainProgram, scoreInputSpecs, scoreProgram } = await import('../../../engine/model/graphs');
+    const { quantizedBaseSpecs, withQuantizedBase } = await import('../../../engine/model/quantize');
+    const { graphPeakBytes } = await import('../../../engine/model/memory-plan');
+    const { weightShapes } = await import('../../../engine/model/config');
+    const { adapterShapes } = await import('../../../engine/model/lora');
+    // A head that dominates: 4,000 words × 32; 3 × 64 rows; 8 head chunks. Whole: tiles [24, 4000]; in 8 pieces of
+    // 500 words: tiles [192, 500], the same size. A sum that ran late kept every tile's exp(l − m) alive (8 here).
+    const big = tinyConfig({ vocabSize: 4000, hiddenSize: 32, layers: 1, heads: 4, kvHeads: 2, maxPositionEmbeddings: 128, padTokenId: 0 });
+    const layout = baseQuantLayout(big, { bits: 4, blockSize: 32 });
+    const dims = (specs: { shape: (number | string)[] }[]) =>
+      specs.map((x) => ({ ...x, shape: x.shape.map((d) => (d === 'batch' ? 3 : d === 'seq' ? 64 : d)) }));
+    const peak = (pieceBytes: number, train: boolean) => {
+      const specs = quantizedBaseSpecs(dims(train ? trainInputSpecs(big, entropyLoss, lora) : scoreInputSpecs(big, lora)) as never, layout);
+      const program = train ? trainProgram(big, entropyLoss, lora, 8, false, true) : scoreProgram(big, true, lora, 8);
+      const g = traceGraph(specs, withQuantizedBase(program, layout, weightShapes(big), 'input', 0, pieceBytes));
+      return graphPeakBytes(train ? withGradients(g, 'loss', Object.keys(adapterShapes(big, lora)), { weightsFirst: true }) : g);
+    };
+    const tile = 192 * 500 * 4;
+    for (const train of [true, false]) expect(peak(64_000, train)).toBeLessThan(peak(1e9, train) + tile);
+  });
+
   it("the CPU train graph: ONNX Runtime's optimizer keeps each product's dequantization its own (no float32 weight kept from the forward pass to the backward)", async () => {
     const { traceGraph } = await import('../../../engine/tensor/graph');
     const { withGradients } = await import('../../../engine/tensor/autodiff');
