@@ -8,12 +8,12 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { tinyConfig, weightShapes, type ModelConfig } from '../../../engine/model/config';
 import { PolicyModel } from '../../../engine/model/runtime';
-import { packSequences, programWeightShapes, trainInputSpecs, trainProgram, type LossSpec } from '../../../engine/model/graphs';
+import { packSequences, programWeightShapes, trainInputSpecs, trainProgram } from '../../../engine/model/graphs';
 import { resolveLora } from '../../../engine/model/lora';
 import { traceGraph } from '../../../engine/tensor/graph';
 import { withGradients } from '../../../engine/tensor/autodiff';
-import type { Ops } from '../../../engine/tensor/ops';
 import { sessionOptions } from '../../../engine/tensor/ort';
+import { nllEntropyLoss } from './entropy-loss';
 
 const models: PolicyModel[] = [];
 afterAll(async () => {
@@ -31,17 +31,7 @@ function maxRel(a: ArrayLike<number>, b: ArrayLike<number>): number {
 }
 
 // Masked NLL minus an entropy bonus: the entropy's gradient goes through the chunks too.
-const loss: LossSpec = {
-  key: 'nll-ent',
-  inputs: [],
-  entropy: true,
-  program: <T>(o: Ops<T>, t: { logprobs: T; entropy?: T; mask: T }) => {
-    const n = o.sum(t.mask, [0, 1]);
-    const nll = o.div(o.neg(o.sum(o.mul(t.logprobs, t.mask), [0, 1])), n);
-    const ent = o.div(o.sum(o.mul(t.entropy!, t.mask), [0, 1]), n);
-    return { loss: o.sub(nll, o.mul(o.scalar(0.1), ent)), entropy_mean: ent };
-  },
-};
+const loss = nllEntropyLoss;
 
 const seqs = [
   [1, 5, 7, 3, 2, 9, 12, 4],

@@ -18,8 +18,7 @@ import { saveCheckpoint, type Weights } from '../../../engine/model/checkpoint';
 import { baseQuantLayout, baseQuantNames, dequantizeBlockwise, headWeightName, quantPieces } from '../../../engine/model/quantize';
 import { resolveLora } from '../../../engine/model/lora';
 import { nllLoss, randomTokenBatch } from '../../../engine/model/lora-step';
-import type { LossSpec } from '../../../engine/model/graphs';
-import type { Ops } from '../../../engine/tensor/ops';
+import { nllEntropyLoss } from './entropy-loss';
 
 const models: PolicyModel[] = [];
 const keep = (m: PolicyModel) => (models.push(m), m);
@@ -61,17 +60,7 @@ function dequantizedTwin(m: PolicyModel, base: Weights): PolicyModel {
 }
 
 // Masked NLL minus an entropy bonus: the entropy's gradient goes through the LM head too.
-const entropyLoss: LossSpec = {
-  key: 'nll-ent',
-  inputs: [],
-  entropy: true,
-  program: <T>(o: Ops<T>, t: { logprobs: T; entropy?: T; mask: T }) => {
-    const n = o.sum(t.mask, [0, 1]);
-    const nll = o.div(o.neg(o.sum(o.mul(t.logprobs, t.mask), [0, 1])), n);
-    const ent = o.div(o.sum(o.mul(t.entropy!, t.mask), [0, 1]), n);
-    return { loss: o.sub(nll, o.mul(o.scalar(0.1), ent)), entropy_mean: ent };
-  },
-};
+const entropyLoss = nllEntropyLoss;
 
 const maxDiff = (a: Float32Array, b: Float32Array) => a.reduce((p, v, i) => Math.max(p, Math.abs(v - b[i]!)), 0);
 const maxAbs = (a: Float32Array) => a.reduce((p, v) => Math.max(p, Math.abs(v)), 0);
