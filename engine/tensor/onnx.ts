@@ -437,8 +437,8 @@ export function toOnnx(graph: Graph, opts: OnnxOptions = {}): Uint8Array {
             scalarConst('float32', 0),
           ]);
           const scales = emit('Add', [ins[2]!, zero]);
-          // MatMul of the transposed weight, which ORT fuses into FusedMatMul (transB) as the float32 sessions' products
-          // are: 2–4% faster than Gemm(transB) at [2048, 896] × [4864, 896]ᵀ (tmp probe, quiet machine, 2026-11-28).
+          // MatMul of the transposed weight, which ORT fuses into FusedMatMul (transB), the kernel of the float32
+          // sessions' products (Gemm(transB) before: the 0.5B step the same within noise, docs/BENCHMARKS.md 2026-11-28).
           const w = dequant(ins[1]!, scales, a.N, a.K, a.bits, a.blockSize, n.inputs[1]!.op === 'gatedSlice');
           emit('MatMul', [ins[0]!, emit('Transpose', [w], [ints('perm', [1, 0])])], [], out);
           break;
