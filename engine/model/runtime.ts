@@ -158,7 +158,7 @@ export const DECODE_SPIN_MAX_LOAD_PER_CORE = 2;
  * (batch 8: 518 vs 400), as the spinning pool kept the engine's thread off the cores between
  * calls; the 0.1M tiny model, whose steps are mostly the worker's own work between short runs,
  * decoded slower spinning even on a quiet machine (batch 1: 1397 vs 1839). Decided when the
- * session is made, like decodeShards.
+ * session is made; it changes how pool threads wait, never the numbers (docs/areas/rollout.md).
  */
 export function decodeSpins(params: number, loadPerCore = loadavg()[0]! / availableParallelism()): boolean {
   return params >= BAKE_MIN_PARAMS && loadPerCore < DECODE_SPIN_MAX_LOAD_PER_CORE;
