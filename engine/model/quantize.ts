@@ -422,15 +422,11 @@ export function quantizedBaseOps(o: Ops<GNode>, accuracyLevel: 0 | 4 | ((bits: 4
           const { N, K, bits, blockSize, weight } = w.attrs as Q;
           const rs = quantPieces(N, K, pieceBytes);
           const [codes, scales] = w.inputs as [GNode, GNode];
-          return rs.map(([s, e]) => ({
-            start: s,
-            end: e,
-            read: (dep: GNode) => {
-              // One piece: the codes whole, gated behind the scales (as the backward's dequantization is: autodiff.ts).
-              const [c, sc] = rs.length > 1 ? piece(w, s, e, dep) : [codes, g.after(scales, dep)];
-              return g.record('dequantNBits', [c, sc], { N: e - s, K, bits, blockSize, weight, plain: true }, 'float32', [e - s, K]);
-            },
-          }));
+          return rs.map(([s, e]) => (dep: GNode) => {
+            // One piece: the codes whole, gated behind the scales (as the backward's dequantization is: autodiff.ts).
+            const [c, sc] = rs.length > 1 ? piece(w, s, e, dep) : [codes, g.after(scales, dep)];
+            return g.record('dequantNBits', [c, sc], { N: e - s, K, bits, blockSize, weight, plain: true }, 'float32', [e - s, K]);
+          });
         };
       if (key === 'transpose')
         return (x: GNode, perm: number[]) => {

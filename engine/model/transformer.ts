@@ -335,7 +335,7 @@ function onlineHeadLogprobs<T>(
   o: Ops<T>,
   c: ModelConfig,
   w: Record<string, T>,
-  pieces: Array<{ start: number; end: number; read(dep: T): T }>,
+  pieces: Array<(dep: T) => T>,
   hidden: T,
   targets: T,
   withEntropy: boolean,
@@ -351,8 +351,8 @@ function onlineHeadLogprobs<T>(
   type Run = { m: T; s: T; a?: T; u?: T; b?: T };
   const runs: Run[] = [];
   let dep = hf; // piece j is read once piece j − 1's last tile is done: one dequantized piece at a time
-  for (const p of pieces) {
-    const wp = p.read(dep); // [rows of the piece, D]
+  for (const read of pieces) {
+    const wp = read(dep); // [rows of the piece, D]
     const wpT = o.transpose(wp, [1, 0]);
     for (let i = 0; i < n; i++) {
       const l = o.matmul(o.after!(hs[i]!, dep), wpT); // [rows, piece]

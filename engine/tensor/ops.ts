@@ -110,11 +110,11 @@ export interface Ops<T> {
   recompute?<R>(entries: T[], fn: (entries: T[]) => R): R;
   /**
    * A weight W [N, K] that is stored block-quantized (a quantized base's LM head:
-   * engine/model/quantize.ts quantizedBaseOps), as row pieces: each piece's `read(dep)` is rows
-   * [start, end) of W dequantized to float32 once `dep` exists, an ordinary tensor whose products
+   * engine/model/quantize.ts quantizedBaseOps), as row pieces in order: each `read(dep)` is that
+   * piece's rows of W dequantized to float32 once `dep` exists, an ordinary tensor whose products
    * are plain matmuls. Undefined for a float32 weight.
    */
-  rowPieces?(w: T): Array<{ start: number; end: number; read(dep: T): T }> | undefined;
+  rowPieces?(w: T): Array<(dep: T) => T> | undefined;
 
   // ---- fused kernels (graph interpreter only; callers keep the unfused form for the others) --
   /**

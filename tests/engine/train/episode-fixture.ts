@@ -4,7 +4,11 @@ import type { Episode } from '../../../engine/train/episode';
  * A training Episode for tests: `tokens` with `mask` (1 = a model token the loss sees; default every
  * token), zero rollout logprobs and entropy, no reward, no tools; `fields` sets the rest.
  */
-export function testEpisode(tokens: number[], mask: number[] = tokens.map(() => 1), fields: Partial<Episode> = {}): Episode {
+export function testEpisode(
+  tokens: ArrayLike<number>,
+  mask: ArrayLike<number> = new Uint8Array(tokens.length).fill(1),
+  fields: Partial<Episode> = {},
+): Episode {
   return {
     group: 0,
     sample: 0,

@@ -18,6 +18,7 @@ import type { Demo, SftPort } from '../../../engine/train/sft';
 import type { DecodeBackend, EpisodeEnv, RolloutTask, TokenizerPort } from '../../../engine/rollout/ports';
 import type { TaskSession } from '../../../engine/run/run-dir';
 import { advantagePort } from '../../../engine/train/advantage';
+import { testEpisode } from './episode-fixture';
 
 export interface TabularTaskSpec {
   prompts: number;
@@ -83,24 +84,18 @@ export class TabularPolicy implements PolicyPort, RolloutPort, SftPort {
           mask[pos + 1] = 1;
           if (a === this.targets[p]![pos]) right++;
         }
-        out.push({
-          group: g,
-          sample: s,
-          taskId: `prompt-${p}`,
-          tokens,
-          lossMask: mask,
-          rolloutLogprobs: lp,
-          entropy: ent,
-          reward: right / length,
-          rewardComponents: { partial: right / length },
-          exactMatch: right === length,
-          formatOk: true,
-          toolCalls: 0,
-          toolErrors: 0,
-          turns: 1,
-          stepRewards: [],
-          truncated: false,
-        });
+        out.push(
+          testEpisode(tokens, mask, {
+            group: g,
+            sample: s,
+            taskId: `prompt-${p}`,
+            rolloutLogprobs: lp,
+            entropy: ent,
+            reward: right / length,
+            rewardComponents: { partial: right / length },
+            exactMatch: right === length,
+          }),
+        );
       }
     }
     return out;
