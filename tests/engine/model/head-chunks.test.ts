@@ -13,7 +13,8 @@ import { resolveLora } from '../../../engine/model/lora';
 import { traceGraph } from '../../../engine/tensor/graph';
 import { withGradients } from '../../../engine/tensor/autodiff';
 import { sessionOptions } from '../../../engine/tensor/ort';
-import { nllEntropyLoss } from './entropy-loss';
+// Masked NLL minus an entropy bonus: the entropy's gradient goes through the chunks too.
+import { nllEntropyLoss as loss } from './entropy-loss';
 
 const models: PolicyModel[] = [];
 afterAll(async () => {
@@ -29,9 +30,6 @@ function maxRel(a: ArrayLike<number>, b: ArrayLike<number>): number {
   }
   return num / Math.max(den, 1e-12);
 }
-
-// Masked NLL minus an entropy bonus: the entropy's gradient goes through the chunks too.
-const loss = nllEntropyLoss;
 
 const seqs = [
   [1, 5, 7, 3, 2, 9, 12, 4],

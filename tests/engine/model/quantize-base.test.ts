@@ -18,7 +18,8 @@ import { saveCheckpoint, type Weights } from '../../../engine/model/checkpoint';
 import { baseQuantLayout, baseQuantNames, dequantizeBlockwise, headWeightName, quantPieces } from '../../../engine/model/quantize';
 import { resolveLora } from '../../../engine/model/lora';
 import { nllLoss, randomTokenBatch } from '../../../engine/model/lora-step';
-import { nllEntropyLoss } from './entropy-loss';
+// Masked NLL minus an entropy bonus: the entropy's gradient goes through the LM head too.
+import { nllEntropyLoss as entropyLoss } from './entropy-loss';
 
 const models: PolicyModel[] = [];
 const keep = (m: PolicyModel) => (models.push(m), m);
@@ -58,9 +59,6 @@ function dequantizedTwin(m: PolicyModel, base: Weights): PolicyModel {
   for (const k of m.trainableNames()) w.set(k, Float32Array.from(m.weights.get(k)!));
   return keep(new PolicyModel(m.config, w, { threads: 1, lora: m.lora }));
 }
-
-// Masked NLL minus an entropy bonus: the entropy's gradient goes through the LM head too.
-const entropyLoss = nllEntropyLoss;
 
 const maxDiff = (a: Float32Array, b: Float32Array) => a.reduce((p, v, i) => Math.max(p, Math.abs(v - b[i]!)), 0);
 const maxAbs = (a: Float32Array) => a.reduce((p, v) => Math.max(p, Math.abs(v)), 0);
