@@ -15,6 +15,14 @@ export function workspaceReader(root: string | undefined): (path: string) => str
     if (!root) throw new Error(`readFile("${path}"): this environment has no workspace folder`);
     const p = String(path);
     if (isAbsolute(p)) throw new Error(`readFile("${p}"): give a path relative to the workspace`);
+    const escapes = (base: string, full: string) => {
+      const rel = relative(base, full);
+      return rel === '' || rel.startsWith('..') || isAbsolute(rel) || rel.split(sep)[0] === '..';
+    };
+    const outside = () => new Error(`readFile("${p}"): outside the workspace`);
+    // The path as written first ("../x" is outside whether or not x exists: Node's permission model
+    // in the sandbox process may refuse even to resolve it), then with its symlinks resolved.
+    if (escapes(resolve(root), resolve(root, p))) throw outside();
     let base: string, full: string;
     try {
       base = realpathSync(root);
@@ -22,8 +30,7 @@ export function workspaceReader(root: string | undefined): (path: string) => str
     } catch {
       throw new Error(`readFile("${p}"): no such file in the workspace`);
     }
-    const rel = relative(base, full);
-    if (rel === '' || rel.startsWith('..') || isAbsolute(rel) || rel.split(sep)[0] === '..') throw new Error(`readFile("${p}"): outside the workspace`);
+    if (escapes(base, full)) throw outside();
     const st = statSync(full);
     if (!st.isFile()) throw new Error(`readFile("${p}"): not a file`);
     if (st.size > MAX_READ_BYTES) throw new Error(`readFile("${p}"): ${st.size} bytes, more than the ${MAX_READ_BYTES} a tool may read`);

@@ -30,6 +30,12 @@ export interface TaskKindEntry extends TaskKindSpec {
   tools?: (cfg: ExperimentConfig, where: 'served' | 'chat') => BuiltinTools | undefined;
   /** The tokenizer when it does not depend on the config (read without opening the kit: a stored run's trajectories decode with it). */
   tokenizer?: () => TokenizerPort;
+  /**
+   * The largest vocabulary of this kind's tiny model (`model.init: tiny`) when its tokenizer is
+   * built from the environment (the tools' schemas), which the memory plan sizes before the
+   * environment is open: the plan is then an upper bound.
+   */
+  tinyVocabBound?: number;
 }
 
 const kits = new Map<string, { factory: KitFactory; entry: TaskKindEntry }>();
@@ -67,6 +73,11 @@ export function builtinTaskTools(cfg: ExperimentConfig, where: 'served' | 'chat'
 
 export function openTaskKit(cfg: ExperimentConfig, extras: KitExtras = {}): TaskKit {
   return kindOf(cfg.task.kind).factory(cfg, extras);
+}
+
+/** The kind's tinyVocabBound (TaskKindEntry), when its tiny model's tokenizer is built from the environment. */
+export function tinyVocabBound(cfg: ExperimentConfig): number | undefined {
+  return kindOf(cfg.task.kind).entry.tinyVocabBound;
 }
 
 /**

@@ -21,12 +21,17 @@ export interface ConfigAt {
   dir: string | undefined;
 }
 
+/** How consent prompts and MCP lines name the experiment: its `name`, else the folder of its config (`name` is optional). */
+export function experimentOrigin({ cfg, dir }: ConfigAt): string {
+  return cfg.name !== undefined ? `experiment "${cfg.name}"` : `the experiment in ${dir ?? process.cwd()}`;
+}
+
 /**
  * Everything the config would run (servers, tool and reward files, an outside workspace) put to
  * the user once, before anything starts (engine/env/consent.ts); approvals are remembered, so a
  * group's runs (`arbor train --seeds`, `arbor sweep`) are asked about once, by the group.
  */
-export async function askConfigConsent({ cfg, dir }: ConfigAt, origin = `experiment "${cfg.name}"`): Promise<void> {
+export async function askConfigConsent({ cfg, dir }: ConfigAt, origin = experimentOrigin({ cfg, dir })): Promise<void> {
   const { configItems, ensureConsent } = await import('../env/consent');
   await ensureConsent(origin, configItems(cfg.environment, dir));
 }
@@ -42,7 +47,7 @@ export async function openMcpServers(at: ConfigAt, log: (line: string) => void) 
   return McpToolSet.open(servers as McpServersInput, {
     baseDir: cfg.environment.workspace,
     onEvent: (e) => log(`mcp: server "${e.server}" ${e.kind.replace('mcp_', '')}: ${e.message}`),
-    origin: `experiment "${cfg.name}"`,
+    origin: experimentOrigin(at),
   });
 }
 

@@ -34,7 +34,7 @@ import {
 } from '../../model/memory-plan';
 import { ALL_SHAPES, shapeByName } from '../../model/shapes';
 import { tinyTaskModel } from '../../tasks/multihop/kit';
-import { openTaskKit, taskTokenizer } from '../../tasks/registry';
+import { openTaskKit, taskTokenizer, tinyVocabBound } from '../../tasks/registry';
 import { policyLoss } from '../../rl/policy-losses';
 import { getEstimator } from '../../rl';
 import { AdamW } from '../../rl/optimizer';
@@ -47,6 +47,9 @@ const QUANT_CHOICES = Object.keys(BASE_QUANT_BITS) as BaseQuant[];
 /** The model a config trains: its folder's config.json, or the task's tiny built-in model. */
 export function configModel(cfg: ExperimentConfig): ModelConfig {
   if (cfg.model.path) return readModelConfig(cfg.model.path);
+  // A kind whose tiny model's tokenizer is built from the environment (the sandboxed tools' schemas): its largest vocabulary.
+  const bound = tinyVocabBound(cfg);
+  if (bound !== undefined) return tinyTaskModel(cfg, bound, 0);
   // The task's tokenizer sizes the tiny model (its kit's tinyModel); a tokenizer that does not say its size: the kit itself.
   const tok = taskTokenizer(cfg) as { vocabSize?: number; vocab?: readonly unknown[] };
   const vocab = tok.vocabSize ?? tok.vocab?.length;

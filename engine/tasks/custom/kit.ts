@@ -19,7 +19,7 @@ import { loadTaskFile } from '../../env/taskfile';
 import type { Tool } from '../../env/tool';
 import type { EnvTask } from '../../env/task';
 import { taskPrompt } from '../../env/toolenv';
-import { buildByteBpeTokenizer, HfTokenizer } from '../../model/tokenizer';
+import { BYTE_BPE_MAX_VOCAB, buildByteBpeTokenizer, HfTokenizer } from '../../model/tokenizer';
 import type { ExperimentConfig } from '../../config/experiment';
 import { envSetup, formatExpert, taskTools, toolEnvTask } from '../env-setup';
 import { tinyTaskModel, tokenizerCacheFolder } from '../multihop/kit';
@@ -117,4 +117,6 @@ registerTaskKit('custom', customKit, {
   taskFile: 'required',
   tinyColdStart: true,
   tools: taskFileSearch,
+  // The byte-level tokenizer is built from the task file, the demonstrations and the tools' schemas (sandboxed files).
+  tinyVocabBound: BYTE_BPE_MAX_VOCAB,
 });

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { validateConfig } from '../../../engine/config/experiment';
 import { planInputFromConfig } from '../../../engine/cli/commands/plan';
+import { BYTE_BPE_MAX_VOCAB } from '../../../engine/model/tokenizer';
 
 const bin = join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs');
 const arbor = (home: string, ...args: string[]) =>
@@ -80,6 +81,19 @@ describe('arbor plan (real CLI)', () => {
     const { input } = planInputFromConfig(cfg, 1e8);
     expect(input.train.batch).toBe(16); // 96 episodes over 2 × 3
     expect(input.score).toEqual({ batch: 16, seq: 64, sequences: 96 });
+  });
+
+  it("plans README's own-environment config (task.kind custom, tiny model, sandboxed tools) with the byte tokenizer's largest vocabulary, without opening the sandbox", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'arbor-plan-custom-'));
+    writeFileSync(join(dir, 'tasks.jsonl'), JSON.stringify({ id: 't0', prompt: 'what is 1 plus 1 ?', answers: ['2'] }) + '\n');
+    writeFileSync(join(dir, 'echo.ts'), "export const echo = { name: 'echo', description: 'echo', parameters: { type: 'object' }, execute: () => 'x' };\n");
+    const cfg = validateConfig(
+      { model: { init: 'tiny' }, task: { kind: 'custom' }, environment: { format: 'hermes', tasks: 'tasks.jsonl', tools: ['echo.ts'] } },
+      { baseDir: dir },
+    );
+    const { input } = planInputFromConfig(cfg, 1e8);
+    expect(input.config.vocabSize).toBe(BYTE_BPE_MAX_VOCAB);
+    expect(input.config.hiddenSize).toBe(64);
   });
 
   it('plans a config: rollout KV cache at its rollout sizes, and a budget it does not fit names the key to change', () => {

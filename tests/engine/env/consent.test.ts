@@ -82,7 +82,8 @@ describe('consent: a config with an MCP server', () => {
     delete env.ARBOR_YES;
     const r = spawnSync(process.execPath, [BIN, 'train', join(dir, 'c.yaml'), '--no-store'], { encoding: 'utf8', env, input: '', timeout: 120_000 });
     expect(r.status).not.toBe(0);
-    expect(r.stderr).toMatch(/experiment "[^"]*" would run programs this workspace has not approved/);
+    // The config has no name: the prompt names its folder.
+    expect(r.stderr).toContain(`the experiment in ${dir} would run programs this workspace has not approved`);
     expect(r.stderr).toMatch(/MCP server: evil: \S+ -e /);
     expect(r.stderr).toContain('--yes');
     expect(existsSync(marker)).toBe(false);
