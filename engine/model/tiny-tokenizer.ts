@@ -101,3 +101,56 @@ export function byteWordTokenizer(words: string[], o: ByteWordTokenizerOptions):
   const { tokenizer, config } = buildByteWordTokenizer(words, o);
   return new HfTokenizer(tokenizer, config);
 }
+
+/** ChatML's role markers and the pad/end tokens of a tiny text-word tokenizer (ids 0–3). */
+const TEXT_WORD_SPECIAL = ['<pad>', '<|endoftext|>', '<|im_start|>', '<|im_end|>'];
+/** Most words a text-word tokenizer keeps (the most frequent), and most tags. */
+const TEXT_WORD_MAX_WORDS = 8000;
+const TEXT_WORD_MAX_TAGS = 64;
+/** A tag of a tool-call format or chat template (`<tool_call>`, `</answer>`, `<information>`). */
+const TAG = /<\/?[A-Za-z_][A-Za-z0-9_-]*>/g;
+/** GPT-2's pre-tokenisation (the ByteLevel pre-tokeniser's split). */
+const PRE = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
+
+/**
+ * A byte-word tokenizer (buildByteWordTokenizer) for a tiny model on any task, its vocabulary read
+ * from the texts the model will read and write (prompts, demonstrations, answers, the rendered tool
+ * schemas and turn wrappers): every tag in them is an added token, every word, number and
+ * punctuation run of them one token (the 8000 most frequent), anything else bytes.
+ * So a name the model must copy from a prompt or an observation into a call is one token in both
+ * places, as in the built-in tasks' tokenizers, where a byte-level BPE with a merge budget split
+ * rare names into letters (a tiny model then has to learn to copy letter by letter).
+ */
+export function buildTextWordTokenizer(
+  texts: string[],
+  o: { chatTemplate?: string } = {},
+): { tokenizer: Record<string, unknown>; config: Record<string, unknown>; vocab: string[] } {
+  const tags = new Map<string, number>();
+  const words = new Map<string, number>();
+  const count = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + 1);
+  for (const text of texts) {
+    for (const m of text.matchAll(TAG)) count(tags, m[0]);
+    // As the tokenizer will see it: added tokens cut out, a space put after a quote before a word (the normalizer).
+    const plain = text
+      .replace(TAG, ' ')
+      .replace(/<\|[a-z_]+\|>/g, ' ')
+      .replace(/"(?=[A-Za-z0-9])/g, '" ');
+    for (const piece of plain.match(PRE) ?? []) {
+      const w = piece.startsWith(' ') ? piece.slice(1) : piece;
+      if (w.trim() !== '') count(words, w);
+    }
+  }
+  const top = (m: Map<string, number>, n: number) =>
+    [...m]
+      .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+      .slice(0, n)
+      .map(([w]) => w);
+  return buildByteWordTokenizer(top(words, TEXT_WORD_MAX_WORDS), {
+    added: [...TEXT_WORD_SPECIAL, ...top(tags, TEXT_WORD_MAX_TAGS).sort()],
+    special: TEXT_WORD_SPECIAL,
+    eos: '<|im_end|>',
+    pad: '<pad>',
+    pieces: JSON_PUNCTUATION,
+    chatTemplate: o.chatTemplate,
+  });
+}

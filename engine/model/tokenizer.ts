@@ -303,10 +303,6 @@ export const TINY_TOOLS_CHAT_TEMPLATE =
   '{%- if add_generation_prompt -%}<|im_start|>assistant {% endif -%}';
 
 const BYTE_SPECIAL = ['<pad>', '<|endoftext|>', '<|im_start|>', '<|im_end|>'];
-/** buildByteBpeTokenizer's default number of merges. */
-const BYTE_BPE_MERGES = 2000;
-/** The largest vocabulary buildByteBpeTokenizer makes: its special tokens, the 256 bytes, one token per merge. */
-export const BYTE_BPE_MAX_VOCAB = BYTE_SPECIAL.length + 256 + BYTE_BPE_MERGES;
 
 /** GPT-2's byte → printable character table (the ByteLevel pre-tokeniser's alphabet). */
 export function byteLevelAlphabet(): string[] {
@@ -354,7 +350,7 @@ export function buildByteBpeTokenizer(
   const merges: string[] = [];
   const seen = new Set<string>();
   const words = [...freq].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).map(([w]) => w);
-  const maxMerges = opts.maxMerges ?? BYTE_BPE_MERGES;
+  const maxMerges = opts.maxMerges ?? 2000;
   for (const w of words) {
     const chars = [...byteLevelText(w)];
     let cur = chars[0]!;

@@ -31,11 +31,11 @@ export interface TaskKindEntry extends TaskKindSpec {
   /** The tokenizer when it does not depend on the config (read without opening the kit: a stored run's trajectories decode with it). */
   tokenizer?: () => TokenizerPort;
   /**
-   * The largest vocabulary of this kind's tiny model (`model.init: tiny`) when its tokenizer is
-   * built from the environment (the tools' schemas), which the memory plan sizes before the
-   * environment is open: the plan is then an upper bound.
+   * The vocabulary size of this kind's tiny model (`model.init: tiny`), at least, when its tokenizer
+   * is built from the environment (the tools' schemas): the memory plan sizes the model before the
+   * environment is open.
    */
-  tinyVocabBound?: number;
+  tinyVocabBound?: (cfg: ExperimentConfig) => number;
 }
 
 const kits = new Map<string, { factory: KitFactory; entry: TaskKindEntry }>();
@@ -77,7 +77,7 @@ export function openTaskKit(cfg: ExperimentConfig, extras: KitExtras = {}): Task
 
 /** The kind's tinyVocabBound (TaskKindEntry), when its tiny model's tokenizer is built from the environment. */
 export function tinyVocabBound(cfg: ExperimentConfig): number | undefined {
-  return kindOf(cfg.task.kind).entry.tinyVocabBound;
+  return kindOf(cfg.task.kind).entry.tinyVocabBound?.(cfg);
 }
 
 /**

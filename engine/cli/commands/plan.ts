@@ -327,7 +327,7 @@ export function register(program: Command): void {
       }
       const c = input.config;
       console.log(
-        `${source}: ${(plan.parameters / 1e9).toFixed(3)}B parameters (${c.numLayers} layers, hidden ${c.hiddenSize}, vocabulary ${c.vocabSize}), ` +
+        `${source}: ${plan.parameters >= 1e9 ? `${(plan.parameters / 1e9).toFixed(3)}B` : `${(plan.parameters / 1e6).toFixed(plan.parameters >= 1e7 ? 0 : 2)}M`} parameters (${c.numLayers} layers, hidden ${c.hiddenSize}, vocabulary ${c.vocabSize}), ` +
           `${input.lora ? `LoRA r${input.lora.rank} (${(plan.trainable / 1e6).toFixed(2)}M trainable)` : 'full fine-tuning'}` +
           `${input.quantizeBase ? `, ${input.quantizeBase} base` : ''}; micro-batch ${input.train.batch} × ${input.train.seq} tokens` +
           `${input.rollout ? `; rollouts ${input.rollout.batch} × ${input.rollout.maxLength}` : ''}; device ${input.device ?? 'cpu'}`,

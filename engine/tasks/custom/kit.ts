@@ -5,9 +5,11 @@
  * (sandboxed, any names), the reward from `environment.reward` (else exact match against
  * `answers`), the format from `environment.format`. Every fifth task is held out for evaluation.
  *
- * Tokenizer: `model.path`'s own (with its chat template); for the tiny model a byte-level BPE
- * (engine/model/tokenizer.ts buildByteBpeTokenizer) whose merges come from the tasks' and tools'
- * text, so JSON tool calls and any word encode exactly and nothing is out of vocabulary.
+ * Tokenizer: `model.path`'s own (with its chat template); for the tiny model whole words with a
+ * byte fallback (engine/model/tiny-tokenizer.ts buildTextWordTokenizer), the words and tags taken
+ * from the tasks, demonstrations and rendered tool schemas, so a name copied from a prompt or an
+ * observation into a call is one token, JSON tool calls and any text encode exactly, and nothing
+ * is out of vocabulary.
  *
  * Demonstrations: a task whose `meta.demo` is a list of turns, each `{ "calls": [{ "name", "args" }] }`
  * or `{ "answer": "…" }`, is demonstrated by writing those turns in the run's format (the SFT warm
@@ -19,7 +21,9 @@ import { loadTaskFile } from '../../env/taskfile';
 import type { Tool } from '../../env/tool';
 import type { EnvTask } from '../../env/task';
 import { taskPrompt } from '../../env/toolenv';
-import { BYTE_BPE_MAX_VOCAB, buildByteBpeTokenizer, HfTokenizer } from '../../model/tokenizer';
+import { HfTokenizer, TINY_TOOLS_CHAT_TEMPLATE, type ToolSpec } from '../../model/tokenizer';
+import type { ToolCallFormat } from '../../env/formats';
+import { buildTextWordTokenizer } from '../../model/tiny-tokenizer';
 import type { ExperimentConfig } from '../../config/experiment';
 import { envSetup, formatExpert, taskTools, toolEnvTask } from '../env-setup';
 import { tinyTaskModel, tokenizerCacheFolder } from '../multihop/kit';
@@ -43,10 +47,40 @@ function demoOf(t: EnvTask): DemoTurn[] | undefined {
   return d as DemoTurn[];
 }
 
-/** A byte-level tokenizer for the tiny model, its files cached by content under ARBOR_HOME (copied into checkpoints). */
-function byteTokenizer(texts: string[]): { hf: HfTokenizer; folder: string } {
-  const { tokenizer, config } = buildByteBpeTokenizer(texts);
+/** The tiny model's tokenizer (buildTextWordTokenizer over `texts`), its files cached by content under ARBOR_HOME (copied into checkpoints). */
+function textWordTokenizer(texts: string[]): { hf: HfTokenizer; folder: string } {
+  const { tokenizer, config } = buildTextWordTokenizer(texts, { chatTemplate: TINY_TOOLS_CHAT_TEMPLATE });
   return { hf: new HfTokenizer(tokenizer, config), folder: tokenizerCacheFolder('custom', tokenizer, config) };
+}
+
+/**
+ * Everything the tiny model reads and writes, for its tokenizer's words: prompts, answers, demos,
+ * the format's instruction and calls, and the chat template's rendering of the tool schemas and of
+ * a turn of each role (what the template adds around the texts).
+ */
+function tinyTexts(tf: ReturnType<typeof loadTaskFile>, format: ToolCallFormat, specs: ToolSpec[]): string[] {
+  const blank = buildTextWordTokenizer([], { chatTemplate: TINY_TOOLS_CHAT_TEMPLATE });
+  const frame = new HfTokenizer(blank.tokenizer, blank.config);
+  const roles = ['user', 'assistant', 'tool'].map((role) => ({ role, content: '' }));
+  return [
+    format.instruction(),
+    frame.renderChat(roles, { tools: specs.length ? specs : undefined, addGenerationPrompt: true }),
+    ...tf.tasks.flatMap((t) => [taskPrompt(t), ...(t.messages ?? []).map((m) => m.content), ...(t.answers ?? [])]),
+    ...tf.tasks.flatMap((t) => (demoOf(t) ?? []).map((d) => (d.calls ? format.writeCalls(d.calls) : format.writeAnswer(d.answer ?? '')))),
+  ];
+}
+
+/** Words the tool schemas may add to a tiny model's vocabulary beyond the task file's (the memory plan's allowance). */
+const SCHEMA_WORDS = 256;
+
+/**
+ * The tiny model's vocabulary size before the sandbox is open (the memory plan): the task file's
+ * words and the format's, with room for SCHEMA_WORDS words of the tools' schemas (sandboxed files).
+ */
+function tinyVocabBound(cfg: ExperimentConfig): number {
+  const tf = loadTaskFile(cfg.environment.tasks!);
+  const { format } = taskTools([], envSetup(cfg));
+  return buildTextWordTokenizer(tinyTexts(tf, format, [])).vocab.length + 2 * SCHEMA_WORDS;
 }
 
 export function customKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; mcpTools?: import('../../env/tool').Tool[] } = {}): TaskKit {
@@ -69,14 +103,9 @@ export function customKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; m
     tok = HfTokenizer.load(cfg.model.path);
     folder = cfg.model.path;
   } else {
-    // Merges from everything the model reads and writes: prompts, answers, demos, tool schemas, the format's instruction and calls.
-    const texts = [
-      format.instruction(),
-      ...tf.tasks.flatMap((t) => [taskPrompt(t), ...(t.messages ?? []).map((m) => m.content), ...(t.answers ?? [])]),
-      ...tf.tasks.flatMap((t) => (demoOf(t) ?? []).map((d) => (d.calls ? format.writeCalls(d.calls) : format.writeAnswer(d.answer ?? '')))),
-      ...tools.map((t) => `${t.name} ${t.description} ${JSON.stringify(t.parameters)}`),
-    ];
-    ({ hf: tok, folder } = byteTokenizer(texts));
+    const specs = tools.map((t) => ({ type: 'function' as const, function: { name: t.name, description: t.description, parameters: t.parameters } }));
+    const texts = tinyTexts(tf, format, specs);
+    ({ hf: tok, folder } = textWordTokenizer(texts));
   }
   const eos = tok.eosTokenId;
   if (eos === undefined) throw new Error(`model.path: ${cfg.model.path}: tokenizer_config.json names no eos_token (a turn could never end)`);
@@ -117,6 +146,5 @@ registerTaskKit('custom', customKit, {
   taskFile: 'required',
   tinyColdStart: true,
   tools: taskFileSearch,
-  // The byte-level tokenizer is built from the task file, the demonstrations and the tools' schemas (sandboxed files).
-  tinyVocabBound: BYTE_BPE_MAX_VOCAB,
+  tinyVocabBound,
 });

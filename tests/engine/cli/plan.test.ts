@@ -5,7 +5,6 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { validateConfig } from '../../../engine/config/experiment';
 import { planInputFromConfig } from '../../../engine/cli/commands/plan';
-import { BYTE_BPE_MAX_VOCAB } from '../../../engine/model/tokenizer';
 
 const bin = join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs');
 const arbor = (home: string, ...args: string[]) =>
@@ -83,7 +82,7 @@ describe('arbor plan (real CLI)', () => {
     expect(input.score).toEqual({ batch: 16, seq: 64, sequences: 96 });
   });
 
-  it("plans README's own-environment config (task.kind custom, tiny model, sandboxed tools) with the byte tokenizer's largest vocabulary, without opening the sandbox", () => {
+  it("plans README's own-environment config (task.kind custom, tiny model, sandboxed tools) with the task file's vocabulary and room for the schemas', without opening the sandbox", () => {
     const dir = mkdtempSync(join(tmpdir(), 'arbor-plan-custom-'));
     writeFileSync(join(dir, 'tasks.jsonl'), JSON.stringify({ id: 't0', prompt: 'what is 1 plus 1 ?', answers: ['2'] }) + '\n');
     writeFileSync(join(dir, 'echo.ts'), "export const echo = { name: 'echo', description: 'echo', parameters: { type: 'object' }, execute: () => 'x' };\n");
@@ -92,7 +91,9 @@ describe('arbor plan (real CLI)', () => {
       { baseDir: dir },
     );
     const { input } = planInputFromConfig(cfg, 1e8);
-    expect(input.config.vocabSize).toBe(BYTE_BPE_MAX_VOCAB);
+    // 4 specials, the format's tags, 256 bytes, the task file's and format's words twice, room for 256 schema words twice.
+    expect(input.config.vocabSize).toBeGreaterThan(260 + 512);
+    expect(input.config.vocabSize).toBeLessThan(260 + 512 + 200);
     expect(input.config.hiddenSize).toBe(64);
   });
 
