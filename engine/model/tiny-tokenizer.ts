@@ -114,32 +114,36 @@ const PRE = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!
 
 /**
  * A byte-word tokenizer (buildByteWordTokenizer) for a tiny model on any task, its vocabulary read
- * from the texts the model will read and write (prompts, demonstrations, answers, the rendered tool
- * schemas and turn wrappers): every tag in them is an added token, every word, number and
- * punctuation run of them one token (the 8000 most frequent), anything else bytes.
- * So a name the model must copy from a prompt or an observation into a call is one token in both
- * places, as in the built-in tasks' tokenizers, where a byte-level BPE with a merge budget split
- * rare names into letters (a tiny model then has to learn to copy letter by letter).
+ * from the texts the model will read and write. Every tag in them is an added token. A word (word,
+ * number or punctuation run) is one token when it is in a `shared` text (the format's instruction,
+ * the chat template's rendering of the tool schemas and turn wrappers) or in the texts of at least
+ * two `tasks` (the training tasks: prompts, demonstrations, answers); any other word is spelled in
+ * bytes (the `TEXT_WORD_MAX_WORDS` most frequent words are kept). So the model trains on every token
+ * it will have to write: a name that only one task holds (an entity of a held-out question above
+ * all) would otherwise be a token no training example ever targets, which a tiny model cannot learn
+ * to write, let alone copy; spelled in bytes, it is copied the way every such name in training is.
  */
 export function buildTextWordTokenizer(
-  texts: string[],
+  texts: { shared: string[]; tasks: string[][] },
   o: { chatTemplate?: string } = {},
 ): { tokenizer: Record<string, unknown>; config: Record<string, unknown>; vocab: string[] } {
   const tags = new Map<string, number>();
-  const words = new Map<string, number>();
-  const count = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + 1);
-  for (const text of texts) {
+  const count = (m: Map<string, number>, k: string, by = 1) => m.set(k, (m.get(k) ?? 0) + by);
+  const wordsOf = (text: string) => {
     for (const m of text.matchAll(TAG)) count(tags, m[0]);
     // As the tokenizer will see it: added tokens cut out, a space put after a quote before a word (the normalizer).
     const plain = text
       .replace(TAG, ' ')
       .replace(/<\|[a-z_]+\|>/g, ' ')
       .replace(/"(?=[A-Za-z0-9])/g, '" ');
-    for (const piece of plain.match(PRE) ?? []) {
-      const w = piece.startsWith(' ') ? piece.slice(1) : piece;
-      if (w.trim() !== '') count(words, w);
-    }
-  }
+    return (plain.match(PRE) ?? []).map((p) => (p.startsWith(' ') ? p.slice(1) : p)).filter((w) => w.trim() !== '');
+  };
+  const shared = new Set(texts.shared.flatMap(wordsOf));
+  const inTasks = new Map<string, number>();
+  for (const task of texts.tasks) for (const w of new Set(task.flatMap(wordsOf))) count(inTasks, w);
+  const words = new Map<string, number>();
+  for (const w of shared) words.set(w, Infinity);
+  for (const [w, n] of inTasks) if (n >= 2 && !shared.has(w)) words.set(w, n);
   const top = (m: Map<string, number>, n: number) =>
     [...m]
       .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))

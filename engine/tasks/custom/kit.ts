@@ -48,26 +48,33 @@ function demoOf(t: EnvTask): DemoTurn[] | undefined {
 }
 
 /** The tiny model's tokenizer (buildTextWordTokenizer over `texts`), its files cached by content under ARBOR_HOME (copied into checkpoints). */
-function textWordTokenizer(texts: string[]): { hf: HfTokenizer; folder: string } {
+function textWordTokenizer(texts: { shared: string[]; tasks: string[][] }): { hf: HfTokenizer; folder: string } {
   const { tokenizer, config } = buildTextWordTokenizer(texts, { chatTemplate: TINY_TOOLS_CHAT_TEMPLATE });
   return { hf: new HfTokenizer(tokenizer, config), folder: tokenizerCacheFolder('custom', tokenizer, config) };
 }
 
+/** Every fifth task is held out for evaluation; the rest train. */
+const trainingTasks = (tasks: EnvTask[]) => tasks.filter((_, i) => i % 5 !== 4);
+
 /**
- * Everything the tiny model reads and writes, for its tokenizer's words: prompts, answers, demos,
- * the format's instruction and calls, and the chat template's rendering of the tool schemas and of
- * a turn of each role (what the template adds around the texts).
+ * What the tiny model reads and writes, for its tokenizer's words (buildTextWordTokenizer): shared,
+ * the format's instruction and the chat template's rendering of the tool schemas and of a turn of
+ * each role (what the template adds around the texts); per training task, its prompt, messages,
+ * answers and demonstrated calls and answer. Held-out tasks are not read.
  */
-function tinyTexts(tf: ReturnType<typeof loadTaskFile>, format: ToolCallFormat, specs: ToolSpec[]): string[] {
-  const blank = buildTextWordTokenizer([], { chatTemplate: TINY_TOOLS_CHAT_TEMPLATE });
+function tinyTexts(train: EnvTask[], format: ToolCallFormat, specs: ToolSpec[]): { shared: string[]; tasks: string[][] } {
+  const blank = buildTextWordTokenizer({ shared: [], tasks: [] }, { chatTemplate: TINY_TOOLS_CHAT_TEMPLATE });
   const frame = new HfTokenizer(blank.tokenizer, blank.config);
   const roles = ['user', 'assistant', 'tool'].map((role) => ({ role, content: '' }));
-  return [
-    format.instruction(),
-    frame.renderChat(roles, { tools: specs.length ? specs : undefined, addGenerationPrompt: true }),
-    ...tf.tasks.flatMap((t) => [taskPrompt(t), ...(t.messages ?? []).map((m) => m.content), ...(t.answers ?? [])]),
-    ...tf.tasks.flatMap((t) => (demoOf(t) ?? []).map((d) => (d.calls ? format.writeCalls(d.calls) : format.writeAnswer(d.answer ?? '')))),
-  ];
+  return {
+    shared: [format.instruction(), frame.renderChat(roles, { tools: specs.length ? specs : undefined, addGenerationPrompt: true })],
+    tasks: train.map((t) => [
+      taskPrompt(t),
+      ...(t.messages ?? []).map((m) => m.content),
+      ...(t.answers ?? []),
+      ...(demoOf(t) ?? []).map((d) => (d.calls ? format.writeCalls(d.calls) : format.writeAnswer(d.answer ?? ''))),
+    ]),
+  };
 }
 
 /** Words the tool schemas may add to a tiny model's vocabulary beyond the task file's (the memory plan's allowance). */
@@ -80,7 +87,7 @@ const SCHEMA_WORDS = 256;
 function tinyVocabBound(cfg: ExperimentConfig): number {
   const tf = loadTaskFile(cfg.environment.tasks!);
   const { format } = taskTools([], envSetup(cfg));
-  return buildTextWordTokenizer(tinyTexts(tf, format, [])).vocab.length + 2 * SCHEMA_WORDS;
+  return buildTextWordTokenizer(tinyTexts(trainingTasks(tf.tasks), format, [])).vocab.length + 2 * SCHEMA_WORDS;
 }
 
 export function customKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; mcpTools?: import('../../env/tool').Tool[] } = {}): TaskKit {
@@ -93,7 +100,7 @@ export function customKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; m
   // An external agent program brings its own tools (its requests name them); Arbor's are optional then.
   if (tools.length === 0 && !cfg.environment.agent)
     throw new Error(`environment.tools: task.kind "custom" needs tools (none given, and ${file} has no QA contexts to search)`);
-  const train = tf.tasks.filter((_, i) => i % 5 !== 4);
+  const train = trainingTasks(tf.tasks);
   const held = tf.tasks.filter((_, i) => i % 5 === 4);
   if (train.length === 0 || held.length === 0) throw new Error(`environment.tasks: ${file} needs at least 5 tasks (every fifth is held out for evaluation)`);
 
@@ -104,7 +111,7 @@ export function customKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; m
     folder = cfg.model.path;
   } else {
     const specs = tools.map((t) => ({ type: 'function' as const, function: { name: t.name, description: t.description, parameters: t.parameters } }));
-    const texts = tinyTexts(tf, format, specs);
+    const texts = tinyTexts(train, format, specs);
     ({ hf: tok, folder } = textWordTokenizer(texts));
   }
   const eos = tok.eosTokenId;
