@@ -128,7 +128,7 @@ export function buildTextWordTokenizer(
   o: { chatTemplate?: string } = {},
 ): { tokenizer: Record<string, unknown>; config: Record<string, unknown>; vocab: string[] } {
   const tags = new Map<string, number>();
-  const count = (m: Map<string, number>, k: string, by = 1) => m.set(k, (m.get(k) ?? 0) + by);
+  const count = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + 1);
   const wordsOf = (text: string) => {
     for (const m of text.matchAll(TAG)) count(tags, m[0]);
     // As the tokenizer will see it: added tokens cut out, a space put after a quote before a word (the normalizer).

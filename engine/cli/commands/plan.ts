@@ -47,7 +47,7 @@ const QUANT_CHOICES = Object.keys(BASE_QUANT_BITS) as BaseQuant[];
 /** The model a config trains: its folder's config.json, or the task's tiny built-in model. */
 export function configModel(cfg: ExperimentConfig): ModelConfig {
   if (cfg.model.path) return readModelConfig(cfg.model.path);
-  // A kind whose tiny model's tokenizer is built from the environment (the sandboxed tools' schemas): its largest vocabulary.
+  // A kind whose tiny model's tokenizer is built from the environment (the sandboxed tools' schemas): the kind's estimate, at least its size.
   const bound = tinyVocabBound(cfg);
   if (bound !== undefined) return tinyTaskModel(cfg, bound, 0);
   // The task's tokenizer sizes the tiny model (its kit's tinyModel); a tokenizer that does not say its size: the kit itself.

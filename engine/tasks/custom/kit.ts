@@ -6,10 +6,10 @@
  * `answers`), the format from `environment.format`. Every fifth task is held out for evaluation.
  *
  * Tokenizer: `model.path`'s own (with its chat template); for the tiny model whole words with a
- * byte fallback (engine/model/tiny-tokenizer.ts buildTextWordTokenizer), the words and tags taken
- * from the tasks, demonstrations and rendered tool schemas, so a name copied from a prompt or an
- * observation into a call is one token, JSON tool calls and any text encode exactly, and nothing
- * is out of vocabulary.
+ * byte fallback (engine/model/tiny-tokenizer.ts buildTextWordTokenizer): the tags and the words of
+ * the format's instruction and the rendered tool schemas, and every word two training tasks share,
+ * are tokens; a word of one task only is spelled in bytes (so no token is one training never
+ * targets). JSON tool calls and any text encode exactly, and nothing is out of vocabulary.
  *
  * Demonstrations: a task whose `meta.demo` is a list of turns, each `{ "calls": [{ "name", "args" }] }`
  * or `{ "answer": "…" }`, is demonstrated by writing those turns in the run's format (the SFT warm
