@@ -15,7 +15,10 @@
  * JSON puts words right after a quote. The file loads in Python `tokenizers` ≥ 0.19 too
  * (`ignore_merges` is the Llama-3 option).
  */
-import { addedToken, bpeModel, byteLevel, byteLevelAlphabet, byteLevelText, HfTokenizer, tokenizerConfig, tokenizerJson } from './tokenizer';
+import { addedToken, bpeModel, BYTE_LEVEL_SPLIT, byteLevel, byteLevelAlphabet, byteLevelText, HfTokenizer, tokenizerConfig, tokenizerJson } from './tokenizer';
+
+/** The byte-word tokenizers' normalizer puts a space after a double quote that this matches (a word right after it). */
+const QUOTE_BEFORE_WORD = '"(?=[A-Za-z0-9])';
 
 /** JSON punctuation runs as the ByteLevel pre-tokeniser cuts them, kept as single tokens. */
 export const JSON_PUNCTUATION = [
@@ -90,7 +93,7 @@ export function buildByteWordTokenizer(
   // A word right after a double quote gets the space form (`"golden` → `" golden`), so a word
   // copied from running text into a JSON string is the same token (`Ġgolden`) in both places;
   // the decoder takes that space out again.
-  const normalizer = { type: 'Replace', pattern: { Regex: '"(?=[A-Za-z0-9])' }, content: '" ' };
+  const normalizer = { type: 'Replace', pattern: { Regex: QUOTE_BEFORE_WORD }, content: '" ' };
   const decoder = { type: 'Sequence', decoders: [byteLevel(), { type: 'Replace', pattern: { String: '" ' }, content: '"' }] };
   const tokenizer = tokenizerJson(added, normalizer, byteLevel(), decoder, bpeModel(model, [], true));
   const config = tokenizerConfig({ cleanUpSpaces: false, eos: o.eos, pad: o.pad, unk: null, maxLength: 4096, chatTemplate: o.chatTemplate || undefined });
@@ -109,8 +112,6 @@ const TEXT_WORD_MAX_WORDS = 8000;
 const TEXT_WORD_MAX_TAGS = 64;
 /** A tag of a tool-call format or chat template (`<tool_call>`, `</answer>`, `<information>`). */
 const TAG = /<\/?[A-Za-z_][A-Za-z0-9_-]*>/g;
-/** GPT-2's pre-tokenisation (the ByteLevel pre-tokeniser's split). */
-const PRE = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
 
 /**
  * A byte-word tokenizer (buildByteWordTokenizer) for a tiny model on any task, its vocabulary read
@@ -135,8 +136,8 @@ export function buildTextWordTokenizer(
     const plain = text
       .replace(TAG, ' ')
       .replace(/<\|[a-z_]+\|>/g, ' ')
-      .replace(/"(?=[A-Za-z0-9])/g, '" ');
-    return (plain.match(PRE) ?? []).map((p) => (p.startsWith(' ') ? p.slice(1) : p)).filter((w) => w.trim() !== '');
+      .replace(new RegExp(QUOTE_BEFORE_WORD, 'g'), '" ');
+    return (plain.match(BYTE_LEVEL_SPLIT) ?? []).map((p) => (p.startsWith(' ') ? p.slice(1) : p)).filter((w) => w.trim() !== '');
   };
   const shared = new Set(texts.shared.flatMap(wordsOf));
   const inTasks = new Map<string, number>();

@@ -303,6 +303,8 @@ export const TINY_TOOLS_CHAT_TEMPLATE =
   '{%- if add_generation_prompt -%}<|im_start|>assistant {% endif -%}';
 
 const BYTE_SPECIAL = ['<pad>', '<|endoftext|>', '<|im_start|>', '<|im_end|>'];
+/** GPT-2's pre-tokenisation: how the ByteLevel pre-tokeniser splits text into words, numbers, punctuation runs and spaces. */
+export const BYTE_LEVEL_SPLIT = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
 
 /** GPT-2's byte → printable character table (the ByteLevel pre-tokeniser's alphabet). */
 export function byteLevelAlphabet(): string[] {
@@ -345,8 +347,7 @@ export function buildByteBpeTokenizer(
   for (const t of BYTE_SPECIAL) vocab[t] = id++;
   for (const c of BYTE_ALPHABET) vocab[c] ??= id++;
   const freq = new Map<string, number>();
-  const pre = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
-  for (const t of texts) for (const m of t.match(pre) ?? []) if (m.length > 1) freq.set(m, (freq.get(m) ?? 0) + 1);
+  for (const t of texts) for (const m of t.match(BYTE_LEVEL_SPLIT) ?? []) if (m.length > 1) freq.set(m, (freq.get(m) ?? 0) + 1);
   const merges: string[] = [];
   const seen = new Set<string>();
   const words = [...freq].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).map(([w]) => w);

@@ -24,6 +24,8 @@ import { taskPrompt } from '../../env/toolenv';
 import { HfTokenizer, TINY_TOOLS_CHAT_TEMPLATE, type ToolSpec } from '../../model/tokenizer';
 import type { ToolCallFormat } from '../../env/formats';
 import { buildTextWordTokenizer } from '../../model/tiny-tokenizer';
+import { renderChatTemplate } from '../../model/chat-template';
+import { Template } from '@huggingface/jinja';
 import type { ExperimentConfig } from '../../config/experiment';
 import { envSetup, formatExpert, taskTools, toolEnvTask } from '../env-setup';
 import { tinyTaskModel, tokenizerCacheFolder } from '../multihop/kit';
@@ -63,11 +65,10 @@ const trainingTasks = (tasks: EnvTask[]) => tasks.filter((_, i) => i % 5 !== 4);
  * answers and demonstrated calls and answer. Held-out tasks are not read.
  */
 function tinyTexts(train: EnvTask[], format: ToolCallFormat, specs: ToolSpec[]): { shared: string[]; tasks: string[][] } {
-  const blank = buildTextWordTokenizer({ shared: [], tasks: [] }, { chatTemplate: TINY_TOOLS_CHAT_TEMPLATE });
-  const frame = new HfTokenizer(blank.tokenizer, blank.config);
-  const roles = ['user', 'assistant', 'tool'].map((role) => ({ role, content: '' }));
+  const messages = ['user', 'assistant', 'tool'].map((role) => ({ role, content: '' }));
+  const frame = renderChatTemplate(new Template(TINY_TOOLS_CHAT_TEMPLATE), { messages, tools: specs.length ? specs : undefined, add_generation_prompt: true });
   return {
-    shared: [format.instruction(), frame.renderChat(roles, { tools: specs.length ? specs : undefined, addGenerationPrompt: true })],
+    shared: [format.instruction(), frame],
     tasks: train.map((t) => [
       taskPrompt(t),
       ...(t.messages ?? []).map((m) => m.content),
