@@ -7,9 +7,14 @@
  *
  * Tokenizer: `model.path`'s own (with its chat template); for the tiny model whole words with a
  * byte fallback (engine/model/tiny-tokenizer.ts buildTextWordTokenizer): the tags and the words of
- * the format's instruction and the rendered tool schemas, and every word two training tasks share,
- * are tokens; a word of one task only is spelled in bytes (so no token is one training never
- * targets). JSON tool calls and any text encode exactly, and nothing is out of vocabulary.
+ * the rendered tool signatures and turns, and every word two training tasks share, are tokens; a
+ * word of one task only is spelled in bytes (so no token is one training never targets). JSON tool
+ * calls and any text encode exactly, and nothing is out of vocabulary. The tiny model's chat
+ * template is the two-tool task's (engine/tasks/tools/template.ts: tool signatures without spaces,
+ * so a copying head is not sent back into the system prompt) and its prompt has no format
+ * instruction (it learns the format from the demonstrations; a constant preamble only lengthens
+ * every sequence): prompts of ~30 tokens instead of ~110, and on the invented-names task
+ * (scripts/gen-capitals-task.mjs) SFT learned to copy unseen names (docs/areas/train.md).
  *
  * Demonstrations: a task whose `meta.demo` is a list of turns, each `{ "calls": [{ "name", "args" }] }`
  * or `{ "answer": "…" }`, is demonstrated by writing those turns in the run's format (the SFT warm
@@ -21,7 +26,8 @@ import { loadTaskFile } from '../../env/taskfile';
 import type { Tool } from '../../env/tool';
 import type { EnvTask } from '../../env/task';
 import { taskPrompt } from '../../env/toolenv';
-import { HfTokenizer, TINY_TOOLS_CHAT_TEMPLATE, type ToolSpec } from '../../model/tokenizer';
+import { HfTokenizer, type ToolSpec } from '../../model/tokenizer';
+import { TOOLS_CHAT_TEMPLATE } from '../tools/template';
 import type { ToolCallFormat } from '../../env/formats';
 import { buildTextWordTokenizer } from '../../model/tiny-tokenizer';
 import { renderChatTemplate } from '../../model/chat-template';
@@ -51,7 +57,7 @@ function demoOf(t: EnvTask): DemoTurn[] | undefined {
 
 /** The tiny model's tokenizer (buildTextWordTokenizer over `texts`), its files cached by content under ARBOR_HOME (copied into checkpoints). */
 function textWordTokenizer(texts: { shared: string[]; tasks: string[][] }): { hf: HfTokenizer; folder: string } {
-  const { tokenizer, config } = buildTextWordTokenizer(texts, { chatTemplate: TINY_TOOLS_CHAT_TEMPLATE });
+  const { tokenizer, config } = buildTextWordTokenizer(texts, { chatTemplate: TOOLS_CHAT_TEMPLATE });
   return { hf: new HfTokenizer(tokenizer, config), folder: tokenizerCacheFolder('custom', tokenizer, config) };
 }
 
@@ -60,15 +66,15 @@ const trainingTasks = (tasks: EnvTask[]) => tasks.filter((_, i) => i % 5 !== 4);
 
 /**
  * What the tiny model reads and writes, for its tokenizer's words (buildTextWordTokenizer): shared,
- * the format's instruction and the chat template's rendering of the tool schemas and of a turn of
- * each role (what the template adds around the texts); per training task, its prompt, messages,
- * answers and demonstrated calls and answer. Held-out tasks are not read.
+ * the chat template's rendering of the tool signatures and of a turn of each role (what the
+ * template adds around the texts); per training task, its prompt, messages, answers and
+ * demonstrated calls and answer. Held-out tasks are not read.
  */
 function tinyTexts(train: EnvTask[], format: ToolCallFormat, specs: ToolSpec[]): { shared: string[]; tasks: string[][] } {
   const messages = ['user', 'assistant', 'tool'].map((role) => ({ role, content: '' }));
-  const frame = renderChatTemplate(new Template(TINY_TOOLS_CHAT_TEMPLATE), { messages, tools: specs.length ? specs : undefined, add_generation_prompt: true });
+  const frame = renderChatTemplate(new Template(TOOLS_CHAT_TEMPLATE), { messages, tools: specs.length ? specs : undefined, add_generation_prompt: true });
   return {
-    shared: [format.instruction(), frame],
+    shared: [frame],
     tasks: train.map((t) => [
       taskPrompt(t),
       ...(t.messages ?? []).map((m) => m.content),
@@ -78,12 +84,12 @@ function tinyTexts(train: EnvTask[], format: ToolCallFormat, specs: ToolSpec[]):
   };
 }
 
-/** Words the tool schemas may add to a tiny model's vocabulary beyond the task file's (the memory plan's allowance). */
+/** Words the tool signatures (names, argument names) may add to a tiny model's vocabulary beyond the task file's (the memory plan's allowance). */
 const SCHEMA_WORDS = 256;
 
 /**
  * The tiny model's vocabulary size before the sandbox is open (the memory plan): the task file's
- * words and the format's, with room for SCHEMA_WORDS words of the tools' schemas (sandboxed files).
+ * words and the format's, with room for SCHEMA_WORDS words of the tools' signatures (sandboxed files).
  */
 function tinyVocabBound(cfg: ExperimentConfig): number {
   const tf = loadTaskFile(cfg.environment.tasks!);
@@ -118,7 +124,10 @@ export function customKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; m
   const eos = tok.eosTokenId;
   if (eos === undefined) throw new Error(`model.path: ${cfg.model.path}: tokenizer_config.json names no eos_token (a turn could never end)`);
   const endText = tok.decode([eos]);
-  const task = (t: EnvTask) => toolEnvTask(t, { tools, format, tokenizer: tok, setup, endTokenIds: [eos] });
+  // The tiny model (built here, or a checkpoint of it: its chat template is TOOLS_CHAT_TEMPLATE) learns the format
+  // from its demonstrations and reads no instruction; a pretrained model is told the format.
+  const instruction = tok.chatTemplate === TOOLS_CHAT_TEMPLATE ? '' : undefined;
+  const task = (t: EnvTask) => toolEnvTask(t, { tools, format, tokenizer: tok, setup, endTokenIds: [eos], instruction });
   const demos = new Map(train.map((t) => [t.id, demoOf(t)]));
   const undemonstrated = [...demos].filter(([, d]) => !d).map(([id]) => id);
   return {

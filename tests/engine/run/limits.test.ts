@@ -13,20 +13,18 @@ import { cutDemosWarning, demoNeeds, demoWasCut, fitLimits } from '../../../engi
 import type { Trajectory } from '../../../engine/rollout/types';
 
 const FIXTURE = join(__dirname, '..', 'cli', 'fixtures', 'open-env');
-const REPEAT = 3;
+const REPEAT = 7;
 
-/** The open-env fixture with wordier tool descriptions, so the Hermes prompt renders to ~330 tokens. */
+/** The open-env fixture with a long preamble before each question, so the Hermes prompt renders to ~330 tokens. */
 function readmeEnv(rollout?: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'arbor-limits-'));
   cpSync(FIXTURE, dir, { recursive: true });
-  for (const f of ['lookup.ts', 'calculator.ts']) {
-    // The tiny model's Hermes template renders each tool's JSON schema: a described argument makes it longer.
-    // The tiny model's tokenizer has a token for each word of the schemas: a long description (3 × 40 tokens) makes a long prompt.
-    const words =
-      'the exact text as written in the question, one call per entity; read the whole result before the next step, it holds the year of founding, the founder and the year of birth';
-    const src = readFileSync(join(dir, f), 'utf8').replace(/\{ type: 'string',/, `{ type: 'string', description: '${Array(REPEAT).fill(words).join('; ')}',`);
-    writeFileSync(join(dir, f), src);
-  }
+  // The tiny model's tokenizer has a token for each word the training tasks share: a preamble of REPEAT × ~45 tokens makes a long prompt.
+  const words =
+    'the exact text as written in the question, one call per entity; read the whole result before the next step, it holds the year of founding, the founder and the year of birth';
+  const file = join(dir, 'tasks.jsonl');
+  const rows = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { prompt: string });
+  writeFileSync(file, rows.map((r) => JSON.stringify({ ...r, prompt: `${Array(REPEAT).fill(words).join('; ')}: ${r.prompt}` })).join('\n') + '\n');
   writeFileSync(
     join(dir, 'c.yaml'),
     [
