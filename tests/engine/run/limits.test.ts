@@ -23,7 +23,10 @@ function readmeEnv(rollout?: string): string {
   const words =
     'the exact text as written in the question, one call per entity; read the whole result before the next step, it holds the year of founding, the founder and the year of birth';
   const file = join(dir, 'tasks.jsonl');
-  const rows = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { prompt: string });
+  const rows = readFileSync(file, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { prompt: string });
   writeFileSync(file, rows.map((r) => JSON.stringify({ ...r, prompt: `${Array(REPEAT).fill(words).join('; ')}: ${r.prompt}` })).join('\n') + '\n');
   writeFileSync(
     join(dir, 'c.yaml'),
