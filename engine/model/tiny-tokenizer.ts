@@ -59,8 +59,17 @@ export interface ByteWordTokenizerOptions {
   pad: string;
   /** Extra multi-character pieces (e.g. JSON_PUNCTUATION). */
   pieces?: string[];
+  /**
+   * A word spelled in bytes starts with one token of its space and first letter or digit (`Ġf i r e`,
+   * as GPT-2's merges cut it), not a lone `Ġ` that every spelled word shares: the BPE merges
+   * `Ġ a` … `Ġ 9` and their 62 tokens.
+   */
+  wordStarts?: boolean;
   chatTemplate?: string;
 }
+
+/** The letters and digits a spelled word may start with (ByteWordTokenizerOptions.wordStarts). */
+const WORD_START = [...'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'];
 
 /**
  * tokenizer.json + tokenizer_config.json: added tokens, then the 256 byte characters, then each
@@ -85,6 +94,8 @@ export function buildByteWordTokenizer(
     add(byteLevelText(w));
   }
   (o.pieces ?? []).forEach((p) => add(byteLevelText(p)));
+  const space = byteLevelText(' ');
+  const merges = o.wordStarts ? WORD_START.map((c) => (add(space + c), `${space} ${c}`)) : [];
   const model: Record<string, number> = {};
   vocab.forEach((t, i) => {
     if (i >= o.added.length) model[t] = i;
@@ -95,7 +106,7 @@ export function buildByteWordTokenizer(
   // the decoder takes that space out again.
   const normalizer = { type: 'Replace', pattern: { Regex: QUOTE_BEFORE_WORD }, content: '" ' };
   const decoder = { type: 'Sequence', decoders: [byteLevel(), { type: 'Replace', pattern: { String: '" ' }, content: '"' }] };
-  const tokenizer = tokenizerJson(added, normalizer, byteLevel(), decoder, bpeModel(model, [], true));
+  const tokenizer = tokenizerJson(added, normalizer, byteLevel(), decoder, bpeModel(model, merges, true));
   const config = tokenizerConfig({ cleanUpSpaces: false, eos: o.eos, pad: o.pad, unk: null, maxLength: 4096, chatTemplate: o.chatTemplate || undefined });
   return { tokenizer, config, vocab };
 }
@@ -156,6 +167,7 @@ export function buildTextWordTokenizer(
     eos: '<|im_end|>',
     pad: '<pad>',
     pieces: JSON_PUNCTUATION,
+    wordStarts: true,
     chatTemplate: o.chatTemplate,
   });
 }

@@ -28,14 +28,17 @@ describe('buildTextWordTokenizer', () => {
     expect(pieces(tok, ' give')).toEqual([' give']); // shared only
   });
 
-  it('spells a word that only one task holds in bytes, in the question and in a call alike', () => {
-    expect(pieces(tok, ' bazomir')).toEqual([...' bazomir']);
+  it('spells a word that only one task holds in bytes, its space and first letter one token, in the question and in a call alike', () => {
+    expect(pieces(tok, ' bazomir')).toEqual([' b', ...'azomir']);
     // In a JSON string the normalizer gives the name its space form: the same tokens as in the question.
     const call = tok.encode('{"country": "bazomir"}');
     const question = tok.encode(' bazomir');
     expect(call.join(',')).toContain(question.join(','));
     expect(tok.decode(call)).toBe('{"country": "bazomir"}');
-    expect(pieces(tok, ' fire')).toEqual([...' fire']);
+    expect(pieces(tok, ' fire')).toEqual([' f', ...'ire']);
+    expect(pieces(tok, ' 1984')).toEqual([' 1', ...'984']);
+    // Only an ASCII letter or digit joins the space.
+    expect(pieces(tok, ' über')).toEqual([' ', ...pieces(tok, 'über')]);
   });
 
   it('round-trips any text, unseen words and characters included', () => {
