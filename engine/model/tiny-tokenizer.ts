@@ -126,11 +126,12 @@ const TAG = /<\/?[A-Za-z_][A-Za-z0-9_-]*>/g;
 
 /**
  * A byte-word tokenizer (buildByteWordTokenizer) for a tiny model on any task, its vocabulary read
- * from the texts the model will read and write. Every tag in them is an added token. A word (word,
- * number or punctuation run) is one token when it is in a `shared` text (the format's instruction,
- * the chat template's rendering of the tool schemas and turn wrappers) or in the texts of at least
- * two `tasks` (the training tasks: prompts, demonstrations, answers); any other word is spelled in
- * bytes (the `TEXT_WORD_MAX_WORDS` most frequent words are kept). So the model trains on every token
+ * from the texts the model will read and write. Every tag in them is an added token. A word (word
+ * or punctuation run) is one token when it is in a `shared` text (the chat template's rendering of
+ * the tool signatures and turn wrappers) or in the texts of at least
+ * two `tasks` (the training tasks: prompts, demonstrations, answers); any other word, and every
+ * number, is spelled in bytes (the `TEXT_WORD_MAX_WORDS` most frequent words are kept), its first
+ * letter or digit joined to its space (`wordStarts`). So the model trains on every token
  * it will have to write: a name that only one task holds (an entity of a held-out question above
  * all) would otherwise be a token no training example ever targets, which a tiny model cannot learn
  * to write, let alone copy; spelled in bytes, it is copied the way every such name in training is.
@@ -154,8 +155,11 @@ export function buildTextWordTokenizer(
   const inTasks = new Map<string, number>();
   for (const task of texts.tasks) for (const w of new Set(task.flatMap(wordsOf))) count(inTasks, w);
   const words = new Map<string, number>();
-  for (const w of shared) words.set(w, Infinity);
-  for (const [w, n] of inTasks) if (n >= 2 && !shared.has(w)) words.set(w, n);
+  // Numbers are always spelled, digit by digit (as Llama's and Qwen2's tokenizers split them): a tiny
+  // model copies a run of ten digits it writes everywhere, not a token per number that few tasks hold.
+  const number = /^\p{N}+$/u;
+  for (const w of shared) if (!number.test(w)) words.set(w, Infinity);
+  for (const [w, n] of inTasks) if (n >= 2 && !shared.has(w) && !number.test(w)) words.set(w, n);
   const top = (m: Map<string, number>, n: number) =>
     [...m]
       .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))

@@ -1,6 +1,6 @@
 // The custom task's tiny tokenizer (engine/model/tiny-tokenizer.ts buildTextWordTokenizer): tags are
 // added tokens; a word of the shared texts or of two training tasks is one token; a word only one
-// task holds is spelled in bytes (the model trains on every token it will have to write); any text
+// task holds, and any number, is spelled in bytes (the model trains on every token it will have to write); any text
 // round-trips exactly.
 import { describe, expect, it } from 'vitest';
 import { buildTextWordTokenizer } from '../../../engine/model/tiny-tokenizer';
@@ -16,8 +16,8 @@ describe('buildTextWordTokenizer', () => {
   const tok = build(
     ['call tools with <tool_call>{"name": …, "arguments": {…}}</tool_call> , then give <answer> answer </answer> .'],
     [
-      ['what is the capital of bazomir ?', '<tool_call>{"name": "capital", "arguments": {"country": "bazomir"}}</tool_call>', '<answer> fire </answer>'],
-      ['what is the capital of hemezes ?', '<tool_call>{"name": "capital", "arguments": {"country": "hemezes"}}</tool_call>', '<answer> fader </answer>'],
+      ['what is the capital of bazomir ? 12', '<tool_call>{"name": "capital", "arguments": {"country": "bazomir"}}</tool_call>', '<answer> fire </answer>'],
+      ['what is the capital of hemezes ? 12', '<tool_call>{"name": "capital", "arguments": {"country": "hemezes"}}</tool_call>', '<answer> fader </answer>'],
     ],
   );
 
@@ -37,6 +37,8 @@ describe('buildTextWordTokenizer', () => {
     expect(tok.decode(call)).toBe('{"country": "bazomir"}');
     expect(pieces(tok, ' fire')).toEqual([' f', ...'ire']);
     expect(pieces(tok, ' 1984')).toEqual([' 1', ...'984']);
+    // A number is spelled digit by digit even when both tasks hold it (as Llama's and Qwen2's tokenizers split digits).
+    expect(pieces(tok, ' 12')).toEqual([' 1', '2']);
     // Only an ASCII letter or digit joins the space.
     expect(pieces(tok, ' über')).toEqual([' ', ...pieces(tok, 'über')]);
   });
