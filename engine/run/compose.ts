@@ -249,15 +249,18 @@ async function expertDemos(cfg: ExperimentConfig, kit: TaskKit, limits: RolloutL
 }
 
 /**
- * Before the model is built: the task's prompts and a sample of its SFT demonstrations (rendered
- * with no practical limit) against the rollout limits. Limits the config left out are raised to fit
+ * Before the model is built: the task's prompts and a sample of its scripted expert's demonstrations
+ * (rendered with no practical limit; measured with or without a warm start) against the rollout
+ * limits. Limits the config left out are raised to fit
  * ("limits sized from the task: …"); limits it sets too small are flagged with what they need
  * ("demonstrations would be cut: …"); a prompt longer than max_total_length is refused.
  */
 async function sizeLimits(cfg: ExperimentConfig, defaults: LoadedConfig['defaults'], kit: TaskKit): Promise<string[]> {
   const prompts = await promptLengths([...kit.trainTasks, ...kit.evalTasks]);
   let demos: Awaited<ReturnType<typeof rolloutTextPolicy>>['trajectories'] = [];
-  if (cfg.sft.warm_start && !cfg.sft.demos_path && kit.expert) {
+  // The scripted expert's turns are what a right turn needs, with or without a warm start: `arbor eval`
+  // or `rollout` of a checkpoint (no warm start) would otherwise cut its calls at the default limit.
+  if (!cfg.sft.demos_path && kit.expert) {
     const sample = pickTasks(kit.trainTasks, Math.min(cfg.sft.demos, 32), stepSeed(cfg.seed, 0, 4000));
     demos = (await rolloutTextPolicy(kit.expert, { tasks: sample, n: 1, seed: cfg.seed, limits: MEASURE_LIMITS, tokenizer: kit.tokenizer })).trajectories;
   }
