@@ -7,28 +7,11 @@
 // names it has not seen from the question and the observations into its calls and answer.
 // Usage: node scripts/gen-capitals-task.mjs <folder> [--tasks 600] [--seed 7]
 // then: cd <folder> && npx arbor train env.yaml --yes
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { taskGenArgs, writeReadmeEnv } from './task-gen.mjs';
 
-const { positionals, values } = parseArgs({
-  allowPositionals: true,
-  options: { tasks: { type: 'string', default: '600' }, seed: { type: 'string', default: '7' } },
-});
-const dir = positionals[0];
-if (!dir) throw new Error('usage: node scripts/gen-capitals-task.mjs <folder> [--tasks N] [--seed S]');
-const count = Number(values.tasks);
-if (!Number.isInteger(count) || count < 5) throw new Error(`--tasks: "${values.tasks}" is not an integer ≥ 5`);
-
-// mulberry32: a small seeded generator, so a seed gives the same world everywhere.
-let state = Number(values.seed) >>> 0;
-const rand = () => {
-  state = (state + 0x6d2b79f5) >>> 0;
-  let t = state;
-  t = Math.imul(t ^ (t >>> 15), t | 1);
-  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-};
+const { dir, count, rand } = taskGenArgs('gen-capitals-task.mjs', 7);
 const pick = (xs) => xs[Math.floor(rand() * xs.length)];
 const seen = new Set();
 const name = (syllables) => {
@@ -80,40 +63,9 @@ export const ${exportName}: Tool = {
   },
 };
 `;
-mkdirSync(join(dir, 'tools'), { recursive: true });
+writeReadmeEnv(dir, tasks, {
+  'capital.ts': tool('capital', 'the capital city of a country', 'country', 'capitals', 'no country called'),
+  'timezone.ts': tool('timezone', 'the time zone of a city', 'city', 'zones', 'no city called'),
+});
 writeFileSync(join(dir, 'world.json'), JSON.stringify({ capitals, zones }));
-writeFileSync(join(dir, 'tasks.jsonl'), tasks.map((t) => JSON.stringify(t)).join('\n') + '\n');
-writeFileSync(join(dir, 'tools', 'capital.ts'), tool('capital', 'the capital city of a country', 'country', 'capitals', 'no country called'));
-writeFileSync(join(dir, 'tools', 'timezone.ts'), tool('timezone', 'the time zone of a city', 'city', 'zones', 'no city called'));
-// README's reward, as printed.
-writeFileSync(
-  join(dir, 'reward.ts'),
-  `import { exactMatch, type RewardFn } from 'arbor/env';
-export const reward: RewardFn = (episode) => {
-  const calls = episode.history.flatMap((turn) => turn.calls);
-  return {
-    reward: episode.answer === undefined ? 0 : exactMatch(episode.answer, episode.golds),
-    components: { failed_calls: calls.filter((c) => !c.success).length },
-  };
-};
-`,
-);
-// README's config, as printed (the tool file names are this task's).
-writeFileSync(
-  join(dir, 'env.yaml'),
-  `model: { init: tiny }
-task: { kind: custom }
-environment:
-  format: hermes
-  tools: [tools/capital.ts, tools/timezone.ts]
-  reward: reward.ts
-  tasks: tasks.jsonl
-  workspace: .
-  sandbox: quickjs
-  max_calls_per_turn: 2
-  tool_timeout_ms: 5000
-  max_observation_tokens: 256
-sft: { warm_start: true }
-`,
-);
 console.log(`${dir}: ${count} tasks (${tasks.filter((t) => t.meta.hops === 2).length} 2-hop), tools/capital.ts, tools/timezone.ts, reward.ts, env.yaml`);

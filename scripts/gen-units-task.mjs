@@ -7,28 +7,9 @@
 // result into its answer. README's reward and config as printed.
 // Usage: node scripts/gen-units-task.mjs <folder> [--tasks 600] [--seed 11]
 // then: cd <folder> && npx arbor train env.yaml --yes
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { taskGenArgs, writeReadmeEnv } from './task-gen.mjs';
 
-const { positionals, values } = parseArgs({
-  allowPositionals: true,
-  options: { tasks: { type: 'string', default: '600' }, seed: { type: 'string', default: '11' } },
-});
-const dir = positionals[0];
-if (!dir) throw new Error('usage: node scripts/gen-units-task.mjs <folder> [--tasks N] [--seed S]');
-const count = Number(values.tasks);
-if (!Number.isInteger(count) || count < 5) throw new Error(`--tasks: "${values.tasks}" is not an integer ≥ 5`);
-
-// mulberry32: a small seeded generator, so a seed gives the same tasks everywhere.
-let state = Number(values.seed) >>> 0;
-const rand = () => {
-  state = (state + 0x6d2b79f5) >>> 0;
-  let t = state;
-  t = Math.imul(t ^ (t >>> 15), t | 1);
-  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-};
+const { dir, count, rand } = taskGenArgs('gen-units-task.mjs', 11);
 const int = (lo, hi) => lo + Math.floor(rand() * (hi - lo + 1));
 
 // The tool's factors, so a demonstration's answer is what the tool returns.
@@ -62,11 +43,8 @@ for (let i = 0; i < count; i++) {
   }
 }
 
-mkdirSync(join(dir, 'tools'), { recursive: true });
-writeFileSync(join(dir, 'tasks.jsonl'), tasks.map((t) => JSON.stringify(t)).join('\n') + '\n');
-writeFileSync(
-  join(dir, 'tools', 'convert.ts'),
-  `import type { Tool } from 'arbor/env';
+writeReadmeEnv(dir, tasks, {
+  'convert.ts': `import type { Tool } from 'arbor/env';
 const factors: Record<string, number> = ${JSON.stringify(FACTORS)};
 export const convert: Tool = {
   name: 'convert',
@@ -78,10 +56,7 @@ export const convert: Tool = {
   },
 };
 `,
-);
-writeFileSync(
-  join(dir, 'tools', 'days.ts'),
-  `import type { Tool } from 'arbor/env';
+  'days.ts': `import type { Tool } from 'arbor/env';
 export const days_between: Tool = {
   name: 'days_between',
   description: 'the number of days from one date (YYYY-MM-DD) to another',
@@ -94,38 +69,7 @@ export const days_between: Tool = {
   },
 };
 `,
-);
-// README's reward, as printed.
-writeFileSync(
-  join(dir, 'reward.ts'),
-  `import { exactMatch, type RewardFn } from 'arbor/env';
-export const reward: RewardFn = (episode) => {
-  const calls = episode.history.flatMap((turn) => turn.calls);
-  return {
-    reward: episode.answer === undefined ? 0 : exactMatch(episode.answer, episode.golds),
-    components: { failed_calls: calls.filter((c) => !c.success).length },
-  };
-};
-`,
-);
-// README's config, as printed (the tool file names are this task's).
-writeFileSync(
-  join(dir, 'env.yaml'),
-  `model: { init: tiny }
-task: { kind: custom }
-environment:
-  format: hermes
-  tools: [tools/convert.ts, tools/days.ts]
-  reward: reward.ts
-  tasks: tasks.jsonl
-  workspace: .
-  sandbox: quickjs
-  max_calls_per_turn: 2
-  tool_timeout_ms: 5000
-  max_observation_tokens: 256
-sft: { warm_start: true }
-`,
-);
+});
 console.log(
   `${dir}: ${count} tasks (${tasks.filter((t) => t.meta.kind === 'days').length} date differences), tools/convert.ts, tools/days.ts, reward.ts, env.yaml`,
 );
