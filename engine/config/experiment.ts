@@ -716,7 +716,7 @@ export interface ValidateOptions {
  * SFT at a constant learning rate until 50% of a validation split (50 training tasks held back,
  * scored every 25 steps) is right, at most 80 epochs of 800 demonstrations (the two-tool task's
  * 40 doubled: a custom task's tiny prompts are short, ~0.06 s a step on 2 cores, and on the
- * invented-names task the jump came at step 2700 of 4000 in one draw, never within 2000 in another),
+ * invented-names task the jump came as late as step 2950, past the old cap of 2000 steps),
  * then RL from the best scored step. A tiny model learns to copy names and numbers suddenly, at a
  * step that depends on the seed; the old defaults (3 epochs, cosine) stopped long before it (57
  * steps, format rate 0).
