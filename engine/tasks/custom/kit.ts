@@ -62,7 +62,9 @@ function textWordTokenizer(texts: { shared: string[]; tasks: string[][] }): { hf
 }
 
 /** Every fifth task is held out for evaluation; the rest train. */
-const trainingTasks = (tasks: EnvTask[]) => tasks.filter((_, i) => i % 5 !== 4);
+function splitTasks(tasks: EnvTask[]): { train: EnvTask[]; held: EnvTask[] } {
+  return { train: tasks.filter((_, i) => i % 5 !== 4), held: tasks.filter((_, i) => i % 5 === 4) };
+}
 
 /**
  * What the tiny model reads and writes, for its tokenizer's words (buildTextWordTokenizer): shared,
@@ -94,7 +96,7 @@ const SCHEMA_WORDS = 256;
 function tinyVocabBound(cfg: ExperimentConfig): number {
   const tf = loadTaskFile(cfg.environment.tasks!);
   const { format } = taskTools([], envSetup(cfg));
-  return buildTextWordTokenizer(tinyTexts(trainingTasks(tf.tasks), format, [])).vocab.length + 2 * SCHEMA_WORDS;
+  return buildTextWordTokenizer(tinyTexts(splitTasks(tf.tasks).train, format, [])).vocab.length + 2 * SCHEMA_WORDS;
 }
 
 export function customKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; mcpTools?: import('../../env/tool').Tool[] } = {}): TaskKit {
@@ -107,8 +109,7 @@ export function customKit(cfg: ExperimentConfig, extras: { host?: SandboxHost; m
   // An external agent program brings its own tools (its requests name them); Arbor's are optional then.
   if (tools.length === 0 && !cfg.environment.agent)
     throw new Error(`environment.tools: task.kind "custom" needs tools (none given, and ${file} has no QA contexts to search)`);
-  const train = trainingTasks(tf.tasks);
-  const held = tf.tasks.filter((_, i) => i % 5 === 4);
+  const { train, held } = splitTasks(tf.tasks);
   if (train.length === 0 || held.length === 0) throw new Error(`environment.tasks: ${file} needs at least 5 tasks (every fifth is held out for evaluation)`);
 
   let tok: HfTokenizer;
