@@ -94,7 +94,8 @@ writeFileSync(
     '  loss_agg_mode: token-mean',
     '  clip_ratio_low: 0.2',
     '  clip_ratio_high: 0.28',
-    '  old_logprobs: rollout',
+    // demo.yaml's: its sampler's old logprobs where it samples at temperature 1, a scoring pass otherwise.
+    `  old_logprobs: ${demo.match(/^\s*old_logprobs:\s*(\w+)/m)?.[1] ?? 'recompute'}`,
     '  distill: { teacher: ./teacher }',
     keep('optim'),
     `eval: { every: ${every}, n_questions: 200 }`,
