@@ -8,9 +8,9 @@
  * Tokenizer: `model.path`'s own (with its chat template); for the tiny model whole words with a
  * byte fallback (engine/model/tiny-tokenizer.ts buildTextWordTokenizer): the tags and the words of
  * the rendered tool signatures and turns, and every word two training tasks share, are tokens; a
- * word of one task only, and every number, is spelled in bytes (so no token is one training never targets). JSON tool
- * calls and any text encode exactly, and nothing is out of vocabulary. The tiny model's chat
- * template is the two-tool task's (engine/tasks/tools/template.ts: tool signatures without spaces,
+ * word of one task only, and every number, is spelled in bytes (so no token is one training never
+ * targets). JSON tool calls and any text encode exactly, and nothing is out of vocabulary. The
+ * tiny model's chat template is the two-tool task's (engine/tasks/tools/template.ts: tool signatures without spaces,
  * so a copying head is not sent back into the system prompt) and its prompt has no format
  * instruction (it learns the format from the demonstrations; a constant preamble only lengthens
  * every sequence): prompts of ~30 tokens instead of ~110, and on the invented-names task

@@ -1,7 +1,7 @@
 // The custom task's tiny tokenizer (engine/model/tiny-tokenizer.ts buildTextWordTokenizer): tags are
 // added tokens; a word of the shared texts or of two training tasks is one token; a word only one
-// task holds, and any number, is spelled in bytes (the model trains on every token it will have to write); any text
-// round-trips exactly.
+// task holds, and any number, is spelled in bytes (the model trains on every token it will have to
+// write); any text round-trips exactly.
 import { describe, expect, it } from 'vitest';
 import { buildTextWordTokenizer } from '../../../engine/model/tiny-tokenizer';
 import { HfTokenizer, TINY_TOOLS_CHAT_TEMPLATE } from '../../../engine/model/tokenizer';
