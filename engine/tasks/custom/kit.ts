@@ -10,10 +10,10 @@
  * the rendered tool signatures and turns, and every word two training tasks share, are tokens; a
  * word of one task only, and every number, is spelled in bytes (so no token is one training never
  * targets). JSON tool calls and any text encode exactly, and nothing is out of vocabulary. The
- * tiny model's chat template is the two-tool task's (engine/tasks/tools/template.ts: tool signatures without spaces,
- * so a copying head is not sent back into the system prompt) and its prompt has no format
- * instruction (it learns the format from the demonstrations; a constant preamble only lengthens
- * every sequence): prompts of ~30 tokens instead of ~110, and on the invented-names task
+ * tiny model's chat template is the two-tool task's (engine/tasks/tools/template.ts: tool
+ * signatures without spaces, so a copying head is not sent back into the system prompt) and its
+ * prompt has no format instruction (it learns the format from the demonstrations; a constant
+ * preamble only lengthens every sequence): prompts of ~30 tokens instead of ~110, and on the invented-names task
  * (scripts/gen-capitals-task.mjs) SFT learned to copy unseen names (docs/areas/train.md).
  *
  * Demonstrations: a task whose `meta.demo` is a list of turns, each `{ "calls": [{ "name", "args" }] }`
