@@ -100,7 +100,7 @@ const QUESTIONS_PER_WORLD = 40;
 const REWARD_WEIGHTS = { exact_match: 1 };
 
 /** A question the search task can pose: the multi-hop world's, or a user dataset's (no hop count). */
-export type SearchQuestion = Pick<Question, 'id' | 'question' | 'answers' | 'supporting'> & { hops?: number; supportingFacts?: string[] };
+export type SearchQuestion = Pick<Question, 'id' | 'question' | 'answers' | 'supporting'> & { hops?: number; relation?: string; supportingFacts?: string[] };
 
 /** A tokenizer a search task can prompt with: the task tokenizer (its HF twin renders the chat template) or an HF tokenizer. */
 export type SearchTokenizer = TaskTokenizer | HfTokenizer;
@@ -111,6 +111,12 @@ const envTokenizer = (tok: SearchTokenizer) => ('hf' in tok ? tok.hf : tok);
 export function defaultSearchSetup(maxTurns = 4): EnvSetup {
   return { format: 'search-r1', maxCalls: 2, limits: { ...DEFAULT_LIMITS }, maxObservationTokens: 256, maxTurns, userTools: [], toolFiles: new Map() };
 }
+
+/** A question's task meta: its hop count and relation, where it has them (`arbor eval --by hops|relation`). */
+const questionMeta = (q: SearchQuestion) => ({
+  ...(q.hops !== undefined ? { hops: q.hops } : {}),
+  ...(q.relation !== undefined ? { relation: q.relation } : {}),
+});
 
 /**
  * One search episode per question through engine/env's ToolEnv (the config's format, EM reward
@@ -126,7 +132,7 @@ export function multihopTask(
   const hf = envTokenizer(tok);
   const { tools: all, format } = taskTools([...tools.values()], setup);
   return toolEnvTask(
-    { id: q.id, question: q.question, answers: q.answers, supportingFacts: q.supportingFacts, meta: q.hops !== undefined ? { hops: q.hops } : {} },
+    { id: q.id, question: q.question, answers: q.answers, supportingFacts: q.supportingFacts, meta: questionMeta(q) },
     {
       tools: all,
       format,

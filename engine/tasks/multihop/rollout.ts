@@ -53,7 +53,7 @@ registerRolloutTask('multihop', async (req) => {
   const tasks: RolloutTask[] = mt.questions.map((q) => ({
     id: q.id,
     createEnv: () => mt.createEnv(q),
-    meta: { hops: q.hops, question: q.question, answers: q.answers, worldSeed },
+    meta: { hops: q.hops, relation: q.relation, question: q.question, answers: q.answers, worldSeed },
   }));
   const maxLen = model ? Math.min(1024, model.config.maxPositionEmbeddings) : 1024;
   const eos = model ? eosTokenIds(model.config) : tokenizer.eosTokenId !== undefined ? [tokenizer.eosTokenId] : [];

@@ -56,7 +56,7 @@ export function openMultihop(o: MultihopOptions, tokenizer: Pick<TextTokenizer, 
   const format = searchR1Format(); // the same per-turn call limit as training and the playground (DEFAULT_MAX_CALLS)
   const createEnv = (q: Question) =>
     new ToolEnv({
-      task: { id: q.id, question: q.question, answers: q.answers, supportingFacts: q.supportingFacts, meta: { hops: q.hops } },
+      task: { id: q.id, question: q.question, answers: q.answers, supportingFacts: q.supportingFacts, meta: { hops: q.hops, relation: q.relation } },
       tools: [tool],
       format,
       tokenizer,

@@ -188,6 +188,12 @@ export interface Question {
   question: string;
   answers: string[];
   hops: 1 | 2 | 3;
+  /**
+   * Which chain of relations the question follows (e.g. `employer-city`: works for, then located in):
+   * each asks the policy to copy a different span, so `arbor eval --by relation` shows which one a
+   * checkpoint has not learned.
+   */
+  relation: string;
   /** Ids of the passages a correct search path reads. */
   supporting: string[];
   /** The text of those passages' key facts (for retrieval rewards). */
@@ -212,12 +218,13 @@ const FACT = {
   writtenBy: (w: World['works'][number]): Fact => ({ passage: `work:${w.title}`, text: `the ${w.title} was written by ${w.author}` }),
 };
 
-/** A question answered by following `facts`, one hop each. */
-function ask(question: string, answer: string, ...facts: Fact[]): Omit<Question, 'id'> {
+/** A question of `relation` answered by following `facts`, one hop each. */
+function ask(relation: string, question: string, answer: string, ...facts: Fact[]): Omit<Question, 'id'> {
   return {
     question,
     answers: [answer],
     hops: facts.length as Question['hops'],
+    relation,
     supporting: facts.map((f) => f.passage),
     supportingFacts: facts.map((f) => f.text),
   };
@@ -276,39 +283,46 @@ export function generateQuestions(world: World, n: number, hops: (1 | 2 | 3)[], 
     if (h === 1) {
       if (kind === 0) {
         const p = pick(world.people);
-        q = ask(`where was ${p.name} born ?`, p.city, FACT.bornIn(p));
+        q = ask('born-in', `where was ${p.name} born ?`, p.city, FACT.bornIn(p));
       } else if (kind === 1) {
         const w = pick(world.works);
-        q = ask(`who wrote the ${w.title} ?`, w.author, FACT.writtenBy(w));
+        q = ask('written-by', `who wrote the ${w.title} ?`, w.author, FACT.writtenBy(w));
       } else {
         const c = pick(world.cities);
-        q = ask(`in which country is ${c.name} ?`, c.country, FACT.cityIn(c));
+        q = ask('city-country', `in which country is ${c.name} ?`, c.country, FACT.cityIn(c));
       }
     } else if (h === 2) {
       if (kind === 0) {
         const w = pick(world.works);
         const p = person(w.author);
-        q = ask(`where was the author of the ${w.title} born ?`, p.city, FACT.writtenBy(w), FACT.bornIn(p));
+        q = ask('author-born-in', `where was the author of the ${w.title} born ?`, p.city, FACT.writtenBy(w), FACT.bornIn(p));
       } else if (kind === 1) {
         const p = pick(world.people);
         const o = org(p.org);
-        q = ask(`in which city is the employer of ${p.name} located ?`, o.city, FACT.worksFor(p), FACT.locatedIn(o));
+        q = ask('employer-city', `in which city is the employer of ${p.name} located ?`, o.city, FACT.worksFor(p), FACT.locatedIn(o));
       } else {
         const p = pick(world.people);
         const c = city(p.city);
-        q = ask(`in which country was ${p.name} born ?`, c.country, FACT.bornIn(p), FACT.cityIn(c));
+        q = ask('born-in-country', `in which country was ${p.name} born ?`, c.country, FACT.bornIn(p), FACT.cityIn(c));
       }
     } else {
       if (kind === 1) {
         const p = pick(world.people);
         const o = org(p.org);
         const c = city(o.city);
-        q = ask(`in which country is the employer of ${p.name} located ?`, c.country, FACT.worksFor(p), FACT.locatedIn(o), FACT.cityIn(c));
+        q = ask('employer-country', `in which country is the employer of ${p.name} located ?`, c.country, FACT.worksFor(p), FACT.locatedIn(o), FACT.cityIn(c));
       } else {
         const w = pick(world.works);
         const p = person(w.author);
         const c = city(p.city);
-        q = ask(`in which country was the author of the ${w.title} born ?`, c.country, FACT.writtenBy(w), FACT.bornIn(p), FACT.cityIn(c));
+        q = ask(
+          'author-born-in-country',
+          `in which country was the author of the ${w.title} born ?`,
+          c.country,
+          FACT.writtenBy(w),
+          FACT.bornIn(p),
+          FACT.cityIn(c),
+        );
       }
     }
     if (seen.has(q.question)) continue;

@@ -131,6 +131,25 @@ describe('multi-hop world', () => {
     expect(new Set(qs.map((q) => q.hops))).toEqual(new Set([1, 2, 3]));
     for (const q of qs) expect(q.supporting.length).toBe(q.hops);
   });
+  it("names each question's relation, by the passages it reads, and hands it to the task's meta", () => {
+    const w = generateWorld(4);
+    const qs = generateQuestions(w, 120, [1, 2, 3], 9);
+    // The relation is the chain of passage kinds the question follows (person, work, city, org).
+    const chain: Record<string, string> = {
+      'born-in': 'person',
+      'written-by': 'work',
+      'city-country': 'city',
+      'author-born-in': 'work person',
+      'employer-city': 'person org',
+      'born-in-country': 'person city',
+      'employer-country': 'person org city',
+      'author-born-in-country': 'work person city',
+    };
+    expect(new Set(qs.map((q) => q.relation))).toEqual(new Set(Object.keys(chain)));
+    for (const q of qs) expect(q.supporting.map((id) => id.split(':')[0]).join(' ')).toBe(chain[q.relation]);
+    const t = openMultihop({ worldSeed: 4, questionSeed: 9, questions: 5, hops: [2] }, { encode: () => [0], renderChat: () => '' });
+    for (const q of t.questions) expect(t.createEnv(q).opts.task.meta).toMatchObject({ hops: 2, relation: q.relation });
+  });
   it('BM25 search ranks the entity passage first', () => {
     const t = openMultihop({ worldSeed: 3, questionSeed: 1, questions: 1, hops: [1] }, { encode: () => [], renderChat: () => '' });
     const p = t.world.people[0];
