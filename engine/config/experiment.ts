@@ -180,6 +180,12 @@ const taskSchema = z.strictObject({
   hops: z.array(z.number().int().min(1).max(3)).min(1).default([1, 2]),
   /** Hop counts of the RL training questions, if different from `hops` (e.g. RL on the harder 2-hop questions only). */
   rl_hops: z.array(z.number().int().min(1).max(3)).min(1).optional(),
+  /**
+   * Passages one search returns (the multi-hop task's BM25 top-k; Search-R1's retriever topk). With 2
+   * a search whose name is wrong but whose kind is right still often returns the asked-for passage,
+   * so the reward pays for a search that did not copy the name (docs/areas/train.md).
+   */
+  top_k: posInt().max(10).default(2).describe("passages per search call (the multi-hop task's BM25 top-k)"),
   /** task.kind "qa": a JSONL file of questions ({question, answers | answer, context?, supporting_facts?}; HotpotQA style). */
   dataset: z.string().min(1).optional(),
 });

@@ -244,7 +244,7 @@ export function multihopKit(cfg: ExperimentConfig, extras: { host?: SandboxHost;
   const worldOfQ = new Map<string, World>();
   for (let k = 0; k < TRAIN_WORLDS; k++) {
     const world = generateWorld(cfg.task.train_seed + k);
-    const tools = new Map<string, Tool>([['search', searchTool(new Bm25Index(world.passages), { topK: 2 })]]);
+    const tools = new Map<string, Tool>([['search', searchTool(new Bm25Index(world.passages), { topK: cfg.task.top_k })]]);
     for (const q of generateQuestions(world, QUESTIONS_PER_WORLD, hops, cfg.task.train_seed + k + 17)) {
       trainQs.push(q);
       worldOfQ.set(q.id, world);
@@ -255,7 +255,7 @@ export function multihopKit(cfg: ExperimentConfig, extras: { host?: SandboxHost;
     throw new Error(`task.eval_seed ${cfg.task.eval_seed} is one of the training worlds (task.train_seed … task.train_seed+${TRAIN_WORLDS - 1}); pick another`);
   const evalWorld = generateWorld(cfg.task.eval_seed);
   const evalIndex = new Bm25Index(evalWorld.passages);
-  const evalTools = new Map<string, Tool>([['search', searchTool(evalIndex, { topK: 2 })]]);
+  const evalTools = new Map<string, Tool>([['search', searchTool(evalIndex, { topK: cfg.task.top_k })]]);
   const evalQs = generateQuestions(evalWorld, cfg.eval.n_questions, hops, cfg.task.eval_seed + 17);
   const all = new Map([...trainQs, ...evalQs].map((q) => [q.id, q]));
   const eos = tok.encode('<eos>')[0]!;
@@ -268,24 +268,24 @@ export function multihopKit(cfg: ExperimentConfig, extras: { host?: SandboxHost;
     evalTasks: evalQs.map((q) => multihopTask(q, evalTools, tok, setup)),
     stop: { strings: format.stopStrings, tokenIds: [eos] },
     expert: multihopExpert(new Map(trainQs.map((q) => [q.id, q])), (id) => worldOfQ.get(id)!, cfg.sft.mistake_rate, format, '<eos>'),
-    naiveRag: naiveRag(evalIndex, all, 2),
+    naiveRag: naiveRag(evalIndex, all, cfg.task.top_k),
     tinyModel: (c) => tinyTaskModel(c, tok.vocab.length, eos),
   };
 }
 
 /** The multi-hop search served outside a run (`arbor mcp serve`, verl): each call searches the world of its episode's question (ids are w<seed>-q<n>). */
-export function routedMultihopSearch(): Tool {
+export function routedMultihopSearch(topK = 2): Tool {
   const cache = new Map<number, Tool>();
   const forWorld = (seed: number) => {
     let t = cache.get(seed);
     if (!t) {
       if (cache.size >= 16) cache.delete(cache.keys().next().value!);
-      t = searchTool(new Bm25Index(generateWorld(seed).passages), { topK: 2 });
+      t = searchTool(new Bm25Index(generateWorld(seed).passages), { topK });
       cache.set(seed, t);
     }
     return t;
   };
-  const proto = searchTool(new Bm25Index(generateWorld(0).passages), { topK: 2 });
+  const proto = searchTool(new Bm25Index(generateWorld(0).passages), { topK });
   return {
     name: proto.name,
     description: proto.description,
@@ -310,6 +310,7 @@ registerTaskKit('multihop', multihopKit, {
     'task.rl_hops': WORLD,
     'task.train_seed': WORLD,
     'task.eval_seed': WORLD,
+    'task.top_k': 'its BM25 search tool',
     'sft.mistake_rate': MISTAKES,
     'sft.imitate_mistakes': MISTAKES,
   },
@@ -323,9 +324,9 @@ registerTaskKit('multihop', multihopKit, {
   // Served: the world of each call's question; a chat: the held-out world (task.eval_seed).
   tools: (cfg, where) =>
     where === 'served'
-      ? { tools: [routedMultihopSearch()], describe: 'multi-hop BM25 search (per question world)' }
+      ? { tools: [routedMultihopSearch(cfg.task.top_k)], describe: 'multi-hop BM25 search (per question world)' }
       : {
-          tools: [searchTool(new Bm25Index(generateWorld(cfg.task.eval_seed).passages), { topK: 2 })],
+          tools: [searchTool(new Bm25Index(generateWorld(cfg.task.eval_seed).passages), { topK: cfg.task.top_k })],
           describe: `BM25 search over world ${cfg.task.eval_seed}`,
           corpus: { world: cfg.task.eval_seed },
         },

@@ -43,6 +43,7 @@ describe('switched-off keys are refused, naming the key (one mechanism: INERT_RU
     ['task.hops', { task: { kind: 'tools', hops: [2] } }],
     ['task.train_seed', { task: { kind: 'custom', train_seed: 5 }, environment: { tasks: 't.jsonl' } }],
     ['task.eval_seed', { task: { kind: 'tools', eval_seed: 5 } }],
+    ['task.top_k', { task: { kind: 'tools', top_k: 1 } }],
     ['task.dataset', { task: { kind: 'multihop', dataset: 'd.jsonl' } }],
     ['algorithm.tis', { algorithm: { old_logprobs: 'rollout', tis: { cap: 2 } } }],
     ['rollout.quantize', { backend: 'tfjs', rollout: { quantize: 'int8' } }],
@@ -60,7 +61,7 @@ describe('switched-off keys are refused, naming the key (one mechanism: INERT_RU
       { algorithm: { adv_estimator: 'gae', lam: 0.9, value_clip: 0.5, value_coef: 1 } },
       { algorithm: { kl_coef: 0.1, kl_type: 'k1', kl_in: 'reward' } },
       { optim: { schedule: 'cosine', min_lr_ratio: 0.2 } },
-      { task: { kind: 'multihop', hops: [2], train_seed: 5, eval_seed: 5 } },
+      { task: { kind: 'multihop', hops: [2], train_seed: 5, eval_seed: 5, top_k: 1 } },
       { algorithm: { tis: { cap: 2 } }, rollout: { quantize: 'int8' } },
     ])
       expect(refused({ ...tiny, ...c })).toBe('');

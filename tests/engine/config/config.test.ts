@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, experimentJsonSchema, loadConfig, validateConfig } from '../../../engine/config/experiment';
+import type { Tool, ToolContext } from '../../../engine/env/tool';
 
 function errorOf(input: unknown): ConfigError {
   try {
@@ -103,6 +104,32 @@ describe('example configs in resources/configs', () => {
     it(`${f} is valid`, async () => {
       expect((await loadConfig(join(dir, f))).cfg.model).toBeDefined();
     });
+});
+
+describe('task.top_k: passages per search of the multi-hop task', () => {
+  it('sets what every search returns: training, held-out, served and chat', async () => {
+    const { multihopKit } = await import('../../../engine/tasks/multihop/kit');
+    const { builtinTaskTools } = await import('../../../engine/tasks/kit-registry');
+    type Search = Pick<Tool, 'name' | 'execute'>;
+    const passages = async (t: Search, query: string, task = 'w1001-q0') =>
+      ((await t.execute({ query }, { episode: { task } } as unknown as ToolContext)).metadata?.passages as string[]).length;
+    for (const k of [1, 3]) {
+      const cfg = validateConfig({ model: { init: 'tiny' }, task: { top_k: k } });
+      const kit = multihopKit(cfg);
+      for (const t of [kit.trainTasks[0]!, kit.evalTasks[0]!]) {
+        const env = t.createEnv() as unknown as { opts: { tools: Search[] } };
+        expect(
+          await passages(
+            env.opts.tools.find((x) => x.name === 'search')!,
+            'the company is located in',
+          ),
+        ).toBe(k);
+      }
+      expect(await passages(builtinTaskTools(cfg, 'chat')!.tools[0]!, 'born in')).toBe(k);
+      expect(await passages(builtinTaskTools(cfg, 'served')!.tools[0]!, 'born in')).toBe(k);
+    }
+    expect(validateConfig({ model: { init: 'tiny' } }).task.top_k).toBe(2);
+  });
 });
 
 describe('task.rl_hops and the RL question set', () => {
