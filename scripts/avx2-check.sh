@@ -36,7 +36,7 @@ FILES=("$@")
 [ ${#FILES[@]} -gt 0 ] || FILES=("${DEFAULT[@]}")
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-quiet() { grep -v "TCG doesn't support requested feature" || true; }
+quiet() { grep --line-buffered -v "TCG doesn't support requested feature" || true; }
 
 cat >"$TMP/probe.cjs" <<'JS'
 // Float ops whose rounding depends on MLAS's kernel (vector width, exp/tanh/erf approximations),
