@@ -13,8 +13,9 @@
  * tiny model's chat template is the two-tool task's (engine/tasks/tools/template.ts: tool
  * signatures without spaces, so a copying head is not sent back into the system prompt) and its
  * prompt has no format instruction (it learns the format from the demonstrations; a constant
- * preamble only lengthens every sequence): prompts of ~30 tokens instead of ~110, and on the invented-names task
- * (scripts/gen-capitals-task.mjs) SFT learned to copy unseen names (docs/areas/train.md).
+ * preamble only lengthens every sequence): prompts of ~30 tokens instead of ~110, and on the
+ * invented-names task (scripts/gen-capitals-task.mjs) SFT learned to copy unseen names
+ * (docs/areas/train.md).
  *
  * Demonstrations: a task whose `meta.demo` is a list of turns, each `{ "calls": [{ "name", "args" }] }`
  * or `{ "answer": "…" }`, is demonstrated by writing those turns in the run's format (the SFT warm

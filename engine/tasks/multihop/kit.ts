@@ -273,8 +273,8 @@ export function multihopKit(cfg: ExperimentConfig, extras: { host?: SandboxHost;
   };
 }
 
-/** The multi-hop search served outside a run (`arbor mcp serve`, verl): each call searches the world of its episode's question (ids are w<seed>-q<n>). */
-export function routedMultihopSearch(topK = 2): Tool {
+/** The multi-hop search served outside a run (`arbor mcp serve`, verl): each call searches the world of its episode's question (ids are w<seed>-q<n>), topK passages (task.top_k). */
+export function routedMultihopSearch(topK: number): Tool {
   const cache = new Map<number, Tool>();
   const forWorld = (seed: number) => {
     let t = cache.get(seed);
