@@ -8,9 +8,13 @@
  *    (a prompt longer than max_total_length is refused: nothing could be generated).
  * Every demonstration is checked again when SFT uses it (cutDemosWarning): cut ones are flagged.
  */
-import type { ExperimentConfig, RolloutLimitKey } from '../config/experiment';
+import type { ExperimentConfig, LoadedConfig, RolloutLimitKey } from '../config/experiment';
+import { rolloutTextPolicy } from '../rollout/engine';
 import type { RolloutTask } from '../rollout/ports';
 import type { Trajectory } from '../rollout/types';
+import { stepSeed } from '../train/episode';
+import { pickTasks } from '../train/rollout-port';
+import type { TaskKit } from '../tasks/kit';
 
 export interface LimitNeeds {
   /** Longest rendered prompt (tokens). */
@@ -107,4 +111,29 @@ export async function promptLengths(tasks: RolloutTask[], max = 200): Promise<nu
   const out: number[] = [];
   for (let i = 0; i < tasks.length && out.length < max; i += step) out.push((await tasks[i]!.createEnv().prompt()).ids.length);
   return out;
+}
+
+/**
+ * Before the model is built: the task's prompts and a sample of its scripted expert's demonstrations
+ * (rendered with no practical limit; measured with or without a warm start) against the rollout
+ * limits. Limits the config left out are raised to fit
+ * ("limits sized from the task: …"); limits it sets too small are flagged with what they need
+ * ("demonstrations would be cut: …"); a prompt longer than max_total_length is refused.
+ */
+export async function sizeLimits(cfg: ExperimentConfig, defaults: LoadedConfig['defaults'], kit: TaskKit): Promise<string[]> {
+  const prompts = await promptLengths([...kit.trainTasks, ...kit.evalTasks]);
+  let demos: Awaited<ReturnType<typeof rolloutTextPolicy>>['trajectories'] = [];
+  // The scripted expert's turns are what a right turn needs, with or without a warm start: `arbor eval`
+  // or `rollout` of a checkpoint (no warm start) would otherwise cut its calls at the default limit.
+  if (!cfg.sft.demos_path && kit.expert) {
+    const sample = pickTasks(kit.trainTasks, Math.min(cfg.sft.demos, 32), stepSeed(cfg.seed, 0, 4000));
+    demos = (await rolloutTextPolicy(kit.expert, { tasks: sample, n: 1, seed: cfg.seed, limits: MEASURE_LIMITS, tokenizer: kit.tokenizer })).trajectories;
+  }
+  const { changes, problems } = fitLimits(cfg.rollout, defaults, demoNeeds(demos, prompts));
+  const longest = Math.max(0, ...prompts);
+  if (longest + 1 > cfg.rollout.max_total_length)
+    throw new Error(
+      `rollout.max_total_length is ${cfg.rollout.max_total_length}, the longest prompt is ${longest} tokens: set rollout.max_total_length ≥ ${longest + cfg.rollout.max_new_tokens} (or leave it out to have it sized from the task)`,
+    );
+  return [...changes.map((c) => `limits sized from the task: ${c}`), ...problems.map((p) => `demonstrations would be cut: ${p}`)];
 }

@@ -9,12 +9,14 @@ import { PolicyModel } from '../model/runtime';
 import { baseQuantSpec } from '../model/quantize';
 import { eosTokenIds, policyDecodeBackend } from '../rollout/model-backend';
 import type { RolloutSource, RolloutSourceRequest } from './sources';
-import { validateLoaded, type ExperimentConfig, type LoadedConfig } from '../config/experiment';
+import { validateLoaded, type LoadedConfig } from '../config/experiment';
+import type { TaskKit } from './kit';
 import { openEnvironmentKit, type ConfigAt } from './open';
 
 /** The experiment config `arbor rollout` options describe (validated; paths relative to the working folder, its `dir`). */
-export function rolloutConfig(req: RolloutSourceRequest, base?: ExperimentConfig): LoadedConfig {
+export function rolloutConfig(req: RolloutSourceRequest, loaded?: LoadedConfig): LoadedConfig {
   const o = req.options ?? {};
+  const base = loaded?.cfg;
   const raw = (base ? JSON.parse(JSON.stringify(base)) : { model: { init: 'tiny' }, task: { kind: req.task } }) as Record<string, Record<string, unknown>>;
   if (o.dataset) raw.task!.dataset = String(o.dataset);
   const env = (raw.environment ??= {});
@@ -26,15 +28,22 @@ export function rolloutConfig(req: RolloutSourceRequest, base?: ExperimentConfig
   if (req.model) raw.model = { ...raw.model, path: req.model, init: undefined, hidden_size: undefined, layers: undefined };
   else if (req.policy) raw.model = { init: 'tiny' };
   // The config's unused keys were named when it was loaded.
-  return validateLoaded(raw, { file: base ? '(--config)' : '(command line)', job: 'rollout', warn: () => undefined });
+  const out = validateLoaded(raw, { file: base ? '(--config)' : '(command line)', job: 'rollout', warn: () => undefined });
+  // The limits the config file left out stay sizable from the task (its validated copy sets them all).
+  return loaded ? { ...out, defaults: loaded.defaults } : out;
 }
 
-export async function openKitSource(at: ConfigAt, req: RolloutSourceRequest): Promise<RolloutSource> {
+/**
+ * `fit`: called with the kit before its limits are read (the CLI sizes the limits the config left
+ * out from the task there, as a training run does: engine/run/limits.ts).
+ */
+export async function openKitSource(at: ConfigAt, req: RolloutSourceRequest, fit?: (kit: TaskKit) => Promise<void>): Promise<RolloutSource> {
   const { cfg } = at;
   if (!cfg.model.path && req.policy !== 'expert') throw new Error(`--policy: unknown policy "${req.policy}" (available: expert)`);
   let model: PolicyModel | undefined;
   const { env, kit } = await openEnvironmentKit(at);
   try {
+    await fit?.(kit);
     if (!cfg.model.path && !kit.expert)
       throw new Error(
         `task "${cfg.task.kind}" has no scripted expert: ${kit.noExpert ?? 'it writes no demonstrations'} (give every training task a meta.demo, or --model <folder>)`,

@@ -118,8 +118,9 @@ function resolveTargets(arg: string): { targets: Target[]; group?: string } {
 }
 
 async function configFor(t: Target, o: EvalOptions): Promise<LoadedConfig> {
-  const base = o.config
-    ? (JSON.parse(JSON.stringify((await loadConfig(o.config, undefined, { job: 'eval' })).cfg)) as Record<string, Record<string, unknown>>)
+  const fromFile = o.config ? await loadConfig(o.config, undefined, { job: 'eval' }) : undefined;
+  const base = fromFile
+    ? (JSON.parse(JSON.stringify(fromFile.cfg)) as Record<string, Record<string, unknown>>)
     : t.runCfg && !o.task
       ? (JSON.parse(JSON.stringify(t.runCfg)) as Record<string, Record<string, unknown>>)
       : undefined;
@@ -141,10 +142,13 @@ async function configFor(t: Target, o: EvalOptions): Promise<LoadedConfig> {
   if (o.reward) environment.reward = o.reward;
   if (o.format) environment.format = o.format;
   const evalSection = { ...(base?.eval ?? {}), ...(o.n !== undefined ? { n_questions: o.n } : base ? {} : { n_questions: 64 }) };
-  return validateLoaded(
+  const loaded = validateLoaded(
     { ...(base ?? {}), ...(o.device ? { device: o.device } : {}), model: { path: t.checkpoint }, task, environment, eval: evalSection },
     { file: o.config ?? (t.runCfg && !o.task ? join(t.runDir!, 'config.json') : '(command line)') },
   );
+  // The rollout limits --config left out are sized from the task, as training sized them (the
+  // validated copy above sets every key; a run's config.json holds the limits it trained with).
+  return fromFile ? { ...loaded, defaults: fromFile.defaults } : loaded;
 }
 
 const harnessKeys = (r: HarnessResult) => Object.keys(r.overall).filter((k) => k !== 'questions' && k !== 'samples');
@@ -191,6 +195,7 @@ async function evalHarness(t: Target, o: EvalOptions & { k: number }): Promise<{
   const loaded = await configFor(t, o);
   const { cfg } = loaded;
   const session = await openTaskSession(loaded);
+  for (const w of session.warnings ?? []) process.stderr.write(`warning: ${w}\n`);
   try {
     if (!session.sampleEval) throw new Error(`task "${cfg.task.kind}": this session cannot sample evaluation episodes`);
     const n = o.all ? o.n : cfg.eval.n_questions;
@@ -275,6 +280,7 @@ export function register(program: Command): void {
         const { cfg } = loaded;
         const n = cfg.eval.n_questions;
         const session = await openTaskSession(loaded);
+        for (const w of session.warnings ?? []) process.stderr.write(`warning: ${w}\n`);
         try {
           const bar = progressBar('eval', n, { quiet: o.json });
           const res = evalMetrics(await session.evaluate(n, (done) => bar.update(done)));

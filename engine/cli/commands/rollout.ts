@@ -16,7 +16,8 @@ import { openRolloutSource, type RolloutSource } from '../../tasks/sources';
 import { summarize, trajectoryToJsonLine, type RolloutSummary } from '../../rollout/summary';
 import { progressBar, renderTable } from '../progress';
 import '../../tasks/multihop/rollout';
-import { loadConfig, taskKindNames, type ExperimentConfig } from '../../config/experiment';
+import { loadConfig, taskKindNames, type ExperimentConfig, type LoadedConfig } from '../../config/experiment';
+import { sizeLimits } from '../../run/limits';
 import { branchingOptions } from '../../train/rollout-port';
 import { openKitSource, rolloutConfig } from '../../tasks/rollout-source';
 import { resolveProviders, setDefaultProviders } from '../../tensor/ort';
@@ -101,9 +102,9 @@ export function register(program: Command): void {
     .action(async (o: RolloutCliOptions, cmd: Command) => {
       if (o.step) return stepFromCheckpoint(o);
       if (o.checkpoint) throw new Error('--checkpoint: only with --step (sample a model folder with --model)');
-      const base = await resolveRolloutOptions(o, cmd);
-      const src = await openSource(o, base);
-      await writeRollouts(o, base, src);
+      const loaded = await resolveRolloutOptions(o, cmd);
+      const src = await openSource(o, loaded);
+      await writeRollouts(o, loaded?.cfg, src);
     });
 }
 
@@ -126,12 +127,13 @@ async function stepFromCheckpoint(o: RolloutCliOptions): Promise<void> {
  * Check the flags and load --config; fill `o.task`, and the sampling flags the user did not give
  * from the config (a flag's default never overrides a config). Returns the config, if one was given.
  */
-async function resolveRolloutOptions(o: RolloutCliOptions, cmd: Command): Promise<ExperimentConfig | undefined> {
+async function resolveRolloutOptions(o: RolloutCliOptions, cmd: Command): Promise<LoadedConfig | undefined> {
   if (!o.task && !o.config) throw new Error('give --task <kind> or --config <experiment config>');
   if (o.model && o.policy) throw new Error('give one of --model <folder> or --policy <name>, not both');
   if (o.model) o.model = modelArg(o.model, '--model');
   if (o.out && existsSync(o.out) && statSync(o.out).isDirectory()) throw new Error(`--out: ${o.out} is a folder; give the JSONL file to write`);
-  const base = o.config ? (await loadConfig(o.config, undefined, { job: 'rollout' })).cfg : undefined;
+  const loaded = o.config ? await loadConfig(o.config, undefined, { job: 'rollout' }) : undefined;
+  const base = loaded?.cfg;
   if (!o.model && !o.policy && !base?.model.path) throw new Error('give --model <folder> or --policy <name> (or a --config with model.path)');
   if (base && o.task && o.task !== base.task.kind)
     throw new Error(`--task: ${o.task} differs from the config's task.kind "${base.task.kind}"; give one of them`);
@@ -144,11 +146,12 @@ async function resolveRolloutOptions(o: RolloutCliOptions, cmd: Command): Promis
     if (!given(cmd, 'temperature')) o.temperature = base.rollout.temperature;
     if (!given(cmd, 'topP')) o.topP = base.rollout.top_p;
   }
-  return base;
+  return loaded;
 }
 
 /** Open what the rollouts sample from (a model or a text policy) and their tasks, on the chosen device. */
-async function openSource(o: RolloutCliOptions, base: ExperimentConfig | undefined): Promise<RolloutSource> {
+async function openSource(o: RolloutCliOptions, loaded: LoadedConfig | undefined): Promise<RolloutSource> {
+  const base = loaded?.cfg;
   // The model's sessions run on this device (checked before anything is opened).
   const device = o.device ?? base?.device ?? 'cpu';
   if (o.model || (base?.model.path && !o.policy)) setDefaultProviders(await resolveProviders(device));
@@ -174,7 +177,13 @@ async function openSource(o: RolloutCliOptions, base: ExperimentConfig | undefin
   // The multi-hop world has its own opener (world and question seeds); every other kind is its training kit.
   const useKit = base !== undefined || o.task !== 'multihop' || o.format !== undefined || o.tools !== undefined || o.reward !== undefined;
   if (useKit && o.naiveRag) throw new Error("--naive-rag is the multi-hop task's baseline (arbor rollout --task multihop --naive-rag)");
-  return useKit ? await openKitSource(rolloutConfig(req, base), req) : await openRolloutSource(req);
+  if (!useKit) return await openRolloutSource(req);
+  // The limits the config left out are sized from the task, as training sized them (else a call
+  // longer than the default max_new_tokens is cut and every such episode fails).
+  const at = rolloutConfig(req, loaded);
+  return await openKitSource(at, req, async (kit) => {
+    for (const w of await sizeLimits(at.cfg, at.defaults, kit)) process.stderr.write(`warning: ${w}\n`);
+  });
 }
 
 /** Sample every task `o.n` times into the JSONL file (a progress bar on stderr), then print the summary; closes the source. */

@@ -3,6 +3,7 @@
 // sized from its prompts and demonstrations, so SFT trains on complete demonstrations; with the old
 // defaults written out explicitly it is flagged, naming the keys and the numbers (a prompt longer
 // than the limit is refused); demonstrations a limit cuts are flagged.
+import { spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +14,10 @@ import { cutDemosWarning, demoNeeds, demoWasCut, fitLimits } from '../../../engi
 import type { Trajectory } from '../../../engine/rollout/types';
 
 const FIXTURE = join(__dirname, '..', 'cli', 'fixtures', 'open-env');
+const BIN = join(__dirname, '..', '..', '..', 'bin', 'arbor.mjs');
+const home = mkdtempSync(join(tmpdir(), 'arbor-limits-home-'));
+const arbor = (...args: string[]) =>
+  spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env: { ...process.env, ARBOR_HOME: home }, timeout: 240_000 });
 const REPEAT = 7;
 
 /** The open-env fixture with a long preamble before each question, so the Hermes prompt renders to ~330 tokens. */
@@ -86,6 +91,34 @@ describe('rollout limits sized from the task', () => {
       /rollout.max_total_length is 200, the longest prompt is \d+ tokens: set rollout.max_total_length ≥ \d+/,
     );
   }, 120_000);
+
+  it('arbor eval and arbor rollout with --config size the limits it leaves out as training does (none cut at the schema defaults)', () => {
+    const cfg = readmeEnv();
+    const sized = /warning: limits sized from the task: rollout\.max_total_length 384 → (\d+)/;
+    // The scripted expert's episodes: whole (at the schema's 384 tokens every one stopped at max_total_length).
+    const out = join(home, 'expert.jsonl');
+    const r = arbor('rollout', '--config', cfg, '--policy', 'expert', '--n', '1', '--questions', '3', '--out', out, '--json');
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(sized);
+    const eps = readFileSync(out, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { truncated: boolean; totalLength?: number; turns: { role: string; text: string }[] });
+    expect(eps).toHaveLength(3);
+    for (const e of eps) {
+      expect(e.truncated).toBe(false);
+      expect(e.turns.filter((t) => t.role === 'model').at(-1)!.text).toMatch(/<answer>/);
+    }
+    // A model folder evaluated with the training config: the same sizing (was: the schema's defaults, every call cut).
+    const model = join(home, 'model');
+    expect(arbor('init-model', '--tiny', '--config', cfg, model).status).toBe(0);
+    const e = arbor('eval', model, '--config', cfg, '--n', '2', '--json');
+    expect(e.status, e.stderr).toBe(0);
+    expect(e.stderr).toMatch(sized);
+    const m = arbor('rollout', '--config', cfg, '--model', model, '--n', '1', '--questions', '2', '--out', join(home, 'model.jsonl'), '--json');
+    expect(m.status, m.stderr).toBe(0);
+    expect(m.stderr).toMatch(sized);
+  }, 240_000);
 
   it('fitLimits and cutDemosWarning by hand', async () => {
     const { cfg, defaults } = await loadConfig(readmeEnv());
