@@ -60,16 +60,18 @@ export interface ByteWordTokenizerOptions {
   /** Extra multi-character pieces (e.g. JSON_PUNCTUATION). */
   pieces?: string[];
   /**
-   * A word spelled in bytes starts with one token of its space and first letter or digit (`Ġf i r e`,
-   * as GPT-2's merges cut it), not a lone `Ġ` that every spelled word shares: the BPE merges
-   * `Ġ a` … `Ġ 9` and their 62 tokens.
+   * A word spelled in bytes starts with one token of its space and first letter (`Ġf i r e`, as
+   * GPT-2's merges cut it), not a lone `Ġ` that every spelled word shares: the BPE merges `Ġ a` …
+   * `Ġ Z` and their 52 tokens. Digits never join the space (`Ġ 6 0 8`, as Qwen2's tokenizer cuts
+   * numbers): a JSON number follows `":` with no space (`"value":608`), and a first digit joined to
+   * its space in the question would be another token than the one the call must write.
    */
   wordStarts?: boolean;
   chatTemplate?: string;
 }
 
-/** The letters and digits a spelled word may start with (ByteWordTokenizerOptions.wordStarts). */
-const WORD_START = [...'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'];
+/** The letters a spelled word may start with (ByteWordTokenizerOptions.wordStarts). */
+const WORD_START = [...'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ'];
 
 /**
  * tokenizer.json + tokenizer_config.json: added tokens, then the 256 byte characters, then each
@@ -130,8 +132,8 @@ const TAG = /<\/?[A-Za-z_][A-Za-z0-9_-]*>/g;
  * or punctuation run) is one token when it is in a `shared` text (the chat template's rendering of
  * the tool signatures and turn wrappers) or in the texts of at least
  * two `tasks` (the training tasks: prompts, demonstrations, answers); any other word, and every
- * number, is spelled in bytes (the `TEXT_WORD_MAX_WORDS` most frequent words are kept), its first
- * letter or digit joined to its space (`wordStarts`). So the model trains on every token
+ * number, is spelled in bytes (the `TEXT_WORD_MAX_WORDS` most frequent words are kept), a word's
+ * first letter joined to its space (`wordStarts`; a number's digits stay apart from it). So the model trains on every token
  * it will have to write: a name that only one task holds (an entity of a held-out question above
  * all) would otherwise be a token no training example ever targets, which a tiny model cannot learn
  * to write, let alone copy; spelled in bytes, it is copied the way every such name in training is.

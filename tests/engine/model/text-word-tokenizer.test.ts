@@ -36,10 +36,14 @@ describe('buildTextWordTokenizer', () => {
     expect(call.join(',')).toContain(question.join(','));
     expect(tok.decode(call)).toBe('{"country": "bazomir"}');
     expect(pieces(tok, ' fire')).toEqual([' f', ...'ire']);
-    expect(pieces(tok, ' 1984')).toEqual([' 1', ...'984']);
-    // A number is spelled digit by digit even when both tasks hold it (as Llama's and Qwen2's tokenizers split digits).
-    expect(pieces(tok, ' 12')).toEqual([' 1', '2']);
-    // Only an ASCII letter or digit joins the space.
+    // A number is spelled digit by digit even when both tasks hold it (as Llama's and Qwen2's tokenizers split digits),
+    // its space a token of its own: a JSON number (`"value":1984`, no space) writes the same digit tokens as the question.
+    expect(pieces(tok, ' 1984')).toEqual([' ', ...'1984']);
+    expect(pieces(tok, ' 12')).toEqual([' ', '1', '2']);
+    const num = tok.encode('{"value":1984}');
+    expect(num.join(',')).toContain(tok.encode(' 1984').slice(1).join(','));
+    expect(pieces(tok, '{"value":1984}').slice(-5)).toEqual([...'1984', '}']);
+    // Only an ASCII letter joins the space.
     expect(pieces(tok, ' über')).toEqual([' ', ...pieces(tok, 'über')]);
   });
 
