@@ -21,8 +21,8 @@ cc -O2 -shared -fPIC -o "$TMP/nocpu512.so" scripts/nocpu512.c -ldl
 # shellcheck source=ort-probe.sh
 . scripts/ort-probe.sh
 echo "host CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs); AVX-512: $(grep -o 'avx512[_a-z0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
-NATIVE=$("$NODE" scripts/ort-probe.cjs)
-MASKED=$(LD_PRELOAD="$TMP/nocpu512.so" "$NODE" scripts/ort-probe.cjs)
+NATIVE=$("$NODE" scripts/ort-probe.cjs) || { echo "avx2-native: the probe failed natively: $NATIVE" >&2; exit 1; }
+MASKED=$(LD_PRELOAD="$TMP/nocpu512.so" "$NODE" scripts/ort-probe.cjs 2>&1) || true
 echo "native:                $NATIVE"
 echo "native, AVX-512 hidden: $MASKED"
 probe_differs avx2-native "with AVX-512 hidden" "$NATIVE" "$MASKED"

@@ -178,11 +178,15 @@ async function openSource(o: RolloutCliOptions, loaded: LoadedConfig | undefined
   const useKit = base !== undefined || o.task !== 'multihop' || o.format !== undefined || o.tools !== undefined || o.reward !== undefined;
   if (useKit && o.naiveRag) throw new Error("--naive-rag is the multi-hop task's baseline (arbor rollout --task multihop --naive-rag)");
   if (!useKit) return await openRolloutSource(req);
-  // The limits the config left out are sized from the task, as training sized them (else a call
-  // longer than the default max_new_tokens is cut and every such episode fails).
+  // The limits neither the config nor a flag set are sized from the task, as training sized them
+  // (else a call longer than the default max_new_tokens is cut and every such episode fails); a
+  // limit a flag sets is the researcher's, checked against the task like a config's.
   const at = rolloutConfig(req, loaded);
+  const flags = { max_new_tokens: o.maxNewTokens, max_turns: o.maxTurns, max_total_length: o.maxTotalLength };
+  const auto = new Set([...at.defaults].filter((k) => flags[k] === undefined));
+  for (const [k, v] of Object.entries(flags)) if (v !== undefined) at.cfg.rollout[k as keyof typeof flags] = v;
   return await openKitSource(at, req, async (kit) => {
-    for (const w of await sizeLimits(at.cfg, at.defaults, kit)) process.stderr.write(`warning: ${w}\n`);
+    for (const w of await sizeLimits(at.cfg, auto, kit)) process.stderr.write(`warning: ${w}\n`);
   });
 }
 

@@ -118,6 +118,26 @@ describe('rollout limits sized from the task', () => {
     const m = arbor('rollout', '--config', cfg, '--model', model, '--n', '1', '--questions', '2', '--out', join(home, 'model.jsonl'), '--json');
     expect(m.status, m.stderr).toBe(0);
     expect(m.stderr).toMatch(sized);
+    // A limit given as a flag is the researcher's: not sized, checked against the task (too small: flagged with the number it needs).
+    const f = arbor(
+      'rollout',
+      '--config',
+      cfg,
+      '--policy',
+      'expert',
+      '--n',
+      '1',
+      '--questions',
+      '1',
+      '--max-total-length',
+      '384',
+      '--out',
+      join(home, 'f.jsonl'),
+      '--json',
+    );
+    expect(f.status, f.stderr).toBe(0);
+    expect(f.stderr).not.toMatch(sized);
+    expect(f.stderr).toMatch(/demonstrations would be cut: rollout\.max_total_length is 384, .*set rollout\.max_total_length ≥ \d+/);
   }, 240_000);
 
   it('fitLimits and cutDemosWarning by hand', async () => {
