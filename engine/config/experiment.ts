@@ -288,8 +288,8 @@ const algorithmSchema = z.strictObject({
   /**
    * Old-policy logprobs of the PPO ratio: 'recompute' scores the batch with the policy after the
    * rollout (one extra forward pass); 'rollout' reuses the logprobs the rollout recorded, which
-   * are the same policy's (no update happens in between), skipping that pass. Needs
-   * rollout.temperature 1 (the recomputed policy is at temperature 1).
+   * are the same policy's (no update happens in between; both at rollout.temperature), skipping
+   * that pass.
    */
   old_logprobs: z.enum(['recompute', 'rollout']).default('recompute'),
   /**
@@ -946,27 +946,17 @@ function taskKindIssues(cfg: ExperimentConfig): Issue[] {
   return issues;
 }
 
-/** Settings that bound one another: mini-batches and the batch, the sampler's temperature, dynamic sampling's rounds, branching, the rollout limits. */
+/** Settings that bound one another: mini-batches and the batch, dynamic sampling's rounds, branching, the rollout limits. */
 function batchAndLimitIssues(cfg: ExperimentConfig): Issue[] {
   const issues: Issue[] = [];
   const { algorithm: a, rollout: r } = cfg;
   if (a.mini_batches > r.prompts_per_step * r.n)
     issues.push({ field: 'algorithm.mini_batches', message: `must be ≤ rollout.prompts_per_step × rollout.n = ${r.prompts_per_step * r.n}` });
-  if (a.old_logprobs === 'rollout' && r.temperature !== 1)
-    issues.push({
-      field: 'algorithm.old_logprobs',
-      message: `"rollout" needs rollout.temperature 1 (the rollout records logprobs at temperature ${r.temperature}, the ratio's policy is at 1); use "recompute"`,
-    });
   const gen = a.dynamic_sampling.gen_prompts;
   if (gen !== undefined && gen < r.prompts_per_step)
     issues.push({
       field: 'algorithm.dynamic_sampling.gen_prompts',
       message: `${gen} is below rollout.prompts_per_step (${r.prompts_per_step}): a round samples at least the prompts a step trains on`,
-    });
-  if (a.tis && r.temperature !== 1)
-    issues.push({
-      field: 'algorithm.tis',
-      message: `needs rollout.temperature 1 (the rollout records the sampler's logprobs at temperature ${r.temperature}, the learner's old logprobs are at 1)`,
     });
   if (r.branching.initial_samples !== undefined && r.branching.initial_samples > r.n)
     issues.push({ field: 'rollout.branching.initial_samples', message: `must be ≤ rollout.n = ${r.n} (the per-prompt budget)` });

@@ -115,10 +115,24 @@ function pickWeights<T>(c: ModelConfig, x: Record<string, T>, lora?: LoraSpec): 
 }
 
 /**
- * `score`: per-token logprobs (and entropy) of the given targets. `headChunks`: row chunks of the
- * LM head (transformer.ts headLogprobs; default defaultHeadChunks(c)).
+ * The hidden states the LM head reads for a policy at `temperature`: softmax(h·W / T) is
+ * softmax((h / T)·W), so scaling h (one [B, T, D] multiply) tempers every head path alike — the
+ * plain, the chunked, the frozen head's closed-form gradient and the quantized head's online
+ * softmax — and autodiff carries the 1/T into the gradient. The policy the RL update scores and
+ * trains is the one the rollout sampled from (verl's `logits.div_(temperature)`, TRL's
+ * `logits / self.temperature`); SFT and replay stay at T = 1.
  */
-export function scoreProgram(c: ModelConfig, withEntropy: boolean, lora?: LoraSpec, headChunks?: number) {
+function tempered<T>(o: Ops<T>, hidden: T, temperature: number): T {
+  if (!(temperature > 0) || !Number.isFinite(temperature)) throw new Error(`rollout.temperature: the scored policy's temperature must be a finite number > 0 (got ${temperature})`);
+  return temperature === 1 ? hidden : o.mul(hidden, o.scalar(1 / temperature));
+}
+
+/**
+ * `score`: per-token logprobs (and entropy) of the given targets. `headChunks`: row chunks of the
+ * LM head (transformer.ts headLogprobs; default defaultHeadChunks(c)); `temperature`: of the
+ * scored policy, softmax(logits / T) (tempered).
+ */
+export function scoreProgram(c: ModelConfig, withEntropy: boolean, lora?: LoraSpec, headChunks?: number, temperature = 1) {
   return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
     const { hidden } = transformer(
       o,
@@ -127,7 +141,7 @@ export function scoreProgram(c: ModelConfig, withEntropy: boolean, lora?: LoraSp
       { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1 },
       lora && { spec: lora },
     );
-    const r = headLogprobs(o, c, pickWeights(c, x), hidden, x.targets, withEntropy, headChunks, false, true);
+    const r = headLogprobs(o, c, pickWeights(c, x), tempered(o, hidden, temperature), x.targets, withEntropy, headChunks, false, true);
     return r.entropy ? { logprobs: r.logprobs, entropy: r.entropy } : { logprobs: r.logprobs };
   };
 }
@@ -140,7 +154,8 @@ export function trainInputSpecs(c: ModelConfig, loss: LossSpec, lora?: LoraSpec)
  * `train`: the loss and its metrics (gradients are added by the interpreter); `headChunks` as for
  * scoreProgram; `recomputeLayers`: activation checkpointing of all (true) or the first k blocks (TransformerInputs);
  * `frozenHead`: the LM head gets no gradient, so its gradient w.r.t. the hidden states is taken in
- * closed form in the forward pass (transformer.ts frozenHeadLogprobs; only when the head is not in `wrt`).
+ * closed form in the forward pass (transformer.ts frozenHeadLogprobs; only when the head is not in `wrt`);
+ * `temperature`: of the trained policy, as for scoreProgram.
  */
 export function trainProgram(
   c: ModelConfig,
@@ -149,6 +164,7 @@ export function trainProgram(
   headChunks?: number,
   recomputeLayers: boolean | number = false,
   frozenHead = false,
+  temperature = 1,
 ) {
   return <T>(o: Ops<T>, x: Record<string, T>): Record<string, T> => {
     const w = pickWeights(c, x, lora);
@@ -160,7 +176,7 @@ export function trainProgram(
       { inputIds: x.input_ids, positionIds: x.position_ids, attnBias: x.attn_bias, ropeLengthOffset: 1, recomputeLayers },
       ctx,
     );
-    const r = headLogprobs(o, c, w, hidden, x.targets, !!loss.entropy, headChunks, frozenHead);
+    const r = headLogprobs(o, c, w, tempered(o, hidden, temperature), x.targets, !!loss.entropy, headChunks, frozenHead);
     const extra: Record<string, T> = {};
     for (const s of loss.inputs) extra[s.name] = x[s.name];
     const out = loss.program(o, { ...extra, logprobs: r.logprobs, entropy: r.entropy as T, mask: x.loss_mask });

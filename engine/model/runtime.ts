@@ -795,16 +795,20 @@ export class PolicyModel {
     return r.run(weights ? { ...this.weightFeeds(weights, new Set(weights.keys())), ...feeds } : feeds);
   }
 
-  /** Per-token logprobs (and entropy) of each sequence's tokens given its prefix. */
+  /**
+   * Per-token logprobs (and entropy) of each sequence's tokens given its prefix; `temperature`:
+   * of the scored policy, softmax(logits / T) (default 1; the RL update's is rollout.temperature).
+   */
   async score(
     input: number[][] | PackedBatch,
-    opts: { weights?: Weights; entropy?: boolean } = {},
+    opts: { weights?: Weights; entropy?: boolean; temperature?: number } = {},
   ): Promise<{ batch: PackedBatch; logprobs: Float32Array; entropy?: Float32Array }> {
     const batch = Array.isArray(input) ? packSequences(input, this.config.padTokenId ?? 0) : input;
     const withEntropy = !!opts.entropy;
-    const program = scoreProgram(this.config, withEntropy, this.lora, this.opts.headChunks);
+    const temperature = opts.temperature ?? 1;
+    const program = scoreProgram(this.config, withEntropy, this.lora, this.opts.headChunks, temperature);
     const out = await this.run(
-      `score:${withEntropy}`,
+      `score:${withEntropy}${temperature === 1 ? '' : `:T${temperature}`}`,
       () => this.trace(scoreInputSpecs(this.config, this.lora), program),
       program as TfProgram,
       batchFeeds(batch),
@@ -816,7 +820,8 @@ export class PolicyModel {
   /**
    * Loss, metrics and gradients for one (micro-)batch. `lossMask` [B, T] selects the tokens
    * the loss sees; `lossFeeds` are the loss program's extra inputs. `wrt` limits gradients to
-   * a subset of weights (default: trainableNames(), i.e. the adapters under LoRA, else all).
+   * a subset of weights (default: trainableNames(), i.e. the adapters under LoRA, else all);
+   * `temperature`: of the trained policy, as for score (default 1: SFT).
    */
   async trainStep(
     batch: PackedBatch,
@@ -824,13 +829,14 @@ export class PolicyModel {
     lossMask: Float32Array,
     lossFeeds: Record<string, HostTensor> = {},
     wrt?: string[],
+    temperature = 1,
   ): Promise<TrainStepResult> {
     if (this.baseQuant && !this.lora) throw new Error('model.quantize_base: the quantized weights are frozen codes; train LoRA adapters on them (model.lora)');
     const names = wrt ?? this.trainableNames();
     // A head nobody differentiates (LoRA) takes the closed-form head gradient (transformer.ts frozenHeadLogprobs).
     const frozenHead = this.backend === 'ort' && !names.includes(this.config.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
-    const program = trainProgram(this.config, loss, this.lora, this.opts.headChunks, this.opts.recomputeLayers, frozenHead);
-    const key = `train:${loss.key}:${wrt ? names.join(',') : 'trainable'}`;
+    const program = trainProgram(this.config, loss, this.lora, this.opts.headChunks, this.opts.recomputeLayers, frozenHead, temperature);
+    const key = `train:${loss.key}:${wrt ? names.join(',') : 'trainable'}${temperature === 1 ? '' : `:T${temperature}`}`;
     const build = () => withGradients(this.trace(trainInputSpecs(this.config, loss, this.lora), program), 'loss', names, { weightsFirst: !!this.lora });
     const feeds: Record<string, HostTensor> = {
       ...batchFeeds(batch),

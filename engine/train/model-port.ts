@@ -1,6 +1,7 @@
 /**
  * The trainer: the loop's PolicyPort / SftPort on a real transformer (engine/model PolicyModel).
- *  - score: the `score` graph's per-token logprobs and entropy, re-aligned from "position t
+ *  - score: the `score` graph's per-token logprobs and entropy (of softmax(logits / rollout.temperature),
+ *    the policy that sampled), re-aligned from "position t
  *    predicts token t+1" to the episode's token index, in one call over the episodes it is given
  *    (the loop gives it pieces of the update's micro-batch: loop.ts scorePieceSize);
  *  - update: one optimizer step per mini-batch, gradients of the loss program accumulated over
@@ -8,7 +9,7 @@
  *    the accumulated gradient equals the loss over the whole mini-batch), then global-norm
  *    clipping and the optimizer step (./grad-accum.ts); the critic (PPO + GAE) is its own port
  *    (./critic-port.ts), updated on the same micro-batches;
- *  - sftUpdate: the same with the masked-NLL program.
+ *  - sftUpdate: the same with the masked-NLL program, at temperature 1.
  *
  * What is computed comes from engine/rl by config name: the policy loss (`algorithm.policy_loss`,
  * engine/rl/policy-losses.ts, with the KL estimators of engine/rl/kl.ts) and the optimizer
@@ -54,8 +55,12 @@ export const sftLossSpec: LossSpec = {
 /** Metrics of the loss program that UpdateStats names; any other metric goes to UpdateStats.metrics. */
 const NAMED_METRICS = new Set(['loss', 'tokens', 'clip_fraction', 'kl', 'entropy']);
 
-/** What the policy port reads of the experiment config: the policy loss's keys, the critic's, and the micro-batches an SFT step is cut into. */
-export type PolicyPortSettings = PolicyLossConfig & CriticSettings & { algorithm: { micro_batches: number } };
+/**
+ * What the policy port reads of the experiment config: the policy loss's keys, the critic's, the
+ * micro-batches an SFT step is cut into, and the rollout temperature the RL policy is scored and
+ * trained at (absent: 1).
+ */
+export type PolicyPortSettings = PolicyLossConfig & CriticSettings & { algorithm: { micro_batches: number }; rollout?: { temperature: number } };
 
 export class ModelPolicyPort implements PolicyPort, SftPort {
   constructor(
@@ -79,9 +84,19 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
     return this.critic.values(episodes);
   }
 
+  /**
+   * The policy the rollout sampled from: softmax(logits / rollout.temperature), as verl's actor
+   * (`logits.div_(temperature)`) and TRL (`logits / self.temperature`) score and train it. At
+   * temperature 1 against a sampler at 0.5 the update trained another policy than the one whose
+   * tokens it judged (docs/areas/train.md, "the update scores the policy at temperature 1").
+   */
+  private get temperature(): number {
+    return this.cfg.rollout?.temperature ?? 1;
+  }
+
   async score(episodes: Episode[], weights?: Weights): Promise<{ logprobs: Float32Array[]; entropy: Float32Array[] }> {
     const seqs = episodes.map((e) => Array.from(e.tokens));
-    const r = await this.model.score(seqs, { entropy: true, weights });
+    const r = await this.model.score(seqs, { entropy: true, weights, temperature: this.temperature });
     return { logprobs: perEpisode(r.logprobs, r.batch.length, episodes), entropy: perEpisode(r.entropy!, r.batch.length, episodes) };
   }
 
@@ -138,7 +153,7 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
           ),
         };
       }
-      const r = await this.model.trainStep(batch, this.loss, mask, feeds);
+      const r = await this.model.trainStep(batch, this.loss, mask, feeds, undefined, this.temperature);
       if (args.fresh !== undefined) {
         if (!args.fresh && !r.logprobs) throw new Error('ModelPolicyPort.update: the train step returned no token_logprobs for the per-token signals');
         const current = args.fresh ? null : perEpisode(r.logprobs!, batch.length, mb);

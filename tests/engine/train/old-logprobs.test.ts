@@ -58,10 +58,7 @@ describe('algorithm.old_logprobs', () => {
     expect(a.rows[2]!['actor/grad_norm']).toBeGreaterThan(0);
   });
 
-  it("'rollout' is refused at a sampling temperature other than 1", () => {
-    expect(() => validateConfig({ model: { init: 'tiny' }, rollout: { temperature: 0.7 }, algorithm: { old_logprobs: 'rollout' } })).toThrow(
-      /algorithm\.old_logprobs/,
-    );
-    expect(() => validateConfig({ model: { init: 'tiny' }, rollout: { temperature: 0.7 } })).not.toThrow();
+  it("'rollout' is accepted at any sampling temperature (the rollout and the learner score softmax(logits / T))", () => {
+    expect(validateConfig({ model: { init: 'tiny' }, rollout: { temperature: 0.7 }, algorithm: { old_logprobs: 'rollout' } }).algorithm.old_logprobs).toBe('rollout');
   });
 });
