@@ -6,7 +6,7 @@
  *     A_t = −coef · (log π_student(y_t | y_<t) − log π_teacher(y_t | y_<t))
  *
  * on the model's tokens (0 elsewhere), with log π_student the old policy's logprob (the weights
- * that sampled, as the PPO ratio uses). Alone, or added to the estimator's advantage of the task
+ * that sampled, as the PPO ratio uses; both at rollout.temperature). Alone, or added to the estimator's advantage of the task
  * reward (`mix_with_reward`). The teacher is a model folder loaded once on the run's device with
  * its own score session (engine/model/runtime.ts PolicyModel, frozen), which the loop calls in
  * pieces of the update's micro-batch as it does the policy's (loop.ts scorePieceSize); it must use the student's
@@ -114,10 +114,12 @@ export interface Teacher extends ScorePort {
 
 /**
  * The config's teacher, loaded (its own weights and score session, frozen) after its tokenizer is
- * checked against the student's folder.
+ * checked against the student's folder. It scores at rollout.temperature, as the student is
+ * scored (the reverse KL between the two tempered distributions, as TRL's GKD divides both
+ * logits by its temperature).
  */
 export function openTeacher(
-  cfg: { algorithm: { distill?: { teacher: string } | null } },
+  cfg: { algorithm: { distill?: { teacher: string } | null }; rollout?: { temperature: number } },
   studentTokenizerFolder: string | undefined,
   opts: PolicyModelOptions,
 ): Teacher {
@@ -130,7 +132,7 @@ export function openTeacher(
     async score(episodes) {
       const r = await model.score(
         episodes.map((e) => Array.from(e.tokens)),
-        { entropy: false },
+        { entropy: false, temperature: cfg.rollout?.temperature ?? 1 },
       );
       return { logprobs: perEpisode(r.logprobs, r.batch.length, episodes) };
     },

@@ -102,6 +102,21 @@ describe('on-policy distillation', () => {
     }
   }, 120_000);
 
+  it('the teacher scores at rollout.temperature, as the student is scored', async () => {
+    const cfg = validateConfig({ model: { path: student }, rollout: { prompts_per_step: 2, n: 2, temperature: 0.6 }, algorithm: { distill: { teacher } } });
+    const t = openTeacher(cfg, student, { threads: 1 });
+    try {
+      const e = episode([5, 9, 14, 3, 22, 8], [0, 0, 1, 1, 0, 1], 0, 0, 1);
+      const got = (await t.score([e])).logprobs[0]!;
+      const at = await t.model.score([Array.from(e.tokens)], { temperature: 0.6 });
+      const plain = await t.model.score([Array.from(e.tokens)]);
+      for (let k = 1; k < e.tokens.length; k++) expect(got[k]).toBeCloseTo(at.logprobs[k - 1]!, 5);
+      expect(Math.abs(got[2]! - plain.logprobs[1]!)).toBeGreaterThan(1e-3);
+    } finally {
+      await t.close();
+    }
+  });
+
   it('arbor plan counts the teacher: its weights and its scoring of a step', () => {
     const cfg = cfgWith({});
     const { input } = planInputFromConfig(cfg, 0);
