@@ -123,7 +123,8 @@ function pickWeights<T>(c: ModelConfig, x: Record<string, T>, lora?: LoraSpec): 
  * `logits / self.temperature`); SFT and replay stay at T = 1.
  */
 function tempered<T>(o: Ops<T>, hidden: T, temperature: number): T {
-  if (!(temperature > 0) || !Number.isFinite(temperature)) throw new Error(`rollout.temperature: the scored policy's temperature must be a finite number > 0 (got ${temperature})`);
+  if (!(temperature > 0) || !Number.isFinite(temperature))
+    throw new Error(`rollout.temperature: the scored policy's temperature must be a finite number > 0 (got ${temperature})`);
   return temperature === 1 ? hidden : o.mul(hidden, o.scalar(1 / temperature));
 }
 

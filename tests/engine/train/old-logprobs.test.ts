@@ -59,6 +59,8 @@ describe('algorithm.old_logprobs', () => {
   });
 
   it("'rollout' is accepted at any sampling temperature (the rollout and the learner score softmax(logits / T))", () => {
-    expect(validateConfig({ model: { init: 'tiny' }, rollout: { temperature: 0.7 }, algorithm: { old_logprobs: 'rollout' } }).algorithm.old_logprobs).toBe('rollout');
+    expect(validateConfig({ model: { init: 'tiny' }, rollout: { temperature: 0.7 }, algorithm: { old_logprobs: 'rollout' } }).algorithm.old_logprobs).toBe(
+      'rollout',
+    );
   });
 });

@@ -29,7 +29,16 @@ afterAll(async () => {
   for (const m of models) await m.dispose();
 });
 
-const cfg = tinyConfig({ vocabSize: VOCAB.length, hiddenSize: 32, layers: 2, heads: 4, kvHeads: 2, maxPositionEmbeddings: 256, eosTokenId: EOS, padTokenId: 0 });
+const cfg = tinyConfig({
+  vocabSize: VOCAB.length,
+  hiddenSize: 32,
+  layers: 2,
+  heads: 4,
+  kvHeads: 2,
+  maxPositionEmbeddings: 256,
+  eosTokenId: EOS,
+  padTokenId: 0,
+});
 
 describe('the policy at rollout.temperature', () => {
   it('score at T gives the logprobs and entropy the sampler recorded at T', async () => {
