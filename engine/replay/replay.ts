@@ -203,8 +203,9 @@ export async function replayFork(store: Store, home: string, p: ForkParams, onPr
     });
     await backend.close?.();
     progress('scoring', done);
-    // The prefix (and the edit) scored by the checkpoint: logprob of each token given the ones before.
-    const scored = await model.score([plan.prefixIds]);
+    // The prefix (and the edit) scored by the checkpoint: logprob of each token given the ones before,
+    // under the policy the continuations sample from (softmax(logits / temperature); 1 when greedy).
+    const scored = await model.score([plan.prefixIds], { temperature: temperature === 0 ? 1 : temperature });
     const lp = [NaN, ...Array.from(scored.logprobs.subarray(0, plan.prefixIds.length - 1))];
     const original = [
       ...plan.keep.flatMap((u) => u.tokenIds.map((_, i) => (u.lossMask && u.lossMask[i] === 0 ? null : (u.logprob?.[i] ?? null)))),

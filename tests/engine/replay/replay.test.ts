@@ -252,6 +252,24 @@ describe('arbor replay', () => {
     await expect(cli(['replay', parentId, '--at-turn', '9', '--model', checkpointId, '--n', '1'])).rejects.toThrow(/turn: the trajectory has turns 0\.\.3/);
     await expect(cli(['replay', parentId, '--at-turn', '3', '--model', 'nope', '--n', '1'])).rejects.toThrow(/no checkpoint "nope"/);
   });
+
+  it('scores the prefix under the policy the continuations sample from (softmax(logits / temperature))', async () => {
+    const out = await cli(['replay', parentId, '--at-turn', '3', '--model', modelDir, '--n', '1', '--temperature', '0.5', '--seed', '3', '--json']);
+    const r = JSON.parse(out) as { prefix: { ids: number[]; checkpoint: number[] } };
+    const m = PolicyModel.load(modelDir, { threads: 1 });
+    try {
+      const at = await m.score([r.prefix.ids], { temperature: 0.5 });
+      const plain = await m.score([r.prefix.ids]);
+      let apart = 0;
+      for (let i = 1; i < r.prefix.ids.length; i++) {
+        expect(r.prefix.checkpoint[i], `token ${i}`).toBeCloseTo(at.logprobs[i - 1]!, 4);
+        apart = Math.max(apart, Math.abs(plain.logprobs[i - 1]! - at.logprobs[i - 1]!));
+      }
+      expect(apart, 'the checkpoint at 1 is another policy').toBeGreaterThan(1e-3);
+    } finally {
+      await m.dispose();
+    }
+  }, 60_000);
 });
 
 describe('live rollout you can pause', () => {

@@ -1,11 +1,12 @@
 /**
  * The RL update scores and trains the policy the rollout sampled from: softmax(logits / T) at
  * rollout.temperature (verl's `logits.div_(temperature)`, TRL's `logits / self.temperature`).
- *  - the score graph at T gives the logprobs and entropy the sampler recorded at T (the sampler's
- *    host-side softmax of logits × 1/T is the independent reference), and not those at 1;
- *  - the train graph at T: the frozen head's closed-form gradient (LoRA) equals the
- *    differentiated head's, and a central difference of the loss;
- *  - ModelPolicyPort reads rollout.temperature for score, the reference and update; SFT stays at 1;
+ *  - the score graph at T gives the logprobs and entropy the sampler recorded at T (the decode
+ *    graph's sampling head, logits × 1/T, is the independent reference), and not those at 1;
+ *  - the train graph at T: its per-token logprobs are the score graph's at T; the frozen head's
+ *    closed-form gradient (LoRA) equals the differentiated head's, and a central difference;
+ *  - ModelPolicyPort scores, references and updates at rollout.temperature (the update's own
+ *    ratio is 1 against old logprobs scored at T); SFT trains at 1;
  *  - algorithm.old_logprobs "rollout" and algorithm.tis are accepted at any temperature (the
  *    recorded logprobs and the learner's are the same policy's now).
  */
@@ -92,6 +93,9 @@ describe('the policy at rollout.temperature', () => {
       const closed = await m.trainStep(batch, loss, batch.valid, {}, undefined, T);
       const diff = await m.trainStep(batch, loss, batch.valid, {}, [...adapters, 'model.embed_tokens.weight'], T);
       const plain = await m.trainStep(batch, loss, batch.valid);
+      // The train graph's own per-token logprobs are the score graph's at T (an independent program).
+      const scored = await m.score(batch, { temperature: T });
+      scored.logprobs.forEach((x, i) => batch.valid[i] && expect(closed.logprobs![i], `token ${i}`).toBeCloseTo(x, 4));
       expect(Math.abs(closed.loss - diff.loss)).toBeLessThan(1e-5 * Math.abs(diff.loss));
       expect(Math.abs(closed.loss - plain.loss), 'the loss at T is not the loss at 1').toBeGreaterThan(1e-3);
       for (const k of adapters) {
@@ -119,7 +123,8 @@ describe('the policy at rollout.temperature', () => {
       const down = (await m.trainStep(batch, loss, batch.valid, {}, undefined, T)).loss;
       w[best.i] = w0;
       m.markWeightsUpdated();
-      expect((up - down) / (2 * h), `${best.k}[${best.i}]`).toBeCloseTo(best.g, 2);
+      expect(Math.abs(best.g), 'a gradient large enough to check').toBeGreaterThan(0.02);
+      expect(Math.abs((up - down) / (2 * h) - best.g) / Math.abs(best.g), `${best.k}[${best.i}]`).toBeLessThan(0.02);
     }
   });
 
@@ -139,5 +144,21 @@ describe('the policy at rollout.temperature', () => {
     for (let t = 1; t < tokens.length; t++) expect(viaPort.logprobs[0]![t]).toBeCloseTo(direct.logprobs[t - 1]!, 5);
     const frozen = await port.frozen(model.cloneWeights()).score([ep]);
     for (let t = 1; t < tokens.length; t++) expect(frozen.logprobs[0]![t]).toBeCloseTo(direct.logprobs[t - 1]!, 5);
+    // The update trains at 0.7: its train step's ratio against old logprobs scored at 0.7 is 1 (lr 0:
+    // the weights do not move); SFT trains at 1.
+    const temps: number[] = [];
+    const trainStep = model.trainStep.bind(model);
+    model.trainStep = (...a: Parameters<typeof model.trainStep>) => (temps.push(a[5] ?? 1), trainStep(...a));
+    const adv = Float32Array.from(tokens, (_, i) => (i < 2 ? 0 : 1));
+    const s = await port.update({
+      microBatches: [[ep]],
+      advantages: new Map([[ep, adv]]),
+      oldLogprobs: new Map([[ep, viaPort.logprobs[0]!]]),
+      lr: 0,
+      fresh: false,
+    });
+    ep.lossMask.forEach((m, t) => m && expect(s.signals!.get(ep)!.ratio[t], `ratio at token ${t}`).toBeCloseTo(1, 4));
+    await port.sftUpdate([{ tokens: ep.tokens, lossMask: ep.lossMask }], 0);
+    expect(temps).toEqual([0.7, 1]);
   });
 });
