@@ -119,7 +119,7 @@ export interface Teacher extends ScorePort {
  * logits by its temperature).
  */
 export function openTeacher(
-  cfg: { algorithm: { distill?: { teacher: string } | null }; rollout?: { temperature: number } },
+  cfg: { algorithm: { distill?: { teacher: string } | null }; rollout: { temperature: number } },
   studentTokenizerFolder: string | undefined,
   opts: PolicyModelOptions,
 ): Teacher {
@@ -132,7 +132,7 @@ export function openTeacher(
     async score(episodes) {
       const r = await model.score(
         episodes.map((e) => Array.from(e.tokens)),
-        { entropy: false, temperature: cfg.rollout?.temperature ?? 1 },
+        { entropy: false, temperature: cfg.rollout.temperature },
       );
       return { logprobs: perEpisode(r.logprobs, r.batch.length, episodes) };
     },

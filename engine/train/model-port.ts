@@ -58,9 +58,9 @@ const NAMED_METRICS = new Set(['loss', 'tokens', 'clip_fraction', 'kl', 'entropy
 /**
  * What the policy port reads of the experiment config: the policy loss's keys, the critic's, the
  * micro-batches an SFT step is cut into, and the rollout temperature the RL policy is scored and
- * trained at (absent: 1).
+ * trained at.
  */
-export type PolicyPortSettings = PolicyLossConfig & CriticSettings & { algorithm: { micro_batches: number }; rollout?: { temperature: number } };
+export type PolicyPortSettings = PolicyLossConfig & CriticSettings & { algorithm: { micro_batches: number }; rollout: { temperature: number } };
 
 export class ModelPolicyPort implements PolicyPort, SftPort {
   constructor(
@@ -88,10 +88,10 @@ export class ModelPolicyPort implements PolicyPort, SftPort {
    * The policy the rollout sampled from: softmax(logits / rollout.temperature), as verl's actor
    * (`logits.div_(temperature)`) and TRL (`logits / self.temperature`) score and train it. At
    * temperature 1 against a sampler at 0.5 the update trained another policy than the one whose
-   * tokens it judged (docs/areas/train.md, "the update scores the policy at temperature 1").
+   * tokens it judged (docs/areas/train.md, "The update at the sampler's temperature").
    */
   private get temperature(): number {
-    return this.cfg.rollout?.temperature ?? 1;
+    return this.cfg.rollout.temperature;
   }
 
   async score(episodes: Episode[], weights?: Weights): Promise<{ logprobs: Float32Array[]; entropy: Float32Array[] }> {
