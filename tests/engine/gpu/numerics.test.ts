@@ -1,7 +1,7 @@
 /**
  * WebGPU against the CPU, same model program (SwiftShader; see ./harness.ts): per-token logprobs
  * and entropies (score), loss and every gradient (a training step), for the tiny model in full and
- * LoRA, and the parity fixtures with YaRN rope scaling, sharded safetensors and Qwen3 in BF16.
+ * LoRA (LoRA at temperature 0.7, the RL update's tempered head), and the parity fixtures with YaRN rope scaling, sharded safetensors and Qwen3 in BF16.
  */
 import { describe, expect, it } from 'vitest';
 import { gpuEnv, relToMax, runCase, SKIP_REASON } from './harness';

@@ -58,8 +58,10 @@ for (const [name, make, vocab] of cases) {
       [2, 3, 5, 7, 11, 13, 17, 19, 23],
     ].map((s) => s.map((x) => x % V));
     const batch = packSequences(seqs, m.config.padTokenId ?? 0);
-    const s = await m.score(batch, { entropy: true });
-    const t = await m.trainStep(batch, nll, batch.valid);
+    // The LoRA case scores and trains at temperature 0.7 (the RL update's tempered head, frozen-head path).
+    const temperature = name === 'tiny LoRA' ? 0.7 : 1;
+    const s = await m.score(batch, { entropy: true, temperature });
+    const t = await m.trainStep(batch, nll, batch.valid, {}, undefined, temperature);
     res[dev] = {
       logprobs: Array.from(s.logprobs),
       entropy: Array.from(s.entropy!),
